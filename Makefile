@@ -1,0 +1,30 @@
+# fmsim: the two set-up commands of the README.
+#   make run    installs what is missing, builds, runs the main job
+#   make test   installs what is missing, builds, runs every test
+BUILD ?= build
+FMSIM = $(BUILD)/app/fmsim
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+
+.PHONY: all deps configure build run test clean
+
+all: build
+
+deps:
+	@scripts/install-deps.sh
+
+configure: deps
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release
+
+build: configure
+	cmake --build $(BUILD) -j $(JOBS)
+
+run: build
+	$(FMSIM) analyze --paper-table
+	@echo
+	$(FMSIM) analyze --family causal_document --seqlen 8192 --br 128 --bc 64 --out out/causal_document_8k
+
+test: build
+	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+
+clean:
+	rm -rf $(BUILD)

@@ -1,0 +1,78 @@
+/* fmsim families: names, parameters, defaults and meaning of every family. */
+#define _POSIX_C_SOURCE 200809L
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "commands.h"
+#include "fm_families.h"
+#include "fm_json.h"
+
+static const char *help =
+    "usage: fmsim families [--json]\n\n"
+    "Lists the twelve mask families of the FlashMask paper's kernel table: whether each is\n"
+    "causal, the smallest interval form it needs, its parameters with their defaults (the\n"
+    "paper's benchmark values; S is the sequence length) and a one-line meaning.\n"
+    "Give parameters to other commands as --param key=value.\n\n"
+    "  --json   one JSON array instead of the listing\n";
+
+int cmd_families(int argc, char **argv) {
+  static const struct option longopts[] = {{"json", no_argument, 0, 'j'},
+                                           {"help", no_argument, 0, 'h'},
+                                           {0, 0, 0, 0}};
+  int json = 0, opt;
+  opterr = 0;
+  while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+    if (opt == 'j') json = 1;
+    else if (opt == 'h') {
+      fputs(help, stdout);
+      return FM_EXIT_OK;
+    } else {
+      cli_error("families", "unknown option '%s' (see fmsim families --help)", argv[optind - 1]);
+      return FM_EXIT_USAGE;
+    }
+  }
+  if (optind < argc) {
+    cli_error("families", "unexpected argument '%s'", argv[optind]);
+    return FM_EXIT_USAGE;
+  }
+  if (json) {
+    fm_json j;
+    fm_json_init(&j, 1);
+    fm_json_array(&j, NULL);
+    for (int i = 0; i < fm_family_count(); i++) {
+      const fm_family_info *f = fm_family_at(i);
+      fm_json_object(&j, NULL);
+      fm_json_string(&j, "name", f->name);
+      fm_json_bool(&j, "causal", f->causal);
+      fm_json_string(&j, "form", f->form);
+      fm_json_bool(&j, "per_head", f->per_head);
+      fm_json_string(&j, "meaning", f->meaning);
+      fm_json_array(&j, "params");
+      for (int p = 0; p < f->nparams; p++) {
+        fm_json_object(&j, NULL);
+        fm_json_string(&j, "name", f->params[p].name);
+        fm_json_string(&j, "default", f->params[p].default_text);
+        fm_json_string(&j, "meaning", f->params[p].meaning);
+        fm_json_end(&j);
+      }
+      fm_json_end(&j);
+      fm_json_end(&j);
+    }
+    fm_json_end(&j);
+    fputs(j.buf, stdout);
+    fm_json_free(&j);
+    return FM_EXIT_OK;
+  }
+  for (int i = 0; i < fm_family_count(); i++) {
+    const fm_family_info *f = fm_family_at(i);
+    printf("%-22s %-6s %-9s %s\n", f->name, f->causal ? "causal" : "bidir", f->form, f->meaning);
+    for (int p = 0; p < f->nparams; p++)
+      printf("    %-12s = %-16s %s\n", f->params[p].name, f->params[p].default_text,
+             f->params[p].meaning);
+  }
+  printf("\nDocuments: docs=, else the sample of S chosen with --sample (sample 0 by default)\n"
+         "from the paper's file, else a draw of docs_min..docs_max documents with --seed.\n");
+  return FM_EXIT_OK;
+}

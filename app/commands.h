@@ -1,0 +1,8 @@
+/* commands.h — entry points of the subcommands (argv[0] is the command name). */
+#ifndef FM_COMMANDS_H
+#define FM_COMMANDS_H
+
+int cmd_families(int argc, char **argv);
+int cmd_analyze(int argc, char **argv);
+
+#endif

@@ -1,0 +1,44 @@
+/* fmsim — the command line. One file per subcommand; this one dispatches. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "commands.h"
+
+static const struct {
+  const char *name;
+  int (*run)(int argc, char **argv);
+  const char *summary;
+} commands[] = {
+    {"families", cmd_families, "list the mask families, their parameters and defaults"},
+    {"analyze", cmd_analyze, "tile classes, block sparsity and mask memory of a family mask"},
+};
+#define NCOMMANDS ((int)(sizeof commands / sizeof commands[0]))
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "fmsim %s: a simulator of FlashMask column-interval attention masks\n\n"
+          "usage: fmsim [--help | --version] COMMAND [OPTIONS]\n\ncommands:\n",
+          FM_VERSION);
+  for (int i = 0; i < NCOMMANDS; i++) fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
+  fprintf(f, "\n'fmsim COMMAND --help' describes a command.\n");
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    usage(stderr);
+    return FM_EXIT_USAGE;
+  }
+  if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+    usage(stdout);
+    return FM_EXIT_OK;
+  }
+  if (!strcmp(argv[1], "--version")) {
+    printf("fmsim %s\n", FM_VERSION);
+    return FM_EXIT_OK;
+  }
+  for (int i = 0; i < NCOMMANDS; i++)
+    if (!strcmp(argv[1], commands[i].name)) return commands[i].run(argc - 1, argv + 1);
+  cli_error(NULL, "unknown command '%s' (fmsim --help lists them)", argv[1]);
+  return FM_EXIT_USAGE;
+}

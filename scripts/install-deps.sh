@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs what fmsim needs to build and test on a Debian/Ubuntu machine, and
+# only what is missing: apt-get for the toolchain and libraries. Safe to rerun.
+# Optional parts (CUDA, SDL2, cairo) are used when present; the core builds
+# and tests with a C compiler, CMake and Criterion alone.
+set -euo pipefail
+
+packages=(build-essential cmake pkg-config libcriterion-dev libcairo2-dev libsdl2-dev)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+if ! command -v apt-get >/dev/null 2>&1; then
+  echo "install-deps: missing packages (${missing[*]}) and no apt-get to install them" >&2
+  exit 1
+fi
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+  sudo="sudo"
+fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -q
+$sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
