@@ -1,0 +1,62 @@
+/* fm_attn.h — host API of the FlashMask forward kernels (C-callable).
+ *
+ * One FlashAttention-2-style forward kernel, bf16 in, fp32 accumulation, head
+ * dims 64 and 128, extended with FlashMask tile classification, in three
+ * variants (FM_VARIANT_*), each with an optional instrumented build that
+ * records per-tile class and clock64 cycles.
+ *
+ * Layouts (device pointers):
+ *   q, k, v, o     (B, S, H, D) bf16 (uint16_t bit patterns), Sq rows for q/o, Sk for k/v
+ *   lse            (B, H, Sq) fp32 log-sum-exp of the scaled scores (natural log);
+ *                  -inf for a row with no visible key (its output row is 0)
+ *   intervals      (nsets, 4, Sk) int32: LTS, LTE, UTS, UTE per set, sets as fm_colmask
+ *                  (set = (nb == 1 ? 0 : b) * nh + (nh == 1 ? 0 : h))
+ *   dense_mask     (Sq, Sk) uint8, 1 = masked (FM_VARIANT_DENSE only; shared by all heads)
+ *   tile_class     (B, H, Tr, Tc) uint8 FM_TILE_* as the kernel saw it (instrumented only)
+ *   tile_cycles    (B, H, Tr, Tc) int64 clock64 cycles spent on the tile (instrumented only)
+ * Tr = ceil(Sq / FM_ATTN_BR), Tc = ceil(Sk / FM_ATTN_BC) at the kernel's own tile size.
+ */
+#ifndef FM_ATTN_H
+#define FM_ATTN_H
+
+#include <stdint.h>
+
+#include "fm_status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum fm_variant {
+  FM_VARIANT_SKIP = 0,   /* the product: fully masked tiles skipped before any K/V load */
+  FM_VARIANT_NOSKIP = 1, /* every tile visited, same arithmetic (bit-identical output) */
+  FM_VARIANT_DENSE = 2   /* element mask read from an Sq x Sk array in HBM */
+} fm_variant;
+
+typedef struct fm_attn_problem {
+  int32_t batch, heads, seqlen_q, seqlen_k, head_dim; /* head_dim 64 or 128 */
+  float softmax_scale;                                /* usually 1/sqrt(head_dim) */
+  int causal;
+  int32_t mask_nb, mask_nh; /* interval sets: nb in {1, batch}, nh in {1, heads} */
+  const void *q, *k, *v;
+  void *o;
+  float *lse;
+  const int32_t *intervals;
+  const uint8_t *dense_mask;
+  uint8_t *tile_class;  /* NULL unless instrumented */
+  int64_t *tile_cycles; /* NULL unless instrumented */
+} fm_attn_problem;
+
+/* The kernel's tile size for a head dim (rows x key columns). */
+void fm_attn_tile_size(int32_t head_dim, int32_t *br, int32_t *bc);
+
+/* Launches the bounds preprocessing and the forward kernel on `stream`
+ * (a cudaStream_t, NULL for the default stream); asynchronous. instrumented
+ * selects the build that writes tile_class / tile_cycles. */
+fm_status fm_attn_forward(const fm_attn_problem *p, fm_variant variant, int instrumented,
+                          void *stream, fm_err *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
