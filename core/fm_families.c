@@ -311,9 +311,9 @@ static fm_status resolve_docs(const fm_family_request *req, const param_values *
     snprintf(used->docs_source, sizeof used->docs_source, "sample %d of %lld", k, (long long)S);
   } else {
     int64_t dmin, dmax;
-    if ((st = int_param(pv, "docs_min", 2, 1, S, "1 <= docs_min <= S: more documents than tokens?",
+    if ((st = int_param(pv, "docs_min", S < 2 ? S : 2, 1, S, "1 <= docs_min <= S: more documents than tokens?",
                         &dmin, err)) != FM_OK ||
-        (st = int_param(pv, "docs_max", dmin > 6 ? dmin : 6, dmin, S,
+        (st = int_param(pv, "docs_max", dmin > 6 ? dmin : (S < 6 ? S : 6), dmin, S,
                         "docs_min <= docs_max <= S", &dmax, err)) != FM_OK)
       return st;
     if ((st = draw_docs(S, dmin, dmax, req->seed, docs, err)) != FM_OK) return st;

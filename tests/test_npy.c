@@ -1,0 +1,252 @@
+/* Tests of .npy reading/writing and interval files: round trips in every
+ * form and dtype, and every malformed input rejected with a precise message
+ * and nothing left behind. */
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <sys/stat.h>
+
+#include "fm_intervals_io.h"
+#include "fm_npy.h"
+#include "fm_test_util.h"
+
+static void tmp_path(char *buf, size_t cap, const char *name) {
+  snprintf(buf, cap, "%s/npy_%d_%s", FM_TEST_TMP_DIR, (int)getpid(), name);
+}
+
+/* Writes raw bytes: a header dict text with a valid preamble, then data. */
+static void write_raw_npy(const char *path, const char *dict, const void *data, size_t n,
+                          int major) {
+  FILE *f = fopen(path, "wb");
+  size_t len = strlen(dict) + 1;
+  fwrite("\x93NUMPY", 1, 6, f);
+  unsigned char ver[2] = {(unsigned char)major, 0};
+  fwrite(ver, 1, 2, f);
+  if (major == 1) {
+    unsigned char l[2] = {(unsigned char)(len & 0xff), (unsigned char)(len >> 8)};
+    fwrite(l, 1, 2, f);
+  } else {
+    unsigned char l[4] = {(unsigned char)(len & 0xff), (unsigned char)(len >> 8), 0, 0};
+    fwrite(l, 1, 4, f);
+  }
+  fwrite(dict, 1, len - 1, f);
+  fputc('\n', f);
+  if (n) fwrite(data, 1, n, f);
+  fclose(f);
+}
+
+Test(npy, save_load_round_trip_all_dtypes) {
+  char path[512];
+  tmp_path(path, sizeof path, "rt.npy");
+  for (int t = 0; t < FM_DT_COUNT; t++) {
+    int64_t shape[3] = {2, 3, 5};
+    size_t n = 30 * (size_t)fm_dtype_size((fm_dtype)t);
+    unsigned char *data = malloc(n);
+    for (size_t i = 0; i < n; i++) data[i] = (unsigned char)(i * 7 + (size_t)t);
+    if (t == FM_DT_BOOL)
+      for (size_t i = 0; i < n; i++) data[i] &= 1;
+    cr_assert_eq(fm_npy_save(path, (fm_dtype)t, 3, shape, data, NULL), FM_OK);
+    fm_npy_header h;
+    void *back;
+    cr_assert_eq(fm_npy_load(path, &h, &back, 1 << 20, NULL), FM_OK, "dtype %s",
+                 fm_dtype_descr((fm_dtype)t));
+    cr_assert_eq(h.dtype, t);
+    cr_assert_eq(h.ndim, 3);
+    cr_assert(h.shape[0] == 2 && h.shape[1] == 3 && h.shape[2] == 5);
+    cr_assert_eq(h.data_offset % 64, 0, "header aligned to 64 bytes");
+    cr_assert_eq(memcmp(back, data, n), 0);
+    free(back);
+    free(data);
+  }
+  /* one dimension: "(5,)" */
+  int64_t one[1] = {5};
+  int32_t v[5] = {1, 2, 3, 4, 5};
+  cr_assert_eq(fm_npy_save(path, FM_DT_I32, 1, one, v, NULL), FM_OK);
+  fm_npy_header h;
+  void *back;
+  cr_assert_eq(fm_npy_load(path, &h, &back, 1 << 20, NULL), FM_OK);
+  cr_assert_eq(h.ndim, 1);
+  cr_assert_eq(h.shape[0], 5);
+  free(back);
+  unlink(path);
+}
+
+Test(npy, reads_format_version_2) {
+  char path[512];
+  tmp_path(path, sizeof path, "v2.npy");
+  int32_t v[4] = {1, 2, 3, 4};
+  write_raw_npy(path, "{'descr': '<i4', 'fortran_order': False, 'shape': (2, 2), }", v, sizeof v, 2);
+  fm_npy_header h;
+  void *back;
+  cr_assert_eq(fm_npy_load(path, &h, &back, 1 << 20, NULL), FM_OK);
+  cr_assert_eq(((int32_t *)back)[3], 4);
+  free(back);
+  unlink(path);
+}
+
+static void expect_bad(const char *dict, const void *data, size_t n, fm_status want,
+                       const char *needle) {
+  char path[512];
+  tmp_path(path, sizeof path, "bad.npy");
+  write_raw_npy(path, dict, data, n, 1);
+  fm_npy_header h;
+  void *back = NULL;
+  fm_err e;
+  fm_status st = fm_npy_load(path, &h, &back, 1 << 20, &e);
+  cr_assert_eq(st, want, "dict %s: got %d (%s)", dict, st, e.msg);
+  cr_assert(strstr(e.msg, needle) != NULL, "message '%s' lacks '%s'", e.msg, needle);
+  cr_assert(strstr(e.msg, path) != NULL, "message names the file: %s", e.msg);
+  cr_assert_null(back);
+  unlink(path);
+}
+
+Test(npy, rejects_malformed_headers) {
+  int32_t v[4] = {0};
+  expect_bad("{'descr': '>i4', 'fortran_order': False, 'shape': (2, 2), }", v, 16,
+             FM_EUNSUPPORTED, "big-endian");
+  expect_bad("{'descr': '<c16', 'fortran_order': False, 'shape': (2, 2), }", v, 16,
+             FM_EUNSUPPORTED, "unsupported dtype");
+  expect_bad("{'descr': '<i4', 'fortran_order': True, 'shape': (2, 2), }", v, 16,
+             FM_EUNSUPPORTED, "Fortran");
+  expect_bad("{'descr': '<i4', 'fortran_order': False, 'shape': (2, 3), }", v, 16, FM_EFORMAT,
+             "truncated");
+  expect_bad("{'descr': '<i4', 'shape': (2, 2), }", v, 16, FM_EFORMAT, "fortran_order");
+  expect_bad("{'descr': '<i4', 'fortran_order': False, 'shape': (2, 2), 'x': 1}", v, 16,
+             FM_EFORMAT, "'x'");
+  expect_bad("{'descr': '<i4', 'fortran_order': False, 'shape': (2, -2), }", v, 16, FM_EFORMAT,
+             "shape");
+  expect_bad("['descr']", v, 16, FM_EFORMAT, "not a dict");
+}
+
+Test(npy, rejects_bad_magic_and_short_files) {
+  char path[512];
+  tmp_path(path, sizeof path, "magic.npy");
+  FILE *f = fopen(path, "wb");
+  fputs("PK\x03\x04 this is a zip file, not npy", f);
+  fclose(f);
+  fm_npy_header h;
+  void *back;
+  fm_err e;
+  cr_assert_eq(fm_npy_load(path, &h, &back, 1 << 20, &e), FM_EFORMAT);
+  cr_assert(strstr(e.msg, "bad magic"), "%s", e.msg);
+  f = fopen(path, "wb");
+  fputs("\x93NUM", f);
+  fclose(f);
+  cr_assert_eq(fm_npy_load(path, &h, &back, 1 << 20, &e), FM_EFORMAT);
+  cr_assert(strstr(e.msg, "too short"), "%s", e.msg);
+  unlink(path);
+  cr_assert_eq(fm_npy_load("/nonexistent/x.npy", &h, &back, 1 << 20, &e), FM_EIO);
+}
+
+Test(npy, failed_write_leaves_nothing) {
+  int64_t shape[1] = {4};
+  int32_t v[4] = {0};
+  fm_err e;
+  char dir[512];
+  tmp_path(dir, sizeof dir, "ro");
+  mkdir(dir, 0755);
+  char path[600];
+  snprintf(path, sizeof path, "%s/missing/x.npy", dir);
+  cr_assert_eq(fm_npy_save(path, FM_DT_I32, 1, shape, v, &e), FM_EIO);
+  cr_assert(strstr(e.msg, "missing/x.npy"), "%s", e.msg);
+  /* a streaming writer closed without commit leaves nothing */
+  snprintf(path, sizeof path, "%s/y.npy", dir);
+  fm_npy_writer *w;
+  cr_assert_eq(fm_npy_writer_open(path, FM_DT_I32, 1, shape, &w, NULL), FM_OK);
+  fm_npy_writer_write(w, v, 2, NULL);
+  cr_assert_neq(fm_npy_writer_close(w, 1, &e), FM_OK, "2 of 4 elements is not a whole array");
+  DIR *d = opendir(dir);
+  struct dirent *ent;
+  int files = 0;
+  while ((ent = readdir(d)))
+    if (ent->d_name[0] != '.') files++;
+  closedir(d);
+  cr_assert_eq(files, 0, "nothing half-written is left");
+  rmdir(dir);
+}
+
+Test(intervals_io, round_trip_every_form) {
+  fm_rng r;
+  fm_rng_seed(&r, 7, 0);
+  char path[512];
+  tmp_path(path, sizeof path, "iv.npy");
+  int hits[FM_FORM_COUNT] = {0};
+  for (int iter = 0; iter < 200; iter++) {
+    int32_t sq = 1 + (int32_t)fm_rng_below(&r, 20), sk = 1 + (int32_t)fm_rng_below(&r, 20);
+    int causal = (int)fm_rng_below(&r, 2);
+    int32_t nb = 1 + (int32_t)fm_rng_below(&r, 2), nh = 1 + (int32_t)fm_rng_below(&r, 3);
+    fm_colmask *m = fmt_random_mask(&r, sq, sk, nb, nh, causal);
+    for (int f = 0; f < FM_FORM_COUNT; f++) {
+      fm_form used;
+      if (fm_colmask_save_npy(m, path, (fm_form)f, &used, NULL) != FM_OK) continue;
+      hits[f]++;
+      fm_colmask *back = NULL;
+      fm_err e;
+      cr_assert_eq(fm_colmask_load_npy(path, fm_form_causal((fm_form)f), sq, &back, &e), FM_OK,
+                   "%s", e.msg);
+      cr_assert(fm_colmask_equal(m, back), "form %s changed the mask", fm_form_name((fm_form)f));
+      cr_assert_eq(fm_colmask_nb(back), nb);
+      cr_assert_eq(fm_colmask_nh(back), nh);
+      fm_npy_header h;
+      void *raw;
+      fm_npy_load(path, &h, &raw, 1 << 20, NULL);
+      cr_assert_eq(h.dtype, FM_DT_I32);
+      cr_assert(h.ndim == 4 && h.shape[2] == sk && h.shape[3] == fm_form_k((fm_form)f));
+      free(raw);
+      fm_colmask_destroy(back);
+    }
+    fm_colmask_destroy(m);
+  }
+  for (int f = 0; f < FM_FORM_COUNT; f++) cr_assert_gt(hits[f], 5, "form %d exercised", f);
+  unlink(path);
+}
+
+Test(intervals_io, reads_int64_and_defaults_sq_to_sk) {
+  char path[512];
+  tmp_path(path, sizeof path, "i64.npy");
+  int64_t lts[10] = {3, 4, 5, 6, 7, 8, 9, 10, 10, 10}; /* sliding window w=3 */
+  int64_t shape[4] = {1, 1, 10, 1};
+  cr_assert_eq(fm_npy_save(path, FM_DT_I64, 4, shape, lts, NULL), FM_OK);
+  fm_colmask *m;
+  cr_assert_eq(fm_colmask_load_npy(path, 1, 0, &m, NULL), FM_OK);
+  cr_assert_eq(fm_colmask_sq(m), 10);
+  cr_assert(fm_colmask_masked(m, 0, 3, 0) && !fm_colmask_masked(m, 0, 2, 0));
+  cr_assert(fm_colmask_masked(m, 0, 0, 1)); /* causal */
+  fm_colmask_destroy(m);
+  unlink(path);
+}
+
+static void expect_bad_intervals(fm_dtype t, int ndim, const int64_t *shape, const void *data,
+                                 int causal, const char *needle) {
+  char path[512];
+  tmp_path(path, sizeof path, "badiv.npy");
+  cr_assert_eq(fm_npy_save(path, t, ndim, shape, data, NULL), FM_OK);
+  fm_colmask *m = (fm_colmask *)1;
+  fm_err e;
+  cr_assert_neq(fm_colmask_load_npy(path, causal, 0, &m, &e), FM_OK);
+  cr_assert_null(m);
+  cr_assert(strstr(e.msg, needle) != NULL, "message '%s' lacks '%s'", e.msg, needle);
+  unlink(path);
+}
+
+Test(intervals_io, rejects_bad_interval_files) {
+  int32_t v[40] = {0};
+  int64_t s4[4] = {1, 1, 10, 1};
+  v[3] = 11; /* LTS beyond Sq = 10 */
+  expect_bad_intervals(FM_DT_I32, 4, s4, v, 1, "LTS = 11 is outside [0, Sq=10]");
+  v[3] = -1;
+  expect_bad_intervals(FM_DT_I32, 4, s4, v, 1, "outside");
+  v[3] = 0;
+  expect_bad_intervals(FM_DT_I32, 4, s4, v, 0, "k = 1"); /* k = 1 is causal only */
+  int64_t s3[3] = {1, 10, 1};
+  expect_bad_intervals(FM_DT_I32, 3, s3, v, 1, "[B, H_mask, Sk, k]");
+  int64_t sbool[4] = {1, 1, 10, 1};
+  expect_bad_intervals(FM_DT_BOOL, 4, sbool, v, 1, "dense mask");
+  int64_t s2[4] = {1, 1, 10, 2};
+  for (int j = 0; j < 10; j++) {
+    v[2 * j] = 5;
+    v[2 * j + 1] = 4; /* start after end */
+  }
+  expect_bad_intervals(FM_DT_I32, 4, s2, v, 1, "LTS = 5 > LTE = 4");
+  int64_t s0[4] = {1, 1, 0, 2};
+  expect_bad_intervals(FM_DT_I32, 4, s0, v, 1, "positive");
+}

@@ -1,0 +1,203 @@
+/* Tests of tile bounds and classification: the min/max rule and the exact
+ * class against brute force over random interval masks, random Br/Bc and
+ * lengths that are not multiples of the tile; and memory accounting. */
+#include <criterion/criterion.h>
+
+#include "fm_families.h"
+#include "fm_memory.h"
+#include "fm_test_util.h"
+#include "fm_tiles.h"
+
+Test(tiles, bounds_match_brute_force) {
+  fm_rng r;
+  fm_rng_seed(&r, 3, 0);
+  for (int iter = 0; iter < 100; iter++) {
+    int32_t sq = 1 + (int32_t)fm_rng_below(&r, 40), sk = 1 + (int32_t)fm_rng_below(&r, 40);
+    int causal = (int)fm_rng_below(&r, 2);
+    int32_t bc = 1 + (int32_t)fm_rng_below(&r, 12);
+    fm_colmask *m = fmt_random_mask(&r, sq, sk, 1, 1, causal);
+    int32_t tc = (sk + bc - 1) / bc;
+    fm_tile_bounds *b = malloc(sizeof *b * (size_t)tc);
+    fm_tile_bounds_compute(m, 0, bc, b);
+    for (int32_t t = 0; t < tc; t++) {
+      int32_t mn[4] = {INT32_MAX, INT32_MAX, INT32_MAX, INT32_MAX};
+      int32_t mx[4] = {INT32_MIN, INT32_MIN, INT32_MIN, INT32_MIN};
+      for (int32_t j = t * bc; j < sk && j < (t + 1) * bc; j++) {
+        int32_t v[4] = {fm_colmask_cvec(m, 0, FM_LTS)[j], fm_colmask_cvec(m, 0, FM_LTE)[j],
+                        fm_colmask_cvec(m, 0, FM_UTS)[j], fm_colmask_cvec(m, 0, FM_UTE)[j]};
+        if (causal) { /* causal triangle folded into the upper interval */
+          int32_t c = fm_causal_limit(j, sq, sk);
+          v[3] = v[2] < v[3] && v[3] > c ? v[3] : c;
+          v[2] = 0;
+        }
+        for (int k = 0; k < 4; k++) {
+          if (v[k] < mn[k]) mn[k] = v[k];
+          if (v[k] > mx[k]) mx[k] = v[k];
+        }
+      }
+      cr_assert(b[t].lts_min == mn[0] && b[t].lts_max == mx[0] && b[t].lte_min == mn[1] &&
+                b[t].lte_max == mx[1] && b[t].uts_min == mn[2] && b[t].uts_max == mx[2] &&
+                b[t].ute_min == mn[3] && b[t].ute_max == mx[3]);
+    }
+    free(b);
+    fm_colmask_destroy(m);
+  }
+}
+
+/* Brute force on the dense mask: exact class of a tile, and the min/max rule
+ * re-derived independently from the column vectors. */
+static int exact_class(const uint8_t *d, int32_t sk, int32_t r0, int32_t r1, int32_t c0,
+                       int32_t c1) {
+  int64_t masked = 0, n = (int64_t)(r1 - r0) * (c1 - c0);
+  for (int32_t i = r0; i < r1; i++)
+    for (int32_t j = c0; j < c1; j++) masked += d[(size_t)i * sk + j];
+  return masked == n ? FM_TILE_MASKED : masked == 0 ? FM_TILE_UNMASKED : FM_TILE_PARTIAL;
+}
+
+static int minmax_class(const fm_colmask *m, int32_t s, int32_t r0, int32_t r1, int32_t c0,
+                        int32_t c1) {
+  int32_t sq = fm_colmask_sq(m), sk = fm_colmask_sk(m);
+  int all_lt = 1, all_ut = 1, any = 0;
+  int32_t lts_max = INT32_MIN, lte_min = INT32_MAX, uts_max = INT32_MIN, ute_min = INT32_MAX;
+  int32_t lts_min = INT32_MAX, lte_max = INT32_MIN, uts_min = INT32_MAX, ute_max = INT32_MIN;
+  for (int32_t j = c0; j < c1; j++) {
+    int32_t a = fm_colmask_cvec(m, s, FM_LTS)[j], b = fm_colmask_cvec(m, s, FM_LTE)[j];
+    int32_t u = fm_colmask_cvec(m, s, FM_UTS)[j], v = fm_colmask_cvec(m, s, FM_UTE)[j];
+    if (fm_colmask_causal(m)) {
+      int32_t c = fm_causal_limit(j, sq, sk);
+      v = u < v && v > c ? v : c;
+      u = 0;
+    }
+    lts_max = a > lts_max ? a : lts_max;
+    lts_min = a < lts_min ? a : lts_min;
+    lte_min = b < lte_min ? b : lte_min;
+    lte_max = b > lte_max ? b : lte_max;
+    uts_max = u > uts_max ? u : uts_max;
+    uts_min = u < uts_min ? u : uts_min;
+    ute_min = v < ute_min ? v : ute_min;
+    ute_max = v > ute_max ? v : ute_max;
+  }
+  all_lt = r0 >= lts_max && r1 <= lte_min;
+  all_ut = r0 >= uts_max && r1 <= ute_min;
+  if (all_lt || all_ut) return FM_TILE_MASKED;
+  any = (r1 > lts_min && r0 < lte_max) || (r1 > uts_min && r0 < ute_max);
+  return any ? FM_TILE_PARTIAL : FM_TILE_UNMASKED;
+}
+
+Test(tiles, classification_matches_brute_force) {
+  fm_rng r;
+  fm_rng_seed(&r, 11, 0);
+  int64_t seen_partial_but_masked = 0, seen_masked = 0, seen_unmasked = 0;
+  for (int iter = 0; iter < 400; iter++) {
+    int32_t sq = 1 + (int32_t)fm_rng_below(&r, 48), sk = 1 + (int32_t)fm_rng_below(&r, 48);
+    int32_t br = 1 + (int32_t)fm_rng_below(&r, 16), bc = 1 + (int32_t)fm_rng_below(&r, 16);
+    int causal = (int)fm_rng_below(&r, 2);
+    int32_t nh = 1 + (int32_t)fm_rng_below(&r, 2);
+    fm_colmask *m = fmt_random_mask(&r, sq, sk, 1, nh, causal);
+    int32_t tr = (sq + br - 1) / br, tc = (sk + bc - 1) / bc;
+    uint8_t *cls = malloc((size_t)(nh * tr * tc)), *ex = malloc((size_t)(nh * tr * tc));
+    fm_tile_counts counts;
+    cr_assert_eq(fm_classify(m, br, bc, &counts, cls, ex, NULL), FM_OK);
+    cr_assert_eq(counts.total, (int64_t)nh * tr * tc);
+    int64_t cnt[3] = {0}, cnt_exact[3] = {0};
+    for (int32_t s = 0; s < nh; s++) {
+      uint8_t *d = fmt_dense(m, s);
+      for (int32_t rt = 0; rt < tr; rt++)
+        for (int32_t ct = 0; ct < tc; ct++) {
+          int32_t r0 = rt * br, r1 = r0 + br < sq ? r0 + br : sq;
+          int32_t c0 = ct * bc, c1 = c0 + bc < sk ? c0 + bc : sk;
+          int want_exact = exact_class(d, sk, r0, r1, c0, c1);
+          int want_rule = minmax_class(m, s, r0, r1, c0, c1);
+          size_t idx = ((size_t)s * tr + rt) * tc + ct;
+          cr_assert_eq(ex[idx], want_exact, "iter %d tile (%d,%d): exact %d, want %d", iter, rt,
+                       ct, ex[idx], want_exact);
+          cr_assert_eq(cls[idx], want_rule, "iter %d tile (%d,%d): rule %d, want %d", iter, rt,
+                       ct, cls[idx], want_rule);
+          /* the rule is conservative: never skips a tile that has a visible element,
+             never drops the mask from a tile that has a masked element */
+          if (cls[idx] == FM_TILE_MASKED) cr_assert_eq(want_exact, FM_TILE_MASKED);
+          if (cls[idx] == FM_TILE_UNMASKED) cr_assert_eq(want_exact, FM_TILE_UNMASKED);
+          cnt[cls[idx]]++;
+          cnt_exact[ex[idx]]++;
+          seen_partial_but_masked += cls[idx] == FM_TILE_PARTIAL && want_exact == FM_TILE_MASKED;
+          seen_masked += want_exact == FM_TILE_MASKED;
+          seen_unmasked += want_exact == FM_TILE_UNMASKED;
+        }
+      free(d);
+    }
+    for (int c = 0; c < 3; c++) {
+      cr_assert_eq(counts.minmax[c], cnt[c]);
+      cr_assert_eq(counts.exact[c], cnt_exact[c]);
+    }
+    cr_assert_float_eq(counts.sparsity, (double)cnt[0] / (double)counts.total, 1e-12);
+    /* counts without arrays are the same */
+    fm_tile_counts again;
+    fm_classify(m, br, bc, &again, NULL, NULL, NULL);
+    cr_assert_eq(memcmp(&again, &counts, sizeof counts), 0);
+    free(cls);
+    free(ex);
+    fm_colmask_destroy(m);
+  }
+  /* the random masks exercise every case, including the rule's conservatism */
+  cr_assert_gt(seen_partial_but_masked, 0);
+  cr_assert_gt(seen_masked, 0);
+  cr_assert_gt(seen_unmasked, 0);
+}
+
+Test(tiles, rejects_bad_tile_sizes) {
+  fm_colmask *m;
+  fm_colmask_create(8, 8, 1, 1, 1, &m, NULL);
+  fm_tile_counts c;
+  fm_err e;
+  cr_assert_eq(fm_classify(m, 0, 8, &c, NULL, NULL, &e), FM_EINVAL);
+  cr_assert(strstr(e.msg, "Br=0"), "%s", e.msg);
+  cr_assert_eq(fm_classify(m, 8, -1, &c, NULL, NULL, &e), FM_EINVAL);
+  fm_colmask_destroy(m);
+}
+
+Test(tiles, causal_counts_have_a_closed_form) {
+  /* causal S = 1024 at 128 x 128: 8 x 8 tiles, 28 above the diagonal masked,
+     8 on the diagonal partial, 28 below unmasked */
+  fm_colmask *m;
+  fm_colmask_create(1024, 1024, 1, 1, 1, &m, NULL);
+  fm_tile_counts c;
+  cr_assert_eq(fm_classify(m, 128, 128, &c, NULL, NULL, NULL), FM_OK);
+  cr_assert_eq(c.minmax[FM_TILE_MASKED], 28);
+  cr_assert_eq(c.minmax[FM_TILE_PARTIAL], 8);
+  cr_assert_eq(c.minmax[FM_TILE_UNMASKED], 28);
+  fm_colmask_destroy(m);
+}
+
+Test(memory, formulas) {
+  fm_mask_bytes b;
+  /* S = 1024, one set, causal-1, Bc = 64: dense 1 MiB; block mask with 8 x 8
+     blocks: 4 * (2*(8+8) + 4*64) bytes; intervals 1024*4 + 8 bounds * 16 tiles * 4 */
+  fm_mask_bytes_compute(1024, 1024, 1, FM_FORM_CAUSAL1, 64, &b);
+  cr_assert_eq(b.dense, 1 << 20);
+  cr_assert_eq(b.block_mask, 4 * (2 * 16 + 4 * 64));
+  cr_assert_eq(b.interval_vectors, 4096);
+  cr_assert_eq(b.tile_bounds, 8 * 16 * 4);
+  cr_assert_eq(b.intervals, 4096 + 512);
+  fm_mask_bytes_compute(1024, 1024, 6, FM_FORM_BIDIR4, 64, &b);
+  cr_assert_eq(b.dense, 6 << 20);
+  cr_assert_eq(b.interval_vectors, 6 * 4 * 4096);
+  /* intervals grow linearly, dense quadratically */
+  fm_mask_bytes big;
+  fm_mask_bytes_compute(1 << 20, 1 << 20, 1, FM_FORM_CAUSAL1, 128, &big);
+  cr_assert_eq(big.dense, (int64_t)1 << 40);
+  cr_assert_lt(big.intervals, (int64_t)5 << 20);
+}
+
+Test(tiles, large_family_counts_use_little_memory) {
+  /* 1M tokens: counted without any O(S^2) array (this would need 1 TiB dense) */
+  const char *p[1] = {"docs=300000,400000,348576"};
+  fm_family_request req = {"causal_document", 1 << 20, 1, 1, 0, -1, NULL, 1, p};
+  fm_colmask *m;
+  cr_assert_eq(fm_family_build(&req, &m, NULL, NULL), FM_OK);
+  fm_tile_counts c;
+  cr_assert_eq(fm_classify(m, 128, 64, &c, NULL, NULL, NULL), FM_OK);
+  cr_assert_eq(c.total, (int64_t)8192 * 16384);
+  cr_assert_eq(c.minmax[FM_TILE_MASKED], c.exact[FM_TILE_MASKED]);
+  cr_assert_gt(c.sparsity, 0.6);
+  fm_colmask_destroy(m);
+}
