@@ -56,11 +56,15 @@ fm_status fm_trace_begin(fm_trace_writer *w, const char *dir, fm_err *err) {
   if (strlen(dir) >= sizeof w->dir - 1)
     return fm_fail(err, FM_EINVAL, "%s: path too long", dir);
   snprintf(w->dir, sizeof w->dir, "%s", dir);
+  w->created_dir = access(dir, F_OK) != 0;
   fm_status st = fm_mkdir_p(dir, err);
   if (st != FM_OK) return st;
   snprintf(w->stage, sizeof w->stage, "%s/.staging.XXXXXX", dir);
-  if (!mkdtemp(w->stage))
-    return fm_fail(err, FM_EIO, "%s: cannot write into the folder: %s", dir, strerror(errno));
+  if (!mkdtemp(w->stage)) {
+    int saved = errno;
+    if (w->created_dir) rmdir(dir);
+    return fm_fail(err, FM_EIO, "%s: cannot write into the folder: %s", dir, strerror(saved));
+  }
   return FM_OK;
 }
 
@@ -70,6 +74,18 @@ const char *fm_trace_file(fm_trace_writer *w, const char *name, char *buf, size_
   if (!known && w->nfiles < 16) snprintf(w->files[w->nfiles++], sizeof w->files[0], "%s", name);
   snprintf(buf, cap, "%s/%s", w->stage, name);
   return buf;
+}
+
+/* Removes the staging folder and whatever is still in it. */
+static void remove_stage(fm_trace_writer *w) {
+  char p[4200];
+  for (int i = 0; i < w->nfiles; i++) {
+    snprintf(p, sizeof p, "%s/%s", w->stage, w->files[i]);
+    unlink(p);
+  }
+  if (w->stage[0]) rmdir(w->stage);
+  w->stage[0] = 0;
+  w->nfiles = 0;
 }
 
 fm_status fm_trace_commit(fm_trace_writer *w, fm_err *err) {
@@ -82,19 +98,14 @@ fm_status fm_trace_commit(fm_trace_writer *w, fm_err *err) {
     if (rename(from, to) != 0 && st == FM_OK)
       st = fm_fail(err, FM_EIO, "%s: cannot move into place: %s", to, strerror(errno));
   }
-  fm_trace_abort(w);
+  remove_stage(w);
   return st;
 }
 
 void fm_trace_abort(fm_trace_writer *w) {
-  char p[4200];
-  for (int i = 0; i < w->nfiles; i++) {
-    snprintf(p, sizeof p, "%s/%s", w->stage, w->files[i]);
-    unlink(p);
-  }
-  if (w->stage[0]) rmdir(w->stage);
-  w->stage[0] = 0;
-  w->nfiles = 0;
+  remove_stage(w);
+  if (w->created_dir) rmdir(w->dir);
+  w->created_dir = 0;
 }
 
 fm_status fm_trace_write_columns(const char *path, const fm_colmask *m, fm_err *err) {

@@ -47,6 +47,7 @@ void fm_analysis_json(const fm_analysis *a, fm_json *j);
 typedef struct fm_trace_writer {
   char dir[4000];
   char stage[4096];
+  int created_dir; /* the target did not exist: abort removes it again */
   int nfiles;
   char files[16][64];
 } fm_trace_writer;
@@ -55,6 +56,7 @@ fm_status fm_trace_begin(fm_trace_writer *w, const char *dir, fm_err *err);
 /* Path of a file inside the staging folder; records it for commit. */
 const char *fm_trace_file(fm_trace_writer *w, const char *name, char *buf, size_t cap);
 fm_status fm_trace_commit(fm_trace_writer *w, fm_err *err);
+/* Discards the staged files (and the target folder when begin created it). */
 void fm_trace_abort(fm_trace_writer *w);
 
 /* The analysis trace: summary.json, tiles.npy, tiles_exact.npy, columns.npy. */
