@@ -94,7 +94,7 @@ static int analyze_mask(const char *cmd, const fm_colmask *m, const cli_mask_opt
 
 static void print_human(const fm_analysis *a) {
   static const char *names[FM_TILE_NCLASSES] = {"masked", "partial", "unmasked"};
-  char b1[32], b2[32], b3[32], b4[32];
+  char b1[32], b2[32], b3[32], b4[32], b5[32];
   printf("family      %s (%s, form %s)\n", a->family, a->causal ? "causal" : "bidirectional",
          a->form == FM_FORM_NONE ? "none" : fm_form_name(a->form));
   if (a->params[0]) printf("params      %s\n", a->params);
@@ -118,7 +118,7 @@ static void print_human(const fm_analysis *a) {
          cli_bytes(a->bytes.dense, b1, sizeof b1), FM_FLEX_BLOCK,
          cli_bytes(a->bytes.block_mask, b2, sizeof b2), cli_bytes(a->bytes.intervals, b3, sizeof b3),
          cli_bytes(a->bytes.interval_vectors, b4, sizeof b4),
-         cli_bytes(a->bytes.tile_bounds, b1, sizeof b1));
+         cli_bytes(a->bytes.tile_bounds, b5, sizeof b5));
 }
 
 static int paper_table(const cli_mask_opts *base, int json) {
