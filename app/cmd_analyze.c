@@ -12,6 +12,7 @@
 #include "fm_forms.h"
 #include "fm_json.h"
 #include "fm_memory.h"
+#include "fm_paper.h"
 #include "fm_tiles.h"
 #include "fm_trace.h"
 
@@ -31,20 +32,6 @@ static const char *help =
 
 /* Tile arrays larger than this are refused for --out (two uint8 per tile). */
 #define MAX_TILE_ARRAY_BYTES ((int64_t)2 << 30)
-
-/* Block sparsity at 128 x 128 from the paper's table (FAMILIES.md); the
- * Document column carries the paper's generator bug, see FAMILIES.md. */
-static const struct {
-  const char *family;
-  double rho[3]; /* 8K, 32K, 128K */
-} paper_rho[] = {
-    {"causal", {0.49, 0.50, 0.50}},           {"sliding_window", {0.92, 0.94, 0.94}},
-    {"causal_document", {0.86, 0.95, 0.95}},  {"document", {0.74, 0.92, 0.91}},
-    {"share_question", {0.91, 0.97, 0.97}},   {"global_sliding_window", {0.84, 0.87, 0.88}},
-    {"causal_blockwise", {0.67, 0.87, 0.87}}, {"prefix_lm_document", {0.86, 0.95, 0.95}},
-    {"prefix_lm_causal", {0.37, 0.37, 0.37}}, {"qk_sparse", {0.52, 0.52, 0.52}},
-    {"random_eviction", {0.49, 0.50, 0.50}},
-};
 
 static int analyze_mask(const char *cmd, const fm_colmask *m, const cli_mask_opts *o,
                         const fm_family_used *used, int want_tiles, fm_analysis *a,
@@ -122,7 +109,7 @@ static void print_human(const fm_analysis *a) {
 }
 
 static int paper_table(const cli_mask_opts *base, int json) {
-  static const int64_t lengths[3] = {8192, 32768, 131072};
+  const int64_t *lengths = fm_paper_lengths;
   const char *cmd = "analyze";
   fm_json j;
   fm_json_init(&j, 1);
@@ -135,17 +122,16 @@ static int paper_table(const cli_mask_opts *base, int json) {
            "samples;\nthe paper's figure beside it. B = 128K/S, H = 32 for per-head random eviction.\n\n",
            (long long)base->br, (long long)base->bc);
     printf("%-22s", "family");
-    for (int l = 0; l < 3; l++) printf("  %4lldK fmsim paper", (long long)(lengths[l] / 1024));
+    for (int l = 0; l < FM_PAPER_NLENGTHS; l++) printf("  %4lldK fmsim paper", (long long)(lengths[l] / 1024));
     printf("\n");
   }
   int rc = FM_EXIT_OK;
   for (int f = 0; f < fm_family_count() && rc == FM_EXIT_OK; f++) {
     const fm_family_info *fam = fm_family_at(f);
-    double paper[3] = {-1, -1, -1};
-    for (size_t p = 0; p < sizeof paper_rho / sizeof paper_rho[0]; p++)
-      if (!strcmp(paper_rho[p].family, fam->name)) memcpy(paper, paper_rho[p].rho, sizeof paper);
+    double paper[FM_PAPER_NLENGTHS];
+    for (int l = 0; l < FM_PAPER_NLENGTHS; l++) paper[l] = fm_paper_sparsity(fam->name, lengths[l]);
     if (!json) printf("%-22s", fam->name);
-    for (int l = 0; l < 3 && rc == FM_EXIT_OK; l++) {
+    for (int l = 0; l < FM_PAPER_NLENGTHS && rc == FM_EXIT_OK; l++) {
       double sum = 0, sum_exact = 0;
       const int nsamples = 5;
       for (int k = 0; k < nsamples; k++) {

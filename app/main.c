@@ -4,6 +4,7 @@
 
 #include "cli.h"
 #include "commands.h"
+#include "scenario_run.h"
 
 static const struct {
   const char *name;
@@ -37,6 +38,14 @@ int main(int argc, char **argv) {
     printf("fmsim %s\n", FM_VERSION);
     return FM_EXIT_OK;
   }
+  /* `fmsim run SCENARIO.yaml` runs a scenario file; `fmsim run --family ...` runs one mask */
+  if (!strcmp(argv[1], "run"))
+    for (int i = 2; i < argc; i++) {
+      size_t n = strlen(argv[i]);
+      if (argv[i][0] != '-' && ((n > 5 && !strcmp(argv[i] + n - 5, ".yaml")) ||
+                                (n > 4 && !strcmp(argv[i] + n - 4, ".yml"))))
+        return scenario_run_main(argc - 1, argv + 1);
+    }
   for (int i = 0; i < NCOMMANDS; i++)
     if (!strcmp(argv[1], commands[i].name)) return commands[i].run(argc - 1, argv + 1);
   cli_error(NULL, "unknown command '%s' (fmsim --help lists them)", argv[1]);

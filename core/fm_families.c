@@ -383,11 +383,11 @@ static fm_status gen_share_question(fm_colmask *m, int32_t s, const gen_args *g,
     } else {
       int64_t k = fm_rng_range(&rng, g->amin, g->amax);
       if (k > doc->len - 1) k = doc->len - 1; /* each part keeps at least one token */
-      int64_t cuts[8];
-      draw_distinct_sorted(&rng, 1, doc->len, k, cuts);
       np = (int32_t)k + 1;
-      for (int32_t q = 0; q < np; q++)
-        parts[q] = (int32_t)((q == np - 1 ? doc->len : cuts[q]) - (q == 0 ? 0 : cuts[q - 1]));
+      /* the paper's split: one token per part, then every other token to a
+         uniformly chosen part (multinomial, so parts come out near-equal) */
+      for (int32_t q = 0; q < np; q++) parts[q] = 1;
+      for (int32_t t = np; t < doc->len; t++) parts[fm_rng_below(&rng, (uint64_t)np)]++;
     }
     int32_t end = start + doc->len, pos = start;
     for (int32_t q = 0; q < np; q++) {
