@@ -49,7 +49,7 @@ static void on_sigint(int sig) {
 /* What the report needs from a case; persisted as row.tsv in its folder. */
 typedef struct case_row {
   char id[256], family[64], params[512], form[16], steps[128];
-  int64_t seqlen, head_dim, br, bc, batch, heads, sets, sample, seed;
+  int64_t seqlen, head_dim, br, bc, batch, heads, sets, sample, seed, ndocs;
   int64_t masked, partial, unmasked, total;
   int64_t partial_but_masked, partial_but_unmasked; /* rule says partial, exact class differs */
   int64_t dense_bytes, block_mask_bytes, interval_bytes;
@@ -59,7 +59,7 @@ typedef struct case_row {
 
 #define ROW_FIELDS(X)                                                                  \
   X(S, id) X(S, family) X(S, params) X(S, form) X(I, seqlen) X(I, head_dim) X(I, br)   \
-  X(I, bc) X(I, batch) X(I, heads) X(I, sets) X(I, sample) X(I, seed) X(I, masked)     \
+  X(I, bc) X(I, batch) X(I, heads) X(I, sets) X(I, sample) X(I, seed) X(I, ndocs) X(I, masked)     \
   X(I, partial) X(I, unmasked) X(I, total) X(I, partial_but_masked) X(I, partial_but_unmasked) \
   X(I, dense_bytes) X(I, block_mask_bytes)    \
   X(I, interval_bytes) X(D, rho) X(D, rho_exact) X(D, chunk_rho) X(D, chunk_boundaries) \
@@ -101,7 +101,7 @@ static int row_read(const char *path, case_row *r) {
 #undef D
   }
   fclose(f);
-  return fields == 27 ? 0 : -1;
+  return fields == 28 ? 0 : -1;
 }
 
 static int64_t available_memory_bytes(void) {
@@ -227,6 +227,7 @@ static int run_case(const fm_scenario *s, const fm_scn_case *c, const char *case
     row->sets = fm_colmask_nsets(m);
     row->sample = c->sample;
     row->seed = (int64_t)c->seed;
+    row->ndocs = used.ndocs;
     row->masked = a.counts.minmax[FM_TILE_MASKED];
     row->partial = a.counts.minmax[FM_TILE_PARTIAL];
     row->unmasked = a.counts.minmax[FM_TILE_UNMASKED];
@@ -321,6 +322,7 @@ static int write_index(const char *out_dir, const case_row *rows, int n) {
     fm_json_int(&j, "sets", r->sets);
     fm_json_int(&j, "sample", r->sample);
     fm_json_int(&j, "seed", r->seed);
+    fm_json_int(&j, "ndocs", r->ndocs);
     fm_json_string(&j, "form", r->form);
     fm_json_int(&j, "tiles_total", r->total);
     fm_json_int(&j, "tiles_masked", r->masked);
@@ -459,13 +461,8 @@ static void report_chunks(FILE *f, const case_row *rows, int n, int64_t chunk) {
     double sub = (double)chunk / (double)r->br, causal = sub * (sub - 1) / 2 / (sub * sub);
     double per_boundary = (sub - 1) * (sub - 2) / 6 / (sub * sub);
     double est = causal + r->chunk_boundaries * per_boundary;
-    /* the mean document length, from the number of documents in the params text */
-    const char *docs = strstr(r->params, "docs=");
-    int ndocs = 0;
-    if (docs)
-      for (const char *p = docs + 5; *p && *p != ' '; p++) ndocs += *p == ',';
     fprintf(f, "| %s | %.1f | %.3f | %.4f | %.4f | %.4f | %.4f |\n", r->id,
-            docs ? (double)r->seqlen / (ndocs + 1) : NAN, r->chunk_boundaries, r->chunk_rho,
+            r->ndocs ? (double)r->seqlen / (double)r->ndocs : NAN, r->chunk_boundaries, r->chunk_rho,
             r->chunk_rho - causal, est, est - causal);
   }
 }

@@ -284,14 +284,20 @@ static fm_status resolve_docs(const fm_family_request *req, const param_values *
   const char *text = param_text(pv, "docs");
   const char *name = pv->fam->name;
   memset(docs, 0, sizeof *docs);
-  if (text && req->sample >= 0)
-    return fm_fail(err, FM_EINVAL, "%s: docs= and --sample both choose the documents; give one",
-                   name);
+  /* docs_min / docs_max ask for a draw, even where the sample file has S */
+  int draw_asked = param_text(pv, "docs_min") || param_text(pv, "docs_max");
+  if ((text || draw_asked) && req->sample >= 0)
+    return fm_fail(err, FM_EINVAL, "%s: %s and --sample both choose the documents; give one", name,
+                   text ? "docs=" : "docs_min/docs_max");
+  if (text && draw_asked)
+    return fm_fail(err, FM_EINVAL, "%s: docs= gives the documents, docs_min/docs_max draw them; "
+                   "give one", name);
   fm_status st;
   if (text) {
     if ((st = fm_docs_parse(text, docs, err)) != FM_OK) return st;
     snprintf(used->docs_source, sizeof used->docs_source, "explicit");
-  } else if (req->samples && (req->sample >= 0 || fm_samples_count(req->samples, S) > 0)) {
+  } else if (req->samples && !draw_asked &&
+             (req->sample >= 0 || fm_samples_count(req->samples, S) > 0)) {
     int k = req->sample >= 0 ? req->sample : 0;
     int have = fm_samples_count(req->samples, S);
     const fm_sample *smp = fm_samples_find(req->samples, S, k);

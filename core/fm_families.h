@@ -5,8 +5,9 @@
  * Parameters are given as "key=value" strings. Integer parameters default to
  * the paper's benchmark values (w = S/16, g = 16, wl = wr = S/16, p = S/2,
  * r = S/2). Documents come, in this order of preference, from an explicit
- * `docs=` list, the sample chosen with `sample` (or sample 0 when the sample
- * file has samples for S), or a seeded draw of docs_min..docs_max documents.
+ * `docs=` list, a seeded draw when docs_min or docs_max is given, the sample
+ * chosen with `sample` (or sample 0 when the sample file has samples for S),
+ * or else a seeded draw of docs_min..docs_max documents (default 2..6).
  */
 #ifndef FM_FAMILIES_H
 #define FM_FAMILIES_H

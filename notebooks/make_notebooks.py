@@ -1,0 +1,218 @@
+"""Writes the fmsim notebooks from the cell sources below (run it after editing
+them; `make test` checks that the committed notebooks match and carry no
+outputs). Each notebook reads traces only: FMSIM_OUT points at the folder the
+scenarios wrote (tests/run_notebooks.py sets it), notebooks/data holds the
+committed H200 traces."""
+import json
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+COMMON = '''import json, os
+import numpy as np
+import matplotlib
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+
+OUT = os.environ.get("FMSIM_OUT", os.path.join("..", "out"))
+DATA = os.path.join(os.getcwd(), "data")
+
+def load_index(scenario):
+    """The index of a scenario run: one dict per case (fmsim run writes it)."""
+    with open(os.path.join(OUT, scenario, "index.json")) as f:
+        return json.load(f)
+
+def load_trace(scenario, case_id):
+    """summary.json plus the arrays of one case's trace folder."""
+    d = os.path.join(OUT, scenario, "cases", case_id)
+    with open(os.path.join(d, "summary.json")) as f:
+        summary = json.load(f)
+    assert summary["format"] == "fmsim-trace" and summary["version"] == 1, "unknown trace format"
+    arrays = {name: np.load(os.path.join(d, name + ".npy")) for name in ("tiles", "tiles_exact", "columns")}
+    return summary, arrays'''
+
+NOTEBOOKS = {
+    "01-families-and-tiles.ipynb": [
+        ("md", "# Families and tiles\n\nA FlashMask mask is four vectors per key column (`LTS, LTE, UTS, UTE`); "
+               "each Br x Bc tile of the attention matrix is then *masked* (skipped), *partial* or "
+               "*unmasked*. This notebook reads the traces of `scenarios/teaching-tour.yaml` and shows "
+               "the tile classes, the min/max rule against the exact class, and recomputes block "
+               "sparsity from the arrays."),
+        ("code", COMMON),
+        ("code", "cases = load_index(\"teaching-tour\")\n"
+                 "print(len(cases), \"cases\")\n"
+                 "for c in cases[:8]:\n"
+                 "    print(f\"{c['id']:45s} rho={c['sparsity']:.3f} exact={c['sparsity_exact']:.3f}\")"),
+        ("md", "## Tile classes of each family at 16 x 16\n\n0 = masked (skipped), 1 = partial, 2 = unmasked."),
+        ("code", "small = [c for c in cases if c['br'] == 16 and c['bc'] == 16]\n"
+                 "fig, axes = plt.subplots(2, (len(small) + 1) // 2, figsize=(3 * ((len(small) + 1) // 2), 6))\n"
+                 "colors = matplotlib.colors.ListedColormap(['#444444', '#E69F00', '#F0F0F0'])\n"
+                 "for ax, c in zip(axes.flat, small):\n"
+                 "    summary, arr = load_trace(\"teaching-tour\", c['id'])\n"
+                 "    ax.imshow(arr['tiles'][0], cmap=colors, vmin=0, vmax=2, interpolation='nearest')\n"
+                 "    ax.set_title(f\"{c['family']}\\nrho={c['sparsity']:.2f}\", fontsize=9)\n"
+                 "    ax.set_xticks([]); ax.set_yticks([])\n"
+                 "for ax in list(axes.flat)[len(small):]:\n"
+                 "    ax.axis('off')\n"
+                 "fig.tight_layout()"),
+        ("md", "## Everything a figure shows can be recomputed from a trace\n\nBlock sparsity from "
+               "`tiles.npy` equals the summary's; the rule is conservative (never masked where the exact "
+               "class is not); and the exact class follows from `columns.npy` by brute force."),
+        ("code", "for c in cases:\n"
+                 "    summary, arr = load_trace(\"teaching-tour\", c['id'])\n"
+                 "    tiles, exact = arr['tiles'], arr['tiles_exact']\n"
+                 "    assert abs((tiles == 0).mean() - summary['sparsity']) < 1e-9\n"
+                 "    assert not np.any((tiles == 0) & (exact != 0)), 'rule skipped a visible tile'\n"
+                 "    assert not np.any((tiles == 2) & (exact != 2)), 'rule dropped a needed mask'\n"
+                 "\n"
+                 "def dense(columns, causal, sq):\n"
+                 "    lts, lte, uts, ute = (columns[0, 0, :, k][None, :] for k in range(4))\n"
+                 "    i = np.arange(sq)[:, None]; j = np.arange(columns.shape[2])[None, :]\n"
+                 "    m = ((i >= lts) & (i < lte)) | ((i >= uts) & (i < ute))\n"
+                 "    return m | (i < j + sq - columns.shape[2]) if causal else m\n"
+                 "\n"
+                 "c = next(c for c in cases if c['family'] == 'qk_sparse' and c['br'] == 16 and c['bc'] == 16)\n"
+                 "summary, arr = load_trace(\"teaching-tour\", c['id'])\n"
+                 "m = dense(arr['columns'], summary['causal'], summary['seqlen_q'])\n"
+                 "br, bc = summary['br'], summary['bc']\n"
+                 "blocks = m.reshape(m.shape[0] // br, br, m.shape[1] // bc, bc).mean(axis=(1, 3))\n"
+                 "brute = np.where(blocks == 1, 0, np.where(blocks == 0, 2, 1))\n"
+                 "assert np.array_equal(brute, arr['tiles_exact'][0])\n"
+                 "print('rule partial but exactly masked:', int(((arr['tiles'] == 1) & (arr['tiles_exact'] == 0)).sum()),\n"
+                 "      ' exactly unmasked:', int(((arr['tiles'] == 1) & (arr['tiles_exact'] == 2)).sum()))"),
+    ],
+    "02-sparsity-vs-latency.ipynb": [
+        ("md", "# Sparsity against latency (the paper's Figure 4a)\n\nMasks drawn at 32K (causal document, "
+               "document, share question) span a range of block sparsity rho. FlashMask's kernel time "
+               "should fall linearly with the fraction of tiles it still computes, 1 - rho. The "
+               "sparsities come from `scenarios/sparsity-sweep.yaml`; kernel times from H200 traces: "
+               "the committed ones in `notebooks/data/`, and fresh ones when a GPU run wrote them."),
+        ("code", COMMON),
+        ("code", "cases = load_index(\"sparsity-sweep\")\n"
+                 "fig, ax = plt.subplots(figsize=(6, 3.5))\n"
+                 "for fam in sorted({c['family'] for c in cases}):\n"
+                 "    rho = [c['sparsity'] for c in cases if c['family'] == fam]\n"
+                 "    ax.hist(rho, bins=np.linspace(0, 1, 21), alpha=0.6, label=fam)\n"
+                 "ax.set_xlabel('block sparsity rho (128 x 128 tiles)'); ax.set_ylabel('masks'); ax.legend()"),
+        ("md", "## Kernel time against 1 - rho on the H200\n\nPoints from the committed H200 sweep "
+               "(`data/h200_sweep.json`: one record per mask with rho and the median kernel time) and "
+               "from any fresh GPU sweep under `FMSIM_OUT`. A least-squares line and its R^2."),
+        ("code", "def sweep_points():\n"
+                 "    paths = [os.path.join(DATA, 'h200_sweep.json'), os.path.join(OUT, 'bench', 'sweep.json')]\n"
+                 "    for p in paths:\n"
+                 "        if os.path.exists(p):\n"
+                 "            with open(p) as f:\n"
+                 "                yield p, json.load(f)\n"
+                 "\n"
+                 "found = False\n"
+                 "for path, recs in sweep_points():\n"
+                 "    found = True\n"
+                 "    x = np.array([1 - r['sparsity'] for r in recs]); y = np.array([r['time_ms'] for r in recs])\n"
+                 "    a, b = np.polyfit(x, y, 1)\n"
+                 "    r2 = 1 - ((y - (a * x + b)) ** 2).sum() / ((y - y.mean()) ** 2).sum()\n"
+                 "    fig, ax = plt.subplots(figsize=(6, 3.5))\n"
+                 "    for fam in sorted({r['family'] for r in recs}):\n"
+                 "        sel = [i for i, r in enumerate(recs) if r['family'] == fam]\n"
+                 "        ax.scatter(x[sel], y[sel], s=12, label=fam)\n"
+                 "    xs = np.linspace(0, max(x.max(), 0.01), 50)\n"
+                 "    ax.plot(xs, a * xs + b, 'k--', lw=1, label=f'fit: R^2 = {r2:.3f}')\n"
+                 "    ax.set_xlabel('1 - rho'); ax.set_ylabel('kernel time (ms)'); ax.legend(); ax.set_title(os.path.basename(path))\n"
+                 "    print(f'{path}: {len(recs)} masks, time = {a:.3f} ms * (1 - rho) + {b:.3f} ms, R^2 = {r2:.4f}')\n"
+                 "if not found:\n"
+                 "    print('no H200 sweep data: run bench/h200.sh on a GPU machine (see README)')"),
+    ],
+    "03-memory-scaling.ipynb": [
+        ("md", "# Mask memory against sequence length (the paper's Figure 4b)\n\nFrom the index of "
+               "`scenarios/memory-scaling.yaml`: a dense bool mask grows as S^2, FlexAttention's "
+               "BlockMask as (S/128)^2, FlashMask's intervals as S."),
+        ("code", COMMON),
+        ("code", "cases = [c for c in load_index(\"memory-scaling\") if c['family'] == 'causal_document']\n"
+                 "S = np.array([c['seqlen'] for c in cases])\n"
+                 "fig, ax = plt.subplots(figsize=(6, 4))\n"
+                 "for key, label in (('dense', 'dense bool'), ('block_mask', 'FlexAttention BlockMask'), ('intervals', 'FlashMask intervals')):\n"
+                 "    ax.loglog(S, [c['bytes'][key] for c in cases], 'o-', label=label)\n"
+                 "ax.set_xlabel('sequence length S (tokens)'); ax.set_ylabel('bytes'); ax.legend(); ax.grid(True, which='both', alpha=0.3)\n"
+                 "slopes = {key: np.polyfit(np.log(S), np.log([c['bytes'][key] for c in cases]), 1)[0] for key in ('dense', 'block_mask', 'intervals')}\n"
+                 "print({k: round(v, 2) for k, v in slopes.items()})\n"
+                 "assert abs(slopes['dense'] - 2) < 0.01 and abs(slopes['intervals'] - 1) < 0.05"),
+    ],
+    "04-checking-a-custom-mask.ipynb": [
+        ("md", "# Checking a custom mask\n\nAn engineer has a dense mask and asks whether FlashMask can run "
+               "it. Here: the document-packing mask a linear-RNN proposal writes as `LTS_j = j, LTE_j = "
+               "next boundary` (FAMILIES.md warns it masks the diagonal), next to the right one. The "
+               "masks and `fmsim check --json` reports were written by the test harness "
+               "(`tests/run_notebooks.py`) into `FMSIM_OUT/check/`."),
+        ("code", COMMON),
+        ("code", "d = os.path.join(OUT, 'check')\n"
+                 "reports = {}\n"
+                 "for name in ('right', 'wrong', 'random'):\n"
+                 "    with open(os.path.join(d, name + '.json')) as f:\n"
+                 "        reports[name] = json.load(f)\n"
+                 "    r = reports[name]\n"
+                 "    print(f\"{name:6s} representable={r['representable']} form={r['form']} max_runs={r['max_runs']} bad_columns={r['bad_columns']}\")"),
+        ("code", "right = np.load(os.path.join(d, 'right.npy')); wrong = np.load(os.path.join(d, 'wrong.npy'))\n"
+                 "fig, axes = plt.subplots(1, 2, figsize=(7, 3.5))\n"
+                 "for ax, m, t in zip(axes, (right, wrong), ('LTS_j = end(doc(j))', 'LTS_j = j (the proposal)')):\n"
+                 "    ax.imshow(~m, cmap='gray', interpolation='nearest'); ax.set_title(t, fontsize=9)\n"
+                 "sees_itself = ~np.diag(wrong)  # the files hold True = masked\n"
+                 "print('tokens that see themselves in the proposal\\'s mask:', int(sees_itself.sum()), 'of', len(wrong))\n"
+                 "assert sees_itself.sum() == 0 and not np.diag(right).any()\n"
+                 "assert reports['right']['representable'] and reports['right']['form'] == 'causal-1'"),
+    ],
+    "05-linear-rnn-docpack.ipynb": [
+        ("md", "# Document packing in chunkwise linear RNNs\n\nInside a chunk of C = 128 tokens, intra-chunk "
+               "attention is tiled in 16 x 16 sub-chunks (an 8 x 8 grid). Causality skips 28 of 64 tiles; "
+               "a proposal estimates that each document boundary inside a chunk skips 7 more: rho = "
+               "28/64 + 7m/64. From `scenarios/linear-rnn-docpack.yaml`."),
+        ("code", COMMON),
+        ("code", "cases = load_index(\"linear-rnn-docpack\")\n"
+                 "m = np.array([c['chunk_boundaries'] for c in cases]); rho = np.array([c['chunk_sparsity'] for c in cases])\n"
+                 "est = 28 / 64 + 7 * m / 64\n"
+                 "fig, ax = plt.subplots(figsize=(6, 4))\n"
+                 "ax.plot(m, rho, 'o', label='measured (min/max rule)')\n"
+                 "ms = np.linspace(0, m.max(), 50)\n"
+                 "ax.plot(ms, np.minimum(28 / 64 + 7 * ms / 64, 1), 'k--', label='estimate 28/64 + 7m/64')\n"
+                 "ax.set_xlabel('document boundaries per chunk m'); ax.set_ylabel('skipped sub-chunk tiles'); ax.legend()\n"
+                 "for c, e in zip(cases, est):\n"
+                 "    print(f\"mean doc length {c['seqlen'] / c['ndocs']:6.1f}  m={c['chunk_boundaries']:.2f}  measured={c['chunk_sparsity']:.3f}  estimate={e:.3f}\")\n"
+                 "low = m < 1.2\n"
+                 "print('max |measured - estimate| for m < 1.2:', float(np.abs(rho[low] - est[low]).max()))"),
+    ],
+}
+
+
+def notebook(cells):
+    out = []
+    for n, (kind, src) in enumerate(cells):
+        lines = src.splitlines(keepends=True)
+        cell = {"cell_type": "markdown" if kind == "md" else "code", "id": f"cell-{n}", "metadata": {},
+                "source": lines}
+        if kind == "code":
+            cell["execution_count"] = None
+            cell["outputs"] = []
+        out.append(cell)
+    return {"cells": out, "metadata": {"kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
+                                       "language_info": {"name": "python"}},
+            "nbformat": 4, "nbformat_minor": 5}
+
+
+def main():
+    check = "--check" in sys.argv
+    stale = []
+    for name, cells in NOTEBOOKS.items():
+        text = json.dumps(notebook(cells), indent=1, sort_keys=True) + "\n"
+        path = os.path.join(HERE, name)
+        if check:
+            if not os.path.exists(path) or open(path).read() != text:
+                stale.append(name)
+        else:
+            with open(path, "w") as f:
+                f.write(text)
+    if stale:
+        print("notebooks differ from make_notebooks.py (or carry outputs): " + ", ".join(stale), file=sys.stderr)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
