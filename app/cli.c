@@ -94,21 +94,23 @@ int cli_mask_opt(const char *cmd, cli_mask_opts *o, int opt, const char *arg) {
   return 0;
 }
 
+fm_status cli_family_build(const cli_mask_opts *o, fm_colmask **out, fm_family_used *used,
+                           fm_err *err) {
+  fm_sample_set samples;
+  fm_status st = o->samples_path ? fm_samples_load(o->samples_path, &samples, err)
+                                 : fm_samples_builtin(&samples, err);
+  if (st != FM_OK) return st;
+  fm_family_request req = {o->family, o->seqlen, o->batch, o->heads, o->seed, o->sample,
+                           &samples,  o->nparams, o->params};
+  st = fm_family_build(&req, out, used, err);
+  fm_samples_free(&samples);
+  return st;
+}
+
 int cli_build_family(const char *cmd, const cli_mask_opts *o, fm_colmask **out,
                      fm_family_used *used) {
   fm_err err;
-  fm_sample_set samples;
-  fm_status st = o->samples_path ? fm_samples_load(o->samples_path, &samples, &err)
-                                 : fm_samples_builtin(&samples, &err);
-  if (st != FM_OK) {
-    cli_error(cmd, "%s", err.msg);
-    return -1;
-  }
-  fm_family_request req = {o->family, o->seqlen, o->batch, o->heads, o->seed, o->sample,
-                           &samples,  o->nparams, o->params};
-  st = fm_family_build(&req, out, used, &err);
-  fm_samples_free(&samples);
-  if (st != FM_OK) {
+  if (cli_family_build(o, out, used, &err) != FM_OK) {
     cli_error(cmd, "%s", err.msg);
     return -1;
   }

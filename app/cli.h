@@ -61,7 +61,10 @@ void cli_mask_opts_init(cli_mask_opts *o);
   "  --samples FILE       document samples in the paper's format (default: built in)\n"
 int cli_mask_opt(const char *cmd, cli_mask_opts *o, int opt, const char *arg);
 
-/* Loads the samples and builds the family mask; prints errors. 0 on success. */
+/* Loads the samples and builds the family mask; the message goes to err. */
+fm_status cli_family_build(const cli_mask_opts *o, fm_colmask **out, fm_family_used *used,
+                           fm_err *err);
+/* The same, printing the error as one line; 0 on success. */
 int cli_build_family(const char *cmd, const cli_mask_opts *o, fm_colmask **out,
                      fm_family_used *used);
 

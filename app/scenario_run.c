@@ -160,8 +160,9 @@ static int build_case_mask(const fm_scenario *s, const fm_scn_case *c, fm_colmas
     o.heads = c->heads;
     o.seed = c->seed;
     for (int p = 0; p < m->nparams; p++) o.params[o.nparams++] = m->params[p];
-    if (cli_build_family(cmd, &o, out, used)) {
-      fprintf(stderr, "fmsim run: in %s:%d (mask %d)\n", s->path, m->line, c->mask_index);
+    fm_err err;
+    if (cli_family_build(&o, out, used, &err) != FM_OK) {
+      cli_error(cmd, "%s:%d: key 'family': %s", s->path, m->line, err.msg);
       return -1;
     }
     return 0;
@@ -567,6 +568,16 @@ int scenario_run_main(int argc, char **argv) {
                 (double)avail / (1 << 30));
       rc = FM_EXIT_USAGE;
     }
+  }
+  /* pre-flight: every mask entry builds at its first case before any case runs,
+     so a bad parameter or file is reported at once, with its line */
+  for (int mi = 0, i = 0; mi < s->nmasks && rc == FM_EXIT_OK; mi++) {
+    while (i < ncases && cases[i].mask_index < mi) i++;
+    if (i == ncases || cases[i].mask_index != mi) continue;
+    fm_colmask *m = NULL;
+    fm_family_used used;
+    if (build_case_mask(s, &cases[i], &m, &used)) rc = FM_EXIT_USAGE;
+    fm_colmask_destroy(m);
   }
   char cases_dir[4200];
   snprintf(cases_dir, sizeof cases_dir, "%s/cases", out_dir);
