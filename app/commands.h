@@ -4,5 +4,8 @@
 
 int cmd_families(int argc, char **argv);
 int cmd_analyze(int argc, char **argv);
+int cmd_check(int argc, char **argv);
+int cmd_convert(int argc, char **argv);
+int cmd_expand(int argc, char **argv);
 
 #endif

@@ -13,6 +13,9 @@ static const struct {
 } commands[] = {
     {"families", cmd_families, "list the mask families, their parameters and defaults"},
     {"analyze", cmd_analyze, "tile classes, block sparsity and mask memory of a family mask"},
+    {"check", cmd_check, "does a dense mask (.npy) fit the interval forms? where and why not"},
+    {"convert", cmd_convert, "dense mask (.npy) -> Paddle startend_row_indices intervals"},
+    {"expand", cmd_expand, "interval file -> dense mask (.npy)"},
 };
 #define NCOMMANDS ((int)(sizeof commands / sizeof commands[0]))
 

@@ -1,0 +1,151 @@
+/* fmsim convert: a dense mask (.npy) -> Paddle startend_row_indices
+ * (int32 [B, H_mask, Sk, k]), with the representability report; refuses
+ * (exit 1, nothing written) when the mask does not fit the asked form. */
+#define _POSIX_C_SOURCE 200809L
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "commands.h"
+#include "dense_report.h"
+#include "fm_dense.h"
+#include "fm_intervals_io.h"
+#include "fm_json.h"
+
+static const char *help =
+    "usage: fmsim convert MASK.npy -o OUT.npy [--form auto|causal-1|causal-2|bidir-2|bidir-4]\n"
+    "                     [--masked-true] [--json]\n\n"
+    "Converts a dense attention mask into FlashMask column intervals in Paddle's\n"
+    "startend_row_indices layout, int32 [B, H_mask, Sk, k] (k = 1, 2, 2, 4 for causal-1,\n"
+    "causal-2, bidir-2, bidir-4), and prints the causal flag it goes with (the causal\n"
+    "triangle is implied by the flag, not stored). H_mask = 1 when every head shares the\n"
+    "mask. MASK.npy is read as by fmsim check (see fmsim check --help for dtypes and values).\n\n"
+    "  -o, --output OUT.npy  the interval file (written atomically)\n"
+    "  --form NAME           the form to write (default auto: the smallest that holds it)\n"
+    "  --masked-true         bool/integer masks: non-zero = masked\n"
+    "  --json                one JSON object: the check report plus output, written_form,\n"
+    "                        causal, output_shape, expand_command\n\n"
+    "fmsim expand with the printed options gives the mask back.\n"
+    "exit status: 0 written, 1 the mask does not fit the form (report printed, nothing\n"
+    "written), 2 bad input, output not writable or usage.\n";
+
+int cmd_convert(int argc, char **argv) {
+  static const struct option longopts[] = {{"output", required_argument, 0, 'o'},
+                                           {"form", required_argument, 0, 'f'},
+                                           {"masked-true", no_argument, 0, 'm'},
+                                           {"json", no_argument, 0, 'j'},
+                                           {"help", no_argument, 0, 'h'},
+                                           {0, 0, 0, 0}};
+  const char *cmd = "convert", *out = NULL, *form_name = "auto";
+  int json = 0, masked_true = 0, opt;
+  opterr = 0;
+  optind = 1;
+  while ((opt = getopt_long(argc, argv, ":o:", longopts, NULL)) != -1) {
+    switch (opt) {
+    case 'o': out = optarg; break;
+    case 'f': form_name = optarg; break;
+    case 'm': masked_true = 1; break;
+    case 'j': json = 1; break;
+    case 'h': fputs(help, stdout); return FM_EXIT_OK;
+    case ':':
+      cli_error(cmd, "option '%s' needs a value", argv[optind - 1]);
+      return FM_EXIT_USAGE;
+    default:
+      cli_error(cmd, "unknown option '%s' (see fmsim convert --help)", argv[optind - 1]);
+      return FM_EXIT_USAGE;
+    }
+  }
+  if (optind == argc) {
+    cli_error(cmd, "a mask file is required (see fmsim convert --help)");
+    return FM_EXIT_USAGE;
+  }
+  if (optind + 1 < argc) {
+    cli_error(cmd, "unexpected argument '%s' (one mask file at a time)", argv[optind + 1]);
+    return FM_EXIT_USAGE;
+  }
+  if (!out) {
+    cli_error(cmd, "-o OUT.npy is required");
+    return FM_EXIT_USAGE;
+  }
+  fm_err err;
+  fm_form want = FM_FORM_NONE; /* auto */
+  if (strcmp(form_name, "auto") != 0 && fm_form_parse(form_name, &want, &err) != FM_OK) {
+    cli_error(cmd, "--form: %s (or auto)", err.msg);
+    return FM_EXIT_USAGE;
+  }
+  const char *path = argv[optind];
+  /* before a long scan: can the output be written at all? */
+  if (!dense_output_writable(cmd, out)) return FM_EXIT_USAGE;
+  fm_dense_opts o = {masked_true, 1};
+  fm_dense_result *res = NULL;
+  if (fm_dense_check_file(path, &o, &res, &err) != FM_OK) {
+    cli_error(cmd, "%s", err.msg);
+    return FM_EXIT_USAGE;
+  }
+  const fm_dense_report *r = fm_dense_result_report(res);
+  fm_colmask *m = NULL;
+  fm_status st = fm_dense_result_to_colmask(res, want, &m, &err);
+  if (st != FM_OK) {
+    if (json) {
+      fm_json j;
+      fm_json_init(&j, 1);
+      fm_json_object(&j, NULL);
+      dense_report_json(&j, path, r, FM_FORM_NONE, FM_FORM_NONE);
+      fm_json_null(&j, "output");
+      fm_json_string(&j, "error", err.msg);
+      fm_json_end(&j);
+      fputs(j.buf, stdout);
+      fm_json_free(&j);
+    } else {
+      dense_report_human(stdout, path, r, FM_FORM_NONE);
+    }
+    cli_error(cmd, "%s: %s; nothing written", path, err.msg);
+    fm_dense_result_destroy(res);
+    return st == FM_EUNSUPPORTED ? FM_EXIT_FAIL : FM_EXIT_USAGE;
+  }
+  fm_form used = want == FM_FORM_NONE ? r->form : want;
+  if (fm_colmask_save_npy(m, out, used, &used, &err) != FM_OK) {
+    cli_error(cmd, "%s", err.msg);
+    fm_colmask_destroy(m);
+    fm_dense_result_destroy(res);
+    return FM_EXIT_USAGE;
+  }
+  /* the expand options that give this very file back */
+  char expand[1024];
+  int n = snprintf(expand, sizeof expand, "fmsim expand %s --%s --seqlen-q %lld", out,
+                   fm_form_causal(used) ? "causal" : "bidir", (long long)r->sq);
+  if (r->h_mask != r->heads) n += snprintf(expand + n, sizeof expand - (size_t)n, " --heads %lld", (long long)r->heads);
+  if (r->ndim != 4) n += snprintf(expand + n, sizeof expand - (size_t)n, " --rank %d", r->ndim);
+  if (r->dtype != FM_DT_BOOL)
+    n += snprintf(expand + n, sizeof expand - (size_t)n, " --dtype %s", fm_dense_dtype_name(r->dtype));
+  if (r->masked_true) n += snprintf(expand + n, sizeof expand - (size_t)n, " --masked-true");
+  snprintf(expand + n, sizeof expand - (size_t)n, " -o MASK.npy");
+  int64_t shape[4] = {r->batch, r->h_mask, r->sk, fm_form_k(used)};
+  if (json) {
+    fm_json j;
+    fm_json_init(&j, 1);
+    fm_json_object(&j, NULL);
+    dense_report_json(&j, path, r, FM_FORM_NONE, used); /* "causal": the written file's flag */
+    fm_json_string(&j, "output", out);
+    fm_json_string(&j, "written_form", fm_form_name(used));
+    fm_json_array(&j, "output_shape");
+    for (int d = 0; d < 4; d++) fm_json_int(&j, NULL, shape[d]);
+    fm_json_end(&j);
+    fm_json_string(&j, "expand_command", expand);
+    fm_json_end(&j);
+    fputs(j.buf, stdout);
+    fm_json_free(&j);
+  } else {
+    dense_report_human(stdout, path, r, FM_FORM_NONE);
+    printf("\nwrote        %s: int32 [%lld, %lld, %lld, %lld], form %s\n", out, (long long)shape[0],
+           (long long)shape[1], (long long)shape[2], (long long)shape[3], fm_form_name(used));
+    printf("causal       %s (pass causal=%s with it; the causal triangle is implied, not stored)\n",
+           fm_form_causal(used) ? "True" : "False", fm_form_causal(used) ? "True" : "False");
+    printf("expand back  %s\n", expand);
+  }
+  fm_colmask_destroy(m);
+  fm_dense_result_destroy(res);
+  return FM_EXIT_OK;
+}

@@ -1,0 +1,134 @@
+/* fmsim expand: an interval file -> the dense mask (.npy), written one row
+ * at a time (O(Sk) memory) and atomically; refuses outputs that would not
+ * fit (size cap, free disk space). */
+#define _POSIX_C_SOURCE 200809L
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "commands.h"
+#include "dense_report.h"
+#include "fm_dense.h"
+
+static const char *help =
+    "usage: fmsim expand INTERVALS.npy --causal|--bidir -o DENSE.npy [--seqlen-q N]\n"
+    "                    [--heads H] [--rank 2|3|4] [--dtype NAME] [--masked-true]\n\n"
+    "Writes the dense mask of an interval file (Paddle startend_row_indices, int32/int64\n"
+    "[B, H_mask, Sk, k]) as [B, H, Sq, Sk]. Streams one row at a time; refuses outputs\n"
+    "above 16 GiB or above the free space of the output folder.\n\n"
+    "  --causal | --bidir   the causal flag the intervals go with (required)\n"
+    "  -o, --output FILE    the dense .npy (written atomically)\n"
+    "  --seqlen-q N         query rows Sq (default Sk)\n"
+    "  --heads H            heads to write; a shared mask (H_mask = 1) is repeated\n"
+    "                       (default H_mask)\n"
+    "  --rank R             4: [B, H, Sq, Sk] (default); 3: [H, Sq, Sk]; 2: [Sq, Sk]\n"
+    "  --dtype NAME         bool (default), uint8, int8, int32: 1 = may attend, 0 = masked;\n"
+    "                       float32, float16, bfloat16 (as uint16): additive, 0 / -inf\n"
+    "  --masked-true        bool/integer: write 1 for masked instead\n\n"
+    "exit status: 0 written, 1 the write failed, 2 bad input, refused size or usage.\n";
+
+int cmd_expand(int argc, char **argv) {
+  static const struct option longopts[] = {{"output", required_argument, 0, 'o'},
+                                           {"causal", no_argument, 0, 'c'},
+                                           {"bidir", no_argument, 0, 'B'},
+                                           {"seqlen-q", required_argument, 0, 'q'},
+                                           {"heads", required_argument, 0, 'H'},
+                                           {"rank", required_argument, 0, 'r'},
+                                           {"dtype", required_argument, 0, 'd'},
+                                           {"masked-true", no_argument, 0, 'm'},
+                                           {"help", no_argument, 0, 'h'},
+                                           {0, 0, 0, 0}};
+  const char *cmd = "expand", *out = NULL;
+  int causal = -1, opt;
+  int64_t sq = 0, v;
+  fm_dense_expand_opts eo;
+  memset(&eo, 0, sizeof eo);
+  eo.dtype = FM_DT_BOOL;
+  fm_err err;
+  opterr = 0;
+  optind = 1;
+  while ((opt = getopt_long(argc, argv, ":o:", longopts, NULL)) != -1) {
+    switch (opt) {
+    case 'o': out = optarg; break;
+    case 'c':
+    case 'B':
+      if (causal >= 0 && causal != (opt == 'c')) {
+        cli_error(cmd, "--causal and --bidir exclude each other");
+        return FM_EXIT_USAGE;
+      }
+      causal = opt == 'c';
+      break;
+    case 'q':
+      if (cli_int(cmd, "--seqlen-q", optarg, 1, FM_MAX_SEQLEN, &sq)) return FM_EXIT_USAGE;
+      break;
+    case 'H':
+      if (cli_int(cmd, "--heads", optarg, 1, 65535, &v)) return FM_EXIT_USAGE;
+      eo.heads = v;
+      break;
+    case 'r':
+      if (cli_int(cmd, "--rank", optarg, 2, 4, &v)) return FM_EXIT_USAGE;
+      eo.rank = (int)v;
+      break;
+    case 'd':
+      if (fm_dense_dtype_parse(optarg, &eo.dtype, &err) != FM_OK) {
+        cli_error(cmd, "--dtype: %s", err.msg);
+        return FM_EXIT_USAGE;
+      }
+      break;
+    case 'm': eo.masked_true = 1; break;
+    case 'h': fputs(help, stdout); return FM_EXIT_OK;
+    case ':':
+      cli_error(cmd, "option '%s' needs a value", argv[optind - 1]);
+      return FM_EXIT_USAGE;
+    default:
+      cli_error(cmd, "unknown option '%s' (see fmsim expand --help)", argv[optind - 1]);
+      return FM_EXIT_USAGE;
+    }
+  }
+  if (optind == argc) {
+    cli_error(cmd, "an interval file is required (see fmsim expand --help)");
+    return FM_EXIT_USAGE;
+  }
+  if (optind + 1 < argc) {
+    cli_error(cmd, "unexpected argument '%s' (one interval file at a time)", argv[optind + 1]);
+    return FM_EXIT_USAGE;
+  }
+  if (causal < 0) {
+    cli_error(cmd, "--causal or --bidir is required (the flag is not stored in the file)");
+    return FM_EXIT_USAGE;
+  }
+  if (!out) {
+    cli_error(cmd, "-o DENSE.npy is required");
+    return FM_EXIT_USAGE;
+  }
+  const char *path = argv[optind];
+  fm_colmask *m = NULL;
+  if (fm_interval_file_load(path, causal, sq, &m, &err) != FM_OK) {
+    cli_error(cmd, "%s", err.msg);
+    return FM_EXIT_USAGE;
+  }
+  if (!dense_output_writable(cmd, out)) {
+    fm_colmask_destroy(m);
+    return FM_EXIT_USAGE;
+  }
+  fm_status st = fm_dense_expand(m, out, &eo, &err);
+  if (st != FM_OK) {
+    cli_error(cmd, "%s", err.msg);
+    fm_colmask_destroy(m);
+    return st == FM_EIO ? FM_EXIT_FAIL : FM_EXIT_USAGE;
+  }
+  int64_t heads = eo.heads ? eo.heads : fm_colmask_nh(m);
+  double bytes = (double)fm_colmask_nb(m) * (double)heads * fm_colmask_sq(m) * fm_colmask_sk(m) *
+                 fm_dtype_size(eo.dtype);
+  char b[32];
+  printf("wrote %s: %s, B = %d, H = %lld, Sq = %d, Sk = %d, rank %d (%s), %s\n", out,
+         fm_dense_dtype_name(eo.dtype), fm_colmask_nb(m), (long long)heads, fm_colmask_sq(m),
+         fm_colmask_sk(m), eo.rank ? eo.rank : 4, cli_bytes((int64_t)bytes, b, sizeof b),
+         eo.dtype == FM_DT_F32 || eo.dtype == FM_DT_F16 || eo.dtype == FM_DT_U16
+             ? "additive: 0 = attend, -inf = masked"
+             : eo.masked_true ? "1 = masked" : "1 = may attend");
+  fm_colmask_destroy(m);
+  return FM_EXIT_OK;
+}

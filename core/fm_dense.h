@@ -1,0 +1,181 @@
+/* fm_dense.h — dense attention masks (.npy) as a source of column-interval
+ * masks: streaming representability analysis, conversion and expansion.
+ *
+ * A dense mask is only ever a source or a check (DESIGN.md): it is scanned
+ * once, row by row in storage order, with O(Sk) working state per (batch,
+ * head); it is never held in memory. Per key column the scanner counts the
+ * masked runs (transitions between consecutive rows) and keeps the first
+ * three runs, enough to decide which interval forms hold the column
+ * (fm_runs_fit, causal triangle rows included) and to show a column that
+ * does not fit. Per query row it does the same along the row, which decides
+ * whether the transposed (row-wise) mask would fit instead.
+ *
+ * Values (the element -> masked rule):
+ *   bool, uint8, int8, int32   non-zero = may attend (PyTorch's convention),
+ *                              zero = masked; masked_true flips it.
+ *   float32, float16,          additive: masked when the value is -inf or
+ *   bfloat16 (stored as <u2)   <= -10000 as rounded to the dtype (bfloat16:
+ *                              -9984); 0 = attend. Any other value (a soft
+ *                              bias, +inf, NaN) is read as attend and
+ *                              counted in soft_values, so a report can say
+ *                              the mask carries more than a mask.
+ * Shapes: [Sq, Sk], [H, Sq, Sk] or [B, H, Sq, Sk], C order, little-endian.
+ */
+#ifndef FM_DENSE_H
+#define FM_DENSE_H
+
+#include <stdint.h>
+
+#include "fm_colmask.h"
+#include "fm_forms.h"
+#include "fm_npy.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Additive masks: a value <= this (rounded to the dtype) is masked. */
+#define FM_DENSE_ADDITIVE_MASKED (-10000.0)
+/* Columns that do not fit kept per form, with their runs, for reports. */
+#define FM_DENSE_FIRST_BAD 8
+/* Per-(batch, head) summaries kept in a report (aggregates cover all). */
+#define FM_DENSE_MAX_SET_REPORTS 1024
+/* fm_dense_expand refuses outputs larger than this by default (bytes). */
+#define FM_DENSE_EXPAND_MAX_BYTES ((int64_t)16 << 30)
+
+typedef struct fm_dense_opts {
+  int masked_true;    /* bool/integer masks: non-zero = masked (default: non-zero = attend) */
+  int keep_intervals; /* keep each column's runs (B*H*4*Sk int32) for fm_dense_result_to_colmask */
+} fm_dense_opts;
+
+/* One column of one (batch, head) that some form cannot hold. */
+typedef struct fm_dense_column {
+  int32_t batch, head, column;
+  int32_t nruns;      /* masked runs in the column, causal triangle rows included */
+  int32_t runs[3][2]; /* the first min(nruns, 3) runs, half-open row ranges */
+} fm_dense_column;
+
+/* The analysis of one (batch, head). */
+typedef struct fm_dense_set {
+  int32_t batch, head;
+  unsigned fit;                   /* bit (1u << form) for each form holding every column */
+  int32_t max_runs;               /* most masked runs in one column */
+  int64_t misfits[FM_FORM_COUNT]; /* columns each form cannot hold */
+  unsigned row_fit;               /* the same for the rows (the transposed mask) */
+  int32_t max_row_runs;           /* most masked runs along one row */
+  int64_t masked;                 /* masked elements */
+  int64_t empty_rows;             /* rows with no visible key (output 0, LSE -inf) */
+  int64_t masked_diagonal;        /* rows i whose diagonal key i + Sk - Sq is masked */
+  int same_as_head0;              /* equal to head 0 of its batch (1 for head 0) */
+} fm_dense_set;
+
+typedef struct fm_dense_report {
+  /* the input */
+  fm_dtype dtype;     /* of the file (FM_DT_U16 = bfloat16); FM_DT_I32 for an interval file */
+  int ndim;           /* 2, 3 or 4 */
+  int64_t batch, heads, sq, sk;
+  int masked_true;    /* convention used for bool/integer values */
+  int additive;       /* float dtype: 0 = attend, <= threshold = masked */
+  int64_t soft_values; /* additive masks: values neither 0 nor masked, read as attend */
+  int64_t masked;     /* masked elements, every set */
+  /* sanity, every set: a token that cannot see itself is rarely meant (it is
+   * the LTS_j = j mistake of FAMILIES.md); rows that see nothing give 0 */
+  int64_t empty_rows;      /* rows with no visible key; valid when rows_known */
+  int64_t masked_diagonal; /* rows whose diagonal key (i + Sk - Sq, when in range) is masked */
+  /* columns (the column-interval forms) */
+  unsigned fit;       /* forms holding every column of every set */
+  fm_form form;       /* the smallest of them; FM_FORM_NONE when none does */
+  fm_form closest;    /* = form when one fits, else the form with the fewest misfits */
+  int32_t max_runs;   /* most masked runs in any column (causal triangle included) */
+  int64_t misfits[FM_FORM_COUNT];
+  int nfirst[FM_FORM_COUNT];
+  fm_dense_column first[FM_FORM_COUNT][FM_DENSE_FIRST_BAD]; /* per form, in scan order */
+  int64_t bad_columns; /* misfits[closest]: 0 when the mask fits */
+  /* rows (the transposed mask, keys as rows, its own causal triangle) */
+  int rows_known;      /* 0 when the rows were not analysed (large interval files) */
+  unsigned row_fit;
+  fm_form transposed_form; /* smallest form holding the transposed mask, or FM_FORM_NONE */
+  int32_t max_row_runs;
+  /* heads */
+  int shared_across_heads; /* within every batch, every head equals head 0 */
+  int64_t h_mask;          /* 1 when shared, else heads */
+  /* memory */
+  int64_t dense_bytes;      /* the dense data as given: B*H*Sq*Sk*element size */
+  int64_t dense_bool_bytes; /* B*H*Sq*Sk */
+  int64_t interval_bytes;   /* Paddle int32 [B, H_mask, Sk, k] in `form`; 0 when none fits */
+  /* per (batch, head), the first FM_DENSE_MAX_SET_REPORTS in storage order */
+  int64_t nsets;
+  int nset_reports;
+  const fm_dense_set *sets; /* owned by the result */
+} fm_dense_report;
+
+typedef struct fm_dense_result fm_dense_result;
+
+/* Reads and analyses a dense mask file. Never loads it: buffered reads of
+ * whole rows (a few MiB) and O(Sk) state. The caller owns *out (destroy with
+ * fm_dense_result_destroy). An interval file given here is recognised and
+ * named as such. */
+fm_status fm_dense_check_file(const char *path, const fm_dense_opts *o, fm_dense_result **out,
+                              fm_err *err);
+
+/* The analysis of an interval mask, for `check --intervals`: columns from
+ * the intervals (O(Sk) per set); the rows are expanded (O(Sq*Sk) per set)
+ * only when nsets*Sq*Sk <= max_row_elements, else rows_known = 0. */
+fm_status fm_dense_check_colmask(const fm_colmask *m, int64_t max_row_elements,
+                                 fm_dense_result **out, fm_err *err);
+
+const fm_dense_report *fm_dense_result_report(const fm_dense_result *r);
+
+/* The intervals of an analysed mask in form f (FM_FORM_NONE: the smallest
+ * form), H_mask = 1 when every head shares the mask. Needs keep_intervals.
+ * FM_EUNSUPPORTED naming the first column that f cannot hold. The caller
+ * owns *out. */
+fm_status fm_dense_result_to_colmask(const fm_dense_result *r, fm_form f, fm_colmask **out,
+                                     fm_err *err);
+
+void fm_dense_result_destroy(fm_dense_result *r); /* NULL is a no-op */
+
+/* --- streaming from any source: rows in storage order --- */
+
+typedef struct fm_dense_scan fm_dense_scan;
+
+/* batch, heads >= 1; the scan expects batch*heads*sq rows of sk flags. */
+fm_status fm_dense_scan_create(int64_t batch, int64_t heads, int64_t sq, int64_t sk,
+                               const fm_dense_opts *o, fm_dense_scan **out, fm_err *err);
+/* One row (Sk,) uint8: non-zero = masked. */
+void fm_dense_scan_row(fm_dense_scan *s, const uint8_t *masked);
+/* Ends the scan (always consumes s) and returns the result. */
+fm_status fm_dense_scan_finish(fm_dense_scan *s, fm_dense_result **out, fm_err *err);
+void fm_dense_scan_destroy(fm_dense_scan *s); /* abandon; NULL is a no-op */
+
+/* --- dense output --- */
+
+typedef struct fm_dense_expand_opts {
+  fm_dtype dtype;    /* BOOL (default), U8, I8, I32, F32, F16, U16 (bfloat16) */
+  int masked_true;   /* bool/integer: write 1 for masked (default: 1 = attend) */
+  int64_t heads;     /* 0: the mask's H_mask; else H (a shared mask is repeated) */
+  int rank;          /* 4 (0 = 4): [B, H, Sq, Sk]; 3: [H, Sq, Sk] (B = 1); 2: [Sq, Sk] */
+  int64_t max_bytes; /* refuse larger outputs; 0 = FM_DENSE_EXPAND_MAX_BYTES */
+} fm_dense_expand_opts;
+
+/* Writes m as a dense mask, one row at a time (O(Sk) memory), atomically.
+ * Refuses (FM_ENOMEM) an output above max_bytes or above the free space of
+ * the target's folder. Additive dtypes get 0 and -inf. */
+fm_status fm_dense_expand(const fm_colmask *m, const char *path, const fm_dense_expand_opts *o,
+                          fm_err *err);
+
+/* --- names and file kinds --- */
+
+/* "bool", "uint8", "int8", "int32", "float32", "float16", "bfloat16". */
+const char *fm_dense_dtype_name(fm_dtype t);
+fm_status fm_dense_dtype_parse(const char *name, fm_dtype *out, fm_err *err);
+
+/* Like fm_colmask_load_npy, but first tells a dense mask (or any array that
+ * cannot be an interval file) apart and says so in one line. */
+fm_status fm_interval_file_load(const char *path, int causal, int64_t sq, fm_colmask **out,
+                                fm_err *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
