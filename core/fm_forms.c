@@ -116,6 +116,33 @@ fm_form fm_colmask_smallest_form(const fm_colmask *m) {
   return FM_FORM_NONE;
 }
 
+/* When a column's stored intervals already are in form f, keep them as they
+ * are (an empty interval keeps its position): the min/max rule reads the
+ * stored values, so a re-expressed mask classifies its tiles as the original
+ * does. iv receives the values with the form's implicit vectors filled in. */
+static int stored_fits(const fm_colmask *m, int32_t s, int32_t j, int32_t c, fm_form f,
+                       int32_t iv[4]) {
+  int32_t sq = fm_colmask_sq(m);
+  int32_t lts = fm_colmask_cvec(m, s, FM_LTS)[j], lte = fm_colmask_cvec(m, s, FM_LTE)[j];
+  int32_t uts = fm_colmask_cvec(m, s, FM_UTS)[j], ute = fm_colmask_cvec(m, s, FM_UTE)[j];
+  int causal = fm_colmask_causal(m);
+  iv[FM_LTS] = lts;
+  iv[FM_LTE] = lte;
+  iv[FM_UTS] = uts;
+  iv[FM_UTE] = ute;
+  switch (f) {
+  case FM_FORM_CAUSAL1:
+  case FM_FORM_CAUSAL2:
+    /* the upper interval adds nothing beyond the causal triangle */
+    if (!causal || (uts < ute && ute > c) || (f == FM_FORM_CAUSAL1 && lte != sq)) return 0;
+    iv[FM_UTS] = iv[FM_UTE] = 0;
+    return 1;
+  case FM_FORM_BIDIR2: return !causal && lte == sq && uts == 0;
+  case FM_FORM_BIDIR4: return !causal;
+  default: return 0;
+  }
+}
+
 fm_status fm_colmask_to_form(const fm_colmask *m, fm_form f, fm_colmask **out, fm_err *err) {
   *out = NULL;
   int32_t sq = fm_colmask_sq(m), sk = fm_colmask_sk(m);
@@ -138,7 +165,8 @@ fm_status fm_colmask_to_form(const fm_colmask *m, fm_form f, fm_colmask **out, f
                        s, j, fm_form_name(f), n, n == 1 ? "" : "s", n ? runs[0][0] : 0,
                        n ? runs[0][1] : 0);
       }
-      fm_runs_to_intervals((const int32_t(*)[2])runs, n, c, sq, f, fm_form_causal(f), iv);
+      if (!stored_fits(m, s, j, c, f, iv))
+        fm_runs_to_intervals((const int32_t(*)[2])runs, n, c, sq, f, fm_form_causal(f), iv);
       for (int k = 0; k < 4; k++) v[k][j] = iv[k];
     }
   }

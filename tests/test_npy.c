@@ -5,7 +5,9 @@
 #include <dirent.h>
 #include <sys/stat.h>
 
+#include "fm_families.h"
 #include "fm_intervals_io.h"
+#include "fm_tiles.h"
 #include "fm_npy.h"
 #include "fm_test_util.h"
 
@@ -249,4 +251,28 @@ Test(intervals_io, rejects_bad_interval_files) {
   expect_bad_intervals(FM_DT_I32, 4, s2, v, 1, "LTS = 5 > LTE = 4");
   int64_t s0[4] = {1, 1, 0, 2};
   expect_bad_intervals(FM_DT_I32, 4, s0, v, 1, "positive");
+}
+
+Test(intervals_io, saved_families_classify_like_the_original) {
+  /* the min/max rule reads the stored values: a saved family keeps its
+     vectors (empty intervals included), so its tiles classify the same */
+  char path[512];
+  tmp_path(path, sizeof path, "fam.npy");
+  for (int f = 0; f < fm_family_count(); f++) {
+    const char *name = fm_family_at(f)->name;
+    fm_family_request req = {name, 512, 1, 2, 3, -1, NULL, 0, NULL};
+    fm_colmask *m, *back;
+    cr_assert_eq(fm_family_build(&req, &m, NULL, NULL), FM_OK);
+    fm_form used;
+    cr_assert_eq(fm_colmask_save_npy(m, path, FM_FORM_NONE, &used, NULL), FM_OK);
+    cr_assert_eq(fm_colmask_load_npy(path, fm_form_causal(used), 0, &back, NULL), FM_OK);
+    fm_tile_counts a, b;
+    fm_classify(m, 32, 16, &a, NULL, NULL, NULL);
+    fm_classify(back, 32, 16, &b, NULL, NULL, NULL);
+    cr_assert_eq(memcmp(a.minmax, b.minmax, sizeof a.minmax), 0, "%s: min/max classes changed", name);
+    cr_assert_eq(memcmp(a.exact, b.exact, sizeof a.exact), 0, "%s", name);
+    fm_colmask_destroy(m);
+    fm_colmask_destroy(back);
+  }
+  unlink(path);
 }
