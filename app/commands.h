@@ -7,5 +7,10 @@ int cmd_analyze(int argc, char **argv);
 int cmd_check(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
 int cmd_expand(int argc, char **argv);
+int cmd_run(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+int cmd_verify(int argc, char **argv);
+int cmd_view(int argc, char **argv);
+int cmd_render(int argc, char **argv);
 
 #endif

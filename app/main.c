@@ -16,6 +16,11 @@ static const struct {
     {"check", cmd_check, "does a dense mask (.npy) fit the interval forms? where and why not"},
     {"convert", cmd_convert, "dense mask (.npy) -> Paddle startend_row_indices intervals"},
     {"expand", cmd_expand, "interval file -> dense mask (.npy)"},
+    {"run", cmd_run, "run the kernel on a family mask (GPU, or the CPU simulation) and write a trace"},
+    {"bench", cmd_bench, "the paper's kernel table and sparsity sweep on the GPU (masks for the peer)"},
+    {"verify", cmd_verify, "check the GPU kernels against the CPU reference on every family"},
+    {"view", cmd_view, "interactive window: mask, tile classes, bounds, live numbers (SDL2)"},
+    {"render", cmd_render, "the viewer's figure into PNG/SVG/PDF; --gallery; --figure memory"},
 };
 #define NCOMMANDS ((int)(sizeof commands / sizeof commands[0]))
 

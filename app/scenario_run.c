@@ -28,6 +28,9 @@
 #include "fm_scenario.h"
 #include "fm_tiles.h"
 #include "fm_trace.h"
+#ifdef FM_HAVE_VIZ
+#include "viz.h"
+#endif
 
 static const char *cmd = "run";
 
@@ -468,6 +471,77 @@ static void report_chunks(FILE *f, const case_row *rows, int n, int64_t chunk) {
   }
 }
 
+/* The scenario's figures, as PNG under OUT/figures; the report links them.
+ * Names of the files written go to names[] (relative to out_dir). */
+static int write_figures(const fm_scenario *s, const char *out_dir, const case_row *rows, int n,
+                         char names[][64], int *nnames) {
+  *nnames = 0;
+  if (!s->figures) return 0;
+#ifdef FM_HAVE_VIZ
+  char dir[4200], path[4400];
+  fm_err err;
+  snprintf(dir, sizeof dir, "%s/figures", out_dir);
+  if (fm_mkdir_p(dir, &err) != FM_OK) {
+    cli_error(cmd, "%s", err.msg);
+    return -1;
+  }
+  if (s->figures & FM_SCN_FIG_GALLERY) {
+    viz_gallery_opts go = {s->seqlen.v[0], (int32_t)s->br.v[0], (int32_t)s->bc.v[0], -1, s->seed,
+                           NULL, 1};
+    snprintf(path, sizeof path, "%s/gallery.png", dir);
+    if (viz_write_figure(path, VIZ_FMT_PNG, 1600, 1350, 72, viz_draw_gallery, &go, &err) != FM_OK) {
+      cli_error(cmd, "%s", err.msg);
+      return -1;
+    }
+    snprintf(names[(*nnames)++], 64, "figures/gallery.png");
+  }
+  if (s->figures & FM_SCN_FIG_MEMORY) {
+    viz_memory_opts mo = {(int32_t)s->bc.v[0], 1};
+    snprintf(path, sizeof path, "%s/memory.png", dir);
+    if (viz_write_figure(path, VIZ_FMT_PNG, 1000, 650, 72, viz_draw_memory, &mo, &err) != FM_OK) {
+      cli_error(cmd, "%s", err.msg);
+      return -1;
+    }
+    snprintf(names[(*nnames)++], 64, "figures/memory.png");
+  }
+  if (s->figures & FM_SCN_FIG_TILES) {
+    /* one figure per case trace, at most 16 (a report, not an archive) */
+    for (int i = 0; i < n && i < 16; i++) {
+      viz_state st;
+      viz_state_init(&st, 1200, 800);
+      viz_scene *scene = NULL;
+      char trace[4300];
+      snprintf(trace, sizeof trace, "%s/cases/%s", out_dir, rows[i].id);
+      viz_scene_opts so;
+      memset(&so, 0, sizeof so);
+      so.path = trace;
+      so.head_dim = (int32_t)rows[i].head_dim;
+      snprintf(path, sizeof path, "%s/tiles-%s.png", dir, rows[i].id);
+      fm_status vs = viz_scene_create(&so, &st, &scene, &err);
+      if (vs == FM_OK) {
+        st.scene = scene;
+        vs = viz_scene_sync(scene, &st, &err);
+      }
+      if (vs == FM_OK) vs = viz_write_figure(path, VIZ_FMT_PNG, 1200, 800, 72, viz_draw_state_fn, &st, &err);
+      viz_scene_destroy(scene);
+      if (vs != FM_OK) {
+        cli_error(cmd, "%s", err.msg);
+        return -1;
+      }
+      if (*nnames < 18) snprintf(names[(*nnames)++], 64, "figures/tiles-%.40s.png", rows[i].id);
+    }
+  }
+  return 0;
+#else
+  (void)out_dir;
+  (void)rows;
+  (void)n;
+  (void)names;
+  fprintf(stderr, "fmsim run: figures skipped: this fmsim was built without cairo\n");
+  return 0;
+#endif
+}
+
 static int write_report(const fm_scenario *s, const char *out_dir, case_row *rows, int n) {
   char path[4400];
   snprintf(path, sizeof path, "%s/report.md", out_dir);
@@ -495,6 +569,18 @@ static int write_report(const fm_scenario *s, const char *out_dir, case_row *row
   case FM_SCN_REPORT_SWEEP: report_sweep(f, rows, n); break;
   case FM_SCN_REPORT_MEMORY: report_memory(f, rows, n); break;
   case FM_SCN_REPORT_CHUNKS: report_chunks(f, rows, n, s->chunk); break;
+  }
+  char figures[18][64];
+  int nfig = 0;
+  if (write_figures(s, out_dir, rows, n, figures, &nfig)) {
+    fm_atomic_close(&af, 0, NULL);
+    return -1;
+  }
+  if (nfig) {
+    fprintf(f, "\n## Figures\n\n");
+    for (int i = 0; i < nfig; i++) fprintf(f, "![%s](%s)\n\n", figures[i], figures[i]);
+  } else if (s->figures) {
+    fprintf(f, "\nFigures were asked for but this fmsim was built without cairo.\n");
   }
   if (s->report != FM_SCN_REPORT_CASES) {
     fprintf(f, "\n## All cases\n\n");

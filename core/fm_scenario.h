@@ -15,7 +15,7 @@
  *   seed: 0
  *   draws: 1                          # seeded draws per case (seed, seed+1, ...)
  *   run: [analyze, simulate, gpu, peer]
- *   figures: [gallery, memory]
+ *   figures: [gallery, memory]        # also tiles: a tile figure per case (first 16)
  *   report: cases                     # cases | paper-table | sweep | memory | chunks
  *   chunk: 128                        # chunks report: chunk size C (tiles are br x bc)
  *   masks:

@@ -11,10 +11,18 @@
  *                  -inf for a row with no visible key (its output row is 0)
  *   intervals      (nsets, 4, Sk) int32: LTS, LTE, UTS, UTE per set, sets as fm_colmask
  *                  (set = (nb == 1 ? 0 : b) * nh + (nh == 1 ? 0 : h))
- *   dense_mask     (Sq, Sk) uint8, 1 = masked (FM_VARIANT_DENSE only; shared by all heads)
+ *   dense_mask     (Sq, Sk) uint8, 1 = masked (FM_VARIANT_DENSE only; shared by all heads),
+ *                  or (nsets, Sq, Sk) with sets as the intervals' when dense_per_set is 1
  *   tile_class     (B, H, Tr, Tc) uint8 FM_TILE_* as the kernel saw it (instrumented only)
  *   tile_cycles    (B, H, Tr, Tc) int64 clock64 cycles spent on the tile (instrumented only)
  * Tr = ceil(Sq / FM_ATTN_BR), Tc = ceil(Sk / FM_ATTN_BC) at the kernel's own tile size.
+ *
+ * Tile sizes: 128 x 64 for both head dims (fm_attn_tile_size).
+ * Limits: batch * heads <= 65535. The dense variant needs no intervals; the
+ * others need them. CUDA runtime failures are returned as FM_EIO with the CUDA
+ * error in the message; FM_EUNSUPPORTED when no usable device (sm_90) exists.
+ * fm_attn_forward allocates a small stream-ordered workspace (8 int32 per key
+ * tile per interval set) and frees it on the same stream.
  */
 #ifndef FM_ATTN_H
 #define FM_ATTN_H
@@ -26,6 +34,10 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* The kernel's tile: query rows x key columns, both head dims (fm_attn_tile_size). */
+#define FM_ATTN_BR 128
+#define FM_ATTN_BC 64
 
 typedef enum fm_variant {
   FM_VARIANT_SKIP = 0,   /* the product: fully masked tiles skipped before any K/V load */
@@ -45,6 +57,7 @@ typedef struct fm_attn_problem {
   const uint8_t *dense_mask;
   uint8_t *tile_class;  /* NULL unless instrumented */
   int64_t *tile_cycles; /* NULL unless instrumented */
+  int dense_per_set;    /* 0: dense_mask (Sq, Sk) shared by all heads; 1: (nsets, Sq, Sk) */
 } fm_attn_problem;
 
 /* The kernel's tile size for a head dim (rows x key columns). */
@@ -55,6 +68,18 @@ void fm_attn_tile_size(int32_t head_dim, int32_t *br, int32_t *bc);
  * selects the build that writes tile_class / tile_cycles. */
 fm_status fm_attn_forward(const fm_attn_problem *p, fm_variant variant, int instrumented,
                           void *stream, fm_err *err);
+
+/* Fills n bf16 values at dst (device) with a deterministic function of (seed,
+ * index): approximately standard normal (sum of four uniforms, rescaled),
+ * never all zeros. For benchmarks and checks that need large random inputs
+ * without a host round trip. Asynchronous on `stream`. */
+fm_status fm_attn_fill_random_bf16(void *dst, int64_t n, uint64_t seed, void *stream, fm_err *err);
+
+/* FM_OK when a CUDA device this build can run on (compute capability 9.0)
+ * is present; desc (may be NULL) receives e.g. "NVIDIA H200 (sm_90, 132 SMs,
+ * 139.8 GiB)". Otherwise FM_EUNSUPPORTED and err says why (no driver, no device,
+ * wrong architecture). Initialises the CUDA runtime. */
+fm_status fm_attn_device_info(char *desc, int cap, fm_err *err);
 
 #ifdef __cplusplus
 }

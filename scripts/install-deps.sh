@@ -5,7 +5,9 @@
 # and tests with a C compiler, CMake and Criterion alone.
 set -euo pipefail
 
-packages=(build-essential cmake pkg-config libcriterion-dev libcairo2-dev libsdl2-dev)
+packages=(build-essential cmake pkg-config libcriterion-dev libcairo2-dev libsdl2-dev libyaml-dev
+  python3-numpy python3-matplotlib python3-nbclient python3-nbformat python3-ipykernel
+  libjansson-dev xvfb xauth poppler-utils libxml2-utils)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -1,0 +1,171 @@
+/* fmsim view: the interactive window (SDL2 + cairo), and its offscreen frame
+ * benchmark (--bench-frames, no display needed). */
+#define _POSIX_C_SOURCE 200809L
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "commands.h"
+#include "viz_cli.h"
+
+#ifdef FM_HAVE_VIZ_SDL
+#include "viz_sdl.h"
+#endif
+
+static const char *help_head =
+    "usage: fmsim view [--family NAME [mask options] | TRACE_DIR | MASK.npy | INTERVALS.npy]\n"
+    "                  [--layer L] [--size WxH] [--out-dir DIR] [--script FILE]\n"
+    "       fmsim view ... --bench-frames N\n\n"
+    "An interactive window onto a mask: zoom down to single tokens, see each tile's class\n"
+    "(min/max rule and exact), its 8 bounds and the intervals of the key column under the\n"
+    "cursor; cycle families, document samples, Br, Bc and S with keys; live tile counts, rho\n"
+    "and mask memory. Without a source: causal_document at S = 8192. Needs a display; on a\n"
+    "machine without one, `fmsim render` draws the same figure into a file.\n\n"
+    "source (one of):\n" CLI_MASK_HELP
+    "  TRACE_DIR            a trace folder (fmsim analyze --out, GPU runs)\n"
+    "  MASK.npy             dense mask: bool/int (true = may attend) or float (additive,\n"
+    "                       -inf = masked), [Sq, Sk], [H, Sq, Sk] or [B, H, Sq, Sk]\n"
+    "  INTERVALS.npy        int32/int64 [B, H, Sk, k] intervals\n" VIZ_CLI_SOURCE_HELP
+    "\nwindow:\n"
+    "  --layer L            mask | tiles | both (default) | cycles | bytes\n"
+    "  --size WxH           window size (default 1280x800; 1..16384)\n"
+    "  --out-dir DIR        where screenshots and exports go (default .)\n"
+    "  --export-dpi N       mask resolution inside PDF/SVG exports (default 300)\n"
+    "  --script FILE        replay events from FILE (one per line, then quit): key CHAR,\n"
+    "                       key left|right|up|down|home|escape, motion X Y, down X Y, up X Y,\n"
+    "                       drag X0 Y0 X1 Y1, wheel N [X Y], resize W H\n"
+    "  --bench-frames N     replay N scripted zoom/pan/hover events offscreen (no window) and\n"
+    "                       print frame-time percentiles (p50/p90/p99), then 8 Br/Bc key frames\n"
+    "\nkeys:\n";
+
+static void print_help(void) {
+  fputs(help_head, stdout);
+#ifdef FM_HAVE_VIZ
+  int n;
+  const viz_key_help *k = viz_key_help_table(&n);
+  for (int i = 0; i < n; i++) printf("  %-14s %s\n", k[i].keys, k[i].action);
+#else
+  printf("  (this fmsim was built without cairo/SDL2: no viewer)\n");
+#endif
+}
+
+#ifndef FM_HAVE_VIZ
+int cmd_view(int argc, char **argv) {
+  if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+    print_help();
+    return FM_EXIT_OK;
+  }
+  cli_error("view", "built without cairo/SDL2: install libcairo2-dev and libsdl2-dev "
+            "(scripts/install-deps.sh) and rebuild");
+  return FM_EXIT_USAGE;
+}
+#else
+
+int cmd_view(int argc, char **argv) {
+  static const struct option longopts[] = {CLI_MASK_LONGOPTS,
+                                           VIZ_CLI_SOURCE_LONGOPTS,
+                                           {"layer", required_argument, 0, 'l'},
+                                           {"size", required_argument, 0, 'z'},
+                                           {"out-dir", required_argument, 0, 'O'},
+                                           {"export-dpi", required_argument, 0, 'd'},
+                                           {"script", required_argument, 0, 'S'},
+                                           {"bench-frames", required_argument, 0, 'B'},
+                                           {"help", no_argument, 0, 'h'},
+                                           {0, 0, 0, 0}};
+  const char *cmd = "view", *layer = NULL, *out_dir = ".", *script = NULL;
+  int w = 1280, h = 800, opt;
+  int64_t bench = 0, export_dpi = 300;
+  viz_cli_source src;
+  viz_cli_source_init(&src);
+  opterr = 0;
+  optind = 1;
+  while ((opt = getopt_long(argc, argv, ":", longopts, NULL)) != -1) {
+    int r = viz_cli_source_opt(cmd, &src, opt, optarg);
+    if (r < 0) return FM_EXIT_USAGE;
+    if (r > 0) continue;
+    switch (opt) {
+    case 'l': layer = optarg; break;
+    case 'z':
+      if (viz_cli_size(cmd, "--size", optarg, &w, &h)) return FM_EXIT_USAGE;
+      break;
+    case 'O': out_dir = optarg; break;
+    case 'd':
+      if (cli_int(cmd, "--export-dpi", optarg, 18, 2400, &export_dpi)) return FM_EXIT_USAGE;
+      break;
+    case 'S': script = optarg; break;
+    case 'B':
+      if (cli_int(cmd, "--bench-frames", optarg, 1, 1000000, &bench)) return FM_EXIT_USAGE;
+      break;
+    case 'h': print_help(); return FM_EXIT_OK;
+    case ':':
+      cli_error(cmd, "option '%s' needs a value", argv[optind - 1]);
+      return FM_EXIT_USAGE;
+    default:
+      cli_error(cmd, "unknown option '%s' (see fmsim view --help)", argv[optind - 1]);
+      return FM_EXIT_USAGE;
+    }
+  }
+  if (optind < argc) src.path = argv[optind++];
+  if (optind < argc) {
+    cli_error(cmd, "unexpected argument '%s' (one source at most)", argv[optind]);
+    return FM_EXIT_USAGE;
+  }
+#ifndef FM_HAVE_VIZ_SDL
+  (void)out_dir;
+  (void)script;
+  if (!bench) {
+    cli_error(cmd, "built without SDL2: no window (install libsdl2-dev and rebuild); "
+              "'fmsim render ... -o FILE.png' draws the same figure into a file");
+    return FM_EXIT_USAGE;
+  }
+#else
+  /* fail before any work when there is plainly no display */
+  if (!bench && !getenv("DISPLAY") && !getenv("WAYLAND_DISPLAY") && !getenv("SDL_VIDEODRIVER")) {
+    cli_error(cmd, "no display available (DISPLAY and WAYLAND_DISPLAY are unset); draw into a "
+              "file with 'fmsim render ... -o FILE.png' instead");
+    return FM_EXIT_FAIL;
+  }
+#endif
+  viz_state s;
+  viz_state_init(&s, w, h);
+  if (layer && viz_cli_layer(cmd, layer, &s.layers, &s.overlay)) return FM_EXIT_USAGE;
+  viz_overlay want = s.overlay;
+  viz_scene *sc = NULL;
+  if (viz_cli_open(cmd, &src, &s, &sc)) return FM_EXIT_USAGE;
+  if (want == VIZ_OVERLAY_CYCLES && !s.facts.has_cycles) {
+    cli_error(cmd, "--layer cycles: %s", s.status[0] ? s.status : "no cycles in this source");
+    viz_scene_destroy(sc);
+    return FM_EXIT_USAGE;
+  }
+  fm_err err;
+  int rc = FM_EXIT_OK;
+  if (bench) {
+    viz_bench_result r;
+    if (viz_bench_frames(&s, (int)bench, &r, &err) != FM_OK) {
+      cli_error(cmd, "%s", err.msg);
+      rc = FM_EXIT_FAIL;
+    } else {
+      const char *lname = layer ? layer : "both";
+      printf("fmsim view: %d frames at %dx%d, %s S = %d, Br x Bc = %d x %d, layer %s\n", r.frames,
+             s.width, s.height, viz_scene_label(sc), s.facts.sk, s.br, s.bc, lname);
+      printf("  pan/zoom/hover frames: p50 %.2f ms  p90 %.2f ms  p99 %.2f ms  max %.2f ms\n",
+             r.p50_ms, r.p90_ms, r.p99_ms, r.max_ms);
+      printf("  Br/Bc key frames (reclassify + draw): p50 %.2f ms  max %.2f ms (%d frames)\n",
+             r.rebuild_p50_ms, r.rebuild_max_ms, r.rebuild_frames);
+    }
+  } else {
+#ifdef FM_HAVE_VIZ_SDL
+    viz_window_opts wo = {out_dir, script, (double)export_dpi};
+    fm_status st = viz_window_run(&s, &wo, &err);
+    if (st != FM_OK) {
+      cli_error(cmd, "%s", err.msg);
+      rc = st == FM_EUNSUPPORTED ? FM_EXIT_FAIL : FM_EXIT_USAGE;
+    }
+#endif
+  }
+  viz_scene_destroy(sc);
+  return rc;
+}
+#endif

@@ -1,0 +1,124 @@
+/* viz_cli.c — shared option handling of `fmsim view` and `fmsim render`. */
+#define _POSIX_C_SOURCE 200809L
+#include "viz_cli.h"
+
+#ifdef FM_HAVE_VIZ
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fm_families.h"
+
+void viz_cli_source_init(viz_cli_source *src) {
+  memset(src, 0, sizeof *src);
+  cli_mask_opts_init(&src->mask);
+}
+
+int viz_cli_source_opt(const char *cmd, viz_cli_source *src, int opt, const char *arg) {
+  int r = cli_mask_opt(cmd, &src->mask, opt, arg);
+  if (r != 0) {
+    if (r > 0 && opt == 1001) src->br_given = 1;
+    if (r > 0 && opt == 1002) src->bc_given = 1;
+    return r;
+  }
+  switch (opt) {
+  case 2001: src->causal = 1; return 1;
+  case 2002: src->true_masked = 1; return 1;
+  case 2003:
+    if (cli_int(cmd, "--head-dim", arg, 1, 4096, &src->head_dim)) return -1;
+    return 1;
+  }
+  return 0;
+}
+
+int viz_cli_size(const char *cmd, const char *opt, const char *text, int *w, int *h) {
+  char *end;
+  long a = strtol(text, &end, 10), b = 0;
+  int ok = end != text && (*end == 'x' || *end == 'X');
+  if (ok) {
+    const char *q = end + 1;
+    b = strtol(q, &end, 10);
+    ok = end != q && *end == 0;
+  }
+  if (!ok) {
+    cli_error(cmd, "%s '%s': expected WIDTHxHEIGHT, e.g. 1600x1000", opt, text);
+    return -1;
+  }
+  if (a < 1 || a > VIZ_CLI_MAX_SIZE || b < 1 || b > VIZ_CLI_MAX_SIZE) {
+    cli_error(cmd, "%s %s: width and height must be in 1..%d pixels", opt, text, VIZ_CLI_MAX_SIZE);
+    return -1;
+  }
+  *w = (int)a;
+  *h = (int)b;
+  return 0;
+}
+
+int viz_cli_layer(const char *cmd, const char *name, unsigned *layers, viz_overlay *overlay) {
+  unsigned keep = *layers & VIZ_LAYER_PANEL;
+  unsigned tiles = VIZ_LAYER_TILES | VIZ_LAYER_GRID | VIZ_LAYER_HATCH;
+  *overlay = VIZ_OVERLAY_NONE;
+  if (!strcmp(name, "mask")) *layers = keep | VIZ_LAYER_MASK;
+  else if (!strcmp(name, "tiles")) *layers = keep | tiles;
+  else if (!strcmp(name, "both")) *layers = keep | tiles | VIZ_LAYER_MASK;
+  else if (!strcmp(name, "cycles") || !strcmp(name, "bytes")) {
+    *layers = keep | VIZ_LAYER_TILES | VIZ_LAYER_GRID;
+    *overlay = name[0] == 'c' ? VIZ_OVERLAY_CYCLES : VIZ_OVERLAY_BYTES;
+  } else {
+    cli_error(cmd, "--layer '%s': unknown layer (expected mask, tiles, both, cycles or bytes)", name);
+    return -1;
+  }
+  return 0;
+}
+
+int viz_cli_open(const char *cmd, const viz_cli_source *src, viz_state *s, viz_scene **sc) {
+  const cli_mask_opts *o = &src->mask;
+  *sc = NULL;
+  if (src->path && o->family) {
+    cli_error(cmd, "give either --family or a file (%s), not both", src->path);
+    return -1;
+  }
+  if (o->family) {
+    const fm_family_info *f = fm_family_find(o->family);
+    if (!f) {
+      cli_error(cmd, "unknown family '%s' (fmsim families lists them)", o->family);
+      return -1;
+    }
+    for (int i = 0; i < fm_family_count(); i++)
+      if (fm_family_at(i) == f) s->family = i;
+  }
+  viz_scene_opts so;
+  memset(&so, 0, sizeof so);
+  so.path = src->path;
+  so.causal = src->causal;
+  so.true_masked = src->true_masked;
+  so.batch = o->batch;
+  so.heads = o->heads;
+  so.param_family = o->family;
+  so.params = o->params;
+  so.nparams = o->nparams;
+  so.samples_path = o->samples_path;
+  so.head_dim = (int32_t)src->head_dim;
+  s->seqlen = o->seqlen;
+  s->sample = o->sample;
+  s->seed = o->seed;
+  s->br = (int32_t)o->br;
+  s->bc = (int32_t)o->bc;
+  fm_err err;
+  if (viz_scene_create(&so, s, sc, &err) != FM_OK) {
+    cli_error(cmd, "%s", err.msg);
+    return -1;
+  }
+  /* a trace keeps its own tile size unless --br/--bc say otherwise */
+  if (src->br_given) s->br = (int32_t)o->br;
+  if (src->bc_given) s->bc = (int32_t)o->bc;
+  if (viz_scene_sync(*sc, s, &err) != FM_OK) {
+    cli_error(cmd, "%s", err.msg);
+    viz_scene_destroy(*sc);
+    *sc = NULL;
+    return -1;
+  }
+  return 0;
+}
+#else
+typedef int viz_cli_unused; /* ISO C wants a declaration in every file */
+#endif

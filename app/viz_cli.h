@@ -1,0 +1,47 @@
+/* viz_cli.h — what `fmsim view` and `fmsim render` share: the mask source
+ * (a family or a file), --layer, --size, and opening the scene. Only built
+ * with cairo (FM_HAVE_VIZ). */
+#ifndef FM_VIZ_CLI_H
+#define FM_VIZ_CLI_H
+
+/* Options of the source beyond CLI_MASK_LONGOPTS (handled by viz_cli_source_opt). */
+#define VIZ_CLI_SOURCE_LONGOPTS                                                                 \
+  {"causal", no_argument, 0, 2001}, {"true-masked", no_argument, 0, 2002},                     \
+      {"head-dim", required_argument, 0, 2003}
+#define VIZ_CLI_SOURCE_HELP                                                                     \
+  "  --causal             INTERVALS.npy with k = 2 is causal-2, not bidir-2 (k = 1, 4 say it)\n" \
+  "  --true-masked        MASK.npy: true means masked (default: true means may attend)\n"       \
+  "  --head-dim D         head dimension of the modelled bytes overlay (default 128)\n"
+#ifdef FM_HAVE_VIZ
+#include "cli.h"
+#include "viz.h"
+
+/* Largest figure or window side, pixels (or points for PDF/SVG). */
+#define VIZ_CLI_MAX_SIZE 16384
+
+typedef struct viz_cli_source {
+  cli_mask_opts mask;      /* --family and the shared mask options */
+  int br_given, bc_given;  /* --br / --bc on the command line (else a trace's own) */
+  const char *path;        /* TRACE_DIR, MASK.npy or INTERVALS.npy */
+  int causal;              /* --causal: INTERVALS.npy holds a causal mask */
+  int true_masked;         /* --true-masked: MASK.npy true means masked */
+  int64_t head_dim;        /* --head-dim: D of the modelled bytes (0: default) */
+} viz_cli_source;
+
+void viz_cli_source_init(viz_cli_source *src);
+
+/* 1: handled, 0: not a source option, -1: bad value (error printed). */
+int viz_cli_source_opt(const char *cmd, viz_cli_source *src, int opt, const char *arg);
+
+/* "WxH" with both in 1..16384. Prints the error; 0 on success. */
+int viz_cli_size(const char *cmd, const char *opt, const char *text, int *w, int *h);
+
+/* --layer mask|tiles|both|cycles|bytes -> layer bits (panel kept) and overlay. */
+int viz_cli_layer(const char *cmd, const char *name, unsigned *layers, viz_overlay *overlay);
+
+/* Checks the source options (one of --family or a path), creates the scene,
+ * sets the state's mask fields and syncs. Prints the error; 0 on success. */
+int viz_cli_open(const char *cmd, const viz_cli_source *src, viz_state *s, viz_scene **sc);
+
+#endif
+#endif

@@ -1,0 +1,254 @@
+#!/usr/bin/env python3
+"""Peer figures for `fmsim bench`: PyTorch FlexAttention on the very interval
+vectors fmsim exported, and SDPA's FlashAttention-2 and cuDNN backends on the
+full and causal masks.
+
+Adapted from the team's shared harness (shared/peers/flex_bench.py). Input is
+the mask index that `fmsim bench` writes (DIR/masks/index.json): one entry per
+case with its batch, heads, head dim, causal flag and a columns file, int32
+[nb, nh, Sk, 4] (LTS, LTE, UTS, UTE; set = (nb > 1 ? b : 0) * nh + (nh > 1 ? h : 0)).
+A mask_mod reads those vectors:
+
+    masked(q, kv) = LTS <= q < LTE  or  UTS <= q < UTE  or  (causal and q < kv)
+
+Times are medians of triton's do_bench (it clears the L2 with a 256 MB write
+before every launch; warm-up first), forward only, bf16, layout [B, H, S, D].
+The BlockMask comes from create_block_mask (what FlexAttention users call), except
+for per-head masks past --auto-limit mask_mod evaluations (random eviction at 128K:
+create_block_mask took 85 s at 32K, and runs out of memory or time at 128K), where
+it is built from the interval vectors by FlashMask's min/max rule on 128 x 128
+blocks (BlockMask.from_kv_blocks); each record says which ("block_mask_from").
+TFLOP/s use 4*B*H*S*S*D*(1 - rho) with rho at FlexAttention's own 128 x 128
+block (the index's rho_128); the fmsim/peer comparison in bench/merge.py uses
+times, which need no convention. An out-of-memory failure is recorded as such
+("oom": true) and the run goes on. The JSON output is rewritten after every
+case, so a run cut short keeps what it measured.
+
+    python3 bench/peer_flex.py --index OUT/masks/index.json --out peer.json [--sdpa]
+"""
+import argparse
+import json
+import os
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.nn.attention.flex_attention import BlockMask, create_block_mask, flex_attention
+from triton.testing import do_bench
+
+torch._dynamo.config.cache_size_limit = 512
+torch._dynamo.config.accumulated_cache_size_limit = 4096
+flex = torch.compile(flex_attention, dynamic=False)
+
+
+def mask_mod_from(lts, lte, uts, ute, causal, nb, nh):
+    """lts..ute: int32 tensors [nb * nh, S] on the GPU."""
+    per_set = nb * nh > 1
+
+    def mm(b, h, q, kv):
+        if per_set:
+            s = (b if nb > 1 else 0) * nh + (h if nh > 1 else 0)
+            a, e, c, d = lts[s, kv], lte[s, kv], uts[s, kv], ute[s, kv]
+        else:
+            a, e, c, d = lts[0, kv], lte[0, kv], uts[0, kv], ute[0, kv]
+        masked = ((q >= a) & (q < e)) | ((q >= c) & (q < d))
+        if causal:
+            masked = masked | (q < kv)
+        return ~masked
+
+    return mm
+
+
+def block_mask_from_intervals(cols, causal, B, H, nb, nh, S, mm, dev, blk=128):
+    """The BlockMask by FlashMask's min/max rule on 128 x 128 blocks, straight from the
+    interval vectors (cols: int32 [nb * nh, S, 4]): O(sets * (S + T^2)) instead of
+    create_block_mask's sets * S^2 mask_mod evaluations. The rule is conservative (a
+    block it calls masked is masked, one it calls full is unmasked), so FlexAttention's
+    output is the same; only blocks the exact test would call masked or full may be
+    computed as partial. Its sparsity is the index's rho_128 (fmsim's C classifier)."""
+    T = -(-S // blk)
+    v = cols.astype(np.int64)
+    lts, lte, uts, ute = v[..., 0], v[..., 1], v[..., 2], v[..., 3]
+    if causal:  # fold the causal triangle into the upper interval (fm_effective_upper, Sq == Sk)
+        j = np.arange(S)[None, :]
+        ute = np.where((uts < ute) & (ute > j), ute, j)
+        uts = np.zeros_like(uts)
+    pad = T * blk - S
+
+    def mm_(x):
+        lo = np.pad(x, ((0, 0), (0, pad)), constant_values=np.iinfo(np.int64).max)
+        hi = np.pad(x, ((0, 0), (0, pad)), constant_values=np.iinfo(np.int64).min)
+        return lo.reshape(-1, T, blk).min(-1)[:, None, :], hi.reshape(-1, T, blk).max(-1)[:, None, :]
+
+    (a0, a1), (e0, e1), (c0, c1), (d0, d1) = mm_(lts), mm_(lte), mm_(uts), mm_(ute)
+    r0 = (np.arange(T) * blk)[None, :, None]
+    r1 = np.minimum(r0 + blk, S)
+    masked = ((r0 >= a1) & (r1 <= e0)) | ((r0 >= c1) & (r1 <= d0))
+    partial = ~masked & (((r1 > a0) & (r0 < e1)) | ((r1 > c0) & (r0 < d1)))
+    full = ~masked & ~partial  # [sets, T rows, T cols]
+    sets = nb * nh
+    if sets > 1:
+        b = np.arange(B)[:, None] if nb > 1 else np.zeros((B, 1), np.int64)
+        h = np.arange(H)[None, :] if nh > 1 else np.zeros((1, H), np.int64)
+        idx = (b * nh + h).reshape(-1)
+        partial, full = partial[idx], full[idx]
+        shape = (B, H)
+    else:
+        shape = (1, 1)
+
+    def kv(sel):
+        num = sel.sum(-1).astype(np.int32)
+        order = np.argsort(~sel, axis=-1, kind="stable").astype(np.int32)  # selected blocks first
+        t = lambda x: torch.as_tensor(x, device=dev)
+        return t(num.reshape(*shape, T)), t(order.reshape(*shape, T, T))
+
+    kn, ki = kv(partial)
+    fn, fi = kv(full)
+    rho = float(masked.mean())
+    return BlockMask.from_kv_blocks(kn, ki, fn, fi, BLOCK_SIZE=blk, mask_mod=mm,
+                                    seq_lengths=(S, S)), rho
+
+
+def bench_ms(fn, warmup, rep):
+    return float(do_bench(fn, warmup=warmup, rep=rep, quantiles=[0.5]))
+
+
+def is_oom(e):
+    return isinstance(e, torch.cuda.OutOfMemoryError) or "out of memory" in str(e).lower()
+
+
+def flex_case(case, root, args):
+    S, B, H, D = case["seqlen"], case["batch"], case["heads"], case["head_dim"]
+    nb, nh = case["mask_nb"], case["mask_nh"]
+    cols = np.load(os.path.join(root, case["columns"]))  # [nb, nh, S, 4] int32
+    assert cols.shape == (nb, nh, S, 4), cols.shape
+    cols = cols.reshape(nb * nh, S, 4)
+    dev = "cuda"
+    vec = [torch.as_tensor(np.ascontiguousarray(cols[:, :, k]), device=dev) for k in range(4)]
+    mm = mask_mod_from(*vec, bool(case["causal"]), nb, nh)
+    per_set = nb * nh > 1
+    how = args.block_mask
+    if how == "auto":  # create_block_mask evaluates mask_mod on every element of every set
+        how = "intervals" if per_set and B * H * S * S > args.auto_limit else "create"
+    t0 = time.time()
+    rho_rule = None
+    if how == "intervals":
+        bm, rho_rule = block_mask_from_intervals(cols, bool(case["causal"]), B, H, nb, nh, S, mm, dev)
+    else:
+        bm = create_block_mask(mm, B if per_set else None, H if per_set else None, S, S,
+                               device=dev, _compile=True)
+    torch.cuda.synchronize()
+    t_mask = time.time() - t0
+    bm_bytes = sum(x.numel() * x.element_size() for x in bm.as_tuple() if isinstance(x, torch.Tensor))
+    q, k, v = (torch.randn(B, H, S, D, device=dev, dtype=torch.bfloat16) for _ in range(3))
+    ms = bench_ms(lambda: flex(q, k, v, block_mask=bm), args.warmup_ms, args.rep_ms)
+    rho = case.get("rho_128", 0.0)
+    res = dict(id=case["id"], family=case["family"], seqlen=S, head_dim=D, batch=B, heads=H,
+               peer="flex_attention", fwd_ms=ms, rho_128=rho,
+               block_mask_from="create_block_mask" if how == "create" else
+               "intervals (min/max rule at 128; create_block_mask not attempted: %.2g mask_mod "
+               "evaluations)" % (B * H * S * S), block_mask_rule_rho=rho_rule,
+               flex_sparsity=float(bm.sparsity()) / 100.0, block_mask_s=t_mask,
+               block_mask_bytes=bm_bytes,
+               fwd_tflops=4.0 * B * H * S * S * D * (1 - rho) / (ms * 1e-3) / 1e12)
+    del q, k, v, bm, vec
+    return res
+
+
+def sdpa_case(S, D, B, H, is_causal, backend, args):
+    q, k, v = (torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    with sdpa_kernel(backend):
+        ms = bench_ms(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=is_causal),
+                      args.warmup_ms, args.rep_ms)
+    del q, k, v
+    # rho of the causal mask at 128 x 128 blocks: (T - 1) / (2 T) of the tiles are masked
+    T = -(-S // 128)
+    rho = (T - 1) / (2 * T) if is_causal else 0.0
+    return dict(family="causal" if is_causal else "full", peer="sdpa",
+                backend=str(backend).split(".")[-1], seqlen=S, head_dim=D, batch=B, heads=H,
+                fwd_ms=ms, rho_128=rho,
+                fwd_tflops=4.0 * B * H * S * S * D * (1 - rho) / (ms * 1e-3) / 1e12)
+
+
+def save(path, doc):
+    tmp = path + ".tmp.%d" % os.getpid()
+    with open(tmp, "w") as f:
+        json.dump(doc, f, indent=1)
+    os.replace(tmp, path)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--index", required=True, help="masks/index.json written by fmsim bench")
+    ap.add_argument("--out", required=True, help="JSON output")
+    ap.add_argument("--sdpa", action="store_true", help="also SDPA FA2 and cuDNN, full and causal")
+    ap.add_argument("--families", default="", help="only these families (comma list)")
+    ap.add_argument("--seqlens", default="", help="only these lengths (comma list)")
+    ap.add_argument("--warmup-ms", type=float, default=25.0)
+    ap.add_argument("--rep-ms", type=float, default=100.0)
+    ap.add_argument("--budget-s", type=float, default=0.0, help="start no case after this many s")
+    ap.add_argument("--block-mask", choices=("auto", "create", "intervals"), default="auto",
+                    help="BlockMask by create_block_mask, from the interval vectors, or auto: "
+                    "from the vectors for per-head masks past --auto-limit evaluations")
+    ap.add_argument("--auto-limit", type=float, default=2.0 ** 38,
+                    help="B*H*S*S above which auto builds per-head BlockMasks from the vectors "
+                    "(create_block_mask took 85 s at 1.4e11 on the H200)")
+    args = ap.parse_args()
+    with open(args.index) as f:
+        index = json.load(f)
+    root = os.path.dirname(os.path.abspath(args.index))
+    cases = index["cases"]
+    if args.families:
+        keep = set(args.families.split(","))
+        cases = [c for c in cases if c["family"] in keep]
+    if args.seqlens:
+        keep = set(int(x) for x in args.seqlens.split(","))
+        cases = [c for c in cases if c["seqlen"] in keep]
+    doc = dict(format="fmsim-peer", version=1, torch=torch.__version__,
+               device=torch.cuda.get_device_name(), timing="triton do_bench median, L2 cleared "
+               "before every launch", index=os.path.abspath(args.index), results=[])
+    print("peer:", torch.__version__, doc["device"], len(cases), "cases", flush=True)
+    t_start = time.time()
+    shapes = sorted({(c["seqlen"], c["head_dim"], c["batch"], c["heads"]) for c in cases})
+    if args.sdpa:
+        for S, D, B, H in shapes:
+            for be in (SDPBackend.FLASH_ATTENTION, SDPBackend.CUDNN_ATTENTION):
+                for causal in (False, True):
+                    try:
+                        r = sdpa_case(S, D, B, H, causal, be, args)
+                    except Exception as e:  # a backend may be unavailable for a shape
+                        r = dict(family="causal" if causal else "full", peer="sdpa",
+                                 backend=str(be).split(".")[-1], seqlen=S, head_dim=D,
+                                 error=repr(e)[:300], oom=is_oom(e))
+                    torch.cuda.empty_cache()
+                    print(json.dumps(r), flush=True)
+                    doc["results"].append(r)
+                    save(args.out, doc)
+    for c in cases:
+        if args.budget_s and time.time() - t_start > args.budget_s:
+            r = dict(id=c["id"], family=c["family"], seqlen=c["seqlen"], head_dim=c["head_dim"],
+                     peer="flex_attention", error="not run: time budget spent", oom=False)
+        else:
+            t0 = time.time()
+            try:
+                r = flex_case(c, root, args)
+            except Exception as e:
+                r = dict(id=c["id"], family=c["family"], seqlen=c["seqlen"],
+                         head_dim=c["head_dim"], peer="flex_attention",
+                         error=("out of memory: " if is_oom(e) else "") + repr(e)[:300],
+                         oom=is_oom(e))
+            r["wall_s"] = round(time.time() - t0, 1)
+            torch.cuda.empty_cache()
+        print(json.dumps(r), flush=True)
+        doc["results"].append(r)
+        save(args.out, doc)
+    doc["complete"] = True
+    save(args.out, doc)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,109 @@
+/* fm_cost.h — the analytic cost model of the FlashMask forward kernel, and
+ * the CPU simulation that turns it into trace content without a GPU.
+ *
+ * The model follows the kernel tile by tile at its own tile size (Br query
+ * rows x Bc key columns, fm_attn_tile_size) from the per-tile min/max classes
+ * of fm_classify (the classes the kernel decides from the 8 bounds):
+ *
+ *   skip    MASKED tiles are skipped (no K/V load, no math); PARTIAL tiles
+ *           load K/V and the interval vectors of their columns and mask
+ *           element-wise; UNMASKED tiles load K/V only.
+ *   noskip  every tile is visited with the same arithmetic: MASKED tiles are
+ *           treated like PARTIAL ones (K/V, vectors, element mask).
+ *   dense   every tile is visited and reads its rows x cols bytes of the
+ *           Sq x Sk uint8 mask (one per vector set) from HBM; no interval
+ *           vectors, no bounds, no preprocessing.
+ *
+ * FLOPs (forward): the paper's count 4*B*H*Sq*Sk*D*(1-rho), rho = masked
+ * tiles / all tiles by the min/max rule at the kernel's tile size; and the
+ * executed count 4*D*(rows*cols) summed over the visited tiles (real rows and
+ * columns; the tiles cut by a sequence end count only their real part).
+ *
+ * Bytes are the requests the kernel makes (tiled traffic, before any cache
+ * reuse), in bytes:
+ *   Q       read once per row tile:           B*H*Sq*D*e
+ *   K, V    per visited tile:                 2*cols*D*e
+ *   vectors per element-masked tile:          4 vectors * 4 B * cols (skip, noskip)
+ *   dense   per tile:                         rows*cols (1 B per element)
+ *   bounds  per tile considered:              8 * 4 B (skip, noskip)
+ *   prep    bounds preprocessing per set:     reads 4*4*Sk, writes 8*4*Tc (skip, noskip)
+ *   O, LSE  written once:                     B*H*Sq*D*e and B*H*Sq*4
+ * (e = bytes per Q/K/V/O element, 2 for bf16). The compulsory ("unique")
+ * bytes read every input and write every output once: the floor of the HBM
+ * traffic that dram__bytes measures after L2 reuse; the tiled figure is what
+ * L1 asks of L2 (lts__t_sectors_srcunit_tex_op_read * 32).
+ */
+#ifndef FM_COST_H
+#define FM_COST_H
+
+#include <stdint.h>
+
+#include "fm_colmask.h"
+#include "fm_status.h"
+#include "fm_tile_rule.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Same numbering as the kernels' fm_variant (kernels/fm_attn.h). */
+typedef enum fm_cost_variant {
+  FM_COST_SKIP = 0,
+  FM_COST_NOSKIP = 1,
+  FM_COST_DENSE = 2,
+  FM_COST_NVARIANTS = 3
+} fm_cost_variant;
+
+const char *fm_cost_variant_name(fm_cost_variant v); /* "skip", "noskip", "dense" */
+/* Parses "skip" / "noskip" / "dense"; FM_EINVAL naming the choices otherwise. */
+fm_status fm_cost_variant_parse(const char *text, fm_cost_variant *out, fm_err *err);
+
+typedef struct fm_cost_shape {
+  int64_t batch, heads;    /* B, H of the attention problem */
+  int32_t head_dim;        /* D */
+  int32_t br, bc;          /* the kernel's tile: query rows x key columns */
+  int32_t elem_bytes;      /* bytes per Q/K/V/O element (2 for bf16) */
+  fm_cost_variant variant;
+} fm_cost_shape;
+
+typedef struct fm_cost {
+  int32_t tr, tc;                /* tiles per (batch, head): Tr x Tc */
+  int64_t tiles_total;           /* B*H*Tr*Tc */
+  int64_t tiles[FM_TILE_NCLASSES]; /* min/max classes over all (b, h), FM_TILE_* */
+  int64_t tiles_visited;         /* K/V loaded and math done */
+  int64_t tiles_elementwise;     /* visited tiles that apply the element mask */
+  double rho;                    /* tiles[MASKED] / tiles_total */
+  double flops_paper;            /* 4*B*H*Sq*Sk*D*(1-rho) */
+  double flops_executed;         /* 4*D*rows*cols over the visited tiles */
+  double flops_full;             /* 4*B*H*Sq*Sk*D: every element */
+  /* tiled requests, bytes */
+  int64_t bytes_q, bytes_kv, bytes_vectors, bytes_dense_mask, bytes_bounds;
+  int64_t bytes_prep_read, bytes_prep_write;
+  int64_t bytes_o, bytes_lse;
+  int64_t bytes_read, bytes_write; /* sums of the above */
+  /* compulsory bytes: every input read once, every output written once */
+  int64_t unique_read, unique_write;
+} fm_cost;
+
+/* Checks a shape: B, H >= 1, D in 1..1024, tile sizes in 1..65536, e in 1..8. */
+fm_status fm_cost_shape_check(const fm_cost_shape *s, fm_err *err);
+
+/* Modelled bytes one tile requests (K/V, interval vectors or dense mask, its
+ * 8 bounds) for its min/max class and real rows x cols. Q, O, LSE and the
+ * preprocessing belong to rows and sets, not tiles, and are not included. */
+int64_t fm_cost_tile_bytes(const fm_cost_shape *s, int cls, int32_t rows, int32_t cols);
+
+/* The cost of the kernel on mask m. classes: (nsets, Tr, Tc) min/max classes
+ * at (s->br, s->bc) as fm_classify writes them, or NULL to classify here
+ * (O(nsets*Tr*Tc) bytes of scratch). tile_bytes, when not NULL, receives
+ * (nsets, Tr, Tc) int64 fm_cost_tile_bytes per tile (caller-allocated). */
+fm_status fm_cost_compute(const fm_colmask *m, const fm_cost_shape *s, const uint8_t *classes,
+                          int64_t *tile_bytes, fm_cost *out, fm_err *err);
+
+/* TFLOP/s of `flops` done in `ms` milliseconds (NaN when ms <= 0). */
+double fm_cost_tflops(double flops, double ms);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,308 @@
+#include "fm_run_trace.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fm_fileio.h"
+#include "fm_npy.h"
+
+static void timing_json(fm_json *j, const char *key, const fm_timing *t) {
+  if (!t || !t->source[0]) {
+    fm_json_null(j, key);
+    return;
+  }
+  fm_json_object(j, key);
+  fm_json_string(j, "source", t->source);
+  fm_json_string(j, "note", t->note);
+  fm_json_int(j, "warmup", t->warmup);
+  fm_json_int(j, "reps", t->reps);
+  fm_json_bool(j, "l2_flushed", t->l2_flushed);
+  fm_json_double(j, "median_ms", t->median_ms);
+  fm_json_double(j, "min_ms", t->min_ms);
+  fm_json_double(j, "max_ms", t->max_ms);
+  fm_json_double(j, "mean_ms", t->mean_ms);
+  fm_json_double(j, "events_median_ms", t->events_median_ms);
+  fm_json_array(j, "kernels");
+  for (int k = 0; k < t->nkernels && k < FM_TIMING_MAX_KERNELS; k++) {
+    const fm_kernel_stat *s = &t->kernels[k];
+    fm_json_object(j, NULL);
+    fm_json_string(j, "name", s->name);
+    fm_json_double(j, "median_ms", s->median_ms);
+    fm_json_array(j, "grid");
+    for (int d = 0; d < 3; d++) fm_json_int(j, NULL, s->grid[d]);
+    fm_json_end(j);
+    fm_json_array(j, "block");
+    for (int d = 0; d < 3; d++) fm_json_int(j, NULL, s->block[d]);
+    fm_json_end(j);
+    fm_json_int(j, "registers", s->registers);
+    fm_json_int(j, "static_smem", s->static_smem);
+    fm_json_int(j, "dynamic_smem", s->dynamic_smem);
+    fm_json_end(j);
+  }
+  fm_json_end(j);
+  fm_json_end(j);
+}
+
+void fm_run_json(const fm_run_info *r, fm_json *j) {
+  const fm_cost *c = r->cost;
+  const fm_timing *t = r->timing && r->timing->source[0] ? r->timing : NULL;
+  const fm_timing *ti =
+      r->timing_instrumented && r->timing_instrumented->source[0] ? r->timing_instrumented : NULL;
+  fm_json_string(j, "device", r->device);
+  fm_json_string(j, "device_note", r->device_note ? r->device_note : "");
+  fm_json_object(j, "kernel");
+  fm_json_int(j, "head_dim", r->head_dim);
+  fm_json_string(j, "variant", fm_cost_variant_name(r->variant));
+  fm_json_string(j, "dtype", "bf16");
+  fm_json_int(j, "br", r->analysis ? r->analysis->br : 0);
+  fm_json_int(j, "bc", r->analysis ? r->analysis->bc : 0);
+  fm_json_bool(j, "instrumented", r->instrumented);
+  fm_json_end(j);
+  timing_json(j, "timing", t);
+  timing_json(j, "timing_instrumented", ti);
+  if (t && ti) fm_json_double(j, "instrumentation_overhead", ti->median_ms / t->median_ms - 1.0);
+  else fm_json_null(j, "instrumentation_overhead");
+
+  fm_json_object(j, "flops");
+  fm_json_string(j, "convention", "paper: 4*B*H*Sq*Sk*D*(1-rho), rho by the min/max rule at the "
+                                  "kernel's tile size; executed: 4*D*rows*cols of the visited tiles");
+  fm_json_double(j, "paper", c->flops_paper);
+  fm_json_double(j, "executed", c->flops_executed);
+  fm_json_double(j, "full", c->flops_full);
+  fm_json_end(j);
+  if (t) {
+    fm_json_object(j, "tflops");
+    fm_json_string(j, "source", t->source);
+    fm_json_double(j, "paper", fm_cost_tflops(c->flops_paper, t->median_ms));
+    fm_json_double(j, "executed", fm_cost_tflops(c->flops_executed, t->median_ms));
+    fm_json_end(j);
+  } else {
+    fm_json_null(j, "tflops");
+  }
+
+  fm_json_object(j, "model");
+  fm_json_string(j, "source", "model");
+  fm_json_double(j, "rho", c->rho);
+  fm_json_int(j, "tiles_total", c->tiles_total);
+  fm_json_int(j, "tiles_visited", c->tiles_visited);
+  fm_json_int(j, "tiles_elementwise", c->tiles_elementwise);
+  fm_json_end(j);
+
+  fm_json_object(j, "traffic");
+  fm_json_object(j, "model");
+  fm_json_string(j, "source", "model");
+  fm_json_int(j, "read", c->bytes_read);
+  fm_json_int(j, "write", c->bytes_write);
+  fm_json_int(j, "q", c->bytes_q);
+  fm_json_int(j, "kv", c->bytes_kv);
+  fm_json_int(j, "vectors", c->bytes_vectors);
+  fm_json_int(j, "dense_mask", c->bytes_dense_mask);
+  fm_json_int(j, "bounds", c->bytes_bounds);
+  fm_json_int(j, "prep_read", c->bytes_prep_read);
+  fm_json_int(j, "prep_write", c->bytes_prep_write);
+  fm_json_int(j, "o", c->bytes_o);
+  fm_json_int(j, "lse", c->bytes_lse);
+  fm_json_int(j, "unique_read", c->unique_read);
+  fm_json_int(j, "unique_write", c->unique_write);
+  fm_json_end(j);
+  const fm_measured_bytes *mb = r->measured;
+  if (mb && mb->source[0]) {
+    fm_json_object(j, "measured");
+    fm_json_string(j, "source", mb->source);
+    fm_json_bool(j, "l2_flushed", mb->l2_flushed);
+    fm_json_int(j, "ranges", mb->nranges);
+    fm_json_double(j, "dram_read", mb->dram_read);
+    fm_json_double(j, "dram_write", mb->dram_write);
+    fm_json_double(j, "l2_read_sectors", mb->l2_read_sectors);
+    fm_json_double(j, "l2_read_bytes", 32.0 * mb->l2_read_sectors);
+    fm_json_double(j, "gpu_time_ns", mb->gpu_time_ns);
+    fm_json_end(j);
+    fm_json_object(j, "ratios");
+    fm_json_double(j, "dram_read_over_unique_read", mb->dram_read / (double)c->unique_read);
+    fm_json_double(j, "dram_write_over_unique_write", mb->dram_write / (double)c->unique_write);
+    fm_json_double(j, "l2_read_over_model_read", 32.0 * mb->l2_read_sectors / (double)c->bytes_read);
+    fm_json_end(j);
+  } else {
+    fm_json_null(j, "measured");
+    fm_json_null(j, "ratios");
+  }
+  fm_json_string(j, "measured_note", mb ? mb->note : "no counters: not measured on this device");
+  fm_json_end(j);
+
+  fm_json_object(j, "tiles_record");
+  fm_json_string(j, "source", r->gpu_classes ? "kernel" : "cpu");
+  if (r->class_mismatches >= 0) fm_json_int(j, "class_mismatches", r->class_mismatches);
+  else fm_json_null(j, "class_mismatches");
+  fm_json_bool(j, "cycles", r->gpu_cycles != NULL);
+  fm_json_int(j, "clock_khz", r->clock_khz);
+  fm_json_end(j);
+}
+
+/* Writes a (nsets, per_set) array broadcast to [B, H, per_set...]. */
+static fm_status write_broadcast(const char *path, fm_dtype t, const fm_colmask *m, int64_t batch,
+                                 int64_t heads, int32_t tr, int32_t tc, const void *data,
+                                 int per_pair, fm_err *err) {
+  int64_t shape[4] = {batch, heads, tr, tc};
+  int64_t per_set = (int64_t)tr * tc;
+  size_t esz = (size_t)fm_dtype_size(t);
+  fm_npy_writer *w;
+  fm_status st = fm_npy_writer_open(path, t, 4, shape, &w, err);
+  if (st != FM_OK) return st;
+  for (int64_t b = 0; b < batch && st == FM_OK; b++)
+    for (int64_t h = 0; h < heads && st == FM_OK; h++) {
+      int64_t idx = per_pair ? b * heads + h : fm_colmask_set_index(m, (int32_t)b, (int32_t)h);
+      st = fm_npy_writer_write(w, (const char *)data + (size_t)(idx * per_set) * esz, per_set, err);
+    }
+  fm_status cs = fm_npy_writer_close(w, st == FM_OK, st == FM_OK ? err : NULL);
+  return st != FM_OK ? st : cs;
+}
+
+static void timeline_json(const fm_run_info *r, fm_json *j) {
+  const fm_timeline *t = r->timeline;
+  fm_json_object(j, NULL);
+  fm_json_string(j, "displayTimeUnit", "ns");
+  fm_json_array(j, "traceEvents");
+  const char *labels[4] = {NULL, NULL, NULL, NULL};
+  if (t)
+    for (int p = 0; p < 4; p++) labels[p] = t->process_names[p];
+  if (!t || !t->n) {
+    labels[0] = r->timing ? "no kernel records" : "cpu-simulation: classes and modelled bytes, no timings";
+  }
+  for (int p = 0; p < 4; p++) {
+    if (!labels[p]) continue;
+    fm_json_object(j, NULL);
+    fm_json_string(j, "name", "process_name");
+    fm_json_string(j, "ph", "M");
+    fm_json_int(j, "pid", p);
+    fm_json_object(j, "args");
+    fm_json_string(j, "name", labels[p]);
+    fm_json_end(j);
+    fm_json_end(j);
+  }
+  static const char *cls_names[FM_TILE_NCLASSES] = {"masked", "partial", "unmasked"};
+  for (int32_t i = 0; t && i < t->n; i++) {
+    const fm_timeline_event *e = &t->events[i];
+    fm_json_object(j, NULL);
+    fm_json_string(j, "name", e->name);
+    fm_json_string(j, "ph", "X");
+    fm_json_int(j, "pid", e->pid);
+    fm_json_int(j, "tid", e->tid);
+    fm_json_double(j, "ts", e->ts_us);
+    fm_json_double(j, "dur", e->dur_us);
+    if (e->cls >= 0 || e->row_tile >= 0 || e->cycles >= 0) {
+      fm_json_object(j, "args");
+      if (e->cls >= 0 && e->cls < FM_TILE_NCLASSES) fm_json_string(j, "class", cls_names[e->cls]);
+      if (e->row_tile >= 0) fm_json_int(j, "row_tile", e->row_tile);
+      if (e->col_tile >= 0) fm_json_int(j, "col_tile", e->col_tile);
+      if (e->cycles >= 0) fm_json_int(j, "cycles", e->cycles);
+      fm_json_end(j);
+    }
+    fm_json_end(j);
+  }
+  fm_json_end(j);
+  fm_json_object(j, "metadata");
+  fm_json_string(j, "format", FM_TRACE_FORMAT);
+  fm_json_int(j, "version", FM_TRACE_VERSION);
+  fm_json_string(j, "device", r->device);
+  fm_json_end(j);
+  fm_json_end(j);
+}
+
+fm_status fm_timeline_add_tiles(fm_timeline *t, const uint8_t *classes, const int64_t *cycles,
+                                int32_t tr, int32_t tc, int32_t clock_khz, int32_t pid,
+                                int32_t max_events, fm_err *err) {
+  if (clock_khz <= 0) return FM_OK;
+  int64_t add = 0;
+  for (int64_t i = 0; i < (int64_t)tr * tc; i++) add += cycles[i] > 0;
+  if (add > max_events) add = max_events;
+  fm_timeline_event *ev = realloc(t->events, sizeof *ev * (size_t)(t->n + add + 1));
+  if (!ev) return fm_fail(err, FM_ENOMEM, "out of memory building the timeline");
+  t->events = ev;
+  double us_per_cycle = 1000.0 / clock_khz;
+  for (int32_t rt = 0; rt < tr && add > 0; rt++) {
+    double ts = 0;
+    for (int32_t ct = 0; ct < tc && add > 0; ct++) {
+      int64_t i = (int64_t)rt * tc + ct;
+      if (cycles[i] <= 0) continue;
+      fm_timeline_event *e = &t->events[t->n++];
+      memset(e, 0, sizeof *e);
+      snprintf(e->name, sizeof e->name, "tile %d,%d", rt, ct);
+      e->pid = pid;
+      e->tid = rt;
+      e->ts_us = ts;
+      e->dur_us = (double)cycles[i] * us_per_cycle;
+      e->cls = classes ? classes[i] : -1;
+      e->row_tile = rt;
+      e->col_tile = ct;
+      e->cycles = cycles[i];
+      ts += e->dur_us;
+      add--;
+    }
+  }
+  return FM_OK;
+}
+
+fm_status fm_run_trace_write(const char *dir, const fm_run_info *r, const fm_colmask *m,
+                             const uint8_t *classes, const uint8_t *exact,
+                             const int64_t *tile_bytes, fm_err *err) {
+  const fm_analysis *a = r->analysis;
+  fm_trace_writer w;
+  fm_status st = fm_trace_begin(&w, dir, err);
+  if (st != FM_OK) return st;
+  char path[4200];
+  fm_json j, tl;
+  fm_json_init(&j, 1);
+  fm_json_init(&tl, 0);
+  fm_json_object(&j, NULL);
+  fm_json_string(&j, "format", FM_TRACE_FORMAT);
+  fm_json_int(&j, "version", FM_TRACE_VERSION);
+  fm_json_string(&j, "kind", "run");
+  fm_run_json(r, &j);
+  fm_analysis_json(a, &j);
+  fm_json_object(&j, "files");
+  fm_json_string(&j, "tiles", "tiles.npy");
+  fm_json_string(&j, "tiles_exact", "tiles_exact.npy");
+  fm_json_string(&j, "tile_bytes", "tile_bytes.npy");
+  if (r->gpu_cycles) fm_json_string(&j, "tile_cycles", "tile_cycles.npy");
+  else fm_json_null(&j, "tile_cycles");
+  fm_json_string(&j, "columns", "columns.npy");
+  fm_json_string(&j, "timeline", "timeline.json");
+  fm_json_string(&j, "tile_shape", "[batch, heads, tiles_rows, tiles_cols]");
+  fm_json_end(&j);
+  fm_json_end(&j);
+  timeline_json(r, &tl);
+  if (j.oom || tl.oom) st = fm_fail(err, FM_ENOMEM, "out of memory writing the trace's JSON");
+  int64_t B = a->batch, H = a->heads;
+  if (st == FM_OK)
+    st = r->gpu_classes
+             ? write_broadcast(fm_trace_file(&w, "tiles.npy", path, sizeof path), FM_DT_U8, m, B, H,
+                               a->tr, a->tc, r->gpu_classes, 1, err)
+             : write_broadcast(fm_trace_file(&w, "tiles.npy", path, sizeof path), FM_DT_U8, m, B, H,
+                               a->tr, a->tc, classes, 0, err);
+  if (st == FM_OK)
+    st = write_broadcast(fm_trace_file(&w, "tiles_exact.npy", path, sizeof path), FM_DT_U8, m, B,
+                         H, a->tr, a->tc, exact, 0, err);
+  if (st == FM_OK)
+    st = write_broadcast(fm_trace_file(&w, "tile_bytes.npy", path, sizeof path), FM_DT_I64, m, B,
+                         H, a->tr, a->tc, tile_bytes, 0, err);
+  if (st == FM_OK && r->gpu_cycles)
+    st = write_broadcast(fm_trace_file(&w, "tile_cycles.npy", path, sizeof path), FM_DT_I64, m, B,
+                         H, a->tr, a->tc, r->gpu_cycles, 1, err);
+  if (st == FM_OK)
+    st = fm_trace_write_columns(fm_trace_file(&w, "columns.npy", path, sizeof path), m, err);
+  if (st == FM_OK)
+    st = fm_write_file_atomic(fm_trace_file(&w, "timeline.json", path, sizeof path), tl.buf, tl.len,
+                              err);
+  if (st == FM_OK)
+    st = fm_write_file_atomic(fm_trace_file(&w, "summary.json", path, sizeof path), j.buf, j.len,
+                              err);
+  fm_json_free(&j);
+  fm_json_free(&tl);
+  if (st != FM_OK) {
+    fm_trace_abort(&w);
+    return st;
+  }
+  return fm_trace_commit(&w, err);
+}

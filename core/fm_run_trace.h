@@ -1,0 +1,124 @@
+/* fm_run_trace.h — the trace of one kernel run (`fmsim run`), from the GPU
+ * or from the CPU simulation (DESIGN.md "Output: traces").
+ *
+ * A run trace is an analysis trace (fm_trace.h) with "kind": "run" and:
+ *   summary.json     + "device" (the GPU's name, or "cpu-simulation"),
+ *                    "kernel" (head dim, variant, tile size, instrumented),
+ *                    "timing" (median after warm-up, L2 flushed; null on the CPU),
+ *                    "flops" and "tflops", "traffic": the bytes the kernel moves
+ *                    ("model" always, "measured" when counted, "ratios"; each figure
+ *                    names its "source": "cupti-activity", "cupti-range-profiler",
+ *                    "cuda-events" or "model"). The analysis member "bytes" stays
+ *                    what it is in an analysis trace: the memory of the mask.
+ *   tiles.npy        uint8 [B, H, Tr, Tc] min/max class per tile (the kernel's own
+ *                    record when instrumented, else the CPU classes broadcast)
+ *   tiles_exact.npy  uint8 [B, H, Tr, Tc] exact class (CPU)
+ *   tile_bytes.npy   int64 [B, H, Tr, Tc] modelled bytes per tile (fm_cost_tile_bytes)
+ *   tile_cycles.npy  int64 [B, H, Tr, Tc] clock64 cycles per tile (instrumented GPU runs)
+ *   columns.npy      int32 [nb, nh, Sk, 4] the interval vectors
+ *   timeline.json    Chrome trace event format (Perfetto): kernel records of the timed
+ *                    launches and, when instrumented, the tiles of (b=0, h=0) laid end
+ *                    to end per row tile; metadata only on the CPU
+ * The tile arrays are written at the kernel's tile size; the summary's "br"/"bc" say it.
+ */
+#ifndef FM_RUN_TRACE_H
+#define FM_RUN_TRACE_H
+
+#include <stdint.h>
+
+#include "fm_colmask.h"
+#include "fm_cost.h"
+#include "fm_json.h"
+#include "fm_trace.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FM_TIMING_MAX_KERNELS 4
+
+/* One kernel of the measured work (several kernels make one forward call). */
+typedef struct fm_kernel_stat {
+  char name[128];
+  double median_ms;
+  int32_t grid[3], block[3];
+  int32_t registers, static_smem, dynamic_smem; /* per thread; bytes per block */
+} fm_kernel_stat;
+
+/* Time of repeated launches: median after warm-up, L2 flushed before each. */
+typedef struct fm_timing {
+  char source[32];         /* "cupti-activity" or "cuda-events"; "" when not measured */
+  char note[256];          /* why a fallback happened, "" otherwise */
+  int32_t warmup, reps, l2_flushed;
+  double median_ms, min_ms, max_ms, mean_ms; /* of one forward call (all its kernels) */
+  double events_median_ms; /* CUDA events around the same launches (cross-check), NaN if none */
+  int32_t nkernels;
+  fm_kernel_stat kernels[FM_TIMING_MAX_KERNELS];
+} fm_timing;
+
+/* Bytes counted by the Range Profiler over one forward call (all its kernels). */
+typedef struct fm_measured_bytes {
+  char source[32]; /* "cupti-range-profiler"; "" when not counted */
+  char note[256];  /* why not counted, "" otherwise */
+  int32_t l2_flushed, nranges;
+  double dram_read, dram_write; /* bytes */
+  double l2_read_sectors;       /* lts__t_sectors_srcunit_tex_op_read.sum (32 B each) */
+  double gpu_time_ns;           /* gpu__time_duration.sum of the counted pass */
+} fm_measured_bytes;
+
+/* A Chrome trace "X" (complete) event; args < 0 are left out. */
+typedef struct fm_timeline_event {
+  char name[64];
+  int32_t pid, tid;
+  double ts_us, dur_us;
+  int32_t cls, row_tile, col_tile;
+  int64_t cycles;
+} fm_timeline_event;
+
+typedef struct fm_timeline {
+  int32_t n;
+  fm_timeline_event *events; /* owned by whoever built it */
+  const char *process_names[4]; /* pid 0..3 labels, NULL when unused */
+} fm_timeline;
+
+typedef struct fm_run_info {
+  const fm_analysis *analysis; /* at the kernel's tile size */
+  const char *device;          /* GPU name, or "cpu-simulation" */
+  const char *device_note;     /* why the CPU simulation ran, "" on the GPU */
+  int32_t head_dim;
+  fm_cost_variant variant;
+  int instrumented;
+  const fm_cost *cost;
+  const fm_timing *timing;              /* NULL: no timings (CPU) */
+  const fm_timing *timing_instrumented; /* NULL unless instrumented on the GPU */
+  const fm_measured_bytes *measured;    /* NULL: no counters */
+  const uint8_t *gpu_classes;  /* (B, H, Tr, Tc) from the instrumented kernel, or NULL */
+  const int64_t *gpu_cycles;   /* (B, H, Tr, Tc), or NULL */
+  int64_t class_mismatches;    /* GPU vs CPU min/max classes; -1 when not compared */
+  int32_t clock_khz;           /* SM clock used to turn cycles into time, 0 unknown */
+  const fm_timeline *timeline; /* NULL: metadata only */
+} fm_run_info;
+
+/* Writes the run members (device, kernel, timing, flops, bytes, ...) into the
+ * innermost open JSON object; the analysis members are not included. */
+void fm_run_json(const fm_run_info *r, fm_json *j);
+
+/* The whole trace folder, atomically (staging folder, then rename).
+ * classes, exact: (nsets, Tr, Tc) CPU classes; tile_bytes: (nsets, Tr, Tc)
+ * from fm_cost_compute. Sets are broadcast to [B, H, Tr, Tc]. */
+fm_status fm_run_trace_write(const char *dir, const fm_run_info *r, const fm_colmask *m,
+                             const uint8_t *classes, const uint8_t *exact,
+                             const int64_t *tile_bytes, fm_err *err);
+
+/* Timeline events for the instrumented tiles of (b, h) = (0, 0): each row tile
+ * is a thread, its visited tiles laid end to end in key-tile order (cycles
+ * turned into microseconds at clock_khz). At most max_events events; the
+ * caller frees ev->events. classes/cycles: (B, H, Tr, Tc). */
+fm_status fm_timeline_add_tiles(fm_timeline *t, const uint8_t *classes, const int64_t *cycles,
+                                int32_t tr, int32_t tc, int32_t clock_khz, int32_t pid,
+                                int32_t max_events, fm_err *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,208 @@
+/* fm_attn.cu — host side of the FlashMask forward kernels: argument checks,
+ * the tile-bounds preprocessing kernel, dispatch to the per-head-dim
+ * launchers (fm_attn_hd64.cu, fm_attn_hd128.cu), device discovery.
+ * The kernel itself and what each variant changes: fm_attn_kernel.cuh. */
+#include <cuda_runtime.h>
+#include <stdio.h>
+
+#include "fm_attn.h"
+#include "fm_attn_launch.cuh"
+#include "fm_tile_rule.h"
+
+namespace fmk {
+/* One warp per (set, key tile): the 8 min/max bounds over the tile's real
+ * columns, upper interval with the causal triangle folded in (fm_tile_rule.h).
+ * out is (nsets, Tc). */
+__global__ void __launch_bounds__(256) tile_bounds_kernel(const int32_t *__restrict__ iv,
+                                                          fm_tile_bounds *__restrict__ out,
+                                                          int32_t nsets, int32_t Sq, int32_t Sk,
+                                                          int32_t Tc, int32_t BC, int causal) {
+  int64_t w = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+  int lane = threadIdx.x & 31;
+  if (w >= (int64_t)nsets * Tc) return;
+  int32_t set = (int32_t)(w / Tc), t = (int32_t)(w % Tc);
+  const int32_t *lts = iv + (int64_t)set * 4 * Sk;
+  const int32_t *lte = lts + Sk, *uts = lts + 2 * (int64_t)Sk, *ute = lts + 3 * (int64_t)Sk;
+  fm_tile_bounds b;
+  fm_bounds_reset(&b);
+  int32_t j1 = min((t + 1) * BC, Sk);
+  for (int32_t j = t * BC + lane; j < j1; j += 32) {
+    int32_t us, ue;
+    fm_effective_upper(__ldg(uts + j), __ldg(ute + j), causal, j, Sq, Sk, &us, &ue);
+    fm_bounds_add(&b, __ldg(lts + j), __ldg(lte + j), us, ue);
+  }
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) {
+    b.lts_min = min(b.lts_min, __shfl_xor_sync(0xffffffffu, b.lts_min, off));
+    b.lts_max = max(b.lts_max, __shfl_xor_sync(0xffffffffu, b.lts_max, off));
+    b.lte_min = min(b.lte_min, __shfl_xor_sync(0xffffffffu, b.lte_min, off));
+    b.lte_max = max(b.lte_max, __shfl_xor_sync(0xffffffffu, b.lte_max, off));
+    b.uts_min = min(b.uts_min, __shfl_xor_sync(0xffffffffu, b.uts_min, off));
+    b.uts_max = max(b.uts_max, __shfl_xor_sync(0xffffffffu, b.uts_max, off));
+    b.ute_min = min(b.ute_min, __shfl_xor_sync(0xffffffffu, b.ute_min, off));
+    b.ute_max = max(b.ute_max, __shfl_xor_sync(0xffffffffu, b.ute_max, off));
+  }
+  if (lane == 0) out[w] = b;
+}
+
+/* Approximately N(0, 1): four uniforms from a hash of (seed, index), summed and
+ * rescaled (variance of a sum of four U(-1, 1) is 4/3). */
+__global__ void fill_random_kernel(__nv_bfloat16 *dst, int64_t n, uint64_t seed) {
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    uint64_t x = (uint64_t)i * 0x9e3779b97f4a7c15ull ^ seed;
+    float sum = 0.f;
+#pragma unroll
+    for (int k = 0; k < 2; k++) {
+      x ^= x >> 30;
+      x *= 0xbf58476d1ce4e5b9ull;
+      x ^= x >> 27;
+      x *= 0x94d049bb133111ebull;
+      x ^= x >> 31;
+      sum += (float)(uint32_t)(x & 0xffffffffu) * 0x1.0p-31f - 1.f;
+      sum += (float)(uint32_t)(x >> 32) * 0x1.0p-31f - 1.f;
+    }
+    dst[i] = __float2bfloat16_rn(sum * 0.8660254f);
+  }
+}
+
+}  // namespace fmk
+
+static_assert(FM_ATTN_BR == fmk::BR && FM_ATTN_BC == fmk::tile_cfg<64>::BC &&
+                  FM_ATTN_BC == fmk::tile_cfg<128>::BC,
+              "fm_attn.h's tile macros must match the kernels");
+
+static fm_status cuda_fail(fm_err *err, cudaError_t e, const char *what) {
+  return fm_fail(err, FM_EIO, "CUDA error in %s: %s (%s)", what, cudaGetErrorName(e),
+                 cudaGetErrorString(e));
+}
+
+extern "C" void fm_attn_tile_size(int32_t head_dim, int32_t *br, int32_t *bc) {
+  int32_t r = 0, c = 0;
+  if (head_dim == 128) {
+    r = fmk::BR;
+    c = fmk::tile_cfg<128>::BC;
+  } else if (head_dim == 64) {
+    r = fmk::BR;
+    c = fmk::tile_cfg<64>::BC;
+  }
+  if (br) *br = r;
+  if (bc) *bc = c;
+}
+
+extern "C" fm_status fm_attn_fill_random_bf16(void *dst, int64_t n, uint64_t seed, void *stream,
+                                              fm_err *err) {
+  if (!dst || n < 0) return fm_fail(err, FM_EINVAL, "fill: NULL destination or negative count");
+  if (n == 0) return FM_OK;
+  int64_t blocks = (n + 255) / 256;
+  if (blocks > 65536) blocks = 65536;
+  fmk::fill_random_kernel<<<(unsigned)blocks, 256, 0, (cudaStream_t)stream>>>(
+      (__nv_bfloat16 *)dst, n, seed * 0xd1b54a32d192ed03ull + 1);
+  cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess) return cuda_fail(err, e, "fill kernel launch");
+  return FM_OK;
+}
+
+extern "C" fm_status fm_attn_device_info(char *desc, int cap, fm_err *err) {
+  int n = 0;
+  cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess)
+    return fm_fail(err, FM_EUNSUPPORTED, "no usable CUDA device: %s", cudaGetErrorString(e));
+  if (n == 0) return fm_fail(err, FM_EUNSUPPORTED, "no CUDA device present");
+  int dev = 0;
+  e = cudaGetDevice(&dev);
+  if (e != cudaSuccess) return cuda_fail(err, e, "cudaGetDevice");
+  cudaDeviceProp prop;
+  e = cudaGetDeviceProperties(&prop, dev);
+  if (e != cudaSuccess) return cuda_fail(err, e, "cudaGetDeviceProperties");
+  if (prop.major != 9 || prop.minor != 0)
+    return fm_fail(err, FM_EUNSUPPORTED,
+                   "device %d (%s) is sm_%d%d; the kernels are built for sm_90a only", dev,
+                   prop.name, prop.major, prop.minor);
+  if (desc && cap > 0)
+    snprintf(desc, (size_t)cap, "%s (sm_%d%d, %d SMs, %.1f GiB)", prop.name, prop.major,
+             prop.minor, prop.multiProcessorCount, (double)prop.totalGlobalMem / (1 << 30));
+  return FM_OK;
+}
+
+extern "C" fm_status fm_attn_forward(const fm_attn_problem *p, fm_variant variant,
+                                     int instrumented, void *stream, fm_err *err) {
+  if (!p) return fm_fail(err, FM_EINVAL, "fm_attn_forward: problem is NULL");
+  if (p->head_dim != 64 && p->head_dim != 128)
+    return fm_fail(err, FM_EUNSUPPORTED, "head dim %d: the kernels support 64 and 128",
+                   p->head_dim);
+  if (p->batch < 1 || p->heads < 1 || p->seqlen_q < 1 || p->seqlen_k < 1)
+    return fm_fail(err, FM_EINVAL, "batch, heads, Sq, Sk must be >= 1 (got %d, %d, %d, %d)",
+                   p->batch, p->heads, p->seqlen_q, p->seqlen_k);
+  if ((int64_t)p->batch * p->heads > 65535)
+    return fm_fail(err, FM_EUNSUPPORTED, "batch * heads = %lld exceeds 65535",
+                   (long long)p->batch * p->heads);
+  if ((p->mask_nb != 1 && p->mask_nb != p->batch) || (p->mask_nh != 1 && p->mask_nh != p->heads))
+    return fm_fail(err, FM_EINVAL, "mask sets %d x %d must be 1 or the batch (%d) x heads (%d)",
+                   p->mask_nb, p->mask_nh, p->batch, p->heads);
+  if (variant != FM_VARIANT_SKIP && variant != FM_VARIANT_NOSKIP && variant != FM_VARIANT_DENSE)
+    return fm_fail(err, FM_EINVAL, "unknown variant %d", (int)variant);
+  if (!p->q || !p->k || !p->v || !p->o || !p->lse)
+    return fm_fail(err, FM_EINVAL, "q, k, v, o and lse must be device pointers (one is NULL)");
+  if (variant == FM_VARIANT_DENSE ? !p->dense_mask : !p->intervals)
+    return fm_fail(err, FM_EINVAL, "variant %s needs %s", variant == FM_VARIANT_DENSE ? "dense" : "skip/noskip",
+                   variant == FM_VARIANT_DENSE ? "dense_mask" : "intervals");
+  if (instrumented && (!p->tile_class || !p->tile_cycles))
+    return fm_fail(err, FM_EINVAL, "the instrumented build needs tile_class and tile_cycles");
+  if (!(p->softmax_scale > 0.f))
+    return fm_fail(err, FM_EINVAL, "softmax scale must be positive (got %g)", (double)p->softmax_scale);
+
+  int32_t br, bc;
+  fm_attn_tile_size(p->head_dim, &br, &bc);
+  const int32_t nsets = p->mask_nb * p->mask_nh;
+  cudaStream_t s = (cudaStream_t)stream;
+  fmk::fwd_params fp;
+  fp.q = (const __nv_bfloat16 *)p->q;
+  fp.k = (const __nv_bfloat16 *)p->k;
+  fp.v = (const __nv_bfloat16 *)p->v;
+  fp.o = (__nv_bfloat16 *)p->o;
+  fp.lse = p->lse;
+  fp.intervals = variant == FM_VARIANT_DENSE ? NULL : p->intervals;
+  fp.bounds = NULL;
+  fp.dense = p->dense_mask;
+  fp.dense_set_stride = p->dense_per_set ? (int64_t)p->seqlen_q * p->seqlen_k : 0;
+  fp.tile_class = instrumented ? p->tile_class : NULL;
+  fp.tile_cycles = instrumented ? p->tile_cycles : NULL;
+  fp.B = p->batch;
+  fp.H = p->heads;
+  fp.Sq = p->seqlen_q;
+  fp.Sk = p->seqlen_k;
+  fp.Tr = (p->seqlen_q + br - 1) / br;
+  fp.Tc = (p->seqlen_k + bc - 1) / bc;
+  fp.nb = p->mask_nb;
+  fp.nh = p->mask_nh;
+  fp.causal = p->causal ? 1 : 0;
+  fp.scale = p->softmax_scale;
+  fp.scale_log2 = p->softmax_scale * 1.4426950408889634f;
+
+  fm_tile_bounds *bounds = NULL;
+  cudaError_t e;
+  if (variant != FM_VARIANT_DENSE) {
+    const int64_t ntiles = (int64_t)nsets * fp.Tc;
+    e = cudaMallocAsync((void **)&bounds, (size_t)ntiles * sizeof(fm_tile_bounds), s);
+    if (e != cudaSuccess) return cuda_fail(err, e, "cudaMallocAsync (tile bounds)");
+    const int64_t threads = ntiles * 32;
+    const unsigned blocks = (unsigned)((threads + 255) / 256);
+    fmk::tile_bounds_kernel<<<blocks, 256, 0, s>>>(p->intervals, bounds, nsets, fp.Sq, fp.Sk,
+                                                  fp.Tc, bc, fp.causal);
+    e = cudaGetLastError();
+    if (e != cudaSuccess) {
+      cudaFreeAsync(bounds, s);
+      return cuda_fail(err, e, "tile bounds kernel launch");
+    }
+    fp.bounds = bounds;
+  }
+  e = p->head_dim == 128 ? fmk::launch_fwd<128>(fp, (int)variant, instrumented != 0, s)
+                         : fmk::launch_fwd<64>(fp, (int)variant, instrumented != 0, s);
+  if (bounds) {
+    cudaError_t e2 = cudaFreeAsync(bounds, s);
+    if (e == cudaSuccess && e2 != cudaSuccess) return cuda_fail(err, e2, "cudaFreeAsync (tile bounds)");
+  }
+  if (e != cudaSuccess) return cuda_fail(err, e, "forward kernel launch");
+  return FM_OK;
+}

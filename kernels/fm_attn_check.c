@@ -1,0 +1,383 @@
+/* fm_attn_check.c — see fm_attn_check.h. Host C11 + the CUDA runtime API. */
+#include "fm_attn_check.h"
+
+#include <cuda_runtime_api.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fm_attn.h"
+#include "fm_bf16.h"
+#include "fm_reference.h"
+#include "fm_rng.h"
+#include "fm_tiles.h"
+
+/* Tolerances of the value check (DESIGN.md style 1): bf16 output. */
+#define O_ATOL 3e-3
+#define O_RTOL 1.5e-2
+#define LSE_ATOL 1e-3
+#define LSE_RTOL 1e-4
+
+static void fail_once(fm_check_result *r, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+static void fail_once(fm_check_result *r, const char *fmt, ...) {
+  if (!r->ok) return; /* keep the first failure */
+  r->ok = 0;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(r->detail, sizeof r->detail, fmt, ap);
+  va_end(ap);
+}
+
+/* Standard normal, rounded to bf16 (Box-Muller on the seeded generator). */
+static void fill_normal_bf16(uint16_t *x, int64_t n, fm_rng *rng) {
+  for (int64_t i = 0; i < n; i += 2) {
+    double u1 = ((double)(fm_rng_next(rng) >> 11) + 1.0) * 0x1.0p-53; /* (0, 1] */
+    double u2 = (double)(fm_rng_next(rng) >> 11) * 0x1.0p-53;
+    double rad = sqrt(-2.0 * log(u1)), th = 6.283185307179586 * u2;
+    x[i] = fm_f32_to_bf16((float)(rad * cos(th)));
+    if (i + 1 < n) x[i + 1] = fm_f32_to_bf16((float)(rad * sin(th)));
+  }
+}
+
+typedef struct dev_bufs {
+  void *q, *k, *v, *o;
+  float *lse;
+  int32_t *iv;
+  uint8_t *cls, *dense;
+  int64_t *cyc;
+} dev_bufs;
+
+static void dev_free(dev_bufs *d) {
+  cudaFree(d->q);
+  cudaFree(d->k);
+  cudaFree(d->v);
+  cudaFree(d->o);
+  cudaFree(d->lse);
+  cudaFree(d->iv);
+  cudaFree(d->cls);
+  cudaFree(d->dense);
+  cudaFree(d->cyc);
+  memset(d, 0, sizeof *d);
+}
+
+static fm_status cuda_st(cudaError_t e, const char *what, fm_err *err) {
+  if (e == cudaSuccess) return FM_OK;
+  return fm_fail(err, FM_EIO, "CUDA error in %s: %s (%s)", what, cudaGetErrorName(e),
+                 cudaGetErrorString(e));
+}
+
+#define CK(call, what)                              \
+  do {                                              \
+    st = cuda_st((call), (what), err);              \
+    if (st != FM_OK) goto done;                     \
+  } while (0)
+
+/* Runs one variant with poisoned outputs and copies the results back. */
+static fm_status run_variant(fm_attn_problem *pr, fm_variant var, int instr, int64_t nq,
+                             int64_t nlse, int64_t ntiles, uint16_t *o, float *lse, uint8_t *cls,
+                             int64_t *cyc, fm_err *err) {
+  fm_status st = FM_OK;
+  CK(cudaMemset(pr->o, 0xff, (size_t)nq * 2), "poison O");     /* bf16 0xffff = NaN */
+  CK(cudaMemset(pr->lse, 0xff, (size_t)nlse * 4), "poison LSE"); /* NaN */
+  if (instr) {
+    CK(cudaMemset(pr->tile_class, 0xff, (size_t)ntiles), "poison classes");
+    CK(cudaMemset(pr->tile_cycles, 0xff, (size_t)ntiles * 8), "poison cycles");
+  }
+  st = fm_attn_forward(pr, var, instr, NULL, err);
+  if (st != FM_OK) goto done;
+  CK(cudaDeviceSynchronize(), "forward kernel");
+  CK(cudaMemcpy(o, pr->o, (size_t)nq * 2, cudaMemcpyDeviceToHost), "copy O");
+  CK(cudaMemcpy(lse, pr->lse, (size_t)nlse * 4, cudaMemcpyDeviceToHost), "copy LSE");
+  if (instr) {
+    CK(cudaMemcpy(cls, pr->tile_class, (size_t)ntiles, cudaMemcpyDeviceToHost), "copy classes");
+    CK(cudaMemcpy(cyc, pr->tile_cycles, (size_t)ntiles * 8, cudaMemcpyDeviceToHost),
+       "copy cycles");
+  }
+done:
+  return st;
+}
+
+/* First index where two buffers differ bytewise in elements of `size` bytes, -1 if none. */
+static int64_t first_diff(const void *a, const void *b, int64_t n, int size) {
+  if (!memcmp(a, b, (size_t)(n * size))) return -1;
+  const unsigned char *x = a, *y = b;
+  for (int64_t i = 0; i < n; i++)
+    if (memcmp(x + i * size, y + i * size, (size_t)size)) return i;
+  return -1;
+}
+
+static void o_where(char *buf, int cap, int64_t idx, int32_t sq, int32_t H, int32_t D) {
+  int64_t d = idx % D, h = (idx / D) % H, i = (idx / ((int64_t)D * H)) % sq,
+          b = idx / ((int64_t)D * H * sq);
+  snprintf(buf, (size_t)cap, "b=%lld row=%lld h=%lld d=%lld", (long long)b, (long long)i,
+           (long long)h, (long long)d);
+}
+
+static void lse_where(char *buf, int cap, int64_t idx, int32_t sq, int32_t H) {
+  int64_t i = idx % sq, h = (idx / sq) % H, b = idx / ((int64_t)sq * H);
+  snprintf(buf, (size_t)cap, "b=%lld h=%lld row=%lld", (long long)b, (long long)h, (long long)i);
+}
+
+fm_status fm_attn_check_run(const fm_check_case *c, fm_check_result *r, fm_err *err) {
+  memset(r, 0, sizeof *r);
+  r->ok = 1;
+  r->dense_identical = -1;
+  const fm_colmask *m = c->mask;
+  const int32_t B = c->batch, H = c->heads, D = c->head_dim;
+  const int32_t sq = fm_colmask_sq(m), sk = fm_colmask_sk(m), nsets = fm_colmask_nsets(m);
+  const int32_t nb = fm_colmask_nb(m), nh = fm_colmask_nh(m);
+  if ((nb != 1 && nb != B) || (nh != 1 && nh != H))
+    return fm_fail(err, FM_EINVAL, "case %s: mask sets %d x %d do not fit B=%d, H=%d", c->name,
+                   nb, nh, B, H);
+  int32_t br, bc;
+  fm_attn_tile_size(D, &br, &bc);
+  if (br == 0) return fm_fail(err, FM_EUNSUPPORTED, "case %s: head dim %d", c->name, D);
+  const int32_t tr = (sq + br - 1) / br, tc = (sk + bc - 1) / bc;
+  const int64_t nq = (int64_t)B * sq * H * D, nk = (int64_t)B * sk * H * D;
+  const int64_t nlse = (int64_t)B * H * sq, ntiles = (int64_t)B * H * tr * tc;
+  const int64_t nsettiles = (int64_t)nsets * tr * tc;
+  const double scale = 1.0 / sqrt((double)D);
+
+  fm_status st = FM_OK;
+  dev_bufs dv;
+  memset(&dv, 0, sizeof dv);
+  uint16_t *q = malloc((size_t)nq * 2), *k = malloc((size_t)nk * 2), *v = malloc((size_t)nk * 2);
+  double *o64 = malloc((size_t)nq * 8), *l64 = malloc((size_t)nlse * 8);
+  double *osp = malloc((size_t)nq * 8), *lsp = malloc((size_t)nlse * 8);
+  uint16_t *o_skip = malloc((size_t)nq * 2), *o_other = malloc((size_t)nq * 2);
+  float *l_skip = malloc((size_t)nlse * 4), *l_other = malloc((size_t)nlse * 4);
+  uint8_t *cls = malloc((size_t)ntiles), *cpu_cls = malloc((size_t)nsettiles);
+  int64_t *cyc = malloc((size_t)ntiles * 8);
+  int32_t *ivh = malloc((size_t)nsets * 4 * sk * 4);
+  uint8_t *dense = NULL;
+  if (!q || !k || !v || !o64 || !l64 || !osp || !lsp || !o_skip || !o_other || !l_skip ||
+      !l_other || !cls || !cpu_cls || !cyc || !ivh) {
+    st = fm_fail(err, FM_ENOMEM, "case %s: cannot allocate host buffers", c->name);
+    goto done;
+  }
+
+  /* ---- inputs and the CPU side */
+  fm_rng rng;
+  fm_rng_seed(&rng, c->seed, 0x51ab);
+  fill_normal_bf16(q, nq, &rng);
+  fill_normal_bf16(k, nk, &rng);
+  fill_normal_bf16(v, nk, &rng);
+  fm_ref_problem rp = {B, H, D, scale, m, q, k, v};
+  st = fm_reference_forward(&rp, FM_REF_FP64, o64, l64, err);
+  if (st != FM_OK) goto done;
+  st = fm_reference_forward(&rp, FM_REF_BF16_FP32, osp, lsp, err);
+  if (st != FM_OK) goto done;
+  fm_tile_counts counts;
+  st = fm_classify(m, br, bc, &counts, cpu_cls, NULL, err);
+  if (st != FM_OK) goto done;
+  r->tiles = counts.total;
+  r->tiles_masked = counts.minmax[FM_TILE_MASKED];
+  r->tiles_partial = counts.minmax[FM_TILE_PARTIAL];
+  for (int64_t i = 0; i < nlse; i++) r->rows_empty += isinf(l64[i]) ? 1 : 0;
+  for (int32_t s = 0; s < nsets; s++)
+    for (int vv = 0; vv < 4; vv++)
+      memcpy(ivh + ((int64_t)s * 4 + vv) * sk, fm_colmask_cvec(m, s, (fm_vec)vv),
+             (size_t)sk * 4);
+
+  /* ---- device buffers */
+  CK(cudaMalloc(&dv.q, (size_t)nq * 2), "cudaMalloc q");
+  CK(cudaMalloc(&dv.k, (size_t)nk * 2), "cudaMalloc k");
+  CK(cudaMalloc(&dv.v, (size_t)nk * 2), "cudaMalloc v");
+  CK(cudaMalloc(&dv.o, (size_t)nq * 2), "cudaMalloc o");
+  CK(cudaMalloc((void **)&dv.lse, (size_t)nlse * 4), "cudaMalloc lse");
+  CK(cudaMalloc((void **)&dv.iv, (size_t)nsets * 4 * sk * 4), "cudaMalloc intervals");
+  CK(cudaMalloc((void **)&dv.cls, (size_t)ntiles), "cudaMalloc classes");
+  CK(cudaMalloc((void **)&dv.cyc, (size_t)ntiles * 8), "cudaMalloc cycles");
+  CK(cudaMemcpy(dv.q, q, (size_t)nq * 2, cudaMemcpyHostToDevice), "copy q");
+  CK(cudaMemcpy(dv.k, k, (size_t)nk * 2, cudaMemcpyHostToDevice), "copy k");
+  CK(cudaMemcpy(dv.v, v, (size_t)nk * 2, cudaMemcpyHostToDevice), "copy v");
+  CK(cudaMemcpy(dv.iv, ivh, (size_t)nsets * 4 * sk * 4, cudaMemcpyHostToDevice), "copy intervals");
+
+  fm_attn_problem pr;
+  memset(&pr, 0, sizeof pr);
+  pr.batch = B;
+  pr.heads = H;
+  pr.seqlen_q = sq;
+  pr.seqlen_k = sk;
+  pr.head_dim = D;
+  pr.softmax_scale = (float)scale;
+  pr.causal = fm_colmask_causal(m);
+  pr.mask_nb = nb;
+  pr.mask_nh = nh;
+  pr.q = dv.q;
+  pr.k = dv.k;
+  pr.v = dv.v;
+  pr.o = dv.o;
+  pr.lse = dv.lse;
+  pr.intervals = dv.iv;
+  pr.tile_class = dv.cls;
+  pr.tile_cycles = dv.cyc;
+  char where[128];
+
+  /* ---- 1. skip against the fp64 reference */
+  st = run_variant(&pr, FM_VARIANT_SKIP, 0, nq, nlse, ntiles, o_skip, l_skip, NULL, NULL, err);
+  if (st != FM_OK) goto done;
+  {
+    fm_compare_result co, csp, cl;
+    fm_compare_bf16(o_skip, o64, nq, O_ATOL, O_RTOL, &co);
+    fm_compare_f64(osp, o64, nq, O_ATOL, O_RTOL, &csp);
+    fm_compare_f32(l_skip, l64, nlse, LSE_ATOL, LSE_RTOL, &cl);
+    r->err_gpu = co.max_abs_err;
+    r->err_cpu = csp.max_abs_err;
+    r->lse_err = cl.max_abs_err;
+    /* rows with no visible key: exactly 0 and -inf */
+    for (int64_t idx = 0; idx < nlse; idx++) {
+      if (!isinf(l64[idx])) continue;
+      int64_t i = idx % sq, h = (idx / sq) % H, b = idx / ((int64_t)sq * H);
+      int exact = isinf(l_skip[idx]) && l_skip[idx] < 0;
+      for (int32_t d = 0; d < D && exact; d++)
+        exact = fm_bf16_to_f32(o_skip[((b * sq + i) * H + h) * D + d]) == 0.0f;
+      if (!exact) {
+        lse_where(where, sizeof where, idx, sq, H);
+        fail_once(r, "row with no visible key at %s: LSE %g (want -inf) or O not exactly 0",
+                  where, (double)l_skip[idx]);
+        break;
+      }
+    }
+    if (co.bad) {
+      o_where(where, sizeof where, co.first_bad, sq, H, D);
+      fail_once(r, "O outside tolerance (or unwritten) at %s: gpu %.6g, fp64 %.6g (%lld bad of %lld)",
+                where, (double)fm_bf16_to_f32(o_skip[co.first_bad]), o64[co.first_bad],
+                (long long)co.bad, (long long)nq);
+    }
+    if (cl.bad) {
+      lse_where(where, sizeof where, cl.first_bad, sq, H);
+      fail_once(r, "LSE outside tolerance (or unwritten) at %s: gpu %.7g, fp64 %.7g (%lld bad)",
+                where, (double)l_skip[cl.first_bad], l64[cl.first_bad], (long long)cl.bad);
+    }
+    if (csp.bad) {
+      o_where(where, sizeof where, csp.first_bad, sq, H, D);
+      fail_once(r, "CPU same-precision O outside tolerance at %s (%.6g vs %.6g): the tolerance "
+                "is too tight for this case", where, osp[csp.first_bad], o64[csp.first_bad]);
+    }
+    if (co.max_abs_err > 2.0 * csp.max_abs_err + 1e-6) {
+      o_where(where, sizeof where, co.worst, sq, H, D);
+      fail_once(r, "GPU max error %.3g exceeds 2x the CPU same-precision error %.3g (worst at %s)",
+                co.max_abs_err, csp.max_abs_err, where);
+    }
+  }
+
+  /* ---- 2. noskip == skip bit for bit */
+  st = run_variant(&pr, FM_VARIANT_NOSKIP, 0, nq, nlse, ntiles, o_other, l_other, NULL, NULL, err);
+  if (st != FM_OK) goto done;
+  {
+    int64_t io = first_diff(o_skip, o_other, nq, 2), il = first_diff(l_skip, l_other, nlse, 4);
+    r->skip_noskip_identical = io < 0 && il < 0;
+    if (io >= 0) {
+      o_where(where, sizeof where, io, sq, H, D);
+      fail_once(r, "noskip O differs from skip at %s: 0x%04x vs 0x%04x", where, o_other[io],
+                o_skip[io]);
+    } else if (il >= 0) {
+      lse_where(where, sizeof where, il, sq, H);
+      fail_once(r, "noskip LSE differs from skip at %s: %.9g vs %.9g", where, (double)l_other[il],
+                (double)l_skip[il]);
+    }
+  }
+
+  /* ---- 3. instrumented builds: same output, classes == core, cycles */
+  r->instr_identical = 1;
+  r->classes_identical = 1;
+  r->cycles_ok = 1;
+  for (int pass = 0; pass < 2; pass++) {
+    fm_variant var = pass == 0 ? FM_VARIANT_SKIP : FM_VARIANT_NOSKIP;
+    const char *vname = pass == 0 ? "skip" : "noskip";
+    st = run_variant(&pr, var, 1, nq, nlse, ntiles, o_other, l_other, cls, cyc, err);
+    if (st != FM_OK) goto done;
+    int64_t io = first_diff(o_skip, o_other, nq, 2), il = first_diff(l_skip, l_other, nlse, 4);
+    if (io >= 0 || il >= 0) {
+      r->instr_identical = 0;
+      if (io >= 0) o_where(where, sizeof where, io, sq, H, D);
+      else lse_where(where, sizeof where, il, sq, H);
+      fail_once(r, "instrumented %s output differs from plain skip at %s (%s)", vname, where,
+                io >= 0 ? "O" : "LSE");
+    }
+    for (int32_t b = 0; b < B && r->classes_identical && r->cycles_ok; b++)
+      for (int32_t h = 0; h < H && r->classes_identical && r->cycles_ok; h++) {
+        int32_t set = fm_colmask_set_index(m, b, h);
+        for (int64_t t = 0; t < (int64_t)tr * tc; t++) {
+          uint8_t want = cpu_cls[(int64_t)set * tr * tc + t];
+          int64_t gi = ((int64_t)b * H + h) * tr * tc + t;
+          if (cls[gi] != want) {
+            r->classes_identical = 0;
+            fail_once(r, "instrumented %s: tile class at b=%d h=%d row tile %lld key tile %lld "
+                      "is %d, core fm_classify says %d", vname, b, h, (long long)(t / tc),
+                      (long long)(t % tc), cls[gi], want);
+            break;
+          }
+          int skipped = pass == 0 && want == FM_TILE_MASKED;
+          if (skipped ? cyc[gi] != 0 : cyc[gi] <= 0) {
+            r->cycles_ok = 0;
+            fail_once(r, "instrumented %s: tile b=%d h=%d (%lld, %lld) has %lld cycles (%s)",
+                      vname, b, h, (long long)(t / tc), (long long)(t % tc), (long long)cyc[gi],
+                      skipped ? "skipped: want 0" : "visited: want > 0");
+            break;
+          }
+        }
+      }
+  }
+
+  /* ---- 4. dense == noskip bit for bit */
+  if (c->check_dense) {
+    const int64_t nd = (int64_t)nsets * sq * sk;
+    dense = malloc((size_t)nd);
+    if (!dense) {
+      st = fm_fail(err, FM_ENOMEM, "case %s: cannot allocate the dense mask", c->name);
+      goto done;
+    }
+    for (int32_t s = 0; s < nsets; s++)
+      for (int32_t i = 0; i < sq; i++)
+        for (int32_t j = 0; j < sk; j++)
+          dense[((int64_t)s * sq + i) * sk + j] = (uint8_t)fm_colmask_masked(m, s, i, j);
+    CK(cudaMalloc((void **)&dv.dense, (size_t)nd), "cudaMalloc dense");
+    CK(cudaMemcpy(dv.dense, dense, (size_t)nd, cudaMemcpyHostToDevice), "copy dense");
+    pr.dense_mask = dv.dense;
+    pr.dense_per_set = nsets > 1;
+    uint16_t *o_ns = malloc((size_t)nq * 2);
+    float *l_ns = malloc((size_t)nlse * 4);
+    if (!o_ns || !l_ns) {
+      free(o_ns);
+      free(l_ns);
+      st = fm_fail(err, FM_ENOMEM, "case %s: cannot allocate host buffers", c->name);
+      goto done;
+    }
+    st = run_variant(&pr, FM_VARIANT_NOSKIP, 0, nq, nlse, ntiles, o_ns, l_ns, NULL, NULL, err);
+    if (st == FM_OK)
+      st = run_variant(&pr, FM_VARIANT_DENSE, 0, nq, nlse, ntiles, o_other, l_other, NULL, NULL,
+                       err);
+    if (st == FM_OK) {
+      int64_t io = first_diff(o_ns, o_other, nq, 2), il = first_diff(l_ns, l_other, nlse, 4);
+      r->dense_identical = io < 0 && il < 0;
+      if (io >= 0) {
+        o_where(where, sizeof where, io, sq, H, D);
+        fail_once(r, "dense O differs from noskip at %s: 0x%04x vs 0x%04x", where, o_other[io],
+                  o_ns[io]);
+      } else if (il >= 0) {
+        lse_where(where, sizeof where, il, sq, H);
+        fail_once(r, "dense LSE differs from noskip at %s: %.9g vs %.9g", where,
+                  (double)l_other[il], (double)l_ns[il]);
+      }
+    }
+    free(o_ns);
+    free(l_ns);
+    if (st != FM_OK) goto done;
+  }
+
+done:
+  dev_free(&dv);
+  free(q), free(k), free(v), free(o64), free(l64), free(osp), free(lsp);
+  free(o_skip), free(o_other), free(l_skip), free(l_other), free(cls), free(cpu_cls), free(cyc);
+  free(ivh), free(dense);
+  if (st != FM_OK) r->ok = 0;
+  return st;
+}

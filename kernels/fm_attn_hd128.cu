@@ -1,0 +1,8 @@
+/* Head dim 128 instantiations of the forward kernel (tile 128 x 64). */
+#include "fm_attn_launch.cuh"
+
+namespace fmk {
+template <> cudaError_t launch_fwd<128>(const fwd_params &p, int variant, bool instr, cudaStream_t s) {
+  return launch_dispatch<128>(p, variant, instr, s);
+}
+}  // namespace fmk

@@ -1,0 +1,84 @@
+/* fm_cupti.h — CUPTI glue (C-callable): kernel durations from the Activity
+ * API, HBM bytes and L2 sectors from the Range Profiler, an L2 flush, and the
+ * CUDA-event fallback. See ../shared/CUPTI.md for the verified call sequences.
+ *
+ * Two phases, never together (CUPTI.md "Pitfalls"): fm_time_launches enables
+ * kernel activity tracing only while it runs; fm_count_launch enables the
+ * Range Profiler only while it runs. Every launch measured is preceded by an
+ * L2 flush: a kernel that reads a buffer of 4x the L2 size (reads only, so no
+ * dirty line of the flush is written back during the measured launch).
+ *
+ * Any CUPTI failure (no library, no permission, under ncu/nsys, another
+ * profiling process) is not an error: timing falls back to CUDA events, and
+ * counting reports no counters; the result's `note` says why and `source`
+ * says where each figure came from ("cupti-activity", "cuda-events",
+ * "cupti-range-profiler", or "" for none). Errors are returned only when
+ * CUDA itself fails (launch error, out of memory).
+ *
+ * CUPTI's activity callbacks carry no user pointer, so this module keeps
+ * process-wide state; call it from one thread. The CUDA device must be
+ * selected (cudaSetDevice) before the first call.
+ */
+#ifndef FM_CUPTI_H
+#define FM_CUPTI_H
+
+#include <stdint.h>
+
+#include "fm_run_trace.h"
+#include "fm_status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Enqueues the work to measure on `stream` (a cudaStream_t); must not synchronize. */
+typedef fm_status (*fm_launch_fn)(void *user, void *stream, fm_err *err);
+
+/* 1 when this build has CUPTI (FM_HAVE_CUPTI), 0 when only CUDA events are available. */
+int fm_cupti_compiled(void);
+
+/* 1 when a CUDA device can be used; otherwise 0 and `why` says why (no
+ * driver, no device, ...). Initialises CUDA: never call it before a test
+ * framework forks. name receives the device name. */
+int fm_gpu_probe(char *name, int name_cap, char *why, int why_cap);
+
+typedef struct fm_gpu_props {
+  char name[128];
+  int32_t sm_count, clock_khz, cc_major, cc_minor;
+  int64_t l2_bytes, mem_bytes;
+} fm_gpu_props;
+fm_status fm_gpu_props_get(fm_gpu_props *p, fm_err *err);
+
+/* Evicts the L2 by reading 4x its size (at least 64 MiB) on `stream`. */
+fm_status fm_l2_flush(void *stream, fm_err *err);
+
+typedef struct fm_time_opts {
+  int32_t warmup, reps; /* reps >= 1 */
+  int flush_l2;         /* flush before every launch (warm-up included) */
+  int use_cupti;        /* 0: CUDA events only */
+} fm_time_opts;
+
+/* Times `reps` launches of fn after `warmup` ones. The timing is the median
+ * over the launches of one launch's span (first kernel start to last kernel
+ * end, activity records) or of the events around it (fallback). timeline,
+ * when not NULL, receives the timed launches' kernel records (pid 0, flush
+ * kernels included), ts relative to the first; the caller frees
+ * timeline->events. */
+fm_status fm_time_launches(fm_launch_fn fn, void *user, void *stream, const fm_time_opts *o,
+                           fm_timing *out, fm_timeline *timeline, fm_err *err);
+
+/* One counted launch under the Range Profiler (AutoRange, KernelReplay),
+ * metrics dram__bytes_read.sum, dram__bytes_write.sum,
+ * lts__t_sectors_srcunit_tex_op_read.sum and gpu__time_duration.sum summed
+ * over the kernels of the launch; L2 flushed before it. On a CUPTI failure
+ * the work is still launched once, out->source is "" and out->note says why. */
+fm_status fm_count_launch(fm_launch_fn fn, void *user, void *stream, int flush_l2,
+                          fm_measured_bytes *out, fm_err *err);
+
+/* Flushes outstanding activity records and releases CUPTI (idempotent). */
+void fm_cupti_shutdown(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

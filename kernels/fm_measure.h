@@ -1,0 +1,66 @@
+/* fm_measure.h — the measurement harness of `fmsim run` and `fmsim bench`
+ * (C-callable): device buffers, random bf16 Q/K/V, the interval vectors (or
+ * the dense mask) on the device, timed launches of fm_attn_forward, a counted
+ * launch, and an instrumented launch whose per-tile record comes back to the
+ * host.
+ *
+ * One session holds device buffers sized for the largest case it was created
+ * for and reuses them across cases (bench cases all have B*S*H*D equal).
+ */
+#ifndef FM_MEASURE_H
+#define FM_MEASURE_H
+
+#include <stdint.h>
+
+#include "fm_attn.h"
+#include "fm_colmask.h"
+#include "fm_cupti.h"
+#include "fm_run_trace.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct fm_gpu_session fm_gpu_session;
+
+/* max_tokens: largest B*S; max_hidden: largest H*D; max_dense: largest Sq*Sk
+ * of a dense-variant case (0 when none). The caller owns *out. */
+fm_status fm_gpu_session_create(int64_t max_tokens, int64_t max_hidden, int64_t max_dense,
+                                uint64_t seed, fm_gpu_session **out, fm_err *err);
+void fm_gpu_session_destroy(fm_gpu_session *s); /* NULL is a no-op */
+const fm_gpu_props *fm_gpu_session_props(const fm_gpu_session *s);
+
+typedef struct fm_gpu_case {
+  const fm_colmask *mask; /* Sq = Sk = S, sets nb in {1, B}, nh in {1, H} */
+  int32_t batch, heads, head_dim;
+  fm_variant variant;
+} fm_gpu_case;
+
+typedef struct fm_gpu_opts {
+  int32_t warmup, reps;   /* plain build */
+  int32_t instrument;     /* also run the instrumented build */
+  int32_t instrument_reps; /* its timed launches (0: one launch, not timed) */
+  int32_t count_bytes;    /* one counted launch under the Range Profiler */
+  int32_t use_cupti;      /* 0: CUDA events only, no counters */
+  int32_t want_tiles;     /* download the instrumented per-tile record */
+  int32_t want_timeline;  /* keep the kernel records of the timed launches */
+} fm_gpu_opts;
+
+typedef struct fm_gpu_result {
+  fm_timing timing;              /* plain build */
+  fm_timing timing_instrumented; /* source "" unless timed */
+  fm_measured_bytes measured;    /* source "" unless counted */
+  int32_t tr, tc;                /* tile grid at the kernel's tile size */
+  uint8_t *tile_class;   /* (B, H, Tr, Tc) as the kernel saw it, or NULL; free() */
+  int64_t *tile_cycles;  /* (B, H, Tr, Tc) clock64 cycles, or NULL; free() */
+  fm_timeline timeline;  /* events owned (free with fm_gpu_result_free) */
+} fm_gpu_result;
+
+fm_status fm_gpu_session_run(fm_gpu_session *s, const fm_gpu_case *c, const fm_gpu_opts *o,
+                             fm_gpu_result *r, fm_err *err);
+void fm_gpu_result_free(fm_gpu_result *r);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Regenerates the reference images of tests/test_viz_render.c with
+# `fmsim render --no-text` (no glyphs: the images do not depend on the fonts
+# of the machine). Never edit the PNGs by hand; rerun this script after a
+# deliberate change to the drawing and review the new images.
+#
+# usage: tests/ref/make_refs.sh [FMSIM]   (default: build/app/fmsim)
+# Each line below must match a case of test_viz_render.c.
+set -euo pipefail
+fmsim=${1:-build/app/fmsim}
+here=$(cd "$(dirname "$0")" && pwd)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+r() { local name=$1; shift; "$fmsim" render "$@" --no-text -o "$here/$name.png"; echo "  $name.png"; }
+
+r causal_document_both --family causal_document --seqlen 8192 --layer both --size 480x320
+r qk_sparse_tiles --family qk_sparse --seqlen 8192 --br 64 --bc 64 --layer tiles --size 480x320
+r random_eviction_mask --family random_eviction --seqlen 131072 --layer mask --size 480x320
+r causal_zoom_tokens --family causal --seqlen 64 --br 8 --bc 8 --keys 0:16 --rows 0:16 --layer both --size 480x320
+r sliding_window_bytes --family sliding_window --seqlen 4096 --br 64 --bc 64 --layer bytes --size 480x320
+
+# the cycles overlay reads a trace: fmsim analyze, plus tile_cycles.npy with
+# cycles(rt, ct) = 1000 + 37*rt + 11*ct (int64 [1, 1, Tr, Tc]), as the test writes it
+"$fmsim" analyze --family causal_document --seqlen 4096 --br 128 --bc 128 --out "$tmp/trace" > /dev/null
+python3 - "$tmp/trace/tile_cycles.npy" 32 32 <<'PY'
+import struct, sys
+path, tr, tc = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+header = "{'descr': '<i8', 'fortran_order': False, 'shape': (1, 1, %d, %d), }" % (tr, tc)
+header += " " * (64 - (10 + len(header) + 1) % 64) + "\n"
+with open(path, "wb") as f:
+    f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode("latin1"))
+    for rt in range(tr):
+        for ct in range(tc):
+            f.write(struct.pack("<q", 1000 + 37 * rt + 11 * ct))
+PY
+r cycles_overlay "$tmp/trace" --layer cycles --size 480x320
+
+r gallery --gallery --size 800x700
+r memory --figure memory --size 500x350

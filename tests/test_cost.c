@@ -1,0 +1,254 @@
+/* Tests of the analytic cost model (fm_cost) against brute-force counts on
+ * small masks: every tile's class recomputed from the dense expansion (for
+ * masks whose min/max and exact classes agree) or taken from fm_classify, and
+ * every byte and FLOP summed tile by tile, element by element. */
+#include <criterion/criterion.h>
+#include <math.h>
+
+#include "fm_cost.h"
+#include "fm_families.h"
+#include "fm_test_util.h"
+#include "fm_tiles.h"
+
+typedef struct brute {
+  int64_t visited, elementwise, tiles[3];
+  double exec_elems;
+  int64_t kv, vectors, dense, bounds, unique_cols;
+} brute;
+
+/* Sums the model tile by tile from the classes, for every (b, h) pair. */
+static brute brute_force(const fm_colmask *m, const fm_cost_shape *s, const uint8_t *cls) {
+  brute r;
+  memset(&r, 0, sizeof r);
+  int32_t sq = fm_colmask_sq(m), sk = fm_colmask_sk(m);
+  int32_t tr = (sq + s->br - 1) / s->br, tc = (sk + s->bc - 1) / s->bc;
+  for (int32_t b = 0; b < s->batch; b++)
+    for (int32_t h = 0; h < s->heads; h++) {
+      int32_t set = fm_colmask_set_index(m, b, h);
+      for (int32_t ct = 0; ct < tc; ct++) {
+        int any = 0;
+        int32_t cols = 0;
+        for (int32_t j = ct * s->bc; j < sk && j < (ct + 1) * s->bc; j++) cols++;
+        for (int32_t rt = 0; rt < tr; rt++) {
+          int32_t rows = 0;
+          for (int32_t i = rt * s->br; i < sq && i < (rt + 1) * s->br; i++) rows++;
+          int c = cls[((int64_t)set * tr + rt) * tc + ct];
+          r.tiles[c]++;
+          int visit = s->variant != FM_COST_SKIP || c != FM_TILE_MASKED;
+          int elem = s->variant == FM_COST_DENSE    ? 1
+                     : s->variant == FM_COST_NOSKIP ? c != FM_TILE_UNMASKED
+                                                    : c == FM_TILE_PARTIAL;
+          if (visit) {
+            any = 1;
+            r.visited++;
+            r.exec_elems += (double)rows * cols;
+            r.kv += 2LL * cols * s->head_dim * s->elem_bytes;
+          }
+          if (elem) {
+            r.elementwise++;
+            if (s->variant == FM_COST_DENSE) r.dense += (int64_t)rows * cols;
+            else r.vectors += 16LL * cols;
+          }
+          if (s->variant != FM_COST_DENSE) r.bounds += 32;
+        }
+        if (any) r.unique_cols += cols;
+      }
+    }
+  return r;
+}
+
+/* The classes of the min/max rule by brute force from the dense mask, for masks
+ * where min/max and exact agree (causal, sliding window, documents). */
+static uint8_t *exact_classes(const fm_colmask *m, int32_t br, int32_t bc) {
+  int32_t sq = fm_colmask_sq(m), sk = fm_colmask_sk(m), ns = fm_colmask_nsets(m);
+  int32_t tr = (sq + br - 1) / br, tc = (sk + bc - 1) / bc;
+  uint8_t *out = malloc((size_t)ns * tr * tc);
+  for (int32_t s = 0; s < ns; s++) {
+    uint8_t *d = fmt_dense(m, s);
+    for (int32_t rt = 0; rt < tr; rt++)
+      for (int32_t ct = 0; ct < tc; ct++) {
+        int64_t n = 0, k = 0;
+        for (int32_t i = rt * br; i < sq && i < (rt + 1) * br; i++)
+          for (int32_t j = ct * bc; j < sk && j < (ct + 1) * bc; j++) {
+            n++;
+            k += d[(size_t)i * sk + j];
+          }
+        out[((int64_t)s * tr + rt) * tc + ct] =
+            k == n ? FM_TILE_MASKED : k == 0 ? FM_TILE_UNMASKED : FM_TILE_PARTIAL;
+      }
+    free(d);
+  }
+  return out;
+}
+
+static void check_against_brute(const fm_colmask *m, fm_cost_shape s, const uint8_t *cls) {
+  int32_t sq = fm_colmask_sq(m), sk = fm_colmask_sk(m), ns = fm_colmask_nsets(m);
+  int32_t tr = (sq + s.br - 1) / s.br, tc = (sk + s.bc - 1) / s.bc;
+  int64_t *tb = malloc(sizeof(int64_t) * (size_t)ns * tr * tc);
+  fm_cost c;
+  fm_err err;
+  cr_assert_eq(fm_cost_compute(m, &s, cls, tb, &c, &err), FM_OK, "%s", err.msg);
+  brute b = brute_force(m, &s, cls);
+  int64_t pairs = s.batch * s.heads, e = s.elem_bytes, d = s.head_dim;
+  cr_assert_eq(c.tr, tr);
+  cr_assert_eq(c.tc, tc);
+  cr_assert_eq(c.tiles_total, pairs * tr * tc);
+  for (int k = 0; k < 3; k++) cr_assert_eq(c.tiles[k], b.tiles[k], "class %d", k);
+  cr_assert_eq(c.tiles_visited, b.visited);
+  cr_assert_eq(c.tiles_elementwise, b.elementwise);
+  cr_assert_eq(c.bytes_kv, b.kv);
+  cr_assert_eq(c.bytes_vectors, b.vectors);
+  cr_assert_eq(c.bytes_dense_mask, b.dense);
+  cr_assert_eq(c.bytes_bounds, b.bounds);
+  cr_assert_eq(c.bytes_q, pairs * sq * d * e);
+  cr_assert_eq(c.bytes_o, pairs * sq * d * e);
+  cr_assert_eq(c.bytes_lse, pairs * sq * 4);
+  int dense = s.variant == FM_COST_DENSE;
+  cr_assert_eq(c.bytes_prep_read, dense ? 0 : (int64_t)ns * 16 * sk);
+  cr_assert_eq(c.bytes_prep_write, dense ? 0 : (int64_t)ns * 32 * tc);
+  cr_assert_eq(c.bytes_read, c.bytes_q + b.kv + b.vectors + b.dense + b.bounds + c.bytes_prep_read);
+  cr_assert_eq(c.bytes_write, c.bytes_o + c.bytes_lse + c.bytes_prep_write);
+  cr_assert_eq(c.unique_read, c.bytes_q + b.unique_cols * 2 * d * e +
+                                  (dense ? (int64_t)ns * sq * sk : c.bytes_prep_read + c.bytes_prep_write));
+  double rho = (double)b.tiles[FM_TILE_MASKED] / (double)(pairs * tr * tc);
+  cr_assert_float_eq(c.rho, rho, 1e-12);
+  double full = 4.0 * pairs * sq * (double)sk * d;
+  cr_assert_float_eq(c.flops_full, full, full * 1e-12);
+  cr_assert_float_eq(c.flops_paper, full * (1 - rho), full * 1e-12);
+  cr_assert_float_eq(c.flops_executed, 4.0 * d * b.exec_elems, full * 1e-12);
+  /* the per-tile array adds up to the tile part of the reads */
+  int64_t sum = 0;
+  for (int32_t bb = 0; bb < s.batch; bb++)
+    for (int32_t h = 0; h < s.heads; h++) {
+      int32_t set = fm_colmask_set_index(m, bb, h);
+      for (int64_t i = 0; i < (int64_t)tr * tc; i++) sum += tb[(int64_t)set * tr * tc + i];
+    }
+  cr_assert_eq(sum, b.kv + b.vectors + b.dense + b.bounds);
+  free(tb);
+}
+
+static fm_colmask *family(const char *name, int64_t S, int64_t B, int64_t H, const char *param) {
+  const char *params[1] = {param};
+  fm_family_request req = {name, S, B, H, 7, -1, NULL, param ? 1 : 0, params};
+  fm_colmask *m = NULL;
+  fm_err err;
+  cr_assert_eq(fm_family_build(&req, &m, NULL, &err), FM_OK, "%s", err.msg);
+  return m;
+}
+
+Test(cost, full_mask_edges_and_every_variant) {
+  /* S = 100 with 32 x 16 tiles: the last row tile has 4 rows, the last key tile 4 columns */
+  fm_colmask *m = family("full", 100, 1, 1, NULL);
+  for (int v = 0; v < 3; v++) {
+    fm_cost_shape s = {2, 3, 64, 32, 16, 2, (fm_cost_variant)v};
+    uint8_t *cls = exact_classes(m, 32, 16);
+    check_against_brute(m, s, cls);
+    fm_cost c;
+    cr_assert_eq(fm_cost_compute(m, &s, NULL, NULL, &c, NULL), FM_OK);
+    cr_assert_eq(c.tiles_visited, 6 * 4 * 7);
+    cr_assert_float_eq(c.flops_executed, c.flops_full, 1);
+    cr_assert_eq(c.bytes_kv, 6LL * 4 * 2 * 100 * 64 * 2); /* each row tile reads all K/V */
+    cr_assert_eq(c.bytes_vectors, 0);
+    free(cls);
+  }
+  fm_colmask_destroy(m);
+}
+
+Test(cost, causal_and_documents_match_the_dense_brute_force) {
+  const char *names[] = {"causal", "sliding_window", "causal_document", "document"};
+  for (int f = 0; f < 4; f++)
+    for (int v = 0; v < 3; v++) {
+      fm_colmask *m = family(names[f], 203, 1, 1, NULL);
+      uint8_t *cls = exact_classes(m, 16, 32);
+      /* these masks' min/max classes are exact: the brute-force classes are the kernel's */
+      fm_tile_counts counts;
+      int32_t n = ((203 + 15) / 16) * ((203 + 31) / 32);
+      uint8_t *mm = malloc((size_t)n);
+      cr_assert_eq(fm_classify(m, 16, 32, &counts, mm, NULL, NULL), FM_OK);
+      cr_assert_eq(memcmp(mm, cls, (size_t)n), 0, "%s", names[f]);
+      fm_cost_shape s = {3, 2, 128, 16, 32, 2, (fm_cost_variant)v};
+      check_against_brute(m, s, cls);
+      /* classes computed internally give the same */
+      fm_cost a, b;
+      cr_assert_eq(fm_cost_compute(m, &s, NULL, NULL, &a, NULL), FM_OK);
+      cr_assert_eq(fm_cost_compute(m, &s, cls, NULL, &b, NULL), FM_OK);
+      cr_assert_eq(memcmp(&a, &b, sizeof a), 0);
+      free(mm);
+      free(cls);
+      fm_colmask_destroy(m);
+    }
+}
+
+Test(cost, per_head_and_random_masks) {
+  fm_rng r;
+  fm_rng_seed(&r, 42, 1);
+  for (int t = 0; t < 30; t++) {
+    int32_t sq = 1 + (int32_t)fm_rng_below(&r, 90), sk = 1 + (int32_t)fm_rng_below(&r, 90);
+    int32_t nb = 1 + (int32_t)fm_rng_below(&r, 2), nh = 1 + (int32_t)fm_rng_below(&r, 3);
+    int causal = (int)fm_rng_below(&r, 2);
+    fm_colmask *m = fmt_random_mask(&r, sq, sk, nb, nh, causal);
+    cr_assert_not_null(m);
+    int32_t br = 1 + (int32_t)fm_rng_below(&r, 40), bc = 1 + (int32_t)fm_rng_below(&r, 40);
+    int32_t tr = (sq + br - 1) / br, tc = (sk + bc - 1) / bc;
+    uint8_t *cls = malloc((size_t)nb * nh * tr * tc);
+    fm_tile_counts counts;
+    cr_assert_eq(fm_classify(m, br, bc, &counts, cls, NULL, NULL), FM_OK);
+    fm_cost_shape s = {nb == 1 ? 3 : nb, nh == 1 ? 2 : nh, 64, br, bc, 2,
+                       (fm_cost_variant)fm_rng_below(&r, 3)};
+    check_against_brute(m, s, cls);
+    free(cls);
+    fm_colmask_destroy(m);
+  }
+}
+
+Test(cost, paper_count_of_random_eviction) {
+  fm_colmask *m = family("random_eviction", 512, 2, 4, NULL);
+  fm_cost_shape s = {2, 4, 128, 64, 64, 2, FM_COST_SKIP};
+  fm_cost c;
+  cr_assert_eq(fm_cost_compute(m, &s, NULL, NULL, &c, NULL), FM_OK);
+  fm_tile_counts counts;
+  cr_assert_eq(fm_classify(m, 64, 64, &counts, NULL, NULL, NULL), FM_OK);
+  cr_assert_float_eq(c.rho, counts.sparsity, 1e-12);
+  cr_assert_float_eq(c.flops_paper, 4.0 * 8 * 512 * 512 * 128 * (1 - counts.sparsity), 1);
+  cr_assert_float_eq(fm_cost_tflops(1e12, 1000.0), 1.0, 1e-12);
+  cr_assert(isnan(fm_cost_tflops(1e12, 0)));
+  fm_colmask_destroy(m);
+}
+
+Test(cost, tile_bytes_by_class) {
+  fm_cost_shape s = {1, 1, 128, 128, 64, 2, FM_COST_SKIP};
+  cr_assert_eq(fm_cost_tile_bytes(&s, FM_TILE_MASKED, 128, 64), 32);
+  cr_assert_eq(fm_cost_tile_bytes(&s, FM_TILE_UNMASKED, 128, 64), 32 + 2 * 64 * 128 * 2);
+  cr_assert_eq(fm_cost_tile_bytes(&s, FM_TILE_PARTIAL, 128, 64), 32 + 2 * 64 * 128 * 2 + 16 * 64);
+  s.variant = FM_COST_NOSKIP;
+  cr_assert_eq(fm_cost_tile_bytes(&s, FM_TILE_MASKED, 128, 64), 32 + 2 * 64 * 128 * 2 + 16 * 64);
+  s.variant = FM_COST_DENSE;
+  cr_assert_eq(fm_cost_tile_bytes(&s, FM_TILE_UNMASKED, 100, 10), 2 * 10 * 128 * 2 + 100 * 10);
+}
+
+Test(cost, bad_inputs) {
+  fm_colmask *m = family("causal", 64, 1, 1, NULL);
+  fm_cost c;
+  fm_err err;
+  fm_cost_shape s = {0, 1, 64, 16, 16, 2, FM_COST_SKIP};
+  cr_assert_eq(fm_cost_compute(m, &s, NULL, NULL, &c, &err), FM_EINVAL);
+  cr_assert(strstr(err.msg, "batch"));
+  s.batch = 1;
+  s.br = 0;
+  cr_assert_eq(fm_cost_compute(m, &s, NULL, NULL, &c, &err), FM_EINVAL);
+  s.br = 16;
+  s.variant = (fm_cost_variant)7;
+  cr_assert_eq(fm_cost_compute(m, &s, NULL, NULL, &c, &err), FM_EINVAL);
+  fm_colmask_destroy(m);
+  m = family("random_eviction", 64, 2, 2, NULL); /* 2 x 2 sets */
+  fm_cost_shape t = {3, 2, 64, 16, 16, 2, FM_COST_SKIP};
+  cr_assert_eq(fm_cost_compute(m, &t, NULL, NULL, &c, &err), FM_EINVAL);
+  cr_assert(strstr(err.msg, "sets"), "%s", err.msg);
+  fm_colmask_destroy(m);
+  fm_cost_variant v;
+  cr_assert_eq(fm_cost_variant_parse("noskip", &v, &err), FM_OK);
+  cr_assert_eq(v, FM_COST_NOSKIP);
+  cr_assert_eq(fm_cost_variant_parse("fast", &v, &err), FM_EINVAL);
+  cr_assert(strstr(err.msg, "skip, noskip or dense"));
+  cr_assert_str_eq(fm_cost_variant_name(FM_COST_DENSE), "dense");
+}

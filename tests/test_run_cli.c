@@ -1,0 +1,249 @@
+/* End-to-end tests of `fmsim run` and `fmsim bench` that need no GPU: the
+ * CPU-simulation trace of `run` (content checked against the cost model),
+ * `bench --export-only`, and every bad input (one line on stderr, non-zero
+ * exit, nothing written). On a machine with a GPU the two tests that may
+ * reach it use tiny problems and accept either outcome. */
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <sys/stat.h>
+
+#include "fm_cost.h"
+#include "fm_families.h"
+#include "fm_npy.h"
+#include "fm_test_util.h"
+#include "fm_tiles.h"
+
+static fmt_result res;
+
+static void tmpdir(char *buf, size_t cap, const char *tag) {
+  snprintf(buf, cap, "%s/%s_%d", FM_TEST_TMP_DIR, tag, (int)getpid());
+  char cmd[700];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", buf);
+  cr_assert_eq(system(cmd), 0);
+}
+
+static int exists(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0;
+}
+
+static void *load(const char *dir, const char *name, fm_npy_header *h) {
+  char path[700];
+  void *data = NULL;
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  cr_assert_eq(fm_npy_load(path, h, &data, 1 << 26, NULL), FM_OK, "%s", path);
+  return data;
+}
+
+Test(run_cli, cpu_simulation_trace_matches_the_cost_model) {
+  char dir[512], args[1024], path[700];
+  tmpdir(dir, sizeof dir, "run_cpu");
+  snprintf(args, sizeof args,
+           "run --family causal_document --seqlen 1000 --batch 2 --heads 3 --head-dim 128 "
+           "--br 128 --bc 64 --param docs=300,500,200 --cpu --out %s", dir);
+  fmt_run(&res, args);
+  cr_assert_eq(res.status, 0, "%s", res.err);
+  cr_assert_eq(res.err_lines, 1, "one note on stderr: %s", res.err);
+  cr_assert(strstr(res.err, "CPU simulation") || strstr(res.err, "cpu"), "%s", res.err);
+  cr_assert(strstr(res.out, "cpu-simulation"), "%s", res.out);
+  const char *files[] = {"summary.json", "tiles.npy", "tiles_exact.npy", "tile_bytes.npy",
+                         "columns.npy", "timeline.json"};
+  for (int i = 0; i < 6; i++) {
+    snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+    cr_assert(exists(path), "%s missing", files[i]);
+  }
+  snprintf(path, sizeof path, "%s/tile_cycles.npy", dir);
+  cr_assert(!exists(path), "no cycles without a GPU");
+  /* the same mask and model, built here */
+  const char *params[1] = {"docs=300,500,200"};
+  fm_family_request req = {"causal_document", 1000, 2, 3, 0, -1, NULL, 1, params};
+  fm_colmask *m = NULL;
+  cr_assert_eq(fm_family_build(&req, &m, NULL, NULL), FM_OK);
+  fm_cost_shape sh = {2, 3, 128, 128, 64, 2, FM_COST_SKIP};
+  int32_t tr = 8, tc = 16;
+  uint8_t cls[8 * 16];
+  int64_t tb[8 * 16];
+  fm_tile_counts counts;
+  fm_cost cost;
+  cr_assert_eq(fm_classify(m, 128, 64, &counts, cls, NULL, NULL), FM_OK);
+  cr_assert_eq(fm_cost_compute(m, &sh, cls, tb, &cost, NULL), FM_OK);
+  fm_npy_header h;
+  uint8_t *tiles = load(dir, "tiles.npy", &h);
+  cr_assert(h.dtype == FM_DT_U8 && h.ndim == 4 && h.shape[0] == 2 && h.shape[1] == 3 &&
+            h.shape[2] == tr && h.shape[3] == tc);
+  int64_t *bytes = load(dir, "tile_bytes.npy", &h);
+  cr_assert(h.dtype == FM_DT_I64 && h.ndim == 4 && h.shape[0] == 2 && h.shape[3] == tc);
+  int64_t sum = 0;
+  for (int p = 0; p < 6; p++) {
+    cr_assert_eq(memcmp(tiles + p * tr * tc, cls, sizeof cls), 0, "pair %d", p);
+    cr_assert_eq(memcmp(bytes + p * tr * tc, tb, sizeof tb), 0, "pair %d", p);
+    for (int i = 0; i < tr * tc; i++) sum += bytes[p * tr * tc + i];
+  }
+  cr_assert_eq(sum + cost.bytes_q + cost.bytes_prep_read, cost.bytes_read);
+  free(tiles);
+  free(bytes);
+  char summary[32768];
+  snprintf(path, sizeof path, "%s/summary.json", dir);
+  fmt_slurp(path, summary, sizeof summary);
+  char want[128];
+  snprintf(want, sizeof want, "\"read\": %lld", (long long)cost.bytes_read);
+  const char *keys[] = {"\"format\": \"fmsim-trace\"", "\"version\": 1", "\"kind\": \"run\"",
+                        "\"device\": \"cpu-simulation\"", "\"timing\": null", "\"tflops\": null",
+                        "\"traffic\"", "\"source\": \"model\"", "\"measured\": null",
+                        "\"variant\": \"skip\"", "\"head_dim\": 128", "\"br\": 128", "\"bc\": 64",
+                        "\"tile_cycles\": null", want};
+  for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++)
+    cr_assert(strstr(summary, keys[k]), "missing %s in\n%s", keys[k], summary);
+  snprintf(path, sizeof path, "%s/timeline.json", dir);
+  fmt_slurp(path, summary, sizeof summary);
+  cr_assert(strstr(summary, "\"traceEvents\"") && strstr(summary, "cpu-simulation"));
+  /* no staging leftovers */
+  DIR *d = opendir(dir);
+  struct dirent *e;
+  while ((e = readdir(d)))
+    if (e->d_name[0] == '.' && strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+      cr_assert_fail("leftover %s", e->d_name);
+  closedir(d);
+  fm_colmask_destroy(m);
+}
+
+Test(run_cli, variants_change_the_model) {
+  char dir[512], args[1024], path[700], s1[32768], s2[32768];
+  tmpdir(dir, sizeof dir, "run_var");
+  snprintf(args, sizeof args, "run --family sliding_window --seqlen 512 --br 128 --bc 64 --cpu "
+           "--variant noskip --json --out %s", dir);
+  fmt_run(&res, args);
+  cr_assert_eq(res.status, 0, "%s", res.err);
+  cr_assert(strstr(res.out, "\"variant\": \"noskip\""), "%s", res.out);
+  snprintf(path, sizeof path, "%s/summary.json", dir);
+  fmt_slurp(path, s1, sizeof s1);
+  snprintf(args, sizeof args, "run --family sliding_window --seqlen 512 --br 128 --bc 64 --cpu "
+           "--variant dense --head-dim 64 --out %s", dir);
+  fmt_run(&res, args);
+  cr_assert_eq(res.status, 0, "%s", res.err);
+  fmt_slurp(path, s2, sizeof s2);
+  cr_assert(strstr(s2, "\"variant\": \"dense\"") && strstr(s2, "\"head_dim\": 64"));
+  cr_assert(strstr(s2, "\"bounds\": 0"), "dense reads no bounds");
+}
+
+Test(run_cli, run_without_cpu_flag_uses_the_gpu_or_says_so) {
+  char dir[512], args[1024], path[700], summary[32768];
+  tmpdir(dir, sizeof dir, "run_auto");
+  snprintf(args, sizeof args, "run --family causal --seqlen 300 --reps 2 --warmup 1 --out %s", dir);
+  fmt_run(&res, args);
+  cr_assert_eq(res.status, 0, "%s", res.err);
+  snprintf(path, sizeof path, "%s/summary.json", dir);
+  fmt_slurp(path, summary, sizeof summary);
+  if (strstr(summary, "\"device\": \"cpu-simulation\"")) {
+    cr_assert_eq(res.err_lines, 1, "%s", res.err);
+    cr_assert(strstr(res.err, "note:"), "%s", res.err);
+    cr_assert(strstr(summary, "\"timing\": null"));
+  } else {
+    cr_assert(strstr(summary, "\"median_ms\""), "a GPU run has a time:\n%s", summary);
+  }
+}
+
+static void expect_error(const char *args, int status, const char *needle, const char *dir) {
+  fmt_run(&res, args);
+  cr_assert_eq(res.status, status, "'%s' exited %d (%s)", args, res.status, res.err);
+  cr_assert_eq(res.err_lines, 1, "'%s' printed %d lines on stderr:\n%s", args, res.err_lines,
+               res.err);
+  cr_assert(strstr(res.err, needle), "'%s': stderr '%s' lacks '%s'", args, res.err, needle);
+  cr_assert_eq(res.out[0], 0, "'%s' printed on stdout", args);
+  if (dir) cr_assert(!exists(dir), "'%s' left %s behind", args, dir);
+}
+
+Test(run_cli, bad_inputs_get_one_clear_line_and_write_nothing) {
+  char dir[512], a[1024];
+  tmpdir(dir, sizeof dir, "run_bad");
+#define BAD(extra, needle)                                                         \
+  do {                                                                             \
+    snprintf(a, sizeof a, "run --family causal --seqlen 256 --cpu " extra " --out %s", dir); \
+    expect_error(a, 2, needle, dir);                                               \
+  } while (0)
+  BAD("--variant fast", "unknown variant 'fast'");
+  BAD("--head-dim 96", "head dims 64 and 128");
+  BAD("--head-dim x", "not an integer");
+  BAD("--reps 0", "--reps");
+  BAD("--warmup -1", "--warmup");
+  BAD("--bogus", "unknown option '--bogus'");
+  BAD("--seqlen 0", "sequence length");
+  BAD("--br 0", "--br");
+  BAD("extra_arg", "unexpected argument 'extra_arg'");
+  expect_error("run --family causal --cpu", 2, "--out DIR is required", NULL);
+  expect_error("run --cpu --out /tmp/x", 2, "--family is required", NULL);
+  snprintf(a, sizeof a, "run --family nosuch --cpu --out %s", dir);
+  expect_error(a, 2, "unknown family 'nosuch'", dir);
+  expect_error("run --family causal --seqlen 256 --cpu --out /proc/fmsim_cannot_write", 2,
+               "cannot", NULL);
+  snprintf(a, sizeof a, "run --family causal --seqlen 1048576 --batch 64 --heads 64 --cpu --out %s",
+           dir);
+  expect_error(a, 2, "per-tile trace arrays", dir);
+#undef BAD
+}
+
+Test(run_cli, bench_export_only_writes_the_masks_for_the_peer) {
+  char dir[512], args[1024], path[700], text[65536];
+  tmpdir(dir, sizeof dir, "bench_exp");
+  snprintf(args, sizeof args,
+           "bench --export-only --seqlens 256,512 --tokens 1024 --hidden 256 "
+           "--families causal,document,random_eviction --out %s", dir);
+  fmt_run(&res, args);
+  cr_assert_eq(res.status, 0, "%s", res.err);
+  cr_assert(strstr(res.out, "random_eviction"), "%s", res.out);
+  snprintf(path, sizeof path, "%s/masks/index.json", dir);
+  fmt_slurp(path, text, sizeof text);
+  cr_assert(strstr(text, "\"id\": \"document_S512_hd128\""), "%s", text);
+  cr_assert(strstr(text, "\"columns\": \"random_eviction_S256_hd128.npy\""), "%s", text);
+  fm_npy_header h;
+  char name[128];
+  /* random eviction at S = 256: B = 4, H = 2 per-head sets */
+  snprintf(name, sizeof name, "masks/random_eviction_S256_hd128.npy");
+  int32_t *v = load(dir, name, &h);
+  cr_assert(h.dtype == FM_DT_I32 && h.ndim == 4 && h.shape[0] == 4 && h.shape[1] == 2 &&
+            h.shape[2] == 256 && h.shape[3] == 4);
+  free(v);
+  v = load(dir, "masks/document_S512_hd128.npy", &h);
+  cr_assert(h.shape[0] == 1 && h.shape[1] == 1 && h.shape[2] == 512);
+  free(v);
+  snprintf(path, sizeof path, "%s/summary.json", dir);
+  fmt_slurp(path, text, sizeof text);
+  cr_assert(strstr(text, "\"kind\": \"bench\"") && strstr(text, "\"complete\": true") &&
+            strstr(text, "\"device\": \"cpu-simulation\""));
+  cr_assert(strstr(text, "\"rho_128\""));
+  snprintf(path, sizeof path, "%s/table.txt", dir);
+  cr_assert(exists(path));
+}
+
+Test(run_cli, bench_bad_inputs_write_nothing) {
+  char dir[512], a[1024];
+  tmpdir(dir, sizeof dir, "bench_bad");
+#define BAD(extra, needle)                                          \
+  do {                                                              \
+    snprintf(a, sizeof a, "bench --export-only " extra " --out %s", dir); \
+    expect_error(a, 2, needle, dir);                                \
+  } while (0)
+  BAD("--head-dims 96", "the kernels support 64 and 128");
+  BAD("--head-dims 128,x", "not an integer");
+  BAD("--seqlens 1000", "must divide --tokens");
+  BAD("--families causal,nosuch", "unknown family 'nosuch'");
+  BAD("--sample 9", "--sample 9 does not exist");
+  BAD("--hidden 100", "not a multiple of head dim");
+  BAD("--reps 0", "--reps");
+  BAD("--what", "unknown option '--what'");
+#undef BAD
+  expect_error("bench --export-only", 2, "--out DIR is required", NULL);
+  snprintf(a, sizeof a, "bench --sweep-seqlen 1000 --out %s", dir);
+  expect_error(a, 2, "--sweep-seqlen 1000 must divide", dir);
+  /* without --export-only: either no GPU (one line, exit 1, nothing written) or a tiny run */
+  snprintf(a, sizeof a, "bench --seqlens 256 --tokens 512 --hidden 256 --families causal "
+           "--warmup 0 --reps 1 --noskip-reps 0 --instrument-reps 0 --no-bytes --sweep-draws 0 "
+           "--out %s", dir);
+  fmt_run(&res, a);
+  if (res.status != 0) {
+    cr_assert_eq(res.status, 1, "%s", res.err);
+    cr_assert_eq(res.err_lines, 1, "%s", res.err);
+    cr_assert(strstr(res.err, "--export-only"), "%s", res.err);
+    cr_assert(!exists(dir));
+  }
+}

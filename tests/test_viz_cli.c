@@ -1,0 +1,409 @@
+/* test_viz_cli.c — `fmsim render` and `fmsim view` from the outside:
+ * valid SVG (an XML parser) and PDF (pdfinfo, pdftoppm) files, byte-identical
+ * reruns (no timestamps), every bad input of the issue answered with one
+ * line on stderr, a non-zero exit and no file left behind, the cycles
+ * overlay of a trace the test writes, dense and interval .npy sources, the
+ * frame benchmark and the key list of --help. Tests that need xmllint or
+ * poppler-utils skip with a message when the tool is absent
+ * (scripts/install-deps.sh installs them). */
+#include "fm_test_util.h" /* first: it sets _POSIX_C_SOURCE */
+
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <stdarg.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "fm_families.h"
+#include "fm_intervals_io.h"
+#include "fm_npy.h"
+#include "viz.h"
+
+static const char *tmpdir(const char *name) {
+  static char path[512];
+  snprintf(path, sizeof path, "%s/viz_cli_%s", FM_TEST_TMP_DIR, name);
+  char cmd[1100];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", path, path);
+  cr_assert_eq(system(cmd), 0);
+  return path;
+}
+
+static int have_tool(const char *tool) {
+  char cmd[256];
+  snprintf(cmd, sizeof cmd, "command -v %s >/dev/null 2>&1", tool);
+  return system(cmd) == 0;
+}
+
+/* Names in dir, space separated (to show what was left behind). */
+static int dir_entries(const char *dir, char *names, size_t cap) {
+  DIR *d = opendir(dir);
+  int n = 0;
+  names[0] = 0;
+  if (!d) return 0;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+    n++;
+    strncat(names, e->d_name, cap - strlen(names) - 2);
+    strncat(names, " ", cap - strlen(names) - 1);
+  }
+  closedir(d);
+  return n;
+}
+
+static fmt_result *run(const char *fmt, ...) {
+  char args[4096];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(args, sizeof args, fmt, ap);
+  va_end(ap);
+  fmt_result *r = malloc(sizeof *r);
+  fmt_run(r, args);
+  return r;
+}
+
+/* ---- valid files ------------------------------------------------------------ */
+
+Test(viz_cli, svg_is_valid_xml) {
+  if (!have_tool("xmllint")) cr_skip_test("xmllint not found (apt-get install libxml2-utils; scripts/install-deps.sh)");
+  const char *d = tmpdir("svg");
+  fmt_result *r = run("render --family share_question --seqlen 8192 --br 64 --bc 64 -o %s/f.svg", d);
+  cr_assert_eq(r->status, 0, "%s", r->err);
+  char cmd[1024];
+  snprintf(cmd, sizeof cmd, "xmllint --noout '%s/f.svg'", d);
+  cr_assert_eq(system(cmd), 0, "xmllint rejects the SVG");
+  /* the root is an SVG document with the page size in points */
+  snprintf(cmd, sizeof cmd,
+           "xmllint --xpath \"string(/*[local-name()='svg']/@width)\" '%s/f.svg' | grep -qx '1200pt'", d);
+  cr_assert_eq(system(cmd), 0, "the SVG's width is not 1200pt");
+  free(r);
+}
+
+Test(viz_cli, pdf_is_valid_and_reproducible) {
+  if (!have_tool("pdfinfo") || !have_tool("pdftoppm"))
+    cr_skip_test("pdfinfo/pdftoppm not found (apt-get install poppler-utils; scripts/install-deps.sh)");
+  const char *d = tmpdir("pdf");
+  fmt_result *r = run("render --family causal_blockwise --seqlen 8192 --size 900x600 -o %s/a.pdf", d);
+  cr_assert_eq(r->status, 0, "%s", r->err);
+  free(r);
+  r = run("render --family causal_blockwise --seqlen 8192 --size 900x600 -o %s/b.pdf", d);
+  cr_assert_eq(r->status, 0, "%s", r->err);
+  char cmd[1024];
+  snprintf(cmd, sizeof cmd, "pdfinfo '%s/a.pdf' > '%s/info.txt'", d, d);
+  cr_assert_eq(system(cmd), 0, "pdfinfo rejects the PDF");
+  char info[4096], path[600];
+  snprintf(path, sizeof path, "%s/info.txt", d);
+  fmt_slurp(path, info, sizeof info);
+  cr_assert(strstr(info, "Pages:") && strstr(info, "1\n"), "%s", info);
+  cr_assert(strstr(info, "Page size:       900 x 600 pts"), "%s", info);
+  snprintf(cmd, sizeof cmd, "pdftoppm -r 36 -png '%s/a.pdf' '%s/page' && test -s '%s/page-1.png'", d, d, d);
+  cr_assert_eq(system(cmd), 0, "pdftoppm cannot render the PDF");
+  snprintf(cmd, sizeof cmd, "cmp -s '%s/a.pdf' '%s/b.pdf'", d, d);
+  cr_assert_eq(system(cmd), 0, "two runs wrote different PDFs (a timestamp?)");
+  free(r);
+}
+
+Test(viz_cli, png_is_reproducible_and_sized) {
+  const char *d = tmpdir("png");
+  for (int k = 0; k < 2; k++) {
+    fmt_result *r = run("render --family document --seqlen 32768 --size 640x400 --dpi 144 -o %s/%c.png",
+                        d, 'a' + k);
+    cr_assert_eq(r->status, 0, "%s", r->err);
+    cr_assert_eq(r->err[0], 0, "a good render prints nothing on stderr: %s", r->err);
+    free(r);
+  }
+  char path[600], cmd[1300];
+  snprintf(path, sizeof path, "%s/a.png", d);
+  cairo_surface_t *img = cairo_image_surface_create_from_png(path);
+  cr_assert_eq(cairo_surface_status(img), CAIRO_STATUS_SUCCESS);
+  cr_assert_eq(cairo_image_surface_get_width(img), 1280, "--dpi 144 doubles the pixels");
+  cr_assert_eq(cairo_image_surface_get_height(img), 800);
+  cairo_surface_destroy(img);
+  snprintf(cmd, sizeof cmd, "cmp -s '%s/a.png' '%s/b.png'", d, d);
+  cr_assert_eq(system(cmd), 0, "two runs wrote different PNGs");
+}
+
+Test(viz_cli, gallery_and_memory_figures) {
+  const char *d = tmpdir("figures");
+  fmt_result *r = run("render --gallery -o %s/g.png", d);
+  cr_assert_eq(r->status, 0, "%s", r->err);
+  free(r);
+  r = run("render --figure memory -o %s/m.svg", d);
+  cr_assert_eq(r->status, 0, "%s", r->err);
+  free(r);
+  char p[600];
+  snprintf(p, sizeof p, "%s/g.png", d);
+  cairo_surface_t *img = cairo_image_surface_create_from_png(p);
+  cr_assert_eq(cairo_image_surface_get_width(img), 1600);
+  cairo_surface_destroy(img);
+  r = run("render --gallery --family causal -o %s/x.png", d);
+  cr_assert_neq(r->status, 0);
+  cr_assert_eq(r->err_lines, 1, "%s", r->err);
+  free(r);
+}
+
+/* ---- bad input: one line, non-zero exit, nothing left ------------------------------ */
+
+static void assert_refused(const char *dir, const char *args, const char *expect) {
+  fmt_result *r = run("%s", args);
+  cr_assert_neq(r->status, 0, "accepted: fmsim %s", args);
+  cr_assert_eq(r->err_lines, 1, "fmsim %s: expected one line on stderr, got:\n%s", args, r->err);
+  cr_assert(strncmp(r->err, "fmsim render: ", 14) == 0 || strncmp(r->err, "fmsim view: ", 12) == 0,
+            "fmsim %s: %s", args, r->err);
+  cr_assert(strstr(r->err, expect), "fmsim %s: the message '%s' does not say '%s'", args, r->err, expect);
+  char names[2048];
+  int n = dir_entries(dir, names, sizeof names);
+  cr_assert_eq(n, 0, "fmsim %s left files behind: %s", args, names);
+  free(r);
+}
+
+Test(viz_cli, bad_render_options) {
+  const char *d = tmpdir("bad_options");
+  char a[2048];
+  snprintf(a, sizeof a, "render --family causal --layer heatmap -o %s/x.png", d);
+  assert_refused(d, a, "unknown layer");
+  snprintf(a, sizeof a, "render --family causal --size 0x100 -o %s/x.png", d);
+  assert_refused(d, a, "1..16384");
+  snprintf(a, sizeof a, "render --family causal --size 20000x100 -o %s/x.png", d);
+  assert_refused(d, a, "1..16384");
+  snprintf(a, sizeof a, "render --family causal --size 800 -o %s/x.png", d);
+  assert_refused(d, a, "WIDTHxHEIGHT");
+  snprintf(a, sizeof a, "render --family causal --size 12000x12000 --dpi 144 -o %s/x.png", d);
+  assert_refused(d, a, "limit is 16384");
+  snprintf(a, sizeof a, "render --family causal -o %s/x.bmp", d);
+  assert_refused(d, a, "expected .png, .svg or .pdf");
+  snprintf(a, sizeof a, "render --family causal -o %s/noextension", d);
+  assert_refused(d, a, ".png, .svg or .pdf");
+  snprintf(a, sizeof a, "render --family causal -o %s/missing/dir/x.png", d);
+  assert_refused(d, a, "x.png");
+  snprintf(a, sizeof a, "render --family nosuchfamily -o %s/x.png", d);
+  assert_refused(d, a, "unknown family");
+  snprintf(a, sizeof a, "render --family causal --layer cycles -o %s/x.png", d);
+  assert_refused(d, a, "cycles");
+  snprintf(a, sizeof a, "render --family causal --keys 10:5 -o %s/x.png", d);
+  assert_refused(d, a, "START < END");
+  snprintf(a, sizeof a, "render --family causal -o %s/x.png %s/also-a-file.npy", d, d);
+  assert_refused(d, a, "not both");
+  snprintf(a, sizeof a, "render --figure speed -o %s/x.png", d);
+  assert_refused(d, a, "unknown figure");
+  snprintf(a, sizeof a, "view --family causal --size 0x0");
+  assert_refused(d, a, "1..16384");
+  snprintf(a, sizeof a, "view --family causal --layer nope --bench-frames 2");
+  assert_refused(d, a, "unknown layer");
+}
+
+static void write_file(const char *path, const char *text, size_t n) {
+  FILE *f = fopen(path, "wb");
+  cr_assert_not_null(f);
+  fwrite(text, 1, n, f);
+  fclose(f);
+}
+
+Test(viz_cli, unreadable_traces_and_masks) {
+  const char *d = tmpdir("bad_inputs");
+  char src[600], out[600], a[2048], path[700];
+  snprintf(out, sizeof out, "%s/out", d);
+  mkdir(out, 0755);
+  /* a folder that is no trace */
+  snprintf(src, sizeof src, "%s/empty_trace", d);
+  mkdir(src, 0755);
+  snprintf(a, sizeof a, "render %s -o %s/x.png", src, out);
+  assert_refused(out, a, "summary.json");
+  /* broken JSON */
+  snprintf(path, sizeof path, "%s/summary.json", src);
+  write_file(path, "{\"format\": \"fmsim-trace\", \"version\": 1,", 40);
+  assert_refused(out, a, "summary.json");
+  /* a newer format version */
+  snprintf(src, sizeof src, "%s/newer", d);
+  fmt_result *r = run("analyze --family causal --seqlen 256 --out %s", src);
+  cr_assert_eq(r->status, 0, "%s", r->err);
+  free(r);
+  snprintf(path, sizeof path, "%s/summary.json", src);
+  char json[16384];
+  fmt_slurp(path, json, sizeof json);
+  char *v = strstr(json, "\"version\": 1");
+  cr_assert_not_null(v, "%s", json);
+  v[11] = '9';
+  write_file(path, json, strlen(json));
+  snprintf(a, sizeof a, "render %s -o %s/x.png", src, out);
+  assert_refused(out, a, "version 9");
+  /* tiles of the wrong shape */
+  snprintf(src, sizeof src, "%s/badtiles", d);
+  r = run("analyze --family causal --seqlen 256 --out %s", src);
+  cr_assert_eq(r->status, 0, "%s", r->err);
+  free(r);
+  snprintf(path, sizeof path, "%s/tiles.npy", src);
+  uint8_t cls[6] = {0};
+  int64_t shape[2] = {2, 3};
+  cr_assert_eq(fm_npy_save(path, FM_DT_U8, 2, shape, cls, NULL), FM_OK);
+  snprintf(a, sizeof a, "render %s -o %s/x.png", src, out);
+  assert_refused(out, a, "tiles.npy");
+  /* tile_cycles.npy of the wrong dtype */
+  snprintf(src, sizeof src, "%s/badcycles", d);
+  r = run("analyze --family causal --seqlen 256 --out %s", src);
+  cr_assert_eq(r->status, 0, "%s", r->err);
+  free(r);
+  snprintf(path, sizeof path, "%s/tile_cycles.npy", src);
+  int32_t c32[4] = {0};
+  int64_t shape4[4] = {1, 1, 2, 2};
+  cr_assert_eq(fm_npy_save(path, FM_DT_I32, 4, shape4, c32, NULL), FM_OK);
+  snprintf(a, sizeof a, "render %s -o %s/x.png", src, out);
+  assert_refused(out, a, "tile_cycles.npy");
+  /* a file that is not .npy */
+  snprintf(src, sizeof src, "%s/garbage.npy", d);
+  write_file(src, "not a numpy file at all", 23);
+  snprintf(a, sizeof a, "render %s -o %s/x.png", src, out);
+  assert_refused(out, a, "garbage.npy");
+  /* a missing file */
+  snprintf(a, sizeof a, "render %s/nothing-here.npy -o %s/x.png", d, out);
+  assert_refused(out, a, "nothing-here.npy");
+  /* a dense mask no interval form holds (three masked runs in column 0) */
+  snprintf(src, sizeof src, "%s/three_runs.npy", d);
+  uint8_t dense[8 * 8];
+  for (int i = 0; i < 64; i++) dense[i] = 1;
+  dense[1 * 8] = dense[3 * 8] = dense[5 * 8] = 0; /* 0 = masked (true = may attend) */
+  int64_t dshape[2] = {8, 8};
+  cr_assert_eq(fm_npy_save(src, FM_DT_BOOL, 2, dshape, dense, NULL), FM_OK);
+  snprintf(a, sizeof a, "render %s -o %s/x.png", src, out);
+  assert_refused(out, a, "three_runs.npy");
+  snprintf(a, sizeof a, "view %s --bench-frames 3", src);
+  assert_refused(out, a, "three_runs.npy");
+}
+
+Test(viz_cli, view_without_a_display_points_to_render) {
+  const char *d = tmpdir("nodisplay");
+  char cmd[2048], err_path[600], err[4096];
+  snprintf(err_path, sizeof err_path, "%s/stderr", d);
+  snprintf(cmd, sizeof cmd,
+           "env -u DISPLAY -u WAYLAND_DISPLAY -u SDL_VIDEODRIVER %s view --family causal --seqlen 1024 "
+           "--out-dir %s >/dev/null 2>%s", FMSIM_BIN, d, err_path);
+  int st = system(cmd);
+  fmt_slurp(err_path, err, sizeof err);
+  cr_assert(WIFEXITED(st) && WEXITSTATUS(st) != 0, "view without a display exited 0");
+  int lines = 0;
+  for (const char *p = err; *p; p++) lines += *p == '\n';
+  cr_assert_eq(lines, 1, "%s", err);
+  cr_assert(strstr(err, "fmsim view: no display"), "%s", err);
+  cr_assert(strstr(err, "fmsim render"), "the message does not point to render: %s", err);
+  unlink(err_path);
+  char names[1024];
+  cr_assert_eq(dir_entries(d, names, sizeof names), 0, "files left: %s", names);
+}
+
+/* ---- sources and overlays ---------------------------------------------------------- */
+
+Test(viz_cli, cycles_overlay_from_a_written_trace) {
+  const char *d = tmpdir("cycles");
+  char trace[600];
+  snprintf(trace, sizeof trace, "%s/trace", d);
+  fmt_result *r = run("analyze --family sliding_window --seqlen 2048 --br 64 --bc 64 --out %s", trace);
+  cr_assert_eq(r->status, 0, "%s", r->err);
+  free(r);
+  /* 32 x 32 tiles; cycles grow along the key tiles */
+  int64_t cycles[32 * 32], shape[4] = {1, 1, 32, 32};
+  for (int i = 0; i < 32 * 32; i++) cycles[i] = 500 + 100 * (i % 32);
+  char path[700];
+  snprintf(path, sizeof path, "%s/tile_cycles.npy", trace);
+  cr_assert_eq(fm_npy_save(path, FM_DT_I64, 4, shape, cycles, NULL), FM_OK);
+  r = run("render %s --layer cycles -o %s/c.png", trace, d);
+  cr_assert_eq(r->status, 0, "%s", r->err);
+  free(r);
+  r = run("render %s --layer cycles --bc 32 -o %s/other.png", trace, d);
+  cr_assert_neq(r->status, 0, "cycles at another tile size were accepted");
+  cr_assert(strstr(r->err, "tile size"), "%s", r->err);
+  free(r);
+  r = run("view %s --layer cycles --bench-frames 20", trace);
+  cr_assert_eq(r->status, 0, "%s", r->err);
+  cr_assert(strstr(r->out, "p50"), "%s", r->out);
+  free(r);
+  /* the cycles colour bar is drawn: the right half of the figure holds viridis colours */
+  snprintf(path, sizeof path, "%s/c.png", d);
+  cairo_surface_t *img = cairo_image_surface_create_from_png(path);
+  cr_assert_eq(cairo_surface_status(img), CAIRO_STATUS_SUCCESS);
+  int w = cairo_image_surface_get_width(img), h = cairo_image_surface_get_height(img);
+  const unsigned char *px = cairo_image_surface_get_data(img);
+  int stride = cairo_image_surface_get_stride(img), dark_purple = 0, yellow = 0;
+  for (int y = 0; y < h; y++)
+    for (int x = w / 2; x < w; x++) {
+      uint32_t p = ((const uint32_t *)(px + (size_t)y * stride))[x] & 0xFFFFFF;
+      for (int end = 0; end < 2; end++) {
+        uint32_t q = viz_viridis(end);
+        int near = 1;
+        for (int c = 0; c < 24; c += 8) near &= abs((int)((p >> c) & 255) - (int)((q >> c) & 255)) <= 8;
+        if (near) *(end ? &yellow : &dark_purple) += 1;
+      }
+    }
+  cr_assert(dark_purple > 0 && yellow > 0, "no colour bar ends in the panel");
+  cairo_surface_destroy(img);
+}
+
+Test(viz_cli, dense_and_interval_sources) {
+  const char *d = tmpdir("sources");
+  /* a causal 64 x 64 dense mask (true = may attend) and its intervals */
+  uint8_t dense[64 * 64];
+  for (int i = 0; i < 64; i++)
+    for (int j = 0; j < 64; j++) dense[i * 64 + j] = j <= i;
+  int64_t shape[2] = {64, 64};
+  char path[600];
+  snprintf(path, sizeof path, "%s/causal.npy", d);
+  cr_assert_eq(fm_npy_save(path, FM_DT_BOOL, 2, shape, dense, NULL), FM_OK);
+  viz_state s;
+  viz_state_init(&s, 640, 480);
+  viz_scene_opts o = {0};
+  o.path = path;
+  viz_scene *sc = NULL;
+  fm_err err;
+  cr_assert_eq(viz_scene_create(&o, &s, &sc, &err), FM_OK, "%s", err.msg);
+  cr_assert_eq(viz_scene_sync(sc, &s, &err), FM_OK, "%s", err.msg);
+  fm_colmask *causal = NULL;
+  fm_family_request req = {"causal", 64, 1, 1, 0, -1, NULL, 0, NULL};
+  cr_assert_eq(fm_family_build(&req, &causal, NULL, NULL), FM_OK);
+  cr_assert(fm_colmask_equal(viz_scene_mask(sc), causal), "the dense mask reads as the causal mask");
+  cr_assert_eq(s.use_family, 0);
+  cr_assert_str_eq(viz_scene_label(sc), "causal.npy");
+  viz_scene_destroy(sc);
+  /* --true-masked reads the opposite convention */
+  o.true_masked = 1;
+  cr_assert_eq(viz_scene_create(&o, &s, &sc, &err), FM_OK, "%s", err.msg);
+  cr_assert_eq(viz_scene_sync(sc, &s, &err), FM_OK, "%s", err.msg);
+  cr_assert(!fm_colmask_equal(viz_scene_mask(sc), causal));
+  cr_assert(fm_colmask_masked(viz_scene_mask(sc), 0, 5, 2), "true = masked: (5, 2) is masked");
+  viz_scene_destroy(sc);
+  /* the same mask as an interval file (causal-1, k = 1 says causal by itself) */
+  snprintf(path, sizeof path, "%s/causal_intervals.npy", d);
+  fm_form used;
+  cr_assert_eq(fm_colmask_save_npy(causal, path, FM_FORM_NONE, &used, NULL), FM_OK);
+  fmt_result *r = run("render %s -o %s/i.png", path, d);
+  cr_assert_eq(r->status, 0, "%s", r->err);
+  free(r);
+  snprintf(path, sizeof path, "%s/causal.npy", d);
+  r = run("render %s --layer mask --no-panel -o %s/d.pdf", path, d);
+  cr_assert_eq(r->status, 0, "%s", r->err);
+  free(r);
+  fm_colmask_destroy(causal);
+}
+
+Test(viz_cli, bench_frames_prints_percentiles) {
+  fmt_result *r = run("view --family causal_document --seqlen 131072 --br 128 --bc 64 --bench-frames 48");
+  cr_assert_eq(r->status, 0, "%s", r->err);
+  double p50, p90, p99, mx;
+  const char *line = strstr(r->out, "p50");
+  cr_assert_not_null(line, "%s", r->out);
+  cr_assert_eq(sscanf(line, "p50 %lf ms  p90 %lf ms  p99 %lf ms  max %lf ms", &p50, &p90, &p99, &mx), 4,
+               "%s", r->out);
+  cr_assert(p50 > 0 && p50 <= p90 && p90 <= p99 && p99 <= mx, "%s", r->out);
+  cr_assert(strstr(r->out, "S = 131072") && strstr(r->out, "128 x 64"), "%s", r->out);
+  free(r);
+}
+
+Test(viz_cli, view_help_lists_every_key) {
+  fmt_result *r = run("view --help");
+  cr_assert_eq(r->status, 0);
+  int n;
+  const viz_key_help *k = viz_key_help_table(&n);
+  for (int i = 0; i < n; i++) {
+    cr_assert(strstr(r->out, k[i].keys), "--help lacks '%s'", k[i].keys);
+    cr_assert(strstr(r->out, k[i].action), "--help lacks '%s'", k[i].action);
+  }
+  free(r);
+}

@@ -1,0 +1,333 @@
+/* test_viz_events.c — the viewer's pure event handler, without a window:
+ * zoom keeps the token under the cursor, zoom stops at single tokens and at
+ * the whole mask, drag pans by exactly what the mouse moved, the view never
+ * leaves the mask, every key does what --help says, and a pan or zoom never
+ * reclassifies (only Br/Bc/S/family changes do). */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <string.h>
+
+#include "fm_families.h"
+#include "viz.h"
+#include "viz_internal.h"
+
+/* A state for an S x S mask without a scene (the handler needs none). */
+static viz_state state_for(int32_t s_len) {
+  viz_state s;
+  viz_state_init(&s, 1000, 700);
+  s.facts.sq = s.facts.sk = s_len;
+  s.facts.npairs = 1;
+  s.seqlen = s_len;
+  viz_view_reset(&s);
+  return s;
+}
+
+static unsigned key(viz_state *s, int k) {
+  viz_event e = {.type = VIZ_EV_KEY, .key = k};
+  return viz_handle_event(s, &e);
+}
+
+static unsigned wheel(viz_state *s, int x, int y, double notches) {
+  viz_event e = {.type = VIZ_EV_WHEEL, .x = x, .y = y, .wheel = notches};
+  return viz_handle_event(s, &e);
+}
+
+static void drag(viz_state *s, int x0, int y0, int x1, int y1) {
+  viz_event e = {.type = VIZ_EV_BUTTON_DOWN, .x = x0, .y = y0, .button = 1};
+  viz_handle_event(s, &e);
+  e = (viz_event){.type = VIZ_EV_MOTION, .x = x1, .y = y1};
+  viz_handle_event(s, &e);
+  e = (viz_event){.type = VIZ_EV_BUTTON_UP, .x = x1, .y = y1, .button = 1};
+  viz_handle_event(s, &e);
+}
+
+static void assert_view_inside(const viz_state *s) {
+  cr_assert(s->view.x0 >= 0 && s->view.x1 <= s->facts.sk + 1e-9 && s->view.x0 < s->view.x1,
+            "keys [%g, %g) outside [0, %d)", s->view.x0, s->view.x1, s->facts.sk);
+  cr_assert(s->view.y0 >= 0 && s->view.y1 <= s->facts.sq + 1e-9 && s->view.y0 < s->view.y1,
+            "rows [%g, %g) outside [0, %d)", s->view.y0, s->view.y1, s->facts.sq);
+}
+
+Test(viz_events, zoom_keeps_the_token_under_the_cursor) {
+  viz_state s = state_for(131072);
+  viz_layout l;
+  viz_layout_compute(&s, s.width, s.height, &l);
+  int px = (int)(l.plot.x + 0.3 * l.plot.w), py = (int)(l.plot.y + 0.6 * l.plot.h);
+  double k0, r0, k1, r1;
+  viz_point_to_tokens(&s, &l, px, py, &k0, &r0);
+  cr_assert(wheel(&s, px, py, 3) & VIZ_DO_REDRAW);
+  cr_assert_lt(s.view.x1 - s.view.x0, 131072 * 0.52, "3 notches zoom in by 1.25^3");
+  viz_point_to_tokens(&s, &l, px, py, &k1, &r1);
+  cr_assert_float_eq(k1, k0, 1e-6);
+  cr_assert_float_eq(r1, r0, 1e-6);
+  assert_view_inside(&s);
+}
+
+Test(viz_events, zoom_reaches_single_tokens_and_stops) {
+  viz_state s = state_for(131072);
+  viz_layout l;
+  viz_layout_compute(&s, s.width, s.height, &l);
+  int px = (int)(l.plot.x + l.plot.w / 2), py = (int)(l.plot.y + l.plot.h / 2);
+  for (int i = 0; i < 200; i++) wheel(&s, px, py, 1);
+  double span = s.view.x1 - s.view.x0;
+  cr_assert_float_eq(span, 2.0, 1e-9, "deepest zoom shows 2 tokens, got %g", span);
+  cr_assert_gt(l.plot.w / span, 100, "a token is many pixels wide");
+  assert_view_inside(&s);
+  for (int i = 0; i < 200; i++) wheel(&s, px, py, -1);
+  cr_assert_float_eq(s.view.x0, 0, 1e-9);
+  cr_assert_float_eq(s.view.x1, 131072, 1e-6, "zooming out stops at the whole mask");
+}
+
+Test(viz_events, drag_pans_with_the_mouse_and_stays_inside) {
+  viz_state s = state_for(8192);
+  viz_layout l;
+  viz_layout_compute(&s, s.width, s.height, &l);
+  int cx = (int)(l.plot.x + l.plot.w / 2), cy = (int)(l.plot.y + l.plot.h / 2);
+  for (int i = 0; i < 10; i++) wheel(&s, cx, cy, 1);
+  viz_view before = s.view;
+  double per_px = (before.x1 - before.x0) / l.plot.w;
+  drag(&s, cx, cy, cx - 40, cy + 25);
+  /* content follows the mouse: moving it left shows keys further right */
+  cr_assert_float_eq(s.view.x0 - before.x0, 40 * per_px, 1e-6);
+  cr_assert_float_eq(s.view.y0 - before.y0, -25 * per_px, 1e-6);
+  cr_assert_float_eq(s.view.x1 - s.view.x0, before.x1 - before.x0, 1e-9, "a pan keeps the zoom");
+  cr_assert_eq(s.dragging, 0);
+  drag(&s, cx, cy, cx + 100000, cy + 100000);
+  assert_view_inside(&s);
+  cr_assert_float_eq(s.view.x0, 0, 1e-9, "clamped at the first key");
+  cr_assert_float_eq(s.view.y0, 0, 1e-9, "clamped at the first row");
+  /* a press outside the plot does not start a drag */
+  viz_event e = {.type = VIZ_EV_BUTTON_DOWN, .x = 2, .y = 2, .button = 1};
+  viz_handle_event(&s, &e);
+  cr_assert_eq(s.dragging, 0);
+}
+
+Test(viz_events, reset_arrows_and_centre_zoom) {
+  viz_state s = state_for(4096);
+  cr_assert(key(&s, '+') & VIZ_DO_REDRAW);
+  cr_assert_float_eq(s.view.x1 - s.view.x0, 4096 / 1.25, 1e-6);
+  cr_assert_float_eq((s.view.x0 + s.view.x1) / 2, 2048, 1e-6, "'+' zooms at the centre");
+  double x0 = s.view.x0;
+  key(&s, VIZ_KEY_RIGHT);
+  cr_assert_float_eq(s.view.x0 - x0, (s.view.x1 - s.view.x0) / 10, 1e-6);
+  key(&s, VIZ_KEY_DOWN);
+  key(&s, '-');
+  key(&s, '0');
+  cr_assert(s.view.x0 == 0 && s.view.x1 == 4096 && s.view.y0 == 0 && s.view.y1 == 4096);
+  key(&s, '+');
+  key(&s, VIZ_KEY_HOME);
+  cr_assert(s.view.x1 == 4096);
+}
+
+Test(viz_events, family_sample_and_sizes_cycle) {
+  viz_state s = state_for(8192);
+  int n = fm_family_count(), f0 = s.family;
+  cr_assert(key(&s, 'f') & VIZ_DO_SYNC);
+  cr_assert_eq(s.family, (f0 + 1) % n);
+  key(&s, 'F');
+  key(&s, 'F');
+  cr_assert_eq(s.family, (f0 + n - 1) % n);
+  for (int i = 0; i < n; i++) key(&s, 'f');
+  cr_assert_eq(s.family, (f0 + n - 1) % n, "f wraps around the twelve families");
+
+  /* Br / Bc: powers of two in 16..256 */
+  s.br = 128;
+  key(&s, 'r');
+  cr_assert_eq(s.br, 256);
+  cr_assert(key(&s, 'r') & VIZ_DO_SYNC);
+  cr_assert_eq(s.br, 256, "Br stops at 256");
+  for (int i = 0; i < 10; i++) key(&s, 'R');
+  cr_assert_eq(s.br, 16, "Br stops at 16");
+  s.bc = 100;
+  key(&s, 'c');
+  cr_assert_eq(s.bc, 128, "a size between powers of two goes to the next one");
+  s.bc = 100;
+  key(&s, 'C');
+  cr_assert_eq(s.bc, 64);
+
+  /* S: powers of two in 64..1M */
+  s.seqlen = 8192;
+  cr_assert(key(&s, 's') & VIZ_DO_SYNC);
+  cr_assert_eq(s.seqlen, 16384);
+  for (int i = 0; i < 20; i++) key(&s, 's');
+  cr_assert_eq(s.seqlen, 1 << 20);
+  for (int i = 0; i < 30; i++) key(&s, 'S');
+  cr_assert_eq(s.seqlen, 64);
+
+  /* samples where S has them, else the seed */
+  s.facts.nsamples = 5;
+  s.sample = 4;
+  key(&s, 'd');
+  cr_assert_eq(s.sample, 0);
+  key(&s, 'D');
+  cr_assert_eq(s.sample, 4);
+  s.facts.nsamples = 0;
+  uint64_t seed = s.seed;
+  cr_assert(key(&s, 'd') & VIZ_DO_SYNC);
+  cr_assert_eq(s.seed, seed + 1);
+}
+
+Test(viz_events, a_file_keeps_its_length) {
+  viz_state s = state_for(1000);
+  s.use_family = 0;
+  s.facts.has_file = 1;
+  unsigned act = key(&s, 's');
+  cr_assert_eq(act & VIZ_DO_SYNC, 0u);
+  cr_assert_eq(s.seqlen, 1000);
+  cr_assert(strstr(s.status, "fixed by the file"), "status: %s", s.status);
+  cr_assert(key(&s, 'f') & VIZ_DO_SYNC);
+  cr_assert_eq(s.use_family, 1, "f leaves the file for the families");
+}
+
+Test(viz_events, layers_overlays_pairs_and_files) {
+  viz_state s = state_for(1024);
+  unsigned l0 = s.layers;
+  key(&s, 'm');
+  cr_assert_eq(s.layers, l0 & ~(unsigned)VIZ_LAYER_MASK);
+  key(&s, 'm');
+  key(&s, 't');
+  cr_assert_eq(s.layers, l0 & ~(unsigned)VIZ_LAYER_TILES);
+  key(&s, 't');
+  key(&s, 'g');
+  key(&s, 'x');
+  key(&s, 'n');
+  cr_assert_eq(s.layers, l0 & ~(unsigned)(VIZ_LAYER_GRID | VIZ_LAYER_HATCH | VIZ_LAYER_PANEL));
+
+  /* without cycles the overlay goes none -> bytes -> none, saying why */
+  s.facts.has_cycles = 0;
+  key(&s, 'o');
+  cr_assert_eq(s.overlay, VIZ_OVERLAY_BYTES);
+  cr_assert(strstr(s.status, "no cycles"), "status: %s", s.status);
+  key(&s, 'o');
+  cr_assert_eq(s.overlay, VIZ_OVERLAY_NONE);
+  s.facts.has_cycles = 1;
+  key(&s, 'o');
+  cr_assert_eq(s.overlay, VIZ_OVERLAY_CYCLES);
+
+  s.facts.npairs = 3;
+  cr_assert(key(&s, 'h') & VIZ_DO_SYNC);
+  key(&s, 'h');
+  key(&s, 'h');
+  cr_assert_eq(s.pair, 0, "h wraps around the pairs");
+  key(&s, 'H');
+  cr_assert_eq(s.pair, 2);
+
+  cr_assert(key(&s, 'p') & VIZ_DO_SCREENSHOT);
+  cr_assert(key(&s, 'e') & VIZ_DO_EXPORT_PDF);
+  cr_assert(key(&s, 'v') & VIZ_DO_EXPORT_SVG);
+  key(&s, '?');
+  cr_assert_eq(s.show_help, 1);
+  cr_assert_eq(key(&s, VIZ_KEY_ESCAPE) & VIZ_DO_QUIT, 0u, "Esc first closes the key list");
+  cr_assert_eq(s.show_help, 0);
+  cr_assert(key(&s, VIZ_KEY_ESCAPE) & VIZ_DO_QUIT);
+  cr_assert(key(&s, 'q') & VIZ_DO_QUIT);
+  viz_event e = {.type = VIZ_EV_QUIT};
+  cr_assert(viz_handle_event(&s, &e) & VIZ_DO_QUIT);
+  cr_assert_eq(key(&s, 'Z'), 0u, "an unbound key does nothing");
+}
+
+Test(viz_events, resize_and_layout) {
+  viz_state s = state_for(8192);
+  viz_event e = {.type = VIZ_EV_RESIZE, .width = 1600, .height = 1000};
+  cr_assert(viz_handle_event(&s, &e) & VIZ_DO_REDRAW);
+  cr_assert(s.width == 1600 && s.height == 1000);
+  int sizes[][2] = {{1600, 1000}, {640, 480}, {300, 200}, {4000, 1000}, {1000, 4000}};
+  for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+    viz_layout l;
+    viz_layout_compute(&s, sizes[i][0], sizes[i][1], &l);
+    cr_assert_float_eq(l.plot.w, l.plot.h, 1.0, "square tokens for a square mask");
+    cr_assert(l.plot.x >= 0 && l.plot.y >= 0 && l.plot.x + l.plot.w <= sizes[i][0] &&
+              l.plot.y + l.plot.h <= sizes[i][1], "plot inside the figure");
+    if (l.panel.w > 0)
+      cr_assert(l.panel.x >= l.plot.x + l.plot.w && l.panel.x + l.panel.w <= sizes[i][0],
+                "the panel does not overlap the plot");
+  }
+}
+
+Test(viz_events, help_lists_every_key_the_handler_knows) {
+  int n;
+  const viz_key_help *t = viz_key_help_table(&n);
+  char all[4096] = "";
+  for (int i = 0; i < n; i++) {
+    strcat(all, " ");
+    strcat(all, t[i].keys);
+    strcat(all, " ");
+  }
+  const char *bound = "fFdDrRcCsShHmtgxon+-0pev?q";
+  for (const char *k = bound; *k; k++) {
+    char needle[4] = {' ', *k, 0, 0};
+    cr_assert(strstr(all, needle) || (*k == '0' && strstr(all, "0 /")), "key '%c' missing from help",
+              *k);
+  }
+  for (const char *k = bound; *k; k++) {
+    viz_state s = state_for(1024);
+    s.facts.npairs = 2;
+    cr_assert_neq(key(&s, *k), 0u, "key '%c' is listed but does nothing", *k);
+  }
+}
+
+/* The scene rebuilds only what changed: pan, zoom and hover keep the tile
+ * pieces; Br/Bc rebuild them; S rebuilds the mask. */
+Test(viz_events, classification_recomputed_only_on_change) {
+  viz_state s;
+  viz_state_init(&s, 900, 600);
+  viz_scene_opts o = {0};
+  o.batch = o.heads = 1;
+  viz_scene *sc = NULL;
+  cr_assert_eq(viz_scene_create(&o, &s, &sc, NULL), FM_OK);
+  s.seqlen = 16384;
+  cr_assert_eq(viz_scene_sync(sc, &s, NULL), FM_OK);
+  const viz_piece *pieces = sc->pieces.items;
+  uint64_t version = sc->version;
+  const fm_colmask *mask = sc->mask;
+  viz_layout l;
+  viz_layout_compute(&s, s.width, s.height, &l);
+  viz_event ev[] = {{.type = VIZ_EV_WHEEL, .x = (int)l.plot.x + 50, .y = (int)l.plot.y + 80, .wheel = 2},
+                    {.type = VIZ_EV_MOTION, .x = (int)l.plot.x + 90, .y = (int)l.plot.y + 90},
+                    {.type = VIZ_EV_KEY, .key = VIZ_KEY_LEFT},
+                    {.type = VIZ_EV_KEY, .key = 'g'}};
+  for (size_t i = 0; i < sizeof ev / sizeof ev[0]; i++) {
+    unsigned act = viz_handle_event(&s, &ev[i]);
+    cr_assert_eq(act & VIZ_DO_SYNC, 0u, "event %zu asks for a rebuild", i);
+    cr_assert_eq(viz_scene_sync(sc, &s, NULL), FM_OK);
+    cr_assert_eq(sc->version, version, "event %zu changed the data version", i);
+  }
+  cr_assert_eq(sc->pieces.items, pieces);
+  cr_assert(key(&s, 'c') & VIZ_DO_SYNC);
+  cr_assert_eq(viz_scene_sync(sc, &s, NULL), FM_OK);
+  cr_assert_gt(sc->version, version, "Bc reclassifies");
+  cr_assert_eq(sc->mask, mask, "Bc keeps the mask");
+  cr_assert_eq(sc->bc, 256);
+  key(&s, 's');
+  cr_assert_eq(viz_scene_sync(sc, &s, NULL), FM_OK);
+  cr_assert_eq(fm_colmask_sk(sc->mask), 32768, "S rebuilds the mask");
+  cr_assert(s.view.x1 == 32768 && s.view.y1 == 32768, "a new extent resets the view");
+  viz_scene_destroy(sc);
+}
+
+/* A family that cannot be built keeps the old mask and says why: per-head
+ * random eviction for 65535 x 65535 (batch, head) pairs is far too large. */
+Test(viz_events, failed_rebuild_keeps_the_old_mask) {
+  viz_state s;
+  viz_state_init(&s, 900, 600);
+  viz_scene_opts o = {0};
+  o.batch = o.heads = 65535;
+  viz_scene *sc = NULL;
+  cr_assert_eq(viz_scene_create(&o, &s, &sc, NULL), FM_OK);
+  for (int i = 0; i < fm_family_count(); i++)
+    if (!strcmp(fm_family_at(i)->name, "causal")) s.family = i;
+  s.seqlen = 128;
+  cr_assert_eq(viz_scene_sync(sc, &s, NULL), FM_OK, "one mask serves every pair");
+  int causal = s.family;
+  for (int i = 0; i < fm_family_count(); i++)
+    if (!strcmp(fm_family_at(i)->name, "random_eviction")) s.family = i;
+  s.seqlen = 256;
+  fm_err err;
+  cr_assert_neq(viz_scene_sync(sc, &s, &err), FM_OK);
+  cr_assert_neq(s.status[0], 0, "the failure is shown");
+  cr_assert_eq(fm_colmask_sk(sc->mask), 128, "the old mask stays");
+  cr_assert_eq(s.seqlen, 128, "the state goes back to what is shown");
+  cr_assert_eq(s.family, causal);
+  cr_assert_str_eq(viz_scene_label(sc), "causal");
+  viz_scene_destroy(sc);
+}

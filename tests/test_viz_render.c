@@ -1,0 +1,421 @@
+/* test_viz_render.c — what the figures show is right:
+ *   - tile pieces (the viewer's O(Sk) classification) equal fm_classify tile
+ *     for tile, for every family and random masks;
+ *   - the per-pixel aggregation is exact: at one pixel per token every pixel
+ *     is its element's colour, at several tokens per pixel the colour mixes
+ *     the masked fraction counted by brute force;
+ *   - reference images: cases drawn into cairo image surfaces compare with
+ *     tests/ref/NAME.png (made by tests/ref/make_refs.sh with `fmsim render
+ *     --no-text`), per-pixel tolerance; on failure NAME.out.png and
+ *     NAME.diff.png land in FM_TEST_TMP_DIR. The references carry no text
+ *     (glyphs depend on the machine's fonts), so the tolerance is tight:
+ *     channel differences up to 2/255 pass, and at most 0.05% of pixels may
+ *     differ more (antialiased line edges across cairo/pixman versions). */
+#include "fm_test_util.h" /* first: it sets _POSIX_C_SOURCE */
+
+#include <criterion/criterion.h>
+#include <math.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "fm_families.h"
+#include "fm_intervals_io.h"
+#include "fm_npy.h"
+#include "fm_tiles.h"
+#include "viz.h"
+#include "viz_internal.h"
+
+static fm_colmask *build(const char *family, int64_t seqlen, int64_t batch, int64_t heads) {
+  fm_sample_set samples;
+  cr_assert_eq(fm_samples_builtin(&samples, NULL), FM_OK);
+  fm_family_request req = {family, seqlen, batch, heads, 7, -1, &samples, 0, NULL};
+  fm_colmask *m = NULL;
+  fm_err err;
+  cr_assert_eq(fm_family_build(&req, &m, NULL, &err), FM_OK, "%s: %s", family, err.msg);
+  fm_samples_free(&samples);
+  return m;
+}
+
+/* Pieces of every set expanded back to (nsets, Tr, Tc) arrays equal fm_classify's. */
+static void check_pieces(const fm_colmask *m, int32_t br, int32_t bc, const char *what) {
+  int32_t sq = fm_colmask_sq(m), sk = fm_colmask_sk(m), ns = fm_colmask_nsets(m);
+  int32_t tr = (sq + br - 1) / br, tc = (sk + bc - 1) / bc;
+  int64_t n = (int64_t)ns * tr * tc;
+  uint8_t *cls = malloc((size_t)n), *ex = malloc((size_t)n);
+  fm_tile_counts ref, got;
+  cr_assert_eq(fm_classify(m, br, bc, &ref, cls, ex, NULL), FM_OK);
+  memset(&got, 0, sizeof got);
+  viz_pieces p;
+  viz_piece_scratch scratch;
+  memset(&p, 0, sizeof p);
+  memset(&scratch, 0, sizeof scratch);
+  for (int32_t s = 0; s < ns; s++) {
+    cr_assert_eq(viz_pieces_build(m, s, br, bc, &p, NULL, &got, &scratch, NULL), FM_OK);
+    for (int32_t ct = 0; ct < tc; ct++) {
+      int32_t next = 0;
+      for (int64_t q = p.start[ct]; q < p.start[ct + 1]; q++) {
+        const viz_piece *pc = &p.items[q];
+        cr_assert_eq(pc->rt0, next, "%s: pieces of key tile %d leave a gap", what, ct);
+        cr_assert_lt(pc->rt0, pc->rt1);
+        for (int32_t rt = pc->rt0; rt < pc->rt1; rt++) {
+          int64_t i = ((int64_t)s * tr + rt) * tc + ct;
+          cr_assert_eq(pc->minmax, cls[i], "%s Br=%d Bc=%d set %d tile (%d, %d): min/max %d, fm_classify %d",
+                       what, br, bc, s, rt, ct, pc->minmax, cls[i]);
+          cr_assert_eq(pc->exact, ex[i], "%s Br=%d Bc=%d set %d tile (%d, %d): exact %d, fm_classify %d",
+                       what, br, bc, s, rt, ct, pc->exact, ex[i]);
+        }
+        next = pc->rt1;
+      }
+      cr_assert_eq(next, tr, "%s: pieces of key tile %d end at %d, not Tr = %d", what, ct, next, tr);
+    }
+  }
+  viz_counts_finish(&got);
+  cr_assert_eq(got.total, ref.total);
+  for (int c = 0; c < FM_TILE_NCLASSES; c++) {
+    cr_assert_eq(got.minmax[c], ref.minmax[c], "%s: min/max count %d", what, c);
+    cr_assert_eq(got.exact[c], ref.exact[c], "%s: exact count %d", what, c);
+  }
+  cr_assert_eq(got.partial_but_masked, ref.partial_but_masked);
+  cr_assert_eq(got.partial_but_unmasked, ref.partial_but_unmasked);
+  cr_assert_float_eq(got.sparsity, ref.sparsity, 1e-12);
+  viz_pieces_free(&p);
+  viz_piece_scratch_free(&scratch);
+  free(cls);
+  free(ex);
+}
+
+Test(viz_render, pieces_equal_fm_classify_for_every_family) {
+  static const struct {
+    int64_t s;
+    int32_t br, bc;
+  } sizes[] = {{1000, 48, 80}, {4096, 64, 128}, {8192, 128, 128}, {777, 16, 256}, {300, 1, 7}};
+  for (int f = 0; f < fm_family_count(); f++)
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+      const fm_family_info *fam = fm_family_at(f);
+      fm_colmask *m = build(fam->name, sizes[k].s, fam->per_head ? 2 : 1, fam->per_head ? 3 : 1);
+      check_pieces(m, sizes[k].br, sizes[k].bc, fam->name);
+      fm_colmask_destroy(m);
+    }
+}
+
+Test(viz_render, pieces_equal_fm_classify_for_random_masks) {
+  fm_rng r;
+  fm_rng_seed(&r, 11, 0);
+  for (int t = 0; t < 40; t++) {
+    int32_t sq = 1 + (int32_t)fm_rng_below(&r, 300), sk = 1 + (int32_t)fm_rng_below(&r, 300);
+    int causal = (int)fm_rng_below(&r, 2);
+    fm_colmask *m = fmt_random_mask(&r, sq, sk, 1, 2, causal);
+    cr_assert_not_null(m);
+    int32_t br = 1 + (int32_t)fm_rng_below(&r, 70), bc = 1 + (int32_t)fm_rng_below(&r, 70);
+    check_pieces(m, br, bc, causal ? "random causal" : "random");
+    fm_colmask_destroy(m);
+  }
+}
+
+/* ---- the aggregation ---------------------------------------------------------- */
+
+/* A scene holding m, through an interval file (the viewer's own loader). */
+static viz_scene *scene_of(const fm_colmask *m, viz_state *s, const char *name) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/viz_render_%s.npy", FM_TEST_TMP_DIR, name);
+  fm_form used;
+  fm_err err;
+  cr_assert_eq(fm_colmask_save_npy(m, path, FM_FORM_NONE, &used, &err), FM_OK, "%s", err.msg);
+  viz_scene_opts o = {0};
+  o.path = path;
+  o.causal = fm_form_causal(used);
+  viz_scene *sc = NULL;
+  cr_assert_eq(viz_scene_create(&o, s, &sc, &err), FM_OK, "%s", err.msg);
+  cr_assert_eq(viz_scene_sync(sc, s, &err), FM_OK, "%s", err.msg);
+  cr_assert(fm_colmask_equal(viz_scene_mask(sc), m), "the file holds the mask");
+  return sc;
+}
+
+static void unpack(uint32_t p, double rgb[3]) {
+  rgb[0] = ((p >> 16) & 255) / 255.0;
+  rgb[1] = ((p >> 8) & 255) / 255.0;
+  rgb[2] = (p & 255) / 255.0;
+}
+
+Test(viz_render, mask_pixels_are_exact_at_any_zoom) {
+  fm_rng r;
+  fm_rng_seed(&r, 5, 0);
+  for (int causal = 0; causal < 2; causal++) {
+    fm_colmask *m = fmt_random_mask(&r, 96, 96, 1, 1, causal);
+    uint8_t *dense = fmt_dense(m, 0);
+    viz_state s;
+    viz_state_init(&s, 800, 600);
+    viz_scene *sc = scene_of(m, &s, causal ? "causal" : "bidir");
+    s.layers = VIZ_LAYER_MASK;
+    viz_view_reset(&s);
+    double masked[3], visible[3];
+    unpack(VIZ_RGB_MASKED, masked);
+    unpack(VIZ_RGB_VISIBLE, visible);
+    /* 1, 4 and 6 tokens per pixel, and a quarter token per pixel */
+    static const int sizes[] = {96, 24, 16, 384};
+    for (size_t z = 0; z < sizeof sizes / sizeof sizes[0]; z++) {
+      int n = sizes[z];
+      const uint32_t *px = viz_raster_render(sc, &s, n, n, 7);
+      cr_assert_not_null(px);
+      double tok = 96.0 / n;
+      for (int y = 0; y < n; y++)
+        for (int x = 0; x < n; x++) {
+          /* brute force: the masked share of the pixel's area */
+          double cnt = 0, area = 0;
+          for (int i = (int)floor(y * tok); i < (int)ceil((y + 1) * tok); i++)
+            for (int j = (int)floor(x * tok); j < (int)ceil((x + 1) * tok); j++) {
+              double w = (fmin(j + 1, (x + 1) * tok) - fmax(j, x * tok)) *
+                         (fmin(i + 1, (y + 1) * tok) - fmax(i, y * tok));
+              area += w;
+              cnt += w * dense[i * 96 + j];
+            }
+          double f = cnt / area, got[3];
+          unpack(px[y * n + x], got);
+          for (int c = 0; c < 3; c++) {
+            double want = masked[c] * f + visible[c] * (1 - f);
+            cr_assert(fabs(got[c] - want) <= 0.6 / 255 + 1e-9,
+                      "%s, %d px: pixel (%d, %d) channel %d = %.4f, want %.4f (masked share %.3f)",
+                      causal ? "causal" : "bidir", n, x, y, c, got[c], want, f);
+          }
+        }
+    }
+    free(dense);
+    viz_scene_destroy(sc);
+    fm_colmask_destroy(m);
+  }
+}
+
+Test(viz_render, tile_pixels_have_their_tile_class) {
+  fm_colmask *m = build("causal_blockwise", 512, 1, 1);
+  viz_state s;
+  viz_state_init(&s, 800, 600);
+  viz_scene *sc = scene_of(m, &s, "blockwise");
+  s.br = 32;
+  s.bc = 16;
+  cr_assert_eq(viz_scene_sync(sc, &s, NULL), FM_OK);
+  s.layers = VIZ_LAYER_TILES;
+  int32_t tr = 16, tc = 32;
+  uint8_t *cls = malloc((size_t)tr * tc);
+  fm_tile_counts counts;
+  /* the scene's own mask: the file holds canonical empties, and the min/max rule
+   * reads a non-canonical empty interval as partial (fm_tile_rule.h) */
+  cr_assert_eq(fm_classify(viz_scene_mask(sc), 32, 16, &counts, cls, NULL, NULL), FM_OK);
+  cr_assert_float_eq(viz_scene_counts(sc)->sparsity, counts.sparsity, 1e-12);
+  const uint32_t *px = viz_raster_render(sc, &s, 512, 512, 7);
+  static const uint32_t colour[3] = {VIZ_RGB_MASKED, VIZ_RGB_PARTIAL, VIZ_RGB_VISIBLE};
+  for (int y = 0; y < 512; y++)
+    for (int x = 0; x < 512; x++)
+      cr_assert_eq(px[y * 512 + x] & 0xFFFFFF, colour[cls[(y / 32) * tc + x / 16]],
+                   "pixel (%d, %d) of tile (%d, %d)", x, y, y / 32, x / 16);
+  free(cls);
+  viz_scene_destroy(sc);
+  fm_colmask_destroy(m);
+}
+
+/* ---- reference images ----------------------------------------------------------- */
+
+typedef struct ref_case {
+  const char *name;
+  const char *family; /* NULL: trace, gallery or memory */
+  int64_t seqlen;
+  int32_t br, bc;
+  const char *layer;
+  double keys[2], rows[2]; /* {0, 0}: all */
+  int w, h;
+} ref_case;
+
+/* As make_refs.sh: every case there has a twin here. */
+static const ref_case cases[] = {
+    {"causal_document_both", "causal_document", 8192, 128, 128, "both", {0, 0}, {0, 0}, 480, 320},
+    {"qk_sparse_tiles", "qk_sparse", 8192, 64, 64, "tiles", {0, 0}, {0, 0}, 480, 320},
+    {"random_eviction_mask", "random_eviction", 131072, 128, 128, "mask", {0, 0}, {0, 0}, 480, 320},
+    {"causal_zoom_tokens", "causal", 64, 8, 8, "both", {0, 16}, {0, 16}, 480, 320},
+    {"sliding_window_bytes", "sliding_window", 4096, 64, 64, "bytes", {0, 0}, {0, 0}, 480, 320},
+};
+
+/* The layers of `fmsim render --layer NAME` (app/viz_cli.c), panel kept. */
+static void set_layer(viz_state *s, const char *name) {
+  unsigned tiles = VIZ_LAYER_TILES | VIZ_LAYER_GRID | VIZ_LAYER_HATCH;
+  s->overlay = VIZ_OVERLAY_NONE;
+  if (!strcmp(name, "mask")) s->layers = VIZ_LAYER_PANEL | VIZ_LAYER_MASK;
+  else if (!strcmp(name, "tiles")) s->layers = VIZ_LAYER_PANEL | tiles;
+  else if (!strcmp(name, "both")) s->layers = VIZ_LAYER_PANEL | tiles | VIZ_LAYER_MASK;
+  else {
+    s->layers = VIZ_LAYER_PANEL | VIZ_LAYER_TILES | VIZ_LAYER_GRID;
+    s->overlay = name[0] == 'c' ? VIZ_OVERLAY_CYCLES : VIZ_OVERLAY_BYTES;
+  }
+}
+
+/* Per-pixel comparison; returns the number of pixels beyond the tolerance
+ * and writes NAME.out.png / NAME.diff.png when there are any. */
+static long compare_with_ref(const char *name, cairo_surface_t *got, long *total) {
+  char ref_path[512], out_path[512], diff_path[512];
+  snprintf(ref_path, sizeof ref_path, "%s/ref/%s.png", FM_TEST_SOURCE_DIR, name);
+  snprintf(out_path, sizeof out_path, "%s/%s.out.png", FM_TEST_TMP_DIR, name);
+  snprintf(diff_path, sizeof diff_path, "%s/%s.diff.png", FM_TEST_TMP_DIR, name);
+  cairo_surface_t *ref = cairo_image_surface_create_from_png(ref_path);
+  cr_assert_eq(cairo_surface_status(ref), CAIRO_STATUS_SUCCESS, "%s: cannot read (%s)", ref_path,
+               cairo_status_to_string(cairo_surface_status(ref)));
+  cairo_surface_flush(got);
+  int w = cairo_image_surface_get_width(got), h = cairo_image_surface_get_height(got);
+  cr_assert(w == cairo_image_surface_get_width(ref) && h == cairo_image_surface_get_height(ref),
+            "%s: size %dx%d, reference %dx%d", name, w, h, cairo_image_surface_get_width(ref),
+            cairo_image_surface_get_height(ref));
+  const unsigned char *a = cairo_image_surface_get_data(got), *b = cairo_image_surface_get_data(ref);
+  int sa = cairo_image_surface_get_stride(got), sb = cairo_image_surface_get_stride(ref);
+  cairo_surface_t *diff = cairo_image_surface_create(CAIRO_FORMAT_RGB24, w, h);
+  unsigned char *d = cairo_image_surface_get_data(diff);
+  int sd = cairo_image_surface_get_stride(diff);
+  long bad = 0;
+  for (int y = 0; y < h; y++)
+    for (int x = 0; x < w; x++) {
+      uint32_t p = ((const uint32_t *)(a + (size_t)y * sa))[x], q = ((const uint32_t *)(b + (size_t)y * sb))[x];
+      int worst = 0;
+      for (int c = 0; c < 3; c++) {
+        int dv = abs((int)((p >> (8 * c)) & 255) - (int)((q >> (8 * c)) & 255));
+        if (dv > worst) worst = dv;
+      }
+      bad += worst > 2;
+      /* the difference amplified in red over a faint copy of the reference */
+      uint32_t g = ((q & 255) + ((q >> 8) & 255) + ((q >> 16) & 255)) / 12 + 160;
+      uint32_t r = worst > 2 ? 255 : g;
+      ((uint32_t *)(d + (size_t)y * sd))[x] = r << 16 | (worst > 2 ? 0 : g) << 8 | (worst > 2 ? 0 : g);
+    }
+  cairo_surface_mark_dirty(diff);
+  long allowed = (long)w * h / 2000; /* 0.05% */
+  if (bad > allowed) {
+    cairo_surface_write_to_png(got, out_path);
+    cairo_surface_write_to_png(diff, diff_path);
+  }
+  cairo_surface_destroy(diff);
+  cairo_surface_destroy(ref);
+  *total = (long)w * h;
+  return bad;
+}
+
+static void assert_matches(const char *name, cairo_surface_t *got) {
+  long total, bad = compare_with_ref(name, got, &total);
+  cr_assert_leq(bad, total / 2000,
+                "%s: %ld of %ld pixels differ from tests/ref/%s.png by more than 2/255; see "
+                "%s/%s.out.png and %s.diff.png (if the change is deliberate, rerun tests/ref/make_refs.sh)",
+                name, bad, total, name, FM_TEST_TMP_DIR, name, name);
+}
+
+static cairo_surface_t *draw_case(const ref_case *c, unsigned drop_layers) {
+  viz_state s;
+  viz_state_init(&s, c->w, c->h);
+  viz_scene_opts o = {0};
+  o.batch = o.heads = 1;
+  viz_scene *sc = NULL;
+  cr_assert_eq(viz_scene_create(&o, &s, &sc, NULL), FM_OK);
+  s.family = -1;
+  for (int i = 0; i < fm_family_count(); i++)
+    if (!strcmp(fm_family_at(i)->name, c->family)) s.family = i;
+  cr_assert_geq(s.family, 0);
+  s.seqlen = c->seqlen;
+  s.br = c->br;
+  s.bc = c->bc;
+  set_layer(&s, c->layer);
+  s.layers &= ~drop_layers;
+  s.text = 0;
+  fm_err err;
+  cr_assert_eq(viz_scene_sync(sc, &s, &err), FM_OK, "%s: %s", c->name, err.msg);
+  if (c->keys[1] > 0) {
+    s.view.x0 = c->keys[0];
+    s.view.x1 = c->keys[1];
+    s.view.y0 = c->rows[0];
+    s.view.y1 = c->rows[1];
+  }
+  cairo_surface_t *surf = cairo_image_surface_create(CAIRO_FORMAT_ARGB32, c->w, c->h);
+  cairo_t *cr = cairo_create(surf);
+  viz_draw(cr, &s, c->w, c->h);
+  cairo_destroy(cr);
+  viz_scene_destroy(sc);
+  return surf;
+}
+
+Test(viz_render, reference_images_of_masks) {
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    cairo_surface_t *surf = draw_case(&cases[i], 0);
+    assert_matches(cases[i].name, surf);
+    cairo_surface_destroy(surf);
+  }
+}
+
+Test(viz_render, the_comparison_sees_a_missing_layer) {
+  /* the same case without its tile layer must not pass as the reference */
+  cairo_surface_t *surf = draw_case(&cases[0], VIZ_LAYER_TILES);
+  long total, bad = compare_with_ref(cases[0].name, surf, &total);
+  cr_assert_gt(bad, total / 2000, "a drawing without tiles matched the reference (%ld pixels)", bad);
+  cairo_surface_destroy(surf);
+}
+
+/* The trace the cycles reference was made from: fmsim analyze, plus
+ * tile_cycles.npy with cycles(rt, ct) = 1000 + 37*rt + 11*ct, as make_refs.sh. */
+static void write_cycles_trace(const char *dir) {
+  char args[1024];
+  snprintf(args, sizeof args, "analyze --family causal_document --seqlen 4096 --br 128 --bc 128 --out %s",
+           dir);
+  fmt_result *r = malloc(sizeof *r);
+  fmt_run(r, args);
+  cr_assert_eq(r->status, 0, "fmsim analyze: %s", r->err);
+  free(r);
+  int64_t cycles[32 * 32], shape[4] = {1, 1, 32, 32};
+  for (int rt = 0; rt < 32; rt++)
+    for (int ct = 0; ct < 32; ct++) cycles[rt * 32 + ct] = 1000 + 37 * rt + 11 * ct;
+  char path[600];
+  snprintf(path, sizeof path, "%s/tile_cycles.npy", dir);
+  cr_assert_eq(fm_npy_save(path, FM_DT_I64, 4, shape, cycles, NULL), FM_OK);
+}
+
+Test(viz_render, reference_image_of_the_cycles_overlay) {
+  char dir[512];
+  snprintf(dir, sizeof dir, "%s/viz_render_trace", FM_TEST_TMP_DIR);
+  write_cycles_trace(dir);
+  viz_state s;
+  viz_state_init(&s, 480, 320);
+  viz_scene_opts o = {0};
+  o.path = dir;
+  viz_scene *sc = NULL;
+  fm_err err;
+  cr_assert_eq(viz_scene_create(&o, &s, &sc, &err), FM_OK, "%s", err.msg);
+  cr_assert(s.br == 128 && s.bc == 128, "a trace brings its tile size");
+  set_layer(&s, "cycles");
+  s.text = 0;
+  cr_assert_eq(viz_scene_sync(sc, &s, &err), FM_OK, "%s", err.msg);
+  cr_assert_eq(s.facts.has_cycles, 1);
+  cr_assert_eq(s.overlay, VIZ_OVERLAY_CYCLES);
+  cr_assert_float_eq(sc->cycles_max, 1000 + 37 * 31 + 11 * 31, 0.5, "brightest: the last unmasked tile");
+  cairo_surface_t *surf = cairo_image_surface_create(CAIRO_FORMAT_ARGB32, 480, 320);
+  cairo_t *cr = cairo_create(surf);
+  viz_draw(cr, &s, 480, 320);
+  cairo_destroy(cr);
+  assert_matches("cycles_overlay", surf);
+  cairo_surface_destroy(surf);
+  /* another tile size reclassifies from the columns; cycles no longer apply */
+  s.bc = 64;
+  s.overlay = VIZ_OVERLAY_CYCLES;
+  cr_assert_eq(viz_scene_sync(sc, &s, NULL), FM_OK);
+  cr_assert_eq(s.facts.has_cycles, 0);
+  cr_assert_eq(s.overlay, VIZ_OVERLAY_NONE);
+  cr_assert(strstr(s.status, "cycles"), "status: %s", s.status);
+  viz_scene_destroy(sc);
+}
+
+Test(viz_render, reference_images_of_the_figures) {
+  viz_gallery_opts g = {8192, 128, 128, -1, 0, NULL, 0};
+  cairo_surface_t *surf = cairo_image_surface_create(CAIRO_FORMAT_ARGB32, 800, 700);
+  cairo_t *cr = cairo_create(surf);
+  fm_err err;
+  cr_assert_eq(viz_draw_gallery(cr, 800, 700, &g, &err), FM_OK, "%s", err.msg);
+  cairo_destroy(cr);
+  assert_matches("gallery", surf);
+  cairo_surface_destroy(surf);
+  viz_memory_opts mo = {128, 0};
+  surf = cairo_image_surface_create(CAIRO_FORMAT_ARGB32, 500, 350);
+  cr = cairo_create(surf);
+  cr_assert_eq(viz_draw_memory(cr, 500, 350, &mo, &err), FM_OK, "%s", err.msg);
+  cairo_destroy(cr);
+  assert_matches("memory", surf);
+  cairo_surface_destroy(surf);
+}

@@ -1,0 +1,304 @@
+/* viz.h — fmsim's viewer and figures (DESIGN.md "Viewer and figures").
+ *
+ * Three parts, kept apart so that each can be tested alone:
+ *   viz_state           plain data: which mask, tile size, layers, the view
+ *                       rectangle in tokens, the mouse; no pointers it owns;
+ *   viz_handle_event    a pure function of (state, event): changes only the
+ *                       state and says what the caller must do next (sync the
+ *                       scene, redraw, save a screenshot, quit);
+ *   viz_draw            draws a state into any cairo context (window, PNG,
+ *                       SVG, PDF), knowing nothing of its backend.
+ * Derived data (the mask, its tile classes, trace arrays, a raster cache)
+ * lives in a viz_scene that viz_scene_sync brings up to date with the state,
+ * rebuilding only what changed: a new family or S rebuilds the mask, a new
+ * Br/Bc reclassifies, a pan or zoom only re-aggregates pixels.
+ *
+ * Drawing never visits Sq*Sk elements: each pixel column covers a key range
+ * and each pixel row a query range, and the fraction of masked elements (or of
+ * tiles of each class) in that rectangle is computed exactly from the column
+ * intervals, O(Sk + pixels) per frame (viz_raster.c). Nothing here keeps a
+ * per-tile array either (tile classes are run-length pieces per key tile), so
+ * S = 1M with 16 x 16 tiles costs what S = 64 does, plus O(Sk).
+ */
+#ifndef VIZ_H
+#define VIZ_H
+
+#include <cairo.h>
+#include <stdint.h>
+
+#include "fm_colmask.h"
+#include "fm_status.h"
+#include "fm_tiles.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Layers and decorations, bits of viz_state.layers. */
+enum {
+  VIZ_LAYER_MASK = 1u << 0,  /* masked / visible elements */
+  VIZ_LAYER_TILES = 1u << 1, /* tile classes (min/max rule) */
+  VIZ_LAYER_GRID = 1u << 2,  /* tile grid lines when tiles are large enough to see */
+  VIZ_LAYER_HATCH = 1u << 3, /* hatch tiles where the min/max rule and the exact class differ */
+  VIZ_LAYER_PANEL = 1u << 4, /* side panel: legend, live numbers, hover details */
+  VIZ_LAYER_DEFAULT = VIZ_LAYER_MASK | VIZ_LAYER_TILES | VIZ_LAYER_GRID | VIZ_LAYER_HATCH |
+                      VIZ_LAYER_PANEL
+};
+
+/* Per-tile overlays drawn over the tile layer, with a colour bar. */
+typedef enum viz_overlay {
+  VIZ_OVERLAY_NONE = 0,
+  VIZ_OVERLAY_CYCLES = 1, /* tile_cycles.npy of a trace (GPU clock64 cycles per tile) */
+  VIZ_OVERLAY_BYTES = 2,  /* modelled HBM bytes per tile (viz_tile_model_bytes) */
+  VIZ_OVERLAY_COUNT = 3
+} viz_overlay;
+
+/* The visible part of the mask, in tokens: keys [x0, x1), query rows [y0, y1). */
+typedef struct viz_view {
+  double x0, x1, y0, y1;
+} viz_view;
+
+/* Facts about the data shown, written by viz_scene_sync and read by the event
+ * handler (to clamp the view and cycle samples) without touching the scene. */
+typedef struct viz_facts {
+  int32_t sq, sk;        /* query rows, key columns of the current mask */
+  int has_file;          /* 1: a file (trace, .npy) was given at start */
+  int nsamples;          /* document samples for the current S (0: documents are drawn) */
+  int32_t npairs;        /* (batch, head) pairs: B * H */
+  int has_cycles;        /* the cycles overlay is available at the current Br x Bc */
+  int32_t file_br, file_bc; /* tile size of the trace's arrays (0 without a trace) */
+} viz_facts;
+
+/* What the window, the figures and the tests share. Plain data: copying it
+ * copies the whole viewer state (the scene pointer is not owned). */
+typedef struct viz_state {
+  /* which mask: a family (use_family = 1) or the file given at start */
+  int use_family;
+  int family;       /* index for fm_family_at() */
+  int64_t seqlen;   /* S = Sq = Sk of a family mask, 64 .. 1M from the keys */
+  int sample;       /* document sample of S, -1: default / documents drawn */
+  uint64_t seed;    /* seed of random draws (documents when S has no sample, eviction) */
+  int32_t br, bc;   /* tile rows x key columns; keys move them by powers of two in 16..256 */
+  int32_t pair;     /* (batch, head) pair shown: b * H + h */
+  /* how */
+  unsigned layers;     /* VIZ_LAYER_* bits */
+  viz_overlay overlay;
+  viz_view view;
+  int text;            /* 0: draw no text at all (font-independent reference images) */
+  double raster_scale; /* mask raster pixels per layout unit; 0: from the cairo device scale */
+  /* window and mouse, in layout units (pixels of the window) */
+  int width, height;
+  int mouse_x, mouse_y, mouse_in;
+  int dragging;
+  int drag_x, drag_y;
+  viz_view drag_view;
+  int show_help;       /* the key list drawn over the plot */
+  int exports;         /* screenshots and exports written so far (names files) */
+  char status[520];    /* last message for the user ("" when none) */
+  viz_facts facts;
+  struct viz_scene *scene; /* derived data read by viz_draw; set by the owner */
+} viz_state;
+
+/* Defaults: causal_document, S = 8192, 128 x 128 tiles, every layer on. */
+void viz_state_init(viz_state *s, int width, int height);
+/* The whole mask in view. */
+void viz_view_reset(viz_state *s);
+
+/* ---- events -------------------------------------------------------------- */
+
+typedef enum viz_event_type {
+  VIZ_EV_KEY = 1,     /* key: a printable ASCII character (shift applied) or VIZ_KEY_* */
+  VIZ_EV_MOTION,      /* x, y */
+  VIZ_EV_BUTTON_DOWN, /* x, y, button (1 = left) */
+  VIZ_EV_BUTTON_UP,   /* x, y, button */
+  VIZ_EV_WHEEL,       /* x, y, wheel: notches, > 0 away from the user = zoom in */
+  VIZ_EV_RESIZE,      /* width, height */
+  VIZ_EV_LEAVE,       /* the pointer left the window */
+  VIZ_EV_QUIT
+} viz_event_type;
+
+enum {
+  VIZ_KEY_LEFT = 0x100,
+  VIZ_KEY_RIGHT,
+  VIZ_KEY_UP,
+  VIZ_KEY_DOWN,
+  VIZ_KEY_HOME,
+  VIZ_KEY_ESCAPE
+};
+
+typedef struct viz_event {
+  viz_event_type type;
+  int key;
+  int x, y; /* window coordinates, layout units */
+  int button;
+  double wheel;
+  int width, height;
+} viz_event;
+
+/* What the caller does after an event (bits returned by viz_handle_event). */
+enum {
+  VIZ_DO_REDRAW = 1u << 0,
+  VIZ_DO_SYNC = 1u << 1,       /* the mask, the tile size or the pair changed: viz_scene_sync */
+  VIZ_DO_SCREENSHOT = 1u << 2, /* PNG of the current view */
+  VIZ_DO_EXPORT_PDF = 1u << 3,
+  VIZ_DO_EXPORT_SVG = 1u << 4,
+  VIZ_DO_QUIT = 1u << 5
+};
+
+/* Changes only *s; returns VIZ_DO_* bits. Never fails: an impossible request
+ * (S of a file, an overlay without data) leaves a message in s->status. */
+unsigned viz_handle_event(viz_state *s, const viz_event *e);
+
+/* Every key of the viewer, for --help and the in-window key list. */
+typedef struct viz_key_help {
+  const char *keys;
+  const char *action;
+} viz_key_help;
+const viz_key_help *viz_key_help_table(int *count);
+
+/* ---- layout (pure; the handler and the drawing agree on it) -------------- */
+
+typedef struct viz_rect {
+  double x, y, w, h;
+} viz_rect;
+
+typedef struct viz_layout {
+  double font;   /* base font size, layout units */
+  viz_rect plot; /* the mask, axes outside it */
+  viz_rect panel; /* legend, numbers, hover; w = 0 when there is no room */
+  double caption_y; /* baseline of the caption line */
+} viz_layout;
+
+void viz_layout_compute(const viz_state *s, double w, double h, viz_layout *out);
+/* Window point -> token coordinates (key x, row y) in the current view. */
+void viz_point_to_tokens(const viz_state *s, const viz_layout *l, double px, double py, double *key,
+                         double *row);
+
+/* ---- scene: the derived data --------------------------------------------- */
+
+typedef struct viz_scene viz_scene;
+
+typedef struct viz_scene_opts {
+  const char *path;       /* TRACE_DIR, MASK.npy (bool/uint8) or INTERVALS.npy (int32/int64); NULL: families */
+  int causal;             /* INTERVALS.npy: the intervals are of a causal mask */
+  int true_masked;        /* MASK.npy: true means masked (default: true means may attend) */
+  int64_t batch, heads;   /* families: B and H (per-head families draw B*H masks) */
+  const char *param_family; /* the family the params below belong to */
+  const char *const *params;
+  int nparams;
+  const char *samples_path; /* NULL: the built-in samples */
+  int32_t head_dim;       /* for modelled bytes (0: 128, or the trace's head_dim) */
+} viz_scene_opts;
+
+/* Creates a scene; with a path, loads the file (one-line error naming it on
+ * failure) and fills the source fields of *s (use_family = 0, br/bc of a
+ * trace). The caller owns *out (viz_scene_destroy). */
+fm_status viz_scene_create(const viz_scene_opts *o, viz_state *s, viz_scene **out, fm_err *err);
+void viz_scene_destroy(viz_scene *sc); /* NULL is a no-op */
+
+/* Brings the scene up to date with *s, rebuilding only what changed, and
+ * writes s->facts (resetting the view when the mask extent changed). On
+ * failure (a family that cannot be built at that S) the state's mask fields
+ * are put back to what the scene holds, s->status says why, and the error is
+ * returned; the scene stays drawable. */
+fm_status viz_scene_sync(viz_scene *sc, viz_state *s, fm_err *err);
+
+/* Read-only views of the scene for reports and tests. */
+const fm_colmask *viz_scene_mask(const viz_scene *sc);
+const fm_tile_counts *viz_scene_counts(const viz_scene *sc); /* over every vector set */
+const char *viz_scene_label(const viz_scene *sc);            /* family name or file name */
+/* Class of tile (rt, ct) of the shown set: FM_TILE_* by min/max and exactly. */
+void viz_scene_tile_class(const viz_scene *sc, int32_t rt, int32_t ct, int *minmax, int *exact);
+
+/* Modelled bytes one tile of rows x cols requests from memory, by its
+ * min/max class: the project's cost model (fm_cost_tile_bytes, FlashMask skip
+ * variant, bf16): 8 int32 bounds for every tile, K and V (cols x D each) for
+ * every tile that is not skipped, 4 int32 interval vectors of its columns for
+ * partial tiles. */
+int64_t viz_tile_model_bytes(int minmax_class, int32_t rows, int32_t cols, int32_t head_dim);
+
+/* ---- drawing ------------------------------------------------------------- */
+
+/* Draws the state into cr over [0, w] x [0, h] layout units (the cairo user
+ * space). s->scene must be synced. */
+void viz_draw(cairo_t *cr, const viz_state *s, double w, double h);
+
+/* Colour-blind-safe palette (Okabe-Ito), 0xRRGGBB. */
+enum {
+  VIZ_RGB_BACKGROUND = 0xFFFFFF,
+  VIZ_RGB_MASKED = 0xE2E2E2,         /* masked element / skipped tile */
+  VIZ_RGB_VISIBLE = 0x0072B2,        /* visible element / unmasked tile (blue) */
+  VIZ_RGB_PARTIAL = 0xE69F00,        /* partial tile (orange) */
+  VIZ_RGB_PARTIAL_MASKED = 0xF6DDAA, /* masked element inside a partial tile */
+  VIZ_RGB_HATCH = 0x1A1A1A,
+  VIZ_RGB_TEXT = 0x222222
+};
+/* Viridis, t in [0, 1] -> 0xRRGGBB (overlays and colour bars). */
+uint32_t viz_viridis(double t);
+
+/* ---- files --------------------------------------------------------------- */
+
+typedef enum viz_format { VIZ_FMT_PNG = 0, VIZ_FMT_SVG, VIZ_FMT_PDF } viz_format;
+
+/* The format named by a path's extension (.png, .svg, .pdf, any case). */
+fm_status viz_format_from_path(const char *path, viz_format *out, fm_err *err);
+
+/* A drawing callback: draws into cr over [0, w] x [0, h]; a non-OK status
+ * abandons the file. */
+typedef fm_status (*viz_draw_fn)(cairo_t *cr, double w, double h, void *ctx, fm_err *err);
+
+/* Writes one figure of w x h layout units to path. PNG: w*dpi/72 x h*dpi/72
+ * pixels (dpi 72: one pixel per unit). SVG/PDF: a w x h pt page; masks are
+ * embedded as images of dpi/72 pixels per point. Atomic: the file appears
+ * complete or not at all. Limits: 1..16384 units and PNG pixels per side. */
+fm_status viz_write_figure(const char *path, viz_format fmt, double w, double h, double dpi,
+                           viz_draw_fn draw, void *ctx, fm_err *err);
+
+/* Writes an image surface as PNG, atomically (window screenshots). */
+fm_status viz_write_png_surface(const char *path, cairo_surface_t *surface, fm_err *err);
+
+/* viz_draw of a state as a viz_draw_fn (ctx is the viz_state). */
+fm_status viz_draw_state_fn(cairo_t *cr, double w, double h, void *ctx, fm_err *err);
+
+/* ---- figures ------------------------------------------------------------- */
+
+typedef struct viz_gallery_opts {
+  int64_t seqlen;
+  int32_t br, bc;
+  int sample;     /* -1: sample 0 when S has samples */
+  uint64_t seed;
+  const char *samples_path;
+  int text;
+} viz_gallery_opts;
+
+/* The twelve families as small multiples: tile classes over the mask, rho. */
+fm_status viz_draw_gallery(cairo_t *cr, double w, double h, void *ctx /* viz_gallery_opts */,
+                           fm_err *err);
+
+typedef struct viz_memory_opts {
+  int32_t bc;
+  int text;
+} viz_memory_opts;
+
+/* Mask memory against S (1K..1M), log-log: dense bool, FlexAttention block
+ * mask, FlashMask intervals (causal-1 and bidir-4), from fm_memory.h. */
+fm_status viz_draw_memory(cairo_t *cr, double w, double h, void *ctx /* viz_memory_opts */,
+                          fm_err *err);
+
+/* ---- benchmark ----------------------------------------------------------- */
+
+typedef struct viz_bench_result {
+  int frames;
+  double p50_ms, p90_ms, p99_ms, max_ms;    /* pan, zoom and hover frames */
+  int rebuild_frames;
+  double rebuild_p50_ms, rebuild_max_ms;    /* frames after a Br/Bc key (reclassification) */
+} viz_bench_result;
+
+/* Replays n scripted events (zoom, pan, hover; then a few Br/Bc keys) on *s
+ * offscreen at s->width x s->height, timing handle + sync + draw per frame. */
+fm_status viz_bench_frames(viz_state *s, int n, viz_bench_result *out, fm_err *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

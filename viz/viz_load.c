@@ -1,0 +1,272 @@
+/* viz_load.c — what `fmsim view` and `fmsim render` can open: a trace folder
+ * (fm_trace.h: summary.json read with jansson, tiles.npy, tiles_exact.npy,
+ * columns.npy, optional tile_cycles.npy), a dense mask .npy (bool/uint8,
+ * [Sq, Sk] or [B, H, Sq, Sk], converted once to intervals, streaming one row
+ * at a time) or an interval .npy (Paddle layout, fm_intervals_io.h).
+ * Every failure is one line naming the file and what was expected. */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#ifdef FM_VIZ_HAVE_JANSSON
+#include <jansson.h>
+#endif
+
+#include "fm_dense.h"
+#include "fm_forms.h"
+#include "fm_intervals_io.h"
+#include "fm_npy.h"
+#include "fm_trace.h"
+#include "viz_internal.h"
+
+void viz_trace_free(viz_trace *t) {
+  free(t->tiles);
+  free(t->tiles_exact);
+  free(t->cycles);
+  memset(t, 0, sizeof *t);
+}
+
+/* ---- dense masks ------------------------------------------------------------ */
+
+fm_status viz_load_dense_npy(const char *path, int true_masked, fm_colmask **mask, fm_err *err) {
+  *mask = NULL;
+  fm_dense_opts o = {true_masked, 1};
+  fm_dense_result *r = NULL;
+  fm_status st = fm_dense_check_file(path, &o, &r, err);
+  if (st != FM_OK) return st;
+  st = fm_dense_result_to_colmask(r, FM_FORM_NONE, mask, err);
+  fm_dense_result_destroy(r);
+  if (st != FM_OK) {
+    char msg[sizeof err->msg];
+    snprintf(msg, sizeof msg, "%s", err ? err->msg : "");
+    return fm_fail(err, st, "%s: %s (fmsim check explains)", path, msg);
+  }
+  return FM_OK;
+}
+
+/* ---- traces ------------------------------------------------------------------ */
+
+#ifdef FM_VIZ_HAVE_JANSSON
+static fm_status json_int(json_t *root, const char *file, const char *key, int64_t lo, int64_t hi,
+                          int64_t *out, int required, fm_err *err) {
+  json_t *v = json_object_get(root, key);
+  if (!v) {
+    if (!required) return FM_OK;
+    return fm_fail(err, FM_EFORMAT, "%s: member \"%s\" is missing", file, key);
+  }
+  if (!json_is_integer(v))
+    return fm_fail(err, FM_EFORMAT, "%s: \"%s\" must be an integer", file, key);
+  json_int_t x = json_integer_value(v);
+  if (x < lo || x > hi)
+    return fm_fail(err, FM_ERANGE, "%s: \"%s\" = %lld is outside %lld..%lld", file, key,
+                   (long long)x, (long long)lo, (long long)hi);
+  *out = x;
+  return FM_OK;
+}
+
+static void json_str(json_t *root, const char *key, char *buf, size_t cap) {
+  json_t *v = json_object_get(root, key);
+  snprintf(buf, cap, "%s", json_is_string(v) ? json_string_value(v) : "");
+}
+
+/* Loads a uint8 tile array, [sets, Tr, Tc] (analysis traces) or
+ * [B, H, Tr, Tc] (run traces), with values 0..2; *by_pair says which. */
+static fm_status load_tiles(const char *path, const viz_trace *t, uint8_t **out, int *by_pair,
+                            fm_err *err) {
+  fm_npy_header h;
+  void *data = NULL;
+  fm_status st = fm_npy_load(path, &h, &data, FM_MAX_ALLOC_BYTES, err);
+  if (st != FM_OK) return st;
+  int sets_shape = h.ndim == 3 && h.shape[0] == t->sets && h.shape[1] == t->tr && h.shape[2] == t->tc;
+  int pair_shape = h.ndim == 4 && h.shape[0] == t->batch && h.shape[1] == t->heads &&
+                   h.shape[2] == t->tr && h.shape[3] == t->tc;
+  if (h.dtype != FM_DT_U8 || (!sets_shape && !pair_shape)) {
+    free(data);
+    return fm_fail(err, FM_EFORMAT,
+                   "%s: expected uint8 [sets=%lld, Tr=%d, Tc=%d] or [B=%lld, H=%lld, Tr, Tc], got %s "
+                   "with %d dimensions", path, (long long)t->sets, t->tr, t->tc, (long long)t->batch,
+                   (long long)t->heads, fm_dtype_descr(h.dtype), h.ndim);
+  }
+  const uint8_t *c = data;
+  for (int64_t i = 0; i < h.count; i++)
+    if (c[i] >= FM_TILE_NCLASSES) {
+      int bad = c[i];
+      free(data);
+      return fm_fail(err, FM_ERANGE, "%s: tile class %d at flat index %lld (expected 0..2)", path, bad,
+                     (long long)i);
+    }
+  *out = data;
+  *by_pair = pair_shape && !sets_shape;
+  return FM_OK;
+}
+#endif
+
+fm_status viz_load_trace(const char *dir, viz_trace *t, fm_colmask **mask, fm_err *err) {
+  memset(t, 0, sizeof *t);
+  *mask = NULL;
+#ifndef FM_VIZ_HAVE_JANSSON
+  return fm_fail(err, FM_EUNSUPPORTED, "%s: this fmsim was built without jansson and cannot read traces",
+                 dir);
+#else
+  char path[4200];
+  snprintf(path, sizeof path, "%s/summary.json", dir);
+  json_error_t jerr;
+  json_t *root = json_load_file(path, 0, &jerr);
+  if (!root) {
+    if (jerr.line < 1) return fm_fail(err, FM_EIO, "%s: %s", path, jerr.text);
+    return fm_fail(err, FM_EFORMAT, "%s:%d:%d: %s", path, jerr.line, jerr.column, jerr.text);
+  }
+  fm_status st = FM_OK;
+  json_t *fmt = json_object_get(root, "format");
+  int64_t version = 0, sq = 0, sk = 0, br = 0, bc = 0, causal = 0, hd = 0;
+  if (!json_is_object(root))
+    st = fm_fail(err, FM_EFORMAT, "%s: expected a JSON object", path);
+  else if (!json_is_string(fmt) || strcmp(json_string_value(fmt), FM_TRACE_FORMAT) != 0)
+    st = fm_fail(err, FM_EFORMAT, "%s: \"format\" is not \"%s\"; not an fmsim trace", path,
+                 FM_TRACE_FORMAT);
+  if (st == FM_OK) st = json_int(root, path, "version", 1, 1 << 30, &version, 1, err);
+  if (st == FM_OK && version > FM_TRACE_VERSION)
+    st = fm_fail(err, FM_EUNSUPPORTED, "%s: trace format version %lld is newer than this fmsim reads (%d)",
+                 path, (long long)version, FM_TRACE_VERSION);
+  if (st == FM_OK) st = json_int(root, path, "seqlen_q", 1, FM_MAX_SEQLEN, &sq, 1, err);
+  if (st == FM_OK) st = json_int(root, path, "seqlen_k", 1, FM_MAX_SEQLEN, &sk, 1, err);
+  if (st == FM_OK) st = json_int(root, path, "br", 1, 65536, &br, 1, err);
+  if (st == FM_OK) st = json_int(root, path, "bc", 1, 65536, &bc, 1, err);
+  if (st == FM_OK) st = json_int(root, path, "head_dim", 1, 4096, &hd, 0, err);
+  json_t *kernel = json_object_get(root, "kernel"); /* run traces: "kernel": {"head_dim": D} */
+  if (st == FM_OK && json_is_object(kernel))
+    st = json_int(kernel, path, "head_dim", 0, 4096, &hd, 0, err);
+  t->batch = t->heads = 1;
+  if (st == FM_OK) st = json_int(root, path, "batch", 1, 1 << 20, &t->batch, 0, err);
+  if (st == FM_OK) st = json_int(root, path, "heads", 1, 1 << 20, &t->heads, 0, err);
+  if (st == FM_OK) {
+    json_t *c = json_object_get(root, "causal");
+    if (!json_is_boolean(c)) st = fm_fail(err, FM_EFORMAT, "%s: \"causal\" must be true or false", path);
+    else causal = json_is_true(c);
+  }
+  if (st == FM_OK) {
+    json_str(root, "family", t->family, sizeof t->family);
+    json_str(root, "params", t->params, sizeof t->params);
+    json_str(root, "device", t->device, sizeof t->device);
+  }
+  json_decref(root);
+  if (st != FM_OK) return st;
+  t->seqlen_q = sq;
+  t->seqlen_k = sk;
+  t->causal = (int)causal;
+  t->br = (int32_t)br;
+  t->bc = (int32_t)bc;
+  t->head_dim = (int32_t)hd;
+  t->tr = (int32_t)((sq + br - 1) / br);
+  t->tc = (int32_t)((sk + bc - 1) / bc);
+
+  /* columns.npy: int32 [nb, nh, Sk, 4] */
+  snprintf(path, sizeof path, "%s/columns.npy", dir);
+  fm_npy_header h;
+  void *data = NULL;
+  st = fm_npy_load(path, &h, &data, FM_MAX_ALLOC_BYTES, err);
+  if (st != FM_OK) return st;
+  if (h.dtype != FM_DT_I32 || h.ndim != 4 || h.shape[2] != sk || h.shape[3] != 4) {
+    free(data);
+    return fm_fail(err, FM_EFORMAT, "%s: expected int32 [nb, nh, Sk=%lld, 4], got %s with %d dimensions",
+                   path, (long long)sk, fm_dtype_descr(h.dtype), h.ndim);
+  }
+  int64_t nb = h.shape[0], nh = h.shape[1];
+  if ((nb != 1 && nb != t->batch) || (nh != 1 && nh != t->heads)) {
+    free(data);
+    return fm_fail(err, FM_EFORMAT, "%s: %lld x %lld vector sets do not fit batch %lld x heads %lld",
+                   path, (long long)nb, (long long)nh, (long long)t->batch, (long long)t->heads);
+  }
+  fm_colmask *m = NULL;
+  st = fm_colmask_create(sq, sk, nb, nh, (int)causal, &m, err);
+  if (st != FM_OK) {
+    free(data);
+    return st;
+  }
+  const int32_t *cols = data;
+  for (int64_t s = 0; s < nb * nh; s++)
+    for (int k = 0; k < 4; k++) {
+      int32_t *v = fm_colmask_vec(m, (int32_t)s, (fm_vec)k);
+      for (int64_t j = 0; j < sk; j++) v[j] = cols[(s * sk + j) * 4 + k];
+    }
+  free(data);
+  st = fm_colmask_validate(m, err);
+  if (st != FM_OK) {
+    char msg[sizeof err->msg];
+    snprintf(msg, sizeof msg, "%s", err ? err->msg : "");
+    fm_colmask_destroy(m);
+    return fm_fail(err, st, "%s: %s", path, msg);
+  }
+  t->sets = nb * nh;
+
+  snprintf(path, sizeof path, "%s/tiles.npy", dir);
+  int exact_by_pair = 0;
+  st = load_tiles(path, t, &t->tiles, &t->tiles_by_pair, err);
+  if (st == FM_OK) {
+    snprintf(path, sizeof path, "%s/tiles_exact.npy", dir);
+    st = load_tiles(path, t, &t->tiles_exact, &exact_by_pair, err);
+  }
+  if (st == FM_OK && exact_by_pair != t->tiles_by_pair)
+    st = fm_fail(err, FM_EFORMAT, "%s/tiles.npy and tiles_exact.npy have different shapes", dir);
+  if (st == FM_OK) {
+    snprintf(path, sizeof path, "%s/tile_cycles.npy", dir);
+    struct stat sb;
+    if (stat(path, &sb) == 0) {
+      st = fm_npy_load(path, &h, &data, FM_MAX_ALLOC_BYTES, err);
+      if (st == FM_OK && (h.dtype != FM_DT_I64 || h.ndim != 4 || h.shape[0] != t->batch ||
+                          h.shape[1] != t->heads || h.shape[2] != t->tr || h.shape[3] != t->tc)) {
+        free(data);
+        st = fm_fail(err, FM_EFORMAT, "%s: expected int64 [B=%lld, H=%lld, Tr=%d, Tc=%d], got %s with %d dimensions",
+                     path, (long long)t->batch, (long long)t->heads, t->tr, t->tc,
+                     fm_dtype_descr(h.dtype), h.ndim);
+      } else if (st == FM_OK) {
+        t->cycles = data;
+        for (int64_t i = 0; i < h.count && st == FM_OK; i++)
+          if (t->cycles[i] < 0)
+            st = fm_fail(err, FM_ERANGE, "%s: negative cycle count %lld at flat index %lld", path,
+                         (long long)t->cycles[i], (long long)i);
+      }
+    }
+  }
+  if (st != FM_OK) {
+    fm_colmask_destroy(m);
+    viz_trace_free(t);
+    return st;
+  }
+  *mask = m;
+  return FM_OK;
+#endif
+}
+
+fm_status viz_load_source(const char *path, int causal, int true_masked, viz_trace *trace,
+                          int *has_trace, fm_colmask **mask, const char **kind, fm_err *err) {
+  *has_trace = 0;
+  *mask = NULL;
+  struct stat sb;
+  if (stat(path, &sb) != 0) return fm_fail(err, FM_EIO, "%s: cannot open: %s", path, strerror(errno));
+  if (S_ISDIR(sb.st_mode)) {
+    *kind = "trace";
+    fm_status st = viz_load_trace(path, trace, mask, err);
+    *has_trace = st == FM_OK;
+    return st;
+  }
+  FILE *f = fopen(path, "rb");
+  if (!f) return fm_fail(err, FM_EIO, "%s: cannot open: %s", path, strerror(errno));
+  fm_npy_header h;
+  fm_status st = fm_npy_read_header(f, path, &h, err);
+  fclose(f);
+  if (st != FM_OK) return st;
+  /* int32/int64 [B, H, Sk, k] with k = 1, 2, 4 is an interval file; the
+   * causal flag is not stored, but k = 1 can only be causal-1 and k = 4
+   * only bidir-4 */
+  int64_t k = h.ndim == 4 ? h.shape[3] : 0;
+  if ((h.dtype == FM_DT_I32 || h.dtype == FM_DT_I64) && (k == 1 || k == 2 || k == 4)) {
+    *kind = "intervals";
+    return fm_colmask_load_npy(path, k == 1 ? 1 : k == 4 ? 0 : causal, 0, mask, err);
+  }
+  *kind = "dense mask";
+  return viz_load_dense_npy(path, true_masked, mask, err);
+}

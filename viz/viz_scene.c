@@ -1,0 +1,348 @@
+/* viz_scene.c — the derived data behind a viz_state, rebuilt only on change:
+ * family or S -> new mask; pair -> new column runs; Br/Bc -> new tile pieces
+ * and counts; nothing of this on pan, zoom or hover. */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "viz_internal.h"
+
+static const char *base_name(const char *path) {
+  size_t n = strlen(path);
+  while (n > 1 && path[n - 1] == '/') n--; /* "trace/" names "trace" */
+  size_t b = n;
+  while (b > 0 && path[b - 1] != '/') b--;
+  return path + b;
+}
+
+fm_status viz_scene_create(const viz_scene_opts *o, viz_state *s, viz_scene **out, fm_err *err) {
+  *out = NULL;
+  viz_scene *sc = calloc(1, sizeof *sc);
+  if (!sc) return fm_fail(err, FM_ENOMEM, "out of memory");
+  sc->opts = *o;
+  if (sc->opts.batch < 1) sc->opts.batch = 1;
+  if (sc->opts.heads < 1) sc->opts.heads = 1;
+  sc->set = -1;
+  fm_status st = o->samples_path ? fm_samples_load(o->samples_path, &sc->samples, err)
+                                 : fm_samples_builtin(&sc->samples, err);
+  if (st != FM_OK) {
+    free(sc);
+    return st;
+  }
+  sc->have_samples = 1;
+  if (o->path) {
+    st = viz_load_source(o->path, o->causal, o->true_masked, &sc->trace, &sc->has_trace,
+                         &sc->file_mask, &sc->file_kind, err);
+    if (st != FM_OK) {
+      viz_scene_destroy(sc);
+      return st;
+    }
+    const char *b = base_name(o->path);
+    size_t n = strlen(b);
+    while (n > 1 && b[n - 1] == '/') n--;
+    if (sc->has_trace && sc->trace.family[0])
+      snprintf(sc->file_label, sizeof sc->file_label, "%s (from %.*s/)", sc->trace.family, (int)n, b);
+    else
+      snprintf(sc->file_label, sizeof sc->file_label, "%.*s", (int)n, b);
+    s->use_family = 0;
+    if (sc->has_trace) {
+      s->br = sc->trace.br;
+      s->bc = sc->trace.bc;
+    }
+  } else {
+    s->use_family = 1;
+  }
+  s->facts.has_file = o->path != NULL;
+  s->scene = sc;
+  *out = sc;
+  return FM_OK;
+}
+
+void viz_scene_destroy(viz_scene *sc) {
+  if (!sc) return;
+  fm_colmask_destroy(sc->file_mask);
+  fm_colmask_destroy(sc->family_mask);
+  viz_trace_free(&sc->trace);
+  if (sc->have_samples) fm_samples_free(&sc->samples);
+  free(sc->runs);
+  free(sc->nruns);
+  free(sc->bounds);
+  viz_pieces_free(&sc->pieces);
+  viz_piece_scratch_free(&sc->scratch);
+  free(sc->cycles_rowsum);
+  free(sc->raster);
+  free(sc->agg);
+  free(sc);
+}
+
+const fm_colmask *viz_scene_mask(const viz_scene *sc) { return sc->mask; }
+const fm_tile_counts *viz_scene_counts(const viz_scene *sc) { return &sc->counts; }
+const char *viz_scene_label(const viz_scene *sc) { return sc->label; }
+
+void viz_scene_tile_class(const viz_scene *sc, int32_t rt, int32_t ct, int *minmax, int *exact) {
+  *minmax = *exact = -1;
+  if (!sc->classes_valid || ct < 0 || ct >= sc->tc || rt < 0 || rt >= sc->tr) return;
+  int64_t lo = sc->pieces.start[ct], hi = sc->pieces.start[ct + 1] - 1;
+  while (lo < hi) { /* the piece holding rt */
+    int64_t mid = (lo + hi + 1) / 2;
+    if (sc->pieces.items[mid].rt0 <= rt) lo = mid;
+    else hi = mid - 1;
+  }
+  *minmax = sc->pieces.items[lo].minmax;
+  *exact = sc->pieces.items[lo].exact;
+}
+
+/* The family mask for the state's fields; params of the command line apply to
+ * their own family only. */
+static fm_status build_family(viz_scene *sc, const viz_state *s, fm_colmask **m,
+                              fm_family_used *used, int *params_dropped, fm_err *err) {
+  const fm_family_info *fam = fm_family_at(s->family);
+  int with_params = sc->opts.param_family && sc->opts.nparams > 0 &&
+                    strcmp(sc->opts.param_family, fam->name) == 0;
+  fm_family_request req = {fam->name, s->seqlen, sc->opts.batch, sc->opts.heads, s->seed,
+                           fam->uses_docs ? s->sample : -1,
+                           &sc->samples, with_params ? sc->opts.nparams : 0,
+                           with_params ? sc->opts.params : NULL};
+  *params_dropped = 0;
+  fm_status st = fm_family_build(&req, m, used, err);
+  /* the first build is what the command line asked for: its errors stand */
+  if (st != FM_OK && with_params && sc->valid) {
+    req.nparams = 0;
+    req.params = NULL;
+    if (fm_family_build(&req, m, used, NULL) == FM_OK) {
+      *params_dropped = 1;
+      st = FM_OK;
+    }
+  }
+  return st;
+}
+
+static fm_status compute_runs(viz_scene *sc, fm_err *err) {
+  int32_t sk = fm_colmask_sk(sc->mask);
+  free(sc->runs);
+  free(sc->nruns);
+  sc->runs = malloc(sizeof *sc->runs * (size_t)sk);
+  sc->nruns = malloc((size_t)sk);
+  if (!sc->runs || !sc->nruns) return fm_fail(err, FM_ENOMEM, "cannot allocate column runs for Sk=%d", sk);
+  for (int32_t j = 0; j < sk; j++)
+    sc->nruns[j] = (uint8_t)fm_colmask_column_runs(sc->mask, sc->set, j, sc->runs[j]);
+  sc->runs_valid = 1;
+  return FM_OK;
+}
+
+static fm_status classify(viz_scene *sc, int from_trace, int counts_needed, fm_err *err) {
+  const fm_colmask *m = sc->mask;
+  int32_t sq = fm_colmask_sq(m), sk = fm_colmask_sk(m), nsets = fm_colmask_nsets(m);
+  sc->tr = (int32_t)(((int64_t)sq + sc->br - 1) / sc->br);
+  sc->tc = (int32_t)(((int64_t)sk + sc->bc - 1) / sc->bc);
+  free(sc->bounds);
+  sc->bounds = malloc(sizeof *sc->bounds * (size_t)sc->tc);
+  if (!sc->bounds) return fm_fail(err, FM_ENOMEM, "cannot allocate bounds for %d key tiles", sc->tc);
+  fm_status st;
+  fm_tile_counts counts;
+  memset(&counts, 0, sizeof counts);
+  if (from_trace) {
+    const viz_trace *t = &sc->trace;
+    int64_t per_set = (int64_t)t->tr * t->tc;
+    int64_t slice = t->tiles_by_pair ? sc->pair : sc->set, slices = t->tiles_by_pair ? t->batch * t->heads : t->sets;
+    fm_tile_bounds_compute(m, sc->set, sc->bc, sc->bounds);
+    st = viz_pieces_from_arrays(t->tiles + per_set * slice, t->tiles_exact + per_set * slice,
+                                t->tr, t->tc, &sc->pieces, err);
+    if (st == FM_OK && counts_needed) {
+      for (int64_t i = 0; i < per_set * slices; i++) {
+        int cm = t->tiles[i], ce = t->tiles_exact[i];
+        counts.minmax[cm]++;
+        counts.exact[ce]++;
+        counts.partial_but_masked += cm == FM_TILE_PARTIAL && ce == FM_TILE_MASKED;
+        counts.partial_but_unmasked += cm == FM_TILE_PARTIAL && ce == FM_TILE_UNMASKED;
+      }
+      counts.total = per_set * slices;
+    }
+  } else {
+    st = viz_pieces_build(m, sc->set, sc->br, sc->bc, &sc->pieces, sc->bounds,
+                          counts_needed ? &counts : NULL, &sc->scratch, err);
+    if (st == FM_OK && counts_needed && nsets > 1) {
+      /* the other sets count too (rho over every batch and head, as fmsim analyze) */
+      viz_pieces other;
+      memset(&other, 0, sizeof other);
+      for (int32_t set = 0; set < nsets && st == FM_OK; set++)
+        if (set != sc->set)
+          st = viz_pieces_build(m, set, sc->br, sc->bc, &other, NULL, &counts, &sc->scratch, err);
+      viz_pieces_free(&other);
+    }
+  }
+  if (st != FM_OK) return st;
+  if (counts_needed) {
+    viz_counts_finish(&counts);
+    sc->counts = counts;
+  }
+  fm_mask_bytes_compute(sq, sk, nsets, sc->form, sc->bc, &sc->bytes);
+  sc->bytes_max = (double)viz_tile_model_bytes(FM_TILE_PARTIAL, sc->br < sq ? sc->br : sq,
+                                               sc->bc < sk ? sc->bc : sk, sc->head_dim);
+  sc->classes_valid = 1;
+  sc->classes_from_trace = from_trace;
+  return FM_OK;
+}
+
+/* Row prefix sums of cycles x tile width over key tiles, skipped tiles 0. */
+static fm_status build_cycles(viz_scene *sc, int32_t pair, fm_err *err) {
+  const viz_trace *t = &sc->trace;
+  int64_t n = (int64_t)t->tr * (t->tc + 1);
+  free(sc->cycles_rowsum);
+  sc->cycles_rowsum = malloc(sizeof(double) * (size_t)n);
+  if (!sc->cycles_rowsum) return fm_fail(err, FM_ENOMEM, "cannot allocate the cycles overlay");
+  const int64_t *cyc = t->cycles + (int64_t)pair * t->tr * t->tc;
+  const uint8_t *cls = t->tiles + (int64_t)(t->tiles_by_pair ? pair : sc->set) * t->tr * t->tc;
+  int32_t sk = (int32_t)t->seqlen_k;
+  sc->cycles_max = 0;
+  for (int32_t rt = 0; rt < t->tr; rt++) {
+    double *row = sc->cycles_rowsum + (int64_t)rt * (t->tc + 1);
+    row[0] = 0;
+    for (int32_t ct = 0; ct < t->tc; ct++) {
+      int64_t i = (int64_t)rt * t->tc + ct;
+      double v = cls[i] == FM_TILE_MASKED ? 0.0 : (double)cyc[i];
+      int32_t w = (ct + 1) * t->bc < sk ? t->bc : sk - ct * t->bc;
+      row[ct + 1] = row[ct] + v * w;
+      if (v > sc->cycles_max) sc->cycles_max = v;
+    }
+  }
+  sc->cycles_valid = 1;
+  return FM_OK;
+}
+
+fm_status viz_scene_sync(viz_scene *sc, viz_state *s, fm_err *err) {
+  fm_err local;
+  if (!err) err = &local;
+  fm_status st = FM_OK;
+  if (!s->use_family && !sc->file_mask) s->use_family = 1;
+  if (s->family < 0 || s->family >= fm_family_count()) s->family = 0;
+  int32_t old_sq = sc->valid ? fm_colmask_sq(sc->mask) : -1;
+  int32_t old_sk = sc->valid ? fm_colmask_sk(sc->mask) : -1;
+
+  /* documents: a sample index only where S has samples */
+  if (s->use_family) {
+    int n = fm_samples_count(&sc->samples, s->seqlen);
+    if (s->sample >= n) s->sample = n > 0 ? 0 : -1;
+    if (s->sample < 0 && n > 0) s->sample = 0;
+  }
+
+  int mask_needed = !sc->valid || s->use_family != sc->use_family ||
+                    (s->use_family && (s->family != sc->family || s->seqlen != sc->seqlen ||
+                                       s->sample != sc->sample || s->seed != sc->seed));
+  if (mask_needed) {
+    if (s->use_family) {
+      fm_colmask *m = NULL;
+      fm_family_used used;
+      int dropped = 0;
+      st = build_family(sc, s, &m, &used, &dropped, err);
+      if (st != FM_OK) {
+        snprintf(s->status, sizeof s->status, "%s", err->msg);
+        if (sc->valid) { /* back to what is shown */
+          s->use_family = sc->use_family;
+          s->family = sc->family;
+          s->seqlen = sc->seqlen;
+          s->sample = sc->sample;
+          s->seed = sc->seed;
+        }
+        return st;
+      }
+      fm_colmask_destroy(sc->family_mask);
+      sc->family_mask = m;
+      sc->mask = m;
+      sc->used = used;
+      snprintf(sc->label, sizeof sc->label, "%s", fm_family_at(s->family)->name);
+      sc->batch = sc->opts.batch;
+      sc->heads = sc->opts.heads;
+      if (dropped)
+        snprintf(s->status, sizeof s->status, "--param values do not fit S = %lld; family defaults used",
+                 (long long)s->seqlen);
+    } else {
+      sc->mask = sc->file_mask;
+      memset(&sc->used, 0, sizeof sc->used);
+      snprintf(sc->label, sizeof sc->label, "%s", sc->file_label);
+      sc->batch = sc->has_trace ? sc->trace.batch : fm_colmask_nb(sc->file_mask);
+      sc->heads = sc->has_trace ? sc->trace.heads : fm_colmask_nh(sc->file_mask);
+    }
+    sc->valid = 1;
+    sc->use_family = s->use_family;
+    sc->family = s->family;
+    sc->seqlen = s->seqlen;
+    sc->sample = s->sample;
+    sc->seed = s->seed;
+    sc->form = fm_colmask_smallest_form(sc->mask);
+    sc->runs_valid = sc->classes_valid = sc->cycles_valid = 0;
+    sc->counts.total = 0;
+    sc->version++;
+  }
+  const fm_colmask *m = sc->mask;
+  s->facts.sq = fm_colmask_sq(m);
+  s->facts.sk = fm_colmask_sk(m);
+  s->facts.has_file = sc->file_mask != NULL;
+  s->facts.nsamples = s->use_family && fm_family_at(s->family)->uses_docs
+                         ? fm_samples_count(&sc->samples, s->seqlen) : 0;
+  s->facts.npairs = (int32_t)(sc->batch * sc->heads);
+  s->facts.file_br = sc->has_trace ? sc->trace.br : 0;
+  s->facts.file_bc = sc->has_trace ? sc->trace.bc : 0;
+  if (s->facts.sq != old_sq || s->facts.sk != old_sk) viz_view_reset(s);
+
+  /* the pair shown and its vector set */
+  if (s->pair < 0 || s->pair >= s->facts.npairs) s->pair = 0;
+  int32_t set = fm_colmask_set_index(m, (int32_t)(s->pair / sc->heads), (int32_t)(s->pair % sc->heads));
+  if (set != sc->set) {
+    sc->set = set;
+    sc->runs_valid = sc->classes_valid = 0;
+  }
+  if (s->pair != sc->pair) {
+    sc->pair = s->pair;
+    if (sc->has_trace && sc->trace.tiles_by_pair) sc->classes_valid = 0; /* classes per pair */
+    sc->cycles_valid = 0;
+    sc->version++;
+  }
+  if (!sc->runs_valid) {
+    st = compute_runs(sc, err);
+    if (st != FM_OK) return st;
+    sc->version++;
+  }
+
+  /* tile classes */
+  if (fm_tile_size_check(s->br, s->bc, err) != FM_OK) {
+    snprintf(s->status, sizeof s->status, "%s", err->msg);
+    s->br = sc->br > 0 ? sc->br : 128;
+    s->bc = sc->bc > 0 ? sc->bc : 128;
+  }
+  int counts_needed = sc->counts.total == 0 || s->br != sc->br || s->bc != sc->bc;
+  if (!sc->classes_valid || s->br != sc->br || s->bc != sc->bc) {
+    int from_trace = !s->use_family && sc->has_trace && s->br == sc->trace.br && s->bc == sc->trace.bc;
+    sc->br = s->br;
+    sc->bc = s->bc;
+    sc->head_dim = sc->opts.head_dim > 0 ? sc->opts.head_dim
+                   : (sc->has_trace && sc->trace.head_dim > 0 ? sc->trace.head_dim : 128);
+    st = classify(sc, from_trace, counts_needed, err);
+    if (st != FM_OK) {
+      snprintf(s->status, sizeof s->status, "%s", err->msg);
+      return st;
+    }
+    sc->cycles_valid = 0;
+    sc->version++;
+  }
+
+  /* overlays */
+  s->facts.has_cycles = sc->classes_from_trace && sc->trace.cycles != NULL;
+  if (s->facts.has_cycles && !sc->cycles_valid) {
+    st = build_cycles(sc, s->pair, err);
+    if (st != FM_OK) return st;
+    sc->version++;
+  }
+  if (s->overlay == VIZ_OVERLAY_CYCLES && !s->facts.has_cycles) {
+    s->overlay = VIZ_OVERLAY_NONE;
+    if (sc->has_trace && sc->trace.cycles)
+      snprintf(s->status, sizeof s->status,
+               "the trace's cycles are for its own tile size, Br x Bc = %d x %d", sc->trace.br,
+               sc->trace.bc);
+    else
+      snprintf(s->status, sizeof s->status, "%s",
+               "no tile_cycles.npy: the cycles overlay needs the trace of a GPU run");
+  }
+  return FM_OK;
+}

@@ -1,0 +1,312 @@
+/* viz_state.c — the plain-data state, its layout and the pure event handler. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "fm_families.h"
+#include "viz.h"
+
+#define VIZ_MIN_SEQLEN 64
+#define VIZ_MAX_SEQLEN (1 << 20)
+#define VIZ_MIN_TILE 16
+#define VIZ_MAX_TILE 256
+#define VIZ_MIN_SPAN 2.0 /* tokens across the plot at the deepest zoom */
+#define VIZ_ZOOM_STEP 1.25
+
+void viz_state_init(viz_state *s, int width, int height) {
+  memset(s, 0, sizeof *s);
+  const fm_family_info *f = fm_family_find("causal_document");
+  for (int i = 0; i < fm_family_count(); i++)
+    if (fm_family_at(i) == f) s->family = i;
+  s->use_family = 1;
+  s->seqlen = 8192;
+  s->sample = -1;
+  s->br = s->bc = 128;
+  s->layers = VIZ_LAYER_DEFAULT;
+  s->overlay = VIZ_OVERLAY_NONE;
+  s->text = 1;
+  s->width = width;
+  s->height = height;
+}
+
+void viz_view_reset(viz_state *s) {
+  s->view.x0 = 0;
+  s->view.x1 = s->facts.sk > 0 ? s->facts.sk : 1;
+  s->view.y0 = 0;
+  s->view.y1 = s->facts.sq > 0 ? s->facts.sq : 1;
+}
+
+/* ---- layout ---------------------------------------------------------------- */
+
+void viz_layout_compute(const viz_state *s, double w, double h, viz_layout *l) {
+  double scale = fmin(w / 1200.0, h / 800.0);
+  double font = fmax(9.0, fmin(22.0, 13.0 * scale));
+  l->font = font;
+  l->caption_y = round(1.7 * font);
+  double top = round(2.9 * font), bottom = round(3.6 * font);
+  double left = round(5.6 * font), right = round(1.2 * font);
+  double gap = round(2.0 * font), panel_min = round(24.0 * font);
+  double sq = s->facts.sq > 0 ? s->facts.sq : 1, sk = s->facts.sk > 0 ? s->facts.sk : 1;
+  double aspect = fmax(0.25, fmin(4.0, sk / sq)); /* plot width / height */
+  int panel = (s->layers & VIZ_LAYER_PANEL) != 0;
+  double aw = w - left - right - (panel ? gap + panel_min : 0), ah = h - top - bottom;
+  if (panel && aw < 0.5 * (h - top - bottom)) { /* the plot would be too small: no panel */
+    panel = 0;
+    aw = w - left - right;
+  }
+  if (aw < 1) aw = 1;
+  if (ah < 1) ah = 1;
+  double ph = fmin(ah, aw / aspect), pw = ph * aspect;
+  l->plot.w = fmax(1, floor(pw));
+  l->plot.h = fmax(1, floor(ph));
+  l->plot.y = top + floor((ah - l->plot.h) / 2);
+  l->plot.x = panel ? left : left + floor((aw - l->plot.w) / 2);
+  if (panel) {
+    l->panel.x = l->plot.x + l->plot.w + gap;
+    l->panel.y = top;
+    l->panel.w = w - right - l->panel.x;
+    l->panel.h = h - top - bottom;
+  } else {
+    l->panel = (viz_rect){0, 0, 0, 0};
+  }
+}
+
+void viz_point_to_tokens(const viz_state *s, const viz_layout *l, double px, double py, double *key,
+                         double *row) {
+  const viz_view *v = &s->view;
+  *key = v->x0 + (px - l->plot.x) / l->plot.w * (v->x1 - v->x0);
+  *row = v->y0 + (py - l->plot.y) / l->plot.h * (v->y1 - v->y0);
+}
+
+static int in_plot(const viz_layout *l, double px, double py) {
+  return px >= l->plot.x && px < l->plot.x + l->plot.w && py >= l->plot.y && py < l->plot.y + l->plot.h;
+}
+
+/* ---- view changes ---------------------------------------------------------- */
+
+static void clamp_axis(double *a0, double *a1, double extent) {
+  double span = *a1 - *a0;
+  if (span > extent) span = extent;
+  if (*a0 < 0) *a0 = 0;
+  if (*a0 + span > extent) *a0 = extent - span;
+  *a1 = *a0 + span;
+}
+
+static void clamp_view(viz_state *s) {
+  clamp_axis(&s->view.x0, &s->view.x1, s->facts.sk > 0 ? s->facts.sk : 1);
+  clamp_axis(&s->view.y0, &s->view.y1, s->facts.sq > 0 ? s->facts.sq : 1);
+}
+
+/* Zooms by `factor` (< 1: in) keeping token (kx, ky) where it is. */
+static void zoom_at(viz_state *s, double factor, double kx, double ky) {
+  viz_view *v = &s->view;
+  double sx = v->x1 - v->x0, sy = v->y1 - v->y0;
+  double ex = s->facts.sk > 0 ? s->facts.sk : 1, ey = s->facts.sq > 0 ? s->facts.sq : 1;
+  /* the same factor on both axes keeps tokens square; stop at the limits */
+  double fmin_ = fmax(fmin(VIZ_MIN_SPAN, ex) / sx, fmin(VIZ_MIN_SPAN, ey) / sy);
+  double fmax_ = fmin(ex / sx, ey / sy);
+  if (fmax_ < fmin_) fmax_ = fmin_;
+  factor = fmax(fmin_, fmin(fmax_, factor));
+  v->x0 = kx - (kx - v->x0) * factor;
+  v->x1 = v->x0 + sx * factor;
+  v->y0 = ky - (ky - v->y0) * factor;
+  v->y1 = v->y0 + sy * factor;
+  clamp_view(s);
+}
+
+static void pan_by(viz_state *s, double dkeys, double drows) {
+  s->view.x0 += dkeys;
+  s->view.x1 += dkeys;
+  s->view.y0 += drows;
+  s->view.y1 += drows;
+  clamp_view(s);
+}
+
+/* ---- keys ------------------------------------------------------------------- */
+
+static int32_t pow2_step(int64_t v, int up, int64_t lo, int64_t hi) {
+  int64_t p = lo;
+  if (up) {
+    while (p <= v && p < hi) p *= 2;
+    return (int32_t)(p > hi ? hi : p);
+  }
+  int64_t best = lo;
+  for (p = lo; p < v && p <= hi; p *= 2) best = p;
+  return (int32_t)best;
+}
+
+static const viz_key_help key_table[] = {
+    {"mouse wheel", "zoom in / out at the cursor (down to single tokens)"},
+    {"left drag", "pan"},
+    {"mouse over", "tile and key column under the cursor: classes, bounds, intervals"},
+    {"f / F", "next / previous mask family"},
+    {"d / D", "next / previous document sample (or a new random draw)"},
+    {"r / R", "Br (tile rows) x2 / /2, 16..256"},
+    {"c / C", "Bc (tile key columns) x2 / /2, 16..256"},
+    {"s / S", "sequence length x2 / /2, 64..1M (families)"},
+    {"h / H", "next / previous (batch, head) pair"},
+    {"m", "mask layer on / off"},
+    {"t", "tile-class layer on / off"},
+    {"g", "tile grid lines on / off"},
+    {"x", "hatching where min/max rule and exact class differ, on / off"},
+    {"o", "overlay: none, cycles (trace), modelled bytes"},
+    {"n", "side panel (legend, numbers) on / off"},
+    {"+ / -", "zoom in / out at the centre"},
+    {"arrows", "pan by a tenth of the view"},
+    {"0 / Home", "reset the view"},
+    {"p", "save a screenshot of the view (PNG)"},
+    {"e / v", "export the view as PDF / SVG"},
+    {"?", "show / hide this key list"},
+    {"q / Esc", "quit"},
+};
+
+const viz_key_help *viz_key_help_table(int *count) {
+  *count = (int)(sizeof key_table / sizeof key_table[0]);
+  return key_table;
+}
+
+static unsigned handle_key(viz_state *s, int key) {
+  int nfam = fm_family_count();
+  s->status[0] = 0;
+  switch (key) {
+  case 'f':
+  case 'F':
+    if (!s->use_family) s->use_family = 1;
+    else s->family = (s->family + (key == 'f' ? 1 : nfam - 1)) % nfam;
+    return VIZ_DO_SYNC | VIZ_DO_REDRAW;
+  case 'd':
+  case 'D':
+    if (!s->use_family) {
+      snprintf(s->status, sizeof s->status, "the file has no document samples (f: families)");
+      return VIZ_DO_REDRAW;
+    }
+    if (s->facts.nsamples > 0) {
+      int n = s->facts.nsamples;
+      s->sample = ((s->sample < 0 ? 0 : s->sample) + (key == 'd' ? 1 : n - 1)) % n;
+    } else {
+      s->seed = key == 'd' ? s->seed + 1 : (s->seed > 0 ? s->seed - 1 : 0);
+    }
+    return VIZ_DO_SYNC | VIZ_DO_REDRAW;
+  case 'r':
+  case 'R':
+    s->br = pow2_step(s->br, key == 'r', VIZ_MIN_TILE, VIZ_MAX_TILE);
+    return VIZ_DO_SYNC | VIZ_DO_REDRAW;
+  case 'c':
+  case 'C':
+    s->bc = pow2_step(s->bc, key == 'c', VIZ_MIN_TILE, VIZ_MAX_TILE);
+    return VIZ_DO_SYNC | VIZ_DO_REDRAW;
+  case 's':
+  case 'S':
+    if (!s->use_family) {
+      snprintf(s->status, sizeof s->status, "S is fixed by the file (f switches to the families)");
+      return VIZ_DO_REDRAW;
+    }
+    s->seqlen = pow2_step(s->seqlen, key == 's', VIZ_MIN_SEQLEN, VIZ_MAX_SEQLEN);
+    return VIZ_DO_SYNC | VIZ_DO_REDRAW;
+  case 'h':
+  case 'H':
+    if (s->facts.npairs > 1) {
+      s->pair = (s->pair + (key == 'h' ? 1 : s->facts.npairs - 1)) % s->facts.npairs;
+      return VIZ_DO_SYNC | VIZ_DO_REDRAW;
+    }
+    snprintf(s->status, sizeof s->status, "one mask serves every (batch, head) pair");
+    return VIZ_DO_REDRAW;
+  case 'm': s->layers ^= VIZ_LAYER_MASK; return VIZ_DO_REDRAW;
+  case 't': s->layers ^= VIZ_LAYER_TILES; return VIZ_DO_REDRAW;
+  case 'g': s->layers ^= VIZ_LAYER_GRID; return VIZ_DO_REDRAW;
+  case 'x': s->layers ^= VIZ_LAYER_HATCH; return VIZ_DO_REDRAW;
+  case 'n': s->layers ^= VIZ_LAYER_PANEL; return VIZ_DO_REDRAW;
+  case 'o':
+    s->overlay = (viz_overlay)((s->overlay + 1) % VIZ_OVERLAY_COUNT);
+    if (s->overlay == VIZ_OVERLAY_CYCLES && !s->facts.has_cycles) {
+      s->overlay = VIZ_OVERLAY_BYTES;
+      snprintf(s->status, sizeof s->status,
+               "no cycles at this tile size (they come from a GPU trace); showing modelled bytes");
+    }
+    return VIZ_DO_REDRAW;
+  case '+':
+  case '=':
+    zoom_at(s, 1 / VIZ_ZOOM_STEP, (s->view.x0 + s->view.x1) / 2, (s->view.y0 + s->view.y1) / 2);
+    return VIZ_DO_REDRAW;
+  case '-':
+  case '_':
+    zoom_at(s, VIZ_ZOOM_STEP, (s->view.x0 + s->view.x1) / 2, (s->view.y0 + s->view.y1) / 2);
+    return VIZ_DO_REDRAW;
+  case VIZ_KEY_LEFT: pan_by(s, -(s->view.x1 - s->view.x0) / 10, 0); return VIZ_DO_REDRAW;
+  case VIZ_KEY_RIGHT: pan_by(s, (s->view.x1 - s->view.x0) / 10, 0); return VIZ_DO_REDRAW;
+  case VIZ_KEY_UP: pan_by(s, 0, -(s->view.y1 - s->view.y0) / 10); return VIZ_DO_REDRAW;
+  case VIZ_KEY_DOWN: pan_by(s, 0, (s->view.y1 - s->view.y0) / 10); return VIZ_DO_REDRAW;
+  case '0':
+  case VIZ_KEY_HOME: viz_view_reset(s); return VIZ_DO_REDRAW;
+  case 'p': return VIZ_DO_SCREENSHOT | VIZ_DO_REDRAW;
+  case 'e': return VIZ_DO_EXPORT_PDF | VIZ_DO_REDRAW;
+  case 'v': return VIZ_DO_EXPORT_SVG | VIZ_DO_REDRAW;
+  case '?': s->show_help = !s->show_help; return VIZ_DO_REDRAW;
+  case VIZ_KEY_ESCAPE:
+    if (s->show_help) {
+      s->show_help = 0;
+      return VIZ_DO_REDRAW;
+    }
+    return VIZ_DO_QUIT;
+  case 'q': return VIZ_DO_QUIT;
+  }
+  return 0;
+}
+
+unsigned viz_handle_event(viz_state *s, const viz_event *e) {
+  viz_layout l;
+  viz_layout_compute(s, s->width, s->height, &l);
+  switch (e->type) {
+  case VIZ_EV_KEY: return handle_key(s, e->key);
+  case VIZ_EV_RESIZE:
+    if (e->width < 1 || e->height < 1) return 0;
+    s->width = e->width;
+    s->height = e->height;
+    return VIZ_DO_REDRAW;
+  case VIZ_EV_MOTION:
+    s->mouse_x = e->x;
+    s->mouse_y = e->y;
+    s->mouse_in = 1;
+    if (s->dragging) {
+      double tx = (s->drag_view.x1 - s->drag_view.x0) / l.plot.w;
+      double ty = (s->drag_view.y1 - s->drag_view.y0) / l.plot.h;
+      s->view = s->drag_view;
+      pan_by(s, -(e->x - s->drag_x) * tx, -(e->y - s->drag_y) * ty);
+    }
+    return VIZ_DO_REDRAW;
+  case VIZ_EV_BUTTON_DOWN:
+    s->mouse_x = e->x;
+    s->mouse_y = e->y;
+    if (e->button == 1 && in_plot(&l, e->x, e->y)) {
+      s->dragging = 1;
+      s->drag_x = e->x;
+      s->drag_y = e->y;
+      s->drag_view = s->view;
+    }
+    return 0;
+  case VIZ_EV_BUTTON_UP:
+    if (e->button == 1 && s->dragging) {
+      s->dragging = 0;
+      return VIZ_DO_REDRAW;
+    }
+    return 0;
+  case VIZ_EV_WHEEL: {
+    if (e->wheel == 0) return 0;
+    double kx, ky;
+    if (in_plot(&l, e->x, e->y)) {
+      viz_point_to_tokens(s, &l, e->x, e->y, &kx, &ky);
+    } else {
+      kx = (s->view.x0 + s->view.x1) / 2;
+      ky = (s->view.y0 + s->view.y1) / 2;
+    }
+    zoom_at(s, pow(VIZ_ZOOM_STEP, -e->wheel), kx, ky);
+    return VIZ_DO_REDRAW;
+  }
+  case VIZ_EV_LEAVE:
+    s->mouse_in = 0;
+    s->dragging = 0;
+    return VIZ_DO_REDRAW;
+  case VIZ_EV_QUIT: return VIZ_DO_QUIT;
+  }
+  return 0;
+}
