@@ -20,6 +20,7 @@
 
 #include "cli.h"
 #include "fm_fileio.h"
+#include "fm_cost.h"
 #include "fm_forms.h"
 #include "fm_intervals_io.h"
 #include "fm_json.h"
@@ -30,6 +31,10 @@
 #include "fm_trace.h"
 #ifdef FM_HAVE_VIZ
 #include "viz.h"
+#endif
+#ifdef FM_HAVE_GPU_RUN
+#include "fm_attn.h"
+#include "fm_measure.h"
 #endif
 
 static const char *cmd = "run";
@@ -58,6 +63,10 @@ typedef struct case_row {
   int64_t dense_bytes, block_mask_bytes, interval_bytes;
   double rho, rho_exact;
   double chunk_rho, chunk_boundaries; /* chunks report: NAN otherwise */
+  int64_t sim_read, sim_write;         /* simulate step: modelled bytes (cost model), -1 if not run */
+  double sim_flops;                    /* simulate step: the paper's FLOP count at Br x Bc */
+  double gpu_ms, gpu_tflops, gpu_rho;  /* GPU step: median kernel time, paper TFLOP/s, rho at
+                                          the kernel's tile size; NAN when not run */
 } case_row;
 
 #define ROW_FIELDS(X)                                                                  \
@@ -66,6 +75,7 @@ typedef struct case_row {
   X(I, partial) X(I, unmasked) X(I, total) X(I, partial_but_masked) X(I, partial_but_unmasked) \
   X(I, dense_bytes) X(I, block_mask_bytes)    \
   X(I, interval_bytes) X(D, rho) X(D, rho_exact) X(D, chunk_rho) X(D, chunk_boundaries) \
+  X(I, sim_read) X(I, sim_write) X(D, sim_flops) X(D, gpu_ms) X(D, gpu_tflops) X(D, gpu_rho) \
   X(S, steps)
 
 static int row_write(FILE *f, const case_row *r) {
@@ -104,7 +114,7 @@ static int row_read(const char *path, case_row *r) {
 #undef D
   }
   fclose(f);
-  return fields == 28 ? 0 : -1;
+  return fields == 34 ? 0 : -1;
 }
 
 static int64_t available_memory_bytes(void) {
@@ -183,7 +193,116 @@ static int build_case_mask(const fm_scenario *s, const fm_scn_case *c, fm_colmas
   return -1;
 }
 
-static int run_case(const fm_scenario *s, const fm_scn_case *c, const char *case_dir, case_row *row) {
+/* The GPU step: one session for the whole scenario when fmsim has a usable
+ * GPU, else the reason it is skipped (said in the report and in each row). */
+typedef struct gpu_step {
+  int wanted;
+  char skip_reason[400]; /* "" when the GPU runs */
+  char device[256];
+#ifdef FM_HAVE_GPU_RUN
+  fm_gpu_session *session;
+#endif
+} gpu_step;
+
+static void gpu_step_open(const fm_scenario *s, const fm_scn_case *cases, int ncases, gpu_step *g) {
+  memset(g, 0, sizeof *g);
+  g->wanted = (s->run & FM_SCN_GPU) != 0;
+  if (!g->wanted) return;
+#ifdef FM_HAVE_GPU_RUN
+  fm_err err;
+  if (fm_attn_device_info(g->device, sizeof g->device, &err) != FM_OK) {
+    snprintf(g->skip_reason, sizeof g->skip_reason, "no GPU: %.300s", err.msg);
+    return;
+  }
+  int64_t tokens = 0, hidden = 0;
+  for (int i = 0; i < ncases; i++) {
+    if (cases[i].batch * cases[i].seqlen > tokens) tokens = cases[i].batch * cases[i].seqlen;
+    if (cases[i].heads * cases[i].head_dim > hidden) hidden = cases[i].heads * cases[i].head_dim;
+  }
+  if (fm_gpu_session_create(tokens, hidden, 0, s->seed, &g->session, &err) != FM_OK)
+    snprintf(g->skip_reason, sizeof g->skip_reason, "GPU session failed: %.300s", err.msg);
+#else
+  (void)cases;
+  (void)ncases;
+  snprintf(g->skip_reason, sizeof g->skip_reason, "this fmsim was built without the CUDA kernels");
+#endif
+}
+
+static void gpu_step_close(gpu_step *g) {
+#ifdef FM_HAVE_GPU_RUN
+  fm_gpu_session_destroy(g->session);
+  g->session = NULL;
+#else
+  (void)g;
+#endif
+}
+
+/* Times the skip kernel on the case's mask (median after warm-up, L2 flushed)
+ * and writes gpu.json beside the trace. 0 on success or when skipped. */
+static int gpu_step_run(gpu_step *g, const fm_scn_case *c, const fm_colmask *m, const char *case_dir,
+                        case_row *row) {
+  row->gpu_ms = row->gpu_tflops = row->gpu_rho = NAN;
+  if (!g->wanted || g->skip_reason[0]) return 0;
+#ifdef FM_HAVE_GPU_RUN
+  fm_err err;
+  int32_t kbr, kbc;
+  fm_attn_tile_size((int32_t)c->head_dim, &kbr, &kbc);
+  fm_tile_counts kc;
+  if (fm_classify(m, kbr, kbc, &kc, NULL, NULL, &err) != FM_OK) {
+    cli_error(cmd, "case %s: %s", c->id, err.msg);
+    return -1;
+  }
+  fm_gpu_case gc = {m, (int32_t)c->batch, (int32_t)c->heads, (int32_t)c->head_dim, FM_VARIANT_SKIP};
+  fm_gpu_opts go = {2, 5, 0, 0, 0, 1, 0, 0};
+  fm_gpu_result res;
+  memset(&res, 0, sizeof res);
+  if (fm_gpu_session_run(g->session, &gc, &go, &res, &err) != FM_OK) {
+    cli_error(cmd, "case %s: GPU run failed: %s", c->id, err.msg);
+    fm_gpu_result_free(&res);
+    return -1;
+  }
+  double S = (double)c->seqlen;
+  double flops = 4.0 * (double)c->batch * (double)c->heads * S * S * (double)c->head_dim * (1 - kc.sparsity);
+  row->gpu_ms = res.timing.median_ms;
+  row->gpu_rho = kc.sparsity;
+  row->gpu_tflops = flops / (res.timing.median_ms * 1e-3) / 1e12;
+  fm_json j;
+  fm_json_init(&j, 1);
+  fm_json_object(&j, NULL);
+  fm_json_string(&j, "device", g->device);
+  fm_json_string(&j, "variant", "skip");
+  fm_json_int(&j, "tile_rows", kbr);
+  fm_json_int(&j, "tile_cols", kbc);
+  fm_json_double(&j, "sparsity", kc.sparsity);
+  fm_json_string(&j, "timing_source", res.timing.source);
+  fm_json_int(&j, "warmup", res.timing.warmup);
+  fm_json_int(&j, "reps", res.timing.reps);
+  fm_json_bool(&j, "l2_flushed", res.timing.l2_flushed);
+  fm_json_double(&j, "median_ms", res.timing.median_ms);
+  fm_json_double(&j, "min_ms", res.timing.min_ms);
+  fm_json_double(&j, "max_ms", res.timing.max_ms);
+  fm_json_double(&j, "tflops", row->gpu_tflops);
+  fm_json_end(&j);
+  char path[4700];
+  snprintf(path, sizeof path, "%s/gpu.json", case_dir);
+  fm_status st = fm_write_file_atomic(path, j.buf, j.len, &err);
+  fm_json_free(&j);
+  fm_gpu_result_free(&res);
+  if (st != FM_OK) {
+    cli_error(cmd, "case %s: %s", c->id, err.msg);
+    return -1;
+  }
+  return 0;
+#else
+  (void)c;
+  (void)m;
+  (void)case_dir;
+  return 0;
+#endif
+}
+
+static int run_case(const fm_scenario *s, const fm_scn_case *c, const char *case_dir, gpu_step *g,
+                    case_row *row) {
   const fm_scn_mask *sm = &s->masks[c->mask_index];
   fm_colmask *m = NULL;
   fm_family_used used;
@@ -246,17 +365,32 @@ static int run_case(const fm_scenario *s, const fm_scn_case *c, const char *case
     row->chunk_rho = row->chunk_boundaries = NAN;
     if (s->report == FM_SCN_REPORT_CHUNKS)
       chunk_study(m, classes, c->br, c->bc, s->chunk, &row->chunk_rho, &row->chunk_boundaries);
-    /* GPU steps run only where fmsim has a GPU; here they are reported as skipped */
+    row->sim_read = row->sim_write = -1;
+    row->sim_flops = NAN;
+    if (s->run & FM_SCN_SIMULATE) {
+      /* the CPU simulation: the cost model of the skip kernel at this tile size */
+      fm_cost_shape shape = {c->batch, c->heads, (int32_t)c->head_dim, a.br, a.bc, 2, FM_COST_SKIP};
+      fm_cost cost;
+      if (fm_cost_compute(m, &shape, classes, NULL, &cost, &err) != FM_OK) {
+        cli_error(cmd, "case %s: %s", c->id, err.msg);
+        rc = -1;
+      } else {
+        row->sim_read = cost.bytes_read;
+        row->sim_write = cost.bytes_write;
+        row->sim_flops = cost.flops_paper;
+      }
+    }
+    if (rc == 0 && gpu_step_run(g, c, m, case_dir, row)) rc = -1;
     snprintf(row->steps, sizeof row->steps, "analyze%s%s%s",
-             s->run & FM_SCN_SIMULATE ? ",simulate:skipped" : "",
-             s->run & FM_SCN_GPU ? ",gpu:skipped(no GPU)" : "",
-             s->run & FM_SCN_PEER ? ",peer:skipped(no GPU)" : "");
+             s->run & FM_SCN_SIMULATE ? ",simulate" : "",
+             !g->wanted ? "" : g->skip_reason[0] ? ",gpu:skipped" : ",gpu",
+             s->run & FM_SCN_PEER ? ",peer:skipped(bench/h200.sh runs the peer)" : "");
     /* the row is the case's completion mark: written last, atomically */
     char path[4700];
     snprintf(path, sizeof path, "%s/row.tsv", case_dir);
     fm_atomic_file af;
-    if (fm_atomic_open(&af, path, &err) != FM_OK || row_write(af.f, row) != 0 ||
-        fm_atomic_close(&af, 1, &err) != FM_OK) {
+    if (rc == 0 && (fm_atomic_open(&af, path, &err) != FM_OK || row_write(af.f, row) != 0 ||
+                    fm_atomic_close(&af, 1, &err) != FM_OK)) {
       fm_atomic_close(&af, 0, NULL);
       cli_error(cmd, "case %s: %s", c->id, err.msg);
       rc = -1;
@@ -341,6 +475,20 @@ static int write_index(const char *out_dir, const case_row *rows, int n) {
     fm_json_end(&j);
     fm_json_double(&j, "chunk_sparsity", r->chunk_rho);
     fm_json_double(&j, "chunk_boundaries", r->chunk_boundaries);
+    if (r->sim_read >= 0) {
+      fm_json_object(&j, "simulated");
+      fm_json_int(&j, "bytes_read", r->sim_read);
+      fm_json_int(&j, "bytes_write", r->sim_write);
+      fm_json_double(&j, "flops", r->sim_flops);
+      fm_json_end(&j);
+    }
+    if (!isnan(r->gpu_ms)) {
+      fm_json_object(&j, "gpu");
+      fm_json_double(&j, "time_ms", r->gpu_ms);
+      fm_json_double(&j, "tflops", r->gpu_tflops);
+      fm_json_double(&j, "sparsity", r->gpu_rho);
+      fm_json_end(&j);
+    }
     fm_json_string(&j, "steps", r->steps);
     fm_json_end(&j);
   }
@@ -355,17 +503,28 @@ static int write_index(const char *out_dir, const case_row *rows, int n) {
 /* ---- the report ---- */
 
 static void report_cases(FILE *f, const case_row *rows, int n) {
-  char b1[32], b2[32], b3[32];
-  fprintf(f, "| case | S | D | Br x Bc | sets | form | rho (min/max) | rho (exact) | masked / partial / unmasked | rule's partial: exactly masked / unmasked | dense | block mask | intervals |\n");
-  fprintf(f, "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+  char b1[32], b2[32], b3[32], b4[32], b5[32];
+  int sim = 0, gpu = 0;
+  for (int i = 0; i < n; i++) {
+    sim |= rows[i].sim_read >= 0;
+    gpu |= !isnan(rows[i].gpu_ms);
+  }
+  fprintf(f, "| case | S | D | Br x Bc | sets | form | rho (min/max) | rho (exact) | masked / partial / unmasked | rule's partial: exactly masked / unmasked | dense | block mask | intervals |%s%s\n",
+          sim ? " modelled read / write | modelled GFLOP |" : "", gpu ? " GPU ms | GPU TFLOP/s |" : "");
+  fprintf(f, "|---|---|---|---|---|---|---|---|---|---|---|---|---|%s%s\n", sim ? "---|---|" : "",
+          gpu ? "---|---|" : "");
   for (int i = 0; i < n; i++) {
     const case_row *r = &rows[i];
-    fprintf(f, "| %s | %lld | %lld | %lld x %lld | %lld | %s | %.4f | %.4f | %lld / %lld / %lld | %lld / %lld | %s | %s | %s |\n",
+    fprintf(f, "| %s | %lld | %lld | %lld x %lld | %lld | %s | %.4f | %.4f | %lld / %lld / %lld | %lld / %lld | %s | %s | %s |",
             r->id, (long long)r->seqlen, (long long)r->head_dim, (long long)r->br, (long long)r->bc,
             (long long)r->sets, r->form, r->rho, r->rho_exact, (long long)r->masked,
             (long long)r->partial, (long long)r->unmasked, (long long)r->partial_but_masked,
             (long long)r->partial_but_unmasked, cli_bytes(r->dense_bytes, b1, sizeof b1),
             cli_bytes(r->block_mask_bytes, b2, sizeof b2), cli_bytes(r->interval_bytes, b3, sizeof b3));
+    if (sim) fprintf(f, " %s / %s | %.4g |", cli_bytes(r->sim_read, b4, sizeof b4),
+                     cli_bytes(r->sim_write, b5, sizeof b5), r->sim_flops / 1e9);
+    if (gpu) fprintf(f, " %.3f | %.1f |", r->gpu_ms, r->gpu_tflops);
+    fputc('\n', f);
   }
 }
 
@@ -435,6 +594,26 @@ static void report_sweep(FILE *f, const case_row *rows, int n) {
         fprintf(f, "| %s | [%.1f, %.1f) | %d | %.3f | %.3f | %.3f |\n", rows[i].family, b / 10.0,
                 (b + 1) / 10.0, cnt, sum / cnt, lo, hi);
     }
+  }
+  /* kernel time against 1 - rho (rho at the kernel's tile size): least squares */
+  double sx = 0, sy = 0, sxx = 0, sxy = 0, syy = 0;
+  int m = 0;
+  for (int i = 0; i < n; i++) {
+    if (isnan(rows[i].gpu_ms)) continue;
+    double x = 1 - rows[i].gpu_rho, y = rows[i].gpu_ms;
+    sx += x, sy += y, sxx += x * x, sxy += x * y, syy += y * y;
+    m++;
+  }
+  if (m >= 3) {
+    double b = (m * sxy - sx * sy) / (m * sxx - sx * sx), a = (sy - b * sx) / m;
+    double ss_tot = syy - sy * sy / m, ss_res = 0;
+    for (int i = 0; i < n; i++)
+      if (!isnan(rows[i].gpu_ms)) {
+        double e = rows[i].gpu_ms - (a + b * (1 - rows[i].gpu_rho));
+        ss_res += e * e;
+      }
+    fprintf(f, "\nKernel time against 1 - rho over %d masks: time = %.3f ms + %.3f ms x (1 - rho), "
+               "R^2 = %.4f.\n", m, a, b, ss_tot > 0 ? 1 - ss_res / ss_tot : NAN);
   }
 }
 
@@ -542,7 +721,8 @@ static int write_figures(const fm_scenario *s, const char *out_dir, const case_r
 #endif
 }
 
-static int write_report(const fm_scenario *s, const char *out_dir, case_row *rows, int n) {
+static int write_report(const fm_scenario *s, const char *out_dir, const gpu_step *g, case_row *rows,
+                        int n) {
   char path[4400];
   snprintf(path, sizeof path, "%s/report.md", out_dir);
   fm_atomic_file af;
@@ -556,9 +736,14 @@ static int write_report(const fm_scenario *s, const char *out_dir, case_row *row
   if (s->description[0]) fprintf(f, "%s\n\n", s->description);
   fprintf(f, "Scenario `%s`, %d case%s, run with fmsim %s. Traces: `cases/ID/`; index: `index.csv`, "
              "`index.json`.\n\n", s->path, n, n == 1 ? "" : "s", FM_VERSION);
-  if (s->run & (FM_SCN_GPU | FM_SCN_PEER))
-    fprintf(f, "GPU steps (%s%s) were skipped: this fmsim has no GPU.\n\n",
-            s->run & FM_SCN_GPU ? "kernels" : "", s->run & FM_SCN_PEER ? ", FlexAttention peer" : "");
+  if (g->wanted && g->skip_reason[0])
+    fprintf(f, "GPU step (kernels) skipped: %s.\n\n", g->skip_reason);
+  else if (g->wanted)
+    fprintf(f, "Kernels timed on %s (skip variant, median of 5 after 2 warm-up launches, L2 "
+               "flushed; TFLOP/s by the paper's count at the kernel's own tile size).\n\n", g->device);
+  if (s->run & FM_SCN_PEER)
+    fprintf(f, "The FlexAttention peer runs through `fmsim bench` and `bench/peer_flex.py` "
+               "(bench/h200.sh), not in scenarios.\n\n");
   fprintf(f, "## %s\n\n", s->report == FM_SCN_REPORT_CASES ? "Cases" :
                           s->report == FM_SCN_REPORT_PAPER_TABLE ? "Block sparsity against the paper" :
                           s->report == FM_SCN_REPORT_SWEEP ? "Sparsity sweep" :
@@ -677,6 +862,10 @@ int scenario_run_main(int argc, char **argv) {
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = on_sigint;
   sigaction(SIGINT, &sa, &old);
+  gpu_step gpu;
+  gpu_step_open(s, cases, rc == FM_EXIT_OK ? ncases : 0, &gpu);
+  if (gpu.wanted && gpu.skip_reason[0] && rc == FM_EXIT_OK)
+    fprintf(stderr, "fmsim run: GPU step skipped: %s\n", gpu.skip_reason);
   int tty = isatty(2), skipped = 0, done = 0;
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -693,7 +882,7 @@ int scenario_run_main(int argc, char **argv) {
     snprintf(row_path, sizeof row_path, "%s/row.tsv", case_dir);
     if (row_read(row_path, &rows[i]) == 0) {
       skipped++;
-    } else if (run_case(s, &cases[i], case_dir, &rows[i]) != 0) {
+    } else if (run_case(s, &cases[i], case_dir, &gpu, &rows[i]) != 0) {
       rc = FM_EXIT_USAGE;
       break;
     }
@@ -702,7 +891,8 @@ int scenario_run_main(int argc, char **argv) {
     progress(done, ncases, cases[i].id, (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9, tty);
   }
   sigaction(SIGINT, &old, NULL);
-  if (rc == FM_EXIT_OK && (write_index(out_dir, rows, ncases) || write_report(s, out_dir, rows, ncases)))
+  gpu_step_close(&gpu);
+  if (rc == FM_EXIT_OK && (write_index(out_dir, rows, ncases) || write_report(s, out_dir, &gpu, rows, ncases)))
     rc = FM_EXIT_FAIL;
   if (rc == FM_EXIT_OK)
     printf("%d cases (%d from an earlier run) -> %s/report.md\n", ncases, skipped, out_dir);
