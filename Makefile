@@ -18,10 +18,10 @@ configure: deps
 build: configure
 	cmake --build $(BUILD) -j $(JOBS)
 
+# The main job: scenarios/default.yaml (the paper's sparsity table, the gallery,
+# the memory figure; the kernels too where there is a GPU) into out/report.md.
 run: build
-	$(FMSIM) analyze --paper-table
-	@echo
-	$(FMSIM) analyze --family causal_document --seqlen 8192 --br 128 --bc 64 --out out/causal_document_8k
+	$(FMSIM) run scenarios/default.yaml --out out
 
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
