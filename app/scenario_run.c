@@ -21,10 +21,12 @@
 #include "cli.h"
 #include "fm_fileio.h"
 #include "fm_cost.h"
+#include "fm_dense.h"
 #include "fm_forms.h"
 #include "fm_intervals_io.h"
 #include "fm_json.h"
 #include "fm_memory.h"
+#include "fm_npy.h"
 #include "fm_paper.h"
 #include "fm_scenario.h"
 #include "fm_tiles.h"
@@ -132,9 +134,22 @@ static int64_t available_memory_bytes(void) {
 static int64_t case_memory(const fm_scenario *s, const fm_scn_case *c) {
   const fm_scn_mask *m = &s->masks[c->mask_index];
   const fm_family_info *fam = m->family[0] ? fm_family_find(m->family) : NULL;
-  int64_t sets = fam && fam->per_head ? c->batch * c->heads : 1;
-  int64_t tiles = sets * ((c->seqlen + c->br - 1) / c->br) * ((c->seqlen + c->bc - 1) / c->bc);
-  return sets * c->seqlen * 16 * 2 + 2 * tiles;
+  int64_t sets = fam && fam->per_head ? c->batch * c->heads : 1, sq = c->seqlen, sk = c->seqlen;
+  if (m->file[0]) {
+    /* a file mask: its sets and lengths from the .npy header (an unreadable file is
+       reported by the pre-flight, with its line) */
+    FILE *f = fopen(m->file, "rb");
+    fm_npy_header h;
+    if (f && fm_npy_read_header(f, m->file, &h, NULL) == FM_OK && h.ndim >= 2) {
+      int interval_file = m->is_intervals && h.ndim == 4;
+      sk = interval_file ? h.shape[2] : h.shape[h.ndim - 1];
+      sq = interval_file ? sk : h.shape[h.ndim - 2];
+      sets = interval_file ? h.shape[0] * h.shape[1] : h.count / (sq * sk > 0 ? sq * sk : 1);
+    }
+    if (f) fclose(f);
+  }
+  int64_t tiles = sets * ((sq + c->br - 1) / c->br) * ((sk + c->bc - 1) / c->bc);
+  return sets * sk * 16 * 2 + 2 * tiles;
 }
 
 /* Intra-chunk study (chunkwise linear RNNs): over the diagonal C x C blocks,
@@ -172,6 +187,7 @@ static int build_case_mask(const fm_scenario *s, const fm_scn_case *c, fm_colmas
     o.batch = c->batch;
     o.heads = c->heads;
     o.seed = c->seed;
+    o.samples_path = s->sample_file[0] ? s->sample_file : NULL;
     for (int p = 0; p < m->nparams; p++) o.params[o.nparams++] = m->params[p];
     fm_err err;
     if (cli_family_build(&o, out, used, &err) != FM_OK) {
@@ -188,9 +204,17 @@ static int build_case_mask(const fm_scenario *s, const fm_scn_case *c, fm_colmas
     }
     return 0;
   }
-  cli_error(cmd, "%s:%d: dense masks in scenarios need fmsim check/convert first: convert %s to "
-            "intervals and use intervals:", s->path, m->line, m->file);
-  return -1;
+  /* a dense mask: scanned once (O(Sk) state), converted to its smallest form */
+  fm_dense_opts dopts = {m->masked_true, 1};
+  fm_dense_result *res = NULL;
+  fm_status st = fm_dense_check_file(m->file, &dopts, &res, &err);
+  if (st == FM_OK) st = fm_dense_result_to_colmask(res, FM_FORM_NONE, out, &err);
+  fm_dense_result_destroy(res);
+  if (st != FM_OK) {
+    cli_error(cmd, "%s:%d: key 'dense': %s", s->path, m->line, err.msg);
+    return -1;
+  }
+  return 0;
 }
 
 /* The GPU step: one session for the whole scenario when fmsim has a usable
@@ -341,7 +365,7 @@ static int run_case(const fm_scenario *s, const fm_scn_case *c, const char *case
     snprintf(row->family, sizeof row->family, "%s", sm->family[0] ? sm->family : "file");
     snprintf(row->params, sizeof row->params, "%s", used.params);
     snprintf(row->form, sizeof row->form, "%s", fm_form_name(a.form));
-    row->seqlen = c->seqlen;
+    row->seqlen = fm_colmask_sk(m);
     row->head_dim = c->head_dim;
     row->br = c->br;
     row->bc = c->bc;

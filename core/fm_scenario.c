@@ -201,6 +201,17 @@ static fm_status parse_words(ctx *c, const yaml_node_t *n, const char *key, cons
   return FM_OK;
 }
 
+/* A path relative to the scenario's folder (absolute paths stay as they are). */
+static fm_status parse_path(ctx *c, const yaml_node_t *n, const char *key, const char *dir,
+                            char *out, size_t cap) {
+  char rel[2048];
+  fm_status st = parse_string(c, n, key, rel, sizeof rel);
+  if (st != FM_OK) return st;
+  int len = rel[0] == '/' ? snprintf(out, cap, "%s", rel) : snprintf(out, cap, "%s/%s", dir, rel);
+  if (len < 0 || (size_t)len >= cap) return bad(c, n, key, "path too long");
+  return FM_OK;
+}
+
 static fm_status parse_mask(ctx *c, const yaml_node_t *n, const char *dir, fm_scn_mask *m) {
   static const char *const known[] = {"family", "params", "intervals", "dense", "causal",
                                       "masked_true", "seqlen", "br", "bc", "samples", "draws"};
@@ -237,14 +248,8 @@ static fm_status parse_mask(ctx *c, const yaml_node_t *n, const char *dir, fm_sc
         m->nparams++;
       }
     } else if (!strcmp(ks, "intervals") || !strcmp(ks, "dense")) {
-      char rel[2048];
-      st = parse_string(c, v, ks, rel, sizeof rel);
-      if (st == FM_OK) {
-        int len = rel[0] == '/' ? snprintf(m->file, sizeof m->file, "%s", rel)
-                                : snprintf(m->file, sizeof m->file, "%s/%s", dir, rel);
-        if (len < 0 || (size_t)len >= sizeof m->file) return bad(c, v, ks, "path too long");
-        m->is_intervals = !strcmp(ks, "intervals");
-      }
+      st = parse_path(c, v, ks, dir, m->file, sizeof m->file);
+      m->is_intervals = !strcmp(ks, "intervals");
     } else if (!strcmp(ks, "causal")) {
       st = parse_bool(c, v, ks, &m->causal);
       have_causal = 1;
@@ -270,7 +275,7 @@ static fm_status parse_mask(ctx *c, const yaml_node_t *n, const char *dir, fm_sc
 static fm_status parse_root(ctx *c, const yaml_node_t *root, const char *dir, fm_scenario *s) {
   static const char *const known[] = {"name", "description", "output", "seqlen", "batch", "heads",
                                       "head_dim", "br", "bc", "samples", "seed", "draws", "run",
-                                      "figures", "report", "chunk", "masks"};
+                                      "figures", "report", "chunk", "masks", "sample_file"};
   static const char *const steps[] = {"analyze", "simulate", "gpu", "peer"};
   static const unsigned step_bits[] = {FM_SCN_ANALYZE, FM_SCN_SIMULATE, FM_SCN_GPU, FM_SCN_PEER};
   static const char *const figs[] = {"gallery", "memory", "tiles"};
@@ -313,6 +318,7 @@ static fm_status parse_root(ctx *c, const yaml_node_t *root, const char *dir, fm
       else s->report = (fm_scn_report)found;
     } else if (!strcmp(ks, "chunk")) st = parse_int(c, v, ks, 1, 1 << 20, &s->chunk);
     else if (!strcmp(ks, "masks")) masks = v;
+    else if (!strcmp(ks, "sample_file")) st = parse_path(c, v, ks, dir, s->sample_file, sizeof s->sample_file);
     else return unknown_key(c, k, ks, known, (int)(sizeof known / sizeof known[0]), "the scenario");
     if (st != FM_OK) return st;
   }
@@ -380,7 +386,9 @@ fm_status fm_scenario_cases(const fm_scenario *s, fm_scn_case **cases, int *ncas
   if (!out) return fm_fail(err, FM_ENOMEM, "out of memory");
   for (int mi = 0; mi < s->nmasks; mi++) {
     const fm_scn_mask *m = &s->masks[mi];
-    const fm_int_list *seq = m->seqlen.n ? &m->seqlen : &s->seqlen;
+    /* a file mask has its own length: one case per head dim and tile size */
+    static const fm_int_list file_length = {1, {0}};
+    const fm_int_list *seq = m->file[0] ? &file_length : m->seqlen.n ? &m->seqlen : &s->seqlen;
     const fm_int_list *brs = m->br.n ? &m->br : &s->br, *bcs = m->bc.n ? &m->bc : &s->bc;
     const fm_int_list *smp = m->samples.n ? &m->samples : &s->samples;
     const fm_family_info *fam = m->family[0] ? fm_family_find(m->family) : NULL;
@@ -408,14 +416,18 @@ fm_status fm_scenario_cases(const fm_scenario *s, fm_scn_case **cases, int *ncas
                 cs->head_dim = s->head_dim.v[d];
                 cs->br = brs->v[b];
                 cs->bc = bcs->v[q];
-                cs->batch = s->batch ? s->batch : (131072 / cs->seqlen > 0 ? 131072 / cs->seqlen : 1);
+                cs->batch = s->batch ? s->batch
+                            : cs->seqlen > 0 && 131072 / cs->seqlen > 0 ? 131072 / cs->seqlen : 1;
                 cs->heads = s->heads ? s->heads : 4096 / cs->head_dim;
                 cs->sample = fam && fam->uses_docs && smp->n ? (int)smp->v[k] : -1;
                 cs->seed = s->seed + (uint64_t)r;
                 const char *label = m->family[0] ? m->family : (strrchr(m->file, '/') ? strrchr(m->file, '/') + 1 : m->file);
-                int len = snprintf(cs->id, sizeof cs->id, "m%02d-%s-S%lld-D%lld-%lldx%lld", mi, label,
-                                   (long long)cs->seqlen, (long long)cs->head_dim, (long long)cs->br,
-                                   (long long)cs->bc);
+                int len = m->file[0]
+                              ? snprintf(cs->id, sizeof cs->id, "m%02d-%.100s-D%lld-%lldx%lld", mi, label,
+                                         (long long)cs->head_dim, (long long)cs->br, (long long)cs->bc)
+                              : snprintf(cs->id, sizeof cs->id, "m%02d-%s-S%lld-D%lld-%lldx%lld", mi,
+                                         label, (long long)cs->seqlen, (long long)cs->head_dim,
+                                         (long long)cs->br, (long long)cs->bc);
                 if (cs->sample >= 0) len += snprintf(cs->id + len, sizeof cs->id - (size_t)len, "-k%d", cs->sample);
                 if (draws > 1) snprintf(cs->id + len, sizeof cs->id - (size_t)len, "-r%lld", (long long)r);
               }

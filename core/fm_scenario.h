@@ -12,6 +12,7 @@
  *   head_dim: [128, 64]               # 64 and/or 128
  *   br: 128                           # int or list; bc likewise
  *   samples: all                      # document samples: int, list, or all (0..4)
+ *   sample_file: data/my_docs.txt     # documents in the paper's format (default: built in)
  *   seed: 0
  *   draws: 1                          # seeded draws per case (seed, seed+1, ...)
  *   run: [analyze, simulate, gpu, peer]
@@ -84,6 +85,7 @@ typedef struct fm_scenario {
   char name[128];
   char description[1024];
   char output[4096];
+  char sample_file[4096]; /* resolved path, "" for the built-in samples */
   fm_int_list seqlen, head_dim, br, bc, samples; /* samples n = 0: default sample */
   int64_t batch, heads;                          /* 0 = auto (the paper's) */
   uint64_t seed;
@@ -102,7 +104,7 @@ const char *fm_scn_report_name(fm_scn_report r);
 /* One case: a mask at one (seqlen, head_dim, br, bc, sample, draw). */
 typedef struct fm_scn_case {
   int mask_index;
-  int64_t seqlen, head_dim, br, bc, batch, heads;
+  int64_t seqlen, head_dim, br, bc, batch, heads; /* seqlen 0: a file mask's own length */
   int sample; /* -1: default */
   uint64_t seed;
   char id[256]; /* folder name, unique in the scenario */

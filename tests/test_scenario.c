@@ -5,6 +5,7 @@
 #include <criterion/criterion.h>
 #include <sys/stat.h>
 
+#include "fm_npy.h"
 #include "fm_scenario.h"
 #include "fm_test_util.h"
 
@@ -181,4 +182,60 @@ Test(scenario, run_writes_traces_index_report_and_resumes) {
   fmt_run(&res, args);
   cr_assert_eq(res.status, 2);
   cr_assert(strstr(res.err, "no case matches"));
+}
+
+Test(scenario, file_masks_and_a_sample_file) {
+  /* a dense mask, an interval file and documents from a sample file, all
+     relative to the scenario's folder */
+  char dir[512], path[700], out[700], args[1600], file[900];
+  scn_path(dir, sizeof dir, "files");
+  mkdir(dir, 0755);
+  const int S = 96;
+  uint8_t *attend = malloc((size_t)S * S);
+  for (int i = 0; i < S; i++)
+    for (int j = 0; j < S; j++) attend[i * S + j] = j <= i && (i < 40) == (j < 40); /* two documents */
+  int64_t shape[2] = {S, S};
+  snprintf(path, sizeof path, "%s/docs.npy", dir);
+  cr_assert_eq(fm_npy_save(path, FM_DT_BOOL, 2, shape, attend, NULL), FM_OK);
+  free(attend);
+  int32_t lts[S];
+  for (int j = 0; j < S; j++) lts[j] = j + 8 < S ? j + 8 : S; /* sliding window w = 8 */
+  int64_t ishape[4] = {1, 1, S, 1};
+  snprintf(path, sizeof path, "%s/window.npy", dir);
+  cr_assert_eq(fm_npy_save(path, FM_DT_I32, 4, ishape, lts, NULL), FM_OK);
+  snprintf(path, sizeof path, "%s/docs.txt", dir);
+  write_text(path, "Total length: 96\nSample 1, num_docs 2: [(5, 40), (5, 56)]# [0, 1]\n");
+  snprintf(path, sizeof path, "%s/files.yaml", dir);
+  write_text(path,
+             "name: files\n"
+             "seqlen: 96\n"
+             "br: 16\nbc: 16\n"
+             "sample_file: docs.txt\n"
+             "masks:\n"
+             "  - dense: docs.npy\n"
+             "  - intervals: window.npy\n"
+             "    causal: true\n"
+             "  - family: causal_document\n"
+             "    samples: 0\n");
+  snprintf(out, sizeof out, "%s/out", dir);
+  snprintf(args, sizeof args, "run %s --out %s", path, out);
+  fmt_run(&res, args);
+  cr_assert_eq(res.status, 0, "%s", res.err);
+  char index[65536];
+  snprintf(file, sizeof file, "%s/index.csv", out);
+  fmt_slurp(file, index, sizeof index);
+  /* the dense mask and the sampled family are the same two causal documents */
+  double rho_dense = -1, rho_family = -1, rho_window = -1;
+  for (char *line = strtok(index, "\n"); line; line = strtok(NULL, "\n")) {
+    double rho;
+    char id[256];
+    if (sscanf(line, "%255[^,],%*[^,],%*d,%*d,%*d,%*d,%*d,%*d,%*d,%*d,%*d,%*[^,],%*d,%*d,%*d,%*d,%lf", id, &rho) != 2)
+      continue;
+    if (strstr(id, "docs.npy")) rho_dense = rho;
+    if (strstr(id, "window.npy")) rho_window = rho;
+    if (strstr(id, "causal_document")) rho_family = rho;
+  }
+  cr_assert_gt(rho_dense, 0.3, "dense case ran (%f)", rho_dense);
+  cr_assert_float_eq(rho_dense, rho_family, 1e-12, "dense %f vs family %f", rho_dense, rho_family);
+  cr_assert_gt(rho_window, 0.5);
 }
