@@ -18,7 +18,14 @@
 #   FM_PEER_ARGS   extra arguments for bench/peer_flex.py
 #   FM_PEER_SDPA   1 (default): the peer also times SDPA FA2 / cuDNN on full and causal
 #   FM_VERIFY_ARGS arguments of `fmsim verify` (default --quick; set empty for the full one)
-#   FM_STEPS       steps to run (default: "env build verify ctest trace bench peer merge")
+#   FM_STEPS       steps to run (default: "env build verify ctest trace bench peer merge";
+#                  also kbench: the kernel's dev harness fm_kernel_bench, head dims 128
+#                  and 64, with FM_KBENCH_ARGS / FM_KBENCH64_ARGS)
+# The .device/ carry folder holds the .debs of Criterion, its run-time libraries and
+# libyaml (apt-get download libcriterion3 libcriterion-dev libgit2-1.5 libnanomsg5
+# libffi8 libhttp-parser2.9 libmbedcrypto7 libmbedtls14 libmbedx509-1 libssh2-1
+# libgssapi-krb5-2 libkrb5-3 libk5crypto3 libkrb5support0 libkeyutils1 libcom-err2
+# libssl3 libyaml-0-2 libyaml-dev, in .device/debs).
 # When the tree does not build there, the binaries carried in .bench-bin/ (fmsim,
 # test_measure, built elsewhere for x86-64 with the same CUDA) stand in, and the
 # gpu tests run directly instead of through ctest.
@@ -37,7 +44,7 @@ mkdir -p "$R/logs" "$OUTDIR"
 T0=$(date +%s)
 export PYTHONUNBUFFERED=1
 # Criterion and its run-time libraries come from the carried .debs, unpacked into a
-# private prefix (as scripts/device_build.sh does); only the C programs see them,
+# private prefix; only the C programs see them,
 # python/torch keep their own libraries.
 PREFIX=/tmp/fm-deps
 CUDA_LIBS=/usr/local/cuda/lib64:/usr/local/cuda/extras/CUPTI/lib64:/usr/local/cuda/targets/x86_64-linux/lib
@@ -126,7 +133,7 @@ if [ ! -x "$FMSIM" ]; then
   exit 1
 fi
 
-# --quick: one odd length; scripts/device_build.sh runs the full verification
+# --quick: one odd length; FM_VERIFY_ARGS= (empty) runs the full verification
 # shellcheck disable=SC2086
 want verify && step verify 90 "${C_ENV[@]}" "$FMSIM" verify ${FM_VERIFY_ARGS---quick}
 if want ctest; then
@@ -137,6 +144,14 @@ if want ctest; then
       [ -x "$t" ] && step "ctest_$(basename "$t")" 100 "${C_ENV[@]}" "$t" --verbose
     done
   fi
+fi
+# the kernel's development harness (validate, then time every family), both head dims
+if want kbench && [ -x "$B/kernels/fm_kernel_bench" ]; then
+  # shellcheck disable=SC2086
+  step kbench 150 "${C_ENV[@]}" "$B/kernels/fm_kernel_bench" ${FM_KBENCH_ARGS:---seqlens 8192,32768}
+  # shellcheck disable=SC2086
+  step kbench64 90 "${C_ENV[@]}" "$B/kernels/fm_kernel_bench" --head-dim 64 \
+    ${FM_KBENCH64_ARGS:---seqlens 32768 --families causal,document,random_eviction}
 fi
 want trace && step trace 40 "${C_ENV[@]}" "$FMSIM" run --family causal_document --seqlen 8192 --heads 4 \
   --instrument --warmup 3 --reps 10 --out "$R/trace_causal_document_8k"
