@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 #include <stdio.h>
 
+#include "fm_cuda_status.cuh"
 #include "fm_attn.h"
 #include "fm_attn_launch.cuh"
 #include "fm_tile_rule.h"
@@ -72,10 +73,6 @@ static_assert(FM_ATTN_BR == fmk::BR && FM_ATTN_BC == fmk::tile_cfg<64>::BC &&
                   FM_ATTN_BC == fmk::tile_cfg<128>::BC,
               "fm_attn.h's tile macros must match the kernels");
 
-static fm_status cuda_fail(fm_err *err, cudaError_t e, const char *what) {
-  return fm_fail(err, FM_EIO, "CUDA error in %s: %s (%s)", what, cudaGetErrorName(e),
-                 cudaGetErrorString(e));
-}
 
 extern "C" void fm_attn_tile_size(int32_t head_dim, int32_t *br, int32_t *bc) {
   int32_t r = 0, c = 0;

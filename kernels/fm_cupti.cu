@@ -21,6 +21,7 @@
 #include <mutex>
 #include <vector>
 
+#include "fm_cuda_status.cuh"
 #include "fm_cupti.h"
 
 #ifdef FM_HAVE_CUPTI
@@ -31,15 +32,6 @@
 #include <cupti_target.h>
 #endif
 
-static fm_status cuda_fail(fm_err *err, cudaError_t e, const char *what) {
-  return fm_fail(err, FM_EIO, "CUDA error in %s: %s (%s)", what, cudaGetErrorName(e),
-                 cudaGetErrorString(e));
-}
-#define CUDA_TRY(call, what)                                   \
-  do {                                                         \
-    cudaError_t e_ = (call);                                   \
-    if (e_ != cudaSuccess) return cuda_fail(err, e_, (what)); \
-  } while (0)
 
 /* ------------------------------------------------------------- device probe */
 

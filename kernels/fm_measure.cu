@@ -15,17 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fm_cuda_status.cuh"
 #include "fm_measure.h"
 
-static fm_status cuda_fail(fm_err *err, cudaError_t e, const char *what) {
-  return fm_fail(err, FM_EIO, "CUDA error in %s: %s (%s)", what, cudaGetErrorName(e),
-                 cudaGetErrorString(e));
-}
-#define CUDA_TRY(call, what)                                   \
-  do {                                                         \
-    cudaError_t e_ = (call);                                   \
-    if (e_ != cudaSuccess) return cuda_fail(err, e_, (what)); \
-  } while (0)
 
 struct fm_gpu_session {
   fm_gpu_props props;
