@@ -19,6 +19,12 @@ void cli_error(const char *cmd, const char *fmt, ...) {
   va_end(ap);
 }
 
+int cli_bad_option(const char *cmd, int opt, char *const argv[]) {
+  if (opt == ':') cli_error(cmd, "option '%s' needs a value", argv[optind - 1]);
+  else cli_error(cmd, "unknown option '%s' (see fmsim %s --help)", argv[optind - 1], cmd);
+  return FM_EXIT_USAGE;
+}
+
 int cli_int(const char *cmd, const char *opt, const char *text, int64_t lo, int64_t hi,
             int64_t *out) {
   char *end;

@@ -23,6 +23,11 @@ void cli_error(const char *cmd, const char *fmt, ...)
 #endif
     ;
 
+/* What getopt_long (optstring starting with ':') returned for a bad option:
+ * ':' a missing value, anything else an unknown option. Prints the error
+ * (argv[optind - 1] names the option) and returns FM_EXIT_USAGE. */
+int cli_bad_option(const char *cmd, int opt, char *const argv[]);
+
 /* Strict integer parsing: the whole string, in [lo, hi]. Prints the error. */
 int cli_int(const char *cmd, const char *opt, const char *text, int64_t lo, int64_t hi,
             int64_t *out);

@@ -36,21 +36,8 @@ static const char *help =
 static int analyze_mask(const char *cmd, const fm_colmask *m, const cli_mask_opts *o,
                         const fm_family_used *used, int want_tiles, fm_analysis *a,
                         uint8_t **classes, uint8_t **exact) {
-  memset(a, 0, sizeof *a);
-  a->family = o->family;
-  a->params = used->params;
-  a->docs_source = used->docs_source;
-  a->seqlen_q = fm_colmask_sq(m);
-  a->seqlen_k = fm_colmask_sk(m);
-  a->batch = o->batch;
-  a->heads = o->heads;
-  a->causal = fm_colmask_causal(m);
-  a->br = (int32_t)o->br;
-  a->bc = (int32_t)o->bc;
-  a->tr = (int32_t)((a->seqlen_q + a->br - 1) / a->br);
-  a->tc = (int32_t)((a->seqlen_k + a->bc - 1) / a->bc);
-  a->form = fm_colmask_smallest_form(m);
-  fm_mask_bytes_compute(a->seqlen_q, a->seqlen_k, fm_colmask_nsets(m), a->form, a->bc, &a->bytes);
+  fm_analysis_init(a, m, o->family, used->params, used->docs_source, o->batch, o->heads,
+                   (int32_t)o->br, (int32_t)o->bc);
   *classes = *exact = NULL;
   if (want_tiles) {
     int64_t n = (int64_t)fm_colmask_nsets(m) * a->tr * a->tc;
@@ -197,7 +184,7 @@ int cmd_analyze(int argc, char **argv) {
   cli_mask_opts o;
   cli_mask_opts_init(&o);
   opterr = 0;
-  while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+  while ((opt = getopt_long(argc, argv, ":", longopts, NULL)) != -1) {
     int r = cli_mask_opt(cmd, &o, opt, optarg);
     if (r < 0) return FM_EXIT_USAGE;
     if (r > 0) continue;
@@ -206,12 +193,7 @@ int cmd_analyze(int argc, char **argv) {
     case 'o': out_dir = optarg; break;
     case 'P': table = 1; break;
     case 'h': fputs(help, stdout); return FM_EXIT_OK;
-    case ':':
-      cli_error(cmd, "option '%s' needs a value", argv[optind - 1]);
-      return FM_EXIT_USAGE;
-    default:
-      cli_error(cmd, "unknown option '%s' (see fmsim analyze --help)", argv[optind - 1]);
-      return FM_EXIT_USAGE;
+    default: return cli_bad_option(cmd, opt, argv);
     }
   }
   if (optind < argc) {

@@ -482,12 +482,11 @@ static fm_status write_table(const bench_state *st, FILE *echo, fm_err *err) {
 
 /* ------------------------------------------------------------------ cases */
 
-static int build_case_mask(const bench_opts *o, const fm_sample_set *samples, const char *family,
-                           int64_t S, int64_t B, int64_t H, int sample, uint64_t seed, int nparams,
+static int build_case_mask(const fm_sample_set *samples, const char *family, int64_t S,
+                           int64_t B, int64_t H, int sample, uint64_t seed, int nparams,
                            const char *const *params, fm_colmask **m, fm_family_used *used) {
   fm_err err;
   fm_family_request req = {family, S, B, H, seed, sample, samples, nparams, params};
-  (void)o;
   if (fm_family_build(&req, m, used, &err) != FM_OK) {
     cli_error(cmd, "%s at S=%lld: %s", family, (long long)S, err.msg);
     return -1;
@@ -540,19 +539,11 @@ static int gpu_case(fm_gpu_session *sess, const bench_opts *o, bench_case *c, co
   c->inst = r.timing_instrumented;
   c->meas = r.measured;
   if (r.tile_class) {
-    int32_t tr = r.tr, tc = r.tc;
-    int64_t per = (int64_t)tr * tc, mism = 0;
+    int64_t per = (int64_t)r.tr * r.tc;
     uint8_t *cls = malloc((size_t)fm_colmask_nsets(m) * (size_t)per);
     fm_tile_counts counts;
-    if (cls && fm_classify(m, c->br, c->bc, &counts, cls, NULL, NULL) == FM_OK) {
-      for (int64_t b = 0; b < c->B; b++)
-        for (int64_t h = 0; h < c->H; h++) {
-          const uint8_t *cpu = cls + (int64_t)fm_colmask_set_index(m, (int32_t)b, (int32_t)h) * per;
-          const uint8_t *gpu = r.tile_class + (b * c->H + h) * per;
-          for (int64_t i = 0; i < per; i++) mism += cpu[i] != gpu[i];
-        }
-      c->class_mismatches = mism;
-    }
+    if (cls && fm_classify(m, c->br, c->bc, &counts, cls, NULL, NULL) == FM_OK)
+      c->class_mismatches = fm_class_mismatches(m, cls, r.tile_class, c->B, c->H, per);
     free(cls);
   }
   fm_gpu_result_free(&r);
@@ -618,7 +609,7 @@ int cmd_bench(int argc, char **argv) {
   int opt;
   opterr = 0;
   optind = 1;
-  while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+  while ((opt = getopt_long(argc, argv, ":", longopts, NULL)) != -1) {
     switch (opt) {
     case O_OUT: o.out = optarg; break;
     case O_HD:
@@ -697,12 +688,7 @@ int cmd_bench(int argc, char **argv) {
       break;
     case O_SAMPLES: o.samples_path = optarg; break;
     case 'h': fputs(help, stdout); return FM_EXIT_OK;
-    case ':':
-      cli_error(cmd, "option '%s' needs a value", argv[optind - 1]);
-      return FM_EXIT_USAGE;
-    default:
-      cli_error(cmd, "unknown option '%s' (see fmsim bench --help)", argv[optind - 1]);
-      return FM_EXIT_USAGE;
+    default: return cli_bad_option(cmd, opt, argv);
     }
   }
   if (optind < argc) {
@@ -831,7 +817,7 @@ int cmd_bench(int argc, char **argv) {
         fm_colmask *m = NULL;
         fm_family_used used;
         int sample = fam->uses_docs && fm_samples_count(&samples, c->S) > 0 ? (int)o.sample : -1;
-        if (build_case_mask(&o, &samples, c->family, c->S, c->B, c->H, sample, (uint64_t)o.seed, 0,
+        if (build_case_mask(&samples, c->family, c->S, c->B, c->H, sample, (uint64_t)o.seed, 0,
                             NULL, &m, &used) ||
             model_case(c, m)) {
           fm_colmask_destroy(m);
@@ -897,7 +883,7 @@ int cmd_bench(int argc, char **argv) {
         c.D = D;
         fm_attn_tile_size((int32_t)D, &c.br, &c.bc);
         snprintf(c.id, sizeof c.id, "sweep %s draw %d", sweep_fams[f], k);
-        if (build_case_mask(&o, NULL, sweep_fams[f], S, B, H, -1, (uint64_t)o.seed + 1000 + (uint64_t)k,
+        if (build_case_mask(NULL, sweep_fams[f], S, B, H, -1, (uint64_t)o.seed + 1000 + (uint64_t)k,
                             2, params, &m, &used) ||
             model_case(&c, m)) {
           fm_colmask_destroy(m);

@@ -110,7 +110,7 @@ int cmd_check(int argc, char **argv) {
   int64_t sq = 0;
   opterr = 0;
   optind = 1;
-  while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+  while ((opt = getopt_long(argc, argv, ":", longopts, NULL)) != -1) {
     switch (opt) {
     case 'j': json = 1; break;
     case 'm': masked_true = 1; break;
@@ -127,12 +127,7 @@ int cmd_check(int argc, char **argv) {
       if (cli_int(cmd, "--seqlen-q", optarg, 1, FM_MAX_SEQLEN, &sq)) return FM_EXIT_USAGE;
       break;
     case 'h': fputs(help, stdout); return FM_EXIT_OK;
-    case ':':
-      cli_error(cmd, "option '%s' needs a value", argv[optind - 1]);
-      return FM_EXIT_USAGE;
-    default:
-      cli_error(cmd, "unknown option '%s' (see fmsim check --help)", argv[optind - 1]);
-      return FM_EXIT_USAGE;
+    default: return cli_bad_option(cmd, opt, argv);
     }
   }
   if (intervals) {

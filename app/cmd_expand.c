@@ -79,12 +79,7 @@ int cmd_expand(int argc, char **argv) {
       break;
     case 'm': eo.masked_true = 1; break;
     case 'h': fputs(help, stdout); return FM_EXIT_OK;
-    case ':':
-      cli_error(cmd, "option '%s' needs a value", argv[optind - 1]);
-      return FM_EXIT_USAGE;
-    default:
-      cli_error(cmd, "unknown option '%s' (see fmsim expand --help)", argv[optind - 1]);
-      return FM_EXIT_USAGE;
+    default: return cli_bad_option(cmd, opt, argv);
     }
   }
   if (optind == argc) {

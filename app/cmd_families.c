@@ -23,14 +23,13 @@ int cmd_families(int argc, char **argv) {
                                            {0, 0, 0, 0}};
   int json = 0, opt;
   opterr = 0;
-  while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+  while ((opt = getopt_long(argc, argv, ":", longopts, NULL)) != -1) {
     if (opt == 'j') json = 1;
     else if (opt == 'h') {
       fputs(help, stdout);
       return FM_EXIT_OK;
     } else {
-      cli_error("families", "unknown option '%s' (see fmsim families --help)", argv[optind - 1]);
-      return FM_EXIT_USAGE;
+      return cli_bad_option("families", opt, argv);
     }
   }
   if (optind < argc) {

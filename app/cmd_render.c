@@ -134,12 +134,7 @@ int cmd_render(int argc, char **argv) {
     case 3008: gallery = 1; break;
     case 3009: figure = optarg; break;
     case 'h': fputs(help, stdout); return FM_EXIT_OK;
-    case ':':
-      cli_error(cmd, "option '%s' needs a value", argv[optind - 1]);
-      return FM_EXIT_USAGE;
-    default:
-      cli_error(cmd, "unknown option '%s' (see fmsim render --help)", argv[optind - 1]);
-      return FM_EXIT_USAGE;
+    default: return cli_bad_option(cmd, opt, argv);
     }
   }
   if (optind < argc) src.path = argv[optind++];

@@ -8,8 +8,8 @@
  * trace comes from the CPU simulation: tile classes and the cost model's
  * bytes, no timings (summary.json "device": "cpu-simulation").
  *
- * The family form is `fmsim run --family ...`; a scenario file argument
- * (`fmsim run SCENARIO.yaml`) is reserved for the scenario issue.
+ * This is the family form, `fmsim run --family ...`; main.c sends
+ * `fmsim run SCENARIO.yaml` to scenario_run.c instead.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <getopt.h>
@@ -32,7 +32,9 @@
 #endif
 
 static const char *help =
-    "usage: fmsim run --family NAME [options] --out DIR\n\n"
+    "usage: fmsim run --family NAME [options] --out DIR\n"
+    "       fmsim run SCENARIO.yaml [--out DIR] [--only PATTERN]   (a scenario file, right\n"
+    "       after run: see scenarios/ and README.md)\n\n"
     "Runs the FlashMask forward kernel (bf16, fp32 accumulation) on a family mask and writes\n"
     "a trace: time (median after warm-up, L2 flushed), TFLOP/s (the paper's count\n"
     "4*B*H*S*S*D*(1-rho), rho at the kernel's tile size), bytes measured (CUPTI Range\n"
@@ -145,7 +147,7 @@ int cmd_run(int argc, char **argv) {
   int opt;
   opterr = 0;
   optind = 1;
-  while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+  while ((opt = getopt_long(argc, argv, ":", longopts, NULL)) != -1) {
     int r = cli_mask_opt(cmd, &o.mask, opt, optarg);
     if (r < 0) return FM_EXIT_USAGE;
     if (r > 0) {
@@ -180,21 +182,16 @@ int cmd_run(int argc, char **argv) {
     case O_JSON: o.json = 1; break;
     case O_OUT: o.out = optarg; break;
     case 'h': fputs(help, stdout); return FM_EXIT_OK;
-    case ':':
-      cli_error(cmd, "option '%s' needs a value", argv[optind - 1]);
-      return FM_EXIT_USAGE;
-    default:
-      cli_error(cmd, "unknown option '%s' (see fmsim run --help)", argv[optind - 1]);
-      return FM_EXIT_USAGE;
+    default: return cli_bad_option(cmd, opt, argv);
     }
   }
   if (optind < argc) {
-    const char *a = argv[optind];
-    size_t n = strlen(a);
-    if (n > 5 && (!strcmp(a + n - 5, ".yaml") || !strcmp(a + n - 4, ".yml")))
-      cli_error(cmd, "%s: scenario files are not supported by fmsim run yet; use --family", a);
+    size_t n = strlen(argv[optind]);
+    if ((n > 5 && !strcmp(argv[optind] + n - 5, ".yaml")) || (n > 4 && !strcmp(argv[optind] + n - 4, ".yml")))
+      cli_error(cmd, "a scenario file comes right after run: fmsim run %s [--out DIR] [--only PATTERN]",
+                argv[optind]);
     else
-      cli_error(cmd, "unexpected argument '%s'", a);
+      cli_error(cmd, "unexpected argument '%s'", argv[optind]);
     return FM_EXIT_USAGE;
   }
   if (!o.mask.family) {
@@ -237,21 +234,8 @@ int cmd_run(int argc, char **argv) {
     return FM_EXIT_USAGE;
   }
   fm_analysis a;
-  memset(&a, 0, sizeof a);
-  a.family = o.mask.family;
-  a.params = used.params;
-  a.docs_source = used.docs_source;
-  a.seqlen_q = fm_colmask_sq(m);
-  a.seqlen_k = fm_colmask_sk(m);
-  a.batch = o.mask.batch;
-  a.heads = o.mask.heads;
-  a.causal = fm_colmask_causal(m);
-  a.br = br;
-  a.bc = bc;
-  a.tr = (int32_t)((a.seqlen_q + br - 1) / br);
-  a.tc = (int32_t)((a.seqlen_k + bc - 1) / bc);
-  a.form = fm_colmask_smallest_form(m);
-  fm_mask_bytes_compute(a.seqlen_q, a.seqlen_k, nsets, a.form, bc, &a.bytes);
+  fm_analysis_init(&a, m, o.mask.family, used.params, used.docs_source, o.mask.batch,
+                   o.mask.heads, br, bc);
   int64_t per_set = (int64_t)a.tr * a.tc;
   int64_t all_tiles = a.batch * a.heads * per_set;
   if (all_tiles * 18 > MAX_TRACE_TILE_BYTES) {
@@ -336,16 +320,9 @@ int cmd_run(int argc, char **argv) {
       info.gpu_classes = gres.tile_class;
       info.gpu_cycles = gres.tile_cycles;
       info.clock_khz = p->clock_khz;
-      if (gres.tile_class && o.variant == FM_COST_SKIP) {
-        int64_t mism = 0;
-        for (int64_t b = 0; b < a.batch; b++)
-          for (int64_t h = 0; h < a.heads; h++) {
-            const uint8_t *cpu = classes + (int64_t)fm_colmask_set_index(m, (int32_t)b, (int32_t)h) * per_set;
-            const uint8_t *gpu = gres.tile_class + (b * a.heads + h) * per_set;
-            for (int64_t i = 0; i < per_set; i++) mism += cpu[i] != gpu[i];
-          }
-        info.class_mismatches = mism;
-      }
+      if (gres.tile_class && o.variant == FM_COST_SKIP)
+        info.class_mismatches =
+            fm_class_mismatches(m, classes, gres.tile_class, a.batch, a.heads, per_set);
       if (gres.tile_cycles && gres.tile_class &&
           fm_timeline_add_tiles(&gres.timeline, gres.tile_class, gres.tile_cycles, a.tr, a.tc,
                                 p->clock_khz, 1, 50000, &err) != FM_OK) {

@@ -111,7 +111,7 @@ int cmd_verify(int argc, char **argv) {
   int quick = 0, json = 0, opt;
   int64_t seed = 0;
   opterr = 0;
-  while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+  while ((opt = getopt_long(argc, argv, ":", longopts, NULL)) != -1) {
     if (opt == 'q') quick = 1;
     else if (opt == 'j') json = 1;
     else if (opt == 's') {
@@ -120,8 +120,7 @@ int cmd_verify(int argc, char **argv) {
       fputs(help, stdout);
       return FM_EXIT_OK;
     } else {
-      cli_error("verify", "unknown option '%s' (see fmsim verify --help)", argv[optind - 1]);
-      return FM_EXIT_USAGE;
+      return cli_bad_option("verify", opt, argv);
     }
   }
   if (optind < argc) {

@@ -99,12 +99,7 @@ int cmd_view(int argc, char **argv) {
       if (cli_int(cmd, "--bench-frames", optarg, 1, 1000000, &bench)) return FM_EXIT_USAGE;
       break;
     case 'h': print_help(); return FM_EXIT_OK;
-    case ':':
-      cli_error(cmd, "option '%s' needs a value", argv[optind - 1]);
-      return FM_EXIT_USAGE;
-    default:
-      cli_error(cmd, "unknown option '%s' (see fmsim view --help)", argv[optind - 1]);
-      return FM_EXIT_USAGE;
+    default: return cli_bad_option(cmd, opt, argv);
     }
   }
   if (optind < argc) src.path = argv[optind++];

@@ -122,11 +122,7 @@ void dense_report_human(FILE *f, const char *path, const fm_dense_report *r, fm_
     int lines = r->nset_reports < SET_LINES ? r->nset_reports : SET_LINES;
     for (int s = 0; s < lines; s++) {
       const fm_dense_set *d = &r->sets[s];
-      fm_form sf = FM_FORM_NONE, tf = FM_FORM_NONE;
-      for (int k = FM_FORM_COUNT - 1; k >= 0; k--) {
-        if (d->fit & (1u << k)) sf = (fm_form)k;
-        if (d->row_fit & (1u << k)) tf = (fm_form)k;
-      }
+      fm_form sf = fm_form_smallest(d->fit), tf = fm_form_smallest(d->row_fit);
       fprintf(f, "  %5d %5d  %-9s %8d  %8lld  %-10s  %s\n", d->batch, d->head,
               fm_form_name(sf), d->max_runs, (long long)d->misfits[r->closest],
               r->rows_known ? fm_form_name(tf) : "-", d->same_as_head0 ? "yes" : "no");
@@ -227,11 +223,7 @@ void dense_report_json(fm_json *j, const char *path, const fm_dense_report *r, f
     fm_json_array(j, "sets");
     for (int s = 0; s < r->nset_reports; s++) {
       const fm_dense_set *d = &r->sets[s];
-      fm_form sf = FM_FORM_NONE, tf = FM_FORM_NONE;
-      for (int k = FM_FORM_COUNT - 1; k >= 0; k--) {
-        if (d->fit & (1u << k)) sf = (fm_form)k;
-        if (d->row_fit & (1u << k)) tf = (fm_form)k;
-      }
+      fm_form sf = fm_form_smallest(d->fit), tf = fm_form_smallest(d->row_fit);
       fm_json_object(j, NULL);
       fm_json_int(j, "batch", d->batch);
       fm_json_int(j, "head", d->head);

@@ -46,14 +46,10 @@ int main(int argc, char **argv) {
     printf("fmsim %s\n", FM_VERSION);
     return FM_EXIT_OK;
   }
-  /* `fmsim run SCENARIO.yaml` runs a scenario file; `fmsim run --family ...` runs one mask */
-  if (!strcmp(argv[1], "run"))
-    for (int i = 2; i < argc; i++) {
-      size_t n = strlen(argv[i]);
-      if (argv[i][0] != '-' && ((n > 5 && !strcmp(argv[i] + n - 5, ".yaml")) ||
-                                (n > 4 && !strcmp(argv[i] + n - 4, ".yml"))))
-        return scenario_run_main(argc - 1, argv + 1);
-    }
+  /* `fmsim run SCENARIO.yaml [options]` (a file right after `run`) runs a scenario;
+     `fmsim run --family ...` runs one mask (cmd_run, which also answers --help) */
+  if (!strcmp(argv[1], "run") && argc > 2 && argv[2][0] != '-')
+    return scenario_run_main(argc - 1, argv + 1);
   for (int i = 0; i < NCOMMANDS; i++)
     if (!strcmp(argv[1], commands[i].name)) return commands[i].run(argc - 1, argv + 1);
   cli_error(NULL, "unknown command '%s' (fmsim --help lists them)", argv[1]);

@@ -116,7 +116,9 @@ static int row_read(const char *path, case_row *r) {
 #undef D
   }
   fclose(f);
-  return fields == 34 ? 0 : -1;
+#define X(kind, name) +1
+  return fields == 0 ROW_FIELDS(X) ? 0 : -1; /* every field of case_row */
+#undef X
 }
 
 static int64_t available_memory_bytes(void) {
@@ -332,21 +334,8 @@ static int run_case(const fm_scenario *s, const fm_scn_case *c, const char *case
   fm_family_used used;
   if (build_case_mask(s, c, &m, &used)) return -1;
   fm_analysis a;
-  memset(&a, 0, sizeof a);
-  a.family = sm->family[0] ? sm->family : sm->file;
-  a.params = used.params;
-  a.docs_source = used.docs_source;
-  a.seqlen_q = fm_colmask_sq(m);
-  a.seqlen_k = fm_colmask_sk(m);
-  a.batch = c->batch;
-  a.heads = c->heads;
-  a.causal = fm_colmask_causal(m);
-  a.br = (int32_t)c->br;
-  a.bc = (int32_t)c->bc;
-  a.tr = (int32_t)((a.seqlen_q + a.br - 1) / a.br);
-  a.tc = (int32_t)((a.seqlen_k + a.bc - 1) / a.bc);
-  a.form = fm_colmask_smallest_form(m);
-  fm_mask_bytes_compute(a.seqlen_q, a.seqlen_k, fm_colmask_nsets(m), a.form, a.bc, &a.bytes);
+  fm_analysis_init(&a, m, sm->family[0] ? sm->family : sm->file, used.params, used.docs_source,
+                   c->batch, c->heads, (int32_t)c->br, (int32_t)c->bc);
   size_t n = (size_t)fm_colmask_nsets(m) * (size_t)a.tr * (size_t)a.tc;
   uint8_t *classes = malloc(n), *exact = malloc(n);
   fm_err err;
@@ -811,14 +800,17 @@ int scenario_run_main(int argc, char **argv) {
   int opt;
   opterr = 0;
   optind = 1;
-  while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+  while ((opt = getopt_long(argc, argv, ":", longopts, NULL)) != -1) {
     if (opt == 'o') out_dir = optarg;
     else if (opt == 'O') only = optarg;
     else if (opt == 'h') {
       fputs(help, stdout);
       return FM_EXIT_OK;
+    } else if (opt == ':') {
+      return cli_bad_option(cmd, opt, argv);
     } else {
-      cli_error(cmd, "unknown option '%s' (see fmsim run --help)", argv[optind - 1]);
+      cli_error(cmd, "unknown option '%s' for a scenario run (it takes --out and --only; one mask "
+                "is fmsim run --family ...: see fmsim run --help)", argv[optind - 1]);
       return FM_EXIT_USAGE;
     }
   }

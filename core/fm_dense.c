@@ -56,12 +56,6 @@ static inline uint64_t row_key(int32_t i) {
   return x ^ (x >> 32);
 }
 
-static fm_form lowest_form(unsigned fit) {
-  for (int f = 0; f < FM_FORM_COUNT; f++)
-    if (fit & (1u << f)) return (fm_form)f;
-  return FM_FORM_NONE;
-}
-
 static void shape_text(char *buf, size_t cap, int ndim, const int64_t *shape) {
   size_t n = (size_t)snprintf(buf, cap, "[");
   for (int d = 0; d < ndim && n < cap; d++)
@@ -206,7 +200,7 @@ static void b_end_set(builder *bd, int same_as_head0) {
 
 static void b_finish(builder *bd, int64_t element_size) {
   fm_dense_report *r = &bd->rep;
-  r->form = lowest_form(r->fit);
+  r->form = fm_form_smallest(r->fit);
   if (r->form != FM_FORM_NONE) {
     r->closest = r->form;
   } else { /* fewest misfits; ties go to the more general form */
@@ -215,7 +209,7 @@ static void b_finish(builder *bd, int64_t element_size) {
       if (r->misfits[f] < r->misfits[r->closest]) r->closest = (fm_form)f;
   }
   r->bad_columns = r->misfits[r->closest];
-  r->transposed_form = r->rows_known ? lowest_form(r->row_fit) : FM_FORM_NONE;
+  r->transposed_form = r->rows_known ? fm_form_smallest(r->row_fit) : FM_FORM_NONE;
   r->h_mask = r->shared_across_heads ? 1 : r->heads;
   r->dense_bool_bytes = r->nsets * r->sq * r->sk;
   r->dense_bytes = r->dense_bool_bytes * element_size;

@@ -9,21 +9,19 @@
 
 /* ---- the registry ---- */
 
+#define DOC_DRAW_PARAMS                                                                        \
+  {"docs_min", "2", "fewest documents when drawn"}, {"docs_max", "6", "most documents when drawn"}
 #define DOC_PARAMS                                                                             \
   {"docs", "sample 0 for S", "document lengths len,len,... (last absorbs padding)"},           \
-      {"docs_min", "2", "fewest documents when drawn"},                                         \
-      {"docs_max", "6", "most documents when drawn"}
+      DOC_DRAW_PARAMS
 
 static const fm_param_info p_sw[] = {{"w", "S/16", "window: key j visible to rows j .. j+w-1"}};
 static const fm_param_info p_docs[] = {DOC_PARAMS};
 static const fm_param_info p_pdoc[] = {
-    {"docs", "sample 0 for S", "documents prefix:len,prefix:len,..."},
-    {"docs_min", "2", "fewest documents when drawn"},
-    {"docs_max", "6", "most documents when drawn"}};
+    {"docs", "sample 0 for S", "documents prefix:len,prefix:len,..."}, DOC_DRAW_PARAMS};
 static const fm_param_info p_share[] = {
     {"docs", "sample 0 for S", "documents len or question+answer+...,..."},
-    {"docs_min", "2", "fewest documents when drawn"},
-    {"docs_max", "6", "most documents when drawn"},
+    DOC_DRAW_PARAMS,
     {"answers_min", "2", "fewest answers per document when drawn"},
     {"answers_max", "6", "most answers per document when drawn"}};
 static const fm_param_info p_gsw[] = {{"g", "16", "global tokens (first g keys and rows see all)"},

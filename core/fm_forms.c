@@ -72,6 +72,12 @@ unsigned fm_runs_fit(const int32_t (*runs)[2], int n, int32_t c, int32_t sq) {
   return fit;
 }
 
+fm_form fm_form_smallest(unsigned fit) {
+  for (int f = 0; f < FM_FORM_COUNT; f++)
+    if (fit & (1u << f)) return (fm_form)f;
+  return FM_FORM_NONE;
+}
+
 void fm_runs_to_intervals(const int32_t (*runs)[2], int n, int32_t c, int32_t sq, fm_form f,
                           int causal, int32_t out[4]) {
   out[FM_LTS] = out[FM_LTE] = sq;
@@ -111,9 +117,7 @@ fm_form fm_colmask_smallest_form(const fm_colmask *m) {
       int n = fm_colmask_column_runs(m, s, j, runs);
       fit &= fm_runs_fit((const int32_t(*)[2])runs, n, fm_causal_limit(j, sq, sk), sq);
     }
-  for (int f = 0; f < FM_FORM_COUNT; f++)
-    if (fit & (1u << f)) return (fm_form)f;
-  return FM_FORM_NONE;
+  return fm_form_smallest(fit);
 }
 
 /* When a column's stored intervals already are in form f, keep them as they

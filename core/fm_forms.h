@@ -46,6 +46,9 @@ fm_form fm_form_from_k(int k, int causal);
  * limit (rows [0, c) must be masked for the causal forms). */
 unsigned fm_runs_fit(const int32_t (*runs)[2], int n, int32_t c, int32_t sq);
 
+/* The smallest form whose bit is set in fit (fm_runs_fit bits), or FM_FORM_NONE. */
+fm_form fm_form_smallest(unsigned fit);
+
 /* Interval values (LTS, LTE, UTS, UTE) that express the runs in form f, which
  * must fit (fm_runs_fit). f = FM_FORM_NONE gives the canonical column for a
  * mask whose causal flag is `causal`. */

@@ -4,6 +4,10 @@
 
 #include "fm_npy.h"
 
+/* Which fm_vec each stored slot (last dimension, k of them) holds, per form. */
+static const fm_vec slots[FM_FORM_COUNT][4] = {
+    {FM_LTS}, {FM_LTS, FM_LTE}, {FM_LTS, FM_UTE}, {FM_LTS, FM_LTE, FM_UTS, FM_UTE}};
+
 fm_status fm_colmask_load_npy(const char *path, int causal, int64_t sq, fm_colmask **out,
                               fm_err *err) {
   *out = NULL;
@@ -40,9 +44,6 @@ fm_status fm_colmask_load_npy(const char *path, int causal, int64_t sq, fm_colma
     return fm_fail(err, st, "%s: shape [%lld, %lld, %lld, %lld]: %s", path, (long long)nb,
                    (long long)nh, (long long)sk, (long long)k, msg);
   }
-  /* which fm_vec each stored slot fills, per form */
-  static const fm_vec slots[FM_FORM_COUNT][4] = {
-      {FM_LTS}, {FM_LTS, FM_LTE}, {FM_LTS, FM_UTE}, {FM_LTS, FM_LTE, FM_UTS, FM_UTE}};
   for (int64_t s = 0; s < nb * nh; s++)
     for (int64_t j = 0; j < sk; j++)
       for (int64_t q = 0; q < k; q++) {
@@ -80,8 +81,6 @@ fm_status fm_colmask_save_npy(const fm_colmask *m, const char *path, fm_form f, 
   fm_colmask *r = NULL;
   fm_status st = fm_colmask_to_form(m, f, &r, err);
   if (st != FM_OK) return st;
-  static const fm_vec slots[FM_FORM_COUNT][4] = {
-      {FM_LTS}, {FM_LTS, FM_LTE}, {FM_LTS, FM_UTE}, {FM_LTS, FM_LTE, FM_UTS, FM_UTE}};
   int k = fm_form_k(f);
   int64_t sk = fm_colmask_sk(r), ns = fm_colmask_nsets(r);
   int32_t *buf = malloc(sizeof(int32_t) * (size_t)(ns * sk * k));

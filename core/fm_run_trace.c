@@ -275,12 +275,10 @@ fm_status fm_run_trace_write(const char *dir, const fm_run_info *r, const fm_col
   timeline_json(r, &tl);
   if (j.oom || tl.oom) st = fm_fail(err, FM_ENOMEM, "out of memory writing the trace's JSON");
   int64_t B = a->batch, H = a->heads;
-  if (st == FM_OK)
-    st = r->gpu_classes
-             ? write_broadcast(fm_trace_file(&w, "tiles.npy", path, sizeof path), FM_DT_U8, m, B, H,
-                               a->tr, a->tc, r->gpu_classes, 1, err)
-             : write_broadcast(fm_trace_file(&w, "tiles.npy", path, sizeof path), FM_DT_U8, m, B, H,
-                               a->tr, a->tc, classes, 0, err);
+  if (st == FM_OK) /* the kernel's own record, (B, H) pairs, else the CPU's per set */
+    st = write_broadcast(fm_trace_file(&w, "tiles.npy", path, sizeof path), FM_DT_U8, m, B, H,
+                         a->tr, a->tc, r->gpu_classes ? r->gpu_classes : classes,
+                         r->gpu_classes != NULL, err);
   if (st == FM_OK)
     st = write_broadcast(fm_trace_file(&w, "tiles_exact.npy", path, sizeof path), FM_DT_U8, m, B,
                          H, a->tr, a->tc, exact, 0, err);

@@ -113,7 +113,8 @@ fm_status fm_run_trace_write(const char *dir, const fm_run_info *r, const fm_col
 /* Timeline events for the instrumented tiles of (b, h) = (0, 0): each row tile
  * is a thread, its visited tiles laid end to end in key-tile order (cycles
  * turned into microseconds at clock_khz). At most max_events events; the
- * caller frees ev->events. classes/cycles: (B, H, Tr, Tc). */
+ * caller frees t->events. classes/cycles: (B, H, Tr, Tc); only the first
+ * Tr * Tc, the pair (0, 0), are read. */
 fm_status fm_timeline_add_tiles(fm_timeline *t, const uint8_t *classes, const int64_t *cycles,
                                 int32_t tr, int32_t tc, int32_t clock_khz, int32_t pid,
                                 int32_t max_events, fm_err *err);

@@ -193,6 +193,12 @@ fm_status fm_samples_load(const char *path, fm_sample_set *out, fm_err *err) {
     n += r;
     if (r < 4096) break;
   }
+  if (ferror(f)) { /* a read error (a folder, say) is not the end of the file */
+    int saved = errno;
+    free(buf);
+    fclose(f);
+    return fm_fail(err, FM_EIO, "%s: cannot read sample file: %s", path, strerror(saved));
+  }
   fclose(f);
   buf[n] = 0;
   if (strlen(buf) != n) {

@@ -100,3 +100,17 @@ fm_status fm_classify(const fm_colmask *m, int32_t br, int32_t bc, fm_tile_count
   counts->sparsity_exact = (double)counts->exact[FM_TILE_MASKED] / (double)counts->total;
   return FM_OK;
 }
+
+int64_t fm_class_mismatches(const fm_colmask *m, const uint8_t *set_classes,
+                            const uint8_t *pair_classes, int64_t batch, int64_t heads,
+                            int64_t per_set) {
+  int64_t mism = 0;
+  for (int64_t b = 0; b < batch; b++)
+    for (int64_t h = 0; h < heads; h++) {
+      const uint8_t *cpu =
+          set_classes + (int64_t)fm_colmask_set_index(m, (int32_t)b, (int32_t)h) * per_set;
+      const uint8_t *gpu = pair_classes + (b * heads + h) * per_set;
+      for (int64_t i = 0; i < per_set; i++) mism += cpu[i] != gpu[i];
+    }
+  return mism;
+}

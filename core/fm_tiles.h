@@ -40,6 +40,13 @@ void fm_tile_bounds_compute(const fm_colmask *m, int32_t set, int32_t bc, fm_til
 fm_status fm_classify(const fm_colmask *m, int32_t br, int32_t bc, fm_tile_counts *counts,
                       uint8_t *classes, uint8_t *exact, fm_err *err);
 
+/* Tiles where per-pair classes (batch, heads, per_set), e.g. a kernel's own
+ * record, differ from fm_classify's per-set classes (nsets, per_set), over
+ * every (b, h) pair; per_set = Tr * Tc. */
+int64_t fm_class_mismatches(const fm_colmask *m, const uint8_t *set_classes,
+                            const uint8_t *pair_classes, int64_t batch, int64_t heads,
+                            int64_t per_set);
+
 #ifdef __cplusplus
 }
 #endif

@@ -41,6 +41,13 @@ typedef struct fm_analysis {
   fm_mask_bytes bytes;
 } fm_analysis;
 
+/* Fills the mask's part of an analysis: the names (borrowed, not copied),
+ * Sq, Sk, batch, heads, the causal flag, the Br x Bc tile grid, the smallest
+ * form and the mask memory. counts are left zero for fm_classify to fill. */
+void fm_analysis_init(fm_analysis *a, const fm_colmask *m, const char *family, const char *params,
+                      const char *docs_source, int64_t batch, int64_t heads, int32_t br,
+                      int32_t bc);
+
 /* Writes the analysis as members of the innermost open JSON object. */
 void fm_analysis_json(const fm_analysis *a, fm_json *j);
 
