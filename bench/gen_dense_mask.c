@@ -12,7 +12,8 @@
  *     cold-read measurement of that one file.
  *
  * Standalone on purpose (no fmsim library): the benchmark measures fmsim on
- * files it did not write itself. Deterministic for a given seed. */
+ * files it did not write itself. Deterministic for a given seed. The file is
+ * written to OUT.npy.tmp and renamed at the end: nothing half-written is left. */
 #define _POSIX_C_SOURCE 200809L
 #include <fcntl.h>
 #include <stdint.h>
@@ -55,9 +56,18 @@ int main(int argc, char **argv) {
     fprintf(stderr, "gen_dense_mask: bad arguments\n");
     return 2;
   }
-  FILE *f = fopen(argv[4], "wb");
+  size_t plen = strlen(argv[4]);
+  char *tmp = malloc(plen + 5);
+  unsigned char *row = malloc((size_t)sk + 8); /* (Sk,) bool */
+  if (!tmp || !row) {
+    fprintf(stderr, "gen_dense_mask: out of memory\n");
+    return 1;
+  }
+  memcpy(tmp, argv[4], plen);
+  memcpy(tmp + plen, ".tmp", 5);
+  FILE *f = fopen(tmp, "wb");
   if (!f) {
-    perror(argv[4]);
+    perror(tmp);
     return 1;
   }
   char dict[256];
@@ -69,7 +79,6 @@ int main(int argc, char **argv) {
   fwrite(dict, 1, (size_t)len, f);
   for (int i = 0; i < pad; i++) fputc(' ', f);
   fputc('\n', f);
-  unsigned char *row = malloc((size_t)sk + 8); /* (Sk,) bool */
   long long lo = sk / 16 > 0 ? sk / 16 : 1, hi = sk / 4 > lo ? sk / 4 : lo;
   uint64_t rst = seed * 0x9E3779B97F4A7C15ull + 1; /* random: one stream across heads */
   for (long long h = 0; h < (heads > 0 ? heads : 1); h++) {
@@ -95,15 +104,21 @@ int main(int argc, char **argv) {
         }
       }
       if (fwrite(row, 1, (size_t)sk, f) != (size_t)sk) {
-        perror(argv[4]);
+        perror(tmp);
+        fclose(f);
+        remove(tmp);
         return 1;
       }
     }
   }
   free(row);
-  if (fclose(f) != 0) {
+  int bad = ferror(f); /* the header writes above are checked here */
+  if (fclose(f) != 0) bad = 1;
+  if (bad || rename(tmp, argv[4]) != 0) {
     perror(argv[4]);
+    remove(tmp);
     return 1;
   }
+  free(tmp);
   return 0;
 }

@@ -4,6 +4,7 @@
  * The kernel itself and what each variant changes: fm_attn_kernel.cuh. */
 #include <cuda_runtime.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "fm_cuda_status.cuh"
 #include "fm_attn.h"
@@ -73,6 +74,19 @@ static_assert(FM_ATTN_BR == fmk::BR && FM_ATTN_BC == fmk::tile_cfg<64>::BC &&
                   FM_ATTN_BC == fmk::tile_cfg<128>::BC,
               "fm_attn.h's tile macros must match the kernels");
 
+extern "C" void fm_attn_problem_init(fm_attn_problem *p, const fm_colmask *m, int32_t batch,
+                                     int32_t heads, int32_t head_dim, float softmax_scale) {
+  memset(p, 0, sizeof *p);
+  p->batch = batch;
+  p->heads = heads;
+  p->seqlen_q = fm_colmask_sq(m);
+  p->seqlen_k = fm_colmask_sk(m);
+  p->head_dim = head_dim;
+  p->softmax_scale = softmax_scale;
+  p->causal = fm_colmask_causal(m);
+  p->mask_nb = fm_colmask_nb(m);
+  p->mask_nh = fm_colmask_nh(m);
+}
 
 extern "C" void fm_attn_tile_size(int32_t head_dim, int32_t *br, int32_t *bc) {
   int32_t r = 0, c = 0;

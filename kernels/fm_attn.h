@@ -29,6 +29,7 @@
 
 #include <stdint.h>
 
+#include "fm_colmask.h"
 #include "fm_status.h"
 
 #ifdef __cplusplus
@@ -59,6 +60,12 @@ typedef struct fm_attn_problem {
   int64_t *tile_cycles; /* NULL unless instrumented */
   int dense_per_set;    /* 0: dense_mask (Sq, Sk) shared by all heads; 1: (nsets, Sq, Sk) */
 } fm_attn_problem;
+
+/* Zeroes *p and fills what the mask and the shape decide: batch, heads, head
+ * dim, softmax scale, Sq, Sk, the causal flag and the interval sets (nb, nh)
+ * of m. The device pointers are left NULL for the caller to set. */
+void fm_attn_problem_init(fm_attn_problem *p, const fm_colmask *m, int32_t batch, int32_t heads,
+                          int32_t head_dim, float softmax_scale);
 
 /* The kernel's tile size for a head dim (rows x key columns). */
 void fm_attn_tile_size(int32_t head_dim, int32_t *br, int32_t *bc);

@@ -10,6 +10,7 @@
 
 #include "fm_attn.h"
 #include "fm_bf16.h"
+#include "fm_cuda_status.cuh"
 #include "fm_reference.h"
 #include "fm_rng.h"
 #include "fm_tiles.h"
@@ -66,16 +67,14 @@ static void dev_free(dev_bufs *d) {
   memset(d, 0, sizeof *d);
 }
 
-static fm_status cuda_st(cudaError_t e, const char *what, fm_err *err) {
-  if (e == cudaSuccess) return FM_OK;
-  return fm_fail(err, FM_EIO, "CUDA error in %s: %s (%s)", what, cudaGetErrorName(e),
-                 cudaGetErrorString(e));
-}
-
-#define CK(call, what)                              \
-  do {                                              \
-    st = cuda_st((call), (what), err);              \
-    if (st != FM_OK) goto done;                     \
+/* Like CUDA_TRY, but leaves through `done` (the caller frees its buffers there). */
+#define CK(call, what)                                  \
+  do {                                                  \
+    cudaError_t e_ = (call);                            \
+    if (e_ != cudaSuccess) {                            \
+      st = cuda_fail(err, e_, (what));                  \
+      goto done;                                        \
+    }                                                   \
   } while (0)
 
 /* Runs one variant with poisoned outputs and copies the results back. */
@@ -124,6 +123,26 @@ static void lse_where(char *buf, int cap, int64_t idx, int32_t sq, int32_t H) {
   snprintf(buf, (size_t)cap, "b=%lld h=%lld row=%lld", (long long)b, (long long)h, (long long)i);
 }
 
+/* Checks that variant `what` gave the same O and LSE as variant `ref`, bit for
+ * bit; on the first difference records a failure naming both. Returns 1 when
+ * identical. */
+static int same_output(fm_check_result *r, const char *what, const char *ref, const uint16_t *o,
+                       const uint16_t *o_ref, const float *l, const float *l_ref, int64_t nq,
+                       int64_t nlse, int32_t sq, int32_t H, int32_t D) {
+  char where[128];
+  int64_t io = first_diff(o_ref, o, nq, 2), il = first_diff(l_ref, l, nlse, 4);
+  if (io >= 0) {
+    o_where(where, sizeof where, io, sq, H, D);
+    fail_once(r, "%s O differs from %s at %s: 0x%04x vs 0x%04x", what, ref, where, o[io],
+              o_ref[io]);
+  } else if (il >= 0) {
+    lse_where(where, sizeof where, il, sq, H);
+    fail_once(r, "%s LSE differs from %s at %s: %.9g vs %.9g", what, ref, where, (double)l[il],
+              (double)l_ref[il]);
+  }
+  return io < 0 && il < 0;
+}
+
 fm_status fm_attn_check_run(const fm_check_case *c, fm_check_result *r, fm_err *err) {
   memset(r, 0, sizeof *r);
   r->ok = 1;
@@ -154,10 +173,9 @@ fm_status fm_attn_check_run(const fm_check_case *c, fm_check_result *r, fm_err *
   float *l_skip = malloc((size_t)nlse * 4), *l_other = malloc((size_t)nlse * 4);
   uint8_t *cls = malloc((size_t)ntiles), *cpu_cls = malloc((size_t)nsettiles);
   int64_t *cyc = malloc((size_t)ntiles * 8);
-  int32_t *ivh = malloc((size_t)nsets * 4 * sk * 4);
   uint8_t *dense = NULL;
   if (!q || !k || !v || !o64 || !l64 || !osp || !lsp || !o_skip || !o_other || !l_skip ||
-      !l_other || !cls || !cpu_cls || !cyc || !ivh) {
+      !l_other || !cls || !cpu_cls || !cyc) {
     st = fm_fail(err, FM_ENOMEM, "case %s: cannot allocate host buffers", c->name);
     goto done;
   }
@@ -180,10 +198,6 @@ fm_status fm_attn_check_run(const fm_check_case *c, fm_check_result *r, fm_err *
   r->tiles_masked = counts.minmax[FM_TILE_MASKED];
   r->tiles_partial = counts.minmax[FM_TILE_PARTIAL];
   for (int64_t i = 0; i < nlse; i++) r->rows_empty += isinf(l64[i]) ? 1 : 0;
-  for (int32_t s = 0; s < nsets; s++)
-    for (int vv = 0; vv < 4; vv++)
-      memcpy(ivh + ((int64_t)s * 4 + vv) * sk, fm_colmask_cvec(m, s, (fm_vec)vv),
-             (size_t)sk * 4);
 
   /* ---- device buffers */
   CK(cudaMalloc(&dv.q, (size_t)nq * 2), "cudaMalloc q");
@@ -197,19 +211,12 @@ fm_status fm_attn_check_run(const fm_check_case *c, fm_check_result *r, fm_err *
   CK(cudaMemcpy(dv.q, q, (size_t)nq * 2, cudaMemcpyHostToDevice), "copy q");
   CK(cudaMemcpy(dv.k, k, (size_t)nk * 2, cudaMemcpyHostToDevice), "copy k");
   CK(cudaMemcpy(dv.v, v, (size_t)nk * 2, cudaMemcpyHostToDevice), "copy v");
-  CK(cudaMemcpy(dv.iv, ivh, (size_t)nsets * 4 * sk * 4, cudaMemcpyHostToDevice), "copy intervals");
+  /* the mask stores its sets as (nsets, 4, Sk) int32, the kernel's layout (fm_colmask.h) */
+  CK(cudaMemcpy(dv.iv, fm_colmask_cvec(m, 0, FM_LTS), (size_t)nsets * 4 * sk * 4,
+                cudaMemcpyHostToDevice), "copy intervals");
 
   fm_attn_problem pr;
-  memset(&pr, 0, sizeof pr);
-  pr.batch = B;
-  pr.heads = H;
-  pr.seqlen_q = sq;
-  pr.seqlen_k = sk;
-  pr.head_dim = D;
-  pr.softmax_scale = (float)scale;
-  pr.causal = fm_colmask_causal(m);
-  pr.mask_nb = nb;
-  pr.mask_nh = nh;
+  fm_attn_problem_init(&pr, m, B, H, D, (float)scale);
   pr.q = dv.q;
   pr.k = dv.k;
   pr.v = dv.v;
@@ -271,19 +278,8 @@ fm_status fm_attn_check_run(const fm_check_case *c, fm_check_result *r, fm_err *
   /* ---- 2. noskip == skip bit for bit */
   st = run_variant(&pr, FM_VARIANT_NOSKIP, 0, nq, nlse, ntiles, o_other, l_other, NULL, NULL, err);
   if (st != FM_OK) goto done;
-  {
-    int64_t io = first_diff(o_skip, o_other, nq, 2), il = first_diff(l_skip, l_other, nlse, 4);
-    r->skip_noskip_identical = io < 0 && il < 0;
-    if (io >= 0) {
-      o_where(where, sizeof where, io, sq, H, D);
-      fail_once(r, "noskip O differs from skip at %s: 0x%04x vs 0x%04x", where, o_other[io],
-                o_skip[io]);
-    } else if (il >= 0) {
-      lse_where(where, sizeof where, il, sq, H);
-      fail_once(r, "noskip LSE differs from skip at %s: %.9g vs %.9g", where, (double)l_other[il],
-                (double)l_skip[il]);
-    }
-  }
+  r->skip_noskip_identical =
+      same_output(r, "noskip", "skip", o_other, o_skip, l_other, l_skip, nq, nlse, sq, H, D);
 
   /* ---- 3. instrumented builds: same output, classes == core, cycles */
   r->instr_identical = 1;
@@ -355,19 +351,9 @@ fm_status fm_attn_check_run(const fm_check_case *c, fm_check_result *r, fm_err *
     if (st == FM_OK)
       st = run_variant(&pr, FM_VARIANT_DENSE, 0, nq, nlse, ntiles, o_other, l_other, NULL, NULL,
                        err);
-    if (st == FM_OK) {
-      int64_t io = first_diff(o_ns, o_other, nq, 2), il = first_diff(l_ns, l_other, nlse, 4);
-      r->dense_identical = io < 0 && il < 0;
-      if (io >= 0) {
-        o_where(where, sizeof where, io, sq, H, D);
-        fail_once(r, "dense O differs from noskip at %s: 0x%04x vs 0x%04x", where, o_other[io],
-                  o_ns[io]);
-      } else if (il >= 0) {
-        lse_where(where, sizeof where, il, sq, H);
-        fail_once(r, "dense LSE differs from noskip at %s: %.9g vs %.9g", where,
-                  (double)l_other[il], (double)l_ns[il]);
-      }
-    }
+    if (st == FM_OK)
+      r->dense_identical =
+          same_output(r, "dense", "noskip", o_other, o_ns, l_other, l_ns, nq, nlse, sq, H, D);
     free(o_ns);
     free(l_ns);
     if (st != FM_OK) goto done;
@@ -377,7 +363,7 @@ done:
   dev_free(&dv);
   free(q), free(k), free(v), free(o64), free(l64), free(osp), free(lsp);
   free(o_skip), free(o_other), free(l_skip), free(l_other), free(cls), free(cpu_cls), free(cyc);
-  free(ivh), free(dense);
+  free(dense);
   if (st != FM_OK) r->ok = 0;
   return st;
 }

@@ -1,9 +1,10 @@
 /* fm_cuda_status.cuh — CUDA runtime errors as fm_status, shared by the host
- * code of kernels/: one line naming the call, the error and its meaning. */
+ * code of kernels/ (.cu and .c alike: only the C runtime API is used): one
+ * line naming the call, the error and its meaning. */
 #ifndef FM_CUDA_STATUS_CUH
 #define FM_CUDA_STATUS_CUH
 
-#include <cuda_runtime.h>
+#include <cuda_runtime_api.h>
 
 #include "fm_status.h"
 

@@ -32,7 +32,6 @@
 #include <cupti_target.h>
 #endif
 
-
 /* ------------------------------------------------------------- device probe */
 
 extern "C" int fm_cupti_compiled(void) {
@@ -370,7 +369,6 @@ extern "C" fm_status fm_time_launches(fm_launch_fn fn, void *user, void *stream,
     return fm_fail(err, FM_EINVAL, "timing needs reps >= 1 and warmup >= 0 (got %d, %d)", o->reps,
                    o->warmup);
   cudaStream_t s = (cudaStream_t)stream;
-  fm_status st;
   char note[256] = "";
   [[maybe_unused]] int activity = 0;
 #ifdef FM_HAVE_CUPTI
@@ -379,34 +377,43 @@ extern "C" fm_status fm_time_launches(fm_launch_fn fn, void *user, void *stream,
 #else
   snprintf(note, sizeof note, "built without CUPTI");
 #endif
-  /* warm-up, with the flushes, so that caches and clocks are as in the timed part */
-  for (int i = 0; i < o->warmup; i++) {
-    if (o->flush_l2 && (st = fm_l2_flush(s, err)) != FM_OK) return st;
-    if ((st = fn(user, s, err)) != FM_OK) return st;
-  }
-  CUDA_TRY(cudaStreamSynchronize(s), "warm-up");
-#ifdef FM_HAVE_CUPTI
-  if (activity) activity_take(nullptr); /* drop the warm-up records */
-#endif
-  std::vector<cudaEvent_t> ev((size_t)o->reps * 2 + 1);
-  for (auto &e : ev) CUDA_TRY(cudaEventCreate(&e), "cudaEventCreate");
+  /* Every failure from here on sets `result` and falls through, so that the
+   * events are destroyed and kernel activity is disabled on every path. */
   fm_status result = FM_OK;
-  CUDA_TRY(cudaEventRecord(ev[2 * o->reps], s), "cudaEventRecord");
+  cudaError_t e;
+  /* warm-up, with the flushes, so that caches and clocks are as in the timed part */
+  for (int i = 0; i < o->warmup && result == FM_OK; i++) {
+    if (o->flush_l2 && (result = fm_l2_flush(s, err)) != FM_OK) break;
+    result = fn(user, s, err);
+  }
+  if (result == FM_OK && (e = cudaStreamSynchronize(s)) != cudaSuccess)
+    result = cuda_fail(err, e, "warm-up");
+#ifdef FM_HAVE_CUPTI
+  if (activity && result == FM_OK) activity_take(nullptr); /* drop the warm-up records */
+#endif
+  std::vector<cudaEvent_t> ev((size_t)o->reps * 2 + 1, nullptr);
+  for (size_t i = 0; i < ev.size() && result == FM_OK; i++)
+    if ((e = cudaEventCreate(&ev[i])) != cudaSuccess) result = cuda_fail(err, e, "cudaEventCreate");
+  if (result == FM_OK && (e = cudaEventRecord(ev[2 * o->reps], s)) != cudaSuccess)
+    result = cuda_fail(err, e, "cudaEventRecord");
   for (int i = 0; i < o->reps && result == FM_OK; i++) {
     if (o->flush_l2 && (result = fm_l2_flush(s, err)) != FM_OK) break;
     cudaEventRecord(ev[2 * i], s);
     if ((result = fn(user, s, err)) != FM_OK) break;
     cudaEventRecord(ev[2 * i + 1], s);
   }
-  cudaError_t e = cudaStreamSynchronize(s);
+  e = cudaStreamSynchronize(s);
   if (result == FM_OK && e != cudaSuccess) result = cuda_fail(err, e, "timed launches");
   std::vector<double> ev_ms;
   std::vector<fm_timeline_event> ev_timeline;
   if (result == FM_OK)
     for (int i = 0; i < o->reps; i++) {
       float ms = 0, t0 = 0;
-      cudaEventElapsedTime(&ms, ev[2 * i], ev[2 * i + 1]);
-      cudaEventElapsedTime(&t0, ev[2 * o->reps], ev[2 * i]);
+      if ((e = cudaEventElapsedTime(&ms, ev[2 * i], ev[2 * i + 1])) != cudaSuccess ||
+          (e = cudaEventElapsedTime(&t0, ev[2 * o->reps], ev[2 * i])) != cudaSuccess) {
+        result = cuda_fail(err, e, "cudaEventElapsedTime");
+        break;
+      }
       ev_ms.push_back(ms);
       fm_timeline_event te;
       memset(&te, 0, sizeof te);
@@ -417,7 +424,8 @@ extern "C" fm_status fm_time_launches(fm_launch_fn fn, void *user, void *stream,
       te.cycles = -1;
       ev_timeline.push_back(te);
     }
-  for (auto &x : ev) cudaEventDestroy(x);
+  for (auto &x : ev)
+    if (x) cudaEventDestroy(x);
   int from_activity = 0;
 #ifdef FM_HAVE_CUPTI
   if (activity) {

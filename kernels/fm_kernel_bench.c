@@ -3,7 +3,7 @@
  *
  *   fm_kernel_bench [--seqlens 8192,32768,131072] [--families all|a,b,...]
  *                   [--head-dim 128] [--reps N] [--reps-long N] [--no-noskip]
- *                   [--no-instr] [--json FILE] [--seed N]
+ *                   [--no-instr] [--no-validate] [--json FILE] [--seed N]
  *
  * 1. Validation: a few small cases through fm_attn_check_run (CPU fp64
  *    reference, skip == noskip, classes == core); any failure stops here.
@@ -30,6 +30,7 @@
 #include "fm_attn.h"
 #include "fm_attn_check.h"
 #include "fm_families.h"
+#include "fm_fileio.h"
 #include "fm_json.h"
 #include "fm_samples.h"
 #include "fm_tiles.h"
@@ -47,9 +48,8 @@
   do {                                                                                  \
     fm_err err_;                                                                        \
     fm_status s_ = (call);                                                              \
-    (void)err_;                                                                         \
     if (s_ != FM_OK) {                                                                  \
-      fprintf(stderr, "fm_kernel_bench: %s failed: %s\n", #call, fm_status_str(s_));     \
+      fprintf(stderr, "fm_kernel_bench: %s failed: %s\n", #call, err_.msg);              \
       exit(1);                                                                          \
     }                                                                                   \
   } while (0)
@@ -88,18 +88,21 @@ static double median(double *x, int n) {
   return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
 }
 
-/* Median times (ms) of nv variants, launched interleaved (v0, v1, v2, v0, ...)
- * so that clock or thermal drift affects them alike: `warmup` rounds
- * discarded, then `reps` rounds. out[v] is NAN for a variant not enabled. */
 typedef struct variant_spec {
   fm_variant var;
   int instr, enabled;
 } variant_spec;
 
+#define MAX_VARIANTS 4
+#define MAX_REPS 64
+
+/* Median times (ms) of nv <= MAX_VARIANTS variants, launched interleaved
+ * (v0, v1, v2, v0, ...) so that clock or thermal drift affects them alike:
+ * `warmup` rounds discarded, then `reps` rounds (1..MAX_REPS, checked by
+ * main). out[v] is NAN for a variant not enabled. */
 static void time_interleaved(timer *t, const fm_attn_problem *pr, const variant_spec *vs, int nv,
                              int warmup, int reps, double *out) {
-  double ms[4][64];
-  if (reps > 64) reps = 64;
+  double ms[MAX_VARIANTS][MAX_REPS];
   for (int it = 0; it < warmup + reps; it++)
     for (int v = 0; v < nv; v++)
       if (vs[v].enabled) {
@@ -197,6 +200,10 @@ int main(int argc, char **argv) {
     fprintf(stderr, "fm_kernel_bench: --head-dim must be 64 or 128\n");
     return 2;
   }
+  if (reps < 1 || reps > MAX_REPS || reps_long < 1 || reps_long > MAX_REPS) {
+    fprintf(stderr, "fm_kernel_bench: --reps and --reps-long must be in 1..%d\n", MAX_REPS);
+    return 2;
+  }
   fm_err err;
   char dev[256];
   if (fm_attn_device_info(dev, sizeof dev, &err) != FM_OK) {
@@ -291,22 +298,12 @@ int main(int argc, char **argv) {
         return 1;
       }
       const int32_t nsets = fm_colmask_nsets(m);
-      int32_t *iv = NULL;
+      int32_t *iv = NULL; /* (nsets, 4, S) int32, the mask's own layout (fm_colmask.h) */
       CUDA_OK(cudaMalloc((void **)&iv, (size_t)nsets * 4 * S * 4));
-      for (int32_t s = 0; s < nsets; s++)
-        for (int vv = 0; vv < 4; vv++)
-          CUDA_OK(cudaMemcpy(iv + ((int64_t)s * 4 + vv) * S, fm_colmask_cvec(m, s, (fm_vec)vv),
-                             (size_t)S * 4, cudaMemcpyHostToDevice));
+      CUDA_OK(cudaMemcpy(iv, fm_colmask_cvec(m, 0, FM_LTS), (size_t)nsets * 4 * S * 4,
+                         cudaMemcpyHostToDevice));
       fm_attn_problem pr;
-      memset(&pr, 0, sizeof pr);
-      pr.batch = (int32_t)B;
-      pr.heads = (int32_t)H;
-      pr.seqlen_q = pr.seqlen_k = (int32_t)S;
-      pr.head_dim = head_dim;
-      pr.softmax_scale = 1.0f / sqrtf((float)head_dim);
-      pr.causal = fm_colmask_causal(m);
-      pr.mask_nb = fm_colmask_nb(m);
-      pr.mask_nh = fm_colmask_nh(m);
+      fm_attn_problem_init(&pr, m, (int32_t)B, (int32_t)H, head_dim, 1.0f / sqrtf((float)head_dim));
       pr.q = q, pr.k = k, pr.v = v, pr.o = o, pr.lse = lse;
       pr.intervals = iv;
       pr.tile_class = cls;
@@ -371,9 +368,12 @@ int main(int argc, char **argv) {
   printf("\nworst family efficiency vs full: %.1f%%; instrumentation overhead mean %.2f%%, worst %.2f%%\n",
          100 * worst_eff, n_over ? 100 * sum_over / n_over : NAN, 100 * worst_over);
   if (json_path) {
-    FILE *f = fopen(json_path, "w");
-    if (!f || fputs(j.buf, f) < 0 || fclose(f)) {
-      fprintf(stderr, "fm_kernel_bench: cannot write %s\n", json_path);
+    if (j.oom) {
+      fprintf(stderr, "fm_kernel_bench: %s: out of memory building the JSON\n", json_path);
+      return 1;
+    }
+    if (fm_write_file_atomic(json_path, j.buf, j.len, &err) != FM_OK) {
+      fprintf(stderr, "fm_kernel_bench: %s\n", err.msg);
       return 1;
     }
   }

@@ -18,7 +18,6 @@
 #include "fm_cuda_status.cuh"
 #include "fm_measure.h"
 
-
 struct fm_gpu_session {
   fm_gpu_props props;
   int64_t max_tokens, max_hidden, max_dense;
@@ -106,7 +105,7 @@ extern "C" fm_status fm_gpu_session_create(int64_t max_tokens, int64_t max_hidde
     fm_fill_bf16_kernel<<<blocks, 256, 0, s->stream>>>(s->q, n, seed * 3 + 1);
     fm_fill_bf16_kernel<<<blocks, 256, 0, s->stream>>>(s->k, n, seed * 3 + 2);
     fm_fill_bf16_kernel<<<blocks, 256, 0, s->stream>>>(s->v, n, seed * 3 + 3);
-    if ((e = cudaStreamSynchronize(s->stream)) != cudaSuccess) {
+    if ((e = cudaGetLastError()) != cudaSuccess || (e = cudaStreamSynchronize(s->stream)) != cudaSuccess) {
       st = cuda_fail(err, e, "random inputs");
       goto fail;
     }
@@ -207,15 +206,7 @@ extern "C" fm_status fm_gpu_session_run(fm_gpu_session *s, const fm_gpu_case *c,
   launch_ctx lc;
   memset(&lc, 0, sizeof lc);
   fm_attn_problem *p = &lc.p;
-  p->batch = c->batch;
-  p->heads = c->heads;
-  p->seqlen_q = sq;
-  p->seqlen_k = sk;
-  p->head_dim = c->head_dim;
-  p->softmax_scale = 1.0f / sqrtf((float)c->head_dim);
-  p->causal = fm_colmask_causal(m);
-  p->mask_nb = fm_colmask_nb(m);
-  p->mask_nh = fm_colmask_nh(m);
+  fm_attn_problem_init(p, m, c->batch, c->heads, c->head_dim, 1.0f / sqrtf((float)c->head_dim));
   p->q = s->q;
   p->k = s->k;
   p->v = s->v;

@@ -226,7 +226,11 @@ static void draw_raster(cairo_t *cr, const viz_state *s, const viz_rect *p) {
   } else {
     /* vector targets keep the image until the page is finished: give them a copy */
     img = cairo_image_surface_create(CAIRO_FORMAT_ARGB32, rw, rh);
-    unsigned char *dst = cairo_image_surface_get_data(img);
+    unsigned char *dst = cairo_image_surface_get_data(img); /* NULL when creation failed */
+    if (!dst) {
+      cairo_surface_destroy(img);
+      return;
+    }
     int ds = cairo_image_surface_get_stride(img);
     for (int y = 0; y < rh; y++) memcpy(dst + (size_t)y * ds, raster + (size_t)y * rw, (size_t)rw * 4);
     cairo_surface_mark_dirty(img);
