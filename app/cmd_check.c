@@ -74,10 +74,8 @@ static int check_intervals(const char *cmd, const char *path, int causal, int64_
   }
   /* the form the file holds: its k and the causal flag */
   fm_npy_header h;
-  FILE *f = fopen(path, "rb");
   fm_form stored = FM_FORM_BIDIR4;
-  if (f && fm_npy_read_header(f, path, &h, NULL) == FM_OK) stored = fm_form_from_k((int)h.shape[3], causal);
-  if (f) fclose(f);
+  if (fm_npy_read_header_path(path, &h, NULL) == FM_OK) stored = fm_form_from_k((int)h.shape[3], causal);
   const fm_dense_report *r = fm_dense_result_report(res);
   if (json) {
     fm_json j;

@@ -140,15 +140,13 @@ static int64_t case_memory(const fm_scenario *s, const fm_scn_case *c) {
   if (m->file[0]) {
     /* a file mask: its sets and lengths from the .npy header (an unreadable file is
        reported by the pre-flight, with its line) */
-    FILE *f = fopen(m->file, "rb");
     fm_npy_header h;
-    if (f && fm_npy_read_header(f, m->file, &h, NULL) == FM_OK && h.ndim >= 2) {
+    if (fm_npy_read_header_path(m->file, &h, NULL) == FM_OK && h.ndim >= 2) {
       int interval_file = m->is_intervals && h.ndim == 4;
       sk = interval_file ? h.shape[2] : h.shape[h.ndim - 1];
       sq = interval_file ? sk : h.shape[h.ndim - 2];
       sets = interval_file ? h.shape[0] * h.shape[1] : h.count / (sq * sk > 0 ? sq * sk : 1);
     }
-    if (f) fclose(f);
   }
   int64_t tiles = sets * ((sq + c->br - 1) / c->br) * ((sk + c->bc - 1) / c->bc);
   return sets * sk * 16 * 2 + 2 * tiles;

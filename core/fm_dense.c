@@ -943,11 +943,8 @@ fm_status fm_dense_dtype_parse(const char *name, fm_dtype *out, fm_err *err) {
 fm_status fm_interval_file_load(const char *path, int causal, int64_t sq, fm_colmask **out,
                                 fm_err *err) {
   *out = NULL;
-  FILE *f = fopen(path, "rb");
-  if (!f) return fm_fail(err, FM_EIO, "%s: cannot open: %s", path, strerror(errno));
   fm_npy_header h;
-  fm_status st = fm_npy_read_header(f, path, &h, err);
-  fclose(f);
+  fm_status st = fm_npy_read_header_path(path, &h, err);
   if (st != FM_OK) return st;
   char shp[200];
   shape_text(shp, sizeof shp, h.ndim, h.shape);

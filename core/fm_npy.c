@@ -193,6 +193,14 @@ fm_status fm_npy_read_header(FILE *f, const char *path, fm_npy_header *h, fm_err
   return FM_OK;
 }
 
+fm_status fm_npy_read_header_path(const char *path, fm_npy_header *h, fm_err *err) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return fm_fail(err, FM_EIO, "%s: cannot open: %s", path, strerror(errno));
+  fm_status st = fm_npy_read_header(f, path, h, err);
+  fclose(f);
+  return st;
+}
+
 fm_status fm_npy_load(const char *path, fm_npy_header *h, void **data, int64_t max_bytes,
                       fm_err *err) {
   *data = NULL;

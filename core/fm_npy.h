@@ -48,6 +48,9 @@ typedef struct fm_npy_header {
  * at data_offset. */
 fm_status fm_npy_read_header(FILE *f, const char *path, fm_npy_header *h, fm_err *err);
 
+/* Opens a file, reads and validates its header, closes it. */
+fm_status fm_npy_read_header_path(const char *path, fm_npy_header *h, fm_err *err);
+
 /* Opens, validates and reads a whole array into a new buffer (caller frees
  * with free()). max_bytes caps the allocation (clear FM_ENOMEM past it). */
 fm_status fm_npy_load(const char *path, fm_npy_header *h, void **data, int64_t max_bytes,

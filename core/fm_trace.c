@@ -108,16 +108,22 @@ static void remove_stage(fm_trace_writer *w) {
   w->nfiles = 0;
 }
 
+/* Moves the staged files into the target. summary.json goes last and only when
+ * every other file moved: readers start from it, so they never see a new
+ * summary beside old arrays. Each move is an atomic rename; a failure stops
+ * before the summary, leaving the old summary (or none) in place. */
 fm_status fm_trace_commit(fm_trace_writer *w, fm_err *err) {
   char from[4200], to[4200];
   fm_status st = FM_OK;
-  for (int i = 0; i < w->nfiles; i++) {
-    snprintf(from, sizeof from, "%s/%s", w->stage, w->files[i]);
-    snprintf(to, sizeof to, "%s/%s", w->dir, w->files[i]);
-    if (access(from, F_OK) != 0) continue;
-    if (rename(from, to) != 0 && st == FM_OK)
-      st = fm_fail(err, FM_EIO, "%s: cannot move into place: %s", to, strerror(errno));
-  }
+  for (int pass = 0; pass < 2 && st == FM_OK; pass++)
+    for (int i = 0; i < w->nfiles && st == FM_OK; i++) {
+      if ((strcmp(w->files[i], "summary.json") == 0) != (pass == 1)) continue;
+      snprintf(from, sizeof from, "%s/%s", w->stage, w->files[i]);
+      snprintf(to, sizeof to, "%s/%s", w->dir, w->files[i]);
+      if (access(from, F_OK) != 0) continue;
+      if (rename(from, to) != 0)
+        st = fm_fail(err, FM_EIO, "%s: cannot move into place: %s", to, strerror(errno));
+    }
   remove_stage(w);
   return st;
 }

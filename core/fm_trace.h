@@ -7,8 +7,8 @@
  * tile_cycles.npy and timeline.json.
  *
  * Writers build every file in a hidden staging folder inside the target and
- * move them into place only on commit, so a failure leaves the target as it
- * was and never a half-written file.
+ * move them into place only on commit (summary.json last), so a failure while
+ * writing leaves the target as it was and never a half-written file.
  */
 #ifndef FM_TRACE_H
 #define FM_TRACE_H

@@ -253,11 +253,8 @@ fm_status viz_load_source(const char *path, int causal, int true_masked, viz_tra
     *has_trace = st == FM_OK;
     return st;
   }
-  FILE *f = fopen(path, "rb");
-  if (!f) return fm_fail(err, FM_EIO, "%s: cannot open: %s", path, strerror(errno));
   fm_npy_header h;
-  fm_status st = fm_npy_read_header(f, path, &h, err);
-  fclose(f);
+  fm_status st = fm_npy_read_header_path(path, &h, err);
   if (st != FM_OK) return st;
   /* int32/int64 [B, H, Sk, k] with k = 1, 2, 4 is an interval file; the
    * causal flag is not stored, but k = 1 can only be causal-1 and k = 4
