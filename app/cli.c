@@ -25,6 +25,15 @@ int cli_bad_option(const char *cmd, int opt, char *const argv[]) {
   return FM_EXIT_USAGE;
 }
 
+int cli_causal_flag(const char *cmd, int is_causal, int *causal) {
+  if (*causal >= 0 && *causal != is_causal) {
+    cli_error(cmd, "--causal and --bidir exclude each other");
+    return -1;
+  }
+  *causal = is_causal;
+  return 0;
+}
+
 int cli_int(const char *cmd, const char *opt, const char *text, int64_t lo, int64_t hi,
             int64_t *out) {
   char *end;

@@ -28,6 +28,10 @@ void cli_error(const char *cmd, const char *fmt, ...)
  * (argv[optind - 1] names the option) and returns FM_EXIT_USAGE. */
 int cli_bad_option(const char *cmd, int opt, char *const argv[]);
 
+/* --causal (is_causal = 1) or --bidir (0) into *causal (-1: not given yet);
+ * both given is a usage error (printed). 0 on success. */
+int cli_causal_flag(const char *cmd, int is_causal, int *causal);
+
 /* Strict integer parsing: the whole string, in [lo, hi]. Prints the error. */
 int cli_int(const char *cmd, const char *opt, const char *text, int64_t lo, int64_t hi,
             int64_t *out);

@@ -54,11 +54,7 @@ int cmd_expand(int argc, char **argv) {
     case 'o': out = optarg; break;
     case 'c':
     case 'B':
-      if (causal >= 0 && causal != (opt == 'c')) {
-        cli_error(cmd, "--causal and --bidir exclude each other");
-        return FM_EXIT_USAGE;
-      }
-      causal = opt == 'c';
+      if (cli_causal_flag(cmd, opt == 'c', &causal)) return FM_EXIT_USAGE;
       break;
     case 'q':
       if (cli_int(cmd, "--seqlen-q", optarg, 1, FM_MAX_SEQLEN, &sq)) return FM_EXIT_USAGE;

@@ -661,6 +661,22 @@ static void report_chunks(FILE *f, const case_row *rows, int n, int64_t chunk) {
   }
 }
 
+#ifdef FM_HAVE_VIZ
+/* One PNG figure into dir/name, listed in names[] as figures/name. */
+static int write_figure(const char *dir, const char *name, double w, double h, viz_draw_fn draw,
+                        void *ctx, char names[][64], int *nnames) {
+  char path[4400];
+  fm_err err;
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  if (viz_write_figure(path, VIZ_FMT_PNG, w, h, 72, draw, ctx, &err) != FM_OK) {
+    cli_error(cmd, "%s", err.msg);
+    return -1;
+  }
+  snprintf(names[(*nnames)++], 64, "figures/%.50s", name);
+  return 0;
+}
+#endif
+
 /* The scenario's figures, as PNG under OUT/figures; the report links them.
  * Names of the files written go to names[] (relative to out_dir). */
 static int write_figures(const fm_scenario *s, const char *out_dir, const case_row *rows, int n,
@@ -678,21 +694,11 @@ static int write_figures(const fm_scenario *s, const char *out_dir, const case_r
   if (s->figures & FM_SCN_FIG_GALLERY) {
     viz_gallery_opts go = {s->seqlen.v[0], (int32_t)s->br.v[0], (int32_t)s->bc.v[0], -1, s->seed,
                            NULL, 1};
-    snprintf(path, sizeof path, "%s/gallery.png", dir);
-    if (viz_write_figure(path, VIZ_FMT_PNG, 1600, 1350, 72, viz_draw_gallery, &go, &err) != FM_OK) {
-      cli_error(cmd, "%s", err.msg);
-      return -1;
-    }
-    snprintf(names[(*nnames)++], 64, "figures/gallery.png");
+    if (write_figure(dir, "gallery.png", 1600, 1350, viz_draw_gallery, &go, names, nnames)) return -1;
   }
   if (s->figures & FM_SCN_FIG_MEMORY) {
     viz_memory_opts mo = {(int32_t)s->bc.v[0], 1};
-    snprintf(path, sizeof path, "%s/memory.png", dir);
-    if (viz_write_figure(path, VIZ_FMT_PNG, 1000, 650, 72, viz_draw_memory, &mo, &err) != FM_OK) {
-      cli_error(cmd, "%s", err.msg);
-      return -1;
-    }
-    snprintf(names[(*nnames)++], 64, "figures/memory.png");
+    if (write_figure(dir, "memory.png", 1000, 650, viz_draw_memory, &mo, names, nnames)) return -1;
   }
   if (s->figures & FM_SCN_FIG_TILES) {
     /* one figure per case trace, at most 16 (a report, not an archive) */
