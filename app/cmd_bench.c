@@ -33,6 +33,7 @@
 #include "fm_cost.h"
 #include "fm_fileio.h"
 #include "fm_json.h"
+#include "fm_kernels.h"
 #include "fm_paper.h"
 #include "fm_run_trace.h"
 #include "fm_tiles.h"
@@ -505,7 +506,7 @@ static int model_case(bench_case *c, const fm_colmask *m) {
     cli_error(cmd, "out of memory classifying %s", c->id);
     return -1;
   }
-  fm_cost_shape sh = {c->B, c->H, (int32_t)c->D, c->br, c->bc, 2, FM_COST_SKIP};
+  fm_cost_shape sh = {c->B, c->H, (int32_t)c->D, c->br, c->bc, 2, FM_VARIANT_SKIP};
   if (fm_classify(m, c->br, c->bc, &counts, cls, NULL, &err) != FM_OK ||
       fm_classify(m, 128, 128, &c128, NULL, NULL, &err) != FM_OK ||
       fm_cost_compute(m, &sh, cls, NULL, &c->cost, &err) != FM_OK) {
@@ -513,7 +514,7 @@ static int model_case(bench_case *c, const fm_colmask *m) {
     cli_error(cmd, "%s: %s", c->id, err.msg);
     return -1;
   }
-  sh.variant = FM_COST_NOSKIP;
+  sh.variant = FM_VARIANT_NOSKIP;
   fm_cost_compute(m, &sh, cls, NULL, &c->cost_noskip, NULL);
   free(cls);
   c->rho = counts.sparsity;
@@ -808,12 +809,7 @@ int cmd_bench(int argc, char **argv) {
         c->H = o.hidden / c->D;
         c->class_mismatches = -1;
         snprintf(c->id, sizeof c->id, "%s_S%lld_hd%lld", c->family, (long long)c->S, (long long)c->D);
-#ifdef FM_HAVE_GPU_RUN
-        fm_attn_tile_size((int32_t)c->D, &c->br, &c->bc);
-#else
-        c->br = 128;
-        c->bc = c->D == 128 ? 64 : 128;
-#endif
+        fm_kernel_tile_size(FM_KERNEL_SM80, (int32_t)c->D, &c->br, &c->bc, NULL);
         fm_colmask *m = NULL;
         fm_family_used used;
         int sample = fam->uses_docs && fm_samples_count(&samples, c->S) > 0 ? (int)o.sample : -1;
@@ -881,7 +877,7 @@ int cmd_bench(int argc, char **argv) {
         c.B = B;
         c.H = H;
         c.D = D;
-        fm_attn_tile_size((int32_t)D, &c.br, &c.bc);
+        fm_kernel_tile_size(FM_KERNEL_SM80, (int32_t)D, &c.br, &c.bc, NULL);
         snprintf(c.id, sizeof c.id, "sweep %s draw %d", sweep_fams[f], k);
         if (build_case_mask(NULL, sweep_fams[f], S, B, H, -1, (uint64_t)o.seed + 1000 + (uint64_t)k,
                             2, params, &m, &used) ||

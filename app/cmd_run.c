@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "fm_kernels.h"
 #include "commands.h"
 #include "fm_cost.h"
 #include "fm_forms.h"
@@ -63,7 +64,7 @@ typedef struct run_opts {
   cli_mask_opts mask;
   int tile_given;
   int64_t head_dim;
-  fm_cost_variant variant;
+  fm_variant variant;
   int instrument, cupti, count_bytes, force_cpu, json;
   int64_t warmup, reps;
   const char *out;
@@ -77,7 +78,7 @@ static void print_report(const fm_run_info *r, const fm_analysis *a, const char 
          (long long)a->heads, r->head_dim);
   if (a->params[0]) printf("params      %s\n", a->params);
   printf("kernel      variant %s, tiles %d x %d (%d x %d per head)%s\n",
-         fm_cost_variant_name(r->variant), a->br, a->bc, a->tr, a->tc,
+         fm_variant_name(r->variant), a->br, a->bc, a->tr, a->tc,
          r->instrumented ? ", instrumented" : "");
   printf("device      %s%s%s\n", r->device, r->device_note[0] ? ": " : "", r->device_note);
   printf("rho         %.4f (min/max rule; exact %.4f); visited tiles %lld of %lld\n", c->rho,
@@ -139,7 +140,7 @@ int cmd_run(int argc, char **argv) {
   memset(&o, 0, sizeof o);
   cli_mask_opts_init(&o.mask);
   o.head_dim = 128;
-  o.variant = FM_COST_SKIP;
+  o.variant = FM_VARIANT_SKIP;
   o.cupti = o.count_bytes = 1;
   o.warmup = 3;
   o.reps = 20;
@@ -164,7 +165,7 @@ int cmd_run(int argc, char **argv) {
       }
       break;
     case O_VAR:
-      if (fm_cost_variant_parse(optarg, &o.variant, &err) != FM_OK) {
+      if (fm_variant_parse(optarg, &o.variant, &err) != FM_OK) {
         cli_error(cmd, "--variant: %s", err.msg);
         return FM_EXIT_USAGE;
       }
@@ -208,7 +209,7 @@ int cmd_run(int argc, char **argv) {
   const char *tile_note = "--br/--bc (a build without the CUDA kernels does not know the kernel's)";
 #ifdef FM_HAVE_GPU_RUN
   int32_t kbr, kbc;
-  fm_attn_tile_size((int32_t)o.head_dim, &kbr, &kbc);
+  fm_kernel_tile_size(FM_KERNEL_SM80, (int32_t)o.head_dim, &kbr, &kbc, NULL);
   if (!o.tile_given) {
     br = kbr;
     bc = kbc;
@@ -225,7 +226,7 @@ int cmd_run(int argc, char **argv) {
   if (cli_build_family(cmd, &o.mask, &m, &used)) return FM_EXIT_USAGE;
   int32_t nsets = fm_colmask_nsets(m);
   int64_t dense_bytes = (int64_t)nsets * fm_colmask_sq(m) * (int64_t)fm_colmask_sk(m);
-  if (o.variant == FM_COST_DENSE && dense_bytes > MAX_DENSE_BYTES) {
+  if (o.variant == FM_VARIANT_DENSE && dense_bytes > MAX_DENSE_BYTES) {
     cli_error(cmd, "--variant dense: %d dense mask%s of %d x %d take %lld GiB (limit %lld GiB); "
               "use a shorter --seqlen or fewer per-head sets", nsets, nsets == 1 ? "" : "s",
               fm_colmask_sq(m), fm_colmask_sk(m), (long long)(dense_bytes >> 30),
@@ -301,7 +302,7 @@ int cmd_run(int argc, char **argv) {
                       o.instrument ? (int32_t)o.reps : 0, o.count_bytes && o.cupti, o.cupti,
                       o.instrument, 1};
     if (fm_gpu_session_create(a.batch * s, a.heads * o.head_dim,
-                              o.variant == FM_COST_DENSE ? dense_bytes : 0, o.mask.seed, &sess,
+                              o.variant == FM_VARIANT_DENSE ? dense_bytes : 0, o.mask.seed, &sess,
                               &err) != FM_OK ||
         fm_gpu_session_run(sess, &gc, &go, &gres, &err) != FM_OK) {
       cli_error(cmd, "GPU run failed: %s", err.msg);
@@ -320,7 +321,7 @@ int cmd_run(int argc, char **argv) {
       info.gpu_classes = gres.tile_class;
       info.gpu_cycles = gres.tile_cycles;
       info.clock_khz = p->clock_khz;
-      if (gres.tile_class && o.variant == FM_COST_SKIP)
+      if (gres.tile_class && o.variant == FM_VARIANT_SKIP)
         info.class_mismatches =
             fm_class_mismatches(m, classes, gres.tile_class, a.batch, a.heads, per_set);
       if (gres.tile_cycles && gres.tile_class &&

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "fm_kernels.h"
 #include "fm_fileio.h"
 #include "fm_cost.h"
 #include "fm_dense.h"
@@ -270,7 +271,7 @@ static int gpu_step_run(gpu_step *g, const fm_scn_case *c, const fm_colmask *m, 
 #ifdef FM_HAVE_GPU_RUN
   fm_err err;
   int32_t kbr, kbc;
-  fm_attn_tile_size((int32_t)c->head_dim, &kbr, &kbc);
+  fm_kernel_tile_size(FM_KERNEL_SM80, (int32_t)c->head_dim, &kbr, &kbc, NULL);
   fm_tile_counts kc;
   if (fm_classify(m, kbr, kbc, &kc, NULL, NULL, &err) != FM_OK) {
     cli_error(cmd, "case %s: %s", c->id, err.msg);
@@ -380,7 +381,7 @@ static int run_case(const fm_scenario *s, const fm_scn_case *c, const char *case
     row->sim_flops = NAN;
     if (s->run & FM_SCN_SIMULATE) {
       /* the CPU simulation: the cost model of the skip kernel at this tile size */
-      fm_cost_shape shape = {c->batch, c->heads, (int32_t)c->head_dim, a.br, a.bc, 2, FM_COST_SKIP};
+      fm_cost_shape shape = {c->batch, c->heads, (int32_t)c->head_dim, a.br, a.bc, 2, FM_VARIANT_SKIP};
       fm_cost cost;
       if (fm_cost_compute(m, &shape, classes, NULL, &cost, &err) != FM_OK) {
         cli_error(cmd, "case %s: %s", c->id, err.msg);

@@ -6,22 +6,6 @@
 
 #include "fm_tiles.h"
 
-static const char *variant_names[FM_COST_NVARIANTS] = {"skip", "noskip", "dense"};
-
-const char *fm_cost_variant_name(fm_cost_variant v) {
-  return (unsigned)v < FM_COST_NVARIANTS ? variant_names[v] : "?";
-}
-
-fm_status fm_cost_variant_parse(const char *text, fm_cost_variant *out, fm_err *err) {
-  for (int v = 0; v < FM_COST_NVARIANTS; v++)
-    if (text && !strcmp(text, variant_names[v])) {
-      *out = (fm_cost_variant)v;
-      return FM_OK;
-    }
-  return fm_fail(err, FM_EINVAL, "unknown variant '%s' (expected skip, noskip or dense)",
-                 text ? text : "");
-}
-
 fm_status fm_cost_shape_check(const fm_cost_shape *s, fm_err *err) {
   if (s->batch < 1 || s->heads < 1)
     return fm_fail(err, FM_EINVAL, "batch and heads must be >= 1 (got %lld x %lld)",
@@ -30,25 +14,25 @@ fm_status fm_cost_shape_check(const fm_cost_shape *s, fm_err *err) {
     return fm_fail(err, FM_EINVAL, "head dim %d out of range (1..1024)", s->head_dim);
   if (s->elem_bytes < 1 || s->elem_bytes > 8)
     return fm_fail(err, FM_EINVAL, "element size %d bytes out of range (1..8)", s->elem_bytes);
-  if ((unsigned)s->variant >= FM_COST_NVARIANTS)
+  if ((unsigned)s->variant >= FM_NVARIANTS)
     return fm_fail(err, FM_EINVAL, "unknown kernel variant %d", (int)s->variant);
   return fm_tile_size_check(s->br, s->bc, err);
 }
 
 /* Is the tile visited (K/V loaded, math done), and does it apply the element mask? */
-static inline int tile_visited(fm_cost_variant v, int cls) {
-  return v != FM_COST_SKIP || cls != FM_TILE_MASKED;
+static inline int tile_visited(fm_variant v, int cls) {
+  return v != FM_VARIANT_SKIP || cls != FM_TILE_MASKED;
 }
-static inline int tile_elementwise(fm_cost_variant v, int cls) {
-  if (v == FM_COST_DENSE) return 1;
-  if (v == FM_COST_NOSKIP) return cls != FM_TILE_UNMASKED;
+static inline int tile_elementwise(fm_variant v, int cls) {
+  if (v == FM_VARIANT_DENSE) return 1;
+  if (v == FM_VARIANT_NOSKIP) return cls != FM_TILE_UNMASKED;
   return cls == FM_TILE_PARTIAL;
 }
 
 int64_t fm_cost_tile_bytes(const fm_cost_shape *s, int cls, int32_t rows, int32_t cols) {
   int64_t b = 0;
   if (tile_visited(s->variant, cls)) b += 2 * (int64_t)cols * s->head_dim * s->elem_bytes;
-  if (s->variant == FM_COST_DENSE) {
+  if (s->variant == FM_VARIANT_DENSE) {
     b += (int64_t)rows * cols;
   } else {
     b += 8 * 4; /* the tile's 8 bounds */
@@ -115,7 +99,7 @@ fm_status fm_cost_compute(const fm_colmask *m, const fm_cost_shape *s, const uin
         }
         if (tile_elementwise(s->variant, cls)) {
           out->tiles_elementwise += mult;
-          if (s->variant == FM_COST_DENSE) out->bytes_dense_mask += mult * (int64_t)rows * cols;
+          if (s->variant == FM_VARIANT_DENSE) out->bytes_dense_mask += mult * (int64_t)rows * cols;
           else out->bytes_vectors += mult * 16 * (int64_t)cols;
         }
       }
@@ -133,7 +117,7 @@ fm_status fm_cost_compute(const fm_colmask *m, const fm_cost_shape *s, const uin
   out->bytes_q = pairs * sq * d * e;
   out->bytes_o = pairs * sq * d * e;
   out->bytes_lse = pairs * sq * 4;
-  if (s->variant != FM_COST_DENSE) {
+  if (s->variant != FM_VARIANT_DENSE) {
     out->bytes_bounds = pairs * per_set * 32;
     out->bytes_prep_read = (int64_t)nsets * 16 * sk;
     out->bytes_prep_write = (int64_t)nsets * 32 * tc;
@@ -143,7 +127,7 @@ fm_status fm_cost_compute(const fm_colmask *m, const fm_cost_shape *s, const uin
   out->bytes_write = out->bytes_o + out->bytes_lse + out->bytes_prep_write;
   /* compulsory: Q once, the K/V columns any tile loads once, the mask once */
   out->unique_read = out->bytes_q + unique_kv_cols * 2 * d * e;
-  if (s->variant == FM_COST_DENSE) out->unique_read += (int64_t)nsets * sq * sk;
+  if (s->variant == FM_VARIANT_DENSE) out->unique_read += (int64_t)nsets * sq * sk;
   else out->unique_read += out->bytes_prep_read + out->bytes_prep_write; /* vectors + bounds */
   out->unique_write = out->bytes_o + out->bytes_lse + out->bytes_prep_write;
   return FM_OK;

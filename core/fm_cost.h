@@ -2,7 +2,7 @@
  * the CPU simulation that turns it into trace content without a GPU.
  *
  * The model follows the kernel tile by tile at its own tile size (Br query
- * rows x Bc key columns, fm_attn_tile_size) from the per-tile min/max classes
+ * rows x Bc key columns, fm_kernels.h) from the per-tile min/max classes
  * of fm_classify (the classes the kernel decides from the 8 bounds):
  *
  *   skip    MASKED tiles are skipped (no K/V load, no math); PARTIAL tiles
@@ -39,6 +39,7 @@
 #include <stdint.h>
 
 #include "fm_colmask.h"
+#include "fm_kernels.h"
 #include "fm_status.h"
 #include "fm_tile_rule.h"
 
@@ -46,24 +47,12 @@
 extern "C" {
 #endif
 
-/* Same numbering as the kernels' fm_variant (kernels/fm_attn.h). */
-typedef enum fm_cost_variant {
-  FM_COST_SKIP = 0,
-  FM_COST_NOSKIP = 1,
-  FM_COST_DENSE = 2,
-  FM_COST_NVARIANTS = 3
-} fm_cost_variant;
-
-const char *fm_cost_variant_name(fm_cost_variant v); /* "skip", "noskip", "dense" */
-/* Parses "skip" / "noskip" / "dense"; FM_EINVAL naming the choices otherwise. */
-fm_status fm_cost_variant_parse(const char *text, fm_cost_variant *out, fm_err *err);
-
 typedef struct fm_cost_shape {
   int64_t batch, heads;    /* B, H of the attention problem */
   int32_t head_dim;        /* D */
   int32_t br, bc;          /* the kernel's tile: query rows x key columns */
   int32_t elem_bytes;      /* bytes per Q/K/V/O element (2 for bf16) */
-  fm_cost_variant variant;
+  fm_variant variant;
 } fm_cost_shape;
 
 typedef struct fm_cost {

@@ -54,7 +54,7 @@ void fm_run_json(const fm_run_info *r, fm_json *j) {
   fm_json_string(j, "device_note", r->device_note ? r->device_note : "");
   fm_json_object(j, "kernel");
   fm_json_int(j, "head_dim", r->head_dim);
-  fm_json_string(j, "variant", fm_cost_variant_name(r->variant));
+  fm_json_string(j, "variant", fm_variant_name(r->variant));
   fm_json_string(j, "dtype", "bf16");
   fm_json_int(j, "br", r->analysis ? r->analysis->br : 0);
   fm_json_int(j, "bc", r->analysis ? r->analysis->bc : 0);

@@ -86,7 +86,7 @@ typedef struct fm_run_info {
   const char *device;          /* GPU name, or "cpu-simulation" */
   const char *device_note;     /* why the CPU simulation ran, "" on the GPU */
   int32_t head_dim;
-  fm_cost_variant variant;
+  fm_variant variant;
   int instrumented;
   const fm_cost *cost;
   const fm_timing *timing;              /* NULL: no timings (CPU) */

@@ -9,6 +9,7 @@
 #include "fm_cuda_status.cuh"
 #include "fm_attn.h"
 #include "fm_attn_launch.cuh"
+#include "fm_kernel_traits.h"
 #include "fm_tile_rule.h"
 
 namespace fmk {
@@ -70,9 +71,9 @@ __global__ void fill_random_kernel(__nv_bfloat16 *dst, int64_t n, uint64_t seed)
 
 }  // namespace fmk
 
-static_assert(FM_ATTN_BR == fmk::BR && FM_ATTN_BC == fmk::tile_cfg<64>::BC &&
-                  FM_ATTN_BC == fmk::tile_cfg<128>::BC,
-              "fm_attn.h's tile macros must match the kernels");
+static_assert(FM_SM80_BR == fmk::BR && FM_SM80_BC_HD64 == fmk::tile_cfg<64>::BC &&
+                  FM_SM80_BC_HD128 == fmk::tile_cfg<128>::BC,
+              "core/fm_kernel_traits.h must match the sm80 kernel's tiles");
 
 extern "C" void fm_attn_problem_init(fm_attn_problem *p, const fm_colmask *m, int32_t batch,
                                      int32_t heads, int32_t head_dim, float softmax_scale) {
@@ -86,19 +87,7 @@ extern "C" void fm_attn_problem_init(fm_attn_problem *p, const fm_colmask *m, in
   p->causal = fm_colmask_causal(m);
   p->mask_nb = fm_colmask_nb(m);
   p->mask_nh = fm_colmask_nh(m);
-}
-
-extern "C" void fm_attn_tile_size(int32_t head_dim, int32_t *br, int32_t *bc) {
-  int32_t r = 0, c = 0;
-  if (head_dim == 128) {
-    r = fmk::BR;
-    c = fmk::tile_cfg<128>::BC;
-  } else if (head_dim == 64) {
-    r = fmk::BR;
-    c = fmk::tile_cfg<64>::BC;
-  }
-  if (br) *br = r;
-  if (bc) *bc = c;
+  p->kernel = FM_KERNEL_SM80;
 }
 
 extern "C" fm_status fm_attn_fill_random_bf16(void *dst, int64_t n, uint64_t seed, void *stream,
@@ -164,7 +153,7 @@ extern "C" fm_status fm_attn_forward(const fm_attn_problem *p, fm_variant varian
     return fm_fail(err, FM_EINVAL, "softmax scale must be positive (got %g)", (double)p->softmax_scale);
 
   int32_t br, bc;
-  fm_attn_tile_size(p->head_dim, &br, &bc);
+  if (fm_kernel_tile_size(p->kernel, p->head_dim, &br, &bc, err) != FM_OK) return FM_EUNSUPPORTED;
   const int32_t nsets = p->mask_nb * p->mask_nh;
   cudaStream_t s = (cudaStream_t)stream;
   fmk::fwd_params fp;

@@ -15,9 +15,10 @@
  *                  or (nsets, Sq, Sk) with sets as the intervals' when dense_per_set is 1
  *   tile_class     (B, H, Tr, Tc) uint8 FM_TILE_* as the kernel saw it (instrumented only)
  *   tile_cycles    (B, H, Tr, Tc) int64 clock64 cycles spent on the tile (instrumented only)
- * Tr = ceil(Sq / FM_ATTN_BR), Tc = ceil(Sk / FM_ATTN_BC) at the kernel's own tile size.
+ * Tr = ceil(Sq / Br), Tc = ceil(Sk / Bc) at the kernel's own tile size (fm_kernel_tile_size).
  *
- * Tile sizes: 128 x 64 for both head dims (fm_attn_tile_size).
+ * Kernels: the registry of core/fm_kernels.h (problem.kernel, never FM_KERNEL_AUTO here:
+ * resolve it with fm_attn_resolve_kernel); tiles in core/fm_kernel_traits.h.
  * Limits: batch * heads <= 65535. The dense variant needs no intervals; the
  * others need them. CUDA runtime failures are returned as FM_EIO with the CUDA
  * error in the message; FM_EUNSUPPORTED when no usable device (sm_90) exists.
@@ -30,21 +31,12 @@
 #include <stdint.h>
 
 #include "fm_colmask.h"
+#include "fm_kernels.h"
 #include "fm_status.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* The kernel's tile: query rows x key columns, both head dims (fm_attn_tile_size). */
-#define FM_ATTN_BR 128
-#define FM_ATTN_BC 64
-
-typedef enum fm_variant {
-  FM_VARIANT_SKIP = 0,   /* the product: fully masked tiles skipped before any K/V load */
-  FM_VARIANT_NOSKIP = 1, /* every tile visited, same arithmetic (bit-identical output) */
-  FM_VARIANT_DENSE = 2   /* element mask read from an Sq x Sk array in HBM */
-} fm_variant;
 
 typedef struct fm_attn_problem {
   int32_t batch, heads, seqlen_q, seqlen_k, head_dim; /* head_dim 64 or 128 */
@@ -59,16 +51,15 @@ typedef struct fm_attn_problem {
   uint8_t *tile_class;  /* NULL unless instrumented */
   int64_t *tile_cycles; /* NULL unless instrumented */
   int dense_per_set;    /* 0: dense_mask (Sq, Sk) shared by all heads; 1: (nsets, Sq, Sk) */
+  fm_kernel_id kernel;  /* which kernel runs (a registry id, not FM_KERNEL_AUTO) */
 } fm_attn_problem;
 
 /* Zeroes *p and fills what the mask and the shape decide: batch, heads, head
  * dim, softmax scale, Sq, Sk, the causal flag and the interval sets (nb, nh)
- * of m. The device pointers are left NULL for the caller to set. */
+ * of m; the kernel is FM_KERNEL_SM80. The device pointers are left NULL for
+ * the caller to set. */
 void fm_attn_problem_init(fm_attn_problem *p, const fm_colmask *m, int32_t batch, int32_t heads,
                           int32_t head_dim, float softmax_scale);
-
-/* The kernel's tile size for a head dim (rows x key columns). */
-void fm_attn_tile_size(int32_t head_dim, int32_t *br, int32_t *bc);
 
 /* Launches the bounds preprocessing and the forward kernel on `stream`
  * (a cudaStream_t, NULL for the default stream); asynchronous. instrumented

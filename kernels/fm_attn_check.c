@@ -155,7 +155,7 @@ fm_status fm_attn_check_run(const fm_check_case *c, fm_check_result *r, fm_err *
     return fm_fail(err, FM_EINVAL, "case %s: mask sets %d x %d do not fit B=%d, H=%d", c->name,
                    nb, nh, B, H);
   int32_t br, bc;
-  fm_attn_tile_size(D, &br, &bc);
+  fm_kernel_tile_size(FM_KERNEL_SM80, D, &br, &bc, NULL);
   if (br == 0) return fm_fail(err, FM_EUNSUPPORTED, "case %s: head dim %d", c->name, D);
   const int32_t tr = (sq + br - 1) / br, tc = (sk + bc - 1) / bc;
   const int64_t nq = (int64_t)B * sq * H * D, nk = (int64_t)B * sk * H * D;

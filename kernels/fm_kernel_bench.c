@@ -221,7 +221,7 @@ int main(int argc, char **argv) {
     return 1;
   }
   int32_t br, bc;
-  fm_attn_tile_size(head_dim, &br, &bc);
+  fm_kernel_tile_size(FM_KERNEL_SM80, head_dim, &br, &bc, NULL);
 
   /* memory pool keeps the bounds workspace between launches */
   cudaMemPool_t pool;

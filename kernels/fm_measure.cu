@@ -169,7 +169,7 @@ extern "C" fm_status fm_gpu_session_run(fm_gpu_session *s, const fm_gpu_case *c,
     return fm_fail(err, FM_EINVAL, "the dense mask (%lld bytes) exceeds the session's %lld",
                    (long long)nsets * sq * sk, (long long)s->max_dense);
   int32_t br = 0, bc = 0;
-  fm_attn_tile_size(c->head_dim, &br, &bc);
+  fm_kernel_tile_size(FM_KERNEL_SM80, c->head_dim, &br, &bc, NULL);
   if (!br) return fm_fail(err, FM_EUNSUPPORTED, "head dim %d: the kernels support 64 and 128", c->head_dim);
   r->tr = (sq + br - 1) / br;
   r->tc = (sk + bc - 1) / bc;

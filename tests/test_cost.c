@@ -34,9 +34,9 @@ static brute brute_force(const fm_colmask *m, const fm_cost_shape *s, const uint
           for (int32_t i = rt * s->br; i < sq && i < (rt + 1) * s->br; i++) rows++;
           int c = cls[((int64_t)set * tr + rt) * tc + ct];
           r.tiles[c]++;
-          int visit = s->variant != FM_COST_SKIP || c != FM_TILE_MASKED;
-          int elem = s->variant == FM_COST_DENSE    ? 1
-                     : s->variant == FM_COST_NOSKIP ? c != FM_TILE_UNMASKED
+          int visit = s->variant != FM_VARIANT_SKIP || c != FM_TILE_MASKED;
+          int elem = s->variant == FM_VARIANT_DENSE    ? 1
+                     : s->variant == FM_VARIANT_NOSKIP ? c != FM_TILE_UNMASKED
                                                     : c == FM_TILE_PARTIAL;
           if (visit) {
             any = 1;
@@ -46,10 +46,10 @@ static brute brute_force(const fm_colmask *m, const fm_cost_shape *s, const uint
           }
           if (elem) {
             r.elementwise++;
-            if (s->variant == FM_COST_DENSE) r.dense += (int64_t)rows * cols;
+            if (s->variant == FM_VARIANT_DENSE) r.dense += (int64_t)rows * cols;
             else r.vectors += 16LL * cols;
           }
-          if (s->variant != FM_COST_DENSE) r.bounds += 32;
+          if (s->variant != FM_VARIANT_DENSE) r.bounds += 32;
         }
         if (any) r.unique_cols += cols;
       }
@@ -103,7 +103,7 @@ static void check_against_brute(const fm_colmask *m, fm_cost_shape s, const uint
   cr_assert_eq(c.bytes_q, pairs * sq * d * e);
   cr_assert_eq(c.bytes_o, pairs * sq * d * e);
   cr_assert_eq(c.bytes_lse, pairs * sq * 4);
-  int dense = s.variant == FM_COST_DENSE;
+  int dense = s.variant == FM_VARIANT_DENSE;
   cr_assert_eq(c.bytes_prep_read, dense ? 0 : (int64_t)ns * 16 * sk);
   cr_assert_eq(c.bytes_prep_write, dense ? 0 : (int64_t)ns * 32 * tc);
   cr_assert_eq(c.bytes_read, c.bytes_q + b.kv + b.vectors + b.dense + b.bounds + c.bytes_prep_read);
@@ -140,7 +140,7 @@ Test(cost, full_mask_edges_and_every_variant) {
   /* S = 100 with 32 x 16 tiles: the last row tile has 4 rows, the last key tile 4 columns */
   fm_colmask *m = family("full", 100, 1, 1, NULL);
   for (int v = 0; v < 3; v++) {
-    fm_cost_shape s = {2, 3, 64, 32, 16, 2, (fm_cost_variant)v};
+    fm_cost_shape s = {2, 3, 64, 32, 16, 2, (fm_variant)v};
     uint8_t *cls = exact_classes(m, 32, 16);
     check_against_brute(m, s, cls);
     fm_cost c;
@@ -166,7 +166,7 @@ Test(cost, causal_and_documents_match_the_dense_brute_force) {
       uint8_t *mm = malloc((size_t)n);
       cr_assert_eq(fm_classify(m, 16, 32, &counts, mm, NULL, NULL), FM_OK);
       cr_assert_eq(memcmp(mm, cls, (size_t)n), 0, "%s", names[f]);
-      fm_cost_shape s = {3, 2, 128, 16, 32, 2, (fm_cost_variant)v};
+      fm_cost_shape s = {3, 2, 128, 16, 32, 2, (fm_variant)v};
       check_against_brute(m, s, cls);
       /* classes computed internally give the same */
       fm_cost a, b;
@@ -194,7 +194,7 @@ Test(cost, per_head_and_random_masks) {
     fm_tile_counts counts;
     cr_assert_eq(fm_classify(m, br, bc, &counts, cls, NULL, NULL), FM_OK);
     fm_cost_shape s = {nb == 1 ? 3 : nb, nh == 1 ? 2 : nh, 64, br, bc, 2,
-                       (fm_cost_variant)fm_rng_below(&r, 3)};
+                       (fm_variant)fm_rng_below(&r, 3)};
     check_against_brute(m, s, cls);
     free(cls);
     fm_colmask_destroy(m);
@@ -203,7 +203,7 @@ Test(cost, per_head_and_random_masks) {
 
 Test(cost, paper_count_of_random_eviction) {
   fm_colmask *m = family("random_eviction", 512, 2, 4, NULL);
-  fm_cost_shape s = {2, 4, 128, 64, 64, 2, FM_COST_SKIP};
+  fm_cost_shape s = {2, 4, 128, 64, 64, 2, FM_VARIANT_SKIP};
   fm_cost c;
   cr_assert_eq(fm_cost_compute(m, &s, NULL, NULL, &c, NULL), FM_OK);
   fm_tile_counts counts;
@@ -216,13 +216,13 @@ Test(cost, paper_count_of_random_eviction) {
 }
 
 Test(cost, tile_bytes_by_class) {
-  fm_cost_shape s = {1, 1, 128, 128, 64, 2, FM_COST_SKIP};
+  fm_cost_shape s = {1, 1, 128, 128, 64, 2, FM_VARIANT_SKIP};
   cr_assert_eq(fm_cost_tile_bytes(&s, FM_TILE_MASKED, 128, 64), 32);
   cr_assert_eq(fm_cost_tile_bytes(&s, FM_TILE_UNMASKED, 128, 64), 32 + 2 * 64 * 128 * 2);
   cr_assert_eq(fm_cost_tile_bytes(&s, FM_TILE_PARTIAL, 128, 64), 32 + 2 * 64 * 128 * 2 + 16 * 64);
-  s.variant = FM_COST_NOSKIP;
+  s.variant = FM_VARIANT_NOSKIP;
   cr_assert_eq(fm_cost_tile_bytes(&s, FM_TILE_MASKED, 128, 64), 32 + 2 * 64 * 128 * 2 + 16 * 64);
-  s.variant = FM_COST_DENSE;
+  s.variant = FM_VARIANT_DENSE;
   cr_assert_eq(fm_cost_tile_bytes(&s, FM_TILE_UNMASKED, 100, 10), 2 * 10 * 128 * 2 + 100 * 10);
 }
 
@@ -230,25 +230,69 @@ Test(cost, bad_inputs) {
   fm_colmask *m = family("causal", 64, 1, 1, NULL);
   fm_cost c;
   fm_err err;
-  fm_cost_shape s = {0, 1, 64, 16, 16, 2, FM_COST_SKIP};
+  fm_cost_shape s = {0, 1, 64, 16, 16, 2, FM_VARIANT_SKIP};
   cr_assert_eq(fm_cost_compute(m, &s, NULL, NULL, &c, &err), FM_EINVAL);
   cr_assert(strstr(err.msg, "batch"));
   s.batch = 1;
   s.br = 0;
   cr_assert_eq(fm_cost_compute(m, &s, NULL, NULL, &c, &err), FM_EINVAL);
   s.br = 16;
-  s.variant = (fm_cost_variant)7;
+  s.variant = (fm_variant)7;
   cr_assert_eq(fm_cost_compute(m, &s, NULL, NULL, &c, &err), FM_EINVAL);
   fm_colmask_destroy(m);
   m = family("random_eviction", 64, 2, 2, NULL); /* 2 x 2 sets */
-  fm_cost_shape t = {3, 2, 64, 16, 16, 2, FM_COST_SKIP};
+  fm_cost_shape t = {3, 2, 64, 16, 16, 2, FM_VARIANT_SKIP};
   cr_assert_eq(fm_cost_compute(m, &t, NULL, NULL, &c, &err), FM_EINVAL);
   cr_assert(strstr(err.msg, "sets"), "%s", err.msg);
   fm_colmask_destroy(m);
-  fm_cost_variant v;
-  cr_assert_eq(fm_cost_variant_parse("noskip", &v, &err), FM_OK);
-  cr_assert_eq(v, FM_COST_NOSKIP);
-  cr_assert_eq(fm_cost_variant_parse("fast", &v, &err), FM_EINVAL);
+  fm_variant v;
+  cr_assert_eq(fm_variant_parse("noskip", &v, &err), FM_OK);
+  cr_assert_eq(v, FM_VARIANT_NOSKIP);
+  cr_assert_eq(fm_variant_parse("fast", &v, &err), FM_EINVAL);
   cr_assert(strstr(err.msg, "skip, noskip or dense"));
-  cr_assert_str_eq(fm_cost_variant_name(FM_COST_DENSE), "dense");
+  cr_assert_str_eq(fm_variant_name(FM_VARIANT_DENSE), "dense");
+}
+
+/* The kernel registry (core/fm_kernels.h): names, auto selection, tiles. */
+Test(kernels, registry) {
+  fm_err err;
+  fm_kernel_id id;
+  cr_assert_eq(fm_kernel_parse("sm90", &id, &err), FM_OK);
+  cr_assert_eq(id, FM_KERNEL_SM90);
+  cr_assert_eq(fm_kernel_parse("auto", &id, &err), FM_OK);
+  cr_assert_eq(id, FM_KERNEL_AUTO);
+  cr_assert_eq(fm_kernel_parse("sm70", &id, &err), FM_EINVAL);
+  cr_assert(strstr(err.msg, "sm80, sm90 or auto"), "%s", err.msg);
+  for (int k = 0; k < FM_NKERNELS; k++) {
+    const fm_kernel_desc *d = fm_kernel_get((fm_kernel_id)k);
+    cr_assert_not_null(d);
+    cr_assert_eq((int)d->id, k, "row %d is in its own slot", k);
+    cr_assert(d->ntiles >= 1 && d->ntiles <= FM_KERNEL_MAX_TILES);
+    for (int t = 0; t < d->ntiles; t++) {
+      int32_t br = 0, bc = 0;
+      cr_assert_eq(fm_kernel_tile_size(d->id, d->tiles[t].head_dim, &br, &bc, &err), FM_OK);
+      cr_assert(br > 0 && bc > 0 && br == d->tiles[t].br && bc == d->tiles[t].bc);
+    }
+  }
+  cr_assert_null(fm_kernel_get(FM_NKERNELS));
+  /* auto: Hopper gets sm90, Ampere and Blackwell get the portable kernel, Volta none */
+  cr_assert_eq(fm_kernel_auto(9, 0, &id, &err), FM_OK);
+  cr_assert_eq(id, FM_KERNEL_SM90);
+  cr_assert_eq(fm_kernel_auto(8, 0, &id, &err), FM_OK);
+  cr_assert_eq(id, FM_KERNEL_SM80);
+  cr_assert_eq(fm_kernel_auto(10, 0, &id, &err), FM_OK);
+  cr_assert_eq(id, FM_KERNEL_SM80);
+  cr_assert_eq(fm_kernel_auto(7, 5, &id, &err), FM_EUNSUPPORTED);
+  cr_assert_eq(fm_kernel_auto(-1, -1, &id, &err), FM_OK, "no device: the H200's kernel");
+  cr_assert_eq(id, FM_KERNEL_SM90);
+  int32_t br, bc;
+  cr_assert_eq(fm_kernel_tile_size(FM_KERNEL_SM80, 64, &br, &bc, &err), FM_OK);
+  cr_assert(br == 128 && bc == 64);
+  cr_assert_eq(fm_kernel_tile_size(FM_KERNEL_SM80, 96, &br, &bc, &err), FM_EUNSUPPORTED);
+  cr_assert(strstr(err.msg, "head dim 96"), "%s", err.msg);
+  fm_pass p;
+  cr_assert_eq(fm_pass_parse("both", &p, &err), FM_OK);
+  cr_assert_eq(p, FM_PASS_BOTH);
+  cr_assert_eq(fm_pass_parse("back", &p, &err), FM_EINVAL);
+  cr_assert_str_eq(fm_pass_name(FM_PASS_BWD), "bwd");
 }

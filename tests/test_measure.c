@@ -124,7 +124,7 @@ Test(measure, attention_case_through_the_session) {
   fm_gpu_result r;
   cr_assert_eq(fm_gpu_session_run(s, &c, &o, &r, &err), FM_OK, "%s", err.msg);
   int32_t br, bc;
-  fm_attn_tile_size(D, &br, &bc);
+  fm_kernel_tile_size(FM_KERNEL_SM80, D, &br, &bc, NULL);
   cr_assert_eq(r.tr, (S + br - 1) / br);
   cr_assert_eq(r.tc, (S + bc - 1) / bc);
   cr_assert(r.timing.median_ms > 0 && r.timing_instrumented.median_ms > 0);

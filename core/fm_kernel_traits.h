@@ -1,0 +1,27 @@
+/* fm_kernel_traits.h — the tile configuration of every GPU kernel, in one
+ * place that the C core (cost model, CPU simulation, timing model, `bench
+ * --export-only`) and the CUDA kernels both read (FlashAttention's
+ * kernel_traits, written as plain macros so that a C-only build sees them).
+ *
+ * A kernel's tile is Br query rows x Bc key columns for one head dim. The
+ * kernels static_assert their compile-time tiles against these macros; the
+ * registry (fm_kernels.h) lists them per kernel. docs/DESIGN.md, "Kernels",
+ * says how to add a kernel.
+ */
+#ifndef FM_KERNEL_TRAITS_H
+#define FM_KERNEL_TRAITS_H
+
+/* sm80: the portable mma.sync kernel (kernels/fm_attn_kernel.cuh). One CTA of
+ * 4 warps owns 128 query rows; key tiles of 64 columns for both head dims. */
+#define FM_SM80_BR 128
+#define FM_SM80_BC_HD64 64
+#define FM_SM80_BC_HD128 64
+
+/* sm90: the Hopper kernel (kernels/fm_sm90_fwd.cuh): two consumer warpgroups
+ * of 64 query rows each (wgmma m64), key tiles of 128 columns. */
+#define FM_SM90_BR_HD64 128
+#define FM_SM90_BC_HD64 128
+#define FM_SM90_BR_HD128 128
+#define FM_SM90_BC_HD128 128
+
+#endif

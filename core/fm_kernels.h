@@ -1,0 +1,91 @@
+/* fm_kernels.h — the kernel registry: what each GPU kernel of fmsim is, which
+ * GPUs it runs on, its tile per head dim, its variants and passes. Core reads
+ * it without CUDA, so the CPU simulation, the cost model and `bench
+ * --export-only` use the tile of the kernel that would run. The launchers
+ * live in kernels/ (fm_attn.h), indexed by the same fm_kernel_id.
+ *
+ * Adding a kernel: a row here (fm_kernels.c), its tile macros in
+ * fm_kernel_traits.h, its launcher row in kernels/fm_attn.cu; nothing else
+ * (docs/DESIGN.md, "Adding a kernel").
+ */
+#ifndef FM_KERNELS_H
+#define FM_KERNELS_H
+
+#include <stdint.h>
+
+#include "fm_status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* What a launch computes about the mask. Shared by the kernels, the cost
+ * model and the traces ("variant" in summary.json). */
+typedef enum fm_variant {
+  FM_VARIANT_SKIP = 0,   /* the product: fully masked tiles skipped before any K/V load */
+  FM_VARIANT_NOSKIP = 1, /* every tile visited, same arithmetic (bit-identical output) */
+  FM_VARIANT_DENSE = 2,  /* element mask read from an Sq x Sk array in HBM */
+  FM_NVARIANTS = 3
+} fm_variant;
+
+const char *fm_variant_name(fm_variant v); /* "skip", "noskip", "dense"; "?" when out of range */
+/* Parses "skip" / "noskip" / "dense"; FM_EINVAL naming the choices otherwise. */
+fm_status fm_variant_parse(const char *text, fm_variant *out, fm_err *err);
+
+/* Forward, backward, or both. */
+typedef enum fm_pass { FM_PASS_FWD = 1, FM_PASS_BWD = 2, FM_PASS_BOTH = 3 } fm_pass;
+const char *fm_pass_name(fm_pass p); /* "fwd", "bwd", "both" */
+fm_status fm_pass_parse(const char *text, fm_pass *out, fm_err *err);
+
+typedef enum fm_kernel_id {
+  FM_KERNEL_SM80 = 0, /* portable mma.sync kernel, sm_80 and up (built for sm_90a here) */
+  FM_KERNEL_SM90 = 1, /* Hopper: TMA, wgmma, warp specialization (sm_90a only) */
+  FM_NKERNELS = 2,
+  FM_KERNEL_AUTO = -1 /* the fastest kernel the device supports (fm_kernel_auto) */
+} fm_kernel_id;
+
+#define FM_KERNEL_MAX_TILES 4
+
+typedef struct fm_kernel_tile {
+  int32_t head_dim, br, bc; /* query rows x key columns of one CTA's tile */
+} fm_kernel_tile;
+
+typedef struct fm_kernel_desc {
+  fm_kernel_id id;
+  const char *name;     /* "sm80", "sm90": what --kernel takes */
+  const char *summary;  /* one line for help texts */
+  int32_t cc_major, cc_minor; /* the compute capability it needs */
+  int32_t cc_exact;     /* 1: that capability only (sm_90a code); 0: it or newer */
+  int32_t preference;   /* auto picks the runnable kernel with the highest */
+  int32_t ntiles;
+  fm_kernel_tile tiles[FM_KERNEL_MAX_TILES];
+  uint32_t variants;    /* bit (1u << fm_variant) per variant it implements */
+  uint32_t passes;      /* FM_PASS_* bits it implements */
+} fm_kernel_desc;
+
+/* The registry row of id (NULL when out of range). Static storage. */
+const fm_kernel_desc *fm_kernel_get(fm_kernel_id id);
+
+/* Parses "sm80", "sm90" or "auto" (FM_KERNEL_AUTO); FM_EINVAL naming the choices. */
+fm_status fm_kernel_parse(const char *text, fm_kernel_id *out, fm_err *err);
+
+/* The kernel that `auto` means on a device of compute capability major.minor:
+ * the runnable kernel with the highest preference. major < 0 means "no device
+ * known" (a CPU-only run): the answer is then the kernel for the reference GPU
+ * (the H200, sm_90), so that simulations use the tile a GPU run would use.
+ * FM_EUNSUPPORTED when no kernel runs on that capability. */
+fm_status fm_kernel_auto(int32_t major, int32_t minor, fm_kernel_id *out, fm_err *err);
+
+/* 1 when kernel id can run on compute capability major.minor. */
+int fm_kernel_runs_on(fm_kernel_id id, int32_t major, int32_t minor);
+
+/* The tile of kernel id at head_dim; FM_EUNSUPPORTED naming the supported
+ * head dims when it has none for it. id may be FM_KERNEL_AUTO (resolved for
+ * no device, as fm_kernel_auto(-1, ...)). */
+fm_status fm_kernel_tile_size(fm_kernel_id id, int32_t head_dim, int32_t *br, int32_t *bc,
+                              fm_err *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
