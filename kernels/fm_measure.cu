@@ -155,6 +155,18 @@ static fm_status launch_forward(void *user, void *stream, fm_err *err) {
   return fm_attn_forward(&c->p, c->variant, c->instrumented, stream, err);
 }
 
+extern "C" fm_status fm_gpu_session_kernel(const fm_gpu_session *s, fm_kernel_id requested,
+                                           fm_kernel_id *out, fm_err *err) {
+  if (requested == FM_KERNEL_AUTO)
+    return fm_kernel_auto(s->props.cc_major, s->props.cc_minor, out, err);
+  if (!fm_kernel_runs_on(requested, s->props.cc_major, s->props.cc_minor))
+    return fm_fail(err, FM_EUNSUPPORTED, "kernel %s does not run on %s (compute capability %d.%d)",
+                   fm_kernel_get(requested) ? fm_kernel_get(requested)->name : "?", s->props.name,
+                   s->props.cc_major, s->props.cc_minor);
+  *out = requested;
+  return FM_OK;
+}
+
 extern "C" fm_status fm_gpu_session_run(fm_gpu_session *s, const fm_gpu_case *c,
                                         const fm_gpu_opts *o, fm_gpu_result *r, fm_err *err) {
   memset(r, 0, sizeof *r);
@@ -168,9 +180,11 @@ extern "C" fm_status fm_gpu_session_run(fm_gpu_session *s, const fm_gpu_case *c,
   if (c->variant == FM_VARIANT_DENSE && (int64_t)nsets * sq * sk > s->max_dense)
     return fm_fail(err, FM_EINVAL, "the dense mask (%lld bytes) exceeds the session's %lld",
                    (long long)nsets * sq * sk, (long long)s->max_dense);
+  fm_kernel_id kernel;
+  fm_status kst = fm_gpu_session_kernel(s, c->kernel, &kernel, err);
+  if (kst != FM_OK) return kst;
   int32_t br = 0, bc = 0;
-  fm_kernel_tile_size(FM_KERNEL_SM80, c->head_dim, &br, &bc, NULL);
-  if (!br) return fm_fail(err, FM_EUNSUPPORTED, "head dim %d: the kernels support 64 and 128", c->head_dim);
+  if ((kst = fm_kernel_tile_size(kernel, c->head_dim, &br, &bc, err)) != FM_OK) return kst;
   r->tr = (sq + br - 1) / br;
   r->tc = (sk + bc - 1) / bc;
   int64_t tiles = (int64_t)c->batch * c->heads * r->tr * r->tc;
@@ -215,6 +229,7 @@ extern "C" fm_status fm_gpu_session_run(fm_gpu_session *s, const fm_gpu_case *c,
   p->intervals = s->iv;
   p->dense_mask = c->variant == FM_VARIANT_DENSE ? s->dense : NULL;
   p->dense_per_set = nsets > 1;
+  p->kernel = kernel;
   lc.variant = c->variant;
 
   fm_status st;

@@ -34,6 +34,7 @@ typedef struct fm_gpu_case {
   const fm_colmask *mask; /* Sq = Sk = S, sets nb in {1, B}, nh in {1, H} */
   int32_t batch, heads, head_dim;
   fm_variant variant;
+  fm_kernel_id kernel;    /* a registry kernel, or FM_KERNEL_AUTO (resolved for this device) */
 } fm_gpu_case;
 
 typedef struct fm_gpu_opts {
@@ -55,6 +56,11 @@ typedef struct fm_gpu_result {
   int64_t *tile_cycles;  /* (B, H, Tr, Tc) clock64 cycles, or NULL; free() */
   fm_timeline timeline;  /* events owned (free with fm_gpu_result_free) */
 } fm_gpu_result;
+
+/* The kernel that c->kernel means on this session's device (FM_KERNEL_AUTO
+ * resolved); FM_EUNSUPPORTED when it cannot run there. */
+fm_status fm_gpu_session_kernel(const fm_gpu_session *s, fm_kernel_id requested, fm_kernel_id *out,
+                                fm_err *err);
 
 fm_status fm_gpu_session_run(fm_gpu_session *s, const fm_gpu_case *c, const fm_gpu_opts *o,
                              fm_gpu_result *r, fm_err *err);
