@@ -527,7 +527,7 @@ static int model_case(bench_case *c, const fm_colmask *m) {
 /* Runs one case on the GPU: skip (timed, counted, instrumented), then noskip. */
 static int gpu_case(fm_gpu_session *sess, const bench_opts *o, bench_case *c, const fm_colmask *m) {
   fm_err err;
-  fm_gpu_case gc = {m, (int32_t)c->B, (int32_t)c->H, (int32_t)c->D, FM_VARIANT_SKIP};
+  fm_gpu_case gc = {.mask = m, .batch = (int32_t)c->B, .heads = (int32_t)c->H, .head_dim = (int32_t)c->D, .variant = FM_VARIANT_SKIP, .kernel = FM_KERNEL_SM80};
   fm_gpu_opts go = {(int32_t)o->warmup, (int32_t)o->reps, o->inst_reps > 0, (int32_t)o->inst_reps,
                     o->bytes && o->cupti, o->cupti, o->inst_reps > 0, 0};
   fm_gpu_result r;
@@ -886,7 +886,7 @@ int cmd_bench(int argc, char **argv) {
           rc = FM_EXIT_USAGE;
           break;
         }
-        fm_gpu_case gc = {m, (int32_t)B, (int32_t)H, (int32_t)D, FM_VARIANT_SKIP};
+        fm_gpu_case gc = {.mask = m, .batch = (int32_t)B, .heads = (int32_t)H, .head_dim = (int32_t)D, .variant = FM_VARIANT_SKIP, .kernel = FM_KERNEL_SM80};
         fm_gpu_opts go = {1, (int32_t)o.sweep_reps, 0, 0, 0, o.cupti, 0, 0};
         fm_gpu_result r;
         if (fm_gpu_session_run(sess, &gc, &go, &r, &err) != FM_OK) {

@@ -296,8 +296,8 @@ int cmd_run(int argc, char **argv) {
   }
   if (rc == FM_EXIT_OK && use_gpu) {
     int64_t s = a.seqlen_k;
-    fm_gpu_case gc = {m, (int32_t)a.batch, (int32_t)a.heads, (int32_t)o.head_dim,
-                      (fm_variant)o.variant};
+    fm_gpu_case gc = {.mask = m, .batch = (int32_t)a.batch, .heads = (int32_t)a.heads,
+                      .head_dim = (int32_t)o.head_dim, .variant = o.variant, .kernel = FM_KERNEL_SM80};
     fm_gpu_opts go = {(int32_t)o.warmup, (int32_t)o.reps, o.instrument,
                       o.instrument ? (int32_t)o.reps : 0, o.count_bytes && o.cupti, o.cupti,
                       o.instrument, 1};

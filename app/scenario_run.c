@@ -277,7 +277,7 @@ static int gpu_step_run(gpu_step *g, const fm_scn_case *c, const fm_colmask *m, 
     cli_error(cmd, "case %s: %s", c->id, err.msg);
     return -1;
   }
-  fm_gpu_case gc = {m, (int32_t)c->batch, (int32_t)c->heads, (int32_t)c->head_dim, FM_VARIANT_SKIP};
+  fm_gpu_case gc = {.mask = m, .batch = (int32_t)c->batch, .heads = (int32_t)c->heads, .head_dim = (int32_t)c->head_dim, .variant = FM_VARIANT_SKIP, .kernel = FM_KERNEL_SM80};
   fm_gpu_opts go = {2, 5, 0, 0, 0, 1, 0, 0};
   fm_gpu_result res;
   memset(&res, 0, sizeof res);

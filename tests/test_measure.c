@@ -119,7 +119,7 @@ Test(measure, attention_case_through_the_session) {
   fm_gpu_session *s = NULL;
   cr_assert_eq(fm_gpu_session_create((int64_t)B * S, (int64_t)H * D, (int64_t)S * S, 1, &s, &err),
                FM_OK, "%s", err.msg);
-  fm_gpu_case c = {m, B, H, D, FM_VARIANT_SKIP};
+  fm_gpu_case c = {.mask = m, .batch = B, .heads = H, .head_dim = D, .variant = FM_VARIANT_SKIP, .kernel = FM_KERNEL_SM80};
   fm_gpu_opts o = {1, 3, 1, 2, 1, 1, 1, 1};
   fm_gpu_result r;
   cr_assert_eq(fm_gpu_session_run(s, &c, &o, &r, &err), FM_OK, "%s", err.msg);
