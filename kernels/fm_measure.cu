@@ -157,14 +157,8 @@ static fm_status launch_forward(void *user, void *stream, fm_err *err) {
 
 extern "C" fm_status fm_gpu_session_kernel(const fm_gpu_session *s, fm_kernel_id requested,
                                            fm_kernel_id *out, fm_err *err) {
-  if (requested == FM_KERNEL_AUTO)
-    return fm_kernel_auto(s->props.cc_major, s->props.cc_minor, out, err);
-  if (!fm_kernel_runs_on(requested, s->props.cc_major, s->props.cc_minor))
-    return fm_fail(err, FM_EUNSUPPORTED, "kernel %s does not run on %s (compute capability %d.%d)",
-                   fm_kernel_get(requested) ? fm_kernel_get(requested)->name : "?", s->props.name,
-                   s->props.cc_major, s->props.cc_minor);
-  *out = requested;
-  return FM_OK;
+  (void)s; /* the session's device is the current one */
+  return fm_attn_device_kernel(requested, out, err);
 }
 
 extern "C" fm_status fm_gpu_session_run(fm_gpu_session *s, const fm_gpu_case *c,
