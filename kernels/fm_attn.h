@@ -40,10 +40,15 @@ extern "C" {
 
 /* Development knobs of the kernels (fm_kernel_bench); all zero = the library's
  * choices, which every other caller uses. */
-enum { FM_SM90_ORDER_INDEX = 1, FM_SM90_ORDER_EXACT = 2, FM_SM90_ORDER_BUCKETED = 3 };
+enum {
+  FM_SM90_ORDER_INDEX = 1,    /* heads in order, row tiles of a head from the last */
+  FM_SM90_ORDER_EXACT = 2,    /* heaviest first over all heads */
+  FM_SM90_ORDER_BUCKETED = 3, /* heaviest first in buckets of Tc / 16 tiles, heads in order inside */
+  FM_SM90_ORDER_HEAD = 4      /* heads in order, heaviest first inside each head (the default) */
+};
 typedef struct fm_attn_tuning {
   int32_t sm90_mode;  /* 1 + pipelining mode: 1 plain, 2 overlap, 3 ping-pong, 4 both (fm_sm90_launch.cuh) */
-  int32_t sm90_order; /* work order: FM_SM90_ORDER_* (index order, exact heaviest-first, bucketed) */
+  int32_t sm90_order; /* work order: FM_SM90_ORDER_* */
 } fm_attn_tuning;
 
 typedef struct fm_attn_problem {

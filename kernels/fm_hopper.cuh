@@ -109,6 +109,8 @@ __device__ __forceinline__ void tma_store_4d(const CUtensorMap *map, const void 
 }
 /* Closes the bulk stores issued since the last commit into a group. */
 __device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+/* Waits until every committed bulk store has finished reading shared memory. */
+__device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }
 /* Waits until every committed bulk store has finished writing global memory. */
 __device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
 

@@ -246,7 +246,7 @@ static double time_column(const column *c, const fm_attn_problem *pr, int warmup
   launch_ctx lc = {.p = *pr, .variant = c->variant, .instr = c->instr};
   lc.p.kernel = c->kernel;
   lc.p.tuning = c->tuning;
-  fm_time_opts to = {.warmup = warmup, .reps = reps, .flush_l2 = 1, .use_cupti = cupti};
+  fm_time_opts to = {.warmup = warmup, .reps = reps, .warmup_min_ms = 60, .flush_l2 = 1, .use_cupti = cupti};
   fm_timing t;
   fm_err err;
   if (fm_time_launches(launch_forward, &lc, NULL, &to, &t, NULL, &err) != FM_OK) {

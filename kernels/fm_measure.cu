@@ -227,7 +227,7 @@ extern "C" fm_status fm_gpu_session_run(fm_gpu_session *s, const fm_gpu_case *c,
   lc.variant = c->variant;
 
   fm_status st;
-  fm_time_opts to = {o->warmup, o->reps, 1, o->use_cupti};
+  fm_time_opts to = {.warmup = o->warmup, .reps = o->reps, .warmup_min_ms = 0, .flush_l2 = 1, .use_cupti = o->use_cupti};
   if ((st = fm_time_launches(launch_forward, &lc, s->stream, &to, &r->timing,
                              o->want_timeline ? &r->timeline : NULL, err)) != FM_OK)
     return st;
@@ -243,7 +243,7 @@ extern "C" fm_status fm_gpu_session_run(fm_gpu_session *s, const fm_gpu_case *c,
     p->tile_class = s->tcls;
     p->tile_cycles = s->tcyc;
     if (o->instrument_reps > 0) {
-      fm_time_opts ti = {1, o->instrument_reps, 1, o->use_cupti};
+      fm_time_opts ti = {.warmup = 1, .reps = o->instrument_reps, .flush_l2 = 1, .use_cupti = o->use_cupti};
       if ((st = fm_time_launches(launch_forward, &lc, s->stream, &ti, &r->timing_instrumented,
                                  NULL, err)) != FM_OK)
         return st;

@@ -4,13 +4,14 @@
  * Work list: one item per (b, h, row tile), item = (b * H + h) * Tr + rt. A
  * small kernel counts, per (interval set, row tile), the key tiles the kernel
  * will visit (the min/max rule on the bounds, the same test the producer
- * makes); the items are sorted by that count, heaviest first, with CUB's radix
- * sort (stable). The key is coarsened into buckets of about Tc / 16 tiles, so
- * that inside a bucket the items stay grouped by head, heavy row tiles first:
- * CTAs running at the same time then read the same K/V through L2 (at 8K
- * causal an exact sort would put 132 different heads side by side, each
- * streaming its own K/V from HBM), and the tail stays short. The persistent
- * grid (one CTA per SM) takes items in that order from an atomic counter.
+ * makes); CUB's radix sort (stable) orders the items by that count, heaviest
+ * first, inside each head, heads in order (FM_SM90_ORDER_HEAD). The persistent
+ * grid (one CTA per SM) takes items in that order from an atomic counter, so
+ * the CTAs running at one time work on one or two heads and read the same K/V
+ * through L2, and each head's light row tiles fill the gaps its heavy ones
+ * leave. A global heaviest-first order (FM_SM90_ORDER_EXACT) puts up to 132
+ * different heads side by side, each streaming its own K/V from HBM: measured
+ * 1.2-1.3x slower on causal and random eviction at 8K and 32K (PERF_NOTES.md).
  */
 #include <cub/device/device_radix_sort.cuh>
 #include <cuda.h>
@@ -44,17 +45,18 @@ __global__ void __launch_bounds__(256) row_work_kernel(const fm_tile_bounds *__r
 }
 
 /* Sort keys and values: value = the item (heads in order, row tiles of a head
- * from the last), key = (Tc - visited) >> shift (NULL counts: every tile). */
-__global__ void item_keys_kernel(const int32_t *__restrict__ counts, uint32_t *__restrict__ keys,
+ * from the last), key = (Tc - visited) >> shift, with the head above it when
+ * by_head (NULL counts: every tile). */
+__global__ void item_keys_kernel(const int32_t *__restrict__ counts, uint64_t *__restrict__ keys,
                                  int32_t *__restrict__ items, int32_t nitems, int32_t Tr, int32_t Tc,
-                                 int32_t B, int32_t H, int32_t nb, int32_t nh, int shift) {
+                                 int32_t B, int32_t H, int32_t nb, int32_t nh, int shift, int by_head) {
   const int32_t i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= nitems) return;
   const int32_t bh = i / Tr, rt = Tr - 1 - i % Tr;
   const int32_t b = bh / H, h = bh % H;
   const int32_t set = (nb == 1 ? 0 : b) * nh + (nh == 1 ? 0 : h);
   const int32_t visited = counts ? counts[(int64_t)set * Tr + rt] : Tc;
-  keys[i] = (uint32_t)(Tc - visited) >> shift;
+  keys[i] = ((uint64_t)(by_head ? bh : 0) << 32) | ((uint32_t)(Tc - visited) >> shift);
   items[i] = bh * Tr + rt;
   (void)B;
 }
@@ -113,7 +115,7 @@ static int sm_count(void) {
 
 /* Bucket shift of the sort key: buckets of about Tc / 16 key tiles. */
 static int bucket_shift(int32_t Tc, int order) {
-  if (order == FM_SM90_ORDER_EXACT) return 0;
+  if (order != FM_SM90_ORDER_BUCKETED) return 0;
   int s = 0;
   while ((Tc >> (s + 5)) > 0) s++; /* 2^s <= Tc / 16 */
   return s;
@@ -158,19 +160,23 @@ fm_status launch_sm90(const fwd_launch &l, fm_err *err) {
   kp.nitems = nitems;
 
   /* workspace: counts, keys x2, items x2, the counter, CUB's scratch */
-  const int order = p->tuning.sm90_order ? p->tuning.sm90_order : FM_SM90_ORDER_BUCKETED;
+  const int order = p->tuning.sm90_order ? p->tuning.sm90_order : FM_SM90_ORDER_HEAD;
   const bool sorted = order != FM_SM90_ORDER_INDEX && l.variant == FM_VARIANT_SKIP;
-  const int shift = bucket_shift(l.Tc, order);
+  const int shift = bucket_shift(l.Tc, order), by_head = order == FM_SM90_ORDER_HEAD;
   int end_bit = 1;
   while ((((uint32_t)l.Tc) >> shift) >> end_bit) end_bit++;
+  if (by_head) {
+    end_bit = 33;
+    while (end_bit < 64 && ((uint64_t)(B * H) >> (end_bit - 32))) end_bit++;
+  }
   size_t cub_bytes = 0;
-  cudaError_t e = cub::DeviceRadixSort::SortPairs(nullptr, cub_bytes, (const uint32_t *)nullptr,
-                                                  (uint32_t *)nullptr, (const int32_t *)nullptr,
+  cudaError_t e = cub::DeviceRadixSort::SortPairs(nullptr, cub_bytes, (const uint64_t *)nullptr,
+                                                  (uint64_t *)nullptr, (const int32_t *)nullptr,
                                                   (int32_t *)nullptr, nitems, 0, end_bit, l.stream);
   if (e != cudaSuccess) return cuda_fail(err, e, "sm90: sort scratch size");
   const size_t n_counts = sorted ? (size_t)l.nsets * l.Tr : 0;
   const size_t off_keys = 256 * ((n_counts * 4 + 255) / 256);
-  const size_t off_items = off_keys + 2 * 256 * (((size_t)nitems * 4 + 255) / 256);
+  const size_t off_items = off_keys + 2 * 256 * (((size_t)nitems * 8 + 255) / 256);
   const size_t off_counter = off_items + 2 * 256 * (((size_t)nitems * 4 + 255) / 256);
   const size_t off_cub = off_counter + 256;
   const size_t ws_bytes = off_cub + cub_bytes;
@@ -178,8 +184,8 @@ fm_status launch_sm90(const fwd_launch &l, fm_err *err) {
   e = cudaMallocAsync((void **)&ws, ws_bytes, l.stream);
   if (e != cudaSuccess) return cuda_fail(err, e, "cudaMallocAsync (sm90 work list)");
   int32_t *counts = sorted ? (int32_t *)ws : nullptr;
-  uint32_t *keys_in = (uint32_t *)(ws + off_keys);
-  uint32_t *keys_out = keys_in + 64 * (((size_t)nitems + 63) / 64);
+  uint64_t *keys_in = (uint64_t *)(ws + off_keys);
+  uint64_t *keys_out = keys_in + 32 * (((size_t)nitems + 31) / 32);
   int32_t *items_in = (int32_t *)(ws + off_items);
   int32_t *items_out = items_in + 64 * (((size_t)nitems + 63) / 64);
   int32_t *counter = (int32_t *)(ws + off_counter);
@@ -192,7 +198,7 @@ fm_status launch_sm90(const fwd_launch &l, fm_err *err) {
   }
   if (e == cudaSuccess) {
     fm90::item_keys_kernel<<<(unsigned)((nitems + 255) / 256), 256, 0, l.stream>>>(
-        counts, keys_in, items_in, nitems, l.Tr, l.Tc, B, H, p->mask_nb, p->mask_nh, shift);
+        counts, keys_in, items_in, nitems, l.Tr, l.Tc, B, H, p->mask_nb, p->mask_nh, shift, by_head);
     e = cudaGetLastError();
   }
   const int32_t *items = items_in;

@@ -28,13 +28,16 @@
  *              the softmax of tile n waits only for its S. With PINGPONG the two consumer warpgroups take
  *              turns issuing their GEMMs (named barriers), so that one's softmax
  *              runs while the other's GEMMs occupy the tensor cores.
- *   epilogue   O / l staged in shared memory (SW128 atoms) and stored by TMA
- *              (rows past Sq clipped by the copy engine), LSE by the threads.
+ *   epilogue   O / l staged in the item's own Q buffer (dead once its S GEMMs
+ *              are done; SW128 atoms) and stored by TMA (rows past Sq clipped by
+ *              the copy engine), LSE by the threads.
  *
- * Pipelines (mbarriers, fm_hopper.cuh): Q full/empty (one buffer, reloaded
- * once both consumers finished their last S GEMM of the item), and per stage
- * K full/empty and V full/empty. The tile entry and its column vectors travel
- * with K (written before the K-full arrive, released after the mask).
+ * Pipelines (mbarriers, fm_hopper.cuh): two Q buffers, full/empty each (the
+ * producer loads the next item's Q while the current one runs; a buffer is
+ * free again once both consumer warpgroups' O stores have read it), and per
+ * stage K full/empty and V full/empty, released by one lane per consumer warp.
+ * The tile entry and its column vectors travel with K (written before the
+ * K-full arrive, released after the mask).
  *
  * Variants (VAR) and instrumentation (INSTR) as the sm80 kernel
  * (fm_sm80_fwd.cuh): NOSKIP visits every tile (MASKED ones element-masked to
@@ -71,20 +74,18 @@ template <int HD> struct traits {
   static constexpr int THREADS = 128 * (NCW + 1);
   static constexpr int DBLK = HD / 64;           /* 64-column blocks of the head dim */
   static constexpr int STAGES = HD == 128 ? 2 : 4;
-  static constexpr int Q_BYTES = BR * HD * 2;
+  static constexpr int Q_BYTES = BR * HD * 2;   /* one Q buffer; the item's O is staged in it */
   static constexpr int KV_BYTES = BC * HD * 2;   /* one K or one V tile */
-  static constexpr int O_BYTES = BR * HD * 2;    /* epilogue staging */
-  static constexpr int VEC_BYTES = BC * 16;      /* int4 (lts, lte, us, ue) per column */
+  static constexpr int VEC_BYTES = BC * 16;      /* int4 (lts, lte - lts, us, ue - us) per column */
   /* shared-memory offsets from the 1024-aligned base */
-  static constexpr int OFF_Q = 0;
-  static constexpr int OFF_K = OFF_Q + Q_BYTES;
+  static constexpr int OFF_Q = 0;                /* two Q buffers: item k uses buffer k % 2 */
+  static constexpr int OFF_K = OFF_Q + 2 * Q_BYTES;
   static constexpr int OFF_V = OFF_K + STAGES * KV_BYTES;
-  static constexpr int OFF_O = OFF_V + STAGES * KV_BYTES;
-  static constexpr int OFF_VEC = OFF_O + O_BYTES;
+  static constexpr int OFF_VEC = OFF_V + STAGES * KV_BYTES;
   static constexpr int OFF_META = OFF_VEC + STAGES * VEC_BYTES;
   static constexpr int OFF_BAR = OFF_META + 16 * STAGES;
-  static constexpr int NBARS = 2 + 4 * STAGES;
-  static constexpr int OFF_ITEM = OFF_BAR + 8 * NBARS;
+  static constexpr int NBARS = 4 + 4 * STAGES;
+  static constexpr int OFF_ITEM = OFF_BAR + 8 * NBARS; /* two slots, one per Q buffer */
   static constexpr int SMEM = OFF_ITEM + 16 + 1024; /* + alignment slack */
 };
 static_assert(traits<128>::BR == FM_SM90_BR_HD128 && traits<128>::BC == FM_SM90_BC_HD128,
@@ -136,13 +137,17 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
 /* Barriers, in shared memory after the buffers. */
 template <int HD> struct bars {
   uint64_t *b;
-  __device__ uint64_t *q_full() const { return b; }
-  __device__ uint64_t *q_empty() const { return b + 1; }
-  __device__ uint64_t *k_full(int s) const { return b + 2 + s; }
-  __device__ uint64_t *k_empty(int s) const { return b + 2 + traits<HD>::STAGES + s; }
-  __device__ uint64_t *v_full(int s) const { return b + 2 + 2 * traits<HD>::STAGES + s; }
-  __device__ uint64_t *v_empty(int s) const { return b + 2 + 3 * traits<HD>::STAGES + s; }
+  __device__ uint64_t *q_full(int qb) const { return b + qb; }
+  __device__ uint64_t *q_empty(int qb) const { return b + 2 + qb; }
+  __device__ uint64_t *k_full(int s) const { return b + 4 + s; }
+  __device__ uint64_t *k_empty(int s) const { return b + 4 + traits<HD>::STAGES + s; }
+  __device__ uint64_t *v_full(int s) const { return b + 4 + 2 * traits<HD>::STAGES + s; }
+  __device__ uint64_t *v_empty(int s) const { return b + 4 + 3 * traits<HD>::STAGES + s; }
 };
+/* Arrivals an "empty" barrier waits for per phase: one per consumer warp (its
+ * lane 0 after __syncwarp), or one per consumer warpgroup for Q (its thread 0
+ * once the item's O has left the buffer). */
+template <int HD> __host__ __device__ constexpr int empty_count() { return traits<HD>::NCW * 4; }
 
 /* The interval set of (b, h). */
 __device__ __forceinline__ int set_of(const params &p, int b, int h) {
@@ -156,7 +161,7 @@ template <int HD, int VAR, bool INSTR>
 __device__ __forceinline__ void producer(const params &p, unsigned char *smem, bars<HD> br) {
   using T = traits<HD>;
   const int lane = threadIdx.x & 31;
-  int32_t *sItem = reinterpret_cast<int32_t *>(smem + T::OFF_ITEM);
+  int32_t *sItem = reinterpret_cast<int32_t *>(smem + T::OFF_ITEM); /* [2] */
   int32_t *sMeta = reinterpret_cast<int32_t *>(smem + T::OFF_META);
   int4 *sVec = reinterpret_cast<int4 *>(smem + T::OFF_VEC);
   int kv_iter = 0; /* ring position: stage kv_iter % STAGES, phase (kv_iter / STAGES) & 1 */
@@ -167,22 +172,24 @@ __device__ __forceinline__ void producer(const params &p, unsigned char *smem, b
     fmh::tma_prefetch_map(&p.tm_v);
   }
   for (;;) {
-    /* ---- the next item, announced with its Q */
+    /* ---- the next item, announced with its Q (buffer q_iter % 2, free once the
+       item two back has stored its O from it) */
     int32_t item = 0;
+    const int qb = q_iter & 1;
     if (lane == 0) {
-      if (q_iter > 0) fmh::mbar_wait(br.q_empty(), (q_iter - 1) & 1);
+      if (q_iter >= 2) fmh::mbar_wait(br.q_empty(qb), ((q_iter >> 1) - 1) & 1);
       const int32_t k = atomicAdd(p.next_item, 1);
       item = k < p.nitems ? p.items[k] : -1;
-      *sItem = item;
+      sItem[qb] = item;
       if (item >= 0) {
         const int rt = item % p.Tr, bh = item / p.Tr, b = bh / p.H, h = bh % p.H;
-        fmh::mbar_arrive_expect_tx(br.q_full(), T::Q_BYTES);
+        fmh::mbar_arrive_expect_tx(br.q_full(qb), T::Q_BYTES);
 #pragma unroll
         for (int d = 0; d < T::DBLK; d++)
-          fmh::tma_load_4d(smem + T::OFF_Q + d * T::BR * 128, &p.tm_q, br.q_full(), d * 64, h,
-                           rt * T::BR, b);
+          fmh::tma_load_4d(smem + T::OFF_Q + qb * T::Q_BYTES + d * T::BR * 128, &p.tm_q, br.q_full(qb),
+                           d * 64, h, rt * T::BR, b);
       } else {
-        fmh::mbar_arrive(br.q_full()); /* no more work: the consumers read -1 and leave */
+        fmh::mbar_arrive(br.q_full(qb)); /* no more work: the consumers read -1 and leave */
       }
     }
     item = __shfl_sync(0xffffffffu, item, 0);
@@ -201,8 +208,9 @@ __device__ __forceinline__ void producer(const params &p, unsigned char *smem, b
       if (kv_iter >= T::STAGES) fmh::mbar_wait(br.k_empty(s), ph ^ 1);
       const int j0 = tile * T::BC;
       if (VAR != FM_VARIANT_DENSE && (flags & F_NEEDMASK)) {
-        /* the column vectors of the tile, upper interval effective (causal folded),
-           columns past Sk hide every row */
+        /* the column vectors of the tile as (start, length) pairs, upper interval
+           effective (causal folded); a row i is masked when (unsigned)(i - start) <
+           length for either pair; columns past Sk hide every row */
         int4 *dst = sVec + s * T::BC;
 #pragma unroll
         for (int c = lane; c < T::BC; c += 32) {
@@ -212,9 +220,10 @@ __device__ __forceinline__ void producer(const params &p, unsigned char *smem, b
             int32_t us, ue;
             fm_effective_upper(__ldg(gv + 2 * (int64_t)p.Sk + j), __ldg(gv + 3 * (int64_t)p.Sk + j),
                                p.causal, j, p.Sq, p.Sk, &us, &ue);
-            v = make_int4(__ldg(gv + j), __ldg(gv + (int64_t)p.Sk + j), us, ue);
+            const int32_t ls = __ldg(gv + j), le = __ldg(gv + (int64_t)p.Sk + j);
+            v = make_int4(ls, max(le - ls, 0), us, max(ue - us, 0));
           } else {
-            v = make_int4(INT32_MIN, INT32_MAX, 0, 0);
+            v = make_int4(0, INT32_MAX, 0, 0);
           }
           dst[c] = v;
         }
@@ -291,7 +300,9 @@ __device__ __forceinline__ void producer(const params &p, unsigned char *smem, b
 /* ----------------------------------------------------------------- consumers */
 
 /* Element mask of one S tile (64 rows x BC columns of this warpgroup): rows
- * i_lo = first row of the thread, i_lo + 8; vec: the tile's column vectors. */
+ * i_lo = first row of the thread, i_lo + 8; vec: the tile's columns as
+ * (start, length) pairs (the producer's form): one subtraction and one
+ * unsigned compare per interval and row. */
 template <int NB>
 __device__ __forceinline__ void mask_vectors(float (&s)[NB * 4], const int4 *vec, int i_lo, int c4) {
 #pragma unroll
@@ -299,10 +310,10 @@ __device__ __forceinline__ void mask_vectors(float (&s)[NB * 4], const int4 *vec
 #pragma unroll
     for (int e = 0; e < 2; e++) {
       const int4 v = vec[n * 8 + 2 * c4 + e];
+      const uint32_t dl = (uint32_t)(i_lo - v.x), du = (uint32_t)(i_lo - v.z);
 #pragma unroll
       for (int hr = 0; hr < 2; hr++) {
-        const int i = i_lo + 8 * hr;
-        const bool m = (i >= v.x && i < v.y) || (i >= v.z && i < v.w);
+        const bool m = (dl + 8u * hr < (uint32_t)v.y) || (du + 8u * hr < (uint32_t)v.w);
         float &x = s[n * 4 + 2 * hr + e];
         x = m ? -INFINITY : x;
       }
@@ -413,7 +424,8 @@ template <int HD> struct ctx {
   const params *p;
   unsigned char *smem;
   bars<HD> br;
-  uint32_t q_base, k_base0, v_base0;
+  uint32_t q_base, k_base0, v_base0; /* q_base: this warpgroup's rows of the item's Q buffer */
+  int qb;                             /* the item's Q buffer */
   int cw, tid, warp, lane, c4;
   int i_lo;                /* the thread's first query row (the other is i_lo + 8) */
   const uint8_t *dm;       /* DENSE: this (b, h)'s mask */
@@ -445,25 +457,31 @@ __device__ __forceinline__ slot wait_entry(const ctx<HD> &c, int kv_iter) {
   return e;
 }
 
-/* After S of entry e is in registers: the item's last use of Q, the element
- * mask, the release of K (and of the vectors that travel with it). */
+/* Releases an "empty" barrier for this warp: lane 0 arrives once every lane
+ * is done with the stage. */
+__device__ __forceinline__ void warp_release(uint64_t *bar, int lane) {
+  __syncwarp();
+  if (lane == 0) fmh::mbar_arrive(bar);
+}
+
+/* After S of entry e is in registers: the element mask, then the release of K
+ * (and of the vectors that travel with it). */
 template <int HD, int VAR>
 __device__ __forceinline__ void after_s(const ctx<HD> &c, const slot &e, float (&s)[64]) {
   using T = traits<HD>;
-  if (e.flags & F_LAST) fmh::mbar_arrive(c.br.q_empty());
   if (e.flags & F_NEEDMASK) {
     if (VAR == FM_VARIANT_DENSE)
       mask_dense<16>(s, c.dm, c.p->Sk, c.p->Sq, c.i_lo, e.tile * T::BC + 2 * c.c4);
     else
       mask_vectors<16>(s, reinterpret_cast<const int4 *>(c.smem + T::OFF_VEC) + e.stg * T::BC, c.i_lo, c.c4);
   }
-  fmh::mbar_arrive(c.br.k_empty(e.stg));
+  warp_release(c.br.k_empty(e.stg), c.lane);
 }
 
 /* After the P V GEMM of entry e completed: release V, record the tile's cycles. */
 template <int HD, bool INSTR>
 __device__ __forceinline__ void after_pv(ctx<HD> &c, const slot &e) {
-  fmh::mbar_arrive(c.br.v_empty(e.stg));
+  warp_release(c.br.v_empty(e.stg), c.lane);
   if (INSTR && c.timer) {
     const long long now = clock64();
     c.p->tile_cycles[c.instr_base + e.tile] = now - c.t_prev;
@@ -562,13 +580,15 @@ __device__ __forceinline__ int item_sequential(ctx<HD> &c, cstate<HD> &st, slot 
   }
 }
 
-/* Epilogue of one item: O / l and LSE; O staged in this warpgroup's buffer
- * (SW128 atoms, conflict-free) and stored by TMA, which clips rows past Sq. */
+/* Epilogue of one item: O / l and LSE; O staged in this warpgroup's rows of
+ * the item's Q buffer (dead once its S GEMMs are done; SW128 atoms,
+ * conflict-free) and stored by TMA, which clips rows past Sq; the buffer is
+ * released to the producer once the store has read it. */
 template <int HD>
 __device__ __forceinline__ void epilogue(const ctx<HD> &c, const cstate<HD> &st, int b, int h, int r0) {
   using T = traits<HD>;
   const params &p = *c.p;
-  unsigned char *o_stage = c.smem + T::OFF_O + c.cw * (T::O_BYTES / T::NCW);
+  unsigned char *o_stage = c.smem + T::OFF_Q + c.qb * T::Q_BYTES + c.cw * 64 * 128;
   const int epi_bar = 3 + c.cw;
   float inv[2];
 #pragma unroll
@@ -581,9 +601,7 @@ __device__ __forceinline__ void epilogue(const ctx<HD> &c, const cstate<HD> &st,
     if (c.c4 == 0 && i < p.Sq)
       p.lse[((int64_t)b * p.H + h) * p.Sq + i] = l > 0.f ? st.mx[hr] * p.scale + logf(l) : -INFINITY;
   }
-  /* the previous item's store must have finished reading the staging buffer */
-  if (c.tid == 0) asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
-  fmh::named_sync(epi_bar, 128);
+  fmh::named_sync(epi_bar, 128); /* every warp of the warpgroup is done with its S GEMMs */
 #pragma unroll
   for (int n = 0; n < HD / 8; n++)
 #pragma unroll
@@ -591,7 +609,7 @@ __device__ __forceinline__ void epilogue(const ctx<HD> &c, const cstate<HD> &st,
       const int row = c.warp * 16 + (c.lane >> 2) + 8 * hr; /* 0..63 in this warpgroup */
       const int col = n * 8 + 2 * c.c4, blk = col >> 6, chunk = (col & 63) >> 3;
       const uint32_t v = pack_bf16(st.o[n * 4 + 2 * hr] * inv[hr], st.o[n * 4 + 2 * hr + 1] * inv[hr]);
-      *reinterpret_cast<uint32_t *>(o_stage + blk * 64 * 128 + row * 128 + ((chunk ^ (row & 7)) << 4) +
+      *reinterpret_cast<uint32_t *>(o_stage + blk * T::BR * 128 + row * 128 + ((chunk ^ (row & 7)) << 4) +
                                     (col & 7) * 2) = v;
     }
   fmh::fence_proxy_async();
@@ -599,8 +617,10 @@ __device__ __forceinline__ void epilogue(const ctx<HD> &c, const cstate<HD> &st,
   if (c.tid == 0) {
 #pragma unroll
     for (int d = 0; d < T::DBLK; d++)
-      fmh::tma_store_4d(&p.tm_o, o_stage + d * 64 * 128, d * 64, h, r0 + c.cw * 64, b);
+      fmh::tma_store_4d(&p.tm_o, o_stage + d * T::BR * 128, d * 64, h, r0 + c.cw * 64, b);
     fmh::bulk_commit();
+    fmh::bulk_wait_read();
+    fmh::mbar_arrive(c.br.q_empty(c.qb));
   }
 }
 
@@ -617,7 +637,7 @@ __device__ __forceinline__ void consumer(const params &p, unsigned char *smem, b
   c.warp = c.tid >> 5;
   c.lane = c.tid & 31;
   c.c4 = c.lane & 3;
-  c.q_base = fmh::smem_addr(smem + T::OFF_Q) + cw * 64 * 128;
+  const uint32_t q_base0 = fmh::smem_addr(smem + T::OFF_Q) + cw * 64 * 128;
   c.k_base0 = fmh::smem_addr(smem + T::OFF_K);
   c.v_base0 = fmh::smem_addr(smem + T::OFF_V);
   c.timer = INSTR && cw == 0 && c.tid == 0;
@@ -627,8 +647,10 @@ __device__ __forceinline__ void consumer(const params &p, unsigned char *smem, b
   if (PINGPONG && cw == 1) fmh::named_arrive(1, 256); /* warpgroup 0 goes first */
   int kv_iter = 0;
   for (int q_iter = 0;; q_iter++) {
-    fmh::mbar_wait(br.q_full(), q_iter & 1);
-    const int32_t item = __shfl_sync(0xffffffffu, *sItem, 0); /* warp-uniform */
+    c.qb = q_iter & 1;
+    c.q_base = q_base0 + c.qb * T::Q_BYTES;
+    fmh::mbar_wait(br.q_full(c.qb), (q_iter >> 1) & 1);
+    const int32_t item = __shfl_sync(0xffffffffu, sItem[c.qb], 0); /* warp-uniform */
     if (item < 0) break;
     const int rt = item % p.Tr, bh = item / p.Tr, b = bh / p.H, h = bh % p.H;
     const int r0 = rt * T::BR;
@@ -644,9 +666,8 @@ __device__ __forceinline__ void consumer(const params &p, unsigned char *smem, b
     const slot e = wait_entry<HD>(c, kv_iter);
     if (e.flags & F_EMPTY) { /* a fully masked row tile: O = 0, LSE = -inf */
       fmh::mbar_wait(br.v_full(e.stg), e.ph);
-      fmh::mbar_arrive(br.k_empty(e.stg));
-      fmh::mbar_arrive(br.v_empty(e.stg));
-      fmh::mbar_arrive(br.q_empty());
+      warp_release(br.k_empty(e.stg), c.lane);
+      warp_release(br.v_empty(e.stg), c.lane);
       kv_iter++;
     } else if (OVERLAP) {
       kv_iter = item_overlapped<HD, VAR, INSTR, PINGPONG>(c, st, e, kv_iter);
@@ -671,13 +692,15 @@ __global__ void __launch_bounds__(traits<HD>::THREADS, 1) fwd_kernel(const __gri
      to the compiler, which would otherwise serialize the wgmma inside them */
   const int wg = __shfl_sync(0xffffffffu, (int)threadIdx.x / 128, 0);
   if (threadIdx.x == 0) {
-    fmh::mbar_init(br.q_full(), 1);
-    fmh::mbar_init(br.q_empty(), T::NCW * 128);
+    for (int qb = 0; qb < 2; qb++) {
+      fmh::mbar_init(br.q_full(qb), 1);
+      fmh::mbar_init(br.q_empty(qb), T::NCW);
+    }
     for (int s = 0; s < T::STAGES; s++) {
       fmh::mbar_init(br.k_full(s), 1);
-      fmh::mbar_init(br.k_empty(s), T::NCW * 128);
+      fmh::mbar_init(br.k_empty(s), empty_count<HD>());
       fmh::mbar_init(br.v_full(s), 1);
-      fmh::mbar_init(br.v_empty(s), T::NCW * 128);
+      fmh::mbar_init(br.v_empty(s), empty_count<HD>());
     }
     fmh::fence_barrier_init();
   }
