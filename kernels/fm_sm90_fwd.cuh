@@ -4,7 +4,7 @@
  * overlapped with the tensor cores) extended with FlashMask tile skipping
  * (the paper's Algorithm 1). One CTA = 3 warpgroups (384 threads):
  *
- *   producer   warpgroup 0, 40 registers a thread (setmaxnreg), one warp
+ *   producer   warpgroup 0, 40 registers a thread (32 at head dim 64; setmaxnreg),
  *              working: it takes the next work item (batch, head, row tile)
  *              from a list sorted heaviest first (atomic counter: a CTA that
  *              finishes early takes the next), loads Q by TMA, classifies every
@@ -14,7 +14,8 @@
  *              element mask, its column vectors into the stage's slot of a
  *              shared-memory ring, then loads K and V by TMA into the stage.
  *              Fully masked tiles cost no load and no math.
- *   consumers  warpgroups 1 and 2, 232 registers a thread; warpgroup c owns
+ *   consumers  warpgroups 1 and 2 (and 3 at head dim 64, FA3's choice), 232
+ *              registers a thread (160 with three); warpgroup c owns
  *              query rows 64 c .. 64 c + 63 of the row tile. Per tile:
  *                S = Q K^T          wgmma m64n128k16, Q and K from shared memory
  *                mask               only for tiles flagged NEEDMASK (PARTIAL, the
@@ -44,9 +45,10 @@
  * -inf, which changes nothing: the row max does not move, the rescale factor
  * is exactly 1, P is exactly 0), so its output is bit-identical to SKIP; DENSE
  * reads an (Sq, Sk) uint8 mask per element and no bounds. INSTR: the producer
- * writes every tile's class (0 cycles for skipped tiles); consumer
- * warpgroup 0 writes, per visited tile, the clock64 cycles since the previous
- * tile finished (the first: since the item's Q arrived).
+ * writes every tile's class (0 cycles for skipped tiles) and, per visited tile,
+ * the clock64 cycles between the consumers' release of its V stage and that of
+ * the tile before it on the same SM (the first: since the CTA started); the
+ * consumers run the plain code.
  *
  * Rows with no visible key: max stays -inf, P = 0, l = 0: O = 0, LSE = -inf.
  * Design notes and measurements: kernels/PERF_NOTES.md.
@@ -68,9 +70,13 @@ namespace fm90 {
 
 /* The tile configuration (core/fm_kernel_traits.h is the source of truth). */
 template <int HD> struct traits {
-  static constexpr int BR = 128;                 /* query rows per work item */
+  /* head dim 64: three consumer warpgroups (FA3's choice): its softmax costs as
+     much as its GEMMs, so two warpgroups' softmax must hide behind one's GEMMs */
+  static constexpr int NCW = HD == 64 ? 3 : 2;  /* consumer warpgroups, 64 rows each */
+  static constexpr int BR = 64 * NCW;            /* query rows per work item */
   static constexpr int BC = 128;                 /* key columns per tile */
-  static constexpr int NCW = 2;                  /* consumer warpgroups, 64 rows each */
+  static constexpr int REG_PRODUCER = NCW == 3 ? 32 : 40;  /* setmaxnreg budgets: */
+  static constexpr int REG_CONSUMER = NCW == 3 ? 160 : 232; /* 128 p + 128 NCW c <= 65536 */
   static constexpr int THREADS = 128 * (NCW + 1);
   static constexpr int DBLK = HD / 64;           /* 64-column blocks of the head dim */
   static constexpr int STAGES = HD == 128 ? 2 : 4;
@@ -87,7 +93,8 @@ template <int HD> struct traits {
   static constexpr int OFF_BAR = OFF_META + 16 * STAGES;
   static constexpr int NBARS = 4 + 4 * STAGES;
   static constexpr int OFF_ITEM = OFF_BAR + 8 * NBARS; /* two slots, one per Q buffer */
-  static constexpr int SMEM = OFF_ITEM + 16 + 1024; /* + alignment slack */
+  static constexpr int OFF_STAGE_TILE = OFF_ITEM + 16;  /* INSTR: (STAGES,) int64 tile record index */
+  static constexpr int SMEM = OFF_STAGE_TILE + 8 * STAGES + 1024; /* + alignment slack */
 };
 static_assert(traits<128>::BR == FM_SM90_BR_HD128 && traits<128>::BC == FM_SM90_BC_HD128,
               "core/fm_kernel_traits.h must match the sm90 kernel (head dim 128)");
@@ -95,11 +102,14 @@ static_assert(traits<64>::BR == FM_SM90_BR_HD64 && traits<64>::BC == FM_SM90_BC_
               "core/fm_kernel_traits.h must match the sm90 kernel (head dim 64)");
 static_assert(traits<128>::SMEM <= 227 * 1024 && traits<64>::SMEM <= 227 * 1024,
               "one CTA per SM: at most 227 KiB of shared memory");
+static_assert(128 * (traits<64>::REG_PRODUCER + traits<64>::NCW * traits<64>::REG_CONSUMER) <= 65536 &&
+                  128 * (traits<128>::REG_PRODUCER + traits<128>::NCW * traits<128>::REG_CONSUMER) <= 65536,
+              "register budgets must fit the register file");
 static_assert(sizeof(fm_tile_bounds) == 32, "the bounds are read as two int4");
 
-/* Named barriers (0 is __syncthreads): 1, 2 the consumer warpgroups' GEMM
- * turns (PINGPONG), 3, 4 their epilogues, 5 the producer warps. */
-enum : int { BAR_TURN = 1, BAR_EPILOGUE = 3, BAR_PRODUCER = 5 };
+/* Named barriers (0 is __syncthreads): 1..3 the consumer warpgroups' GEMM
+ * turns (PINGPONG, round robin), 4..6 their epilogues, 7 the producer warps. */
+enum : int { BAR_TURN = 1, BAR_EPILOGUE = 4, BAR_PRODUCER = 7 };
 
 /* Flags of a ring entry (packed with the tile index: tile | flags << FLAG_SHIFT). */
 enum : int32_t {
@@ -187,6 +197,17 @@ __device__ __forceinline__ void producer(const params &p, unsigned char *smem, b
   int32_t *sMeta = reinterpret_cast<int32_t *>(smem + T::OFF_META);
   uint16_t *sMask = reinterpret_cast<uint16_t *>(smem + T::OFF_VEC);
   int kv_iter = 0; /* ring position: stage kv_iter % STAGES, phase (kv_iter / STAGES) & 1 */
+  /* INSTR: the per-tile cycles are the clock64 ticks between two consecutive
+     releases of V stages by the consumers (one tile after the other, in ring
+     order), read by warp 0 when it takes the stage again: the consumers run the
+     plain code. sStageTile[s] is the record index of the tile in stage s. */
+  int64_t *sStageTile = reinterpret_cast<int64_t *>(smem + T::OFF_STAGE_TILE);
+  long long t_last = INSTR ? clock64() : 0;
+  auto record = [&](int s) {
+    const long long now = clock64();
+    if (sStageTile[s] >= 0) p.tile_cycles[sStageTile[s]] = now - t_last;
+    t_last = now;
+  };
   if (pw == 0 && lane == 0) {
     fmh::tma_prefetch_map(&p.tm_q);
     fmh::tma_prefetch_map(&p.tm_k);
@@ -214,7 +235,14 @@ __device__ __forceinline__ void producer(const params &p, unsigned char *smem, b
     }
     fmh::named_sync(BAR_PRODUCER, 128); /* the item number is in sItem[qb] */
     const int32_t item = __shfl_sync(0xffffffffu, sItem[qb], 0);
-    if (item < 0) return;
+    if (item < 0) {
+      if (INSTR && pw == 0 && lane == 0) /* the last tiles' releases */
+        for (int m = max(kv_iter - T::STAGES, 0); m < kv_iter; m++) {
+          fmh::mbar_wait(br.v_empty(m % T::STAGES), (m / T::STAGES) & 1);
+          record(m % T::STAGES);
+        }
+      return;
+    }
     const int rt = item % p.Tr, bh = item / p.Tr, b = bh / p.H, h = bh % p.H;
     const int set = set_of(p, b, h);
     const int r0 = rt * T::BR, r1 = min(r0 + T::BR, p.Sq);
@@ -256,7 +284,11 @@ __device__ __forceinline__ void producer(const params &p, unsigned char *smem, b
               fmh::tma_load_4d(smem + T::OFF_K + s * T::KV_BYTES + d * T::BC * 128, &p.tm_k,
                                br.k_full(s), d * 64, h, j0, b);
           }
-          if (kv_iter >= T::STAGES) fmh::mbar_wait(br.v_empty(s), ph ^ 1);
+          if (kv_iter >= T::STAGES) {
+            fmh::mbar_wait(br.v_empty(s), ph ^ 1);
+            if (INSTR) record(s);
+          }
+          if (INSTR) sStageTile[s] = (flags & F_EMPTY) ? -1 : instr_base + tile;
           if (flags & F_EMPTY) {
             fmh::mbar_arrive(br.v_full(s));
           } else {
@@ -453,8 +485,6 @@ template <int HD> struct ctx {
   int i_lo;                /* the thread's first query row (the other is i_lo + 8) */
   const uint8_t *dm;       /* DENSE: this (b, h)'s mask */
   int64_t instr_base;      /* INSTR: first tile of the item's row in tile_class/tile_cycles */
-  long long t_prev;        /* INSTR: when the previous tile finished (warpgroup 0, thread 0) */
-  bool timer;
 };
 
 /* A ring entry as the consumer sees it. */
@@ -503,15 +533,10 @@ __device__ __forceinline__ void after_s(const ctx<HD> &c, const slot &e, float (
   warp_release(c.br.k_empty(e.stg), c.lane);
 }
 
-/* After the P V GEMM of entry e completed: release V, record the tile's cycles. */
-template <int HD, bool INSTR>
+/* After the P V GEMM of entry e completed: release V (the producer times it). */
+template <int HD>
 __device__ __forceinline__ void after_pv(ctx<HD> &c, const slot &e) {
   warp_release(c.br.v_empty(e.stg), c.lane);
-  if (INSTR && c.timer) {
-    const long long now = clock64();
-    c.p->tile_cycles[c.instr_base + e.tile] = now - c.t_prev;
-    c.t_prev = now;
-  }
 }
 
 /* The tiles of one item, FA3's intra-warpgroup pipelining (OVERLAP): the S
@@ -521,7 +546,7 @@ __device__ __forceinline__ void after_pv(ctx<HD> &c, const slot &e) {
 template <int HD, int VAR, bool INSTR, bool PINGPONG>
 __device__ __forceinline__ int item_overlapped(ctx<HD> &c, cstate<HD> &st, slot e, int kv_iter) {
   using T = traits<HD>;
-  const int sched_bar = BAR_TURN + c.cw, other_bar = BAR_TURN + 1 - c.cw;
+  const int sched_bar = BAR_TURN + c.cw, other_bar = BAR_TURN + (c.cw + 1) % T::NCW;
   float s[64], alpha[2];
   uint32_t pa[8][4];
   if (PINGPONG) fmh::named_sync(sched_bar, 256);
@@ -556,7 +581,7 @@ __device__ __forceinline__ int item_overlapped(ctx<HD> &c, cstate<HD> &st, slot 
     fmh::wgmma_wait<0>();
     fmh::reg_fence(st.o);
     fmh::reg_fence(pa);
-    after_pv<HD, INSTR>(c, prev);
+    after_pv<HD>(c, prev);
     convert_p(s, pa);
     kv_iter++;
     prev = cur;
@@ -569,7 +594,7 @@ __device__ __forceinline__ int item_overlapped(ctx<HD> &c, cstate<HD> &st, slot 
   fmh::wgmma_wait<0>();
   fmh::reg_fence(st.o);
   fmh::reg_fence(pa);
-  after_pv<HD, INSTR>(c, prev);
+  after_pv<HD>(c, prev);
   return kv_iter;
 }
 
@@ -577,7 +602,7 @@ __device__ __forceinline__ int item_overlapped(ctx<HD> &c, cstate<HD> &st, slot 
 template <int HD, int VAR, bool INSTR, bool PINGPONG>
 __device__ __forceinline__ int item_sequential(ctx<HD> &c, cstate<HD> &st, slot e, int kv_iter) {
   using T = traits<HD>;
-  const int sched_bar = BAR_TURN + c.cw, other_bar = BAR_TURN + 1 - c.cw;
+  const int sched_bar = BAR_TURN + c.cw, other_bar = BAR_TURN + (c.cw + 1) % T::NCW;
   float s[64], alpha[2];
   uint32_t pa[8][4];
   for (;;) {
@@ -601,7 +626,7 @@ __device__ __forceinline__ int item_sequential(ctx<HD> &c, cstate<HD> &st, slot 
     fmh::wgmma_wait<0>();
     fmh::reg_fence(st.o);
     fmh::reg_fence(pa);
-    after_pv<HD, INSTR>(c, e);
+    after_pv<HD>(c, e);
     kv_iter++;
     if (e.flags & F_LAST) return kv_iter;
     e = wait_entry<HD>(c, kv_iter);
@@ -668,11 +693,11 @@ __device__ __forceinline__ void consumer(const params &p, unsigned char *smem, b
   const uint32_t q_base0 = fmh::smem_addr(smem + T::OFF_Q) + cw * 64 * 128;
   c.k_base0 = fmh::smem_addr(smem + T::OFF_K);
   c.v_base0 = fmh::smem_addr(smem + T::OFF_V);
-  c.timer = INSTR && cw == 0 && c.tid == 0;
   c.dm = nullptr;
-  c.t_prev = 0;
   const int32_t *sItem = reinterpret_cast<const int32_t *>(smem + T::OFF_ITEM);
-  if (PINGPONG && cw == 1) fmh::named_arrive(BAR_TURN, 256); /* warpgroup 0 goes first */
+  /* GEMM turns go round the warpgroups, warpgroup 0 first: its predecessor
+     (the last one) hands it the first turn */
+  if (PINGPONG && cw == T::NCW - 1) fmh::named_arrive(BAR_TURN, 256);
   int kv_iter = 0;
   for (int q_iter = 0;; q_iter++) {
     c.qb = q_iter & 1;
@@ -685,7 +710,6 @@ __device__ __forceinline__ void consumer(const params &p, unsigned char *smem, b
     c.i_lo = r0 + cw * 64 + c.warp * 16 + (c.lane >> 2);
     c.instr_base = ((int64_t)bh * p.Tr + rt) * (int64_t)p.Tc;
     if (VAR == FM_VARIANT_DENSE) c.dm = p.dense + (int64_t)set_of(p, b, h) * p.dense_set_stride;
-    if (c.timer) c.t_prev = clock64();
     cstate<HD> st;
 #pragma unroll
     for (int i = 0; i < HD / 2; i++) st.o[i] = 0.f;
@@ -734,10 +758,10 @@ __global__ void __launch_bounds__(traits<HD>::THREADS, 1) fwd_kernel(const __gri
   }
   __syncthreads();
   if (wg == 0) {
-    fmh::setmaxnreg_dec<40>();
+    fmh::setmaxnreg_dec<T::REG_PRODUCER>();
     producer<HD, VAR, INSTR>(p, smem, br);
   } else {
-    fmh::setmaxnreg_inc<232>();
+    fmh::setmaxnreg_inc<T::REG_CONSUMER>();
     consumer<HD, VAR, INSTR, OVERLAP, PINGPONG>(p, smem, br, wg - 1);
   }
 }
