@@ -199,10 +199,13 @@ static int build_case_mask(const fm_scenario *s, const fm_scn_case *c, fm_colmas
   }
   fm_err err;
   if (m->is_intervals) {
-    if (fm_colmask_load_npy(m->file, m->causal, 0, out, &err) != FM_OK) {
+    fm_intervals_opts io = {.causal = m->causal, .strict = m->strict};
+    fm_intervals_note note;
+    if (fm_intervals_load(m->file, &io, out, &note, &err) != FM_OK) {
       cli_error(cmd, "%s:%d: %s", s->path, m->line, err.msg);
       return -1;
     }
+    if (note.text[0]) fprintf(stderr, "fmsim %s: note: %s:%d: %s\n", cmd, s->path, m->line, note.text);
     return 0;
   }
   /* a dense mask: scanned once (O(Sk) state), converted to its smallest form */

@@ -170,11 +170,6 @@ fm_status fm_dense_expand(const fm_colmask *m, const char *path, const fm_dense_
 const char *fm_dense_dtype_name(fm_dtype t);
 fm_status fm_dense_dtype_parse(const char *name, fm_dtype *out, fm_err *err);
 
-/* Like fm_colmask_load_npy, but first tells a dense mask (or any array that
- * cannot be an interval file) apart and says so in one line. */
-fm_status fm_interval_file_load(const char *path, int causal, int64_t sq, fm_colmask **out,
-                                fm_err *err);
-
 #ifdef __cplusplus
 }
 #endif

@@ -845,16 +845,16 @@ Test(dense, bad_inputs) {
   expect_bad(args, 2, "bidir-4", out);
   snprintf(args, sizeof args, "check --intervals \"%s\" --causal", p);
   expect_bad(args, 2, "bidir-4", NULL);
-  /* an out-of-range interval: invalid content */
+  /* an out-of-range interval: invalid content under --strict (Paddle reads it as Sq) */
   snprintf(p, sizeof p, "%s", tmp("bad_range.npy"));
   {
     int32_t v[8] = {3, 0, 9, 2, 40, 1, 5, 5}; /* [1, 1, 4, 2] bidir-2: LTS=40 > Sq */
     int64_t shape[4] = {1, 1, 4, 2};
     cr_assert_eq(fm_npy_save(p, FM_DT_I32, 4, shape, v, &err), FM_OK);
   }
-  snprintf(args, sizeof args, "check --intervals \"%s\" --bidir", p);
+  snprintf(args, sizeof args, "check --intervals \"%s\" --bidir --strict", p);
   expect_bad(args, 1, "outside", NULL);
-  snprintf(args, sizeof args, "expand \"%s\" --bidir -o \"%s\"", p, out);
+  snprintf(args, sizeof args, "expand \"%s\" --bidir --strict -o \"%s\"", p, out);
   expect_bad(args, 2, "outside", out);
   /* unwritable output paths */
   snprintf(args, sizeof args, "convert \"%s\" -o /nonexistent_fmsim_dir/x.npy", good);
