@@ -289,11 +289,11 @@ static int gpu_step_run(gpu_step *g, const fm_scn_case *c, const fm_colmask *m, 
     fm_gpu_result_free(&res);
     return -1;
   }
-  double S = (double)c->seqlen;
-  double flops = 4.0 * (double)c->batch * (double)c->heads * S * S * (double)c->head_dim * (1 - kc.sparsity);
+  double flops = fm_cost_paper_flops(c->batch, c->heads, c->seqlen, c->seqlen, (int32_t)c->head_dim,
+                                     kc.sparsity, FM_PASS_FWD);
   row->gpu_ms = res.timing.median_ms;
   row->gpu_rho = kc.sparsity;
-  row->gpu_tflops = flops / (res.timing.median_ms * 1e-3) / 1e12;
+  row->gpu_tflops = fm_cost_tflops(flops, res.timing.median_ms);
   fm_json j;
   fm_json_init(&j, 1);
   fm_json_object(&j, NULL);
