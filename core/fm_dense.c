@@ -581,7 +581,7 @@ static fm_status dense_header(const char *path, const fm_npy_header *h, int mask
 fm_status fm_dense_check_file(const char *path, const fm_dense_opts *o, fm_dense_result **out,
                               fm_err *err) {
   *out = NULL;
-  fm_dense_opts opts = {0, 0};
+  fm_dense_opts opts = {.masked_true = 0, .keep_intervals = 0};
   if (o) opts = *o;
   FILE *f = fopen(path, "rb");
   if (!f) return fm_fail(err, FM_EIO, "%s: cannot open: %s", path, strerror(errno));
@@ -693,13 +693,8 @@ static int32_t *causal_limits(const fm_colmask *m) {
 }
 
 static int sets_equal(const fm_colmask *m, int32_t a, int32_t b) {
-  for (int32_t j = 0; j < fm_colmask_sk(m); j++) {
-    int32_t ra[3][2], rb[3][2];
-    int na = fm_colmask_column_runs(m, a, j, ra), nb = fm_colmask_column_runs(m, b, j, rb);
-    if (na != nb) return 0;
-    for (int k = 0; k < na; k++)
-      if (ra[k][0] != rb[k][0] || ra[k][1] != rb[k][1]) return 0;
-  }
+  for (int32_t j = 0; j < fm_colmask_sk(m); j++)
+    if (!fm_colmask_column_equal(m, a, m, b, j)) return 0;
   return 1;
 }
 

@@ -489,3 +489,12 @@ Test(intervals_paddle, render_and_scenarios_read_paddle_files) {
   }
   unlink(yaml);
 }
+
+Test(forms, bits_name_the_forms) {
+  cr_assert_eq(fm_form_bit(FM_FORM_CAUSAL1), 1u);
+  cr_assert_eq(fm_form_bit(FM_FORM_BIDIR4), 8u);
+  cr_assert_eq(FM_FORMS_ALL, 15u);
+  cr_assert_eq(fm_form_smallest(fm_form_bit(FM_FORM_BIDIR4) | fm_form_bit(FM_FORM_BIDIR2)),
+               FM_FORM_BIDIR2);
+  cr_assert_eq(fm_form_smallest(0), FM_FORM_NONE);
+}
