@@ -65,7 +65,8 @@ typedef struct fm_tile_bounds {
 #define FM_STATIC_ASSERT(cond, msg) _Static_assert(cond, msg)
 #endif
 
-/* The kernels read one tile's bounds as two int4 loads (kernels/fm_attn_kernel.cuh):
+/* The kernels read one tile's bounds as two int4 loads (kernels/fm_sm80_fwd.cuh,
+ * kernels/fm_sm90_fwd.cuh):
  * x, y, z, w = lts_min, lts_max, lte_min, lte_max, then uts_min .. ute_max. */
 #define FM_BOUNDS_AT(field, k) \
   FM_STATIC_ASSERT(offsetof(fm_tile_bounds, field) == 4 * (k), "fm_tile_bounds." #field " moved")
