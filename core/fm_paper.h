@@ -14,6 +14,11 @@
 extern "C" {
 #endif
 
+/* The first FM_PAPER_NFAMILIES rows of the family registry (fm_family_at)
+ * are the twelve cases of the paper's kernel table, in its order; the
+ * gallery, the paper's table and the benchmark draw those. Families added
+ * after them appear everywhere else (families, analyze, view, run). */
+#define FM_PAPER_NFAMILIES 12
 #define FM_PAPER_NLENGTHS 3
 extern const int64_t fm_paper_lengths[FM_PAPER_NLENGTHS]; /* 8192, 32768, 131072 */
 
