@@ -547,8 +547,9 @@ static void report_cases(FILE *f, const case_row *rows, int n) {
 static void report_paper_table(FILE *f, const case_row *rows, int n) {
   fprintf(f, "Block sparsity rho by the min/max rule, mean over the cases of each family and length "
              "(the paper's five document samples), beside the paper's figure. The paper's document "
-             "column comes from a generator that is not block diagonal, so fmsim's true document "
-             "mask is sparser there.\n\n");
+             "column comes from a generator that is not block diagonal (docs/FAMILIES.md, \"Known "
+             "traps\"), which masks more tiles, so fmsim's true document mask has the lower rho "
+             "there.\n\n");
   int64_t lengths[FM_SCN_MAX_LIST];
   int nl = 0;
   for (int i = 0; i < n; i++) {

@@ -8,7 +8,7 @@
  * the function that fills the interval vectors. `fmsim families`, the
  * paper's table (fm_paper.h), the viewer and the tests all read these rows;
  * adding a family is one row and one build function (docs/DESIGN.md,
- * "How to add a family").
+ * "Adding a family").
  *
  * Parameters are given as "key=value" strings. Integer parameters default to
  * the paper's benchmark values (w = S/16, g = 16, wl = wr = S/16, p = S/2,

@@ -325,7 +325,7 @@ Test(dense, families_fit_their_form_and_convert_back) {
     if (strcmp(fam->form, "-") != 0) {
       fm_err err;
       cr_assert_eq(fm_form_parse(fam->form, &stated, &err), FM_OK);
-      cr_assert(r->fit & (1u << stated), "%s: form %s of FAMILIES.md does not hold it", fam->name, fam->form);
+      cr_assert(r->fit & (1u << stated), "%s: form %s of docs/FAMILIES.md does not hold it", fam->name, fam->form);
       cr_assert_leq(r->form, stated, "%s: found %s, larger than %s", fam->name, fm_form_name(r->form), fam->form);
     }
     cr_assert_eq(r->fit, e.fit, "%s: fit %x, brute force %x", fam->name, r->fit, e.fit);
@@ -710,8 +710,9 @@ Test(dense, scan_api_matches_file) {
   free(d.m);
 }
 
-/* FAMILIES.md: LTS_j = j, LTE_j = end(doc(j)) for a causal document mask masks
- * the diagonal; the checker must say so, on the interval file and densely. */
+/* docs/FAMILIES.md, "Known traps": LTS_j = j, LTE_j = end(doc(j)) for a causal
+ * document mask masks the diagonal; the checker must say so, on the interval
+ * file and densely. */
 Test(dense, masked_diagonal_trap) {
   const int32_t S = 30, ends[3] = {12, 21, 30};
   fm_colmask *wrong = NULL;

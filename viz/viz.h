@@ -1,4 +1,4 @@
-/* viz.h — fmsim's viewer and figures (DESIGN.md "Viewer and figures").
+/* viz.h — fmsim's viewer and figures (docs/DESIGN.md, "Viewer and figures").
  *
  * Three parts, kept apart so that each can be tested alone:
  *   viz_state           plain data: which mask, tile size, layers, the view
