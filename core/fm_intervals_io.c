@@ -78,7 +78,7 @@ static fm_status copy_values(const char *path, const fm_npy_header *h, const voi
                          "%s: batch %lld, head %lld, column %lld: %s = %lld is outside [0, Sq=%lld]%s",
                          path, (long long)(s / nh), (long long)(s % nh), (long long)j,
                          vec_names[slots[f][q]], (long long)v, (long long)sq,
-                         v < 0 ? "" : " (without --strict it would read as Sq, as Paddle does)");
+                         v < 0 ? "" : " (read as Sq, as Paddle does, unless strict)");
         if (v > sq) note->clamped++;
         vec[j] = (int32_t)(v > sq ? sq : v);
       }
@@ -142,8 +142,9 @@ fm_status fm_intervals_load(const char *path, const fm_intervals_opts *o, fm_col
   }
   if (note->clamped || note->emptied)
     snprintf(note->text, sizeof note->text,
-             "%s: read as Paddle does: %lld row indices above Sq=%d taken as Sq, %lld intervals "
-             "with start past end taken as empty (--strict refuses them)",
+             "%.200s: read as Paddle does: %lld row indices above Sq=%d taken as Sq, %lld intervals "
+             "with start past end taken as empty (--strict, or strict: true in a scenario, "
+             "refuses them)",
              path, (long long)note->clamped, fm_colmask_sq(*out), (long long)note->emptied);
   return FM_OK;
 }

@@ -487,6 +487,16 @@ Test(intervals_paddle, render_and_scenarios_read_paddle_files) {
                 run_res.err);
     }
   }
+  /* strict: belongs to an interval file */
+  FILE *f = fopen(yaml, "w");
+  cr_assert_not_null(f);
+  fprintf(f, "name: paddle\nrun: [analyze]\nmasks:\n  - family: causal\n    strict: true\n");
+  fclose(f);
+  snprintf(args, sizeof args, "run %s --out %s", yaml, dir);
+  fmt_run(&run_res, args);
+  cr_assert_eq(run_res.status, 2, "%s", run_res.err);
+  cr_assert_eq(run_res.err_lines, 1, "%s", run_res.err);
+  cr_assert(strstr(run_res.err, "strict: goes with intervals:"), "%s", run_res.err);
   unlink(yaml);
 }
 
