@@ -10,14 +10,12 @@
 
 #include "fm_rng.h"
 
-#define MAX_PARAMS 8 /* parameters of one family */
-
 struct fm_family_ctx {
   const fm_family_info *fam;
   const fm_family_request *req;
   int64_t S;
-  const char *text[MAX_PARAMS]; /* as given, by index in fam->params; NULL = default */
-  int64_t ival[MAX_PARAMS];     /* FM_PARAM_INT values, resolved */
+  const char *text[FM_FAMILY_MAX_PARAMS]; /* as given, by index in fam->params; NULL = default */
+  int64_t ival[FM_FAMILY_MAX_PARAMS];     /* FM_PARAM_INT values, resolved */
   fm_family_used *used;
   int docs_ready;
   fm_docs docs;
@@ -681,6 +679,9 @@ static fm_status check_request(const fm_family_request *req, const fm_family_inf
     return fm_fail(err, FM_ENOTFOUND, "unknown family '%s' (known: %s)",
                    req->family ? req->family : "", list);
   }
+  if (fam->nparams > FM_FAMILY_MAX_PARAMS || !fam->build)
+    return fm_fail(err, FM_EUNSUPPORTED, "registry row %s: more than %d parameters or no build "
+                   "function (core/fm_families.c)", fam->name, FM_FAMILY_MAX_PARAMS);
   if (req->seqlen < 1 || req->seqlen > FM_MAX_SEQLEN)
     return fm_fail(err, FM_EINVAL, "sequence length %lld is out of range (1..%d, int32 indices)",
                    (long long)req->seqlen, FM_MAX_SEQLEN);

@@ -67,6 +67,8 @@ typedef struct fm_family_ctx fm_family_ctx;
 typedef fm_status (*fm_family_build_fn)(fm_family_ctx *c, fm_colmask *m, int32_t set,
                                         fm_err *err);
 
+#define FM_FAMILY_MAX_PARAMS 8 /* parameters of one row */
+
 typedef struct fm_family_info {
   const char *name;
   const char *short_name; /* column header of the paper's table */
@@ -76,7 +78,7 @@ typedef struct fm_family_info {
   int per_head;     /* 1: one draw per (batch, head) */
   int uses_docs;    /* 1: documents from docs=, a sample or a draw */
   const fm_param_info *params;
-  int nparams;
+  int nparams;      /* at most FM_FAMILY_MAX_PARAMS */
   int reports_seed; /* 1: the build draws from the seed; fm_family_used.params says it */
   double paper_rho[FM_PAPER_NLENGTHS]; /* the paper's rho at fm_paper_lengths; -1: none */
   fm_family_build_fn build;

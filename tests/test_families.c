@@ -377,6 +377,7 @@ Test(families, registry_rows_are_complete) {
     const fm_family_info *fam = fm_family_at(f);
     cr_assert(fam->name && fam->short_name && fam->form && fam->meaning, "row %d", f);
     cr_assert_not_null(fam->build, "%s has no build function", fam->name);
+    cr_assert_leq(fam->nparams, FM_FAMILY_MAX_PARAMS, "%s", fam->name);
     cr_assert_eq(fm_family_find(fam->name), fam, "%s: names are unique", fam->name);
     cr_assert_eq(fam->uses_docs, has_param_kind(fam, FM_PARAM_DOCS),
                  "%s: uses_docs says what its docs= parameter says", fam->name);
