@@ -113,7 +113,7 @@ static int paper_table(const cli_mask_opts *base, int json) {
     printf("\n");
   }
   int rc = FM_EXIT_OK;
-  for (int f = 0; f < fm_family_count() && rc == FM_EXIT_OK; f++) {
+  for (int f = 0; f < FM_PAPER_NFAMILIES && rc == FM_EXIT_OK; f++) {
     const fm_family_info *fam = fm_family_at(f);
     double paper[FM_PAPER_NLENGTHS];
     for (int l = 0; l < FM_PAPER_NLENGTHS; l++) paper[l] = fm_paper_sparsity(fam->name, lengths[l]);
@@ -166,7 +166,7 @@ static int paper_table(const cli_mask_opts *base, int json) {
   if (json && rc == FM_EXIT_OK) fputs(j.buf, stdout);
   if (!json && rc == FM_EXIT_OK)
     printf("\nThe paper's document column comes from a generator that is not block diagonal "
-           "(FAMILIES.md);\nfmsim builds the true block-diagonal mask, so its document figures "
+           "(docs/FAMILIES.md);\nfmsim builds the true block-diagonal mask, so its document figures "
            "are lower.\n");
   fm_json_free(&j);
   return rc;

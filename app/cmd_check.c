@@ -11,6 +11,7 @@
 #include "commands.h"
 #include "dense_report.h"
 #include "fm_dense.h"
+#include "fm_intervals_io.h"
 #include "fm_json.h"
 
 /* check --intervals expands rows (for the transposed form) up to this many elements. */
@@ -18,7 +19,7 @@
 
 static const char *help =
     "usage: fmsim check MASK.npy [--json] [--masked-true]\n"
-    "       fmsim check --intervals FILE.npy --causal|--bidir [--seqlen-q N] [--json]\n\n"
+    "       fmsim check --intervals FILE.npy --causal|--bidir [--seqlen-q N] [--strict] [--json]\n\n"
     "Reads a dense attention mask and says whether FlashMask can run it: the smallest\n"
     "column-interval form that holds it (causal-1 < causal-2 < bidir-2 < bidir-4), or that\n"
     "none does and which columns are to blame (their masked row runs); the most masked runs\n"
@@ -39,14 +40,20 @@ static const char *help =
     "  --intervals FILE     validate an interval file instead: Paddle startend_row_indices,\n"
     "                       int32/int64 [B, H_mask, Sk, k] (ranges, shape, form)\n"
     "  --causal | --bidir   the causal flag the interval file goes with\n"
-    "  --seqlen-q N         Sq of the interval file (default Sk)\n\n"
+    "  --seqlen-q N         Sq of the interval file (default Sk)\n"
+    "  --strict             refuse row indices above Sq and intervals whose start lies past\n"
+    "                       their end (by default they read as Paddle reads them: as Sq, and\n"
+    "                       as empty, with a one-line note)\n\n"
     "exit status: 0 the mask fits a form (an interval file is valid), 1 it does not (an\n"
     "interval file holds out-of-range intervals), 2 bad input or usage.\n";
 
-static int check_intervals(const char *cmd, const char *path, int causal, int64_t sq, int json) {
+static int check_intervals(const char *cmd, const char *path, const fm_intervals_opts *io,
+                           int json) {
   fm_err err;
   fm_colmask *m = NULL;
-  fm_status st = fm_interval_file_load(path, causal, sq, &m, &err);
+  fm_intervals_note note;
+  fm_status st = fm_intervals_load(path, io, &m, &note, &err);
+  if (st == FM_OK && note.text[0]) fprintf(stderr, "fmsim %s: note: %s\n", cmd, note.text);
   if (st != FM_OK) {
     cli_error(cmd, "%s", err.msg);
     if (st != FM_ERANGE) return FM_EXIT_USAGE;
@@ -75,7 +82,7 @@ static int check_intervals(const char *cmd, const char *path, int causal, int64_
   /* the form the file holds: its k and the causal flag */
   fm_npy_header h;
   fm_form stored = FM_FORM_BIDIR4;
-  if (fm_npy_read_header_path(path, &h, NULL) == FM_OK) stored = fm_form_from_k((int)h.shape[3], causal);
+  if (fm_npy_read_header_path(path, &h, NULL) == FM_OK) stored = fm_form_from_k((int)h.shape[3], io->causal);
   const fm_dense_report *r = fm_dense_result_report(res);
   if (json) {
     fm_json j;
@@ -101,10 +108,11 @@ int cmd_check(int argc, char **argv) {
                                            {"causal", no_argument, 0, 'c'},
                                            {"bidir", no_argument, 0, 'B'},
                                            {"seqlen-q", required_argument, 0, 'q'},
+                                           {"strict", no_argument, 0, 'S'},
                                            {"help", no_argument, 0, 'h'},
                                            {0, 0, 0, 0}};
   const char *cmd = "check", *intervals = NULL;
-  int json = 0, masked_true = 0, causal = -1, opt;
+  int json = 0, masked_true = 0, causal = -1, strict = 0, opt;
   int64_t sq = 0;
   opterr = 0;
   optind = 1;
@@ -113,6 +121,7 @@ int cmd_check(int argc, char **argv) {
     case 'j': json = 1; break;
     case 'm': masked_true = 1; break;
     case 'i': intervals = optarg; break;
+    case 'S': strict = 1; break;
     case 'c':
     case 'B':
       if (cli_causal_flag(cmd, opt == 'c', &causal)) return FM_EXIT_USAGE;
@@ -137,7 +146,8 @@ int cmd_check(int argc, char **argv) {
       cli_error(cmd, "--masked-true applies to dense masks, not to --intervals");
       return FM_EXIT_USAGE;
     }
-    return check_intervals(cmd, intervals, causal, sq, json);
+    fm_intervals_opts io = {.causal = causal, .sq = sq, .strict = strict};
+    return check_intervals(cmd, intervals, &io, json);
   }
   if (optind == argc) {
     cli_error(cmd, "a mask file is required (see fmsim check --help)");
@@ -147,9 +157,9 @@ int cmd_check(int argc, char **argv) {
     cli_error(cmd, "unexpected argument '%s' (one mask file at a time)", argv[optind + 1]);
     return FM_EXIT_USAGE;
   }
-  if (causal >= 0 || sq) {
-    cli_error(cmd, "--causal, --bidir and --seqlen-q go with --intervals; a dense mask carries "
-              "its own shape and causality");
+  if (causal >= 0 || sq || strict) {
+    cli_error(cmd, "--causal, --bidir, --seqlen-q and --strict go with --intervals; a dense mask "
+              "carries its own shape and causality");
     return FM_EXIT_USAGE;
   }
   const char *path = argv[optind];

@@ -11,10 +11,11 @@
 #include "commands.h"
 #include "dense_report.h"
 #include "fm_dense.h"
+#include "fm_intervals_io.h"
 
 static const char *help =
     "usage: fmsim expand INTERVALS.npy --causal|--bidir -o DENSE.npy [--seqlen-q N]\n"
-    "                    [--heads H] [--rank 2|3|4] [--dtype NAME] [--masked-true]\n\n"
+    "                    [--heads H] [--rank 2|3|4] [--dtype NAME] [--masked-true] [--strict]\n\n"
     "Writes the dense mask of an interval file (Paddle startend_row_indices, int32/int64\n"
     "[B, H_mask, Sk, k]) as [B, H, Sq, Sk]. Streams one row at a time; refuses outputs\n"
     "above 16 GiB or above the free space of the output folder.\n\n"
@@ -26,7 +27,9 @@ static const char *help =
     "  --rank R             4: [B, H, Sq, Sk] (default); 3: [H, Sq, Sk]; 2: [Sq, Sk]\n"
     "  --dtype NAME         bool (default), uint8, int8, int32: 1 = may attend, 0 = masked;\n"
     "                       float32, float16, bfloat16 (as uint16): additive, 0 / -inf\n"
-    "  --masked-true        bool/integer: write 1 for masked instead\n\n"
+    "  --masked-true        bool/integer: write 1 for masked instead\n"
+    "  --strict             refuse row indices above Sq and intervals whose start lies past\n"
+    "                       their end (default: read as Paddle does, as Sq and as empty)\n\n"
     "exit status: 0 written, 1 the write failed, 2 bad input, refused size or usage.\n";
 
 int cmd_expand(int argc, char **argv) {
@@ -38,10 +41,11 @@ int cmd_expand(int argc, char **argv) {
                                            {"rank", required_argument, 0, 'r'},
                                            {"dtype", required_argument, 0, 'd'},
                                            {"masked-true", no_argument, 0, 'm'},
+                                           {"strict", no_argument, 0, 'S'},
                                            {"help", no_argument, 0, 'h'},
                                            {0, 0, 0, 0}};
   const char *cmd = "expand", *out = NULL;
-  int causal = -1, opt;
+  int causal = -1, strict = 0, opt;
   int64_t sq = 0, v;
   fm_dense_expand_opts eo;
   memset(&eo, 0, sizeof eo);
@@ -74,6 +78,7 @@ int cmd_expand(int argc, char **argv) {
       }
       break;
     case 'm': eo.masked_true = 1; break;
+    case 'S': strict = 1; break;
     case 'h': fputs(help, stdout); return FM_EXIT_OK;
     default: return cli_bad_option(cmd, opt, argv);
     }
@@ -96,10 +101,13 @@ int cmd_expand(int argc, char **argv) {
   }
   const char *path = argv[optind];
   fm_colmask *m = NULL;
-  if (fm_interval_file_load(path, causal, sq, &m, &err) != FM_OK) {
+  fm_intervals_opts io = {.causal = causal, .sq = sq, .strict = strict};
+  fm_intervals_note note;
+  if (fm_intervals_load(path, &io, &m, &note, &err) != FM_OK) {
     cli_error(cmd, "%s", err.msg);
     return FM_EXIT_USAGE;
   }
+  if (note.text[0]) fprintf(stderr, "fmsim %s: note: %s\n", cmd, note.text);
   if (!dense_output_writable(cmd, out)) {
     fm_colmask_destroy(m);
     return FM_EXIT_USAGE;

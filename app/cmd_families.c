@@ -11,9 +11,10 @@
 
 static const char *help =
     "usage: fmsim families [--json]\n\n"
-    "Lists the twelve mask families of the FlashMask paper's kernel table: whether each is\n"
-    "causal, the smallest interval form it needs, its parameters with their defaults (the\n"
-    "paper's benchmark values; S is the sequence length) and a one-line meaning.\n"
+    "Lists the mask families, the twelve of the FlashMask paper's kernel table first: whether\n"
+    "each is causal, the smallest interval form it needs, its parameters with their defaults\n"
+    "(the paper's benchmark values; S is the sequence length) and a one-line meaning\n"
+    "(definitions: docs/FAMILIES.md).\n"
     "Give parameters to other commands as --param key=value.\n\n"
     "  --json   one JSON array instead of the listing\n";
 

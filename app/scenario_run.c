@@ -199,10 +199,13 @@ static int build_case_mask(const fm_scenario *s, const fm_scn_case *c, fm_colmas
   }
   fm_err err;
   if (m->is_intervals) {
-    if (fm_colmask_load_npy(m->file, m->causal, 0, out, &err) != FM_OK) {
+    fm_intervals_opts io = {.causal = m->causal, .strict = m->strict};
+    fm_intervals_note note;
+    if (fm_intervals_load(m->file, &io, out, &note, &err) != FM_OK) {
       cli_error(cmd, "%s:%d: %s", s->path, m->line, err.msg);
       return -1;
     }
+    if (note.text[0]) fprintf(stderr, "fmsim %s: note: %s:%d: %s\n", cmd, s->path, m->line, note.text);
     return 0;
   }
   /* a dense mask: scanned once (O(Sk) state), converted to its smallest form */
@@ -286,11 +289,11 @@ static int gpu_step_run(gpu_step *g, const fm_scn_case *c, const fm_colmask *m, 
     fm_gpu_result_free(&res);
     return -1;
   }
-  double S = (double)c->seqlen;
-  double flops = 4.0 * (double)c->batch * (double)c->heads * S * S * (double)c->head_dim * (1 - kc.sparsity);
+  double flops = fm_cost_paper_flops(c->batch, c->heads, c->seqlen, c->seqlen, (int32_t)c->head_dim,
+                                     kc.sparsity, FM_PASS_FWD);
   row->gpu_ms = res.timing.median_ms;
   row->gpu_rho = kc.sparsity;
-  row->gpu_tflops = flops / (res.timing.median_ms * 1e-3) / 1e12;
+  row->gpu_tflops = fm_cost_tflops(flops, res.timing.median_ms);
   fm_json j;
   fm_json_init(&j, 1);
   fm_json_object(&j, NULL);
@@ -544,8 +547,9 @@ static void report_cases(FILE *f, const case_row *rows, int n) {
 static void report_paper_table(FILE *f, const case_row *rows, int n) {
   fprintf(f, "Block sparsity rho by the min/max rule, mean over the cases of each family and length "
              "(the paper's five document samples), beside the paper's figure. The paper's document "
-             "column comes from a generator that is not block diagonal, so fmsim's true document "
-             "mask is sparser there.\n\n");
+             "column comes from a generator that is not block diagonal (docs/FAMILIES.md, \"Known "
+             "traps\"), which masks more tiles, so fmsim's true document mask has the lower rho "
+             "there.\n\n");
   int64_t lengths[FM_SCN_MAX_LIST];
   int nl = 0;
   for (int i = 0; i < n; i++) {

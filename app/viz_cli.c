@@ -24,6 +24,7 @@ int viz_cli_source_opt(const char *cmd, viz_cli_source *src, int opt, const char
   switch (opt) {
   case 2001: src->causal = 1; return 1;
   case 2002: src->true_masked = 1; return 1;
+  case 2004: src->strict = 1; return 1;
   case 2003:
     if (cli_int(cmd, "--head-dim", arg, 1, 4096, &src->head_dim)) return -1;
     return 1;
@@ -91,6 +92,7 @@ int viz_cli_open(const char *cmd, const viz_cli_source *src, viz_state *s, viz_s
   so.path = src->path;
   so.causal = src->causal;
   so.true_masked = src->true_masked;
+  so.strict = src->strict;
   so.batch = o->batch;
   so.heads = o->heads;
   so.param_family = o->family;
@@ -108,6 +110,7 @@ int viz_cli_open(const char *cmd, const viz_cli_source *src, viz_state *s, viz_s
     cli_error(cmd, "%s", err.msg);
     return -1;
   }
+  if (viz_scene_note(*sc)[0]) fprintf(stderr, "fmsim %s: note: %s\n", cmd, viz_scene_note(*sc));
   /* a trace keeps its own tile size unless --br/--bc say otherwise */
   if (src->br_given) s->br = (int32_t)o->br;
   if (src->bc_given) s->bc = (int32_t)o->bc;

@@ -7,11 +7,13 @@
 /* Options of the source beyond CLI_MASK_LONGOPTS (handled by viz_cli_source_opt). */
 #define VIZ_CLI_SOURCE_LONGOPTS                                                                 \
   {"causal", no_argument, 0, 2001}, {"true-masked", no_argument, 0, 2002},                     \
-      {"head-dim", required_argument, 0, 2003}
+      {"head-dim", required_argument, 0, 2003}, {"strict", no_argument, 0, 2004}
 #define VIZ_CLI_SOURCE_HELP                                                                     \
   "  --causal             INTERVALS.npy with k = 2 is causal-2, not bidir-2 (k = 1, 4 say it)\n" \
   "  --true-masked        MASK.npy: true means masked (default: true means may attend)\n"       \
-  "  --head-dim D         head dimension of the modelled bytes overlay (default 128)\n"
+  "  --head-dim D         head dimension of the modelled bytes overlay (default 128)\n"       \
+  "  --strict             INTERVALS.npy: refuse indices above Sq and starts past their end\n"  \
+  "                       (default: read as Paddle does, as Sq and as empty, with a note)\n"
 #ifdef FM_HAVE_VIZ
 #include "cli.h"
 #include "viz.h"
@@ -25,6 +27,7 @@ typedef struct viz_cli_source {
   const char *path;        /* TRACE_DIR, MASK.npy or INTERVALS.npy */
   int causal;              /* --causal: INTERVALS.npy holds a causal mask */
   int true_masked;         /* --true-masked: MASK.npy true means masked */
+  int strict;              /* --strict: INTERVALS.npy read strictly */
   int64_t head_dim;        /* --head-dim: D of the modelled bytes (0: default) */
 } viz_cli_source;
 

@@ -581,7 +581,7 @@ static fm_status dense_header(const char *path, const fm_npy_header *h, int mask
 fm_status fm_dense_check_file(const char *path, const fm_dense_opts *o, fm_dense_result **out,
                               fm_err *err) {
   *out = NULL;
-  fm_dense_opts opts = {0, 0};
+  fm_dense_opts opts = {.masked_true = 0, .keep_intervals = 0};
   if (o) opts = *o;
   FILE *f = fopen(path, "rb");
   if (!f) return fm_fail(err, FM_EIO, "%s: cannot open: %s", path, strerror(errno));
@@ -693,13 +693,8 @@ static int32_t *causal_limits(const fm_colmask *m) {
 }
 
 static int sets_equal(const fm_colmask *m, int32_t a, int32_t b) {
-  for (int32_t j = 0; j < fm_colmask_sk(m); j++) {
-    int32_t ra[3][2], rb[3][2];
-    int na = fm_colmask_column_runs(m, a, j, ra), nb = fm_colmask_column_runs(m, b, j, rb);
-    if (na != nb) return 0;
-    for (int k = 0; k < na; k++)
-      if (ra[k][0] != rb[k][0] || ra[k][1] != rb[k][1]) return 0;
-  }
+  for (int32_t j = 0; j < fm_colmask_sk(m); j++)
+    if (!fm_colmask_column_equal(m, a, m, b, j)) return 0;
   return 1;
 }
 
@@ -938,41 +933,4 @@ fm_status fm_dense_dtype_parse(const char *name, fm_dtype *out, fm_err *err) {
     }
   return fm_fail(err, FM_EINVAL, "unknown dtype '%s' (expected bool, uint8, int8, int32, float32, "
                  "float16 or bfloat16)", name);
-}
-
-fm_status fm_interval_file_load(const char *path, int causal, int64_t sq, fm_colmask **out,
-                                fm_err *err) {
-  *out = NULL;
-  fm_npy_header h;
-  fm_status st = fm_npy_read_header_path(path, &h, err);
-  if (st != FM_OK) return st;
-  char shp[200];
-  shape_text(shp, sizeof shp, h.ndim, h.shape);
-  int int_dtype = h.dtype == FM_DT_I32 || h.dtype == FM_DT_I64;
-  int64_t k = h.ndim == 4 ? h.shape[3] : 0;
-  if (!int_dtype || h.ndim != 4 || (k != 1 && k != 2 && k != 4)) {
-    if (h.ndim >= 2 && h.ndim <= 4 && h.dtype != FM_DT_I64)
-      return fm_fail(err, FM_EFORMAT,
-                     "%s: %s %s looks like a dense mask, not an interval file (int32 [B, H_mask, "
-                     "Sk, k] with k = 1, 2 or 4): use fmsim check without --intervals",
-                     path, fm_dense_dtype_name(h.dtype), shp);
-    return fm_fail(err, FM_EFORMAT,
-                   "%s: %s %s is not an interval file (expected int32 [B, H_mask, Sk, k] with "
-                   "k = 1, 2 or 4)",
-                   path, fm_dense_dtype_name(h.dtype), shp);
-  }
-  if (causal && k == 4)
-    return fm_fail(err, FM_EFORMAT,
-                   "%s: k = 4 vectors is the bidirectional form bidir-4, but a causal mask was "
-                   "asked for (causal forms have k = 1 or 2)",
-                   path);
-  if (!causal && k == 1)
-    return fm_fail(err, FM_EFORMAT,
-                   "%s: k = 1 vector is the causal form causal-1, but a bidirectional mask was "
-                   "asked for (bidirectional forms have k = 2 or 4)",
-                   path);
-  if (sq < 0 || sq > FM_MAX_SEQLEN)
-    return fm_fail(err, FM_EINVAL, "%s: Sq = %lld is outside 1..%d", path, (long long)sq,
-                   FM_MAX_SEQLEN);
-  return fm_colmask_load_npy(path, causal, sq, out, err);
 }

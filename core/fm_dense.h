@@ -1,7 +1,8 @@
 /* fm_dense.h — dense attention masks (.npy) as a source of column-interval
  * masks: streaming representability analysis, conversion and expansion.
  *
- * A dense mask is only ever a source or a check (DESIGN.md): it is scanned
+ * A dense mask is only ever a source or a check (docs/DESIGN.md, "Data
+ * flow"): it is scanned
  * once, row by row in storage order, with O(Sk) working state per (batch,
  * head); it is never held in memory. Per key column the scanner counts the
  * masked runs (transitions between consecutive rows) and keeps the first
@@ -79,7 +80,8 @@ typedef struct fm_dense_report {
   int64_t soft_values; /* additive masks: values neither 0 nor masked, read as attend */
   int64_t masked;     /* masked elements, every set */
   /* sanity, every set: a token that cannot see itself is rarely meant (it is
-   * the LTS_j = j mistake of FAMILIES.md); rows that see nothing give 0 */
+   * the LTS_j = j mistake of docs/FAMILIES.md, "Known traps"); rows that see
+   * nothing give 0 */
   int64_t empty_rows;      /* rows with no visible key; valid when rows_known */
   int64_t masked_diagonal; /* rows whose diagonal key (i + Sk - Sq, when in range) is masked */
   /* columns (the column-interval forms) */
@@ -169,11 +171,6 @@ fm_status fm_dense_expand(const fm_colmask *m, const char *path, const fm_dense_
 /* "bool", "uint8", "int8", "int32", "float32", "float16", "bfloat16". */
 const char *fm_dense_dtype_name(fm_dtype t);
 fm_status fm_dense_dtype_parse(const char *name, fm_dtype *out, fm_err *err);
-
-/* Like fm_colmask_load_npy, but first tells a dense mask (or any array that
- * cannot be an interval file) apart and says so in one line. */
-fm_status fm_interval_file_load(const char *path, int causal, int64_t sq, fm_colmask **out,
-                                fm_err *err);
 
 #ifdef __cplusplus
 }

@@ -214,7 +214,8 @@ static fm_status parse_path(ctx *c, const yaml_node_t *n, const char *key, const
 
 static fm_status parse_mask(ctx *c, const yaml_node_t *n, const char *dir, fm_scn_mask *m) {
   static const char *const known[] = {"family", "params", "intervals", "dense", "causal",
-                                      "masked_true", "seqlen", "br", "bc", "samples", "draws"};
+                                      "masked_true", "seqlen", "br", "bc", "samples", "draws",
+                                      "strict"};
   memset(m, 0, sizeof *m);
   m->line = line_of(n);
   if (n->type != YAML_MAPPING_NODE) return bad(c, n, "masks", "each entry is a mapping (family: NAME ...)");
@@ -254,6 +255,7 @@ static fm_status parse_mask(ctx *c, const yaml_node_t *n, const char *dir, fm_sc
       st = parse_bool(c, v, ks, &m->causal);
       have_causal = 1;
     } else if (!strcmp(ks, "masked_true")) st = parse_bool(c, v, ks, &m->masked_true);
+    else if (!strcmp(ks, "strict")) st = parse_bool(c, v, ks, &m->strict);
     else if (!strcmp(ks, "seqlen")) st = parse_int_list(c, v, ks, 1, 1 << 30, &m->seqlen);
     else if (!strcmp(ks, "br")) st = parse_int_list(c, v, ks, 1, 65536, &m->br);
     else if (!strcmp(ks, "bc")) st = parse_int_list(c, v, ks, 1, 65536, &m->bc);
@@ -269,6 +271,7 @@ static fm_status parse_mask(ctx *c, const yaml_node_t *n, const char *dir, fm_sc
   if (m->is_intervals && !have_causal)
     return bad(c, n, "intervals", "an interval file needs causal: true or false beside it");
   if (m->nparams && !m->family[0]) return bad(c, n, "params", "parameters belong to a family");
+  if (m->strict && !m->is_intervals) return bad(c, n, "strict", "strict: goes with intervals:");
   return FM_OK;
 }
 

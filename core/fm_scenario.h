@@ -25,6 +25,7 @@
  *       seqlen: 4096                  # per-mask overrides: seqlen, samples, draws, br, bc
  *     - intervals: masks/x.npy        # an interval file (relative to the scenario)
  *       causal: true
+ *       strict: false                 # true: refuse indices above Sq (default: Paddle's reading)
  *     - dense: masks/y.npy            # a dense mask file (converted once)
  *       masked_true: false
  *
@@ -76,6 +77,7 @@ typedef struct fm_scn_mask {
   int nparams;
   char file[4096];              /* dense or interval file, resolved path; "" for a family */
   int is_intervals, causal, masked_true;
+  int strict;                   /* intervals: refuse what Paddle reads leniently */
   fm_int_list seqlen, br, bc, samples; /* n = 0: the scenario's value */
   int64_t draws;                /* 0: the scenario's value */
 } fm_scn_mask;

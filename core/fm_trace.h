@@ -1,4 +1,4 @@
-/* fm_trace.h — trace folders (DESIGN.md "Output").
+/* fm_trace.h — trace folders (docs/DESIGN.md, "Traces").
  *
  * A trace is a folder: summary.json (format "fmsim-trace", FM_TRACE_VERSION),
  * tiles.npy (uint8 [sets, Tr, Tc], FM_TILE_* by the min/max rule),

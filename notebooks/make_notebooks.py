@@ -145,7 +145,8 @@ NOTEBOOKS = {
     "04-checking-a-custom-mask.ipynb": [
         ("md", "# Checking a custom mask\n\nAn engineer has a dense mask and asks whether FlashMask can run "
                "it. Here: the document-packing mask a linear-RNN proposal writes as `LTS_j = j, LTE_j = "
-               "next boundary` (FAMILIES.md warns it masks the diagonal), next to the right one. The "
+               "next boundary` (docs/FAMILIES.md, \"Known traps\", warns it masks the diagonal), "
+               "next to the right one. The "
                "masks and `fmsim check --json` reports were written by the test harness "
                "(`tests/run_notebooks.py`) into `FMSIM_OUT/check/`."),
         ("code", COMMON),

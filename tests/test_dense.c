@@ -325,7 +325,7 @@ Test(dense, families_fit_their_form_and_convert_back) {
     if (strcmp(fam->form, "-") != 0) {
       fm_err err;
       cr_assert_eq(fm_form_parse(fam->form, &stated, &err), FM_OK);
-      cr_assert(r->fit & (1u << stated), "%s: form %s of FAMILIES.md does not hold it", fam->name, fam->form);
+      cr_assert(r->fit & (1u << stated), "%s: form %s of docs/FAMILIES.md does not hold it", fam->name, fam->form);
       cr_assert_leq(r->form, stated, "%s: found %s, larger than %s", fam->name, fm_form_name(r->form), fam->form);
     }
     cr_assert_eq(r->fit, e.fit, "%s: fit %x, brute force %x", fam->name, r->fit, e.fit);
@@ -710,8 +710,9 @@ Test(dense, scan_api_matches_file) {
   free(d.m);
 }
 
-/* FAMILIES.md: LTS_j = j, LTE_j = end(doc(j)) for a causal document mask masks
- * the diagonal; the checker must say so, on the interval file and densely. */
+/* docs/FAMILIES.md, "Known traps": LTS_j = j, LTE_j = end(doc(j)) for a causal
+ * document mask masks the diagonal; the checker must say so, on the interval
+ * file and densely. */
 Test(dense, masked_diagonal_trap) {
   const int32_t S = 30, ends[3] = {12, 21, 30};
   fm_colmask *wrong = NULL;
@@ -845,16 +846,16 @@ Test(dense, bad_inputs) {
   expect_bad(args, 2, "bidir-4", out);
   snprintf(args, sizeof args, "check --intervals \"%s\" --causal", p);
   expect_bad(args, 2, "bidir-4", NULL);
-  /* an out-of-range interval: invalid content */
+  /* an out-of-range interval: invalid content under --strict (Paddle reads it as Sq) */
   snprintf(p, sizeof p, "%s", tmp("bad_range.npy"));
   {
     int32_t v[8] = {3, 0, 9, 2, 40, 1, 5, 5}; /* [1, 1, 4, 2] bidir-2: LTS=40 > Sq */
     int64_t shape[4] = {1, 1, 4, 2};
     cr_assert_eq(fm_npy_save(p, FM_DT_I32, 4, shape, v, &err), FM_OK);
   }
-  snprintf(args, sizeof args, "check --intervals \"%s\" --bidir", p);
+  snprintf(args, sizeof args, "check --intervals \"%s\" --bidir --strict", p);
   expect_bad(args, 1, "outside", NULL);
-  snprintf(args, sizeof args, "expand \"%s\" --bidir -o \"%s\"", p, out);
+  snprintf(args, sizeof args, "expand \"%s\" --bidir --strict -o \"%s\"", p, out);
   expect_bad(args, 2, "outside", out);
   /* unwritable output paths */
   snprintf(args, sizeof args, "convert \"%s\" -o /nonexistent_fmsim_dir/x.npy", good);

@@ -1,4 +1,4 @@
-/* viz.h — fmsim's viewer and figures (DESIGN.md "Viewer and figures").
+/* viz.h — fmsim's viewer and figures (docs/DESIGN.md, "Viewer and figures").
  *
  * Three parts, kept apart so that each can be tested alone:
  *   viz_state           plain data: which mask, tile size, layers, the view
@@ -182,6 +182,7 @@ typedef struct viz_scene_opts {
   const char *path;       /* TRACE_DIR, MASK.npy (bool/uint8) or INTERVALS.npy (int32/int64); NULL: families */
   int causal;             /* INTERVALS.npy: the intervals are of a causal mask */
   int true_masked;        /* MASK.npy: true means masked (default: true means may attend) */
+  int strict;             /* INTERVALS.npy: refuse what Paddle reads leniently (fm_intervals_io.h) */
   int64_t batch, heads;   /* families: B and H (per-head families draw B*H masks) */
   const char *param_family; /* the family the params below belong to */
   const char *const *params;
@@ -195,6 +196,9 @@ typedef struct viz_scene_opts {
  * trace). The caller owns *out (viz_scene_destroy). */
 fm_status viz_scene_create(const viz_scene_opts *o, viz_state *s, viz_scene **out, fm_err *err);
 void viz_scene_destroy(viz_scene *sc); /* NULL is a no-op */
+/* One line saying what reading an interval file as Paddle does changed
+ * (fm_intervals_note), "" when nothing; owned by the scene. */
+const char *viz_scene_note(const viz_scene *sc);
 
 /* Brings the scene up to date with *s, rebuilding only what changed, and
  * writes s->facts (resetting the view when the mask extent changed). On

@@ -13,7 +13,7 @@
 
 fm_status viz_draw_gallery(cairo_t *cr, double w, double h, void *ctx, fm_err *err) {
   const viz_gallery_opts *o = ctx;
-  const int cols = 4, nfam = fm_family_count(), rows = (nfam + cols - 1) / cols;
+  const int cols = 4, nfam = FM_PAPER_NFAMILIES, rows = (nfam + cols - 1) / cols;
   double font = fmax(8.0, fmin(22.0, 14.0 * fmin(w / 1600.0, h / 1300.0)));
   double margin = round(1.2 * font), top = round(3.2 * font), bottom = round(3.0 * font);
   double cell_w = (w - 2 * margin) / cols, cell_h = (h - top - bottom) / rows;

@@ -32,8 +32,8 @@ fm_status viz_scene_create(const viz_scene_opts *o, viz_state *s, viz_scene **ou
   }
   sc->have_samples = 1;
   if (o->path) {
-    st = viz_load_source(o->path, o->causal, o->true_masked, &sc->trace, &sc->has_trace,
-                         &sc->file_mask, &sc->file_kind, err);
+    st = viz_load_source(o->path, o->causal, o->true_masked, o->strict, &sc->trace,
+                         &sc->has_trace, &sc->file_mask, &sc->file_kind, &sc->note, err);
     if (st != FM_OK) {
       viz_scene_destroy(sc);
       return st;
@@ -58,6 +58,8 @@ fm_status viz_scene_create(const viz_scene_opts *o, viz_state *s, viz_scene **ou
   *out = sc;
   return FM_OK;
 }
+
+const char *viz_scene_note(const viz_scene *sc) { return sc->note.text; }
 
 void viz_scene_destroy(viz_scene *sc) {
   if (!sc) return;
