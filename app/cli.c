@@ -34,6 +34,66 @@ int cli_causal_flag(const char *cmd, int is_causal, int *causal) {
   return 0;
 }
 
+void cli_getopt_reset(void) {
+  opterr = 0;
+  optind = 1;
+}
+
+/* Calls one(token) for each comma-separated token of text; counts them. */
+static int each_token(const char *cmd, const char *opt, const char *text, int max, int *n,
+                      int (*one)(const char *tok, int i, void *arg), void *arg) {
+  char buf[1024];
+  if (strlen(text) >= sizeof buf) {
+    cli_error(cmd, "%s: list too long", opt);
+    return -1;
+  }
+  snprintf(buf, sizeof buf, "%s", text);
+  *n = 0;
+  for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+    if (*n == max) {
+      cli_error(cmd, "%s: at most %d values", opt, max);
+      return -1;
+    }
+    if (one(tok, (*n)++, arg)) return -1;
+  }
+  if (*n == 0) {
+    cli_error(cmd, "%s: empty list", opt);
+    return -1;
+  }
+  return 0;
+}
+
+typedef struct list_arg {
+  const char *cmd, *opt;
+  int64_t lo, hi, *out;
+  fm_kernel_id *kernels;
+} list_arg;
+
+static int one_int(const char *tok, int i, void *arg) {
+  list_arg *a = arg;
+  return cli_int(a->cmd, a->opt, tok, a->lo, a->hi, &a->out[i]);
+}
+
+int cli_int_list(const char *cmd, const char *opt, const char *text, int64_t lo, int64_t hi,
+                 int64_t *out, int *n, int max) {
+  list_arg a = {.cmd = cmd, .opt = opt, .lo = lo, .hi = hi, .out = out};
+  return each_token(cmd, opt, text, max, n, one_int, &a);
+}
+
+static int one_kernel(const char *tok, int i, void *arg) {
+  list_arg *a = arg;
+  fm_err err;
+  if (fm_kernel_parse(tok, &a->kernels[i], &err) == FM_OK) return 0;
+  cli_error(a->cmd, "%s: %s", a->opt, err.msg);
+  return -1;
+}
+
+int cli_kernels(const char *cmd, const char *opt, const char *text, fm_kernel_id *out, int *n,
+                int max) {
+  list_arg a = {.cmd = cmd, .opt = opt, .kernels = out};
+  return each_token(cmd, opt, text, max, n, one_kernel, &a);
+}
+
 int cli_int(const char *cmd, const char *opt, const char *text, int64_t lo, int64_t hi,
             int64_t *out) {
   char *end;

@@ -7,6 +7,7 @@
 
 #include "fm_colmask.h"
 #include "fm_families.h"
+#include "fm_kernels.h"
 #include "fm_samples.h"
 
 /* Exit codes of every subcommand. */
@@ -32,9 +33,20 @@ int cli_bad_option(const char *cmd, int opt, char *const argv[]);
  * both given is a usage error (printed). 0 on success. */
 int cli_causal_flag(const char *cmd, int is_causal, int *causal);
 
+/* Resets getopt for a command's parse (each command parses argv from 1). */
+void cli_getopt_reset(void);
+
 /* Strict integer parsing: the whole string, in [lo, hi]. Prints the error. */
 int cli_int(const char *cmd, const char *opt, const char *text, int64_t lo, int64_t hi,
             int64_t *out);
+
+/* A comma list of integers in [lo, hi], at most max of them. Prints the error. */
+int cli_int_list(const char *cmd, const char *opt, const char *text, int64_t lo, int64_t hi,
+                 int64_t *out, int *n, int max);
+
+/* A comma list of kernels (sm80, sm90, auto: fm_kernel_parse), at most max. */
+int cli_kernels(const char *cmd, const char *opt, const char *text, fm_kernel_id *out, int *n,
+                int max);
 
 /* Options that pick a family mask; defaults: S = 8192, Br = Bc = 128, B = H = 1. */
 typedef struct cli_mask_opts {
@@ -59,15 +71,18 @@ void cli_mask_opts_init(cli_mask_opts *o);
       {"bc", required_argument, 0, 1002}, {"batch", required_argument, 0, 'b'},              \
       {"heads", required_argument, 0, 'H'}, {"param", required_argument, 0, 'p'},            \
       {"seed", required_argument, 0, 1003}, {"samples", required_argument, 0, 1004}
-#define CLI_MASK_HELP                                                                         \
+#define CLI_MASK_SOURCE_HELP                                                                  \
   "  --family NAME        mask family (fmsim families lists them)\n"                         \
   "  --seqlen S           sequence length, Sq = Sk (default 8192)\n"                          \
-  "  --sample K           K-th (0-based) document sample of S from the sample file\n"         \
-  "  --br N --bc N        tile rows x key columns (default 128 x 128)\n"                      \
+  "  --sample K           K-th (0-based) document sample of S from the sample file\n"
+#define CLI_MASK_REST_HELP                                                                    \
   "  --batch B --heads H  batch and heads (per-head families draw B*H masks; default 1)\n"   \
   "  --param k=v          a family parameter (repeatable; see fmsim families)\n"              \
   "  --seed N             seed of every random draw (default 0)\n"                            \
   "  --samples FILE       document samples in the paper's format (default: built in)\n"
+#define CLI_MASK_HELP                                                                         \
+  CLI_MASK_SOURCE_HELP "  --br N --bc N        tile rows x key columns (default 128 x 128)\n" \
+      CLI_MASK_REST_HELP
 int cli_mask_opt(const char *cmd, cli_mask_opts *o, int opt, const char *arg);
 
 /* Loads the samples and builds the family mask; the message goes to err. */

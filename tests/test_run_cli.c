@@ -9,6 +9,7 @@
 
 #include "fm_cost.h"
 #include "fm_families.h"
+#include "fm_kernels.h"
 #include "fm_npy.h"
 #include "fm_test_util.h"
 #include "fm_tiles.h"
@@ -191,28 +192,62 @@ Test(run_cli, bench_export_only_writes_the_masks_for_the_peer) {
   fmt_run(&res, args);
   cr_assert_eq(res.status, 0, "%s", res.err);
   cr_assert(strstr(res.out, "random_eviction"), "%s", res.out);
-  snprintf(path, sizeof path, "%s/masks/index.json", dir);
+  /* the index the peer reads: one row per case, naming its interval vectors */
+  snprintf(path, sizeof path, "%s/paper-kernel-table/index.json", dir);
   fmt_slurp(path, text, sizeof text);
-  cr_assert(strstr(text, "\"id\": \"document_S512_hd128\""), "%s", text);
-  cr_assert(strstr(text, "\"columns\": \"random_eviction_S256_hd128.npy\""), "%s", text);
+  cr_assert(strstr(text, "\"id\": \"m01-document-S512-D128-128x128\""), "%s", text);
+  cr_assert(strstr(text, "\"columns\": \"cases/m02-random_eviction-S256-D128-128x128/columns.npy\""),
+            "%s", text);
+  const char *keys[] = {"\"batch\": 4", "\"heads\": 2", "\"mask_nb\": 4", "\"mask_nh\": 2",
+                        "\"causal\": true", "\"sparsity_128\"", "\"kernels\""};
+  for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++)
+    cr_assert(strstr(text, keys[k]), "missing %s in\n%s", keys[k], text);
   fm_npy_header h;
-  char name[128];
   /* random eviction at S = 256: B = 4, H = 2 per-head sets */
-  snprintf(name, sizeof name, "masks/random_eviction_S256_hd128.npy");
-  int32_t *v = load(dir, name, &h);
+  int32_t *v = load(dir, "paper-kernel-table/cases/m02-random_eviction-S256-D128-128x128/columns.npy", &h);
   cr_assert(h.dtype == FM_DT_I32 && h.ndim == 4 && h.shape[0] == 4 && h.shape[1] == 2 &&
             h.shape[2] == 256 && h.shape[3] == 4);
   free(v);
-  v = load(dir, "masks/document_S512_hd128.npy", &h);
+  v = load(dir, "paper-kernel-table/cases/m01-document-S512-D128-128x128/columns.npy", &h);
   cr_assert(h.shape[0] == 1 && h.shape[1] == 1 && h.shape[2] == 512);
   free(v);
-  snprintf(path, sizeof path, "%s/summary.json", dir);
+  snprintf(path, sizeof path, "%s/paper-kernel-table/run.json", dir);
   fmt_slurp(path, text, sizeof text);
-  cr_assert(strstr(text, "\"kind\": \"bench\"") && strstr(text, "\"complete\": true") &&
-            strstr(text, "\"device\": \"cpu-simulation\""));
-  cr_assert(strstr(text, "\"rho_128\""));
+  cr_assert(strstr(text, "\"format\": \"fmsim-scenario-run\"") &&
+            strstr(text, "\"device\": \"cpu-simulation\"") &&
+            strstr(text, "\"device_note\": \"--export-only\""), "%s", text);
   snprintf(path, sizeof path, "%s/table.txt", dir);
   cr_assert(exists(path));
+  snprintf(path, sizeof path, "%s/sparsity-sweep", dir);
+  cr_assert(!exists(path), "no sweep without times");
+}
+
+/* The model of --export-only uses each kernel's own tile from the registry,
+ * a column group per kernel when several are asked for. */
+Test(run_cli, bench_kernels_side_by_side_with_their_own_tiles) {
+  char dir[512], args[1024], path[700], text[65536];
+  tmpdir(dir, sizeof dir, "bench_kern");
+  snprintf(args, sizeof args,
+           "bench --export-only --seqlens 512 --tokens 1024 --hidden 256 --head-dims 64 "
+           "--families causal --kernel sm90,sm80 --out %s", dir);
+  fmt_run(&res, args);
+  cr_assert_eq(res.status, 0, "%s", res.err);
+  cr_assert(strstr(res.out, "sm90 ms") && strstr(res.out, "sm80 ms") &&
+            strstr(res.out, "sm90 / sm80 time"), "%s", res.out);
+  snprintf(path, sizeof path, "%s/paper-kernel-table/index.json", dir);
+  fmt_slurp(path, text, sizeof text);
+  const fm_kernel_id ids[2] = {FM_KERNEL_SM90, FM_KERNEL_SM80};
+  const char *at = text;
+  for (int k = 0; k < 2; k++) {
+    int32_t br, bc;
+    cr_assert_eq(fm_kernel_tile_size(ids[k], 64, &br, &bc, NULL), FM_OK);
+    char want[128];
+    snprintf(want, sizeof want, "\"kernel\": \"%s\",\n        \"br\": %d,\n        \"bc\": %d",
+             fm_kernel_get(ids[k])->name, br, bc);
+    const char *hit = strstr(at, want);
+    cr_assert(hit, "missing %s in\n%s", want, text);
+    at = hit;
+  }
 }
 
 Test(run_cli, bench_bad_inputs_write_nothing) {

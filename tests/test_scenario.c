@@ -76,7 +76,7 @@ Test(scenario, cases_expand_as_written) {
   cr_assert_eq(c[8].sample, 0);
   cr_assert_eq(c[9].sample, 2);
   cr_assert_eq(c[17].seed, 2);
-  cr_assert_str_eq(s->masks[1].params[0], "docs=4000,4192");
+  cr_assert_str_eq(fm_scn_param(s, &s->masks[1], 0), "docs=4000,4192");
   for (int i = 0; i < n; i++)
     for (int k = 0; k < i; k++) cr_assert_str_neq(c[i].id, c[k].id, "case ids are unique");
   free(c);
