@@ -13,7 +13,7 @@
 
 typedef struct rpt_table {
   char name[48];             /* file stem of its exports: NAME.csv, NAME.tex */
-  char title[200];           /* caption of the LaTeX table */
+  char title[600];           /* caption of the LaTeX table */
   int ncols;
   char cols[RPT_MAX_COLS][48];
   char **cells;              /* nrows * ncols strings, owned */
