@@ -282,3 +282,85 @@ Test(run_cli, bench_bad_inputs_write_nothing) {
     cr_assert(!exists(dir));
   }
 }
+
+/* --kernel picks the registry's kernel, and with it the tile of the trace;
+ * without --br/--bc and without a GPU, auto is the reference GPU's kernel. */
+Test(run_cli, kernel_option_sets_the_tile_from_the_registry) {
+  char dir[512], args[1024], path[700], summary[32768];
+  tmpdir(dir, sizeof dir, "run_kernel");
+  fm_kernel_id ref;
+  cr_assert_eq(fm_kernel_auto(-1, -1, &ref, NULL), FM_OK);
+  const struct {
+    const char *flag;
+    fm_kernel_id id;
+    int hd;
+  } runs[] = {{"", ref, 128}, {"--kernel sm80", FM_KERNEL_SM80, 128},
+              {"--kernel sm80", FM_KERNEL_SM80, 64}, {"--kernel sm90", FM_KERNEL_SM90, 64},
+              {"--kernel auto", ref, 64}};
+  for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+    snprintf(args, sizeof args, "run --family causal --seqlen 1000 --cpu --head-dim %d %s --out %s",
+             runs[i].hd, runs[i].flag, dir);
+    fmt_run(&res, args);
+    cr_assert_eq(res.status, 0, "%s: %s", args, res.err);
+    int32_t br, bc;
+    cr_assert_eq(fm_kernel_tile_size(runs[i].id, runs[i].hd, &br, &bc, NULL), FM_OK);
+    snprintf(path, sizeof path, "%s/summary.json", dir);
+    fmt_slurp(path, summary, sizeof summary);
+    char want[64];
+    snprintf(want, sizeof want, "\"br\": %d,\n    \"bc\": %d,", br, bc);
+    cr_assert(strstr(summary, want), "%s: want %s in\n%s", args, want, summary);
+    snprintf(want, sizeof want, "tiles %d x %d", br, bc);
+    cr_assert(strstr(res.out, want), "%s: %s", args, res.out);
+    snprintf(want, sizeof want, "of kernel %s", fm_kernel_get(runs[i].id)->name);
+    cr_assert(strstr(res.err, want), "%s: %s", args, res.err);
+  }
+}
+
+Test(run_cli, help_states_the_true_tile_defaults) {
+  fmt_run(&res, "run --help");
+  cr_assert_eq(res.status, 0);
+  cr_assert(!strstr(res.out, "default 128 x 128"), "%s", res.out);
+  for (int k = 0; k < FM_NKERNELS; k++) {
+    const fm_kernel_desc *d = fm_kernel_get((fm_kernel_id)k);
+    char want[96];
+    snprintf(want, sizeof want, "%s %d x %d at D=%d", d->name, d->tiles[0].br, d->tiles[0].bc,
+             d->tiles[0].head_dim);
+    cr_assert(strstr(res.out, want), "run --help lacks '%s':\n%s", want, res.out);
+  }
+  cr_assert(strstr(res.out, "--kernel K") && strstr(res.out, "default auto"), "%s", res.out);
+}
+
+Test(run_cli, kernel_and_form_errors) {
+  char dir[512], a[1024];
+  tmpdir(dir, sizeof dir, "run_kbad");
+  snprintf(a, sizeof a, "run --family causal --seqlen 256 --cpu --kernel sm70 --out %s", dir);
+  expect_error(a, 2, "--kernel: unknown kernel 'sm70' (expected sm80, sm90 or auto)", dir);
+  snprintf(a, sizeof a, "run --family causal --seqlen 256 --cpu --kernel sm80,sm90 --out %s", dir);
+  expect_error(a, 2, "--kernel: one kernel for one mask", dir);
+  snprintf(a, sizeof a, "run %s/../scenarios/teaching-tour.yaml --seqlen 64 --out %s",
+           FM_TEST_SOURCE_DIR, dir);
+  expect_error(a, 2, "option '--seqlen' is for one mask (--family)", dir);
+  snprintf(a, sizeof a, "run --family causal --cpu --only 'x*' --out %s", dir);
+  expect_error(a, 2, "--only selects cases of a scenario file", dir);
+}
+
+/* A scenario file takes --kernel (its kernel: key) and --cpu. */
+Test(run_cli, scenario_file_takes_kernel_and_cpu) {
+  char dir[512], a[1024], path[700], text[65536];
+  tmpdir(dir, sizeof dir, "run_scn_kernel");
+  snprintf(a, sizeof a, "run %s/../scenarios/sparsity-sweep.yaml --only 'm00-*-r0' --kernel sm80 --cpu "
+           "--out %s", FM_TEST_SOURCE_DIR, dir);
+  fmt_run(&res, a);
+  cr_assert_eq(res.status, 0, "%s", res.err);
+  snprintf(path, sizeof path, "%s/run.json", dir);
+  fmt_slurp(path, text, sizeof text);
+  cr_assert(strstr(text, "\"kernels\": [\n      \"sm80\"\n    ]") && strstr(text, "\"device_note\": \"--cpu\""),
+            "%s", text);
+  int32_t br, bc;
+  cr_assert_eq(fm_kernel_tile_size(FM_KERNEL_SM80, 128, &br, &bc, NULL), FM_OK);
+  snprintf(path, sizeof path, "%s/index.json", dir);
+  fmt_slurp(path, text, sizeof text);
+  char want[128];
+  snprintf(want, sizeof want, "\"kernel\": \"sm80\",\n        \"br\": %d,\n        \"bc\": %d", br, bc);
+  cr_assert(strstr(text, want), "%s", text);
+}

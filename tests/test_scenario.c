@@ -506,3 +506,51 @@ Test(scenario, a_killed_runs_leftovers_are_swept_and_a_running_one_locks_the_fol
   cr_assert_eq(system(p), 0);
   unlink(path);
 }
+
+/* ---- the report ----------------------------------------------------------------------------- */
+
+/* report.md leads with the summary; the comparison tables are exported as CSV
+ * and LaTeX, the per-case table goes to CSV only; "higher"/"lower" agree with
+ * the numbers beside them. */
+Test(scenario, report_leads_with_the_summary_and_says_what_its_numbers_say) {
+  char path[512], out[512], args[1200], file[900], report[65536], text[65536];
+  scn_path(path, sizeof path, "paper.yaml");
+  scn_path(out, sizeof out, "paper_out");
+  write_text(path, "name: paper\nseqlen: 32768\nsamples: all\nreport: paper-table\n"
+                   "masks:\n  - family: document\n  - family: causal\n");
+  snprintf(args, sizeof args, "run %s --out %s", path, out);
+  fmt_run(&res, args);
+  cr_assert_eq(res.status, 0, "%s", res.err);
+  snprintf(file, sizeof file, "%s/report.md", out);
+  fmt_slurp(file, report, sizeof report);
+  const char *summary = strstr(report, "## Summary"), *table = strstr(report, "## Block sparsity");
+  cr_assert(summary && table && summary < table, "%s", report);
+  cr_assert(summary == strstr(report, "## "), "the summary is the first section:\n%s", report);
+  cr_assert_null(strstr(report, "| case |"), "no per-case table inline:\n%s", report);
+  cr_assert_null(strstr(report, "sparser"), "%s", report);
+  /* every comparison in words agrees with its numbers */
+  int checked = 0;
+  for (const char *p = strstr(report, "fmsim's rho "); p; p = strstr(p + 1, "fmsim's rho ")) {
+    double mine, paper;
+    char word[16];
+    if (sscanf(p, "fmsim's rho %lf is %15s than the paper's %lf", &mine, word, &paper) != 3) continue;
+    cr_assert_str_eq(word, mine > paper ? "higher" : "lower", "'%.80s'", p);
+    checked++;
+  }
+  cr_assert_gt(checked, 0, "the document mask's difference is said:\n%s", report);
+  /* the exports */
+  snprintf(file, sizeof file, "%s/tables/paper-table.csv", out);
+  fmt_slurp(file, text, sizeof text);
+  cr_assert(!strncmp(text, "family,S=32768 fmsim,paper,fmsim - paper\ndocument,", 50), "%s", text);
+  snprintf(file, sizeof file, "%s/tables/paper-table.tex", out);
+  fmt_slurp(file, text, sizeof text);
+  cr_assert(strstr(text, "\\begin{tabular}{lrrr}") && strstr(text, "document &"), "%s", text);
+  snprintf(file, sizeof file, "%s/tables/cases.csv", out);
+  fmt_slurp(file, text, sizeof text);
+  int lines = 0;
+  for (char *q = text; *q; q++) lines += *q == '\n';
+  cr_assert_eq(lines, 1 + 6, "header + 5 document samples + causal:\n%s", text);
+  snprintf(args, sizeof args, "rm -rf '%s'", out);
+  cr_assert_eq(system(args), 0);
+  unlink(path);
+}
