@@ -3,6 +3,7 @@
  * the case again. One "name\tvalue" line per field of case_row. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -39,16 +40,26 @@ void case_row_clear(case_row *r) {
   }
 }
 
-int case_row_write(FILE *f, const case_row *r) {
-#define S(name) fprintf(f, #name "\t%s\n", r->name);
-#define I(name) fprintf(f, #name "\t%lld\n", (long long)r->name);
-#define D(name) fprintf(f, #name "\t%.17g\n", r->name);
-#define X(kind, name) kind(name)
-  ROW_FIELDS(X)
+/* Every field: its name (the row's key), kind ('S' string, 'I' int64, 'D'
+ * double), place and size. */
+static const struct {
+  const char *name;
+  char kind;
+  size_t off, size;
+} fields[] = {
+#define X(kind, name) {#name, #kind[0], offsetof(case_row, name), sizeof(((case_row *)0)->name)},
+    ROW_FIELDS(X)
 #undef X
-#undef S
-#undef I
-#undef D
+};
+#define NFIELDS ((int)(sizeof fields / sizeof fields[0]))
+
+int case_row_write(FILE *f, const case_row *r) {
+  for (int i = 0; i < NFIELDS; i++) {
+    const char *p = (const char *)r + fields[i].off;
+    if (fields[i].kind == 'S') fprintf(f, "%s\t%s\n", fields[i].name, p);
+    else if (fields[i].kind == 'I') fprintf(f, "%s\t%lld\n", fields[i].name, (long long)*(const int64_t *)p);
+    else fprintf(f, "%s\t%.17g\n", fields[i].name, *(const double *)p);
+  }
   return ferror(f) ? -1 : 0;
 }
 
@@ -57,25 +68,23 @@ int case_row_read(const char *path, case_row *r) {
   if (!f) return -1;
   case_row_clear(r);
   char line[1024];
-  int fields = 0;
+  int found = 0;
   while (fgets(line, sizeof line, f)) {
     char *tab = strchr(line, '\t');
     if (!tab) continue;
     *tab = 0;
-    char *v = tab + 1;
+    char *v = tab + 1, *p;
     v[strcspn(v, "\n")] = 0;
-#define S(name) if (!strcmp(line, #name)) { snprintf(r->name, sizeof r->name, "%s", v); fields++; }
-#define I(name) if (!strcmp(line, #name)) { r->name = strtoll(v, NULL, 10); fields++; }
-#define D(name) if (!strcmp(line, #name)) { r->name = strtod(v, NULL); fields++; }
-#define X(kind, name) kind(name)
-    ROW_FIELDS(X)
-#undef X
-#undef S
-#undef I
-#undef D
+    for (int i = 0; i < NFIELDS; i++) {
+      if (strcmp(line, fields[i].name)) continue;
+      p = (char *)r + fields[i].off;
+      if (fields[i].kind == 'S') snprintf(p, fields[i].size, "%s", v);
+      else if (fields[i].kind == 'I') *(int64_t *)p = strtoll(v, NULL, 10);
+      else *(double *)p = strtod(v, NULL);
+      found++;
+      break;
+    }
   }
   fclose(f);
-#define X(kind, name) +1
-  return fields == 0 ROW_FIELDS(X) ? 0 : -1; /* every field of case_row */
-#undef X
+  return found == NFIELDS ? 0 : -1; /* every field of case_row */
 }

@@ -3,10 +3,12 @@
 #ifndef FM_CLI_H
 #define FM_CLI_H
 
+#include <getopt.h>
 #include <stdint.h>
 
 #include "fm_colmask.h"
 #include "fm_families.h"
+#include "fm_json.h"
 #include "fm_kernels.h"
 #include "fm_samples.h"
 
@@ -35,6 +37,46 @@ int cli_causal_flag(const char *cmd, int is_causal, int *causal);
 
 /* Resets getopt for a command's parse (each command parses argv from 1). */
 void cli_getopt_reset(void);
+
+/* A parser of options several commands share (cli_mask_opt_any,
+ * viz_cli_source_opt_any): 1 taken, 0 not its option, -1 a bad value (printed). */
+typedef int (*cli_shared_opt_fn)(const char *cmd, void *opts, int opt, const char *arg);
+#define CLI_OPT_ERROR (-2)
+/* getopt_long over a command's options: the next option that `shared` (may be
+ * NULL) did not take, -1 at the end, CLI_OPT_ERROR after a bad value (printed). */
+int cli_next_opt(const char *cmd, int argc, char **argv, const char *shortopts,
+                 const struct option *longopts, cli_shared_opt_fn shared, void *opts,
+                 int *longindex);
+
+/* No operand left after the options: 0, else FM_EXIT_USAGE after printing
+ * "unexpected argument" (what, where: the first one left). */
+int cli_no_operands(const char *cmd, int argc, char **argv);
+
+/* The single file operand of check, convert, expand ("a mask file", "an interval
+ * file"): 0 with *path, else FM_EXIT_USAGE after printing what is missing or extra. */
+int cli_one_file(const char *cmd, const char *what, int argc, char **argv, const char **path);
+
+/* --causal, --bidir and --seqlen-q of interval files (check, expand). */
+#define CLI_INTERVAL_LONGOPTS                                                                 \
+  {"causal", no_argument, 0, 'c'}, {"bidir", no_argument, 0, 'B'},                            \
+      {"seqlen-q", required_argument, 0, 'q'}
+typedef struct cli_interval_opts {
+  int causal; /* -1 until --causal or --bidir */
+  int64_t sq; /* --seqlen-q, 0 when not given */
+} cli_interval_opts;
+/* A cli_shared_opt_fn over a cli_interval_opts. */
+int cli_interval_opt(const char *cmd, void *o, int opt, const char *arg);
+
+/* Two integers around sep ("0:1024", "1600x1000"; an 'x' sep takes 'X' too):
+ * 0, or -1 when text is not of that shape. */
+int cli_int_pair(const char *text, char sep, long long *a, long long *b);
+
+/* A command this build lacks: --help/-h prints help() and exits 0; anything
+ * else prints "why" as the error, exit 2. */
+int cli_unavailable(const char *cmd, int argc, char **argv, void (*help)(void), const char *why);
+
+/* Ends the open JSON object, prints the document on stdout, frees it. */
+void cli_print_json(fm_json *j);
 
 /* Strict integer parsing: the whole string, in [lo, hi]. Prints the error. */
 int cli_int(const char *cmd, const char *opt, const char *text, int64_t lo, int64_t hi,
@@ -84,6 +126,7 @@ void cli_mask_opts_init(cli_mask_opts *o);
   CLI_MASK_SOURCE_HELP "  --br N --bc N        tile rows x key columns (default 128 x 128)\n" \
       CLI_MASK_REST_HELP
 int cli_mask_opt(const char *cmd, cli_mask_opts *o, int opt, const char *arg);
+int cli_mask_opt_any(const char *cmd, void *o, int opt, const char *arg); /* a cli_shared_opt_fn */
 
 /* Loads the samples and builds the family mask; the message goes to err. */
 fm_status cli_family_build(const cli_mask_opts *o, fm_colmask **out, fm_family_used *used,

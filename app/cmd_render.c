@@ -61,27 +61,16 @@ static void print_help(void) {
 
 #ifndef FM_HAVE_VIZ
 int cmd_render(int argc, char **argv) {
-  if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
-    print_help();
-    return FM_EXIT_OK;
-  }
-  cli_error("render", "built without cairo: install libcairo2-dev (scripts/install-deps.sh) and rebuild");
-  return FM_EXIT_USAGE;
+  return cli_unavailable("render", argc, argv, print_help,
+                         "built without cairo: install libcairo2-dev (scripts/install-deps.sh) and rebuild");
 }
 #else
 
 /* "A:B" with 0 <= A < B <= limit. */
 static int parse_range(const char *cmd, const char *opt, const char *text, int64_t limit, double *a,
                        double *b) {
-  char *end;
-  long long x = strtoll(text, &end, 10), y = 0;
-  int ok = end != text && *end == ':';
-  if (ok) {
-    const char *q = end + 1;
-    y = strtoll(q, &end, 10);
-    ok = end != q && *end == 0;
-  }
-  if (!ok) {
+  long long x, y;
+  if (cli_int_pair(text, ':', &x, &y)) {
     cli_error(cmd, "%s '%s': expected START:END in tokens, e.g. 0:1024", opt, text);
     return -1;
   }
@@ -98,8 +87,6 @@ int cmd_render(int argc, char **argv) {
   static const struct option longopts[] = {CLI_MASK_LONGOPTS,
                                            VIZ_CLI_SOURCE_LONGOPTS,
                                            {"output", required_argument, 0, 'o'},
-                                           {"layer", required_argument, 0, 'l'},
-                                           {"size", required_argument, 0, 'z'},
                                            {"dpi", required_argument, 0, 'd'},
                                            {"keys", required_argument, 0, 3001},
                                            {"rows", required_argument, 0, 3002},
@@ -112,23 +99,16 @@ int cmd_render(int argc, char **argv) {
                                            {"figure", required_argument, 0, 3009},
                                            {"help", no_argument, 0, 'h'},
                                            {0, 0, 0, 0}};
-  const char *cmd = "render", *out = NULL, *layer = "both", *keys = NULL, *rows = NULL, *figure = NULL;
-  int w = 0, h = 0, no_panel = 0, no_grid = 0, no_hatch = 0, no_text = 0, gallery = 0, opt;
+  const char *cmd = "render", *out = NULL, *keys = NULL, *rows = NULL, *figure = NULL;
+  int no_panel = 0, no_grid = 0, no_hatch = 0, no_text = 0, gallery = 0, opt;
   int64_t dpi = 0, pair = 0;
   viz_cli_source src;
   viz_cli_source_init(&src);
-  opterr = 0;
-  optind = 1;
-  while ((opt = getopt_long(argc, argv, ":o:", longopts, NULL)) != -1) {
-    int r = viz_cli_source_opt(cmd, &src, opt, optarg);
-    if (r < 0) return FM_EXIT_USAGE;
-    if (r > 0) continue;
+  cli_getopt_reset();
+  while ((opt = cli_next_opt(cmd, argc, argv, ":o:", longopts, viz_cli_source_opt_any, &src, NULL)) != -1) {
     switch (opt) {
+    case CLI_OPT_ERROR: return FM_EXIT_USAGE;
     case 'o': out = optarg; break;
-    case 'l': layer = optarg; break;
-    case 'z':
-      if (viz_cli_size(cmd, "--size", optarg, &w, &h)) return FM_EXIT_USAGE;
-      break;
     case 'd':
       if (cli_int(cmd, "--dpi", optarg, 18, 2400, &dpi)) return FM_EXIT_USAGE;
       break;
@@ -147,11 +127,8 @@ int cmd_render(int argc, char **argv) {
     default: return cli_bad_option(cmd, opt, argv);
     }
   }
-  if (optind < argc) src.path = argv[optind++];
-  if (optind < argc) {
-    cli_error(cmd, "unexpected argument '%s' (one source at most)", argv[optind]);
-    return FM_EXIT_USAGE;
-  }
+  if (viz_cli_operand(cmd, &src, argc, argv)) return FM_EXIT_USAGE;
+  int w = src.w, h = src.h;
   if (!out) {
     cli_error(cmd, "-o FILE.{png,svg,pdf} is required");
     return FM_EXIT_USAGE;
@@ -198,18 +175,13 @@ int cmd_render(int argc, char **argv) {
   } else {
     viz_state s;
     viz_state_init(&s, w, h);
-    if (viz_cli_layer(cmd, layer, &s.layers, &s.overlay)) return FM_EXIT_USAGE;
     if (!src.path && !src.mask.family) src.mask.family = "causal_document";
     s.pair = (int32_t)pair;
-    viz_overlay want = s.overlay;
     viz_scene *sc = NULL;
     if (viz_cli_open(cmd, &src, &s, &sc)) return FM_EXIT_USAGE;
     int rc = FM_EXIT_OK;
     if (pair >= s.facts.npairs) {
       cli_error(cmd, "--pair %lld: the mask has %d (batch, head) pairs", (long long)pair, s.facts.npairs);
-      rc = FM_EXIT_USAGE;
-    } else if (want == VIZ_OVERLAY_CYCLES && !s.facts.has_cycles) {
-      cli_error(cmd, "--layer cycles: %s", s.status[0] ? s.status : "no cycles in this source");
       rc = FM_EXIT_USAGE;
     } else if ((keys && parse_range(cmd, "--keys", keys, s.facts.sk, &s.view.x0, &s.view.x1)) ||
                (rows && parse_range(cmd, "--rows", rows, s.facts.sq, &s.view.y0, &s.view.y1))) {

@@ -4,6 +4,7 @@
  * trace), and OUT/run.json (the run: scenario, device, GPU settings). */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -51,76 +52,88 @@ static void write_csv(FILE *f, const case_row *rows, int n) {
   }
 }
 
+/* Members of a JSON object read from a struct: key, kind ('S' string, 'I'
+ * int64, 'D' double, 'B' int64 or int as a boolean, 'b' int, 'C' the case's
+ * columns.npy from its id, '{' an object, '}' its end) and place. */
+typedef struct member {
+  const char *key;
+  char kind;
+  size_t off;
+} member;
+
+static void members_json(fm_json *j, const void *base, const member *m, size_t n) {
+  char columns[300];
+  for (size_t i = 0; i < n; i++) {
+    const char *p = (const char *)base + m[i].off;
+    switch (m[i].kind) {
+    case 'S': fm_json_string(j, m[i].key, p); break;
+    case 'I': fm_json_int(j, m[i].key, *(const int64_t *)p); break;
+    case 'D': fm_json_double(j, m[i].key, *(const double *)p); break;
+    case 'B': fm_json_bool(j, m[i].key, *(const int64_t *)p != 0); break;
+    case 'b': fm_json_bool(j, m[i].key, *(const int *)p != 0); break;
+    case 'C':
+      snprintf(columns, sizeof columns, "cases/%s/columns.npy", p);
+      fm_json_string(j, m[i].key, columns);
+      break;
+    case '{': fm_json_object(j, m[i].key); break;
+    default: fm_json_end(j);
+    }
+  }
+}
+#define NMEMBERS(a) (sizeof a / sizeof a[0])
+
+#define K(key, kind, field) {key, kind, offsetof(run_kernel_rec, field)}
+static const member kernel_members[] = {
+    K("kernel", 'S', kernel), K("br", 'I', br), K("bc", 'I', bc), K("sparsity", 'D', rho),
+    K("flops_paper", 'D', flops), K("source", 'S', source), K("time_ms", 'D', ms),
+    K("tflops", 'D', tflops), K("noskip_ms", 'D', noskip_ms), K("instrumented_ms", 'D', inst_ms),
+};
+static const member traffic_members[] = {
+    K("model_read", 'I', model_read), K("model_write", 'I', model_write),
+    K("model_unique_read", 'I', unique_read), K("model_unique_write", 'I', unique_write),
+    K("dram_read", 'D', dram_read), K("dram_write", 'D', dram_write),
+    K("l2_read_bytes", 'D', l2_read),
+};
+#undef K
+
 static void kernel_json(fm_json *j, const run_kernel_rec *x) {
   fm_json_object(j, NULL);
-  fm_json_string(j, "kernel", x->kernel);
-  fm_json_int(j, "br", x->br);
-  fm_json_int(j, "bc", x->bc);
-  fm_json_double(j, "sparsity", x->rho);
-  fm_json_double(j, "flops_paper", x->flops);
+  members_json(j, x, kernel_members, NMEMBERS(kernel_members));
   fm_json_string(j, "status", x->status[0] ? x->status : "ran");
-  fm_json_string(j, "source", x->source);
-  fm_json_double(j, "time_ms", x->ms);
-  fm_json_double(j, "tflops", x->tflops);
-  fm_json_double(j, "noskip_ms", x->noskip_ms);
   fm_json_double(j, "speedup_skip_over_noskip", x->noskip_ms / x->ms);
   fm_json_double(j, "ideal_speedup", x->rho < 1 ? 1.0 / (1.0 - x->rho) : NAN);
-  fm_json_double(j, "instrumented_ms", x->inst_ms);
   fm_json_double(j, "instrumentation_overhead", x->inst_ms / x->ms - 1.0);
   if (x->class_mismatches >= 0) fm_json_int(j, "class_mismatches", x->class_mismatches);
   else fm_json_null(j, "class_mismatches");
   fm_json_object(j, "traffic");
-  fm_json_int(j, "model_read", x->model_read);
-  fm_json_int(j, "model_write", x->model_write);
-  fm_json_int(j, "model_unique_read", x->unique_read);
-  fm_json_int(j, "model_unique_write", x->unique_write);
-  fm_json_double(j, "dram_read", x->dram_read);
-  fm_json_double(j, "dram_write", x->dram_write);
-  fm_json_double(j, "l2_read_bytes", x->l2_read);
+  members_json(j, x, traffic_members, NMEMBERS(traffic_members));
   fm_json_double(j, "dram_read_over_unique", x->dram_read / (double)x->unique_read);
   fm_json_double(j, "l2_read_over_model", x->l2_read / (double)x->model_read);
   fm_json_end(j);
   fm_json_end(j);
 }
 
+#define F(key, kind, field) {key, kind, offsetof(case_row, field)}
+static const member row_members[] = {
+    F("id", 'S', id), F("trace", 'S', id), F("family", 'S', family), F("params", 'S', params),
+    F("docs_source", 'S', docs_source), F("seqlen", 'I', seqlen), F("head_dim", 'I', head_dim),
+    F("br", 'I', br), F("bc", 'I', bc), F("batch", 'I', batch), F("heads", 'I', heads),
+    F("sets", 'I', sets), F("mask_nb", 'I', mask_nb), F("mask_nh", 'I', mask_nh),
+    F("causal", 'B', causal), F("columns", 'C', id), F("sample", 'I', sample),
+    F("seed", 'I', seed), F("ndocs", 'I', ndocs), F("form", 'S', form),
+    F("tiles_total", 'I', total), F("tiles_masked", 'I', masked),
+    F("tiles_partial", 'I', partial), F("tiles_unmasked", 'I', unmasked),
+    F("sparsity", 'D', rho), F("sparsity_exact", 'D', rho_exact),
+    F("sparsity_128", 'D', rho_128), F("bytes", '{', id), F("dense", 'I', dense_bytes),
+    F("block_mask", 'I', block_mask_bytes), F("intervals", 'I', interval_bytes),
+    F(NULL, '}', id), F("chunk_sparsity", 'D', chunk_rho),
+    F("chunk_boundaries", 'D', chunk_boundaries),
+};
+#undef F
+
 static void row_json(fm_json *j, const case_row *r) {
-  char columns[300];
   fm_json_object(j, NULL);
-  fm_json_string(j, "id", r->id);
-  fm_json_string(j, "trace", r->id[0] ? r->id : NULL);
-  fm_json_string(j, "family", r->family);
-  fm_json_string(j, "params", r->params);
-  fm_json_string(j, "docs_source", r->docs_source);
-  fm_json_int(j, "seqlen", r->seqlen);
-  fm_json_int(j, "head_dim", r->head_dim);
-  fm_json_int(j, "br", r->br);
-  fm_json_int(j, "bc", r->bc);
-  fm_json_int(j, "batch", r->batch);
-  fm_json_int(j, "heads", r->heads);
-  fm_json_int(j, "sets", r->sets);
-  fm_json_int(j, "mask_nb", r->mask_nb);
-  fm_json_int(j, "mask_nh", r->mask_nh);
-  fm_json_bool(j, "causal", (int)r->causal);
-  snprintf(columns, sizeof columns, "cases/%s/columns.npy", r->id);
-  fm_json_string(j, "columns", columns);
-  fm_json_int(j, "sample", r->sample);
-  fm_json_int(j, "seed", r->seed);
-  fm_json_int(j, "ndocs", r->ndocs);
-  fm_json_string(j, "form", r->form);
-  fm_json_int(j, "tiles_total", r->total);
-  fm_json_int(j, "tiles_masked", r->masked);
-  fm_json_int(j, "tiles_partial", r->partial);
-  fm_json_int(j, "tiles_unmasked", r->unmasked);
-  fm_json_double(j, "sparsity", r->rho);
-  fm_json_double(j, "sparsity_exact", r->rho_exact);
-  fm_json_double(j, "sparsity_128", r->rho_128);
-  fm_json_object(j, "bytes");
-  fm_json_int(j, "dense", r->dense_bytes);
-  fm_json_int(j, "block_mask", r->block_mask_bytes);
-  fm_json_int(j, "intervals", r->interval_bytes);
-  fm_json_end(j);
-  fm_json_double(j, "chunk_sparsity", r->chunk_rho);
-  fm_json_double(j, "chunk_boundaries", r->chunk_boundaries);
+  members_json(j, r, row_members, NMEMBERS(row_members));
   if (r->sim_read >= 0) {
     fm_json_object(j, "simulated");
     fm_json_int(j, "bytes_read", r->sim_read);
@@ -146,6 +159,14 @@ static void row_json(fm_json *j, const case_row *r) {
   fm_json_end(j);
 }
 
+#define S_(key, kind, field) {key, kind, offsetof(fm_scenario, field)}
+static const member settings_members[] = {
+    S_("warmup", 'I', warmup), S_("reps", 'I', reps), S_("noskip_reps", 'I', noskip_reps),
+    S_("instrument_reps", 'I', instrument_reps), S_("count_bytes", 'b', count_bytes),
+    S_("cupti", 'b', cupti), S_("tokens", 'I', tokens), S_("hidden", 'I', hidden),
+};
+#undef S_
+
 static void run_json(fm_json *j, runner_ctx *rc, int n) {
   const fm_scenario *s = rc->s;
   const gpu_step *g = rc->gpu;
@@ -164,15 +185,8 @@ static void run_json(fm_json *j, runner_ctx *rc, int n) {
   for (int k = 0; k < g->nkernels; k++) fm_json_string(j, NULL, fm_kernel_get(g->kernel[k])->name);
   fm_json_end(j);
   fm_json_string(j, "variant", fm_variant_name(s->variant));
-  fm_json_int(j, "warmup", s->warmup);
-  fm_json_int(j, "reps", s->reps);
-  fm_json_int(j, "noskip_reps", s->noskip_reps);
-  fm_json_int(j, "instrument_reps", s->instrument_reps);
-  fm_json_bool(j, "count_bytes", s->count_bytes);
-  fm_json_bool(j, "cupti", s->cupti);
+  members_json(j, s, settings_members, NMEMBERS(settings_members));
   fm_json_bool(j, "l2_flushed", 1);
-  fm_json_int(j, "tokens", s->tokens);
-  fm_json_int(j, "hidden", s->hidden);
   fm_json_string(j, "flops", "4*B*H*S*S*D*(1-rho), rho by the min/max rule at the kernel's tile");
   fm_json_string(j, "dtype", "bf16");
   fm_json_end(j);
