@@ -143,6 +143,7 @@ static void fill_row(runner_ctx *rc, const case_work *w, case_row *row) {
   }
   const gpu_step *g = rc->gpu;
   row->nkernels = g->wanted ? g->nkernels : 0;
+  if (g->wanted) runner_gpu_settings(s, row->gpu_settings, sizeof row->gpu_settings);
   for (int k = 0; k < row->nkernels; k++) {
     row->k[k] = w->runs[k].rec;
     row->gpu_ran |= w->runs[k].ran;

@@ -17,7 +17,8 @@
   X(D, k[i].l2_read)
 
 #define ROW_FIELDS(X)                                                                            \
-  X(S, id) X(S, family) X(S, params) X(S, form) X(S, docs_source) X(I, seqlen) X(I, head_dim)     \
+  X(S, id) X(S, family) X(S, params) X(S, form) X(S, docs_source) X(S, gpu_settings)              \
+  X(I, seqlen) X(I, head_dim)                                                                    \
   X(I, br) X(I, bc) X(I, batch) X(I, heads) X(I, sets) X(I, mask_nb) X(I, mask_nh) X(I, causal)    \
   X(I, sample) X(I, seed) X(I, ndocs) X(I, masked) X(I, partial) X(I, unmasked) X(I, total)        \
   X(I, partial_but_masked) X(I, partial_but_unmasked) X(I, dense_bytes) X(I, block_mask_bytes)     \

@@ -391,6 +391,7 @@ int cmd_bench(int argc, char **argv) {
            load_builtin(fm_scenario_sparsity_sweep_text, "sparsity-sweep", w) == 0) {
     int r = parse(argc, argv, o, t, w);
     code = r < 0 ? FM_EXIT_OK : r ? r : bench(o, t, w);
+    gpu_step_shutdown();
   }
   free(t);
   free(w);

@@ -148,12 +148,15 @@ int cmd_render(int argc, char **argv) {
   const viz_figure *fig = figure ? viz_figure_find(figure) : viz_figure_find("tiles");
   if (!fig || (figure && fig->per_case)) {
     char names[200] = "";
-    for (int i = 0; i < viz_figure_count(); i++)
+    for (int i = 0, n = 0; i < viz_figure_count(); i++)
       if (!viz_figure_at(i)->per_case)
-        snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", names[0] ? ", " : "",
+        snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", n++ ? ", " : "",
                  viz_figure_at(i)->name);
-    cli_error(cmd, "--figure '%s': unknown figure (expected %s; a mask source draws without "
-              "--figure)", figure, names);
+    if (fig)
+      cli_error(cmd, "--figure %s is the drawing of a mask source: give --family or a file, "
+                "without --figure", figure);
+    else
+      cli_error(cmd, "--figure '%s': unknown figure (expected one of %s)", figure, names);
     return FM_EXIT_USAGE;
   }
   if (figure && (src.path || src.mask.family)) {

@@ -26,6 +26,7 @@
 #include "fm_json.h"
 #include "fm_kernels.h"
 #include "fm_scenario.h"
+#include "gpu_step.h"
 #include "runner.h"
 
 static const char *cmd = "run";
@@ -333,6 +334,7 @@ int cmd_run(int argc, char **argv) {
                       .single = !o.scenario, .no_gpu_why = o.force_cpu ? "--cpu" : NULL,
                       .json = o.json};
     code = runner_run(s, &ro);
+    gpu_step_shutdown();
   }
   free(s);
   return code;

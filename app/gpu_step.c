@@ -117,12 +117,15 @@ int gpu_step_usable(char *text, int cap) {
 
 void gpu_step_close(gpu_step *g) {
 #ifdef FM_HAVE_GPU_RUN
-  if (g->session) {
-    fm_gpu_session_destroy(g->session);
-    fm_cupti_shutdown();
-  }
+  fm_gpu_session_destroy(g->session);
 #endif
   g->session = NULL;
+}
+
+void gpu_step_shutdown(void) {
+#ifdef FM_HAVE_GPU_RUN
+  fm_cupti_shutdown();
+#endif
 }
 
 void gpu_kernel_run_free(gpu_kernel_run *r) {

@@ -41,6 +41,8 @@ typedef struct gpu_kernel_run {
  * skip_reason / kernel_status, never an error. cases: to size the session. */
 void gpu_step_open(gpu_step *g, runner_ctx *rc, const fm_scn_case *cases, int ncases);
 void gpu_step_close(gpu_step *g);
+/* Flushes and releases CUPTI once the command is done with the GPU (idempotent). */
+void gpu_step_shutdown(void);
 
 /* 1 when this fmsim can time kernels on a device here (text: the device);
  * 0 with the reason in text. */

@@ -344,6 +344,25 @@ static void summary_sweep(FILE *f, const case_row *rows, int n) {
   }
 }
 
+/* The largest length's memory, in the words of its numbers. */
+static void summary_memory(FILE *f, const case_row *rows, int n) {
+  const case_row *big = NULL;
+  char b1[32], b2[32], b3[32];
+  for (int i = 0; i < n; i++)
+    if (!big || rows[i].seqlen > big->seqlen) big = &rows[i];
+  if (!big || big->interval_bytes <= 0) return;
+  fprintf(f, "- At S = %lld (%s): intervals take %s, %.0fx less than a dense bool mask (%s) and "
+             "%.1fx %s than FlexAttention's block mask (%s).\n", (long long)big->seqlen, big->family,
+          cli_bytes(big->interval_bytes, b1, sizeof b1),
+          (double)big->dense_bytes / (double)big->interval_bytes,
+          cli_bytes(big->dense_bytes, b2, sizeof b2),
+          big->block_mask_bytes >= big->interval_bytes
+              ? (double)big->block_mask_bytes / (double)big->interval_bytes
+              : (double)big->interval_bytes / (double)big->block_mask_bytes,
+          big->block_mask_bytes >= big->interval_bytes ? "less" : "more",
+          cli_bytes(big->block_mask_bytes, b3, sizeof b3));
+}
+
 static void summary(FILE *f, runner_ctx *rc, const case_row *rows, int n) {
   const fm_scenario *s = rc->s;
   const gpu_step *g = rc->gpu;
@@ -365,6 +384,7 @@ static void summary(FILE *f, runner_ctx *rc, const case_row *rows, int n) {
                "(bench/h200.sh), not in scenarios.\n");
   if (s->report == FM_SCN_REPORT_PAPER_TABLE) summary_paper(f, rows, n);
   if (s->report == FM_SCN_REPORT_SWEEP) summary_sweep(f, rows, n);
+  if (s->report == FM_SCN_REPORT_MEMORY) summary_memory(f, rows, n);
   if (g->wanted) summary_kernels(f, rows, n);
   fprintf(f, "- Files: traces in `cases/ID/`, the index in `index.csv` and `index.json`, every "
              "table of this report in `tables/` as CSV, LaTeX and text (the per-case table: "

@@ -78,19 +78,30 @@ void rpt_markdown(const rpt_table *t, FILE *f) {
   }
 }
 
+/* A column of numbers (or "-") is right-aligned in text, any other to the left. */
+static int numeric_column(const rpt_table *t, int c) {
+  for (int r = 0; r < t->nrows; r++) {
+    const char *s = cell(t, r, c);
+    char *end;
+    if (strcmp(s, "-") == 0) continue;
+    strtod(s, &end);
+    if (end == s || (*end && *end != '%' && *end != 'x')) return 0;
+  }
+  return 1;
+}
+
 void rpt_text(const rpt_table *t, FILE *f) {
-  int width[RPT_MAX_COLS];
+  int width[RPT_MAX_COLS], right[RPT_MAX_COLS];
   for (int c = 0; c < t->ncols; c++) {
     width[c] = (int)strlen(t->cols[c]);
+    right[c] = numeric_column(t, c);
     for (int r = 0; r < t->nrows; r++)
       if ((int)strlen(cell(t, r, c)) > width[c]) width[c] = (int)strlen(cell(t, r, c));
   }
   for (int r = -1; r < t->nrows; r++) {
     for (int c = 0; c < t->ncols; c++) {
       const char *s = r < 0 ? t->cols[c] : cell(t, r, c);
-      /* the first column (names) to the left, numbers to the right */
-      if (c == 0) fprintf(f, "%-*s", width[c], s);
-      else fprintf(f, "  %*s", width[c], s);
+      fprintf(f, "%s%*s", c ? "  " : "", right[c] ? width[c] : -width[c], s);
     }
     fputc('\n', f);
   }

@@ -208,8 +208,15 @@ static void sweep_stale(runner_ctx *rc) {
   if (d) closedir(d);
 }
 
+void runner_gpu_settings(const fm_scenario *s, char *buf, size_t cap) {
+  snprintf(buf, cap, "variant %s, warmup %lld, reps %lld, noskip %lld, instrumented %lld, "
+           "counted %d, cupti %d", fm_variant_name(s->variant), (long long)s->warmup,
+           (long long)s->reps, (long long)s->noskip_reps, (long long)s->instrument_reps,
+           s->count_bytes, s->cupti);
+}
+
 /* A finished case is reused unless this run could add to it: kernels timed
- * where it has none, or other kernels. */
+ * where it has none, other kernels, or other settings. */
 static int reusable(runner_ctx *rc, const char *dir, case_row *row) {
   char path[4800];
   snprintf(path, sizeof path, "%s/row.tsv", dir);
@@ -218,7 +225,10 @@ static int reusable(runner_ctx *rc, const char *dir, case_row *row) {
   if (row->nkernels != (g->wanted ? g->nkernels : 0)) return 0;
   for (int k = 0; k < row->nkernels; k++)
     if (strcmp(row->k[k].kernel, fm_kernel_get(g->kernel[k])->name)) return 0;
-  return !g->wanted || g->skip_reason[0] || row->gpu_ran;
+  if (!g->wanted || g->skip_reason[0]) return 1;
+  char settings[sizeof row->gpu_settings];
+  runner_gpu_settings(rc->s, settings, sizeof settings);
+  return row->gpu_ran && !strcmp(row->gpu_settings, settings);
 }
 
 static void progress(const char *cmd, int done, int total, const char *id, double elapsed, int tty) {

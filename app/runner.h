@@ -53,6 +53,7 @@ typedef struct run_kernel_rec {
 /* What the index and the reports know of a case; persisted as row.tsv. */
 typedef struct case_row {
   char id[256], family[64], params[512], form[16], steps[128], docs_source[160];
+  char gpu_settings[96]; /* the GPU step's settings the kernels ran with (resume compares them) */
   int64_t seqlen, head_dim, br, bc, batch, heads, sets, mask_nb, mask_nh, causal;
   int64_t sample, seed, ndocs;
   int64_t masked, partial, unmasked, total;
@@ -114,6 +115,9 @@ typedef struct runner_ctx {
   char where[4200];    /* scratch for error prefixes */
   char label[300];
 } runner_ctx;
+
+/* The GPU step's settings as a row records them ("" without a GPU step). */
+void runner_gpu_settings(const fm_scenario *s, char *buf, size_t cap);
 
 /* A case's sequence length (a file mask's from its header) and vector sets
  * (B*H for per-head families and files that hold them, else 1). */
