@@ -160,10 +160,10 @@ static int write_gpu_json(runner_ctx *rc, const case_work *w, const char *dir) {
   fm_json j;
   fm_json_init(&j, 1);
   fm_json_object(&j, NULL);
-  fm_json_string(&j, "format", FM_TRACE_FORMAT);
-  fm_json_int(&j, "version", FM_TRACE_VERSION);
   fm_json_string(&j, "kind", "gpu");
   fm_json_string(&j, "case", w->c->id);
+  fm_json_string(&j, "format", FM_TRACE_FORMAT);
+  fm_json_int(&j, "version", FM_TRACE_VERSION);
   fm_json_array(&j, "kernels");
   for (int k = 0; k < g->nkernels; k++) {
     const gpu_kernel_run *r = &w->runs[k];

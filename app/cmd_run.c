@@ -71,15 +71,14 @@ static const char *help_tail =
 
 static void print_help(void) {
   fputs(help_head, stdout);
-  printf("  --br N --bc N        tile rows x key columns (default: the kernel's tile:");
+  printf("  --br N --bc N        tile rows x key columns (default: the kernel's own tile,\n");
   for (int k = 0; k < FM_NKERNELS; k++) {
     const fm_kernel_desc *d = fm_kernel_get((fm_kernel_id)k);
-    printf("%s %s", k ? ";" : "", d->name);
+    printf("                       %s:", d->name);
     for (int t = 0; t < d->ntiles; t++)
       printf(" %d x %d at D=%d%s", d->tiles[t].br, d->tiles[t].bc, d->tiles[t].head_dim,
-             t + 1 < d->ntiles ? "," : "");
+             t + 1 < d->ntiles ? "," : k + 1 < FM_NKERNELS ? "\n" : ")\n");
   }
-  printf(")\n");
   fputs(help_tail, stdout);
 }
 

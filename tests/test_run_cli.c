@@ -5,6 +5,7 @@
  * reach it use tiny problems and accept either outcome. */
 #include <criterion/criterion.h>
 #include <dirent.h>
+#include <stdarg.h>
 #include <sys/stat.h>
 
 #include "fm_cost.h"
@@ -183,14 +184,34 @@ Test(run_cli, bad_inputs_get_one_clear_line_and_write_nothing) {
 #undef BAD
 }
 
-Test(run_cli, bench_export_only_writes_the_masks_for_the_peer) {
-  char dir[512], args[1024], path[700], text[65536];
-  tmpdir(dir, sizeof dir, "bench_exp");
-  snprintf(args, sizeof args,
-           "bench --export-only --seqlens 256,512 --tokens 1024 --hidden 256 "
-           "--families causal,document,random_eviction --out %s", dir);
+/* Runs fmsim with args (a printf format), which must succeed. */
+static void run_ok(const char *fmt, ...) {
+  char args[1600];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(args, sizeof args, fmt, ap);
+  va_end(ap);
   fmt_run(&res, args);
-  cr_assert_eq(res.status, 0, "%s", res.err);
+  cr_assert_eq(res.status, 0, "fmsim %s: %s", args, res.err);
+}
+
+/* The kernel record of kernel id at head dim hd, with its tile, in an index.json. */
+static const char *assert_kernel_tile(const char *text, fm_kernel_id id, int hd) {
+  int32_t br, bc;
+  cr_assert_eq(fm_kernel_tile_size(id, hd, &br, &bc, NULL), FM_OK);
+  char want[128];
+  snprintf(want, sizeof want, "\"kernel\": \"%s\",\n        \"br\": %d,\n        \"bc\": %d",
+           fm_kernel_get(id)->name, br, bc);
+  const char *hit = strstr(text, want);
+  cr_assert(hit, "missing %s in\n%s", want, text);
+  return hit;
+}
+
+Test(run_cli, bench_export_only_writes_the_masks_for_the_peer) {
+  char dir[512], path[700], text[65536];
+  tmpdir(dir, sizeof dir, "bench_exp");
+  run_ok("bench --export-only --seqlens 256,512 --tokens 1024 --hidden 256 "
+         "--families causal,document,random_eviction --out %s", dir);
   cr_assert(strstr(res.out, "random_eviction"), "%s", res.out);
   /* the index the peer reads: one row per case, naming its interval vectors */
   snprintf(path, sizeof path, "%s/paper-kernel-table/index.json", dir);
@@ -225,62 +246,16 @@ Test(run_cli, bench_export_only_writes_the_masks_for_the_peer) {
 /* The model of --export-only uses each kernel's own tile from the registry,
  * a column group per kernel when several are asked for. */
 Test(run_cli, bench_kernels_side_by_side_with_their_own_tiles) {
-  char dir[512], args[1024], path[700], text[65536];
+  char dir[512], path[700], text[65536];
   tmpdir(dir, sizeof dir, "bench_kern");
-  snprintf(args, sizeof args,
-           "bench --export-only --seqlens 512 --tokens 1024 --hidden 256 --head-dims 64 "
-           "--families causal --kernel sm90,sm80 --out %s", dir);
-  fmt_run(&res, args);
-  cr_assert_eq(res.status, 0, "%s", res.err);
+  run_ok("bench --export-only --seqlens 512 --tokens 1024 --hidden 256 --head-dims 64 "
+         "--families causal --kernel sm90,sm80 --out %s", dir);
   cr_assert(strstr(res.out, "sm90 ms") && strstr(res.out, "sm80 ms") &&
             strstr(res.out, "sm90 / sm80 time"), "%s", res.out);
   snprintf(path, sizeof path, "%s/paper-kernel-table/index.json", dir);
   fmt_slurp(path, text, sizeof text);
-  const fm_kernel_id ids[2] = {FM_KERNEL_SM90, FM_KERNEL_SM80};
-  const char *at = text;
-  for (int k = 0; k < 2; k++) {
-    int32_t br, bc;
-    cr_assert_eq(fm_kernel_tile_size(ids[k], 64, &br, &bc, NULL), FM_OK);
-    char want[128];
-    snprintf(want, sizeof want, "\"kernel\": \"%s\",\n        \"br\": %d,\n        \"bc\": %d",
-             fm_kernel_get(ids[k])->name, br, bc);
-    const char *hit = strstr(at, want);
-    cr_assert(hit, "missing %s in\n%s", want, text);
-    at = hit;
-  }
-}
-
-Test(run_cli, bench_bad_inputs_write_nothing) {
-  char dir[512], a[1024];
-  tmpdir(dir, sizeof dir, "bench_bad");
-#define BAD(extra, needle)                                          \
-  do {                                                              \
-    snprintf(a, sizeof a, "bench --export-only " extra " --out %s", dir); \
-    expect_error(a, 2, needle, dir);                                \
-  } while (0)
-  BAD("--head-dims 96", "the kernels support 64 and 128");
-  BAD("--head-dims 128,x", "not an integer");
-  BAD("--seqlens 1000", "must divide --tokens");
-  BAD("--families causal,nosuch", "unknown family 'nosuch'");
-  BAD("--sample 9", "--sample 9 does not exist");
-  BAD("--hidden 100", "not a multiple of head dim");
-  BAD("--reps 0", "--reps");
-  BAD("--what", "unknown option '--what'");
-#undef BAD
-  expect_error("bench --export-only", 2, "--out DIR is required", NULL);
-  snprintf(a, sizeof a, "bench --sweep-seqlen 1000 --out %s", dir);
-  expect_error(a, 2, "--sweep-seqlen 1000 must divide", dir);
-  /* without --export-only: either no GPU (one line, exit 1, nothing written) or a tiny run */
-  snprintf(a, sizeof a, "bench --seqlens 256 --tokens 512 --hidden 256 --families causal "
-           "--warmup 0 --reps 1 --noskip-reps 0 --instrument-reps 0 --no-bytes --sweep-draws 0 "
-           "--out %s", dir);
-  fmt_run(&res, a);
-  if (res.status != 0) {
-    cr_assert_eq(res.status, 1, "%s", res.err);
-    cr_assert_eq(res.err_lines, 1, "%s", res.err);
-    cr_assert(strstr(res.err, "--export-only"), "%s", res.err);
-    cr_assert(!exists(dir));
-  }
+  const char *sm90 = assert_kernel_tile(text, FM_KERNEL_SM90, 64);
+  cr_assert_gt(assert_kernel_tile(text, FM_KERNEL_SM80, 64), sm90, "sm90 first, as asked");
 }
 
 /* --kernel picks the registry's kernel, and with it the tile of the trace;
@@ -323,7 +298,7 @@ Test(run_cli, help_states_the_true_tile_defaults) {
   for (int k = 0; k < FM_NKERNELS; k++) {
     const fm_kernel_desc *d = fm_kernel_get((fm_kernel_id)k);
     char want[96];
-    snprintf(want, sizeof want, "%s %d x %d at D=%d", d->name, d->tiles[0].br, d->tiles[0].bc,
+    snprintf(want, sizeof want, "%s: %d x %d at D=%d", d->name, d->tiles[0].br, d->tiles[0].bc,
              d->tiles[0].head_dim);
     cr_assert(strstr(res.out, want), "run --help lacks '%s':\n%s", want, res.out);
   }
@@ -346,21 +321,15 @@ Test(run_cli, kernel_and_form_errors) {
 
 /* A scenario file takes --kernel (its kernel: key) and --cpu. */
 Test(run_cli, scenario_file_takes_kernel_and_cpu) {
-  char dir[512], a[1024], path[700], text[65536];
+  char dir[512], path[700], text[65536];
   tmpdir(dir, sizeof dir, "run_scn_kernel");
-  snprintf(a, sizeof a, "run %s/../scenarios/sparsity-sweep.yaml --only 'm00-*-r0' --kernel sm80 --cpu "
-           "--out %s", FM_TEST_SOURCE_DIR, dir);
-  fmt_run(&res, a);
-  cr_assert_eq(res.status, 0, "%s", res.err);
+  run_ok("run %s/../scenarios/sparsity-sweep.yaml --only 'm00-*-r0' --kernel sm80 --cpu --out %s",
+         FM_TEST_SOURCE_DIR, dir);
   snprintf(path, sizeof path, "%s/run.json", dir);
   fmt_slurp(path, text, sizeof text);
   cr_assert(strstr(text, "\"kernels\": [\n      \"sm80\"\n    ]") && strstr(text, "\"device_note\": \"--cpu\""),
             "%s", text);
-  int32_t br, bc;
-  cr_assert_eq(fm_kernel_tile_size(FM_KERNEL_SM80, 128, &br, &bc, NULL), FM_OK);
   snprintf(path, sizeof path, "%s/index.json", dir);
   fmt_slurp(path, text, sizeof text);
-  char want[128];
-  snprintf(want, sizeof want, "\"kernel\": \"sm80\",\n        \"br\": %d,\n        \"bc\": %d", br, bc);
-  cr_assert(strstr(text, want), "%s", text);
+  assert_kernel_tile(text, FM_KERNEL_SM80, 128);
 }
