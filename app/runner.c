@@ -367,6 +367,7 @@ static int run_single(runner_ctx *rc, fm_scn_case *c) {
   }
   if (code == FM_EXIT_OK) {
     case_row row;
+    run_stop_sweep(rc->o->out, 0); /* what a killed run left in the trace folder */
     run_stop_case(rc->o->out, 0);
     run_stop_message("fmsim %s: interrupted: no trace written to %s", rc->o->cmd, rc->o->out);
     int r = runner_case(rc, c, rc->o->out, &row);

@@ -258,6 +258,39 @@ Test(run_cli, bench_kernels_side_by_side_with_their_own_tiles) {
   cr_assert_gt(assert_kernel_tile(text, FM_KERNEL_SM80, 64), sm90, "sm90 first, as asked");
 }
 
+Test(run_cli, bench_bad_inputs_write_nothing) {
+  char dir[512], a[1024];
+  tmpdir(dir, sizeof dir, "bench_bad");
+#define BAD(extra, needle)                                          \
+  do {                                                              \
+    snprintf(a, sizeof a, "bench --export-only " extra " --out %s", dir); \
+    expect_error(a, 2, needle, dir);                                \
+  } while (0)
+  BAD("--head-dims 96", "the kernels support 64 and 128");
+  BAD("--head-dims 128,x", "not an integer");
+  BAD("--seqlens 1000", "must divide --tokens");
+  BAD("--families causal,nosuch", "unknown family 'nosuch'");
+  BAD("--sample 9", "--sample 9 does not exist");
+  BAD("--hidden 100", "not a multiple of head dim");
+  BAD("--reps 0", "--reps");
+  BAD("--what", "unknown option '--what'");
+#undef BAD
+  expect_error("bench --export-only", 2, "--out DIR is required", NULL);
+  snprintf(a, sizeof a, "bench --sweep-seqlen 1000 --out %s", dir);
+  expect_error(a, 2, "--sweep-seqlen 1000 must divide", dir);
+  /* without --export-only: either no GPU (one line, exit 1, nothing written) or a tiny run */
+  snprintf(a, sizeof a, "bench --seqlens 256 --tokens 512 --hidden 256 --families causal "
+           "--warmup 0 --reps 1 --noskip-reps 0 --instrument-reps 0 --no-bytes --sweep-draws 0 "
+           "--out %s", dir);
+  fmt_run(&res, a);
+  if (res.status != 0) {
+    cr_assert_eq(res.status, 1, "%s", res.err);
+    cr_assert_eq(res.err_lines, 1, "%s", res.err);
+    cr_assert(strstr(res.err, "--export-only"), "%s", res.err);
+    cr_assert(!exists(dir));
+  }
+}
+
 /* --kernel picks the registry's kernel, and with it the tile of the trace;
  * without --br/--bc and without a GPU, auto is the reference GPU's kernel. */
 Test(run_cli, kernel_option_sets_the_tile_from_the_registry) {
@@ -332,4 +365,27 @@ Test(run_cli, scenario_file_takes_kernel_and_cpu) {
   snprintf(path, sizeof path, "%s/index.json", dir);
   fmt_slurp(path, text, sizeof text);
   assert_kernel_tile(text, FM_KERNEL_SM80, 128);
+}
+
+/* What a killed run left in the trace folder (a staging folder, a temporary
+ * file) is swept by the next run into it. */
+Test(run_cli, a_killed_runs_staging_folder_is_swept) {
+  char dir[512], path[800];
+  tmpdir(dir, sizeof dir, "run_sweep");
+  run_ok("run --family causal --seqlen 256 --cpu --out %s", dir);
+  snprintf(path, sizeof path, "%s/.staging.XyZ123", dir);
+  cr_assert_eq(mkdir(path, 0755), 0);
+  snprintf(path, sizeof path, "%s/.staging.XyZ123/tiles.npy", dir);
+  FILE *f = fopen(path, "w");
+  fputs("partial", f);
+  fclose(f);
+  snprintf(path, sizeof path, "%s/summary.json.tmp.AbC123", dir);
+  f = fopen(path, "w");
+  fclose(f);
+  run_ok("run --family causal --seqlen 256 --cpu --out %s", dir);
+  DIR *d = opendir(dir);
+  struct dirent *e;
+  while ((e = readdir(d)))
+    cr_assert(!strstr(e->d_name, ".staging.") && !strstr(e->d_name, ".tmp."), "left %s", e->d_name);
+  closedir(d);
 }
