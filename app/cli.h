@@ -75,6 +75,12 @@ int cli_int_pair(const char *text, char sep, long long *a, long long *b);
  * else prints "why" as the error, exit 2. */
 int cli_unavailable(const char *cmd, int argc, char **argv, void (*help)(void), const char *why);
 
+/* Scans a dense mask file (fm_dense_check_file) into *res (the caller
+ * destroys it); 0, or FM_EXIT_USAGE after printing the error. */
+struct fm_dense_result;
+int cli_dense_scan(const char *cmd, const char *path, int masked_true, int keep_intervals,
+                   struct fm_dense_result **res);
+
 /* Ends the open JSON object, prints the document on stdout, frees it. */
 void cli_print_json(fm_json *j);
 

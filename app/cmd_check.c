@@ -136,13 +136,8 @@ int cmd_check(int argc, char **argv) {
               "its own shape and causality");
     return FM_EXIT_USAGE;
   }
-  fm_err err;
-  fm_dense_opts o = {.masked_true = masked_true, .keep_intervals = 0};
-  fm_dense_result *res = NULL;
-  if (fm_dense_check_file(path, &o, &res, &err) != FM_OK) {
-    cli_error(cmd, "%s", err.msg);
-    return FM_EXIT_USAGE;
-  }
+  fm_dense_result *res;
+  if (cli_dense_scan(cmd, path, masked_true, 0, &res)) return FM_EXIT_USAGE;
   const fm_dense_report *r = fm_dense_result_report(res);
   if (json) {
     fm_json j;

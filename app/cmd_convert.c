@@ -66,12 +66,8 @@ int cmd_convert(int argc, char **argv) {
   }
   /* before a long scan: can the output be written at all? */
   if (!dense_output_writable(cmd, out)) return FM_EXIT_USAGE;
-  fm_dense_opts o = {.masked_true = masked_true, .keep_intervals = 1};
-  fm_dense_result *res = NULL;
-  if (fm_dense_check_file(path, &o, &res, &err) != FM_OK) {
-    cli_error(cmd, "%s", err.msg);
-    return FM_EXIT_USAGE;
-  }
+  fm_dense_result *res;
+  if (cli_dense_scan(cmd, path, masked_true, 1, &res)) return FM_EXIT_USAGE;
   const fm_dense_report *r = fm_dense_result_report(res);
   fm_colmask *m = NULL;
   fm_status st = fm_dense_result_to_colmask(res, want, &m, &err);
