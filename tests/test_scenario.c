@@ -554,3 +554,64 @@ Test(scenario, report_leads_with_the_summary_and_says_what_its_numbers_say) {
   cr_assert_eq(system(args), 0);
   unlink(path);
 }
+
+/* Rewrites the kernel record of a finished case's row as a GPU run would
+ * have written it: time = 0.5 ms + 2 ms x (1 - rho at the kernel's tile). */
+static void fake_gpu_row(const char *row_path) {
+  char text[16384], out[16384] = "";
+  fmt_slurp(row_path, text, sizeof text);
+  double rho = -1;
+  for (char *l = strtok(text, "\n"); l; l = strtok(NULL, "\n")) {
+    char line[1100];
+    if (!strncmp(l, "k[0].rho\t", 9)) rho = strtod(l + 9, NULL);
+    if (!strncmp(l, "k[0].ms\t", 8)) snprintf(line, sizeof line, "k[0].ms\t%.17g", 0.5 + 2.0 * (1 - rho));
+    else if (!strncmp(l, "k[0].tflops\t", 12)) snprintf(line, sizeof line, "k[0].tflops\t100");
+    else if (!strncmp(l, "k[0].status\t", 12)) snprintf(line, sizeof line, "k[0].status\t");
+    else if (!strncmp(l, "gpu_ran\t", 8)) snprintf(line, sizeof line, "gpu_ran\t1");
+    else snprintf(line, sizeof line, "%s", l);
+    strncat(out, line, sizeof out - strlen(out) - 2);
+    strcat(out, "\n");
+  }
+  cr_assert_geq(rho, 0, "%s has a kernel record", row_path);
+  write_text(row_path, out);
+}
+
+/* The sweep's fit and the kernel table, from rows that carry kernel times
+ * (a GPU run's, written here): the report recomputes them from the rows. */
+Test(scenario, sweep_report_fits_time_against_density) {
+  char path[512], out[512], args[1200], file[900], report[65536];
+  scn_path(path, sizeof path, "sweepfit.yaml");
+  scn_path(out, sizeof out, "sweepfit_out");
+  write_text(path, "name: sweepfit\nseqlen: 2048\nbatch: 1\nheads: 1\ndraws: 4\nrun: [analyze, gpu]\n"
+                   "kernel: sm80\nreport: sweep\nmasks:\n"
+                   "  - family: causal_document\n    params: {docs_min: 2, docs_max: 8}\n"
+                   "  - family: document\n    params: {docs_min: 2, docs_max: 8}\n");
+  snprintf(args, sizeof args, "run %s --out %s", path, out);
+  fmt_run(&res, args);
+  cr_assert_eq(res.status, 0, "%s", res.err);
+  snprintf(file, sizeof file, "%s/report.md", out);
+  fmt_slurp(file, report, sizeof report);
+  cr_assert(strstr(report, "No kernel was timed"), "%s", report);
+  for (int m = 0; m < 2; m++)
+    for (int r = 0; r < 4; r++) {
+      snprintf(file, sizeof file, "%s/cases/m%02d-%s-S2048-D128-128x128-r%d/row.tsv", out, m,
+               m ? "document" : "causal_document", r);
+      fake_gpu_row(file);
+    }
+  fmt_run(&res, args);
+  cr_assert_eq(res.status, 0, "%s", res.err);
+  cr_assert(strstr(res.out, "8 cases (8 from an earlier run)"), "%s", res.out);
+  snprintf(file, sizeof file, "%s/report.md", out);
+  fmt_slurp(file, report, sizeof report);
+  cr_assert(strstr(report, "- Kernel sm80: time = 0.500 ms + 2.000 ms x (1 - rho) over 8 masks, "
+                           "R^2 = 1.0000."), "%s", report);
+  cr_assert(strstr(report, "| sm80 | pooled | 8 | 0.5000 | 2.0000 | 1.0000 |"), "%s", report);
+  cr_assert(strstr(report, "| sm80 | document | 4 | 0.5000 | 2.0000 |"), "%s", report);
+  cr_assert(strstr(report, "## Kernels") && strstr(report, "| sm80 ms |"), "%s", report);
+  snprintf(file, sizeof file, "%s/tables/fit.csv", out);
+  fmt_slurp(file, report, sizeof report);
+  cr_assert(strstr(report, "kernel,family,n,a (ms),b (ms),R^2\n"), "%s", report);
+  snprintf(args, sizeof args, "rm -rf '%s'", out);
+  cr_assert_eq(system(args), 0);
+  unlink(path);
+}
