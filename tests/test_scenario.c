@@ -507,6 +507,24 @@ Test(scenario, a_killed_runs_leftovers_are_swept_and_a_running_one_locks_the_fol
   unlink(path);
 }
 
+/* Writes a scenario (name.yaml), runs it into name_out (out), which must
+ * succeed, and reads its report.md into report. */
+static void run_text(const char *name, const char *yaml, char *path, char *out, char *report,
+                     size_t cap) {
+  char file[120], args[1200];
+  snprintf(file, sizeof file, "%.100s.yaml", name);
+  scn_path(path, 512, file);
+  snprintf(file, sizeof file, "%.100s_out", name);
+  scn_path(out, 512, file);
+  write_text(path, yaml);
+  snprintf(args, sizeof args, "run %s --out %s", path, out);
+  fmt_run(&res, args);
+  cr_assert_eq(res.status, 0, "%s", res.err);
+  char report_path[600];
+  snprintf(report_path, sizeof report_path, "%s/report.md", out);
+  fmt_slurp(report_path, report, cap);
+}
+
 /* ---- the report ----------------------------------------------------------------------------- */
 
 /* report.md leads with the summary; the comparison tables are exported as CSV
@@ -514,15 +532,9 @@ Test(scenario, a_killed_runs_leftovers_are_swept_and_a_running_one_locks_the_fol
  * the numbers beside them. */
 Test(scenario, report_leads_with_the_summary_and_says_what_its_numbers_say) {
   char path[512], out[512], args[1200], file[900], report[65536], text[65536];
-  scn_path(path, sizeof path, "paper.yaml");
-  scn_path(out, sizeof out, "paper_out");
-  write_text(path, "name: paper\nseqlen: 32768\nsamples: all\nreport: paper-table\n"
-                   "masks:\n  - family: document\n  - family: causal\n");
-  snprintf(args, sizeof args, "run %s --out %s", path, out);
-  fmt_run(&res, args);
-  cr_assert_eq(res.status, 0, "%s", res.err);
-  snprintf(file, sizeof file, "%s/report.md", out);
-  fmt_slurp(file, report, sizeof report);
+  run_text("paper", "name: paper\nseqlen: 32768\nsamples: all\nreport: paper-table\n"
+                    "masks:\n  - family: document\n  - family: causal\n",
+           path, out, report, sizeof report);
   const char *summary = strstr(report, "## Summary"), *table = strstr(report, "## Block sparsity");
   cr_assert(summary && table && summary < table, "%s", report);
   cr_assert(summary == strstr(report, "## "), "the summary is the first section:\n%s", report);
@@ -580,17 +592,12 @@ static void fake_gpu_row(const char *row_path) {
  * (a GPU run's, written here): the report recomputes them from the rows. */
 Test(scenario, sweep_report_fits_time_against_density) {
   char path[512], out[512], args[1200], file[900], report[65536];
-  scn_path(path, sizeof path, "sweepfit.yaml");
-  scn_path(out, sizeof out, "sweepfit_out");
-  write_text(path, "name: sweepfit\nseqlen: 2048\nbatch: 1\nheads: 1\ndraws: 4\nrun: [analyze, gpu]\n"
-                   "kernel: sm80\nreport: sweep\nmasks:\n"
-                   "  - family: causal_document\n    params: {docs_min: 2, docs_max: 8}\n"
-                   "  - family: document\n    params: {docs_min: 2, docs_max: 8}\n");
+  run_text("sweepfit", "name: sweepfit\nseqlen: 2048\nbatch: 1\nheads: 1\ndraws: 4\n"
+                       "run: [analyze, gpu]\nkernel: sm80\nreport: sweep\nmasks:\n"
+                       "  - family: causal_document\n    params: {docs_min: 2, docs_max: 8}\n"
+                       "  - family: document\n    params: {docs_min: 2, docs_max: 8}\n",
+           path, out, report, sizeof report);
   snprintf(args, sizeof args, "run %s --out %s", path, out);
-  fmt_run(&res, args);
-  cr_assert_eq(res.status, 0, "%s", res.err);
-  snprintf(file, sizeof file, "%s/report.md", out);
-  fmt_slurp(file, report, sizeof report);
   cr_assert(strstr(report, "No kernel was timed"), "%s", report);
   for (int m = 0; m < 2; m++)
     for (int r = 0; r < 4; r++) {
