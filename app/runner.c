@@ -231,17 +231,24 @@ static int reusable(runner_ctx *rc, const char *dir, case_row *row) {
   return row->gpu_ran && !strcmp(row->gpu_settings, settings);
 }
 
-static void progress(const char *cmd, int done, int total, const char *id, double elapsed, int tty) {
+/* One line per case (a bar on a terminal); with the kernels' times when timed. */
+static void progress(const char *cmd, int done, int total, const case_row *r, double elapsed,
+                     int tty) {
   double eta = done ? elapsed / done * (total - done) : 0;
   if (tty) {
     int width = 30, filled = total ? done * width / total : width;
     fprintf(stderr, "\r[%.*s%*s] %d/%d  ETA %4.0fs  %-60.60s", filled,
-            "==============================", width - filled, "", done, total, eta, id);
+            "==============================", width - filled, "", done, total, eta, r->id);
     if (done == total) fputc('\n', stderr);
-  } else {
-    fprintf(stderr, "fmsim %s: [%d/%d] %s (elapsed %.1fs, ETA %.0fs)\n", cmd, done, total, id,
-            elapsed, eta);
+    return;
   }
+  char times[200] = "";
+  for (int k = 0; k < r->nkernels; k++)
+    if (isfinite(r->k[k].ms))
+      snprintf(times + strlen(times), sizeof times - strlen(times), " %s %.3f ms (%.1f TFLOP/s)",
+               r->k[k].kernel, r->k[k].ms, r->k[k].tflops);
+  fprintf(stderr, "fmsim %s: [%d/%d] %s rho %.3f%s (elapsed %.1fs, ETA %.0fs)\n", cmd, done, total,
+          r->id, r->rho, times, elapsed, eta);
 }
 
 /* ---- the loops ---------------------------------------------------------------------------- */
@@ -277,7 +284,7 @@ static int run_cases(runner_ctx *rc, const fm_scn_case *cases, int n, case_row *
       if (r != 0) return r == RUNNER_GPU_FAILED ? FM_EXIT_FAIL : FM_EXIT_USAGE;
     }
     done++;
-    progress(rc->o->cmd, done, n, cases[i].id, runner_now() - t0, tty);
+    progress(rc->o->cmd, done, n, &rows[i], runner_now() - t0, tty);
   }
   return FM_EXIT_OK;
 }
