@@ -76,12 +76,13 @@ template <int HD> struct traits {
   static constexpr int STAGES = HD == 128 ? 2 : 4;
   static constexpr int Q_BYTES = BR * HD * 2;   /* one Q buffer; the item's O is staged in it */
   static constexpr int KV_BYTES = BC * HD * 2;   /* one K or one V tile */
-  static constexpr int VEC_BYTES = BC * 16;      /* int4 (lts, lte - lts, us, ue - us) per column */
+  static constexpr int MASK_WARPS = NCW * 4;     /* consumer warps, 16 query rows each */
+  static constexpr int VEC_BYTES = MASK_WARPS * BC * 2; /* mask slices: (warp, column) uint16 of 16 rows */
   /* shared-memory offsets from the 1024-aligned base */
   static constexpr int OFF_Q = 0;                /* two Q buffers: item k uses buffer k % 2 */
   static constexpr int OFF_K = OFF_Q + 2 * Q_BYTES;
   static constexpr int OFF_V = OFF_K + STAGES * KV_BYTES;
-  static constexpr int OFF_VEC = OFF_V + STAGES * KV_BYTES;
+  static constexpr int OFF_VEC = OFF_V + STAGES * KV_BYTES; /* the mask slices of each stage */
   static constexpr int OFF_META = OFF_VEC + STAGES * VEC_BYTES;
   static constexpr int OFF_BAR = OFF_META + 16 * STAGES;
   static constexpr int NBARS = 4 + 4 * STAGES;
@@ -95,6 +96,10 @@ static_assert(traits<64>::BR == FM_SM90_BR_HD64 && traits<64>::BC == FM_SM90_BC_
 static_assert(traits<128>::SMEM <= 227 * 1024 && traits<64>::SMEM <= 227 * 1024,
               "one CTA per SM: at most 227 KiB of shared memory");
 static_assert(sizeof(fm_tile_bounds) == 32, "the bounds are read as two int4");
+
+/* Named barriers (0 is __syncthreads): 1, 2 the consumer warpgroups' GEMM
+ * turns (PINGPONG), 3, 4 their epilogues, 5 the producer warps. */
+enum : int { BAR_TURN = 1, BAR_EPILOGUE = 3, BAR_PRODUCER = 5 };
 
 /* Flags of a ring entry (packed with the tile index: tile | flags << FLAG_SHIFT). */
 enum : int32_t {
@@ -156,33 +161,48 @@ __device__ __forceinline__ int set_of(const params &p, int b, int h) {
 
 /* ------------------------------------------------------------------ producer */
 
-/* The producer warp: items, Q, classification, the K/V ring. */
+/* The 16-row bit slice of column j for the consumer warp whose rows start at
+ * `base`: bit r set when row base + r is masked (lower interval [lts, lte),
+ * effective upper interval [us, ue), causal folded; fm_tile_rule.h). */
+__device__ __forceinline__ uint32_t row_slice(int32_t base, int32_t lts, int32_t lte, int32_t us, int32_t ue) {
+  const int32_t a0 = min(max(lts - base, 0), 16), b0 = min(max(lte - base, a0), 16);
+  const int32_t a1 = min(max(us - base, 0), 16), b1 = min(max(ue - base, a1), 16);
+  return ((1u << b0) - (1u << a0)) | ((1u << b1) - (1u << a1));
+}
+
+/* The producer warpgroup: all four warps walk the same items and tiles (each
+ * classifies every key tile of the item itself, from the same bounds: no
+ * communication but the item number). Warp 0 takes the items, loads Q, K and V
+ * by TMA and writes the ring entries; for a tile that needs the element mask,
+ * warp w expands columns 32 w .. 32 w + 31 of its intervals into one 16-row
+ * bit slice per consumer warp (fm_sm90 "mask slices": (8, BC) uint16, bit r of
+ * slice [cw][j] = row 16 cw + r of the row tile, column j of the tile, masked).
+ * Every warp arrives on the stage's K-full barrier once its slices are
+ * written (warp 0's arrival carries the K bytes). */
 template <int HD, int VAR, bool INSTR>
 __device__ __forceinline__ void producer(const params &p, unsigned char *smem, bars<HD> br) {
   using T = traits<HD>;
-  const int lane = threadIdx.x & 31;
-  int32_t *sItem = reinterpret_cast<int32_t *>(smem + T::OFF_ITEM); /* [2] */
+  const int lane = threadIdx.x & 31, pw = threadIdx.x >> 5; /* producer warp 0..3 */
+  const int32_t *sItem = reinterpret_cast<int32_t *>(smem + T::OFF_ITEM); /* [2] */
   int32_t *sMeta = reinterpret_cast<int32_t *>(smem + T::OFF_META);
-  int4 *sVec = reinterpret_cast<int4 *>(smem + T::OFF_VEC);
+  uint16_t *sMask = reinterpret_cast<uint16_t *>(smem + T::OFF_VEC);
   int kv_iter = 0; /* ring position: stage kv_iter % STAGES, phase (kv_iter / STAGES) & 1 */
-  int q_iter = 0;
-  if (lane == 0) {
+  if (pw == 0 && lane == 0) {
     fmh::tma_prefetch_map(&p.tm_q);
     fmh::tma_prefetch_map(&p.tm_k);
     fmh::tma_prefetch_map(&p.tm_v);
   }
-  for (;;) {
+  for (int q_iter = 0;; q_iter++) {
     /* ---- the next item, announced with its Q (buffer q_iter % 2, free once the
        item two back has stored its O from it) */
-    int32_t item = 0;
     const int qb = q_iter & 1;
-    if (lane == 0) {
+    if (pw == 0 && lane == 0) {
       if (q_iter >= 2) fmh::mbar_wait(br.q_empty(qb), ((q_iter >> 1) - 1) & 1);
       const int32_t k = atomicAdd(p.next_item, 1);
-      item = k < p.nitems ? p.items[k] : -1;
-      sItem[qb] = item;
-      if (item >= 0) {
-        const int rt = item % p.Tr, bh = item / p.Tr, b = bh / p.H, h = bh % p.H;
+      const int32_t it = k < p.nitems ? p.items[k] : -1;
+      const_cast<int32_t *>(sItem)[qb] = it;
+      if (it >= 0) {
+        const int rt = it % p.Tr, bh = it / p.Tr, b = bh / p.H, h = bh % p.H;
         fmh::mbar_arrive_expect_tx(br.q_full(qb), T::Q_BYTES);
 #pragma unroll
         for (int d = 0; d < T::DBLK; d++)
@@ -192,8 +212,8 @@ __device__ __forceinline__ void producer(const params &p, unsigned char *smem, b
         fmh::mbar_arrive(br.q_full(qb)); /* no more work: the consumers read -1 and leave */
       }
     }
-    item = __shfl_sync(0xffffffffu, item, 0);
-    q_iter++;
+    fmh::named_sync(BAR_PRODUCER, 128); /* the item number is in sItem[qb] */
+    const int32_t item = __shfl_sync(0xffffffffu, sItem[qb], 0);
     if (item < 0) return;
     const int rt = item % p.Tr, bh = item / p.Tr, b = bh / p.H, h = bh % p.H;
     const int set = set_of(p, b, h);
@@ -201,55 +221,53 @@ __device__ __forceinline__ void producer(const params &p, unsigned char *smem, b
     const int64_t instr_base = ((int64_t)bh * p.Tr + rt) * (int64_t)p.Tc;
     const int32_t *gv = VAR != FM_VARIANT_DENSE ? p.intervals + (int64_t)set * 4 * p.Sk : nullptr;
 
-    /* Issues one ring entry: wait for the stage, entry + vectors, then K and V. */
+    /* Issues one ring entry: wait for the stage, mask slices, entry, K and V. */
     auto issue = [&](int32_t tile, int32_t flags) {
       const int s = kv_iter % T::STAGES;
       const uint32_t ph = (kv_iter / T::STAGES) & 1;
       if (kv_iter >= T::STAGES) fmh::mbar_wait(br.k_empty(s), ph ^ 1);
       const int j0 = tile * T::BC;
       if (VAR != FM_VARIANT_DENSE && (flags & F_NEEDMASK)) {
-        /* the column vectors of the tile as (start, length) pairs, upper interval
-           effective (causal folded); a row i is masked when (unsigned)(i - start) <
-           length for either pair; columns past Sk hide every row */
-        int4 *dst = sVec + s * T::BC;
 #pragma unroll
-        for (int c = lane; c < T::BC; c += 32) {
-          const int j = j0 + c;
-          int4 v;
+        for (int cb = 0; cb < T::BC / 128; cb++) {
+          const int c = cb * 128 + pw * 32 + lane, j = j0 + c;
+          int32_t lts = 0, lte = INT32_MAX, us = 0, ue = 0; /* a column past Sk hides every row */
           if (j < p.Sk) {
-            int32_t us, ue;
+            lts = __ldg(gv + j);
+            lte = __ldg(gv + (int64_t)p.Sk + j);
             fm_effective_upper(__ldg(gv + 2 * (int64_t)p.Sk + j), __ldg(gv + 3 * (int64_t)p.Sk + j),
                                p.causal, j, p.Sq, p.Sk, &us, &ue);
-            const int32_t ls = __ldg(gv + j), le = __ldg(gv + (int64_t)p.Sk + j);
-            v = make_int4(ls, max(le - ls, 0), us, max(ue - us, 0));
-          } else {
-            v = make_int4(0, INT32_MAX, 0, 0);
           }
-          dst[c] = v;
+#pragma unroll
+          for (int w = 0; w < T::MASK_WARPS; w++)
+            sMask[(s * T::MASK_WARPS + w) * T::BC + c] = (uint16_t)row_slice(r0 + 16 * w, lts, lte, us, ue);
         }
-        __threadfence_block();
       }
       __syncwarp();
       if (lane == 0) {
-        sMeta[s] = entry_pack(tile, flags);
-        if (flags & F_EMPTY) {
-          fmh::mbar_arrive(br.k_full(s));
-        } else {
-          fmh::mbar_arrive_expect_tx(br.k_full(s), T::KV_BYTES);
+        if (pw == 0) {
+          sMeta[s] = entry_pack(tile, flags);
+          if (flags & F_EMPTY) {
+            fmh::mbar_arrive(br.k_full(s));
+          } else {
+            fmh::mbar_arrive_expect_tx(br.k_full(s), T::KV_BYTES);
 #pragma unroll
-          for (int d = 0; d < T::DBLK; d++)
-            fmh::tma_load_4d(smem + T::OFF_K + s * T::KV_BYTES + d * T::BC * 128, &p.tm_k,
-                             br.k_full(s), d * 64, h, j0, b);
-        }
-        if (kv_iter >= T::STAGES) fmh::mbar_wait(br.v_empty(s), ph ^ 1);
-        if (flags & F_EMPTY) {
-          fmh::mbar_arrive(br.v_full(s));
-        } else {
-          fmh::mbar_arrive_expect_tx(br.v_full(s), T::KV_BYTES);
+            for (int d = 0; d < T::DBLK; d++)
+              fmh::tma_load_4d(smem + T::OFF_K + s * T::KV_BYTES + d * T::BC * 128, &p.tm_k,
+                               br.k_full(s), d * 64, h, j0, b);
+          }
+          if (kv_iter >= T::STAGES) fmh::mbar_wait(br.v_empty(s), ph ^ 1);
+          if (flags & F_EMPTY) {
+            fmh::mbar_arrive(br.v_full(s));
+          } else {
+            fmh::mbar_arrive_expect_tx(br.v_full(s), T::KV_BYTES);
 #pragma unroll
-          for (int d = 0; d < T::DBLK; d++)
-            fmh::tma_load_4d(smem + T::OFF_V + s * T::KV_BYTES + d * T::BC * 128, &p.tm_v,
-                             br.v_full(s), d * 64, h, j0, b);
+            for (int d = 0; d < T::DBLK; d++)
+              fmh::tma_load_4d(smem + T::OFF_V + s * T::KV_BYTES + d * T::BC * 128, &p.tm_v,
+                               br.v_full(s), d * 64, h, j0, b);
+          }
+        } else {
+          fmh::mbar_arrive(br.k_full(s)); /* this warp's slices are written */
         }
       }
       __syncwarp();
@@ -273,7 +291,7 @@ __device__ __forceinline__ void producer(const params &p, unsigned char *smem, b
           cls = fm_classify_minmax(&tb, r0, r1);
           keep = VAR == FM_VARIANT_NOSKIP || cls != FM_TILE_MASKED;
         }
-        if (INSTR) {
+        if (INSTR && pw == 0) {
           p.tile_class[instr_base + t] = (uint8_t)cls;
           if (!keep) p.tile_cycles[instr_base + t] = 0;
         }
@@ -299,25 +317,21 @@ __device__ __forceinline__ void producer(const params &p, unsigned char *smem, b
 
 /* ----------------------------------------------------------------- consumers */
 
-/* Element mask of one S tile (64 rows x BC columns of this warpgroup): rows
- * i_lo = first row of the thread, i_lo + 8; vec: the tile's columns as
- * (start, length) pairs (the producer's form): one subtraction and one
- * unsigned compare per interval and row. */
+/* Element mask of one S tile from the producer's bit slices: `slices` points
+ * at this warp's (BC,) uint16 row slices; the thread's rows are bits g and
+ * g + 8 (g = lane / 4), its columns 8 n + 2 c4 + e. One 32-bit load covers
+ * the thread's two columns of an n8 block; a set bit gives -inf. */
 template <int NB>
-__device__ __forceinline__ void mask_vectors(float (&s)[NB * 4], const int4 *vec, int i_lo, int c4) {
+__device__ __forceinline__ void mask_slices(float (&s)[NB * 4], const uint16_t *slices, int g, int c4) {
+  const uint32_t *w32 = reinterpret_cast<const uint32_t *>(slices);
 #pragma unroll
   for (int n = 0; n < NB; n++) {
-#pragma unroll
-    for (int e = 0; e < 2; e++) {
-      const int4 v = vec[n * 8 + 2 * c4 + e];
-      const uint32_t dl = (uint32_t)(i_lo - v.x), du = (uint32_t)(i_lo - v.z);
-#pragma unroll
-      for (int hr = 0; hr < 2; hr++) {
-        const bool m = (dl + 8u * hr < (uint32_t)v.y) || (du + 8u * hr < (uint32_t)v.w);
-        float &x = s[n * 4 + 2 * hr + e];
-        x = m ? -INFINITY : x;
-      }
-    }
+    /* bit 0: (row g, column e = 0), 8: (g + 8, 0), 16: (g, 1), 24: (g + 8, 1) */
+    const uint32_t x = w32[n * 4 + c4] >> g;
+    s[n * 4 + 0] = (x & 0x1u) ? -INFINITY : s[n * 4 + 0];
+    s[n * 4 + 1] = (x & 0x10000u) ? -INFINITY : s[n * 4 + 1];
+    s[n * 4 + 2] = (x & 0x100u) ? -INFINITY : s[n * 4 + 2];
+    s[n * 4 + 3] = (x & 0x1000000u) ? -INFINITY : s[n * 4 + 3];
   }
 }
 
@@ -349,15 +363,20 @@ template <int HD> struct cstate {
 };
 
 /* Online softmax of one S tile in place (S becomes P, fp32); returns the
- * rescale factors of O for the two rows. */
+ * rescale factors of O for the two rows. The row max and sum are reduced as
+ * trees (short dependency chains); the order is fixed, so SKIP and NOSKIP sum
+ * the same values in the same order. */
 template <int HD>
 __device__ __forceinline__ void softmax_tile(float (&s)[64], cstate<HD> &st, float scale_log2,
                                              float (&alpha)[2]) {
 #pragma unroll
   for (int hr = 0; hr < 2; hr++) {
-    float m = st.mx[hr];
+    float m8[8];
 #pragma unroll
-    for (int n = 0; n < 16; n++) m = fmaxf(m, fmaxf(s[n * 4 + 2 * hr], s[n * 4 + 2 * hr + 1]));
+    for (int k = 0; k < 8; k++)
+      m8[k] = fmaxf(fmaxf(s[8 * k + 2 * hr], s[8 * k + 2 * hr + 1]), fmaxf(s[8 * k + 4 + 2 * hr], s[8 * k + 5 + 2 * hr]));
+    float m = fmaxf(fmaxf(fmaxf(m8[0], m8[1]), fmaxf(m8[2], m8[3])), fmaxf(fmaxf(m8[4], m8[5]), fmaxf(m8[6], m8[7])));
+    m = fmaxf(m, st.mx[hr]);
     m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
     m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
     const float old = st.mx[hr];
@@ -365,15 +384,19 @@ __device__ __forceinline__ void softmax_tile(float (&s)[64], cstate<HD> &st, flo
     alpha[hr] = (m == old) ? 1.f : fast_exp2((old - m) * scale_log2);
     const float ms = (m == -INFINITY) ? 0.f : m * scale_log2;
     st.mx[hr] = m;
-    float sum = 0.f;
+    float p8[8];
 #pragma unroll
-    for (int n = 0; n < 16; n++)
+    for (int k = 0; k < 8; k++) {
+      float q[4];
 #pragma unroll
-      for (int e = 0; e < 2; e++) {
-        const float v = fast_exp2(fmaf(s[n * 4 + 2 * hr + e], scale_log2, -ms));
-        s[n * 4 + 2 * hr + e] = v;
-        sum += v;
+      for (int e = 0; e < 4; e++) {
+        const int idx = 8 * k + 4 * (e >> 1) + 2 * hr + (e & 1);
+        q[e] = fast_exp2(fmaf(s[idx], scale_log2, -ms));
+        s[idx] = q[e];
       }
+      p8[k] = (q[0] + q[1]) + (q[2] + q[3]);
+    }
+    const float sum = ((p8[0] + p8[1]) + (p8[2] + p8[3])) + ((p8[4] + p8[5]) + (p8[6] + p8[7]));
     st.sum[hr] = st.sum[hr] * alpha[hr] + sum;
   }
 }
@@ -473,7 +496,9 @@ __device__ __forceinline__ void after_s(const ctx<HD> &c, const slot &e, float (
     if (VAR == FM_VARIANT_DENSE)
       mask_dense<16>(s, c.dm, c.p->Sk, c.p->Sq, c.i_lo, e.tile * T::BC + 2 * c.c4);
     else
-      mask_vectors<16>(s, reinterpret_cast<const int4 *>(c.smem + T::OFF_VEC) + e.stg * T::BC, c.i_lo, c.c4);
+      mask_slices<16>(s, reinterpret_cast<const uint16_t *>(c.smem + T::OFF_VEC) +
+                             (e.stg * T::MASK_WARPS + c.cw * 4 + c.warp) * T::BC,
+                      c.lane >> 2, c.c4);
   }
   warp_release(c.br.k_empty(e.stg), c.lane);
 }
@@ -496,7 +521,7 @@ __device__ __forceinline__ void after_pv(ctx<HD> &c, const slot &e) {
 template <int HD, int VAR, bool INSTR, bool PINGPONG>
 __device__ __forceinline__ int item_overlapped(ctx<HD> &c, cstate<HD> &st, slot e, int kv_iter) {
   using T = traits<HD>;
-  const int sched_bar = 1 + c.cw, other_bar = 2 - c.cw;
+  const int sched_bar = BAR_TURN + c.cw, other_bar = BAR_TURN + 1 - c.cw;
   float s[64], alpha[2];
   uint32_t pa[8][4];
   if (PINGPONG) fmh::named_sync(sched_bar, 256);
@@ -507,7 +532,7 @@ __device__ __forceinline__ int item_overlapped(ctx<HD> &c, cstate<HD> &st, slot 
   fmh::wgmma_wait<0>();
   fmh::reg_fence(s);
   after_s<HD, VAR>(c, e, s);
-  softmax_tile<HD>(s, st, c.p->scale_log2, alpha);
+  softmax_tile<HD>(s, st, c.p->scale_log2, alpha); /* O is still 0: no rescale */
   convert_p(s, pa);
   kv_iter++;
   slot prev = e;
@@ -517,7 +542,10 @@ __device__ __forceinline__ int item_overlapped(ctx<HD> &c, cstate<HD> &st, slot 
     fmh::wgmma_fence();
     issue_s<HD>(s, c.q_base, c.k_base0 + cur.stg * T::KV_BYTES);
     fmh::wgmma_commit();
+    /* while S runs: O to the previous tile's max (FA3's order), then O += P V */
+    rescale_o<HD>(st, alpha);
     fmh::mbar_wait(c.br.v_full(prev.stg), prev.ph);
+    fmh::wgmma_fence();
     issue_pv<HD>(st, pa, c.v_base0 + prev.stg * T::KV_BYTES);
     fmh::wgmma_commit();
     if (PINGPONG) fmh::named_arrive(other_bar, 256);
@@ -529,11 +557,11 @@ __device__ __forceinline__ int item_overlapped(ctx<HD> &c, cstate<HD> &st, slot 
     fmh::reg_fence(st.o);
     fmh::reg_fence(pa);
     after_pv<HD, INSTR>(c, prev);
-    rescale_o<HD>(st, alpha);
     convert_p(s, pa);
     kv_iter++;
     prev = cur;
   }
+  rescale_o<HD>(st, alpha);
   fmh::mbar_wait(c.br.v_full(prev.stg), prev.ph);
   fmh::wgmma_fence();
   issue_pv<HD>(st, pa, c.v_base0 + prev.stg * T::KV_BYTES);
@@ -549,7 +577,7 @@ __device__ __forceinline__ int item_overlapped(ctx<HD> &c, cstate<HD> &st, slot 
 template <int HD, int VAR, bool INSTR, bool PINGPONG>
 __device__ __forceinline__ int item_sequential(ctx<HD> &c, cstate<HD> &st, slot e, int kv_iter) {
   using T = traits<HD>;
-  const int sched_bar = 1 + c.cw, other_bar = 2 - c.cw;
+  const int sched_bar = BAR_TURN + c.cw, other_bar = BAR_TURN + 1 - c.cw;
   float s[64], alpha[2];
   uint32_t pa[8][4];
   for (;;) {
@@ -589,7 +617,7 @@ __device__ __forceinline__ void epilogue(const ctx<HD> &c, const cstate<HD> &st,
   using T = traits<HD>;
   const params &p = *c.p;
   unsigned char *o_stage = c.smem + T::OFF_Q + c.qb * T::Q_BYTES + c.cw * 64 * 128;
-  const int epi_bar = 3 + c.cw;
+  const int epi_bar = BAR_EPILOGUE + c.cw;
   float inv[2];
 #pragma unroll
   for (int hr = 0; hr < 2; hr++) {
@@ -644,7 +672,7 @@ __device__ __forceinline__ void consumer(const params &p, unsigned char *smem, b
   c.dm = nullptr;
   c.t_prev = 0;
   const int32_t *sItem = reinterpret_cast<const int32_t *>(smem + T::OFF_ITEM);
-  if (PINGPONG && cw == 1) fmh::named_arrive(1, 256); /* warpgroup 0 goes first */
+  if (PINGPONG && cw == 1) fmh::named_arrive(BAR_TURN, 256); /* warpgroup 0 goes first */
   int kv_iter = 0;
   for (int q_iter = 0;; q_iter++) {
     c.qb = q_iter & 1;
@@ -697,7 +725,7 @@ __global__ void __launch_bounds__(traits<HD>::THREADS, 1) fwd_kernel(const __gri
       fmh::mbar_init(br.q_empty(qb), T::NCW);
     }
     for (int s = 0; s < T::STAGES; s++) {
-      fmh::mbar_init(br.k_full(s), 1);
+      fmh::mbar_init(br.k_full(s), 4); /* the four producer warps */
       fmh::mbar_init(br.k_empty(s), empty_count<HD>());
       fmh::mbar_init(br.v_full(s), 1);
       fmh::mbar_init(br.v_empty(s), empty_count<HD>());
@@ -707,7 +735,7 @@ __global__ void __launch_bounds__(traits<HD>::THREADS, 1) fwd_kernel(const __gri
   __syncthreads();
   if (wg == 0) {
     fmh::setmaxnreg_dec<40>();
-    if (threadIdx.x < 32) producer<HD, VAR, INSTR>(p, smem, br);
+    producer<HD, VAR, INSTR>(p, smem, br);
   } else {
     fmh::setmaxnreg_inc<232>();
     consumer<HD, VAR, INSTR, OVERLAP, PINGPONG>(p, smem, br, wg - 1);
