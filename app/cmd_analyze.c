@@ -183,12 +183,10 @@ int cmd_analyze(int argc, char **argv) {
   int json = 0, table = 0, opt;
   cli_mask_opts o;
   cli_mask_opts_init(&o);
-  opterr = 0;
-  while ((opt = getopt_long(argc, argv, ":", longopts, NULL)) != -1) {
-    int r = cli_mask_opt(cmd, &o, opt, optarg);
-    if (r < 0) return FM_EXIT_USAGE;
-    if (r > 0) continue;
+  cli_getopt_reset();
+  while ((opt = cli_next_opt(cmd, argc, argv, ":", longopts, cli_mask_opt_any, &o, NULL)) != -1) {
     switch (opt) {
+    case CLI_OPT_ERROR: return FM_EXIT_USAGE;
     case 'j': json = 1; break;
     case 'o': out_dir = optarg; break;
     case 'P': table = 1; break;
@@ -196,10 +194,7 @@ int cmd_analyze(int argc, char **argv) {
     default: return cli_bad_option(cmd, opt, argv);
     }
   }
-  if (optind < argc) {
-    cli_error(cmd, "unexpected argument '%s'", argv[optind]);
-    return FM_EXIT_USAGE;
-  }
+  if (cli_no_operands(cmd, argc, argv)) return FM_EXIT_USAGE;
   if (table) {
     if (o.family || out_dir) {
       cli_error(cmd, "--paper-table takes no --family or --out");
@@ -235,9 +230,7 @@ int cmd_analyze(int argc, char **argv) {
       fm_json_object(&j, NULL);
       fm_analysis_json(&a, &j);
       if (out_dir) fm_json_string(&j, "trace", out_dir);
-      fm_json_end(&j);
-      fputs(j.buf, stdout);
-      fm_json_free(&j);
+      cli_print_json(&j);
     } else {
       print_human(&a);
       if (out_dir) printf("trace       %s\n", out_dir);

@@ -66,9 +66,7 @@ static int check_intervals(const char *cmd, const char *path, const fm_intervals
       fm_json_bool(&j, "valid", 0);
       fm_json_bool(&j, "representable", 0);
       fm_json_string(&j, "error", err.msg);
-      fm_json_end(&j);
-      fputs(j.buf, stdout);
-      fm_json_free(&j);
+      cli_print_json(&j);
     }
     return FM_EXIT_FAIL;
   }
@@ -90,9 +88,7 @@ static int check_intervals(const char *cmd, const char *path, const fm_intervals
     fm_json_object(&j, NULL);
     fm_json_bool(&j, "valid", 1);
     dense_report_json(&j, path, r, stored, FM_FORM_NONE);
-    fm_json_end(&j);
-    fputs(j.buf, stdout);
-    fm_json_free(&j);
+    cli_print_json(&j);
   } else {
     dense_report_human(stdout, path, r, stored);
   }
@@ -105,34 +101,25 @@ int cmd_check(int argc, char **argv) {
   static const struct option longopts[] = {{"json", no_argument, 0, 'j'},
                                            {"masked-true", no_argument, 0, 'm'},
                                            {"intervals", required_argument, 0, 'i'},
-                                           {"causal", no_argument, 0, 'c'},
-                                           {"bidir", no_argument, 0, 'B'},
-                                           {"seqlen-q", required_argument, 0, 'q'},
-                                           {"strict", no_argument, 0, 'S'},
+                                           CLI_INTERVAL_LONGOPTS,
                                            {"help", no_argument, 0, 'h'},
                                            {0, 0, 0, 0}};
   const char *cmd = "check", *intervals = NULL;
-  int json = 0, masked_true = 0, causal = -1, strict = 0, opt;
-  int64_t sq = 0;
-  opterr = 0;
-  optind = 1;
-  while ((opt = getopt_long(argc, argv, ":", longopts, NULL)) != -1) {
+  int json = 0, masked_true = 0, opt;
+  cli_interval_opts io = {.causal = -1, .sq = 0};
+  cli_getopt_reset();
+  while ((opt = cli_next_opt(cmd, argc, argv, ":", longopts, cli_interval_opt, &io, NULL)) != -1) {
     switch (opt) {
+    case CLI_OPT_ERROR: return FM_EXIT_USAGE;
     case 'j': json = 1; break;
     case 'm': masked_true = 1; break;
     case 'i': intervals = optarg; break;
-    case 'S': strict = 1; break;
-    case 'c':
-    case 'B':
-      if (cli_causal_flag(cmd, opt == 'c', &causal)) return FM_EXIT_USAGE;
-      break;
-    case 'q':
-      if (cli_int(cmd, "--seqlen-q", optarg, 1, FM_MAX_SEQLEN, &sq)) return FM_EXIT_USAGE;
-      break;
     case 'h': fputs(help, stdout); return FM_EXIT_OK;
     default: return cli_bad_option(cmd, opt, argv);
     }
   }
+  int causal = io.causal;
+  int64_t sq = io.sq;
   if (intervals) {
     if (optind < argc) {
       cli_error(cmd, "unexpected argument '%s' (--intervals names the file)", argv[optind]);
@@ -146,39 +133,26 @@ int cmd_check(int argc, char **argv) {
       cli_error(cmd, "--masked-true applies to dense masks, not to --intervals");
       return FM_EXIT_USAGE;
     }
-    fm_intervals_opts io = {.causal = causal, .sq = sq, .strict = strict};
-    return check_intervals(cmd, intervals, &io, json);
+    fm_intervals_opts lo = {.causal = causal, .sq = sq, .strict = io.strict};
+    return check_intervals(cmd, intervals, &lo, json);
   }
-  if (optind == argc) {
-    cli_error(cmd, "a mask file is required (see fmsim check --help)");
-    return FM_EXIT_USAGE;
-  }
-  if (optind + 1 < argc) {
-    cli_error(cmd, "unexpected argument '%s' (one mask file at a time)", argv[optind + 1]);
-    return FM_EXIT_USAGE;
-  }
-  if (causal >= 0 || sq || strict) {
+  const char *path;
+  int bad = cli_one_file(cmd, "a mask file", argc, argv, &path);
+  if (bad) return bad;
+  if (causal >= 0 || sq || io.strict) {
     cli_error(cmd, "--causal, --bidir, --seqlen-q and --strict go with --intervals; a dense mask "
               "carries its own shape and causality");
     return FM_EXIT_USAGE;
   }
-  const char *path = argv[optind];
-  fm_err err;
-  fm_dense_opts o = {masked_true, 0};
-  fm_dense_result *res = NULL;
-  if (fm_dense_check_file(path, &o, &res, &err) != FM_OK) {
-    cli_error(cmd, "%s", err.msg);
-    return FM_EXIT_USAGE;
-  }
+  fm_dense_result *res;
+  if (cli_dense_scan(cmd, path, masked_true, 0, &res)) return FM_EXIT_USAGE;
   const fm_dense_report *r = fm_dense_result_report(res);
   if (json) {
     fm_json j;
     fm_json_init(&j, 1);
     fm_json_object(&j, NULL);
     dense_report_json(&j, path, r, FM_FORM_NONE, FM_FORM_NONE);
-    fm_json_end(&j);
-    fputs(j.buf, stdout);
-    fm_json_free(&j);
+    cli_print_json(&j);
   } else {
     dense_report_human(stdout, path, r, FM_FORM_NONE);
   }

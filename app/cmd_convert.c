@@ -40,8 +40,7 @@ int cmd_convert(int argc, char **argv) {
                                            {0, 0, 0, 0}};
   const char *cmd = "convert", *out = NULL, *form_name = "auto";
   int json = 0, masked_true = 0, opt;
-  opterr = 0;
-  optind = 1;
+  cli_getopt_reset();
   while ((opt = getopt_long(argc, argv, ":o:", longopts, NULL)) != -1) {
     switch (opt) {
     case 'o': out = optarg; break;
@@ -52,14 +51,9 @@ int cmd_convert(int argc, char **argv) {
     default: return cli_bad_option(cmd, opt, argv);
     }
   }
-  if (optind == argc) {
-    cli_error(cmd, "a mask file is required (see fmsim convert --help)");
-    return FM_EXIT_USAGE;
-  }
-  if (optind + 1 < argc) {
-    cli_error(cmd, "unexpected argument '%s' (one mask file at a time)", argv[optind + 1]);
-    return FM_EXIT_USAGE;
-  }
+  const char *path;
+  int bad = cli_one_file(cmd, "a mask file", argc, argv, &path);
+  if (bad) return bad;
   if (!out) {
     cli_error(cmd, "-o OUT.npy is required");
     return FM_EXIT_USAGE;
@@ -70,15 +64,10 @@ int cmd_convert(int argc, char **argv) {
     cli_error(cmd, "--form: %s (or auto)", err.msg);
     return FM_EXIT_USAGE;
   }
-  const char *path = argv[optind];
   /* before a long scan: can the output be written at all? */
   if (!dense_output_writable(cmd, out)) return FM_EXIT_USAGE;
-  fm_dense_opts o = {masked_true, 1};
-  fm_dense_result *res = NULL;
-  if (fm_dense_check_file(path, &o, &res, &err) != FM_OK) {
-    cli_error(cmd, "%s", err.msg);
-    return FM_EXIT_USAGE;
-  }
+  fm_dense_result *res;
+  if (cli_dense_scan(cmd, path, masked_true, 1, &res)) return FM_EXIT_USAGE;
   const fm_dense_report *r = fm_dense_result_report(res);
   fm_colmask *m = NULL;
   fm_status st = fm_dense_result_to_colmask(res, want, &m, &err);
@@ -90,9 +79,7 @@ int cmd_convert(int argc, char **argv) {
       dense_report_json(&j, path, r, FM_FORM_NONE, FM_FORM_NONE);
       fm_json_null(&j, "output");
       fm_json_string(&j, "error", err.msg);
-      fm_json_end(&j);
-      fputs(j.buf, stdout);
-      fm_json_free(&j);
+      cli_print_json(&j);
     } else {
       dense_report_human(stdout, path, r, FM_FORM_NONE);
     }
@@ -129,9 +116,7 @@ int cmd_convert(int argc, char **argv) {
     for (int d = 0; d < 4; d++) fm_json_int(&j, NULL, shape[d]);
     fm_json_end(&j);
     fm_json_string(&j, "expand_command", expand);
-    fm_json_end(&j);
-    fputs(j.buf, stdout);
-    fm_json_free(&j);
+    cli_print_json(&j);
   } else {
     dense_report_human(stdout, path, r, FM_FORM_NONE);
     printf("\nwrote        %s: int32 [%lld, %lld, %lld, %lld], form %s\n", out, (long long)shape[0],

@@ -34,35 +34,24 @@ static const char *help =
 
 int cmd_expand(int argc, char **argv) {
   static const struct option longopts[] = {{"output", required_argument, 0, 'o'},
-                                           {"causal", no_argument, 0, 'c'},
-                                           {"bidir", no_argument, 0, 'B'},
-                                           {"seqlen-q", required_argument, 0, 'q'},
+                                           CLI_INTERVAL_LONGOPTS,
                                            {"heads", required_argument, 0, 'H'},
                                            {"rank", required_argument, 0, 'r'},
                                            {"dtype", required_argument, 0, 'd'},
                                            {"masked-true", no_argument, 0, 'm'},
-                                           {"strict", no_argument, 0, 'S'},
                                            {"help", no_argument, 0, 'h'},
                                            {0, 0, 0, 0}};
   const char *cmd = "expand", *out = NULL;
-  int causal = -1, strict = 0, opt;
-  int64_t sq = 0, v;
-  fm_dense_expand_opts eo;
-  memset(&eo, 0, sizeof eo);
-  eo.dtype = FM_DT_BOOL;
+  int opt;
+  int64_t v;
+  cli_interval_opts io = {.causal = -1, .sq = 0};
+  fm_dense_expand_opts eo = {.dtype = FM_DT_BOOL};
   fm_err err;
-  opterr = 0;
-  optind = 1;
-  while ((opt = getopt_long(argc, argv, ":o:", longopts, NULL)) != -1) {
+  cli_getopt_reset();
+  while ((opt = cli_next_opt(cmd, argc, argv, ":o:", longopts, cli_interval_opt, &io, NULL)) != -1) {
     switch (opt) {
+    case CLI_OPT_ERROR: return FM_EXIT_USAGE;
     case 'o': out = optarg; break;
-    case 'c':
-    case 'B':
-      if (cli_causal_flag(cmd, opt == 'c', &causal)) return FM_EXIT_USAGE;
-      break;
-    case 'q':
-      if (cli_int(cmd, "--seqlen-q", optarg, 1, FM_MAX_SEQLEN, &sq)) return FM_EXIT_USAGE;
-      break;
     case 'H':
       if (cli_int(cmd, "--heads", optarg, 1, 65535, &v)) return FM_EXIT_USAGE;
       eo.heads = v;
@@ -78,19 +67,15 @@ int cmd_expand(int argc, char **argv) {
       }
       break;
     case 'm': eo.masked_true = 1; break;
-    case 'S': strict = 1; break;
     case 'h': fputs(help, stdout); return FM_EXIT_OK;
     default: return cli_bad_option(cmd, opt, argv);
     }
   }
-  if (optind == argc) {
-    cli_error(cmd, "an interval file is required (see fmsim expand --help)");
-    return FM_EXIT_USAGE;
-  }
-  if (optind + 1 < argc) {
-    cli_error(cmd, "unexpected argument '%s' (one interval file at a time)", argv[optind + 1]);
-    return FM_EXIT_USAGE;
-  }
+  const char *path;
+  int bad = cli_one_file(cmd, "an interval file", argc, argv, &path);
+  if (bad) return bad;
+  int causal = io.causal;
+  int64_t sq = io.sq;
   if (causal < 0) {
     cli_error(cmd, "--causal or --bidir is required (the flag is not stored in the file)");
     return FM_EXIT_USAGE;
@@ -99,11 +84,10 @@ int cmd_expand(int argc, char **argv) {
     cli_error(cmd, "-o DENSE.npy is required");
     return FM_EXIT_USAGE;
   }
-  const char *path = argv[optind];
   fm_colmask *m = NULL;
-  fm_intervals_opts io = {.causal = causal, .sq = sq, .strict = strict};
+  fm_intervals_opts lo = {.causal = causal, .sq = sq, .strict = io.strict};
   fm_intervals_note note;
-  if (fm_intervals_load(path, &io, &m, &note, &err) != FM_OK) {
+  if (fm_intervals_load(path, &lo, &m, &note, &err) != FM_OK) {
     cli_error(cmd, "%s", err.msg);
     return FM_EXIT_USAGE;
   }

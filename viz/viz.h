@@ -264,30 +264,36 @@ fm_status viz_write_png_surface(const char *path, cairo_surface_t *surface, fm_e
 /* viz_draw of a state as a viz_draw_fn (ctx is the viz_state). */
 fm_status viz_draw_state_fn(cairo_t *cr, double w, double h, void *ctx, fm_err *err);
 
-/* ---- figures ------------------------------------------------------------- */
+/* ---- figures: one registry for `fmsim render`, the viewer and scenarios -- */
 
-typedef struct viz_gallery_opts {
-  int64_t seqlen;
-  int32_t br, bc;
-  int sample;     /* -1: sample 0 when S has samples */
-  uint64_t seed;
-  const char *samples_path;
-  int text;
-} viz_gallery_opts;
+/* What a figure may draw from; each figure reads the members it needs. */
+typedef struct viz_figure_opts {
+  int64_t seqlen;           /* S of the masks drawn */
+  int32_t br, bc;           /* tile rows x key columns */
+  int sample;               /* document sample, -1: sample 0 when S has samples */
+  uint64_t seed;            /* seed of random draws */
+  const char *samples_path; /* document samples, NULL: built in */
+  const char *trace;        /* a trace folder (per-case figures) */
+  int32_t head_dim;         /* D of modelled bytes, 0: the trace's or 128 */
+  int text;                 /* 0: draw no text (font-independent reference images) */
+} viz_figure_opts;
 
-/* The twelve families as small multiples: tile classes over the mask, rho. */
-fm_status viz_draw_gallery(cairo_t *cr, double w, double h, void *ctx /* viz_gallery_opts */,
-                           fm_err *err);
+/* A row of the registry. Adding a figure is a row and its draw function in
+ * viz/viz_figures.c, and its reference image in tests/test_viz_render.c. */
+typedef struct viz_figure {
+  const char *name;      /* what `render --figure` and a scenario's figures: take */
+  const char *summary;   /* one line for help texts */
+  double width, height;  /* default size: PNG pixels at 72 dpi, PDF/SVG points */
+  viz_draw_fn draw;      /* ctx: a const viz_figure_opts */
+  int per_case;          /* 1: drawn from one mask or trace (a source, opts.trace), the
+                            viewer's own drawing; 0: a figure with masks of its own */
+} viz_figure;
 
-typedef struct viz_memory_opts {
-  int32_t bc;
-  int text;
-} viz_memory_opts;
-
-/* Mask memory against S (1K..1M), log-log: dense bool, FlexAttention block
- * mask, FlashMask intervals (causal-1 and bidir-4), from fm_memory.h. */
-fm_status viz_draw_memory(cairo_t *cr, double w, double h, void *ctx /* viz_memory_opts */,
-                          fm_err *err);
+int viz_figure_count(void);
+const viz_figure *viz_figure_at(int i);           /* NULL when out of range */
+const viz_figure *viz_figure_find(const char *name); /* NULL when unknown */
+/* "gallery, memory or tiles": the names for messages, into buf. */
+const char *viz_figure_names(char *buf, int cap);
 
 /* ---- benchmark ----------------------------------------------------------- */
 
