@@ -159,9 +159,9 @@ fm_status fm_docs_parse(const char *text, fm_docs *out, fm_err *err) {
         p++;
         continue;
       }
-      if (nv == 9) {
+      if (nv == 8) { /* fm_doc.parts holds 8 */
         fm_docs_free(out);
-        return fm_fail(err, FM_EINVAL, "documents '%s': at most 8 answers per document", text);
+        return fm_fail(err, FM_EINVAL, "documents '%s': at most 8 parts (question + 7 answers) per document", text);
       }
       vals[nv++] = v;
       if (*p == '+') {
@@ -466,11 +466,11 @@ static fm_status parse_spans(const char *text, int64_t S, gen_args *g, fm_err *e
       return fm_fail(err, FM_EINVAL, "qk_sparse: spans '%s' must be start:len,... with len >= 1",
                      text);
     p = *end ? end + 1 : end;
-    if (a < prev_end || a + L > S)
+    if (a < prev_end || a > S || L > S - a) /* not a + L: it can overflow */
       return fm_fail(err, FM_EINVAL,
-                     "qk_sparse: span [%lld, %lld) overlaps the previous one or ends past S=%lld "
+                     "qk_sparse: span %lld:%lld overlaps the previous one or ends past S=%lld "
                      "(spans must be sorted, disjoint, inside [0, S))",
-                     a, a + L, (long long)S);
+                     a, L, (long long)S);
     if (g->nspans == cap) {
       cap = cap ? cap * 2 : 8;
       int32_t(*ns)[2] = realloc(g->spans, sizeof *ns * (size_t)cap);
