@@ -104,6 +104,30 @@ void fm_cleanup_forget(int slot) {
   if (slot >= 0 && slot < FM_CLEANUP_SLOTS) cleanup_slots[slot].kind = 0;
 }
 
+/* Runs create(tmpl) with SIGINT/SIGTERM/SIGHUP blocked and registers the
+ * result, so that no signal can fall between the creation and the
+ * registration. Returns create's result (an fd, or 0 for a folder; -1 on
+ * failure with errno kept). */
+static int create_registered(char *tmpl, fm_cleanup_kind kind, int *slot) {
+  sigset_t block, old;
+  sigemptyset(&block);
+  sigaddset(&block, SIGINT);
+  sigaddset(&block, SIGTERM);
+  sigaddset(&block, SIGHUP);
+  cleanup_install();
+  sigprocmask(SIG_BLOCK, &block, &old);
+  int r = kind == FM_CLEANUP_FILE ? mkstemp(tmpl) : mkdtemp(tmpl) ? 0 : -1;
+  int saved = errno;
+  *slot = r >= 0 ? fm_cleanup_add(tmpl, kind) : -1;
+  sigprocmask(SIG_SETMASK, &old, NULL);
+  errno = saved;
+  return r;
+}
+
+char *fm_mkdtemp_registered(char *tmpl, int *slot) {
+  return create_registered(tmpl, FM_CLEANUP_TREE, slot) == 0 ? tmpl : NULL;
+}
+
 /* ---- sweeping leftovers of killed runs ----------------------------------------- */
 
 /* NAME = PREFIX<digits>.<6 chars>: the pid, or 0 when NAME is not of that form. */
@@ -234,12 +258,11 @@ fm_status fm_atomic_open_ex(fm_atomic_file *af, const char *path, unsigned flags
     fm_sweep_stale(dir, prefix, 0);
   }
   snprintf(af->tmp_path, sizeof af->tmp_path, "%s.tmp.%ld.XXXXXX", af->path, (long)getpid());
-  int fd = mkstemp(af->tmp_path);
+  int fd = create_registered(af->tmp_path, FM_CLEANUP_FILE, &af->slot);
   if (fd < 0) {
     af->tmp_path[0] = 0;
     return fm_fail(err, FM_EIO, "%s: cannot write: %s", path, strerror(errno));
   }
-  af->slot = fm_cleanup_add(af->tmp_path, FM_CLEANUP_FILE);
   if (mode < 0) {
     mode_t mask = umask(0);
     umask(mask);

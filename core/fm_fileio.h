@@ -111,6 +111,11 @@ void fm_cleanup_forget(int slot);
  * Async-signal-safe (unlink, rmdir, open, getdents64, close only). */
 void fm_cleanup_now(void);
 
+/* mkdtemp(tmpl) registered as FM_CLEANUP_TREE with the signals blocked in
+ * between (no window where an interruption leaves it behind); *slot receives
+ * the slot. Returns tmpl, or NULL with errno set. */
+char *fm_mkdtemp_registered(char *tmpl, int *slot);
+
 /* Removes leftovers of killed writers: in `dir`, entries named
  * PREFIX<pid>.<6 chars> whose <pid> is not a live process, owned by this
  * user; plain files, or (trees = 1) folders of plain files. Returns how many

@@ -145,6 +145,9 @@ static fm_status parse_dict(cursor *c, fm_npy_header *h) {
 fm_status fm_npy_read_header(FILE *f, const char *path, fm_npy_header *h, fm_err *err) {
   unsigned char pre[12];
   memset(h, 0, sizeof *h);
+  struct stat sb;
+  if (fstat(fileno(f), &sb) == 0 && S_ISDIR(sb.st_mode))
+    return fm_fail(err, FM_EFORMAT, "%s: is a directory, not a .npy file", path);
   if (fseeko(f, 0, SEEK_SET) != 0 || fread(pre, 1, 10, f) != 10)
     return fm_fail(err, FM_EFORMAT, "%s: too short to be a .npy file", path);
   if (memcmp(pre, "\x93NUMPY", 6) != 0)
@@ -166,7 +169,6 @@ fm_status fm_npy_read_header(FILE *f, const char *path, fm_npy_header *h, fm_err
   }
   if (hlen == 0 || hlen > (1u << 20))
     return fm_fail(err, FM_EFORMAT, "%s: implausible .npy header length %u", path, hlen);
-  struct stat sb;
   if (fstat(fileno(f), &sb) != 0) return fm_fail(err, FM_EIO, "%s: %s", path, strerror(errno));
   if (S_ISREG(sb.st_mode) && (int64_t)sb.st_size < prelen + (int64_t)hlen)
     return fm_fail(err, FM_EFORMAT, "%s: .npy header length %u exceeds the file (%lld bytes)", path,

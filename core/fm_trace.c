@@ -83,13 +83,12 @@ fm_status fm_trace_begin(fm_trace_writer *w, const char *dir, fm_err *err) {
   if (w->created_dir) w->dir_slot = fm_cleanup_add(dir, FM_CLEANUP_EMPTY_DIR);
   fm_sweep_stale(dir, ".staging.", 1); /* left by a killed writer */
   snprintf(w->stage, sizeof w->stage, "%s/.staging.%ld.XXXXXX", dir, (long)getpid());
-  if (!mkdtemp(w->stage)) {
+  if (!fm_mkdtemp_registered(w->stage, &w->stage_slot)) {
     int saved = errno;
     w->stage[0] = 0;
     fm_trace_abort(w);
     return fm_fail(err, FM_EIO, "%s: cannot write into the folder: %s", dir, strerror(saved));
   }
-  w->stage_slot = fm_cleanup_add(w->stage, FM_CLEANUP_TREE);
   return FM_OK;
 }
 
