@@ -22,8 +22,11 @@
  * Where none of these can be read (not Linux, /proc not mounted), the limit
  * is unknown and only the environment variable applies.
  *
- * The figures are read fresh on every call (a few small files in /proc and
- * /sys: microseconds); nothing is cached, core keeps no global state.
+ * The figures are read fresh on every call that needs them (a few small files
+ * in /proc and /sys: tens of microseconds); nothing is cached, core keeps no
+ * global state. Requests up to FM_MEM_SMALL are granted without reading them
+ * (only FMSIM_MEM_LIMIT can refuse those), so that checking every allocation
+ * that depends on input costs nothing for the small ones.
  *
  * Usage, before an allocation whose size depends on input:
  *
@@ -46,6 +49,8 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+#define FM_MEM_SMALL ((int64_t)1 << 20) /* 1 MiB */
 
 /* Where the limit comes from (the smallest one wins). */
 typedef enum fm_mem_source {

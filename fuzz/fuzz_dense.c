@@ -6,12 +6,7 @@
 #include "fm_dense.h"
 #include "fm_forms.h"
 
-int LLVMFuzzerInitialize(int *argc, char ***argv) {
-  (void)argc;
-  (void)argv;
-  fuzz_init_env();
-  return 0;
-}
+FUZZ_DEFAULT_INIT
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size < 1) return 0;

@@ -7,12 +7,7 @@
 #include "fm_dense.h"
 #include "fm_intervals_io.h"
 
-int LLVMFuzzerInitialize(int *argc, char ***argv) {
-  (void)argc;
-  (void)argv;
-  fuzz_init_env();
-  return 0;
-}
+FUZZ_DEFAULT_INIT
 
 static void use(fm_colmask *m) {
   int32_t runs[3][2];

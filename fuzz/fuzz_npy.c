@@ -3,12 +3,7 @@
 #include "fuzz_util.h"
 #include "fm_npy.h"
 
-int LLVMFuzzerInitialize(int *argc, char ***argv) {
-  (void)argc;
-  (void)argv;
-  fuzz_init_env();
-  return 0;
-}
+FUZZ_DEFAULT_INIT
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   const char *path = fuzz_file(data, size);

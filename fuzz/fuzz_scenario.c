@@ -3,12 +3,7 @@
 #include "fuzz_util.h"
 #include "fm_scenario.h"
 
-int LLVMFuzzerInitialize(int *argc, char ***argv) {
-  (void)argc;
-  (void)argv;
-  fuzz_init_env();
-  return 0;
-}
+FUZZ_DEFAULT_INIT
 
 static int64_t list_n(const fm_int_list *own, const fm_int_list *dflt) {
   return own->n ? own->n : dflt->n;

@@ -24,6 +24,15 @@ int LLVMFuzzerInitialize(int *argc, char ***argv);
 
 static inline void fuzz_init_env(void) { setenv("FMSIM_MEM_LIMIT", FUZZ_MEM_LIMIT, 1); }
 
+/* The initializer of a harness that needs nothing else. */
+#define FUZZ_DEFAULT_INIT                                                                         \
+  int LLVMFuzzerInitialize(int *argc, char ***argv) {                                             \
+    (void)argc;                                                                                   \
+    (void)argv;                                                                                   \
+    fuzz_init_env();                                                                              \
+    return 0;                                                                                     \
+  }
+
 /* Writes the input into one in-memory file (reused across runs) and returns
  * a path that opens it: /proc/self/fd/N of a memfd, or a temporary file. */
 static inline const char *fuzz_file(const uint8_t *data, size_t size) {

@@ -5,12 +5,7 @@
 #include "viz.h"
 #include "viz_sdl.h"
 
-int LLVMFuzzerInitialize(int *argc, char ***argv) {
-  (void)argc;
-  (void)argv;
-  fuzz_init_env();
-  return 0;
-}
+FUZZ_DEFAULT_INIT
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size < 4) return 0;
