@@ -31,11 +31,13 @@
  *    whose last component is a symbolic link is followed: the link stays and
  *    the file it points to (which must itself be a regular file) is replaced,
  *    with the temporary in *that* file's directory. A dangling link is
- *    refused. Names fmsim makes up itself inside a folder (trace members,
- *    numbered screenshots: FM_OUT_NOFOLLOW) never follow a link: a symbolic
- *    link found there is refused, so a planted link cannot redirect a write to
- *    a file the user never named. Links in the directory part of a path are
- *    the user's business and are followed as the kernel does.
+ *    refused. Names fmsim makes up itself inside a folder (trace members via
+ *    fm_trace; any other writer of made-up names passes FM_OUT_NOFOLLOW) never
+ *    follow a link: a symbolic link found there is refused, so a planted link
+ *    cannot redirect a write to a file the user never named. (The viewer's
+ *    numbered screenshots skip every name that exists, links included.) Links
+ *    in the directory part of a path are the user's business and are followed
+ *    as the kernel does.
  * 5. Standard output. With FM_OUT_STDOUT the path "-" writes to stdout
  *    (streams only: no temporary, no rename, but every write and the final
  *    flush are still checked, so `> /dev/full` fails with "No space left on
