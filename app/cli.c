@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "fm_dense.h"
+#include "fm_limits.h"
 #include "fm_tiles.h"
 
 void cli_error(const char *cmd, const char *fmt, ...) {
@@ -275,15 +276,4 @@ int cli_build_family(const char *cmd, const cli_mask_opts *o, fm_colmask **out,
   return 0;
 }
 
-const char *cli_bytes(int64_t bytes, char *buf, int cap) {
-  static const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-  double v = (double)bytes;
-  int u = 0;
-  while (v >= 1024 && u < 5) {
-    v /= 1024;
-    u++;
-  }
-  if (u == 0) snprintf(buf, (size_t)cap, "%lld B", (long long)bytes);
-  else snprintf(buf, (size_t)cap, "%.1f %s", v, units[u]);
-  return buf;
-}
+const char *cli_bytes(int64_t bytes, char *buf, int cap) { return fm_mem_format(bytes, buf, cap); }

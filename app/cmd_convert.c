@@ -31,6 +31,23 @@ static const char *help =
     "exit status: 0 written, 1 the mask does not fit the form (report printed, nothing\n"
     "written), 2 bad input, output not writable or usage.\n";
 
+/* "fmsim expand OUT --causal --seqlen-q N ... -o MASK.npy" (caller frees; NULL: out of memory). */
+static char *expand_command(const char *out, fm_form used, const fm_dense_report *r) {
+  char opts[256];
+  int n = snprintf(opts, sizeof opts, " --%s --seqlen-q %lld", fm_form_causal(used) ? "causal" : "bidir",
+                   (long long)r->sq);
+  if (r->h_mask != r->heads)
+    n += snprintf(opts + n, sizeof opts - (size_t)n, " --heads %lld", (long long)r->heads);
+  if (r->ndim != 4) n += snprintf(opts + n, sizeof opts - (size_t)n, " --rank %d", r->ndim);
+  if (r->dtype != FM_DT_BOOL)
+    n += snprintf(opts + n, sizeof opts - (size_t)n, " --dtype %s", fm_dense_dtype_name(r->dtype));
+  if (r->masked_true) snprintf(opts + n, sizeof opts - (size_t)n, " --masked-true");
+  size_t cap = strlen(out) + strlen(opts) + 64;
+  char *text = malloc(cap);
+  if (text) snprintf(text, cap, "fmsim expand %s%s -o MASK.npy", out, opts);
+  return text;
+}
+
 int cmd_convert(int argc, char **argv) {
   static const struct option longopts[] = {{"output", required_argument, 0, 'o'},
                                            {"form", required_argument, 0, 'f'},
@@ -56,6 +73,10 @@ int cmd_convert(int argc, char **argv) {
   if (bad) return bad;
   if (!out) {
     cli_error(cmd, "-o OUT.npy is required");
+    return FM_EXIT_USAGE;
+  }
+  if (strcmp(out, "-") == 0) {
+    cli_error(cmd, "-o -: convert prints its report on stdout; give a file name");
     return FM_EXIT_USAGE;
   }
   fm_err err;
@@ -94,16 +115,15 @@ int cmd_convert(int argc, char **argv) {
     fm_dense_result_destroy(res);
     return FM_EXIT_USAGE;
   }
-  /* the expand options that give this very file back */
-  char expand[1024];
-  int n = snprintf(expand, sizeof expand, "fmsim expand %s --%s --seqlen-q %lld", out,
-                   fm_form_causal(used) ? "causal" : "bidir", (long long)r->sq);
-  if (r->h_mask != r->heads) n += snprintf(expand + n, sizeof expand - (size_t)n, " --heads %lld", (long long)r->heads);
-  if (r->ndim != 4) n += snprintf(expand + n, sizeof expand - (size_t)n, " --rank %d", r->ndim);
-  if (r->dtype != FM_DT_BOOL)
-    n += snprintf(expand + n, sizeof expand - (size_t)n, " --dtype %s", fm_dense_dtype_name(r->dtype));
-  if (r->masked_true) n += snprintf(expand + n, sizeof expand - (size_t)n, " --masked-true");
-  snprintf(expand + n, sizeof expand - (size_t)n, " -o MASK.npy");
+  /* the expand options that give this very file back (the output path is
+     user text of any length: the command is built on the heap) */
+  char *expand = expand_command(out, used, r);
+  if (!expand) {
+    cli_error(cmd, "out of memory");
+    fm_colmask_destroy(m);
+    fm_dense_result_destroy(res);
+    return FM_EXIT_FAIL;
+  }
   int64_t shape[4] = {r->batch, r->h_mask, r->sk, fm_form_k(used)};
   if (json) {
     fm_json j;
@@ -125,6 +145,7 @@ int cmd_convert(int argc, char **argv) {
            fm_form_causal(used) ? "True" : "False", fm_form_causal(used) ? "True" : "False");
     printf("expand back  %s\n", expand);
   }
+  free(expand);
   fm_colmask_destroy(m);
   fm_dense_result_destroy(res);
   return FM_EXIT_OK;

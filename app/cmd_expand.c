@@ -6,11 +6,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "commands.h"
 #include "dense_report.h"
 #include "fm_dense.h"
+#include "fm_fileio.h"
 #include "fm_intervals_io.h"
 
 static const char *help =
@@ -20,7 +22,7 @@ static const char *help =
     "[B, H_mask, Sk, k]) as [B, H, Sq, Sk]. Streams one row at a time; refuses outputs\n"
     "above 16 GiB or above the free space of the output folder.\n\n"
     "  --causal | --bidir   the causal flag the intervals go with (required)\n"
-    "  -o, --output FILE    the dense .npy (written atomically)\n"
+    "  -o, --output FILE    the dense .npy (written atomically); - writes it to stdout\n"
     "  --seqlen-q N         query rows Sq (default Sk)\n"
     "  --heads H            heads to write; a shared mask (H_mask = 1) is repeated\n"
     "                       (default H_mask)\n"
@@ -92,7 +94,18 @@ int cmd_expand(int argc, char **argv) {
     return FM_EXIT_USAGE;
   }
   if (note.text[0]) fprintf(stderr, "fmsim %s: note: %s\n", cmd, note.text);
-  if (!dense_output_writable(cmd, out)) {
+  int to_stdout = strcmp(out, "-") == 0;
+  if (to_stdout && isatty(STDOUT_FILENO)) {
+    cli_error(cmd, "-o -: standard output is a terminal; redirect it to a file or a pipe");
+    fm_colmask_destroy(m);
+    return FM_EXIT_USAGE;
+  }
+  if (!to_stdout && fm_output_check(out, FM_OUT_STDOUT, &err) != FM_OK) {
+    cli_error(cmd, "%s", err.msg);
+    fm_colmask_destroy(m);
+    return FM_EXIT_USAGE;
+  }
+  if (!to_stdout && !dense_output_writable(cmd, out)) {
     fm_colmask_destroy(m);
     return FM_EXIT_USAGE;
   }
@@ -101,6 +114,10 @@ int cmd_expand(int argc, char **argv) {
     cli_error(cmd, "%s", err.msg);
     fm_colmask_destroy(m);
     return st == FM_EIO ? FM_EXIT_FAIL : FM_EXIT_USAGE;
+  }
+  if (to_stdout) { /* stdout carries the array only */
+    fm_colmask_destroy(m);
+    return FM_EXIT_OK;
   }
   int64_t heads = eo.heads ? eo.heads : fm_colmask_nh(m);
   double bytes = (double)fm_colmask_nb(m) * (double)heads * fm_colmask_sq(m) * fm_colmask_sk(m) *

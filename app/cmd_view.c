@@ -59,6 +59,13 @@ int cmd_view(int argc, char **argv) {
 }
 #else
 
+#ifdef FM_HAVE_VIZ_SDL
+static int env_set(const char *name) {
+  const char *v = getenv(name);
+  return v && *v;
+}
+#endif
+
 int cmd_view(int argc, char **argv) {
   static const struct option longopts[] = {CLI_MASK_LONGOPTS,
                                            VIZ_CLI_SOURCE_LONGOPTS,
@@ -99,11 +106,12 @@ int cmd_view(int argc, char **argv) {
     return FM_EXIT_USAGE;
   }
 #else
-  /* fail before any work when there is plainly no display */
-  if (!bench && !getenv("DISPLAY") && !getenv("WAYLAND_DISPLAY") && !getenv("SDL_VIDEODRIVER")) {
-    cli_error(cmd, "no display available (DISPLAY and WAYLAND_DISPLAY are unset); draw into a "
-              "file with 'fmsim render ... -o FILE.png' instead");
-    return FM_EXIT_FAIL;
+  /* fail before any work when there is plainly no display (an empty variable
+     is no display either: SDL would probe every driver and may wait forever) */
+  if (!bench && !env_set("DISPLAY") && !env_set("WAYLAND_DISPLAY") && !env_set("SDL_VIDEODRIVER")) {
+    cli_error(cmd, "no display available (DISPLAY and WAYLAND_DISPLAY are unset or empty); draw "
+              "into a file with 'fmsim render ... -o FILE.png' instead");
+    return FM_EXIT_USAGE;
   }
 #endif
   viz_state s;
@@ -132,7 +140,7 @@ int cmd_view(int argc, char **argv) {
     fm_status st = viz_window_run(&s, &wo, &err);
     if (st != FM_OK) {
       cli_error(cmd, "%s", err.msg);
-      rc = st == FM_EUNSUPPORTED ? FM_EXIT_FAIL : FM_EXIT_USAGE;
+      rc = FM_EXIT_USAGE; /* no display, a bad script, an unwritable --out-dir */
     }
 #endif
   }

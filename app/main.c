@@ -44,7 +44,7 @@ static void usage(FILE *f) {
 
 int main(int argc, char **argv) {
   if (argc < 2) {
-    usage(stderr);
+    cli_error(NULL, "a command is required (fmsim --help lists them)");
     return FM_EXIT_USAGE;
   }
   if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "fm_forms.h"
+#include "fm_limits.h"
 #include "fm_tile_rule.h"
 
 struct fm_colmask {
@@ -31,6 +32,7 @@ fm_status fm_colmask_create(int64_t sq, int64_t sk, int64_t nb, int64_t nh, int 
                    "interval vectors would take %.1f GiB (limit %.0f GiB): use fewer per-head sets "
                    "or a shorter sequence",
                    (double)bytes / (1 << 30), (double)FM_MAX_ALLOC_BYTES / (1 << 30));
+  if (fm_mem_check(bytes, "the mask's interval vectors", err) != FM_OK) return FM_ENOMEM;
   fm_colmask *m = calloc(1, sizeof *m);
   int32_t *data = malloc((size_t)bytes);
   if (!m || !data) {
