@@ -66,7 +66,7 @@ static int check_intervals(const char *cmd, const char *path, int causal, int64_
     return FM_EXIT_FAIL;
   }
   fm_dense_result *res = NULL;
-  st = fm_dense_check_colmask(m, INTERVAL_ROW_LIMIT, &res, &err);
+  st = fm_dense_check_colmask(m, INTERVAL_ROW_LIMIT, NULL, &res, &err);
   if (st != FM_OK) {
     cli_error(cmd, "%s: %s", path, err.msg);
     fm_colmask_destroy(m);
@@ -154,7 +154,7 @@ int cmd_check(int argc, char **argv) {
   }
   const char *path = argv[optind];
   fm_err err;
-  fm_dense_opts o = {masked_true, 0};
+  fm_dense_opts o = {.masked_true = masked_true};
   fm_dense_result *res = NULL;
   if (fm_dense_check_file(path, &o, &res, &err) != FM_OK) {
     cli_error(cmd, "%s", err.msg);

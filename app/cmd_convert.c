@@ -73,7 +73,7 @@ int cmd_convert(int argc, char **argv) {
   const char *path = argv[optind];
   /* before a long scan: can the output be written at all? */
   if (!dense_output_writable(cmd, out)) return FM_EXIT_USAGE;
-  fm_dense_opts o = {masked_true, 1};
+  fm_dense_opts o = {.masked_true = masked_true, .keep_intervals = 1};
   fm_dense_result *res = NULL;
   if (fm_dense_check_file(path, &o, &res, &err) != FM_OK) {
     cli_error(cmd, "%s", err.msg);

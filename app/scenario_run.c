@@ -206,7 +206,7 @@ static int build_case_mask(const fm_scenario *s, const fm_scn_case *c, fm_colmas
     return 0;
   }
   /* a dense mask: scanned once (O(Sk) state), converted to its smallest form */
-  fm_dense_opts dopts = {m->masked_true, 1};
+  fm_dense_opts dopts = {.masked_true = m->masked_true, .keep_intervals = 1};
   fm_dense_result *res = NULL;
   fm_status st = fm_dense_check_file(m->file, &dopts, &res, &err);
   if (st == FM_OK) st = fm_dense_result_to_colmask(res, FM_FORM_NONE, out, &err);

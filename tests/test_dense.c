@@ -164,6 +164,15 @@ static void dense_write(const dense *d, const char *path, fm_dtype t, int masked
     case FM_DT_U8: buf[e] = truth ? (uint8_t)(canonical ? 1 : 1 + (e * 37) % 255) : 0; break;
     case FM_DT_I8: ((int8_t *)buf)[e] = truth ? (int8_t)(canonical ? 1 : (v & 1 ? -3 : 1)) : 0; break;
     case FM_DT_I32: ((int32_t *)buf)[e] = truth ? (canonical ? 1 : (int32_t)(1 + e % 1000) * (v & 1 ? -1 : 1)) : 0; break;
+    case FM_DT_I64: ((int64_t *)buf)[e] = truth ? (canonical ? 1 : (int64_t)(1 + e % 1000) * (v & 1 ? -1 : 1) * ((int64_t)1 << 33)) : 0; break;
+    case FM_DT_U64: ((uint64_t *)buf)[e] = truth ? (canonical ? 1 : (uint64_t)(1 + e % 1000) << (v * 12)) : 0; break;
+    case FM_DT_F64: {
+      static const double mk[5] = {-INFINITY, -1e4, -1.7976931348623157e308, -1e9, -INFINITY};
+      double x = msk ? (canonical ? -INFINITY : mk[v]) : (!canonical && v == 3 ? -1.5 : 0.0);
+      cnt += !msk && !canonical && v == 3;
+      memcpy(buf + e * 8, &x, 8);
+      break;
+    }
     case FM_DT_F32: {
       static const float mk[5] = {-INFINITY, -1e4f, -3.4028235e38f, -1e9f, -INFINITY};
       float x = msk ? (canonical ? -INFINITY : mk[v]) : (!canonical && v == 3 ? -1.5f : 0.0f);
@@ -298,7 +307,7 @@ static fm_colmask *family(const char *name, int64_t S, int64_t heads, const char
 }
 
 static const fm_dense_report *check_lib(const char *path, int masked_true, fm_dense_result **res) {
-  fm_dense_opts o = {masked_true, 1};
+  fm_dense_opts o = {.masked_true = masked_true, .keep_intervals = 1};
   fm_err err;
   cr_assert_eq(fm_dense_check_file(path, &o, res, &err), FM_OK, "%s", err.msg);
   return fm_dense_result_report(*res);
@@ -416,14 +425,15 @@ Test(dense, cli_convert_then_expand_is_exact) {
 /* --------------------------------------------------- dtypes, shapes, values */
 
 Test(dense, every_dtype_shape_and_convention) {
-  static const fm_dtype types[] = {FM_DT_BOOL, FM_DT_U8, FM_DT_I8, FM_DT_I32,
-                                   FM_DT_F32, FM_DT_F16, FM_DT_U16};
+  static const fm_dtype types[] = {FM_DT_BOOL, FM_DT_U8, FM_DT_I8,  FM_DT_I32, FM_DT_I64,
+                                   FM_DT_U64,  FM_DT_F32, FM_DT_F64, FM_DT_F16, FM_DT_U16};
   fm_colmask *m = family("causal_document", 40, 1, "docs=17,9,14");
   fm_colmask *m2 = family("document", 40, 1, "docs=17,9,14");
   for (int shape = 2; shape <= 4; shape++)
     for (size_t t = 0; t < sizeof types / sizeof types[0]; t++)
       for (int mt = 0; mt < 2; mt++) {
-        int additive = types[t] == FM_DT_F32 || types[t] == FM_DT_F16 || types[t] == FM_DT_U16;
+        int additive = types[t] == FM_DT_F32 || types[t] == FM_DT_F64 || types[t] == FM_DT_F16 ||
+                       types[t] == FM_DT_U16;
         if (mt && additive) continue;
         const fm_colmask *src = (t + (size_t)shape) % 2 ? m : m2;
         int64_t b = shape == 4 ? 2 : 1, h = shape >= 3 ? 2 : 1;
@@ -469,13 +479,14 @@ Test(dense, every_dtype_shape_and_convention) {
 
 /* CLI round trip is exact for canonical values of every dtype, and --masked-true */
 Test(dense, cli_roundtrip_dtypes) {
-  static const fm_dtype types[] = {FM_DT_BOOL, FM_DT_U8, FM_DT_I8, FM_DT_I32,
-                                   FM_DT_F32, FM_DT_F16, FM_DT_U16};
+  static const fm_dtype types[] = {FM_DT_BOOL, FM_DT_U8, FM_DT_I8,  FM_DT_I32, FM_DT_I64,
+                                   FM_DT_U64,  FM_DT_F32, FM_DT_F64, FM_DT_F16, FM_DT_U16};
   fm_colmask *m = family("global_sliding_window", 32, 1, NULL);
   dense d = dense_from_colmask(m, 1, 1);
   for (size_t t = 0; t < sizeof types / sizeof types[0]; t++)
     for (int mt = 0; mt < 2; mt++) {
-      int additive = types[t] == FM_DT_F32 || types[t] == FM_DT_F16 || types[t] == FM_DT_U16;
+      int additive = types[t] == FM_DT_F32 || types[t] == FM_DT_F64 || types[t] == FM_DT_F16 ||
+                     types[t] == FM_DT_U16;
       if (mt && additive) continue;
       char path[1024], iv[1100], back[1100], args[4096], exp_cmd[1024];
       snprintf(path, sizeof path, "%s", tmp("rtd.npy"));
@@ -690,7 +701,7 @@ Test(dense, scan_api_matches_file) {
   const fm_dense_report *ra = check_lib(path, 0, &a);
   fm_dense_scan *s;
   fm_err err;
-  fm_dense_opts o = {0, 0};
+  fm_dense_opts o = {0};
   cr_assert_eq(fm_dense_scan_create(1, 1, 40, 40, &o, &s, &err), FM_OK);
   for (int i = 0; i < 40; i++) fm_dense_scan_row(s, at(&d, 0, i, 0));
   cr_assert_eq(fm_dense_scan_finish(s, &b, &err), FM_OK, "%s", err.msg);
@@ -806,9 +817,9 @@ Test(dense, bad_inputs) {
   } cases[] = {
       {"truncated", "{'descr': '|b1', 'fortran_order': False, 'shape': (32, 32), }", 1000, "\x93NUMPY", "truncated"},
       {"magic", "{'descr': '|b1', 'fortran_order': False, 'shape': (4, 4), }", 16, "\x93NUMPX", "magic"},
-      {"dtype_f8", "{'descr': '<f8', 'fortran_order': False, 'shape': (4, 4), }", 128, "\x93NUMPY", "dtype"},
+      {"dtype_u4", "{'descr': '<u4', 'fortran_order': False, 'shape': (4, 4), }", 64, "\x93NUMPY", "dtype"},
       {"dtype_c8", "{'descr': '<c8', 'fortran_order': False, 'shape': (4, 4), }", 128, "\x93NUMPY", "dtype"},
-      {"dtype_i64", "{'descr': '<i8', 'fortran_order': False, 'shape': (4, 4), }", 128, "\x93NUMPY", "int64"},
+      {"dtype_c16", "{'descr': '<c16', 'fortran_order': False, 'shape': (4, 4), }", 256, "\x93NUMPY", "dtype"},
       {"bigendian", "{'descr': '>i4', 'fortran_order': False, 'shape': (4, 4), }", 64, "\x93NUMPY", "big-endian"},
       {"fortran", "{'descr': '|b1', 'fortran_order': True, 'shape': (4, 4), }", 16, "\x93NUMPY", "Fortran"},
       {"rank1", "{'descr': '|b1', 'fortran_order': False, 'shape': (16,), }", 16, "\x93NUMPY", "dimension"},
