@@ -6,11 +6,12 @@
 
 /* Options of the source beyond CLI_MASK_LONGOPTS (handled by viz_cli_source_opt). */
 #define VIZ_CLI_SOURCE_LONGOPTS                                                                 \
-  {"causal", no_argument, 0, 2001}, {"true-masked", no_argument, 0, 2002},                     \
-      {"head-dim", required_argument, 0, 2003}
+  {"causal", no_argument, 0, 2001}, {"masked-true", no_argument, 0, 2002},                     \
+      {"true-masked", no_argument, 0, 2002}, {"head-dim", required_argument, 0, 2003}
 #define VIZ_CLI_SOURCE_HELP                                                                     \
   "  --causal             INTERVALS.npy with k = 2 is causal-2, not bidir-2 (k = 1, 4 say it)\n" \
-  "  --true-masked        MASK.npy: true means masked (default: true means may attend)\n"       \
+  "  --masked-true        MASK.npy: true means masked (default: true means may attend);\n"      \
+  "                       --true-masked is an alias\n"                                       \
   "  --head-dim D         head dimension of the modelled bytes overlay (default 128)\n"
 #ifdef FM_HAVE_VIZ
 #include "cli.h"

@@ -770,6 +770,7 @@ static int host_little_endian(void) {
 static int is_float(fm_dtype t) {
   return t == FM_DT_F32 || t == FM_DT_F64 || t == FM_DT_F16 || t == FM_DT_U16;
 }
+int fm_dense_dtype_is_float(fm_dtype t) { return is_float(t); }
 static int is_additive(fm_dtype t) { return is_float(t); } /* the dtypes written additively */
 static int is_wide_int(fm_dtype t) { return t == FM_DT_I32 || t == FM_DT_I64 || t == FM_DT_U64; }
 

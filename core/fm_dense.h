@@ -253,6 +253,8 @@ fm_status fm_dense_expand(const fm_colmask *m, const char *path, const fm_dense_
  * "bfloat16". */
 const char *fm_dense_dtype_name(fm_dtype t);
 fm_status fm_dense_dtype_parse(const char *name, fm_dtype *out, fm_err *err);
+/* 1 for the float dtypes (float32, float64, float16, bfloat16): additive when written. */
+int fm_dense_dtype_is_float(fm_dtype t);
 
 /* Like fm_colmask_load_npy, but first tells a dense mask (or any array that
  * cannot be an interval file) apart and says so in one line. */

@@ -247,7 +247,7 @@ def test_analyze_equals_brute_force_and_cli(tmp_path):
                           "--br", "16", "--bc", "32", "--json"], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     cli = json.loads(out.stdout)
-    assert cli["sparsity"] == pytest.approx(a.rho) and cli["sparsity_exact"] == pytest.approx(a.rho_exact)
+    assert cli["sparsity"] == pytest.approx(a.rho) and cli["exact"]["sparsity"] == pytest.approx(a.rho_exact)
 
 
 def test_to_string_is_the_tile_map():
