@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import ctypes as C
 import os
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Optional, Union
 
 import numpy as np
@@ -116,11 +117,22 @@ def from_mask_mod(fn: MaskMod, B: Optional[int] = 1, H: Optional[int] = 1, Sq: i
         raise TypeError("from_mask_mod: fn must be callable as fn(b, h, q_idx, kv_idx)")
     ix = _Indexer(_pick_backend(fn, backend, Sk, min(chunk_rows, 2)), Sk)
     scan = _Scan(B, H, Sq, Sk, _opts(False, keep_runs, tiles, keep_tiles=keep_tiles))
-    for b in range(B):
-        for h in range(H):
-            for r0 in range(0, Sq, chunk_rows):
-                r1 = min(Sq, r0 + chunk_rows)
-                scan.rows(_as_block(fn(*ix.args(b, h, r0, r1)), r1 - r0, Sk), attend=True)
+
+    def evaluate(job):
+        b, h, r0, r1 = job
+        return _as_block(fn(*ix.args(b, h, r0, r1)), r1 - r0, Sk)
+
+    jobs = ((b, h, r0, min(Sq, r0 + chunk_rows)) for b in range(B) for h in range(H)
+            for r0 in range(0, Sq, chunk_rows))
+    # the next chunk is evaluated (numpy or torch, GIL released) while libfmsim
+    # scans this one (ctypes releases the GIL): two chunks alive at most
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        pending = pool.submit(evaluate, next(jobs))
+        for job in jobs:
+            block = pending.result()
+            pending = pool.submit(evaluate, job)
+            scan.rows(block, attend=True)
+        scan.rows(pending.result(), attend=True)
     return _result(scan.finish(), keep_runs)
 
 
