@@ -519,21 +519,36 @@ static void scan_begin_set(fm_dense_scan *s, int64_t set) {
 
 /* The two longest runs of columns [j0, j0 + len) after row i's transitions
  * (c: this row, p: the row above): a run starting at i records its start, a
- * run ending at i competes for the two places (branch-free selects). */
+ * run ending at i competes for the two places. Branch-free on separate
+ * arrays, so that the compiler vectorises both loops; the second runs only
+ * when some run beats a second place (rare once the places hold long runs). */
+static void best_update(int64_t len, const uint8_t *restrict c, const uint8_t *restrict p, int32_t i,
+                        int32_t *restrict st, int32_t *restrict b1s, int32_t *restrict b1l,
+                        int32_t *restrict b2s, int32_t *restrict b2l) {
+  int32_t need = 0;
+  for (int64_t k = 0; k < len; k++) {
+    const int32_t ck = c[k], pk = p[k], d = ck ^ pk;
+    const int32_t mst = -(d & ck), mend = -(d & pk); /* all ones when a run starts / ends at i */
+    need |= ((i - st[k]) & mend) > b2l[k];
+    st[k] = (st[k] & ~mst) | (i & mst);
+  }
+  if (!need) return;
+  for (int64_t k = 0; k < len; k++) {
+    const int32_t d = c[k] ^ p[k], mend = -(d & p[k]);
+    const int32_t s = st[k], l = (i - s) & mend; /* a run that ends here did not start here */
+    const int32_t s1 = b1s[k], l1 = b1l[k], s2 = b2s[k], l2 = b2l[k];
+    const int32_t g1 = -(l > l1), g2 = -(l > l2) & ~g1, keep2 = ~(g1 | g2);
+    b2s[k] = (s1 & g1) | (s & g2) | (s2 & keep2);
+    b2l[k] = (l1 & g1) | (l & g2) | (l2 & keep2);
+    b1s[k] = (s & g1) | (s1 & ~g1);
+    b1l[k] = (l & g1) | (l1 & ~g1);
+  }
+}
+
 static void scan_best(fm_dense_scan *s, int64_t j0, int64_t len, const uint8_t *c,
                       const uint8_t *p, int32_t i) {
-  int32_t *st = s->start + j0, *b1s = s->best + j0, *b1l = b1s + s->sk;
-  int32_t *b2s = b1l + s->sk, *b2l = b2s + s->sk;
-  for (int64_t k = 0; k < len; k++) {
-    int32_t d = c[k] ^ p[k];
-    st[k] = (d & c[k]) ? i : st[k];
-    int32_t l = (d & p[k]) ? i - st[k] : 0;
-    int gt1 = l > b1l[k], gt2 = l > b2l[k];
-    b2s[k] = gt1 ? b1s[k] : gt2 ? st[k] : b2s[k];
-    b2l[k] = gt1 ? b1l[k] : gt2 ? l : b2l[k];
-    b1s[k] = gt1 ? st[k] : b1s[k];
-    b1l[k] = gt1 ? l : b1l[k];
-  }
+  int32_t *b = s->best + j0;
+  best_update(len, c, p, i, s->start + j0, b, b + s->sk, b + 2 * s->sk, b + 3 * s->sk);
 }
 
 /* Column pass for row i: cur against prev. */
