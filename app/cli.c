@@ -88,12 +88,10 @@ int cli_unavailable(const char *cmd, int argc, char **argv, void (*help)(void), 
   return FM_EXIT_USAGE;
 }
 
-int cli_dense_scan(const char *cmd, const char *path, int masked_true, int keep_intervals,
-                   fm_dense_result **res) {
-  fm_dense_opts o = {.masked_true = masked_true, .keep_intervals = keep_intervals};
+int cli_dense_scan(const char *cmd, const char *path, const fm_dense_opts *o, fm_dense_result **res) {
   fm_err err;
   *res = NULL;
-  if (fm_dense_check_file(path, &o, res, &err) == FM_OK) return 0;
+  if (fm_dense_check_file(path, o, res, &err) == FM_OK) return 0;
   cli_error(cmd, "%s", err.msg);
   return FM_EXIT_USAGE;
 }

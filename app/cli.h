@@ -76,10 +76,11 @@ int cli_int_pair(const char *text, char sep, long long *a, long long *b);
  * else prints "why" as the error, exit 2. */
 int cli_unavailable(const char *cmd, int argc, char **argv, void (*help)(void), const char *why);
 
-/* Scans a dense mask file (fm_dense_check_file) into *res (the caller
- * destroys it); 0, or FM_EXIT_USAGE after printing the error. */
+/* Scans a dense mask file (fm_dense_check_file with options o) into *res
+ * (the caller destroys it); 0, or FM_EXIT_USAGE after printing the error. */
 struct fm_dense_result;
-int cli_dense_scan(const char *cmd, const char *path, int masked_true, int keep_intervals,
+struct fm_dense_opts;
+int cli_dense_scan(const char *cmd, const char *path, const struct fm_dense_opts *o,
                    struct fm_dense_result **res);
 
 /* Ends the open JSON object, prints the document on stdout, frees it. */

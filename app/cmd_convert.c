@@ -25,6 +25,7 @@ static const char *help =
     "  -o, --output OUT.npy  the interval file (written atomically)\n"
     "  --form NAME           the form to write (default auto: the smallest that holds it)\n"
     "  --masked-true         bool/integer masks: non-zero = masked\n"
+    "  --bool | --additive   how to read a float mask (see fmsim check --help)\n"
     "  --json                one JSON object: the check report plus output, written_form,\n"
     "                        causal, output_shape, expand_command\n\n"
     "fmsim expand with the printed options gives the mask back.\n"
@@ -53,12 +54,17 @@ int cmd_convert(int argc, char **argv) {
                                            {"form", required_argument, 0, 'f'},
                                            {"masked-true", no_argument, 0, 'm'},
                                            {"json", no_argument, 0, 'j'},
+                                           DENSE_READING_LONGOPTS,
                                            {"help", no_argument, 0, 'h'},
                                            {0, 0, 0, 0}};
   const char *cmd = "convert", *out = NULL, *form_name = "auto";
   int json = 0, masked_true = 0, opt;
+  fm_dense_reading reading = FM_DENSE_READ_AUTO;
   cli_getopt_reset();
   while ((opt = getopt_long(argc, argv, ":o:", longopts, NULL)) != -1) {
+    int r = dense_reading_opt(cmd, opt, &reading);
+    if (r < 0) return FM_EXIT_USAGE;
+    if (r > 0) continue;
     switch (opt) {
     case 'o': out = optarg; break;
     case 'f': form_name = optarg; break;
@@ -87,8 +93,9 @@ int cmd_convert(int argc, char **argv) {
   }
   /* before a long scan: can the output be written at all? */
   if (!dense_output_writable(cmd, out)) return FM_EXIT_USAGE;
+  fm_dense_opts o = {.masked_true = masked_true, .keep_intervals = 1, .reading = reading};
   fm_dense_result *res;
-  if (cli_dense_scan(cmd, path, masked_true, 1, &res)) return FM_EXIT_USAGE;
+  if (cli_dense_scan(cmd, path, &o, &res)) return FM_EXIT_USAGE;
   const fm_dense_report *r = fm_dense_result_report(res);
   fm_colmask *m = NULL;
   fm_status st = fm_dense_result_to_colmask(res, want, &m, &err);

@@ -27,8 +27,9 @@ static const char *help =
     "  --heads H            heads to write; a shared mask (H_mask = 1) is repeated\n"
     "                       (default H_mask)\n"
     "  --rank R             4: [B, H, Sq, Sk] (default); 3: [H, Sq, Sk]; 2: [Sq, Sk]\n"
-    "  --dtype NAME         bool (default), uint8, int8, int32: 1 = may attend, 0 = masked;\n"
-    "                       float32, float16, bfloat16 (as uint16): additive, 0 / -inf\n"
+    "  --dtype NAME         bool (default), uint8, int8, int32, int64, uint64: 1 = may\n"
+    "                       attend, 0 = masked; float32, float64, float16, bfloat16 (as\n"
+    "                       uint16): additive, 0 / -inf\n"
     "  --masked-true        bool/integer: write 1 for masked instead\n"
     "  --strict             refuse row indices above Sq and intervals whose start lies past\n"
     "                       their end (default: read as Paddle does, as Sq and as empty)\n\n"
@@ -126,7 +127,7 @@ int cmd_expand(int argc, char **argv) {
   printf("wrote %s: %s, B = %d, H = %lld, Sq = %d, Sk = %d, rank %d (%s), %s\n", out,
          fm_dense_dtype_name(eo.dtype), fm_colmask_nb(m), (long long)heads, fm_colmask_sq(m),
          fm_colmask_sk(m), eo.rank ? eo.rank : 4, cli_bytes((int64_t)bytes, b, sizeof b),
-         eo.dtype == FM_DT_F32 || eo.dtype == FM_DT_F16 || eo.dtype == FM_DT_U16
+         fm_dense_dtype_is_float(eo.dtype)
              ? "additive: 0 = attend, -inf = masked"
              : eo.masked_true ? "1 = masked" : "1 = may attend");
   fm_colmask_destroy(m);

@@ -39,12 +39,24 @@ static void usage(FILE *f) {
           "usage: fmsim [--help | --version] COMMAND [OPTIONS]\n\ncommands:\n",
           FM_VERSION);
   for (int i = 0; i < NCOMMANDS; i++) fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
-  fprintf(f, "\n'fmsim COMMAND --help' describes a command.\n");
+  fprintf(f, "\n'fmsim help COMMAND' (or 'fmsim COMMAND --help', '-h') describes a command.\n");
 }
 
 int main(int argc, char **argv) {
   if (argc < 2) {
     cli_error(NULL, "a command is required (fmsim --help lists them)");
+    return FM_EXIT_USAGE;
+  }
+  /* -h means --help for every command; `fmsim help CMD` is `fmsim CMD --help` */
+  for (int k = 2; k < argc && strcmp(argv[k], "--"); k++)
+    if (!strcmp(argv[k], "-h")) argv[k] = (char *)"--help";
+  if (!strcmp(argv[1], "help") && argc > 2) {
+    for (int i = 0; i < NCOMMANDS; i++)
+      if (!strcmp(argv[2], commands[i].name)) {
+        char *args[] = {argv[2], (char *)"--help", NULL};
+        return commands[i].run(2, args);
+      }
+    cli_error(NULL, "help: unknown command '%s' (fmsim --help lists them)", argv[2]);
     return FM_EXIT_USAGE;
   }
   if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {

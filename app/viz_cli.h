@@ -6,13 +6,14 @@
 
 /* Options of the source beyond CLI_MASK_LONGOPTS (handled by viz_cli_source_opt). */
 #define VIZ_CLI_SOURCE_LONGOPTS                                                                 \
-  {"causal", no_argument, 0, 2001}, {"true-masked", no_argument, 0, 2002},                     \
-      {"head-dim", required_argument, 0, 2003}, {"strict", no_argument, 0, 2004},          \
-      {"layer", required_argument, 0, 'l'},          \
+  {"causal", no_argument, 0, 2001}, {"masked-true", no_argument, 0, 2002},                     \
+      {"true-masked", no_argument, 0, 2002}, {"head-dim", required_argument, 0, 2003},        \
+      {"strict", no_argument, 0, 2004}, {"layer", required_argument, 0, 'l'},                \
       {"size", required_argument, 0, 'z'}
 #define VIZ_CLI_SOURCE_HELP                                                                     \
   "  --causal             INTERVALS.npy with k = 2 is causal-2, not bidir-2 (k = 1, 4 say it)\n" \
-  "  --true-masked        MASK.npy: true means masked (default: true means may attend)\n"       \
+  "  --masked-true        MASK.npy: true means masked (default: true means may attend);\n"      \
+  "                       --true-masked is an alias\n"                                       \
   "  --head-dim D         head dimension of the modelled bytes overlay (default 128)\n"       \
   "  --strict             INTERVALS.npy: refuse indices above Sq and starts past their end\n"  \
   "                       (default: read as Paddle does, as Sq and as empty, with a note)\n"

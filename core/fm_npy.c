@@ -17,7 +17,8 @@ static const struct {
 } dtypes[FM_DT_COUNT] = {
     [FM_DT_BOOL] = {"|b1", 1}, [FM_DT_U8] = {"|u1", 1},  [FM_DT_I8] = {"|i1", 1},
     [FM_DT_U16] = {"<u2", 2},  [FM_DT_F16] = {"<f2", 2}, [FM_DT_I32] = {"<i4", 4},
-    [FM_DT_F32] = {"<f4", 4},  [FM_DT_I64] = {"<i8", 8},
+    [FM_DT_F32] = {"<f4", 4},  [FM_DT_I64] = {"<i8", 8},  [FM_DT_U64] = {"<u8", 8},
+    [FM_DT_F64] = {"<f8", 8},
 };
 
 const char *fm_dtype_descr(fm_dtype t) { return dtypes[t].descr; }

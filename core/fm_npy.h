@@ -29,6 +29,8 @@ typedef enum fm_dtype {
   FM_DT_I32,  /* '<i4' */
   FM_DT_F32,  /* '<f4' */
   FM_DT_I64,  /* '<i8' */
+  FM_DT_U64,  /* '<u8' */
+  FM_DT_F64,  /* '<f8' */
   FM_DT_COUNT
 } fm_dtype;
 

@@ -33,7 +33,7 @@ void viz_trace_free(viz_trace *t) {
 
 fm_status viz_load_dense_npy(const char *path, int true_masked, fm_colmask **mask, fm_err *err) {
   *mask = NULL;
-  fm_dense_opts o = {true_masked, 1};
+  fm_dense_opts o = {.masked_true = true_masked, .keep_intervals = 1};
   fm_dense_result *r = NULL;
   fm_status st = fm_dense_check_file(path, &o, &r, err);
   if (st != FM_OK) return st;
