@@ -159,7 +159,7 @@ extern "C" fm_status fm_attn_forward(const fm_attn_problem *p, fm_variant varian
   const fm_kernel_desc *kd = fm_kernel_get(p->kernel);
   if (!kd) return fm_fail(err, FM_EINVAL, "unknown kernel id %d (resolve auto first)", (int)p->kernel);
   int32_t br, bc;
-  if (fm_kernel_tile_size(p->kernel, p->head_dim, &br, &bc, err) != FM_OK) return FM_EUNSUPPORTED;
+  if (fm_kernel_tile_size(p->kernel, FM_PASS_FWD, p->head_dim, &br, &bc, err) != FM_OK) return FM_EUNSUPPORTED;
   if (p->batch < 1 || p->heads < 1 || p->seqlen_q < 1 || p->seqlen_k < 1)
     return fm_fail(err, FM_EINVAL, "batch, heads, Sq, Sk must be >= 1 (got %d, %d, %d, %d)",
                    p->batch, p->heads, p->seqlen_q, p->seqlen_k);

@@ -287,7 +287,7 @@ int main(int argc, char **argv) {
   column cols[MAX_COLS];
   const int ncols = make_columns(&o, cols);
   int32_t br, bc;
-  fm_kernel_tile_size(o.kernels[0], head_dim, &br, &bc, NULL);
+  fm_kernel_tile_size(o.kernels[0], FM_PASS_FWD, head_dim, &br, &bc, NULL);
 
   /* the memory pool keeps the kernels' stream-ordered workspaces between launches */
   cudaMemPool_t pool;
