@@ -2,7 +2,7 @@
  * HBM bytes, an L2 flush kernel, the CUDA-event fallback (fm_cupti.h).
  *
  * C++ only because cupti_profiler_host.h includes <string>; everything is
- * exported as extern "C". The call sequences follow ../shared/CUPTI.md
+ * exported as extern "C". The call sequences follow docs/DESIGN.md, "CUPTI call sequences"
  * (verified on the H200 machine, CUDA 13.0): CUpti_ActivityKernel10 records,
  * cuptiActivityFlushAll(0) at sync points, never from the callbacks; Range
  * Profiler with AutoRange + KernelReplay, one pass for the four metrics.

@@ -1,8 +1,8 @@
 /* fm_cupti.h — CUPTI glue (C-callable): kernel durations from the Activity
  * API, HBM bytes and L2 sectors from the Range Profiler, an L2 flush, and the
- * CUDA-event fallback. See ../shared/CUPTI.md for the verified call sequences.
+ * CUDA-event fallback. The verified call sequences: docs/DESIGN.md, "CUPTI call sequences".
  *
- * Two phases, never together (CUPTI.md "Pitfalls"): fm_time_launches enables
+ * Two phases, never together (docs/DESIGN.md, "Timing and CUPTI"): fm_time_launches enables
  * kernel activity tracing only while it runs; fm_count_launch enables the
  * Range Profiler only while it runs. Every launch measured is preceded by an
  * L2 flush: a kernel that reads a buffer of 4x the L2 size (reads only, so no

@@ -2,7 +2,8 @@
  * (fm_measure.h): buffers, random bf16 inputs, the mask on the device,
  * timed / counted / instrumented launches of fm_attn_forward.
  *
- * Order of the phases of one case (CUPTI.md: time and count never together):
+ * Order of the phases of one case (docs/DESIGN.md, "Timing and CUPTI": time and count
+ * never together):
  *   1. plain build: warm-up, then timed launches (activity records, events),
  *      an L2 flush before every launch;
  *   2. one counted launch of the plain build under the Range Profiler;
