@@ -36,6 +36,7 @@ static const char *help =
     "  --kernel K every kernel the GPU runs (all, the default), one of them, or auto\n"
     "  --pass P   fwd, bwd (after its forward) or both (default: both where the kernel\n"
     "             has a backward)\n"
+    "  --families LIST  only these families (comma list; \"custom\" for the Sq != Sk masks)\n"
     "  --quick    one sequence length (257) instead of three\n"
     "  --json     one JSON object on stdout instead of the listing\n"
     "  --seed N   seed of the inputs and of drawn documents (default 0)\n\n"
@@ -87,10 +88,25 @@ static fm_status custom_mask(int kind, uint64_t seed, fm_colmask **out, fm_err *
   return fm_colmask_validate(*out, err);
 }
 
-static int build_cases(int quick, vcase *cases, int cap) {
+/* 1 when name is in the comma list (NULL: every name). */
+static int listed(const char *list, const char *name) {
+  if (!list) return 1;
+  const size_t n = strlen(name);
+  for (const char *p = list; *p;) {
+    const char *c = strchr(p, ',');
+    const size_t len = c ? (size_t)(c - p) : strlen(p);
+    if (len == n && !strncmp(p, name, n)) return 1;
+    if (!c) break;
+    p = c + 1;
+  }
+  return 0;
+}
+
+static int build_cases(int quick, const char *families, vcase *cases, int cap) {
   int n = 0;
   for (int f = 0; f < fm_family_count(); f++) {
     const char *name = fm_family_at(f)->name;
+    if (!listed(families, name)) continue;
     if (quick) {
       vcase q1 = {name, 0, 257, 2, 3, 128}, q2 = {name, 0, 257, 2, 3, 64};
       if (n + 2 <= cap) cases[n++] = q1, cases[n++] = q2;
@@ -105,12 +121,13 @@ static int build_cases(int quick, vcase *cases, int cap) {
   }
   vcase extra[] = {{NULL, 1, 0, 2, 2, 128}, {NULL, 2, 0, 2, 2, 64},
                    {NULL, 1, 0, 2, 2, 64},  {NULL, 2, 0, 2, 2, 128}};
-  int nextra = quick ? 2 : 4;
+  int nextra = !listed(families, "custom") ? 0 : quick ? 2 : 4;
   for (int i = 0; i < nextra && n < cap; i++) cases[n++] = extra[i];
   return n;
 }
 
 typedef struct verify_opts {
+  const char *families; /* --families: a comma list (and "custom"), NULL for all */
   int quick, json, all_kernels;
   int64_t seed;
   fm_kernel_id want;
@@ -123,6 +140,7 @@ static int parse_opts(int argc, char **argv, verify_opts *o) {
                                            {"seed", required_argument, 0, 's'},
                                            {"kernel", required_argument, 0, 'k'},
                                            {"pass", required_argument, 0, 'p'},
+                                           {"families", required_argument, 0, 'f'},
                                            {"help", no_argument, 0, 'h'},
                                            {0, 0, 0, 0}};
   *o = (verify_opts){.all_kernels = 1, .want = FM_KERNEL_AUTO};
@@ -139,6 +157,18 @@ static int parse_opts(int argc, char **argv, verify_opts *o) {
       if (!o->all_kernels && fm_kernel_parse(optarg, &o->want, &err) != FM_OK) {
         cli_error("verify", "--kernel: %s (or all)", err.msg);
         return FM_EXIT_USAGE;
+      }
+    } else if (opt == 'f') {
+      o->families = optarg;
+      for (const char *p = optarg; *p;) { /* every name must be a family or "custom" */
+        const char *c = strchr(p, ',');
+        char name[64];
+        snprintf(name, sizeof name, "%.*s", (int)(c ? c - p : (long)strlen(p)), p);
+        if (strcmp(name, "custom") && !fm_family_find(name)) {
+          cli_error("verify", "--families: unknown family '%s' (fmsim families lists them; or custom)", name);
+          return FM_EXIT_USAGE;
+        }
+        p = c ? c + 1 : p + strlen(p);
       }
     } else if (opt == 'p') {
       if (fm_pass_parse(optarg, &o->pass, &err) != FM_OK) {
@@ -293,7 +323,7 @@ int cmd_verify(int argc, char **argv) {
     return FM_EXIT_FAIL;
   }
   vcase cases[128];
-  const int ncases = build_cases(o.quick, cases, 128);
+  const int ncases = build_cases(o.quick, o.families, cases, 128);
   fm_json j;
   fm_json_init(&j, 1);
   fm_json_object(&j, NULL);
