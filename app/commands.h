@@ -12,5 +12,7 @@ int cmd_bench(int argc, char **argv);
 int cmd_verify(int argc, char **argv);
 int cmd_view(int argc, char **argv);
 int cmd_render(int argc, char **argv);
+int cmd_predict(int argc, char **argv);
+int cmd_calibrate(int argc, char **argv);
 
 #endif

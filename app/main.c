@@ -13,6 +13,8 @@ static const struct {
 } commands[] = {
     {"families", cmd_families, "list the mask families, their parameters and defaults"},
     {"analyze", cmd_analyze, "tile classes, block sparsity and mask memory of a family mask"},
+    {"predict", cmd_predict, "predicted kernel time of a mask on a calibrated GPU profile (no GPU needed)"},
+    {"calibrate", cmd_calibrate, "fit a GPU profile of the timing model to measured kernel times"},
     {"check", cmd_check, "does a dense mask (.npy) fit the interval forms? where and why not"},
     {"convert", cmd_convert, "dense mask (.npy) -> Paddle startend_row_indices intervals"},
     {"expand", cmd_expand, "interval file -> dense mask (.npy)"},
