@@ -1,6 +1,7 @@
 /* fmsim analyze: tile classes, block sparsity and mask memory of one family
- * mask (or the paper's sparsity table). Counts are O(Sk + Tr*Tc) time and
- * O(Sk) memory; --out adds the per-tile arrays of the trace. */
+ * mask (or the paper's sparsity table). Counts are O(Sk + Tr) time and
+ * O(Sk) memory; --out adds the per-tile arrays of the trace; --gpu the
+ * predicted kernel time (timing_cli.h). */
 #define _POSIX_C_SOURCE 200809L
 #include <getopt.h>
 #include <stdio.h>
@@ -15,6 +16,7 @@
 #include "fm_paper.h"
 #include "fm_tiles.h"
 #include "fm_trace.h"
+#include "timing_cli.h"
 
 static const char *help =
     "usage: fmsim analyze --family NAME [options] [--json] [--out DIR]\n"
@@ -27,6 +29,8 @@ static const char *help =
     "  --json               one JSON object on stdout instead of the table\n"
     "  --out DIR            also write a trace folder: summary.json, tiles.npy,\n"
     "                       tiles_exact.npy (uint8 [sets, Tr, Tc]), columns.npy\n"
+    "  --gpu PROFILE        also the predicted forward time at head dim 128 on a GPU profile\n"
+    "                       (data/gpu, e.g. h200-sm80; fmsim predict tells more)\n"
     "  --paper-table        block sparsity of the twelve families at 8K/32K/128K, mean of the\n"
     "                       paper's five document samples, next to the paper's own figures\n";
 
@@ -177,9 +181,10 @@ int cmd_analyze(int argc, char **argv) {
                                            {"json", no_argument, 0, 'j'},
                                            {"out", required_argument, 0, 'o'},
                                            {"paper-table", no_argument, 0, 'P'},
+                                           {"gpu", required_argument, 0, 'g'},
                                            {"help", no_argument, 0, 'h'},
                                            {0, 0, 0, 0}};
-  const char *cmd = "analyze", *out_dir = NULL;
+  const char *cmd = "analyze", *out_dir = NULL, *gpu = NULL;
   int json = 0, table = 0, opt;
   cli_mask_opts o;
   cli_mask_opts_init(&o);
@@ -192,6 +197,7 @@ int cmd_analyze(int argc, char **argv) {
     case 'j': json = 1; break;
     case 'o': out_dir = optarg; break;
     case 'P': table = 1; break;
+    case 'g': gpu = optarg; break;
     case 'h': fputs(help, stdout); return FM_EXIT_OK;
     default: return cli_bad_option(cmd, opt, argv);
     }
@@ -211,6 +217,8 @@ int cmd_analyze(int argc, char **argv) {
     cli_error(cmd, "--family is required (fmsim families lists them)");
     return FM_EXIT_USAGE;
   }
+  fm_gpu_profile prof;
+  if (gpu && timing_profile_load(cmd, gpu, FM_KERNEL_AUTO, 128, &prof)) return FM_EXIT_USAGE;
   fm_colmask *m = NULL;
   fm_family_used used;
   fm_analysis a;
@@ -235,12 +243,14 @@ int cmd_analyze(int argc, char **argv) {
       fm_json_object(&j, NULL);
       fm_analysis_json(&a, &j);
       if (out_dir) fm_json_string(&j, "trace", out_dir);
+      if (gpu && timing_cli_predict_mask(cmd, &prof, m, o.batch, o.heads, 128, &j)) rc = FM_EXIT_USAGE;
       fm_json_end(&j);
-      fputs(j.buf, stdout);
+      if (rc == FM_EXIT_OK) fputs(j.buf, stdout);
       fm_json_free(&j);
     } else {
       print_human(&a);
       if (out_dir) printf("trace       %s\n", out_dir);
+      if (gpu && timing_cli_predict_mask(cmd, &prof, m, o.batch, o.heads, 128, NULL)) rc = FM_EXIT_USAGE;
     }
   }
   free(classes);

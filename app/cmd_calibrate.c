@@ -22,6 +22,7 @@
 #include "fm_json.h"
 #include "fm_jsonr.h"
 #include "fm_timing.h"
+#include "timing_cli.h"
 
 static const char *cmd = "calibrate";
 
@@ -56,7 +57,7 @@ typedef struct cal_case {
   int nparams, sample;
   uint64_t seed;
   char mask_path[4096];  /* an interval file, "" for a family mask */
-  int causal;
+  int causal, trace_columns; /* trace_columns: a trace's columns.npy (raw vectors) */
   int64_t seqlen, batch, heads;
   int32_t head_dim, br, bc; /* br = 0: the run does not say */
   double time_ms;
@@ -131,6 +132,7 @@ static int read_scenario(const fm_jv *rows, const char *dir, cal_set *s) {
     c->heads = num(r, "heads", 1);
     c->head_dim = (int32_t)num(r, "head_dim", 128);
     c->time_ms = ms;
+    c->trace_columns = 1;
     char path[4096];
     fm_err err;
     fm_jdoc *d;
@@ -302,7 +304,8 @@ static int case_work(const cal_case *c, fm_kernel_id kernel, fm_timing_work *w) 
   fm_colmask *m = NULL;
   fm_status st;
   if (c->mask_path[0]) {
-    st = fm_colmask_load_npy(c->mask_path, c->causal, 0, &m, &err);
+    st = c->trace_columns ? timing_load_trace_columns(c->mask_path, c->causal, &m, &err)
+                          : fm_colmask_load_npy(c->mask_path, c->causal, 0, &m, &err);
   } else {
     cli_mask_opts o;
     cli_mask_opts_init(&o);

@@ -19,7 +19,8 @@ static const char *cmd = "predict";
 
 static const char *help =
     "usage: fmsim predict --family NAME [mask options] [options]\n"
-    "       fmsim predict --mask INTERVALS.npy --causal|--bidir [--seqlen-q N] [options]\n\n"
+    "       fmsim predict --mask INTERVALS.npy --causal|--bidir [--seqlen-q N] [options]\n"
+    "       fmsim predict --trace DIR [options]\n\n"
     "Predicts the forward kernel time of a mask on a GPU without one, from the tile work of\n"
     "the mask at the kernel's tile size and a GPU profile fitted by `fmsim calibrate` to\n"
     "measured times (data/gpu/; the model: core/fm_timing.h). Prints the time, TFLOP/s by\n"
@@ -31,6 +32,8 @@ static const char *help =
     "  --mask FILE          an interval file (Paddle startend_row_indices .npy) instead of\n"
     "                       a family; --causal or --bidir says which it is; --seqlen-q N\n"
     "                       sets Sq (default Sk); batch and heads default to its sets\n"
+    "  --trace DIR          the mask of an fmsim trace folder (columns.npy, summary.json);\n"
+    "                       batch and heads default to the trace's\n"
     "  --head-dim D         64 or 128 (default 128)\n"
     "  --kernel NAME        sm80, sm90 or auto (default auto: the H200's kernel)\n"
     "  --gpu PROFILE        a profile name in data/gpu (e.g. h200-sm80) or a file (default:\n"
@@ -42,7 +45,7 @@ static const char *help =
 
 typedef struct pred_opts {
   cli_mask_opts mask;
-  const char *mask_file, *gpu;
+  const char *mask_file, *trace, *gpu;
   int causal, json, batch_given, heads_given;
   int64_t sq, head_dim;
   fm_kernel_id kernel;
@@ -82,6 +85,7 @@ static int predict_opt(pred_opts *o, int opt, const char *arg) {
   case 1001: return parse_list("--br", arg, o->br, &o->nbr) ? -1 : 1;
   case 1002: return parse_list("--bc", arg, o->bc, &o->nbc) ? -1 : 1;
   case 'M': o->mask_file = arg; return 1;
+  case 'T': o->trace = arg; return 1;
   case 'c': return cli_causal_flag(cmd, 1, &o->causal) ? -1 : 1;
   case 'B': return cli_causal_flag(cmd, 0, &o->causal) ? -1 : 1;
   case 'q': return cli_int(cmd, "--seqlen-q", arg, 1, FM_MAX_SEQLEN, &o->sq) ? -1 : 1;
@@ -105,7 +109,8 @@ static int predict_opt(pred_opts *o, int opt, const char *arg) {
 static int parse_opts(int argc, char **argv, pred_opts *o) {
   static const struct option longopts[] = {
       CLI_MASK_LONGOPTS,
-      {"mask", required_argument, 0, 'M'},     {"causal", no_argument, 0, 'c'},
+      {"mask", required_argument, 0, 'M'},     {"trace", required_argument, 0, 'T'},
+      {"causal", no_argument, 0, 'c'},
       {"bidir", no_argument, 0, 'B'},          {"seqlen-q", required_argument, 0, 'q'},
       {"head-dim", required_argument, 0, 'd'}, {"kernel", required_argument, 0, 'K'},
       {"gpu", required_argument, 0, 'g'},      {"pass", required_argument, 0, 'P'},
@@ -138,8 +143,8 @@ static int parse_opts(int argc, char **argv, pred_opts *o) {
     cli_error(cmd, "unexpected argument '%s'", argv[optind]);
     return -1;
   }
-  if (!o->mask.family == !o->mask_file) {
-    cli_error(cmd, "give a mask: --family NAME or --mask FILE (one of them)");
+  if ((o->mask.family != NULL) + (o->mask_file != NULL) + (o->trace != NULL) != 1) {
+    cli_error(cmd, "give one mask: --family NAME, --mask FILE or --trace DIR");
     return -1;
   }
   if (o->mask_file && o->causal < 0) {
@@ -155,6 +160,13 @@ static int parse_opts(int argc, char **argv, pred_opts *o) {
 
 static fm_colmask *build_mask(pred_opts *o) {
   fm_colmask *m = NULL;
+  int64_t b, h;
+  if (o->trace) {
+    if (timing_load_trace(cmd, o->trace, &m, &b, &h)) return NULL;
+    if (!o->batch_given) o->mask.batch = b;
+    if (!o->heads_given) o->mask.heads = h;
+    return m;
+  }
   if (!o->mask_file) return cli_build_family(cmd, &o->mask, &m, NULL) ? NULL : m;
   fm_err err;
   if (fm_colmask_load_npy(o->mask_file, o->causal, o->sq, &m, &err) != FM_OK) {
@@ -241,6 +253,7 @@ static void header_json(fm_json *j, const pred_opts *o, const fm_gpu_profile *p,
   const fm_timing_coef *c = fm_profile_coef(p, FM_PASS_FWD, (int32_t)o->head_dim);
   fm_json_string(j, "family", o->mask.family);
   fm_json_string(j, "mask_file", o->mask_file);
+  fm_json_string(j, "trace", o->trace);
   fm_json_bool(j, "causal", fm_colmask_causal(m));
   fm_json_int(j, "seqlen_q", fm_colmask_sq(m));
   fm_json_int(j, "seqlen_k", fm_colmask_sk(m));
@@ -267,7 +280,7 @@ static void print_human(const pred_opts *o, const fm_gpu_profile *p, const fm_co
   const pred_row *r = &rows[0];
   if (pass == FM_PASS_FWD) {
     printf("mask        %s (%s), Sq %d x Sk %d, batch %lld, heads %lld, head dim %lld\n",
-           o->mask_file ? o->mask_file : o->mask.family,
+           o->mask_file ? o->mask_file : o->trace ? o->trace : o->mask.family,
            fm_colmask_causal(m) ? "causal" : "bidirectional", fm_colmask_sq(m), fm_colmask_sk(m),
            (long long)o->mask.batch, (long long)o->mask.heads, (long long)o->head_dim);
     printf("profile     %s: %s, kernel %s, measured %s, fmsim %s (fit |error| median %.1f%%, "

@@ -8,6 +8,8 @@
 #include <sys/stat.h>
 
 #include "cli.h"
+#include "fm_intervals_io.h"
+#include "fm_jsonr.h"
 
 #ifndef FM_DATA_DIR
 #define FM_DATA_DIR "data"
@@ -139,6 +141,59 @@ int timing_cli_predict_mask(const char *cmd, const fm_gpu_profile *prof, const f
     printf("predicted   %.3f ms forward on %s (kernel %s, head dim %d, %d x %d tiles, %.1f "
            "TFLOP/s; fmsim predict tells more)\n", r.time_us / 1e3, prof->gpu, kname, head_dim,
            c->br, c->bc, r.tflops);
+  }
+  return 0;
+}
+
+fm_status timing_load_trace_columns(const char *path, int causal, fm_colmask **out, fm_err *err) {
+  fm_colmask *raw = NULL;
+  *out = NULL;
+  fm_status st = fm_colmask_load_npy(path, 0, 0, &raw, err); /* k = 4: the vectors as they are */
+  if (st != FM_OK || !causal) {
+    *out = raw;
+    return st;
+  }
+  st = fm_colmask_create(fm_colmask_sq(raw), fm_colmask_sk(raw), fm_colmask_nb(raw),
+                         fm_colmask_nh(raw), 1, out, err);
+  for (int32_t s = 0; st == FM_OK && s < fm_colmask_nsets(raw); s++)
+    for (int k = 0; k < 4; k++)
+      memcpy(fm_colmask_vec(*out, s, (fm_vec)k), fm_colmask_cvec(raw, s, (fm_vec)k),
+             sizeof(int32_t) * (size_t)fm_colmask_sk(raw));
+  fm_colmask_destroy(raw);
+  if (st == FM_OK && (st = fm_colmask_validate(*out, err)) != FM_OK) {
+    fm_colmask_destroy(*out);
+    *out = NULL;
+  }
+  return st;
+}
+
+int timing_load_trace(const char *cmd, const char *dir, fm_colmask **out, int64_t *batch,
+                      int64_t *heads) {
+  char path[4096];
+  fm_err err;
+  fm_jdoc *d = NULL;
+  *out = NULL;
+  if (snprintf(path, sizeof path, "%s/summary.json", dir) >= (int)sizeof path) {
+    cli_error(cmd, "--trace %s: path too long", dir);
+    return -1;
+  }
+  if (fm_jdoc_load(path, &d, &err) != FM_OK) {
+    cli_error(cmd, "--trace: %s", err.msg);
+    return -1;
+  }
+  const fm_jv *root = fm_jdoc_root(d);
+  int causal = fm_jv_bool(fm_jv_get(root, "causal"), -1);
+  *batch = (int64_t)fm_jv_number(fm_jv_get(root, "batch"), 1);
+  *heads = (int64_t)fm_jv_number(fm_jv_get(root, "heads"), 1);
+  fm_jdoc_free(d);
+  if (causal < 0) {
+    cli_error(cmd, "--trace %s: summary.json has no causal flag (not an fmsim trace?)", dir);
+    return -1;
+  }
+  snprintf(path, sizeof path, "%s/columns.npy", dir);
+  if (timing_load_trace_columns(path, causal, out, &err) != FM_OK) {
+    cli_error(cmd, "--trace %s: %s", dir, err.msg);
+    return -1;
   }
   return 0;
 }

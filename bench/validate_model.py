@@ -28,7 +28,7 @@ PAPER_TOKENS, PAPER_HIDDEN = 131072, 4096
 
 
 def case(**kw):
-    c = {"params": [], "seed": 0, "sample": None, "mask": None, "causal": None}
+    c = {"params": [], "seed": 0, "sample": None, "mask": None, "causal": None, "trace": None}
     c.update(kw)
     return c
 
@@ -45,6 +45,8 @@ def split_params(text):
 
 
 def read_scenario(folder):
+    """A scenario run: index.json rows that have a GPU time; the mask is the case's trace
+    (cases/ID: columns.npy and summary.json), predicted with `fmsim predict --trace`."""
     with open(os.path.join(folder, "index.json")) as f:
         rows = json.load(f)
     out = []
@@ -52,13 +54,10 @@ def read_scenario(folder):
         gpu = r.get("gpu") or {}
         if gpu.get("time_ms") is None or not r.get("trace"):
             continue
-        trace = os.path.join(folder, "cases", r["trace"])
-        with open(os.path.join(trace, "summary.json")) as f:
-            causal = json.load(f).get("causal", False)
         out.append(case(id=r["id"], source=os.path.basename(os.path.normpath(folder)),
                         family=r.get("family"), seqlen=r["seqlen"], batch=r["batch"],
                         heads=r["heads"], head_dim=r["head_dim"], time_ms=gpu["time_ms"],
-                        mask=os.path.join(trace, "columns.npy"), causal=causal))
+                        trace=os.path.join(folder, "cases", r["trace"])))
     return out
 
 
@@ -168,7 +167,9 @@ def read_run(path):
 def predict(fmsim, profile, kernel, c):
     cmd = [fmsim, "predict", "--json", "--gpu", profile, "--kernel", kernel,
            "--head-dim", str(c["head_dim"]), "--batch", str(c["batch"]), "--heads", str(c["heads"])]
-    if c["mask"]:
+    if c["trace"]:
+        cmd += ["--trace", c["trace"]]
+    elif c["mask"]:
         cmd += ["--mask", c["mask"], "--causal" if c["causal"] else "--bidir"]
     else:
         cmd += ["--family", c["family"], "--seqlen", str(c["seqlen"]), "--seed", str(c["seed"])]
@@ -233,7 +234,7 @@ def profile_path(name):
 
 def export(args):
     cases = [c for run in args.runs for c in read_run(run)]
-    if any(c["mask"] for c in cases):
+    if any(c["mask"] or c["trace"] for c in cases):
         raise SystemExit("--export takes text tables; runs with interval files go to fmsim calibrate as they are")
     doc = {"format": "fmsim-measurements", "version": 1, "gpu": args.gpu, "kernel": args.kernel,
            "date": args.date, "from": args.runs,

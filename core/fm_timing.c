@@ -84,26 +84,33 @@ typedef struct slot {
 typedef struct sim {
   const double *coef;   /* FM_TIMING_NFEAT coefficients, what-if scaled */
   slot *slots;
-  int32_t *heap;        /* slot indices, min-heap by (end, index) */
-  int64_t nslots, pushed;
+  /* which slot frees first: a tournament tree over P >= nslots leaves;
+     node n < P holds the slot with the smallest end in its subtree (the
+     lower index on ties), leaf P + q is slot q; ends beyond nslots are +inf */
+  double *end;          /* (P,) */
+  int32_t *tree;        /* (P,) */
+  int64_t nslots, pushed, P;
   double total;         /* summed item cost */
 } sim;
 
 static int slot_before(const sim *s, int32_t a, int32_t b) {
-  return s->slots[a].end < s->slots[b].end || (s->slots[a].end == s->slots[b].end && a < b);
+  return s->end[a] < s->end[b] || (s->end[a] == s->end[b] && a < b);
 }
 
-static void heap_down(sim *s, int64_t i) {
-  for (;;) {
-    int64_t l = 2 * i + 1, r = l + 1, m = i;
-    if (l < s->nslots && slot_before(s, s->heap[l], s->heap[m])) m = l;
-    if (r < s->nslots && slot_before(s, s->heap[r], s->heap[m])) m = r;
-    if (m == i) return;
-    int32_t t = s->heap[i];
-    s->heap[i] = s->heap[m];
-    s->heap[m] = t;
-    i = m;
-  }
+static int32_t tree_winner(const sim *s, int64_t n) {
+  return n >= s->P ? (int32_t)(n - s->P) : s->tree[n];
+}
+
+/* The winner of node n's match: a's subtree holds the lower indices, so a
+ * wins ties. */
+static void tree_play(sim *s, int64_t n) {
+  int32_t a = tree_winner(s, 2 * n), b = tree_winner(s, 2 * n + 1);
+  s->tree[n] = s->end[b] < s->end[a] ? b : a;
+}
+
+/* Replays the matches on the path from slot q's leaf to the root. */
+static void tree_update(sim *s, int32_t q) {
+  for (int64_t n = (q + s->P) >> 1; n >= 1; n >>= 1) tree_play(s, n);
 }
 
 /* One item, in dispatch order: the first wave fills slot i (slot i is on SM
@@ -113,17 +120,17 @@ static void sim_push(sim *s, const double f[FM_TIMING_NFEAT]) {
   double cost = 0;
   for (int k = F_ITEM; k < FM_TIMING_NFEAT; k++) cost += s->coef[k] * f[k];
   s->total += cost;
-  int32_t q = s->heap[0];
-  if (s->pushed < s->nslots) q = (int32_t)s->pushed; /* every slot is free at 0: in index order */
+  int first_wave = s->pushed < s->nslots;
+  int32_t q = first_wave ? (int32_t)s->pushed : s->tree[1];
   slot *sl = &s->slots[q];
   sl->end += cost;
+  s->end[q] = sl->end;
   for (int k = 0; k < FM_TIMING_NFEAT; k++) sl->feat[k] += f[k];
   s->pushed++;
-  if (s->pushed >= s->nslots) {
-    if (s->pushed == s->nslots) /* the first wave is placed: order the heap once */
-      for (int64_t i = s->nslots / 2; i >= 0; i--) heap_down(s, i);
-    else
-      heap_down(s, 0);
+  if (!first_wave) {
+    tree_update(s, q);
+  } else if (s->pushed == s->nslots) { /* the first wave is placed: play every match once */
+    for (int64_t n = s->P - 1; n >= 1; n--) tree_play(s, n);
   }
 }
 
@@ -308,15 +315,18 @@ fm_status fm_timing_predict_coef(const fm_timing_coef *c, fm_kernel_id kernel, i
   double coef[FM_TIMING_NFEAT] = {c->launch_us,   c->item_us * rows,  c->key_tile_us,
                                   c->unmasked_us * area, c->partial_us * area,
                                   c->partial_causal_us * area};
-  sim s = {.coef = coef, .nslots = (int64_t)sms * ctas};
+  sim s = {.coef = coef, .nslots = (int64_t)sms * ctas, .P = 2};
+  while (s.P < s.nslots) s.P *= 2;
   s.slots = calloc((size_t)s.nslots, sizeof *s.slots);
-  s.heap = malloc(sizeof *s.heap * (size_t)s.nslots);
-  if (!s.slots || !s.heap) {
+  s.end = malloc(sizeof *s.end * (size_t)s.P);
+  s.tree = calloc((size_t)s.P, sizeof *s.tree);
+  if (!s.slots || !s.end || !s.tree) {
     free(s.slots);
-    free(s.heap);
+    free(s.end);
+    free(s.tree);
     return fm_fail(err, FM_ENOMEM, "cannot allocate %lld schedule slots", (long long)s.nslots);
   }
-  for (int64_t i = 0; i < s.nslots; i++) s.heap[i] = (int32_t)i;
+  for (int64_t q = 0; q < s.P; q++) s.end[q] = q < s.nslots ? 0 : INFINITY;
   if (kind == FM_SCHED_GRID) items_grid(&s, w, pb);
   else st = items_persistent(&s, w, pb, err);
   if (st == FM_OK) {
@@ -328,7 +338,8 @@ fm_status fm_timing_predict_coef(const fm_timing_coef *c, fm_kernel_id kernel, i
     out->busy = out->schedule_us > 0 ? s.total / ((double)s.nslots * out->schedule_us) : 0;
   }
   free(s.slots);
-  free(s.heap);
+  free(s.end);
+  free(s.tree);
   if (st != FM_OK) return st;
   out->launch_us = c->launch_us;
   out->bytes = floor_bytes(w, pb);

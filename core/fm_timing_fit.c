@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fm_rng.h"
 #include "fm_timing.h"
 
 #define K FM_TIMING_NFEAT
@@ -138,53 +139,99 @@ static unsigned fill_unidentified(unsigned usable, double *x) {
   return missing;
 }
 
-/* Alternates schedule and least squares at a fixed solo, from the last
- * fit's coefficients, until the coefficients move by less than 0.1% or two
- * rounds in a row improve the residual by less than 1% (the critical slots
- * may flip between near-equal ones); keeps the round with the smallest
- * residual sum of squares of the relative errors. */
+/* Residual sum of squares of the relative errors at coefficients x; leaves
+ * the least-squares rows of x in f. */
+static fm_status eval_at(fit_ctx *f, fm_timing_coef *c, const double *x, double *rss, fm_err *err) {
+  int same;
+  coef_set(c, x);
+  fm_status st = predict_all(f, c, &same, err);
+  *rss = 0;
+  for (int i = 0; st == FM_OK && i < f->n; i++) *rss += pow(f->pred[i] / f->cases[i].measured_us - 1, 2);
+  return st;
+}
+
+/* Gauss-Newton at a fixed solo, from the last fit's coefficients: the time of
+ * a case is its critical work times the coefficients, so the least squares on
+ * the critical work of the current schedule gives the next coefficients
+ * (non-negative); a step that does not lower the residual is halved, up to
+ * three times (the schedule is piecewise linear in the coefficients). Stops
+ * when no step helps or three rounds in a row gain less than 0.1%. */
 static fm_status fit_at_solo(fit_ctx *f, fm_timing_coef *c, unsigned *unident, double *rss,
                              fm_err *err) {
-  double *x = f->x;
-  fm_timing_coef best = *c;
-  double best_rss = -1;
-  unsigned un = 0, best_un = 0;
-  int converged = 0, stall = 0;
-  for (int it = 0; it < f->max_it; it++) {
-    coef_set(c, x);
-    int same;
-    fm_status st = predict_all(f, c, &same, err);
-    if (st != FM_OK) return st;
-    double r = 0;
-    for (int i = 0; i < f->n; i++) r += pow(f->pred[i] / f->cases[i].measured_us - 1, 2);
-    if (it > 0) { /* round 0 is only the starting point */
-      stall = best_rss >= 0 && r > best_rss * 0.99 ? stall + 1 : 0;
-      if (best_rss < 0 || r < best_rss) {
-        best_rss = r;
-        best = *c;
-        best_un = un;
-      }
-    }
-    if (converged || (same && it > 0) || stall >= 2) break;
+  double *x = f->x, best_rss;
+  unsigned un = 0;
+  fm_status st = eval_at(f, c, x, &best_rss, err);
+  for (int it = 0, stall = 0; st == FM_OK && it < f->max_it && stall < 3 && best_rss > 1e-24; it++) {
     unsigned usable = 0;
     for (int k = 0; k < K; k++)
       for (int i = 0; i < f->n; i++)
         if (f->A[i * K + k] > 0) usable |= 1u << k;
-    double prev[K];
-    memcpy(prev, x, sizeof prev);
-    if (nnls(f->A, f->b, f->n, usable, x, f->scratch) < 0)
+    double next[K], trial[K], r = -1;
+    if (nnls(f->A, f->b, f->n, usable, next, f->scratch) < 0)
       return fm_fail(err, FM_EINVAL, "the cases do not determine the model (degenerate least squares)");
     for (int k = 0; k < K; k++)
-      if (f->fixed & (1u << k)) x[k] = f->fixed_value[k];
-    un = fill_unidentified(usable | f->fixed, x);
-    double change = 0;
-    for (int k = 0; k < K; k++) change = fmax(change, fabs(x[k] - prev[k]) / fmax(fabs(x[k]), 1e-6));
-    converged = change < 1e-3;
+      if (f->fixed & (1u << k)) next[k] = f->fixed_value[k];
+    unsigned un_next = fill_unidentified(usable | f->fixed, next);
+    double t = 1;
+    for (int h = 0; h < 4 && st == FM_OK; h++, t /= 2) {
+      for (int k = 0; k < K; k++) trial[k] = x[k] + t * (next[k] - x[k]);
+      if ((st = eval_at(f, c, trial, &r, err)) == FM_OK && r < best_rss) break;
+    }
+    if (st != FM_OK || !(r < best_rss)) break; /* no step lowers the residual */
+    stall = r > best_rss * (1 - 1e-3) ? stall + 1 : 0;
+    best_rss = r;
+    memcpy(x, trial, sizeof trial);
+    un = un_next;
   }
-  *c = best;
+  coef_set(c, x);
   *rss = best_rss;
-  *unident = best_un;
-  return FM_OK;
+  *unident = un;
+  return st;
+}
+
+/* The residual at x with solo, or -1 on error (then st says why). */
+static double rss_at(fit_ctx *f, fm_timing_coef *c, const double *x, double solo, fm_status *st,
+                     fm_err *err) {
+  double r = -1;
+  c->solo = solo;
+  *st = eval_at(f, c, x, &r, err);
+  return *st == FM_OK ? r : -1;
+}
+
+/* A pattern search that polishes the Gauss-Newton result: the makespan is a
+ * maximum over SMs, so near its kinks the critical work of one SM is a poor
+ * guide; moving one coefficient (or solo) at a time by a relative step,
+ * keeping what lowers the residual and halving the step when nothing does,
+ * needs no gradient. At most `budget` evaluations. */
+static fm_status polish(fit_ctx *f, fm_timing_coef *c, int grid, double *rss, int budget,
+                        fm_err *err) {
+  double x[K + 1] = {c->launch_us, c->item_us, c->key_tile_us, c->unmasked_us,
+                     c->partial_us, c->partial_causal_us, c->solo};
+  double floor_ = 1e-2 * (x[3] > 0 ? x[3] : 1), step = 0.1;
+  fm_status st = FM_OK;
+  for (int evals = 0; step > 1e-3 && evals < budget && st == FM_OK;) {
+    int improved = 0;
+    for (int k = 0; k <= K && evals < budget && st == FM_OK; k++) {
+      if (k < K ? (f->fixed >> k & 1) != 0 : !grid) continue;
+      for (int sign = -1; sign <= 1; sign += 2) {
+        double keep = x[k], d = k < K ? step * fmax(fabs(keep), floor_) : step;
+        x[k] = fmax(k < K ? 0 : 1, keep + sign * d);
+        double r = rss_at(f, c, x, x[K], &st, err);
+        evals++;
+        if (st == FM_OK && r < *rss) {
+          *rss = r;
+          improved = 1;
+          break;
+        }
+        x[k] = keep;
+      }
+    }
+    if (!improved) step /= 2;
+  }
+  coef_set(c, x);
+  c->solo = x[K];
+  memcpy(f->x, x, sizeof(double) * K);
+  return st;
 }
 
 /* Fitted coefficients that the cases do not determine, as when two kinds of
@@ -299,6 +346,36 @@ fm_status fm_timing_fit(fm_kernel_id kernel, int32_t sms, double hbm_gbs, int32_
       best_un = un;
     }
   }
+  /* restarts from the best, perturbed: Gauss-Newton on a piecewise-linear
+     residual can stop at a kink short of the minimum; then a pattern search.
+     Budgets shrink for large sets (an evaluation simulates every item). */
+  double items = 0;
+  for (int i = 0; i < n; i++)
+    items += (double)cases[i].problem.batch * cases[i].problem.heads *
+             (cases[i].problem.pass == FM_PASS_BWD ? cases[i].work->tc : cases[i].work->tr);
+  int restarts = items <= 2e5 ? 8 : items <= 2e6 ? 3 : 1;
+  int polish_evals = (int)fmin(120, fmax(12, 2e7 / fmax(items, 1)));
+  fm_rng rng;
+  fm_rng_seed(&rng, 1, 0x666974 /* "fit" */);
+  double base[K] = {best.launch_us, best.item_us, best.key_tile_us, best.unmasked_us,
+                    best.partial_us, best.partial_causal_us};
+  for (int rs = 0; rs < restarts && st == FM_OK; rs++) {
+    for (int k = 0; k < K; k++) {
+      double u = (double)fm_rng_below(&rng, 1u << 20) / (double)(1u << 20);
+      f.x[k] = f.fixed >> k & 1 ? f.fixed_value[k] : base[k] * (0.6 + 0.8 * u) + (base[k] == 0) * 0.01 * base[3] * u;
+    }
+    c = best;
+    double rss = 0;
+    st = fit_at_solo(&f, &c, &un, &rss, err);
+    if (st == FM_OK && rss < best_rss) {
+      best_rss = rss;
+      best = c;
+      best_un = un;
+      memcpy(base, f.x, sizeof base);
+    }
+  }
+  memcpy(f.x, base, sizeof base);
+  if (st == FM_OK) st = polish(&f, &best, kind == FM_SCHED_GRID, &best_rss, polish_evals, err);
   int same;
   if (st == FM_OK) st = predict_all(&f, &best, &same, err);
   if (st == FM_OK) {
