@@ -12,6 +12,7 @@
 #include "fm_forms.h"
 #include "fm_intervals_io.h"
 #include "fm_jsonr.h"
+#include "fm_scenario.h"
 #include "fm_test_util.h"
 #include "fm_timing.h"
 
@@ -721,4 +722,80 @@ Test(calibrate_cli, bad_input_is_one_line_and_exit_2) {
     cr_assert_eq(r.err_lines, 1, "%s: stderr %s", cmd, r.err);
     cr_assert(strstr(r.err, rows[i].want), "%s: got '%s', want '%s'", cmd, r.err, rows[i].want);
   }
+}
+
+/* ---------------------------------------------------------------- calibration and held-out sets */
+
+static fm_scn_case *load_cases(const char *name, fm_scenario *s, int *n) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/../scenarios/%s", FM_TEST_SOURCE_DIR, name);
+  fm_err err;
+  cr_assert_eq(fm_scenario_load(path, s, &err), FM_OK, "%s", err.msg);
+  fm_scn_case *cs;
+  cr_assert_eq(fm_scenario_cases(s, &cs, n, &err), FM_OK, "%s", err.msg);
+  return cs;
+}
+
+/* A mask's identity: family, parameters, length, and the seed where the family draws. */
+static void mask_key(const fm_scenario *s, const fm_scn_case *c, char *key, size_t cap) {
+  const fm_scn_mask *m = &s->masks[c->mask_index];
+  int seeded = !strcmp(m->family, "random_eviction") || !strcmp(m->family, "share_question") ||
+               fm_family_find(m->family)->uses_docs;
+  int at = snprintf(key, cap, "%s S=%lld seed=%lld", m->family, (long long)c->seqlen,
+                    seeded ? (long long)c->seed : -1LL);
+  for (int p = 0; p < m->nparams; p++) at += snprintf(key + at, cap - (size_t)at, " %s", m->params[p]);
+}
+
+Test(scenario_sets, heldout_is_large_varied_and_disjoint_from_calibration) {
+  fm_scenario *cal = malloc(sizeof *cal), *ho = malloc(sizeof *ho);
+  int ncal, nho;
+  fm_scn_case *cc = load_cases("calibration.yaml", cal, &ncal), *hc = load_cases("heldout.yaml", ho, &nho);
+  static char keys[1024][256];
+  int nkeys = 0, fams[16] = {0}, odd = 1, per_head = 0;
+  int64_t bmin = INT64_MAX, bmax = 0, hmin = INT64_MAX, hmax = 0;
+  for (int i = 0; i < nho; i++) {
+    if (hc[i].head_dim != 128) continue;
+    char key[256];
+    mask_key(ho, &hc[i], key, sizeof key);
+    int dup = 0;
+    for (int k = 0; k < nkeys; k++) dup |= !strcmp(keys[k], key);
+    if (!dup && nkeys < 1024) snprintf(keys[nkeys++], sizeof keys[0], "%s", key);
+    const char *f = ho->masks[hc[i].mask_index].family;
+    for (int q = 0; q < fm_family_count(); q++) fams[q] |= !strcmp(fm_family_at(q)->name, f);
+    per_head |= fm_family_find(f)->per_head;
+    odd &= hc[i].seqlen % 2 == 1 && hc[i].seqlen > 1024 && hc[i].seqlen < 131072;
+    bmin = hc[i].batch < bmin ? hc[i].batch : bmin;
+    bmax = hc[i].batch > bmax ? hc[i].batch : bmax;
+  }
+  for (int i = 0; i < nho; i++) {
+    hmin = hc[i].heads < hmin ? hc[i].heads : hmin;
+    hmax = hc[i].heads > hmax ? hc[i].heads : hmax;
+  }
+  cr_assert_geq(nkeys, 100, "only %d distinct held-out masks", nkeys);
+  for (int q = 0; q < fm_family_count(); q++) cr_assert(fams[q], "no %s in the held-out set", fm_family_at(q)->name);
+  cr_assert(odd && per_head);
+  cr_assert(bmax > bmin && hmax > hmin, "batch %lld..%lld heads %lld..%lld", (long long)bmin,
+            (long long)bmax, (long long)hmin, (long long)hmax);
+  for (int i = 0; i < ncal; i++) {
+    char key[256];
+    mask_key(cal, &cc[i], key, sizeof key);
+    for (int k = 0; k < nkeys; k++) cr_assert_str_neq(keys[k], key, "%s is in both sets", key);
+    cr_assert_eq(cc[i].seqlen & (cc[i].seqlen - 1), 0, "calibration lengths are powers of two");
+  }
+  free(cc);
+  free(hc);
+  free(cal);
+  free(ho);
+}
+
+Test(scenario_sets, heldout_is_what_its_script_writes) {
+  if (system("python3 -c pass >/dev/null 2>&1") != 0) cr_skip_test("no python3");
+  char out[512], cmd[2048], a[65536], b[65536];
+  snprintf(out, sizeof out, "%s/heldout.yaml", FM_TEST_TMP_DIR);
+  snprintf(cmd, sizeof cmd, "python3 %s/../bench/make_heldout.py --out %s >/dev/null", FM_TEST_SOURCE_DIR, out);
+  cr_assert_eq(system(cmd), 0);
+  snprintf(cmd, sizeof cmd, "%s/../scenarios/heldout.yaml", FM_TEST_SOURCE_DIR);
+  fmt_slurp(cmd, a, sizeof a);
+  fmt_slurp(out, b, sizeof b);
+  cr_assert_str_eq(a, b, "scenarios/heldout.yaml differs from bench/make_heldout.py's output");
 }
