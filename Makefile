@@ -5,7 +5,7 @@ BUILD ?= build
 FMSIM = $(BUILD)/app/fmsim
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: all deps configure build run test clean
+.PHONY: all deps configure build run test test-asan fuzz clean
 
 all: build
 
@@ -26,5 +26,30 @@ run: build
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 
+# Sanitizers: core, app, tests and the fuzz corpora built with ASan + UBSan
+# into their own folder (no CUDA, no viewer window), every error fatal; leaks
+# are errors except third-party ones listed in tests/lsan.supp.
+ASAN_BUILD ?= build-asan
+SAN_ENV = ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=0 \
+	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp:print_suppressions=0
+test-asan: deps
+	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DFM_SANITIZE=address,undefined \
+	  -DFM_CUDA=OFF -DFM_WINDOW_TESTS=OFF
+	cmake --build $(ASAN_BUILD) -j $(JOBS)
+	$(SAN_ENV) ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(JOBS) -LE notebooks
+
+# Fuzzing: libFuzzer harnesses (fuzz/) built with clang + ASan + UBSan, each
+# run for FUZZ_SECONDS (default 60), one at a time on one core; table on stdout.
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 60
+fuzz:
+	@command -v clang >/dev/null 2>&1 && ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a \
+	  >/dev/null 2>&1 || scripts/install-deps.sh fuzz
+	CC=clang cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFM_FUZZ=ON \
+	  -DFM_SANITIZE=address,undefined -DFM_CUDA=OFF -DBUILD_TESTING=OFF
+	cmake --build $(FUZZ_BUILD) -j $(JOBS)
+	FUZZ_SECONDS=$(FUZZ_SECONDS) fuzz/run.sh $(FUZZ_BUILD)
+
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)

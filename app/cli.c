@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fm_dense.h"
+#include "fm_limits.h"
 #include "fm_tiles.h"
 
 void cli_error(const char *cmd, const char *fmt, ...) {
@@ -25,6 +27,81 @@ int cli_bad_option(const char *cmd, int opt, char *const argv[]) {
   return FM_EXIT_USAGE;
 }
 
+int cli_next_opt(const char *cmd, int argc, char **argv, const char *shortopts,
+                 const struct option *longopts, cli_shared_opt_fn shared, void *opts,
+                 int *longindex) {
+  int opt;
+  while ((opt = getopt_long(argc, argv, shortopts, longopts, longindex)) != -1) {
+    int r = shared ? shared(cmd, opts, opt, optarg) : 0;
+    if (r < 0) return CLI_OPT_ERROR;
+    if (r == 0) return opt;
+  }
+  return -1;
+}
+
+int cli_no_operands(const char *cmd, int argc, char **argv) {
+  if (optind >= argc) return 0;
+  cli_error(cmd, "unexpected argument '%s'", argv[optind]);
+  return FM_EXIT_USAGE;
+}
+
+int cli_one_file(const char *cmd, const char *what, int argc, char **argv, const char **path) {
+  if (optind == argc) {
+    cli_error(cmd, "%s is required (see fmsim %s --help)", what, cmd);
+    return FM_EXIT_USAGE;
+  }
+  if (optind + 1 < argc) {
+    cli_error(cmd, "unexpected argument '%s' (one %s at a time)", argv[optind + 1],
+              strchr(what, ' ') ? strchr(what, ' ') + 1 : what);
+    return FM_EXIT_USAGE;
+  }
+  *path = argv[optind];
+  return 0;
+}
+
+int cli_interval_opt(const char *cmd, void *o, int opt, const char *arg) {
+  cli_interval_opts *io = o;
+  if (opt == 'c' || opt == 'B') return cli_causal_flag(cmd, opt == 'c', &io->causal) ? -1 : 1;
+  if (opt == 'S') {
+    io->strict = 1;
+    return 1;
+  }
+  if (opt != 'q') return 0;
+  return cli_int(cmd, "--seqlen-q", arg, 1, FM_MAX_SEQLEN, &io->sq) ? -1 : 1;
+}
+
+int cli_int_pair(const char *text, char sep, long long *a, long long *b) {
+  char *end;
+  *a = strtoll(text, &end, 10);
+  if (end == text || (*end != sep && !(sep == 'x' && *end == 'X'))) return -1;
+  const char *q = end + 1;
+  *b = strtoll(q, &end, 10);
+  return end != q && *end == 0 ? 0 : -1;
+}
+
+int cli_unavailable(const char *cmd, int argc, char **argv, void (*help)(void), const char *why) {
+  if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+    help();
+    return FM_EXIT_OK;
+  }
+  cli_error(cmd, "%s", why);
+  return FM_EXIT_USAGE;
+}
+
+int cli_dense_scan(const char *cmd, const char *path, const fm_dense_opts *o, fm_dense_result **res) {
+  fm_err err;
+  *res = NULL;
+  if (fm_dense_check_file(path, o, res, &err) == FM_OK) return 0;
+  cli_error(cmd, "%s", err.msg);
+  return FM_EXIT_USAGE;
+}
+
+void cli_print_json(fm_json *j) {
+  fm_json_end(j);
+  fputs(j->buf, stdout);
+  fm_json_free(j);
+}
+
 int cli_causal_flag(const char *cmd, int is_causal, int *causal) {
   if (*causal >= 0 && *causal != is_causal) {
     cli_error(cmd, "--causal and --bidir exclude each other");
@@ -32,6 +109,66 @@ int cli_causal_flag(const char *cmd, int is_causal, int *causal) {
   }
   *causal = is_causal;
   return 0;
+}
+
+void cli_getopt_reset(void) {
+  opterr = 0;
+  optind = 1;
+}
+
+/* Calls one(token) for each comma-separated token of text; counts them. */
+static int each_token(const char *cmd, const char *opt, const char *text, int max, int *n,
+                      int (*one)(const char *tok, int i, void *arg), void *arg) {
+  char buf[1024];
+  if (strlen(text) >= sizeof buf) {
+    cli_error(cmd, "%s: list too long", opt);
+    return -1;
+  }
+  snprintf(buf, sizeof buf, "%s", text);
+  *n = 0;
+  for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+    if (*n == max) {
+      cli_error(cmd, "%s: at most %d values", opt, max);
+      return -1;
+    }
+    if (one(tok, (*n)++, arg)) return -1;
+  }
+  if (*n == 0) {
+    cli_error(cmd, "%s: empty list", opt);
+    return -1;
+  }
+  return 0;
+}
+
+typedef struct list_arg {
+  const char *cmd, *opt;
+  int64_t lo, hi, *out;
+  fm_kernel_id *kernels;
+} list_arg;
+
+static int one_int(const char *tok, int i, void *arg) {
+  list_arg *a = arg;
+  return cli_int(a->cmd, a->opt, tok, a->lo, a->hi, &a->out[i]);
+}
+
+int cli_int_list(const char *cmd, const char *opt, const char *text, int64_t lo, int64_t hi,
+                 int64_t *out, int *n, int max) {
+  list_arg a = {.cmd = cmd, .opt = opt, .lo = lo, .hi = hi, .out = out};
+  return each_token(cmd, opt, text, max, n, one_int, &a);
+}
+
+static int one_kernel(const char *tok, int i, void *arg) {
+  list_arg *a = arg;
+  fm_err err;
+  if (fm_kernel_parse(tok, &a->kernels[i], &err) == FM_OK) return 0;
+  cli_error(a->cmd, "%s: %s", a->opt, err.msg);
+  return -1;
+}
+
+int cli_kernels(const char *cmd, const char *opt, const char *text, fm_kernel_id *out, int *n,
+                int max) {
+  list_arg a = {.cmd = cmd, .opt = opt, .kernels = out};
+  return each_token(cmd, opt, text, max, n, one_kernel, &a);
 }
 
 int cli_int(const char *cmd, const char *opt, const char *text, int64_t lo, int64_t hi,
@@ -109,14 +246,19 @@ int cli_mask_opt(const char *cmd, cli_mask_opts *o, int opt, const char *arg) {
   return 0;
 }
 
+int cli_mask_opt_any(const char *cmd, void *o, int opt, const char *arg) {
+  return cli_mask_opt(cmd, o, opt, arg);
+}
+
 fm_status cli_family_build(const cli_mask_opts *o, fm_colmask **out, fm_family_used *used,
                            fm_err *err) {
   fm_sample_set samples;
   fm_status st = o->samples_path ? fm_samples_load(o->samples_path, &samples, err)
                                  : fm_samples_builtin(&samples, err);
   if (st != FM_OK) return st;
-  fm_family_request req = {o->family, o->seqlen, o->batch, o->heads, o->seed, o->sample,
-                           &samples,  o->nparams, o->params};
+  fm_family_request req = {.family = o->family, .seqlen = o->seqlen, .batch = o->batch,
+                           .heads = o->heads, .seed = o->seed, .sample = o->sample,
+                           .samples = &samples, .nparams = o->nparams, .params = o->params};
   st = fm_family_build(&req, out, used, err);
   fm_samples_free(&samples);
   return st;
@@ -132,15 +274,4 @@ int cli_build_family(const char *cmd, const cli_mask_opts *o, fm_colmask **out,
   return 0;
 }
 
-const char *cli_bytes(int64_t bytes, char *buf, int cap) {
-  static const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-  double v = (double)bytes;
-  int u = 0;
-  while (v >= 1024 && u < 5) {
-    v /= 1024;
-    u++;
-  }
-  if (u == 0) snprintf(buf, (size_t)cap, "%lld B", (long long)bytes);
-  else snprintf(buf, (size_t)cap, "%.1f %s", v, units[u]);
-  return buf;
-}
+const char *cli_bytes(int64_t bytes, char *buf, int cap) { return fm_mem_format(bytes, buf, cap); }

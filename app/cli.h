@@ -3,10 +3,13 @@
 #ifndef FM_CLI_H
 #define FM_CLI_H
 
+#include <getopt.h>
 #include <stdint.h>
 
 #include "fm_colmask.h"
 #include "fm_families.h"
+#include "fm_json.h"
+#include "fm_kernels.h"
 #include "fm_samples.h"
 
 /* Exit codes of every subcommand. */
@@ -32,9 +35,68 @@ int cli_bad_option(const char *cmd, int opt, char *const argv[]);
  * both given is a usage error (printed). 0 on success. */
 int cli_causal_flag(const char *cmd, int is_causal, int *causal);
 
+/* Resets getopt for a command's parse (each command parses argv from 1). */
+void cli_getopt_reset(void);
+
+/* A parser of options several commands share (cli_mask_opt_any,
+ * viz_cli_source_opt_any): 1 taken, 0 not its option, -1 a bad value (printed). */
+typedef int (*cli_shared_opt_fn)(const char *cmd, void *opts, int opt, const char *arg);
+#define CLI_OPT_ERROR (-2)
+/* getopt_long over a command's options: the next option that `shared` (may be
+ * NULL) did not take, -1 at the end, CLI_OPT_ERROR after a bad value (printed). */
+int cli_next_opt(const char *cmd, int argc, char **argv, const char *shortopts,
+                 const struct option *longopts, cli_shared_opt_fn shared, void *opts,
+                 int *longindex);
+
+/* No operand left after the options: 0, else FM_EXIT_USAGE after printing
+ * "unexpected argument" (what, where: the first one left). */
+int cli_no_operands(const char *cmd, int argc, char **argv);
+
+/* The single file operand of check, convert, expand ("a mask file", "an interval
+ * file"): 0 with *path, else FM_EXIT_USAGE after printing what is missing or extra. */
+int cli_one_file(const char *cmd, const char *what, int argc, char **argv, const char **path);
+
+/* --causal, --bidir and --seqlen-q of interval files (check, expand). */
+#define CLI_INTERVAL_LONGOPTS                                                                 \
+  {"causal", no_argument, 0, 'c'}, {"bidir", no_argument, 0, 'B'},                            \
+      {"seqlen-q", required_argument, 0, 'q'}, {"strict", no_argument, 0, 'S'}
+typedef struct cli_interval_opts {
+  int causal; /* -1 until --causal or --bidir */
+  int64_t sq; /* --seqlen-q, 0 when not given */
+  int strict; /* --strict: refuse values Paddle's semantics would read (docs/DESIGN.md) */
+} cli_interval_opts;
+/* A cli_shared_opt_fn over a cli_interval_opts. */
+int cli_interval_opt(const char *cmd, void *o, int opt, const char *arg);
+
+/* Two integers around sep ("0:1024", "1600x1000"; an 'x' sep takes 'X' too):
+ * 0, or -1 when text is not of that shape. */
+int cli_int_pair(const char *text, char sep, long long *a, long long *b);
+
+/* A command this build lacks: --help/-h prints help() and exits 0; anything
+ * else prints "why" as the error, exit 2. */
+int cli_unavailable(const char *cmd, int argc, char **argv, void (*help)(void), const char *why);
+
+/* Scans a dense mask file (fm_dense_check_file with options o) into *res
+ * (the caller destroys it); 0, or FM_EXIT_USAGE after printing the error. */
+struct fm_dense_result;
+struct fm_dense_opts;
+int cli_dense_scan(const char *cmd, const char *path, const struct fm_dense_opts *o,
+                   struct fm_dense_result **res);
+
+/* Ends the open JSON object, prints the document on stdout, frees it. */
+void cli_print_json(fm_json *j);
+
 /* Strict integer parsing: the whole string, in [lo, hi]. Prints the error. */
 int cli_int(const char *cmd, const char *opt, const char *text, int64_t lo, int64_t hi,
             int64_t *out);
+
+/* A comma list of integers in [lo, hi], at most max of them. Prints the error. */
+int cli_int_list(const char *cmd, const char *opt, const char *text, int64_t lo, int64_t hi,
+                 int64_t *out, int *n, int max);
+
+/* A comma list of kernels (sm80, sm90, auto: fm_kernel_parse), at most max. */
+int cli_kernels(const char *cmd, const char *opt, const char *text, fm_kernel_id *out, int *n,
+                int max);
 
 /* Options that pick a family mask; defaults: S = 8192, Br = Bc = 128, B = H = 1. */
 typedef struct cli_mask_opts {
@@ -59,16 +121,20 @@ void cli_mask_opts_init(cli_mask_opts *o);
       {"bc", required_argument, 0, 1002}, {"batch", required_argument, 0, 'b'},              \
       {"heads", required_argument, 0, 'H'}, {"param", required_argument, 0, 'p'},            \
       {"seed", required_argument, 0, 1003}, {"samples", required_argument, 0, 1004}
-#define CLI_MASK_HELP                                                                         \
+#define CLI_MASK_SOURCE_HELP                                                                  \
   "  --family NAME        mask family (fmsim families lists them)\n"                         \
   "  --seqlen S           sequence length, Sq = Sk (default 8192)\n"                          \
-  "  --sample K           K-th (0-based) document sample of S from the sample file\n"         \
-  "  --br N --bc N        tile rows x key columns (default 128 x 128)\n"                      \
+  "  --sample K           K-th (0-based) document sample of S from the sample file\n"
+#define CLI_MASK_REST_HELP                                                                    \
   "  --batch B --heads H  batch and heads (per-head families draw B*H masks; default 1)\n"   \
   "  --param k=v          a family parameter (repeatable; see fmsim families)\n"              \
   "  --seed N             seed of every random draw (default 0)\n"                            \
   "  --samples FILE       document samples in the paper's format (default: built in)\n"
+#define CLI_MASK_HELP                                                                         \
+  CLI_MASK_SOURCE_HELP "  --br N --bc N        tile rows x key columns (default 128 x 128)\n" \
+      CLI_MASK_REST_HELP
 int cli_mask_opt(const char *cmd, cli_mask_opts *o, int opt, const char *arg);
+int cli_mask_opt_any(const char *cmd, void *o, int opt, const char *arg); /* a cli_shared_opt_fn */
 
 /* Loads the samples and builds the family mask; the message goes to err. */
 fm_status cli_family_build(const cli_mask_opts *o, fm_colmask **out, fm_family_used *used,

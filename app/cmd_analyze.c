@@ -1,7 +1,7 @@
 /* fmsim analyze: tile classes, block sparsity and mask memory of one family
  * mask (or the paper's sparsity table). Counts are O(Sk + Tr) time and
  * O(Sk) memory; --out adds the per-tile arrays of the trace; --gpu the
- * predicted kernel time (timing_cli.h). */
+ * predicted kernel time of a family mask (timing_cli.h). */
 #define _POSIX_C_SOURCE 200809L
 #include <getopt.h>
 #include <stdio.h>
@@ -10,7 +10,10 @@
 
 #include "cli.h"
 #include "commands.h"
+#include "dense_report.h"
+#include "fm_dense.h"
 #include "fm_forms.h"
+#include "fm_intervals_io.h"
 #include "fm_json.h"
 #include "fm_memory.h"
 #include "fm_paper.h"
@@ -20,19 +23,32 @@
 
 static const char *help =
     "usage: fmsim analyze --family NAME [options] [--json] [--out DIR]\n"
+    "       fmsim analyze MASK.npy [--masked-true] [--bool | --additive] [--br N --bc N]\n"
+    "                     [--json] [--out DIR]\n"
+    "       fmsim analyze --intervals FILE.npy --causal|--bidir [--seqlen-q N] [--br N --bc N]\n"
+    "                     [--json] [--out DIR]\n"
     "       fmsim analyze --paper-table [--br N --bc N] [--seed N] [--json]\n\n"
-    "Builds a family mask in column-interval form, classifies every Br x Bc tile by the\n"
-    "paper's min/max rule (what a kernel decides) and exactly (what the mask is), and\n"
-    "reports tile counts, block sparsity rho = masked tiles / all tiles, how many tiles the\n"
-    "min/max rule calls partial that are exactly masked or unmasked, and the memory of the\n"
-    "mask as a dense bool array, a FlexAttention BlockMask and FlashMask intervals.\n\n" CLI_MASK_HELP
+    "Builds a family mask in column-interval form (or reads one: a dense mask, read as by\n"
+    "fmsim check, or an interval file), classifies every Br x Bc tile by the paper's\n"
+    "min/max rule (what a kernel decides) and exactly (what the mask is), and reports tile\n"
+    "counts, block sparsity rho = masked tiles / all tiles, how many tiles the min/max rule\n"
+    "calls partial that are exactly masked or unmasked, and the memory of the mask as a\n"
+    "dense bool array, a FlexAttention BlockMask and FlashMask intervals. A dense mask that\n"
+    "does not fit any interval form gets its own tiles classified exactly, and the analysis\n"
+    "of the tightest mask that fits and masks a subset of it (see fmsim check).\n\n" CLI_MASK_HELP
     "  --json               one JSON object on stdout instead of the table\n"
     "  --out DIR            also write a trace folder: summary.json, tiles.npy,\n"
     "                       tiles_exact.npy (uint8 [sets, Tr, Tc]), columns.npy\n"
-    "  --gpu PROFILE        also the predicted forward time at head dim 128 on a GPU profile\n"
-    "                       (data/gpu, e.g. h200-sm80; fmsim predict tells more)\n"
+    "  --gpu PROFILE        a family mask's predicted forward time at head dim 128 on a GPU\n"
+    "                       profile (data/gpu, e.g. h200-sm80; fmsim predict tells more)\n"
     "  --paper-table        block sparsity of the twelve families at 8K/32K/128K, mean of the\n"
-    "                       paper's five document samples, next to the paper's own figures\n";
+    "                       paper's five document samples, next to the paper's own figures\n"
+    "  MASK.npy             a dense mask file instead of --family (tiles: --br, --bc)\n"
+    "  --masked-true        MASK.npy, bool/integer (and --bool): non-zero = masked\n" DENSE_READING_HELP
+    "  --intervals FILE     an interval file (Paddle startend_row_indices) instead of --family\n"
+    "  --causal | --bidir   the causal flag of the interval file (required with it)\n"
+    "  --seqlen-q N         Sq of the interval file (default Sk)\n"
+    "  -h, --help           this text\n";
 
 /* Tile arrays larger than this are refused for --out (two uint8 per tile). */
 #define MAX_TILE_ARRAY_BYTES ((int64_t)2 << 30)
@@ -117,7 +133,7 @@ static int paper_table(const cli_mask_opts *base, int json) {
     printf("\n");
   }
   int rc = FM_EXIT_OK;
-  for (int f = 0; f < fm_family_count() && rc == FM_EXIT_OK; f++) {
+  for (int f = 0; f < FM_PAPER_NFAMILIES && rc == FM_EXIT_OK; f++) {
     const fm_family_info *fam = fm_family_at(f);
     double paper[FM_PAPER_NLENGTHS];
     for (int l = 0; l < FM_PAPER_NLENGTHS; l++) paper[l] = fm_paper_sparsity(fam->name, lengths[l]);
@@ -170,10 +186,128 @@ static int paper_table(const cli_mask_opts *base, int json) {
   if (json && rc == FM_EXIT_OK) fputs(j.buf, stdout);
   if (!json && rc == FM_EXIT_OK)
     printf("\nThe paper's document column comes from a generator that is not block diagonal "
-           "(FAMILIES.md);\nfmsim builds the true block-diagonal mask, so its document figures "
+           "(docs/FAMILIES.md);\nfmsim builds the true block-diagonal mask, so its document figures "
            "are lower.\n");
   fm_json_free(&j);
   return rc;
+}
+
+/* A mask given as a file: a dense mask or an interval file. */
+typedef struct file_opts {
+  const char *path;      /* MASK.npy, or NULL */
+  const char *intervals; /* --intervals FILE, or NULL */
+  int causal, masked_true;
+  int64_t sq;
+  fm_dense_reading reading;
+} file_opts;
+
+/* The interval mask to analyse: the file's intervals, the dense mask's own
+ * (when it fits) or its tightest fitting sub-mask; *res keeps a dense
+ * analysis (NULL for an interval file). Prints the error; 0 on success. */
+static int load_file(const char *cmd, const file_opts *f, const cli_mask_opts *o, fm_colmask **m,
+                     fm_dense_result **res) {
+  fm_err err;
+  *m = NULL;
+  *res = NULL;
+  if (f->intervals) {
+    fm_intervals_opts lo = {.causal = f->causal, .sq = f->sq};
+    fm_intervals_note note;
+    if (fm_intervals_load(f->intervals, &lo, m, &note, &err) == FM_OK) {
+      if (note.text[0]) fprintf(stderr, "fmsim %s: note: %s\n", cmd, note.text);
+      return 0;
+    }
+    cli_error(cmd, "%s", err.msg);
+    return -1;
+  }
+  fm_dense_opts d = {.masked_true = f->masked_true, .keep_intervals = 1, .reading = f->reading,
+                     .br = (int32_t)o->br, .bc = (int32_t)o->bc};
+  fm_status st = fm_dense_check_file(f->path, &d, res, &err);
+  if (st == FM_OK)
+    st = fm_dense_result_report(*res)->form != FM_FORM_NONE
+             ? fm_dense_result_to_colmask(*res, FM_FORM_NONE, m, &err)
+             : fm_dense_result_subset_colmask(*res, m, &err);
+  if (st == FM_OK) return 0;
+  cli_error(cmd, "%s", err.msg);
+  fm_dense_result_destroy(*res);
+  *res = NULL;
+  return -1;
+}
+
+static int analyze_file(const char *cmd, const file_opts *f, cli_mask_opts *o, int json,
+                        const char *out_dir) {
+  fm_colmask *m = NULL;
+  fm_dense_result *res = NULL;
+  if (load_file(cmd, f, o, &m, &res)) return FM_EXIT_USAGE;
+  const fm_dense_report *r = res ? fm_dense_result_report(res) : NULL;
+  const int fits = !r || r->form != FM_FORM_NONE;
+  fm_family_used used;
+  memset(&used, 0, sizeof used);
+  snprintf(used.docs_source, sizeof used.docs_source, "%s",
+           !r ? "interval file" : fits ? "dense mask file" : "the tightest fitting sub-mask of a dense mask file");
+  o->batch = r ? r->batch : fm_colmask_nb(m);
+  o->heads = r ? r->heads : fm_colmask_nh(m);
+  o->family = f->path ? f->path : f->intervals;
+  fm_analysis a;
+  uint8_t *classes, *exact;
+  int rc = analyze_mask(cmd, m, o, &used, out_dir != NULL, &a, &classes, &exact) ? FM_EXIT_USAGE : FM_EXIT_OK;
+  fm_err err;
+  if (rc == FM_EXIT_OK && out_dir && fm_trace_write_analysis(out_dir, &a, m, classes, exact, &err) != FM_OK) {
+    cli_error(cmd, "%s", err.msg);
+    rc = FM_EXIT_USAGE;
+  }
+  if (rc == FM_EXIT_OK && json) {
+    fm_json j;
+    fm_json_init(&j, 1);
+    fm_json_object(&j, NULL);
+    fm_analysis_json(&a, &j);
+    fm_json_bool(&j, "representable", fits);
+    if (r && !fits) dense_report_advice_json(&j, r, NULL);
+    if (out_dir) fm_json_string(&j, "trace", out_dir);
+    fm_json_end(&j);
+    fputs(j.buf, stdout);
+    fm_json_free(&j);
+  } else if (rc == FM_EXIT_OK) {
+    if (!fits) {
+      printf("mask        %s does NOT FIT any interval form (fmsim check says why and what to do)\n", f->path);
+      dense_report_advice_human(stdout, r, NULL);
+      printf("\nThe tightest mask that fits and masks a subset of it (two longest runs per column):\n");
+    }
+    print_human(&a);
+    if (out_dir) printf("trace       %s\n", out_dir);
+  }
+  if (rc == FM_EXIT_OK) {
+    free(classes);
+    free(exact);
+  }
+  fm_dense_result_destroy(res);
+  fm_colmask_destroy(m);
+  return rc;
+}
+
+/* Options that only a file takes, or only a family. 0 when consistent. */
+static int file_usage(const char *cmd, const file_opts *f, const cli_mask_opts *o, int table) {
+  if (f->path && f->intervals) {
+    cli_error(cmd, "give a mask file or --intervals FILE, not both");
+    return -1;
+  }
+  const char *file = f->path ? f->path : f->intervals;
+  if (file && (o->family || table)) {
+    cli_error(cmd, "%s: a mask file goes without --family and --paper-table", file);
+    return -1;
+  }
+  if (f->intervals && f->causal < 0) {
+    cli_error(cmd, "--intervals needs --causal or --bidir (the flag is not stored in the file)");
+    return -1;
+  }
+  if (!f->intervals && (f->causal >= 0 || f->sq)) {
+    cli_error(cmd, "--causal, --bidir and --seqlen-q go with --intervals");
+    return -1;
+  }
+  if (!f->path && (f->masked_true || f->reading != FM_DENSE_READ_AUTO)) {
+    cli_error(cmd, "--masked-true, --bool and --additive go with a dense MASK.npy");
+    return -1;
+  }
+  return 0;
 }
 
 int cmd_analyze(int argc, char **argv) {
@@ -182,30 +316,56 @@ int cmd_analyze(int argc, char **argv) {
                                            {"out", required_argument, 0, 'o'},
                                            {"paper-table", no_argument, 0, 'P'},
                                            {"gpu", required_argument, 0, 'g'},
+                                           {"intervals", required_argument, 0, 'i'},
+                                           {"causal", no_argument, 0, 'c'},
+                                           {"bidir", no_argument, 0, 'B'},
+                                           {"seqlen-q", required_argument, 0, 'q'},
+                                           {"masked-true", no_argument, 0, 'm'},
+                                           DENSE_READING_LONGOPTS,
                                            {"help", no_argument, 0, 'h'},
                                            {0, 0, 0, 0}};
   const char *cmd = "analyze", *out_dir = NULL, *gpu = NULL;
   int json = 0, table = 0, opt;
+  file_opts f = {.causal = -1};
   cli_mask_opts o;
   cli_mask_opts_init(&o);
-  opterr = 0;
-  while ((opt = getopt_long(argc, argv, ":", longopts, NULL)) != -1) {
-    int r = cli_mask_opt(cmd, &o, opt, optarg);
+  cli_getopt_reset();
+  while ((opt = cli_next_opt(cmd, argc, argv, ":", longopts, cli_mask_opt_any, &o, NULL)) != -1) {
+    int r = dense_reading_opt(cmd, opt, &f.reading);
     if (r < 0) return FM_EXIT_USAGE;
     if (r > 0) continue;
     switch (opt) {
+    case CLI_OPT_ERROR: return FM_EXIT_USAGE;
     case 'j': json = 1; break;
     case 'o': out_dir = optarg; break;
     case 'P': table = 1; break;
     case 'g': gpu = optarg; break;
+    case 'i': f.intervals = optarg; break;
+    case 'c':
+    case 'B':
+      if (cli_causal_flag(cmd, opt == 'c', &f.causal)) return FM_EXIT_USAGE;
+      break;
+    case 'q':
+      if (cli_int(cmd, "--seqlen-q", optarg, 1, FM_MAX_SEQLEN, &f.sq)) return FM_EXIT_USAGE;
+      break;
+    case 'm': f.masked_true = 1; break;
     case 'h': fputs(help, stdout); return FM_EXIT_OK;
     default: return cli_bad_option(cmd, opt, argv);
     }
   }
+  if (optind < argc) f.path = argv[optind++];
   if (optind < argc) {
-    cli_error(cmd, "unexpected argument '%s'", argv[optind]);
+    cli_error(cmd, "unexpected argument '%s' (one mask file at a time)", argv[optind]);
     return FM_EXIT_USAGE;
   }
+  if (file_usage(cmd, &f, &o, table)) return FM_EXIT_USAGE;
+  if (gpu && !o.family) {
+    cli_error(cmd, "--gpu goes with --family (an interval file: fmsim predict --mask FILE)");
+    return FM_EXIT_USAGE;
+  }
+  fm_gpu_profile prof;
+  if (gpu && timing_profile_load(cmd, gpu, FM_KERNEL_AUTO, 128, &prof)) return FM_EXIT_USAGE;
+  if (f.path || f.intervals) return analyze_file(cmd, &f, &o, json, out_dir);
   if (table) {
     if (o.family || out_dir) {
       cli_error(cmd, "--paper-table takes no --family or --out");
@@ -214,11 +374,10 @@ int cmd_analyze(int argc, char **argv) {
     return paper_table(&o, json);
   }
   if (!o.family) {
-    cli_error(cmd, "--family is required (fmsim families lists them)");
+    cli_error(cmd, "--family is required, or a mask file, or --intervals FILE (fmsim families "
+              "lists the families)");
     return FM_EXIT_USAGE;
   }
-  fm_gpu_profile prof;
-  if (gpu && timing_profile_load(cmd, gpu, FM_KERNEL_AUTO, 128, &prof)) return FM_EXIT_USAGE;
   fm_colmask *m = NULL;
   fm_family_used used;
   fm_analysis a;
@@ -244,9 +403,8 @@ int cmd_analyze(int argc, char **argv) {
       fm_analysis_json(&a, &j);
       if (out_dir) fm_json_string(&j, "trace", out_dir);
       if (gpu && timing_cli_predict_mask(cmd, &prof, m, o.batch, o.heads, 128, &j)) rc = FM_EXIT_USAGE;
-      fm_json_end(&j);
-      if (rc == FM_EXIT_OK) fputs(j.buf, stdout);
-      fm_json_free(&j);
+      if (rc == FM_EXIT_OK) cli_print_json(&j);
+      else fm_json_free(&j);
     } else {
       print_human(&a);
       if (out_dir) printf("trace       %s\n", out_dir);

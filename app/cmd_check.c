@@ -1,6 +1,7 @@
 /* fmsim check: does a dense mask (.npy) fit FlashMask's column-interval
- * forms, and if not, where and why? Also validates interval files. The mask
- * is streamed (O(Sk) memory), so masks larger than RAM can be checked. */
+ * forms, and if not, where, why and what to do? Also validates interval
+ * files. The mask is streamed (O(Sk) memory), so masks larger than RAM can
+ * be checked. */
 #define _POSIX_C_SOURCE 200809L
 #include <getopt.h>
 #include <stdio.h>
@@ -11,168 +12,192 @@
 #include "commands.h"
 #include "dense_report.h"
 #include "fm_dense.h"
+#include "fm_intervals_io.h"
 #include "fm_json.h"
 
 /* check --intervals expands rows (for the transposed form) up to this many elements. */
 #define INTERVAL_ROW_LIMIT ((int64_t)1 << 30)
+/* check keeps each column's runs (44 bytes a column) for the fitting sub-mask up to this. */
+#define KEEP_RUNS_MAX_BYTES ((int64_t)1 << 30)
 
 static const char *help =
-    "usage: fmsim check MASK.npy [--json] [--masked-true]\n"
-    "       fmsim check --intervals FILE.npy --causal|--bidir [--seqlen-q N] [--json]\n\n"
+    "usage: fmsim check MASK.npy [--json] [--masked-true] [--bool | --additive] [--br N --bc N]\n"
+    "       fmsim check --intervals FILE.npy --causal|--bidir [--seqlen-q N] [--strict]\n"
+    "                   [--json] [--br N --bc N]\n\n"
     "Reads a dense attention mask and says whether FlashMask can run it: the smallest\n"
     "column-interval form that holds it (causal-1 < causal-2 < bidir-2 < bidir-4), or that\n"
     "none does and which columns are to blame (their masked row runs); the most masked runs\n"
     "in a column; whether the transposed (row-wise) mask would fit; whether every head\n"
-    "shares one mask (H_mask = 1); dense vs interval memory. The file is streamed row by\n"
-    "row with O(Sk) memory.\n\n"
+    "shares one mask (H_mask = 1); dense vs interval memory; the mask's own Br x Bc tiles,\n"
+    "classified exactly, and its block sparsity. For a mask that does not fit it says what\n"
+    "to do: how many runs its columns need, whether the transposed mask, a per-head split\n"
+    "or a smaller Sq would fit, and the tightest mask that fits and masks a subset of it\n"
+    "(what FlashMask could skip) with its block sparsity and the share of elements left to\n"
+    "an extra element mask. The file is streamed row by row with O(Sk) memory.\n\n"
     "MASK.npy     shape [Sq, Sk], [H, Sq, Sk] or [B, H, Sq, Sk], C order, little-endian;\n"
-    "             bool, uint8, int8, int32: non-zero = may attend (PyTorch), 0 = masked;\n"
-    "             float32, float16, bfloat16 (stored as uint16): additive, 0 = attend,\n"
-    "             -inf or any value <= -10000 (bfloat16: <= -9984, its rounding of -1e4)\n"
-    "             = masked; other values (biases, NaN) are read as attend and counted.\n"
-    "             An int32/int64 array [B, H, N, k] with k = 1, 2 or 4 and values other\n"
-    "             than 0 and 1 is taken for an interval file and refused (use --intervals).\n"
-    "  --masked-true        bool/integer masks: non-zero = masked instead\n"
+    "             bool, uint8, int8, int32, int64, uint64: non-zero = may attend (PyTorch),\n"
+    "             0 = masked; float32, float64, float16, bfloat16 (stored as uint16):\n"
+    "             additive, 0 = attend, -inf or any value <= -10000 (bfloat16: <= -9984,\n"
+    "             its rounding of -1e4) = masked; other values (biases, NaN) are read as\n"
+    "             attend and counted. A float mask holding only 0 and 1 is refused until\n"
+    "             --bool or --additive says how to read it. An integer array [B, H, N, k]\n"
+    "             with k = 1, 2 or 4 and values other than 0 and 1 is taken for an interval\n"
+    "             file and refused (use --intervals).\n"
+    "  --masked-true        bool/integer masks (and --bool): non-zero = masked instead\n" DENSE_READING_HELP
+    "  --br N --bc N        tile rows x key columns of the block sparsity (default 128 x 128)\n"
     "  --json               one JSON object on stdout (representable, form, max_runs,\n"
     "                       bad_columns, first_bad_columns, transposed_fits,\n"
-    "                       shared_across_heads, ...)\n"
+    "                       shared_across_heads, tiles, advice, ...)\n"
     "  --intervals FILE     validate an interval file instead: Paddle startend_row_indices,\n"
     "                       int32/int64 [B, H_mask, Sk, k] (ranges, shape, form)\n"
-    "  --causal | --bidir   the causal flag the interval file goes with\n"
-    "  --seqlen-q N         Sq of the interval file (default Sk)\n\n"
+    "  --causal | --bidir   the causal flag the interval file goes with (required with it)\n"
+    "  --seqlen-q N         Sq of the interval file (default Sk)\n"
+    "  --strict             refuse row indices above Sq and intervals whose start lies past\n"
+    "                       their end (by default they read as Paddle reads them: as Sq, and\n"
+    "                       as empty, with a one-line note)\n"
+    "  -h, --help           this text\n\n"
     "exit status: 0 the mask fits a form (an interval file is valid), 1 it does not (an\n"
     "interval file holds out-of-range intervals), 2 bad input or usage.\n";
 
-static int check_intervals(const char *cmd, const char *path, int causal, int64_t sq, int json) {
+typedef struct check_opts {
+  int json, masked_true;
+  cli_interval_opts io; /* --causal/--bidir, --seqlen-q, --strict */
+  fm_dense_reading reading;
+  int64_t br, bc;
+  const char *intervals;
+} check_opts;
+
+static void print_report(const char *path, const fm_dense_report *r, fm_form stored,
+                         const dense_subset *sub, int json) {
+  if (json) {
+    fm_json j;
+    fm_json_init(&j, 1);
+    fm_json_object(&j, NULL);
+    if (stored != FM_FORM_NONE) fm_json_bool(&j, "valid", 1);
+    dense_report_json(&j, path, r, stored, FM_FORM_NONE);
+    dense_report_advice_json(&j, r, sub);
+    cli_print_json(&j);
+  } else {
+    dense_report_human(stdout, path, r, stored);
+    dense_report_advice_human(stdout, r, sub);
+  }
+}
+
+static void print_invalid(const char *path, const char *msg) {
+  fm_json j;
+  fm_json_init(&j, 1);
+  fm_json_object(&j, NULL);
+  fm_json_string(&j, "file", path);
+  fm_json_string(&j, "kind", "intervals");
+  fm_json_bool(&j, "valid", 0);
+  fm_json_bool(&j, "representable", 0);
+  fm_json_string(&j, "error", msg);
+  cli_print_json(&j);
+}
+
+static int check_intervals(const char *cmd, const check_opts *co) {
+  const char *path = co->intervals;
   fm_err err;
   fm_colmask *m = NULL;
-  fm_status st = fm_interval_file_load(path, causal, sq, &m, &err);
+  fm_intervals_opts lo = {.causal = co->io.causal, .sq = co->io.sq, .strict = co->io.strict};
+  fm_intervals_note note;
+  fm_status st = fm_intervals_load(path, &lo, &m, &note, &err);
+  if (st == FM_OK && note.text[0]) fprintf(stderr, "fmsim %s: note: %s\n", cmd, note.text);
   if (st != FM_OK) {
     cli_error(cmd, "%s", err.msg);
     if (st != FM_ERANGE) return FM_EXIT_USAGE;
-    if (json) {
-      fm_json j;
-      fm_json_init(&j, 1);
-      fm_json_object(&j, NULL);
-      fm_json_string(&j, "file", path);
-      fm_json_string(&j, "kind", "intervals");
-      fm_json_bool(&j, "valid", 0);
-      fm_json_bool(&j, "representable", 0);
-      fm_json_string(&j, "error", err.msg);
-      fm_json_end(&j);
-      fputs(j.buf, stdout);
-      fm_json_free(&j);
-    }
+    if (co->json) print_invalid(path, err.msg);
     return FM_EXIT_FAIL;
   }
   fm_dense_result *res = NULL;
-  st = fm_dense_check_colmask(m, INTERVAL_ROW_LIMIT, &res, &err);
+  fm_dense_opts o = {.br = (int32_t)co->br, .bc = (int32_t)co->bc};
+  st = fm_dense_check_colmask(m, INTERVAL_ROW_LIMIT, &o, &res, &err);
+  fm_colmask_destroy(m);
   if (st != FM_OK) {
     cli_error(cmd, "%s: %s", path, err.msg);
-    fm_colmask_destroy(m);
     return FM_EXIT_USAGE;
   }
   /* the form the file holds: its k and the causal flag */
   fm_npy_header h;
   fm_form stored = FM_FORM_BIDIR4;
-  if (fm_npy_read_header_path(path, &h, NULL) == FM_OK) stored = fm_form_from_k((int)h.shape[3], causal);
-  const fm_dense_report *r = fm_dense_result_report(res);
-  if (json) {
-    fm_json j;
-    fm_json_init(&j, 1);
-    fm_json_object(&j, NULL);
-    fm_json_bool(&j, "valid", 1);
-    dense_report_json(&j, path, r, stored, FM_FORM_NONE);
-    fm_json_end(&j);
-    fputs(j.buf, stdout);
-    fm_json_free(&j);
-  } else {
-    dense_report_human(stdout, path, r, stored);
-  }
+  if (fm_npy_read_header_path(path, &h, NULL) == FM_OK) stored = fm_form_from_k((int)h.shape[3], co->io.causal);
+  print_report(path, fm_dense_result_report(res), stored, NULL, co->json);
   fm_dense_result_destroy(res);
-  fm_colmask_destroy(m);
   return FM_EXIT_OK;
+}
+
+static int check_dense(const char *cmd, const char *path, const check_opts *co) {
+  int keep = dense_file_columns(path) * 44 <= KEEP_RUNS_MAX_BYTES;
+  fm_dense_opts o = {.masked_true = co->masked_true, .keep_intervals = keep,
+                     .reading = co->reading, .br = (int32_t)co->br, .bc = (int32_t)co->bc};
+  fm_dense_result *res;
+  if (cli_dense_scan(cmd, path, &o, &res)) return FM_EXIT_USAGE;
+  const fm_dense_report *r = fm_dense_result_report(res);
+  dense_subset sub;
+  if (dense_subset_compute(cmd, res, (int32_t)co->br, (int32_t)co->bc, &sub)) {
+    fm_dense_result_destroy(res);
+    return FM_EXIT_USAGE;
+  }
+  print_report(path, r, FM_FORM_NONE, &sub, co->json);
+  int rc = r->form != FM_FORM_NONE ? FM_EXIT_OK : FM_EXIT_FAIL;
+  fm_dense_result_destroy(res);
+  return rc;
 }
 
 int cmd_check(int argc, char **argv) {
   static const struct option longopts[] = {{"json", no_argument, 0, 'j'},
                                            {"masked-true", no_argument, 0, 'm'},
                                            {"intervals", required_argument, 0, 'i'},
-                                           {"causal", no_argument, 0, 'c'},
-                                           {"bidir", no_argument, 0, 'B'},
-                                           {"seqlen-q", required_argument, 0, 'q'},
+                                           CLI_INTERVAL_LONGOPTS,
+                                           {"br", required_argument, 0, 'r'},
+                                           {"bc", required_argument, 0, 'C'},
+                                           DENSE_READING_LONGOPTS,
                                            {"help", no_argument, 0, 'h'},
                                            {0, 0, 0, 0}};
-  const char *cmd = "check", *intervals = NULL;
-  int json = 0, masked_true = 0, causal = -1, opt;
-  int64_t sq = 0;
-  opterr = 0;
-  optind = 1;
-  while ((opt = getopt_long(argc, argv, ":", longopts, NULL)) != -1) {
+  const char *cmd = "check";
+  check_opts co = {.io = {.causal = -1}, .br = 128, .bc = 128};
+  int opt;
+  cli_getopt_reset();
+  while ((opt = cli_next_opt(cmd, argc, argv, ":h", longopts, cli_interval_opt, &co.io, NULL)) != -1) {
+    int r = dense_reading_opt(cmd, opt, &co.reading);
+    if (r < 0) return FM_EXIT_USAGE;
+    if (r > 0) continue;
     switch (opt) {
-    case 'j': json = 1; break;
-    case 'm': masked_true = 1; break;
-    case 'i': intervals = optarg; break;
-    case 'c':
-    case 'B':
-      if (cli_causal_flag(cmd, opt == 'c', &causal)) return FM_EXIT_USAGE;
-      break;
-    case 'q':
-      if (cli_int(cmd, "--seqlen-q", optarg, 1, FM_MAX_SEQLEN, &sq)) return FM_EXIT_USAGE;
+    case CLI_OPT_ERROR: return FM_EXIT_USAGE;
+    case 'j': co.json = 1; break;
+    case 'm': co.masked_true = 1; break;
+    case 'i': co.intervals = optarg; break;
+    case 'r':
+    case 'C':
+      if (cli_int(cmd, opt == 'r' ? "--br" : "--bc", optarg, 1, 65536, opt == 'r' ? &co.br : &co.bc))
+        return FM_EXIT_USAGE;
       break;
     case 'h': fputs(help, stdout); return FM_EXIT_OK;
     default: return cli_bad_option(cmd, opt, argv);
     }
   }
-  if (intervals) {
+  if (co.intervals) {
     if (optind < argc) {
       cli_error(cmd, "unexpected argument '%s' (--intervals names the file)", argv[optind]);
       return FM_EXIT_USAGE;
     }
-    if (causal < 0) {
+    if (co.io.causal < 0) {
       cli_error(cmd, "--intervals needs --causal or --bidir (the flag is not stored in the file)");
       return FM_EXIT_USAGE;
     }
-    if (masked_true) {
-      cli_error(cmd, "--masked-true applies to dense masks, not to --intervals");
+    if (co.masked_true || co.reading != FM_DENSE_READ_AUTO) {
+      cli_error(cmd, "--masked-true, --bool and --additive apply to dense masks, not to --intervals");
       return FM_EXIT_USAGE;
     }
-    return check_intervals(cmd, intervals, causal, sq, json);
+    return check_intervals(cmd, &co);
   }
-  if (optind == argc) {
-    cli_error(cmd, "a mask file is required (see fmsim check --help)");
+  const char *path;
+  int bad = cli_one_file(cmd, "a mask file", argc, argv, &path);
+  if (bad) return bad;
+  if (co.io.causal >= 0 || co.io.sq || co.io.strict) {
+    cli_error(cmd, "--causal, --bidir, --seqlen-q and --strict go with --intervals; a dense mask "
+              "carries its own shape and causality");
     return FM_EXIT_USAGE;
   }
-  if (optind + 1 < argc) {
-    cli_error(cmd, "unexpected argument '%s' (one mask file at a time)", argv[optind + 1]);
-    return FM_EXIT_USAGE;
-  }
-  if (causal >= 0 || sq) {
-    cli_error(cmd, "--causal, --bidir and --seqlen-q go with --intervals; a dense mask carries "
-              "its own shape and causality");
-    return FM_EXIT_USAGE;
-  }
-  const char *path = argv[optind];
-  fm_err err;
-  fm_dense_opts o = {masked_true, 0};
-  fm_dense_result *res = NULL;
-  if (fm_dense_check_file(path, &o, &res, &err) != FM_OK) {
-    cli_error(cmd, "%s", err.msg);
-    return FM_EXIT_USAGE;
-  }
-  const fm_dense_report *r = fm_dense_result_report(res);
-  if (json) {
-    fm_json j;
-    fm_json_init(&j, 1);
-    fm_json_object(&j, NULL);
-    dense_report_json(&j, path, r, FM_FORM_NONE, FM_FORM_NONE);
-    fm_json_end(&j);
-    fputs(j.buf, stdout);
-    fm_json_free(&j);
-  } else {
-    dense_report_human(stdout, path, r, FM_FORM_NONE);
-  }
-  int rc = r->form != FM_FORM_NONE ? FM_EXIT_OK : FM_EXIT_FAIL;
-  fm_dense_result_destroy(res);
-  return rc;
+  return check_dense(cmd, path, &co);
 }

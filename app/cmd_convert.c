@@ -25,24 +25,46 @@ static const char *help =
     "  -o, --output OUT.npy  the interval file (written atomically)\n"
     "  --form NAME           the form to write (default auto: the smallest that holds it)\n"
     "  --masked-true         bool/integer masks: non-zero = masked\n"
+    "  --bool | --additive   how to read a float mask (see fmsim check --help)\n"
     "  --json                one JSON object: the check report plus output, written_form,\n"
     "                        causal, output_shape, expand_command\n\n"
     "fmsim expand with the printed options gives the mask back.\n"
     "exit status: 0 written, 1 the mask does not fit the form (report printed, nothing\n"
     "written), 2 bad input, output not writable or usage.\n";
 
+/* "fmsim expand OUT --causal --seqlen-q N ... -o MASK.npy" (caller frees; NULL: out of memory). */
+static char *expand_command(const char *out, fm_form used, const fm_dense_report *r) {
+  char opts[256];
+  int n = snprintf(opts, sizeof opts, " --%s --seqlen-q %lld", fm_form_causal(used) ? "causal" : "bidir",
+                   (long long)r->sq);
+  if (r->h_mask != r->heads)
+    n += snprintf(opts + n, sizeof opts - (size_t)n, " --heads %lld", (long long)r->heads);
+  if (r->ndim != 4) n += snprintf(opts + n, sizeof opts - (size_t)n, " --rank %d", r->ndim);
+  if (r->dtype != FM_DT_BOOL)
+    n += snprintf(opts + n, sizeof opts - (size_t)n, " --dtype %s", fm_dense_dtype_name(r->dtype));
+  if (r->masked_true) snprintf(opts + n, sizeof opts - (size_t)n, " --masked-true");
+  size_t cap = strlen(out) + strlen(opts) + 64;
+  char *text = malloc(cap);
+  if (text) snprintf(text, cap, "fmsim expand %s%s -o MASK.npy", out, opts);
+  return text;
+}
+
 int cmd_convert(int argc, char **argv) {
   static const struct option longopts[] = {{"output", required_argument, 0, 'o'},
                                            {"form", required_argument, 0, 'f'},
                                            {"masked-true", no_argument, 0, 'm'},
                                            {"json", no_argument, 0, 'j'},
+                                           DENSE_READING_LONGOPTS,
                                            {"help", no_argument, 0, 'h'},
                                            {0, 0, 0, 0}};
   const char *cmd = "convert", *out = NULL, *form_name = "auto";
   int json = 0, masked_true = 0, opt;
-  opterr = 0;
-  optind = 1;
+  fm_dense_reading reading = FM_DENSE_READ_AUTO;
+  cli_getopt_reset();
   while ((opt = getopt_long(argc, argv, ":o:", longopts, NULL)) != -1) {
+    int r = dense_reading_opt(cmd, opt, &reading);
+    if (r < 0) return FM_EXIT_USAGE;
+    if (r > 0) continue;
     switch (opt) {
     case 'o': out = optarg; break;
     case 'f': form_name = optarg; break;
@@ -52,16 +74,15 @@ int cmd_convert(int argc, char **argv) {
     default: return cli_bad_option(cmd, opt, argv);
     }
   }
-  if (optind == argc) {
-    cli_error(cmd, "a mask file is required (see fmsim convert --help)");
-    return FM_EXIT_USAGE;
-  }
-  if (optind + 1 < argc) {
-    cli_error(cmd, "unexpected argument '%s' (one mask file at a time)", argv[optind + 1]);
-    return FM_EXIT_USAGE;
-  }
+  const char *path;
+  int bad = cli_one_file(cmd, "a mask file", argc, argv, &path);
+  if (bad) return bad;
   if (!out) {
     cli_error(cmd, "-o OUT.npy is required");
+    return FM_EXIT_USAGE;
+  }
+  if (strcmp(out, "-") == 0) {
+    cli_error(cmd, "-o -: convert prints its report on stdout; give a file name");
     return FM_EXIT_USAGE;
   }
   fm_err err;
@@ -70,15 +91,11 @@ int cmd_convert(int argc, char **argv) {
     cli_error(cmd, "--form: %s (or auto)", err.msg);
     return FM_EXIT_USAGE;
   }
-  const char *path = argv[optind];
   /* before a long scan: can the output be written at all? */
   if (!dense_output_writable(cmd, out)) return FM_EXIT_USAGE;
-  fm_dense_opts o = {masked_true, 1};
-  fm_dense_result *res = NULL;
-  if (fm_dense_check_file(path, &o, &res, &err) != FM_OK) {
-    cli_error(cmd, "%s", err.msg);
-    return FM_EXIT_USAGE;
-  }
+  fm_dense_opts o = {.masked_true = masked_true, .keep_intervals = 1, .reading = reading};
+  fm_dense_result *res;
+  if (cli_dense_scan(cmd, path, &o, &res)) return FM_EXIT_USAGE;
   const fm_dense_report *r = fm_dense_result_report(res);
   fm_colmask *m = NULL;
   fm_status st = fm_dense_result_to_colmask(res, want, &m, &err);
@@ -90,9 +107,7 @@ int cmd_convert(int argc, char **argv) {
       dense_report_json(&j, path, r, FM_FORM_NONE, FM_FORM_NONE);
       fm_json_null(&j, "output");
       fm_json_string(&j, "error", err.msg);
-      fm_json_end(&j);
-      fputs(j.buf, stdout);
-      fm_json_free(&j);
+      cli_print_json(&j);
     } else {
       dense_report_human(stdout, path, r, FM_FORM_NONE);
     }
@@ -107,16 +122,15 @@ int cmd_convert(int argc, char **argv) {
     fm_dense_result_destroy(res);
     return FM_EXIT_USAGE;
   }
-  /* the expand options that give this very file back */
-  char expand[1024];
-  int n = snprintf(expand, sizeof expand, "fmsim expand %s --%s --seqlen-q %lld", out,
-                   fm_form_causal(used) ? "causal" : "bidir", (long long)r->sq);
-  if (r->h_mask != r->heads) n += snprintf(expand + n, sizeof expand - (size_t)n, " --heads %lld", (long long)r->heads);
-  if (r->ndim != 4) n += snprintf(expand + n, sizeof expand - (size_t)n, " --rank %d", r->ndim);
-  if (r->dtype != FM_DT_BOOL)
-    n += snprintf(expand + n, sizeof expand - (size_t)n, " --dtype %s", fm_dense_dtype_name(r->dtype));
-  if (r->masked_true) n += snprintf(expand + n, sizeof expand - (size_t)n, " --masked-true");
-  snprintf(expand + n, sizeof expand - (size_t)n, " -o MASK.npy");
+  /* the expand options that give this very file back (the output path is
+     user text of any length: the command is built on the heap) */
+  char *expand = expand_command(out, used, r);
+  if (!expand) {
+    cli_error(cmd, "out of memory");
+    fm_colmask_destroy(m);
+    fm_dense_result_destroy(res);
+    return FM_EXIT_FAIL;
+  }
   int64_t shape[4] = {r->batch, r->h_mask, r->sk, fm_form_k(used)};
   if (json) {
     fm_json j;
@@ -129,9 +143,7 @@ int cmd_convert(int argc, char **argv) {
     for (int d = 0; d < 4; d++) fm_json_int(&j, NULL, shape[d]);
     fm_json_end(&j);
     fm_json_string(&j, "expand_command", expand);
-    fm_json_end(&j);
-    fputs(j.buf, stdout);
-    fm_json_free(&j);
+    cli_print_json(&j);
   } else {
     dense_report_human(stdout, path, r, FM_FORM_NONE);
     printf("\nwrote        %s: int32 [%lld, %lld, %lld, %lld], form %s\n", out, (long long)shape[0],
@@ -140,6 +152,7 @@ int cmd_convert(int argc, char **argv) {
            fm_form_causal(used) ? "True" : "False", fm_form_causal(used) ? "True" : "False");
     printf("expand back  %s\n", expand);
   }
+  free(expand);
   fm_colmask_destroy(m);
   fm_dense_result_destroy(res);
   return FM_EXIT_OK;

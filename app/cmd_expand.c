@@ -6,34 +6,38 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "commands.h"
 #include "dense_report.h"
 #include "fm_dense.h"
+#include "fm_fileio.h"
+#include "fm_intervals_io.h"
 
 static const char *help =
     "usage: fmsim expand INTERVALS.npy --causal|--bidir -o DENSE.npy [--seqlen-q N]\n"
-    "                    [--heads H] [--rank 2|3|4] [--dtype NAME] [--masked-true]\n\n"
+    "                    [--heads H] [--rank 2|3|4] [--dtype NAME] [--masked-true] [--strict]\n\n"
     "Writes the dense mask of an interval file (Paddle startend_row_indices, int32/int64\n"
     "[B, H_mask, Sk, k]) as [B, H, Sq, Sk]. Streams one row at a time; refuses outputs\n"
     "above 16 GiB or above the free space of the output folder.\n\n"
     "  --causal | --bidir   the causal flag the intervals go with (required)\n"
-    "  -o, --output FILE    the dense .npy (written atomically)\n"
+    "  -o, --output FILE    the dense .npy (written atomically); - writes it to stdout\n"
     "  --seqlen-q N         query rows Sq (default Sk)\n"
     "  --heads H            heads to write; a shared mask (H_mask = 1) is repeated\n"
     "                       (default H_mask)\n"
     "  --rank R             4: [B, H, Sq, Sk] (default); 3: [H, Sq, Sk]; 2: [Sq, Sk]\n"
-    "  --dtype NAME         bool (default), uint8, int8, int32: 1 = may attend, 0 = masked;\n"
-    "                       float32, float16, bfloat16 (as uint16): additive, 0 / -inf\n"
-    "  --masked-true        bool/integer: write 1 for masked instead\n\n"
+    "  --dtype NAME         bool (default), uint8, int8, int32, int64, uint64: 1 = may\n"
+    "                       attend, 0 = masked; float32, float64, float16, bfloat16 (as\n"
+    "                       uint16): additive, 0 / -inf\n"
+    "  --masked-true        bool/integer: write 1 for masked instead\n"
+    "  --strict             refuse row indices above Sq and intervals whose start lies past\n"
+    "                       their end (default: read as Paddle does, as Sq and as empty)\n\n"
     "exit status: 0 written, 1 the write failed, 2 bad input, refused size or usage.\n";
 
 int cmd_expand(int argc, char **argv) {
   static const struct option longopts[] = {{"output", required_argument, 0, 'o'},
-                                           {"causal", no_argument, 0, 'c'},
-                                           {"bidir", no_argument, 0, 'B'},
-                                           {"seqlen-q", required_argument, 0, 'q'},
+                                           CLI_INTERVAL_LONGOPTS,
                                            {"heads", required_argument, 0, 'H'},
                                            {"rank", required_argument, 0, 'r'},
                                            {"dtype", required_argument, 0, 'd'},
@@ -41,24 +45,16 @@ int cmd_expand(int argc, char **argv) {
                                            {"help", no_argument, 0, 'h'},
                                            {0, 0, 0, 0}};
   const char *cmd = "expand", *out = NULL;
-  int causal = -1, opt;
-  int64_t sq = 0, v;
-  fm_dense_expand_opts eo;
-  memset(&eo, 0, sizeof eo);
-  eo.dtype = FM_DT_BOOL;
+  int opt;
+  int64_t v;
+  cli_interval_opts io = {.causal = -1, .sq = 0};
+  fm_dense_expand_opts eo = {.dtype = FM_DT_BOOL};
   fm_err err;
-  opterr = 0;
-  optind = 1;
-  while ((opt = getopt_long(argc, argv, ":o:", longopts, NULL)) != -1) {
+  cli_getopt_reset();
+  while ((opt = cli_next_opt(cmd, argc, argv, ":o:", longopts, cli_interval_opt, &io, NULL)) != -1) {
     switch (opt) {
+    case CLI_OPT_ERROR: return FM_EXIT_USAGE;
     case 'o': out = optarg; break;
-    case 'c':
-    case 'B':
-      if (cli_causal_flag(cmd, opt == 'c', &causal)) return FM_EXIT_USAGE;
-      break;
-    case 'q':
-      if (cli_int(cmd, "--seqlen-q", optarg, 1, FM_MAX_SEQLEN, &sq)) return FM_EXIT_USAGE;
-      break;
     case 'H':
       if (cli_int(cmd, "--heads", optarg, 1, 65535, &v)) return FM_EXIT_USAGE;
       eo.heads = v;
@@ -78,14 +74,11 @@ int cmd_expand(int argc, char **argv) {
     default: return cli_bad_option(cmd, opt, argv);
     }
   }
-  if (optind == argc) {
-    cli_error(cmd, "an interval file is required (see fmsim expand --help)");
-    return FM_EXIT_USAGE;
-  }
-  if (optind + 1 < argc) {
-    cli_error(cmd, "unexpected argument '%s' (one interval file at a time)", argv[optind + 1]);
-    return FM_EXIT_USAGE;
-  }
+  const char *path;
+  int bad = cli_one_file(cmd, "an interval file", argc, argv, &path);
+  if (bad) return bad;
+  int causal = io.causal;
+  int64_t sq = io.sq;
   if (causal < 0) {
     cli_error(cmd, "--causal or --bidir is required (the flag is not stored in the file)");
     return FM_EXIT_USAGE;
@@ -94,13 +87,26 @@ int cmd_expand(int argc, char **argv) {
     cli_error(cmd, "-o DENSE.npy is required");
     return FM_EXIT_USAGE;
   }
-  const char *path = argv[optind];
   fm_colmask *m = NULL;
-  if (fm_interval_file_load(path, causal, sq, &m, &err) != FM_OK) {
+  fm_intervals_opts lo = {.causal = causal, .sq = sq, .strict = io.strict};
+  fm_intervals_note note;
+  if (fm_intervals_load(path, &lo, &m, &note, &err) != FM_OK) {
     cli_error(cmd, "%s", err.msg);
     return FM_EXIT_USAGE;
   }
-  if (!dense_output_writable(cmd, out)) {
+  if (note.text[0]) fprintf(stderr, "fmsim %s: note: %s\n", cmd, note.text);
+  int to_stdout = strcmp(out, "-") == 0;
+  if (to_stdout && isatty(STDOUT_FILENO)) {
+    cli_error(cmd, "-o -: standard output is a terminal; redirect it to a file or a pipe");
+    fm_colmask_destroy(m);
+    return FM_EXIT_USAGE;
+  }
+  if (!to_stdout && fm_output_check(out, FM_OUT_STDOUT, &err) != FM_OK) {
+    cli_error(cmd, "%s", err.msg);
+    fm_colmask_destroy(m);
+    return FM_EXIT_USAGE;
+  }
+  if (!to_stdout && !dense_output_writable(cmd, out)) {
     fm_colmask_destroy(m);
     return FM_EXIT_USAGE;
   }
@@ -110,6 +116,10 @@ int cmd_expand(int argc, char **argv) {
     fm_colmask_destroy(m);
     return st == FM_EIO ? FM_EXIT_FAIL : FM_EXIT_USAGE;
   }
+  if (to_stdout) { /* stdout carries the array only */
+    fm_colmask_destroy(m);
+    return FM_EXIT_OK;
+  }
   int64_t heads = eo.heads ? eo.heads : fm_colmask_nh(m);
   double bytes = (double)fm_colmask_nb(m) * (double)heads * fm_colmask_sq(m) * fm_colmask_sk(m) *
                  fm_dtype_size(eo.dtype);
@@ -117,7 +127,7 @@ int cmd_expand(int argc, char **argv) {
   printf("wrote %s: %s, B = %d, H = %lld, Sq = %d, Sk = %d, rank %d (%s), %s\n", out,
          fm_dense_dtype_name(eo.dtype), fm_colmask_nb(m), (long long)heads, fm_colmask_sq(m),
          fm_colmask_sk(m), eo.rank ? eo.rank : 4, cli_bytes((int64_t)bytes, b, sizeof b),
-         eo.dtype == FM_DT_F32 || eo.dtype == FM_DT_F16 || eo.dtype == FM_DT_U16
+         fm_dense_dtype_is_float(eo.dtype)
              ? "additive: 0 = attend, -inf = masked"
              : eo.masked_true ? "1 = masked" : "1 = may attend");
   fm_colmask_destroy(m);

@@ -11,9 +11,10 @@
 
 static const char *help =
     "usage: fmsim families [--json]\n\n"
-    "Lists the twelve mask families of the FlashMask paper's kernel table: whether each is\n"
-    "causal, the smallest interval form it needs, its parameters with their defaults (the\n"
-    "paper's benchmark values; S is the sequence length) and a one-line meaning.\n"
+    "Lists the mask families, the twelve of the FlashMask paper's kernel table first: whether\n"
+    "each is causal, the smallest interval form it needs, its parameters with their defaults\n"
+    "(the paper's benchmark values; S is the sequence length) and a one-line meaning\n"
+    "(definitions: docs/FAMILIES.md).\n"
     "Give parameters to other commands as --param key=value.\n\n"
     "  --json   one JSON array instead of the listing\n";
 
@@ -22,7 +23,7 @@ int cmd_families(int argc, char **argv) {
                                            {"help", no_argument, 0, 'h'},
                                            {0, 0, 0, 0}};
   int json = 0, opt;
-  opterr = 0;
+  cli_getopt_reset();
   while ((opt = getopt_long(argc, argv, ":", longopts, NULL)) != -1) {
     if (opt == 'j') json = 1;
     else if (opt == 'h') {
@@ -32,10 +33,7 @@ int cmd_families(int argc, char **argv) {
       return cli_bad_option("families", opt, argv);
     }
   }
-  if (optind < argc) {
-    cli_error("families", "unexpected argument '%s'", argv[optind]);
-    return FM_EXIT_USAGE;
-  }
+  if (cli_no_operands("families", argc, argv)) return FM_EXIT_USAGE;
   if (json) {
     fm_json j;
     fm_json_init(&j, 1);
@@ -59,9 +57,7 @@ int cmd_families(int argc, char **argv) {
       fm_json_end(&j);
       fm_json_end(&j);
     }
-    fm_json_end(&j);
-    fputs(j.buf, stdout);
-    fm_json_free(&j);
+    cli_print_json(&j);
     return FM_EXIT_OK;
   }
   for (int i = 0; i < fm_family_count(); i++) {

@@ -1,6 +1,7 @@
-/* fmsim render: the viewer's drawing, headless, into PNG, SVG or PDF; the
- * gallery of the twelve families; the mask-memory figure. Files are written
- * atomically (nothing is left behind on any error). */
+/* fmsim render: the viewer's drawing, headless, into PNG, SVG or PDF, or any
+ * figure of the figure registry (viz/viz_figures.c: its names, draw functions
+ * and default sizes). Files are written atomically (nothing is left behind on
+ * any error). */
 #define _POSIX_C_SOURCE 200809L
 #include <getopt.h>
 #include <stdio.h>
@@ -10,12 +11,14 @@
 #include "cli.h"
 #include "commands.h"
 #include "viz_cli.h"
+#ifdef FM_HAVE_VIZ
+#include "viz.h"
+#endif
 
 static const char *help =
     "usage: fmsim render [--family NAME [mask options] | TRACE_DIR | MASK.npy | INTERVALS.npy]\n"
     "                    -o FILE.{png,svg,pdf} [--layer L] [--size WxH] [--dpi N] [view options]\n"
-    "       fmsim render --gallery -o FILE [--seqlen S] [--br N --bc N] [--sample K] [--size WxH]\n"
-    "       fmsim render --figure memory -o FILE [--bc N] [--size WxH]\n\n"
+    "       fmsim render --figure NAME -o FILE [--seqlen S] [--br N --bc N] [--sample K] [--size WxH]\n\n"
     "Draws what `fmsim view` shows into a file: the mask (aggregated per pixel, so any S\n"
     "draws in the same time), the Br x Bc tiles coloured by class (min/max rule), hatching\n"
     "where the exact class differs, axes in tokens, a legend, live numbers and a caption\n"
@@ -32,8 +35,8 @@ static const char *help =
     "\noutput:\n"
     "  -o, --output FILE    .png, .svg or .pdf (required)\n"
     "  --layer L            mask | tiles | both (default) | cycles (trace) | bytes (modelled)\n"
-    "  --size WxH           figure size: PNG pixels at 72 dpi, PDF/SVG points (default 1200x800;\n"
-    "                       gallery 1600x1350, memory 1000x650); 1..16384\n"
+    "  --size WxH           figure size: PNG pixels at 72 dpi, PDF/SVG points, 1..16384\n"
+    "                       (default: the figure's, listed below)\n"
     "  --dpi N              PNG: pixels per inch (72: one pixel per unit; 144 doubles the pixels);\n"
     "                       PDF/SVG: resolution of the embedded mask image (default 300)\n"
     "  --keys A:B           show key columns [A, B) only (default: all)\n"
@@ -43,35 +46,31 @@ static const char *help =
     "  --no-grid            no tile grid lines\n"
     "  --no-hatch           no hatching of min/max-vs-exact disagreements\n"
     "  --no-text            draw no text at all (font-independent reference images)\n"
-    "\nfigures:\n"
-    "  --gallery            the twelve families as small multiples (tiles over the mask, rho)\n"
-    "  --figure memory      mask memory vs S, 1K..1M, log-log: dense, FlexAttention block mask,\n"
-    "                       FlashMask intervals (from fm_memory.h)\n";
+    "\nfigures (--figure NAME; --gallery is --figure gallery):\n";
+
+static void print_help(void) {
+  fputs(help, stdout);
+#ifdef FM_HAVE_VIZ
+  for (int i = 0; i < viz_figure_count(); i++) {
+    const viz_figure *f = viz_figure_at(i);
+    printf("  %-8s %4.0fx%-5.0f %s%s\n", f->name, f->width, f->height, f->summary,
+           f->per_case ? " (the drawing of a source, the default)" : "");
+  }
+#endif
+}
 
 #ifndef FM_HAVE_VIZ
 int cmd_render(int argc, char **argv) {
-  if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
-    fputs(help, stdout);
-    return FM_EXIT_OK;
-  }
-  cli_error("render", "built without cairo: install libcairo2-dev (scripts/install-deps.sh) and rebuild");
-  return FM_EXIT_USAGE;
+  return cli_unavailable("render", argc, argv, print_help,
+                         "built without cairo: install libcairo2-dev (scripts/install-deps.sh) and rebuild");
 }
 #else
-#include "viz.h"
 
 /* "A:B" with 0 <= A < B <= limit. */
 static int parse_range(const char *cmd, const char *opt, const char *text, int64_t limit, double *a,
                        double *b) {
-  char *end;
-  long long x = strtoll(text, &end, 10), y = 0;
-  int ok = end != text && *end == ':';
-  if (ok) {
-    const char *q = end + 1;
-    y = strtoll(q, &end, 10);
-    ok = end != q && *end == 0;
-  }
-  if (!ok) {
+  long long x, y;
+  if (cli_int_pair(text, ':', &x, &y)) {
     cli_error(cmd, "%s '%s': expected START:END in tokens, e.g. 0:1024", opt, text);
     return -1;
   }
@@ -88,8 +87,6 @@ int cmd_render(int argc, char **argv) {
   static const struct option longopts[] = {CLI_MASK_LONGOPTS,
                                            VIZ_CLI_SOURCE_LONGOPTS,
                                            {"output", required_argument, 0, 'o'},
-                                           {"layer", required_argument, 0, 'l'},
-                                           {"size", required_argument, 0, 'z'},
                                            {"dpi", required_argument, 0, 'd'},
                                            {"keys", required_argument, 0, 3001},
                                            {"rows", required_argument, 0, 3002},
@@ -102,23 +99,16 @@ int cmd_render(int argc, char **argv) {
                                            {"figure", required_argument, 0, 3009},
                                            {"help", no_argument, 0, 'h'},
                                            {0, 0, 0, 0}};
-  const char *cmd = "render", *out = NULL, *layer = "both", *keys = NULL, *rows = NULL, *figure = NULL;
-  int w = 0, h = 0, no_panel = 0, no_grid = 0, no_hatch = 0, no_text = 0, gallery = 0, opt;
+  const char *cmd = "render", *out = NULL, *keys = NULL, *rows = NULL, *figure = NULL;
+  int no_panel = 0, no_grid = 0, no_hatch = 0, no_text = 0, gallery = 0, opt;
   int64_t dpi = 0, pair = 0;
   viz_cli_source src;
   viz_cli_source_init(&src);
-  opterr = 0;
-  optind = 1;
-  while ((opt = getopt_long(argc, argv, ":o:", longopts, NULL)) != -1) {
-    int r = viz_cli_source_opt(cmd, &src, opt, optarg);
-    if (r < 0) return FM_EXIT_USAGE;
-    if (r > 0) continue;
+  cli_getopt_reset();
+  while ((opt = cli_next_opt(cmd, argc, argv, ":o:", longopts, viz_cli_source_opt_any, &src, NULL)) != -1) {
     switch (opt) {
+    case CLI_OPT_ERROR: return FM_EXIT_USAGE;
     case 'o': out = optarg; break;
-    case 'l': layer = optarg; break;
-    case 'z':
-      if (viz_cli_size(cmd, "--size", optarg, &w, &h)) return FM_EXIT_USAGE;
-      break;
     case 'd':
       if (cli_int(cmd, "--dpi", optarg, 18, 2400, &dpi)) return FM_EXIT_USAGE;
       break;
@@ -133,15 +123,12 @@ int cmd_render(int argc, char **argv) {
     case 3007: no_text = 1; break;
     case 3008: gallery = 1; break;
     case 3009: figure = optarg; break;
-    case 'h': fputs(help, stdout); return FM_EXIT_OK;
+    case 'h': print_help(); return FM_EXIT_OK;
     default: return cli_bad_option(cmd, opt, argv);
     }
   }
-  if (optind < argc) src.path = argv[optind++];
-  if (optind < argc) {
-    cli_error(cmd, "unexpected argument '%s' (one source at most)", argv[optind]);
-    return FM_EXIT_USAGE;
-  }
+  if (viz_cli_operand(cmd, &src, argc, argv)) return FM_EXIT_USAGE;
+  int w = src.w, h = src.h;
   if (!out) {
     cli_error(cmd, "-o FILE.{png,svg,pdf} is required");
     return FM_EXIT_USAGE;
@@ -153,54 +140,51 @@ int cmd_render(int argc, char **argv) {
     return FM_EXIT_USAGE;
   }
   if (dpi == 0) dpi = fmt == VIZ_FMT_PNG ? 72 : 300;
-  if (figure && strcmp(figure, "memory") != 0) {
-    cli_error(cmd, "--figure '%s': unknown figure (expected memory)", figure);
-    return FM_EXIT_USAGE;
-  }
-  if ((gallery || figure) && (src.path || src.mask.family)) {
-    cli_error(cmd, "--%s draws its own masks; it takes no --family or file", gallery ? "gallery" : "figure");
-    return FM_EXIT_USAGE;
-  }
-  if (gallery && figure) {
+  if (gallery && figure && strcmp(figure, "gallery")) {
     cli_error(cmd, "--gallery and --figure are two different figures; pick one");
     return FM_EXIT_USAGE;
   }
+  if (gallery) figure = "gallery";
+  const viz_figure *fig = figure ? viz_figure_find(figure) : viz_figure_find("tiles");
+  if (!fig || (figure && fig->per_case)) {
+    char names[200] = "";
+    for (int i = 0, n = 0; i < viz_figure_count(); i++)
+      if (!viz_figure_at(i)->per_case)
+        snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", n++ ? ", " : "",
+                 viz_figure_at(i)->name);
+    if (fig)
+      cli_error(cmd, "--figure %s is the drawing of a mask source: give --family or a file, "
+                "without --figure", figure);
+    else
+      cli_error(cmd, "--figure '%s': unknown figure (expected one of %s)", figure, names);
+    return FM_EXIT_USAGE;
+  }
+  if (figure && (src.path || src.mask.family)) {
+    cli_error(cmd, "--%s draws its own masks; it takes no --family or file", gallery ? "gallery" : "figure");
+    return FM_EXIT_USAGE;
+  }
+  if (!w) {
+    w = (int)fig->width;
+    h = (int)fig->height;
+  }
 
   fm_status st;
-  if (gallery) {
-    viz_gallery_opts go = {src.mask.seqlen, (int32_t)src.mask.br, (int32_t)src.mask.bc,
-                           src.mask.sample, src.mask.seed, src.mask.samples_path, !no_text};
-    if (!w) {
-      w = 1600;
-      h = 1350;
-    }
-    st = viz_write_figure(out, fmt, w, h, (double)dpi, viz_draw_gallery, &go, &err);
-  } else if (figure) {
-    viz_memory_opts mo = {(int32_t)src.mask.bc, !no_text};
-    if (!w) {
-      w = 1000;
-      h = 650;
-    }
-    st = viz_write_figure(out, fmt, w, h, (double)dpi, viz_draw_memory, &mo, &err);
+  if (figure) {
+    viz_figure_opts fo = {.seqlen = src.mask.seqlen, .br = (int32_t)src.mask.br,
+                          .bc = (int32_t)src.mask.bc, .sample = src.mask.sample,
+                          .seed = src.mask.seed, .samples_path = src.mask.samples_path,
+                          .text = !no_text};
+    st = viz_write_figure(out, fmt, w, h, (double)dpi, fig->draw, &fo, &err);
   } else {
-    if (!w) {
-      w = 1200;
-      h = 800;
-    }
     viz_state s;
     viz_state_init(&s, w, h);
-    if (viz_cli_layer(cmd, layer, &s.layers, &s.overlay)) return FM_EXIT_USAGE;
     if (!src.path && !src.mask.family) src.mask.family = "causal_document";
     s.pair = (int32_t)pair;
-    viz_overlay want = s.overlay;
     viz_scene *sc = NULL;
     if (viz_cli_open(cmd, &src, &s, &sc)) return FM_EXIT_USAGE;
     int rc = FM_EXIT_OK;
     if (pair >= s.facts.npairs) {
       cli_error(cmd, "--pair %lld: the mask has %d (batch, head) pairs", (long long)pair, s.facts.npairs);
-      rc = FM_EXIT_USAGE;
-    } else if (want == VIZ_OVERLAY_CYCLES && !s.facts.has_cycles) {
-      cli_error(cmd, "--layer cycles: %s", s.status[0] ? s.status : "no cycles in this source");
       rc = FM_EXIT_USAGE;
     } else if ((keys && parse_range(cmd, "--keys", keys, s.facts.sk, &s.view.x0, &s.view.x1)) ||
                (rows && parse_range(cmd, "--rows", rows, s.facts.sq, &s.view.y0, &s.view.y1))) {

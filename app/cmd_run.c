@@ -1,15 +1,17 @@
-/* fmsim run: one forward kernel run on a family mask, written as a trace.
+/* fmsim run: one command, two forms, one pipeline (the scenario runner,
+ * runner.h).
  *
- * On a GPU (a build with the CUDA kernels and a device): random bf16 Q/K/V,
- * the kernel timed after warm-up with the L2 flushed before every launch
- * (CUPTI activity records, CUDA events as fallback), one launch counted by the
- * CUPTI Range Profiler (HBM bytes, L2 sectors), and with --instrument the
- * instrumented build's per-tile classes and cycles. Without a GPU the same
- * trace comes from the CPU simulation: tile classes and the cost model's
- * bytes, no timings (summary.json "device": "cpu-simulation").
- *
- * This is the family form, `fmsim run --family ...`; main.c sends
- * `fmsim run SCENARIO.yaml` to scenario_run.c instead.
+ *   fmsim run --family NAME [options] --out DIR   one mask: a one-case scenario
+ *       whose trace goes straight into DIR (a run trace, fm_run_trace.h): on a
+ *       GPU (a build with the CUDA kernels and a device) random bf16 Q/K/V, the
+ *       kernel timed after warm-up with the L2 flushed before every launch
+ *       (CUPTI activity records, CUDA events as fallback), one launch counted
+ *       by the CUPTI Range Profiler (HBM bytes, L2 sectors), with --instrument
+ *       the instrumented build's per-tile classes and cycles. Without a GPU the
+ *       same trace comes from the CPU simulation: tile classes and the cost
+ *       model's bytes, no timings (summary.json "device": "cpu-simulation").
+ *   fmsim run SCENARIO.yaml [--out DIR] [--only PATTERN]   every case of a
+ *       scenario file, one trace folder per case, an index and a report.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <getopt.h>
@@ -19,29 +21,34 @@
 #include <string.h>
 
 #include "cli.h"
-#include "fm_kernels.h"
 #include "commands.h"
-#include "fm_cost.h"
 #include "fm_forms.h"
 #include "fm_json.h"
-#include "fm_memory.h"
-#include "fm_run_trace.h"
-#include "fm_tiles.h"
-#include "fm_trace.h"
-#ifdef FM_HAVE_GPU_RUN
-#include "fm_measure.h"
-#endif
+#include "fm_kernels.h"
+#include "fm_scenario.h"
+#include "gpu_step.h"
+#include "runner.h"
 
-static const char *help =
+static const char *cmd = "run";
+
+static const char *help_head =
     "usage: fmsim run --family NAME [options] --out DIR\n"
-    "       fmsim run SCENARIO.yaml [--out DIR] [--only PATTERN]   (a scenario file, right\n"
-    "       after run: see scenarios/ and README.md)\n\n"
-    "Runs the FlashMask forward kernel (bf16, fp32 accumulation) on a family mask and writes\n"
-    "a trace: time (median after warm-up, L2 flushed), TFLOP/s (the paper's count\n"
-    "4*B*H*S*S*D*(1-rho), rho at the kernel's tile size), bytes measured (CUPTI Range\n"
-    "Profiler) next to the cost model's, per-tile classes (and cycles with --instrument), a\n"
-    "Chrome-trace timeline. Without a GPU it writes the same trace from the CPU simulation\n"
-    "(classes and modelled bytes, no timings) and says so.\n\n" CLI_MASK_HELP
+    "       fmsim run SCENARIO.yaml [--out DIR] [--only PATTERN] [--kernel LIST] [--cpu]\n\n"
+    "One mask (--family): runs the FlashMask forward kernel (bf16, fp32 accumulation) on a\n"
+    "family mask and writes a trace into DIR: time (median after warm-up, L2 flushed),\n"
+    "TFLOP/s (the paper's count 4*B*H*S*S*D*(1-rho), rho at the kernel's tile size), bytes\n"
+    "measured (CUPTI Range Profiler) next to the cost model's, per-tile classes (and cycles\n"
+    "with --instrument), a Chrome-trace timeline. Without a GPU it writes the same trace from\n"
+    "the CPU simulation (classes and modelled bytes, no timings) and says so.\n\n"
+    "A scenario file (see scenarios/ and core/fm_scenario.h for its keys): every case, one\n"
+    "trace folder per case under DIR/cases/, an index (DIR/index.csv, DIR/index.json), a\n"
+    "report (DIR/report.md, its tables in DIR/tables/ as CSV, LaTeX and text). Steps that need\n"
+    "a GPU are reported as skipped without one. Ctrl-C stops within a second and keeps the\n"
+    "finished cases; a rerun skips them.\n\n"
+    "one mask:\n" CLI_MASK_SOURCE_HELP;
+
+static const char *help_tail =
+    CLI_MASK_REST_HELP
     "  --head-dim D         64 or 128 (default 128)\n"
     "  --variant V          skip (default), noskip (every tile visited) or dense (an Sq x Sk\n"
     "                       uint8 mask per vector set, built on the device from the intervals)\n"
@@ -50,24 +57,41 @@ static const char *help =
     "  --reps N             timed launches (default 20)\n"
     "  --no-cupti           CUDA events only, no counters\n"
     "  --no-bytes           skip the counted launch\n"
-    "  --cpu                the CPU simulation even when a GPU is present\n"
     "  --json               one JSON object on stdout instead of the report\n"
-    "  --out DIR            the trace folder (required)\n";
+    "  --out DIR            the trace folder (required)\n"
+    "both forms:\n"
+    "  --kernel K           sm80, sm90 or auto (default auto: the fastest kernel the GPU runs;\n"
+    "                       without a GPU, the reference GPU's (H200): sm90); a scenario takes a\n"
+    "                       comma list and times each kernel (overrides its kernel: key)\n"
+    "  --cpu                the CPU simulation even when a GPU is present\n"
+    "a scenario file:\n"
+    "  --out DIR            output folder (default: the scenario's output:, else out/NAME)\n"
+    "  --only PATTERN       run only cases whose id matches the shell pattern (e.g.\n"
+    "                       '*document*S32768*')\n";
 
-/* Per-tile arrays of the trace ([B, H, Tr, Tc]: classes, exact, bytes, cycles) above
- * this are refused. */
-#define MAX_TRACE_TILE_BYTES ((int64_t)2 << 30)
-/* Device bytes of the dense variant's masks ((sets, Sq, Sk) uint8) above this are refused. */
-#define MAX_DENSE_BYTES ((int64_t)64 << 30)
+static void print_help(void) {
+  fputs(help_head, stdout);
+  printf("  --br N --bc N        tile rows x key columns (default: the kernel's own tile,\n");
+  for (int k = 0; k < FM_NKERNELS; k++) {
+    const fm_kernel_desc *d = fm_kernel_get((fm_kernel_id)k);
+    printf("                       %s:", d->name);
+    for (int t = 0; t < d->ntiles; t++)
+      printf(" %d x %d at D=%d%s", d->tiles[t].br, d->tiles[t].bc, d->tiles[t].head_dim,
+             t + 1 < d->ntiles ? "," : k + 1 < FM_NKERNELS ? "\n" : ")\n");
+  }
+  fputs(help_tail, stdout);
+}
 
 typedef struct run_opts {
   cli_mask_opts mask;
   int tile_given;
-  int64_t head_dim;
+  int64_t head_dim, warmup, reps;
   fm_variant variant;
   int instrument, cupti, count_bytes, force_cpu, json;
-  int64_t warmup, reps;
-  const char *out;
+  fm_kernel_id kernels[FM_SCN_MAX_KERNELS];
+  int nkernels, kernel_given;
+  const char *out, *only, *scenario;
+  const char *mask_only_option; /* the first option given that only the one-mask form takes */
 } run_opts;
 
 static void print_report(const fm_run_info *r, const fm_analysis *a, const char *out) {
@@ -120,8 +144,67 @@ static void print_report(const fm_run_info *r, const fm_analysis *a, const char 
   printf("trace       %s\n", out);
 }
 
-int cmd_run(int argc, char **argv) {
-  enum { O_HD = 2001, O_VAR, O_INST, O_WARM, O_REPS, O_NOCUPTI, O_NOBYTES, O_CPU, O_JSON, O_OUT };
+void run_print_report(const run_case_out *c, const char *out, int json) {
+  if (!json) {
+    print_report(c->info, c->analysis, out);
+    return;
+  }
+  fm_json j;
+  fm_json_init(&j, 1);
+  fm_json_object(&j, NULL);
+  fm_json_string(&j, "kind", "run");
+  fm_run_json(c->info, &j);
+  fm_analysis_json(c->analysis, &j);
+  fm_json_string(&j, "trace", out);
+  fm_json_end(&j);
+  fputs(j.buf, stdout);
+  fm_json_free(&j);
+}
+
+enum {
+  O_HD = 2001, O_VAR, O_INST, O_WARM, O_REPS, O_NOCUPTI, O_NOBYTES, O_CPU, O_JSON, O_OUT, O_ONLY,
+  O_KERNEL
+};
+
+/* One option; 0, or FM_EXIT_USAGE after printing the error. */
+static int run_option(run_opts *o, int opt, char **argv) {
+  fm_err err;
+  static const char *const mask_only[] = {[O_HD - O_HD] = "head-dim", [O_VAR - O_HD] = "variant",
+                                          [O_INST - O_HD] = "instrument", [O_WARM - O_HD] = "warmup",
+                                          [O_REPS - O_HD] = "reps", [O_NOCUPTI - O_HD] = "no-cupti",
+                                          [O_NOBYTES - O_HD] = "no-bytes", [O_JSON - O_HD] = "json"};
+  if (opt >= O_HD && opt <= O_JSON && mask_only[opt - O_HD] && !o->mask_only_option)
+    o->mask_only_option = mask_only[opt - O_HD];
+  switch (opt) {
+  case O_HD:
+    if (cli_int(cmd, "--head-dim", optarg, 1, 1 << 20, &o->head_dim)) return FM_EXIT_USAGE;
+    if (o->head_dim != 64 && o->head_dim != 128) {
+      cli_error(cmd, "--head-dim %lld: the kernels support head dims 64 and 128", (long long)o->head_dim);
+      return FM_EXIT_USAGE;
+    }
+    return 0;
+  case O_VAR:
+    if (fm_variant_parse(optarg, &o->variant, &err) == FM_OK) return 0;
+    cli_error(cmd, "--variant: %s", err.msg);
+    return FM_EXIT_USAGE;
+  case O_INST: o->instrument = 1; return 0;
+  case O_WARM: return cli_int(cmd, "--warmup", optarg, 0, 100000, &o->warmup) ? FM_EXIT_USAGE : 0;
+  case O_REPS: return cli_int(cmd, "--reps", optarg, 1, 100000, &o->reps) ? FM_EXIT_USAGE : 0;
+  case O_NOCUPTI: o->cupti = 0; return 0;
+  case O_NOBYTES: o->count_bytes = 0; return 0;
+  case O_CPU: o->force_cpu = 1; return 0;
+  case O_JSON: o->json = 1; return 0;
+  case O_OUT: o->out = optarg; return 0;
+  case O_ONLY: o->only = optarg; return 0;
+  case O_KERNEL:
+    return cli_kernels(cmd, "--kernel", optarg, o->kernels, &o->nkernels, FM_SCN_MAX_KERNELS)
+               ? FM_EXIT_USAGE : 0;
+  default: return cli_bad_option(cmd, opt, argv);
+  }
+}
+
+/* Parses argv; -1: --help printed; 0: parsed; FM_EXIT_USAGE after an error. */
+static int parse(int argc, char **argv, run_opts *o) {
   static const struct option longopts[] = {CLI_MASK_LONGOPTS,
                                            {"head-dim", required_argument, 0, O_HD},
                                            {"variant", required_argument, 0, O_VAR},
@@ -133,256 +216,125 @@ int cmd_run(int argc, char **argv) {
                                            {"cpu", no_argument, 0, O_CPU},
                                            {"json", no_argument, 0, O_JSON},
                                            {"out", required_argument, 0, O_OUT},
+                                           {"only", required_argument, 0, O_ONLY},
+                                           {"kernel", required_argument, 0, O_KERNEL},
                                            {"help", no_argument, 0, 'h'},
                                            {0, 0, 0, 0}};
-  const char *cmd = "run";
-  run_opts o;
-  memset(&o, 0, sizeof o);
-  cli_mask_opts_init(&o.mask);
-  o.head_dim = 128;
-  o.variant = FM_VARIANT_SKIP;
-  o.cupti = o.count_bytes = 1;
-  o.warmup = 3;
-  o.reps = 20;
-  fm_err err;
-  int opt;
-  opterr = 0;
-  optind = 1;
-  while ((opt = getopt_long(argc, argv, ":", longopts, NULL)) != -1) {
-    int r = cli_mask_opt(cmd, &o.mask, opt, optarg);
+  *o = (run_opts){.head_dim = 128, .warmup = 3, .reps = 20, .variant = FM_VARIANT_SKIP,
+                  .cupti = 1, .count_bytes = 1, .kernels = {FM_KERNEL_AUTO}, .nkernels = 1};
+  cli_mask_opts_init(&o->mask);
+  int opt, at = -1;
+  cli_getopt_reset();
+  while ((opt = getopt_long(argc, argv, ":h", longopts, &at)) != -1) {
+    if (opt == 'h') {
+      print_help();
+      return -1;
+    }
+    int r = cli_mask_opt(cmd, &o->mask, opt, optarg);
     if (r < 0) return FM_EXIT_USAGE;
     if (r > 0) {
-      if (opt == 1001 || opt == 1002) o.tile_given = 1;
+      o->tile_given |= opt == 1001 || opt == 1002;
+      if (!o->mask_only_option && at >= 0) o->mask_only_option = longopts[at].name;
       continue;
     }
-    switch (opt) {
-    case O_HD:
-      if (cli_int(cmd, "--head-dim", optarg, 1, 1 << 20, &o.head_dim)) return FM_EXIT_USAGE;
-      if (o.head_dim != 64 && o.head_dim != 128) {
-        cli_error(cmd, "--head-dim %lld: the kernels support head dims 64 and 128",
-                  (long long)o.head_dim);
-        return FM_EXIT_USAGE;
-      }
-      break;
-    case O_VAR:
-      if (fm_variant_parse(optarg, &o.variant, &err) != FM_OK) {
-        cli_error(cmd, "--variant: %s", err.msg);
-        return FM_EXIT_USAGE;
-      }
-      break;
-    case O_INST: o.instrument = 1; break;
-    case O_WARM:
-      if (cli_int(cmd, "--warmup", optarg, 0, 100000, &o.warmup)) return FM_EXIT_USAGE;
-      break;
-    case O_REPS:
-      if (cli_int(cmd, "--reps", optarg, 1, 100000, &o.reps)) return FM_EXIT_USAGE;
-      break;
-    case O_NOCUPTI: o.cupti = 0; break;
-    case O_NOBYTES: o.count_bytes = 0; break;
-    case O_CPU: o.force_cpu = 1; break;
-    case O_JSON: o.json = 1; break;
-    case O_OUT: o.out = optarg; break;
-    case 'h': fputs(help, stdout); return FM_EXIT_OK;
-    default: return cli_bad_option(cmd, opt, argv);
+    if (opt == O_KERNEL) o->kernel_given = 1;
+    if ((r = run_option(o, opt, argv))) return r;
+    at = -1;
+  }
+  if (optind < argc) o->scenario = argv[optind++];
+  if (optind < argc || (o->scenario && o->mask.family)) {
+    cli_error(cmd, "unexpected argument '%s' (one mask is --family ..., a scenario file comes "
+              "alone: fmsim run SCENARIO.yaml)", argv[optind < argc ? optind : optind - 1]);
+    return FM_EXIT_USAGE;
+  }
+  return 0;
+}
+
+/* The one-case scenario of --family: the tile left 0 means "the kernel's". */
+static int single_scenario(const run_opts *o, fm_scenario *s) {
+  fm_scenario_defaults(s);
+  snprintf(s->name, sizeof s->name, "run");
+  snprintf(s->output, sizeof s->output, "%s", o->out);
+  if (o->mask.samples_path) snprintf(s->sample_file, sizeof s->sample_file, "%s", o->mask.samples_path);
+  s->seqlen = (fm_int_list){.n = 1, .v = {o->mask.seqlen}};
+  s->head_dim = (fm_int_list){.n = 1, .v = {o->head_dim}};
+  s->br = (fm_int_list){.n = 1, .v = {o->tile_given ? o->mask.br : 0}};
+  s->bc = (fm_int_list){.n = 1, .v = {o->tile_given ? o->mask.bc : 0}};
+  if (o->mask.sample >= 0) s->samples = (fm_int_list){.n = 1, .v = {o->mask.sample}};
+  s->batch = o->mask.batch;
+  s->heads = o->mask.heads;
+  s->seed = o->mask.seed;
+  s->run = FM_SCN_ANALYZE | FM_SCN_SIMULATE | FM_SCN_GPU;
+  s->kernels[0] = o->kernels[0];
+  s->variant = o->variant;
+  s->warmup = o->warmup;
+  s->reps = o->reps;
+  s->instrument_reps = o->instrument ? o->reps : 0;
+  s->count_bytes = o->count_bytes;
+  s->cupti = o->cupti;
+  fm_scn_mask *m = &s->masks[s->nmasks++];
+  if (strlen(o->mask.family) >= sizeof m->family) {
+    cli_error(cmd, "unknown family '%s' (fmsim families lists them)", o->mask.family);
+    return -1;
+  }
+  snprintf(m->family, sizeof m->family, "%s", o->mask.family);
+  fm_err err;
+  for (int p = 0; p < o->mask.nparams; p++)
+    if (fm_scn_add_param(s, m, o->mask.params[p], &err) != FM_OK) {
+      cli_error(cmd, "--param: %s", err.msg);
+      return -1;
     }
-  }
-  if (optind < argc) {
-    size_t n = strlen(argv[optind]);
-    if ((n > 5 && !strcmp(argv[optind] + n - 5, ".yaml")) || (n > 4 && !strcmp(argv[optind] + n - 4, ".yml")))
-      cli_error(cmd, "a scenario file comes right after run: fmsim run %s [--out DIR] [--only PATTERN]",
-                argv[optind]);
-    else
-      cli_error(cmd, "unexpected argument '%s'", argv[optind]);
-    return FM_EXIT_USAGE;
-  }
-  if (!o.mask.family) {
-    cli_error(cmd, "--family is required (fmsim families lists them)");
-    return FM_EXIT_USAGE;
-  }
-  if (!o.out) {
-    cli_error(cmd, "--out DIR is required (the trace folder)");
-    return FM_EXIT_USAGE;
-  }
+  return 0;
+}
 
-  /* the kernel's tile size */
-  int32_t br = (int32_t)o.mask.br, bc = (int32_t)o.mask.bc;
-  const char *tile_note = "--br/--bc (a build without the CUDA kernels does not know the kernel's)";
-#ifdef FM_HAVE_GPU_RUN
-  int32_t kbr, kbc;
-  fm_kernel_tile_size(FM_KERNEL_SM80, (int32_t)o.head_dim, &kbr, &kbc, NULL);
-  if (!o.tile_given) {
-    br = kbr;
-    bc = kbc;
-    tile_note = "";
-  } else if (br != kbr || bc != kbc) {
-    tile_note = "--br/--bc, not the kernel's";
-  } else {
-    tile_note = "";
+/* A scenario file with the options that apply to it. */
+static int file_scenario(const run_opts *o, fm_scenario *s) {
+  fm_err err;
+  if (o->mask_only_option) {
+    cli_error(cmd, "option '--%s' is for one mask (--family); a scenario file sets it with its "
+              "keys (the file form takes --out, --only, --kernel and --cpu)", o->mask_only_option);
+    return -1;
   }
-#endif
-
-  fm_colmask *m = NULL;
-  fm_family_used used;
-  if (cli_build_family(cmd, &o.mask, &m, &used)) return FM_EXIT_USAGE;
-  int32_t nsets = fm_colmask_nsets(m);
-  int64_t dense_bytes = (int64_t)nsets * fm_colmask_sq(m) * (int64_t)fm_colmask_sk(m);
-  if (o.variant == FM_VARIANT_DENSE && dense_bytes > MAX_DENSE_BYTES) {
-    cli_error(cmd, "--variant dense: %d dense mask%s of %d x %d take %lld GiB (limit %lld GiB); "
-              "use a shorter --seqlen or fewer per-head sets", nsets, nsets == 1 ? "" : "s",
-              fm_colmask_sq(m), fm_colmask_sk(m), (long long)(dense_bytes >> 30),
-              (long long)(MAX_DENSE_BYTES >> 30));
-    fm_colmask_destroy(m);
-    return FM_EXIT_USAGE;
-  }
-  fm_analysis a;
-  fm_analysis_init(&a, m, o.mask.family, used.params, used.docs_source, o.mask.batch,
-                   o.mask.heads, br, bc);
-  int64_t per_set = (int64_t)a.tr * a.tc;
-  int64_t all_tiles = a.batch * a.heads * per_set;
-  if (all_tiles * 18 > MAX_TRACE_TILE_BYTES) {
-    cli_error(cmd, "%lld tiles would need %lld MiB of per-tile trace arrays (limit %lld MiB); use "
-              "fewer --batch/--heads or a shorter --seqlen", (long long)all_tiles,
-              (long long)(all_tiles * 18 >> 20), (long long)(MAX_TRACE_TILE_BYTES >> 20));
-    fm_colmask_destroy(m);
-    return FM_EXIT_USAGE;
-  }
-  uint8_t *classes = malloc((size_t)(nsets * per_set));
-  uint8_t *exact = malloc((size_t)(nsets * per_set));
-  int64_t *tile_bytes = malloc(sizeof(int64_t) * (size_t)(nsets * per_set));
-  int rc = FM_EXIT_OK;
-  fm_cost cost;
-  if (!classes || !exact || !tile_bytes) {
-    cli_error(cmd, "cannot allocate the tile arrays (%lld tiles)", (long long)(nsets * per_set));
-    rc = FM_EXIT_USAGE;
-  } else if (fm_classify(m, br, bc, &a.counts, classes, exact, &err) != FM_OK) {
+  if (fm_scenario_load(o->scenario, s, &err) != FM_OK) {
     cli_error(cmd, "%s", err.msg);
-    rc = FM_EXIT_USAGE;
-  } else {
-    fm_cost_shape shape = {a.batch, a.heads, (int32_t)o.head_dim, br, bc, 2, o.variant};
-    if (fm_cost_compute(m, &shape, classes, tile_bytes, &cost, &err) != FM_OK) {
-      cli_error(cmd, "%s", err.msg);
-      rc = FM_EXIT_USAGE;
-    }
+    return -1;
   }
+  if (o->kernel_given) {
+    memcpy(s->kernels, o->kernels, sizeof s->kernels);
+    s->nkernels = o->nkernels;
+  }
+  return 0;
+}
 
-  fm_run_info info;
-  memset(&info, 0, sizeof info);
-  info.analysis = &a;
-  info.head_dim = (int32_t)o.head_dim;
-  info.variant = o.variant;
-  info.cost = &cost;
-  info.class_mismatches = -1;
-  char device[160] = "cpu-simulation", note[512] = "";
-  fm_measured_bytes none;
-  memset(&none, 0, sizeof none);
-#ifdef FM_HAVE_GPU_RUN
-  fm_gpu_session *sess = NULL;
-  fm_gpu_result gres;
-  memset(&gres, 0, sizeof gres);
-  char gdesc[256];
-  fm_err gerr;
-  int use_gpu = 0;
-  if (rc == FM_EXIT_OK) {
-    if (o.force_cpu) snprintf(note, sizeof note, "--cpu: classes and modelled bytes, no timings");
-    else if (fm_attn_device_info(gdesc, sizeof gdesc, &gerr) != FM_OK)
-      snprintf(note, sizeof note, "no GPU (%.300s): classes and modelled bytes, no timings",
-               gerr.msg);
-    else if (tile_note[0]) {
-      cli_error(cmd, "--br %d --bc %d: the kernel's tile size for head dim %lld is %d x %d; a "
-                "GPU run cannot change it", br, bc, (long long)o.head_dim, kbr, kbc);
-      rc = FM_EXIT_USAGE;
-    } else
-      use_gpu = 1;
-  }
-  if (rc == FM_EXIT_OK && use_gpu) {
-    int64_t s = a.seqlen_k;
-    fm_gpu_case gc = {.mask = m, .batch = (int32_t)a.batch, .heads = (int32_t)a.heads,
-                      .head_dim = (int32_t)o.head_dim, .variant = o.variant, .kernel = FM_KERNEL_SM80};
-    fm_gpu_opts go = {(int32_t)o.warmup, (int32_t)o.reps, o.instrument,
-                      o.instrument ? (int32_t)o.reps : 0, o.count_bytes && o.cupti, o.cupti,
-                      o.instrument, 1};
-    if (fm_gpu_session_create(a.batch * s, a.heads * o.head_dim,
-                              o.variant == FM_VARIANT_DENSE ? dense_bytes : 0, o.mask.seed, &sess,
-                              &err) != FM_OK ||
-        fm_gpu_session_run(sess, &gc, &go, &gres, &err) != FM_OK) {
-      cli_error(cmd, "GPU run failed: %s", err.msg);
-      rc = FM_EXIT_FAIL;
-    } else {
-      const fm_gpu_props *p = fm_gpu_session_props(sess);
-      snprintf(device, sizeof device, "%s", p->name);
-      info.timing = &gres.timing;
-      info.timing_instrumented = o.instrument ? &gres.timing_instrumented : NULL;
-      info.measured = &gres.measured;
-      if (!o.count_bytes || !o.cupti) {
-        snprintf(gres.measured.note, sizeof gres.measured.note, "%s",
-                 !o.cupti ? "--no-cupti: no counters" : "--no-bytes: not counted");
-      }
-      info.instrumented = o.instrument;
-      info.gpu_classes = gres.tile_class;
-      info.gpu_cycles = gres.tile_cycles;
-      info.clock_khz = p->clock_khz;
-      if (gres.tile_class && o.variant == FM_VARIANT_SKIP)
-        info.class_mismatches =
-            fm_class_mismatches(m, classes, gres.tile_class, a.batch, a.heads, per_set);
-      if (gres.tile_cycles && gres.tile_class &&
-          fm_timeline_add_tiles(&gres.timeline, gres.tile_class, gres.tile_cycles, a.tr, a.tc,
-                                p->clock_khz, 1, 50000, &err) != FM_OK) {
-        cli_error(cmd, "%s", err.msg);
-        rc = FM_EXIT_FAIL;
-      }
-      gres.timeline.process_names[0] = "GPU kernels of the timed launches (L2 flush between)";
-      if (gres.tile_cycles)
-        gres.timeline.process_names[1] =
-            "instrumented tiles of (b=0, h=0): one row per row tile, visited tiles end to end "
-            "in key-tile order (cycles at the SM clock)";
-      info.timeline = &gres.timeline;
+int cmd_run(int argc, char **argv) {
+  run_opts o;
+  int r = parse(argc, argv, &o);
+  if (r) return r < 0 ? FM_EXIT_OK : r;
+  if (!o.scenario) {
+    const char *missing = !o.mask.family ? "--family is required (fmsim families lists them; a "
+                                           "scenario file: fmsim run SCENARIO.yaml)"
+                          : !o.out ? "--out DIR is required (the trace folder)"
+                          : o.only ? "--only selects cases of a scenario file"
+                          : o.nkernels > 1 ? "--kernel: one kernel for one mask (a scenario "
+                                             "times several)" : NULL;
+    if (missing) {
+      cli_error(cmd, "%s", missing);
+      return FM_EXIT_USAGE;
     }
   }
-#else
-  if (rc == FM_EXIT_OK)
-    snprintf(note, sizeof note, "%s: classes and modelled bytes, no timings",
-             o.force_cpu ? "--cpu" : "built without the CUDA kernels");
-#endif
-  info.device = device;
-  info.device_note = note;
-  if (!info.timing) {
-    snprintf(none.note, sizeof none.note, "no counters: %s",
-             !strcmp(device, "cpu-simulation") ? "CPU simulation" : "not measured");
-    info.measured = &none;
+  fm_scenario *s = malloc(sizeof *s);
+  if (!s) {
+    cli_error(cmd, "out of memory");
+    return FM_EXIT_FAIL;
   }
-  if (rc == FM_EXIT_OK && tile_note[0] && !info.timing) {
-    size_t n = strlen(note);
-    snprintf(note + n, sizeof note - n, "; tile size %d x %d from %s", br, bc, tile_note);
+  int code = FM_EXIT_USAGE;
+  if (o.scenario ? file_scenario(&o, s) == 0 : single_scenario(&o, s) == 0) {
+    runner_opts ro = {.cmd = cmd, .out = o.out ? o.out : s->output, .only = o.only,
+                      .single = !o.scenario, .no_gpu_why = o.force_cpu ? "--cpu" : NULL,
+                      .json = o.json};
+    code = runner_run(s, &ro);
+    gpu_step_shutdown();
   }
-  if (rc == FM_EXIT_OK && fm_run_trace_write(o.out, &info, m, classes, exact, tile_bytes, &err) != FM_OK) {
-    cli_error(cmd, "%s", err.msg);
-    rc = FM_EXIT_USAGE;
-  }
-  if (rc == FM_EXIT_OK) {
-    if (!info.timing) fprintf(stderr, "fmsim run: note: %s; wrote the CPU simulation\n", note);
-    if (o.json) {
-      fm_json j;
-      fm_json_init(&j, 1);
-      fm_json_object(&j, NULL);
-      fm_json_string(&j, "kind", "run");
-      fm_run_json(&info, &j);
-      fm_analysis_json(&a, &j);
-      fm_json_string(&j, "trace", o.out);
-      fm_json_end(&j);
-      fputs(j.buf, stdout);
-      fm_json_free(&j);
-    } else {
-      print_report(&info, &a, o.out);
-    }
-  }
-#ifdef FM_HAVE_GPU_RUN
-  fm_gpu_result_free(&gres);
-  fm_gpu_session_destroy(sess);
-  fm_cupti_shutdown();
-#endif
-  free(classes);
-  free(exact);
-  free(tile_bytes);
-  fm_colmask_destroy(m);
-  return rc;
+  free(s);
+  return code;
 }

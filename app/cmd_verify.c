@@ -11,6 +11,7 @@
 #include "fm_colmask.h"
 #include "fm_families.h"
 #include "fm_json.h"
+#include "fm_kernels.h"
 #include "fm_rng.h"
 #include "fm_samples.h"
 
@@ -20,7 +21,7 @@
 #endif
 
 static const char *help =
-    "usage: fmsim verify [--quick] [--json] [--seed N]\n\n"
+    "usage: fmsim verify [--quick] [--json] [--seed N] [--kernel all|sm80|sm90|auto]\n\n"
     "Runs the FlashMask forward kernels on the GPU for every mask family at small sizes\n"
     "(odd sequence lengths, B and H > 1, head dims 64 and 128, per-head masks, Sq != Sk,\n"
     "rows with no visible key) and checks, per case: skip against the CPU fp64 reference\n"
@@ -28,6 +29,7 @@ static const char *help =
     "same-precision error), noskip == skip bit for bit, the instrumented build's output\n"
     "== the plain build's and its tile classes == core's classes bit for bit, and the\n"
     "dense-mask variant == noskip bit for bit.\n\n"
+    "  --kernel K every kernel the GPU runs (all, the default), one of them, or auto\n"
     "  --quick    one sequence length (257) instead of three\n"
     "  --json     one JSON object on stdout instead of the listing\n"
     "  --seed N   seed of the inputs and of drawn documents (default 0)\n\n"
@@ -106,16 +108,25 @@ int cmd_verify(int argc, char **argv) {
   static const struct option longopts[] = {{"quick", no_argument, 0, 'q'},
                                            {"json", no_argument, 0, 'j'},
                                            {"seed", required_argument, 0, 's'},
+                                           {"kernel", required_argument, 0, 'k'},
                                            {"help", no_argument, 0, 'h'},
                                            {0, 0, 0, 0}};
-  int quick = 0, json = 0, opt;
+  int quick = 0, json = 0, opt, all_kernels = 1;
   int64_t seed = 0;
+  fm_kernel_id want = FM_KERNEL_AUTO;
+  fm_err err;
   opterr = 0;
   while ((opt = getopt_long(argc, argv, ":", longopts, NULL)) != -1) {
     if (opt == 'q') quick = 1;
     else if (opt == 'j') json = 1;
     else if (opt == 's') {
       if (cli_int("verify", "--seed", optarg, 0, INT64_MAX, &seed)) return FM_EXIT_USAGE;
+    } else if (opt == 'k') {
+      all_kernels = !strcmp(optarg, "all");
+      if (!all_kernels && fm_kernel_parse(optarg, &want, &err) != FM_OK) {
+        cli_error("verify", "--kernel: %s (or all)", err.msg);
+        return FM_EXIT_USAGE;
+      }
     } else if (opt == 'h') {
       fputs(help, stdout);
       return FM_EXIT_OK;
@@ -127,11 +138,23 @@ int cmd_verify(int argc, char **argv) {
     cli_error("verify", "unexpected argument '%s'", argv[optind]);
     return FM_EXIT_USAGE;
   }
-  fm_err err;
   char dev[256];
   if (fm_attn_device_info(dev, sizeof dev, &err) != FM_OK) {
     fprintf(stderr, "fmsim verify: no GPU to verify on (%s)\n", err.msg);
     return FM_EXIT_USAGE;
+  }
+  /* the kernels to check: every one the device runs, or the one asked for */
+  fm_kernel_id kernels[FM_NKERNELS];
+  int nkernels = 0;
+  for (int k = 0; k < FM_NKERNELS; k++) {
+    fm_kernel_id id;
+    if (all_kernels ? fm_attn_device_kernel((fm_kernel_id)k, &id, NULL) == FM_OK : k == 0) {
+      if (!all_kernels && fm_attn_device_kernel(want, &id, &err) != FM_OK) {
+        cli_error("verify", "%s", err.msg);
+        return FM_EXIT_USAGE;
+      }
+      kernels[nkernels++] = id;
+    }
   }
   fm_sample_set samples;
   if (fm_samples_builtin(&samples, &err) != FM_OK) {
@@ -147,7 +170,11 @@ int cmd_verify(int argc, char **argv) {
   fm_json_bool(&j, "quick", quick);
   fm_json_int(&j, "seed", seed);
   fm_json_array(&j, "cases");
-  if (!json) printf("fmsim verify on %s: %d cases\n", dev, ncases);
+  if (!json) {
+    printf("fmsim verify on %s: %d cases x %d kernel%s (", dev, ncases, nkernels, nkernels > 1 ? "s" : "");
+    for (int k = 0; k < nkernels; k++) printf("%s%s", k ? ", " : "", fm_kernel_get(kernels[k])->name);
+    printf(")\n");
+  }
   int failed = 0, errors = 0;
   for (int ci = 0; ci < ncases; ci++) {
     const vcase *vc = &cases[ci];
@@ -177,18 +204,22 @@ int cmd_verify(int argc, char **argv) {
     cc.head_dim = vc->head_dim;
     cc.seed = (uint64_t)seed * 1000003u + (uint64_t)ci;
     cc.check_dense = 1;
+    for (int ki = 0; ki < nkernels; ki++) {
+    cc.kernel = kernels[ki];
+    const char *kname = fm_kernel_get(cc.kernel)->name;
     fm_check_result r;
     st = fm_attn_check_run(&cc, &r, &err);
     if (st != FM_OK) {
-      cli_error("verify", "case %s D=%d: could not run: %s", cc.name, vc->head_dim, err.msg);
+      cli_error("verify", "case %s D=%d kernel %s: could not run: %s", cc.name, vc->head_dim, kname,
+                err.msg);
       errors++;
-      fm_colmask_destroy(m);
       continue;
     }
     if (!r.ok) failed++;
     if (json) {
       fm_json_object(&j, NULL);
       fm_json_string(&j, "name", cc.name);
+      fm_json_string(&j, "kernel", kname);
       fm_json_int(&j, "seqlen_q", fm_colmask_sq(m));
       fm_json_int(&j, "seqlen_k", fm_colmask_sk(m));
       fm_json_int(&j, "batch", vc->batch);
@@ -211,13 +242,14 @@ int cmd_verify(int argc, char **argv) {
       if (!r.ok) fm_json_string(&j, "failure", r.detail);
       fm_json_end(&j);
     } else {
-      printf("%s %-38s D=%-3d Sq=%-4d Sk=%-4d B=%d H=%d sets=%-2d err %.2e (cpu %.2e) lse %.1e "
+      printf("%s %-4s %-34s D=%-3d Sq=%-4d Sk=%-4d B=%d H=%d sets=%-2d err %.2e (cpu %.2e) lse %.1e "
              "masked %lld/%lld partial %lld empty rows %lld\n",
-             r.ok ? "PASS" : "FAIL", cc.name, vc->head_dim, fm_colmask_sq(m), fm_colmask_sk(m),
+             r.ok ? "PASS" : "FAIL", kname, cc.name, vc->head_dim, fm_colmask_sq(m), fm_colmask_sk(m),
              vc->batch, vc->heads, fm_colmask_nsets(m), r.err_gpu, r.err_cpu, r.lse_err,
              (long long)r.tiles_masked, (long long)r.tiles, (long long)r.tiles_partial,
              (long long)r.rows_empty);
       if (!r.ok) printf("     %s\n", r.detail);
+    }
     }
     fm_colmask_destroy(m);
   }
@@ -228,8 +260,8 @@ int cmd_verify(int argc, char **argv) {
   fm_json_end(&j);
   if (json) fputs(j.buf, stdout);
   else
-    printf("%s: %d of %d cases pass%s\n", failed || errors ? "FAIL" : "OK", ncases - failed - errors,
-           ncases, errors ? " (some could not run)" : "");
+    printf("%s: %d of %d case runs pass%s\n", failed || errors ? "FAIL" : "OK",
+           ncases * nkernels - failed - errors, ncases * nkernels, errors ? " (some could not run)" : "");
   fm_json_free(&j);
   return failed || errors ? FM_EXIT_FAIL : FM_EXIT_OK;
 }

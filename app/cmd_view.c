@@ -53,43 +53,37 @@ static void print_help(void) {
 
 #ifndef FM_HAVE_VIZ
 int cmd_view(int argc, char **argv) {
-  if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
-    print_help();
-    return FM_EXIT_OK;
-  }
-  cli_error("view", "built without cairo/SDL2: install libcairo2-dev and libsdl2-dev "
-            "(scripts/install-deps.sh) and rebuild");
-  return FM_EXIT_USAGE;
+  return cli_unavailable("view", argc, argv, print_help,
+                         "built without cairo/SDL2: install libcairo2-dev and libsdl2-dev "
+                         "(scripts/install-deps.sh) and rebuild");
 }
 #else
+
+#ifdef FM_HAVE_VIZ_SDL
+static int env_set(const char *name) {
+  const char *v = getenv(name);
+  return v && *v;
+}
+#endif
 
 int cmd_view(int argc, char **argv) {
   static const struct option longopts[] = {CLI_MASK_LONGOPTS,
                                            VIZ_CLI_SOURCE_LONGOPTS,
-                                           {"layer", required_argument, 0, 'l'},
-                                           {"size", required_argument, 0, 'z'},
                                            {"out-dir", required_argument, 0, 'O'},
                                            {"export-dpi", required_argument, 0, 'd'},
                                            {"script", required_argument, 0, 'S'},
                                            {"bench-frames", required_argument, 0, 'B'},
                                            {"help", no_argument, 0, 'h'},
                                            {0, 0, 0, 0}};
-  const char *cmd = "view", *layer = NULL, *out_dir = ".", *script = NULL;
-  int w = 1280, h = 800, opt;
+  const char *cmd = "view", *out_dir = ".", *script = NULL;
+  int opt;
   int64_t bench = 0, export_dpi = 300;
   viz_cli_source src;
   viz_cli_source_init(&src);
-  opterr = 0;
-  optind = 1;
-  while ((opt = getopt_long(argc, argv, ":", longopts, NULL)) != -1) {
-    int r = viz_cli_source_opt(cmd, &src, opt, optarg);
-    if (r < 0) return FM_EXIT_USAGE;
-    if (r > 0) continue;
+  cli_getopt_reset();
+  while ((opt = cli_next_opt(cmd, argc, argv, ":", longopts, viz_cli_source_opt_any, &src, NULL)) != -1) {
     switch (opt) {
-    case 'l': layer = optarg; break;
-    case 'z':
-      if (viz_cli_size(cmd, "--size", optarg, &w, &h)) return FM_EXIT_USAGE;
-      break;
+    case CLI_OPT_ERROR: return FM_EXIT_USAGE;
     case 'O': out_dir = optarg; break;
     case 'd':
       if (cli_int(cmd, "--export-dpi", optarg, 18, 2400, &export_dpi)) return FM_EXIT_USAGE;
@@ -102,11 +96,7 @@ int cmd_view(int argc, char **argv) {
     default: return cli_bad_option(cmd, opt, argv);
     }
   }
-  if (optind < argc) src.path = argv[optind++];
-  if (optind < argc) {
-    cli_error(cmd, "unexpected argument '%s' (one source at most)", argv[optind]);
-    return FM_EXIT_USAGE;
-  }
+  if (viz_cli_operand(cmd, &src, argc, argv)) return FM_EXIT_USAGE;
 #ifndef FM_HAVE_VIZ_SDL
   (void)out_dir;
   (void)script;
@@ -116,24 +106,18 @@ int cmd_view(int argc, char **argv) {
     return FM_EXIT_USAGE;
   }
 #else
-  /* fail before any work when there is plainly no display */
-  if (!bench && !getenv("DISPLAY") && !getenv("WAYLAND_DISPLAY") && !getenv("SDL_VIDEODRIVER")) {
-    cli_error(cmd, "no display available (DISPLAY and WAYLAND_DISPLAY are unset); draw into a "
-              "file with 'fmsim render ... -o FILE.png' instead");
-    return FM_EXIT_FAIL;
+  /* fail before any work when there is plainly no display (an empty variable
+     is no display either: SDL would probe every driver and may wait forever) */
+  if (!bench && !env_set("DISPLAY") && !env_set("WAYLAND_DISPLAY") && !env_set("SDL_VIDEODRIVER")) {
+    cli_error(cmd, "no display available (DISPLAY and WAYLAND_DISPLAY are unset or empty); draw "
+              "into a file with 'fmsim render ... -o FILE.png' instead");
+    return FM_EXIT_USAGE;
   }
 #endif
   viz_state s;
-  viz_state_init(&s, w, h);
-  if (layer && viz_cli_layer(cmd, layer, &s.layers, &s.overlay)) return FM_EXIT_USAGE;
-  viz_overlay want = s.overlay;
+  viz_state_init(&s, src.w ? src.w : 1280, src.w ? src.h : 800);
   viz_scene *sc = NULL;
   if (viz_cli_open(cmd, &src, &s, &sc)) return FM_EXIT_USAGE;
-  if (want == VIZ_OVERLAY_CYCLES && !s.facts.has_cycles) {
-    cli_error(cmd, "--layer cycles: %s", s.status[0] ? s.status : "no cycles in this source");
-    viz_scene_destroy(sc);
-    return FM_EXIT_USAGE;
-  }
   fm_err err;
   int rc = FM_EXIT_OK;
   if (bench) {
@@ -142,7 +126,7 @@ int cmd_view(int argc, char **argv) {
       cli_error(cmd, "%s", err.msg);
       rc = FM_EXIT_FAIL;
     } else {
-      const char *lname = layer ? layer : "both";
+      const char *lname = src.layer ? src.layer : "both";
       printf("fmsim view: %d frames at %dx%d, %s S = %d, Br x Bc = %d x %d, layer %s\n", r.frames,
              s.width, s.height, viz_scene_label(sc), s.facts.sk, s.br, s.bc, lname);
       printf("  pan/zoom/hover frames: p50 %.2f ms  p90 %.2f ms  p99 %.2f ms  max %.2f ms\n",
@@ -152,11 +136,11 @@ int cmd_view(int argc, char **argv) {
     }
   } else {
 #ifdef FM_HAVE_VIZ_SDL
-    viz_window_opts wo = {out_dir, script, (double)export_dpi};
+    viz_window_opts wo = {.out_dir = out_dir, .script = script, .export_dpi = (double)export_dpi};
     fm_status st = viz_window_run(&s, &wo, &err);
     if (st != FM_OK) {
       cli_error(cmd, "%s", err.msg);
-      rc = st == FM_EUNSUPPORTED ? FM_EXIT_FAIL : FM_EXIT_USAGE;
+      rc = FM_EXIT_USAGE; /* no display, a bad script, an unwritable --out-dir */
     }
 #endif
   }

@@ -1,18 +1,11 @@
-/* commands.h — entry points of the subcommands (argv[0] is the command name). */
+/* commands.h — what a subcommand is: `int cmd_NAME(int argc, char **argv)`
+ * in app/cmd_NAME.c (argv[0] is the command name), returning an FM_EXIT_*
+ * code (cli.h). app/main.c's command table declares each one and lists it;
+ * adding a command is its file, its row there, its line in
+ * app/CMakeLists.txt and its test. */
 #ifndef FM_COMMANDS_H
 #define FM_COMMANDS_H
 
-int cmd_families(int argc, char **argv);
-int cmd_analyze(int argc, char **argv);
-int cmd_check(int argc, char **argv);
-int cmd_convert(int argc, char **argv);
-int cmd_expand(int argc, char **argv);
-int cmd_run(int argc, char **argv);
-int cmd_bench(int argc, char **argv);
-int cmd_verify(int argc, char **argv);
-int cmd_view(int argc, char **argv);
-int cmd_render(int argc, char **argv);
-int cmd_predict(int argc, char **argv);
-int cmd_calibrate(int argc, char **argv);
+typedef int fm_command_fn(int argc, char **argv);
 
 #endif

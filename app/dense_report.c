@@ -249,3 +249,131 @@ int dense_output_writable(const char *cmd, const char *path) {
   fm_atomic_close(&af, 0, NULL);
   return 1;
 }
+
+int dense_reading_opt(const char *cmd, int opt, fm_dense_reading *r) {
+  if (opt != 3001 && opt != 3002) return 0;
+  fm_dense_reading want = opt == 3001 ? FM_DENSE_READ_BOOL : FM_DENSE_READ_ADDITIVE;
+  if (*r != FM_DENSE_READ_AUTO && *r != want) {
+    cli_error(cmd, "--bool and --additive exclude each other (one reading of a float mask)");
+    return -1;
+  }
+  *r = want;
+  return 1;
+}
+
+int dense_subset_compute(const char *cmd, const fm_dense_result *res, int32_t br, int32_t bc,
+                         dense_subset *out) {
+  memset(out, 0, sizeof *out);
+  out->br = br;
+  out->bc = bc;
+  if (!fm_dense_result_nruns(res)) return 0;
+  fm_colmask *m = NULL;
+  fm_err err;
+  fm_status st = fm_dense_result_subset_colmask(res, &m, &err);
+  if (st == FM_OK) st = fm_classify(m, br, bc, &out->counts, NULL, NULL, &err);
+  fm_colmask_destroy(m);
+  if (st != FM_OK) {
+    cli_error(cmd, "the fitting sub-mask: %s", err.msg);
+    return -1;
+  }
+  out->known = 1;
+  return 0;
+}
+
+int64_t dense_file_columns(const char *path) {
+  fm_npy_header h;
+  if (fm_npy_read_header_path(path, &h, NULL) != FM_OK || h.ndim < 2) return 0;
+  int64_t sq = h.shape[h.ndim - 2];
+  return sq > 0 ? h.count / sq : 0;
+}
+
+static double pct(int64_t a, int64_t b) { return b > 0 ? 100.0 * (double)a / (double)b : 0.0; }
+
+static void tiles_human(FILE *f, const fm_dense_tiles *t) {
+  fprintf(f, "tiles        %d x %d, exactly: %lld masked (skippable), %lld partial, %lld "
+          "unmasked of %lld; block sparsity rho = %.4f\n", t->br, t->bc,
+          (long long)t->count[FM_TILE_MASKED], (long long)t->count[FM_TILE_PARTIAL],
+          (long long)t->count[FM_TILE_UNMASKED], (long long)t->total, t->sparsity);
+}
+
+void dense_report_advice_human(FILE *f, const fm_dense_report *r, const dense_subset *sub) {
+  const fm_dense_advice *a = &r->advice;
+  if (r->tiles.total > 0) tiles_human(f, &r->tiles);
+  if (r->form != FM_FORM_NONE) return;
+  fprintf(f, "\nwhat to do   the mask needs up to %d masked runs (intervals) in a column; FlashMask "
+          "holds 2 (bidir-4), or the causal triangle and 1 more (causal-2)\n", r->max_runs);
+  fprintf(f, "  runs       columns with 0: %lld, 1: %lld, 2: %lld, 3: %lld, 4 or more: %lld runs\n",
+          (long long)a->runs_hist[0], (long long)a->runs_hist[1], (long long)a->runs_hist[2],
+          (long long)a->runs_hist[3], (long long)a->runs_hist[4]);
+  if (!r->rows_known)
+    fprintf(f, "  transposed not known (too large to expand row by row)\n");
+  else if (r->transposed_form != FM_FORM_NONE)
+    fprintf(f, "  transposed the transposed mask fits %s: swap the roles of queries and keys "
+            "(attention of K over Q, then transpose)\n", fm_form_name(r->transposed_form));
+  else
+    fprintf(f, "  transposed does not fit either (up to %d runs along a row)\n", r->max_row_runs);
+  if (r->nsets == 1)
+    fprintf(f, "  per head   one (batch, head): no split to make\n");
+  else if (a->sets_fit == r->nsets)
+    fprintf(f, "  per head   every (batch, head) fits on its own\n");
+  else
+    fprintf(f, "  per head   %lld of %lld (batch, head) sets fit on their own%s\n",
+            (long long)a->sets_fit, (long long)r->nsets,
+            a->sets_fit ? ": run those with FlashMask, the rest with a dense mask"
+                        : ": a per-head split does not help");
+  if (a->prefix_rows > 0)
+    fprintf(f, "  smaller Sq the first %lld query rows fit (bidir-4): Sq <= %lld would fit\n",
+            (long long)a->prefix_rows, (long long)a->prefix_rows);
+  else
+    fprintf(f, "  smaller Sq no: a column has three masked runs from row 0 on\n");
+  int64_t rest = r->masked - a->subset_masked;
+  fprintf(f, "  sub-mask   the tightest mask that fits and masks a subset (bidir-4, the two "
+          "longest runs of each column) masks %lld of the %lld masked elements (%.2f%%); an "
+          "extra element mask must mask the other %lld (%.4f%% of all elements)\n",
+          (long long)a->subset_masked, (long long)r->masked, pct(a->subset_masked, r->masked),
+          (long long)rest, pct(rest, r->dense_bool_bytes));
+  if (sub && sub->known)
+    fprintf(f, "             its block sparsity at %d x %d: rho = %.4f (min/max rule), %.4f "
+            "exactly: the tiles FlashMask could skip\n", sub->br, sub->bc, sub->counts.sparsity,
+            sub->counts.sparsity_exact);
+  else if (sub)
+    fprintf(f, "             its block sparsity: not computed (too many columns to keep)\n");
+}
+
+void dense_report_advice_json(fm_json *j, const fm_dense_report *r, const dense_subset *sub) {
+  const fm_dense_advice *a = &r->advice;
+  if (r->tiles.total > 0) {
+    fm_json_object(j, "tiles");
+    fm_json_int(j, "br", r->tiles.br);
+    fm_json_int(j, "bc", r->tiles.bc);
+    fm_json_int(j, "total", r->tiles.total);
+    fm_json_int(j, "masked", r->tiles.count[FM_TILE_MASKED]);
+    fm_json_int(j, "partial", r->tiles.count[FM_TILE_PARTIAL]);
+    fm_json_int(j, "unmasked", r->tiles.count[FM_TILE_UNMASKED]);
+    fm_json_double(j, "sparsity", r->tiles.sparsity);
+    fm_json_end(j);
+  }
+  fm_json_object(j, "advice");
+  fm_json_array(j, "columns_by_runs");
+  for (int k = 0; k < FM_DENSE_RUNS_HIST; k++) fm_json_int(j, NULL, a->runs_hist[k]);
+  fm_json_end(j);
+  fm_json_int(j, "sets_fit", a->sets_fit);
+  fm_json_int(j, "sets", r->nsets);
+  fm_json_int(j, "prefix_rows_fit", a->prefix_rows);
+  fm_json_object(j, "subset");
+  fm_json_int(j, "masked_elements", a->subset_masked);
+  fm_json_int(j, "element_mask_elements", r->masked - a->subset_masked);
+  fm_json_double(j, "element_mask_fraction",
+                 r->dense_bool_bytes ? (double)(r->masked - a->subset_masked) / (double)r->dense_bool_bytes : 0);
+  if (sub && sub->known) {
+    fm_json_int(j, "br", sub->br);
+    fm_json_int(j, "bc", sub->bc);
+    fm_json_double(j, "sparsity", sub->counts.sparsity);
+    fm_json_double(j, "sparsity_exact", sub->counts.sparsity_exact);
+  } else {
+    fm_json_null(j, "sparsity");
+    fm_json_null(j, "sparsity_exact");
+  }
+  fm_json_end(j);
+  fm_json_end(j);
+}

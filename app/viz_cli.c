@@ -3,6 +3,7 @@
 #include "viz_cli.h"
 
 #ifdef FM_HAVE_VIZ
+#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,23 +25,32 @@ int viz_cli_source_opt(const char *cmd, viz_cli_source *src, int opt, const char
   switch (opt) {
   case 2001: src->causal = 1; return 1;
   case 2002: src->true_masked = 1; return 1;
+  case 2004: src->strict = 1; return 1;
   case 2003:
     if (cli_int(cmd, "--head-dim", arg, 1, 4096, &src->head_dim)) return -1;
     return 1;
+  case 'l': src->layer = arg; return 1;
+  case 'z': return viz_cli_size(cmd, "--size", arg, &src->w, &src->h) ? -1 : 1;
+  }
+  return 0;
+}
+
+int viz_cli_source_opt_any(const char *cmd, void *src, int opt, const char *arg) {
+  return viz_cli_source_opt(cmd, src, opt, arg);
+}
+
+int viz_cli_operand(const char *cmd, viz_cli_source *src, int argc, char **argv) {
+  if (optind < argc) src->path = argv[optind++];
+  if (optind < argc) {
+    cli_error(cmd, "unexpected argument '%s' (one source at most)", argv[optind]);
+    return FM_EXIT_USAGE;
   }
   return 0;
 }
 
 int viz_cli_size(const char *cmd, const char *opt, const char *text, int *w, int *h) {
-  char *end;
-  long a = strtol(text, &end, 10), b = 0;
-  int ok = end != text && (*end == 'x' || *end == 'X');
-  if (ok) {
-    const char *q = end + 1;
-    b = strtol(q, &end, 10);
-    ok = end != q && *end == 0;
-  }
-  if (!ok) {
+  long long a, b;
+  if (cli_int_pair(text, 'x', &a, &b)) {
     cli_error(cmd, "%s '%s': expected WIDTHxHEIGHT, e.g. 1600x1000", opt, text);
     return -1;
   }
@@ -73,6 +83,8 @@ int viz_cli_layer(const char *cmd, const char *name, unsigned *layers, viz_overl
 int viz_cli_open(const char *cmd, const viz_cli_source *src, viz_state *s, viz_scene **sc) {
   const cli_mask_opts *o = &src->mask;
   *sc = NULL;
+  if (src->layer && viz_cli_layer(cmd, src->layer, &s->layers, &s->overlay)) return -1;
+  viz_overlay want = s->overlay;
   if (src->path && o->family) {
     cli_error(cmd, "give either --family or a file (%s), not both", src->path);
     return -1;
@@ -86,18 +98,11 @@ int viz_cli_open(const char *cmd, const viz_cli_source *src, viz_state *s, viz_s
     for (int i = 0; i < fm_family_count(); i++)
       if (fm_family_at(i) == f) s->family = i;
   }
-  viz_scene_opts so;
-  memset(&so, 0, sizeof so);
-  so.path = src->path;
-  so.causal = src->causal;
-  so.true_masked = src->true_masked;
-  so.batch = o->batch;
-  so.heads = o->heads;
-  so.param_family = o->family;
-  so.params = o->params;
-  so.nparams = o->nparams;
-  so.samples_path = o->samples_path;
-  so.head_dim = (int32_t)src->head_dim;
+  viz_scene_opts so = {.path = src->path, .causal = src->causal, .true_masked = src->true_masked,
+                       .strict = src->strict,
+                       .batch = o->batch, .heads = o->heads, .param_family = o->family,
+                       .params = o->params, .nparams = o->nparams,
+                       .samples_path = o->samples_path, .head_dim = (int32_t)src->head_dim};
   s->seqlen = o->seqlen;
   s->sample = o->sample;
   s->seed = o->seed;
@@ -108,11 +113,18 @@ int viz_cli_open(const char *cmd, const viz_cli_source *src, viz_state *s, viz_s
     cli_error(cmd, "%s", err.msg);
     return -1;
   }
+  if (viz_scene_note(*sc)[0]) fprintf(stderr, "fmsim %s: note: %s\n", cmd, viz_scene_note(*sc));
   /* a trace keeps its own tile size unless --br/--bc say otherwise */
   if (src->br_given) s->br = (int32_t)o->br;
   if (src->bc_given) s->bc = (int32_t)o->bc;
   if (viz_scene_sync(*sc, s, &err) != FM_OK) {
     cli_error(cmd, "%s", err.msg);
+    viz_scene_destroy(*sc);
+    *sc = NULL;
+    return -1;
+  }
+  if (want == VIZ_OVERLAY_CYCLES && !s->facts.has_cycles) {
+    cli_error(cmd, "--layer cycles: %s", s->status[0] ? s->status : "no cycles in this source");
     viz_scene_destroy(*sc);
     *sc = NULL;
     return -1;

@@ -6,12 +6,17 @@
 
 /* Options of the source beyond CLI_MASK_LONGOPTS (handled by viz_cli_source_opt). */
 #define VIZ_CLI_SOURCE_LONGOPTS                                                                 \
-  {"causal", no_argument, 0, 2001}, {"true-masked", no_argument, 0, 2002},                     \
-      {"head-dim", required_argument, 0, 2003}
+  {"causal", no_argument, 0, 2001}, {"masked-true", no_argument, 0, 2002},                     \
+      {"true-masked", no_argument, 0, 2002}, {"head-dim", required_argument, 0, 2003},        \
+      {"strict", no_argument, 0, 2004}, {"layer", required_argument, 0, 'l'},                \
+      {"size", required_argument, 0, 'z'}
 #define VIZ_CLI_SOURCE_HELP                                                                     \
   "  --causal             INTERVALS.npy with k = 2 is causal-2, not bidir-2 (k = 1, 4 say it)\n" \
-  "  --true-masked        MASK.npy: true means masked (default: true means may attend)\n"       \
-  "  --head-dim D         head dimension of the modelled bytes overlay (default 128)\n"
+  "  --masked-true        MASK.npy: true means masked (default: true means may attend);\n"      \
+  "                       --true-masked is an alias\n"                                       \
+  "  --head-dim D         head dimension of the modelled bytes overlay (default 128)\n"       \
+  "  --strict             INTERVALS.npy: refuse indices above Sq and starts past their end\n"  \
+  "                       (default: read as Paddle does, as Sq and as empty, with a note)\n"
 #ifdef FM_HAVE_VIZ
 #include "cli.h"
 #include "viz.h"
@@ -25,13 +30,21 @@ typedef struct viz_cli_source {
   const char *path;        /* TRACE_DIR, MASK.npy or INTERVALS.npy */
   int causal;              /* --causal: INTERVALS.npy holds a causal mask */
   int true_masked;         /* --true-masked: MASK.npy true means masked */
+  int strict;              /* --strict: INTERVALS.npy read strictly */
   int64_t head_dim;        /* --head-dim: D of the modelled bytes (0: default) */
+  const char *layer;       /* --layer (NULL: the state's default, both) */
+  int w, h;                /* --size (0: the command's default) */
 } viz_cli_source;
 
 void viz_cli_source_init(viz_cli_source *src);
 
 /* 1: handled, 0: not a source option, -1: bad value (error printed). */
 int viz_cli_source_opt(const char *cmd, viz_cli_source *src, int opt, const char *arg);
+int viz_cli_source_opt_any(const char *cmd, void *src, int opt, const char *arg); /* for cli_next_opt */
+
+/* The operands after the options: at most one source path. 0, or
+ * FM_EXIT_USAGE after printing. */
+int viz_cli_operand(const char *cmd, viz_cli_source *src, int argc, char **argv);
 
 /* "WxH" with both in 1..16384. Prints the error; 0 on success. */
 int viz_cli_size(const char *cmd, const char *opt, const char *text, int *w, int *h);
@@ -39,8 +52,9 @@ int viz_cli_size(const char *cmd, const char *opt, const char *text, int *w, int
 /* --layer mask|tiles|both|cycles|bytes -> layer bits (panel kept) and overlay. */
 int viz_cli_layer(const char *cmd, const char *name, unsigned *layers, viz_overlay *overlay);
 
-/* Checks the source options (one of --family or a path), creates the scene,
- * sets the state's mask fields and syncs. Prints the error; 0 on success. */
+/* Checks the source options (one of --family or a path), applies --layer,
+ * creates the scene, sets the state's mask fields and syncs; refuses
+ * --layer cycles on a source without cycles. Prints the error; 0 on success. */
 int viz_cli_open(const char *cmd, const viz_cli_source *src, viz_state *s, viz_scene **sc);
 
 #endif

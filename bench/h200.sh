@@ -92,7 +92,7 @@ collect() {
   [ -d "$R/trace_causal_document_8k" ] &&
     tar -C "$R" -czf "$OUTDIR/trace_causal_document_8k.tar.gz" trace_causal_document_8k
   # everything else, without the exported masks (the peer read them here)
-  tar -C "$R" --exclude='*/masks/*.npy' -czf "$OUTDIR/results.tar.gz" . 2>/dev/null
+  tar -C "$R" --exclude='bench/*/cases/*/*.npy' -czf "$OUTDIR/results.tar.gz" . 2>/dev/null
   ls -la "$OUTDIR"
 }
 trap collect EXIT
@@ -165,14 +165,14 @@ if want bench; then
 fi
 SDPA_FLAG=--sdpa
 [ "${FM_PEER_SDPA:-1}" = 1 ] || SDPA_FLAG=
-if want peer && [ -f "$R/bench/masks/index.json" ]; then
+if want peer && [ -f "$R/bench/paper-kernel-table/index.json" ]; then
   l=$(left)
   pb=$((l - 40))
   # shellcheck disable=SC2086
-  step peer $((pb + 30)) python3 bench/peer_flex.py --index "$R/bench/masks/index.json" \
+  step peer $((pb + 30)) python3 bench/peer_flex.py --index "$R/bench/paper-kernel-table/index.json" \
     --out "$R/peer.json" ${SDPA_FLAG} --budget-s "$pb" ${FM_PEER_ARGS:-}
 fi
-if want merge && [ -f "$R/bench/summary.json" ]; then
+if want merge && [ -f "$R/bench/paper-kernel-table/run.json" ]; then
   step merge 30 python3 bench/merge.py "$R/bench" "$R/peer.json"
 fi
 echo "== done in $(($(date +%s) - T0))s; failed steps: $FAILED"

@@ -1,21 +1,30 @@
 #!/usr/bin/env python3
-"""Joins `fmsim bench` (DIR/summary.json) and the peer (bench/peer_flex.py's
-JSON) into one table, and checks the issue's bars.
+"""Joins `fmsim bench` (its scenario runs under DIR) and the peer
+(bench/peer_flex.py's JSON) into one table, and checks the bars of the Hopper
+kernel's issue.
 
-Per case: fmsim skip time and TFLOP/s (paper count at its own tile), rho,
-FlexAttention time on the same exported vectors, the time ratio fmsim/peer
-(< 1: fmsim faster), skip vs noskip speed-up next to 1/(1-rho), the
+`fmsim bench --out DIR` writes two scenario runs: DIR/paper-kernel-table/
+(index.json: one row per case, with one record per kernel: time, TFLOP/s by
+the paper's count at the kernel's own tile, the no-skip time and speed-up, the
+instrumented overhead and classes, bytes; run.json: the device and settings)
+and DIR/sparsity-sweep/ (tables/fit.csv: time = a + b (1 - rho) per kernel and
+family). Per case: each fmsim kernel's time and TFLOP/s, FlexAttention with
+its Triton and its FLASH backend on the same exported vectors, the time ratios
+fmsim/peer (< 1: fmsim faster), the skip speed-up next to 1/(1-rho), the
 instrumentation overhead; per (S, D) the full and causal masks against SDPA's
-FlashAttention-2 and cuDNN; the sweep's linear fit. Writes DIR/merged.json and
-DIR/merged.txt, and adds "peer" and "merged" members to DIR/summary.json
-(atomically). Standard library only.
+FlashAttention-2 and cuDNN; the sweep's fit. Writes DIR/merged.json and
+DIR/merged.txt (atomically). Standard library only.
 
-    python3 bench/merge.py DIR PEER.json
+    python3 bench/merge.py DIR [PEER.json]
 """
+import csv
 import json
 import math
 import os
 import sys
+
+TABLE = "paper-kernel-table"
+SWEEP = "sparsity-sweep"
 
 
 def load(path):
@@ -31,7 +40,7 @@ def save_text(path, text):
 
 
 def num(x):
-    return x if isinstance(x, (int, float)) and x is not None and math.isfinite(x) else None
+    return x if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) else None
 
 
 def fmt(x, spec, width):
@@ -39,124 +48,208 @@ def fmt(x, spec, width):
     return format(x, spec).rjust(width) if x is not None else "-".rjust(width)
 
 
-def merge(bench, peer):
-    flex = {}
-    sdpa = {}
-    for r in peer.get("results", []) if peer else []:
+def ratio(a, b):
+    a, b = num(a), num(b)
+    return a / b if a is not None and b else None
+
+
+def geomean(xs):
+    xs = [x for x in xs if num(x) and x > 0]
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
+
+
+def peer_maps(peer):
+    """FlexAttention records by (case id, backend), SDPA by (backend, family, S, D)."""
+    flex, sdpa = {}, {}
+    for r in (peer or {}).get("results", []):
         if r.get("peer") == "flex_attention":
-            flex[r["id"]] = r
+            flex[(r.get("id"), r.get("backend", "TRITON"))] = r
         elif r.get("peer") == "sdpa":
             sdpa[(r.get("backend"), r.get("family"), r.get("seqlen"), r.get("head_dim"))] = r
+    return flex, sdpa
+
+
+def kernel_cols(c, kernels):
+    """The case's fmsim figures per kernel name."""
+    by = {k.get("kernel"): k for k in c.get("kernels", [])}
+    out = {}
+    for name in kernels:
+        k = by.get(name) or {}
+        out[name] = dict(ms=k.get("time_ms"), tflops=k.get("tflops"), rho=k.get("sparsity"),
+                         status=k.get("status"), noskip_ms=k.get("noskip_ms"),
+                         speedup=k.get("speedup_skip_over_noskip"),
+                         ideal_speedup=k.get("ideal_speedup"),
+                         instrumentation_overhead=k.get("instrumentation_overhead"),
+                         class_mismatches=k.get("class_mismatches"))
+    return out
+
+
+def merge(cases, kernels, peer):
+    flex, sdpa = peer_maps(peer)
     rows = []
-    for c in bench.get("cases", []):
-        sk = c.get("skip") or {}
-        ns = c.get("noskip") or {}
-        fx = flex.get(c["id"])
+    for c in cases:
         row = dict(id=c["id"], family=c["family"], seqlen=c["seqlen"], head_dim=c["head_dim"],
-                   rho=c.get("rho"), rho_128=c.get("rho_128"), fmsim_ms=sk.get("median_ms"),
-                   fmsim_tflops=sk.get("tflops"), fmsim_source=sk.get("source"),
-                   noskip_ms=ns.get("median_ms"), speedup=c.get("speedup_skip_over_noskip"),
-                   ideal_speedup=c.get("ideal_speedup"),
-                   instrumentation_overhead=c.get("instrumentation_overhead"),
-                   tflops_over_full=c.get("tflops_over_full"),
-                   class_mismatches=c.get("class_mismatches"),
-                   fmsim_skipped=c.get("skipped"))
-        if fx is not None:
-            row["flex_ms"] = fx.get("fwd_ms")
-            row["flex_tflops"] = fx.get("fwd_tflops")
-            row["flex_error"] = fx.get("error")
-            row["flex_oom"] = fx.get("oom", False)
-        if num(row.get("fmsim_ms")) and num(row.get("flex_ms")):
-            row["ratio_fmsim_over_flex"] = row["fmsim_ms"] / row["flex_ms"]
-        for be in ("FLASH_ATTENTION", "CUDNN_ATTENTION"):
+                   rho_128=c.get("sparsity_128"), fmsim=kernel_cols(c, kernels))
+        for be, key in (("TRITON", "triton"), ("FLASH", "flash")):
+            fx = flex.get((c["id"], be))
+            if fx is not None:
+                row[key + "_ms"] = fx.get("fwd_ms")
+                row[key + "_tflops"] = fx.get("fwd_tflops")
+                row[key + "_error"] = fx.get("error")
+                row[key + "_oom"] = fx.get("oom", False)
+        for be, key in (("FLASH_ATTENTION", "fa2"), ("CUDNN_ATTENTION", "cudnn")):
             s = sdpa.get((be, c["family"], c["seqlen"], c["head_dim"]))
             if s is not None and num(s.get("fwd_ms")):
-                key = "fa2" if be == "FLASH_ATTENTION" else "cudnn"
                 row[key + "_ms"] = s["fwd_ms"]
                 row[key + "_tflops"] = s.get("fwd_tflops")
-                if num(row.get("fmsim_ms")):
-                    row["ratio_fmsim_over_" + key] = row["fmsim_ms"] / s["fwd_ms"]
+        peers = [row.get(k + "_ms") for k in ("triton", "flash", "fa2", "cudnn")]
+        row["fastest_peer_ms"] = min([p for p in peers if num(p)], default=None)
+        for name, f in row["fmsim"].items():
+            for key in ("triton", "flash", "fa2", "cudnn", "fastest_peer"):
+                f["over_" + key] = ratio(f["ms"], row.get(key + "_ms"))
         rows.append(row)
     return rows
 
 
-def checks(bench, rows):
+def read_fits(bdir):
+    path = os.path.join(bdir, SWEEP, "tables", "fit.csv")
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return [dict(kernel=r["kernel"], family=r["family"], n=r["n"], a=r["a (ms)"],
+                     b=r["b (ms)"], r2=r["R^2"]) for r in csv.DictReader(f)]
+
+
+def full_tflops(rows, r, name):
+    for x in rows:
+        if x["family"] == "full" and x["seqlen"] == r["seqlen"] and x["head_dim"] == r["head_dim"]:
+            return num(x["fmsim"][name]["tflops"])
+    return None
+
+
+def checks(rows, kernels, fits):
+    """The bars of the Hopper kernel's issue, per kernel."""
     out = []
-    by = {(r["family"], r["seqlen"], r["head_dim"]): r for r in rows}
-    for r in rows:
-        if r["family"] == "full" and r["head_dim"] == 128:
-            tf, fa2 = num(r.get("fmsim_tflops")), num(r.get("fa2_tflops"))
-            ok = tf is not None and tf >= 300 and (fa2 is None or tf >= 0.85 * fa2)
-            out.append(dict(check="full mask >= 300 TFLOP/s and >= 0.85x SDPA FA2", case=r["id"],
-                            value=tf, fa2=fa2,
-                            ratio=(tf / fa2) if tf is not None and fa2 else None, ok=ok))
-    for r in rows:
-        if r["head_dim"] == 128 and r["seqlen"] >= 32768 and r["family"] != "full":
-            v = num(r.get("tflops_over_full"))
-            out.append(dict(check="TFLOP/s >= 0.8x own full-mask TFLOP/s", case=r["id"], value=v,
-                            ok=v is not None and v >= 0.8))
-    for f in (bench.get("sweep") or {}).get("fits", []):
-        out.append(dict(check="sweep time linear in 1-rho, R^2 >= 0.95",
-                        case="sweep " + f["family"], value=f.get("r2"),
-                        ok=num(f.get("r2")) is not None and f["r2"] >= 0.95))
-    ran = [r for r in rows if num(r.get("fmsim_ms"))]
-    out.append(dict(check="every case runs on fmsim", case="%d of %d" % (len(ran), len(rows)),
-                    value=len(ran), ok=len(ran) == len(rows)))
-    for r in rows:
-        v = num(r.get("instrumentation_overhead"))
-        if v is not None:
-            out.append(dict(check="instrumentation overhead < 3%", case=r["id"], value=v,
-                            ok=v < 0.03))
-    _ = by
+
+    def add(check, case, value, ok):
+        out.append(dict(check=check, case=case, value=value, ok=bool(ok)))
+
+    for name in kernels:
+        hd128 = [r for r in rows if r["head_dim"] == 128]
+        for r in hd128:
+            f = r["fmsim"][name]
+            if r["family"] == "full":
+                tf = num(f["tflops"])
+                add("%s: full mask >= 600 TFLOP/s" % name, r["id"], tf, tf is not None and tf >= 600)
+                v = f["over_cudnn"]
+                add("%s: full mask time <= 1.0x cuDNN" % name, r["id"], v, v is not None and v <= 1.0)
+            v = f["over_triton"]
+            add("%s: time <= 0.75x Flex-Triton" % name, r["id"], v, v is not None and v <= 0.75)
+            v = f["over_fastest_peer"]
+            add("%s: time <= 1.05x the fastest peer" % name, r["id"], v, v is not None and v <= 1.05)
+            if r["seqlen"] >= 32768 and r["family"] != "full":
+                v = ratio(f["tflops"], full_tflops(rows, r, name))
+                add("%s: TFLOP/s >= 0.8x own full mask" % name, r["id"], v, v is not None and v >= 0.8)
+        g = geomean([r["fmsim"][name]["over_flash"] for r in hd128])
+        add("%s: geomean time / Flex-FLASH <= 0.9 (hd 128)" % name, "%d cases" % len(hd128), g,
+            g is not None and g <= 0.9)
+        hd64 = [r for r in rows if r["head_dim"] == 64 and r["seqlen"] <= 32768]
+        if hd64:
+            g = geomean([r["fmsim"][name]["over_flash"] for r in hd64])
+            add("%s: geomean time / Flex-FLASH <= 0.9 (hd 64)" % name, "%d cases" % len(hd64), g,
+                g is not None and g <= 0.9)
+        ran = [r for r in rows if num(r["fmsim"][name]["ms"])]
+        add("%s: every case runs" % name, "%d of %d" % (len(ran), len(rows)), len(ran),
+            len(ran) == len(rows))
+        for r in rows:
+            v = num(r["fmsim"][name]["instrumentation_overhead"])
+            if v is not None:
+                add("%s: instrumentation overhead < 2%%" % name, r["id"], v, v < 0.02)
+    for f in fits:
+        v = num(float(f["r2"])) if f["r2"] not in ("", "-") else None
+        add("%s: sweep time linear in 1-rho, R^2 >= 0.98" % f["kernel"], "sweep " + f["family"], v,
+            v is not None and v >= 0.98)
     return out
 
 
-def table(bench, peer, rows, chk):
-    L = []
-    L.append("fmsim bench vs peers on %s (%s); forward, bf16, medians, L2 flushed"
-             % (bench.get("device"), peer.get("torch", "no peer") if peer else "no peer"))
-    L.append("ratio = fmsim time / peer time (< 1: fmsim faster); TFLOP/s by the paper's count at "
-             "each one's own tile (fmsim: its kernel's, FlexAttention: 128)")
-    L.append("")
-    L.append("%-4s %-7s %-22s %6s %9s %8s %9s %8s %7s %7s %7s %7s"
-             % ("D", "S", "family", "rho", "fmsim ms", "TFLOP/s", "flex ms", "TFLOP/s", "ratio",
-                "speedup", "ideal", "inst%"))
+def case_table(rows, kernels):
+    head = "%-4s %-7s %-22s %6s" % ("D", "S", "family", "rho128")
+    for name in kernels:
+        head += " %9s %7s" % (name + " ms", "TF/s")
+    head += " %9s %7s %9s %7s" % ("triton ms", "TF/s", "flash ms", "TF/s")
+    for name in kernels:
+        head += " %9s %9s" % (name + "/tri", name + "/fla")
+    head += " %7s %7s %7s" % ("speedup", "ideal", "inst%")
+    L = [head]
     for r in rows:
-        flex_ms = fmt(r.get("flex_ms"), ".3f", 9)
-        if r.get("flex_oom"):
-            flex_ms = "OOM".rjust(9)
-        elif r.get("flex_error") and not num(r.get("flex_ms")):
-            flex_ms = "error".rjust(9)
-        inst = num(r.get("instrumentation_overhead"))
-        L.append("%-4d %-7d %-22s %6s %9s %8s %9s %8s %7s %7s %7s %7s" % (
-            r["head_dim"], r["seqlen"], r["family"], fmt(r.get("rho"), ".3f", 6),
-            fmt(r.get("fmsim_ms"), ".3f", 9), fmt(r.get("fmsim_tflops"), ".1f", 8), flex_ms,
-            fmt(r.get("flex_tflops"), ".1f", 8), fmt(r.get("ratio_fmsim_over_flex"), ".2f", 7),
-            fmt(r.get("speedup"), ".2f", 7), fmt(r.get("ideal_speedup"), ".2f", 7),
-            fmt(100 * inst if inst is not None else None, "+.2f", 7)))
-    L.append("")
-    L.append("full and causal against SDPA (same S, D, B, H):")
-    L.append("(TFLOP/s, and time ratios fmsim/peer: > 1 means fmsim is slower)")
-    L.append("%-4s %-7s %-8s %9s %9s %9s %9s %9s" % ("D", "S", "mask", "fmsim TF", "FA2 TF",
-                                                    "cuDNN TF", "t/FA2", "t/cuDNN"))
+        line = "%-4d %-7d %-22s %6s" % (r["head_dim"], r["seqlen"], r["family"],
+                                        fmt(r.get("rho_128"), ".3f", 6))
+        for name in kernels:
+            f = r["fmsim"][name]
+            line += " %9s %7s" % (fmt(f["ms"], ".3f", 9), fmt(f["tflops"], ".1f", 7))
+        for key in ("triton", "flash"):
+            ms = fmt(r.get(key + "_ms"), ".3f", 9)
+            if r.get(key + "_oom"):
+                ms = "OOM".rjust(9)
+            elif r.get(key + "_error") and not num(r.get(key + "_ms")):
+                ms = "error".rjust(9)
+            line += " %9s %7s" % (ms, fmt(r.get(key + "_tflops"), ".1f", 7))
+        for name in kernels:
+            f = r["fmsim"][name]
+            line += " %9s %9s" % (fmt(f["over_triton"], ".2f", 9), fmt(f["over_flash"], ".2f", 9))
+        f = r["fmsim"][kernels[0]] if kernels else {}
+        inst = num(f.get("instrumentation_overhead"))
+        line += " %7s %7s %7s" % (fmt(f.get("speedup"), ".2f", 7), fmt(f.get("ideal_speedup"), ".2f", 7),
+                                  fmt(100 * inst if inst is not None else None, "+.2f", 7))
+        L.append(line)
+    return L
+
+
+def sdpa_table(rows, kernels):
+    head = "%-4s %-7s %-8s" % ("D", "S", "mask")
+    for name in kernels:
+        head += " %9s" % (name + " TF")
+    head += " %9s %9s" % ("FA2 TF", "cuDNN TF")
+    for name in kernels:
+        head += " %10s %10s" % (name + "/FA2", name + "/cuDNN")
+    L = [head]
     for r in rows:
-        if r["family"] in ("full", "causal"):
-            L.append("%-4d %-7d %-8s %9s %9s %9s %9s %9s" % (
-                r["head_dim"], r["seqlen"], r["family"], fmt(r.get("fmsim_tflops"), ".1f", 9),
-                fmt(r.get("fa2_tflops"), ".1f", 9), fmt(r.get("cudnn_tflops"), ".1f", 9),
-                fmt(r.get("ratio_fmsim_over_fa2"), ".2f", 9),
-                fmt(r.get("ratio_fmsim_over_cudnn"), ".2f", 9)))
-    sw = bench.get("sweep") or {}
-    if sw.get("fits"):
-        L.append("")
-        L.append("sparsity sweep at S=%s (%d points): median_ms = a + b * (1 - rho)"
-                 % (sw.get("seqlen"), len(sw.get("points", []))))
-        for f in sw["fits"]:
-            L.append("  %-18s n=%-3s a=%s ms  b=%s ms  R^2=%s" % (
-                f["family"], f.get("n"), fmt(f.get("intercept_ms"), ".4f", 8),
-                fmt(f.get("slope_ms_per_density"), ".4f", 9), fmt(f.get("r2"), ".4f", 6)))
-    L.append("")
-    L.append("bars of the issue:")
+        if r["family"] not in ("full", "causal"):
+            continue
+        line = "%-4d %-7d %-8s" % (r["head_dim"], r["seqlen"], r["family"])
+        for name in kernels:
+            line += " %9s" % fmt(r["fmsim"][name]["tflops"], ".1f", 9)
+        line += " %9s %9s" % (fmt(r.get("fa2_tflops"), ".1f", 9), fmt(r.get("cudnn_tflops"), ".1f", 9))
+        for name in kernels:
+            f = r["fmsim"][name]
+            line += " %10s %10s" % (fmt(f["over_fa2"], ".2f", 10), fmt(f["over_cudnn"], ".2f", 10))
+        L.append(line)
+    return L
+
+
+def table(run, peer, rows, kernels, fits, chk):
+    L = ["fmsim bench vs peers on %s (%s); forward, bf16, medians, L2 flushed"
+         % (run.get("device"), peer.get("torch", "no peer") if peer else "no peer"),
+         "ratio = fmsim time / peer time (< 1: fmsim faster); TFLOP/s by the paper's count at each "
+         "one's own tile (fmsim: its kernel's, FlexAttention: 128); tri/fla = Flex-Triton, "
+         "Flex-FLASH", ""]
+    L += case_table(rows, kernels)
+    L += ["", "full and causal against SDPA (same S, D, B, H): TFLOP/s, and time ratios fmsim/peer "
+          "(> 1 means fmsim is slower)"]
+    L += sdpa_table(rows, kernels)
+    if fits:
+        L += ["", "sparsity sweep: median_ms = a + b * (1 - rho)"]
+        for f in fits:
+            L.append("  %-6s %-18s n=%-4s a=%9s ms  b=%9s ms  R^2=%s" % (
+                f["kernel"], f["family"], f["n"], f["a"], f["b"], f["r2"]))
+    errors = [r for r in rows for key in ("triton", "flash") if r.get(key + "_error")]
+    if errors:
+        L += ["", "where a peer could not run a case:"]
+        for r in rows:
+            for key in ("triton", "flash"):
+                if r.get(key + "_error"):
+                    L.append("  %-40s Flex-%s: %s" % (r["id"], key.upper(), r[key + "_error"][:120]))
+    L += ["", "bars of the issue:"]
     groups = {}
     for c in chk:
         groups.setdefault(c["check"], []).append(c)
@@ -173,14 +266,15 @@ def main(argv):
         sys.stderr.write("usage: merge.py BENCH_DIR [PEER.json]\n")
         return 2
     bdir = argv[1]
-    spath = os.path.join(bdir, "summary.json")
+    tdir = os.path.join(bdir, TABLE)
     try:
-        bench = load(spath)
+        run = load(os.path.join(tdir, "run.json"))
+        cases = load(os.path.join(tdir, "index.json"))
     except (OSError, ValueError) as e:
-        sys.stderr.write("merge.py: %s: %s\n" % (spath, e))
+        sys.stderr.write("merge.py: %s: %s (not the output of fmsim bench?)\n" % (tdir, e))
         return 2
-    if bench.get("format") != "fmsim-trace" or bench.get("kind") != "bench":
-        sys.stderr.write("merge.py: %s is not an fmsim bench summary\n" % spath)
+    if run.get("format") != "fmsim-scenario-run" or not isinstance(cases, list):
+        sys.stderr.write("merge.py: %s is not an fmsim scenario run\n" % tdir)
         return 2
     peer = None
     if len(argv) == 3:
@@ -188,17 +282,16 @@ def main(argv):
             peer = load(argv[2])
         except (OSError, ValueError) as e:
             sys.stderr.write("merge.py: %s: %s (merging without the peer)\n" % (argv[2], e))
-    rows = merge(bench, peer)
-    chk = checks(bench, rows)
-    text = table(bench, peer, rows, chk)
-    merged = dict(format="fmsim-bench-merged", version=1, device=bench.get("device"),
-                  peer_torch=peer.get("torch") if peer else None, rows=rows, checks=chk)
+    kernels = (run.get("gpu") or {}).get("kernels") or []
+    rows = merge(cases, kernels, peer)
+    fits = read_fits(bdir)
+    chk = checks(rows, kernels, fits)
+    text = table(run, peer, rows, kernels, fits, chk)
+    merged = dict(format="fmsim-bench-merged", version=2, device=run.get("device"),
+                  kernels=kernels, peer_torch=peer.get("torch") if peer else None, rows=rows,
+                  fits=fits, checks=chk, peer=peer)
     save_text(os.path.join(bdir, "merged.json"), json.dumps(merged, indent=1) + "\n")
     save_text(os.path.join(bdir, "merged.txt"), text)
-    bench["peer"] = peer
-    bench["merged"] = dict(rows=rows, checks=chk)
-    bench.setdefault("files", {})["merged"] = "merged.json"
-    save_text(spath, json.dumps(bench, indent=2) + "\n")
     sys.stdout.write(text)
     return 0
 

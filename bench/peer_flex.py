@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
 """Peer figures for `fmsim bench`: PyTorch FlexAttention on the very interval
-vectors fmsim exported, and SDPA's FlashAttention-2 and cuDNN backends on the
-full and causal masks.
+vectors fmsim exported, with its Triton backend and its FLASH backend
+(FlashAttention-4's CuTe-DSL kernels, when flash_attn.cute imports), and
+SDPA's FlashAttention-2 and cuDNN backends on the full and causal masks.
 
 Adapted from the team's shared harness (shared/peers/flex_bench.py). Input is
-the mask index that `fmsim bench` writes (DIR/masks/index.json): one entry per
-case with its batch, heads, head dim, causal flag and a columns file, int32
-[nb, nh, Sk, 4] (LTS, LTE, UTS, UTE; set = (nb > 1 ? b : 0) * nh + (nh > 1 ? h : 0)).
+the index of the scenario run that `fmsim bench` writes for the kernel table
+(DIR/paper-kernel-table/index.json, the scenario runner's one index: a list of
+cases), each with its batch, heads, head dim, causal flag and its trace's
+interval vectors ("columns", relative to the index), int32 [nb, nh, Sk, 4]
+(LTS, LTE, UTS, UTE; set = (nb > 1 ? b : 0) * nh + (nh > 1 ? h : 0)).
 A mask_mod reads those vectors:
 
     masked(q, kv) = LTS <= q < LTE  or  UTS <= q < UTE  or  (causal and q < kv)
@@ -19,12 +22,12 @@ create_block_mask took 85 s at 32K, and runs out of memory or time at 128K), whe
 it is built from the interval vectors by FlashMask's min/max rule on 128 x 128
 blocks (BlockMask.from_kv_blocks); each record says which ("block_mask_from").
 TFLOP/s use 4*B*H*S*S*D*(1 - rho) with rho at FlexAttention's own 128 x 128
-block (the index's rho_128); the fmsim/peer comparison in bench/merge.py uses
+block (the index's sparsity_128); the fmsim/peer comparison in bench/merge.py uses
 times, which need no convention. An out-of-memory failure is recorded as such
 ("oom": true) and the run goes on. The JSON output is rewritten after every
 case, so a run cut short keeps what it measured.
 
-    python3 bench/peer_flex.py --index OUT/masks/index.json --out peer.json [--sdpa]
+    python3 bench/peer_flex.py --index OUT/paper-kernel-table/index.json --out peer.json [--sdpa]
 """
 import argparse
 import functools
@@ -121,7 +124,26 @@ def is_oom(e):
     return isinstance(e, torch.cuda.OutOfMemoryError) or "out of memory" in str(e).lower()
 
 
-def flex_case(case, root, args):
+def rho_128(case):
+    """The case's block sparsity at 128 x 128 (the index's sparsity_128)."""
+    v = case.get("sparsity_128", case.get("rho_128"))
+    return float(v) if v is not None else 0.0
+
+
+def load_cases(path):
+    """The index's cases: the scenario runner's list (or an older {"cases": [...]})."""
+    with open(path) as f:
+        index = json.load(f)
+    return index["cases"] if isinstance(index, dict) else index
+
+
+def error_record(base, e):
+    return dict(base, error=("out of memory: " if is_oom(e) else "") + repr(e)[:300], oom=is_oom(e))
+
+
+def flex_case(case, root, args, backends, unavailable):
+    """One case on every backend, one BlockMask for all: a record per backend (a backend's
+    failure is its record's error)."""
     S, B, H, D = case["seqlen"], case["batch"], case["heads"], case["head_dim"]
     nb, nh = case["mask_nb"], case["mask_nh"]
     cols = np.load(os.path.join(root, case["columns"]))  # [nb, nh, S, 4] int32
@@ -145,19 +167,33 @@ def flex_case(case, root, args):
     t_mask = time.time() - t0
     bm_bytes = sum(x.numel() * x.element_size() for x in bm.as_tuple() if isinstance(x, torch.Tensor))
     q, k, v = (torch.randn(B, H, S, D, device=dev, dtype=torch.bfloat16) for _ in range(3))
-    # a partial, not a lambda: same call, and no closure over names the del below unbinds
-    ms = bench_ms(functools.partial(flex, q, k, v, block_mask=bm), args.warmup_ms, args.rep_ms)
-    rho = case.get("rho_128", 0.0)
-    res = dict(id=case["id"], family=case["family"], seqlen=S, head_dim=D, batch=B, heads=H,
-               peer="flex_attention", fwd_ms=ms, rho_128=rho,
-               block_mask_from="create_block_mask" if how == "create" else
-               "intervals (min/max rule at 128; create_block_mask not attempted: %.2g mask_mod "
-               "evaluations)" % (B * H * S * S), block_mask_rule_rho=rho_rule,
-               flex_sparsity=float(bm.sparsity()) / 100.0, block_mask_s=t_mask,
-               block_mask_bytes=bm_bytes,
-               fwd_tflops=4.0 * B * H * S * S * D * (1 - rho) / (ms * 1e-3) / 1e12)
+    rho = rho_128(case)
+    base = dict(id=case["id"], family=case["family"], seqlen=S, head_dim=D, batch=B, heads=H,
+                peer="flex_attention", rho_128=rho,
+                block_mask_from="create_block_mask" if how == "create" else
+                "intervals (min/max rule at 128; create_block_mask not attempted: %.2g mask_mod "
+                "evaluations)" % (B * H * S * S), block_mask_rule_rho=rho_rule,
+                flex_sparsity=float(bm.sparsity()) / 100.0, block_mask_s=t_mask,
+                block_mask_bytes=bm_bytes)
+    out = []
+    for be in backends:
+        r = dict(base, backend=be)
+        if be in unavailable:
+            out.append(dict(r, error=unavailable[be], oom=False))
+            continue
+        try:
+            # a partial, not a lambda: same call, and no closure over names the del below unbinds
+            call = functools.partial(flex, q, k, v, block_mask=bm, kernel_options={"BACKEND": be})
+            call()  # the first FLASH call of a shape compiles
+            torch.cuda.synchronize()
+            ms = bench_ms(call, args.warmup_ms, args.rep_ms)
+            out.append(dict(r, fwd_ms=ms,
+                            fwd_tflops=4.0 * B * H * S * S * D * (1 - rho) / (ms * 1e-3) / 1e12))
+        except Exception as e:
+            out.append(error_record(r, e))
+        torch.cuda.empty_cache()
     del q, k, v, bm, vec
-    return res
+    return out
 
 
 def sdpa_case(S, D, B, H, is_causal, backend, args):
@@ -175,6 +211,25 @@ def sdpa_case(S, D, B, H, is_causal, backend, args):
                 fwd_tflops=4.0 * B * H * S * S * D * (1 - rho) / (ms * 1e-3) / 1e12)
 
 
+def peer_case(c, root, args, backends, unavailable, t_start):
+    """The FlexAttention records of one case; errors (out of memory, no backend, budget) are
+    records too."""
+    base = dict(id=c["id"], family=c["family"], seqlen=c["seqlen"], head_dim=c["head_dim"],
+                peer="flex_attention")
+    if args.budget_s and time.time() - t_start > args.budget_s:
+        return [dict(base, backend=be, error="not run: time budget spent", oom=False)
+                for be in backends]
+    t0 = time.time()
+    try:
+        out = flex_case(c, root, args, backends, unavailable)
+    except Exception as e:  # the BlockMask or the inputs
+        out = [error_record(dict(base, backend=be), e) for be in backends]
+    for r in out:
+        r["wall_s"] = round(time.time() - t0, 1)
+    torch.cuda.empty_cache()
+    return out
+
+
 def save(path, doc):
     tmp = path + ".tmp.%d" % os.getpid()
     with open(tmp, "w") as f:
@@ -184,7 +239,10 @@ def save(path, doc):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--index", required=True, help="masks/index.json written by fmsim bench")
+    ap.add_argument("--index", required=True,
+                    help="DIR/paper-kernel-table/index.json written by fmsim bench")
+    ap.add_argument("--backends", default="TRITON,FLASH",
+                    help="FlexAttention backends (comma list of TRITON, FLASH)")
     ap.add_argument("--out", required=True, help="JSON output")
     ap.add_argument("--sdpa", action="store_true", help="also SDPA FA2 and cuDNN, full and causal")
     ap.add_argument("--families", default="", help="only these families (comma list)")
@@ -199,10 +257,9 @@ def main():
                     help="B*H*S*S above which auto builds per-head BlockMasks from the vectors "
                     "(create_block_mask took 85 s at 1.4e11 on the H200)")
     args = ap.parse_args()
-    with open(args.index) as f:
-        index = json.load(f)
+    cases = load_cases(args.index)
     root = os.path.dirname(os.path.abspath(args.index))
-    cases = index["cases"]
+    backends = [b.strip().upper() for b in args.backends.split(",") if b.strip()]
     if args.families:
         keep = set(args.families.split(","))
         cases = [c for c in cases if c["family"] in keep]
@@ -229,23 +286,16 @@ def main():
                     print(json.dumps(r), flush=True)
                     doc["results"].append(r)
                     save(args.out, doc)
+    unavailable = {}
+    if "FLASH" in backends:
+        try:
+            import flash_attn.cute  # noqa: F401  (FlexAttention's FLASH backend needs it)
+        except Exception as e:
+            unavailable["FLASH"] = "FLASH backend unavailable: " + repr(e)[:200]
     for c in cases:
-        if args.budget_s and time.time() - t_start > args.budget_s:
-            r = dict(id=c["id"], family=c["family"], seqlen=c["seqlen"], head_dim=c["head_dim"],
-                     peer="flex_attention", error="not run: time budget spent", oom=False)
-        else:
-            t0 = time.time()
-            try:
-                r = flex_case(c, root, args)
-            except Exception as e:
-                r = dict(id=c["id"], family=c["family"], seqlen=c["seqlen"],
-                         head_dim=c["head_dim"], peer="flex_attention",
-                         error=("out of memory: " if is_oom(e) else "") + repr(e)[:300],
-                         oom=is_oom(e))
-            r["wall_s"] = round(time.time() - t0, 1)
-            torch.cuda.empty_cache()
-        print(json.dumps(r), flush=True)
-        doc["results"].append(r)
+        for r in peer_case(c, root, args, backends, unavailable, t_start):
+            print(json.dumps(r), flush=True)
+            doc["results"].append(r)
         save(args.out, doc)
     doc["complete"] = True
     save(args.out, doc)

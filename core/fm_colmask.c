@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "fm_forms.h"
+#include "fm_limits.h"
 #include "fm_tile_rule.h"
 
 struct fm_colmask {
@@ -31,6 +32,7 @@ fm_status fm_colmask_create(int64_t sq, int64_t sk, int64_t nb, int64_t nh, int 
                    "interval vectors would take %.1f GiB (limit %.0f GiB): use fewer per-head sets "
                    "or a shorter sequence",
                    (double)bytes / (1 << 30), (double)FM_MAX_ALLOC_BYTES / (1 << 30));
+  if (fm_mem_check(bytes, "the mask's interval vectors", err) != FM_OK) return FM_ENOMEM;
   fm_colmask *m = calloc(1, sizeof *m);
   int32_t *data = malloc((size_t)bytes);
   if (!m || !data) {
@@ -157,6 +159,16 @@ int fm_colmask_column_runs(const fm_colmask *m, int32_t set, int32_t j, int32_t 
   return r;
 }
 
+int fm_colmask_column_equal(const fm_colmask *a, int32_t sa, const fm_colmask *b, int32_t sb,
+                            int32_t j) {
+  int32_t ra[3][2], rb[3][2];
+  int na = fm_colmask_column_runs(a, sa, j, ra), nb = fm_colmask_column_runs(b, sb, j, rb);
+  if (na != nb) return 0;
+  for (int k = 0; k < na; k++)
+    if (ra[k][0] != rb[k][0] || ra[k][1] != rb[k][1]) return 0;
+  return 1;
+}
+
 int fm_colmask_equal(const fm_colmask *a, const fm_colmask *b) {
   if (a->sq != b->sq || a->sk != b->sk) return 0;
   int32_t nb = a->nb > b->nb ? a->nb : b->nb, nh = a->nh > b->nh ? a->nh : b->nh;
@@ -166,13 +178,8 @@ int fm_colmask_equal(const fm_colmask *a, const fm_colmask *b) {
   for (int32_t bi = 0; bi < nb; bi++)
     for (int32_t hi = 0; hi < nh; hi++) {
       int32_t sa = fm_colmask_set_index(a, bi, hi), sb = fm_colmask_set_index(b, bi, hi);
-      for (int32_t j = 0; j < a->sk; j++) {
-        int32_t ra[3][2], rb[3][2];
-        int na = fm_colmask_column_runs(a, sa, j, ra), nbr = fm_colmask_column_runs(b, sb, j, rb);
-        if (na != nbr) return 0;
-        for (int k = 0; k < na; k++)
-          if (ra[k][0] != rb[k][0] || ra[k][1] != rb[k][1]) return 0;
-      }
+      for (int32_t j = 0; j < a->sk; j++)
+        if (!fm_colmask_column_equal(a, sa, b, sb, j)) return 0;
     }
   return 1;
 }

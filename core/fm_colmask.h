@@ -65,6 +65,10 @@ int fm_colmask_masked(const fm_colmask *m, int32_t set, int32_t i, int32_t j);
  * for a valid mask). */
 int fm_colmask_column_runs(const fm_colmask *m, int32_t set, int32_t j, int32_t runs[3][2]);
 
+/* 1 when column j masks the same rows in set sa of a and set sb of b (same Sq). */
+int fm_colmask_column_equal(const fm_colmask *a, int32_t sa, const fm_colmask *b, int32_t sb,
+                            int32_t j);
+
 /* Semantic equality: same Sq, Sk and the same masked set for every (batch,
  * head) pair the two masks describe (sets broadcast). Causal flags may differ. */
 int fm_colmask_equal(const fm_colmask *a, const fm_colmask *b);

@@ -41,6 +41,13 @@ int64_t fm_cost_tile_bytes(const fm_cost_shape *s, int cls, int32_t rows, int32_
   return b;
 }
 
+double fm_cost_paper_flops(int64_t batch, int64_t heads, int64_t sq, int64_t sk, int32_t head_dim,
+                           double rho, fm_pass pass) {
+  double fwd = 4.0 * (double)batch * (double)heads * (double)sq * (double)sk * (double)head_dim *
+               (1.0 - rho);
+  return ((pass & FM_PASS_FWD) ? fwd : 0.0) + ((pass & FM_PASS_BWD) ? 2.5 * fwd : 0.0);
+}
+
 double fm_cost_tflops(double flops, double ms) {
   if (!(ms > 0)) return NAN;
   return flops / (ms * 1e-3) / 1e12;
@@ -111,8 +118,8 @@ fm_status fm_cost_compute(const fm_colmask *m, const fm_cost_shape *s, const uin
   out->tc = tc;
   out->tiles_total = pairs * per_set;
   out->rho = (double)out->tiles[FM_TILE_MASKED] / (double)out->tiles_total;
-  out->flops_full = 4.0 * (double)pairs * sq * (double)sk * (double)d;
-  out->flops_paper = out->flops_full * (1.0 - out->rho);
+  out->flops_full = fm_cost_paper_flops(s->batch, s->heads, sq, sk, s->head_dim, 0.0, FM_PASS_FWD);
+  out->flops_paper = fm_cost_paper_flops(s->batch, s->heads, sq, sk, s->head_dim, out->rho, FM_PASS_FWD);
   out->flops_executed = 4.0 * (double)d * visited_elems;
   out->bytes_q = pairs * sq * d * e;
   out->bytes_o = pairs * sq * d * e;

@@ -15,7 +15,8 @@
  *           vectors, no bounds, no preprocessing.
  *
  * FLOPs (forward): the paper's count 4*B*H*Sq*Sk*D*(1-rho), rho = masked
- * tiles / all tiles by the min/max rule at the kernel's tile size; and the
+ * tiles / all tiles by the min/max rule at the kernel's tile size
+ * (fm_cost_paper_flops, the one place that formula is written); and the
  * executed count 4*D*(rows*cols) summed over the visited tiles (real rows and
  * columns; the tiles cut by a sequence end count only their real part).
  *
@@ -88,6 +89,14 @@ int64_t fm_cost_tile_bytes(const fm_cost_shape *s, int cls, int32_t rows, int32_
  * (nsets, Tr, Tc) int64 fm_cost_tile_bytes per tile (caller-allocated). */
 fm_status fm_cost_compute(const fm_colmask *m, const fm_cost_shape *s, const uint8_t *classes,
                           int64_t *tile_bytes, fm_cost *out, fm_err *err);
+
+/* The paper's FLOP count (docs/DESIGN.md, "Measuring performance"): the
+ * forward pass does two matmuls of 2*Sq*Sk*D FLOPs per (batch, head) on the
+ * tiles it does not skip, 4*B*H*Sq*Sk*D*(1-rho); the backward does five, 2.5
+ * times the forward's; FM_PASS_BOTH counts both (3.5 times). rho is the block
+ * sparsity at the kernel's own tile size (0 for the full count). */
+double fm_cost_paper_flops(int64_t batch, int64_t heads, int64_t sq, int64_t sk, int32_t head_dim,
+                           double rho, fm_pass pass);
 
 /* TFLOP/s of `flops` done in `ms` milliseconds (NaN when ms <= 0). */
 double fm_cost_tflops(double flops, double ms);

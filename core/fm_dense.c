@@ -30,6 +30,7 @@
 
 #include "fm_intervals_io.h"
 #include "fm_tile_rule.h"
+#include "fm_tiles.h"
 
 #define BLOCK 64                   /* columns per change test in the column pass */
 #define NTRANS 6                   /* transition rows kept per column: three runs */
@@ -66,18 +67,25 @@ static void shape_text(char *buf, size_t cap, int ndim, const int64_t *shape) {
 /* ------------------------------------------------------------------------- */
 /* The report builder: per-column and per-row results -> report.            */
 
+#define KR FM_DENSE_KEEP_RUNS
+
 typedef struct builder {
   fm_dense_report rep;
   fm_dense_set *sets;  /* (min(nsets, FM_DENSE_MAX_SET_REPORTS),) */
   fm_dense_set cur;    /* the set being scanned */
-  fm_colmask *staging; /* keep_intervals: (B, H) non-causal, canonical runs; else NULL */
-  int32_t *sv[4];      /* staging vectors of the current set */
+  int64_t set;         /* index of the current set */
+  int32_t *nruns;      /* keep_intervals: (nsets, Sk) runs per column; else NULL */
+  int32_t *runs;       /* keep_intervals: (nsets, Sk, KR, 2) first runs */
+  int32_t *best;       /* keep_intervals: (nsets, Sk, 2, 2) two longest runs, row order */
+  int64_t *tile_acc;   /* br > 0: (Tc,) masked elements of the current row tile */
+  uint8_t *tiles;      /* keep_tiles: (nsets, Tr, Tc) exact classes */
 } builder;
 
 struct fm_dense_result {
   fm_dense_report rep;
   fm_dense_set *sets;
-  fm_colmask *staging;
+  int32_t *nruns, *runs, *best;
+  uint8_t *tiles;
 };
 
 static fm_status check_dims(int64_t batch, int64_t heads, int64_t sq, int64_t sk, fm_err *err) {
@@ -93,8 +101,43 @@ static fm_status check_dims(int64_t batch, int64_t heads, int64_t sq, int64_t sk
   return FM_OK;
 }
 
+static void builder_free(builder *bd) {
+  free(bd->sets);
+  free(bd->nruns);
+  free(bd->runs);
+  free(bd->best);
+  free(bd->tile_acc);
+  free(bd->tiles);
+  memset(bd, 0, sizeof *bd);
+}
+
+/* The tile grid of opts (br, bc > 0), its accumulator and kept classes. */
+static fm_status builder_tiles(builder *bd, const fm_dense_opts *o, fm_err *err) {
+  fm_dense_tiles *t = &bd->rep.tiles;
+  if (!o || o->br <= 0 || o->bc <= 0) return FM_OK;
+  fm_status st = fm_tile_size_check(o->br, o->bc, err);
+  if (st != FM_OK) return st;
+  t->br = o->br;
+  t->bc = o->bc;
+  t->tr = (int32_t)((bd->rep.sq + o->br - 1) / o->br);
+  t->tc = (int32_t)((bd->rep.sk + o->bc - 1) / o->bc);
+  t->total = bd->rep.nsets * t->tr * t->tc;
+  bd->tile_acc = calloc((size_t)t->tc, sizeof *bd->tile_acc);
+  if (!bd->tile_acc) return fm_fail(err, FM_ENOMEM, "cannot allocate %d tile counters", t->tc);
+  if (o->keep_tiles) {
+    if (t->total > FM_MAX_ALLOC_BYTES)
+      return fm_fail(err, FM_ENOMEM, "%lld tiles of %d x %d are too many to keep (limit %lld); "
+                     "use larger tiles", (long long)t->total, t->br, t->bc,
+                     (long long)FM_MAX_ALLOC_BYTES);
+    bd->tiles = malloc((size_t)t->total);
+    if (!bd->tiles) return fm_fail(err, FM_ENOMEM, "cannot allocate %lld tile classes",
+                                   (long long)t->total);
+  }
+  return FM_OK;
+}
+
 static fm_status builder_init(builder *bd, int64_t batch, int64_t heads, int64_t sq, int64_t sk,
-                              int keep, fm_err *err) {
+                              const fm_dense_opts *o, fm_err *err) {
   memset(bd, 0, sizeof *bd);
   fm_status st = check_dims(batch, heads, sq, sk, err);
   if (st != FM_OK) return st;
@@ -109,25 +152,28 @@ static fm_status builder_init(builder *bd, int64_t batch, int64_t heads, int64_t
   r->rows_known = 1;
   r->shared_across_heads = 1;
   r->nsets = batch * heads;
+  r->advice.prefix_rows = sq;
   r->nset_reports = (int)(r->nsets < FM_DENSE_MAX_SET_REPORTS ? r->nsets : FM_DENSE_MAX_SET_REPORTS);
   bd->sets = calloc((size_t)r->nset_reports, sizeof *bd->sets);
   if (!bd->sets) return fm_fail(err, FM_ENOMEM, "cannot allocate the per-set reports");
-  if (keep) {
-    st = fm_colmask_create(sq, sk, batch, heads, 0, &bd->staging, err);
-    if (st != FM_OK) {
-      free(bd->sets);
-      bd->sets = NULL;
-      return st;
+  if (o && o->keep_intervals) {
+    const double cols = (double)r->nsets * (double)sk;
+    if (cols * (1 + 2 * KR + 4) * 4 > (double)FM_MAX_ALLOC_BYTES) {
+      builder_free(bd);
+      return fm_fail(err, FM_ENOMEM, "keeping the runs of %.0f columns needs more than %lld GiB",
+                     cols, (long long)(FM_MAX_ALLOC_BYTES >> 30));
+    }
+    bd->nruns = calloc((size_t)cols, sizeof *bd->nruns);
+    bd->runs = calloc((size_t)cols * KR * 2, sizeof *bd->runs);
+    bd->best = calloc((size_t)cols * 4, sizeof *bd->best);
+    if (!bd->nruns || !bd->runs || !bd->best) {
+      builder_free(bd);
+      return fm_fail(err, FM_ENOMEM, "cannot keep the runs of %.0f columns", cols);
     }
   }
-  return FM_OK;
-}
-
-static void builder_free(builder *bd) {
-  free(bd->sets);
-  fm_colmask_destroy(bd->staging);
-  bd->sets = NULL;
-  bd->staging = NULL;
+  st = builder_tiles(bd, o, err);
+  if (st != FM_OK) builder_free(bd);
+  return st;
 }
 
 static void b_begin_set(builder *bd, int32_t b, int32_t h) {
@@ -136,41 +182,77 @@ static void b_begin_set(builder *bd, int32_t b, int32_t h) {
   bd->cur.head = h;
   bd->cur.fit = bd->cur.row_fit = ALL_FORMS;
   bd->cur.same_as_head0 = 1;
-  if (bd->staging) {
-    int32_t set = b * (int32_t)bd->rep.heads + h;
-    for (int k = 0; k < 4; k++) bd->sv[k] = fm_colmask_vec(bd->staging, set, (fm_vec)k);
+  bd->set = (int64_t)b * bd->rep.heads + h;
+}
+
+/* Keeps the first few columns each form cannot hold, with their runs. */
+static void b_misfit(builder *bd, unsigned fit, int32_t j, int32_t n, const int32_t (*runs)[2]) {
+  fm_dense_report *r = &bd->rep;
+  for (int f = 0; f < FM_FORM_COUNT; f++) {
+    if (fit & (1u << f)) continue;
+    bd->cur.misfits[f]++;
+    r->misfits[f]++;
+    if (r->nfirst[f] < FM_DENSE_FIRST_BAD) {
+      fm_dense_column *c = &r->first[f][r->nfirst[f]++];
+      memset(c, 0, sizeof *c);
+      c->batch = bd->cur.batch;
+      c->head = bd->cur.head;
+      c->column = j;
+      c->nruns = n;
+      for (int k = 0; k < n && k < 3; k++) {
+        c->runs[k][0] = runs[k][0];
+        c->runs[k][1] = runs[k][1];
+      }
+    }
   }
 }
 
-/* Column j of the current set has n masked runs; runs holds the first min(n, 3). */
-static void b_column(builder *bd, int32_t j, int32_t n, const int32_t (*runs)[2]) {
+/* Column j of the current set has n masked runs; runs holds the first
+ * min(n, 3), best its two longest (row order; [0, 0) when fewer). */
+static void b_column(builder *bd, int32_t j, int32_t n, const int32_t (*runs)[2],
+                     const int32_t (*best)[2]) {
   fm_dense_report *r = &bd->rep;
   int32_t sq = (int32_t)r->sq, sk = (int32_t)r->sk;
   unsigned fit = fm_runs_fit(runs, n > 3 ? 4 : (int)n, fm_causal_limit(j, sq, sk), sq);
   bd->cur.fit &= fit;
   if (n > bd->cur.max_runs) bd->cur.max_runs = n;
-  if (fit != ALL_FORMS)
-    for (int f = 0; f < FM_FORM_COUNT; f++) {
-      if (fit & (1u << f)) continue;
-      bd->cur.misfits[f]++;
-      r->misfits[f]++;
-      if (r->nfirst[f] < FM_DENSE_FIRST_BAD) {
-        fm_dense_column *c = &r->first[f][r->nfirst[f]++];
-        memset(c, 0, sizeof *c);
-        c->batch = bd->cur.batch;
-        c->head = bd->cur.head;
-        c->column = j;
-        c->nruns = n;
-        for (int k = 0; k < n && k < 3; k++) {
-          c->runs[k][0] = runs[k][0];
-          c->runs[k][1] = runs[k][1];
-        }
-      }
+  if (fit != ALL_FORMS) b_misfit(bd, fit, j, n, runs);
+  fm_dense_advice *a = &r->advice;
+  a->runs_hist[n < FM_DENSE_RUNS_HIST - 1 ? n : FM_DENSE_RUNS_HIST - 1]++;
+  if (n >= 3 && runs[2][0] < a->prefix_rows) a->prefix_rows = runs[2][0];
+  a->subset_masked += (int64_t)(best[0][1] - best[0][0]) + (best[1][1] - best[1][0]);
+  if (bd->nruns) {
+    int64_t c = bd->set * sk + j;
+    bd->nruns[c] = n;
+    for (int k = 0; k < KR; k++) {
+      bd->runs[(c * KR + k) * 2] = k < n ? runs[k][0] : 0;
+      bd->runs[(c * KR + k) * 2 + 1] = k < n ? runs[k][1] : 0;
     }
-  if (bd->staging && n <= 2) {
-    int32_t iv[4];
-    fm_runs_to_intervals(runs, (int)n, 0, sq, FM_FORM_NONE, 0, iv);
-    for (int k = 0; k < 4; k++) bd->sv[k][j] = iv[k];
+    for (int k = 0; k < 4; k++) bd->best[c * 4 + k] = best[k / 2][k % 2];
+  }
+}
+
+/* The two longest of n <= 3 runs, in row order, [0, 0) for missing ones. */
+static void best_of_runs(const int32_t (*runs)[2], int n, int32_t best[2][2]) {
+  int a = -1, b = -1; /* indices of the longest and the second */
+  for (int k = 0; k < n && k < 3; k++) {
+    int32_t len = runs[k][1] - runs[k][0];
+    if (a < 0 || len > runs[a][1] - runs[a][0]) {
+      b = a;
+      a = k;
+    } else if (b < 0 || len > runs[b][1] - runs[b][0]) {
+      b = k;
+    }
+  }
+  if (b >= 0 && b < a) {
+    int t = a;
+    a = b;
+    b = t;
+  }
+  for (int k = 0; k < 2; k++) {
+    int src = k == 0 ? a : b;
+    best[k][0] = src >= 0 ? runs[src][0] : 0;
+    best[k][1] = src >= 0 ? runs[src][1] : 0;
   }
 }
 
@@ -182,12 +264,43 @@ static void b_row(builder *bd, int32_t i, int32_t n, const int32_t (*runs)[2]) {
   if (n > bd->cur.max_row_runs) bd->cur.max_row_runs = n;
 }
 
+/* Masked flags (0/1 bytes) in p[0, n). */
+static int64_t count01(const uint8_t *p, int64_t n) {
+  int64_t c = 0, k = 0;
+  for (; k + 8 <= n; k += 8) c += (int64_t)bytesum01(load64(p + k));
+  for (; k < n; k++) c += p[k];
+  return c;
+}
+
+/* Row i of the current set (flags m, (Sk,)) into the exact tile classes. */
+static void b_tile_row(builder *bd, int32_t i, const uint8_t *m) {
+  fm_dense_tiles *t = &bd->rep.tiles;
+  if (!bd->tile_acc) return;
+  const int64_t sk = bd->rep.sk;
+  for (int32_t c = 0; c < t->tc; c++) {
+    int64_t j0 = (int64_t)c * t->bc, len = sk - j0 < t->bc ? sk - j0 : t->bc;
+    bd->tile_acc[c] += count01(m + j0, len);
+  }
+  if ((i + 1) % t->br != 0 && i + 1 != bd->rep.sq) return;
+  const int64_t rows = i - (int64_t)(i / t->br) * t->br + 1;
+  uint8_t *keep = bd->tiles ? bd->tiles + (bd->set * t->tr + i / t->br) * t->tc : NULL;
+  for (int32_t c = 0; c < t->tc; c++) {
+    int64_t j0 = (int64_t)c * t->bc, len = sk - j0 < t->bc ? sk - j0 : t->bc;
+    int64_t acc = bd->tile_acc[c];
+    int cls = acc == 0 ? FM_TILE_UNMASKED : acc == rows * len ? FM_TILE_MASKED : FM_TILE_PARTIAL;
+    t->count[cls]++;
+    if (keep) keep[c] = (uint8_t)cls;
+    bd->tile_acc[c] = 0;
+  }
+}
+
 static void b_end_set(builder *bd, int same_as_head0) {
   fm_dense_report *r = &bd->rep;
   fm_dense_set *c = &bd->cur;
   c->same_as_head0 = same_as_head0;
   r->fit &= c->fit;
   r->row_fit &= c->row_fit;
+  r->advice.sets_fit += c->fit != 0;
   if (c->max_runs > r->max_runs) r->max_runs = c->max_runs;
   if (c->max_row_runs > r->max_row_runs) r->max_row_runs = c->max_row_runs;
   r->masked += c->masked;
@@ -215,6 +328,8 @@ static void b_finish(builder *bd, int64_t element_size) {
   r->dense_bytes = r->dense_bool_bytes * element_size;
   r->interval_bytes =
       r->form == FM_FORM_NONE ? 0 : r->batch * r->h_mask * r->sk * fm_form_k(r->form) * 4;
+  if (r->tiles.total > 0)
+    r->tiles.sparsity = (double)r->tiles.count[FM_TILE_MASKED] / (double)r->tiles.total;
 }
 
 static fm_status b_result(builder *bd, fm_dense_result **out, fm_err *err) {
@@ -225,28 +340,67 @@ static fm_status b_result(builder *bd, fm_dense_result **out, fm_err *err) {
   }
   res->rep = bd->rep;
   res->sets = bd->sets;
-  res->staging = bd->staging;
+  res->nruns = bd->nruns;
+  res->runs = bd->runs;
+  res->best = bd->best;
+  res->tiles = bd->tiles;
   res->rep.sets = res->sets;
   bd->sets = NULL;
-  bd->staging = NULL;
+  bd->nruns = bd->runs = bd->best = NULL;
+  bd->tiles = NULL;
+  builder_free(bd);
   *out = res;
   return FM_OK;
 }
 
 const fm_dense_report *fm_dense_result_report(const fm_dense_result *r) { return &r->rep; }
+const int32_t *fm_dense_result_nruns(const fm_dense_result *r) { return r->nruns; }
+const int32_t *fm_dense_result_runs(const fm_dense_result *r) { return r->runs; }
+const uint8_t *fm_dense_result_tiles(const fm_dense_result *r) { return r->tiles; }
+size_t fm_dense_report_size(void) { return sizeof(fm_dense_report); }
 
 void fm_dense_result_destroy(fm_dense_result *r) {
   if (!r) return;
   free(r->sets);
-  fm_colmask_destroy(r->staging);
+  free(r->nruns);
+  free(r->runs);
+  free(r->best);
+  free(r->tiles);
   free(r);
+}
+
+fm_status fm_dense_result_column(const fm_dense_result *r, int64_t batch, int64_t head,
+                                 int64_t column, fm_dense_column *out, unsigned *fit, fm_err *err) {
+  const fm_dense_report *rep = &r->rep;
+  if (!r->nruns)
+    return fm_fail(err, FM_EINVAL, "the analysis kept no runs (keep_intervals was off)");
+  if (batch < 0 || batch >= rep->batch || head < 0 || head >= rep->heads || column < 0 ||
+      column >= rep->sk)
+    return fm_fail(err, FM_EINVAL, "batch %lld, head %lld, column %lld is outside B = %lld, "
+                   "H = %lld, Sk = %lld", (long long)batch, (long long)head, (long long)column,
+                   (long long)rep->batch, (long long)rep->heads, (long long)rep->sk);
+  int64_t c = (batch * rep->heads + head) * rep->sk + column;
+  memset(out, 0, sizeof *out);
+  out->batch = (int32_t)batch;
+  out->head = (int32_t)head;
+  out->column = (int32_t)column;
+  out->nruns = r->nruns[c];
+  for (int k = 0; k < KR && k < 3; k++) {
+    out->runs[k][0] = r->runs[(c * KR + k) * 2];
+    out->runs[k][1] = r->runs[(c * KR + k) * 2 + 1];
+  }
+  if (fit)
+    *fit = fm_runs_fit((const int32_t(*)[2])out->runs, out->nruns > 3 ? 4 : out->nruns,
+                       fm_causal_limit((int32_t)column, (int32_t)rep->sq, (int32_t)rep->sk),
+                       (int32_t)rep->sq);
+  return FM_OK;
 }
 
 /* ------------------------------------------------------------------------- */
 /* The row pass (shared by the scanner and interval files).                  */
 
 /* Runs of masked columns along one row m (Sk,) 0/1 flags, m[-1] readable and 0.
- * Feeds the builder (runs, empty row, diagonal) and returns the masked count. */
+ * Feeds the builder (runs, empty row, diagonal, tiles) and returns the masked count. */
 static int64_t row_runs(builder *bd, const uint8_t *m, int64_t sk, int32_t i) {
   int64_t starts = 0, masked = 0, j = 0;
   int32_t tr[NTRANS];
@@ -272,6 +426,7 @@ static int64_t row_runs(builder *bd, const uint8_t *m, int64_t sk, int32_t i) {
     runs[k][1] = 2 * k + 1 < ntr ? tr[2 * k + 1] : (int32_t)sk;
   }
   b_row(bd, i, starts > INT32_MAX ? INT32_MAX : (int32_t)starts, (const int32_t(*)[2])runs);
+  b_tile_row(bd, i, m);
   bd->cur.empty_rows += masked == sk;
   int64_t d = i + sk - bd->rep.sq; /* the diagonal key, bottom-right aligned */
   if (d >= 0 && d < sk) bd->cur.masked_diagonal += m[d];
@@ -289,6 +444,8 @@ struct fm_dense_scan {
   uint8_t *cur, *prev;     /* flags (Sk,) of this row and the row above (0s above row 0) */
   int32_t *nt;             /* (Sk,) transitions of each column in this set */
   int32_t *tr;             /* (Sk, NTRANS) first transition rows of each column */
+  int32_t *start;          /* (Sk,) first row of each column's latest run */
+  int32_t *best;           /* (4, Sk) start and length of the longest run, then the second */
   uint64_t *hash;          /* (Sk,) hash of all transition rows; only when heads > 1 */
   int32_t *ref_nt;         /* (Sk,) head 0 of the current batch, when heads > 1 */
   int32_t *ref_tr;         /* (Sk, NTRANS) */
@@ -302,6 +459,8 @@ void fm_dense_scan_destroy(fm_dense_scan *s) {
   free(s->buf[1]);
   free(s->nt);
   free(s->tr);
+  free(s->start);
+  free(s->best);
   free(s->hash);
   free(s->ref_nt);
   free(s->ref_tr);
@@ -314,7 +473,7 @@ fm_status fm_dense_scan_create(int64_t batch, int64_t heads, int64_t sq, int64_t
   *out = NULL;
   fm_dense_scan *s = calloc(1, sizeof *s);
   if (!s) return fm_fail(err, FM_ENOMEM, "out of memory");
-  fm_status st = builder_init(&s->bd, batch, heads, sq, sk, o && o->keep_intervals, err);
+  fm_status st = builder_init(&s->bd, batch, heads, sq, sk, o, err);
   if (st != FM_OK) {
     free(s);
     return st;
@@ -330,7 +489,9 @@ fm_status fm_dense_scan_create(int64_t batch, int64_t heads, int64_t sq, int64_t
   s->buf[1] = calloc(n + 16, 1);
   s->nt = malloc(n * sizeof *s->nt);
   s->tr = malloc(n * NTRANS * sizeof *s->tr);
-  int ok = s->buf[0] && s->buf[1] && s->nt && s->tr;
+  s->start = malloc(n * sizeof *s->start);
+  s->best = malloc(4 * n * sizeof *s->best);
+  int ok = s->buf[0] && s->buf[1] && s->nt && s->tr && s->start && s->best;
   if (heads > 1) {
     s->hash = malloc(n * sizeof *s->hash);
     s->ref_nt = malloc(n * sizeof *s->ref_nt);
@@ -351,8 +512,43 @@ fm_status fm_dense_scan_create(int64_t batch, int64_t heads, int64_t sq, int64_t
 static void scan_begin_set(fm_dense_scan *s, int64_t set) {
   memset(s->prev, 0, (size_t)s->sk);
   memset(s->nt, 0, (size_t)s->sk * sizeof *s->nt);
+  memset(s->best, 0, 4 * (size_t)s->sk * sizeof *s->best);
   if (s->hash) memset(s->hash, 0, (size_t)s->sk * sizeof *s->hash);
   b_begin_set(&s->bd, (int32_t)(set / s->heads), (int32_t)(set % s->heads));
+}
+
+/* The two longest runs of columns [j0, j0 + len) after row i's transitions
+ * (c: this row, p: the row above): a run starting at i records its start, a
+ * run ending at i competes for the two places. Branch-free on separate
+ * arrays, so that the compiler vectorises both loops; the second runs only
+ * when some run beats a second place (rare once the places hold long runs). */
+static void best_update(int64_t len, const uint8_t *restrict c, const uint8_t *restrict p, int32_t i,
+                        int32_t *restrict st, int32_t *restrict b1s, int32_t *restrict b1l,
+                        int32_t *restrict b2s, int32_t *restrict b2l) {
+  int32_t need = 0;
+  for (int64_t k = 0; k < len; k++) {
+    const int32_t ck = c[k], pk = p[k], d = ck ^ pk;
+    const int32_t mst = -(d & ck), mend = -(d & pk); /* all ones when a run starts / ends at i */
+    need |= ((i - st[k]) & mend) > b2l[k];
+    st[k] = (st[k] & ~mst) | (i & mst);
+  }
+  if (!need) return;
+  for (int64_t k = 0; k < len; k++) {
+    const int32_t d = c[k] ^ p[k], mend = -(d & p[k]);
+    const int32_t s = st[k], l = (i - s) & mend; /* a run that ends here did not start here */
+    const int32_t s1 = b1s[k], l1 = b1l[k], s2 = b2s[k], l2 = b2l[k];
+    const int32_t g1 = -(l > l1), g2 = -(l > l2) & ~g1, keep2 = ~(g1 | g2);
+    b2s[k] = (s1 & g1) | (s & g2) | (s2 & keep2);
+    b2l[k] = (l1 & g1) | (l & g2) | (l2 & keep2);
+    b1s[k] = (s & g1) | (s1 & ~g1);
+    b1l[k] = (l & g1) | (l1 & ~g1);
+  }
+}
+
+static void scan_best(fm_dense_scan *s, int64_t j0, int64_t len, const uint8_t *c,
+                      const uint8_t *p, int32_t i) {
+  int32_t *b = s->best + j0;
+  best_update(len, c, p, i, s->start + j0, b, b + s->sk, b + 2 * s->sk, b + 3 * s->sk);
 }
 
 /* Column pass for row i: cur against prev. */
@@ -379,6 +575,7 @@ static void scan_columns(fm_dense_scan *s, int32_t i) {
       for (int64_t k = 0; k < len; k++)
         if (c[k] != p[k] && n[k] < NTRANS) tr[(j0 + k) * NTRANS + n[k]] = i;
     for (int64_t k = 0; k < len; k++) n[k] += c[k] ^ p[k];
+    scan_best(s, j0, len, c, p, i);
     if (hash) {
       uint64_t *h = hash + j0;
       for (int64_t k = 0; k < len; k++) {
@@ -389,38 +586,51 @@ static void scan_columns(fm_dense_scan *s, int32_t i) {
   }
 }
 
+/* 1 when the current set equals head 0 of its batch (keeps head 0's state). */
+static int scan_same_as_head0(fm_dense_scan *s) {
+  const int64_t sk = s->sk;
+  if (s->heads == 1) return 1;
+  if (s->bd.cur.head == 0) {
+    memcpy(s->ref_nt, s->nt, (size_t)sk * sizeof *s->nt);
+    memcpy(s->ref_tr, s->tr, (size_t)sk * NTRANS * sizeof *s->tr);
+    memcpy(s->ref_hash, s->hash, (size_t)sk * sizeof *s->hash);
+    return 1;
+  }
+  /* exact for columns of up to three runs (every transition kept), by a
+   * 64-bit hash of the transition rows beyond that */
+  for (int64_t j = 0; j < sk; j++) {
+    int32_t t = s->nt[j];
+    if (t != s->ref_nt[j] || s->hash[j] != s->ref_hash[j]) return 0;
+    for (int k = 0; k < t && k < NTRANS; k++)
+      if (s->tr[j * NTRANS + k] != s->ref_tr[j * NTRANS + k]) return 0;
+  }
+  return 1;
+}
+
 static void scan_end_set(fm_dense_scan *s) {
   builder *bd = &s->bd;
   const int64_t sk = s->sk;
   const int32_t sq = (int32_t)s->sq;
+  /* runs still open at the last row end at Sq: s->cur (free after the swap) as an unmasked row */
+  memset(s->cur, 0, (size_t)sk);
+  scan_best(s, 0, sk, s->cur, s->prev, sq);
   for (int64_t j = 0; j < sk; j++) {
     int32_t t = s->nt[j], n = (t + 1) / 2;
-    int32_t runs[3][2] = {{0, 0}, {0, 0}, {0, 0}};
+    int32_t runs[3][2] = {{0, 0}, {0, 0}, {0, 0}}, best[2][2] = {{0, 0}, {0, 0}};
     const int32_t *r = s->tr + j * NTRANS;
     for (int k = 0; k < n && k < 3; k++) {
       runs[k][0] = r[2 * k];
       runs[k][1] = 2 * k + 1 < t ? r[2 * k + 1] : sq;
     }
-    b_column(bd, (int32_t)j, n, (const int32_t(*)[2])runs);
+    int32_t s1 = s->best[j], l1 = s->best[sk + j], s2 = s->best[2 * sk + j], l2 = s->best[3 * sk + j];
+    int first = l2 > 0 && s2 < s1; /* row order */
+    best[0][0] = first ? s2 : s1;
+    best[0][1] = first ? s2 + l2 : s1 + l1;
+    best[1][0] = first ? s1 : s2;
+    best[1][1] = first ? s1 + l1 : s2 + l2;
+    b_column(bd, (int32_t)j, n, (const int32_t(*)[2])runs, (const int32_t(*)[2])best);
   }
-  int same = 1;
-  if (s->heads > 1) {
-    if (bd->cur.head == 0) {
-      memcpy(s->ref_nt, s->nt, (size_t)sk * sizeof *s->nt);
-      memcpy(s->ref_tr, s->tr, (size_t)sk * NTRANS * sizeof *s->tr);
-      memcpy(s->ref_hash, s->hash, (size_t)sk * sizeof *s->hash);
-    } else {
-      /* exact for columns of up to three runs (every transition kept), by a
-       * 64-bit hash of the transition rows beyond that */
-      for (int64_t j = 0; j < sk && same; j++) {
-        int32_t t = s->nt[j];
-        if (t != s->ref_nt[j] || s->hash[j] != s->ref_hash[j]) same = 0;
-        for (int k = 0; k < t && k < NTRANS && same; k++)
-          if (s->tr[j * NTRANS + k] != s->ref_tr[j * NTRANS + k]) same = 0;
-      }
-    }
-  }
-  b_end_set(bd, same);
+  b_end_set(bd, scan_same_as_head0(s));
 }
 
 /* Processes s->cur as the next row. */
@@ -442,8 +652,17 @@ static void scan_commit(fm_dense_scan *s) {
 }
 
 void fm_dense_scan_row(fm_dense_scan *s, const uint8_t *masked) {
-  for (int64_t j = 0; j < s->sk; j++) s->cur[j] = masked[j] != 0;
-  scan_commit(s);
+  fm_dense_scan_rows(s, masked, 1, 0);
+}
+
+void fm_dense_scan_rows(fm_dense_scan *s, const uint8_t *rows, int64_t nrows, int attend) {
+  const int64_t sk = s->sk;
+  const uint8_t flip = attend ? 1 : 0;
+  for (int64_t r = 0; r < nrows; r++) {
+    const uint8_t *row = rows + r * sk;
+    for (int64_t j = 0; j < sk; j++) s->cur[j] = (uint8_t)((row[j] != 0) ^ flip);
+    scan_commit(s);
+  }
 }
 
 static fm_status scan_finish_sized(fm_dense_scan *s, int64_t element_size, fm_dense_result **out,
@@ -468,52 +687,93 @@ fm_status fm_dense_scan_finish(fm_dense_scan *s, fm_dense_result **out, fm_err *
 /* ------------------------------------------------------------------------- */
 /* Dense files.                                                               */
 
-/* Stored row -> flags (1 = masked). Each returns the values an additive mask
- * reads as attend although they are not 0 (soft biases, +inf, NaN). */
-static int64_t flags_u8(const uint8_t *p, int64_t n, uint8_t flip, uint8_t *out) {
-  for (int64_t j = 0; j < n; j++) out[j] = (uint8_t)((p[j] != 0) ^ flip);
-  return 0;
-}
+/* How the stored values of one file become flags (1 = masked), and what the
+ * values showed on the way. */
+typedef struct value_reader {
+  fm_dtype dtype;
+  int additive;      /* float dtype read additively */
+  uint8_t flip;      /* bool reading: 1 when non-zero = attend */
+  uint64_t nonbinary; /* integer dtypes: OR of the bits above bit 0 (values other than 0, 1) */
+  int64_t soft;      /* additive: values read as attend that are not 0 */
+  int64_t ones;      /* float dtypes: values equal to 1 */
+  int64_t others;    /* float dtypes: values other than 0 and 1 */
+} value_reader;
 
-static int64_t flags_i32(const int32_t *p, int64_t n, uint8_t flip, uint8_t *out,
-                         uint32_t *nonbinary) {
-  uint32_t nb = 0;
-  for (int64_t j = 0; j < n; j++) {
-    out[j] = (uint8_t)((p[j] != 0) ^ flip);
-    nb |= (uint32_t)p[j] & ~1u;
-  }
-  *nonbinary |= nb;
-  return 0;
-}
-
-static int64_t flags_f32(const float *p, int64_t n, uint8_t *out) {
-  const float thr = (float)FM_DENSE_ADDITIVE_MASKED;
-  int64_t soft = 0;
-  for (int64_t j = 0; j < n; j++) {
-    int m = p[j] <= thr; /* false for NaN */
-    out[j] = (uint8_t)m;
-    soft += (p[j] != 0.0f) & !m;
-  }
-  return soft;
-}
-
-/* float16 / bfloat16 by their bits: masked when the sign is set and
- * thr <= |v| <= inf (NaN magnitudes lie above inf). */
-static int64_t flags_u16(const uint16_t *p, int64_t n, uint16_t thr, uint16_t inf, uint8_t *out) {
-  int64_t soft = 0;
-  for (int64_t j = 0; j < n; j++) {
-    uint16_t b = p[j], mag = b & 0x7fff;
-    int m = (b >> 15) & (mag >= thr) & (mag <= inf);
-    out[j] = (uint8_t)m;
-    soft += (mag != 0) & !m;
-  }
-  return soft;
-}
 /* -10000 as float16 is exact (0x70E2); as bfloat16 it rounds to -9984 (0x461C). */
 #define F16_MASKED_MAG 0x70E2
 #define F16_INF_MAG 0x7C00
+#define F16_ONE 0x3C00
 #define BF16_MASKED_MAG 0x461C
 #define BF16_INF_MAG 0x7F80
+#define BF16_ONE 0x3F80
+
+/* Integer values of type T: non-zero ^ flip. */
+#define FLAGS_INT(T)                                                                           \
+  do {                                                                                         \
+    const T *v = (const T *)(const void *)p;                                                   \
+    uint64_t nb = 0;                                                                           \
+    for (int64_t j = 0; j < n; j++) {                                                          \
+      out[j] = (uint8_t)((v[j] != 0) ^ vr->flip);                                              \
+      nb |= (uint64_t)v[j] & ~(uint64_t)1;                                                     \
+    }                                                                                          \
+    vr->nonbinary |= nb;                                                                       \
+  } while (0)
+
+/* Float values of type T: additive (masked at <= -10000, false for NaN) or
+ * non-zero ^ flip; counts the ones and the other non-zero values. */
+#define FLAGS_FLOAT(T)                                                                         \
+  do {                                                                                         \
+    const T *v = (const T *)(const void *)p;                                                   \
+    const T thr = (T)FM_DENSE_ADDITIVE_MASKED;                                                 \
+    int64_t soft = 0, ones = 0, others = 0;                                                    \
+    for (int64_t j = 0; j < n; j++) {                                                          \
+      int m = vr->additive ? v[j] <= thr : (v[j] != 0) ^ vr->flip;                             \
+      out[j] = (uint8_t)m;                                                                     \
+      ones += v[j] == 1;                                                                       \
+      others += (v[j] != 0) & (v[j] != 1);                                                     \
+      soft += (v[j] != 0) & !m;                                                                \
+    }                                                                                          \
+    vr->soft += soft;                                                             \
+    vr->ones += ones;                                                                          \
+    vr->others += others;                                                                      \
+  } while (0)
+
+/* float16 / bfloat16 by their bits: additive masked when the sign is set and
+ * thr <= |v| <= inf (NaN magnitudes lie above inf). */
+static void flags_half(value_reader *vr, const uint8_t *p, int64_t n, uint8_t *out) {
+  const int bf = vr->dtype == FM_DT_U16;
+  const uint16_t thr = bf ? BF16_MASKED_MAG : F16_MASKED_MAG, inf = bf ? BF16_INF_MAG : F16_INF_MAG;
+  const uint16_t one = bf ? BF16_ONE : F16_ONE;
+  const uint16_t *v = (const uint16_t *)(const void *)p;
+  int64_t soft = 0, ones = 0, others = 0;
+  for (int64_t j = 0; j < n; j++) {
+    uint16_t b = v[j], mag = b & 0x7fff;
+    int m = vr->additive ? (b >> 15) & (mag >= thr) & (mag <= inf) : (mag != 0) ^ vr->flip;
+    out[j] = (uint8_t)m;
+    ones += b == one;
+    others += (mag != 0) & (b != one);
+    soft += (mag != 0) & !m;
+  }
+  vr->soft += soft;
+  vr->ones += ones;
+  vr->others += others;
+}
+
+/* One stored row (Sk values) -> flags. */
+static void read_row(value_reader *vr, const uint8_t *p, int64_t n, uint8_t *out) {
+  switch (vr->dtype) {
+  case FM_DT_I32: FLAGS_INT(int32_t); break;
+  case FM_DT_I64: FLAGS_INT(int64_t); break;
+  case FM_DT_U64: FLAGS_INT(uint64_t); break;
+  case FM_DT_F32: FLAGS_FLOAT(float); break;
+  case FM_DT_F64: FLAGS_FLOAT(double); break;
+  case FM_DT_F16:
+  case FM_DT_U16: flags_half(vr, p, n, out); break;
+  default:
+    for (int64_t j = 0; j < n; j++) out[j] = (uint8_t)((p[j] != 0) ^ vr->flip);
+    break;
+  }
+}
 
 static int host_little_endian(void) {
   uint16_t x = 1;
@@ -522,29 +782,23 @@ static int host_little_endian(void) {
   return b == 1;
 }
 
-static int is_additive(fm_dtype t) { return t == FM_DT_F32 || t == FM_DT_F16 || t == FM_DT_U16; }
+static int is_float(fm_dtype t) {
+  return t == FM_DT_F32 || t == FM_DT_F64 || t == FM_DT_F16 || t == FM_DT_U16;
+}
+int fm_dense_dtype_is_float(fm_dtype t) { return is_float(t); }
+static int is_additive(fm_dtype t) { return is_float(t); } /* the dtypes written additively */
+static int is_wide_int(fm_dtype t) { return t == FM_DT_I32 || t == FM_DT_I64 || t == FM_DT_U64; }
 
 static int interval_shaped(const fm_npy_header *h) {
   return h->ndim == 4 && (h->shape[3] == 1 || h->shape[3] == 2 || h->shape[3] == 4) &&
          h->shape[2] > h->shape[3];
 }
 
-/* Checks a header as a dense mask; dims = B, H, Sq, Sk. */
-static fm_status dense_header(const char *path, const fm_npy_header *h, int masked_true,
+/* Checks a header and the options as a dense mask; dims = B, H, Sq, Sk. */
+static fm_status dense_header(const char *path, const fm_npy_header *h, const fm_dense_opts *o,
                               int64_t dims[4], fm_err *err) {
   char shp[200];
   shape_text(shp, sizeof shp, h->ndim, h->shape);
-  if (h->dtype == FM_DT_I64) {
-    if (interval_shaped(h))
-      return fm_fail(err, FM_EFORMAT,
-                     "%s: int64 %s looks like an interval file (Paddle [B, H_mask, Sk, k] row "
-                     "indices), not a dense mask: use fmsim check --intervals",
-                     path, shp);
-    return fm_fail(err, FM_EUNSUPPORTED,
-                   "%s: int64 is not a dense mask dtype (expected bool, uint8, int8, int32, "
-                   "float32, float16, or bfloat16 stored as uint16)",
-                   path);
-  }
   if (h->ndim < 2 || h->ndim > 4)
     return fm_fail(err, FM_EFORMAT,
                    "%s: shape %s has %d dimension%s; a dense mask is [Sq, Sk], [H, Sq, Sk] or "
@@ -562,11 +816,16 @@ static fm_status dense_header(const char *path, const fm_npy_header *h, int mask
   if (dims[0] == 0 || dims[1] == 0)
     return fm_fail(err, FM_EFORMAT, "%s: shape %s has B = %lld, H = %lld; expected at least one",
                    path, shp, (long long)dims[0], (long long)dims[1]);
-  if (masked_true && is_additive(h->dtype))
+  const int additive = is_float(h->dtype) && o->reading != FM_DENSE_READ_BOOL;
+  if (o->masked_true && additive)
     return fm_fail(err, FM_EINVAL,
                    "%s: the masked-true convention is for bool and integer masks; a %s mask is "
-                   "additive (0 = attend, -inf or <= -10000 = masked)",
+                   "additive (0 = attend, -inf or <= -10000 = masked) unless read with --bool",
                    path, fm_dense_dtype_name(h->dtype));
+  if (!is_float(h->dtype) && o->reading != FM_DENSE_READ_AUTO)
+    return fm_fail(err, FM_EINVAL, "%s: --bool and --additive say how to read a float mask; "
+                   "this one is %s (non-zero = %s)", path, fm_dense_dtype_name(h->dtype),
+                   o->masked_true ? "masked" : "may attend");
   if (fm_dtype_size(h->dtype) > 1 && !host_little_endian())
     return fm_fail(err, FM_EUNSUPPORTED, "%s: multi-byte dtypes need a little-endian host", path);
   fm_status st = check_dims(dims[0], dims[1], dims[2], dims[3], err);
@@ -578,46 +837,15 @@ static fm_status dense_header(const char *path, const fm_npy_header *h, int mask
   return FM_OK;
 }
 
-fm_status fm_dense_check_file(const char *path, const fm_dense_opts *o, fm_dense_result **out,
-                              fm_err *err) {
-  *out = NULL;
-  fm_dense_opts opts = {0, 0};
-  if (o) opts = *o;
-  FILE *f = fopen(path, "rb");
-  if (!f) return fm_fail(err, FM_EIO, "%s: cannot open: %s", path, strerror(errno));
-  fm_npy_header h;
-  int64_t dims[4] = {0, 0, 0, 0};
-  fm_status st = fm_npy_read_header(f, path, &h, err);
-  if (st == FM_OK) st = dense_header(path, &h, opts.masked_true, dims, err);
-  if (st != FM_OK) {
-    fclose(f);
-    return st;
-  }
-  const int64_t esize = fm_dtype_size(h.dtype), sk = dims[3];
-  const int64_t row_bytes = sk * esize, rows = dims[0] * dims[1] * dims[2];
+/* Reads rows [0, rows) of the open file through the scanner. */
+static fm_status scan_file_rows(fm_dense_scan *s, value_reader *vr, int fd, const char *path,
+                                int64_t off, int64_t rows, int64_t row_bytes, fm_err *err) {
   int64_t per = READ_CHUNK / row_bytes; /* rows per read */
   if (per < 1) per = 1;
   if (per > rows) per = rows;
   uint8_t *chunk = malloc((size_t)(per * row_bytes)); /* (per, Sk) elements as stored */
-  fm_dense_scan *s = NULL;
-  if (!chunk) st = fm_fail(err, FM_ENOMEM, "%s: cannot allocate a read buffer", path);
-  if (st == FM_OK) st = fm_dense_scan_create(dims[0], dims[1], dims[2], dims[3], &opts, &s, err);
-  if (st != FM_OK) {
-    free(chunk);
-    fclose(f);
-    return st;
-  }
-  fm_dense_report *rep = &s->bd.rep;
-  rep->dtype = h.dtype;
-  rep->ndim = h.ndim;
-  rep->additive = is_additive(h.dtype);
-  const int fd = fileno(f);
-#ifdef POSIX_FADV_SEQUENTIAL
-  posix_fadvise(fd, (off_t)h.data_offset, 0, POSIX_FADV_SEQUENTIAL);
-#endif
-  const uint8_t flip = opts.masked_true ? 0 : 1; /* default: non-zero = attend */
-  uint32_t nonbinary = 0;
-  int64_t soft = 0, off = h.data_offset;
+  if (!chunk) return fm_fail(err, FM_ENOMEM, "%s: cannot allocate a read buffer", path);
+  fm_status st = FM_OK;
   for (int64_t r = 0; r < rows && st == FM_OK;) {
     int64_t nr = rows - r < per ? rows - r : per, want = nr * row_bytes, got = 0;
     while (got < want) {
@@ -635,38 +863,73 @@ fm_status fm_dense_check_file(const char *path, const fm_dense_opts *o, fm_dense
     if (st != FM_OK) break;
     off += want;
     for (int64_t q = 0; q < nr; q++) {
-      const uint8_t *row = chunk + q * row_bytes;
-      switch (h.dtype) {
-      case FM_DT_I32: flags_i32((const int32_t *)(const void *)row, sk, flip, s->cur, &nonbinary); break;
-      case FM_DT_F32: soft += flags_f32((const float *)(const void *)row, sk, s->cur); break;
-      case FM_DT_F16:
-        soft += flags_u16((const uint16_t *)(const void *)row, sk, F16_MASKED_MAG, F16_INF_MAG, s->cur);
-        break;
-      case FM_DT_U16:
-        soft += flags_u16((const uint16_t *)(const void *)row, sk, BF16_MASKED_MAG, BF16_INF_MAG, s->cur);
-        break;
-      default: flags_u8(row, sk, flip, s->cur); break;
-      }
+      read_row(vr, chunk + q * row_bytes, s->sk, s->cur);
       scan_commit(s);
     }
     r += nr;
   }
   free(chunk);
-  fclose(f);
-  if (st == FM_OK && h.dtype == FM_DT_I32 && nonbinary && interval_shaped(&h)) {
-    char shp[200];
-    shape_text(shp, sizeof shp, h.ndim, h.shape);
-    st = fm_fail(err, FM_EFORMAT,
-                 "%s: int32 %s with values other than 0 and 1 looks like an interval file "
-                 "(Paddle [B, H_mask, Sk, k] row indices), not a dense mask: use fmsim check "
-                 "--intervals",
-                 path, shp);
+  return st;
+}
+
+/* What the values showed that makes the mask unusable as read. */
+static fm_status values_verdict(const char *path, const fm_npy_header *h, const value_reader *vr,
+                                const fm_dense_opts *o, fm_err *err) {
+  char shp[200];
+  shape_text(shp, sizeof shp, h->ndim, h->shape);
+  if (is_wide_int(h->dtype) && vr->nonbinary && interval_shaped(h))
+    return fm_fail(err, FM_EFORMAT,
+                   "%s: %s %s with values other than 0 and 1 looks like an interval file "
+                   "(Paddle [B, H_mask, Sk, k] row indices), not a dense mask: use fmsim check "
+                   "--intervals",
+                   path, fm_dense_dtype_name(h->dtype), shp);
+  if (is_float(h->dtype) && o->reading == FM_DENSE_READ_AUTO && vr->ones > 0 && vr->others == 0)
+    return fm_fail(err, FM_EINVAL,
+                   "%s: %s %s holds only 0 and 1: as an additive mask nothing would be masked; "
+                   "say how to read it: --bool (1 = may attend, with --masked-true 1 = masked) "
+                   "or --additive (0 = attend, the 1s are biases)",
+                   path, fm_dense_dtype_name(h->dtype), shp);
+  return FM_OK;
+}
+
+fm_status fm_dense_check_file(const char *path, const fm_dense_opts *o, fm_dense_result **out,
+                              fm_err *err) {
+  *out = NULL;
+  fm_dense_opts opts = {0};
+  if (o) opts = *o;
+  FILE *f = fopen(path, "rb");
+  if (!f) return fm_fail(err, FM_EIO, "%s: cannot open: %s", path, strerror(errno));
+  fm_npy_header h;
+  int64_t dims[4] = {0, 0, 0, 0};
+  fm_status st = fm_npy_read_header(f, path, &h, err);
+  if (st == FM_OK) st = dense_header(path, &h, &opts, dims, err);
+  fm_dense_scan *s = NULL;
+  if (st == FM_OK) st = fm_dense_scan_create(dims[0], dims[1], dims[2], dims[3], &opts, &s, err);
+  if (st != FM_OK) {
+    fclose(f);
+    return st;
   }
+  fm_dense_report *rep = &s->bd.rep;
+  value_reader vr = {.dtype = h.dtype,
+                     .additive = is_float(h.dtype) && opts.reading != FM_DENSE_READ_BOOL,
+                     .flip = opts.masked_true ? 0 : 1}; /* default: non-zero = attend */
+  rep->dtype = h.dtype;
+  rep->ndim = h.ndim;
+  rep->additive = vr.additive;
+  const int fd = fileno(f);
+#ifdef POSIX_FADV_SEQUENTIAL
+  posix_fadvise(fd, (off_t)h.data_offset, 0, POSIX_FADV_SEQUENTIAL);
+#endif
+  const int64_t esize = fm_dtype_size(h.dtype);
+  st = scan_file_rows(s, &vr, fd, path, h.data_offset, dims[0] * dims[1] * dims[2],
+                      dims[3] * esize, err);
+  fclose(f);
+  if (st == FM_OK) st = values_verdict(path, &h, &vr, &opts, err);
   if (st != FM_OK) {
     fm_dense_scan_destroy(s);
     return st;
   }
-  rep->soft_values = soft;
+  rep->soft_values = vr.additive ? vr.soft : 0;
   return scan_finish_sized(s, esize, out, err);
 }
 
@@ -693,24 +956,47 @@ static int32_t *causal_limits(const fm_colmask *m) {
 }
 
 static int sets_equal(const fm_colmask *m, int32_t a, int32_t b) {
-  for (int32_t j = 0; j < fm_colmask_sk(m); j++) {
-    int32_t ra[3][2], rb[3][2];
-    int na = fm_colmask_column_runs(m, a, j, ra), nb = fm_colmask_column_runs(m, b, j, rb);
-    if (na != nb) return 0;
-    for (int k = 0; k < na; k++)
-      if (ra[k][0] != rb[k][0] || ra[k][1] != rb[k][1]) return 0;
-  }
+  for (int32_t j = 0; j < fm_colmask_sk(m); j++)
+    if (!fm_colmask_column_equal(m, a, m, b, j)) return 0;
   return 1;
 }
 
+/* The exact tile classes of an interval mask (fm_classify), into the report. */
+static fm_status colmask_tiles(builder *bd, const fm_colmask *m, const fm_dense_opts *o,
+                               fm_err *err) {
+  if (!o || o->br <= 0 || o->bc <= 0) return FM_OK;
+  fm_dense_opts grid = {.br = o->br, .bc = o->bc, .keep_tiles = o->keep_tiles};
+  fm_status st = builder_tiles(bd, &grid, err);
+  fm_tile_counts counts;
+  if (st == FM_OK) st = fm_classify(m, o->br, o->bc, &counts, NULL, bd->tiles, err);
+  if (st != FM_OK) return st;
+  for (int c = 0; c < FM_TILE_NCLASSES; c++) bd->rep.tiles.count[c] = counts.exact[c];
+  return FM_OK;
+}
+
+/* Expands every row of set `set` through the row pass. */
+static void colmask_rows(builder *bd, const fm_colmask *m, int32_t set, const int32_t *climit,
+                         uint8_t *buf) {
+  const int32_t sq = fm_colmask_sq(m), sk = fm_colmask_sk(m);
+  for (int32_t i = 0; i < sq; i++) {
+    expand_row(m, set, climit, i, sk, buf + 8);
+    row_runs(bd, buf + 8, sk, i);
+  }
+}
+
 fm_status fm_dense_check_colmask(const fm_colmask *m, int64_t max_row_elements,
-                                 fm_dense_result **out, fm_err *err) {
+                                 const fm_dense_opts *o, fm_dense_result **out, fm_err *err) {
   *out = NULL;
   const int64_t nb = fm_colmask_nb(m), nh = fm_colmask_nh(m);
   const int64_t sq = fm_colmask_sq(m), sk = fm_colmask_sk(m);
   builder bd;
-  fm_status st = builder_init(&bd, nb, nh, sq, sk, 0, err);
-  if (st != FM_OK) return st;
+  fm_dense_opts keep = {.keep_intervals = o ? o->keep_intervals : 0};
+  fm_status st = builder_init(&bd, nb, nh, sq, sk, &keep, err);
+  if (st == FM_OK) st = colmask_tiles(&bd, m, o, err);
+  if (st != FM_OK) {
+    builder_free(&bd);
+    return st;
+  }
   bd.rep.dtype = FM_DT_I32;
   /* rows only when small: every set is expanded, O(Sq*Sk) each */
   int rows = (double)nb * (double)nh * (double)sq * (double)sk <= (double)max_row_elements;
@@ -732,16 +1018,14 @@ fm_status fm_dense_check_colmask(const fm_colmask *m, int64_t max_row_elements,
       int64_t masked = 0;
       b_begin_set(&bd, b, h);
       for (int32_t j = 0; j < sk; j++) {
-        int32_t runs[3][2];
+        int32_t runs[3][2], best[2][2];
         int n = fm_colmask_column_runs(m, set, j, runs);
         for (int k = 0; k < n; k++) masked += runs[k][1] - runs[k][0];
-        b_column(&bd, j, n, (const int32_t(*)[2])runs);
+        best_of_runs((const int32_t(*)[2])runs, n, best);
+        b_column(&bd, j, n, (const int32_t(*)[2])runs, (const int32_t(*)[2])best);
       }
       if (rows) {
-        for (int32_t i = 0; i < sq; i++) {
-          expand_row(m, set, climit, i, sk, buf + 8);
-          row_runs(&bd, buf + 8, sk, i);
-        }
+        colmask_rows(&bd, m, set, climit, buf);
       } else { /* the diagonal from the columns; empty rows stay unknown */
         for (int64_t i = sq > sk ? sq - sk : 0; i < sq; i++)
           bd.cur.masked_diagonal += fm_colmask_masked(m, set, (int32_t)i, (int32_t)(i + sk - sq));
@@ -756,11 +1040,31 @@ fm_status fm_dense_check_colmask(const fm_colmask *m, int64_t max_row_elements,
   return b_result(&bd, out, err);
 }
 
+/* The kept runs of column j of set `set` (n of them, the first three). */
+static int kept_runs(const fm_dense_result *r, int64_t set, int32_t j, int32_t runs[3][2]) {
+  int64_t c = set * r->rep.sk + j;
+  for (int k = 0; k < 3; k++) {
+    runs[k][0] = r->runs[(c * KR + k) * 2];
+    runs[k][1] = r->runs[(c * KR + k) * 2 + 1];
+  }
+  return r->nruns[c];
+}
+
+/* A new mask of the result's shape, B x H_mask sets (H_mask = 1 when shared). */
+static fm_status result_colmask(const fm_dense_result *r, int causal, fm_colmask **out,
+                                fm_err *err) {
+  const fm_dense_report *rep = &r->rep;
+  if (!r->nruns)
+    return fm_fail(err, FM_EINVAL, "the analysis kept no intervals (keep_intervals was off)");
+  return fm_colmask_create(rep->sq, rep->sk, rep->batch, rep->shared_across_heads ? 1 : rep->heads,
+                           causal, out, err);
+}
+
 fm_status fm_dense_result_to_colmask(const fm_dense_result *r, fm_form f, fm_colmask **out,
                                      fm_err *err) {
   *out = NULL;
   const fm_dense_report *rep = &r->rep;
-  if (!r->staging)
+  if (!r->nruns)
     return fm_fail(err, FM_EINVAL, "the analysis kept no intervals (keep_intervals was off)");
   if (f == FM_FORM_NONE) f = rep->form;
   if (f == FM_FORM_NONE || !(rep->fit & (1u << f))) {
@@ -781,20 +1085,49 @@ fm_status fm_dense_result_to_colmask(const fm_dense_result *r, fm_form f, fm_col
                    c->nruns == 1 ? "" : "s", runs);
   }
   const int32_t sq = (int32_t)rep->sq, sk = (int32_t)rep->sk;
-  const int64_t nh_out = rep->shared_across_heads ? 1 : rep->heads;
   fm_colmask *m = NULL;
-  fm_status st = fm_colmask_create(sq, sk, rep->batch, nh_out, fm_form_causal(f), &m, err);
+  fm_status st = result_colmask(r, fm_form_causal(f), &m, err);
   if (st != FM_OK) return st;
+  const int32_t nh_out = fm_colmask_nh(m);
   for (int32_t b = 0; b < rep->batch; b++)
     for (int32_t h = 0; h < nh_out; h++) {
-      int32_t src = b * (int32_t)rep->heads + h, dst = b * (int32_t)nh_out + h;
+      int64_t src = (int64_t)b * rep->heads + h;
       int32_t *v[4];
-      for (int k = 0; k < 4; k++) v[k] = fm_colmask_vec(m, dst, (fm_vec)k);
+      for (int k = 0; k < 4; k++) v[k] = fm_colmask_vec(m, b * nh_out + h, (fm_vec)k);
       for (int32_t j = 0; j < sk; j++) {
         int32_t runs[3][2], iv[4];
-        int n = fm_colmask_column_runs(r->staging, src, j, runs);
+        int n = kept_runs(r, src, j, runs);
         fm_runs_to_intervals((const int32_t(*)[2])runs, n, fm_causal_limit(j, sq, sk), sq, f,
                              fm_form_causal(f), iv);
+        for (int k = 0; k < 4; k++) v[k][j] = iv[k];
+      }
+    }
+  *out = m;
+  return FM_OK;
+}
+
+fm_status fm_dense_result_subset_colmask(const fm_dense_result *r, fm_colmask **out, fm_err *err) {
+  *out = NULL;
+  const fm_dense_report *rep = &r->rep;
+  fm_colmask *m = NULL;
+  fm_status st = result_colmask(r, 0, &m, err);
+  if (st != FM_OK) return st;
+  const int32_t sq = (int32_t)rep->sq, sk = (int32_t)rep->sk, nh_out = fm_colmask_nh(m);
+  for (int32_t b = 0; b < rep->batch; b++)
+    for (int32_t h = 0; h < nh_out; h++) {
+      const int32_t *best = r->best + ((int64_t)b * rep->heads + h) * sk * 4;
+      int32_t *v[4];
+      for (int k = 0; k < 4; k++) v[k] = fm_colmask_vec(m, b * nh_out + h, (fm_vec)k);
+      for (int32_t j = 0; j < sk; j++) {
+        int32_t runs[2][2], iv[4];
+        int n = 0;
+        for (int k = 0; k < 2; k++)
+          if (best[j * 4 + 2 * k + 1] > best[j * 4 + 2 * k]) {
+            runs[n][0] = best[j * 4 + 2 * k];
+            runs[n][1] = best[j * 4 + 2 * k + 1];
+            n++;
+          }
+        fm_runs_to_intervals((const int32_t(*)[2])runs, n, 0, sq, FM_FORM_NONE, 0, iv);
         for (int k = 0; k < 4; k++) v[k][j] = iv[k];
       }
     }
@@ -805,10 +1138,7 @@ fm_status fm_dense_result_to_colmask(const fm_dense_result *r, fm_form f, fm_col
 /* ------------------------------------------------------------------------- */
 /* Expansion.                                                                  */
 
-static int expand_dtype_ok(fm_dtype t) {
-  return t == FM_DT_BOOL || t == FM_DT_U8 || t == FM_DT_I8 || t == FM_DT_I32 || t == FM_DT_F32 ||
-         t == FM_DT_F16 || t == FM_DT_U16;
-}
+static int expand_dtype_ok(fm_dtype t) { return (unsigned)t < FM_DT_COUNT; } /* every fm_npy dtype */
 
 /* flags (Sk,) -> stored values (Sk,) of dtype t. */
 static void flags_to_values(const uint8_t *fl, int64_t n, fm_dtype t, uint8_t flip, void *out) {
@@ -816,8 +1146,17 @@ static void flags_to_values(const uint8_t *fl, int64_t n, fm_dtype t, uint8_t fl
   case FM_DT_I32:
     for (int64_t j = 0; j < n; j++) ((int32_t *)out)[j] = fl[j] ^ flip;
     break;
+  case FM_DT_I64:
+    for (int64_t j = 0; j < n; j++) ((int64_t *)out)[j] = fl[j] ^ flip;
+    break;
+  case FM_DT_U64:
+    for (int64_t j = 0; j < n; j++) ((uint64_t *)out)[j] = fl[j] ^ flip;
+    break;
   case FM_DT_F32:
     for (int64_t j = 0; j < n; j++) ((float *)out)[j] = fl[j] ? -INFINITY : 0.0f;
+    break;
+  case FM_DT_F64:
+    for (int64_t j = 0; j < n; j++) ((double *)out)[j] = fl[j] ? -INFINITY : 0.0;
     break;
   case FM_DT_F16:
     for (int64_t j = 0; j < n; j++) ((uint16_t *)out)[j] = fl[j] ? 0xFC00 : 0; /* -inf */
@@ -838,7 +1177,8 @@ fm_status fm_dense_expand(const fm_colmask *m, const char *path, const fm_dense_
   if (o) opt = *o;
   if (!expand_dtype_ok(opt.dtype))
     return fm_fail(err, FM_EINVAL, "%s: cannot write a dense mask as %s (expected bool, uint8, "
-                   "int8, int32, float32, float16 or bfloat16)", path, fm_dense_dtype_name(opt.dtype));
+                   "int8, int32, int64, uint64, float32, float64, float16 or bfloat16)", path,
+                   fm_dense_dtype_name(opt.dtype));
   if (opt.masked_true && is_additive(opt.dtype))
     return fm_fail(err, FM_EINVAL, "%s: the masked-true convention is for bool and integer "
                    "masks; %s masks are additive (0 = attend, -inf = masked)",
@@ -921,7 +1261,8 @@ static const struct {
   const char *name;
 } dense_names[] = {{FM_DT_BOOL, "bool"},   {FM_DT_U8, "uint8"},     {FM_DT_I8, "int8"},
                    {FM_DT_I32, "int32"},   {FM_DT_F32, "float32"},  {FM_DT_F16, "float16"},
-                   {FM_DT_U16, "bfloat16"}, {FM_DT_I64, "int64"}};
+                   {FM_DT_U16, "bfloat16"}, {FM_DT_I64, "int64"},   {FM_DT_U64, "uint64"},
+                   {FM_DT_F64, "float64"}};
 #define NDENSE_NAMES ((int)(sizeof dense_names / sizeof dense_names[0]))
 
 const char *fm_dense_dtype_name(fm_dtype t) {
@@ -936,43 +1277,6 @@ fm_status fm_dense_dtype_parse(const char *name, fm_dtype *out, fm_err *err) {
       *out = dense_names[i].t;
       return FM_OK;
     }
-  return fm_fail(err, FM_EINVAL, "unknown dtype '%s' (expected bool, uint8, int8, int32, float32, "
-                 "float16 or bfloat16)", name);
-}
-
-fm_status fm_interval_file_load(const char *path, int causal, int64_t sq, fm_colmask **out,
-                                fm_err *err) {
-  *out = NULL;
-  fm_npy_header h;
-  fm_status st = fm_npy_read_header_path(path, &h, err);
-  if (st != FM_OK) return st;
-  char shp[200];
-  shape_text(shp, sizeof shp, h.ndim, h.shape);
-  int int_dtype = h.dtype == FM_DT_I32 || h.dtype == FM_DT_I64;
-  int64_t k = h.ndim == 4 ? h.shape[3] : 0;
-  if (!int_dtype || h.ndim != 4 || (k != 1 && k != 2 && k != 4)) {
-    if (h.ndim >= 2 && h.ndim <= 4 && h.dtype != FM_DT_I64)
-      return fm_fail(err, FM_EFORMAT,
-                     "%s: %s %s looks like a dense mask, not an interval file (int32 [B, H_mask, "
-                     "Sk, k] with k = 1, 2 or 4): use fmsim check without --intervals",
-                     path, fm_dense_dtype_name(h.dtype), shp);
-    return fm_fail(err, FM_EFORMAT,
-                   "%s: %s %s is not an interval file (expected int32 [B, H_mask, Sk, k] with "
-                   "k = 1, 2 or 4)",
-                   path, fm_dense_dtype_name(h.dtype), shp);
-  }
-  if (causal && k == 4)
-    return fm_fail(err, FM_EFORMAT,
-                   "%s: k = 4 vectors is the bidirectional form bidir-4, but a causal mask was "
-                   "asked for (causal forms have k = 1 or 2)",
-                   path);
-  if (!causal && k == 1)
-    return fm_fail(err, FM_EFORMAT,
-                   "%s: k = 1 vector is the causal form causal-1, but a bidirectional mask was "
-                   "asked for (bidirectional forms have k = 2 or 4)",
-                   path);
-  if (sq < 0 || sq > FM_MAX_SEQLEN)
-    return fm_fail(err, FM_EINVAL, "%s: Sq = %lld is outside 1..%d", path, (long long)sq,
-                   FM_MAX_SEQLEN);
-  return fm_colmask_load_npy(path, causal, sq, out, err);
+  return fm_fail(err, FM_EINVAL, "unknown dtype '%s' (expected bool, uint8, int8, int32, int64, "
+                 "uint64, float32, float64, float16 or bfloat16)", name);
 }

@@ -1,7 +1,8 @@
 /* fm_dense.h — dense attention masks (.npy) as a source of column-interval
  * masks: streaming representability analysis, conversion and expansion.
  *
- * A dense mask is only ever a source or a check (DESIGN.md): it is scanned
+ * A dense mask is only ever a source or a check (docs/DESIGN.md, "Data
+ * flow"): it is scanned
  * once, row by row in storage order, with O(Sk) working state per (batch,
  * head); it is never held in memory. Per key column the scanner counts the
  * masked runs (transitions between consecutive rows) and keeps the first
@@ -10,25 +11,40 @@
  * does not fit. Per query row it does the same along the row, which decides
  * whether the transposed (row-wise) mask would fit instead.
  *
+ * For masks that do not fit, the scan also gathers what to do about it
+ * (fm_dense_advice): runs per column as a histogram, the longest prefix of
+ * query rows that fits, how many (batch, head) sets fit on their own, and the
+ * tightest fitting sub-mask: per column its two longest masked runs (a
+ * bidir-4 mask that masks a subset of the mask, so FlashMask can skip what
+ * it skips and an extra element mask does the rest). With a tile size in the
+ * options the dense mask's own Br x Bc tiles are classified exactly as well.
+ *
  * Values (the element -> masked rule):
- *   bool, uint8, int8, int32   non-zero = may attend (PyTorch's convention),
- *                              zero = masked; masked_true flips it.
- *   float32, float16,          additive: masked when the value is -inf or
- *   bfloat16 (stored as <u2)   <= -10000 as rounded to the dtype (bfloat16:
- *                              -9984); 0 = attend. Any other value (a soft
+ *   bool, uint8, int8, int32,  non-zero = may attend (PyTorch's convention),
+ *   int64, uint64              zero = masked; masked_true flips it.
+ *   float32, float64,          additive: masked when the value is -inf or
+ *   float16, bfloat16          <= -10000 as rounded to the dtype (bfloat16:
+ *   (stored as <u2)            -9984); 0 = attend. Any other value (a soft
  *                              bias, +inf, NaN) is read as attend and
  *                              counted in soft_values, so a report can say
- *                              the mask carries more than a mask.
+ *                              the mask carries more than a mask. A float
+ *                              mask holding only 0 and 1 (and some 1) is
+ *                              ambiguous and refused unless the reading is
+ *                              given: FM_DENSE_READ_BOOL reads it like a bool
+ *                              mask (masked_true applies), FM_DENSE_READ_ADDITIVE
+ *                              as additive (the 1s are biases).
  * Shapes: [Sq, Sk], [H, Sq, Sk] or [B, H, Sq, Sk], C order, little-endian.
  */
 #ifndef FM_DENSE_H
 #define FM_DENSE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "fm_colmask.h"
 #include "fm_forms.h"
 #include "fm_npy.h"
+#include "fm_tile_rule.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -43,9 +59,25 @@ extern "C" {
 /* fm_dense_expand refuses outputs larger than this by default (bytes). */
 #define FM_DENSE_EXPAND_MAX_BYTES ((int64_t)16 << 30)
 
+/* How float masks are read (integer and bool masks ignore it). */
+typedef enum fm_dense_reading {
+  FM_DENSE_READ_AUTO = 0,    /* additive, but a mask of only 0 and 1 is refused (ambiguous) */
+  FM_DENSE_READ_BOOL = 1,    /* non-zero = may attend, like a bool mask (masked_true flips) */
+  FM_DENSE_READ_ADDITIVE = 2 /* additive: 0 = attend, -inf or <= -10000 = masked */
+} fm_dense_reading;
+
+/* Runs kept per column by keep_intervals (the first ones, in row order). */
+#define FM_DENSE_KEEP_RUNS 3
+/* Buckets of the runs-per-column histogram: 0, 1, 2, 3 and 4 or more. */
+#define FM_DENSE_RUNS_HIST 5
+
 typedef struct fm_dense_opts {
-  int masked_true;    /* bool/integer masks: non-zero = masked (default: non-zero = attend) */
-  int keep_intervals; /* keep each column's runs (B*H*4*Sk int32) for fm_dense_result_to_colmask */
+  int masked_true;          /* bool/integer masks: non-zero = masked (default: non-zero = attend) */
+  int keep_intervals;       /* keep each column's runs, B*H*Sk*11 int32: fm_dense_result_to_colmask,
+                               fm_dense_result_runs, fm_dense_result_subset_colmask */
+  fm_dense_reading reading; /* float masks (default FM_DENSE_READ_AUTO) */
+  int32_t br, bc;           /* > 0: classify the mask's Br x Bc tiles exactly (report.tiles) */
+  int keep_tiles;           /* with br, bc: keep the class of every tile (fm_dense_result_tiles) */
 } fm_dense_opts;
 
 /* One column of one (batch, head) that some form cannot hold. */
@@ -69,6 +101,23 @@ typedef struct fm_dense_set {
   int same_as_head0;              /* equal to head 0 of its batch (1 for head 0) */
 } fm_dense_set;
 
+/* What to do about a mask that does not fit (filled for every mask). */
+typedef struct fm_dense_advice {
+  int64_t runs_hist[FM_DENSE_RUNS_HIST]; /* columns (every set) with 0, 1, 2, 3, >= 4 masked runs */
+  int64_t sets_fit;    /* (batch, head) sets that fit some form on their own */
+  int64_t prefix_rows; /* the first prefix_rows query rows fit bidir-4 (= Sq when it all fits) */
+  int64_t subset_masked; /* elements the tightest fitting sub-mask masks (two longest runs per
+                            column); masked - subset_masked are left to an element mask */
+} fm_dense_advice;
+
+/* The dense mask's own tiles, classified exactly (when opts br, bc > 0). */
+typedef struct fm_dense_tiles {
+  int32_t br, bc, tr, tc;           /* 0 when not asked for */
+  int64_t total;                    /* tiles over every set */
+  int64_t count[FM_TILE_NCLASSES];  /* by FM_TILE_* class */
+  double sparsity;                  /* count[FM_TILE_MASKED] / total */
+} fm_dense_tiles;
+
 typedef struct fm_dense_report {
   /* the input */
   fm_dtype dtype;     /* of the file (FM_DT_U16 = bfloat16); FM_DT_I32 for an interval file */
@@ -79,7 +128,8 @@ typedef struct fm_dense_report {
   int64_t soft_values; /* additive masks: values neither 0 nor masked, read as attend */
   int64_t masked;     /* masked elements, every set */
   /* sanity, every set: a token that cannot see itself is rarely meant (it is
-   * the LTS_j = j mistake of FAMILIES.md); rows that see nothing give 0 */
+   * the LTS_j = j mistake of docs/FAMILIES.md, "Known traps"); rows that see
+   * nothing give 0 */
   int64_t empty_rows;      /* rows with no visible key; valid when rows_known */
   int64_t masked_diagonal; /* rows whose diagonal key (i + Sk - Sq, when in range) is masked */
   /* columns (the column-interval forms) */
@@ -103,6 +153,8 @@ typedef struct fm_dense_report {
   int64_t dense_bytes;      /* the dense data as given: B*H*Sq*Sk*element size */
   int64_t dense_bool_bytes; /* B*H*Sq*Sk */
   int64_t interval_bytes;   /* Paddle int32 [B, H_mask, Sk, k] in `form`; 0 when none fits */
+  fm_dense_advice advice;
+  fm_dense_tiles tiles;
   /* per (batch, head), the first FM_DENSE_MAX_SET_REPORTS in storage order */
   int64_t nsets;
   int nset_reports;
@@ -120,9 +172,11 @@ fm_status fm_dense_check_file(const char *path, const fm_dense_opts *o, fm_dense
 
 /* The analysis of an interval mask, for `check --intervals`: columns from
  * the intervals (O(Sk) per set); the rows are expanded (O(Sq*Sk) per set)
- * only when nsets*Sq*Sk <= max_row_elements, else rows_known = 0. */
+ * only when nsets*Sq*Sk <= max_row_elements, else rows_known = 0. Of o (may
+ * be NULL) only keep_intervals, br, bc and keep_tiles count (the tiles come
+ * from fm_classify's exact classes). */
 fm_status fm_dense_check_colmask(const fm_colmask *m, int64_t max_row_elements,
-                                 fm_dense_result **out, fm_err *err);
+                                 const fm_dense_opts *o, fm_dense_result **out, fm_err *err);
 
 const fm_dense_report *fm_dense_result_report(const fm_dense_result *r);
 
@@ -135,6 +189,33 @@ fm_status fm_dense_result_to_colmask(const fm_dense_result *r, fm_form f, fm_col
 
 void fm_dense_result_destroy(fm_dense_result *r); /* NULL is a no-op */
 
+/* Per-column runs of every set (needs keep_intervals; else NULL, as for an
+ * interval mask). nruns: (B, H, Sk) int32, the masked runs of each column
+ * (causal triangle rows included); runs: (B, H, Sk, FM_DENSE_KEEP_RUNS, 2)
+ * int32, the first min(nruns, 3) runs as half-open row ranges, the rest 0.
+ * Owned by the result. What a viewer needs to show the columns that no form
+ * holds (fm_runs_fit on min(nruns, 4) of them says which forms do). */
+const int32_t *fm_dense_result_nruns(const fm_dense_result *r);
+const int32_t *fm_dense_result_runs(const fm_dense_result *r);
+
+/* One column's runs and the forms that hold it (needs keep_intervals;
+ * FM_EINVAL for an index out of range). *fit gets fm_runs_fit bits. */
+fm_status fm_dense_result_column(const fm_dense_result *r, int64_t batch, int64_t head,
+                                 int64_t column, fm_dense_column *out, unsigned *fit, fm_err *err);
+
+/* The tightest mask that fits and masks a subset of the analysed one: per
+ * column its two longest masked runs (ties: the earlier), as a bidirectional
+ * mask, B x H_mask sets. Equal to the mask when it fits. Needs keep_intervals.
+ * The caller owns *out. */
+fm_status fm_dense_result_subset_colmask(const fm_dense_result *r, fm_colmask **out, fm_err *err);
+
+/* The exact class (FM_TILE_*) of every tile, (B, H, Tr, Tc) uint8, when the
+ * options asked for br, bc and keep_tiles; else NULL. Owned by the result. */
+const uint8_t *fm_dense_result_tiles(const fm_dense_result *r);
+
+/* sizeof(fm_dense_report), for bindings that mirror the struct (Python). */
+size_t fm_dense_report_size(void);
+
 /* --- streaming from any source: rows in storage order --- */
 
 typedef struct fm_dense_scan fm_dense_scan;
@@ -144,6 +225,10 @@ fm_status fm_dense_scan_create(int64_t batch, int64_t heads, int64_t sq, int64_t
                                const fm_dense_opts *o, fm_dense_scan **out, fm_err *err);
 /* One row (Sk,) uint8: non-zero = masked. */
 void fm_dense_scan_row(fm_dense_scan *s, const uint8_t *masked);
+/* nrows consecutive rows (nrows, Sk) uint8, C order; attend = 1: non-zero =
+ * may attend (a FlexAttention mask_mod's bool result), 0: non-zero = masked.
+ * Rows past B*H*Sq are counted and make fm_dense_scan_finish fail. */
+void fm_dense_scan_rows(fm_dense_scan *s, const uint8_t *rows, int64_t nrows, int attend);
 /* Ends the scan (always consumes s) and returns the result. */
 fm_status fm_dense_scan_finish(fm_dense_scan *s, fm_dense_result **out, fm_err *err);
 void fm_dense_scan_destroy(fm_dense_scan *s); /* abandon; NULL is a no-op */
@@ -151,7 +236,7 @@ void fm_dense_scan_destroy(fm_dense_scan *s); /* abandon; NULL is a no-op */
 /* --- dense output --- */
 
 typedef struct fm_dense_expand_opts {
-  fm_dtype dtype;    /* BOOL (default), U8, I8, I32, F32, F16, U16 (bfloat16) */
+  fm_dtype dtype;    /* BOOL (default), U8, I8, I32, I64, U64, F32, F64, F16, U16 (bfloat16) */
   int masked_true;   /* bool/integer: write 1 for masked (default: 1 = attend) */
   int64_t heads;     /* 0: the mask's H_mask; else H (a shared mask is repeated) */
   int rank;          /* 4 (0 = 4): [B, H, Sq, Sk]; 3: [H, Sq, Sk] (B = 1); 2: [Sq, Sk] */
@@ -166,14 +251,12 @@ fm_status fm_dense_expand(const fm_colmask *m, const char *path, const fm_dense_
 
 /* --- names and file kinds --- */
 
-/* "bool", "uint8", "int8", "int32", "float32", "float16", "bfloat16". */
+/* "bool", "uint8", "int8", "int32", "int64", "uint64", "float32", "float64", "float16",
+ * "bfloat16". */
 const char *fm_dense_dtype_name(fm_dtype t);
 fm_status fm_dense_dtype_parse(const char *name, fm_dtype *out, fm_err *err);
-
-/* Like fm_colmask_load_npy, but first tells a dense mask (or any array that
- * cannot be an interval file) apart and says so in one line. */
-fm_status fm_interval_file_load(const char *path, int causal, int64_t sq, fm_colmask **out,
-                                fm_err *err);
+/* 1 for the float dtypes (float32, float64, float16, bfloat16): additive when written. */
+int fm_dense_dtype_is_float(fm_dtype t);
 
 #ifdef __cplusplus
 }

@@ -1,53 +1,346 @@
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE /* syscall(SYS_getdents64): listing a folder inside a signal handler */
 #include "fm_fileio.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#ifdef __linux__
+#include <sys/syscall.h>
+#endif
 
-fm_status fm_atomic_open(fm_atomic_file *af, const char *path, fm_err *err) {
+/* ---- the cleanup table (rule 6) -------------------------------------------- */
+
+#define FM_CLEANUP_SLOTS 32
+#define FM_CLEANUP_PATH 4200
+
+static struct {
+  volatile sig_atomic_t kind; /* 0: free, else fm_cleanup_kind */
+  char path[FM_CLEANUP_PATH];
+} cleanup_slots[FM_CLEANUP_SLOTS];
+static volatile sig_atomic_t cleanup_installed;
+
+static void remove_tree(const char *dir) {
+#ifdef __linux__
+  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
+  if (fd >= 0) {
+    char buf[4096];
+    for (int round = 0; round < 64; round++) { /* unlinking while listing: list again */
+      if (lseek(fd, 0, SEEK_SET) != 0) break;
+      long n = syscall(SYS_getdents64, fd, buf, sizeof buf);
+      if (n <= 0) break;
+      int removed = 0;
+      for (long off = 0; off < n;) {
+        unsigned short reclen;
+        memcpy(&reclen, buf + off + 16, sizeof reclen); /* d_ino, d_off, then d_reclen */
+        const char *name = buf + off + 19;              /* after d_type */
+        if (strcmp(name, ".") != 0 && strcmp(name, "..") != 0 && unlinkat(fd, name, 0) == 0)
+          removed++;
+        off += reclen;
+      }
+      if (!removed) break;
+    }
+    close(fd);
+  }
+#endif
+  rmdir(dir);
+}
+
+void fm_cleanup_now(void) {
+  for (int kind = FM_CLEANUP_FILE; kind <= FM_CLEANUP_EMPTY_DIR; kind++)
+    for (int i = 0; i < FM_CLEANUP_SLOTS; i++) {
+      if (cleanup_slots[i].kind != kind) continue;
+      if (kind == FM_CLEANUP_FILE) unlink(cleanup_slots[i].path);
+      else if (kind == FM_CLEANUP_TREE) remove_tree(cleanup_slots[i].path);
+      else rmdir(cleanup_slots[i].path);
+      cleanup_slots[i].kind = 0;
+    }
+}
+
+static void on_signal(int sig) {
+  int saved = errno;
+  fm_cleanup_now();
+  errno = saved;
+  /* SA_RESETHAND put the default back: die of the same signal once the
+     handler returns (the exit status says which signal it was) */
+  raise(sig);
+}
+
+static void cleanup_install(void) {
+  if (cleanup_installed) return;
+  cleanup_installed = 1;
+  static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+  for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
+    struct sigaction old, sa;
+    if (sigaction(sigs[i], NULL, &old) != 0) continue;
+    if ((old.sa_flags & SA_SIGINFO) || old.sa_handler != SIG_DFL) continue; /* ignored, or someone else's */
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESETHAND;
+    sigaction(sigs[i], &sa, NULL);
+  }
+}
+
+int fm_cleanup_add(const char *path, fm_cleanup_kind kind) {
+  if (strlen(path) >= FM_CLEANUP_PATH) return -1;
+  cleanup_install();
+  for (int i = 0; i < FM_CLEANUP_SLOTS; i++) {
+    if (cleanup_slots[i].kind) continue;
+    memcpy(cleanup_slots[i].path, path, strlen(path) + 1);
+    __atomic_signal_fence(__ATOMIC_SEQ_CST); /* the path is complete before the slot is live */
+    cleanup_slots[i].kind = kind;
+    return i;
+  }
+  return -1;
+}
+
+void fm_cleanup_forget(int slot) {
+  if (slot >= 0 && slot < FM_CLEANUP_SLOTS) cleanup_slots[slot].kind = 0;
+}
+
+/* Runs create(tmpl) with SIGINT/SIGTERM/SIGHUP blocked and registers the
+ * result, so that no signal can fall between the creation and the
+ * registration. Returns create's result (an fd, or 0 for a folder; -1 on
+ * failure with errno kept). */
+static int create_registered(char *tmpl, fm_cleanup_kind kind, int *slot) {
+  sigset_t block, old;
+  sigemptyset(&block);
+  sigaddset(&block, SIGINT);
+  sigaddset(&block, SIGTERM);
+  sigaddset(&block, SIGHUP);
+  cleanup_install();
+  sigprocmask(SIG_BLOCK, &block, &old);
+  int r = kind == FM_CLEANUP_FILE ? mkstemp(tmpl) : mkdtemp(tmpl) ? 0 : -1;
+  int saved = errno;
+  *slot = r >= 0 ? fm_cleanup_add(tmpl, kind) : -1;
+  sigprocmask(SIG_SETMASK, &old, NULL);
+  errno = saved;
+  return r;
+}
+
+char *fm_mkdtemp_registered(char *tmpl, int *slot) {
+  return create_registered(tmpl, FM_CLEANUP_TREE, slot) == 0 ? tmpl : NULL;
+}
+
+/* ---- sweeping leftovers of killed runs ----------------------------------------- */
+
+/* NAME = PREFIX<digits>.<6 chars>: the pid, or 0 when NAME is not of that form. */
+static long stale_pid(const char *name, const char *prefix) {
+  size_t n = strlen(prefix);
+  if (strncmp(name, prefix, n) != 0) return 0;
+  const char *p = name + n;
+  long pid = 0;
+  int digits = 0;
+  while (*p >= '0' && *p <= '9' && digits < 10) {
+    pid = pid * 10 + (*p++ - '0');
+    digits++;
+  }
+  if (!digits || *p != '.' || strlen(p + 1) != 6) return 0;
+  return pid;
+}
+
+int fm_sweep_stale(const char *dir, const char *prefix, int trees) {
+  DIR *d = opendir(dir);
+  if (!d) return 0;
+  int removed = 0;
+  struct dirent *e;
+  char p[FM_CLEANUP_PATH];
+  while ((e = readdir(d))) {
+    long pid = stale_pid(e->d_name, prefix);
+    if (pid <= 0 || pid == (long)getpid()) continue;
+    if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue; /* alive (or not ours to know) */
+    if ((size_t)snprintf(p, sizeof p, "%s/%s", dir, e->d_name) >= sizeof p) continue;
+    struct stat sb;
+    if (lstat(p, &sb) != 0 || sb.st_uid != getuid()) continue;
+    if (S_ISREG(sb.st_mode) && unlink(p) == 0) removed++;
+    if (S_ISDIR(sb.st_mode) && trees) {
+      remove_tree(p);
+      removed += access(p, F_OK) != 0;
+    }
+  }
+  closedir(d);
+  return removed;
+}
+
+/* ---- the target (rules 1 and 4) -------------------------------------------------- */
+
+static const char *kind_name(mode_t m) {
+  if (S_ISDIR(m)) return "a directory";
+  if (S_ISCHR(m)) return "a character device";
+  if (S_ISBLK(m)) return "a block device";
+  if (S_ISFIFO(m)) return "a FIFO";
+  if (S_ISSOCK(m)) return "a socket";
+  return "not a regular file";
+}
+
+/* Resolves the file to replace into `target` (cap bytes): the path itself, or
+ * the file its last-component link points to. *mode: the existing file's
+ * permission bits, or -1 for a new file. */
+static fm_status resolve_target(const char *path, unsigned flags, char *target, size_t cap,
+                                int *mode, fm_err *err) {
+  struct stat sb;
+  *mode = -1;
+  if (!*path) return fm_fail(err, FM_EINVAL, "empty output path");
+  if (strlen(path) >= cap) return fm_fail(err, FM_EINVAL, "%.200s...: output path too long", path);
+  snprintf(target, cap, "%s", path);
+  if (lstat(path, &sb) != 0) {
+    if (errno == ENOENT) return FM_OK; /* a new file (a missing folder shows at creation) */
+    return fm_fail(err, FM_EIO, "%s: cannot write: %s", path, strerror(errno));
+  }
+  if (S_ISLNK(sb.st_mode)) {
+    if (flags & FM_OUT_NOFOLLOW)
+      return fm_fail(err, FM_EINVAL, "%s: is a symbolic link; fmsim does not follow links it did "
+                     "not create (remove it first)", path);
+    char *real = realpath(path, NULL);
+    if (!real)
+      return fm_fail(err, FM_EINVAL, "%s: symbolic link to a missing or unreachable file (%s); "
+                     "refusing to follow it", path, strerror(errno));
+    size_t n = strlen(real);
+    if (n < cap) memcpy(target, real, n + 1);
+    free(real);
+    if (n >= cap) return fm_fail(err, FM_EINVAL, "%s: the link's target path is too long", path);
+    if (stat(target, &sb) != 0)
+      return fm_fail(err, FM_EIO, "%s: cannot write: %s", target, strerror(errno));
+  }
+  if (!S_ISREG(sb.st_mode))
+    return fm_fail(err, FM_EINVAL, "%s: is %s, not a regular file; refusing to replace it%s", path,
+                   kind_name(sb.st_mode),
+                   (flags & FM_OUT_STDOUT) && !S_ISDIR(sb.st_mode) ? " (-o - writes to stdout)" : "");
+  *mode = (int)(sb.st_mode & 07777);
+  return FM_OK;
+}
+
+fm_status fm_output_check(const char *path, unsigned flags, fm_err *err) {
+  char target[4096];
+  int mode;
+  if ((flags & FM_OUT_STDOUT) && strcmp(path, "-") == 0) return FM_OK;
+  return resolve_target(path, flags, target, sizeof target, &mode, err);
+}
+
+/* Splits "a/b/name" into the folder ("a/b", "." when none) and the name. */
+static void split_path(const char *path, char *dir, size_t cap, const char **base) {
+  const char *slash = strrchr(path, '/');
+  if (!slash) {
+    snprintf(dir, cap, ".");
+    *base = path;
+  } else if (slash == path) {
+    snprintf(dir, cap, "/");
+    *base = slash + 1;
+  } else {
+    snprintf(dir, cap, "%.*s", (int)(slash - path), path);
+    *base = slash + 1;
+  }
+}
+
+fm_status fm_atomic_open_ex(fm_atomic_file *af, const char *path, unsigned flags, fm_err *err) {
   memset(af, 0, sizeof *af);
-  if (strlen(path) + 16 >= sizeof af->path)
-    return fm_fail(err, FM_EINVAL, "%s: path too long", path);
-  snprintf(af->path, sizeof af->path, "%s", path);
-  snprintf(af->tmp_path, sizeof af->tmp_path, "%s.tmp.XXXXXX", path);
-  int fd = mkstemp(af->tmp_path);
+  af->slot = -1;
+  if ((flags & FM_OUT_STDOUT) && strcmp(path, "-") == 0) {
+    snprintf(af->path, sizeof af->path, "-");
+    af->f = stdout;
+    af->to_stdout = 1;
+    return FM_OK;
+  }
+  int mode;
+  fm_status st = resolve_target(path, flags, af->path, sizeof af->path, &mode, err);
+  if (st != FM_OK) return st;
+  char dir[4096], prefix[300];
+  const char *base;
+  split_path(af->path, dir, sizeof dir, &base);
+  if (strlen(base) < 250) { /* leftovers of a killed writer of this very target */
+    snprintf(prefix, sizeof prefix, "%s.tmp.", base);
+    fm_sweep_stale(dir, prefix, 0);
+  }
+  snprintf(af->tmp_path, sizeof af->tmp_path, "%s.tmp.%ld.XXXXXX", af->path, (long)getpid());
+  int fd = create_registered(af->tmp_path, FM_CLEANUP_FILE, &af->slot);
   if (fd < 0) {
     af->tmp_path[0] = 0;
     return fm_fail(err, FM_EIO, "%s: cannot write: %s", path, strerror(errno));
   }
-  fchmod(fd, 0644);
+  if (mode < 0) {
+    mode_t mask = umask(0);
+    umask(mask);
+    mode = (int)(0666 & ~mask);
+  }
+  fchmod(fd, (mode_t)mode);
   af->f = fdopen(fd, "wb");
   if (!af->f) {
+    int saved = errno;
     close(fd);
     unlink(af->tmp_path);
+    fm_cleanup_forget(af->slot);
+    af->slot = -1;
     af->tmp_path[0] = 0;
-    return fm_fail(err, FM_EIO, "%s: cannot write: %s", path, strerror(errno));
+    return fm_fail(err, FM_EIO, "%s: cannot write: %s", path, strerror(saved));
   }
   return FM_OK;
+}
+
+fm_status fm_atomic_open(fm_atomic_file *af, const char *path, fm_err *err) {
+  return fm_atomic_open_ex(af, path, 0, err);
 }
 
 fm_status fm_atomic_write(fm_atomic_file *af, const void *data, size_t n, fm_err *err) {
   if (!af->f) return fm_fail(err, FM_EIO, "%s: not open", af->path);
   if (n && fwrite(data, 1, n, af->f) != n)
-    return fm_fail(err, FM_EIO, "%s: write failed: %s", af->path, strerror(errno));
+    return fm_fail(err, FM_EIO, "%s: write failed: %s", af->to_stdout ? "standard output" : af->path,
+                   strerror(errno));
   return FM_OK;
+}
+
+/* Flush, fsync and close, keeping the first errno; 0 on success. */
+static int finish_file(FILE *f, int sync, int *saved) {
+  int bad = 0;
+  *saved = 0;
+  if (fflush(f) != 0 || ferror(f)) {
+    bad = 1;
+    *saved = errno ? errno : EIO;
+  }
+  if (!bad && sync && fsync(fileno(f)) != 0 && errno != EINVAL) { /* EINVAL: cannot sync (pipe) */
+    bad = 1;
+    *saved = errno;
+  }
+  if (fclose(f) != 0 && !bad) {
+    bad = 1;
+    *saved = errno;
+  }
+  return bad;
 }
 
 fm_status fm_atomic_close(fm_atomic_file *af, int commit, fm_err *err) {
   if (!af->f) return FM_OK;
-  int bad = fflush(af->f) != 0 || ferror(af->f);
-  int saved = errno;
-  bad |= fclose(af->f) != 0;
+  int saved;
+  if (af->to_stdout) {
+    errno = 0;
+    int bad = fflush(stdout) != 0 || ferror(stdout);
+    saved = errno ? errno : EIO;
+    af->f = NULL;
+    if (bad && commit)
+      return fm_fail(err, FM_EIO, "cannot write to standard output: %s", strerror(saved));
+    return FM_OK;
+  }
+  errno = 0;
+  const char *sync = getenv("FMSIM_FSYNC");
+  int bad = finish_file(af->f, commit && sync && *sync == '1', &saved);
   af->f = NULL;
-  if (commit && !bad && rename(af->tmp_path, af->path) == 0) {
+  if (commit && !bad && rename(af->tmp_path, af->path) != 0) {
+    bad = 1;
+    saved = errno;
+  } else if (commit && !bad) {
+    fm_cleanup_forget(af->slot);
+    af->slot = -1;
     af->tmp_path[0] = 0;
     return FM_OK;
   }
-  if (commit && !bad) saved = errno;
   unlink(af->tmp_path);
+  fm_cleanup_forget(af->slot);
+  af->slot = -1;
   af->tmp_path[0] = 0;
   if (!commit) return FM_OK;
   return fm_fail(err, FM_EIO, "%s: cannot write: %s", af->path, strerror(saved));
@@ -64,19 +357,19 @@ fm_status fm_write_file_atomic(const char *path, const char *text, size_t n, fm_
 
 fm_status fm_mkdir_p(const char *path, fm_err *err) {
   char buf[4096];
-  if (strlen(path) >= sizeof buf) return fm_fail(err, FM_EINVAL, "%s: path too long", path);
+  if (strlen(path) >= sizeof buf) return fm_fail(err, FM_EINVAL, "%.200s...: path too long", path);
   snprintf(buf, sizeof buf, "%s", path);
   for (char *p = buf + 1; *p; p++) {
     if (*p != '/') continue;
     *p = 0;
-    if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+    if (mkdir(buf, 0777) != 0 && errno != EEXIST)
       return fm_fail(err, FM_EIO, "%s: cannot create directory: %s", buf, strerror(errno));
     *p = '/';
   }
-  if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+  if (mkdir(buf, 0777) != 0 && errno != EEXIST)
     return fm_fail(err, FM_EIO, "%s: cannot create directory: %s", buf, strerror(errno));
   struct stat sb;
   if (stat(buf, &sb) != 0 || !S_ISDIR(sb.st_mode))
-    return fm_fail(err, FM_EIO, "%s: exists and is not a directory", buf);
+    return fm_fail(err, FM_EINVAL, "%s: exists and is not a directory", buf);
   return FM_OK;
 }

@@ -56,17 +56,17 @@ static int runs_outside_triangle(const int32_t (*runs)[2], int n, int32_t c, int
 unsigned fm_runs_fit(const int32_t (*runs)[2], int n, int32_t c, int32_t sq) {
   unsigned fit = 0;
   if (n <= 2) {
-    fit |= 1u << FM_FORM_BIDIR4;
+    fit |= fm_form_bit(FM_FORM_BIDIR4);
     int top = n >= 1 && runs[0][0] == 0, bottom = n >= 1 && runs[n - 1][1] == sq;
     if (n == 0 || (n == 1 && (top || bottom)) || (n == 2 && top && bottom))
-      fit |= 1u << FM_FORM_BIDIR2;
+      fit |= fm_form_bit(FM_FORM_BIDIR2);
   }
   if (n <= 3) {
     int32_t rem[3][2];
     int r = runs_outside_triangle(runs, n, c, rem);
     if (r >= 0 && r <= 1) {
-      fit |= 1u << FM_FORM_CAUSAL2;
-      if (r == 0 || rem[0][1] == sq) fit |= 1u << FM_FORM_CAUSAL1;
+      fit |= fm_form_bit(FM_FORM_CAUSAL2);
+      if (r == 0 || rem[0][1] == sq) fit |= fm_form_bit(FM_FORM_CAUSAL1);
     }
   }
   return fit;
@@ -74,7 +74,7 @@ unsigned fm_runs_fit(const int32_t (*runs)[2], int n, int32_t c, int32_t sq) {
 
 fm_form fm_form_smallest(unsigned fit) {
   for (int f = 0; f < FM_FORM_COUNT; f++)
-    if (fit & (1u << f)) return (fm_form)f;
+    if (fit & fm_form_bit((fm_form)f)) return (fm_form)f;
   return FM_FORM_NONE;
 }
 
@@ -109,7 +109,7 @@ void fm_runs_to_intervals(const int32_t (*runs)[2], int n, int32_t c, int32_t sq
 }
 
 fm_form fm_colmask_smallest_form(const fm_colmask *m) {
-  unsigned fit = (1u << FM_FORM_COUNT) - 1;
+  unsigned fit = FM_FORMS_ALL;
   int32_t sq = fm_colmask_sq(m), sk = fm_colmask_sk(m);
   for (int32_t s = 0; s < fm_colmask_nsets(m) && fit; s++)
     for (int32_t j = 0; j < sk && fit; j++) {
@@ -161,7 +161,7 @@ fm_status fm_colmask_to_form(const fm_colmask *m, fm_form f, fm_colmask **out, f
       int32_t runs[3][2], iv[4];
       int n = fm_colmask_column_runs(m, s, j, runs);
       int32_t c = fm_causal_limit(j, sq, sk);
-      if (!(fm_runs_fit((const int32_t(*)[2])runs, n, c, sq) & (1u << f))) {
+      if (!(fm_runs_fit((const int32_t(*)[2])runs, n, c, sq) & fm_form_bit(f))) {
         fm_colmask_destroy(r);
         return fm_fail(err, FM_EUNSUPPORTED,
                        "set %d, column %d does not fit form %s (its masked rows form %d run%s, "

@@ -41,7 +41,11 @@ int fm_form_causal(fm_form f); /* 1 for the causal forms */
 /* The form of a Paddle array with k vectors and a causal flag, or FM_FORM_NONE. */
 fm_form fm_form_from_k(int k, int causal);
 
-/* Bit (1u << form) set for every form that can hold a column whose masked
+/* Sets of forms are bit masks: bit fm_form_bit(f) for form f. */
+static inline unsigned fm_form_bit(fm_form f) { return 1u << (unsigned)f; }
+#define FM_FORMS_ALL ((1u << FM_FORM_COUNT) - 1u) /* every form */
+
+/* Bit fm_form_bit(form) set for every form that can hold a column whose masked
  * rows are the n sorted, disjoint, non-adjacent runs; c is the column's causal
  * limit (rows [0, c) must be masked for the causal forms). */
 unsigned fm_runs_fit(const int32_t (*runs)[2], int n, int32_t c, int32_t sq);

@@ -17,9 +17,10 @@
 #define FM_SM80_BC_HD64 64
 #define FM_SM80_BC_HD128 64
 
-/* sm90: the Hopper kernel (kernels/fm_sm90_fwd.cuh): two consumer warpgroups
- * of 64 query rows each (wgmma m64), key tiles of 128 columns. */
-#define FM_SM90_BR_HD64 128
+/* sm90: the Hopper kernel (kernels/fm_sm90_fwd.cuh): consumer warpgroups of 64
+ * query rows each (wgmma m64), two at head dim 128 and three at head dim 64,
+ * key tiles of 128 columns. */
+#define FM_SM90_BR_HD64 192
 #define FM_SM90_BC_HD64 128
 #define FM_SM90_BR_HD128 128
 #define FM_SM90_BC_HD128 128

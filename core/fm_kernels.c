@@ -7,32 +7,23 @@
 
 #define ALL_VARIANTS ((1u << FM_VARIANT_SKIP) | (1u << FM_VARIANT_NOSKIP) | (1u << FM_VARIANT_DENSE))
 
+#define TILE(d, r, c) {.head_dim = d, .br = r, .bc = c}
+
+/* One row per kernel: identity, what it needs, its tiles, what it implements. */
 static const fm_kernel_desc registry[FM_NKERNELS] = {
-    [FM_KERNEL_SM80] = {.id = FM_KERNEL_SM80,
-                        .name = "sm80",
-                        .summary = "portable mma.sync kernel (FlashAttention-2 class), sm_80 and up",
-                        .cc_major = 8,
-                        .cc_minor = 0,
-                        .cc_exact = 0,
-                        .preference = 1,
-                        .ntiles = 2,
-                        .tiles = {{.head_dim = 64, .br = FM_SM80_BR, .bc = FM_SM80_BC_HD64},
-                                  {.head_dim = 128, .br = FM_SM80_BR, .bc = FM_SM80_BC_HD128}},
-                        .variants = ALL_VARIANTS,
-                        .passes = FM_PASS_FWD},
-    [FM_KERNEL_SM90] = {.id = FM_KERNEL_SM90,
-                        .name = "sm90",
-                        .summary = "Hopper kernel: TMA, wgmma, warp specialization (sm_90a only)",
-                        .cc_major = 9,
-                        .cc_minor = 0,
-                        .cc_exact = 1,
-                        .preference = 2,
-                        .ntiles = 2,
-                        .tiles = {{.head_dim = 64, .br = FM_SM90_BR_HD64, .bc = FM_SM90_BC_HD64},
-                                  {.head_dim = 128, .br = FM_SM90_BR_HD128, .bc = FM_SM90_BC_HD128}},
-                        .variants = ALL_VARIANTS,
-                        .passes = FM_PASS_FWD},
+    [FM_KERNEL_SM80] = {.id = FM_KERNEL_SM80, .name = "sm80",
+        .summary = "portable mma.sync kernel (FlashAttention-2 class), sm_80 and up",
+        .cc_major = 8, .cc_minor = 0, .cc_exact = 0, .preference = 1, .ntiles = 2,
+        .tiles = {TILE(64, FM_SM80_BR, FM_SM80_BC_HD64), TILE(128, FM_SM80_BR, FM_SM80_BC_HD128)},
+        .variants = ALL_VARIANTS, .passes = FM_PASS_FWD},
+    [FM_KERNEL_SM90] = {.id = FM_KERNEL_SM90, .name = "sm90",
+        .summary = "Hopper kernel: TMA, wgmma, warp specialization (sm_90a only)",
+        .cc_major = 9, .cc_minor = 0, .cc_exact = 1, .preference = 2, .ntiles = 2,
+        .tiles = {TILE(64, FM_SM90_BR_HD64, FM_SM90_BC_HD64),
+                  TILE(128, FM_SM90_BR_HD128, FM_SM90_BC_HD128)},
+        .variants = ALL_VARIANTS, .passes = FM_PASS_FWD},
 };
+#undef TILE
 
 static const char *variant_names[FM_NVARIANTS] = {"skip", "noskip", "dense"};
 

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "fm_fileio.h"
+#include "fm_limits.h"
 
 static const struct {
   const char *descr;
@@ -16,7 +17,8 @@ static const struct {
 } dtypes[FM_DT_COUNT] = {
     [FM_DT_BOOL] = {"|b1", 1}, [FM_DT_U8] = {"|u1", 1},  [FM_DT_I8] = {"|i1", 1},
     [FM_DT_U16] = {"<u2", 2},  [FM_DT_F16] = {"<f2", 2}, [FM_DT_I32] = {"<i4", 4},
-    [FM_DT_F32] = {"<f4", 4},  [FM_DT_I64] = {"<i8", 8},
+    [FM_DT_F32] = {"<f4", 4},  [FM_DT_I64] = {"<i8", 8},  [FM_DT_U64] = {"<u8", 8},
+    [FM_DT_F64] = {"<f8", 8},
 };
 
 const char *fm_dtype_descr(fm_dtype t) { return dtypes[t].descr; }
@@ -144,6 +146,9 @@ static fm_status parse_dict(cursor *c, fm_npy_header *h) {
 fm_status fm_npy_read_header(FILE *f, const char *path, fm_npy_header *h, fm_err *err) {
   unsigned char pre[12];
   memset(h, 0, sizeof *h);
+  struct stat sb;
+  if (fstat(fileno(f), &sb) == 0 && S_ISDIR(sb.st_mode))
+    return fm_fail(err, FM_EFORMAT, "%s: is a directory, not a .npy file", path);
   if (fseeko(f, 0, SEEK_SET) != 0 || fread(pre, 1, 10, f) != 10)
     return fm_fail(err, FM_EFORMAT, "%s: too short to be a .npy file", path);
   if (memcmp(pre, "\x93NUMPY", 6) != 0)
@@ -165,6 +170,10 @@ fm_status fm_npy_read_header(FILE *f, const char *path, fm_npy_header *h, fm_err
   }
   if (hlen == 0 || hlen > (1u << 20))
     return fm_fail(err, FM_EFORMAT, "%s: implausible .npy header length %u", path, hlen);
+  if (fstat(fileno(f), &sb) != 0) return fm_fail(err, FM_EIO, "%s: %s", path, strerror(errno));
+  if (S_ISREG(sb.st_mode) && (int64_t)sb.st_size < prelen + (int64_t)hlen)
+    return fm_fail(err, FM_EFORMAT, "%s: .npy header length %u exceeds the file (%lld bytes)", path,
+                   hlen, (long long)sb.st_size);
   char *text = malloc(hlen);
   if (!text) return fm_fail(err, FM_ENOMEM, "%s: cannot allocate the .npy header", path);
   if (fread(text, 1, hlen, f) != hlen) {
@@ -182,8 +191,6 @@ fm_status fm_npy_read_header(FILE *f, const char *path, fm_npy_header *h, fm_err
       return fm_fail(err, FM_EFORMAT, "%s: .npy shape is too large", path);
     h->count *= h->shape[d];
   }
-  struct stat sb;
-  if (fstat(fileno(f), &sb) != 0) return fm_fail(err, FM_EIO, "%s: %s", path, strerror(errno));
   int64_t need = h->data_offset + h->count * dtypes[h->dtype].size;
   if ((int64_t)sb.st_size < need)
     return fm_fail(err, FM_EFORMAT, "%s: truncated .npy data (%lld bytes, header promises %lld)",
@@ -207,18 +214,19 @@ fm_status fm_npy_load(const char *path, fm_npy_header *h, void **data, int64_t m
   FILE *f = fopen(path, "rb");
   if (!f) return fm_fail(err, FM_EIO, "%s: cannot open: %s", path, strerror(errno));
   fm_status st = fm_npy_read_header(f, path, h, err);
-  if (st == FM_OK) {
-    int64_t bytes = h->count * dtypes[h->dtype].size;
-    if (bytes > max_bytes) {
-      st = fm_fail(err, FM_ENOMEM, "%s: %lld bytes of data exceed the limit of %lld bytes", path,
-                   (long long)bytes, (long long)max_bytes);
-    } else if (!(*data = malloc(bytes ? (size_t)bytes : 1))) {
-      st = fm_fail(err, FM_ENOMEM, "%s: cannot allocate %lld bytes", path, (long long)bytes);
-    } else if (fread(*data, 1, (size_t)bytes, f) != (size_t)bytes) {
-      free(*data);
-      *data = NULL;
-      st = fm_fail(err, FM_EIO, "%s: read error", path);
-    }
+  int64_t bytes = st == FM_OK ? h->count * dtypes[h->dtype].size : 0;
+  char what[4200];
+  snprintf(what, sizeof what, "%s: the array's data", path);
+  if (st == FM_OK && bytes > max_bytes)
+    st = fm_fail(err, FM_ENOMEM, "%s: %lld bytes of data exceed the limit of %lld bytes", path,
+                 (long long)bytes, (long long)max_bytes);
+  if (st == FM_OK) st = fm_mem_check(bytes, what, err);
+  if (st == FM_OK && !(*data = malloc(bytes ? (size_t)bytes : 1)))
+    st = fm_fail(err, FM_ENOMEM, "%s: cannot allocate %lld bytes", path, (long long)bytes);
+  if (st == FM_OK && fread(*data, 1, (size_t)bytes, f) != (size_t)bytes) {
+    free(*data);
+    *data = NULL;
+    st = fm_fail(err, FM_EIO, "%s: read error", path);
   }
   fclose(f);
   return st;
@@ -266,7 +274,7 @@ fm_status fm_npy_writer_open(const char *path, fm_dtype t, int ndim, const int64
   if (!w) return fm_fail(err, FM_ENOMEM, "out of memory");
   char hdr[512];
   int n = format_header(hdr, sizeof hdr, t, ndim, shape);
-  fm_status st = fm_atomic_open(&w->file, path, err);
+  fm_status st = fm_atomic_open_ex(&w->file, path, FM_OUT_STDOUT, err);
   if (st == FM_OK && n < 0) st = fm_fail(err, FM_EINVAL, "%s: shape too long for a header", path);
   if (st == FM_OK) st = fm_atomic_write(&w->file, hdr, (size_t)n, err);
   if (st != FM_OK) {

@@ -29,6 +29,8 @@ typedef enum fm_dtype {
   FM_DT_I32,  /* '<i4' */
   FM_DT_F32,  /* '<f4' */
   FM_DT_I64,  /* '<i8' */
+  FM_DT_U64,  /* '<u8' */
+  FM_DT_F64,  /* '<f8' */
   FM_DT_COUNT
 } fm_dtype;
 
@@ -52,7 +54,9 @@ fm_status fm_npy_read_header(FILE *f, const char *path, fm_npy_header *h, fm_err
 fm_status fm_npy_read_header_path(const char *path, fm_npy_header *h, fm_err *err);
 
 /* Opens, validates and reads a whole array into a new buffer (caller frees
- * with free()). max_bytes caps the allocation (clear FM_ENOMEM past it). */
+ * with free()). max_bytes caps the allocation (clear FM_ENOMEM past it), and
+ * so does what the machine can give (fm_mem_check). The header's shape is
+ * never trusted past the file's own size (header length and data both). */
 fm_status fm_npy_load(const char *path, fm_npy_header *h, void **data, int64_t max_bytes,
                       fm_err *err);
 
@@ -62,7 +66,12 @@ fm_status fm_npy_save(const char *path, fm_dtype t, int ndim, const int64_t *sha
 
 /* Streaming writer for arrays produced piece by piece: open writes the header
  * to a temporary file, write appends raw elements, close renames into place
- * (or removes the temporary when commit is 0 or an earlier step failed). */
+ * (or removes the temporary when commit is 0 or an earlier step failed).
+ * The target follows fm_fileio.h's rules (a new path or a regular file only);
+ * path "-" streams to standard output (every write and the final flush
+ * checked: `> /dev/full` fails with "No space left on device"). fm_npy_save
+ * goes through this writer, so it takes "-" too: a caller whose stdout
+ * carries other text refuses "-" itself. */
 typedef struct fm_npy_writer fm_npy_writer;
 fm_status fm_npy_writer_open(const char *path, fm_dtype t, int ndim, const int64_t *shape,
                              fm_npy_writer **out, fm_err *err);

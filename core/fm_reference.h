@@ -1,5 +1,5 @@
 /* fm_reference.h — the CPU reference of the FlashMask forward kernels
- * (DESIGN.md, style 1), and the comparison the checks use.
+ * (docs/DESIGN.md, "Style", rule 1), and the comparison the checks use.
  *
  * Attention of one column-interval mask over bf16 inputs:
  *   O_i = sum_j softmax_j(scale * q_i . k_j over visible j) v_j,

@@ -8,7 +8,54 @@
 #include "fm_fileio.h"
 #include "fm_npy.h"
 
-static void timing_json(fm_json *j, const char *key, const fm_timing *t) {
+/* Named numbers of a JSON object, written in order. */
+typedef struct {
+  const char *key;
+  int kind; /* 'i' integer, 'd' double, 'b' boolean */
+  int64_t i;
+  double d;
+} json_number;
+
+static void json_fields(fm_json *j, const json_number *n, size_t count) {
+  for (size_t i = 0; i < count; i++)
+    if (n[i].kind == 'i') fm_json_int(j, n[i].key, n[i].i);
+    else if (n[i].kind == 'b') fm_json_bool(j, n[i].key, (int)n[i].i);
+    else fm_json_double(j, n[i].key, n[i].d);
+}
+#define FIELDS(j, ...)                                                                         \
+  do {                                                                                         \
+    const json_number n_[] = {__VA_ARGS__};                                                    \
+    json_fields(j, n_, sizeof n_ / sizeof n_[0]);                                              \
+  } while (0)
+/* An object `key` holding "source" (when not NULL) and the numbers. */
+#define NUMBERS(j, key, source, ...)                                                           \
+  do {                                                                                         \
+    fm_json_object(j, key);                                                                    \
+    if (source) fm_json_string(j, "source", source);                                           \
+    FIELDS(j, __VA_ARGS__);                                                                    \
+    fm_json_end(j);                                                                            \
+  } while (0)
+#define I(k, v) {k, 'i', (int64_t)(v), 0.0}
+#define B(k, v) {k, 'b', (v) ? 1 : 0, 0.0}
+#define D(k, v) {k, 'd', 0, (double)(v)}
+
+static void kernel_stat_json(fm_json *j, const fm_kernel_stat *s) {
+  fm_json_object(j, NULL);
+  fm_json_string(j, "name", s->name);
+  fm_json_double(j, "median_ms", s->median_ms);
+  const int32_t *dims[2] = {s->grid, s->block};
+  for (int a = 0; a < 2; a++) {
+    fm_json_array(j, a ? "block" : "grid");
+    for (int d = 0; d < 3; d++) fm_json_int(j, NULL, dims[a][d]);
+    fm_json_end(j);
+  }
+  fm_json_int(j, "registers", s->registers);
+  fm_json_int(j, "static_smem", s->static_smem);
+  fm_json_int(j, "dynamic_smem", s->dynamic_smem);
+  fm_json_end(j);
+}
+
+void fm_timing_json(fm_json *j, const char *key, const fm_timing *t) {
   if (!t || !t->source[0]) {
     fm_json_null(j, key);
     return;
@@ -16,32 +63,43 @@ static void timing_json(fm_json *j, const char *key, const fm_timing *t) {
   fm_json_object(j, key);
   fm_json_string(j, "source", t->source);
   fm_json_string(j, "note", t->note);
-  fm_json_int(j, "warmup", t->warmup);
-  fm_json_int(j, "reps", t->reps);
-  fm_json_bool(j, "l2_flushed", t->l2_flushed);
-  fm_json_double(j, "median_ms", t->median_ms);
-  fm_json_double(j, "min_ms", t->min_ms);
-  fm_json_double(j, "max_ms", t->max_ms);
-  fm_json_double(j, "mean_ms", t->mean_ms);
-  fm_json_double(j, "events_median_ms", t->events_median_ms);
+  FIELDS(j, I("warmup", t->warmup), I("reps", t->reps), B("l2_flushed", t->l2_flushed),
+         D("median_ms", t->median_ms), D("min_ms", t->min_ms), D("max_ms", t->max_ms),
+         D("mean_ms", t->mean_ms), D("events_median_ms", t->events_median_ms));
   fm_json_array(j, "kernels");
-  for (int k = 0; k < t->nkernels && k < FM_TIMING_MAX_KERNELS; k++) {
-    const fm_kernel_stat *s = &t->kernels[k];
-    fm_json_object(j, NULL);
-    fm_json_string(j, "name", s->name);
-    fm_json_double(j, "median_ms", s->median_ms);
-    fm_json_array(j, "grid");
-    for (int d = 0; d < 3; d++) fm_json_int(j, NULL, s->grid[d]);
-    fm_json_end(j);
-    fm_json_array(j, "block");
-    for (int d = 0; d < 3; d++) fm_json_int(j, NULL, s->block[d]);
-    fm_json_end(j);
-    fm_json_int(j, "registers", s->registers);
-    fm_json_int(j, "static_smem", s->static_smem);
-    fm_json_int(j, "dynamic_smem", s->dynamic_smem);
-    fm_json_end(j);
-  }
+  for (int k = 0; k < t->nkernels && k < FM_TIMING_MAX_KERNELS; k++)
+    kernel_stat_json(j, &t->kernels[k]);
   fm_json_end(j);
+  fm_json_end(j);
+}
+
+void fm_measured_bytes_json(fm_json *j, const char *key, const fm_measured_bytes *mb) {
+  if (!mb || !mb->source[0])
+    fm_json_null(j, key);
+  else
+    NUMBERS(j, key, mb->source, B("l2_flushed", mb->l2_flushed), I("ranges", mb->nranges),
+            D("dram_read", mb->dram_read), D("dram_write", mb->dram_write),
+            D("l2_read_sectors", mb->l2_read_sectors),
+            D("l2_read_bytes", 32.0 * mb->l2_read_sectors), D("gpu_time_ns", mb->gpu_time_ns));
+}
+
+void fm_traffic_json(fm_json *j, const char *key, const fm_cost *c, const fm_measured_bytes *mb) {
+  fm_json_object(j, key);
+  NUMBERS(j, "model", "model", I("read", c->bytes_read), I("write", c->bytes_write),
+          I("q", c->bytes_q), I("kv", c->bytes_kv), I("vectors", c->bytes_vectors),
+          I("dense_mask", c->bytes_dense_mask), I("bounds", c->bytes_bounds),
+          I("prep_read", c->bytes_prep_read), I("prep_write", c->bytes_prep_write),
+          I("o", c->bytes_o), I("lse", c->bytes_lse), I("unique_read", c->unique_read),
+          I("unique_write", c->unique_write));
+  fm_measured_bytes_json(j, "measured", mb);
+  if (mb && mb->source[0])
+    NUMBERS(j, "ratios", NULL,
+            D("dram_read_over_unique_read", mb->dram_read / (double)c->unique_read),
+            D("dram_write_over_unique_write", mb->dram_write / (double)c->unique_write),
+            D("l2_read_over_model_read", 32.0 * mb->l2_read_sectors / (double)c->bytes_read));
+  else
+    fm_json_null(j, "ratios");
+  fm_json_string(j, "measured_note", mb ? mb->note : "no counters: not measured on this device");
   fm_json_end(j);
 }
 
@@ -60,8 +118,8 @@ void fm_run_json(const fm_run_info *r, fm_json *j) {
   fm_json_int(j, "bc", r->analysis ? r->analysis->bc : 0);
   fm_json_bool(j, "instrumented", r->instrumented);
   fm_json_end(j);
-  timing_json(j, "timing", t);
-  timing_json(j, "timing_instrumented", ti);
+  fm_timing_json(j, "timing", t);
+  fm_timing_json(j, "timing_instrumented", ti);
   if (t && ti) fm_json_double(j, "instrumentation_overhead", ti->median_ms / t->median_ms - 1.0);
   else fm_json_null(j, "instrumentation_overhead");
 
@@ -72,64 +130,14 @@ void fm_run_json(const fm_run_info *r, fm_json *j) {
   fm_json_double(j, "executed", c->flops_executed);
   fm_json_double(j, "full", c->flops_full);
   fm_json_end(j);
-  if (t) {
-    fm_json_object(j, "tflops");
-    fm_json_string(j, "source", t->source);
-    fm_json_double(j, "paper", fm_cost_tflops(c->flops_paper, t->median_ms));
-    fm_json_double(j, "executed", fm_cost_tflops(c->flops_executed, t->median_ms));
-    fm_json_end(j);
-  } else {
+  if (t)
+    NUMBERS(j, "tflops", t->source, D("paper", fm_cost_tflops(c->flops_paper, t->median_ms)),
+            D("executed", fm_cost_tflops(c->flops_executed, t->median_ms)));
+  else
     fm_json_null(j, "tflops");
-  }
-
-  fm_json_object(j, "model");
-  fm_json_string(j, "source", "model");
-  fm_json_double(j, "rho", c->rho);
-  fm_json_int(j, "tiles_total", c->tiles_total);
-  fm_json_int(j, "tiles_visited", c->tiles_visited);
-  fm_json_int(j, "tiles_elementwise", c->tiles_elementwise);
-  fm_json_end(j);
-
-  fm_json_object(j, "traffic");
-  fm_json_object(j, "model");
-  fm_json_string(j, "source", "model");
-  fm_json_int(j, "read", c->bytes_read);
-  fm_json_int(j, "write", c->bytes_write);
-  fm_json_int(j, "q", c->bytes_q);
-  fm_json_int(j, "kv", c->bytes_kv);
-  fm_json_int(j, "vectors", c->bytes_vectors);
-  fm_json_int(j, "dense_mask", c->bytes_dense_mask);
-  fm_json_int(j, "bounds", c->bytes_bounds);
-  fm_json_int(j, "prep_read", c->bytes_prep_read);
-  fm_json_int(j, "prep_write", c->bytes_prep_write);
-  fm_json_int(j, "o", c->bytes_o);
-  fm_json_int(j, "lse", c->bytes_lse);
-  fm_json_int(j, "unique_read", c->unique_read);
-  fm_json_int(j, "unique_write", c->unique_write);
-  fm_json_end(j);
-  const fm_measured_bytes *mb = r->measured;
-  if (mb && mb->source[0]) {
-    fm_json_object(j, "measured");
-    fm_json_string(j, "source", mb->source);
-    fm_json_bool(j, "l2_flushed", mb->l2_flushed);
-    fm_json_int(j, "ranges", mb->nranges);
-    fm_json_double(j, "dram_read", mb->dram_read);
-    fm_json_double(j, "dram_write", mb->dram_write);
-    fm_json_double(j, "l2_read_sectors", mb->l2_read_sectors);
-    fm_json_double(j, "l2_read_bytes", 32.0 * mb->l2_read_sectors);
-    fm_json_double(j, "gpu_time_ns", mb->gpu_time_ns);
-    fm_json_end(j);
-    fm_json_object(j, "ratios");
-    fm_json_double(j, "dram_read_over_unique_read", mb->dram_read / (double)c->unique_read);
-    fm_json_double(j, "dram_write_over_unique_write", mb->dram_write / (double)c->unique_write);
-    fm_json_double(j, "l2_read_over_model_read", 32.0 * mb->l2_read_sectors / (double)c->bytes_read);
-    fm_json_end(j);
-  } else {
-    fm_json_null(j, "measured");
-    fm_json_null(j, "ratios");
-  }
-  fm_json_string(j, "measured_note", mb ? mb->note : "no counters: not measured on this device");
-  fm_json_end(j);
+  NUMBERS(j, "model", "model", D("rho", c->rho), I("tiles_total", c->tiles_total),
+          I("tiles_visited", c->tiles_visited), I("tiles_elementwise", c->tiles_elementwise));
+  fm_traffic_json(j, "traffic", c, r->measured);
 
   fm_json_object(j, "tiles_record");
   fm_json_string(j, "source", r->gpu_classes ? "kernel" : "cpu");
@@ -139,6 +147,9 @@ void fm_run_json(const fm_run_info *r, fm_json *j) {
   fm_json_int(j, "clock_khz", r->clock_khz);
   fm_json_end(j);
 }
+#undef I
+#undef B
+#undef D
 
 /* Writes a (nsets, per_set) array broadcast to [B, H, per_set...]. */
 static fm_status write_broadcast(const char *path, fm_dtype t, const fm_colmask *m, int64_t batch,

@@ -1,5 +1,5 @@
 /* fm_run_trace.h — the trace of one kernel run (`fmsim run`), from the GPU
- * or from the CPU simulation (DESIGN.md "Output: traces").
+ * or from the CPU simulation (docs/DESIGN.md, "Traces").
  *
  * A run trace is an analysis trace (fm_trace.h) with "kind": "run" and:
  *   summary.json     + "device" (the GPU's name, or "cpu-simulation"),
@@ -99,8 +99,39 @@ typedef struct fm_run_info {
   const fm_timeline *timeline; /* NULL: metadata only */
 } fm_run_info;
 
-/* Writes the run members (device, kernel, timing, flops, bytes, ...) into the
- * innermost open JSON object; the analysis members are not included. */
+/* The serializers of the structs above: the only writers of these JSON
+ * objects, used by run traces, `fmsim bench` and the scenario runner alike,
+ * so that every file names a figure the same way. Each writes one member
+ * `key` (NULL inside an array) into the innermost open object or array.
+ *
+ * fm_timing_json: null when t is NULL or not measured (source ""), else
+ *   {"source", "note", "warmup", "reps", "l2_flushed", "median_ms", "min_ms",
+ *    "max_ms", "mean_ms", "events_median_ms",
+ *    "kernels": [{"name", "median_ms", "grid": [x, y, z], "block": [x, y, z],
+ *                 "registers", "static_smem", "dynamic_smem"}]}
+ * fm_measured_bytes_json: null when mb is NULL or not counted, else
+ *   {"source", "l2_flushed", "ranges", "dram_read", "dram_write",
+ *    "l2_read_sectors", "l2_read_bytes", "gpu_time_ns"} (bytes, ns)
+ * fm_traffic_json: the model's bytes beside the measured ones,
+ *   {"model": {"source": "model", "read", "write", "q", "kv", "vectors",
+ *              "dense_mask", "bounds", "prep_read", "prep_write", "o", "lse",
+ *              "unique_read", "unique_write"},
+ *    "measured": fm_measured_bytes_json or null,
+ *    "ratios": {"dram_read_over_unique_read", "dram_write_over_unique_write",
+ *               "l2_read_over_model_read"} or null,
+ *    "measured_note": why not counted, "" otherwise} */
+void fm_timing_json(fm_json *j, const char *key, const fm_timing *t);
+void fm_measured_bytes_json(fm_json *j, const char *key, const fm_measured_bytes *mb);
+void fm_traffic_json(fm_json *j, const char *key, const fm_cost *c, const fm_measured_bytes *mb);
+
+/* Writes the run members into the innermost open JSON object: "device",
+ * "device_note", "kernel" {"head_dim", "variant", "dtype", "br", "bc",
+ * "instrumented"}, "timing" and "timing_instrumented" (fm_timing_json),
+ * "instrumentation_overhead", "flops" {"convention", "paper", "executed",
+ * "full"}, "tflops" {"source", "paper", "executed"} or null, "model" {"source",
+ * "rho", "tiles_total", "tiles_visited", "tiles_elementwise"}, "traffic"
+ * (fm_traffic_json) and "tiles_record" {"source", "class_mismatches",
+ * "cycles", "clock_khz"}; the analysis members are not included. */
 void fm_run_json(const fm_run_info *r, fm_json *j);
 
 /* The whole trace folder, atomically (staging folder, then rename).

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fm_limits.h"
+
 /* Text of data/kernel_test_seq_info.txt, generated into the build by CMake. */
 extern const char fm_builtin_samples_text[];
 
@@ -27,6 +29,7 @@ void fm_samples_free(fm_sample_set *s) {
 
 typedef struct {
   const char *p;
+  const char *end; /* the terminating NUL */
   const char *name;
   int line;
   fm_err *err;
@@ -71,6 +74,16 @@ static fm_status parse_sample(lex *x, int64_t total, int expect_k, fm_sample *ou
   if (n < 1 || n > total)
     return fm_fail(x->err, FM_EFORMAT, "%s:%d: num_docs %lld is outside 1..%lld", x->name,
                    x->line, (long long)n, (long long)total);
+  /* a count is never trusted past the text that must hold it: each document
+     takes at least "(0,1)" and its flag, 6 characters */
+  if (n > (x->end - x->p) / 6 + 1)
+    return fm_fail(x->err, FM_EFORMAT, "%s:%d: num_docs %lld cannot fit in the %lld bytes left of "
+                   "the file (each document takes at least 6)", x->name, x->line, (long long)n,
+                   (long long)(x->end - x->p));
+  char what[300];
+  snprintf(what, sizeof what, "%.200s:%d: %lld documents", x->name, x->line, (long long)n);
+  fm_status ms = fm_mem_check(fm_mem_mul(n, (int64_t)sizeof(fm_doc)), what, x->err);
+  if (ms != FM_OK) return ms;
   fm_doc *docs = calloc((size_t)n, sizeof *docs);
   if (!docs) return fm_fail(x->err, FM_ENOMEM, "out of memory");
   fm_status st = FM_OK;
@@ -120,7 +133,7 @@ static fm_status parse_sample(lex *x, int64_t total, int expect_k, fm_sample *ou
 
 fm_status fm_samples_parse(const char *text, const char *name, fm_sample_set *out, fm_err *err) {
   memset(out, 0, sizeof *out);
-  lex x = {text, name, 1, err};
+  lex x = {text, text + strlen(text), name, 1, err};
   int64_t total = 0;
   int next_k = 1, cap = 0;
   fm_status st = FM_OK;

@@ -1,11 +1,17 @@
+/* fm_scenario.c — scenario files (fm_scenario.h). Every key is one row of
+ * the key table below: its name, where it may stand (the top level, a mask
+ * entry, or both), its parser and the field it fills. Adding a key is a row
+ * here, a field in fm_scenario.h and a test in tests/test_scenario.c. */
 #define _POSIX_C_SOURCE 200809L
 #include "fm_scenario.h"
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "fm_families.h"
 
@@ -13,24 +19,71 @@
 #include <yaml.h>
 #endif
 
-static const char *const report_names[] = {"cases", "paper-table", "sweep", "memory", "chunks"};
+static const char *const report_names[FM_SCN_NREPORTS] = {"cases", "paper-table", "sweep", "memory",
+                                                          "chunks"};
 
-const char *fm_scn_report_name(fm_scn_report r) { return report_names[r]; }
+const char *fm_scn_report_name(fm_scn_report r) {
+  return (unsigned)r < FM_SCN_NREPORTS ? report_names[r] : "?";
+}
+
+void fm_scenario_defaults(fm_scenario *s) {
+  memset(s, 0, sizeof *s);
+  s->seqlen = (fm_int_list){.n = 1, .v = {8192}};
+  s->head_dim = (fm_int_list){.n = 1, .v = {128}};
+  s->br = s->bc = (fm_int_list){.n = 1, .v = {128}};
+  s->batch = s->heads = 1;
+  s->tokens = 131072;
+  s->hidden = 4096;
+  s->draws = 1;
+  s->run = FM_SCN_ANALYZE;
+  s->kernels[0] = FM_KERNEL_AUTO;
+  s->nkernels = 1;
+  s->variant = FM_VARIANT_SKIP;
+  s->warmup = 2;
+  s->reps = 5;
+  s->cupti = 1;
+  s->report = FM_SCN_REPORT_CASES;
+}
+
+const char *fm_scn_param(const fm_scenario *s, const fm_scn_mask *m, int i) {
+  return i >= 0 && i < m->nparams ? s->pool + m->param_at[i] : "";
+}
+
+fm_status fm_scn_add_param(fm_scenario *s, fm_scn_mask *m, const char *kv, fm_err *err) {
+  size_t n = strlen(kv) + 1;
+  if (m->nparams == FM_SCN_MAX_PARAMS)
+    return fm_fail(err, FM_EINVAL, "too many parameters (at most %d)", FM_SCN_MAX_PARAMS);
+  if (n > (size_t)(FM_SCN_PARAM_POOL - s->pool_used))
+    return fm_fail(err, FM_EINVAL, "parameters longer than %d characters in all",
+                   FM_SCN_PARAM_POOL - 1);
+  memcpy(s->pool + s->pool_used, kv, n);
+  m->param_at[m->nparams++] = s->pool_used;
+  s->pool_used += (int32_t)n;
+  return FM_OK;
+}
 
 #ifndef FM_HAVE_YAML
 
-fm_status fm_scenario_load(const char *path, fm_scenario *out, fm_err *err) {
-  (void)out;
+fm_status fm_scenario_parse(const char *text, size_t len, const char *label, const char *dir,
+                            fm_scenario *out, fm_err *err) {
+  (void)text, (void)len, (void)dir;
+  fm_scenario_defaults(out);
   return fm_fail(err, FM_EUNSUPPORTED, "%s: fmsim was built without libyaml (install libyaml-dev)",
-                 path);
+                 label);
 }
 
 #else
 
-typedef struct {
+/* ---- the parse context and its error lines -------------------------------------------- */
+
+enum { AT_ROOT = 1u << 0, AT_MASK = 1u << 1 };
+
+typedef struct ctx {
   yaml_document_t *doc;
-  const char *path;
+  const char *path, *dir;
   fm_err *err;
+  fm_scenario *s;
+  fm_scn_mask *mask; /* the entry being parsed, NULL at the top level */
 } ctx;
 
 static int line_of(const yaml_node_t *n) { return (int)n->start_mark.line + 1; }
@@ -53,6 +106,8 @@ static const char *scalar(const yaml_node_t *n) {
   return n && n->type == YAML_SCALAR_NODE ? (const char *)n->data.scalar.value : NULL;
 }
 
+static const yaml_node_t *node(ctx *c, int index) { return yaml_document_get_node(c->doc, index); }
+
 /* Edit distance for "did you mean". */
 static int distance(const char *a, const char *b) {
   int la = (int)strlen(a), lb = (int)strlen(b), d[64][64];
@@ -68,25 +123,43 @@ static int distance(const char *a, const char *b) {
   return d[la][lb];
 }
 
-static fm_status unknown_key(ctx *c, const yaml_node_t *n, const char *key, const char *const *known,
-                             int nknown, const char *where) {
-  int best = -1, bestd = 99;
-  for (int k = 0; k < nknown; k++) {
-    int dd = distance(key, known[k]);
-    if (dd < bestd) {
-      bestd = dd;
-      best = k;
-    }
+/* The closest of n names to word (NULL when none is within max_distance). */
+static const char *closest(const char *word, const char *const *names, int n, int max_distance) {
+  const char *best = NULL;
+  int bestd = max_distance + 1;
+  for (int k = 0; k < n; k++) {
+    int dd = distance(word, names[k]);
+    if (dd < bestd) bestd = dd, best = names[k];
   }
-  if (best >= 0 && bestd <= 3)
-    return bad(c, n, key, "unknown key in %s (did you mean '%s'?)", where, known[best]);
+  return best;
+}
+
+static fm_status unknown_key(ctx *c, const yaml_node_t *n, const char *key,
+                             const char *const *known, int nknown, const char *where) {
+  const char *best = closest(key, known, nknown, 3);
+  if (best) return bad(c, n, key, "unknown key in %s (did you mean '%s'?)", where, best);
   return bad(c, n, key, "unknown key in %s", where);
 }
+
+/* ---- value parsers: one per kind of key ------------------------------------------------ */
+
+typedef struct key_row key_row;
+typedef fm_status (*key_parse)(ctx *c, const yaml_node_t *v, const key_row *k, void *field);
+
+struct key_row {
+  const char *name;
+  unsigned where;             /* AT_ROOT and/or AT_MASK */
+  key_parse parse;
+  ptrdiff_t root_off, mask_off; /* the field in fm_scenario / fm_scn_mask, -1: none */
+  int64_t lo, hi;             /* integer bounds; hi is the capacity of a string field */
+};
 
 static fm_status parse_int(ctx *c, const yaml_node_t *n, const char *key, int64_t lo, int64_t hi,
                            int64_t *out) {
   const char *s = scalar(n);
-  if (!s) return bad(c, n, key, "expected an integer, got a %s", n->type == YAML_SEQUENCE_NODE ? "list" : "mapping");
+  if (!s)
+    return bad(c, n, key, "expected an integer, got a %s",
+               n->type == YAML_SEQUENCE_NODE ? "list" : "mapping");
   char *end;
   errno = 0;
   long long v = strtoll(s, &end, 10);
@@ -97,238 +170,374 @@ static fm_status parse_int(ctx *c, const yaml_node_t *n, const char *key, int64_
   return FM_OK;
 }
 
-static fm_status parse_bool(ctx *c, const yaml_node_t *n, const char *key, int *out) {
-  const char *s = scalar(n);
+static fm_status p_int(ctx *c, const yaml_node_t *v, const key_row *k, void *field) {
+  return parse_int(c, v, k->name, k->lo, k->hi, field);
+}
+
+static fm_status p_seed(ctx *c, const yaml_node_t *v, const key_row *k, void *field) {
+  int64_t seed = 0;
+  fm_status st = parse_int(c, v, k->name, k->lo, k->hi, &seed);
+  if (st == FM_OK) *(uint64_t *)field = (uint64_t)seed;
+  return st;
+}
+
+static fm_status p_bool(ctx *c, const yaml_node_t *v, const key_row *k, void *field) {
+  const char *s = scalar(v);
+  int *out = field;
   if (s && (!strcmp(s, "true") || !strcmp(s, "yes"))) *out = 1;
   else if (s && (!strcmp(s, "false") || !strcmp(s, "no"))) *out = 0;
-  else return bad(c, n, key, "expected true or false");
+  else return bad(c, v, k->name, "expected true or false");
   return FM_OK;
 }
 
-static fm_status parse_string(ctx *c, const yaml_node_t *n, const char *key, char *out, size_t cap) {
-  const char *s = scalar(n);
-  if (!s) return bad(c, n, key, "expected a string");
-  if (strlen(s) >= cap) return bad(c, n, key, "longer than %zu characters", cap - 1);
-  snprintf(out, cap, "%s", s);
+static fm_status p_string(ctx *c, const yaml_node_t *v, const key_row *k, void *field) {
+  const char *s = scalar(v);
+  if (!s) return bad(c, v, k->name, "expected a string");
+  if (strlen(s) >= (size_t)k->hi)
+    return bad(c, v, k->name, "longer than %lld characters", (long long)k->hi - 1);
+  snprintf(field, (size_t)k->hi, "%s", s);
+  return FM_OK;
+}
+
+/* A path relative to the scenario's folder (absolute paths stay as they are). */
+static fm_status p_path(ctx *c, const yaml_node_t *v, const key_row *k, void *field) {
+  const char *rel = scalar(v);
+  if (!rel) return bad(c, v, k->name, "expected a path");
+  int len = rel[0] == '/' ? snprintf(field, (size_t)k->hi, "%s", rel)
+                          : snprintf(field, (size_t)k->hi, "%s/%s", c->dir, rel);
+  if (len < 0 || len >= k->hi) return bad(c, v, k->name, "path too long");
   return FM_OK;
 }
 
 /* int, [ints], or {from: a, to: b, factor: f} (geometric). */
-static fm_status parse_int_list(ctx *c, const yaml_node_t *n, const char *key, int64_t lo,
-                                int64_t hi, fm_int_list *out) {
-  out->n = 0;
-  if (n->type == YAML_SCALAR_NODE) {
-    out->n = 1;
-    return parse_int(c, n, key, lo, hi, &out->v[0]);
-  }
-  if (n->type == YAML_SEQUENCE_NODE) {
-    for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top; it++) {
-      if (out->n == FM_SCN_MAX_LIST) return bad(c, n, key, "more than %d values", FM_SCN_MAX_LIST);
-      fm_status st = parse_int(c, yaml_document_get_node(c->doc, *it), key, lo, hi, &out->v[out->n++]);
-      if (st != FM_OK) return st;
-    }
-    if (out->n == 0) return bad(c, n, key, "empty list");
-    return FM_OK;
-  }
+static fm_status parse_range(ctx *c, const yaml_node_t *n, const key_row *k, fm_int_list *out) {
   int64_t from = 0, to = 0, factor = 2;
   int have_from = 0, have_to = 0;
   for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
-    const yaml_node_t *k = yaml_document_get_node(c->doc, p->key), *v = yaml_document_get_node(c->doc, p->value);
-    const char *ks = scalar(k);
+    const yaml_node_t *kn = node(c, p->key), *v = node(c, p->value);
+    const char *ks = scalar(kn);
     fm_status st;
-    if (ks && !strcmp(ks, "from")) st = parse_int(c, v, "from", lo, hi, &from), have_from = 1;
-    else if (ks && !strcmp(ks, "to")) st = parse_int(c, v, "to", lo, hi, &to), have_to = 1;
+    if (ks && !strcmp(ks, "from")) st = parse_int(c, v, "from", k->lo, k->hi, &from), have_from = 1;
+    else if (ks && !strcmp(ks, "to")) st = parse_int(c, v, "to", k->lo, k->hi, &to), have_to = 1;
     else if (ks && !strcmp(ks, "factor")) st = parse_int(c, v, "factor", 2, 1 << 20, &factor);
     else {
       static const char *const known[] = {"from", "to", "factor"};
-      return unknown_key(c, k, ks ? ks : "?", known, 3, key);
+      return unknown_key(c, kn, ks ? ks : "?", known, 3, k->name);
     }
     if (st != FM_OK) return st;
   }
   if (!have_from || !have_to || from > to)
-    return bad(c, n, key, "a range needs from <= to (and an optional factor)");
+    return bad(c, n, k->name, "a range needs from <= to (and an optional factor)");
   for (int64_t x = from; x <= to; x *= factor) {
-    if (out->n == FM_SCN_MAX_LIST) return bad(c, n, key, "range has more than %d values", FM_SCN_MAX_LIST);
+    if (out->n == FM_SCN_MAX_LIST)
+      return bad(c, n, k->name, "range has more than %d values", FM_SCN_MAX_LIST);
     out->v[out->n++] = x;
   }
   return FM_OK;
 }
 
-static fm_status parse_samples(ctx *c, const yaml_node_t *n, fm_int_list *out) {
-  const char *s = scalar(n);
+static fm_status p_int_list(ctx *c, const yaml_node_t *n, const key_row *k, void *field) {
+  fm_int_list *out = field;
+  out->n = 0;
+  if (n->type == YAML_SCALAR_NODE) {
+    out->n = 1;
+    return parse_int(c, n, k->name, k->lo, k->hi, &out->v[0]);
+  }
+  if (n->type == YAML_MAPPING_NODE) return parse_range(c, n, k, out);
+  for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top; it++) {
+    if (out->n == FM_SCN_MAX_LIST) return bad(c, n, k->name, "more than %d values", FM_SCN_MAX_LIST);
+    fm_status st = parse_int(c, node(c, *it), k->name, k->lo, k->hi, &out->v[out->n++]);
+    if (st != FM_OK) return st;
+  }
+  if (out->n == 0) return bad(c, n, k->name, "empty list");
+  return FM_OK;
+}
+
+static fm_status p_head_dims(ctx *c, const yaml_node_t *v, const key_row *k, void *field) {
+  fm_int_list *l = field;
+  fm_status st = p_int_list(c, v, k, field);
+  for (int i = 0; st == FM_OK && i < l->n; i++)
+    if (fm_kernel_tile_size(FM_KERNEL_AUTO, (int32_t)l->v[i], NULL, NULL, NULL) != FM_OK)
+      st = bad(c, v, k->name, "head dim %lld is not supported (64 or 128)", (long long)l->v[i]);
+  return st;
+}
+
+static fm_status p_samples(ctx *c, const yaml_node_t *v, const key_row *k, void *field) {
+  const char *s = scalar(v);
+  fm_int_list *out = field;
   if (s && !strcmp(s, "all")) {
     out->n = 5;
-    for (int k = 0; k < 5; k++) out->v[k] = k;
+    for (int i = 0; i < 5; i++) out->v[i] = i;
     return FM_OK;
   }
-  return parse_int_list(c, n, "samples", 0, 1 << 20, out);
+  return p_int_list(c, v, k, field);
 }
 
-static fm_status parse_auto_int(ctx *c, const yaml_node_t *n, const char *key, int64_t *out) {
-  const char *s = scalar(n);
+static fm_status p_auto_int(ctx *c, const yaml_node_t *v, const key_row *k, void *field) {
+  const char *s = scalar(v);
   if (s && !strcmp(s, "auto")) {
-    *out = 0;
+    *(int64_t *)field = 0;
     return FM_OK;
   }
-  return parse_int(c, n, key, 1, 65535, out);
+  return parse_int(c, v, k->name, k->lo, k->hi, field);
 }
 
+/* A word or a list of words; each is passed to one(c, word node, key, field). */
+static fm_status each_word(ctx *c, const yaml_node_t *n, const key_row *k, void *field,
+                           fm_status (*one)(ctx *, const yaml_node_t *, const key_row *, void *)) {
+  if (n->type == YAML_SCALAR_NODE) return one(c, n, k, field);
+  if (n->type != YAML_SEQUENCE_NODE) return bad(c, n, k->name, "expected a list of words");
+  for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top; it++) {
+    fm_status st = one(c, node(c, *it), k, field);
+    if (st != FM_OK) return st;
+  }
+  return FM_OK;
+}
+
+/* One of words (did-you-mean on a near miss); its index in *out. */
 static fm_status match_word(ctx *c, const yaml_node_t *w, const char *key, const char *const *words,
-                            const unsigned *bits, int nwords, unsigned *out) {
+                            int nwords, int *out) {
   const char *s = scalar(w);
-  int best = 0, bestd = 99;
-  for (int k = 0; s && k < nwords; k++) {
-    if (!strcmp(s, words[k])) {
-      *out |= bits[k];
+  for (int i = 0; s && i < nwords; i++)
+    if (!strcmp(s, words[i])) {
+      *out = i;
       return FM_OK;
     }
-    if (distance(s, words[k]) < bestd) bestd = distance(s, words[k]), best = k;
-  }
-  if (s && bestd <= 3) return bad(c, w, key, "unknown value '%s' (did you mean '%s'?)", s, words[best]);
+  const char *best = s ? closest(s, words, nwords, 3) : NULL;
+  if (best) return bad(c, w, key, "unknown value '%s' (did you mean '%s'?)", s, best);
   return bad(c, w, key, "unknown value '%s'", s ? s : "(not a word)");
 }
 
-/* A word or a list of words, each one of `words`; their bits or-ed. */
-static fm_status parse_words(ctx *c, const yaml_node_t *n, const char *key, const char *const *words,
-                             const unsigned *bits, int nwords, unsigned *out) {
-  *out = 0;
-  if (n->type == YAML_SCALAR_NODE) return match_word(c, n, key, words, bits, nwords, out);
-  if (n->type != YAML_SEQUENCE_NODE) return bad(c, n, key, "expected a list of words");
-  for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top; it++) {
-    fm_status st = match_word(c, yaml_document_get_node(c->doc, *it), key, words, bits, nwords, out);
-    if (st != FM_OK) return st;
+static fm_status one_step(ctx *c, const yaml_node_t *w, const key_row *k, void *field) {
+  static const char *const steps[] = {"analyze", "simulate", "gpu", "peer"};
+  int i = 0;
+  fm_status st = match_word(c, w, k->name, steps, 4, &i);
+  if (st == FM_OK) *(unsigned *)field |= 1u << i;
+  return st;
+}
+
+static fm_status p_steps(ctx *c, const yaml_node_t *v, const key_row *k, void *field) {
+  *(unsigned *)field = 0;
+  return each_word(c, v, k, field, one_step);
+}
+
+static fm_status one_kernel(ctx *c, const yaml_node_t *w, const key_row *k, void *field) {
+  (void)field;
+  fm_scenario *s = c->s;
+  fm_err e;
+  if (s->nkernels == FM_SCN_MAX_KERNELS)
+    return bad(c, w, k->name, "more than %d kernels", FM_SCN_MAX_KERNELS);
+  if (fm_kernel_parse(scalar(w), &s->kernels[s->nkernels], &e) != FM_OK)
+    return bad(c, w, k->name, "%s", e.msg);
+  s->nkernels++;
+  return FM_OK;
+}
+
+static fm_status p_kernels(ctx *c, const yaml_node_t *v, const key_row *k, void *field) {
+  c->s->nkernels = 0;
+  fm_status st = each_word(c, v, k, field, one_kernel);
+  if (st == FM_OK && c->s->nkernels == 0) st = bad(c, v, k->name, "empty list");
+  return st;
+}
+
+static fm_status p_variant(ctx *c, const yaml_node_t *v, const key_row *k, void *field) {
+  fm_err e;
+  if (fm_variant_parse(scalar(v), field, &e) != FM_OK) return bad(c, v, k->name, "%s", e.msg);
+  return FM_OK;
+}
+
+static fm_status one_figure(ctx *c, const yaml_node_t *w, const key_row *k, void *field) {
+  (void)field;
+  fm_scenario *s = c->s;
+  const char *name = scalar(w);
+  if (!name || !*name) return bad(c, w, k->name, "expected a figure name");
+  if (s->nfigures == FM_SCN_MAX_FIGURES)
+    return bad(c, w, k->name, "more than %d figures", FM_SCN_MAX_FIGURES);
+  if (strlen(name) >= sizeof s->figures[0]) return bad(c, w, k->name, "'%s': name too long", name);
+  snprintf(s->figures[s->nfigures++], sizeof s->figures[0], "%s", name);
+  return FM_OK;
+}
+
+static fm_status p_figures(ctx *c, const yaml_node_t *v, const key_row *k, void *field) {
+  c->s->nfigures = 0;
+  c->s->figures_line = line_of(v);
+  return each_word(c, v, k, field, one_figure);
+}
+
+static fm_status p_report(ctx *c, const yaml_node_t *v, const key_row *k, void *field) {
+  int i = 0;
+  if (match_word(c, v, k->name, report_names, FM_SCN_NREPORTS, &i) != FM_OK)
+    return bad(c, v, k->name, "expected cases, paper-table, sweep, memory or chunks");
+  *(fm_scn_report *)field = (fm_scn_report)i;
+  return FM_OK;
+}
+
+static fm_status p_masks(ctx *c, const yaml_node_t *v, const key_row *k, void *field) {
+  (void)c, (void)k;
+  *(const yaml_node_t **)field = v;
+  return FM_OK;
+}
+
+static fm_status p_family(ctx *c, const yaml_node_t *v, const key_row *k, void *field) {
+  fm_status st = p_string(c, v, k, field);
+  const char *name = field;
+  if (st != FM_OK || fm_family_find(name)) return st;
+  const char *names[64];
+  int n = 0;
+  for (int f = 0; f < fm_family_count() && n < 64; f++) names[n++] = fm_family_at(f)->name;
+  const char *best = closest(name, names, n, 4);
+  return best ? bad(c, v, k->name, "unknown family '%s' (did you mean '%s'?)", name, best)
+              : bad(c, v, k->name, "unknown family '%s' (fmsim families lists them)", name);
+}
+
+static fm_status p_params(ctx *c, const yaml_node_t *v, const key_row *k, void *field) {
+  (void)field;
+  if (v->type != YAML_MAPPING_NODE) return bad(c, v, k->name, "expected a mapping {key: value}");
+  for (yaml_node_pair_t *q = v->data.mapping.pairs.start; q < v->data.mapping.pairs.top; q++) {
+    const char *pk = scalar(node(c, q->key)), *pv = scalar(node(c, q->value));
+    if (!pk || !pv) return bad(c, v, k->name, "parameters are key: value scalars");
+    size_t n = strlen(pk) + strlen(pv) + 2;
+    char *kv = malloc(n);
+    if (!kv) return fm_fail(c->err, FM_ENOMEM, "out of memory");
+    snprintf(kv, n, "%s=%s", pk, pv);
+    fm_err e;
+    fm_status st = fm_scn_add_param(c->s, c->mask, kv, &e);
+    free(kv);
+    if (st != FM_OK) return bad(c, v, pk, "%s", e.msg);
   }
   return FM_OK;
 }
 
-/* A path relative to the scenario's folder (absolute paths stay as they are). */
-static fm_status parse_path(ctx *c, const yaml_node_t *n, const char *key, const char *dir,
-                            char *out, size_t cap) {
-  char rel[2048];
-  fm_status st = parse_string(c, n, key, rel, sizeof rel);
-  if (st != FM_OK) return st;
-  int len = rel[0] == '/' ? snprintf(out, cap, "%s", rel) : snprintf(out, cap, "%s/%s", dir, rel);
-  if (len < 0 || (size_t)len >= cap) return bad(c, n, key, "path too long");
+static fm_status p_file(ctx *c, const yaml_node_t *v, const key_row *k, void *field) {
+  c->mask->is_intervals = !strcmp(k->name, "intervals");
+  return p_path(c, v, k, field);
+}
+
+/* ---- the key table ----------------------------------------------------------------------- */
+
+#define R(f) offsetof(fm_scenario, f)
+#define M(f) offsetof(fm_scn_mask, f)
+#define CAP(type, f) ((int64_t)sizeof(((type *)0)->f))
+#define NO (-1)
+#define BOTH (AT_ROOT | AT_MASK)
+
+static const key_row keys[] = {
+    {"name", AT_ROOT, p_string, R(name), NO, 0, CAP(fm_scenario, name)},
+    {"description", AT_ROOT, p_string, R(description), NO, 0, CAP(fm_scenario, description)},
+    {"output", AT_ROOT, p_string, R(output), NO, 0, CAP(fm_scenario, output)},
+    {"seqlen", BOTH, p_int_list, R(seqlen), M(seqlen), 1, 1 << 30},
+    {"batch", AT_ROOT, p_auto_int, R(batch), NO, 1, 65535},
+    {"heads", AT_ROOT, p_auto_int, R(heads), NO, 1, 65535},
+    {"tokens", AT_ROOT, p_int, R(tokens), NO, 1, (int64_t)1 << 40},
+    {"hidden", AT_ROOT, p_int, R(hidden), NO, 64, 1 << 20},
+    {"head_dim", AT_ROOT, p_head_dims, R(head_dim), NO, 1, 1024},
+    {"br", BOTH, p_int_list, R(br), M(br), 1, 65536},
+    {"bc", BOTH, p_int_list, R(bc), M(bc), 1, 65536},
+    {"samples", BOTH, p_samples, R(samples), M(samples), 0, 1 << 20},
+    {"sample_file", AT_ROOT, p_path, R(sample_file), NO, 0, CAP(fm_scenario, sample_file)},
+    {"seed", AT_ROOT, p_seed, R(seed), NO, 0, INT64_MAX},
+    {"draws", BOTH, p_int, R(draws), M(draws), 1, 100000},
+    {"run", AT_ROOT, p_steps, R(run), NO, 0, 0},
+    {"kernel", AT_ROOT, p_kernels, R(kernels), NO, 0, 0},
+    {"variant", AT_ROOT, p_variant, R(variant), NO, 0, 0},
+    {"warmup", AT_ROOT, p_int, R(warmup), NO, 0, 100000},
+    {"reps", AT_ROOT, p_int, R(reps), NO, 1, 100000},
+    {"noskip_reps", AT_ROOT, p_int, R(noskip_reps), NO, 0, 100000},
+    {"instrument_reps", AT_ROOT, p_int, R(instrument_reps), NO, 0, 100000},
+    {"count_bytes", AT_ROOT, p_bool, R(count_bytes), NO, 0, 0},
+    {"cupti", AT_ROOT, p_bool, R(cupti), NO, 0, 0},
+    {"figures", AT_ROOT, p_figures, R(figures), NO, 0, 0},
+    {"report", AT_ROOT, p_report, R(report), NO, 0, 0},
+    {"chunk", AT_ROOT, p_int, R(chunk), NO, 1, 1 << 20},
+    {"masks", AT_ROOT, p_masks, NO, NO, 0, 0},
+    {"family", AT_MASK, p_family, NO, M(family), 0, CAP(fm_scn_mask, family)},
+    {"params", AT_MASK, p_params, NO, M(nparams), 0, 0},
+    {"intervals", AT_MASK, p_file, NO, M(file), 0, CAP(fm_scn_mask, file)},
+    {"dense", AT_MASK, p_file, NO, M(file), 0, CAP(fm_scn_mask, file)},
+    {"causal", AT_MASK, p_bool, NO, M(causal), 0, 0},
+    {"masked_true", AT_MASK, p_bool, NO, M(masked_true), 0, 0},
+    {"strict", AT_MASK, p_bool, NO, M(strict), 0, 0},
+};
+#define NKEYS ((int)(sizeof keys / sizeof keys[0]))
+
+/* Parses mapping n at one level (AT_ROOT into the scenario, AT_MASK into
+ * c->mask); seen gets the bit of every key given. masks_node gets the value
+ * of masks:. */
+static fm_status parse_mapping(ctx *c, const yaml_node_t *n, unsigned where, uint64_t *seen,
+                               const yaml_node_t **masks_node) {
+  const char *where_text = where == AT_ROOT ? "the scenario" : "a mask entry";
+  char *base = where == AT_ROOT ? (char *)c->s : (char *)c->mask;
+  for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
+    const yaml_node_t *k = node(c, p->key), *v = node(c, p->value);
+    const char *ks = scalar(k);
+    if (!ks) return bad(c, k, where == AT_ROOT ? "?" : "masks", "keys are words");
+    int row = -1;
+    for (int i = 0; i < NKEYS && row < 0; i++)
+      if ((keys[i].where & where) && !strcmp(keys[i].name, ks)) row = i;
+    if (row < 0) {
+      const char *known[NKEYS];
+      int nknown = 0;
+      for (int i = 0; i < NKEYS; i++)
+        if (keys[i].where & where) known[nknown++] = keys[i].name;
+      return unknown_key(c, k, ks, known, nknown, where_text);
+    }
+    const key_row *kr = &keys[row];
+    ptrdiff_t off = where == AT_ROOT ? kr->root_off : kr->mask_off;
+    void *field = kr->parse == p_masks ? (void *)masks_node : base + off;
+    fm_status st = kr->parse(c, v, kr, field);
+    if (st != FM_OK) return st;
+    *seen |= 1ull << row;
+  }
   return FM_OK;
 }
 
-static fm_status parse_mask(ctx *c, const yaml_node_t *n, const char *dir, fm_scn_mask *m) {
-  static const char *const known[] = {"family", "params", "intervals", "dense", "causal",
-                                      "masked_true", "seqlen", "br", "bc", "samples", "draws"};
+static int key_seen(uint64_t seen, const char *name) {
+  for (int i = 0; i < NKEYS; i++)
+    if (!strcmp(keys[i].name, name)) return (seen >> i) & 1;
+  return 0;
+}
+
+static fm_status parse_mask(ctx *c, const yaml_node_t *n, fm_scn_mask *m) {
   memset(m, 0, sizeof *m);
   m->line = line_of(n);
-  if (n->type != YAML_MAPPING_NODE) return bad(c, n, "masks", "each entry is a mapping (family: NAME ...)");
-  int have_causal = 0;
-  for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
-    const yaml_node_t *k = yaml_document_get_node(c->doc, p->key), *v = yaml_document_get_node(c->doc, p->value);
-    const char *ks = scalar(k);
-    fm_status st = FM_OK;
-    if (!ks) return bad(c, k, "masks", "keys are words");
-    if (!strcmp(ks, "family")) {
-      st = parse_string(c, v, ks, m->family, sizeof m->family);
-      if (st == FM_OK && !fm_family_find(m->family)) {
-        int best = 0, bestd = 99;
-        for (int f = 0; f < fm_family_count(); f++) {
-          int dd = distance(m->family, fm_family_at(f)->name);
-          if (dd < bestd) bestd = dd, best = f;
-        }
-        return bestd <= 4 ? bad(c, v, ks, "unknown family '%s' (did you mean '%s'?)", m->family,
-                                fm_family_at(best)->name)
-                          : bad(c, v, ks, "unknown family '%s' (fmsim families lists them)", m->family);
-      }
-    } else if (!strcmp(ks, "params")) {
-      if (v->type != YAML_MAPPING_NODE) return bad(c, v, ks, "expected a mapping {key: value}");
-      for (yaml_node_pair_t *q = v->data.mapping.pairs.start; q < v->data.mapping.pairs.top; q++) {
-        const char *pk = scalar(yaml_document_get_node(c->doc, q->key));
-        const char *pv = scalar(yaml_document_get_node(c->doc, q->value));
-        if (!pk || !pv) return bad(c, v, ks, "parameters are key: value scalars");
-        if (m->nparams == FM_SCN_MAX_PARAMS) return bad(c, v, ks, "too many parameters");
-        if ((size_t)snprintf(m->params[m->nparams], sizeof m->params[0], "%s=%s", pk, pv) >= sizeof m->params[0])
-          return bad(c, v, pk, "value too long");
-        m->nparams++;
-      }
-    } else if (!strcmp(ks, "intervals") || !strcmp(ks, "dense")) {
-      st = parse_path(c, v, ks, dir, m->file, sizeof m->file);
-      m->is_intervals = !strcmp(ks, "intervals");
-    } else if (!strcmp(ks, "causal")) {
-      st = parse_bool(c, v, ks, &m->causal);
-      have_causal = 1;
-    } else if (!strcmp(ks, "masked_true")) st = parse_bool(c, v, ks, &m->masked_true);
-    else if (!strcmp(ks, "seqlen")) st = parse_int_list(c, v, ks, 1, 1 << 30, &m->seqlen);
-    else if (!strcmp(ks, "br")) st = parse_int_list(c, v, ks, 1, 65536, &m->br);
-    else if (!strcmp(ks, "bc")) st = parse_int_list(c, v, ks, 1, 65536, &m->bc);
-    else if (!strcmp(ks, "samples")) st = parse_samples(c, v, &m->samples);
-    else if (!strcmp(ks, "draws")) st = parse_int(c, v, ks, 1, 100000, &m->draws);
-    else return unknown_key(c, k, ks, known, (int)(sizeof known / sizeof known[0]), "a mask entry");
-    if (st != FM_OK) return st;
-  }
+  if (n->type != YAML_MAPPING_NODE)
+    return bad(c, n, "masks", "each entry is a mapping (family: NAME ...)");
+  c->mask = m;
+  uint64_t seen = 0;
+  fm_status st = parse_mapping(c, n, AT_MASK, &seen, NULL);
+  c->mask = NULL;
+  if (st != FM_OK) return st;
   if (!m->family[0] && !m->file[0])
     return bad(c, n, "masks", "an entry needs family:, intervals: or dense:");
   if (m->family[0] && m->file[0])
     return bad(c, n, "masks", "an entry has either family: or a file, not both");
-  if (m->is_intervals && !have_causal)
+  if (m->is_intervals && !key_seen(seen, "causal"))
     return bad(c, n, "intervals", "an interval file needs causal: true or false beside it");
   if (m->nparams && !m->family[0]) return bad(c, n, "params", "parameters belong to a family");
+  if (m->strict && !m->is_intervals) return bad(c, n, "strict", "strict: goes with intervals:");
   return FM_OK;
 }
 
-static fm_status parse_root(ctx *c, const yaml_node_t *root, const char *dir, fm_scenario *s) {
-  static const char *const known[] = {"name", "description", "output", "seqlen", "batch", "heads",
-                                      "head_dim", "br", "bc", "samples", "seed", "draws", "run",
-                                      "figures", "report", "chunk", "masks", "sample_file"};
-  static const char *const steps[] = {"analyze", "simulate", "gpu", "peer"};
-  static const unsigned step_bits[] = {FM_SCN_ANALYZE, FM_SCN_SIMULATE, FM_SCN_GPU, FM_SCN_PEER};
-  static const char *const figs[] = {"gallery", "memory", "tiles"};
-  static const unsigned fig_bits[] = {FM_SCN_FIG_GALLERY, FM_SCN_FIG_MEMORY, FM_SCN_FIG_TILES};
+static fm_status parse_root(ctx *c, const yaml_node_t *root) {
+  fm_scenario *s = c->s;
   if (!root || root->type != YAML_MAPPING_NODE)
-    return fm_fail(c->err, FM_EINVAL, "%s:1: a scenario is a mapping of keys (name:, masks: ...)", c->path);
+    return fm_fail(c->err, FM_EINVAL, "%s:1: a scenario is a mapping of keys (name:, masks: ...)",
+                   c->path);
   const yaml_node_t *masks = NULL;
-  for (yaml_node_pair_t *p = root->data.mapping.pairs.start; p < root->data.mapping.pairs.top; p++) {
-    const yaml_node_t *k = yaml_document_get_node(c->doc, p->key), *v = yaml_document_get_node(c->doc, p->value);
-    const char *ks = scalar(k);
-    fm_status st = FM_OK;
-    if (!ks) return bad(c, k, "?", "keys are words");
-    if (!strcmp(ks, "name")) st = parse_string(c, v, ks, s->name, sizeof s->name);
-    else if (!strcmp(ks, "description")) st = parse_string(c, v, ks, s->description, sizeof s->description);
-    else if (!strcmp(ks, "output")) st = parse_string(c, v, ks, s->output, sizeof s->output);
-    else if (!strcmp(ks, "seqlen")) st = parse_int_list(c, v, ks, 1, 1 << 30, &s->seqlen);
-    else if (!strcmp(ks, "batch")) st = parse_auto_int(c, v, ks, &s->batch);
-    else if (!strcmp(ks, "heads")) st = parse_auto_int(c, v, ks, &s->heads);
-    else if (!strcmp(ks, "head_dim")) {
-      st = parse_int_list(c, v, ks, 1, 1024, &s->head_dim);
-      for (int i = 0; st == FM_OK && i < s->head_dim.n; i++)
-        if (s->head_dim.v[i] != 64 && s->head_dim.v[i] != 128)
-          st = bad(c, v, ks, "head dim %lld is not supported (64 or 128)", (long long)s->head_dim.v[i]);
-    } else if (!strcmp(ks, "br")) st = parse_int_list(c, v, ks, 1, 65536, &s->br);
-    else if (!strcmp(ks, "bc")) st = parse_int_list(c, v, ks, 1, 65536, &s->bc);
-    else if (!strcmp(ks, "samples")) st = parse_samples(c, v, &s->samples);
-    else if (!strcmp(ks, "seed")) {
-      int64_t seed;
-      st = parse_int(c, v, ks, 0, INT64_MAX, &seed);
-      s->seed = (uint64_t)seed;
-    } else if (!strcmp(ks, "draws")) st = parse_int(c, v, ks, 1, 100000, &s->draws);
-    else if (!strcmp(ks, "run")) st = parse_words(c, v, ks, steps, step_bits, 4, &s->run);
-    else if (!strcmp(ks, "figures")) st = parse_words(c, v, ks, figs, fig_bits, 3, &s->figures);
-    else if (!strcmp(ks, "report")) {
-      const char *r = scalar(v);
-      int found = -1;
-      for (int w = 0; r && w < 5; w++)
-        if (!strcmp(r, report_names[w])) found = w;
-      if (found < 0) st = bad(c, v, ks, "expected cases, paper-table, sweep, memory or chunks");
-      else s->report = (fm_scn_report)found;
-    } else if (!strcmp(ks, "chunk")) st = parse_int(c, v, ks, 1, 1 << 20, &s->chunk);
-    else if (!strcmp(ks, "masks")) masks = v;
-    else if (!strcmp(ks, "sample_file")) st = parse_path(c, v, ks, dir, s->sample_file, sizeof s->sample_file);
-    else return unknown_key(c, k, ks, known, (int)(sizeof known / sizeof known[0]), "the scenario");
-    if (st != FM_OK) return st;
-  }
+  uint64_t seen = 0;
+  fm_status st = parse_mapping(c, root, AT_ROOT, &seen, &masks);
+  if (st != FM_OK) return st;
   if (!s->name[0]) return fm_fail(c->err, FM_EINVAL, "%s:1: key 'name': required", c->path);
-  if (!masks || masks->type != YAML_SEQUENCE_NODE || masks->data.sequence.items.start == masks->data.sequence.items.top)
+  if (!masks || masks->type != YAML_SEQUENCE_NODE ||
+      masks->data.sequence.items.start == masks->data.sequence.items.top)
     return fm_fail(c->err, FM_EINVAL, "%s:%d: key 'masks': required, a non-empty list", c->path,
                    masks ? line_of(masks) : 1);
-  for (yaml_node_item_t *it = masks->data.sequence.items.start; it < masks->data.sequence.items.top; it++) {
-    if (s->nmasks == FM_SCN_MAX_MASKS) return bad(c, masks, "masks", "more than %d entries", FM_SCN_MAX_MASKS);
-    fm_status st = parse_mask(c, yaml_document_get_node(c->doc, *it), dir, &s->masks[s->nmasks]);
+  s->masks_line = line_of(masks);
+  for (yaml_node_item_t *it = masks->data.sequence.items.start; it < masks->data.sequence.items.top;
+       it++) {
+    if (s->nmasks == FM_SCN_MAX_MASKS)
+      return bad(c, masks, "masks", "more than %d entries", FM_SCN_MAX_MASKS);
+    st = parse_mask(c, node(c, *it), &s->masks[s->nmasks]);
     if (st != FM_OK) return st;
     s->nmasks++;
   }
@@ -337,100 +546,182 @@ static fm_status parse_root(ctx *c, const yaml_node_t *root, const char *dir, fm
   return FM_OK;
 }
 
-fm_status fm_scenario_load(const char *path, fm_scenario *s, fm_err *err) {
-  memset(s, 0, sizeof *s);
-  snprintf(s->path, sizeof s->path, "%s", path);
-  FILE *f = fopen(path, "rb");
-  if (!f) return fm_fail(err, FM_EIO, "%s: cannot open scenario: %s", path, strerror(errno));
+/* Flow collections nest as deep as their brackets: refused past
+ * FM_SCN_MAX_DEPTH before libyaml reads them (its scanner is quadratic in the
+ * depth). Counted over the raw text, quotes and comments included: a
+ * scenario never comes near the limit, so a bracket inside a string can only
+ * make the count larger, never hide a deep nest. */
+static fm_status check_depth(const char *text, size_t len, const char *label, fm_err *err) {
+  int depth = 0, line = 1;
+  for (size_t i = 0; i < len; i++) {
+    char ch = text[i];
+    if (ch == '\n') line++;
+    else if (ch == '[' || ch == '{') {
+      if (++depth > FM_SCN_MAX_DEPTH)
+        return fm_fail(err, FM_EINVAL, "%s:%d: brackets nested deeper than %d levels", label, line,
+                       FM_SCN_MAX_DEPTH);
+    } else if ((ch == ']' || ch == '}') && depth > 0) {
+      depth--;
+    }
+  }
+  return FM_OK;
+}
+
+fm_status fm_scenario_parse(const char *text, size_t len, const char *label, const char *dir,
+                            fm_scenario *s, fm_err *err) {
+  fm_scenario_defaults(s);
+  snprintf(s->path, sizeof s->path, "%s", label);
+  if (len > FM_SCN_MAX_FILE_BYTES)
+    return fm_fail(err, FM_EINVAL, "%s: %zu bytes is too large for a scenario (at most %d)", label,
+                   len, FM_SCN_MAX_FILE_BYTES);
+  fm_status st = check_depth(text, len, label, err);
+  if (st != FM_OK) return st;
   yaml_parser_t parser;
   yaml_document_t doc;
   yaml_parser_initialize(&parser);
-  yaml_parser_set_input_file(&parser, f);
+  yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
   if (!yaml_parser_load(&parser, &doc)) {
-    fm_status st = fm_fail(err, FM_EFORMAT, "%s:%d: YAML syntax error: %s%s%s", path,
-                           (int)parser.problem_mark.line + 1, parser.problem ? parser.problem : "?",
-                           parser.context ? " " : "", parser.context ? parser.context : "");
+    st = fm_fail(err, FM_EFORMAT, "%s:%d: YAML syntax error: %s%s%s", label,
+                 (int)parser.problem_mark.line + 1, parser.problem ? parser.problem : "?",
+                 parser.context ? " " : "", parser.context ? parser.context : "");
     yaml_parser_delete(&parser);
-    fclose(f);
     return st;
   }
-  /* defaults */
-  s->seqlen.n = 1;
-  s->seqlen.v[0] = 8192;
-  s->head_dim.n = 1;
-  s->head_dim.v[0] = 128;
-  s->br.n = s->bc.n = 1;
-  s->br.v[0] = s->bc.v[0] = 128;
-  s->batch = s->heads = 1;
-  s->draws = 1;
-  s->run = FM_SCN_ANALYZE;
-  char dir[4096];
-  snprintf(dir, sizeof dir, "%s", path);
-  char *slash = strrchr(dir, '/');
-  if (slash) *slash = 0;
-  else snprintf(dir, sizeof dir, ".");
-  ctx c = {&doc, path, err};
-  fm_status st = parse_root(&c, yaml_document_get_root_node(&doc), dir, s);
+  ctx c = {.doc = &doc, .path = label, .dir = dir, .err = err, .s = s, .mask = NULL};
+  st = parse_root(&c, yaml_document_get_root_node(&doc));
   if (st == FM_OK && !s->output[0]) snprintf(s->output, sizeof s->output, "out/%s", s->name);
   yaml_document_delete(&doc);
   yaml_parser_delete(&parser);
-  fclose(f);
   return st;
 }
 
 #endif /* FM_HAVE_YAML */
 
-fm_status fm_scenario_cases(const fm_scenario *s, fm_scn_case **cases, int *ncases, fm_err *err) {
-  int cap = 64, n = 0;
-  fm_scn_case *out = malloc(sizeof *out * (size_t)cap);
-  if (!out) return fm_fail(err, FM_ENOMEM, "out of memory");
+/* Reads the whole file, refusing one larger than a scenario can be before
+ * reading it. */
+static fm_status read_scenario_text(const char *path, char **text, size_t *len, fm_err *err) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return fm_fail(err, FM_EIO, "%s: cannot open scenario: %s", path, strerror(errno));
+  struct stat sb;
+  if (fstat(fileno(f), &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size > FM_SCN_MAX_FILE_BYTES) {
+    fclose(f);
+    return fm_fail(err, FM_EINVAL, "%s: %lld bytes is too large for a scenario (at most %d)", path,
+                   (long long)sb.st_size, FM_SCN_MAX_FILE_BYTES);
+  }
+  char *buf = malloc(FM_SCN_MAX_FILE_BYTES + 1);
+  if (!buf) {
+    fclose(f);
+    return fm_fail(err, FM_ENOMEM, "out of memory reading %s", path);
+  }
+  size_t n = fread(buf, 1, FM_SCN_MAX_FILE_BYTES + 1, f);
+  int bad_read = ferror(f);
+  fclose(f);
+  if (bad_read || n > FM_SCN_MAX_FILE_BYTES) {
+    free(buf);
+    return bad_read ? fm_fail(err, FM_EIO, "%s: cannot read scenario", path)
+                    : fm_fail(err, FM_EINVAL, "%s: more than %d bytes is too large for a scenario",
+                              path, FM_SCN_MAX_FILE_BYTES);
+  }
+  *text = buf;
+  *len = n;
+  return FM_OK;
+}
+
+fm_status fm_scenario_load(const char *path, fm_scenario *s, fm_err *err) {
+  fm_scenario_defaults(s);
+  snprintf(s->path, sizeof s->path, "%s", path);
+  char *text = NULL;
+  size_t len = 0;
+  fm_status st = read_scenario_text(path, &text, &len, err);
+  if (st != FM_OK) return st;
+  char dir[4096];
+  snprintf(dir, sizeof dir, "%s", path);
+  char *slash = strrchr(dir, '/');
+  if (slash) *slash = 0;
+  else snprintf(dir, sizeof dir, ".");
+  st = fm_scenario_parse(text, len, path, dir, s, err);
+  free(text);
+  return st;
+}
+
+/* ---- cases ----------------------------------------------------------------------------- */
+
+/* What mask mi expands over. */
+typedef struct mask_axes {
+  const fm_int_list *seq, *brs, *bcs, *smp;
+  int use_samples, nsamples; /* use_samples: a family of documents with samples given */
+  int64_t draws;
+} mask_axes;
+
+static void axes_of(const fm_scenario *s, int mi, mask_axes *a) {
+  static const fm_int_list file_length = {1, {0}}; /* a file mask has its own length */
+  const fm_scn_mask *m = &s->masks[mi];
+  const fm_family_info *fam = m->family[0] ? fm_family_find(m->family) : NULL;
+  a->seq = m->file[0] ? &file_length : m->seqlen.n ? &m->seqlen : &s->seqlen;
+  a->brs = m->br.n ? &m->br : &s->br;
+  a->bcs = m->bc.n ? &m->bc : &s->bc;
+  a->smp = m->samples.n ? &m->samples : &s->samples;
+  a->use_samples = fam && fam->uses_docs && a->smp->n;
+  a->nsamples = a->use_samples ? a->smp->n : 1;
+  a->draws = m->draws ? m->draws : s->draws;
+}
+
+int64_t fm_scenario_count_cases(const fm_scenario *s) {
+  int64_t total = 0;
   for (int mi = 0; mi < s->nmasks; mi++) {
-    const fm_scn_mask *m = &s->masks[mi];
-    /* a file mask has its own length: one case per head dim and tile size */
-    static const fm_int_list file_length = {1, {0}};
-    const fm_int_list *seq = m->file[0] ? &file_length : m->seqlen.n ? &m->seqlen : &s->seqlen;
-    const fm_int_list *brs = m->br.n ? &m->br : &s->br, *bcs = m->bc.n ? &m->bc : &s->bc;
-    const fm_int_list *smp = m->samples.n ? &m->samples : &s->samples;
-    const fm_family_info *fam = m->family[0] ? fm_family_find(m->family) : NULL;
-    int nsamples = fam && fam->uses_docs && smp->n ? smp->n : 1;
-    int64_t draws = m->draws ? m->draws : s->draws;
-    for (int a = 0; a < seq->n; a++)
-      for (int d = 0; d < s->head_dim.n; d++)
-        for (int b = 0; b < brs->n; b++)
-          for (int q = 0; q < bcs->n; q++)
-            for (int k = 0; k < nsamples; k++)
-              for (int64_t r = 0; r < draws; r++) {
-                if (n == cap) {
-                  cap *= 2;
-                  fm_scn_case *g = realloc(out, sizeof *out * (size_t)cap);
-                  if (!g) {
-                    free(out);
-                    return fm_fail(err, FM_ENOMEM, "out of memory");
-                  }
-                  out = g;
-                }
-                fm_scn_case *cs = &out[n++];
-                memset(cs, 0, sizeof *cs);
-                cs->mask_index = mi;
-                cs->seqlen = seq->v[a];
-                cs->head_dim = s->head_dim.v[d];
-                cs->br = brs->v[b];
-                cs->bc = bcs->v[q];
-                cs->batch = s->batch ? s->batch
-                            : cs->seqlen > 0 && 131072 / cs->seqlen > 0 ? 131072 / cs->seqlen : 1;
-                cs->heads = s->heads ? s->heads : 4096 / cs->head_dim;
-                cs->sample = fam && fam->uses_docs && smp->n ? (int)smp->v[k] : -1;
-                cs->seed = s->seed + (uint64_t)r;
-                const char *label = m->family[0] ? m->family : (strrchr(m->file, '/') ? strrchr(m->file, '/') + 1 : m->file);
-                int len = m->file[0]
-                              ? snprintf(cs->id, sizeof cs->id, "m%02d-%.100s-D%lld-%lldx%lld", mi, label,
-                                         (long long)cs->head_dim, (long long)cs->br, (long long)cs->bc)
-                              : snprintf(cs->id, sizeof cs->id, "m%02d-%s-S%lld-D%lld-%lldx%lld", mi,
-                                         label, (long long)cs->seqlen, (long long)cs->head_dim,
-                                         (long long)cs->br, (long long)cs->bc);
-                if (cs->sample >= 0) len += snprintf(cs->id + len, sizeof cs->id - (size_t)len, "-k%d", cs->sample);
-                if (draws > 1) snprintf(cs->id + len, sizeof cs->id - (size_t)len, "-r%lld", (long long)r);
-              }
+    mask_axes a;
+    axes_of(s, mi, &a);
+    total += (int64_t)a.seq->n * s->head_dim.n * a.brs->n * a.bcs->n * a.nsamples * a.draws;
+  }
+  return total;
+}
+
+static void fill_case(const fm_scenario *s, int mi, const mask_axes *a, const int64_t at[6],
+                      fm_scn_case *cs) {
+  const fm_scn_mask *m = &s->masks[mi];
+  memset(cs, 0, sizeof *cs);
+  cs->mask_index = mi;
+  cs->seqlen = a->seq->v[at[0]];
+  cs->head_dim = s->head_dim.v[at[1]];
+  cs->br = a->brs->v[at[2]];
+  cs->bc = a->bcs->v[at[3]];
+  int64_t auto_batch = cs->seqlen > 0 ? s->tokens / cs->seqlen : 0;
+  cs->batch = s->batch ? s->batch : auto_batch > 0 ? auto_batch : 1;
+  int64_t auto_heads = s->hidden / cs->head_dim;
+  cs->heads = s->heads ? s->heads : auto_heads > 0 ? auto_heads : 1;
+  cs->sample = a->use_samples ? (int)a->smp->v[at[4]] : -1;
+  cs->seed = s->seed + (uint64_t)at[5];
+  const char *label = m->family[0] ? m->family : (strrchr(m->file, '/') ? strrchr(m->file, '/') + 1 : m->file);
+  int len = m->file[0]
+                ? snprintf(cs->id, sizeof cs->id, "m%02d-%.100s-D%lld-%lldx%lld", mi, label,
+                           (long long)cs->head_dim, (long long)cs->br, (long long)cs->bc)
+                : snprintf(cs->id, sizeof cs->id, "m%02d-%s-S%lld-D%lld-%lldx%lld", mi, label,
+                           (long long)cs->seqlen, (long long)cs->head_dim, (long long)cs->br,
+                           (long long)cs->bc);
+  if (cs->sample >= 0) len += snprintf(cs->id + len, sizeof cs->id - (size_t)len, "-k%d", cs->sample);
+  if (a->draws > 1) snprintf(cs->id + len, sizeof cs->id - (size_t)len, "-r%lld", (long long)at[5]);
+}
+
+fm_status fm_scenario_cases(const fm_scenario *s, fm_scn_case **cases, int *ncases, fm_err *err) {
+  int64_t total = fm_scenario_count_cases(s);
+  if (total > FM_SCN_MAX_CASES)
+    return fm_fail(err, FM_ENOMEM,
+                   "%s:%d: key 'masks': the scenario expands to %lld cases (at most %d); use fewer "
+                   "lengths, head dims, tile sizes, samples or draws",
+                   s->path, s->masks_line, (long long)total, FM_SCN_MAX_CASES);
+  fm_scn_case *out = malloc(sizeof *out * (size_t)(total > 0 ? total : 1));
+  if (!out) return fm_fail(err, FM_ENOMEM, "out of memory");
+  int n = 0;
+  for (int mi = 0; mi < s->nmasks; mi++) {
+    mask_axes a;
+    axes_of(s, mi, &a);
+    int64_t at[6];
+    for (at[0] = 0; at[0] < a.seq->n; at[0]++)
+      for (at[1] = 0; at[1] < s->head_dim.n; at[1]++)
+        for (at[2] = 0; at[2] < a.brs->n; at[2]++)
+          for (at[3] = 0; at[3] < a.bcs->n; at[3]++)
+            for (at[4] = 0; at[4] < a.nsamples; at[4]++)
+              for (at[5] = 0; at[5] < a.draws; at[5]++) fill_case(s, mi, &a, at, &out[n++]);
   }
   *cases = out;
   *ncases = n;

@@ -2,9 +2,10 @@
  * min/max classification rule, shared by the C core and the CUDA kernels.
  *
  * Everything here is static inline, integer-exact and free of allocation, so
- * the CPU simulation and the GPU kernels cannot disagree (DESIGN.md, style 2).
+ * the CPU simulation and the GPU kernels cannot disagree (docs/DESIGN.md,
+ * "The tile rule").
  *
- * Semantics (DESIGN.md): row i may not attend key column j when
+ * Semantics (docs/DESIGN.md, "Semantics"): row i may not attend key column j when
  *   i in [LTS_j, LTE_j)  or  i in [UTS_j, UTE_j)  or  (causal and i < c_j),
  * with the causal limit c_j = clamp(j + Sq - Sk, 0, Sq) (bottom-right aligned).
  * A causal mask folds its triangle into the upper interval: the effective
@@ -15,6 +16,7 @@
 #ifndef FM_TILE_RULE_H
 #define FM_TILE_RULE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #if defined(__CUDACC__)
@@ -55,6 +57,23 @@ typedef struct fm_tile_bounds {
   int32_t lts_min, lts_max, lte_min, lte_max; /* lower interval [LTS, LTE), rows */
   int32_t uts_min, uts_max, ute_min, ute_max; /* upper interval, causal folded in */
 } fm_tile_bounds;
+
+/* A compile-time check written once for C11 and for C++ (CUDA). */
+#if defined(__cplusplus)
+#define FM_STATIC_ASSERT(cond, msg) static_assert(cond, msg)
+#else
+#define FM_STATIC_ASSERT(cond, msg) _Static_assert(cond, msg)
+#endif
+
+/* The kernels read one tile's bounds as two int4 loads (kernels/fm_sm80_fwd.cuh,
+ * kernels/fm_sm90_fwd.cuh):
+ * x, y, z, w = lts_min, lts_max, lte_min, lte_max, then uts_min .. ute_max. */
+#define FM_BOUNDS_AT(field, k) \
+  FM_STATIC_ASSERT(offsetof(fm_tile_bounds, field) == 4 * (k), "fm_tile_bounds." #field " moved")
+FM_STATIC_ASSERT(sizeof(fm_tile_bounds) == 32, "fm_tile_bounds is read as two int4 (32 bytes)");
+FM_BOUNDS_AT(lts_min, 0); FM_BOUNDS_AT(lts_max, 1); FM_BOUNDS_AT(lte_min, 2); FM_BOUNDS_AT(lte_max, 3);
+FM_BOUNDS_AT(uts_min, 4); FM_BOUNDS_AT(uts_max, 5); FM_BOUNDS_AT(ute_min, 6); FM_BOUNDS_AT(ute_max, 7);
+#undef FM_BOUNDS_AT
 
 FM_HD void fm_bounds_reset(fm_tile_bounds *b) {
   b->lts_min = b->lte_min = b->uts_min = b->ute_min = INT32_MAX;

@@ -73,16 +73,20 @@ void fm_analysis_json(const fm_analysis *a, fm_json *j) {
 
 fm_status fm_trace_begin(fm_trace_writer *w, const char *dir, fm_err *err) {
   memset(w, 0, sizeof *w);
+  w->stage_slot = w->dir_slot = -1;
   if (strlen(dir) >= sizeof w->dir - 1)
-    return fm_fail(err, FM_EINVAL, "%s: path too long", dir);
+    return fm_fail(err, FM_EINVAL, "%.200s...: path too long", dir);
   snprintf(w->dir, sizeof w->dir, "%s", dir);
   w->created_dir = access(dir, F_OK) != 0;
   fm_status st = fm_mkdir_p(dir, err);
   if (st != FM_OK) return st;
-  snprintf(w->stage, sizeof w->stage, "%s/.staging.XXXXXX", dir);
-  if (!mkdtemp(w->stage)) {
+  if (w->created_dir) w->dir_slot = fm_cleanup_add(dir, FM_CLEANUP_EMPTY_DIR);
+  fm_sweep_stale(dir, ".staging.", 1); /* left by a killed writer */
+  snprintf(w->stage, sizeof w->stage, "%s/.staging.%ld.XXXXXX", dir, (long)getpid());
+  if (!fm_mkdtemp_registered(w->stage, &w->stage_slot)) {
     int saved = errno;
-    if (w->created_dir) rmdir(dir);
+    w->stage[0] = 0;
+    fm_trace_abort(w);
     return fm_fail(err, FM_EIO, "%s: cannot write into the folder: %s", dir, strerror(saved));
   }
   return FM_OK;
@@ -106,15 +110,23 @@ static void remove_stage(fm_trace_writer *w) {
   if (w->stage[0]) rmdir(w->stage);
   w->stage[0] = 0;
   w->nfiles = 0;
+  fm_cleanup_forget(w->stage_slot);
+  w->stage_slot = -1;
 }
 
 /* Moves the staged files into the target. summary.json goes last and only when
  * every other file moved: readers start from it, so they never see a new
  * summary beside old arrays. Each move is an atomic rename; a failure stops
- * before the summary, leaving the old summary (or none) in place. */
+ * before the summary, leaving the old summary (or none) in place. Every
+ * target member is checked first (fm_output_check, no links followed), so a
+ * refusal moves nothing. */
 fm_status fm_trace_commit(fm_trace_writer *w, fm_err *err) {
   char from[4200], to[4200];
   fm_status st = FM_OK;
+  for (int i = 0; i < w->nfiles && st == FM_OK; i++) {
+    snprintf(to, sizeof to, "%s/%s", w->dir, w->files[i]);
+    st = fm_output_check(to, FM_OUT_NOFOLLOW, err);
+  }
   for (int pass = 0; pass < 2 && st == FM_OK; pass++)
     for (int i = 0; i < w->nfiles && st == FM_OK; i++) {
       if ((strcmp(w->files[i], "summary.json") == 0) != (pass == 1)) continue;
@@ -125,6 +137,9 @@ fm_status fm_trace_commit(fm_trace_writer *w, fm_err *err) {
         st = fm_fail(err, FM_EIO, "%s: cannot move into place: %s", to, strerror(errno));
     }
   remove_stage(w);
+  fm_cleanup_forget(w->dir_slot);
+  w->dir_slot = -1;
+  if (st != FM_OK && w->created_dir) rmdir(w->dir);
   return st;
 }
 
@@ -132,6 +147,8 @@ void fm_trace_abort(fm_trace_writer *w) {
   remove_stage(w);
   if (w->created_dir) rmdir(w->dir);
   w->created_dir = 0;
+  fm_cleanup_forget(w->dir_slot);
+  w->dir_slot = -1;
 }
 
 fm_status fm_trace_write_columns(const char *path, const fm_colmask *m, fm_err *err) {

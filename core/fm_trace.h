@@ -1,4 +1,4 @@
-/* fm_trace.h — trace folders (DESIGN.md "Output").
+/* fm_trace.h — trace folders (docs/DESIGN.md, "Traces").
  *
  * A trace is a folder: summary.json (format "fmsim-trace", FM_TRACE_VERSION),
  * tiles.npy (uint8 [sets, Tr, Tc], FM_TILE_* by the min/max rule),
@@ -6,9 +6,15 @@
  * LTS, LTE, UTS, UTE; the causal flag is in summary.json), and for GPU runs
  * tile_cycles.npy and timeline.json.
  *
- * Writers build every file in a hidden staging folder inside the target and
- * move them into place only on commit (summary.json last), so a failure while
- * writing leaves the target as it was and never a half-written file.
+ * Writers build every file in a hidden staging folder inside the target
+ * (DIR/.staging.PID.XXXXXX) and move them into place only on commit
+ * (summary.json last), so a failure while writing leaves the target as it was
+ * and never a half-written file. The staging folder (and the target folder
+ * when the writer created it) is removed on SIGINT/SIGTERM/SIGHUP, and a
+ * staging folder left by a killed writer (SIGKILL) is swept by the next
+ * fm_trace_begin on the same target (fm_fileio.h, rule 6). A member of the
+ * target that is not a regular file (a symbolic link, a folder, a device) is
+ * never replaced: commit refuses it before moving anything.
  */
 #ifndef FM_TRACE_H
 #define FM_TRACE_H
@@ -57,6 +63,7 @@ typedef struct fm_trace_writer {
   int created_dir; /* the target did not exist: abort removes it again */
   int nfiles;
   char files[16][64];
+  int stage_slot, dir_slot; /* fm_cleanup_add slots (-1: none) */
 } fm_trace_writer;
 
 fm_status fm_trace_begin(fm_trace_writer *w, const char *dir, fm_err *err);

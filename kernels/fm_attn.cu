@@ -1,14 +1,16 @@
 /* fm_attn.cu — host side of the FlashMask forward kernels: argument checks,
- * the tile-bounds preprocessing kernel, dispatch to the per-head-dim
- * launchers (fm_attn_hd64.cu, fm_attn_hd128.cu), device discovery.
- * The kernel itself and what each variant changes: fm_attn_kernel.cuh. */
+ * the tile-bounds preprocessing kernel (shared by every kernel), the launcher
+ * table indexed by the registry's fm_kernel_id (core/fm_kernels.h), device
+ * discovery. The kernels and what each variant changes: fm_sm80_fwd.cuh (the
+ * portable mma.sync kernel), fm_sm90_fwd.cuh (Hopper). */
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "fm_cuda_status.cuh"
 #include "fm_attn.h"
-#include "fm_attn_launch.cuh"
+#include "fm_fwd_launch.cuh"
 #include "fm_kernel_traits.h"
 #include "fm_tile_rule.h"
 
@@ -71,10 +73,6 @@ __global__ void fill_random_kernel(__nv_bfloat16 *dst, int64_t n, uint64_t seed)
 
 }  // namespace fmk
 
-static_assert(FM_SM80_BR == fmk::BR && FM_SM80_BC_HD64 == fmk::tile_cfg<64>::BC &&
-                  FM_SM80_BC_HD128 == fmk::tile_cfg<128>::BC,
-              "core/fm_kernel_traits.h must match the sm80 kernel's tiles");
-
 extern "C" void fm_attn_problem_init(fm_attn_problem *p, const fm_colmask *m, int32_t batch,
                                      int32_t heads, int32_t head_dim, float softmax_scale) {
   memset(p, 0, sizeof *p);
@@ -103,34 +101,65 @@ extern "C" fm_status fm_attn_fill_random_bf16(void *dst, int64_t n, uint64_t see
   return FM_OK;
 }
 
-extern "C" fm_status fm_attn_device_info(char *desc, int cap, fm_err *err) {
+/* The current device's properties; FM_EUNSUPPORTED when there is none. */
+static fm_status current_device(cudaDeviceProp *prop, int *dev, fm_err *err) {
   int n = 0;
   cudaError_t e = cudaGetDeviceCount(&n);
   if (e != cudaSuccess)
     return fm_fail(err, FM_EUNSUPPORTED, "no usable CUDA device: %s", cudaGetErrorString(e));
   if (n == 0) return fm_fail(err, FM_EUNSUPPORTED, "no CUDA device present");
-  int dev = 0;
-  e = cudaGetDevice(&dev);
+  e = cudaGetDevice(dev);
   if (e != cudaSuccess) return cuda_fail(err, e, "cudaGetDevice");
-  cudaDeviceProp prop;
-  e = cudaGetDeviceProperties(&prop, dev);
+  e = cudaGetDeviceProperties(prop, *dev);
   if (e != cudaSuccess) return cuda_fail(err, e, "cudaGetDeviceProperties");
-  if (prop.major != 9 || prop.minor != 0)
+  return FM_OK;
+}
+
+extern "C" fm_status fm_attn_device_info(char *desc, int cap, fm_err *err) {
+  cudaDeviceProp prop;
+  int dev = 0;
+  fm_status st = current_device(&prop, &dev, err);
+  if (st != FM_OK) return st;
+  fm_kernel_id k;
+  if (fm_kernel_auto(prop.major, prop.minor, &k, NULL) != FM_OK)
     return fm_fail(err, FM_EUNSUPPORTED,
-                   "device %d (%s) is sm_%d%d; the kernels are built for sm_90a only", dev,
-                   prop.name, prop.major, prop.minor);
+                   "device %d (%s) is sm_%d%d; fmsim's kernels need sm_80 or newer (sm90: sm_90 exactly)",
+                   dev, prop.name, prop.major, prop.minor);
   if (desc && cap > 0)
     snprintf(desc, (size_t)cap, "%s (sm_%d%d, %d SMs, %.1f GiB)", prop.name, prop.major,
              prop.minor, prop.multiProcessorCount, (double)prop.totalGlobalMem / (1 << 30));
   return FM_OK;
 }
 
+extern "C" fm_status fm_attn_device_kernel(fm_kernel_id requested, fm_kernel_id *out, fm_err *err) {
+  cudaDeviceProp prop;
+  int dev = 0;
+  fm_status st = current_device(&prop, &dev, err);
+  if (st != FM_OK) return st;
+  if (requested == FM_KERNEL_AUTO) return fm_kernel_auto(prop.major, prop.minor, out, err);
+  const fm_kernel_desc *d = fm_kernel_get(requested);
+  if (!d) return fm_fail(err, FM_EINVAL, "unknown kernel id %d", (int)requested);
+  if (!fm_kernel_runs_on(requested, prop.major, prop.minor))
+    return fm_fail(err, FM_EUNSUPPORTED, "kernel %s does not run on %s (sm_%d%d)", d->name, prop.name,
+                   prop.major, prop.minor);
+  *out = requested;
+  return FM_OK;
+}
+
+/* The launchers, one row per registry kernel. */
+static const struct {
+  fm_kernel_id id;
+  fmk::fwd_launcher launch;
+} launchers[] = {{FM_KERNEL_SM80, fmk::launch_sm80}, {FM_KERNEL_SM90, fmk::launch_sm90}};
+static_assert(sizeof launchers / sizeof launchers[0] == FM_NKERNELS, "one launcher per registry kernel");
+
 extern "C" fm_status fm_attn_forward(const fm_attn_problem *p, fm_variant variant,
                                      int instrumented, void *stream, fm_err *err) {
   if (!p) return fm_fail(err, FM_EINVAL, "fm_attn_forward: problem is NULL");
-  if (p->head_dim != 64 && p->head_dim != 128)
-    return fm_fail(err, FM_EUNSUPPORTED, "head dim %d: the kernels support 64 and 128",
-                   p->head_dim);
+  const fm_kernel_desc *kd = fm_kernel_get(p->kernel);
+  if (!kd) return fm_fail(err, FM_EINVAL, "unknown kernel id %d (resolve auto first)", (int)p->kernel);
+  int32_t br, bc;
+  if (fm_kernel_tile_size(p->kernel, p->head_dim, &br, &bc, err) != FM_OK) return FM_EUNSUPPORTED;
   if (p->batch < 1 || p->heads < 1 || p->seqlen_q < 1 || p->seqlen_k < 1)
     return fm_fail(err, FM_EINVAL, "batch, heads, Sq, Sk must be >= 1 (got %d, %d, %d, %d)",
                    p->batch, p->heads, p->seqlen_q, p->seqlen_k);
@@ -140,69 +169,52 @@ extern "C" fm_status fm_attn_forward(const fm_attn_problem *p, fm_variant varian
   if ((p->mask_nb != 1 && p->mask_nb != p->batch) || (p->mask_nh != 1 && p->mask_nh != p->heads))
     return fm_fail(err, FM_EINVAL, "mask sets %d x %d must be 1 or the batch (%d) x heads (%d)",
                    p->mask_nb, p->mask_nh, p->batch, p->heads);
-  if (variant != FM_VARIANT_SKIP && variant != FM_VARIANT_NOSKIP && variant != FM_VARIANT_DENSE)
-    return fm_fail(err, FM_EINVAL, "unknown variant %d", (int)variant);
+  if ((unsigned)variant >= FM_NVARIANTS || !(kd->variants & (1u << variant)))
+    return fm_fail(err, FM_EINVAL, "kernel %s has no variant %d", kd->name, (int)variant);
   if (!p->q || !p->k || !p->v || !p->o || !p->lse)
     return fm_fail(err, FM_EINVAL, "q, k, v, o and lse must be device pointers (one is NULL)");
   if (variant == FM_VARIANT_DENSE ? !p->dense_mask : !p->intervals)
-    return fm_fail(err, FM_EINVAL, "variant %s needs %s", variant == FM_VARIANT_DENSE ? "dense" : "skip/noskip",
+    return fm_fail(err, FM_EINVAL, "variant %s needs %s", fm_variant_name(variant),
                    variant == FM_VARIANT_DENSE ? "dense_mask" : "intervals");
   if (instrumented && (!p->tile_class || !p->tile_cycles))
     return fm_fail(err, FM_EINVAL, "the instrumented build needs tile_class and tile_cycles");
   if (!(p->softmax_scale > 0.f))
     return fm_fail(err, FM_EINVAL, "softmax scale must be positive (got %g)", (double)p->softmax_scale);
 
-  int32_t br, bc;
-  if (fm_kernel_tile_size(p->kernel, p->head_dim, &br, &bc, err) != FM_OK) return FM_EUNSUPPORTED;
-  const int32_t nsets = p->mask_nb * p->mask_nh;
-  cudaStream_t s = (cudaStream_t)stream;
-  fmk::fwd_params fp;
-  fp.q = (const __nv_bfloat16 *)p->q;
-  fp.k = (const __nv_bfloat16 *)p->k;
-  fp.v = (const __nv_bfloat16 *)p->v;
-  fp.o = (__nv_bfloat16 *)p->o;
-  fp.lse = p->lse;
-  fp.intervals = variant == FM_VARIANT_DENSE ? NULL : p->intervals;
-  fp.bounds = NULL;
-  fp.dense = p->dense_mask;
-  fp.dense_set_stride = p->dense_per_set ? (int64_t)p->seqlen_q * p->seqlen_k : 0;
-  fp.tile_class = instrumented ? p->tile_class : NULL;
-  fp.tile_cycles = instrumented ? p->tile_cycles : NULL;
-  fp.B = p->batch;
-  fp.H = p->heads;
-  fp.Sq = p->seqlen_q;
-  fp.Sk = p->seqlen_k;
-  fp.Tr = (p->seqlen_q + br - 1) / br;
-  fp.Tc = (p->seqlen_k + bc - 1) / bc;
-  fp.nb = p->mask_nb;
-  fp.nh = p->mask_nh;
-  fp.causal = p->causal ? 1 : 0;
-  fp.scale = p->softmax_scale;
-  fp.scale_log2 = p->softmax_scale * 1.4426950408889634f;
-
+  fmk::fwd_launch l;
+  l.p = p;
+  l.variant = variant;
+  l.instrumented = instrumented != 0;
+  l.stream = (cudaStream_t)stream;
+  l.br = br;
+  l.bc = bc;
+  l.Tr = (p->seqlen_q + br - 1) / br;
+  l.Tc = (p->seqlen_k + bc - 1) / bc;
+  l.nsets = p->mask_nb * p->mask_nh;
+  l.bounds = NULL;
   fm_tile_bounds *bounds = NULL;
   cudaError_t e;
   if (variant != FM_VARIANT_DENSE) {
-    const int64_t ntiles = (int64_t)nsets * fp.Tc;
-    e = cudaMallocAsync((void **)&bounds, (size_t)ntiles * sizeof(fm_tile_bounds), s);
+    const int64_t ntiles = (int64_t)l.nsets * l.Tc;
+    e = cudaMallocAsync((void **)&bounds, (size_t)ntiles * sizeof(fm_tile_bounds), l.stream);
     if (e != cudaSuccess) return cuda_fail(err, e, "cudaMallocAsync (tile bounds)");
     const int64_t threads = ntiles * 32;
     const unsigned blocks = (unsigned)((threads + 255) / 256);
-    fmk::tile_bounds_kernel<<<blocks, 256, 0, s>>>(p->intervals, bounds, nsets, fp.Sq, fp.Sk,
-                                                  fp.Tc, bc, fp.causal);
+    fmk::tile_bounds_kernel<<<blocks, 256, 0, l.stream>>>(p->intervals, bounds, l.nsets, p->seqlen_q,
+                                                         p->seqlen_k, l.Tc, bc, p->causal ? 1 : 0);
     e = cudaGetLastError();
     if (e != cudaSuccess) {
-      cudaFreeAsync(bounds, s);
+      cudaFreeAsync(bounds, l.stream);
       return cuda_fail(err, e, "tile bounds kernel launch");
     }
-    fp.bounds = bounds;
+    l.bounds = bounds;
   }
-  e = p->head_dim == 128 ? fmk::launch_fwd<128>(fp, (int)variant, instrumented != 0, s)
-                         : fmk::launch_fwd<64>(fp, (int)variant, instrumented != 0, s);
+  fm_status st = FM_EINVAL;
+  for (size_t i = 0; i < sizeof launchers / sizeof launchers[0]; i++)
+    if (launchers[i].id == p->kernel) st = launchers[i].launch(l, err);
   if (bounds) {
-    cudaError_t e2 = cudaFreeAsync(bounds, s);
-    if (e == cudaSuccess && e2 != cudaSuccess) return cuda_fail(err, e2, "cudaFreeAsync (tile bounds)");
+    e = cudaFreeAsync(bounds, l.stream);
+    if (st == FM_OK && e != cudaSuccess) return cuda_fail(err, e, "cudaFreeAsync (tile bounds)");
   }
-  if (e != cudaSuccess) return cuda_fail(err, e, "forward kernel launch");
-  return FM_OK;
+  return st;
 }

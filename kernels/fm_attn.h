@@ -21,7 +21,7 @@
  * resolve it with fm_attn_resolve_kernel); tiles in core/fm_kernel_traits.h.
  * Limits: batch * heads <= 65535. The dense variant needs no intervals; the
  * others need them. CUDA runtime failures are returned as FM_EIO with the CUDA
- * error in the message; FM_EUNSUPPORTED when no usable device (sm_90) exists.
+ * error in the message; FM_EUNSUPPORTED when no usable device exists.
  * fm_attn_forward allocates a small stream-ordered workspace (8 int32 per key
  * tile per interval set) and frees it on the same stream.
  */
@@ -38,6 +38,19 @@
 extern "C" {
 #endif
 
+/* Development knobs of the kernels (fm_kernel_bench); all zero = the library's
+ * choices, which every other caller uses. */
+enum {
+  FM_SM90_ORDER_INDEX = 1,    /* heads in order, row tiles of a head from the last */
+  FM_SM90_ORDER_EXACT = 2,    /* heaviest first over all heads */
+  FM_SM90_ORDER_BUCKETED = 3, /* heaviest first in buckets of Tc / 16 tiles, heads in order inside */
+  FM_SM90_ORDER_HEAD = 4      /* heads in order, heaviest first inside each head (the default) */
+};
+typedef struct fm_attn_tuning {
+  int32_t sm90_mode;  /* 1 + pipelining mode: 1 plain, 2 overlap, 3 ping-pong, 4 both (fm_sm90_launch.cuh) */
+  int32_t sm90_order; /* work order: FM_SM90_ORDER_* */
+} fm_attn_tuning;
+
 typedef struct fm_attn_problem {
   int32_t batch, heads, seqlen_q, seqlen_k, head_dim; /* head_dim 64 or 128 */
   float softmax_scale;                                /* usually 1/sqrt(head_dim) */
@@ -52,6 +65,7 @@ typedef struct fm_attn_problem {
   int64_t *tile_cycles; /* NULL unless instrumented */
   int dense_per_set;    /* 0: dense_mask (Sq, Sk) shared by all heads; 1: (nsets, Sq, Sk) */
   fm_kernel_id kernel;  /* which kernel runs (a registry id, not FM_KERNEL_AUTO) */
+  fm_attn_tuning tuning; /* zero: the library's choices */
 } fm_attn_problem;
 
 /* Zeroes *p and fills what the mask and the shape decide: batch, heads, head
@@ -73,11 +87,17 @@ fm_status fm_attn_forward(const fm_attn_problem *p, fm_variant variant, int inst
  * without a host round trip. Asynchronous on `stream`. */
 fm_status fm_attn_fill_random_bf16(void *dst, int64_t n, uint64_t seed, void *stream, fm_err *err);
 
-/* FM_OK when a CUDA device this build can run on (compute capability 9.0)
- * is present; desc (may be NULL) receives e.g. "NVIDIA H200 (sm_90, 132 SMs,
- * 139.8 GiB)". Otherwise FM_EUNSUPPORTED and err says why (no driver, no device,
- * wrong architecture). Initialises the CUDA runtime. */
+/* FM_OK when a CUDA device some registry kernel runs on is present (sm80:
+ * compute capability 8.0 or newer; sm90: 9.0); desc (may be NULL) receives
+ * e.g. "NVIDIA H200 (sm_90, 132 SMs, 139.8 GiB)". Otherwise FM_EUNSUPPORTED
+ * and err says why (no driver, no device, too old). Initialises the CUDA
+ * runtime. */
 fm_status fm_attn_device_info(char *desc, int cap, fm_err *err);
+
+/* The kernel that `requested` means on the current device (FM_KERNEL_AUTO:
+ * the fastest it runs, fm_kernel_auto); FM_EUNSUPPORTED when that kernel
+ * cannot run there. Initialises the CUDA runtime. */
+fm_status fm_attn_device_kernel(fm_kernel_id requested, fm_kernel_id *out, fm_err *err);
 
 #ifdef __cplusplus
 }

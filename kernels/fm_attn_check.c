@@ -154,9 +154,8 @@ fm_status fm_attn_check_run(const fm_check_case *c, fm_check_result *r, fm_err *
   if ((nb != 1 && nb != B) || (nh != 1 && nh != H))
     return fm_fail(err, FM_EINVAL, "case %s: mask sets %d x %d do not fit B=%d, H=%d", c->name,
                    nb, nh, B, H);
-  int32_t br, bc;
-  fm_kernel_tile_size(FM_KERNEL_SM80, D, &br, &bc, NULL);
-  if (br == 0) return fm_fail(err, FM_EUNSUPPORTED, "case %s: head dim %d", c->name, D);
+  int32_t br = 0, bc = 0;
+  if (fm_kernel_tile_size(c->kernel, D, &br, &bc, err) != FM_OK) return FM_EUNSUPPORTED;
   const int32_t tr = (sq + br - 1) / br, tc = (sk + bc - 1) / bc;
   const int64_t nq = (int64_t)B * sq * H * D, nk = (int64_t)B * sk * H * D;
   const int64_t nlse = (int64_t)B * H * sq, ntiles = (int64_t)B * H * tr * tc;
@@ -217,6 +216,7 @@ fm_status fm_attn_check_run(const fm_check_case *c, fm_check_result *r, fm_err *
 
   fm_attn_problem pr;
   fm_attn_problem_init(&pr, m, B, H, D, (float)scale);
+  pr.kernel = c->kernel;
   pr.q = dv.q;
   pr.k = dv.k;
   pr.v = dv.v;

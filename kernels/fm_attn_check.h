@@ -1,8 +1,8 @@
 /* fm_attn_check.h — the GPU-vs-CPU check of the forward kernels, shared by
  * `fmsim verify`, the gpu-labelled Criterion test and the kernel benchmark.
  *
- * One case = one mask (any Sq, Sk, causal flag, interval sets), B, H and a head
- * dim. fm_attn_check_run draws fresh bf16 inputs (normal, seeded), poisons
+ * One case = one mask (any Sq, Sk, causal flag, interval sets), B, H, a head
+ * dim and the registry kernel to check (classes at that kernel's tile). fm_attn_check_run draws fresh bf16 inputs (normal, seeded), poisons
  * every output, runs the kernel variants and compares:
  *   1. skip vs the CPU fp64 reference (fm_reference.h): every output written
  *      (no NaN left of the poison), rows with no visible key exactly O = 0 and
@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "fm_colmask.h"
+#include "fm_kernels.h"
 #include "fm_status.h"
 
 #ifdef __cplusplus
@@ -33,6 +34,7 @@ typedef struct fm_check_case {
   int32_t batch, heads, head_dim;
   uint64_t seed;
   int check_dense; /* also run the dense variant (needs sets * Sq * Sk bytes) */
+  fm_kernel_id kernel; /* the registry kernel checked (not FM_KERNEL_AUTO) */
 } fm_check_case;
 
 typedef struct fm_check_result {

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include <algorithm>
+#include <chrono>
 #include <mutex>
 #include <vector>
 
@@ -388,6 +389,16 @@ extern "C" fm_status fm_time_launches(fm_launch_fn fn, void *user, void *stream,
   }
   if (result == FM_OK && (e = cudaStreamSynchronize(s)) != cudaSuccess)
     result = cuda_fail(err, e, "warm-up");
+  if (o->warmup_min_ms > 0) {
+    const auto t0 = std::chrono::steady_clock::now();
+    while (result == FM_OK &&
+           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() <
+               o->warmup_min_ms) {
+      if (o->flush_l2 && (result = fm_l2_flush(s, err)) != FM_OK) break;
+      if ((result = fn(user, s, err)) != FM_OK) break;
+      if ((e = cudaStreamSynchronize(s)) != cudaSuccess) result = cuda_fail(err, e, "warm-up");
+    }
+  }
 #ifdef FM_HAVE_CUPTI
   if (activity && result == FM_OK) activity_take(nullptr); /* drop the warm-up records */
 #endif

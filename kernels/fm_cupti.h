@@ -54,6 +54,8 @@ fm_status fm_l2_flush(void *stream, fm_err *err);
 
 typedef struct fm_time_opts {
   int32_t warmup, reps; /* reps >= 1 */
+  double warmup_min_ms; /* keep warming up (after `warmup` launches) until this much wall
+                           time has passed, so that clocks have ramped (0: no minimum) */
   int flush_l2;         /* flush before every launch (warm-up included) */
   int use_cupti;        /* 0: CUDA events only */
 } fm_time_opts;

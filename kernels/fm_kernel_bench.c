@@ -1,23 +1,26 @@
-/* fm_kernel_bench — the forward kernel's development harness (llm.c dev/cuda
- * style): validate first, then time.
+/* fm_kernel_bench — the forward kernels' development harness (llm.c dev/cuda
+ * style): validate first, then time, with the napkin math beside every figure.
  *
- *   fm_kernel_bench [--seqlens 8192,32768,131072] [--families all|a,b,...]
- *                   [--head-dim 128] [--reps N] [--reps-long N] [--no-noskip]
- *                   [--no-instr] [--no-validate] [--json FILE] [--seed N]
+ *   fm_kernel_bench [--kernels sm90,sm80] [--head-dim 128] [--seqlens 8192,32768,131072]
+ *                   [--families all|a,b,...] [--warmup 1] [--reps 5] [--reps-long 3]
+ *                   [--no-noskip] [--no-instr] [--no-validate] [--cupti]
+ *                   [--sm90-modes 1,2,3,4] [--sm90-orders 1,2,3] [--json FILE] [--seed N]
  *
  * 1. Validation: a few small cases through fm_attn_check_run (CPU fp64
- *    reference, skip == noskip, classes == core); any failure stops here.
+ *    reference, skip == noskip, instrumented classes == core) on every kernel
+ *    named; any failure stops here.
  * 2. For each S: B = 128K / S, H = 4096 / D (the paper's kernel table), random
- *    bf16 inputs; for every family (full first) the interval mask, its block
- *    sparsity rho at the kernel's own tile size, then median times (CUDA events,
- *    L2 flushed by a 256 MiB memset before every launch, warm-up launches
- *    discarded) of skip, instrumented skip and noskip, launched interleaved
- *    (skip, instr, noskip, skip, ...) so that drift hits all three alike. Each
- *    time includes the tile-bounds preprocessing kernel.
- * Printed next to every time: TFLOP/s by the paper's count
- * 4 * B * H * S * S * D * (1 - rho), efficiency against the kernel's own
- * full-mask TFLOP/s at the same S, skip vs noskip speed-up next to 1 / (1 - rho),
- * instrumentation overhead, tiles visited and K/V bytes those tiles load.
+ *    bf16 inputs; for every family (full first) its block sparsity rho at the
+ *    first kernel's tile, then median times through the one timing harness
+ *    (fm_time_launches, kernels/fm_cupti.h: warm-up launches, L2 flushed by a
+ *    read of 4x its size before every launch, CUDA events, or CUPTI kernel
+ *    records with --cupti). Each time includes the kernel's preprocessing.
+ *    Columns: the first kernel's skip time, TFLOP/s by the paper's count
+ *    4 * B * H * S * S * D * (1 - rho), efficiency against its own full-mask
+ *    TFLOP/s, noskip and the speed-up next to 1 / (1 - rho), the instrumented
+ *    build and its overhead; then each other kernel's skip time and the ratio
+ *    (first / other); then, for sm90, the pipelining modes and work orders
+ *    asked for (fm_attn_tuning), as times.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <cuda_runtime_api.h>
@@ -29,6 +32,7 @@
 
 #include "fm_attn.h"
 #include "fm_attn_check.h"
+#include "fm_cupti.h"
 #include "fm_families.h"
 #include "fm_fileio.h"
 #include "fm_json.h"
@@ -44,72 +48,28 @@
       exit(1);                                                                          \
     }                                                                                   \
   } while (0)
-#define FM_OK_OR_DIE(call)                                                              \
-  do {                                                                                  \
-    fm_err err_;                                                                        \
-    fm_status s_ = (call);                                                              \
-    if (s_ != FM_OK) {                                                                  \
-      fprintf(stderr, "fm_kernel_bench: %s failed: %s\n", #call, err_.msg);              \
-      exit(1);                                                                          \
-    }                                                                                   \
-  } while (0)
 
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
+#define MAX_COLS 16
+#define MAX_LIST 8
 
-typedef struct timer {
-  cudaEvent_t e0, e1;
-  void *flush;
-  size_t flush_bytes;
-} timer;
+/* One timed column: a kernel, a variant, instrumented or not, sm90 knobs. */
+typedef struct column {
+  char label[24];
+  fm_kernel_id kernel;
+  fm_variant variant;
+  int instr;
+  fm_attn_tuning tuning;
+} column;
 
-/* One timed launch (ms), L2 flushed before it. */
-static double time_once(timer *t, const fm_attn_problem *pr, fm_variant var, int instr, int it) {
-  CUDA_OK(cudaMemsetAsync(t->flush, it & 0xff, t->flush_bytes, NULL));
-  CUDA_OK(cudaEventRecord(t->e0, NULL));
-  fm_err err;
-  fm_status st = fm_attn_forward(pr, var, instr, NULL, &err);
-  if (st != FM_OK) {
-    fprintf(stderr, "fm_kernel_bench: forward failed: %s\n", err.msg);
-    exit(1);
-  }
-  CUDA_OK(cudaEventRecord(t->e1, NULL));
-  CUDA_OK(cudaEventSynchronize(t->e1));
-  CUDA_OK(cudaGetLastError());
-  float f;
-  CUDA_OK(cudaEventElapsedTime(&f, t->e0, t->e1));
-  return f;
-}
+typedef struct launch_ctx {
+  fm_attn_problem p;
+  fm_variant variant;
+  int instr;
+} launch_ctx;
 
-static double median(double *x, int n) {
-  qsort(x, (size_t)n, sizeof x[0], cmp_double);
-  return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
-}
-
-typedef struct variant_spec {
-  fm_variant var;
-  int instr, enabled;
-} variant_spec;
-
-#define MAX_VARIANTS 4
-#define MAX_REPS 64
-
-/* Median times (ms) of nv <= MAX_VARIANTS variants, launched interleaved
- * (v0, v1, v2, v0, ...) so that clock or thermal drift affects them alike:
- * `warmup` rounds discarded, then `reps` rounds (1..MAX_REPS, checked by
- * main). out[v] is NAN for a variant not enabled. */
-static void time_interleaved(timer *t, const fm_attn_problem *pr, const variant_spec *vs, int nv,
-                             int warmup, int reps, double *out) {
-  double ms[MAX_VARIANTS][MAX_REPS];
-  for (int it = 0; it < warmup + reps; it++)
-    for (int v = 0; v < nv; v++)
-      if (vs[v].enabled) {
-        double f = time_once(t, pr, vs[v].var, vs[v].instr, it * nv + v);
-        if (it >= warmup) ms[v][it - warmup] = f;
-      }
-  for (int v = 0; v < nv; v++) out[v] = vs[v].enabled ? median(ms[v], reps) : NAN;
+static fm_status launch_forward(void *user, void *stream, fm_err *err) {
+  launch_ctx *c = (launch_ctx *)user;
+  return fm_attn_forward(&c->p, c->variant, c->instr, stream, err);
 }
 
 static int in_list(const char *list, const char *name) {
@@ -125,12 +85,26 @@ static int in_list(const char *list, const char *name) {
   return 0;
 }
 
-static int validate(int head_dim, const fm_sample_set *samples) {
+/* Parses "a,b,c" integers into out (at most MAX_LIST); returns the count, -1 on junk. */
+static int int_list(const char *s, int *out) {
+  int n = 0;
+  while (s && *s) {
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (end == s || n == MAX_LIST) return -1;
+    out[n++] = (int)v;
+    s = *end == ',' ? end + 1 : end;
+    if (*end && *end != ',') return -1;
+  }
+  return n;
+}
+
+static int validate(const fm_kernel_id *kernels, int nk, int head_dim, const fm_sample_set *samples) {
   struct {
     const char *family;
     int32_t s, b, h;
   } cs[] = {{"causal", 1000, 1, 2}, {"random_eviction", 1000, 1, 2}, {"document", 257, 2, 3},
-            {"global_sliding_window", 1000, 1, 2}};
+            {"global_sliding_window", 1000, 1, 2}, {"full", 300, 2, 2}};
   int bad = 0;
   for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
     fm_err err;
@@ -140,112 +114,202 @@ static int validate(int head_dim, const fm_sample_set *samples) {
       fprintf(stderr, "fm_kernel_bench: %s\n", err.msg);
       return 1;
     }
-    fm_check_case c;
-    memset(&c, 0, sizeof c);
-    snprintf(c.name, sizeof c.name, "%s S=%d", cs[i].family, cs[i].s);
-    c.mask = m;
-    c.batch = cs[i].b;
-    c.heads = cs[i].h;
-    c.head_dim = head_dim;
-    c.seed = 100 + i;
-    c.check_dense = 1;
-    fm_check_result r;
-    if (fm_attn_check_run(&c, &r, &err) != FM_OK) {
-      fprintf(stderr, "fm_kernel_bench: validation could not run: %s\n", err.msg);
-      fm_colmask_destroy(m);
-      return 1;
+    for (int k = 0; k < nk; k++) {
+      fm_check_case c = {.mask = m, .batch = cs[i].b, .heads = cs[i].h, .head_dim = head_dim,
+                         .seed = 100 + i, .check_dense = 1, .kernel = kernels[k]};
+      snprintf(c.name, sizeof c.name, "%s S=%d", cs[i].family, cs[i].s);
+      fm_check_result r;
+      if (fm_attn_check_run(&c, &r, &err) != FM_OK) {
+        fprintf(stderr, "fm_kernel_bench: validation could not run (%s): %s\n",
+                fm_kernel_get(kernels[k])->name, err.msg);
+        fm_colmask_destroy(m);
+        return 1;
+      }
+      printf("validate %-4s %-28s D=%d: %s (max err %.2e, cpu same-precision %.2e)%s%s\n",
+             fm_kernel_get(kernels[k])->name, c.name, head_dim, r.ok ? "ok" : "FAIL", r.err_gpu,
+             r.err_cpu, r.ok ? "" : ": ", r.ok ? "" : r.detail);
+      bad += !r.ok;
     }
-    printf("validate %-28s D=%d: %s (max err %.2e, cpu same-precision %.2e)%s%s\n", c.name,
-           head_dim, r.ok ? "ok" : "FAIL", r.err_gpu, r.err_cpu, r.ok ? "" : ": ",
-           r.ok ? "" : r.detail);
-    bad += !r.ok;
     fm_colmask_destroy(m);
   }
   return bad;
 }
 
-int main(int argc, char **argv) {
+static void usage(void) {
+  printf("usage: fm_kernel_bench [--kernels sm90,sm80] [--head-dim 128] [--seqlens 8192,32768,131072]\n"
+         "       [--families all|a,b] [--warmup 1] [--reps 5] [--reps-long 3] [--no-noskip]\n"
+         "       [--no-instr] [--no-validate] [--cupti] [--sm90-modes 1,2,3,4] [--sm90-orders 1,2,3]\n"
+         "       [--json FILE] [--seed N]\n");
+}
+
+typedef struct bench_opts {
+  const char *seqlens, *families, *json_path;
+  fm_kernel_id kernels[FM_NKERNELS];
+  int nkernels, head_dim, warmup, reps, reps_long, noskip, instr, validate, cupti;
+  int modes[MAX_LIST], nmodes, orders[MAX_LIST], norders;
+  unsigned long long seed;
+} bench_opts;
+
+static int parse_opts(int argc, char **argv, bench_opts *o) {
   static const struct option longopts[] = {
       {"seqlens", required_argument, 0, 's'},  {"families", required_argument, 0, 'f'},
       {"head-dim", required_argument, 0, 'd'}, {"reps", required_argument, 0, 'r'},
-      {"reps-long", required_argument, 0, 'R'}, {"no-noskip", no_argument, 0, 'N'},
-      {"no-instr", no_argument, 0, 'I'},       {"json", required_argument, 0, 'j'},
-      {"seed", required_argument, 0, 'S'},     {"no-validate", no_argument, 0, 'V'},
-      {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
-  const char *seqlens = "8192,32768,131072", *families = "all", *json_path = NULL;
-  int head_dim = 128, reps = 5, reps_long = 3, do_noskip = 1, do_instr = 1, do_validate = 1;
-  unsigned long long seed = 1;
+      {"reps-long", required_argument, 0, 'R'}, {"warmup", required_argument, 0, 'w'},
+      {"no-noskip", no_argument, 0, 'N'},      {"no-instr", no_argument, 0, 'I'},
+      {"json", required_argument, 0, 'j'},     {"seed", required_argument, 0, 'S'},
+      {"no-validate", no_argument, 0, 'V'},    {"kernels", required_argument, 0, 'k'},
+      {"sm90-modes", required_argument, 0, 'm'}, {"sm90-orders", required_argument, 0, 'o'},
+      {"cupti", no_argument, 0, 'c'},          {"help", no_argument, 0, 'h'},
+      {0, 0, 0, 0}};
+  *o = (bench_opts){.seqlens = "8192,32768,131072", .families = "all", .head_dim = 128, .warmup = 1,
+                    .reps = 5, .reps_long = 3, .noskip = 1, .instr = 1, .validate = 1, .seed = 1,
+                    .nkernels = 1, .kernels = {FM_KERNEL_SM90}};
   int opt;
+  fm_err err;
   while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
     switch (opt) {
-      case 's': seqlens = optarg; break;
-      case 'f': families = optarg; break;
-      case 'd': head_dim = atoi(optarg); break;
-      case 'r': reps = atoi(optarg); break;
-      case 'R': reps_long = atoi(optarg); break;
-      case 'N': do_noskip = 0; break;
-      case 'I': do_instr = 0; break;
-      case 'j': json_path = optarg; break;
-      case 'S': seed = strtoull(optarg, NULL, 10); break;
-      case 'V': do_validate = 0; break;
-      case 'h':
-        printf("usage: fm_kernel_bench [--seqlens 8192,32768,131072] [--families all|a,b]\n"
-               "       [--head-dim 128] [--reps 5] [--reps-long 3] [--no-noskip] [--no-instr]\n"
-               "       [--no-validate] [--json FILE] [--seed N]\n");
-        return 0;
-      default: return 2;
+      case 's': o->seqlens = optarg; break;
+      case 'f': o->families = optarg; break;
+      case 'd': o->head_dim = atoi(optarg); break;
+      case 'r': o->reps = atoi(optarg); break;
+      case 'R': o->reps_long = atoi(optarg); break;
+      case 'w': o->warmup = atoi(optarg); break;
+      case 'N': o->noskip = 0; break;
+      case 'I': o->instr = 0; break;
+      case 'j': o->json_path = optarg; break;
+      case 'S': o->seed = strtoull(optarg, NULL, 10); break;
+      case 'V': o->validate = 0; break;
+      case 'c': o->cupti = 1; break;
+      case 'm': o->nmodes = int_list(optarg, o->modes); break;
+      case 'o': o->norders = int_list(optarg, o->orders); break;
+      case 'k': {
+        o->nkernels = 0;
+        char buf[64];
+        snprintf(buf, sizeof buf, "%s", optarg);
+        for (char *t = strtok(buf, ","); t; t = strtok(NULL, ",")) {
+          if (o->nkernels == FM_NKERNELS || fm_kernel_parse(t, &o->kernels[o->nkernels], &err) != FM_OK ||
+              o->kernels[o->nkernels] == FM_KERNEL_AUTO) {
+            fprintf(stderr, "fm_kernel_bench: --kernels: '%s' is not sm80 or sm90\n", t);
+            return 2;
+          }
+          o->nkernels++;
+        }
+        break;
+      }
+      case 'h': usage(); exit(0);
+      default: usage(); return 2;
     }
   }
-  if (head_dim != 64 && head_dim != 128) {
+  if (o->head_dim != 64 && o->head_dim != 128) {
     fprintf(stderr, "fm_kernel_bench: --head-dim must be 64 or 128\n");
     return 2;
   }
-  if (reps < 1 || reps > MAX_REPS || reps_long < 1 || reps_long > MAX_REPS) {
-    fprintf(stderr, "fm_kernel_bench: --reps and --reps-long must be in 1..%d\n", MAX_REPS);
+  if (o->reps < 1 || o->reps_long < 1 || o->warmup < 0 || o->nmodes < 0 || o->norders < 0 || o->nkernels < 1) {
+    fprintf(stderr, "fm_kernel_bench: bad --reps, --warmup, --kernels, --sm90-modes or --sm90-orders\n");
     return 2;
   }
+  return 0;
+}
+
+/* The columns: the first kernel (skip, instrumented, noskip), the other
+ * kernels (skip), the sm90 modes and orders (skip). */
+static int make_columns(const bench_opts *o, column *cols) {
+  int n = 0;
+  const char *k0 = fm_kernel_get(o->kernels[0])->name;
+  cols[n++] = (column){.kernel = o->kernels[0], .variant = FM_VARIANT_SKIP};
+  snprintf(cols[n - 1].label, sizeof cols[0].label, "%s", k0);
+  if (o->instr) {
+    cols[n++] = (column){.kernel = o->kernels[0], .variant = FM_VARIANT_SKIP, .instr = 1};
+    snprintf(cols[n - 1].label, sizeof cols[0].label, "%s/instr", k0);
+  }
+  if (o->noskip) {
+    cols[n++] = (column){.kernel = o->kernels[0], .variant = FM_VARIANT_NOSKIP};
+    snprintf(cols[n - 1].label, sizeof cols[0].label, "%s/noskip", k0);
+  }
+  for (int k = 1; k < o->nkernels && n < MAX_COLS; k++) {
+    cols[n++] = (column){.kernel = o->kernels[k], .variant = FM_VARIANT_SKIP};
+    snprintf(cols[n - 1].label, sizeof cols[0].label, "%s", fm_kernel_get(o->kernels[k])->name);
+  }
+  for (int i = 0; i < o->nmodes && n < MAX_COLS; i++) {
+    cols[n++] = (column){.kernel = FM_KERNEL_SM90, .variant = FM_VARIANT_SKIP, .tuning.sm90_mode = o->modes[i]};
+    snprintf(cols[n - 1].label, sizeof cols[0].label, "sm90/mode%d", o->modes[i]);
+  }
+  for (int i = 0; i < o->norders && n < MAX_COLS; i++) {
+    cols[n++] = (column){.kernel = FM_KERNEL_SM90, .variant = FM_VARIANT_SKIP, .tuning.sm90_order = o->orders[i]};
+    snprintf(cols[n - 1].label, sizeof cols[0].label, "sm90/order%d", o->orders[i]);
+  }
+  return n;
+}
+
+/* Median ms of one column on problem pr (NaN when the launch fails: printed). */
+static double time_column(const column *c, const fm_attn_problem *pr, int warmup, int reps, int cupti) {
+  launch_ctx lc = {.p = *pr, .variant = c->variant, .instr = c->instr};
+  lc.p.kernel = c->kernel;
+  lc.p.tuning = c->tuning;
+  fm_time_opts to = {.warmup = warmup, .reps = reps, .warmup_min_ms = 60, .flush_l2 = 1, .use_cupti = cupti};
+  fm_timing t;
+  fm_err err;
+  if (fm_time_launches(launch_forward, &lc, NULL, &to, &t, NULL, &err) != FM_OK) {
+    fprintf(stderr, "fm_kernel_bench: %s: %s\n", c->label, err.msg);
+    return NAN;
+  }
+  return t.median_ms;
+}
+
+int main(int argc, char **argv) {
+  bench_opts o;
+  int prc = parse_opts(argc, argv, &o);
+  if (prc) return prc;
   fm_err err;
   char dev[256];
   if (fm_attn_device_info(dev, sizeof dev, &err) != FM_OK) {
     fprintf(stderr, "fm_kernel_bench: no GPU: %s\n", err.msg);
     return 2;
   }
+  for (int k = 0; k < o.nkernels; k++) {
+    fm_kernel_id id;
+    if (fm_attn_device_kernel(o.kernels[k], &id, &err) != FM_OK) {
+      fprintf(stderr, "fm_kernel_bench: %s\n", err.msg);
+      return 2;
+    }
+  }
   fm_sample_set samples;
   if (fm_samples_builtin(&samples, &err) != FM_OK) {
     fprintf(stderr, "fm_kernel_bench: %s\n", err.msg);
     return 1;
   }
+  const int head_dim = o.head_dim;
   printf("fm_kernel_bench on %s, head dim %d\n", dev, head_dim);
-  if (do_validate && validate(head_dim, &samples)) {
+  if (o.validate && validate(o.kernels, o.nkernels, head_dim, &samples)) {
     fprintf(stderr, "fm_kernel_bench: validation failed: no timings\n");
     return 1;
   }
+  column cols[MAX_COLS];
+  const int ncols = make_columns(&o, cols);
   int32_t br, bc;
-  fm_kernel_tile_size(FM_KERNEL_SM80, head_dim, &br, &bc, NULL);
+  fm_kernel_tile_size(o.kernels[0], head_dim, &br, &bc, NULL);
 
-  /* memory pool keeps the bounds workspace between launches */
+  /* the memory pool keeps the kernels' stream-ordered workspaces between launches */
   cudaMemPool_t pool;
   CUDA_OK(cudaDeviceGetDefaultMemPool(&pool, 0));
   uint64_t thresh = UINT64_MAX;
   CUDA_OK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &thresh));
-  timer tm;
-  tm.flush_bytes = (size_t)256 << 20;
-  CUDA_OK(cudaMalloc(&tm.flush, tm.flush_bytes));
-  CUDA_OK(cudaEventCreate(&tm.e0));
-  CUDA_OK(cudaEventCreate(&tm.e1));
 
   const int64_t tokens = 131072, H = 4096 / head_dim;
   const int64_t nelem = tokens * H * head_dim;
-  void *q, *k, *v, *o;
+  void *q, *k, *v, *out;
   float *lse;
   CUDA_OK(cudaMalloc(&q, (size_t)nelem * 2));
   CUDA_OK(cudaMalloc(&k, (size_t)nelem * 2));
   CUDA_OK(cudaMalloc(&v, (size_t)nelem * 2));
-  CUDA_OK(cudaMalloc(&o, (size_t)nelem * 2));
+  CUDA_OK(cudaMalloc(&out, (size_t)nelem * 2));
   CUDA_OK(cudaMalloc((void **)&lse, (size_t)tokens * H * 4));
-  FM_OK_OR_DIE(fm_attn_fill_random_bf16(q, nelem, seed * 3 + 0, NULL, &err_));
-  FM_OK_OR_DIE(fm_attn_fill_random_bf16(k, nelem, seed * 3 + 1, NULL, &err_));
-  FM_OK_OR_DIE(fm_attn_fill_random_bf16(v, nelem, seed * 3 + 2, NULL, &err_));
+  if (fm_attn_fill_random_bf16(q, nelem, o.seed * 3 + 0, NULL, &err) != FM_OK ||
+      fm_attn_fill_random_bf16(k, nelem, o.seed * 3 + 1, NULL, &err) != FM_OK ||
+      fm_attn_fill_random_bf16(v, nelem, o.seed * 3 + 2, NULL, &err) != FM_OK) {
+    fprintf(stderr, "fm_kernel_bench: %s\n", err.msg);
+    return 1;
+  }
   CUDA_OK(cudaDeviceSynchronize());
 
   fm_json j;
@@ -253,48 +317,46 @@ int main(int argc, char **argv) {
   fm_json_object(&j, NULL);
   fm_json_string(&j, "device", dev);
   fm_json_int(&j, "head_dim", head_dim);
+  fm_json_string(&j, "kernel", fm_kernel_get(o.kernels[0])->name);
   fm_json_int(&j, "tile_rows", br);
   fm_json_int(&j, "tile_cols", bc);
-  fm_json_string(&j, "timing", "CUDA events, median, L2 flushed (256 MiB memset) before each launch");
+  fm_json_string(&j, "timing", o.cupti ? "fm_time_launches: CUPTI kernel records, median, L2 flushed"
+                                       : "fm_time_launches: CUDA events, median, L2 flushed");
   fm_json_array(&j, "cases");
 
   double worst_eff = 1e9, worst_over = -1e9, sum_over = 0;
   int n_over = 0;
-  for (const char *sp = seqlens; *sp;) {
+  for (const char *sp = o.seqlens; *sp;) {
     int64_t S = strtoll(sp, NULL, 10);
     const char *comma = strchr(sp, ',');
     sp = comma ? comma + 1 : sp + strlen(sp);
     if (S < 1 || S > tokens) continue;
     const int64_t B = tokens / S;
     const int long_run = S >= 65536;
-    const int warm = long_run ? 0 : 1, nrep = long_run ? reps_long : reps;
-    const int64_t tr = (S + br - 1) / br, tc = (S + bc - 1) / bc;
-    const int64_t ntiles = B * H * tr * tc;
+    const int warm = long_run ? (o.warmup > 0 ? 1 : 0) : o.warmup, nrep = long_run ? o.reps_long : o.reps;
+    /* instrumentation buffers at the smallest tile of any kernel */
+    const int64_t ntiles = B * H * ((S + 63) / 64) * ((S + 63) / 64);
     uint8_t *cls = NULL;
     int64_t *cyc = NULL;
-    if (do_instr) {
-      CUDA_OK(cudaMalloc((void **)&cls, (size_t)ntiles));
-      CUDA_OK(cudaMalloc((void **)&cyc, (size_t)ntiles * 8));
-    }
-    printf("\nS=%lld B=%lld H=%lld D=%d tile %dx%d, %s; times in ms (median of %d%s)\n",
-           (long long)S, (long long)B, (long long)H, head_dim, br, bc,
-           "paper count 4*B*H*S*S*D*(1-rho)", nrep, warm ? " after 1 warm-up" : "");
-    printf("%-22s %6s %9s %8s %6s %9s %7s %9s %9s %7s %10s %8s\n", "family", "rho", "skip",
-           "TFLOP/s", "eff", "noskip", "speedup", "1/(1-rho)", "instr", "overhd", "visited", "K/V GB");
+    CUDA_OK(cudaMalloc((void **)&cls, (size_t)ntiles));
+    CUDA_OK(cudaMalloc((void **)&cyc, (size_t)ntiles * 8));
+    printf("\nS=%lld B=%lld H=%lld D=%d, %s tile %dx%d, paper count 4*B*H*S*S*D*(1-rho); ms, median of %d%s\n",
+           (long long)S, (long long)B, (long long)H, head_dim, fm_kernel_get(o.kernels[0])->name, br, bc,
+           nrep, warm ? " after warm-up" : "");
+    printf("%-22s %6s %9s %8s %6s", "family", "rho", cols[0].label, "TFLOP/s", "eff");
+    for (int c = 1; c < ncols; c++) printf(" %12s", cols[c].label);
+    printf(" %7s %9s %7s %9s %8s\n", "speedup", "1/(1-rho)", "overhd", "visited", "K/V GB");
     double full_tflops = 0;
     for (int fi = 0; fi < fm_family_count(); fi++) {
       const char *fam = fm_family_at(fi)->name;
-      if (fi > 0 && !in_list(families, fam)) continue;
+      if (fi > 0 && !in_list(o.families, fam)) continue;
       fm_colmask *m = NULL;
-      fm_family_request req = {fam, S, B, H, seed, -1, &samples, 0, NULL};
+      fm_family_request req = {fam, S, B, H, o.seed, -1, &samples, 0, NULL};
       fm_family_used used;
-      if (fm_family_build(&req, &m, &used, &err) != FM_OK) {
-        fprintf(stderr, "fm_kernel_bench: %s: %s\n", fam, err.msg);
-        return 1;
-      }
       fm_tile_counts counts;
-      if (fm_classify(m, br, bc, &counts, NULL, NULL, &err) != FM_OK) {
-        fprintf(stderr, "fm_kernel_bench: %s\n", err.msg);
+      if (fm_family_build(&req, &m, &used, &err) != FM_OK ||
+          fm_classify(m, br, bc, &counts, NULL, NULL, &err) != FM_OK) {
+        fprintf(stderr, "fm_kernel_bench: %s: %s\n", fam, err.msg);
         return 1;
       }
       const int32_t nsets = fm_colmask_nsets(m);
@@ -304,35 +366,33 @@ int main(int argc, char **argv) {
                          cudaMemcpyHostToDevice));
       fm_attn_problem pr;
       fm_attn_problem_init(&pr, m, (int32_t)B, (int32_t)H, head_dim, 1.0f / sqrtf((float)head_dim));
-      pr.q = q, pr.k = k, pr.v = v, pr.o = o, pr.lse = lse;
+      pr.q = q, pr.k = k, pr.v = v, pr.o = out, pr.lse = lse;
       pr.intervals = iv;
       pr.tile_class = cls;
       pr.tile_cycles = cyc;
       const double rho = counts.sparsity;
       const double flops = 4.0 * B * H * (double)S * S * head_dim * (1.0 - rho);
       /* visited tiles over every (b, h): sets broadcast over the batch/heads they cover */
-      const double visited = (double)(counts.total - counts.minmax[FM_TILE_MASKED]) *
-                             ((double)B * H / nsets);
+      const double visited =
+          (double)(counts.total - counts.minmax[FM_TILE_MASKED]) * ((double)B * H / nsets);
       const double kv_gb = visited * bc * head_dim * 2.0 * 2.0 / 1e9;
-      const variant_spec vs[3] = {{FM_VARIANT_SKIP, 0, 1},
-                                  {FM_VARIANT_SKIP, 1, do_instr},
-                                  {FM_VARIANT_NOSKIP, 0, do_noskip}};
-      double tv[3];
-      time_interleaved(&tm, &pr, vs, 3, warm, nrep, tv);
-      const double t_skip = tv[0], t_instr = tv[1], t_noskip = tv[2];
-      const double tflops = flops / (t_skip * 1e-3) / 1e12;
+      double t[MAX_COLS];
+      for (int c = 0; c < ncols; c++) t[c] = time_column(&cols[c], &pr, warm, nrep, o.cupti);
+      const double tflops = flops / (t[0] * 1e-3) / 1e12;
       if (fi == 0) full_tflops = tflops;
       const double eff = full_tflops > 0 ? tflops / full_tflops : NAN;
-      const double over = do_instr ? (t_instr / t_skip - 1.0) : NAN;
+      const double t_instr = o.instr ? t[1] : NAN, t_noskip = o.noskip ? t[o.instr ? 2 : 1] : NAN;
+      const double over = t_instr / t[0] - 1.0;
       if (fi > 0 && eff < worst_eff) worst_eff = eff;
-      if (do_instr) {
+      if (o.instr) {
         if (over > worst_over) worst_over = over;
         sum_over += over;
         n_over++;
       }
-      printf("%-22s %6.3f %9.3f %8.1f %5.1f%% %9.3f %7.2f %9.2f %9.3f %6.2f%% %10.0f %8.2f\n", fam,
-             rho, t_skip, tflops, 100 * eff, t_noskip, t_noskip / t_skip, 1.0 / (1.0 - rho),
-             t_instr, 100 * over, visited, kv_gb);
+      printf("%-22s %6.3f %9.3f %8.1f %5.1f%%", fam, rho, t[0], tflops, 100 * eff);
+      for (int c = 1; c < ncols; c++) printf(" %12.3f", t[c]);
+      printf(" %7.2f %9.2f %6.2f%% %9.0f %8.2f\n", t_noskip / t[0], 1.0 / (1.0 - rho), 100 * over,
+             visited, kv_gb);
       fflush(stdout);
       fm_json_object(&j, NULL);
       fm_json_string(&j, "family", fam);
@@ -343,16 +403,15 @@ int main(int argc, char **argv) {
       fm_json_int(&j, "mask_sets", nsets);
       fm_json_double(&j, "rho", rho);
       fm_json_double(&j, "flops_paper", flops);
-      fm_json_double(&j, "ms_skip", t_skip);
-      fm_json_double(&j, "tflops_skip", tflops);
+      fm_json_double(&j, "tflops", tflops);
       fm_json_double(&j, "efficiency_vs_full", eff);
-      fm_json_double(&j, "ms_noskip", t_noskip);
-      fm_json_double(&j, "speedup_skip_vs_noskip", t_noskip / t_skip);
       fm_json_double(&j, "ideal_speedup", 1.0 / (1.0 - rho));
-      fm_json_double(&j, "ms_skip_instrumented", t_instr);
       fm_json_double(&j, "instrumentation_overhead", over);
       fm_json_double(&j, "tiles_visited", visited);
       fm_json_double(&j, "kv_gbytes_model", kv_gb);
+      fm_json_object(&j, "ms");
+      for (int c = 0; c < ncols; c++) fm_json_double(&j, cols[c].label, t[c]);
+      fm_json_end(&j);
       fm_json_end(&j);
       CUDA_OK(cudaFree(iv));
       fm_colmask_destroy(m);
@@ -367,17 +426,18 @@ int main(int argc, char **argv) {
   fm_json_end(&j);
   printf("\nworst family efficiency vs full: %.1f%%; instrumentation overhead mean %.2f%%, worst %.2f%%\n",
          100 * worst_eff, n_over ? 100 * sum_over / n_over : NAN, 100 * worst_over);
-  if (json_path) {
+  if (o.json_path) {
     if (j.oom) {
-      fprintf(stderr, "fm_kernel_bench: %s: out of memory building the JSON\n", json_path);
+      fprintf(stderr, "fm_kernel_bench: %s: out of memory building the JSON\n", o.json_path);
       return 1;
     }
-    if (fm_write_file_atomic(json_path, j.buf, j.len, &err) != FM_OK) {
+    if (fm_write_file_atomic(o.json_path, j.buf, j.len, &err) != FM_OK) {
       fprintf(stderr, "fm_kernel_bench: %s\n", err.msg);
       return 1;
     }
   }
   fm_json_free(&j);
   fm_samples_free(&samples);
+  fm_cupti_shutdown();
   return 0;
 }

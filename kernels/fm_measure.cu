@@ -157,14 +157,8 @@ static fm_status launch_forward(void *user, void *stream, fm_err *err) {
 
 extern "C" fm_status fm_gpu_session_kernel(const fm_gpu_session *s, fm_kernel_id requested,
                                            fm_kernel_id *out, fm_err *err) {
-  if (requested == FM_KERNEL_AUTO)
-    return fm_kernel_auto(s->props.cc_major, s->props.cc_minor, out, err);
-  if (!fm_kernel_runs_on(requested, s->props.cc_major, s->props.cc_minor))
-    return fm_fail(err, FM_EUNSUPPORTED, "kernel %s does not run on %s (compute capability %d.%d)",
-                   fm_kernel_get(requested) ? fm_kernel_get(requested)->name : "?", s->props.name,
-                   s->props.cc_major, s->props.cc_minor);
-  *out = requested;
-  return FM_OK;
+  (void)s; /* the session's device is the current one */
+  return fm_attn_device_kernel(requested, out, err);
 }
 
 extern "C" fm_status fm_gpu_session_run(fm_gpu_session *s, const fm_gpu_case *c,
@@ -233,7 +227,7 @@ extern "C" fm_status fm_gpu_session_run(fm_gpu_session *s, const fm_gpu_case *c,
   lc.variant = c->variant;
 
   fm_status st;
-  fm_time_opts to = {o->warmup, o->reps, 1, o->use_cupti};
+  fm_time_opts to = {.warmup = o->warmup, .reps = o->reps, .warmup_min_ms = 0, .flush_l2 = 1, .use_cupti = o->use_cupti};
   if ((st = fm_time_launches(launch_forward, &lc, s->stream, &to, &r->timing,
                              o->want_timeline ? &r->timeline : NULL, err)) != FM_OK)
     return st;
@@ -249,7 +243,7 @@ extern "C" fm_status fm_gpu_session_run(fm_gpu_session *s, const fm_gpu_case *c,
     p->tile_class = s->tcls;
     p->tile_cycles = s->tcyc;
     if (o->instrument_reps > 0) {
-      fm_time_opts ti = {1, o->instrument_reps, 1, o->use_cupti};
+      fm_time_opts ti = {.warmup = 1, .reps = o->instrument_reps, .flush_l2 = 1, .use_cupti = o->use_cupti};
       if ((st = fm_time_launches(launch_forward, &lc, s->stream, &ti, &r->timing_instrumented,
                                  NULL, err)) != FM_OK)
         return st;

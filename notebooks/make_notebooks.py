@@ -1,26 +1,45 @@
 """Writes the fmsim notebooks from the cell sources below (run it after editing
 them; `make test` checks that the committed notebooks match and carry no
-outputs). Each notebook reads traces only: FMSIM_OUT points at the folder the
-scenarios wrote (tests/run_notebooks.py sets it), notebooks/data holds the
-committed H200 traces."""
+outputs). Each notebook makes its own inputs: it runs its scenario with the
+fmsim command line (a rerun skips finished cases) or calls the Python package
+(`pip install ./python`); outputs go under FMSIM_OUT (default ../out/notebooks).
+notebooks/data holds the committed H200 traces. Plots show inline, in the
+palette and with the legends of `fmsim render` (fmsim.palette). Cells tagged
+"figure" must show a figure: tests/run_notebooks.py checks it."""
 import json
 import os
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
-COMMON = '''import json, os
+COMMON = '''import json, os, subprocess, sys
 import numpy as np
-import matplotlib
-matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-OUT = os.environ.get("FMSIM_OUT", os.path.join("..", "out"))
+ROOT = os.path.dirname(os.path.abspath(os.getcwd()))  # the checkout (notebooks/ is the working folder)
+try:
+    import fmsim  # pip install ./python
+except ImportError:  # not installed: the checkout's package over build/core/libfmsim.so
+    sys.path.insert(0, os.path.join(ROOT, "python"))
+    import fmsim
+from fmsim.palette import PALETTE, legend, mask_cmap, tile_cmap
+
+FMSIM = fmsim.binary_path()  # $FMSIM_BIN, the package's copy, build/app/fmsim or PATH
+assert FMSIM, "the fmsim binary was not found: build it (make) or set FMSIM_BIN"
+OUT = os.environ.get("FMSIM_OUT", os.path.join(ROOT, "out", "notebooks"))
 DATA = os.path.join(os.getcwd(), "data")
 
-def load_index(scenario):
-    """The index of a scenario run: one dict per case (fmsim run writes it)."""
-    with open(os.path.join(OUT, scenario, "index.json")) as f:
+def fmsim_cli(*args):
+    """Runs the fmsim command line; its stdout, or its one-line error as an exception."""
+    r = subprocess.run([FMSIM, *map(str, args)], capture_output=True, text=True)
+    if r.returncode not in (0, 1):
+        raise RuntimeError(r.stderr.strip().splitlines()[-1] if r.stderr.strip() else f"exit {r.returncode}")
+    return r.stdout
+
+def run_scenario(name):
+    """Runs scenarios/NAME.yaml into OUT/NAME (finished cases are kept) and returns its index."""
+    fmsim_cli("run", os.path.join(ROOT, "scenarios", name + ".yaml"), "--out", os.path.join(OUT, name))
+    with open(os.path.join(OUT, name, "index.json")) as f:
         return json.load(f)
 
 def load_trace(scenario, case_id):
@@ -38,23 +57,23 @@ NOTEBOOKS = {
                "each Br x Bc tile of the attention matrix is then *masked* (skipped), *partial* or "
                "*unmasked*. This notebook reads the traces of `scenarios/teaching-tour.yaml` and shows "
                "the tile classes, the min/max rule against the exact class, and recomputes block "
-               "sparsity from the arrays."),
+               "sparsity from the arrays. The first code cell runs the scenario with `fmsim`."),
         ("code", COMMON),
-        ("code", "cases = load_index(\"teaching-tour\")\n"
+        ("code", "cases = run_scenario(\"teaching-tour\")\n"
                  "print(len(cases), \"cases\")\n"
                  "for c in cases[:8]:\n"
                  "    print(f\"{c['id']:45s} rho={c['sparsity']:.3f} exact={c['sparsity_exact']:.3f}\")"),
-        ("md", "## Tile classes of each family at 16 x 16\n\n0 = masked (skipped), 1 = partial, 2 = unmasked."),
-        ("code", "small = [c for c in cases if c['br'] == 16 and c['bc'] == 16]\n"
-                 "fig, axes = plt.subplots(2, (len(small) + 1) // 2, figsize=(3 * ((len(small) + 1) // 2), 6))\n"
-                 "colors = matplotlib.colors.ListedColormap(['#444444', '#E69F00', '#F0F0F0'])\n"
+        ("md", "## Tile classes of each family at 16 x 16\n\nIn the colours and legend of `fmsim render`."),
+        ("fig", "small = [c for c in cases if c['br'] == 16 and c['bc'] == 16]\n"
+                 "fig, axes = plt.subplots(2, (len(small) + 1) // 2, figsize=(3 * ((len(small) + 1) // 2), 6.6))\n"
                  "for ax, c in zip(axes.flat, small):\n"
                  "    summary, arr = load_trace(\"teaching-tour\", c['id'])\n"
-                 "    ax.imshow(arr['tiles'][0], cmap=colors, vmin=0, vmax=2, interpolation='nearest')\n"
+                 "    ax.imshow(arr['tiles'][0], cmap=tile_cmap(), vmin=0, vmax=2, interpolation='nearest')\n"
                  "    ax.set_title(f\"{c['family']}\\nrho={c['sparsity']:.2f}\", fontsize=9)\n"
                  "    ax.set_xticks([]); ax.set_yticks([])\n"
                  "for ax in list(axes.flat)[len(small):]:\n"
                  "    ax.axis('off')\n"
+                 "legend(axes.flat[0], 'tiles', loc='lower left', bbox_to_anchor=(0, 1.25), ncol=3)\n"
                  "fig.tight_layout()"),
         ("md", "## Everything a figure shows can be recomputed from a trace\n\nBlock sparsity from "
                "`tiles.npy` equals the summary's; the rule is conservative (never masked where the exact "
@@ -86,10 +105,10 @@ NOTEBOOKS = {
         ("md", "# Sparsity against latency (the paper's Figure 4a)\n\nMasks drawn at 32K (causal document, "
                "document, share question) span a range of block sparsity rho. FlashMask's kernel time "
                "should fall linearly with the fraction of tiles it still computes, 1 - rho. The "
-               "sparsities come from `scenarios/sparsity-sweep.yaml`; kernel times from H200 traces: "
+               "sparsities come from `scenarios/sparsity-sweep.yaml` (run here); kernel times from H200 traces: "
                "the committed ones in `notebooks/data/`, and fresh ones when a GPU run wrote them."),
         ("code", COMMON),
-        ("code", "cases = load_index(\"sparsity-sweep\")\n"
+        ("fig", "cases = run_scenario(\"sparsity-sweep\")\n"
                  "fig, ax = plt.subplots(figsize=(6, 3.5))\n"
                  "for fam in sorted({c['family'] for c in cases}):\n"
                  "    rho = [c['sparsity'] for c in cases if c['family'] == fam]\n"
@@ -98,7 +117,7 @@ NOTEBOOKS = {
         ("md", "## Kernel time against 1 - rho on the H200\n\nPoints from the committed H200 sweep "
                "(`data/h200_sweep.json`: one record per mask with rho and the median kernel time) and "
                "from any fresh GPU sweep under `FMSIM_OUT`. A least-squares line and its R^2."),
-        ("code", "def sweep_points():\n"
+        ("fig", "def sweep_points():\n"
                  "    \"\"\"(source, records): the committed H200 sweep, then fresh GPU runs of the\n"
                  "    sparsity-sweep scenario (run: [gpu] puts each case's kernel time in the index).\"\"\"\n"
                  "    path = os.path.join(DATA, 'h200_sweep.json')\n"
@@ -129,10 +148,10 @@ NOTEBOOKS = {
     ],
     "03-memory-scaling.ipynb": [
         ("md", "# Mask memory against sequence length (the paper's Figure 4b)\n\nFrom the index of "
-               "`scenarios/memory-scaling.yaml`: a dense bool mask grows as S^2, FlexAttention's "
+               "`scenarios/memory-scaling.yaml` (run here): a dense bool mask grows as S^2, FlexAttention's "
                "BlockMask as (S/128)^2, FlashMask's intervals as S."),
         ("code", COMMON),
-        ("code", "cases = [c for c in load_index(\"memory-scaling\") if c['family'] == 'causal_document']\n"
+        ("fig", "cases = [c for c in run_scenario(\"memory-scaling\") if c['family'] == 'causal_document']\n"
                  "S = np.array([c['seqlen'] for c in cases])\n"
                  "fig, ax = plt.subplots(figsize=(6, 4))\n"
                  "for key, label in (('dense', 'dense bool'), ('block_mask', 'FlexAttention BlockMask'), ('intervals', 'FlashMask intervals')):\n"
@@ -143,35 +162,84 @@ NOTEBOOKS = {
                  "assert abs(slopes['dense'] - 2) < 0.01 and abs(slopes['intervals'] - 1) < 0.05"),
     ],
     "04-checking-a-custom-mask.ipynb": [
-        ("md", "# Checking a custom mask\n\nAn engineer has a dense mask and asks whether FlashMask can run "
-               "it. Here: the document-packing mask a linear-RNN proposal writes as `LTS_j = j, LTE_j = "
-               "next boundary` (FAMILIES.md warns it masks the diagonal), next to the right one. The "
-               "masks and `fmsim check --json` reports were written by the test harness "
-               "(`tests/run_notebooks.py`) into `FMSIM_OUT/check/`."),
+        ("md", "# Checking a custom mask\n\nAn engineer has a mask, written as a FlexAttention / attention-gym "
+               "`mask_mod`, and asks whether FlashMask can run it. `fmsim.from_mask_mod` evaluates it in "
+               "row chunks (never the whole Sq x Sk matrix) through fmsim's checker. Here: the "
+               "document-packing mask a linear-RNN proposal writes as `LTS_j = j, LTE_j = next boundary` "
+               "(docs/FAMILIES.md, \"Known traps\": it masks the diagonal), the right one (`LTS_j = end(doc(j))`), and a dilated sliding "
+               "window that no interval form holds, with what fmsim advises for it."),
         ("code", COMMON),
-        ("code", "d = os.path.join(OUT, 'check')\n"
-                 "reports = {}\n"
-                 "for name in ('right', 'wrong', 'random'):\n"
-                 "    with open(os.path.join(d, name + '.json')) as f:\n"
-                 "        reports[name] = json.load(f)\n"
-                 "    r = reports[name]\n"
-                 "    print(f\"{name:6s} representable={r['representable']} form={r['form']} max_runs={r['max_runs']} bad_columns={r['bad_columns']}\")"),
-        ("code", "right = np.load(os.path.join(d, 'right.npy')); wrong = np.load(os.path.join(d, 'wrong.npy'))\n"
-                 "fig, axes = plt.subplots(1, 2, figsize=(7, 3.5))\n"
-                 "for ax, m, t in zip(axes, (right, wrong), ('LTS_j = end(doc(j))', 'LTS_j = j (the proposal)')):\n"
-                 "    ax.imshow(~m, cmap='gray', interpolation='nearest'); ax.set_title(t, fontsize=9)\n"
-                 "sees_itself = ~np.diag(wrong)  # the files hold True = masked\n"
-                 "print('tokens that see themselves in the proposal\\'s mask:', int(sees_itself.sum()), 'of', len(wrong))\n"
-                 "assert sees_itself.sum() == 0 and not np.diag(right).any()\n"
-                 "assert reports['right']['representable'] and reports['right']['form'] == 'causal-1'"),
+        ("code", "S, docs = 256, [80, 56, 120]\n"
+                 "ends = np.repeat(np.cumsum(docs), docs).astype(np.int32)  # end of the document of each token\n"
+                 "\n"
+                 "def right(b, h, q_idx, kv_idx):  # causal, inside the document\n"
+                 "    return (q_idx >= kv_idx) & (q_idx < ends[kv_idx])\n"
+                 "\n"
+                 "def wrong(b, h, q_idx, kv_idx):  # the proposal: causal with LTS_j = j, LTE_j = end(doc(j))\n"
+                 "    return q_idx >= ends[kv_idx]\n"
+                 "\n"
+                 "def dilated(b, h, q_idx, kv_idx):  # every 4th key of a causal window of 96\n"
+                 "    return (q_idx >= kv_idx) & ((q_idx - kv_idx) % 4 == 0) & (q_idx - kv_idx < 96)\n"
+                 "\n"
+                 "results = {name: fmsim.from_mask_mod(fn, 1, 1, S, tiles=(32, 32)) for name, fn in\n"
+                 "           (('right', right), ('wrong', wrong), ('dilated', dilated))}\n"
+                 "for name, r in results.items():\n"
+                 "    print(f\"{name:8s} fits={r.fits} form={r.form} max_runs={r.max_runs} \"\n"
+                 "          f\"tokens that cannot see themselves={r.masked_diagonal}\")\n"
+                 "assert results['right'].form == 'causal-1' and results['right'].masked_diagonal == 0\n"
+                 "assert results['wrong'].masked_diagonal == S and not results['dilated'].fits"),
+        ("md", "## The masks\n\nIn the colours of `fmsim render`: a token (row) that cannot see itself has a "
+               "grey diagonal cell."),
+        ("fig", "fig, axes = plt.subplots(1, 3, figsize=(11, 3.9))\n"
+                 "for ax, (name, r) in zip(axes, results.items()):\n"
+                 "    if r.fits:\n"
+                 "        dense = r.mask.to_dense()  # True = may attend\n"
+                 "    else:  # no intervals hold it: the mask_mod itself, small enough to draw\n"
+                 "        dense = dilated(0, 0, np.arange(S)[:, None], np.arange(S)[None, :])\n"
+                 "    ax.imshow(dense, cmap=mask_cmap(), vmin=0, vmax=1, interpolation='nearest')\n"
+                 "    ax.set_title(f\"{name}: {r.form or 'does not fit'}\", fontsize=9)\n"
+                 "    ax.set_xlabel('key j'); ax.set_ylabel('query i')\n"
+                 "legend(axes[0], 'mask', loc='lower left', bbox_to_anchor=(0, 1.12))\n"
+                 "fig.tight_layout()"),
+        ("md", "## The same verdict from the command line\n\n`fmsim check` on the dense mask saved as .npy "
+               "gives the form and the Paddle intervals that `from_mask_mod` gave."),
+        ("code", "os.makedirs(os.path.join(OUT, 'check'), exist_ok=True)\n"
+                 "path = os.path.join(OUT, 'check', 'right.npy')\n"
+                 "np.save(path, results['right'].mask.to_dense())\n"
+                 "report = json.loads(fmsim_cli('check', path, '--json'))\n"
+                 "print({k: report[k] for k in ('representable', 'form', 'causal', 'max_runs', 'h_mask')})\n"
+                 "iv, causal = results['right'].to_paddle()\n"
+                 "print('startend_row_indices', iv.shape, iv.dtype, 'causal =', causal, 'LTS[:8] =', iv[0, 0, :8, 0])\n"
+                 "assert report['form'] == results['right'].form and report['causal'] == causal"),
+        ("md", "## A mask that does not fit: which columns, and what to do\n\nEach key column of the dilated "
+               "window holds several masked runs of rows; FlashMask holds two per column. fmsim keeps every "
+               "column's run count, finds the tightest mask that does fit and masks a subset of it (the two "
+               "longest runs per column: what FlashMask could skip), and says what an extra element mask "
+               "would have to do."),
+        ("fig", "r = results['dilated']\n"
+                 "print(r)\n"
+                 "fig, (a, b) = plt.subplots(1, 2, figsize=(11, 3.6))\n"
+                 "runs = r.nruns[0, 0]\n"
+                 "a.bar(np.arange(S), runs, width=1.0, color=np.where(runs > 2, PALETTE['partial'], PALETTE['visible']))\n"
+                 "a.axhline(2, color=PALETTE['text'], lw=0.8, ls='--')\n"
+                 "a.set_xlabel('key column j'); a.set_ylabel('masked runs'); a.set_title('runs per column (orange: no form holds it)', fontsize=9)\n"
+                 "sub = r.subset.tile_classes(32, 32, exact=True)[0, 0]\n"
+                 "b.imshow(sub, cmap=tile_cmap(), vmin=0, vmax=2, interpolation='nearest')\n"
+                 "b.set_title(f\"tightest fitting sub-mask, 32 x 32 tiles: rho = {r.subset.analyze(32, 32).rho:.2f}\", fontsize=9)\n"
+                 "legend(b, 'tiles', loc='lower left', bbox_to_anchor=(1.02, 0))\n"
+                 "fig.tight_layout()\n"
+                 "np.save(os.path.join(OUT, 'check', 'dilated.npy'), dilated(0, 0, np.arange(S)[:, None], np.arange(S)[None, :]))\n"
+                 "print('\\n'.join(l for l in fmsim_cli('check', os.path.join(OUT, 'check', 'dilated.npy')).splitlines() if l[:2] == '  ' and l[2] != ' '))"),
+        ("md", "## The tile map as text\n\nLike FlexAttention's `BlockMask.to_string()`."),
+        ("code", "print(results['right'].to_string(32, 32))"),
     ],
     "05-linear-rnn-docpack.ipynb": [
         ("md", "# Document packing in chunkwise linear RNNs\n\nInside a chunk of C = 128 tokens, intra-chunk "
                "attention is tiled in 16 x 16 sub-chunks (an 8 x 8 grid). Causality skips 28 of 64 tiles; "
                "a proposal estimates that each document boundary inside a chunk skips 7 more: rho = "
-               "28/64 + 7m/64. From `scenarios/linear-rnn-docpack.yaml`."),
+               "28/64 + 7m/64. From `scenarios/linear-rnn-docpack.yaml` (run here)."),
         ("code", COMMON),
-        ("code", "cases = load_index(\"linear-rnn-docpack\")\n"
+        ("fig", "cases = run_scenario(\"linear-rnn-docpack\")\n"
                  "m = np.array([c['chunk_boundaries'] for c in cases]); rho = np.array([c['chunk_sparsity'] for c in cases])\n"
                  "est = 28 / 64 + 7 * m / 64\n"
                  "fig, ax = plt.subplots(figsize=(6, 4))\n"
@@ -236,9 +304,9 @@ def notebook(cells):
     out = []
     for n, (kind, src) in enumerate(cells):
         lines = src.splitlines(keepends=True)
-        cell = {"cell_type": "markdown" if kind == "md" else "code", "id": f"cell-{n}", "metadata": {},
-                "source": lines}
-        if kind == "code":
+        cell = {"cell_type": "markdown" if kind == "md" else "code", "id": f"cell-{n}",
+                "metadata": {"tags": ["figure"]} if kind == "fig" else {}, "source": lines}
+        if kind != "md":
             cell["execution_count"] = None
             cell["outputs"] = []
         out.append(cell)

@@ -8,12 +8,34 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "fm_colmask.h"
 #include "fm_rng.h"
 #include "fm_tile_rule.h"
+
+/* A character device to aim "-o" at in tests of the output guard: "null" or
+ * "full". Run as root, a regressed guard would rename a file over the
+ * machine's /dev node, so root gets private nodes of the same devices in
+ * dir; anyone else gets /dev/NAME (a rename there fails for them). */
+static inline const char *fmt_devnode(const char *dir, const char *name, char *buf, size_t cap) {
+  if (geteuid() != 0) {
+    snprintf(buf, cap, "/dev/%s", name);
+    return buf;
+  }
+  snprintf(buf, cap, "%s/dev-%s", dir, name);
+  struct stat sb;
+  if (stat(buf, &sb) != 0 || !S_ISCHR(sb.st_mode)) {
+    char cmd[1200];
+    unlink(buf);
+    snprintf(cmd, sizeof cmd, "mknod '%s' c 1 %d 2>/dev/null", buf, strcmp(name, "full") == 0 ? 7 : 3);
+    if (system(cmd) != 0 || stat(buf, &sb) != 0 || !S_ISCHR(sb.st_mode))
+      snprintf(buf, cap, "/dev/%s", name); /* no CAP_MKNOD: the real node */
+  }
+  return buf;
+}
 
 /* A random valid mask: each interval empty, random, touching an edge or
  * non-canonically empty; causal masks keep UT attached to the triangle. */

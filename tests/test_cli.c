@@ -164,3 +164,264 @@ Test(cli, malformed_sample_file) {
   expect_usage_error(args, ":2: malformed sample file");
   unlink(path);
 }
+
+/* ---- issue 11: robustness ----------------------------------------------------- */
+
+#include <signal.h>
+#include <sys/wait.h>
+
+/* A scratch folder of this test process, made fresh. */
+static void scratch(char *dir, size_t cap, const char *name) {
+  char cmd[1200];
+  snprintf(dir, cap, "%s/robust_%d_%s", FM_TEST_TMP_DIR, (int)getpid(), name);
+  snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", dir, dir);
+  cr_assert_eq(system(cmd), 0);
+}
+
+/* DIR/mask.npy (dense bool 64 x 64, causal) and DIR/iv.npy (its intervals). */
+static void small_masks(const char *dir) {
+  char args[2048];
+  snprintf(args, sizeof args, "analyze --family causal --seqlen 64 --out %s/tr", dir);
+  fmt_run(&res, args);
+  cr_assert_eq(res.status, 0, "%s", res.err);
+  snprintf(args, sizeof args, "expand %s/tr/columns.npy --bidir -o %s/mask.npy", dir, dir);
+  fmt_run(&res, args);
+  cr_assert_eq(res.status, 0, "%s", res.err);
+  snprintf(args, sizeof args, "convert %s/mask.npy -o %s/iv.npy", dir, dir);
+  fmt_run(&res, args);
+  cr_assert_eq(res.status, 0, "%s", res.err);
+}
+
+/* Entries of dir whose name contains `part`. */
+static int count_entries(const char *dir, const char *part) {
+  DIR *d = opendir(dir);
+  if (!d) return 0;
+  int n = 0;
+  for (struct dirent *e; (e = readdir(d));) n += strstr(e->d_name, part) != NULL;
+  closedir(d);
+  return n;
+}
+
+Test(robust, no_arguments_print_one_line) {
+  fmt_run(&res, "");
+  cr_assert_eq(res.status, 2);
+  cr_assert_eq(res.err_lines, 1, "%s", res.err);
+  cr_assert(strstr(res.err, "fmsim --help"), "%s", res.err);
+}
+
+Test(robust, convert_with_an_output_path_over_1024_characters) {
+  char dir[512], deep[2048], args[4096];
+  scratch(dir, sizeof dir, "longpath");
+  small_masks(dir);
+  /* five nested 240-character folders: a path of about 1300 characters */
+  int n = snprintf(deep, sizeof deep, "%s", dir);
+  for (int i = 0; i < 5; i++) {
+    deep[n++] = '/';
+    memset(deep + n, 'd', 240);
+    n += 240;
+    deep[n] = 0;
+    cr_assert(mkdir(deep, 0755) == 0);
+  }
+  cr_assert_gt(strlen(deep), 1024);
+  snprintf(args, sizeof args, "convert %s/mask.npy -o %s/out.npy", dir, deep);
+  fmt_run(&res, args);
+  cr_assert_eq(res.status, 0, "%s", res.err);
+  /* the whole path and every option: nothing cut at 1024 characters */
+  const char *line = strstr(res.out, "expand back  fmsim expand ");
+  cr_assert(line, "%s", res.out);
+  cr_assert(strstr(line, deep) && strstr(line, "--bidir --seqlen-q 64") &&
+            strstr(line, "-o MASK.npy\n"), "%.300s", line);
+}
+
+Test(robust, outputs_onto_devices_are_refused) {
+  char dir[512], args[1200];
+  scratch(dir, sizeof dir, "devices");
+  small_masks(dir);
+  char null_dev[600], full_dev[600];
+  fmt_devnode(dir, "null", null_dev, sizeof null_dev);
+  fmt_devnode(dir, "full", full_dev, sizeof full_dev);
+  const char *forms[] = {"convert %s/mask.npy -o %s", "expand %s/iv.npy --bidir -o %s"};
+  for (int i = 0; i < 4; i++) {
+    snprintf(args, sizeof args, forms[i / 2], dir, i % 2 ? full_dev : null_dev);
+    fmt_run(&res, args);
+    cr_assert_eq(res.status, 2, "%s: %d %s", args, res.status, res.err);
+    cr_assert_eq(res.err_lines, 1, "%s", res.err);
+    cr_assert(strstr(res.err, "character device") && strstr(res.err, "refusing"), "%s", res.err);
+  }
+  struct stat sb;
+  cr_assert(stat(null_dev, &sb) == 0 && S_ISCHR(sb.st_mode), "%s is still a device", null_dev);
+  cr_assert(stat(full_dev, &sb) == 0 && S_ISCHR(sb.st_mode), "%s is still a device", full_dev);
+}
+
+Test(robust, expand_to_stdout_checks_the_write) {
+  char dir[512], args[1200];
+  scratch(dir, sizeof dir, "stdout");
+  small_masks(dir);
+  /* exactly the .npy, nothing else on stdout */
+  snprintf(args, sizeof args, "expand %s/iv.npy --bidir -o -", dir);
+  fmt_run(&res, args);
+  cr_assert_eq(res.status, 0, "%s", res.err);
+  static char file[65536];
+  char path[700];
+  snprintf(path, sizeof path, "%s/mask.npy", dir);
+  FILE *f = fopen(path, "rb");
+  size_t n = fread(file, 1, sizeof file, f);
+  fclose(f);
+  cr_assert(n > 4096 && n < sizeof file - 1 && memcmp(res.out, file, n) == 0,
+            "stdout is not the file's %zu bytes", n);
+  /* to a full disk: the error, one line, non-zero */
+  char cmd[2048], err_path[700], err[1024];
+  snprintf(err_path, sizeof err_path, "%s/err.txt", dir);
+  snprintf(cmd, sizeof cmd, "%s expand %s/iv.npy --bidir -o - >/dev/full 2>%s", FMSIM_BIN, dir,
+           err_path);
+  int st = system(cmd);
+  cr_assert(WIFEXITED(st) && WEXITSTATUS(st) != 0, "status %d", st);
+  fmt_slurp(err_path, err, sizeof err);
+  cr_assert(strstr(err, "No space left on device") && strchr(err, '\n') == err + strlen(err) - 1,
+            "%s", err);
+}
+
+/* Starts `fmsim ARGS` (no shell), waits until an entry containing `part`
+ * appears in dir, sends sig and returns the wait status. */
+static int kill_when_present(const char *const argv[], const char *dir, const char *part, int sig) {
+  pid_t p = fork();
+  if (p == 0) {
+    freopen("/dev/null", "w", stdout);
+    freopen("/dev/null", "w", stderr);
+    execv(FMSIM_BIN, (char *const *)argv);
+    _exit(127);
+  }
+  int st = 0, seen = 0;
+  for (int i = 0; i < 20000 && !seen; i++) { /* 20 s at most */
+    if (count_entries(dir, part) > 0) seen = 1;
+    else if (waitpid(p, &st, WNOHANG) == p) break;
+    else usleep(1000);
+  }
+  cr_assert(seen, "no '%s' appeared in %s (status %d)", part, dir, st);
+  kill(p, sig);
+  waitpid(p, &st, 0);
+  return st;
+}
+
+/* An interval file of S = 16384 whose dense expansion (heads 4) is 1 GiB. */
+static void big_intervals(const char *dir, char *iv, size_t cap) {
+  char args[1200];
+  snprintf(args, sizeof args, "analyze --family causal --seqlen 16384 --out %s/big", dir);
+  fmt_run(&res, args);
+  cr_assert_eq(res.status, 0, "%s", res.err);
+  snprintf(iv, cap, "%s/big/columns.npy", dir);
+}
+
+Test(robust, interrupted_expand_leaves_no_temporary, .timeout = 120) {
+  char dir[512], iv[700], out[700];
+  scratch(dir, sizeof dir, "interrupt");
+  big_intervals(dir, iv, sizeof iv);
+  snprintf(out, sizeof out, "%s/dense.npy", dir);
+  const char *argv[] = {FMSIM_BIN, "expand", iv, "--bidir", "--heads", "4", "-o", out, NULL};
+  int sigs[2] = {SIGTERM, SIGINT};
+  for (int i = 0; i < 2; i++) {
+    int st = kill_when_present(argv, dir, "dense.npy.tmp.", sigs[i]);
+    cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == sigs[i], "status %d", st);
+    cr_assert_eq(count_entries(dir, ".tmp."), 0, "signal %d left a temporary", sigs[i]);
+    cr_assert_eq(count_entries(dir, "dense.npy"), 0);
+  }
+  /* SIGKILL cannot be caught: the next run onto the same target sweeps it */
+  int st = kill_when_present(argv, dir, "dense.npy.tmp.", SIGKILL);
+  cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+  cr_assert_eq(count_entries(dir, "dense.npy.tmp."), 1, "the killed run's temporary is there");
+  char small[700], args[2048];
+  snprintf(small, sizeof small, "%s/small", dir);
+  mkdir(small, 0755);
+  small_masks(small);
+  snprintf(args, sizeof args, "expand %s/iv.npy --bidir -o %s", small, out);
+  fmt_run(&res, args);
+  cr_assert_eq(res.status, 0, "%s", res.err);
+  cr_assert_eq(count_entries(dir, ".tmp."), 0, "swept by the next run");
+}
+
+Test(robust, interrupted_analyze_out_leaves_no_staging, .timeout = 120) {
+  char dir[512], out[700];
+  scratch(dir, sizeof dir, "staging");
+  snprintf(out, sizeof out, "%s/trace", dir);
+  mkdir(out, 0755);
+  const char *argv[] = {FMSIM_BIN, "analyze", "--family", "random_eviction", "--seqlen", "131072",
+                        "--br", "16", "--bc", "16", "--out", out, NULL};
+  int st = kill_when_present(argv, out, ".staging.", SIGTERM);
+  cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGTERM, "status %d", st);
+  cr_assert_eq(count_entries(out, ".staging."), 0, "SIGTERM left a staging folder");
+  st = kill_when_present(argv, out, ".staging.", SIGKILL);
+  cr_assert_eq(count_entries(out, ".staging."), 1);
+  char args[1200];
+  snprintf(args, sizeof args, "analyze --family causal --seqlen 64 --out %s", out);
+  fmt_run(&res, args);
+  cr_assert_eq(res.status, 0, "%s", res.err);
+  cr_assert_eq(count_entries(out, ".staging."), 0, "swept by the next run");
+}
+
+Test(robust, trace_members_that_are_links_are_refused) {
+  char dir[512], link[700], victim[700], args[1200];
+  scratch(dir, sizeof dir, "planted");
+  snprintf(victim, sizeof victim, "%s/victim.txt", dir);
+  FILE *vf = fopen(victim, "w");
+  fputs("victim\n", vf);
+  fclose(vf);
+  snprintf(args, sizeof args, "%s/trace", dir);
+  mkdir(args, 0755);
+  snprintf(link, sizeof link, "%s/trace/tiles.npy", dir);
+  cr_assert_eq(symlink(victim, link), 0);
+  snprintf(args, sizeof args, "analyze --family causal --seqlen 64 --out %s/trace", dir);
+  fmt_run(&res, args);
+  cr_assert_eq(res.status, 2, "%s", res.err);
+  cr_assert_eq(res.err_lines, 1, "%s", res.err);
+  cr_assert(strstr(res.err, "symbolic link"), "%s", res.err);
+  struct stat sb;
+  cr_assert(lstat(link, &sb) == 0 && S_ISLNK(sb.st_mode), "the link is not replaced");
+  char buf[32];
+  fmt_slurp(victim, buf, sizeof buf);
+  cr_assert_str_eq(buf, "victim\n");
+  cr_assert_eq(count_entries(args + strlen("analyze --family causal --seqlen 64 --out "), ".staging."), 0);
+}
+
+Test(robust, sample_file_asking_for_48_gib) {
+  char dir[512], path[700], args[1200];
+  scratch(dir, sizeof dir, "samples");
+  snprintf(path, sizeof path, "%s/s.txt", dir);
+  FILE *f = fopen(path, "w");
+  fputs("Total length: 1073741824\nSample 1, num_docs 1073741824: [(0, 1)]# [0]\n", f);
+  fclose(f);
+  snprintf(args, sizeof args,
+           "analyze --family causal_document --seqlen 1024 --samples %s", path);
+  expect_usage_error(args, "cannot fit in the");
+}
+
+Test(robust, render_at_2_to_the_29_is_refused_up_front) {
+  fmt_run(&res, "render --help");
+  if (strstr(res.err, "built without cairo")) cr_skip_test("no cairo: no render");
+  setenv("FMSIM_MEM_LIMIT", "4G", 1);
+  char dir[512], args[1200];
+  scratch(dir, sizeof dir, "render");
+  snprintf(args, sizeof args, "render --family causal --seqlen 536870912 -o %s/x.png", dir);
+  fmt_run(&res, args);
+  unsetenv("FMSIM_MEM_LIMIT");
+  cr_assert_eq(res.status, 2, "%s", res.err);
+  cr_assert_eq(res.err_lines, 1, "%s", res.err);
+  cr_assert(strstr(res.err, "S = 536870912 would take about 21.5 GiB") && strstr(res.err, "4.0 GiB"),
+            "%s", res.err);
+  cr_assert_eq(count_entries(dir, "x.png"), 0);
+}
+
+Test(robust, view_without_a_display_exits_2_at_once) {
+  fmt_run(&res, "view --help");
+  if (strstr(res.out, "without cairo")) cr_skip_test("no viewer in this build");
+  const char *envs[] = {"env -u DISPLAY -u WAYLAND_DISPLAY -u SDL_VIDEODRIVER",
+                        "env -u DISPLAY -u WAYLAND_DISPLAY SDL_VIDEODRIVER=",
+                        "env -u WAYLAND_DISPLAY -u SDL_VIDEODRIVER DISPLAY="};
+  for (int i = 0; i < 3; i++) {
+    char cmd[1200];
+    /* through timeout(1): a hang is exit 124, not a stuck test */
+    snprintf(cmd, sizeof cmd, "%s timeout 20 %s view --family causal --seqlen 256 >/dev/null 2>&1",
+             envs[i], FMSIM_BIN);
+    int st = system(cmd);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 2, "%s: status %d", envs[i], WEXITSTATUS(st));
+  }
+}

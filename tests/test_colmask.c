@@ -1,6 +1,8 @@
 /* Tests of the interval mask type and the forms: validation, masked(i,j),
  * column runs, canonical form, semantic equality and re-expression in a form,
- * all against dense brute-force expansion of random small masks. */
+ * all against dense brute-force expansion of random small masks; and the one
+ * interval-file loader read as Paddle reads files (values above Sq, starts
+ * past their end), with --strict keeping the refusal, in every command. */
 #include <criterion/criterion.h>
 
 #include "fm_forms.h"
@@ -227,4 +229,282 @@ Test(forms, runs_fit_cases) {
   /* three runs: nothing */
   int32_t three[3][2] = {{0, 1}, {3, 4}, {6, 7}};
   cr_assert_eq(fm_runs_fit((const int32_t(*)[2])three, 3, 0, sq), 0u);
+}
+
+/* ---- interval files read as Paddle reads them (fm_intervals_io.h) ---- */
+
+#include <sys/stat.h>
+
+#include "fm_families.h"
+#include "fm_intervals_io.h"
+#include "fm_npy.h"
+
+static const char *iv_path(const char *name) {
+  static char buf[4][512];
+  static int next;
+  char *p = buf[next++ % 4];
+  snprintf(p, 512, "%s/colmask_%s", FM_TEST_TMP_DIR, name);
+  return p;
+}
+
+/* Paddle's benchmark generator for random eviction writes causal-1 int32
+ * [B, H, S, 1] with LTS = S + 1 for the keys it never evicts. */
+static fm_colmask *paddle_random_eviction(const char *path, int32_t S, int32_t H, int64_t *nplus) {
+  const char *p[1] = {"r=40"};
+  fm_family_request req = {.family = "random_eviction", .seqlen = S, .batch = 1, .heads = H,
+                           .seed = 3, .sample = -1, .nparams = 1, .params = p};
+  fm_colmask *m = NULL;
+  cr_assert_eq(fm_family_build(&req, &m, NULL, NULL), FM_OK);
+  int32_t *v = malloc(sizeof(int32_t) * (size_t)(S * H));
+  *nplus = 0;
+  for (int32_t h = 0; h < H; h++)
+    for (int32_t j = 0; j < S; j++) {
+      int32_t lts = fm_colmask_cvec(m, h, FM_LTS)[j];
+      v[h * S + j] = lts == S ? S + 1 : lts;
+      *nplus += lts == S;
+    }
+  int64_t shape[4] = {1, H, S, 1};
+  cr_assert_eq(fm_npy_save(path, FM_DT_I32, 4, shape, v, NULL), FM_OK);
+  free(v);
+  return m;
+}
+
+Test(intervals_paddle, random_eviction_generator_output) {
+  const char *path = iv_path("paddle_rev.npy");
+  int64_t nplus;
+  fm_colmask *want = paddle_random_eviction(path, 100, 3, &nplus);
+  cr_assert_gt(nplus, 0);
+  fm_intervals_opts o = {.causal = 1};
+  fm_intervals_note note;
+  fm_colmask *m = NULL;
+  fm_err e;
+  cr_assert_eq(fm_intervals_load(path, &o, &m, &note, &e), FM_OK, "%s", e.msg);
+  cr_assert(fm_colmask_equal(m, want), "S + 1 reads as S: the same mask");
+  cr_assert_eq(note.clamped, nplus);
+  cr_assert_eq(note.emptied, 0);
+  cr_assert(strstr(note.text, path) && strstr(note.text, "above Sq=100") && !strchr(note.text, '\n'),
+            "%s", note.text);
+  fm_colmask_destroy(m);
+  /* strict: today's refusal, naming the first value */
+  o.strict = 1;
+  m = (fm_colmask *)1;
+  cr_assert_eq(fm_intervals_load(path, &o, &m, &note, &e), FM_ERANGE);
+  cr_assert_null(m);
+  cr_assert(strstr(e.msg, "LTS = 101 is outside [0, Sq=100]"), "%s", e.msg);
+  cr_assert_eq(note.clamped, 0);
+  cr_assert_eq(fm_colmask_load_npy(path, 1, 0, &m, &e), FM_ERANGE, "the shorthand is strict");
+  fm_colmask_destroy(want);
+}
+
+/* Writes v as an interval file and reads it back as Paddle would (causal flag
+ * beside it); the read must succeed. */
+static fm_colmask *save_and_load(const char *path, fm_dtype t, int64_t sk, int64_t k,
+                                 const void *v, int causal, fm_intervals_note *note) {
+  int64_t shape[4] = {1, 1, sk, k};
+  cr_assert_eq(fm_npy_save(path, t, 4, shape, v, NULL), FM_OK);
+  fm_intervals_opts o = {.causal = causal};
+  fm_colmask *m = NULL;
+  fm_err e;
+  cr_assert_eq(fm_intervals_load(path, &o, &m, note, &e), FM_OK, "%s", e.msg);
+  return m;
+}
+
+/* causal-2 [LTS, LTE] with LTE = S + 1 (documents), int64 as numpy writes by
+ * default, and values far beyond int32. */
+Test(intervals_paddle, lte_past_the_end_and_int64) {
+  const char *path = iv_path("paddle_lte.npy");
+  const int32_t S = 10;
+  int64_t v[10][2];
+  for (int j = 0; j < S; j++) {
+    v[j][0] = j < 4 ? 4 : j < 7 ? 7 : S + 1; /* documents 4, 3, 3: end(doc) */
+    v[j][1] = j == 9 ? (int64_t)1 << 40 : S + 1;
+  }
+  fm_intervals_note note;
+  fm_colmask *m = save_and_load(path, FM_DT_I64, S, 2, v, 1, &note);
+  cr_assert_eq(note.clamped, 13, "ten LTE and three LTS above Sq");
+  const char *p[1] = {"docs=4,3,3"};
+  fm_family_request req = {.family = "causal_document", .seqlen = S, .batch = 1, .heads = 1,
+                           .sample = -1, .nparams = 1, .params = p};
+  fm_colmask *want;
+  cr_assert_eq(fm_family_build(&req, &want, NULL, NULL), FM_OK);
+  cr_assert(fm_colmask_equal(m, want));
+  fm_colmask_destroy(m);
+  fm_colmask_destroy(want);
+}
+
+/* bidir-4 with starts past their ends: empty, counted; negatives: errors in
+ * both readings. */
+Test(intervals_paddle, reversed_intervals_are_empty_negatives_are_errors) {
+  const char *path = iv_path("paddle_rev4.npy");
+  const int32_t S = 8;
+  int32_t v[8][4];
+  for (int j = 0; j < S; j++) {
+    v[j][0] = 6, v[j][1] = 3;         /* LT [6, 3): empty */
+    v[j][2] = 0, v[j][3] = j < 4 ? 2 : 0; /* UT [0, 2) on the first four columns */
+  }
+  v[7][2] = 5, v[7][3] = 1; /* UT [5, 1): empty */
+  fm_intervals_note note;
+  fm_colmask *m = save_and_load(path, FM_DT_I32, S, 4, v, 0, &note);
+  cr_assert_eq(note.emptied, 9);
+  cr_assert_eq(note.clamped, 0);
+  for (int32_t j = 0; j < S; j++)
+    for (int32_t i = 0; i < S; i++)
+      cr_assert_eq(fm_colmask_masked(m, 0, i, j), j < 4 && i < 2, "(%d, %d)", i, j);
+  fm_colmask_destroy(m);
+  fm_intervals_opts o = {.causal = 0, .strict = 1};
+  fm_err e;
+  cr_assert_eq(fm_intervals_load(path, &o, &m, &note, &e), FM_ERANGE);
+  cr_assert(strstr(e.msg, "LTS = 6 > LTE = 3"), "%s", e.msg);
+  v[2][1] = -1;
+  int64_t shape[4] = {1, 1, S, 4};
+  cr_assert_eq(fm_npy_save(path, FM_DT_I32, 4, shape, v, NULL), FM_OK);
+  for (int strict = 0; strict < 2; strict++) {
+    o.strict = strict;
+    cr_assert_eq(fm_intervals_load(path, &o, &m, &note, &e), FM_ERANGE);
+    cr_assert(strstr(e.msg, "column 2: LTE = -1 is outside [0, Sq=8]"), "%s", e.msg);
+  }
+}
+
+Test(intervals_paddle, header_decides_the_form) {
+  const fm_intervals_opts causal = {.causal = 1}, bidir = {.causal = 0},
+                          from_k = {.causal_from_k = 1},
+                          trace = {.causal = 1, .strict = 1, .four_vectors = 1};
+  struct {
+    fm_dtype t;
+    int ndim;
+    int64_t shape[4];
+    const fm_intervals_opts *o;
+    fm_status want;
+    const char *needle; /* in the error; or "causal"/"bidir" for the flag read */
+  } cases[] = {
+      {FM_DT_I32, 4, {1, 1, 4, 4}, &causal, FM_EFORMAT, "bidir-4"},
+      {FM_DT_I32, 4, {1, 1, 4, 4}, &from_k, FM_OK, "bidir"},
+      {FM_DT_I32, 4, {1, 1, 16, 1}, &bidir, FM_EFORMAT, "causal-1"},
+      {FM_DT_I32, 4, {1, 1, 16, 1}, &from_k, FM_OK, "causal"},
+      {FM_DT_I32, 4, {1, 1, 4, 3}, &bidir, FM_EFORMAT, "not an interval file"},
+      {FM_DT_BOOL, 2, {4, 4}, &bidir, FM_EFORMAT, "bool [4, 4] looks like a dense mask"},
+      /* a trace's columns.npy: four vectors, the causal flag beside them */
+      {FM_DT_I32, 4, {1, 1, 4, 4}, &trace, FM_OK, "causal"},
+      {FM_DT_I32, 4, {1, 1, 16, 1}, &trace, FM_EFORMAT, "int32 [nb, nh, Sk, 4]"},
+  };
+  const char *path = iv_path("hdr.npy");
+  int32_t v[16];
+  for (int j = 0; j < 16; j++) v[j] = 4;
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    cr_assert_eq(fm_npy_save(path, cases[c].t, cases[c].ndim, cases[c].shape, v, NULL), FM_OK);
+    fm_colmask *m = NULL;
+    fm_err e = {{0}};
+    cr_assert_eq(fm_intervals_load(path, cases[c].o, &m, NULL, &e), cases[c].want, "case %zu: %s",
+                 c, e.msg);
+    if (cases[c].want == FM_OK)
+      cr_assert_eq(fm_colmask_causal(m), !strcmp(cases[c].needle, "causal"), "case %zu", c);
+    else
+      cr_assert(strstr(e.msg, cases[c].needle), "case %zu: '%s' lacks '%s'", c, e.msg,
+                cases[c].needle);
+    fm_colmask_destroy(m);
+  }
+  fm_intervals_opts bad_sq = {.causal = 1, .sq = -3};
+  fm_colmask *m;
+  cr_assert_eq(fm_intervals_load(path, &bad_sq, &m, NULL, NULL), FM_EINVAL);
+}
+
+/* Every command that reads interval files: Paddle's reading with one note
+ * line by default, today's refusal with --strict. */
+static fmt_result run_res;
+
+static void expect_note(const char *args, int want_status) {
+  fmt_run(&run_res, args);
+  cr_assert_eq(run_res.status, want_status, "fmsim %s: exit %d: %s", args, run_res.status,
+               run_res.err);
+  cr_assert_eq(run_res.err_lines, 1, "fmsim %s: one note line, got: %s", args, run_res.err);
+  cr_assert(strstr(run_res.err, ": note: ") && strstr(run_res.err, "taken as Sq"), "%s",
+            run_res.err);
+}
+
+static void expect_refusal(const char *args, int want_status, const char *out) {
+  fmt_run(&run_res, args);
+  cr_assert_eq(run_res.status, want_status, "fmsim %s: exit %d: %s", args, run_res.status,
+               run_res.err);
+  cr_assert_eq(run_res.err_lines, 1, "fmsim %s: %s", args, run_res.err);
+  cr_assert(strstr(run_res.err, "is outside [0, Sq=100]"), "%s", run_res.err);
+  struct stat sb;
+  if (out) cr_assert_neq(stat(out, &sb), 0, "fmsim %s wrote %s", args, out);
+}
+
+Test(intervals_paddle, commands_read_paddle_files) {
+  const char *path = iv_path("cli_rev.npy"), *out = iv_path("cli_rev_dense.npy");
+  int64_t nplus;
+  fm_colmask_destroy(paddle_random_eviction(path, 100, 2, &nplus));
+  char args[2048];
+  unlink(out);
+  snprintf(args, sizeof args, "check --intervals %s --causal", path);
+  expect_note(args, 0);
+  cr_assert(strstr(run_res.out, "causal-1"), "%s", run_res.out);
+  snprintf(args, sizeof args, "check --intervals %s --causal --strict", path);
+  expect_refusal(args, 1, NULL);
+  snprintf(args, sizeof args, "expand %s --causal --strict -o %s", path, out);
+  expect_refusal(args, 2, out);
+  snprintf(args, sizeof args, "expand %s --causal -o %s", path, out);
+  expect_note(args, 0);
+  fm_npy_header h;
+  cr_assert_eq(fm_npy_read_header_path(out, &h, NULL), FM_OK);
+  cr_assert(h.ndim == 4 && h.shape[1] == 2 && h.shape[2] == 100 && h.shape[3] == 100);
+  unlink(out);
+  snprintf(args, sizeof args, "check %s --strict", path);
+  fmt_run(&run_res, args);
+  cr_assert_eq(run_res.status, 2, "--strict goes with --intervals");
+}
+
+Test(intervals_paddle, render_and_scenarios_read_paddle_files) {
+  const char *path = iv_path("scn_rev.npy"), *png = iv_path("scn_rev.png");
+  const char *yaml = iv_path("scn_rev.yaml"), *dir = iv_path("scn_rev_out");
+  int64_t nplus;
+  fm_colmask_destroy(paddle_random_eviction(path, 100, 1, &nplus));
+  char args[2048];
+  fmt_run(&run_res, "render --family causal --seqlen 64 -o /dev/null/none.png");
+  if (!strstr(run_res.err, "built without")) { /* built with the figures */
+    unlink(png);
+    snprintf(args, sizeof args, "render %s --strict -o %s", path, png);
+    expect_refusal(args, 2, png);
+    snprintf(args, sizeof args, "render %s -o %s --size 200x150", path, png);
+    expect_note(args, 0);
+    unlink(png);
+  }
+  for (int strict = 0; strict < 2; strict++) {
+    FILE *f = fopen(yaml, "w");
+    cr_assert_not_null(f);
+    fprintf(f, "name: paddle\nrun: [analyze]\nmasks:\n  - intervals: %s\n    causal: true\n%s",
+            path, strict ? "    strict: true\n" : "");
+    fclose(f);
+    snprintf(args, sizeof args, "run %s --out %s", yaml, dir);
+    fmt_run(&run_res, args);
+    if (strict) {
+      cr_assert_eq(run_res.status, 2, "%s", run_res.err);
+      cr_assert(strstr(run_res.err, "is outside [0, Sq=100]"), "%s", run_res.err);
+    } else {
+      cr_assert_eq(run_res.status, 0, "%s", run_res.err);
+      cr_assert(strstr(run_res.err, "note: ") && strstr(run_res.err, "taken as Sq"), "%s",
+                run_res.err);
+    }
+  }
+  /* strict: belongs to an interval file */
+  FILE *f = fopen(yaml, "w");
+  cr_assert_not_null(f);
+  fprintf(f, "name: paddle\nrun: [analyze]\nmasks:\n  - family: causal\n    strict: true\n");
+  fclose(f);
+  snprintf(args, sizeof args, "run %s --out %s", yaml, dir);
+  fmt_run(&run_res, args);
+  cr_assert_eq(run_res.status, 2, "%s", run_res.err);
+  cr_assert_eq(run_res.err_lines, 1, "%s", run_res.err);
+  cr_assert(strstr(run_res.err, "strict: goes with intervals:"), "%s", run_res.err);
+  unlink(yaml);
+}
+
+Test(forms, bits_name_the_forms) {
+  cr_assert_eq(fm_form_bit(FM_FORM_CAUSAL1), 1u);
+  cr_assert_eq(fm_form_bit(FM_FORM_BIDIR4), 8u);
+  cr_assert_eq(FM_FORMS_ALL, 15u);
+  cr_assert_eq(fm_form_smallest(fm_form_bit(FM_FORM_BIDIR4) | fm_form_bit(FM_FORM_BIDIR2)),
+               FM_FORM_BIDIR2);
+  cr_assert_eq(fm_form_smallest(0), FM_FORM_NONE);
 }

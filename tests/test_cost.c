@@ -1,12 +1,14 @@
 /* Tests of the analytic cost model (fm_cost) against brute-force counts on
  * small masks: every tile's class recomputed from the dense expansion (for
  * masks whose min/max and exact classes agree) or taken from fm_classify, and
- * every byte and FLOP summed tile by tile, element by element. */
+ * every byte and FLOP summed tile by tile, element by element; the paper's
+ * FLOP convention and the serializers of timings and traffic. */
 #include <criterion/criterion.h>
 #include <math.h>
 
 #include "fm_cost.h"
 #include "fm_families.h"
+#include "fm_run_trace.h"
 #include "fm_test_util.h"
 #include "fm_tiles.h"
 
@@ -129,7 +131,8 @@ static void check_against_brute(const fm_colmask *m, fm_cost_shape s, const uint
 
 static fm_colmask *family(const char *name, int64_t S, int64_t B, int64_t H, const char *param) {
   const char *params[1] = {param};
-  fm_family_request req = {name, S, B, H, 7, -1, NULL, param ? 1 : 0, params};
+  fm_family_request req = {.family = name, .seqlen = S, .batch = B, .heads = H, .seed = 7,
+                           .sample = -1, .nparams = param ? 1 : 0, .params = params};
   fm_colmask *m = NULL;
   fm_err err;
   cr_assert_eq(fm_family_build(&req, &m, NULL, &err), FM_OK, "%s", err.msg);
@@ -140,7 +143,8 @@ Test(cost, full_mask_edges_and_every_variant) {
   /* S = 100 with 32 x 16 tiles: the last row tile has 4 rows, the last key tile 4 columns */
   fm_colmask *m = family("full", 100, 1, 1, NULL);
   for (int v = 0; v < 3; v++) {
-    fm_cost_shape s = {2, 3, 64, 32, 16, 2, (fm_variant)v};
+    fm_cost_shape s = {.batch = 2, .heads = 3, .head_dim = 64, .br = 32, .bc = 16, .elem_bytes = 2,
+                       .variant = (fm_variant)v};
     uint8_t *cls = exact_classes(m, 32, 16);
     check_against_brute(m, s, cls);
     fm_cost c;
@@ -166,7 +170,8 @@ Test(cost, causal_and_documents_match_the_dense_brute_force) {
       uint8_t *mm = malloc((size_t)n);
       cr_assert_eq(fm_classify(m, 16, 32, &counts, mm, NULL, NULL), FM_OK);
       cr_assert_eq(memcmp(mm, cls, (size_t)n), 0, "%s", names[f]);
-      fm_cost_shape s = {3, 2, 128, 16, 32, 2, (fm_variant)v};
+      fm_cost_shape s = {.batch = 3, .heads = 2, .head_dim = 128, .br = 16, .bc = 32,
+                         .elem_bytes = 2, .variant = (fm_variant)v};
       check_against_brute(m, s, cls);
       /* classes computed internally give the same */
       fm_cost a, b;
@@ -193,8 +198,9 @@ Test(cost, per_head_and_random_masks) {
     uint8_t *cls = malloc((size_t)nb * nh * tr * tc);
     fm_tile_counts counts;
     cr_assert_eq(fm_classify(m, br, bc, &counts, cls, NULL, NULL), FM_OK);
-    fm_cost_shape s = {nb == 1 ? 3 : nb, nh == 1 ? 2 : nh, 64, br, bc, 2,
-                       (fm_variant)fm_rng_below(&r, 3)};
+    fm_cost_shape s = {.batch = nb == 1 ? 3 : nb, .heads = nh == 1 ? 2 : nh, .head_dim = 64,
+                       .br = br, .bc = bc, .elem_bytes = 2,
+                       .variant = (fm_variant)fm_rng_below(&r, 3)};
     check_against_brute(m, s, cls);
     free(cls);
     fm_colmask_destroy(m);
@@ -203,20 +209,24 @@ Test(cost, per_head_and_random_masks) {
 
 Test(cost, paper_count_of_random_eviction) {
   fm_colmask *m = family("random_eviction", 512, 2, 4, NULL);
-  fm_cost_shape s = {2, 4, 128, 64, 64, 2, FM_VARIANT_SKIP};
+  fm_cost_shape s = {.batch = 2, .heads = 4, .head_dim = 128, .br = 64, .bc = 64, .elem_bytes = 2,
+                     .variant = FM_VARIANT_SKIP};
   fm_cost c;
   cr_assert_eq(fm_cost_compute(m, &s, NULL, NULL, &c, NULL), FM_OK);
   fm_tile_counts counts;
   cr_assert_eq(fm_classify(m, 64, 64, &counts, NULL, NULL, NULL), FM_OK);
   cr_assert_float_eq(c.rho, counts.sparsity, 1e-12);
   cr_assert_float_eq(c.flops_paper, 4.0 * 8 * 512 * 512 * 128 * (1 - counts.sparsity), 1);
+  cr_assert_eq(c.flops_paper, fm_cost_paper_flops(2, 4, 512, 512, 128, c.rho, FM_PASS_FWD),
+               "the cost model's count is the one function's");
   cr_assert_float_eq(fm_cost_tflops(1e12, 1000.0), 1.0, 1e-12);
   cr_assert(isnan(fm_cost_tflops(1e12, 0)));
   fm_colmask_destroy(m);
 }
 
 Test(cost, tile_bytes_by_class) {
-  fm_cost_shape s = {1, 1, 128, 128, 64, 2, FM_VARIANT_SKIP};
+  fm_cost_shape s = {.batch = 1, .heads = 1, .head_dim = 128, .br = 128, .bc = 64, .elem_bytes = 2,
+                     .variant = FM_VARIANT_SKIP};
   cr_assert_eq(fm_cost_tile_bytes(&s, FM_TILE_MASKED, 128, 64), 32);
   cr_assert_eq(fm_cost_tile_bytes(&s, FM_TILE_UNMASKED, 128, 64), 32 + 2 * 64 * 128 * 2);
   cr_assert_eq(fm_cost_tile_bytes(&s, FM_TILE_PARTIAL, 128, 64), 32 + 2 * 64 * 128 * 2 + 16 * 64);
@@ -230,7 +240,8 @@ Test(cost, bad_inputs) {
   fm_colmask *m = family("causal", 64, 1, 1, NULL);
   fm_cost c;
   fm_err err;
-  fm_cost_shape s = {0, 1, 64, 16, 16, 2, FM_VARIANT_SKIP};
+  fm_cost_shape s = {.batch = 0, .heads = 1, .head_dim = 64, .br = 16, .bc = 16, .elem_bytes = 2,
+                     .variant = FM_VARIANT_SKIP};
   cr_assert_eq(fm_cost_compute(m, &s, NULL, NULL, &c, &err), FM_EINVAL);
   cr_assert(strstr(err.msg, "batch"));
   s.batch = 1;
@@ -241,7 +252,8 @@ Test(cost, bad_inputs) {
   cr_assert_eq(fm_cost_compute(m, &s, NULL, NULL, &c, &err), FM_EINVAL);
   fm_colmask_destroy(m);
   m = family("random_eviction", 64, 2, 2, NULL); /* 2 x 2 sets */
-  fm_cost_shape t = {3, 2, 64, 16, 16, 2, FM_VARIANT_SKIP};
+  fm_cost_shape t = {.batch = 3, .heads = 2, .head_dim = 64, .br = 16, .bc = 16, .elem_bytes = 2,
+                     .variant = FM_VARIANT_SKIP};
   cr_assert_eq(fm_cost_compute(m, &t, NULL, NULL, &c, &err), FM_EINVAL);
   cr_assert(strstr(err.msg, "sets"), "%s", err.msg);
   fm_colmask_destroy(m);
@@ -295,4 +307,69 @@ Test(kernels, registry) {
   cr_assert_eq(p, FM_PASS_BOTH);
   cr_assert_eq(fm_pass_parse("back", &p, &err), FM_EINVAL);
   cr_assert_str_eq(fm_pass_name(FM_PASS_BWD), "bwd");
+}
+
+/* The paper's FLOP convention, written once (fm_cost_paper_flops). */
+Test(cost, paper_flops_convention) {
+  double fwd = fm_cost_paper_flops(3, 5, 1024, 2048, 64, 0.25, FM_PASS_FWD);
+  cr_assert_float_eq(fwd, 4.0 * 3 * 5 * 1024 * 2048 * 64 * 0.75, 1e-3);
+  cr_assert_float_eq(fm_cost_paper_flops(3, 5, 1024, 2048, 64, 0.25, FM_PASS_BWD), 2.5 * fwd, 1e-3);
+  cr_assert_float_eq(fm_cost_paper_flops(3, 5, 1024, 2048, 64, 0.25, FM_PASS_BOTH), 3.5 * fwd, 1e-3);
+  cr_assert_eq(fm_cost_paper_flops(1, 1, 8, 8, 64, 1.0, FM_PASS_FWD), 0.0, "all skipped");
+  /* the paper's kernel-table shape at 128K: B = 1, H = 32, D = 128, no overflow */
+  double big = fm_cost_paper_flops(1, 32, 131072, 131072, 128, 0.0, FM_PASS_FWD);
+  cr_assert_float_eq(big, 4.0 * 32 * 131072.0 * 131072.0 * 128, 1.0);
+  cr_assert_gt(big, 2.8e14);
+}
+
+/* The one serializer of fm_timing and fm_measured_bytes (fm_run_trace.h):
+ * the keys it promises, null when not measured. */
+Test(cost, timing_and_traffic_serializers) {
+  fm_timing t;
+  memset(&t, 0, sizeof t);
+  fm_json j;
+  fm_json_init(&j, 0);
+  fm_json_object(&j, NULL);
+  fm_timing_json(&j, "timing", &t);
+  fm_timing_json(&j, "none", NULL);
+  fm_measured_bytes_json(&j, "measured", NULL);
+  fm_json_end(&j);
+  cr_assert_str_eq(j.buf, "{\"timing\": null, \"none\": null, \"measured\": null}");
+  fm_json_free(&j);
+
+  snprintf(t.source, sizeof t.source, "cuda-events");
+  t.reps = 5;
+  t.median_ms = 1.5;
+  t.nkernels = 1;
+  snprintf(t.kernels[0].name, sizeof t.kernels[0].name, "fwd");
+  t.kernels[0].grid[2] = 7;
+  fm_measured_bytes mb;
+  memset(&mb, 0, sizeof mb);
+  snprintf(mb.source, sizeof mb.source, "cupti-range-profiler");
+  mb.dram_read = 4096;
+  mb.l2_read_sectors = 10;
+  fm_cost c;
+  memset(&c, 0, sizeof c);
+  c.bytes_read = (int64_t)1 << 40; /* integers stay exact */
+  c.unique_read = 2048;
+  fm_json_init(&j, 0);
+  fm_json_object(&j, NULL);
+  fm_timing_json(&j, "timing", &t);
+  fm_traffic_json(&j, "traffic", &c, &mb);
+  fm_json_end(&j);
+  const char *want[] = {
+      "\"timing\": {\"source\": \"cuda-events\", \"note\": \"\", \"warmup\": 0, \"reps\": 5, "
+      "\"l2_flushed\": false, \"median_ms\": 1.5,",
+      "\"kernels\": [{\"name\": \"fwd\", \"median_ms\": 0, \"grid\": [0, 0, 7], "
+      "\"block\": [0, 0, 0], \"registers\": 0, \"static_smem\": 0, \"dynamic_smem\": 0}]}",
+      "\"traffic\": {\"model\": {\"source\": \"model\", \"read\": 1099511627776,",
+      "\"unique_read\": 2048, \"unique_write\": 0}, "
+      "\"measured\": {\"source\": \"cupti-range-profiler\", \"l2_flushed\": false, "
+      "\"ranges\": 0, \"dram_read\": 4096,",
+      "\"l2_read_bytes\": 320,",
+      "\"ratios\": {\"dram_read_over_unique_read\": 2,",
+      "\"measured_note\": \"\"}"};
+  for (size_t k = 0; k < sizeof want / sizeof want[0]; k++)
+    cr_assert(strstr(j.buf, want[k]), "missing %s in %s", want[k], j.buf);
+  fm_json_free(&j);
 }

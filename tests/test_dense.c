@@ -26,6 +26,7 @@
 #include "fm_npy.h"
 #include "fm_rng.h"
 #include "fm_tile_rule.h"
+#include "fm_tiles.h"
 
 /* ---------------------------------------------------------------- helpers */
 
@@ -164,6 +165,15 @@ static void dense_write(const dense *d, const char *path, fm_dtype t, int masked
     case FM_DT_U8: buf[e] = truth ? (uint8_t)(canonical ? 1 : 1 + (e * 37) % 255) : 0; break;
     case FM_DT_I8: ((int8_t *)buf)[e] = truth ? (int8_t)(canonical ? 1 : (v & 1 ? -3 : 1)) : 0; break;
     case FM_DT_I32: ((int32_t *)buf)[e] = truth ? (canonical ? 1 : (int32_t)(1 + e % 1000) * (v & 1 ? -1 : 1)) : 0; break;
+    case FM_DT_I64: ((int64_t *)buf)[e] = truth ? (canonical ? 1 : (int64_t)(1 + e % 1000) * (v & 1 ? -1 : 1) * ((int64_t)1 << 33)) : 0; break;
+    case FM_DT_U64: ((uint64_t *)buf)[e] = truth ? (canonical ? 1 : (uint64_t)(1 + e % 1000) << (v * 12)) : 0; break;
+    case FM_DT_F64: {
+      static const double mk[5] = {-INFINITY, -1e4, -1.7976931348623157e308, -1e9, -INFINITY};
+      double x = msk ? (canonical ? -INFINITY : mk[v]) : (!canonical && v == 3 ? -1.5 : 0.0);
+      cnt += !msk && !canonical && v == 3;
+      memcpy(buf + e * 8, &x, 8);
+      break;
+    }
     case FM_DT_F32: {
       static const float mk[5] = {-INFINITY, -1e4f, -3.4028235e38f, -1e9f, -INFINITY};
       float x = msk ? (canonical ? -INFINITY : mk[v]) : (!canonical && v == 3 ? -1.5f : 0.0f);
@@ -298,7 +308,7 @@ static fm_colmask *family(const char *name, int64_t S, int64_t heads, const char
 }
 
 static const fm_dense_report *check_lib(const char *path, int masked_true, fm_dense_result **res) {
-  fm_dense_opts o = {masked_true, 1};
+  fm_dense_opts o = {.masked_true = masked_true, .keep_intervals = 1};
   fm_err err;
   cr_assert_eq(fm_dense_check_file(path, &o, res, &err), FM_OK, "%s", err.msg);
   return fm_dense_result_report(*res);
@@ -325,7 +335,7 @@ Test(dense, families_fit_their_form_and_convert_back) {
     if (strcmp(fam->form, "-") != 0) {
       fm_err err;
       cr_assert_eq(fm_form_parse(fam->form, &stated, &err), FM_OK);
-      cr_assert(r->fit & (1u << stated), "%s: form %s of FAMILIES.md does not hold it", fam->name, fam->form);
+      cr_assert(r->fit & (1u << stated), "%s: form %s of docs/FAMILIES.md does not hold it", fam->name, fam->form);
       cr_assert_leq(r->form, stated, "%s: found %s, larger than %s", fam->name, fm_form_name(r->form), fam->form);
     }
     cr_assert_eq(r->fit, e.fit, "%s: fit %x, brute force %x", fam->name, r->fit, e.fit);
@@ -416,14 +426,15 @@ Test(dense, cli_convert_then_expand_is_exact) {
 /* --------------------------------------------------- dtypes, shapes, values */
 
 Test(dense, every_dtype_shape_and_convention) {
-  static const fm_dtype types[] = {FM_DT_BOOL, FM_DT_U8, FM_DT_I8, FM_DT_I32,
-                                   FM_DT_F32, FM_DT_F16, FM_DT_U16};
+  static const fm_dtype types[] = {FM_DT_BOOL, FM_DT_U8, FM_DT_I8,  FM_DT_I32, FM_DT_I64,
+                                   FM_DT_U64,  FM_DT_F32, FM_DT_F64, FM_DT_F16, FM_DT_U16};
   fm_colmask *m = family("causal_document", 40, 1, "docs=17,9,14");
   fm_colmask *m2 = family("document", 40, 1, "docs=17,9,14");
   for (int shape = 2; shape <= 4; shape++)
     for (size_t t = 0; t < sizeof types / sizeof types[0]; t++)
       for (int mt = 0; mt < 2; mt++) {
-        int additive = types[t] == FM_DT_F32 || types[t] == FM_DT_F16 || types[t] == FM_DT_U16;
+        int additive = types[t] == FM_DT_F32 || types[t] == FM_DT_F64 || types[t] == FM_DT_F16 ||
+                       types[t] == FM_DT_U16;
         if (mt && additive) continue;
         const fm_colmask *src = (t + (size_t)shape) % 2 ? m : m2;
         int64_t b = shape == 4 ? 2 : 1, h = shape >= 3 ? 2 : 1;
@@ -469,13 +480,14 @@ Test(dense, every_dtype_shape_and_convention) {
 
 /* CLI round trip is exact for canonical values of every dtype, and --masked-true */
 Test(dense, cli_roundtrip_dtypes) {
-  static const fm_dtype types[] = {FM_DT_BOOL, FM_DT_U8, FM_DT_I8, FM_DT_I32,
-                                   FM_DT_F32, FM_DT_F16, FM_DT_U16};
+  static const fm_dtype types[] = {FM_DT_BOOL, FM_DT_U8, FM_DT_I8,  FM_DT_I32, FM_DT_I64,
+                                   FM_DT_U64,  FM_DT_F32, FM_DT_F64, FM_DT_F16, FM_DT_U16};
   fm_colmask *m = family("global_sliding_window", 32, 1, NULL);
   dense d = dense_from_colmask(m, 1, 1);
   for (size_t t = 0; t < sizeof types / sizeof types[0]; t++)
     for (int mt = 0; mt < 2; mt++) {
-      int additive = types[t] == FM_DT_F32 || types[t] == FM_DT_F16 || types[t] == FM_DT_U16;
+      int additive = types[t] == FM_DT_F32 || types[t] == FM_DT_F64 || types[t] == FM_DT_F16 ||
+                     types[t] == FM_DT_U16;
       if (mt && additive) continue;
       char path[1024], iv[1100], back[1100], args[4096], exp_cmd[1024];
       snprintf(path, sizeof path, "%s", tmp("rtd.npy"));
@@ -570,6 +582,91 @@ static dense gen_random(int64_t b, int64_t h, int64_t sq, int64_t sk, uint64_t s
   return d;
 }
 
+/* Every masked run of column j of set s (up to cap); returns the count. */
+static int all_runs(const dense *d, int64_t s, int64_t j, int32_t (*runs)[2], int cap) {
+  int n = 0, in = 0;
+  for (int64_t i = 0; i <= d->sq; i++) {
+    int msk = i < d->sq && *at(d, s, i, j);
+    if (msk && !in && n < cap) runs[n][0] = (int32_t)i;
+    if (!msk && in && n < cap) runs[n++][1] = (int32_t)i;
+    in = msk;
+  }
+  return n;
+}
+
+/* The library's advice, kept runs, sub-mask and exact tiles against brute force
+ * over the dense flags (Br x Bc = 7 x 5, uneven on purpose). */
+static void check_advice(const dense *d, const char *path) {
+  fm_dense_opts o = {.keep_intervals = 1, .br = 7, .bc = 5, .keep_tiles = 1};
+  fm_dense_result *res = NULL;
+  fm_err err;
+  cr_assert_eq(fm_dense_check_file(path, &o, &res, &err), FM_OK, "%s", err.msg);
+  const fm_dense_report *r = fm_dense_result_report(res);
+  fm_colmask *sub = NULL;
+  cr_assert_eq(fm_dense_result_subset_colmask(res, &sub, &err), FM_OK, "%s", err.msg);
+  int64_t hist[FM_DENSE_RUNS_HIST] = {0}, prefix = d->sq, sub_masked = 0, sets_fit = 0;
+  int32_t (*runs)[2] = malloc((size_t)d->sq * sizeof *runs);
+  for (int64_t s = 0; s < d->b * d->h; s++) {
+    unsigned set_fit = 15;
+    for (int64_t j = 0; j < d->sk; j++) {
+      int n = all_runs(d, s, j, runs, (int)d->sq);
+      hist[n < FM_DENSE_RUNS_HIST - 1 ? n : FM_DENSE_RUNS_HIST - 1]++;
+      if (n >= 3 && runs[2][0] < prefix) prefix = runs[2][0];
+      unsigned fit = fm_runs_fit((const int32_t(*)[2])runs, n > 3 ? 4 : n,
+                                 fm_causal_limit((int32_t)j, (int32_t)d->sq, (int32_t)d->sk), (int32_t)d->sq);
+      set_fit &= fit;
+      fm_dense_column c;
+      unsigned got_fit;
+      cr_assert_eq(fm_dense_result_column(res, s / d->h, s % d->h, j, &c, &got_fit, &err), FM_OK);
+      cr_assert_eq(c.nruns, n, "set %lld column %lld", (long long)s, (long long)j);
+      cr_assert_eq(got_fit, fit);
+      for (int k = 0; k < n && k < 3; k++)
+        cr_assert(c.runs[k][0] == runs[k][0] && c.runs[k][1] == runs[k][1]);
+      /* the two longest runs (ties: the earlier) are the sub-mask's column */
+      int a = -1, b = -1;
+      for (int k = 0; k < n; k++) {
+        int32_t len = runs[k][1] - runs[k][0];
+        if (a < 0 || len > runs[a][1] - runs[a][0]) { b = a; a = k; }
+        else if (b < 0 || len > runs[b][1] - runs[b][0]) b = k;
+      }
+      int32_t sr[3][2];
+      int sn = fm_colmask_column_runs(sub, fm_colmask_set_index(sub, (int32_t)(s / d->h), (int32_t)(s % d->h)),
+                                      (int32_t)j, sr);
+      cr_assert_eq(sn, n < 2 ? n : 2, "sub-mask column %lld: %d runs", (long long)j, sn);
+      int lo = a < b || b < 0 ? a : b, hi = a < b || b < 0 ? b : a;
+      if (sn >= 1) cr_assert(sr[0][0] == runs[lo][0] && sr[0][1] == runs[lo][1]);
+      if (sn == 2) cr_assert(sr[1][0] == runs[hi][0] && sr[1][1] == runs[hi][1]);
+      for (int k = 0; k < sn; k++) sub_masked += sr[k][1] - sr[k][0];
+    }
+    sets_fit += set_fit != 0;
+  }
+  free(runs);
+  for (int k = 0; k < FM_DENSE_RUNS_HIST; k++) cr_assert_eq(r->advice.runs_hist[k], hist[k], "hist %d", k);
+  cr_assert_eq(r->advice.prefix_rows, prefix);
+  cr_assert_eq(r->advice.subset_masked, sub_masked);
+  cr_assert_eq(r->advice.sets_fit, sets_fit);
+  /* exact tiles: brute force over every set, and the kept classes */
+  const uint8_t *tiles = fm_dense_result_tiles(res);
+  cr_assert_not_null(tiles);
+  int64_t tr = (d->sq + 6) / 7, tc = (d->sk + 4) / 5, cnt[3] = {0, 0, 0};
+  cr_assert(r->tiles.tr == tr && r->tiles.tc == tc && r->tiles.total == d->b * d->h * tr * tc);
+  for (int64_t s = 0; s < d->b * d->h; s++)
+    for (int64_t ti = 0; ti < tr; ti++)
+      for (int64_t tj = 0; tj < tc; tj++) {
+        int64_t m = 0, n = 0;
+        for (int64_t i = ti * 7; i < d->sq && i < ti * 7 + 7; i++)
+          for (int64_t j = tj * 5; j < d->sk && j < tj * 5 + 5; j++, n++) m += *at(d, s, i, j);
+        int cls = m == n ? FM_TILE_MASKED : m == 0 ? FM_TILE_UNMASKED : FM_TILE_PARTIAL;
+        cnt[cls]++;
+        cr_assert_eq(tiles[(s * tr + ti) * tc + tj], cls, "tile (%lld, %lld, %lld)", (long long)s,
+                     (long long)ti, (long long)tj);
+      }
+  for (int c = 0; c < 3; c++) cr_assert_eq(r->tiles.count[c], cnt[c]);
+  cr_assert_float_eq(r->tiles.sparsity, (double)cnt[0] / (double)r->tiles.total, 1e-12);
+  fm_colmask_destroy(sub);
+  fm_dense_result_destroy(res);
+}
+
 static void check_nonfitting(dense *d, const char *tag) {
   char path[1024], iv[1100], args[3000];
   snprintf(path, sizeof path, "%s", tmp(tag));
@@ -598,8 +695,10 @@ static void check_nonfitting(dense *d, const char *tag) {
   cr_assert_eq(json_bool(out, "transposed_fits"), e.transposed != FM_FORM_NONE, "%s", tag);
   cr_assert_eq(json_int(out, "max_row_runs"), e.max_row_runs, "%s", tag);
   cr_assert_eq(json_bool(out, "shared_across_heads"), e.shared, "%s", tag);
+  cr_assert(strstr(out, "\"prefix_rows_fit\": ") && strstr(out, "\"element_mask_fraction\": "), "%s", tag);
   free(out);
   free(err);
+  check_advice(d, path);
   /* convert refuses: exit 1, the report on stdout, one line on stderr, no file */
   snprintf(args, sizeof args, "convert \"%s\" -o \"%s\"", path, iv);
   cr_assert_eq(fmsim(tag, args, &out, &err), 1, "%s", tag);
@@ -690,7 +789,7 @@ Test(dense, scan_api_matches_file) {
   const fm_dense_report *ra = check_lib(path, 0, &a);
   fm_dense_scan *s;
   fm_err err;
-  fm_dense_opts o = {0, 0};
+  fm_dense_opts o = {0};
   cr_assert_eq(fm_dense_scan_create(1, 1, 40, 40, &o, &s, &err), FM_OK);
   for (int i = 0; i < 40; i++) fm_dense_scan_row(s, at(&d, 0, i, 0));
   cr_assert_eq(fm_dense_scan_finish(s, &b, &err), FM_OK, "%s", err.msg);
@@ -710,8 +809,9 @@ Test(dense, scan_api_matches_file) {
   free(d.m);
 }
 
-/* FAMILIES.md: LTS_j = j, LTE_j = end(doc(j)) for a causal document mask masks
- * the diagonal; the checker must say so, on the interval file and densely. */
+/* docs/FAMILIES.md, "Known traps": LTS_j = j, LTE_j = end(doc(j)) for a causal
+ * document mask masks the diagonal; the checker must say so, on the interval
+ * file and densely. */
 Test(dense, masked_diagonal_trap) {
   const int32_t S = 30, ends[3] = {12, 21, 30};
   fm_colmask *wrong = NULL;
@@ -775,8 +875,9 @@ static int no_leftovers(const char *out) {
 
 /* Runs fmsim; asserts exit code, exactly one stderr line (containing `what`), no output. */
 static void expect_bad(const char *args, int code, const char *what, const char *out_path) {
-  char *out, *err;
-  int rc = fmsim("bad", args, &out, &err);
+  char *out, *err, tag[32];
+  snprintf(tag, sizeof tag, "bad%d", (int)getpid()); /* tests run in parallel processes */
+  int rc = fmsim(tag, args, &out, &err);
   cr_assert_eq(rc, code, "fmsim %s: exit %d, expected %d (stderr: %s)", args, rc, code, err);
   cr_assert_eq(count_lines(err), 1, "fmsim %s: stderr has %d lines: %s", args, count_lines(err), err);
   cr_assert(strncmp(err, "fmsim ", 6) == 0, "%s", err);
@@ -806,9 +907,9 @@ Test(dense, bad_inputs) {
   } cases[] = {
       {"truncated", "{'descr': '|b1', 'fortran_order': False, 'shape': (32, 32), }", 1000, "\x93NUMPY", "truncated"},
       {"magic", "{'descr': '|b1', 'fortran_order': False, 'shape': (4, 4), }", 16, "\x93NUMPX", "magic"},
-      {"dtype_f8", "{'descr': '<f8', 'fortran_order': False, 'shape': (4, 4), }", 128, "\x93NUMPY", "dtype"},
+      {"dtype_u4", "{'descr': '<u4', 'fortran_order': False, 'shape': (4, 4), }", 64, "\x93NUMPY", "dtype"},
       {"dtype_c8", "{'descr': '<c8', 'fortran_order': False, 'shape': (4, 4), }", 128, "\x93NUMPY", "dtype"},
-      {"dtype_i64", "{'descr': '<i8', 'fortran_order': False, 'shape': (4, 4), }", 128, "\x93NUMPY", "int64"},
+      {"dtype_c16", "{'descr': '<c16', 'fortran_order': False, 'shape': (4, 4), }", 256, "\x93NUMPY", "dtype"},
       {"bigendian", "{'descr': '>i4', 'fortran_order': False, 'shape': (4, 4), }", 64, "\x93NUMPY", "big-endian"},
       {"fortran", "{'descr': '|b1', 'fortran_order': True, 'shape': (4, 4), }", 16, "\x93NUMPY", "Fortran"},
       {"rank1", "{'descr': '|b1', 'fortran_order': False, 'shape': (16,), }", 16, "\x93NUMPY", "dimension"},
@@ -845,16 +946,16 @@ Test(dense, bad_inputs) {
   expect_bad(args, 2, "bidir-4", out);
   snprintf(args, sizeof args, "check --intervals \"%s\" --causal", p);
   expect_bad(args, 2, "bidir-4", NULL);
-  /* an out-of-range interval: invalid content */
+  /* an out-of-range interval: invalid content under --strict (Paddle reads it as Sq) */
   snprintf(p, sizeof p, "%s", tmp("bad_range.npy"));
   {
     int32_t v[8] = {3, 0, 9, 2, 40, 1, 5, 5}; /* [1, 1, 4, 2] bidir-2: LTS=40 > Sq */
     int64_t shape[4] = {1, 1, 4, 2};
     cr_assert_eq(fm_npy_save(p, FM_DT_I32, 4, shape, v, &err), FM_OK);
   }
-  snprintf(args, sizeof args, "check --intervals \"%s\" --bidir", p);
+  snprintf(args, sizeof args, "check --intervals \"%s\" --bidir --strict", p);
   expect_bad(args, 1, "outside", NULL);
-  snprintf(args, sizeof args, "expand \"%s\" --bidir -o \"%s\"", p, out);
+  snprintf(args, sizeof args, "expand \"%s\" --bidir --strict -o \"%s\"", p, out);
   expect_bad(args, 2, "outside", out);
   /* unwritable output paths */
   snprintf(args, sizeof args, "convert \"%s\" -o /nonexistent_fmsim_dir/x.npy", good);
@@ -911,4 +1012,165 @@ Test(dense, human_report) {
   free(err);
   free(d.m);
   fm_colmask_destroy(m);
+}
+
+/* ----------------------------------------------- float readings, tiles, rows */
+
+/* A float mask of only 0 and 1 is ambiguous: refused until a reading is given. */
+Test(dense, float_zero_one_needs_a_reading) {
+  fm_colmask *m = family("causal_document", 40, 1, "docs=17,9,14");
+  dense d = dense_from_colmask(m, 1, 1);
+  static const fm_dtype types[] = {FM_DT_F32, FM_DT_F64};
+  for (size_t t = 0; t < 2; t++) {
+    int64_t n = 40 * 40, es = fm_dtype_size(types[t]);
+    uint8_t *buf = malloc((size_t)(n * es));
+    for (int64_t e = 0; e < n; e++) { /* 1 = may attend, 0 = masked: a bool mask stored as float */
+      if (types[t] == FM_DT_F32) ((float *)buf)[e] = d.m[e] ? 0.0f : 1.0f;
+      else ((double *)buf)[e] = d.m[e] ? 0.0 : 1.0;
+    }
+    const char *path = tmp("f01.npy");
+    int64_t shape[2] = {40, 40};
+    fm_err err;
+    cr_assert_eq(fm_npy_save(path, types[t], 2, shape, buf, &err), FM_OK);
+    free(buf);
+    fm_dense_result *res = NULL;
+    fm_dense_opts o = {.keep_intervals = 1};
+    cr_assert_eq(fm_dense_check_file(path, &o, &res, &err), FM_EINVAL);
+    cr_assert(strstr(err.msg, "only 0 and 1") && strstr(err.msg, "--bool") && strstr(err.msg, "--additive"),
+              "%s", err.msg);
+    cr_assert_null(res);
+    o.reading = FM_DENSE_READ_BOOL;
+    cr_assert_eq(fm_dense_check_file(path, &o, &res, &err), FM_OK, "%s", err.msg);
+    fm_colmask *c = NULL;
+    cr_assert_eq(fm_dense_result_to_colmask(res, FM_FORM_NONE, &c, &err), FM_OK, "%s", err.msg);
+    cr_assert(fm_colmask_equal(c, m));
+    fm_colmask_destroy(c);
+    fm_dense_result_destroy(res);
+    o.reading = FM_DENSE_READ_ADDITIVE;
+    cr_assert_eq(fm_dense_check_file(path, &o, &res, &err), FM_OK, "%s", err.msg);
+    cr_assert_eq(fm_dense_result_report(res)->masked, 0);
+    cr_assert_gt(fm_dense_result_report(res)->soft_values, 0);
+    fm_dense_result_destroy(res);
+    /* the command line: one line naming both flags, exit 2; each flag works */
+    char args[2048], *out, *er;
+    snprintf(args, sizeof args, "check \"%s\"", path);
+    expect_bad(args, 2, "--bool", NULL);
+    snprintf(args, sizeof args, "check \"%s\" --bool --json", path);
+    cr_assert_eq(fmsim("f01", args, &out, &er), 0, "%s", er);
+    int64_t masked = 0;
+    for (int64_t e = 0; e < n; e++) masked += d.m[e];
+    cr_assert_eq(json_int(out, "masked_elements"), masked);
+    free(out);
+    free(er);
+    snprintf(args, sizeof args, "check \"%s\" --bool --additive", path);
+    expect_bad(args, 2, "exclude each other", NULL);
+  }
+  free(d.m);
+  fm_colmask_destroy(m);
+}
+
+/* --bool and --additive are for float masks */
+Test(dense, reading_flags_need_a_float_mask) {
+  fm_colmask *m = family("causal", 16, 1, NULL);
+  dense d = dense_from_colmask(m, 1, 1);
+  const char *path = tmp("int_reading.npy");
+  dense_write(&d, path, FM_DT_I64, 0, 2, 1, NULL);
+  char args[2048];
+  snprintf(args, sizeof args, "check \"%s\" --additive", path);
+  expect_bad(args, 2, "float", NULL);
+  snprintf(args, sizeof args, "analyze \"%s\" --bool", path);
+  expect_bad(args, 2, "float", NULL);
+  free(d.m);
+  fm_colmask_destroy(m);
+}
+
+/* Exact tiles of the dense scan equal fm_classify's exact classes of the
+ * converted intervals (fitting masks), at several tile sizes. */
+Test(dense, exact_tiles_agree_with_intervals) {
+  static const char *fams[] = {"causal_document", "document", "qk_sparse", "global_sliding_window"};
+  static const int32_t sizes[][2] = {{16, 16}, {7, 5}, {64, 3}, {1, 1}};
+  for (size_t f = 0; f < 4; f++) {
+    fm_colmask *m = family(fams[f], 90, 1, NULL);
+    dense d = dense_from_colmask(m, 1, 1);
+    const char *path = tmp("tiles.npy");
+    dense_write(&d, path, FM_DT_BOOL, 0, 2, 1, NULL);
+    for (size_t z = 0; z < 4; z++) {
+      fm_dense_opts o = {.br = sizes[z][0], .bc = sizes[z][1]};
+      fm_dense_result *res = NULL;
+      fm_err err;
+      cr_assert_eq(fm_dense_check_file(path, &o, &res, &err), FM_OK, "%s", err.msg);
+      fm_tile_counts counts;
+      cr_assert_eq(fm_classify(m, sizes[z][0], sizes[z][1], &counts, NULL, NULL, &err), FM_OK);
+      const fm_dense_tiles *t = &fm_dense_result_report(res)->tiles;
+      cr_assert_eq(t->total, counts.total);
+      for (int c = 0; c < 3; c++)
+        cr_assert_eq(t->count[c], counts.exact[c], "%s at %d x %d, class %d", fams[f], sizes[z][0],
+                     sizes[z][1], c);
+      cr_assert_null(fm_dense_result_tiles(res), "classes kept only with keep_tiles");
+      fm_dense_result_destroy(res);
+    }
+    free(d.m);
+    fm_colmask_destroy(m);
+  }
+}
+
+/* fm_dense_scan_rows: a block of rows, and the attend convention */
+Test(dense, scan_rows_blocks_and_attend) {
+  dense d = gen_random(2, 2, 30, 41, 21);
+  fm_dense_opts o = {.keep_intervals = 1};
+  fm_dense_scan *a = NULL, *b = NULL;
+  fm_err err;
+  cr_assert_eq(fm_dense_scan_create(2, 2, 30, 41, &o, &a, &err), FM_OK);
+  cr_assert_eq(fm_dense_scan_create(2, 2, 30, 41, &o, &b, &err), FM_OK);
+  int64_t rows = 2 * 2 * 30;
+  uint8_t *attend = malloc((size_t)(rows * 41));
+  for (int64_t q = 0; q < rows * 41; q++) attend[q] = (uint8_t)(d.m[q] ? 0 : 7); /* any non-zero */
+  for (int64_t r = 0; r < rows; r++) fm_dense_scan_row(a, d.m + r * 41);
+  fm_dense_scan_rows(b, attend, 13, 1); /* uneven blocks across set boundaries */
+  fm_dense_scan_rows(b, attend + 13 * 41, rows - 13, 1);
+  fm_dense_result *ra, *rb;
+  cr_assert_eq(fm_dense_scan_finish(a, &ra, &err), FM_OK);
+  cr_assert_eq(fm_dense_scan_finish(b, &rb, &err), FM_OK);
+  const fm_dense_report *x = fm_dense_result_report(ra), *y = fm_dense_result_report(rb);
+  cr_assert_eq(x->masked, y->masked);
+  cr_assert_eq(x->max_runs, y->max_runs);
+  cr_assert_eq(x->advice.subset_masked, y->advice.subset_masked);
+  cr_assert_eq(memcmp(fm_dense_result_runs(ra), fm_dense_result_runs(rb), (size_t)(4 * 41 * 6 * 4)), 0);
+  /* too many rows fail at finish */
+  cr_assert_eq(fm_dense_scan_create(1, 1, 2, 41, &o, &a, &err), FM_OK);
+  fm_dense_scan_rows(a, attend, 3, 1);
+  cr_assert_eq(fm_dense_scan_finish(a, &ra, &err), FM_EINVAL);
+  cr_assert(strstr(err.msg, "3 rows"), "%s", err.msg);
+  fm_dense_result_destroy(rb);
+  fm_dense_result_destroy(ra);
+  free(attend);
+  free(d.m);
+}
+
+/* check and analyze of a mask file: block sparsity at any Br x Bc, advice in the text */
+Test(dense, cli_check_and_analyze_mask_files) {
+  dense d = gen_dilated(48, 4);
+  const char *path = tmp("cli_dil.npy");
+  dense_write(&d, path, FM_DT_BOOL, 0, 2, 1, NULL);
+  char args[2048], *out, *err;
+  snprintf(args, sizeof args, "check \"%s\" --br 8 --bc 12", path);
+  cr_assert_eq(fmsim("cli_dil", args, &out, &err), 1, "%s", err);
+  cr_assert(strstr(out, "tiles        8 x 12") && strstr(out, "what to do") &&
+            strstr(out, "sub-mask") && strstr(out, "smaller Sq"), "%s", out);
+  free(out);
+  free(err);
+  snprintf(args, sizeof args, "analyze \"%s\" --br 8 --bc 12 --json", path);
+  cr_assert_eq(fmsim("cli_dil2", args, &out, &err), 0, "%s", err);
+  cr_assert_not(json_bool(out, "representable"));
+  cr_assert_eq(json_int(out, "br"), 8);
+  cr_assert_eq(json_int(out, "bc"), 12);
+  free(out);
+  free(err);
+  snprintf(args, sizeof args, "analyze \"%s\" --family causal", path);
+  expect_bad(args, 2, "--family", NULL);
+  snprintf(args, sizeof args, "analyze --intervals \"%s\"", path);
+  expect_bad(args, 2, "--causal", NULL);
+  snprintf(args, sizeof args, "check \"%s\" --br 0", path);
+  expect_bad(args, 2, "--br", NULL);
+  free(d.m);
 }

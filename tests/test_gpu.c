@@ -1,6 +1,6 @@
 /* GPU tests of the FlashMask forward kernels (CTest label `gpu`): the checks of
  * kernels/fm_attn_check.h (CPU fp64 reference with the tolerance rule of
- * DESIGN.md style 1, skip == noskip bit for bit, instrumented classes == core
+ * docs/DESIGN.md, "Style", rule 1; skip == noskip bit for bit, instrumented classes == core
  * classes, dense == noskip) on every family, on random interval masks with odd
  * lengths and Sq != Sk, and the argument checks of the host API.
  * Without a CUDA device every test skips, saying why. CUDA is initialised

@@ -29,7 +29,7 @@ Test(measure, copy_timing_from_activity_records) {
   need_gpu();
   void *job = fm_test_copy_create(COPY_BYTES);
   cr_assert_not_null(job);
-  fm_time_opts o = {2, 5, 1, 1};
+  fm_time_opts o = {.warmup = 2, .reps = 5, .flush_l2 = 1, .use_cupti = 1};
   fm_timing t;
   fm_timeline tl = {0, NULL, {NULL, NULL, NULL, NULL}};
   fm_err err;
@@ -79,7 +79,7 @@ Test(measure, copy_bytes_from_the_range_profiler) {
     cr_assert(fabs(32.0 * b.l2_read_sectors - n) < 0.05 * n, "L2 read %.0f vs %.0f",
               32.0 * b.l2_read_sectors, n);
     /* phases alternate: timing after counting still gets activity records */
-    fm_time_opts o = {1, 3, 1, 1};
+    fm_time_opts o = {.warmup = 1, .reps = 3, .flush_l2 = 1, .use_cupti = 1};
     fm_timing t;
     cr_assert_eq(fm_time_launches(fm_test_copy_launch, job, NULL, &o, &t, NULL, &err), FM_OK);
     cr_assert_str_eq(t.source, "cupti-activity", "%s", t.note);
@@ -92,7 +92,7 @@ Test(measure, cuda_events_fallback) {
   need_gpu();
   void *job = fm_test_copy_create((size_t)256 << 20);
   cr_assert_not_null(job);
-  fm_time_opts o = {1, 4, 1, 0};
+  fm_time_opts o = {.warmup = 1, .reps = 4, .flush_l2 = 1, .use_cupti = 0};
   fm_timing t;
   fm_timeline tl = {0, NULL, {NULL, NULL, NULL, NULL}};
   fm_err err;
@@ -101,7 +101,7 @@ Test(measure, cuda_events_fallback) {
   cr_assert(t.note[0], "the fallback says why");
   cr_assert_eq(tl.n, 4);
   cr_assert(t.median_ms > 0);
-  fm_time_opts bad = {0, 0, 1, 1};
+  fm_time_opts bad = {.warmup = 0, .reps = 0, .flush_l2 = 1, .use_cupti = 1};
   cr_assert_eq(fm_time_launches(fm_test_copy_launch, job, NULL, &bad, &t, NULL, &err), FM_EINVAL);
   free(tl.events);
   fm_test_copy_destroy(job);

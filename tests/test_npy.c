@@ -276,3 +276,212 @@ Test(intervals_io, saved_families_classify_like_the_original) {
   }
   unlink(path);
 }
+
+/* ---- output safety (fm_fileio.h) ------------------------------------------- */
+
+#include <signal.h>
+
+#include "fm_fileio.h"
+#include "fm_limits.h"
+#include "fm_samples.h"
+
+Test(fileio, refuses_devices_folders_and_fifos) {
+  fm_atomic_file af;
+  fm_err err;
+  char dir[512], fifo[600];
+  tmp_path(dir, sizeof dir, "outdir");
+  mkdir(dir, 0755);
+  tmp_path(fifo, sizeof fifo, "fifo");
+  unlink(fifo);
+  cr_assert_eq(mkfifo(fifo, 0644), 0);
+  char null_dev[600], full_dev[600];
+  fmt_devnode(dir, "null", null_dev, sizeof null_dev);
+  fmt_devnode(dir, "full", full_dev, sizeof full_dev);
+  const char *bad[] = {null_dev, full_dev, dir, fifo};
+  const char *why[] = {"character device", "character device", "directory", "FIFO"};
+  for (int i = 0; i < 4; i++) {
+    cr_assert_eq(fm_atomic_open(&af, bad[i], &err), FM_EINVAL, "%s", bad[i]);
+    cr_assert(strstr(err.msg, why[i]) && strstr(err.msg, "refusing"), "%s", err.msg);
+    cr_assert_eq(fm_output_check(bad[i], 0, &err), FM_EINVAL);
+  }
+  struct stat sb;
+  cr_assert(stat(null_dev, &sb) == 0 && S_ISCHR(sb.st_mode), "%s is still a device", null_dev);
+  unlink(null_dev);
+  unlink(full_dev);
+  /* "-" is stdout only where the caller allows it */
+  cr_assert_eq(fm_output_check("-", FM_OUT_STDOUT, &err), FM_OK);
+  unlink(fifo);
+  rmdir(dir);
+}
+
+Test(fileio, follows_a_named_link_but_never_a_planted_one) {
+  char target[512], link[512];
+  tmp_path(target, sizeof target, "link_target.txt");
+  tmp_path(link, sizeof link, "link.txt");
+  unlink(link);
+  cr_assert_eq(fm_write_file_atomic(target, "old", 3, NULL), FM_OK);
+  cr_assert_eq(symlink(target, link), 0);
+  /* named by the user: the link stays, its target gets the new content */
+  cr_assert_eq(fm_write_file_atomic(link, "new!", 4, NULL), FM_OK);
+  struct stat sb;
+  cr_assert(lstat(link, &sb) == 0 && S_ISLNK(sb.st_mode), "the link itself is kept");
+  char buf[16];
+  fmt_slurp(target, buf, sizeof buf);
+  cr_assert_str_eq(buf, "new!");
+  /* a name fmsim chose: a link there is refused, its target untouched */
+  fm_atomic_file af;
+  fm_err err;
+  cr_assert_eq(fm_atomic_open_ex(&af, link, FM_OUT_NOFOLLOW, &err), FM_EINVAL);
+  cr_assert(strstr(err.msg, "symbolic link"), "%s", err.msg);
+  fmt_slurp(target, buf, sizeof buf);
+  cr_assert_str_eq(buf, "new!");
+  unlink(link);
+  cr_assert_eq(symlink("/nonexistent/fmsim", link), 0);
+  cr_assert_eq(fm_atomic_open(&af, link, &err), FM_EINVAL, "a dangling link is refused");
+  unlink(link);
+  unlink(target);
+}
+
+Test(fileio, keeps_the_mode_of_a_replaced_file) {
+  char path[512];
+  tmp_path(path, sizeof path, "mode.txt");
+  cr_assert_eq(fm_write_file_atomic(path, "a", 1, NULL), FM_OK);
+  chmod(path, 0600);
+  cr_assert_eq(fm_write_file_atomic(path, "b", 1, NULL), FM_OK);
+  struct stat sb;
+  cr_assert(stat(path, &sb) == 0 && (sb.st_mode & 0777) == 0600, "mode %o", sb.st_mode & 0777);
+  unlink(path);
+}
+
+/* Creates an entry NAME in dir as a leftover of a process that is gone. */
+static long dead_pid(void) {
+  pid_t p = fork();
+  if (p == 0) _exit(0);
+  waitpid(p, NULL, 0);
+  return (long)p;
+}
+
+Test(fileio, sweeps_what_a_killed_writer_left) {
+  char path[512], stale[700], live[700];
+  tmp_path(path, sizeof path, "swept.npy");
+  long gone = dead_pid();
+  snprintf(stale, sizeof stale, "%s.tmp.%ld.AbCdEf", path, gone);
+  snprintf(live, sizeof live, "%s.tmp.%ld.AbCdEf", path, (long)getppid()); /* alive */
+  cr_assert_eq(fm_write_file_atomic(stale, "x", 1, NULL), FM_OK);
+  cr_assert_eq(fm_write_file_atomic(live, "x", 1, NULL), FM_OK);
+  cr_assert_eq(fm_write_file_atomic(path, "data", 4, NULL), FM_OK);
+  cr_assert_neq(access(stale, F_OK), 0, "a dead writer's temporary is swept");
+  cr_assert_eq(access(live, F_OK), 0, "a live writer's temporary is kept");
+  unlink(live);
+  unlink(path);
+}
+
+Test(fileio, cleanup_now_removes_registered_paths) {
+  char file[512], dir[512], inner[700];
+  tmp_path(file, sizeof file, "registered.tmp");
+  tmp_path(dir, sizeof dir, "registered.dir");
+  cr_assert_eq(fm_write_file_atomic(file, "x", 1, NULL), FM_OK);
+  mkdir(dir, 0755);
+  snprintf(inner, sizeof inner, "%s/member.npy", dir);
+  cr_assert_eq(fm_write_file_atomic(inner, "x", 1, NULL), FM_OK);
+  int a = fm_cleanup_add(file, FM_CLEANUP_FILE), b = fm_cleanup_add(dir, FM_CLEANUP_TREE);
+  cr_assert(a >= 0 && b >= 0);
+  fm_cleanup_now();
+  cr_assert_neq(access(file, F_OK), 0);
+  cr_assert_neq(access(dir, F_OK), 0, "the folder and its files are gone");
+}
+
+Test(fileio, a_signal_removes_the_temporary) {
+  char path[512];
+  tmp_path(path, sizeof path, "signalled.bin");
+  pid_t p = fork();
+  if (p == 0) {
+    fm_atomic_file af;
+    if (fm_atomic_open(&af, path, NULL) != FM_OK) _exit(3);
+    fm_atomic_write(&af, "partial", 7, NULL);
+    fflush(af.f);
+    raise(SIGTERM);
+    _exit(4); /* not reached: the handler re-raises with the default action */
+  }
+  int st;
+  waitpid(p, &st, 0);
+  cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGTERM, "died of SIGTERM (status %d)", st);
+  char dir[512];
+  snprintf(dir, sizeof dir, "%s", FM_TEST_TMP_DIR);
+  DIR *d = opendir(dir);
+  struct dirent *e;
+  char prefix[128];
+  snprintf(prefix, sizeof prefix, "npy_%d_signalled.bin", (int)getpid());
+  while ((e = readdir(d))) cr_assert(strncmp(e->d_name, prefix, strlen(prefix)) != 0, "left %s", e->d_name);
+  closedir(d);
+}
+
+/* ---- sizes against the file and the machine (fm_limits.h) ------------------- */
+
+Test(limits, parse_and_check_against_the_environment) {
+  int64_t b;
+  cr_assert_eq(fm_mem_parse("4G", &b), 0);
+  cr_assert_eq(b, (int64_t)4 << 30);
+  cr_assert_eq(fm_mem_parse("512MiB", &b), 0);
+  cr_assert_eq(b, (int64_t)512 << 20);
+  cr_assert_eq(fm_mem_parse("12x", &b), -1);
+  cr_assert_eq(fm_mem_parse("99999999999T", &b), -1);
+  cr_assert_eq(fm_mem_mul(INT64_MAX / 2, 3), INT64_MAX, "saturates");
+  setenv("FMSIM_MEM_LIMIT", "1G", 1);
+  fm_err err;
+  cr_assert_eq(fm_mem_check((int64_t)512 << 20, "half", &err), FM_OK);
+  cr_assert_eq(fm_mem_check((int64_t)3 << 30, "the test arrays", &err), FM_ENOMEM);
+  cr_assert(strstr(err.msg, "the test arrays would take about 3.0 GiB") &&
+            strstr(err.msg, "1.0 GiB") && strstr(err.msg, "FMSIM_MEM_LIMIT"), "%s", err.msg);
+  cr_assert_eq(fm_mem_check(-1, "overflowed", &err), FM_ENOMEM);
+  unsetenv("FMSIM_MEM_LIMIT");
+  fm_mem_limit l;
+  fm_mem_limit_get(&l);
+  cr_assert(l.bytes > 0 && l.source != FM_MEM_ENV);
+}
+
+Test(limits, npy_header_longer_than_the_file) {
+  char path[512];
+  tmp_path(path, sizeof path, "longheader.npy");
+  FILE *f = fopen(path, "wb");
+  fwrite("\x93NUMPY\x01\x00\xff\xff{", 1, 11, f); /* promises 65535 header bytes */
+  fclose(f);
+  fm_npy_header h;
+  fm_err err;
+  cr_assert_eq(fm_npy_read_header_path(path, &h, &err), FM_EFORMAT);
+  cr_assert(strstr(err.msg, "exceeds the file"), "%s", err.msg);
+  unlink(path);
+}
+
+Test(limits, npy_data_over_the_memory_limit) {
+  char path[512];
+  tmp_path(path, sizeof path, "overlimit.npy");
+  int64_t shape[1] = {1 << 20};
+  uint8_t *zero = calloc(1, 1 << 20);
+  cr_assert_eq(fm_npy_save(path, FM_DT_U8, 1, shape, zero, NULL), FM_OK);
+  free(zero);
+  setenv("FMSIM_MEM_LIMIT", "64K", 1);
+  fm_npy_header h;
+  void *data = NULL;
+  fm_err err;
+  cr_assert_eq(fm_npy_load(path, &h, &data, (int64_t)1 << 30, &err), FM_ENOMEM);
+  cr_assert(strstr(err.msg, "1.0 MiB") && strstr(err.msg, "64.0 KiB"), "%s", err.msg);
+  unsetenv("FMSIM_MEM_LIMIT");
+  unlink(path);
+}
+
+Test(limits, sample_count_beyond_the_file_is_refused) {
+  /* issue 11: 76 bytes asking for 2^30 documents (48 GiB) */
+  fm_sample_set s;
+  fm_err err;
+  cr_assert_eq(fm_samples_parse("Total length: 1073741824\n"
+                                "Sample 1, num_docs 1073741824: [(0, 1)]# [0]\n",
+                                "s.txt", &s, &err),
+               FM_EFORMAT);
+  cr_assert(strstr(err.msg, "s.txt:2: num_docs 1073741824 cannot fit"), "%s", err.msg);
+  /* a count the text can hold still parses */
+  cr_assert_eq(fm_samples_parse("Total length: 10\nSample 1, num_docs 2: [(0, 4), (1, 6)]# [0, 1]\n",
+                                "s.txt", &s, &err),
+               FM_OK, "%s", err.msg);
+  fm_samples_free(&s);
+}

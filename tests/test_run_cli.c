@@ -5,10 +5,12 @@
  * reach it use tiny problems and accept either outcome. */
 #include <criterion/criterion.h>
 #include <dirent.h>
+#include <stdarg.h>
 #include <sys/stat.h>
 
 #include "fm_cost.h"
 #include "fm_families.h"
+#include "fm_kernels.h"
 #include "fm_npy.h"
 #include "fm_test_util.h"
 #include "fm_tiles.h"
@@ -182,37 +184,78 @@ Test(run_cli, bad_inputs_get_one_clear_line_and_write_nothing) {
 #undef BAD
 }
 
-Test(run_cli, bench_export_only_writes_the_masks_for_the_peer) {
-  char dir[512], args[1024], path[700], text[65536];
-  tmpdir(dir, sizeof dir, "bench_exp");
-  snprintf(args, sizeof args,
-           "bench --export-only --seqlens 256,512 --tokens 1024 --hidden 256 "
-           "--families causal,document,random_eviction --out %s", dir);
+/* Runs fmsim with args (a printf format), which must succeed. */
+static void run_ok(const char *fmt, ...) {
+  char args[1600];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(args, sizeof args, fmt, ap);
+  va_end(ap);
   fmt_run(&res, args);
-  cr_assert_eq(res.status, 0, "%s", res.err);
+  cr_assert_eq(res.status, 0, "fmsim %s: %s", args, res.err);
+}
+
+/* The kernel record of kernel id at head dim hd, with its tile, in an index.json. */
+static const char *assert_kernel_tile(const char *text, fm_kernel_id id, int hd) {
+  int32_t br, bc;
+  cr_assert_eq(fm_kernel_tile_size(id, hd, &br, &bc, NULL), FM_OK);
+  char want[128];
+  snprintf(want, sizeof want, "\"kernel\": \"%s\",\n        \"br\": %d,\n        \"bc\": %d",
+           fm_kernel_get(id)->name, br, bc);
+  const char *hit = strstr(text, want);
+  cr_assert(hit, "missing %s in\n%s", want, text);
+  return hit;
+}
+
+Test(run_cli, bench_export_only_writes_the_masks_for_the_peer) {
+  char dir[512], path[700], text[65536];
+  tmpdir(dir, sizeof dir, "bench_exp");
+  run_ok("bench --export-only --seqlens 256,512 --tokens 1024 --hidden 256 "
+         "--families causal,document,random_eviction --out %s", dir);
   cr_assert(strstr(res.out, "random_eviction"), "%s", res.out);
-  snprintf(path, sizeof path, "%s/masks/index.json", dir);
+  /* the index the peer reads: one row per case, naming its interval vectors */
+  snprintf(path, sizeof path, "%s/paper-kernel-table/index.json", dir);
   fmt_slurp(path, text, sizeof text);
-  cr_assert(strstr(text, "\"id\": \"document_S512_hd128\""), "%s", text);
-  cr_assert(strstr(text, "\"columns\": \"random_eviction_S256_hd128.npy\""), "%s", text);
+  cr_assert(strstr(text, "\"id\": \"m01-document-S512-D128-128x128\""), "%s", text);
+  cr_assert(strstr(text, "\"columns\": \"cases/m02-random_eviction-S256-D128-128x128/columns.npy\""),
+            "%s", text);
+  const char *keys[] = {"\"batch\": 4", "\"heads\": 2", "\"mask_nb\": 4", "\"mask_nh\": 2",
+                        "\"causal\": true", "\"sparsity_128\"", "\"kernels\""};
+  for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++)
+    cr_assert(strstr(text, keys[k]), "missing %s in\n%s", keys[k], text);
   fm_npy_header h;
-  char name[128];
   /* random eviction at S = 256: B = 4, H = 2 per-head sets */
-  snprintf(name, sizeof name, "masks/random_eviction_S256_hd128.npy");
-  int32_t *v = load(dir, name, &h);
+  int32_t *v = load(dir, "paper-kernel-table/cases/m02-random_eviction-S256-D128-128x128/columns.npy", &h);
   cr_assert(h.dtype == FM_DT_I32 && h.ndim == 4 && h.shape[0] == 4 && h.shape[1] == 2 &&
             h.shape[2] == 256 && h.shape[3] == 4);
   free(v);
-  v = load(dir, "masks/document_S512_hd128.npy", &h);
+  v = load(dir, "paper-kernel-table/cases/m01-document-S512-D128-128x128/columns.npy", &h);
   cr_assert(h.shape[0] == 1 && h.shape[1] == 1 && h.shape[2] == 512);
   free(v);
-  snprintf(path, sizeof path, "%s/summary.json", dir);
+  snprintf(path, sizeof path, "%s/paper-kernel-table/run.json", dir);
   fmt_slurp(path, text, sizeof text);
-  cr_assert(strstr(text, "\"kind\": \"bench\"") && strstr(text, "\"complete\": true") &&
-            strstr(text, "\"device\": \"cpu-simulation\""));
-  cr_assert(strstr(text, "\"rho_128\""));
+  cr_assert(strstr(text, "\"format\": \"fmsim-scenario-run\"") &&
+            strstr(text, "\"device\": \"cpu-simulation\"") &&
+            strstr(text, "\"device_note\": \"--export-only\""), "%s", text);
   snprintf(path, sizeof path, "%s/table.txt", dir);
   cr_assert(exists(path));
+  snprintf(path, sizeof path, "%s/sparsity-sweep", dir);
+  cr_assert(!exists(path), "no sweep without times");
+}
+
+/* The model of --export-only uses each kernel's own tile from the registry,
+ * a column group per kernel when several are asked for. */
+Test(run_cli, bench_kernels_side_by_side_with_their_own_tiles) {
+  char dir[512], path[700], text[65536];
+  tmpdir(dir, sizeof dir, "bench_kern");
+  run_ok("bench --export-only --seqlens 512 --tokens 1024 --hidden 256 --head-dims 64 "
+         "--families causal --kernel sm90,sm80 --out %s", dir);
+  cr_assert(strstr(res.out, "sm90 ms") && strstr(res.out, "sm80 ms") &&
+            strstr(res.out, "sm90 / sm80 time"), "%s", res.out);
+  snprintf(path, sizeof path, "%s/paper-kernel-table/index.json", dir);
+  fmt_slurp(path, text, sizeof text);
+  const char *sm90 = assert_kernel_tile(text, FM_KERNEL_SM90, 64);
+  cr_assert_gt(assert_kernel_tile(text, FM_KERNEL_SM80, 64), sm90, "sm90 first, as asked");
 }
 
 Test(run_cli, bench_bad_inputs_write_nothing) {
@@ -246,4 +289,103 @@ Test(run_cli, bench_bad_inputs_write_nothing) {
     cr_assert(strstr(res.err, "--export-only"), "%s", res.err);
     cr_assert(!exists(dir));
   }
+}
+
+/* --kernel picks the registry's kernel, and with it the tile of the trace;
+ * without --br/--bc and without a GPU, auto is the reference GPU's kernel. */
+Test(run_cli, kernel_option_sets_the_tile_from_the_registry) {
+  char dir[512], args[1024], path[700], summary[32768];
+  tmpdir(dir, sizeof dir, "run_kernel");
+  fm_kernel_id ref;
+  cr_assert_eq(fm_kernel_auto(-1, -1, &ref, NULL), FM_OK);
+  const struct {
+    const char *flag;
+    fm_kernel_id id;
+    int hd;
+  } runs[] = {{"", ref, 128}, {"--kernel sm80", FM_KERNEL_SM80, 128},
+              {"--kernel sm80", FM_KERNEL_SM80, 64}, {"--kernel sm90", FM_KERNEL_SM90, 64},
+              {"--kernel auto", ref, 64}};
+  for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+    snprintf(args, sizeof args, "run --family causal --seqlen 1000 --cpu --head-dim %d %s --out %s",
+             runs[i].hd, runs[i].flag, dir);
+    fmt_run(&res, args);
+    cr_assert_eq(res.status, 0, "%s: %s", args, res.err);
+    int32_t br, bc;
+    cr_assert_eq(fm_kernel_tile_size(runs[i].id, runs[i].hd, &br, &bc, NULL), FM_OK);
+    snprintf(path, sizeof path, "%s/summary.json", dir);
+    fmt_slurp(path, summary, sizeof summary);
+    char want[64];
+    snprintf(want, sizeof want, "\"br\": %d,\n    \"bc\": %d,", br, bc);
+    cr_assert(strstr(summary, want), "%s: want %s in\n%s", args, want, summary);
+    snprintf(want, sizeof want, "tiles %d x %d", br, bc);
+    cr_assert(strstr(res.out, want), "%s: %s", args, res.out);
+    snprintf(want, sizeof want, "of kernel %s", fm_kernel_get(runs[i].id)->name);
+    cr_assert(strstr(res.err, want), "%s: %s", args, res.err);
+  }
+}
+
+Test(run_cli, help_states_the_true_tile_defaults) {
+  fmt_run(&res, "run --help");
+  cr_assert_eq(res.status, 0);
+  cr_assert(!strstr(res.out, "default 128 x 128"), "%s", res.out);
+  for (int k = 0; k < FM_NKERNELS; k++) {
+    const fm_kernel_desc *d = fm_kernel_get((fm_kernel_id)k);
+    char want[96];
+    snprintf(want, sizeof want, "%s: %d x %d at D=%d", d->name, d->tiles[0].br, d->tiles[0].bc,
+             d->tiles[0].head_dim);
+    cr_assert(strstr(res.out, want), "run --help lacks '%s':\n%s", want, res.out);
+  }
+  cr_assert(strstr(res.out, "--kernel K") && strstr(res.out, "default auto"), "%s", res.out);
+}
+
+Test(run_cli, kernel_and_form_errors) {
+  char dir[512], a[1024];
+  tmpdir(dir, sizeof dir, "run_kbad");
+  snprintf(a, sizeof a, "run --family causal --seqlen 256 --cpu --kernel sm70 --out %s", dir);
+  expect_error(a, 2, "--kernel: unknown kernel 'sm70' (expected sm80, sm90 or auto)", dir);
+  snprintf(a, sizeof a, "run --family causal --seqlen 256 --cpu --kernel sm80,sm90 --out %s", dir);
+  expect_error(a, 2, "--kernel: one kernel for one mask", dir);
+  snprintf(a, sizeof a, "run %s/../scenarios/teaching-tour.yaml --seqlen 64 --out %s",
+           FM_TEST_SOURCE_DIR, dir);
+  expect_error(a, 2, "option '--seqlen' is for one mask (--family)", dir);
+  snprintf(a, sizeof a, "run --family causal --cpu --only 'x*' --out %s", dir);
+  expect_error(a, 2, "--only selects cases of a scenario file", dir);
+}
+
+/* A scenario file takes --kernel (its kernel: key) and --cpu. */
+Test(run_cli, scenario_file_takes_kernel_and_cpu) {
+  char dir[512], path[700], text[65536];
+  tmpdir(dir, sizeof dir, "run_scn_kernel");
+  run_ok("run %s/../scenarios/sparsity-sweep.yaml --only 'm00-*-r0' --kernel sm80 --cpu --out %s",
+         FM_TEST_SOURCE_DIR, dir);
+  snprintf(path, sizeof path, "%s/run.json", dir);
+  fmt_slurp(path, text, sizeof text);
+  cr_assert(strstr(text, "\"kernels\": [\n      \"sm80\"\n    ]") && strstr(text, "\"device_note\": \"--cpu\""),
+            "%s", text);
+  snprintf(path, sizeof path, "%s/index.json", dir);
+  fmt_slurp(path, text, sizeof text);
+  assert_kernel_tile(text, FM_KERNEL_SM80, 128);
+}
+
+/* What a killed run left in the trace folder (a staging folder, a temporary
+ * file) is swept by the next run into it. */
+Test(run_cli, a_killed_runs_staging_folder_is_swept) {
+  char dir[512], path[800];
+  tmpdir(dir, sizeof dir, "run_sweep");
+  run_ok("run --family causal --seqlen 256 --cpu --out %s", dir);
+  snprintf(path, sizeof path, "%s/.staging.XyZ123", dir);
+  cr_assert_eq(mkdir(path, 0755), 0);
+  snprintf(path, sizeof path, "%s/.staging.XyZ123/tiles.npy", dir);
+  FILE *f = fopen(path, "w");
+  fputs("partial", f);
+  fclose(f);
+  snprintf(path, sizeof path, "%s/summary.json.tmp.AbC123", dir);
+  f = fopen(path, "w");
+  fclose(f);
+  run_ok("run --family causal --seqlen 256 --cpu --out %s", dir);
+  DIR *d = opendir(dir);
+  struct dirent *e;
+  while ((e = readdir(d)))
+    cr_assert(!strstr(e->d_name, ".staging.") && !strstr(e->d_name, ".tmp."), "left %s", e->d_name);
+  closedir(d);
 }

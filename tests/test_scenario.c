@@ -2,8 +2,13 @@
  * scenarios parse, cases expand as written, a run writes traces, index and
  * report and a rerun resumes, and every bad scenario gets one line naming
  * file:line and the key. */
+#define _POSIX_C_SOURCE 200809L
 #include <criterion/criterion.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "fm_npy.h"
 #include "fm_scenario.h"
@@ -76,7 +81,7 @@ Test(scenario, cases_expand_as_written) {
   cr_assert_eq(c[8].sample, 0);
   cr_assert_eq(c[9].sample, 2);
   cr_assert_eq(c[17].seed, 2);
-  cr_assert_str_eq(s->masks[1].params[0], "docs=4000,4192");
+  cr_assert_str_eq(fm_scn_param(s, &s->masks[1], 0), "docs=4000,4192");
   for (int i = 0; i < n; i++)
     for (int k = 0; k < i; k++) cr_assert_str_neq(c[i].id, c[k].id, "case ids are unique");
   free(c);
@@ -238,4 +243,382 @@ Test(scenario, file_masks_and_a_sample_file) {
   cr_assert_gt(rho_dense, 0.3, "dense case ran (%f)", rho_dense);
   cr_assert_float_eq(rho_dense, rho_family, 1e-12, "dense %f vs family %f", rho_dense, rho_family);
   cr_assert_gt(rho_window, 0.5);
+}
+
+/* ---- the key table ------------------------------------------------------------------------ */
+
+Test(scenario, gpu_step_keys_and_defaults) {
+  fm_scenario *s = malloc(sizeof *s);
+  fm_scenario_defaults(s);
+  cr_assert_eq(s->nkernels, 1);
+  cr_assert_eq(s->kernels[0], FM_KERNEL_AUTO);
+  cr_assert(s->warmup == 2 && s->reps == 5 && s->noskip_reps == 0 && s->instrument_reps == 0);
+  cr_assert(s->cupti == 1 && s->count_bytes == 0 && s->variant == FM_VARIANT_SKIP);
+  cr_assert(s->tokens == 131072 && s->hidden == 4096);
+  const char *text = "name: keys\n"
+                     "seqlen: 4096\n"
+                     "batch: auto\nheads: auto\n"
+                     "tokens: 65536\nhidden: 2048\n"
+                     "kernel: [sm90, sm80]\n"
+                     "variant: noskip\n"
+                     "warmup: 1\nreps: 7\nnoskip_reps: 2\ninstrument_reps: 4\n"
+                     "count_bytes: true\ncupti: false\n"
+                     "figures: [gallery, tiles]\n"
+                     "masks:\n  - family: causal\n";
+  fm_err e;
+  cr_assert_eq(fm_scenario_parse(text, strlen(text), "keys.yaml", ".", s, &e), FM_OK, "%s", e.msg);
+  cr_assert_eq(s->nkernels, 2);
+  cr_assert(s->kernels[0] == FM_KERNEL_SM90 && s->kernels[1] == FM_KERNEL_SM80);
+  cr_assert_eq(s->variant, FM_VARIANT_NOSKIP);
+  cr_assert(s->warmup == 1 && s->reps == 7 && s->noskip_reps == 2 && s->instrument_reps == 4);
+  cr_assert(s->count_bytes == 1 && s->cupti == 0);
+  cr_assert(s->nfigures == 2 && !strcmp(s->figures[1], "tiles") && s->figures_line == 15);
+  fm_scn_case *c;
+  int n;
+  cr_assert_eq(fm_scenario_cases(s, &c, &n, NULL), FM_OK);
+  cr_assert_eq(n, 1);
+  cr_assert_eq(c[0].batch, 16); /* tokens / S */
+  cr_assert_eq(c[0].heads, 16); /* hidden / D */
+  free(c);
+  free(s);
+}
+
+Test(scenario, bad_gpu_step_keys) {
+  expect_bad("name: x\nkernel: [sm80, sm70]\nmasks:\n  - family: causal\n",
+             ":2: key 'kernel': unknown kernel 'sm70' (expected sm80, sm90 or auto)");
+  expect_bad("name: x\nkernel: []\nmasks:\n  - family: causal\n", ":2: key 'kernel': empty list");
+  expect_bad("name: x\nvariant: fast\nmasks:\n  - family: causal\n",
+             ":2: key 'variant': unknown variant 'fast'");
+  expect_bad("name: x\nreps: 0\nmasks:\n  - family: causal\n", ":2: key 'reps': 0 is out of range");
+  expect_bad("name: x\ncupti: maybe\nmasks:\n  - family: causal\n",
+             ":2: key 'cupti': expected true or false");
+  expect_bad("name: x\nmasks:\n  - family: causal\n    reps: 3\n",
+             ":4: key 'reps': unknown key in a mask entry");
+}
+
+Test(scenario, unknown_figure_names_its_line_and_the_registry) {
+  char path[512], args[1024];
+  scn_path(path, sizeof path, "fig.yaml");
+  write_text(path, "name: x\nseqlen: 256\nfigures: [gallery, gallry]\nmasks:\n  - family: causal\n");
+  snprintf(args, sizeof args, "run %s --out %s/scn_fig_out_%d", path, FM_TEST_TMP_DIR, (int)getpid());
+  fmt_run(&res, args);
+  if (res.status == 0) { /* a build without cairo draws no figures and says so */
+    cr_assert(strstr(res.err, "without cairo"), "%s", res.err);
+    return;
+  }
+  cr_assert_eq(res.status, 2, "%s", res.err);
+  cr_assert_eq(res.err_lines, 1, "%s", res.err);
+  cr_assert(strstr(res.err, "fig.yaml:3: key 'figures': unknown figure 'gallry' (expected gallery"),
+            "%s", res.err);
+}
+
+/* ---- limits: refused before anything large is allocated ------------------------------------ */
+
+static double elapsed_run(const char *args) {
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  fmt_run(&res, args);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  return (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+}
+
+static void expect_refused_fast(const char *name, const char *text, size_t len, const char *needle) {
+  char path[512], args[1300], out[600];
+  scn_path(path, sizeof path, name);
+  FILE *f = fopen(path, "wb");
+  fwrite(text, 1, len, f);
+  fclose(f);
+  snprintf(out, sizeof out, "%s/scn_refused_%d", FM_TEST_TMP_DIR, (int)getpid());
+  snprintf(args, sizeof args, "run %s --out %s", path, out);
+  double s = elapsed_run(args);
+  cr_assert_eq(res.status, 2, "%s: exit %d: %s", name, res.status, res.err);
+  cr_assert_eq(res.err_lines, 1, "%s: %s", name, res.err);
+  cr_assert(strstr(res.err, needle), "%s: '%s' lacks '%s'", name, res.err, needle);
+  cr_assert_lt(s, 5.0, "%s: refused after %.1f s", name, s);
+  cr_assert(access(out, F_OK) != 0, "%s: nothing written", name);
+  unlink(path);
+}
+
+Test(scenario, case_count_is_capped_before_allocating) {
+  /* 31 lengths x 64 x 64 tile sizes x 100000 draws: 1.3e10 cases */
+  char text[4096];
+  int n = snprintf(text, sizeof text, "name: x\nseqlen: {from: 1, to: 1073741824, factor: 2}\nbr: [");
+  for (int i = 1; i <= 64; i++) n += snprintf(text + n, sizeof text - (size_t)n, "%s%d", i > 1 ? ", " : "", i);
+  n += snprintf(text + n, sizeof text - (size_t)n, "]\nbc: {from: 1, to: 65536, factor: 2}\n"
+                "draws: 100000\nmasks:\n  - family: causal\n");
+  expect_refused_fast("count.yaml", text, (size_t)n, "cases (at most 50000); use fewer");
+}
+
+Test(scenario, yaml_size_and_nesting_are_capped_before_libyaml) {
+  size_t big = FM_SCN_MAX_FILE_BYTES + 10;
+  char *text = malloc(big);
+  memset(text, '#', big);
+  memcpy(text, "name: x\n", 8);
+  text[big - 1] = '\n';
+  expect_refused_fast("big.yaml", text, big, "too large for a scenario (at most 1048576)");
+  free(text);
+  /* 100K nested brackets took libyaml a minute */
+  size_t depth = 100000, len = 0;
+  text = malloc(2 * depth + 64);
+  len += (size_t)sprintf(text, "name: x\nmasks: ");
+  memset(text + len, '[', depth);
+  len += depth;
+  memset(text + len, ']', depth);
+  len += depth;
+  expect_refused_fast("deep.yaml", text, len, "deep.yaml:2: brackets nested deeper than 32 levels");
+  free(text);
+}
+
+Test(scenario, per_tile_arrays_are_estimated_before_allocating) {
+  /* 2^20 tokens in 16 x 16 tiles: 4.3e9 tiles, 8.6 GB of tile arrays */
+  const char *text = "name: x\nseqlen: 1048576\nbr: 16\nbc: 16\nmasks:\n  - family: causal\n";
+  expect_refused_fast("tiles.yaml", text, strlen(text), "GiB");
+  cr_assert(strstr(res.err, "per-tile arrays") || strstr(res.err, "more than this machine has"),
+            "%s", res.err);
+  cr_assert(strstr(res.err, "tiles.yaml:6: key 'masks': case m00-causal-S1048576-D128-16x16"),
+            "%s", res.err);
+}
+
+/* ---- interruption ------------------------------------------------------------------------- */
+
+static void sleep_ms(long ms) {
+  struct timespec t = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
+  nanosleep(&t, NULL);
+}
+
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* Starts `fmsim run path --out out` in the background, stderr into err_path. */
+static pid_t spawn_run(const char *path, const char *out, const char *err_path) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    int e = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644), n = open("/dev/null", O_RDWR);
+    dup2(n, 0);
+    dup2(n, 1);
+    dup2(e, 2);
+    execl(FMSIM_BIN, FMSIM_BIN, "run", path, "--out", out, (char *)NULL);
+    _exit(127);
+  }
+  return pid;
+}
+
+static int count_entries_like(const char *dir, const char *needle) {
+  char cmd[1200], buf[4096];
+  snprintf(cmd, sizeof cmd, "find '%s' -name '*%s*' 2>/dev/null | wc -l", dir, needle);
+  FILE *p = popen(cmd, "r");
+  size_t n = fread(buf, 1, sizeof buf - 1, p);
+  buf[n] = 0;
+  pclose(p);
+  return atoi(buf);
+}
+
+/* A quick case, then one that takes seconds (2^20 tokens, 128 x 64 tiles):
+ * the signal lands inside the slow one. */
+static void interrupt_a_long_case(int sig) {
+  char path[512], out[512], err_path[600], row[900], slow[900], text[8192];
+  scn_path(path, sizeof path, "slow.yaml");
+  scn_path(out, sizeof out, sig == SIGINT ? "slow_int" : "slow_term");
+  snprintf(err_path, sizeof err_path, "%s.err", out);
+  write_text(path, "name: slow\nrun: [analyze]\nmasks:\n  - family: causal\n    seqlen: 1024\n"
+                   "  - family: document\n    seqlen: 1048576\n    br: 128\n    bc: 64\n"
+                   "    params: {docs: \"524288,524288\"}\n");
+  char rm[700];
+  snprintf(rm, sizeof rm, "rm -rf '%s'", out);
+  cr_assert_eq(system(rm), 0);
+  snprintf(row, sizeof row, "%s/cases/m00-causal-S1024-D128-128x128/row.tsv", out);
+  snprintf(slow, sizeof slow, "%s/cases/m01-document-S1048576-D128-128x64", out);
+  pid_t pid = spawn_run(path, out, err_path);
+  double t0 = now_s();
+  while (access(row, F_OK) != 0 && now_s() - t0 < 60) sleep_ms(10);
+  cr_assert_eq(access(row, F_OK), 0, "the first case never finished");
+  sleep_ms(300);
+  int status;
+  cr_assert_eq(waitpid(pid, &status, WNOHANG), 0, "the slow case ended before the signal");
+  double t_sig = now_s();
+  kill(pid, sig);
+  waitpid(pid, &status, 0);
+  double took = now_s() - t_sig;
+  fmt_slurp(err_path, text, sizeof text);
+  cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 128 + sig, "status %d: %s", status, text);
+  cr_assert_lt(took, 1.0, "stopped %.2f s after the signal", took);
+  cr_assert(strstr(text, "interrupted: 1 of 2 cases finished and kept in"), "%s", text);
+  cr_assert_eq(access(row, F_OK), 0, "the finished case is kept");
+  cr_assert_neq(access(slow, F_OK), 0, "the interrupted case's folder is removed");
+  cr_assert_eq(count_entries_like(out, ".staging."), 0, "a staging folder is left");
+  cr_assert_eq(count_entries_like(out, ".tmp."), 0, "a temporary file is left");
+  /* a rerun keeps the finished case */
+  char args[1200];
+  snprintf(args, sizeof args, "run %s --out %s --only 'm00-*'", path, out);
+  fmt_run(&res, args);
+  cr_assert_eq(res.status, 0, "%s", res.err);
+  cr_assert(strstr(res.out, "1 cases (1 from an earlier run)"), "%s", res.out);
+  cr_assert_eq(system(rm), 0);
+  unlink(path);
+  unlink(err_path);
+}
+
+Test(scenario, ctrl_c_stops_the_current_case_within_a_second) { interrupt_a_long_case(SIGINT); }
+Test(scenario, sigterm_stops_the_current_case_within_a_second) { interrupt_a_long_case(SIGTERM); }
+
+Test(scenario, a_killed_runs_leftovers_are_swept_and_a_running_one_locks_the_folder) {
+  char path[512], out[512], p[1200], args[1200];
+  scn_path(path, sizeof path, "sweep.yaml");
+  scn_path(out, sizeof out, "sweep_out");
+  write_text(path, "name: sweep\nseqlen: 256\nbr: 32\nbc: 32\nmasks:\n  - family: causal\n");
+  snprintf(args, sizeof args, "run %s --out %s", path, out);
+  fmt_run(&res, args);
+  cr_assert_eq(res.status, 0, "%s", res.err);
+  /* what SIGKILL leaves: a staging folder in a finished case, an unfinished case,
+     temporary files of the index */
+  const char *left[] = {"cases/m00-causal-S256-D128-32x32/.staging.AbCdEf",
+                        "cases/m00-causal-S512-D128-32x32"};
+  for (int i = 0; i < 2; i++) {
+    snprintf(p, sizeof p, "%s/%s", out, left[i]);
+    cr_assert_eq(mkdir(p, 0755), 0, "%s", p);
+    snprintf(p, sizeof p, "%s/%s/tiles.npy", out, left[i]);
+    write_text(p, "partial");
+  }
+  snprintf(p, sizeof p, "%s/index.json.tmp.123456", out);
+  write_text(p, "partial");
+  snprintf(p, sizeof p, "%s/cases/m00-causal-S256-D128-32x32/row.tsv.tmp.abcdef", out);
+  write_text(p, "partial");
+  /* another run holds the folder: refused */
+  snprintf(p, sizeof p, "%s/.fmsim.lock", out);
+  int fd = open(p, O_RDWR | O_CREAT, 0644);
+  cr_assert_eq(flock(fd, LOCK_EX | LOCK_NB), 0);
+  fmt_run(&res, args);
+  cr_assert_eq(res.status, 2, "%s", res.err);
+  cr_assert(strstr(res.err, "another fmsim run is writing this folder"), "%s", res.err);
+  close(fd);
+  /* the next run sweeps it all and reuses the finished case */
+  fmt_run(&res, args);
+  cr_assert_eq(res.status, 0, "%s", res.err);
+  cr_assert(strstr(res.out, "1 cases (1 from an earlier run)"), "%s", res.out);
+  cr_assert_eq(count_entries_like(out, ".staging."), 0);
+  cr_assert_eq(count_entries_like(out, ".tmp."), 0);
+  cr_assert_eq(count_entries_like(out, "S512"), 0, "the unfinished case is gone");
+  cr_assert_eq(count_entries_like(out, ".fmsim.lock"), 0);
+  snprintf(p, sizeof p, "rm -rf '%s'", out);
+  cr_assert_eq(system(p), 0);
+  unlink(path);
+}
+
+/* Writes a scenario (name.yaml), runs it into name_out (out), which must
+ * succeed, and reads its report.md into report. */
+static void run_text(const char *name, const char *yaml, char *path, char *out, char *report,
+                     size_t cap) {
+  char file[120], args[1200];
+  snprintf(file, sizeof file, "%.100s.yaml", name);
+  scn_path(path, 512, file);
+  snprintf(file, sizeof file, "%.100s_out", name);
+  scn_path(out, 512, file);
+  write_text(path, yaml);
+  snprintf(args, sizeof args, "run %s --out %s", path, out);
+  fmt_run(&res, args);
+  cr_assert_eq(res.status, 0, "%s", res.err);
+  char report_path[600];
+  snprintf(report_path, sizeof report_path, "%s/report.md", out);
+  fmt_slurp(report_path, report, cap);
+}
+
+/* ---- the report ----------------------------------------------------------------------------- */
+
+/* report.md leads with the summary; the comparison tables are exported as CSV
+ * and LaTeX, the per-case table goes to CSV only; "higher"/"lower" agree with
+ * the numbers beside them. */
+Test(scenario, report_leads_with_the_summary_and_says_what_its_numbers_say) {
+  char path[512], out[512], args[1200], file[900], report[65536], text[65536];
+  run_text("paper", "name: paper\nseqlen: 32768\nsamples: all\nreport: paper-table\n"
+                    "masks:\n  - family: document\n  - family: causal\n",
+           path, out, report, sizeof report);
+  const char *summary = strstr(report, "## Summary"), *table = strstr(report, "## Block sparsity");
+  cr_assert(summary && table && summary < table, "%s", report);
+  cr_assert(summary == strstr(report, "## "), "the summary is the first section:\n%s", report);
+  cr_assert_null(strstr(report, "| case |"), "no per-case table inline:\n%s", report);
+  cr_assert_null(strstr(report, "sparser"), "%s", report);
+  /* every comparison in words agrees with its numbers */
+  int checked = 0;
+  for (const char *p = strstr(report, "fmsim's rho "); p; p = strstr(p + 1, "fmsim's rho ")) {
+    double mine, paper;
+    char word[16];
+    if (sscanf(p, "fmsim's rho %lf is %15s than the paper's %lf", &mine, word, &paper) != 3) continue;
+    cr_assert_str_eq(word, mine > paper ? "higher" : "lower", "'%.80s'", p);
+    checked++;
+  }
+  cr_assert_gt(checked, 0, "the document mask's difference is said:\n%s", report);
+  /* the exports */
+  snprintf(file, sizeof file, "%s/tables/paper-table.csv", out);
+  fmt_slurp(file, text, sizeof text);
+  cr_assert(!strncmp(text, "family,S=32768 fmsim,paper,fmsim - paper\ndocument,", 50), "%s", text);
+  snprintf(file, sizeof file, "%s/tables/paper-table.tex", out);
+  fmt_slurp(file, text, sizeof text);
+  cr_assert(strstr(text, "\\begin{tabular}{lrrr}") && strstr(text, "document &"), "%s", text);
+  snprintf(file, sizeof file, "%s/tables/cases.csv", out);
+  fmt_slurp(file, text, sizeof text);
+  int lines = 0;
+  for (char *q = text; *q; q++) lines += *q == '\n';
+  cr_assert_eq(lines, 1 + 6, "header + 5 document samples + causal:\n%s", text);
+  snprintf(args, sizeof args, "rm -rf '%s'", out);
+  cr_assert_eq(system(args), 0);
+  unlink(path);
+}
+
+/* Rewrites the kernel record of a finished case's row as a GPU run would
+ * have written it: time = 0.5 ms + 2 ms x (1 - rho at the kernel's tile). */
+static void fake_gpu_row(const char *row_path) {
+  char text[16384], out[16384] = "";
+  fmt_slurp(row_path, text, sizeof text);
+  double rho = -1;
+  for (char *l = strtok(text, "\n"); l; l = strtok(NULL, "\n")) {
+    char line[1100];
+    if (!strncmp(l, "k[0].rho\t", 9)) rho = strtod(l + 9, NULL);
+    if (!strncmp(l, "k[0].ms\t", 8)) snprintf(line, sizeof line, "k[0].ms\t%.17g", 0.5 + 2.0 * (1 - rho));
+    else if (!strncmp(l, "k[0].tflops\t", 12)) snprintf(line, sizeof line, "k[0].tflops\t100");
+    else if (!strncmp(l, "k[0].status\t", 12)) snprintf(line, sizeof line, "k[0].status\t");
+    else if (!strncmp(l, "gpu_ran\t", 8)) snprintf(line, sizeof line, "gpu_ran\t1");
+    else snprintf(line, sizeof line, "%s", l);
+    strncat(out, line, sizeof out - strlen(out) - 2);
+    strcat(out, "\n");
+  }
+  cr_assert_geq(rho, 0, "%s has a kernel record", row_path);
+  write_text(row_path, out);
+}
+
+/* The sweep's fit and the kernel table, from rows that carry kernel times
+ * (a GPU run's, written here): the report recomputes them from the rows. */
+Test(scenario, sweep_report_fits_time_against_density) {
+  char path[512], out[512], args[1200], file[900], report[65536];
+  run_text("sweepfit", "name: sweepfit\nseqlen: 2048\nbatch: 1\nheads: 1\ndraws: 4\n"
+                       "run: [analyze, gpu]\nkernel: sm80\nreport: sweep\nmasks:\n"
+                       "  - family: causal_document\n    params: {docs_min: 2, docs_max: 8}\n"
+                       "  - family: document\n    params: {docs_min: 2, docs_max: 8}\n",
+           path, out, report, sizeof report);
+  snprintf(args, sizeof args, "run %s --out %s", path, out);
+  cr_assert(strstr(report, "No kernel was timed"), "%s", report);
+  for (int m = 0; m < 2; m++)
+    for (int r = 0; r < 4; r++) {
+      snprintf(file, sizeof file, "%s/cases/m%02d-%s-S2048-D128-128x128-r%d/row.tsv", out, m,
+               m ? "document" : "causal_document", r);
+      fake_gpu_row(file);
+    }
+  fmt_run(&res, args);
+  cr_assert_eq(res.status, 0, "%s", res.err);
+  cr_assert(strstr(res.out, "8 cases (8 from an earlier run)"), "%s", res.out);
+  snprintf(file, sizeof file, "%s/report.md", out);
+  fmt_slurp(file, report, sizeof report);
+  cr_assert(strstr(report, "- Kernel sm80: time = 0.500 ms + 2.000 ms x (1 - rho) over 8 masks, "
+                           "R^2 = 1.0000."), "%s", report);
+  cr_assert(strstr(report, "| sm80 | pooled | 8 | 0.5000 | 2.0000 | 1.0000 |"), "%s", report);
+  cr_assert(strstr(report, "| sm80 | document | 4 | 0.5000 | 2.0000 |"), "%s", report);
+  cr_assert(strstr(report, "## Kernels") && strstr(report, "| sm80 ms |"), "%s", report);
+  snprintf(file, sizeof file, "%s/tables/fit.csv", out);
+  fmt_slurp(file, report, sizeof report);
+  cr_assert(strstr(report, "kernel,family,n,a (ms),b (ms),R^2\n"), "%s", report);
+  snprintf(args, sizeof args, "rm -rf '%s'", out);
+  cr_assert_eq(system(args), 0);
+  unlink(path);
 }

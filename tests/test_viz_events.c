@@ -331,3 +331,47 @@ Test(viz_events, failed_rebuild_keeps_the_old_mask) {
   cr_assert_str_eq(viz_scene_label(sc), "causal");
   viz_scene_destroy(sc);
 }
+
+/* issue 11: a drag to the extremes of int must not overflow (it did in
+ * viz_handle_event's e->x - drag_x and in the script's drag interpolation). */
+#include <limits.h>
+
+#include "viz_sdl.h"
+
+Test(viz_events, drag_to_int_extremes_follows_the_pointer) {
+  viz_state s = state_for(8192);
+  viz_layout l;
+  viz_layout_compute(&s, s.width, s.height, &l);
+  int cx = (int)(l.plot.x + l.plot.w / 2), cy = (int)(l.plot.y + l.plot.h / 2);
+  wheel(&s, cx, cy, 10); /* zoom in: there is room to pan */
+  drag(&s, cx, cy, INT_MIN, INT_MIN);
+  /* the pointer went far left and up: the content follows it, the view shows the end */
+  cr_assert_float_eq(s.view.x1, 8192, 1e-6, "x1 = %f", s.view.x1);
+  cr_assert_float_eq(s.view.y1, 8192, 1e-6, "y1 = %f", s.view.y1);
+  assert_view_inside(&s);
+  drag(&s, cx, cy, INT_MAX, INT_MAX);
+  cr_assert_float_eq(s.view.x0, 0, 1e-6);
+  assert_view_inside(&s);
+}
+
+Test(viz_events, script_lines_parse_strictly) {
+  viz_script_cmd c;
+  fm_err err;
+  cr_assert_eq(viz_script_parse("drag 10 20 30 40\n", &c, &err), FM_OK);
+  viz_event ev[VIZ_SCRIPT_MAX_EVENTS];
+  cr_assert_eq(viz_script_events(&c, ev), 7);
+  cr_assert(ev[1].type == VIZ_EV_BUTTON_DOWN && ev[6].type == VIZ_EV_BUTTON_UP && ev[6].x == 30);
+  cr_assert_eq(viz_script_parse("drag -2147483648 0 2147483647 0", &c, &err), FM_EINVAL);
+  cr_assert(strstr(err.msg, "out of range"), "%s", err.msg);
+  cr_assert_eq(viz_script_parse("motion 1 99999999999999999999", &c, &err), FM_EINVAL);
+  cr_assert_eq(viz_script_parse("motion 1", &c, &err), FM_EINVAL);
+  cr_assert_eq(viz_script_parse("motion 1 2 3", &c, &err), FM_EINVAL);
+  cr_assert_eq(viz_script_parse("wheel 1 2", &c, &err), FM_EINVAL);
+  cr_assert_eq(viz_script_parse("resize 0 10", &c, &err), FM_EINVAL);
+  cr_assert_eq(viz_script_parse("key ab", &c, &err), FM_EINVAL);
+  cr_assert_eq(viz_script_parse("jump 1 2", &c, &err), FM_EINVAL);
+  cr_assert_eq(viz_script_parse("key escape", &c, &err), FM_OK);
+  cr_assert_eq(c.key, VIZ_KEY_ESCAPE);
+  cr_assert_eq(viz_script_parse("  # comment", &c, &err), FM_OK);
+  cr_assert_eq(c.op, VIZ_SCRIPT_NONE);
+}

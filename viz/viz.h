@@ -1,4 +1,4 @@
-/* viz.h — fmsim's viewer and figures (DESIGN.md "Viewer and figures").
+/* viz.h — fmsim's viewer and figures (docs/DESIGN.md, "Viewer and figures").
  *
  * Three parts, kept apart so that each can be tested alone:
  *   viz_state           plain data: which mask, tile size, layers, the view
@@ -182,6 +182,7 @@ typedef struct viz_scene_opts {
   const char *path;       /* TRACE_DIR, MASK.npy (bool/uint8) or INTERVALS.npy (int32/int64); NULL: families */
   int causal;             /* INTERVALS.npy: the intervals are of a causal mask */
   int true_masked;        /* MASK.npy: true means masked (default: true means may attend) */
+  int strict;             /* INTERVALS.npy: refuse what Paddle reads leniently (fm_intervals_io.h) */
   int64_t batch, heads;   /* families: B and H (per-head families draw B*H masks) */
   const char *param_family; /* the family the params below belong to */
   const char *const *params;
@@ -195,6 +196,9 @@ typedef struct viz_scene_opts {
  * trace). The caller owns *out (viz_scene_destroy). */
 fm_status viz_scene_create(const viz_scene_opts *o, viz_state *s, viz_scene **out, fm_err *err);
 void viz_scene_destroy(viz_scene *sc); /* NULL is a no-op */
+/* One line saying what reading an interval file as Paddle does changed
+ * (fm_intervals_note), "" when nothing; owned by the scene. */
+const char *viz_scene_note(const viz_scene *sc);
 
 /* Brings the scene up to date with *s, rebuilding only what changed, and
  * writes s->facts (resetting the view when the mask extent changed). On
@@ -260,30 +264,36 @@ fm_status viz_write_png_surface(const char *path, cairo_surface_t *surface, fm_e
 /* viz_draw of a state as a viz_draw_fn (ctx is the viz_state). */
 fm_status viz_draw_state_fn(cairo_t *cr, double w, double h, void *ctx, fm_err *err);
 
-/* ---- figures ------------------------------------------------------------- */
+/* ---- figures: one registry for `fmsim render`, the viewer and scenarios -- */
 
-typedef struct viz_gallery_opts {
-  int64_t seqlen;
-  int32_t br, bc;
-  int sample;     /* -1: sample 0 when S has samples */
-  uint64_t seed;
-  const char *samples_path;
-  int text;
-} viz_gallery_opts;
+/* What a figure may draw from; each figure reads the members it needs. */
+typedef struct viz_figure_opts {
+  int64_t seqlen;           /* S of the masks drawn */
+  int32_t br, bc;           /* tile rows x key columns */
+  int sample;               /* document sample, -1: sample 0 when S has samples */
+  uint64_t seed;            /* seed of random draws */
+  const char *samples_path; /* document samples, NULL: built in */
+  const char *trace;        /* a trace folder (per-case figures) */
+  int32_t head_dim;         /* D of modelled bytes, 0: the trace's or 128 */
+  int text;                 /* 0: draw no text (font-independent reference images) */
+} viz_figure_opts;
 
-/* The twelve families as small multiples: tile classes over the mask, rho. */
-fm_status viz_draw_gallery(cairo_t *cr, double w, double h, void *ctx /* viz_gallery_opts */,
-                           fm_err *err);
+/* A row of the registry. Adding a figure is a row and its draw function in
+ * viz/viz_figures.c, and its reference image in tests/test_viz_render.c. */
+typedef struct viz_figure {
+  const char *name;      /* what `render --figure` and a scenario's figures: take */
+  const char *summary;   /* one line for help texts */
+  double width, height;  /* default size: PNG pixels at 72 dpi, PDF/SVG points */
+  viz_draw_fn draw;      /* ctx: a const viz_figure_opts */
+  int per_case;          /* 1: drawn from one mask or trace (a source, opts.trace), the
+                            viewer's own drawing; 0: a figure with masks of its own */
+} viz_figure;
 
-typedef struct viz_memory_opts {
-  int32_t bc;
-  int text;
-} viz_memory_opts;
-
-/* Mask memory against S (1K..1M), log-log: dense bool, FlexAttention block
- * mask, FlashMask intervals (causal-1 and bidir-4), from fm_memory.h. */
-fm_status viz_draw_memory(cairo_t *cr, double w, double h, void *ctx /* viz_memory_opts */,
-                          fm_err *err);
+int viz_figure_count(void);
+const viz_figure *viz_figure_at(int i);           /* NULL when out of range */
+const viz_figure *viz_figure_find(const char *name); /* NULL when unknown */
+/* "gallery, memory or tiles": the names for messages, into buf. */
+const char *viz_figure_names(char *buf, int cap);
 
 /* ---- benchmark ----------------------------------------------------------- */
 

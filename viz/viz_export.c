@@ -62,7 +62,7 @@ fm_status viz_write_figure(const char *path, viz_format fmt, double w, double h,
   } else if (fmt == VIZ_FMT_PDF) {
     surf = cairo_pdf_surface_create_for_stream(sink_write, &k, w, h);
     cairo_pdf_surface_set_metadata(surf, CAIRO_PDF_METADATA_CREATOR, "fmsim");
-    /* a fixed date keeps the file reproducible (DESIGN.md: no timestamps) */
+    /* a fixed date keeps the file reproducible (docs/DESIGN.md, "Style", rule 8: no timestamps) */
     cairo_pdf_surface_set_metadata(surf, CAIRO_PDF_METADATA_CREATE_DATE, "2000-01-01T00:00:00Z");
     cairo_pdf_surface_set_metadata(surf, CAIRO_PDF_METADATA_MOD_DATE, "2000-01-01T00:00:00Z");
   } else {

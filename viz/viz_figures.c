@@ -1,6 +1,8 @@
-/* viz_figures.c — the two fixed figures of `fmsim render`: the gallery of the
- * twelve families (small multiples, like Figure 1a of the FlashMask paper,
- * each with its tile classes and rho) and mask memory against S. */
+/* viz_figures.c — the figure registry (viz.h) and its figures: the gallery of
+ * the twelve families (small multiples, like Figure 1a of the FlashMask
+ * paper, each with its tile classes and rho), mask memory against S, and the
+ * viewer's drawing of one mask or trace. `fmsim render --figure`, a
+ * scenario's figures: and the size defaults come from the table at the end. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -11,9 +13,9 @@
 
 /* ---- gallery ------------------------------------------------------------- */
 
-fm_status viz_draw_gallery(cairo_t *cr, double w, double h, void *ctx, fm_err *err) {
-  const viz_gallery_opts *o = ctx;
-  const int cols = 4, nfam = fm_family_count(), rows = (nfam + cols - 1) / cols;
+static fm_status draw_gallery(cairo_t *cr, double w, double h, void *ctx, fm_err *err) {
+  const viz_figure_opts *o = ctx;
+  const int cols = 4, nfam = FM_PAPER_NFAMILIES, rows = (nfam + cols - 1) / cols;
   double font = fmax(8.0, fmin(22.0, 14.0 * fmin(w / 1600.0, h / 1300.0)));
   double margin = round(1.2 * font), top = round(3.2 * font), bottom = round(3.0 * font);
   double cell_w = (w - 2 * margin) / cols, cell_h = (h - top - bottom) / rows;
@@ -133,8 +135,8 @@ static void marker(cairo_t *cr, int kind, double x, double y, double r) {
   }
 }
 
-fm_status viz_draw_memory(cairo_t *cr, double w, double h, void *ctx, fm_err *err) {
-  const viz_memory_opts *o = ctx;
+static fm_status draw_memory(cairo_t *cr, double w, double h, void *ctx, fm_err *err) {
+  const viz_figure_opts *o = ctx;
   double font = fmax(8.0, fmin(22.0, 13.0 * fmin(w / 1000.0, h / 700.0)));
   viz_rect p = {round(6.5 * font), round(3.4 * font), 0, 0};
   p.w = w - p.x - round(1.6 * font);
@@ -280,4 +282,67 @@ fm_status viz_draw_memory(cairo_t *cr, double w, double h, void *ctx, fm_err *er
 #undef MX
 #undef MY
   return FM_OK;
+}
+
+/* ---- one mask or trace, as the viewer draws it ---------------------------------- */
+
+static fm_status draw_tiles(cairo_t *cr, double w, double h, void *ctx, fm_err *err) {
+  const viz_figure_opts *o = ctx;
+  viz_state st;
+  viz_state_init(&st, (int)w, (int)h);
+  viz_scene *scene = NULL;
+  viz_scene_opts so = {.path = o->trace, .batch = 1, .heads = 1, .samples_path = o->samples_path,
+                       .head_dim = o->head_dim};
+  fm_status vs = viz_scene_create(&so, &st, &scene, err);
+  if (vs == FM_OK && !o->trace) {
+    st.seqlen = o->seqlen;
+    st.br = o->br;
+    st.bc = o->bc;
+    st.sample = o->sample;
+    st.seed = o->seed;
+  }
+  st.text = o->text;
+  if (vs == FM_OK) {
+    st.scene = scene;
+    vs = viz_scene_sync(scene, &st, err);
+  }
+  if (vs == FM_OK) viz_draw(cr, &st, w, h);
+  viz_scene_destroy(scene);
+  return vs;
+}
+
+/* ---- the registry ---------------------------------------------------------------- */
+
+static const viz_figure figures[] = {
+    {.name = "gallery",
+     .summary = "the twelve families as small multiples (tiles over the mask, rho)",
+     .width = 1600, .height = 1350, .draw = draw_gallery, .per_case = 0},
+    {.name = "memory",
+     .summary = "mask memory vs S, 1K..1M, log-log: dense, FlexAttention block mask, FlashMask "
+                "intervals (from fm_memory.h)",
+     .width = 1000, .height = 650, .draw = draw_memory, .per_case = 0},
+    {.name = "tiles",
+     .summary = "one mask or trace as the viewer draws it: the mask, its tile classes, axes, "
+                "legend and numbers",
+     .width = 1200, .height = 800, .draw = draw_tiles, .per_case = 1},
+};
+#define NFIGURES ((int)(sizeof figures / sizeof figures[0]))
+
+int viz_figure_count(void) { return NFIGURES; }
+
+const viz_figure *viz_figure_at(int i) { return i >= 0 && i < NFIGURES ? &figures[i] : NULL; }
+
+const viz_figure *viz_figure_find(const char *name) {
+  for (int i = 0; name && i < NFIGURES; i++)
+    if (!strcmp(figures[i].name, name)) return &figures[i];
+  return NULL;
+}
+
+const char *viz_figure_names(char *buf, int cap) {
+  int len = 0;
+  buf[0] = 0;
+  for (int i = 0; i < NFIGURES && len < cap; i++)
+    len += snprintf(buf + len, (size_t)(cap - len), "%s%s", i == 0 ? "" : i == NFIGURES - 1 ? " or " : ", ",
+                    figures[i].name);
+  return buf;
 }

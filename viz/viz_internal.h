@@ -8,6 +8,7 @@
 #include "fm_colmask.h"
 #include "fm_families.h"
 #include "fm_forms.h"
+#include "fm_intervals_io.h"
 #include "fm_memory.h"
 #include "fm_samples.h"
 #include "fm_tiles.h"
@@ -71,9 +72,11 @@ void viz_trace_free(viz_trace *t);
 fm_status viz_load_trace(const char *dir, viz_trace *t, fm_colmask **mask, fm_err *err);
 fm_status viz_load_dense_npy(const char *path, int true_masked, fm_colmask **mask, fm_err *err);
 /* Dispatches on what path is: a folder (trace), a bool/uint8 .npy (dense) or
- * an int32/int64 .npy (intervals). kind receives "trace", "dense mask" or "intervals". */
-fm_status viz_load_source(const char *path, int causal, int true_masked, viz_trace *trace,
-                          int *has_trace, fm_colmask **mask, const char **kind, fm_err *err);
+ * an int32/int64 .npy (intervals, read strictly or as Paddle does, what that
+ * changed in *note). kind receives "trace", "dense mask" or "intervals". */
+fm_status viz_load_source(const char *path, int causal, int true_masked, int strict,
+                          viz_trace *trace, int *has_trace, fm_colmask **mask, const char **kind,
+                          fm_intervals_note *note, fm_err *err);
 
 /* The raster cache key: everything a mask raster depends on. */
 typedef struct viz_raster_key {
@@ -96,6 +99,7 @@ struct viz_scene {
   int has_trace;
   char file_label[256];
   const char *file_kind;
+  fm_intervals_note note; /* what reading an interval file as Paddle does changed */
 
   /* the mask shown and the state fields it was made from */
   const fm_colmask *mask; /* file_mask or family_mask */

@@ -33,7 +33,7 @@ void viz_trace_free(viz_trace *t) {
 
 fm_status viz_load_dense_npy(const char *path, int true_masked, fm_colmask **mask, fm_err *err) {
   *mask = NULL;
-  fm_dense_opts o = {true_masked, 1};
+  fm_dense_opts o = {.masked_true = true_masked, .keep_intervals = 1};
   fm_dense_result *r = NULL;
   fm_status st = fm_dense_check_file(path, &o, &r, err);
   if (st != FM_OK) return st;
@@ -163,42 +163,19 @@ fm_status viz_load_trace(const char *dir, viz_trace *t, fm_colmask **mask, fm_er
   t->tr = (int32_t)((sq + br - 1) / br);
   t->tc = (int32_t)((sk + bc - 1) / bc);
 
-  /* columns.npy: int32 [nb, nh, Sk, 4] */
+  /* columns.npy: int32 [nb, nh, Sk, 4], read by the one interval loader */
   snprintf(path, sizeof path, "%s/columns.npy", dir);
-  fm_npy_header h;
-  void *data = NULL;
-  st = fm_npy_load(path, &h, &data, FM_MAX_ALLOC_BYTES, err);
-  if (st != FM_OK) return st;
-  if (h.dtype != FM_DT_I32 || h.ndim != 4 || h.shape[2] != sk || h.shape[3] != 4) {
-    free(data);
-    return fm_fail(err, FM_EFORMAT, "%s: expected int32 [nb, nh, Sk=%lld, 4], got %s with %d dimensions",
-                   path, (long long)sk, fm_dtype_descr(h.dtype), h.ndim);
-  }
-  int64_t nb = h.shape[0], nh = h.shape[1];
-  if ((nb != 1 && nb != t->batch) || (nh != 1 && nh != t->heads)) {
-    free(data);
-    return fm_fail(err, FM_EFORMAT, "%s: %lld x %lld vector sets do not fit batch %lld x heads %lld",
-                   path, (long long)nb, (long long)nh, (long long)t->batch, (long long)t->heads);
-  }
   fm_colmask *m = NULL;
-  st = fm_colmask_create(sq, sk, nb, nh, (int)causal, &m, err);
-  if (st != FM_OK) {
-    free(data);
-    return st;
-  }
-  const int32_t *cols = data;
-  for (int64_t s = 0; s < nb * nh; s++)
-    for (int k = 0; k < 4; k++) {
-      int32_t *v = fm_colmask_vec(m, (int32_t)s, (fm_vec)k);
-      for (int64_t j = 0; j < sk; j++) v[j] = cols[(s * sk + j) * 4 + k];
-    }
-  free(data);
-  st = fm_colmask_validate(m, err);
-  if (st != FM_OK) {
-    char msg[sizeof err->msg];
-    snprintf(msg, sizeof msg, "%s", err ? err->msg : "");
+  fm_intervals_opts io = {.causal = (int)causal, .sq = sq, .strict = 1, .four_vectors = 1};
+  st = fm_intervals_load(path, &io, &m, NULL, err);
+  if (st != FM_OK) return st;
+  int64_t nb = fm_colmask_nb(m), nh = fm_colmask_nh(m);
+  if (fm_colmask_sk(m) != sk || (nb != 1 && nb != t->batch) || (nh != 1 && nh != t->heads)) {
     fm_colmask_destroy(m);
-    return fm_fail(err, st, "%s: %s", path, msg);
+    return fm_fail(err, FM_EFORMAT,
+                   "%s: %lld x %lld vector sets of Sk = %d do not fit Sk = %lld, batch %lld x "
+                   "heads %lld", path, (long long)nb, (long long)nh, fm_colmask_sk(m), (long long)sk,
+                   (long long)t->batch, (long long)t->heads);
   }
   t->sets = nb * nh;
 
@@ -214,6 +191,8 @@ fm_status viz_load_trace(const char *dir, viz_trace *t, fm_colmask **mask, fm_er
   if (st == FM_OK) {
     snprintf(path, sizeof path, "%s/tile_cycles.npy", dir);
     struct stat sb;
+    fm_npy_header h;
+    void *data = NULL;
     if (stat(path, &sb) == 0) {
       st = fm_npy_load(path, &h, &data, FM_MAX_ALLOC_BYTES, err);
       if (st == FM_OK && (h.dtype != FM_DT_I64 || h.ndim != 4 || h.shape[0] != t->batch ||
@@ -241,8 +220,9 @@ fm_status viz_load_trace(const char *dir, viz_trace *t, fm_colmask **mask, fm_er
 #endif
 }
 
-fm_status viz_load_source(const char *path, int causal, int true_masked, viz_trace *trace,
-                          int *has_trace, fm_colmask **mask, const char **kind, fm_err *err) {
+fm_status viz_load_source(const char *path, int causal, int true_masked, int strict,
+                          viz_trace *trace, int *has_trace, fm_colmask **mask, const char **kind,
+                          fm_intervals_note *note, fm_err *err) {
   *has_trace = 0;
   *mask = NULL;
   struct stat sb;
@@ -259,10 +239,10 @@ fm_status viz_load_source(const char *path, int causal, int true_masked, viz_tra
   /* int32/int64 [B, H, Sk, k] with k = 1, 2, 4 is an interval file; the
    * causal flag is not stored, but k = 1 can only be causal-1 and k = 4
    * only bidir-4 */
-  int64_t k = h.ndim == 4 ? h.shape[3] : 0;
-  if ((h.dtype == FM_DT_I32 || h.dtype == FM_DT_I64) && (k == 1 || k == 2 || k == 4)) {
+  if (fm_intervals_header_fits(&h)) {
     *kind = "intervals";
-    return fm_colmask_load_npy(path, k == 1 ? 1 : k == 4 ? 0 : causal, 0, mask, err);
+    fm_intervals_opts io = {.causal = causal, .causal_from_k = 1, .strict = strict};
+    return fm_intervals_load(path, &io, mask, note, err);
   }
   *kind = "dense mask";
   return viz_load_dense_npy(path, true_masked, mask, err);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fm_limits.h"
 #include "viz_internal.h"
 
 static const char *base_name(const char *path) {
@@ -32,8 +33,8 @@ fm_status viz_scene_create(const viz_scene_opts *o, viz_state *s, viz_scene **ou
   }
   sc->have_samples = 1;
   if (o->path) {
-    st = viz_load_source(o->path, o->causal, o->true_masked, &sc->trace, &sc->has_trace,
-                         &sc->file_mask, &sc->file_kind, err);
+    st = viz_load_source(o->path, o->causal, o->true_masked, o->strict, &sc->trace,
+                         &sc->has_trace, &sc->file_mask, &sc->file_kind, &sc->note, err);
     if (st != FM_OK) {
       viz_scene_destroy(sc);
       return st;
@@ -58,6 +59,8 @@ fm_status viz_scene_create(const viz_scene_opts *o, viz_state *s, viz_scene **ou
   *out = sc;
   return FM_OK;
 }
+
+const char *viz_scene_note(const viz_scene *sc) { return sc->note.text; }
 
 void viz_scene_destroy(viz_scene *sc) {
   if (!sc) return;
@@ -118,10 +121,34 @@ static fm_status build_family(viz_scene *sc, const viz_state *s, fm_colmask **m,
   return st;
 }
 
+/* Bytes the scene takes per key column: 3 runs of 2 int32 and their count. */
+#define VIZ_RUN_BYTES ((int64_t)sizeof(int32_t[3][2]) + 1)
+
+/* Before a family mask is built: its 4 int32 vectors per set and key column,
+ * the column runs, and 2 bytes per column for the tile bounds and pieces (the
+ * peak measured at S = 2^24 with one set is 43 bytes per column), against what
+ * the machine can give (fm_limits.h). */
+static fm_status check_family_memory(const viz_scene *sc, const viz_state *s, fm_err *err) {
+  const fm_family_info *fam = fm_family_at(s->family);
+  int64_t sets = fam->per_head ? fm_mem_mul(sc->opts.batch, sc->opts.heads) : 1;
+  int64_t bytes = fm_mem_add(fm_mem_mul(fm_mem_mul(sets, s->seqlen), 16),
+                             fm_mem_mul(s->seqlen, VIZ_RUN_BYTES + 2));
+  char what[160];
+  snprintf(what, sizeof what, "the %s mask and its column runs at S = %lld", fam->name,
+           (long long)s->seqlen);
+  return fm_mem_check(bytes, what, err);
+}
+
 static fm_status compute_runs(viz_scene *sc, fm_err *err) {
   int32_t sk = fm_colmask_sk(sc->mask);
   free(sc->runs);
   free(sc->nruns);
+  sc->runs = NULL;
+  sc->nruns = NULL;
+  char what[96];
+  snprintf(what, sizeof what, "the column runs of Sk = %d", sk);
+  fm_status st = fm_mem_check(fm_mem_mul(sk, VIZ_RUN_BYTES), what, err);
+  if (st != FM_OK) return st;
   sc->runs = malloc(sizeof *sc->runs * (size_t)sk);
   sc->nruns = malloc((size_t)sk);
   if (!sc->runs || !sc->nruns) return fm_fail(err, FM_ENOMEM, "cannot allocate column runs for Sk=%d", sk);
@@ -235,7 +262,8 @@ fm_status viz_scene_sync(viz_scene *sc, viz_state *s, fm_err *err) {
       fm_colmask *m = NULL;
       fm_family_used used;
       int dropped = 0;
-      st = build_family(sc, s, &m, &used, &dropped, err);
+      st = check_family_memory(sc, s, err);
+      if (st == FM_OK) st = build_family(sc, s, &m, &used, &dropped, err);
       if (st != FM_OK) {
         snprintf(s->status, sizeof s->status, "%s", err->msg);
         if (sc->valid) { /* back to what is shown */

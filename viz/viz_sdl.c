@@ -78,80 +78,70 @@ typedef struct script {
   int line;
 } script;
 
-static void push_mouse(int type, int x, int y) {
+/* Pushes one viewer event (from a script line) as the SDL event the window
+ * would get for it; a resize asks SDL to resize the window. */
+static void push_event(SDL_Window *win, const viz_event *v) {
+  static const struct {
+    int key;
+    SDL_Keycode sym;
+  } named[] = {{VIZ_KEY_LEFT, SDLK_LEFT}, {VIZ_KEY_RIGHT, SDLK_RIGHT}, {VIZ_KEY_UP, SDLK_UP},
+               {VIZ_KEY_DOWN, SDLK_DOWN}, {VIZ_KEY_HOME, SDLK_HOME},   {VIZ_KEY_ESCAPE, SDLK_ESCAPE}};
   SDL_Event e;
   memset(&e, 0, sizeof e);
-  e.type = (Uint32)type;
-  if (type == SDL_MOUSEMOTION) {
-    e.motion.x = x;
-    e.motion.y = y;
-  } else {
+  switch (v->type) {
+  case VIZ_EV_KEY:
+    e.type = SDL_TEXTINPUT;
+    e.text.text[0] = (char)v->key;
+    for (size_t i = 0; i < sizeof named / sizeof named[0]; i++)
+      if (v->key == named[i].key) {
+        e.type = SDL_KEYDOWN;
+        e.key.state = SDL_PRESSED;
+        e.key.keysym.sym = named[i].sym;
+      }
+    break;
+  case VIZ_EV_MOTION:
+    e.type = SDL_MOUSEMOTION;
+    e.motion.x = v->x;
+    e.motion.y = v->y;
+    break;
+  case VIZ_EV_BUTTON_DOWN:
+  case VIZ_EV_BUTTON_UP:
+    e.type = v->type == VIZ_EV_BUTTON_DOWN ? SDL_MOUSEBUTTONDOWN : SDL_MOUSEBUTTONUP;
     e.button.button = SDL_BUTTON_LEFT;
-    e.button.state = type == SDL_MOUSEBUTTONDOWN ? SDL_PRESSED : SDL_RELEASED;
+    e.button.state = v->type == VIZ_EV_BUTTON_DOWN ? SDL_PRESSED : SDL_RELEASED;
     e.button.clicks = 1;
-    e.button.x = x;
-    e.button.y = y;
+    e.button.x = v->x;
+    e.button.y = v->y;
+    break;
+  case VIZ_EV_WHEEL:
+    e.type = SDL_MOUSEWHEEL;
+    e.wheel.y = (Sint32)v->wheel;
+    e.wheel.direction = SDL_MOUSEWHEEL_NORMAL;
+    break;
+  case VIZ_EV_RESIZE: SDL_SetWindowSize(win, v->width, v->height); return;
+  default: return;
   }
   SDL_PushEvent(&e);
 }
 
-/* Pushes the events of the next script line; 0 at the end of the script. */
+/* Pushes the events of the next script line; *more = 0 at the end of the script. */
 static fm_status script_step(script *sc, SDL_Window *win, int *more, fm_err *err) {
   char buf[256];
   *more = 0;
   while (fgets(buf, sizeof buf, sc->f)) {
     sc->line++;
-    char *p = buf;
-    while (isspace((unsigned char)*p)) p++;
-    if (*p == 0 || *p == '#') continue;
-    char word[32], arg[32];
-    int a[4], n;
+    if (!strchr(buf, '\n') && !feof(sc->f))
+      return fm_fail(err, FM_EINVAL, "%s:%d: line longer than %d characters", sc->path, sc->line,
+                     (int)sizeof buf - 2);
+    viz_script_cmd c;
+    fm_err e2;
+    if (viz_script_parse(buf, &c, &e2) != FM_OK)
+      return fm_fail(err, FM_EINVAL, "%s:%d: %s", sc->path, sc->line, e2.msg);
+    if (c.op == VIZ_SCRIPT_NONE) continue;
     *more = 1;
-    if (sscanf(p, "key %31s", arg) == 1) {
-      SDL_Event e;
-      memset(&e, 0, sizeof e);
-      static const struct {
-        const char *name;
-        SDL_Keycode sym;
-      } named[] = {{"left", SDLK_LEFT}, {"right", SDLK_RIGHT}, {"up", SDLK_UP}, {"down", SDLK_DOWN},
-                   {"home", SDLK_HOME}, {"escape", SDLK_ESCAPE}};
-      for (size_t i = 0; i < sizeof named / sizeof named[0]; i++)
-        if (!strcmp(arg, named[i].name)) {
-          e.type = SDL_KEYDOWN;
-          e.key.state = SDL_PRESSED;
-          e.key.keysym.sym = named[i].sym;
-        }
-      if (!e.type) {
-        if (strlen(arg) != 1) return fm_fail(err, FM_EINVAL, "%s:%d: key '%s' is not one character or a named key", sc->path, sc->line, arg);
-        e.type = SDL_TEXTINPUT;
-        e.text.text[0] = arg[0];
-      }
-      SDL_PushEvent(&e);
-    } else if ((n = sscanf(p, "%31s %d %d %d %d", word, &a[0], &a[1], &a[2], &a[3])) >= 1) {
-      if (!strcmp(word, "motion") && n == 3) push_mouse(SDL_MOUSEMOTION, a[0], a[1]);
-      else if (!strcmp(word, "down") && n == 3) push_mouse(SDL_MOUSEBUTTONDOWN, a[0], a[1]);
-      else if (!strcmp(word, "up") && n == 3) push_mouse(SDL_MOUSEBUTTONUP, a[0], a[1]);
-      else if (!strcmp(word, "drag") && n == 5) {
-        push_mouse(SDL_MOUSEMOTION, a[0], a[1]);
-        push_mouse(SDL_MOUSEBUTTONDOWN, a[0], a[1]);
-        for (int k = 1; k <= 4; k++)
-          push_mouse(SDL_MOUSEMOTION, a[0] + (a[2] - a[0]) * k / 4, a[1] + (a[3] - a[1]) * k / 4);
-        push_mouse(SDL_MOUSEBUTTONUP, a[2], a[3]);
-      } else if (!strcmp(word, "wheel") && (n == 2 || n == 4)) {
-        if (n == 4) push_mouse(SDL_MOUSEMOTION, a[1], a[2]);
-        SDL_Event e;
-        memset(&e, 0, sizeof e);
-        e.type = SDL_MOUSEWHEEL;
-        e.wheel.y = a[0];
-        e.wheel.direction = SDL_MOUSEWHEEL_NORMAL;
-        SDL_PushEvent(&e);
-      } else if (!strcmp(word, "resize") && n == 3) {
-        SDL_SetWindowSize(win, a[0], a[1]);
-      } else {
-        return fm_fail(err, FM_EINVAL, "%s:%d: cannot read '%.60s' (see fmsim view --help)", sc->path,
-                       sc->line, p);
-      }
-    }
+    viz_event ev[VIZ_SCRIPT_MAX_EVENTS];
+    int n = viz_script_events(&c, ev);
+    for (int i = 0; i < n; i++) push_event(win, &ev[i]);
     return FM_OK;
   }
   return FM_OK;
@@ -209,10 +199,23 @@ fm_status viz_window_run(viz_state *s, const viz_window_opts *o, fm_err *err) {
     sc.f = fopen(o->script, "r");
     if (!sc.f) return fm_fail(err, FM_EIO, "%s: cannot open: %s", o->script, strerror(errno));
   }
+  /* no SDL_VIDEODRIVER (or an empty one): try only the displays the
+     environment names, so that SDL neither probes Wayland without one (its
+     library prints to stderr) nor falls back to a driver that shows nothing */
+  const char *drv = getenv("SDL_VIDEODRIVER"), *wl = getenv("WAYLAND_DISPLAY");
+  if (!drv || !*drv)
+    SDL_SetHint(SDL_HINT_VIDEODRIVER, wl && *wl ? "wayland,x11" : "x11");
   if (SDL_Init(SDL_INIT_VIDEO) != 0) {
     if (sc.f) fclose(sc.f);
     return fm_fail(err, FM_EUNSUPPORTED, "no display available (SDL: %s); draw into a file with "
                    "'fmsim render ... -o FILE.png' instead", SDL_GetError());
+  }
+  /* drivers that show nothing: without a script the window would wait forever */
+  const char *cur = SDL_GetCurrentVideoDriver();
+  if (!o->script && cur && (!strcmp(cur, "dummy") || !strcmp(cur, "offscreen") || !strcmp(cur, "evdev"))) {
+    SDL_Quit();
+    return fm_fail(err, FM_EUNSUPPORTED, "no display available (SDL video driver '%s' shows no "
+                   "window); draw into a file with 'fmsim render ... -o FILE.png' instead", cur);
   }
   /* where the window manager wants it (top-left without one, e.g. under Xvfb) */
   SDL_Window *win = SDL_CreateWindow("fmsim view", SDL_WINDOWPOS_UNDEFINED, SDL_WINDOWPOS_UNDEFINED,

@@ -1,10 +1,15 @@
-/* viz_state.c — the plain-data state, its layout and the pure event handler. */
+/* viz_state.c — the plain-data state, its layout, the pure event handler and
+ * the parser of viewer scripts (the window replays them; tests and fuzz/ too). */
+#include <ctype.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "fm_families.h"
 #include "viz.h"
+#include "viz_sdl.h"
 
 #define VIZ_MIN_SEQLEN 64
 #define VIZ_MAX_SEQLEN (1 << 20)
@@ -271,7 +276,8 @@ unsigned viz_handle_event(viz_state *s, const viz_event *e) {
       double tx = (s->drag_view.x1 - s->drag_view.x0) / l.plot.w;
       double ty = (s->drag_view.y1 - s->drag_view.y0) / l.plot.h;
       s->view = s->drag_view;
-      pan_by(s, -(e->x - s->drag_x) * tx, -(e->y - s->drag_y) * ty);
+      /* in doubles: window coordinates are any int (a script, a huge window) */
+      pan_by(s, -((double)e->x - s->drag_x) * tx, -((double)e->y - s->drag_y) * ty);
     }
     return VIZ_DO_REDRAW;
   case VIZ_EV_BUTTON_DOWN:
@@ -309,4 +315,124 @@ unsigned viz_handle_event(viz_state *s, const viz_event *e) {
   case VIZ_EV_QUIT: return VIZ_DO_QUIT;
   }
   return 0;
+}
+
+/* ---- scripts ---------------------------------------------------------------- */
+
+/* The next whitespace-separated word of *p into buf; 0 when none. */
+static int next_word(const char **p, char *buf, size_t cap) {
+  const char *q = *p;
+  while (*q == ' ' || *q == '\t') q++;
+  size_t n = 0;
+  while (*q && !isspace((unsigned char)*q)) {
+    if (n + 1 < cap) buf[n] = *q;
+    n++;
+    q++;
+  }
+  *p = q;
+  if (n >= cap) n = cap - 1; /* too long: kept cut, and no name matches it */
+  buf[n] = 0;
+  return n > 0;
+}
+
+fm_status viz_script_parse(const char *line, viz_script_cmd *out, fm_err *err) {
+  static const struct {
+    const char *word;
+    viz_script_op op;
+    int nmin, nmax;
+  } ops[] = {{"motion", VIZ_SCRIPT_MOTION, 2, 2}, {"down", VIZ_SCRIPT_DOWN, 2, 2},
+             {"up", VIZ_SCRIPT_UP, 2, 2},         {"drag", VIZ_SCRIPT_DRAG, 4, 4},
+             {"wheel", VIZ_SCRIPT_WHEEL, 1, 3},   {"resize", VIZ_SCRIPT_RESIZE, 2, 2}};
+  static const struct {
+    const char *name;
+    int key;
+  } named[] = {{"left", VIZ_KEY_LEFT}, {"right", VIZ_KEY_RIGHT}, {"up", VIZ_KEY_UP},
+               {"down", VIZ_KEY_DOWN}, {"home", VIZ_KEY_HOME},   {"escape", VIZ_KEY_ESCAPE}};
+  memset(out, 0, sizeof *out);
+  const char *p = line;
+  char word[32], arg[32];
+  if (!next_word(&p, word, sizeof word) || word[0] == '#') return FM_OK;
+  if (!strcmp(word, "key")) {
+    if (!next_word(&p, arg, sizeof arg))
+      return fm_fail(err, FM_EINVAL, "'key' needs a character or a key name");
+    out->op = VIZ_SCRIPT_KEY;
+    for (size_t i = 0; i < sizeof named / sizeof named[0]; i++)
+      if (!strcmp(arg, named[i].name)) out->key = named[i].key;
+    if (!out->key && (strlen(arg) != 1 || arg[0] < 33 || arg[0] > 126))
+      return fm_fail(err, FM_EINVAL, "key '%.31s' is not one character or a named key", arg);
+    if (!out->key) out->key = arg[0];
+    if (next_word(&p, arg, sizeof arg))
+      return fm_fail(err, FM_EINVAL, "unexpected '%.31s' after the key", arg);
+    return FM_OK;
+  }
+  int k = -1;
+  for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
+    if (!strcmp(word, ops[i].word)) k = (int)i;
+  if (k < 0) return fm_fail(err, FM_EINVAL, "unknown event '%.31s' (see fmsim view --help)", word);
+  out->op = ops[k].op;
+  while (next_word(&p, arg, sizeof arg)) {
+    char *end;
+    errno = 0;
+    long v = strtol(arg, &end, 10);
+    if (*end || errno || out->nargs == ops[k].nmax)
+      return fm_fail(err, FM_EINVAL, "%s: '%.31s' is not %s", word, arg,
+                     out->nargs == ops[k].nmax ? "expected (too many numbers)" : "an integer");
+    long lim = out->op == VIZ_SCRIPT_RESIZE ? 16384
+               : out->op == VIZ_SCRIPT_WHEEL && out->nargs == 0 ? VIZ_SCRIPT_MAX_WHEEL
+                                                                : VIZ_SCRIPT_MAX_COORD;
+    long lo = out->op == VIZ_SCRIPT_RESIZE ? 1 : -lim;
+    if (v < lo || v > lim)
+      return fm_fail(err, FM_EINVAL, "%s: %.31s is out of range (%ld..%ld)", word, arg, lo, lim);
+    out->a[out->nargs++] = (int)v;
+  }
+  if (out->nargs < ops[k].nmin || (out->op == VIZ_SCRIPT_WHEEL && out->nargs == 2))
+    return fm_fail(err, FM_EINVAL, "%s: expected %s", word,
+                   out->op == VIZ_SCRIPT_WHEEL ? "N [X Y]" : out->op == VIZ_SCRIPT_DRAG ? "X0 Y0 X1 Y1"
+                   : out->op == VIZ_SCRIPT_RESIZE ? "W H" : "X Y");
+  return FM_OK;
+}
+
+static viz_event mouse_event(viz_event_type type, int x, int y) {
+  viz_event e;
+  memset(&e, 0, sizeof e);
+  e.type = type;
+  e.x = x;
+  e.y = y;
+  e.button = 1;
+  return e;
+}
+
+int viz_script_events(const viz_script_cmd *c, viz_event *ev) {
+  const int *a = c->a;
+  int n = 0;
+  switch (c->op) {
+  case VIZ_SCRIPT_NONE: break;
+  case VIZ_SCRIPT_KEY:
+    memset(&ev[n], 0, sizeof ev[n]);
+    ev[n].type = VIZ_EV_KEY;
+    ev[n++].key = c->key;
+    break;
+  case VIZ_SCRIPT_MOTION: ev[n++] = mouse_event(VIZ_EV_MOTION, a[0], a[1]); break;
+  case VIZ_SCRIPT_DOWN: ev[n++] = mouse_event(VIZ_EV_BUTTON_DOWN, a[0], a[1]); break;
+  case VIZ_SCRIPT_UP: ev[n++] = mouse_event(VIZ_EV_BUTTON_UP, a[0], a[1]); break;
+  case VIZ_SCRIPT_DRAG:
+    ev[n++] = mouse_event(VIZ_EV_MOTION, a[0], a[1]);
+    ev[n++] = mouse_event(VIZ_EV_BUTTON_DOWN, a[0], a[1]);
+    for (int k = 1; k <= 4; k++) /* coordinates are within +-2^20: no overflow */
+      ev[n++] = mouse_event(VIZ_EV_MOTION, a[0] + (a[2] - a[0]) * k / 4, a[1] + (a[3] - a[1]) * k / 4);
+    ev[n++] = mouse_event(VIZ_EV_BUTTON_UP, a[2], a[3]);
+    break;
+  case VIZ_SCRIPT_WHEEL:
+    if (c->nargs == 3) ev[n++] = mouse_event(VIZ_EV_MOTION, a[1], a[2]);
+    ev[n] = mouse_event(VIZ_EV_WHEEL, a[1], a[2]);
+    ev[n++].wheel = a[0];
+    break;
+  case VIZ_SCRIPT_RESIZE:
+    memset(&ev[n], 0, sizeof ev[n]);
+    ev[n].type = VIZ_EV_RESIZE;
+    ev[n].width = a[0];
+    ev[n++].height = a[1];
+    break;
+  }
+  return n;
 }

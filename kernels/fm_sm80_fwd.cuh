@@ -1,4 +1,4 @@
-/* fm_attn_kernel.cuh — the FlashMask forward kernel (private to kernels/).
+/* fm_sm80_fwd.cuh — the portable (mma.sync) FlashMask forward kernel (private to kernels/).
  *
  * FlashAttention-2 forward (Algorithm 1) extended with FlashMask tile
  * classification (FlashMask Algorithm 1). One CTA = 4 warps = 128 threads owns
@@ -40,8 +40,8 @@
  * Rows with no visible key: the running max stays -inf, p = exp2(-inf) = 0, the
  * row sum stays 0, and the epilogue writes O = 0 and LSE = -inf (never NaN).
  */
-#ifndef FM_ATTN_KERNEL_CUH
-#define FM_ATTN_KERNEL_CUH
+#ifndef FM_SM80_FWD_CUH
+#define FM_SM80_FWD_CUH
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>

@@ -1,12 +1,12 @@
-/* fm_attn_launch.cuh — per-head-dim launchers of the forward kernel (private).
- * Each head dim is instantiated in its own translation unit (fm_attn_hd64.cu,
- * fm_attn_hd128.cu) so that the six kernels of each compile in parallel. */
-#ifndef FM_ATTN_LAUNCH_CUH
-#define FM_ATTN_LAUNCH_CUH
+/* fm_sm80_launch.cuh — per-head-dim launchers of the sm80 forward kernel (private).
+ * Each head dim is instantiated in its own translation unit (fm_sm80_hd64.cu,
+ * fm_sm80_hd128.cu) so that the six kernels of each compile in parallel. */
+#ifndef FM_SM80_LAUNCH_CUH
+#define FM_SM80_LAUNCH_CUH
 
 #include <cuda_runtime.h>
 
-#include "fm_attn_kernel.cuh"
+#include "fm_sm80_fwd.cuh"
 
 namespace fmk {
 

@@ -1,5 +1,5 @@
 /* Head dim 128 instantiations of the forward kernel (tile 128 x 64). */
-#include "fm_attn_launch.cuh"
+#include "fm_sm80_launch.cuh"
 
 namespace fmk {
 template <> cudaError_t launch_fwd<128>(const fwd_params &p, int variant, bool instr, cudaStream_t s) {

@@ -1,0 +1,281 @@
+/* case_build.c — one case of the scenario runner (runner.h): the one case
+ * builder (a family, an interval file or a dense file), the analysis at the
+ * scenario's tile, the simulate and GPU steps, and the one trace writer: the
+ * single form's run trace (fm_run_trace.h) straight into --out, or a
+ * scenario case's analysis trace (fm_trace.h) with its kernels' records
+ * (gpu.json) and its row. */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "case_work.h"
+#include "cli.h"
+#include "fm_dense.h"
+#include "fm_fileio.h"
+#include "fm_forms.h"
+#include "fm_intervals_io.h"
+#include "fm_json.h"
+#include "fm_tiles.h"
+#include "gpu_step.h"
+#include "run_stop.h"
+
+int case_build_mask(runner_ctx *rc, const fm_scn_case *c, fm_colmask **out, fm_family_used *used) {
+  const fm_scenario *s = rc->s;
+  const fm_scn_mask *m = &s->masks[c->mask_index];
+  fm_err err;
+  memset(used, 0, sizeof *used);
+  if (m->family[0]) {
+    const char *params[FM_SCN_MAX_PARAMS];
+    for (int p = 0; p < m->nparams; p++) params[p] = fm_scn_param(s, m, p);
+    fm_family_request req = {.family = m->family, .seqlen = c->seqlen, .batch = c->batch,
+                             .heads = c->heads, .seed = c->seed, .sample = c->sample,
+                             .samples = &rc->samples, .nparams = m->nparams, .params = params};
+    if (fm_family_build(&req, out, used, &err) != FM_OK) {
+      cli_error(rc->o->cmd, "%s%s", runner_where(rc, m->line, "family"), err.msg);
+      return -1;
+    }
+    return 0;
+  }
+  if (m->is_intervals) {
+    fm_intervals_opts io = {.causal = m->causal, .strict = m->strict};
+    fm_intervals_note note;
+    if (fm_intervals_load(m->file, &io, out, &note, &err) != FM_OK) {
+      cli_error(rc->o->cmd, "%s%s", runner_where(rc, m->line, "intervals"), err.msg);
+      return -1;
+    }
+    if (note.text[0])
+      fprintf(stderr, "fmsim %s: note: %s%s\n", rc->o->cmd, runner_where(rc, m->line, "intervals"),
+              note.text);
+    return 0;
+  }
+  /* a dense mask: scanned once (O(Sk) state), converted to its smallest form */
+  fm_dense_opts dopts = {.masked_true = m->masked_true, .keep_intervals = 1};
+  fm_dense_result *res = NULL;
+  fm_status st = fm_dense_check_file(m->file, &dopts, &res, &err);
+  if (st == FM_OK) st = fm_dense_result_to_colmask(res, FM_FORM_NONE, out, &err);
+  fm_dense_result_destroy(res);
+  if (st != FM_OK) {
+    cli_error(rc->o->cmd, "%s%s", runner_where(rc, m->line, "dense"), err.msg);
+    return -1;
+  }
+  return 0;
+}
+
+/* The mask built, classified at the case's tile, studied and modelled. */
+static int analyze_case(runner_ctx *rc, case_work *w) {
+  const fm_scenario *s = rc->s;
+  const fm_scn_case *c = w->c;
+  const fm_scn_mask *sm = &s->masks[c->mask_index];
+  if (case_build_mask(rc, c, &w->m, &w->used)) return -1;
+  fm_analysis_init(&w->a, w->m, sm->family[0] ? sm->family : sm->file, w->used.params,
+                   w->used.docs_source, c->batch, c->heads, (int32_t)c->br, (int32_t)c->bc);
+  size_t n = (size_t)fm_colmask_nsets(w->m) * (size_t)w->a.tr * (size_t)w->a.tc;
+  w->classes = malloc(n ? n : 1);
+  w->exact = malloc(n ? n : 1);
+  if (rc->o->single) w->tile_bytes = malloc(sizeof(int64_t) * (n ? n : 1));
+  fm_err err;
+  if (!w->classes || !w->exact || (rc->o->single && !w->tile_bytes)) {
+    cli_error(rc->o->cmd, "%scannot allocate the tile arrays (%zu tiles)", runner_case_label(rc, c), n);
+    return -1;
+  }
+  if (fm_classify(w->m, w->a.br, w->a.bc, &w->a.counts, w->classes, w->exact, &err) != FM_OK) {
+    cli_error(rc->o->cmd, "%s%s", runner_case_label(rc, c), err.msg);
+    return -1;
+  }
+  w->rho_128 = w->a.counts.sparsity;
+  fm_tile_counts c128;
+  if ((c->br != 128 || c->bc != 128) && (s->run & (FM_SCN_GPU | FM_SCN_PEER)) &&
+      fm_classify(w->m, 128, 128, &c128, NULL, NULL, NULL) == FM_OK)
+    w->rho_128 = c128.sparsity;
+  w->chunk_rho = w->chunk_boundaries = NAN;
+  if (s->report == FM_SCN_REPORT_CHUNKS)
+    chunk_study(w->m, w->classes, c->br, c->bc, s->chunk, &w->chunk_rho, &w->chunk_boundaries);
+  if (!(s->run & FM_SCN_SIMULATE) && !rc->o->single) return 0;
+  /* the CPU simulation: the cost model of the scenario's variant at this tile */
+  fm_cost_shape shape = {.batch = c->batch, .heads = c->heads, .head_dim = (int32_t)c->head_dim,
+                         .br = w->a.br, .bc = w->a.bc, .elem_bytes = 2, .variant = s->variant};
+  if (fm_cost_compute(w->m, &shape, w->classes, w->tile_bytes, &w->cost, &err) != FM_OK) {
+    cli_error(rc->o->cmd, "%s%s", runner_case_label(rc, c), err.msg);
+    return -1;
+  }
+  w->have_cost = 1;
+  return 0;
+}
+
+static void fill_row(runner_ctx *rc, const case_work *w, case_row *row) {
+  const fm_scenario *s = rc->s;
+  const fm_scn_case *c = w->c;
+  const fm_scn_mask *sm = &s->masks[c->mask_index];
+  const fm_analysis *a = &w->a;
+  case_row_clear(row);
+  snprintf(row->id, sizeof row->id, "%s", c->id);
+  snprintf(row->family, sizeof row->family, "%s", sm->family[0] ? sm->family : "file");
+  snprintf(row->params, sizeof row->params, "%s", w->used.params);
+  snprintf(row->docs_source, sizeof row->docs_source, "%s", w->used.docs_source);
+  snprintf(row->form, sizeof row->form, "%s", fm_form_name(a->form));
+  row->seqlen = fm_colmask_sk(w->m);
+  row->head_dim = c->head_dim;
+  row->br = c->br;
+  row->bc = c->bc;
+  row->batch = c->batch;
+  row->heads = c->heads;
+  row->sets = fm_colmask_nsets(w->m);
+  row->mask_nb = fm_colmask_nb(w->m);
+  row->mask_nh = fm_colmask_nh(w->m);
+  row->causal = fm_colmask_causal(w->m);
+  row->sample = c->sample;
+  row->seed = (int64_t)c->seed;
+  row->ndocs = w->used.ndocs;
+  row->masked = a->counts.minmax[FM_TILE_MASKED];
+  row->partial = a->counts.minmax[FM_TILE_PARTIAL];
+  row->unmasked = a->counts.minmax[FM_TILE_UNMASKED];
+  row->total = a->counts.total;
+  row->partial_but_masked = a->counts.partial_but_masked;
+  row->partial_but_unmasked = a->counts.partial_but_unmasked;
+  row->rho = a->counts.sparsity;
+  row->rho_exact = a->counts.sparsity_exact;
+  row->rho_128 = w->rho_128;
+  row->dense_bytes = a->bytes.dense;
+  row->block_mask_bytes = a->bytes.block_mask;
+  row->interval_bytes = a->bytes.intervals;
+  row->chunk_rho = w->chunk_rho;
+  row->chunk_boundaries = w->chunk_boundaries;
+  if (w->have_cost && (s->run & FM_SCN_SIMULATE)) {
+    row->sim_read = w->cost.bytes_read;
+    row->sim_write = w->cost.bytes_write;
+    row->sim_flops = w->cost.flops_paper;
+  }
+  const gpu_step *g = rc->gpu;
+  row->nkernels = g->wanted ? g->nkernels : 0;
+  if (g->wanted) runner_gpu_settings(s, row->gpu_settings, sizeof row->gpu_settings);
+  for (int k = 0; k < row->nkernels; k++) {
+    row->k[k] = w->runs[k].rec;
+    row->gpu_ran |= w->runs[k].ran;
+  }
+  snprintf(row->steps, sizeof row->steps, "analyze%s%s%s", s->run & FM_SCN_SIMULATE ? ",simulate" : "",
+           !g->wanted ? "" : row->gpu_ran ? ",gpu" : ",gpu:skipped",
+           s->run & FM_SCN_PEER ? ",peer:skipped(bench/h200.sh runs the peer)" : "");
+}
+
+/* gpu.json beside a scenario case's trace: each kernel's run, by the run
+ * trace's own serializer (fm_run_json). */
+static int write_gpu_json(runner_ctx *rc, const case_work *w, const char *dir) {
+  const gpu_step *g = rc->gpu;
+  fm_json j;
+  fm_json_init(&j, 1);
+  fm_json_object(&j, NULL);
+  fm_json_string(&j, "kind", "gpu");
+  fm_json_string(&j, "case", w->c->id);
+  fm_json_string(&j, "format", FM_TRACE_FORMAT);
+  fm_json_int(&j, "version", FM_TRACE_VERSION);
+  fm_json_array(&j, "kernels");
+  for (int k = 0; k < g->nkernels; k++) {
+    const gpu_kernel_run *r = &w->runs[k];
+    if (!r->ran) continue;
+    fm_run_info info;
+    gpu_run_info(g, r, rc->s->variant, (int)w->c->head_dim, &info);
+    fm_json_object(&j, NULL);
+    fm_json_string(&j, "kernel_name", r->rec.kernel);
+    fm_run_json(&info, &j);
+    if (r->noskip.source[0]) {
+      info.variant = FM_VARIANT_NOSKIP;
+      info.timing = &r->noskip;
+      info.timing_instrumented = NULL;
+      info.measured = NULL;
+      fm_json_object(&j, "noskip");
+      fm_run_json(&info, &j);
+      fm_json_end(&j);
+    }
+    fm_json_end(&j);
+  }
+  fm_json_end(&j);
+  fm_json_end(&j);
+  char path[4700];
+  snprintf(path, sizeof path, "%s/gpu.json", dir);
+  fm_err err;
+  fm_status st = j.oom ? fm_fail(&err, FM_ENOMEM, "out of memory writing gpu.json")
+                       : fm_write_file_atomic(path, j.buf, j.len, &err);
+  fm_json_free(&j);
+  if (st != FM_OK) cli_error(rc->o->cmd, "case %s: %s", w->c->id, err.msg);
+  return st == FM_OK ? 0 : -1;
+}
+
+/* The single form's trace: a run trace of the one kernel (or the CPU
+ * simulation) straight into dir, then its report on stdout. */
+static int write_single(runner_ctx *rc, case_work *w, const char *dir) {
+  const gpu_step *g = rc->gpu;
+  const gpu_kernel_run *r = g->nkernels ? &w->runs[0] : NULL;
+  fm_run_info info;
+  char note[900] = "";
+  fm_measured_bytes none = {.note = ""};
+  if (r && r->ran) {
+    gpu_run_info(g, r, rc->s->variant, (int)w->c->head_dim, &info);
+    info.analysis = &w->a;
+    info.cost = &w->cost;
+  } else {
+    memset(&info, 0, sizeof info);
+    info.analysis = &w->a;
+    info.device = "cpu-simulation";
+    info.head_dim = (int32_t)w->c->head_dim;
+    info.variant = rc->s->variant;
+    info.cost = &w->cost;
+    info.class_mismatches = -1;
+    snprintf(note, sizeof note, "%s: classes and modelled bytes, no timings%s", g->skip_reason,
+             rc->tile_note);
+    snprintf(none.note, sizeof none.note, "no counters: CPU simulation");
+    info.measured = &none;
+  }
+  info.device_note = note;
+  fm_err err;
+  if (fm_run_trace_write(dir, &info, w->m, w->classes, w->exact, w->tile_bytes, &err) != FM_OK) {
+    cli_error(rc->o->cmd, "%s", err.msg);
+    return -1;
+  }
+  if (!info.timing) fprintf(stderr, "fmsim %s: note: %s; wrote the CPU simulation\n", rc->o->cmd, note);
+  run_case_out out = {.analysis = &w->a, .info = &info};
+  run_print_report(&out, dir, rc->o->json);
+  return 0;
+}
+
+/* A scenario case's folder: the analysis trace, gpu.json, and the row last. */
+static int write_case(runner_ctx *rc, const case_work *w, const char *dir, const case_row *row) {
+  fm_err err;
+  if (fm_trace_write_analysis(dir, &w->a, w->m, w->classes, w->exact, &err) != FM_OK) {
+    cli_error(rc->o->cmd, "case %s: %s", w->c->id, err.msg);
+    return -1;
+  }
+  if (row->gpu_ran && write_gpu_json(rc, w, dir)) return -1;
+  char path[4700];
+  snprintf(path, sizeof path, "%s/row.tsv", dir);
+  fm_atomic_file af;
+  if (fm_atomic_open(&af, path, &err) != FM_OK || case_row_write(af.f, row) != 0 ||
+      fm_atomic_close(&af, 1, &err) != FM_OK) {
+    fm_atomic_close(&af, 0, NULL);
+    cli_error(rc->o->cmd, "case %s: %s", w->c->id, err.msg);
+    return -1;
+  }
+  return 0;
+}
+
+static void case_work_free(case_work *w, int nkernels) {
+  for (int k = 0; k < nkernels; k++) gpu_kernel_run_free(&w->runs[k]);
+  free(w->classes);
+  free(w->exact);
+  free(w->tile_bytes);
+  fm_colmask_destroy(w->m);
+}
+
+int runner_case(runner_ctx *rc, const fm_scn_case *c, const char *dir, case_row *row) {
+  case_work w;
+  memset(&w, 0, sizeof w);
+  w.c = c;
+  int rc_ = analyze_case(rc, &w);
+  if (rc_ == 0 && run_stop_requested()) rc_ = RUNNER_STOPPED;
+  if (rc_ == 0 && rc->gpu->wanted) rc_ = gpu_step_case(rc->gpu, rc, c, w.m, &w.a, w.classes, w.runs);
+  if (rc_ == 0 && run_stop_requested()) rc_ = RUNNER_STOPPED;
+  if (rc_ == 0) fill_row(rc, &w, row);
+  if (rc_ == 0) rc_ = rc->o->single ? write_single(rc, &w, dir) : write_case(rc, &w, dir, row);
+  case_work_free(&w, rc->gpu->nkernels);
+  return rc_;
+}

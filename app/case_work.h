@@ -1,0 +1,42 @@
+/* case_work.h — what the runner's files share about the case in progress
+ * (runner.h lists the files). */
+#ifndef FM_CASE_WORK_H
+#define FM_CASE_WORK_H
+
+#include "fm_families.h"
+#include "gpu_step.h"
+
+/* runner_case's results besides 0 and -1 (a failure on the CPU side, or in
+ * writing): a stop asked for between two steps; a GPU run that failed. */
+#define RUNNER_STOPPED 2
+#define RUNNER_GPU_FAILED (-2)
+
+/* One case while it runs: the mask, its classes at the case's tile
+ * ((sets, Tr, Tc) each), the model, the kernels' runs. */
+typedef struct case_work {
+  const fm_scn_case *c;
+  fm_colmask *m;
+  fm_family_used used;
+  fm_analysis a;
+  uint8_t *classes, *exact;
+  int64_t *tile_bytes;     /* single form only: modelled bytes per tile */
+  fm_cost cost;            /* simulate step (and the single form) */
+  int have_cost;
+  double rho_128, chunk_rho, chunk_boundaries;
+  gpu_kernel_run runs[FM_SCN_MAX_KERNELS];
+} case_work;
+
+/* The one case builder: the case's mask from its family or file. Prints the
+ * error (with the scenario's file, line and key). */
+int case_build_mask(runner_ctx *rc, const fm_scn_case *c, fm_colmask **out, fm_family_used *used);
+
+/* Runs one case and writes its folder (dir) and row: 0, -1 or
+ * RUNNER_GPU_FAILED on a failure (printed), RUNNER_STOPPED when interrupted
+ * between steps. */
+int runner_case(runner_ctx *rc, const fm_scn_case *c, const char *dir, case_row *row);
+
+/* Intra-chunk study (chunkwise linear RNNs), chunk_study.c. */
+void chunk_study(const fm_colmask *m, const uint8_t *classes, int64_t br, int64_t bc, int64_t chunk,
+                 double *rho, double *boundaries);
+
+#endif

@@ -1,0 +1,311 @@
+/* gpu_step.c — the GPU step of the scenario runner (gpu_step.h). */
+#define _POSIX_C_SOURCE 200809L
+#include "gpu_step.h"
+
+#include "case_work.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "fm_tiles.h"
+#ifdef FM_HAVE_GPU_RUN
+#include "fm_attn.h"
+#include "fm_measure.h"
+#endif
+
+/* Requested kernels resolved for "no device" (auto: the reference GPU's),
+ * distinct; the device's resolution replaces this when there is one. */
+static void resolve_without_device(gpu_step *g, const fm_scenario *s) {
+  g->nkernels = 0;
+  for (int i = 0; i < s->nkernels; i++) {
+    fm_kernel_id id = s->kernels[i];
+    if (id == FM_KERNEL_AUTO && fm_kernel_auto(-1, -1, &id, NULL) != FM_OK) continue;
+    int seen = 0;
+    for (int k = 0; k < g->nkernels; k++) seen |= g->kernel[k] == id;
+    if (!seen) g->kernel[g->nkernels++] = id;
+  }
+}
+
+#ifdef FM_HAVE_GPU_RUN
+/* The requested kernels as this device resolves them; what cannot run here
+ * keeps its registry id and says why in kernel_status. */
+static void resolve_on_device(gpu_step *g, const fm_scenario *s) {
+  g->nkernels = 0;
+  for (int i = 0; i < s->nkernels; i++) {
+    fm_kernel_id id = s->kernels[i];
+    fm_err err;
+    char status[160] = "";
+    if (fm_gpu_session_kernel(g->session, s->kernels[i], &id, &err) != FM_OK) {
+      snprintf(status, sizeof status, "%.150s", err.msg);
+      /* no kernel runs here: the model still uses the reference GPU's */
+      if (id == FM_KERNEL_AUTO && fm_kernel_auto(-1, -1, &id, NULL) != FM_OK) continue;
+    }
+    int seen = 0;
+    for (int k = 0; k < g->nkernels; k++) seen |= g->kernel[k] == id;
+    if (seen) continue;
+    snprintf(g->kernel_status[g->nkernels], sizeof g->kernel_status[0], "%s", status);
+    g->kernel[g->nkernels++] = id;
+  }
+}
+
+/* The session, sized for the largest case. */
+static void open_session(gpu_step *g, runner_ctx *rc, const fm_scn_case *cases, int ncases) {
+  const fm_scenario *s = rc->s;
+  fm_err err;
+  if (fm_attn_device_info(g->device_desc, sizeof g->device_desc, &err) != FM_OK) {
+    snprintf(g->skip_reason, sizeof g->skip_reason, "no GPU (%.300s)", err.msg);
+    g->device_desc[0] = 0;
+    return;
+  }
+  int64_t tokens = 0, hidden = 0, dense = 0;
+  for (int i = 0; i < ncases; i++) {
+    int64_t S = runner_case_length(rc, &cases[i]);
+    if (cases[i].batch * S > tokens) tokens = cases[i].batch * S;
+    if (cases[i].heads * cases[i].head_dim > hidden) hidden = cases[i].heads * cases[i].head_dim;
+    int64_t d = runner_case_sets(rc, &cases[i]) * S * S;
+    if (s->variant == FM_VARIANT_DENSE && d > dense) dense = d;
+  }
+  fm_gpu_session *sess = NULL;
+  if (fm_gpu_session_create(tokens, hidden, dense, s->seed, &sess, &err) != FM_OK) {
+    snprintf(g->skip_reason, sizeof g->skip_reason, "GPU session failed: %.300s", err.msg);
+    return;
+  }
+  g->session = sess;
+  const fm_gpu_props *p = fm_gpu_session_props(sess);
+  snprintf(g->device, sizeof g->device, "%s", p->name);
+  g->clock_khz = p->clock_khz;
+  resolve_on_device(g, s);
+}
+#endif
+
+void gpu_step_open(gpu_step *g, runner_ctx *rc, const fm_scn_case *cases, int ncases) {
+  const fm_scenario *s = rc->s;
+  memset(g, 0, sizeof *g);
+  snprintf(g->device, sizeof g->device, "cpu-simulation");
+  resolve_without_device(g, s);
+  g->wanted = rc->o->single || (s->run & FM_SCN_GPU);
+  if (!g->wanted) return;
+  if (rc->o->no_gpu_why) {
+    snprintf(g->skip_reason, sizeof g->skip_reason, "%s", rc->o->no_gpu_why);
+    return;
+  }
+#ifdef FM_HAVE_GPU_RUN
+  open_session(g, rc, cases, ncases);
+#else
+  (void)cases;
+  (void)ncases;
+  snprintf(g->skip_reason, sizeof g->skip_reason, "built without the CUDA kernels");
+#endif
+}
+
+int gpu_step_usable(char *text, int cap) {
+#ifdef FM_HAVE_GPU_RUN
+  fm_err err;
+  char desc[256];
+  if (fm_attn_device_info(desc, sizeof desc, &err) == FM_OK) {
+    snprintf(text, (size_t)cap, "%s", desc);
+    return 1;
+  }
+  snprintf(text, (size_t)cap, "no usable GPU (%.200s)", err.msg);
+#else
+  snprintf(text, (size_t)cap, "built without the CUDA kernels: the benchmark needs a GPU build");
+#endif
+  return 0;
+}
+
+void gpu_step_close(gpu_step *g) {
+#ifdef FM_HAVE_GPU_RUN
+  fm_gpu_session_destroy(g->session);
+#endif
+  g->session = NULL;
+}
+
+void gpu_step_shutdown(void) {
+#ifdef FM_HAVE_GPU_RUN
+  fm_cupti_shutdown();
+#endif
+}
+
+void gpu_kernel_run_free(gpu_kernel_run *r) {
+  free(r->classes);
+  free(r->tile_class);
+  free(r->tile_cycles);
+  free(r->timeline.events);
+  memset(r, 0, sizeof *r);
+}
+
+/* What the CPU knows of kernel k on the case: its tile, the classes there,
+ * the cost model. A kernel without a tile for this head dim says so in its
+ * status. */
+static int kernel_model(gpu_step *g, runner_ctx *rc, const fm_scn_case *c, const fm_colmask *m,
+                        const fm_analysis *ca, const uint8_t *classes, int k, gpu_kernel_run *r) {
+  const fm_scenario *s = rc->s;
+  run_kernel_rec *rec = &r->rec;
+  fm_err err;
+  int32_t br = 0, bc = 0;
+  snprintf(rec->kernel, sizeof rec->kernel, "%s", fm_kernel_get(g->kernel[k])->name);
+  snprintf(rec->status, sizeof rec->status, "%s", g->kernel_status[k]);
+  if (fm_kernel_tile_size(g->kernel[k], (int32_t)c->head_dim, &br, &bc, &err) != FM_OK) {
+    snprintf(rec->status, sizeof rec->status, "%.150s", err.msg);
+    return 0;
+  }
+  rec->br = br;
+  rec->bc = bc;
+  fm_analysis_init(&r->a, m, ca->family, ca->params, ca->docs_source, ca->batch, ca->heads, br, bc);
+  size_t n = (size_t)fm_colmask_nsets(m) * (size_t)r->a.tr * (size_t)r->a.tc;
+  r->classes = malloc(n ? n : 1);
+  if (!r->classes) {
+    cli_error(rc->o->cmd, "%scannot allocate %zu bytes of tile classes", runner_case_label(rc, c), n);
+    return -1;
+  }
+  fm_status st = FM_OK;
+  if (br == ca->br && bc == ca->bc) {
+    memcpy(r->classes, classes, n);
+    r->a.counts = ca->counts;
+  } else {
+    st = fm_classify(m, br, bc, &r->a.counts, r->classes, NULL, &err);
+  }
+  fm_cost_shape sh = {.batch = c->batch, .heads = c->heads, .head_dim = (int32_t)c->head_dim,
+                      .br = br, .bc = bc, .elem_bytes = 2, .variant = s->variant};
+  if (st == FM_OK) st = fm_cost_compute(m, &sh, r->classes, NULL, &r->cost, &err);
+  if (st != FM_OK) {
+    cli_error(rc->o->cmd, "%s%s", runner_case_label(rc, c), err.msg);
+    return -1;
+  }
+  rec->rho = r->a.counts.sparsity;
+  rec->flops = r->cost.flops_paper;
+  rec->model_read = r->cost.bytes_read;
+  rec->model_write = r->cost.bytes_write;
+  rec->unique_read = r->cost.unique_read;
+  rec->unique_write = r->cost.unique_write;
+  return 0;
+}
+
+#ifdef FM_HAVE_GPU_RUN
+/* The no-skip variant of the same arithmetic, every tile visited. */
+static int time_noskip(gpu_step *g, runner_ctx *rc, const fm_scn_case *c, fm_gpu_case gc,
+                       gpu_kernel_run *r) {
+  const fm_scenario *s = rc->s;
+  gc.variant = FM_VARIANT_NOSKIP;
+  fm_gpu_opts go = {.warmup = 1, .reps = (int32_t)s->noskip_reps, .use_cupti = s->cupti};
+  fm_gpu_result res;
+  fm_err err;
+  if (fm_gpu_session_run(g->session, &gc, &go, &res, &err) != FM_OK) {
+    cli_error(rc->o->cmd, "%sGPU run failed (%s, noskip): %s", runner_case_label(rc, c),
+              r->rec.kernel, err.msg);
+    fm_gpu_result_free(&res);
+    return -1;
+  }
+  r->noskip = res.timing;
+  r->rec.noskip_ms = res.timing.median_ms;
+  fm_gpu_result_free(&res);
+  return 0;
+}
+
+/* Kernel k timed on the case: the scenario's variant, counted and
+ * instrumented as the scenario says, then the no-skip variant. */
+static int time_kernel(gpu_step *g, runner_ctx *rc, const fm_scn_case *c, const fm_colmask *m,
+                       int k, gpu_kernel_run *r) {
+  const fm_scenario *s = rc->s;
+  int inst = s->instrument_reps > 0;
+  fm_gpu_case gc = {.mask = m, .batch = (int32_t)c->batch, .heads = (int32_t)c->heads,
+                    .head_dim = (int32_t)c->head_dim, .variant = s->variant, .kernel = g->kernel[k]};
+  fm_gpu_opts go = {.warmup = (int32_t)s->warmup, .reps = (int32_t)s->reps, .instrument = inst,
+                    .instrument_reps = (int32_t)s->instrument_reps,
+                    .count_bytes = s->count_bytes && s->cupti, .use_cupti = s->cupti,
+                    .want_tiles = inst, .want_timeline = rc->o->single};
+  fm_gpu_result res;
+  fm_err err;
+  if (fm_gpu_session_run(g->session, &gc, &go, &res, &err) != FM_OK) {
+    cli_error(rc->o->cmd, "%sGPU run failed (%s): %s", runner_case_label(rc, c), r->rec.kernel,
+              err.msg);
+    fm_gpu_result_free(&res);
+    return -1;
+  }
+  r->ran = 1;
+  r->timing = res.timing;
+  r->timing_inst = res.timing_instrumented;
+  r->measured = res.measured;
+  if (!go.count_bytes)
+    snprintf(r->measured.note, sizeof r->measured.note, "%s",
+             !s->cupti ? "--no-cupti: no counters" : "--no-bytes: not counted");
+  r->tile_class = res.tile_class;
+  r->tile_cycles = res.tile_cycles;
+  r->timeline = res.timeline;
+  memset(&res, 0, sizeof res); /* owned by r now */
+  run_kernel_rec *rec = &r->rec;
+  snprintf(rec->source, sizeof rec->source, "%s", r->timing.source);
+  rec->ms = r->timing.median_ms;
+  rec->tflops = fm_cost_tflops(r->cost.flops_paper, rec->ms);
+  if (r->timing_inst.source[0]) rec->inst_ms = r->timing_inst.median_ms;
+  if (r->measured.source[0]) {
+    rec->dram_read = r->measured.dram_read;
+    rec->dram_write = r->measured.dram_write;
+    rec->l2_read = 32.0 * r->measured.l2_read_sectors;
+  }
+  if (r->tile_class && s->variant == FM_VARIANT_SKIP)
+    rec->class_mismatches = fm_class_mismatches(m, r->classes, r->tile_class, c->batch, c->heads,
+                                                (int64_t)r->a.tr * r->a.tc);
+  if (r->tile_class && r->tile_cycles && rc->o->single) {
+    if (fm_timeline_add_tiles(&r->timeline, r->tile_class, r->tile_cycles, r->a.tr, r->a.tc,
+                              g->clock_khz, 1, 50000, &err) != FM_OK) {
+      cli_error(rc->o->cmd, "%s", err.msg);
+      return -1;
+    }
+    r->timeline.process_names[1] =
+        "instrumented tiles of (b=0, h=0): one row per row tile, visited tiles end to end "
+        "in key-tile order (cycles at the SM clock)";
+  }
+  r->timeline.process_names[0] = "GPU kernels of the timed launches (L2 flush between)";
+  if (s->noskip_reps > 0 && s->variant == FM_VARIANT_SKIP) return time_noskip(g, rc, c, gc, r);
+  return 0;
+}
+#endif
+
+int gpu_step_case(gpu_step *g, runner_ctx *rc, const fm_scn_case *c, const fm_colmask *m,
+                  const fm_analysis *case_a, const uint8_t *classes, gpu_kernel_run *runs) {
+  for (int k = 0; k < g->nkernels; k++) {
+    gpu_kernel_run *r = &runs[k];
+    memset(r, 0, sizeof *r);
+    run_kernel_rec *rec = &r->rec;
+    rec->ms = rec->tflops = rec->noskip_ms = rec->inst_ms = NAN;
+    rec->dram_read = rec->dram_write = rec->l2_read = NAN;
+    rec->class_mismatches = -1;
+    if (kernel_model(g, rc, c, m, case_a, classes, k, r)) return -1;
+    if (rec->status[0]) continue;
+    if (g->skip_reason[0]) { /* the reason is the run's (run.json, the report's summary) */
+      snprintf(rec->status, sizeof rec->status, "not run: GPU step skipped");
+      continue;
+    }
+    if (rc->o->deadline > 0 && runner_now() > rc->o->deadline) {
+      snprintf(rec->status, sizeof rec->status, "not run: time budget spent");
+      continue;
+    }
+#ifdef FM_HAVE_GPU_RUN
+    if (time_kernel(g, rc, c, m, k, r)) return RUNNER_GPU_FAILED;
+#endif
+  }
+  return 0;
+}
+
+void gpu_run_info(const gpu_step *g, const gpu_kernel_run *r, fm_variant variant, int head_dim,
+                  fm_run_info *info) {
+  memset(info, 0, sizeof *info);
+  info->analysis = &r->a;
+  info->device = g->device;
+  info->device_note = "";
+  info->head_dim = head_dim;
+  info->variant = variant;
+  info->instrumented = r->timing_inst.source[0] != 0;
+  info->cost = &r->cost;
+  info->timing = r->ran ? &r->timing : NULL;
+  info->timing_instrumented = r->timing_inst.source[0] ? &r->timing_inst : NULL;
+  info->measured = r->ran ? &r->measured : NULL;
+  info->gpu_classes = r->tile_class;
+  info->gpu_cycles = r->tile_cycles;
+  info->class_mismatches = r->rec.class_mismatches;
+  info->clock_khz = g->clock_khz;
+  info->timeline = r->ran ? &r->timeline : NULL;
+}

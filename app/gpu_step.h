@@ -1,0 +1,61 @@
+/* gpu_step.h — the GPU step of the scenario runner (runner.h): the scenario's
+ * kernels on each case. Per kernel, what the CPU knows without a GPU (the
+ * kernel's tile from the registry, rho there, the cost model) and, where a
+ * device runs it, the timed launches of the scenario's variant (median after
+ * warm-up, L2 flushed), the counted launch (CUPTI Range Profiler), the
+ * instrumented build (its time and its per-tile classes against the CPU's)
+ * and the no-skip variant. One GPU session serves the whole run. */
+#ifndef FM_GPU_STEP_H
+#define FM_GPU_STEP_H
+
+#include "runner.h"
+
+struct gpu_step {
+  int wanted;            /* the scenario (or the single form) asks for kernels */
+  char skip_reason[400]; /* "" when kernels are timed on a device */
+  char device[160];      /* the GPU's name, "cpu-simulation" without one */
+  char device_desc[256]; /* fm_attn_device_info's line, "" without a GPU */
+  int32_t clock_khz;
+  int nkernels;          /* the requested kernels, resolved and distinct */
+  fm_kernel_id kernel[FM_SCN_MAX_KERNELS];
+  char kernel_status[FM_SCN_MAX_KERNELS][160]; /* "" runnable here; else why not */
+  void *session;         /* fm_gpu_session when built with the kernels */
+};
+
+/* One kernel's run on one case; gpu_kernel_run_free releases it. */
+typedef struct gpu_kernel_run {
+  run_kernel_rec rec;
+  fm_analysis a;          /* the mask at the kernel's tile (counts filled) */
+  uint8_t *classes;       /* (sets, Tr, Tc) at that tile; owned */
+  fm_cost cost;           /* the scenario's variant at that tile */
+  int ran;                /* timed on the GPU */
+  fm_timing timing, timing_inst, noskip;
+  fm_measured_bytes measured;
+  uint8_t *tile_class;    /* (B, H, Tr, Tc) the kernel's record, or NULL; owned */
+  int64_t *tile_cycles;   /* (B, H, Tr, Tc), or NULL; owned */
+  fm_timeline timeline;   /* kernel records (single form), events owned */
+} gpu_kernel_run;
+
+/* Resolves the kernels and opens the session (when the scenario wants the
+ * GPU step and a device is usable); what cannot run is said in
+ * skip_reason / kernel_status, never an error. cases: to size the session. */
+void gpu_step_open(gpu_step *g, runner_ctx *rc, const fm_scn_case *cases, int ncases);
+void gpu_step_close(gpu_step *g);
+/* Flushes and releases CUPTI once the command is done with the GPU (idempotent). */
+void gpu_step_shutdown(void);
+
+/* 1 when this fmsim can time kernels on a device here (text: the device);
+ * 0 with the reason in text. */
+int gpu_step_usable(char *text, int cap);
+
+/* The kernels on one case (m classified at the case's tile into classes).
+ * runs[g->nkernels] are filled; 0 on success, -1 on a failure (printed). */
+int gpu_step_case(gpu_step *g, runner_ctx *rc, const fm_scn_case *c, const fm_colmask *m,
+                  const fm_analysis *case_a, const uint8_t *classes, gpu_kernel_run *runs);
+void gpu_kernel_run_free(gpu_kernel_run *r);
+
+/* The fm_run_info of one kernel run (borrowing from r and g). */
+void gpu_run_info(const gpu_step *g, const gpu_kernel_run *r, fm_variant variant, int head_dim,
+                  fm_run_info *info);
+
+#endif

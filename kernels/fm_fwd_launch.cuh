@@ -1,0 +1,33 @@
+/* fm_fwd_launch.cuh — what fm_attn_forward (fm_attn.cu) hands to a kernel's
+ * launcher (private to kernels/). fm_attn.cu checks the problem, resolves the
+ * tile of the registry kernel (core/fm_kernels.h), computes the per-key-tile
+ * bounds once, and calls the launcher of problem.kernel from its table. */
+#ifndef FM_FWD_LAUNCH_CUH
+#define FM_FWD_LAUNCH_CUH
+
+#include <cuda_runtime.h>
+
+#include "fm_attn.h"
+#include "fm_tile_rule.h"
+
+namespace fmk {
+
+struct fwd_launch {
+  const fm_attn_problem *p;
+  fm_variant variant;
+  bool instrumented;
+  cudaStream_t stream;
+  int32_t br, bc;               /* the kernel's tile */
+  int32_t Tr, Tc, nsets;        /* tile grid per (b, h); interval sets */
+  const fm_tile_bounds *bounds; /* (nsets, Tc) at bc on the device; NULL for DENSE */
+};
+
+/* Enqueues the kernel (and its own preprocessing) on l.stream. */
+typedef fm_status (*fwd_launcher)(const fwd_launch &l, fm_err *err);
+
+fm_status launch_sm80(const fwd_launch &l, fm_err *err); /* fm_sm80.cu */
+fm_status launch_sm90(const fwd_launch &l, fm_err *err); /* fm_sm90.cu */
+
+}  // namespace fmk
+
+#endif

@@ -1,0 +1,268 @@
+/* fm_hopper.cuh — the Hopper (sm_90a) instructions the sm90 kernels use, each
+ * wrapped once with a comment saying what it does (private to kernels/).
+ *
+ *   mbarrier   shared-memory barriers that count arrivals and expected bytes:
+ *              the copy engine's loads complete on them, consumers release
+ *              stages through them (PTX ISA, "mbarrier")
+ *   TMA        cp.async.bulk.tensor: a tile of a tensor described by a
+ *              CUtensorMap (a __grid_constant__ kernel parameter) copied from
+ *              global to shared memory by the copy engine, 128-byte swizzled
+ *   wgmma      warpgroup matrix multiply (4 warps, 128 threads) reading B (and
+ *              A, or A from registers) from shared memory through 64-bit matrix
+ *              descriptors; asynchronous: fence, issue, commit, wait
+ *   setmaxnreg per-warpgroup register budget (producer few, consumers many)
+ *   bar.sync / bar.arrive on named barriers between warpgroups
+ *
+ * Shared-memory layout every operand uses: "SW128 atoms". A tile of R rows x
+ * 64 bf16 (128 bytes a row) is stored row after row, and within each group of
+ * 8 rows (1024 bytes) the 16-byte chunk c of row r sits at chunk c ^ (r % 8).
+ * This is what TMA writes with CU_TENSOR_MAP_SWIZZLE_128B and a 64-element
+ * inner box, and what a wgmma descriptor with swizzle mode 1 reads. A head dim
+ * of 128 is two such tiles ("column blocks") one after the other. Every atom
+ * starts on a 1024-byte boundary (the descriptor's base offset stays 0).
+ *
+ * Descriptors (PTX ISA "Matrix Descriptor Format"): start address >> 4 in bits
+ * 0-13, leading byte offset (LBO) >> 4 in 16-29, stride byte offset (SBO) >> 4
+ * in 32-45, swizzle mode in 62-63 (1 = 128B).
+ *   K-major operand (the reduction dim contiguous: Q and K for S = Q K^T):
+ *     8-row groups 1024 bytes apart -> SBO = 1024; LBO unused (1). The k-th
+ *     16-element step inside a 64-element column block starts 32 bytes later.
+ *   MN-major operand (the output dim contiguous: V for O += P V, "transposed"):
+ *     64-column blocks LBO bytes apart (the block's size: rows x 128), 8-row
+ *     groups of the reduction dim SBO = 1024 apart; the k-th 16-row step
+ *     starts 16 * 128 bytes later.
+ */
+#ifndef FM_HOPPER_CUH
+#define FM_HOPPER_CUH
+
+#include <cuda.h>
+#include <stdint.h>
+
+namespace fmh {
+
+__device__ __forceinline__ uint32_t smem_addr(const void *p) {
+  return (uint32_t)__cvta_generic_to_shared(p);
+}
+
+/* ------------------------------------------------------------------ mbarrier */
+
+/* Initialises the barrier at bar to expect `count` arrivals per phase. */
+__device__ __forceinline__ void mbar_init(uint64_t *bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(count));
+}
+
+/* Makes barrier initialisation visible to the async proxy (the copy engine). */
+__device__ __forceinline__ void fence_barrier_init() {
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+
+/* Arrives once and adds `bytes` to the transaction count the current phase
+ * waits for (the copies issued next complete those bytes). */
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t *bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(bar)),
+               "r"(bytes)
+               : "memory");
+}
+
+/* Arrives once (release semantics: this thread's earlier writes are visible to
+ * whoever observes the phase complete). */
+__device__ __forceinline__ void mbar_arrive(uint64_t *bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_addr(bar)) : "memory");
+}
+
+/* Waits until the phase with parity `parity` (0 or 1) has completed (acquire). */
+__device__ __forceinline__ void mbar_wait(uint64_t *bar, uint32_t parity) {
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "WAIT_%=:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+      "@!p bra WAIT_%=;\n"
+      "}\n" ::"r"(smem_addr(bar)),
+      "r"(parity)
+      : "memory");
+}
+
+/* ----------------------------------------------------------------------- TMA */
+
+/* Loads the box at coordinates (c0, c1, c2, c3) (innermost first) of the 4-D
+ * tensor `map` into shared memory at dst; completes `bytes` on bar. Elements
+ * outside the tensor are filled with zeros. */
+__device__ __forceinline__ void tma_load_4d(void *dst, const CUtensorMap *map, uint64_t *bar,
+                                            int32_t c0, int32_t c1, int32_t c2, int32_t c3) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%3, %4, %5, %6}], [%2];\n" ::"r"(smem_addr(dst)),
+      "l"((uint64_t)map), "r"(smem_addr(bar)), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+      : "memory");
+}
+
+/* Stores the box at (c0, c1, c2, c3) of `map` from shared memory at src (one
+ * bulk group; elements outside the tensor are not written). */
+__device__ __forceinline__ void tma_store_4d(const CUtensorMap *map, const void *src, int32_t c0,
+                                             int32_t c1, int32_t c2, int32_t c3) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [%0, {%2, %3, %4, %5}], [%1];\n" ::"l"(
+          (uint64_t)map),
+      "r"(smem_addr(src)), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+      : "memory");
+}
+/* Closes the bulk stores issued since the last commit into a group. */
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+/* Waits until every committed bulk store has finished reading shared memory. */
+__device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }
+/* Waits until every committed bulk store has finished writing global memory. */
+__device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
+
+/* Brings a tensor map (a kernel parameter) into the descriptor cache early. */
+__device__ __forceinline__ void tma_prefetch_map(const CUtensorMap *map) {
+  asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)map) : "memory");
+}
+
+/* Orders this thread's ordinary shared-memory writes before later reads of the
+ * same memory by the async proxy (wgmma operands written with st.shared). */
+__device__ __forceinline__ void fence_proxy_async() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
+/* ---------------------------------------------------------- wgmma descriptors */
+
+/* Swizzle-128B descriptor of the operand at shared address `addr` (1024-byte
+ * aligned atoms); lbo and sbo in bytes. */
+__device__ __forceinline__ uint64_t desc_sw128(uint32_t addr, uint32_t lbo, uint32_t sbo) {
+  return (uint64_t)((addr >> 4) & 0x3fff) | ((uint64_t)((lbo >> 4) & 0x3fff) << 16) |
+         ((uint64_t)((sbo >> 4) & 0x3fff) << 32) | (1ull << 62);
+}
+
+/* K-major operand: rows of the M/N dim, 64-element column blocks of `rows`
+ * rows each; the descriptor of k-step kk (16 elements of the reduction dim). */
+__device__ __forceinline__ uint64_t desc_kmajor(uint32_t base, int rows, int kk) {
+  const uint32_t addr = base + (uint32_t)(kk >> 2) * (uint32_t)rows * 128u + (uint32_t)(kk & 3) * 32u;
+  return desc_sw128(addr, 16, 1024);
+}
+
+/* MN-major operand (B transposed): `rows` reduction-dim rows per 64-column
+ * block; the descriptor of k-step kk (rows 16 kk .. 16 kk + 15). */
+__device__ __forceinline__ uint64_t desc_mnmajor(uint32_t base, int rows, int kk) {
+  return desc_sw128(base + (uint32_t)kk * 16u * 128u, (uint32_t)rows * 128u, 1024);
+}
+
+/* ------------------------------------------------------------------ wgmma ops */
+
+/* Before the first wgmma that reads registers (accumulators, A fragments)
+ * written by ordinary instructions. */
+__device__ __forceinline__ void wgmma_fence() {
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
+/* Closes the group of wgmma issued since the last commit. */
+__device__ __forceinline__ void wgmma_commit() {
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+/* Waits until at most N committed groups are still in flight. */
+template <int N> __device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+/* Ties registers to the point after a wait, so that the compiler neither reads
+ * accumulators before the wgmma that writes them has completed nor moves
+ * writes to them above it. */
+template <int R> __device__ __forceinline__ void reg_fence(float (&r)[R]) {
+#pragma unroll
+  for (int i = 0; i < R; i++) asm volatile("" : "+f"(r[i])::"memory");
+}
+template <int R, int C> __device__ __forceinline__ void reg_fence(uint32_t (&r)[R][C]) {
+#pragma unroll
+  for (int i = 0; i < R; i++)
+#pragma unroll
+    for (int j = 0; j < C; j++) asm volatile("" : "+r"(r[i][j])::"memory");
+}
+
+#define FMH_ACC8(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), \
+                    "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), "+f"(d[i + 7])
+
+/* d(64 x 128, fp32) (+)= A(64 x 16) B(16 x 128)^T, bf16; A and B K-major in
+ * shared memory (S = Q K^T). accumulate = 0 overwrites d. Per thread 64
+ * accumulators: warp w of the warpgroup holds rows 16 w + lane / 4 (+ 8), and
+ * d[4 n + 2 h + e] is column 8 n + 2 (lane % 4) + e of the row (+ 8 h). */
+__device__ __forceinline__ void wgmma_ss_n128(float (&d)[64], uint64_t da, uint64_t db, int accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+      "%64, %65, p, 1, 1, 0, 0;\n}\n"
+      : FMH_ACC8(0), FMH_ACC8(8), FMH_ACC8(16), FMH_ACC8(24), FMH_ACC8(32), FMH_ACC8(40),
+        FMH_ACC8(48), FMH_ACC8(56)
+      : "l"(da), "l"(db), "r"(accumulate));
+}
+
+/* d(64 x 128, fp32) += A(64 x 16, bf16 in registers) B(16 x 128) with B
+ * MN-major in shared memory (O += P V, head dim 128). a[0..3] is the A
+ * fragment: rows lane / 4 (+ 8) of the warp's 16, columns 2 (lane % 4) (+ 8),
+ * two bf16 a register, in the order (r, c), (r + 8, c), (r, c + 8), (r + 8, c + 8) —
+ * the accumulator layout of the S tile's columns 16 kk .. 16 kk + 15. */
+__device__ __forceinline__ void wgmma_rs_n128(float (&d)[64], const uint32_t (&a)[4], uint64_t db) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+      "{%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
+      : FMH_ACC8(0), FMH_ACC8(8), FMH_ACC8(16), FMH_ACC8(24), FMH_ACC8(32), FMH_ACC8(40),
+        FMH_ACC8(48), FMH_ACC8(56)
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "n"(1));
+}
+
+/* The same with N = 64 (O += P V at head dim 64). */
+__device__ __forceinline__ void wgmma_rs_n64(float (&d)[32], const uint32_t (&a)[4], uint64_t db) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+      "{%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
+      : FMH_ACC8(0), FMH_ACC8(8), FMH_ACC8(16), FMH_ACC8(24)
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "n"(1));
+}
+#undef FMH_ACC8
+
+/* O += P V for head dim HD: dispatches on the accumulator size. */
+template <int HD> struct pv_mma;
+template <> struct pv_mma<128> {
+  static __device__ __forceinline__ void run(float (&d)[64], const uint32_t (&a)[4], uint64_t db) {
+    wgmma_rs_n128(d, a, db);
+  }
+};
+template <> struct pv_mma<64> {
+  static __device__ __forceinline__ void run(float (&d)[32], const uint32_t (&a)[4], uint64_t db) {
+    wgmma_rs_n64(d, a, db);
+  }
+};
+
+/* --------------------------------------------------------- registers, barriers */
+
+/* Lowers (DEC) or raises (INC) this warpgroup's per-thread register budget.
+ * Takes effect only in a kernel compiled with a register cap at entry
+ * (__launch_bounds__(threads, 1)). */
+template <int N> __device__ __forceinline__ void setmaxnreg_dec() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
+}
+template <int N> __device__ __forceinline__ void setmaxnreg_inc() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
+}
+
+/* Named barrier `id` (1..15; 0 is __syncthreads) over `nthreads` threads:
+ * sync waits for all of them, arrive counts this thread without waiting. */
+__device__ __forceinline__ void named_sync(int id, int nthreads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(nthreads) : "memory");
+}
+__device__ __forceinline__ void named_arrive(int id, int nthreads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(nthreads) : "memory");
+}
+
+}  // namespace fmh
+
+#endif

@@ -1,0 +1,771 @@
+/* fm_sm90_fwd.cuh — the Hopper FlashMask forward kernel (sm_90a; private).
+ *
+ * FlashAttention-3's forward (warp specialization, TMA, wgmma, softmax
+ * overlapped with the tensor cores) extended with FlashMask tile skipping
+ * (the paper's Algorithm 1). One CTA = 3 warpgroups (384 threads):
+ *
+ *   producer   warpgroup 0, 40 registers a thread (32 at head dim 64; setmaxnreg),
+ *              working: it takes the next work item (batch, head, row tile)
+ *              from a list sorted heaviest first (atomic counter: a CTA that
+ *              finishes early takes the next), loads Q by TMA, classifies every
+ *              key tile of the row tile from its 8 bounds (fm_classify_minmax,
+ *              32 tiles per step, ballot-compacted), and for each tile that is
+ *              not MASKED writes its entry (tile, flags) and, when it needs the
+ *              element mask, its column vectors into the stage's slot of a
+ *              shared-memory ring, then loads K and V by TMA into the stage.
+ *              Fully masked tiles cost no load and no math.
+ *   consumers  warpgroups 1 and 2 (and 3 at head dim 64, FA3's choice), 232
+ *              registers a thread (160 with three); warpgroup c owns
+ *              query rows 64 c .. 64 c + 63 of the row tile. Per tile:
+ *                S = Q K^T          wgmma m64n128k16, Q and K from shared memory
+ *                mask               only for tiles flagged NEEDMASK (PARTIAL, the
+ *                                   last key tile cut by Sk, every tile of NOSKIP's
+ *                                   MASKED ones, DENSE); UNMASKED tiles do none
+ *                online softmax     fp32, exp2 with the scale folded in
+ *                O += P V           wgmma with P from registers (bf16) and V from
+ *                                   shared memory, MN-major
+ *              With OVERLAP (FA3's intra-warpgroup pipelining) the S GEMM of
+ *              tile n and the P V GEMM of tile n - 1 are in flight together and
+ *              the softmax of tile n waits only for its S. With PINGPONG the two consumer warpgroups take
+ *              turns issuing their GEMMs (named barriers), so that one's softmax
+ *              runs while the other's GEMMs occupy the tensor cores.
+ *   epilogue   O / l staged in the item's own Q buffer (dead once its S GEMMs
+ *              are done; SW128 atoms) and stored by TMA (rows past Sq clipped by
+ *              the copy engine), LSE by the threads.
+ *
+ * Pipelines (mbarriers, fm_hopper.cuh): two Q buffers, full/empty each (the
+ * producer loads the next item's Q while the current one runs; a buffer is
+ * free again once both consumer warpgroups' O stores have read it), and per
+ * stage K full/empty and V full/empty, released by one lane per consumer warp.
+ * The tile entry and its column vectors travel with K (written before the
+ * K-full arrive, released after the mask).
+ *
+ * Variants (VAR) and instrumentation (INSTR) as the sm80 kernel
+ * (fm_sm80_fwd.cuh): NOSKIP visits every tile (MASKED ones element-masked to
+ * -inf, which changes nothing: the row max does not move, the rescale factor
+ * is exactly 1, P is exactly 0), so its output is bit-identical to SKIP; DENSE
+ * reads an (Sq, Sk) uint8 mask per element and no bounds. INSTR: the producer
+ * writes every tile's class (0 cycles for skipped tiles) and, per visited tile,
+ * the clock64 cycles between the consumers' release of its V stage and that of
+ * the tile before it on the same SM (the first: since the CTA started); the
+ * consumers run the plain code.
+ *
+ * Rows with no visible key: max stays -inf, P = 0, l = 0: O = 0, LSE = -inf.
+ * Design notes and measurements: kernels/PERF_NOTES.md.
+ */
+#ifndef FM_SM90_FWD_CUH
+#define FM_SM90_FWD_CUH
+
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include "fm_hopper.cuh"
+#include "fm_kernel_traits.h"
+#include "fm_kernels.h"
+#include "fm_tile_rule.h"
+
+namespace fm90 {
+
+/* The tile configuration (core/fm_kernel_traits.h is the source of truth). */
+template <int HD> struct traits {
+  /* head dim 64: three consumer warpgroups (FA3's choice): its softmax costs as
+     much as its GEMMs, so two warpgroups' softmax must hide behind one's GEMMs */
+  static constexpr int NCW = HD == 64 ? 3 : 2;  /* consumer warpgroups, 64 rows each */
+  static constexpr int BR = 64 * NCW;            /* query rows per work item */
+  static constexpr int BC = 128;                 /* key columns per tile */
+  static constexpr int REG_PRODUCER = NCW == 3 ? 32 : 40;  /* setmaxnreg budgets: */
+  static constexpr int REG_CONSUMER = NCW == 3 ? 160 : 232; /* 128 p + 128 NCW c <= 65536 */
+  static constexpr int THREADS = 128 * (NCW + 1);
+  static constexpr int DBLK = HD / 64;           /* 64-column blocks of the head dim */
+  static constexpr int STAGES = HD == 128 ? 2 : 4;
+  static constexpr int Q_BYTES = BR * HD * 2;   /* one Q buffer; the item's O is staged in it */
+  static constexpr int KV_BYTES = BC * HD * 2;   /* one K or one V tile */
+  static constexpr int MASK_WARPS = NCW * 4;     /* consumer warps, 16 query rows each */
+  static constexpr int VEC_BYTES = MASK_WARPS * BC * 2; /* mask slices: (warp, column) uint16 of 16 rows */
+  /* shared-memory offsets from the 1024-aligned base */
+  static constexpr int OFF_Q = 0;                /* two Q buffers: item k uses buffer k % 2 */
+  static constexpr int OFF_K = OFF_Q + 2 * Q_BYTES;
+  static constexpr int OFF_V = OFF_K + STAGES * KV_BYTES;
+  static constexpr int OFF_VEC = OFF_V + STAGES * KV_BYTES; /* the mask slices of each stage */
+  static constexpr int OFF_META = OFF_VEC + STAGES * VEC_BYTES;
+  static constexpr int OFF_BAR = OFF_META + 16 * STAGES;
+  static constexpr int NBARS = 4 + 4 * STAGES;
+  static constexpr int OFF_ITEM = OFF_BAR + 8 * NBARS; /* two slots, one per Q buffer */
+  static constexpr int OFF_STAGE_TILE = OFF_ITEM + 16;  /* INSTR: (STAGES,) int64 tile record index */
+  static constexpr int SMEM = OFF_STAGE_TILE + 8 * STAGES + 1024; /* + alignment slack */
+};
+static_assert(traits<128>::BR == FM_SM90_BR_HD128 && traits<128>::BC == FM_SM90_BC_HD128,
+              "core/fm_kernel_traits.h must match the sm90 kernel (head dim 128)");
+static_assert(traits<64>::BR == FM_SM90_BR_HD64 && traits<64>::BC == FM_SM90_BC_HD64,
+              "core/fm_kernel_traits.h must match the sm90 kernel (head dim 64)");
+static_assert(traits<128>::SMEM <= 227 * 1024 && traits<64>::SMEM <= 227 * 1024,
+              "one CTA per SM: at most 227 KiB of shared memory");
+static_assert(128 * (traits<64>::REG_PRODUCER + traits<64>::NCW * traits<64>::REG_CONSUMER) <= 65536 &&
+                  128 * (traits<128>::REG_PRODUCER + traits<128>::NCW * traits<128>::REG_CONSUMER) <= 65536,
+              "register budgets must fit the register file");
+static_assert(sizeof(fm_tile_bounds) == 32, "the bounds are read as two int4");
+
+/* Named barriers (0 is __syncthreads): 1..3 the consumer warpgroups' GEMM
+ * turns (PINGPONG, round robin), 4..6 their epilogues, 7 the producer warps. */
+enum : int { BAR_TURN = 1, BAR_EPILOGUE = 4, BAR_PRODUCER = 7 };
+
+/* Flags of a ring entry (packed with the tile index: tile | flags << FLAG_SHIFT). */
+enum : int32_t {
+  FLAG_SHIFT = 24,            /* tile index < 2^24 (Sk < 2^31 at 128 columns a tile) */
+  F_NEEDMASK = 1 << 0,        /* apply the element mask (vectors or dense bytes) */
+  F_LAST = 1 << 1,            /* the row tile's last visited tile */
+  F_EMPTY = 1 << 2,           /* no tile at all: the row tile is fully masked */
+  TILE_MASK = (1 << FLAG_SHIFT) - 1
+};
+__host__ __device__ constexpr int32_t entry_pack(int32_t tile, int32_t flags) {
+  return tile | (flags << FLAG_SHIFT);
+}
+
+struct params {
+  CUtensorMap tm_q, tm_k, tm_v, tm_o; /* (B, S, H, D) bf16, boxes of 64 x rows */
+  float *lse;                         /* (B, H, Sq) fp32 */
+  const int32_t *intervals;           /* (nsets, 4, Sk) int32 LTS, LTE, UTS, UTE */
+  const fm_tile_bounds *bounds;       /* (nsets, Tc) */
+  const uint8_t *dense;               /* (dense sets, Sq, Sk) uint8, 1 = masked */
+  int64_t dense_set_stride;           /* 0 (shared) or Sq * Sk */
+  const int32_t *items;               /* (nitems,) bh * Tr + rt, heaviest first */
+  int32_t *next_item;                 /* atomic counter, zero at launch */
+  uint8_t *tile_class;                /* (B, H, Tr, Tc), INSTR only */
+  int64_t *tile_cycles;               /* (B, H, Tr, Tc), INSTR only */
+  int32_t B, H, Sq, Sk, Tr, Tc, nitems;
+  int32_t nb, nh, causal;
+  float scale, scale_log2;
+};
+
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<uint32_t *>(&v);
+}
+
+/* Barriers, in shared memory after the buffers. */
+template <int HD> struct bars {
+  uint64_t *b;
+  __device__ uint64_t *q_full(int qb) const { return b + qb; }
+  __device__ uint64_t *q_empty(int qb) const { return b + 2 + qb; }
+  __device__ uint64_t *k_full(int s) const { return b + 4 + s; }
+  __device__ uint64_t *k_empty(int s) const { return b + 4 + traits<HD>::STAGES + s; }
+  __device__ uint64_t *v_full(int s) const { return b + 4 + 2 * traits<HD>::STAGES + s; }
+  __device__ uint64_t *v_empty(int s) const { return b + 4 + 3 * traits<HD>::STAGES + s; }
+};
+/* Arrivals an "empty" barrier waits for per phase: one per consumer warp (its
+ * lane 0 after __syncwarp), or one per consumer warpgroup for Q (its thread 0
+ * once the item's O has left the buffer). */
+template <int HD> __host__ __device__ constexpr int empty_count() { return traits<HD>::NCW * 4; }
+
+/* The interval set of (b, h). */
+__device__ __forceinline__ int set_of(const params &p, int b, int h) {
+  return (p.nb == 1 ? 0 : b) * p.nh + (p.nh == 1 ? 0 : h);
+}
+
+/* ------------------------------------------------------------------ producer */
+
+/* The 16-row bit slice of column j for the consumer warp whose rows start at
+ * `base`: bit r set when row base + r is masked (lower interval [lts, lte),
+ * effective upper interval [us, ue), causal folded; fm_tile_rule.h). */
+__device__ __forceinline__ uint32_t row_slice(int32_t base, int32_t lts, int32_t lte, int32_t us, int32_t ue) {
+  const int32_t a0 = min(max(lts - base, 0), 16), b0 = min(max(lte - base, a0), 16);
+  const int32_t a1 = min(max(us - base, 0), 16), b1 = min(max(ue - base, a1), 16);
+  return ((1u << b0) - (1u << a0)) | ((1u << b1) - (1u << a1));
+}
+
+/* The producer warpgroup: all four warps walk the same items and tiles (each
+ * classifies every key tile of the item itself, from the same bounds: no
+ * communication but the item number). Warp 0 takes the items, loads Q, K and V
+ * by TMA and writes the ring entries; for a tile that needs the element mask,
+ * warp w expands columns 32 w .. 32 w + 31 of its intervals into one 16-row
+ * bit slice per consumer warp (fm_sm90 "mask slices": (8, BC) uint16, bit r of
+ * slice [cw][j] = row 16 cw + r of the row tile, column j of the tile, masked).
+ * Every warp arrives on the stage's K-full barrier once its slices are
+ * written (warp 0's arrival carries the K bytes). */
+template <int HD, int VAR, bool INSTR>
+__device__ __forceinline__ void producer(const params &p, unsigned char *smem, bars<HD> br) {
+  using T = traits<HD>;
+  const int lane = threadIdx.x & 31, pw = threadIdx.x >> 5; /* producer warp 0..3 */
+  const int32_t *sItem = reinterpret_cast<int32_t *>(smem + T::OFF_ITEM); /* [2] */
+  int32_t *sMeta = reinterpret_cast<int32_t *>(smem + T::OFF_META);
+  uint16_t *sMask = reinterpret_cast<uint16_t *>(smem + T::OFF_VEC);
+  int kv_iter = 0; /* ring position: stage kv_iter % STAGES, phase (kv_iter / STAGES) & 1 */
+  /* INSTR: the per-tile cycles are the clock64 ticks between two consecutive
+     releases of V stages by the consumers (one tile after the other, in ring
+     order), read by warp 0 when it takes the stage again: the consumers run the
+     plain code. sStageTile[s] is the record index of the tile in stage s. */
+  int64_t *sStageTile = reinterpret_cast<int64_t *>(smem + T::OFF_STAGE_TILE);
+  long long t_last = INSTR ? clock64() : 0;
+  auto record = [&](int s) {
+    const long long now = clock64();
+    if (sStageTile[s] >= 0) p.tile_cycles[sStageTile[s]] = now - t_last;
+    t_last = now;
+  };
+  if (pw == 0 && lane == 0) {
+    fmh::tma_prefetch_map(&p.tm_q);
+    fmh::tma_prefetch_map(&p.tm_k);
+    fmh::tma_prefetch_map(&p.tm_v);
+  }
+  for (int q_iter = 0;; q_iter++) {
+    /* ---- the next item, announced with its Q (buffer q_iter % 2, free once the
+       item two back has stored its O from it) */
+    const int qb = q_iter & 1;
+    if (pw == 0 && lane == 0) {
+      if (q_iter >= 2) fmh::mbar_wait(br.q_empty(qb), ((q_iter >> 1) - 1) & 1);
+      const int32_t k = atomicAdd(p.next_item, 1);
+      const int32_t it = k < p.nitems ? p.items[k] : -1;
+      const_cast<int32_t *>(sItem)[qb] = it;
+      if (it >= 0) {
+        const int rt = it % p.Tr, bh = it / p.Tr, b = bh / p.H, h = bh % p.H;
+        fmh::mbar_arrive_expect_tx(br.q_full(qb), T::Q_BYTES);
+#pragma unroll
+        for (int d = 0; d < T::DBLK; d++)
+          fmh::tma_load_4d(smem + T::OFF_Q + qb * T::Q_BYTES + d * T::BR * 128, &p.tm_q, br.q_full(qb),
+                           d * 64, h, rt * T::BR, b);
+      } else {
+        fmh::mbar_arrive(br.q_full(qb)); /* no more work: the consumers read -1 and leave */
+      }
+    }
+    fmh::named_sync(BAR_PRODUCER, 128); /* the item number is in sItem[qb] */
+    const int32_t item = __shfl_sync(0xffffffffu, sItem[qb], 0);
+    if (item < 0) {
+      if (INSTR && pw == 0 && lane == 0) /* the last tiles' releases */
+        for (int m = max(kv_iter - T::STAGES, 0); m < kv_iter; m++) {
+          fmh::mbar_wait(br.v_empty(m % T::STAGES), (m / T::STAGES) & 1);
+          record(m % T::STAGES);
+        }
+      return;
+    }
+    const int rt = item % p.Tr, bh = item / p.Tr, b = bh / p.H, h = bh % p.H;
+    const int set = set_of(p, b, h);
+    const int r0 = rt * T::BR, r1 = min(r0 + T::BR, p.Sq);
+    const int64_t instr_base = ((int64_t)bh * p.Tr + rt) * (int64_t)p.Tc;
+    const int32_t *gv = VAR != FM_VARIANT_DENSE ? p.intervals + (int64_t)set * 4 * p.Sk : nullptr;
+
+    /* Issues one ring entry: wait for the stage, mask slices, entry, K and V. */
+    auto issue = [&](int32_t tile, int32_t flags) {
+      const int s = kv_iter % T::STAGES;
+      const uint32_t ph = (kv_iter / T::STAGES) & 1;
+      if (kv_iter >= T::STAGES) fmh::mbar_wait(br.k_empty(s), ph ^ 1);
+      const int j0 = tile * T::BC;
+      if (VAR != FM_VARIANT_DENSE && (flags & F_NEEDMASK)) {
+#pragma unroll
+        for (int cb = 0; cb < T::BC / 128; cb++) {
+          const int c = cb * 128 + pw * 32 + lane, j = j0 + c;
+          int32_t lts = 0, lte = INT32_MAX, us = 0, ue = 0; /* a column past Sk hides every row */
+          if (j < p.Sk) {
+            lts = __ldg(gv + j);
+            lte = __ldg(gv + (int64_t)p.Sk + j);
+            fm_effective_upper(__ldg(gv + 2 * (int64_t)p.Sk + j), __ldg(gv + 3 * (int64_t)p.Sk + j),
+                               p.causal, j, p.Sq, p.Sk, &us, &ue);
+          }
+#pragma unroll
+          for (int w = 0; w < T::MASK_WARPS; w++)
+            sMask[(s * T::MASK_WARPS + w) * T::BC + c] = (uint16_t)row_slice(r0 + 16 * w, lts, lte, us, ue);
+        }
+      }
+      __syncwarp();
+      if (lane == 0) {
+        if (pw == 0) {
+          sMeta[s] = entry_pack(tile, flags);
+          if (flags & F_EMPTY) {
+            fmh::mbar_arrive(br.k_full(s));
+          } else {
+            fmh::mbar_arrive_expect_tx(br.k_full(s), T::KV_BYTES);
+#pragma unroll
+            for (int d = 0; d < T::DBLK; d++)
+              fmh::tma_load_4d(smem + T::OFF_K + s * T::KV_BYTES + d * T::BC * 128, &p.tm_k,
+                               br.k_full(s), d * 64, h, j0, b);
+          }
+          if (kv_iter >= T::STAGES) {
+            fmh::mbar_wait(br.v_empty(s), ph ^ 1);
+            if (INSTR) record(s);
+          }
+          if (INSTR) sStageTile[s] = (flags & F_EMPTY) ? -1 : instr_base + tile;
+          if (flags & F_EMPTY) {
+            fmh::mbar_arrive(br.v_full(s));
+          } else {
+            fmh::mbar_arrive_expect_tx(br.v_full(s), T::KV_BYTES);
+#pragma unroll
+            for (int d = 0; d < T::DBLK; d++)
+              fmh::tma_load_4d(smem + T::OFF_V + s * T::KV_BYTES + d * T::BC * 128, &p.tm_v,
+                               br.v_full(s), d * 64, h, j0, b);
+          }
+        } else {
+          fmh::mbar_arrive(br.k_full(s)); /* this warp's slices are written */
+        }
+      }
+      __syncwarp();
+      kv_iter++;
+    };
+
+    /* ---- classify the key tiles, 32 a step; a tile is issued once the next
+       visited one (or the end) is known, so that the last carries F_LAST */
+    int32_t pend_tile = -1, pend_flags = 0;
+    for (int base = 0; base < p.Tc; base += 32) {
+      const int t = base + lane;
+      int cls = FM_TILE_PARTIAL;
+      bool keep = false;
+      if (t < p.Tc) {
+        if (VAR == FM_VARIANT_DENSE) {
+          keep = true;
+        } else {
+          const int4 *bp = reinterpret_cast<const int4 *>(p.bounds + (int64_t)set * p.Tc + t);
+          const int4 lo = __ldg(bp), hi = __ldg(bp + 1);
+          const fm_tile_bounds tb = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+          cls = fm_classify_minmax(&tb, r0, r1);
+          keep = VAR == FM_VARIANT_NOSKIP || cls != FM_TILE_MASKED;
+        }
+        if (INSTR && pw == 0) {
+          p.tile_class[instr_base + t] = (uint8_t)cls;
+          if (!keep) p.tile_cycles[instr_base + t] = 0;
+        }
+      }
+      const bool cut = (t + 1) * T::BC > p.Sk; /* columns past Sk in this tile */
+      const int32_t fl = (VAR == FM_VARIANT_DENSE || cls != FM_TILE_UNMASKED || cut) ? F_NEEDMASK : 0;
+      unsigned bal = __ballot_sync(0xffffffffu, keep);
+      while (bal) {
+        const int src = __ffs(bal) - 1;
+        bal &= bal - 1;
+        const int32_t f = __shfl_sync(0xffffffffu, fl, src);
+        if (pend_tile >= 0) issue(pend_tile, pend_flags);
+        pend_tile = base + src;
+        pend_flags = f;
+      }
+    }
+    if (pend_tile >= 0)
+      issue(pend_tile, pend_flags | F_LAST);
+    else
+      issue(0, F_EMPTY | F_LAST);
+  }
+}
+
+/* ----------------------------------------------------------------- consumers */
+
+/* Element mask of one S tile from the producer's bit slices: `slices` points
+ * at this warp's (BC,) uint16 row slices; the thread's rows are bits g and
+ * g + 8 (g = lane / 4), its columns 8 n + 2 c4 + e. One 32-bit load covers
+ * the thread's two columns of an n8 block; a set bit gives -inf. */
+template <int NB>
+__device__ __forceinline__ void mask_slices(float (&s)[NB * 4], const uint16_t *slices, int g, int c4) {
+  const uint32_t *w32 = reinterpret_cast<const uint32_t *>(slices);
+#pragma unroll
+  for (int n = 0; n < NB; n++) {
+    /* bit 0: (row g, column e = 0), 8: (g + 8, 0), 16: (g, 1), 24: (g + 8, 1) */
+    const uint32_t x = w32[n * 4 + c4] >> g;
+    s[n * 4 + 0] = (x & 0x1u) ? -INFINITY : s[n * 4 + 0];
+    s[n * 4 + 1] = (x & 0x10000u) ? -INFINITY : s[n * 4 + 1];
+    s[n * 4 + 2] = (x & 0x100u) ? -INFINITY : s[n * 4 + 2];
+    s[n * 4 + 3] = (x & 0x1000000u) ? -INFINITY : s[n * 4 + 3];
+  }
+}
+
+/* The same from a dense uint8 mask in global memory (rows past Sq: visible;
+ * columns past Sk: masked). */
+template <int NB>
+__device__ __forceinline__ void mask_dense(float (&s)[NB * 4], const uint8_t *dm, int64_t sk,
+                                           int sq, int i_lo, int j_base) {
+#pragma unroll
+  for (int n = 0; n < NB; n++)
+#pragma unroll
+    for (int e = 0; e < 2; e++) {
+      const int j = j_base + n * 8 + e;
+#pragma unroll
+      for (int hr = 0; hr < 2; hr++) {
+        const int i = i_lo + 8 * hr;
+        bool m = j >= sk;
+        if (!m && i < sq) m = __ldg(dm + (int64_t)i * sk + j) != 0;
+        float &x = s[n * 4 + 2 * hr + e];
+        x = m ? -INFINITY : x;
+      }
+    }
+}
+
+/* The consumer state of one item: 64 rows of O, the running max and sum. */
+template <int HD> struct cstate {
+  float o[HD / 2];     /* 64 x HD fp32 accumulator fragment */
+  float mx[2], sum[2]; /* rows lo, lo + 8: running max (raw scores) and partial sum */
+};
+
+/* Online softmax of one S tile in place (S becomes P, fp32); returns the
+ * rescale factors of O for the two rows. The row max and sum are reduced as
+ * trees (short dependency chains); the order is fixed, so SKIP and NOSKIP sum
+ * the same values in the same order. */
+template <int HD>
+__device__ __forceinline__ void softmax_tile(float (&s)[64], cstate<HD> &st, float scale_log2,
+                                             float (&alpha)[2]) {
+#pragma unroll
+  for (int hr = 0; hr < 2; hr++) {
+    float m8[8];
+#pragma unroll
+    for (int k = 0; k < 8; k++)
+      m8[k] = fmaxf(fmaxf(s[8 * k + 2 * hr], s[8 * k + 2 * hr + 1]), fmaxf(s[8 * k + 4 + 2 * hr], s[8 * k + 5 + 2 * hr]));
+    float m = fmaxf(fmaxf(fmaxf(m8[0], m8[1]), fmaxf(m8[2], m8[3])), fmaxf(fmaxf(m8[4], m8[5]), fmaxf(m8[6], m8[7])));
+    m = fmaxf(m, st.mx[hr]);
+    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
+    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
+    const float old = st.mx[hr];
+    /* exactly 1 when the max does not move (a fully masked tile changes nothing) */
+    alpha[hr] = (m == old) ? 1.f : fast_exp2((old - m) * scale_log2);
+    const float ms = (m == -INFINITY) ? 0.f : m * scale_log2;
+    st.mx[hr] = m;
+    float p8[8];
+#pragma unroll
+    for (int k = 0; k < 8; k++) {
+      float q[4];
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        const int idx = 8 * k + 4 * (e >> 1) + 2 * hr + (e & 1);
+        q[e] = fast_exp2(fmaf(s[idx], scale_log2, -ms));
+        s[idx] = q[e];
+      }
+      p8[k] = (q[0] + q[1]) + (q[2] + q[3]);
+    }
+    const float sum = ((p8[0] + p8[1]) + (p8[2] + p8[3])) + ((p8[4] + p8[5]) + (p8[6] + p8[7]));
+    st.sum[hr] = st.sum[hr] * alpha[hr] + sum;
+  }
+}
+
+template <int HD>
+__device__ __forceinline__ void rescale_o(cstate<HD> &st, const float (&alpha)[2]) {
+#pragma unroll
+  for (int n = 0; n < HD / 8; n++) {
+    st.o[n * 4 + 0] *= alpha[0];
+    st.o[n * 4 + 1] *= alpha[0];
+    st.o[n * 4 + 2] *= alpha[1];
+    st.o[n * 4 + 3] *= alpha[1];
+  }
+}
+
+/* P (fp32 in the S fragment) to bf16 A fragments, k-step kk = columns 16 kk .. 16 kk + 15. */
+__device__ __forceinline__ void convert_p(const float (&s)[64], uint32_t (&pa)[8][4]) {
+#pragma unroll
+  for (int kk = 0; kk < 8; kk++) {
+    pa[kk][0] = pack_bf16(s[8 * kk + 0], s[8 * kk + 1]);
+    pa[kk][1] = pack_bf16(s[8 * kk + 2], s[8 * kk + 3]);
+    pa[kk][2] = pack_bf16(s[8 * kk + 4], s[8 * kk + 5]);
+    pa[kk][3] = pack_bf16(s[8 * kk + 6], s[8 * kk + 7]);
+  }
+}
+
+/* Issues S = Q K^T for this warpgroup (not committed). */
+template <int HD>
+__device__ __forceinline__ void issue_s(float (&s)[64], uint32_t q_base, uint32_t k_base) {
+  using T = traits<HD>;
+#pragma unroll
+  for (int kk = 0; kk < HD / 16; kk++)
+    fmh::wgmma_ss_n128(s, fmh::desc_kmajor(q_base, T::BR, kk), fmh::desc_kmajor(k_base, T::BC, kk),
+                       kk > 0);
+}
+
+/* Issues O += P V (not committed). */
+template <int HD>
+__device__ __forceinline__ void issue_pv(cstate<HD> &st, const uint32_t (&pa)[8][4], uint32_t v_base) {
+  using T = traits<HD>;
+#pragma unroll
+  for (int kk = 0; kk < T::BC / 16; kk++)
+    fmh::pv_mma<HD>::run(st.o, pa[kk], fmh::desc_mnmajor(v_base, T::BC, kk));
+}
+
+/* One consumer warpgroup's view of the ring and of its item. */
+template <int HD> struct ctx {
+  const params *p;
+  unsigned char *smem;
+  bars<HD> br;
+  uint32_t q_base, k_base0, v_base0; /* q_base: this warpgroup's rows of the item's Q buffer */
+  int qb;                             /* the item's Q buffer */
+  int cw, tid, warp, lane, c4;
+  int i_lo;                /* the thread's first query row (the other is i_lo + 8) */
+  const uint8_t *dm;       /* DENSE: this (b, h)'s mask */
+  int64_t instr_base;      /* INSTR: first tile of the item's row in tile_class/tile_cycles */
+};
+
+/* A ring entry as the consumer sees it. */
+struct slot {
+  int stg;
+  uint32_t ph;
+  int32_t tile, flags;
+};
+
+template <int HD>
+__device__ __forceinline__ slot wait_entry(const ctx<HD> &c, int kv_iter) {
+  using T = traits<HD>;
+  slot e;
+  e.stg = kv_iter % T::STAGES;
+  e.ph = (kv_iter / T::STAGES) & 1;
+  fmh::mbar_wait(c.br.k_full(e.stg), e.ph);
+  /* broadcast from lane 0: the compiler then knows the entry is warp-uniform and
+     keeps the wgmma of the branches it selects asynchronous */
+  const int32_t entry =
+      __shfl_sync(0xffffffffu, reinterpret_cast<const int32_t *>(c.smem + T::OFF_META)[e.stg], 0);
+  e.tile = entry & TILE_MASK;
+  e.flags = entry >> FLAG_SHIFT;
+  return e;
+}
+
+/* Releases an "empty" barrier for this warp: lane 0 arrives once every lane
+ * is done with the stage. */
+__device__ __forceinline__ void warp_release(uint64_t *bar, int lane) {
+  __syncwarp();
+  if (lane == 0) fmh::mbar_arrive(bar);
+}
+
+/* After S of entry e is in registers: the element mask, then the release of K
+ * (and of the vectors that travel with it). */
+template <int HD, int VAR>
+__device__ __forceinline__ void after_s(const ctx<HD> &c, const slot &e, float (&s)[64]) {
+  using T = traits<HD>;
+  if (e.flags & F_NEEDMASK) {
+    if (VAR == FM_VARIANT_DENSE)
+      mask_dense<16>(s, c.dm, c.p->Sk, c.p->Sq, c.i_lo, e.tile * T::BC + 2 * c.c4);
+    else
+      mask_slices<16>(s, reinterpret_cast<const uint16_t *>(c.smem + T::OFF_VEC) +
+                             (e.stg * T::MASK_WARPS + c.cw * 4 + c.warp) * T::BC,
+                      c.lane >> 2, c.c4);
+  }
+  warp_release(c.br.k_empty(e.stg), c.lane);
+}
+
+/* After the P V GEMM of entry e completed: release V (the producer times it). */
+template <int HD>
+__device__ __forceinline__ void after_pv(ctx<HD> &c, const slot &e) {
+  warp_release(c.br.v_empty(e.stg), c.lane);
+}
+
+/* The tiles of one item, FA3's intra-warpgroup pipelining (OVERLAP): the S
+ * GEMM of tile n and the P V GEMM of tile n - 1 are in flight together; the
+ * softmax of tile n waits only for S. The first tile is peeled, so that every
+ * wgmma of the loop is issued unconditionally. Returns the ring position. */
+template <int HD, int VAR, bool INSTR, bool PINGPONG>
+__device__ __forceinline__ int item_overlapped(ctx<HD> &c, cstate<HD> &st, slot e, int kv_iter) {
+  using T = traits<HD>;
+  const int sched_bar = BAR_TURN + c.cw, other_bar = BAR_TURN + (c.cw + 1) % T::NCW;
+  float s[64], alpha[2];
+  uint32_t pa[8][4];
+  if (PINGPONG) fmh::named_sync(sched_bar, 256);
+  fmh::wgmma_fence();
+  issue_s<HD>(s, c.q_base, c.k_base0 + e.stg * T::KV_BYTES);
+  fmh::wgmma_commit();
+  if (PINGPONG) fmh::named_arrive(other_bar, 256);
+  fmh::wgmma_wait<0>();
+  fmh::reg_fence(s);
+  after_s<HD, VAR>(c, e, s);
+  softmax_tile<HD>(s, st, c.p->scale_log2, alpha); /* O is still 0: no rescale */
+  convert_p(s, pa);
+  kv_iter++;
+  slot prev = e;
+  while (!(prev.flags & F_LAST)) {
+    const slot cur = wait_entry<HD>(c, kv_iter);
+    if (PINGPONG) fmh::named_sync(sched_bar, 256);
+    fmh::wgmma_fence();
+    issue_s<HD>(s, c.q_base, c.k_base0 + cur.stg * T::KV_BYTES);
+    fmh::wgmma_commit();
+    /* while S runs: O to the previous tile's max (FA3's order), then O += P V */
+    rescale_o<HD>(st, alpha);
+    fmh::mbar_wait(c.br.v_full(prev.stg), prev.ph);
+    fmh::wgmma_fence();
+    issue_pv<HD>(st, pa, c.v_base0 + prev.stg * T::KV_BYTES);
+    fmh::wgmma_commit();
+    if (PINGPONG) fmh::named_arrive(other_bar, 256);
+    fmh::wgmma_wait<1>();
+    fmh::reg_fence(s);
+    after_s<HD, VAR>(c, cur, s);
+    softmax_tile<HD>(s, st, c.p->scale_log2, alpha);
+    fmh::wgmma_wait<0>();
+    fmh::reg_fence(st.o);
+    fmh::reg_fence(pa);
+    after_pv<HD>(c, prev);
+    convert_p(s, pa);
+    kv_iter++;
+    prev = cur;
+  }
+  rescale_o<HD>(st, alpha);
+  fmh::mbar_wait(c.br.v_full(prev.stg), prev.ph);
+  fmh::wgmma_fence();
+  issue_pv<HD>(st, pa, c.v_base0 + prev.stg * T::KV_BYTES);
+  fmh::wgmma_commit();
+  fmh::wgmma_wait<0>();
+  fmh::reg_fence(st.o);
+  fmh::reg_fence(pa);
+  after_pv<HD>(c, prev);
+  return kv_iter;
+}
+
+/* The tiles of one item, one after the other: S, softmax, P V. */
+template <int HD, int VAR, bool INSTR, bool PINGPONG>
+__device__ __forceinline__ int item_sequential(ctx<HD> &c, cstate<HD> &st, slot e, int kv_iter) {
+  using T = traits<HD>;
+  const int sched_bar = BAR_TURN + c.cw, other_bar = BAR_TURN + (c.cw + 1) % T::NCW;
+  float s[64], alpha[2];
+  uint32_t pa[8][4];
+  for (;;) {
+    if (PINGPONG) fmh::named_sync(sched_bar, 256);
+    fmh::wgmma_fence();
+    issue_s<HD>(s, c.q_base, c.k_base0 + e.stg * T::KV_BYTES);
+    fmh::wgmma_commit();
+    if (PINGPONG) fmh::named_arrive(other_bar, 256);
+    fmh::wgmma_wait<0>();
+    fmh::reg_fence(s);
+    after_s<HD, VAR>(c, e, s);
+    softmax_tile<HD>(s, st, c.p->scale_log2, alpha);
+    rescale_o<HD>(st, alpha);
+    convert_p(s, pa);
+    fmh::mbar_wait(c.br.v_full(e.stg), e.ph);
+    if (PINGPONG) fmh::named_sync(sched_bar, 256);
+    fmh::wgmma_fence();
+    issue_pv<HD>(st, pa, c.v_base0 + e.stg * T::KV_BYTES);
+    fmh::wgmma_commit();
+    if (PINGPONG) fmh::named_arrive(other_bar, 256);
+    fmh::wgmma_wait<0>();
+    fmh::reg_fence(st.o);
+    fmh::reg_fence(pa);
+    after_pv<HD>(c, e);
+    kv_iter++;
+    if (e.flags & F_LAST) return kv_iter;
+    e = wait_entry<HD>(c, kv_iter);
+  }
+}
+
+/* Epilogue of one item: O / l and LSE; O staged in this warpgroup's rows of
+ * the item's Q buffer (dead once its S GEMMs are done; SW128 atoms,
+ * conflict-free) and stored by TMA, which clips rows past Sq; the buffer is
+ * released to the producer once the store has read it. */
+template <int HD>
+__device__ __forceinline__ void epilogue(const ctx<HD> &c, const cstate<HD> &st, int b, int h, int r0) {
+  using T = traits<HD>;
+  const params &p = *c.p;
+  unsigned char *o_stage = c.smem + T::OFF_Q + c.qb * T::Q_BYTES + c.cw * 64 * 128;
+  const int epi_bar = BAR_EPILOGUE + c.cw;
+  float inv[2];
+#pragma unroll
+  for (int hr = 0; hr < 2; hr++) {
+    float l = st.sum[hr];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    inv[hr] = l > 0.f ? 1.f / l : 0.f;
+    const int i = c.i_lo + 8 * hr;
+    if (c.c4 == 0 && i < p.Sq)
+      p.lse[((int64_t)b * p.H + h) * p.Sq + i] = l > 0.f ? st.mx[hr] * p.scale + logf(l) : -INFINITY;
+  }
+  fmh::named_sync(epi_bar, 128); /* every warp of the warpgroup is done with its S GEMMs */
+#pragma unroll
+  for (int n = 0; n < HD / 8; n++)
+#pragma unroll
+    for (int hr = 0; hr < 2; hr++) {
+      const int row = c.warp * 16 + (c.lane >> 2) + 8 * hr; /* 0..63 in this warpgroup */
+      const int col = n * 8 + 2 * c.c4, blk = col >> 6, chunk = (col & 63) >> 3;
+      const uint32_t v = pack_bf16(st.o[n * 4 + 2 * hr] * inv[hr], st.o[n * 4 + 2 * hr + 1] * inv[hr]);
+      *reinterpret_cast<uint32_t *>(o_stage + blk * T::BR * 128 + row * 128 + ((chunk ^ (row & 7)) << 4) +
+                                    (col & 7) * 2) = v;
+    }
+  fmh::fence_proxy_async();
+  fmh::named_sync(epi_bar, 128);
+  if (c.tid == 0) {
+#pragma unroll
+    for (int d = 0; d < T::DBLK; d++)
+      fmh::tma_store_4d(&p.tm_o, o_stage + d * T::BR * 128, d * 64, h, r0 + c.cw * 64, b);
+    fmh::bulk_commit();
+    fmh::bulk_wait_read();
+    fmh::mbar_arrive(c.br.q_empty(c.qb));
+  }
+}
+
+/* The consumer warpgroups: items until the producer announces none. */
+template <int HD, int VAR, bool INSTR, bool OVERLAP, bool PINGPONG>
+__device__ __forceinline__ void consumer(const params &p, unsigned char *smem, bars<HD> br, int cw) {
+  using T = traits<HD>;
+  ctx<HD> c;
+  c.p = &p;
+  c.smem = smem;
+  c.br = br;
+  c.cw = cw;
+  c.tid = threadIdx.x - 128 * (cw + 1);
+  c.warp = c.tid >> 5;
+  c.lane = c.tid & 31;
+  c.c4 = c.lane & 3;
+  const uint32_t q_base0 = fmh::smem_addr(smem + T::OFF_Q) + cw * 64 * 128;
+  c.k_base0 = fmh::smem_addr(smem + T::OFF_K);
+  c.v_base0 = fmh::smem_addr(smem + T::OFF_V);
+  c.dm = nullptr;
+  const int32_t *sItem = reinterpret_cast<const int32_t *>(smem + T::OFF_ITEM);
+  /* GEMM turns go round the warpgroups, warpgroup 0 first: its predecessor
+     (the last one) hands it the first turn */
+  if (PINGPONG && cw == T::NCW - 1) fmh::named_arrive(BAR_TURN, 256);
+  int kv_iter = 0;
+  for (int q_iter = 0;; q_iter++) {
+    c.qb = q_iter & 1;
+    c.q_base = q_base0 + c.qb * T::Q_BYTES;
+    fmh::mbar_wait(br.q_full(c.qb), (q_iter >> 1) & 1);
+    const int32_t item = __shfl_sync(0xffffffffu, sItem[c.qb], 0); /* warp-uniform */
+    if (item < 0) break;
+    const int rt = item % p.Tr, bh = item / p.Tr, b = bh / p.H, h = bh % p.H;
+    const int r0 = rt * T::BR;
+    c.i_lo = r0 + cw * 64 + c.warp * 16 + (c.lane >> 2);
+    c.instr_base = ((int64_t)bh * p.Tr + rt) * (int64_t)p.Tc;
+    if (VAR == FM_VARIANT_DENSE) c.dm = p.dense + (int64_t)set_of(p, b, h) * p.dense_set_stride;
+    cstate<HD> st;
+#pragma unroll
+    for (int i = 0; i < HD / 2; i++) st.o[i] = 0.f;
+    st.mx[0] = st.mx[1] = -INFINITY;
+    st.sum[0] = st.sum[1] = 0.f;
+    const slot e = wait_entry<HD>(c, kv_iter);
+    if (e.flags & F_EMPTY) { /* a fully masked row tile: O = 0, LSE = -inf */
+      fmh::mbar_wait(br.v_full(e.stg), e.ph);
+      warp_release(br.k_empty(e.stg), c.lane);
+      warp_release(br.v_empty(e.stg), c.lane);
+      kv_iter++;
+    } else if (OVERLAP) {
+      kv_iter = item_overlapped<HD, VAR, INSTR, PINGPONG>(c, st, e, kv_iter);
+    } else {
+      kv_iter = item_sequential<HD, VAR, INSTR, PINGPONG>(c, st, e, kv_iter);
+    }
+    epilogue<HD>(c, st, b, h, r0);
+  }
+  if (c.tid == 0) fmh::bulk_wait_all();
+}
+
+/* ------------------------------------------------------------------- kernel */
+
+template <int HD, int VAR, bool INSTR, bool OVERLAP, bool PINGPONG>
+__global__ void __launch_bounds__(traits<HD>::THREADS, 1) fwd_kernel(const __grid_constant__ params p) {
+  using T = traits<HD>;
+  extern __shared__ unsigned char smem_raw[];
+  unsigned char *smem = reinterpret_cast<unsigned char *>(
+      (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~static_cast<uintptr_t>(1023));
+  bars<HD> br{reinterpret_cast<uint64_t *>(smem + T::OFF_BAR)};
+  /* warp-uniform (broadcast): the role branches below are then not divergent
+     to the compiler, which would otherwise serialize the wgmma inside them */
+  const int wg = __shfl_sync(0xffffffffu, (int)threadIdx.x / 128, 0);
+  if (threadIdx.x == 0) {
+    for (int qb = 0; qb < 2; qb++) {
+      fmh::mbar_init(br.q_full(qb), 1);
+      fmh::mbar_init(br.q_empty(qb), T::NCW);
+    }
+    for (int s = 0; s < T::STAGES; s++) {
+      fmh::mbar_init(br.k_full(s), 4); /* the four producer warps */
+      fmh::mbar_init(br.k_empty(s), empty_count<HD>());
+      fmh::mbar_init(br.v_full(s), 1);
+      fmh::mbar_init(br.v_empty(s), empty_count<HD>());
+    }
+    fmh::fence_barrier_init();
+  }
+  __syncthreads();
+  if (wg == 0) {
+    fmh::setmaxnreg_dec<T::REG_PRODUCER>();
+    producer<HD, VAR, INSTR>(p, smem, br);
+  } else {
+    fmh::setmaxnreg_inc<T::REG_CONSUMER>();
+    consumer<HD, VAR, INSTR, OVERLAP, PINGPONG>(p, smem, br, wg - 1);
+  }
+}
+
+}  // namespace fm90
+
+#endif

@@ -1,0 +1,9 @@
+/* Head dim 128 instantiations of the sm90 forward kernel (tile 128 x 128). */
+#include "fm_sm90_launch.cuh"
+
+namespace fm90 {
+template <>
+cudaError_t launch<128>(const params &p, int variant, bool instr, int mode, int grid, cudaStream_t s) {
+  return launch_dispatch<128>(p, variant, instr, mode, grid, s);
+}
+}  // namespace fm90

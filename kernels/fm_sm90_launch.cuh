@@ -1,0 +1,70 @@
+/* fm_sm90_launch.cuh — per-head-dim launchers of the sm90 forward kernel
+ * (private). Each head dim is instantiated in its own translation unit
+ * (fm_sm90_hd64.cu, fm_sm90_hd128.cu) so that they compile in parallel.
+ *
+ * Pipelining modes (template OVERLAP, PINGPONG; fm_sm90_fwd.cuh): the library
+ * runs MODE_DEFAULT; the development harness (fm_kernel_bench --sm90-mode)
+ * times the others for kernels/PERF_NOTES.md. */
+#ifndef FM_SM90_LAUNCH_CUH
+#define FM_SM90_LAUNCH_CUH
+
+#include <cuda_runtime.h>
+
+#include "fm_status.h"
+#include "fm_sm90_fwd.cuh"
+
+namespace fm90 {
+
+enum mode { MODE_PLAIN = 0, MODE_OVERLAP = 1, MODE_PINGPONG = 2, MODE_BOTH = 3, MODE_DEFAULT = MODE_BOTH };
+
+/* The tensor map of a (B, S, H, D) bf16 tensor read or written in boxes of
+ * 64 head-dim elements x `rows` tokens of one (b, h), 128-byte swizzled
+ * (fm_hopper.cuh's SW128 atoms); zeros outside the tensor. fm_sm90.cu. */
+fm_status tensor_map_bshd(CUtensorMap *map, const void *base, int32_t B, int32_t S, int32_t H, int32_t D,
+                          int32_t rows, fm_err *err);
+
+template <int HD> cudaError_t launch(const params &p, int variant, bool instr, int mode, int grid,
+                                     cudaStream_t s);
+
+template <int HD, int VAR, bool INSTR, bool OV, bool PP>
+cudaError_t launch_one(const params &p, int grid, cudaStream_t s) {
+  constexpr int smem = traits<HD>::SMEM;
+  cudaError_t e = cudaFuncSetAttribute(fwd_kernel<HD, VAR, INSTR, OV, PP>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  if (e != cudaSuccess) return e;
+  fwd_kernel<HD, VAR, INSTR, OV, PP><<<grid, traits<HD>::THREADS, smem, s>>>(p);
+  return cudaGetLastError();
+}
+
+/* The library's kernels: every variant, plain and instrumented, default mode;
+ * the other modes for SKIP only (timing studies). */
+template <int HD>
+cudaError_t launch_dispatch(const params &p, int variant, bool instr, int mode, int grid, cudaStream_t s) {
+  constexpr bool OV = (MODE_DEFAULT & MODE_OVERLAP) != 0, PP = (MODE_DEFAULT & MODE_PINGPONG) != 0;
+  if (variant == FM_VARIANT_SKIP && !instr && mode != MODE_DEFAULT) {
+    switch (mode) {
+      case MODE_PLAIN: return launch_one<HD, FM_VARIANT_SKIP, false, false, false>(p, grid, s);
+      case MODE_OVERLAP: return launch_one<HD, FM_VARIANT_SKIP, false, true, false>(p, grid, s);
+      case MODE_PINGPONG: return launch_one<HD, FM_VARIANT_SKIP, false, false, true>(p, grid, s);
+      case MODE_BOTH: return launch_one<HD, FM_VARIANT_SKIP, false, true, true>(p, grid, s);
+      default: return cudaErrorInvalidValue;
+    }
+  }
+  switch (variant) {
+    case FM_VARIANT_SKIP:
+      return instr ? launch_one<HD, FM_VARIANT_SKIP, true, OV, PP>(p, grid, s)
+                   : launch_one<HD, FM_VARIANT_SKIP, false, OV, PP>(p, grid, s);
+    case FM_VARIANT_NOSKIP:
+      return instr ? launch_one<HD, FM_VARIANT_NOSKIP, true, OV, PP>(p, grid, s)
+                   : launch_one<HD, FM_VARIANT_NOSKIP, false, OV, PP>(p, grid, s);
+    case FM_VARIANT_DENSE:
+      return instr ? launch_one<HD, FM_VARIANT_DENSE, true, OV, PP>(p, grid, s)
+                   : launch_one<HD, FM_VARIANT_DENSE, false, OV, PP>(p, grid, s);
+    default:
+      return cudaErrorInvalidValue;
+  }
+}
+
+}  // namespace fm90
+
+#endif

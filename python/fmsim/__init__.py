@@ -1,0 +1,20 @@
+"""fmsim: FlashMask column-interval attention masks from Python.
+
+    import fmsim
+    r = fmsim.from_mask_mod(mask_mod, B=1, H=1, Sq=32768)   # an attention-gym mask_mod
+    r.fits, r.form, r.intervals                              # Paddle startend_row_indices
+    r.analyze(128, 64).rho                                   # block sparsity at 128 x 64
+    print(r.to_string())                                     # the tile map
+    r.render("mask.png")                                     # the `fmsim render` figure
+
+The C core (libfmsim, built by the project's CMake) does the work through
+ctypes; see python/README.md.
+"""
+from ._native import LIBRARY, FmsimError, binary_path
+from .api import check, from_mask_mod, from_paddle
+from .mask import Analysis, CheckResult, ColumnRuns, Mask, tile_text
+from .palette import LEGEND, PALETTE, TILE_COLORS
+
+__all__ = ["from_mask_mod", "check", "from_paddle", "Mask", "CheckResult", "Analysis", "ColumnRuns",
+           "FmsimError", "tile_text", "binary_path", "LIBRARY", "PALETTE", "TILE_COLORS", "LEGEND"]
+__version__ = "0.1.0"

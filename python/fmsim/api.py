@@ -1,0 +1,230 @@
+"""The entry points: from_mask_mod, check, from_paddle."""
+from __future__ import annotations
+
+import ctypes as C
+import os
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable, Optional, Union
+
+import numpy as np
+
+from . import _native as N
+from ._native import FmsimError
+from .mask import _CHUNK_ELEMENTS, CheckResult, Mask, _opts, _result, _Scan
+
+MaskMod = Callable[[Any, Any, Any, Any], Any]
+
+
+def _dim(name: str, v: Optional[int]) -> int:
+    if v is None:
+        return 1
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+        raise ValueError(f"{name} = {v!r}: expected a positive integer (or None for 1)")
+    return int(v)
+
+
+def _torch():
+    try:
+        import torch
+        return torch
+    except ImportError:
+        return None
+
+
+def _as_block(out: Any, rows: int, sk: int) -> np.ndarray:
+    """A mask_mod result -> (rows, Sk) bool, C-contiguous (no copy when it already is)."""
+    if hasattr(out, "detach"):  # a torch tensor
+        out = out.detach().cpu().numpy()
+    out = np.asarray(out)
+    if out.dtype != np.bool_:
+        if out.dtype.kind not in "biu":
+            raise TypeError(f"mask_mod returned {out.dtype} values; expected bool (True = may attend)")
+        out = out != 0
+    if out.shape != (rows, sk):
+        try:
+            out = np.broadcast_to(out, (rows, sk))
+        except ValueError:
+            raise ValueError(f"mask_mod returned shape {out.shape}, which does not broadcast to "
+                             f"(rows, Sk) = ({rows}, {sk}) for q_idx ({rows}, 1) and kv_idx (1, {sk})") from None
+    return np.ascontiguousarray(out)
+
+
+class _Indexer:
+    """Index arrays for one backend: numpy int32, or torch int32 tensors."""
+
+    def __init__(self, backend: str, sk: int):
+        self.backend = backend
+        if backend == "torch":
+            torch = _torch()
+            self.torch = torch
+            self.kv = torch.arange(sk, dtype=torch.int32)[None, :]
+        else:
+            self.kv = np.arange(sk, dtype=np.int32)[None, :]
+
+    def args(self, b: int, h: int, r0: int, r1: int):
+        if self.backend == "torch":
+            t = self.torch
+            return (t.tensor(b, dtype=t.int32), t.tensor(h, dtype=t.int32),
+                    t.arange(r0, r1, dtype=t.int32)[:, None], self.kv)
+        return np.int32(b), np.int32(h), np.arange(r0, r1, dtype=np.int32)[:, None], self.kv
+
+
+def _pick_backend(fn: MaskMod, backend: str, sk: int, rows: int) -> str:
+    """'numpy' or 'torch': auto tries numpy index arrays first and falls back to
+    torch tensors when the mask_mod cannot take them and torch is installed."""
+    if backend not in ("auto", "numpy", "torch"):
+        raise ValueError(f"backend={backend!r}: expected 'auto', 'numpy' or 'torch'")
+    if backend == "torch" and _torch() is None:
+        raise ImportError("backend='torch' needs torch installed")
+    if backend != "auto":
+        return backend
+    try:
+        _as_block(fn(*_Indexer("numpy", sk).args(0, 0, 0, rows)), rows, sk)
+        return "numpy"
+    except Exception as e:  # noqa: BLE001 - any failure of the user's function under numpy
+        if _torch() is None:
+            raise TypeError(f"mask_mod failed on numpy index arrays ({type(e).__name__}: {e}) "
+                            "and torch is not installed") from e
+        return "torch"
+
+
+def from_mask_mod(fn: MaskMod, B: Optional[int] = 1, H: Optional[int] = 1, Sq: int = 0,
+                  Sk: Optional[int] = None, *, chunk_rows: Optional[int] = None,
+                  backend: str = "auto", tiles: Optional[tuple[int, int]] = (128, 128),
+                  keep_runs: bool = True, keep_tiles: bool = False) -> CheckResult:
+    """Evaluates an attention-gym / FlexAttention mask_mod and checks the mask.
+
+    fn(b, h, q_idx, kv_idx) -> True where query q_idx may attend key kv_idx. It is
+    called once per (batch, head) and chunk of query rows with q_idx of shape
+    (rows, 1) and kv_idx of shape (1, Sk) (int32 numpy arrays, or torch tensors
+    with backend="torch" or when numpy fails and torch is installed); b and h are
+    scalars. Memory is O(chunk_rows * Sk), never O(Sq * Sk): each chunk is streamed
+    through libfmsim's dense checker (core/fm_dense.h) and dropped.
+
+    B, H: None means 1 (as in create_block_mask). Evaluating B*H*Sq*Sk elements
+    costs time: give H = 1 when the mask_mod ignores h (heads sharing one mask are
+    found either way: result.h_mask). Sk defaults to Sq. chunk_rows defaults to
+    about 4M elements a chunk. tiles: the (Br, Bc) at which the mask's own tiles
+    are classified (None: not). keep_runs keeps every column's runs (44 bytes a
+    column): result.mask, result.subset, result.nruns need it.
+    """
+    B, H, Sq = _dim("B", B), _dim("H", H), _dim("Sq", Sq)
+    Sk = Sq if Sk is None else _dim("Sk", Sk)
+    if chunk_rows is None:
+        chunk_rows = max(1, min(Sq, _CHUNK_ELEMENTS // Sk))
+    chunk_rows = min(_dim("chunk_rows", chunk_rows), Sq)
+    if not callable(fn):
+        raise TypeError("from_mask_mod: fn must be callable as fn(b, h, q_idx, kv_idx)")
+    ix = _Indexer(_pick_backend(fn, backend, Sk, min(chunk_rows, 2)), Sk)
+    scan = _Scan(B, H, Sq, Sk, _opts(False, keep_runs, tiles, keep_tiles=keep_tiles))
+
+    def evaluate(job):
+        b, h, r0, r1 = job
+        return _as_block(fn(*ix.args(b, h, r0, r1)), r1 - r0, Sk)
+
+    jobs = ((b, h, r0, min(Sq, r0 + chunk_rows)) for b in range(B) for h in range(H)
+            for r0 in range(0, Sq, chunk_rows))
+    # the next chunk is evaluated (numpy or torch, GIL released) while libfmsim
+    # scans this one (ctypes releases the GIL): two chunks alive at most
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        pending = pool.submit(evaluate, next(jobs))
+        for job in jobs:
+            block = pending.result()
+            pending = pool.submit(evaluate, job)
+            scan.rows(block, attend=True)
+        scan.rows(pending.result(), attend=True)
+    return _result(scan.finish(), keep_runs)
+
+
+def _dense_shape(shape: tuple) -> tuple[int, int, int, int]:
+    if len(shape) == 2:
+        return 1, 1, shape[0], shape[1]
+    if len(shape) == 3:
+        return 1, shape[0], shape[1], shape[2]
+    if len(shape) == 4:
+        return shape
+    raise ValueError(f"a dense mask is [Sq, Sk], [H, Sq, Sk] or [B, H, Sq, Sk]; got shape {shape}")
+
+
+def _float_flags(block: np.ndarray, reading: Optional[str], masked_true: bool) -> tuple[np.ndarray, bool]:
+    """A float block -> (flags, attend): additive (masked at <= -10000) or bool reading."""
+    if reading == "bool":
+        return block != 0, not masked_true
+    return block <= -10000.0, False
+
+
+def check(dense: Union[np.ndarray, str, os.PathLike], *, masked_true: bool = False,
+          reading: Optional[str] = None, tiles: Optional[tuple[int, int]] = (128, 128),
+          keep_runs: bool = True, keep_tiles: bool = False) -> CheckResult:
+    """Checks a dense mask: a numpy array [Sq, Sk], [H, Sq, Sk] or [B, H, Sq, Sk]
+    (bool or integer: True/non-zero = may attend, or masked with masked_true;
+    float: additive, 0 = attend, -inf or <= -10000 = masked), or a .npy path
+    (streamed from disk, as `fmsim check` does). A float mask of only 0 and 1 is
+    refused unless reading="bool" or "additive" says how to read it. A C-contiguous
+    bool or uint8 array is read in place (no copy)."""
+    opts = _opts(masked_true, keep_runs, tiles, reading, keep_tiles)
+    if isinstance(dense, (str, os.PathLike)):
+        res, err = C.c_void_p(), N.Err()
+        N.check(N.lib.fm_dense_check_file(os.fsencode(dense), C.byref(opts), C.byref(res),
+                                          C.byref(err)), err)
+        return _result(res, keep_runs)
+    a = np.asarray(dense)
+    B, H, Sq, Sk = _dense_shape(a.shape)
+    kind = a.dtype.kind
+    if kind not in "biuf":
+        raise TypeError(f"check: dtype {a.dtype} is not a mask dtype (bool, integer or float)")
+    if kind == "f":
+        if masked_true and reading != "bool":
+            raise ValueError("check: masked_true is for bool and integer masks; a float mask is "
+                             "additive (0 = attend, -inf or <= -10000 = masked) unless reading='bool'")
+        if reading in (None, "auto") and a.size and not ((a != 0) & (a != 1)).any() and (a == 1).any():
+            raise ValueError(f"check: the {a.dtype} mask holds only 0 and 1: as an additive mask nothing "
+                             "would be masked; pass reading='bool' (1 = may attend) or reading='additive'")
+    elif reading not in (None, "auto"):
+        raise ValueError(f"check: reading={reading!r} is for float masks; this one is {a.dtype}")
+    scan = _Scan(B, H, Sq, Sk, opts)
+    rows = a.reshape(B * H * Sq, Sk)
+    step = max(1, _CHUNK_ELEMENTS // Sk)
+    for r0 in range(0, rows.shape[0], step):
+        block = rows[r0:r0 + step]
+        if kind == "f":
+            block, attend = _float_flags(block, reading, masked_true)
+        else:
+            attend = not masked_true
+            if block.dtype not in (np.bool_, np.uint8, np.int8):
+                block = block != 0
+        scan.rows(np.ascontiguousarray(block).view(np.uint8), attend)
+    return _result(scan.finish(), keep_runs)
+
+
+def from_paddle(startend_row_indices: Any, causal: bool, seqlen_q: Optional[int] = None) -> Mask:
+    """A Mask from Paddle's startend_row_indices, int [B, H_mask, Sk, k]:
+    k = 1 (causal: LTS), 2 (causal: LTS, LTE; bidirectional: LTS, UTE) or 4
+    (LTS, LTE, UTS, UTE); seqlen_q defaults to Sk. Values must lie in [0, Sq]
+    and form valid intervals (FmsimError naming the set and column otherwise)."""
+    a = startend_row_indices
+    if hasattr(a, "detach"):
+        a = a.detach().cpu().numpy()
+    elif hasattr(a, "numpy"):
+        a = a.numpy()
+    a = np.asarray(a)
+    if a.ndim != 4 or a.shape[3] not in (1, 2, 4) or a.dtype.kind not in "iu":
+        raise ValueError(f"from_paddle: expected an integer array [B, H_mask, Sk, k] with k = 1, 2 "
+                         f"or 4; got {a.dtype} {a.shape}")
+    nb, nh, sk, k = a.shape
+    if causal and k == 4:
+        raise ValueError("from_paddle: k = 4 is the bidirectional form bidir-4, not a causal one")
+    if not causal and k == 1:
+        raise ValueError("from_paddle: k = 1 is the causal form causal-1, not a bidirectional one")
+    sq = sk if seqlen_q is None else _dim("seqlen_q", seqlen_q)
+    if a.size and (a.min() < 0 or a.max() > sq):
+        raise FmsimError(f"from_paddle: values must lie in [0, Sq = {sq}]; found {a.min()}..{a.max()}")
+    h, err = C.c_void_p(), N.Err()
+    N.check(N.lib.fm_colmask_create(sq, sk, nb, nh, int(bool(causal)), C.byref(h), C.byref(err)), err)
+    m = Mask(h)
+    v = np.ctypeslib.as_array(N.lib.fm_colmask_vec(h, 0, 0), shape=(nb, nh, 4, sk))  # writable view
+    cols = {1: {0: 0}, 2: {0: 0, 1: 1} if causal else {0: 0, 3: 1}, 4: {0: 0, 1: 1, 2: 2, 3: 3}}[k]
+    for vec, src in cols.items():
+        v[:, :, vec, :] = a[..., src]
+    N.check(N.lib.fm_colmask_validate(h, C.byref(err)), err)
+    return m

@@ -1,0 +1,473 @@
+"""Interval masks (Mask) and dense-mask analyses (CheckResult) over libfmsim.
+
+Semantics (the repository's README and core/fm_colmask.h): query row i may
+not attend key column j when i is in [LTS_j, LTE_j) or [UTS_j, UTE_j), or,
+for a causal mask, i < j + Sq - Sk. Dense masks and mask_mod results use
+PyTorch's convention: True = may attend.
+"""
+from __future__ import annotations
+
+import ctypes as C
+import os
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional, Sequence, Union
+
+import numpy as np
+
+from . import _native as N
+from ._native import FmsimError
+
+TILE_MASKED, TILE_PARTIAL, TILE_UNMASKED = 0, 1, 2
+# rows of dense data evaluated or fed per call (elements), unless chunk_rows says otherwise
+_CHUNK_ELEMENTS = 1 << 22
+
+
+def _handle_out() -> C.c_void_p:
+    return C.c_void_p()
+
+
+@dataclass
+class Analysis:
+    """Tile classes, block sparsity and memory of an interval mask at Br x Bc.
+
+    counts / counts_exact: tiles per class ("masked", "partial", "unmasked") by
+    the paper's min/max rule (what a kernel decides from 8 bounds per key tile)
+    and exactly; rho / rho_exact: masked tiles / all tiles; memory: bytes of the
+    mask as a dense bool array, a FlexAttention BlockMask and FlashMask intervals.
+    """
+    br: int
+    bc: int
+    tr: int
+    tc: int
+    total: int
+    counts: dict
+    counts_exact: dict
+    rho: float
+    rho_exact: float
+    partial_but_masked: int
+    partial_but_unmasked: int
+    memory: dict
+
+    def __str__(self) -> str:
+        c, e = self.counts, self.counts_exact
+        return (f"tiles {self.br} x {self.bc} -> {self.tr} x {self.tc} = {self.total}: "
+                f"masked {c['masked']} / partial {c['partial']} / unmasked {c['unmasked']} "
+                f"(exactly {e['masked']} / {e['partial']} / {e['unmasked']}), "
+                f"rho = {self.rho:.4f} (exact {self.rho_exact:.4f})")
+
+
+def _classes(counts) -> dict:
+    return {"masked": int(counts[0]), "partial": int(counts[1]), "unmasked": int(counts[2])}
+
+
+class Mask:
+    """A column-interval mask held by libfmsim: B x H_mask sets of the four
+    int32 vectors LTS, LTE, UTS, UTE over Sk key columns, and a causal flag."""
+
+    def __init__(self, handle: C.c_void_p):
+        if not handle:
+            raise ValueError("Mask needs a libfmsim handle")
+        self._h = handle
+
+    def __del__(self):
+        h = getattr(self, "_h", None)
+        if h:
+            N.lib.fm_colmask_destroy(h)
+            self._h = None
+
+    # --- shape ---------------------------------------------------------------
+    @property
+    def seqlen_q(self) -> int:
+        return int(N.lib.fm_colmask_sq(self._h))
+
+    @property
+    def seqlen_k(self) -> int:
+        return int(N.lib.fm_colmask_sk(self._h))
+
+    @property
+    def batch(self) -> int:
+        """Batch dimension of the stored vectors (1 when shared by the batch)."""
+        return int(N.lib.fm_colmask_nb(self._h))
+
+    @property
+    def heads(self) -> int:
+        """H_mask: 1 when every head shares the mask, else the head count."""
+        return int(N.lib.fm_colmask_nh(self._h))
+
+    @property
+    def causal(self) -> bool:
+        return bool(N.lib.fm_colmask_causal(self._h))
+
+    @property
+    def form(self) -> str:
+        """The smallest form that holds the mask (causal-1 < causal-2 < bidir-2 < bidir-4)."""
+        return N.form_name(N.lib.fm_colmask_smallest_form(self._h))
+
+    def vectors(self) -> np.ndarray:
+        """The stored vectors as a read-only view, int32 [B, H_mask, 4, Sk] (LTS, LTE,
+        UTS, UTE); no copy, valid while the mask lives."""
+        nb, nh, sk = self.batch, self.heads, self.seqlen_k
+        ptr = N.lib.fm_colmask_vec(self._h, 0, 0)
+        v = np.ctypeslib.as_array(ptr, shape=(nb, nh, 4, sk))
+        v.flags.writeable = False
+        return v
+
+    def __repr__(self) -> str:
+        return (f"fmsim.Mask(Sq={self.seqlen_q}, Sk={self.seqlen_k}, B={self.batch}, "
+                f"H_mask={self.heads}, causal={self.causal}, form={self.form})")
+
+    def __eq__(self, other: object) -> bool:
+        """Semantic equality (the same masked elements for every (batch, head))."""
+        if not isinstance(other, Mask):
+            return NotImplemented
+        return bool(N.lib.fm_colmask_equal(self._h, other._h))
+
+    __hash__ = None  # mutable content, semantic equality
+
+    # --- interop ---------------------------------------------------------------
+    def to_paddle(self, form: Optional[str] = None) -> tuple[np.ndarray, bool]:
+        """Paddle's startend_row_indices: (int32 [B, H_mask, Sk, k], causal).
+
+        form: "causal-1", "causal-2", "bidir-2", "bidir-4", or None for the
+        smallest that holds the mask. FmsimError when the form cannot hold it.
+        """
+        code = N.form_code(form)
+        if code < 0:
+            code = N.lib.fm_colmask_smallest_form(self._h)
+        name = N.FORMS[code]
+        out, err = _handle_out(), N.Err()
+        N.check(N.lib.fm_colmask_to_form(self._h, code, C.byref(out), C.byref(err)), err)
+        m = Mask(out)
+        v = m.vectors()
+        pick = {"causal-1": [0], "causal-2": [0, 1], "bidir-2": [0, 3], "bidir-4": [0, 1, 2, 3]}[name]
+        arr = np.ascontiguousarray(np.moveaxis(v[:, :, pick, :], 2, 3))
+        return arr, N.FORM_CAUSAL[name]
+
+    def to_dense(self, batch: int = 0, head: int = 0, *, max_elements: int = 1 << 28) -> np.ndarray:
+        """One (batch, head) as a dense bool array [Sq, Sk], True = may attend.
+        For small masks (tests, plots): refuses more than max_elements."""
+        sq, sk = self.seqlen_q, self.seqlen_k
+        if sq * sk > max_elements:
+            raise ValueError(f"to_dense: Sq x Sk = {sq * sk} elements is above max_elements = "
+                             f"{max_elements}; the interval form is the point of fmsim")
+        v = self.vectors()[min(batch, self.batch - 1), min(head, self.heads - 1)]
+        i = np.arange(sq, dtype=np.int64)[:, None]
+        lts, lte, uts, ute = (v[k][None, :] for k in range(4))
+        masked = ((i >= lts) & (i < lte)) | ((i >= uts) & (i < ute))
+        if self.causal:
+            masked |= i < np.arange(sk, dtype=np.int64)[None, :] + sq - sk
+        return ~masked
+
+    # --- analysis --------------------------------------------------------------
+    def tile_classes(self, br: int = 128, bc: int = 128, exact: bool = False) -> np.ndarray:
+        """Class of every Br x Bc tile, uint8 [B, H_mask, Tr, Tc]: 0 masked (skipped),
+        1 partial, 2 unmasked; by the min/max rule, or exactly."""
+        tr, tc = -(-self.seqlen_q // br), -(-self.seqlen_k // bc)
+        out = np.empty((self.batch, self.heads, tr, tc), dtype=np.uint8)
+        p = out.ctypes.data_as(C.POINTER(C.c_uint8))
+        counts, err = N.TileCounts(), N.Err()
+        N.check(N.lib.fm_classify(self._h, br, bc, C.byref(counts), None if exact else p,
+                                  p if exact else None, C.byref(err)), err)
+        return out
+
+    def analyze(self, br: int = 128, bc: int = 128) -> Analysis:
+        """Tile classes (min/max rule and exact), block sparsity rho and memory at Br x Bc."""
+        counts, err = N.TileCounts(), N.Err()
+        N.check(N.lib.fm_classify(self._h, br, bc, C.byref(counts), None, None, C.byref(err)), err)
+        mb = N.MaskBytes()
+        N.lib.fm_mask_bytes_compute(self.seqlen_q, self.seqlen_k, self.batch * self.heads,
+                                    N.lib.fm_colmask_smallest_form(self._h), bc, C.byref(mb))
+        memory = {k: int(getattr(mb, k)) for k, _ in N.MaskBytes._fields_}
+        return Analysis(br=br, bc=bc, tr=-(-self.seqlen_q // br), tc=-(-self.seqlen_k // bc),
+                        total=int(counts.total), counts=_classes(counts.minmax),
+                        counts_exact=_classes(counts.exact), rho=counts.sparsity,
+                        rho_exact=counts.sparsity_exact,
+                        partial_but_masked=int(counts.partial_but_masked),
+                        partial_but_unmasked=int(counts.partial_but_unmasked), memory=memory)
+
+    def to_string(self, br: int = 128, bc: int = 128, *, batch: int = 0, head: int = 0,
+                  exact: bool = False, max_size: int = 64) -> str:
+        """A text map of the tiles, like FlexAttention's BlockMask.to_string():
+        one character per tile ('█' unmasked, '░' partial, ' ' masked: skipped),
+        tiles grouped when the grid is larger than max_size x max_size."""
+        cls = self.tile_classes(br, bc, exact)[min(batch, self.batch - 1), min(head, self.heads - 1)]
+        a = self.analyze(br, bc)
+        rho = a.rho_exact if exact else a.rho
+        head_line = (f"{'exact' if exact else 'min/max rule'} tiles {br} x {bc} of Sq={self.seqlen_q} "
+                     f"x Sk={self.seqlen_k} (batch {batch}, head {head}): rho = {rho:.4f}")
+        return head_line + "\n" + tile_text(cls, max_size)
+
+    # --- figures ---------------------------------------------------------------
+    def render(self, path: str, *, br: int = 128, bc: int = 128, layer: str = "both",
+               size: Optional[str] = None, extra: Sequence[str] = ()) -> str:
+        """Draws the mask into path (.png, .svg or .pdf) with `fmsim render`: the same
+        figure, palette and legend as the command line. FmsimError when the fmsim
+        binary is not found or was built without cairo."""
+        exe = N.binary_path()
+        if exe is None:
+            raise FmsimError("render: the fmsim binary was not found (set FMSIM_BIN, or build the "
+                             "checkout's fmsim with cairo)")
+        with tempfile.TemporaryDirectory(prefix="fmsim-render-") as tmp:
+            iv = os.path.join(tmp, "intervals.npy")
+            used, err = C.c_int(), N.Err()
+            N.check(N.lib.fm_colmask_save_npy(self._h, iv.encode(), -1, C.byref(used), C.byref(err)), err)
+            cmd = [exe, "render", iv, "-o", os.fspath(path), "--br", str(br), "--bc", str(bc),
+                   "--layer", layer]
+            if N.FORM_CAUSAL[N.FORMS[used.value]] and N.FORM_K[N.FORMS[used.value]] == 2:
+                cmd.append("--causal")
+            if size:
+                cmd += ["--size", size]
+            cmd += list(extra)
+            r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode != 0:
+            msg = (r.stderr.strip().splitlines() or [f"exit {r.returncode}"])[-1]
+            if "unknown command" in msg:
+                msg = f"{exe} was built without cairo: render is not available"
+            raise FmsimError(f"render: {msg}")
+        return os.fspath(path)
+
+    def to_block_mask(self, block_size: int = 128, device: str = "cpu"):
+        """A FlexAttention BlockMask of this mask (needs torch with flex_attention):
+        fully masked tiles are left out, unmasked tiles are full blocks, partial
+        tiles are evaluated by a mask_mod that reads the interval vectors."""
+        try:
+            import torch
+            from torch.nn.attention.flex_attention import BlockMask
+        except ImportError as e:
+            raise ImportError(f"to_block_mask needs torch with flex_attention: {e}") from None
+        cls = self.tile_classes(block_size, block_size, exact=True)  # [B, H, Tr, Tc]
+
+        def blocks(which):
+            sel = cls == which
+            num = sel.sum(-1).astype(np.int32)
+            order = np.argsort(~sel, axis=-1, kind="stable").astype(np.int32)
+            return torch.from_numpy(num).to(device), torch.from_numpy(order).to(device)
+
+        kv_num, kv_idx = blocks(TILE_PARTIAL)
+        full_num, full_idx = blocks(TILE_UNMASKED)
+        v = torch.from_numpy(np.array(self.vectors())).to(device)  # [B, H, 4, Sk]
+        nb, nh, sq, sk, causal = self.batch, self.heads, self.seqlen_q, self.seqlen_k, self.causal
+
+        def mask_mod(b, h, q_idx, kv_idx):
+            vb = v[b % nb if nb > 1 else 0, h % nh if nh > 1 else 0]
+            masked = ((q_idx >= vb[0, kv_idx]) & (q_idx < vb[1, kv_idx])) | \
+                     ((q_idx >= vb[2, kv_idx]) & (q_idx < vb[3, kv_idx]))
+            if causal:
+                masked = masked | (q_idx < kv_idx + sq - sk)
+            return ~masked
+
+        return BlockMask.from_kv_blocks(kv_num, kv_idx, full_num, full_idx, BLOCK_SIZE=block_size,
+                                        mask_mod=mask_mod, seq_lengths=(sq, sk))
+
+
+def tile_text(cls: np.ndarray, max_size: int = 64) -> str:
+    """Text map of a [Tr, Tc] class grid; groups of tiles become one character:
+    ' ' all masked, '█' all unmasked, '░' anything else."""
+    tr, tc = cls.shape
+    gr, gc = -(-tr // max_size), -(-tc // max_size)
+    lines = []
+    for r0 in range(0, tr, gr):
+        row = []
+        for c0 in range(0, tc, gc):
+            blk = cls[r0:r0 + gr, c0:c0 + gc]
+            row.append(" " if (blk == TILE_MASKED).all() else "█" if (blk == TILE_UNMASKED).all() else "░")
+        lines.append("|" + "".join(row) + "|")
+    note = f"(each character {gr} x {gc} tiles) " if gr > 1 or gc > 1 else ""
+    return "\n".join(lines) + f"\n{note}█ unmasked  ░ partial  ' ' masked (skipped)"
+
+
+@dataclass
+class ColumnRuns:
+    """One column that some form cannot hold: its masked runs (the first three)."""
+    batch: int
+    head: int
+    column: int
+    nruns: int
+    runs: list
+
+
+@dataclass
+class CheckResult:
+    """What fmsim learned about a dense mask (check, from_mask_mod).
+
+    fits / form: whether an interval form holds the mask and the smallest one;
+    mask / intervals / causal: the interval mask, Paddle's startend_row_indices
+    (int32 [B, H_mask, Sk, k]) and its causal flag, when it fits; bad_columns:
+    the first columns the closest form cannot hold, with their runs; nruns /
+    runs: masked runs of every column (int32 [B, H, Sk] and [B, H, Sk, 3, 2]);
+    tiles: the dense mask's own Br x Bc tiles classified exactly; advice: what
+    to do when it does not fit; subset: the tightest fitting mask that masks a
+    subset of it (per column its two longest runs).
+    """
+    fits: bool
+    form: Optional[str]
+    closest_form: str
+    batch: int
+    heads: int
+    seqlen_q: int
+    seqlen_k: int
+    h_mask: int
+    masked: int
+    max_runs: int
+    misfits: dict
+    bad_columns: list
+    transposed_form: Optional[str]
+    shared_across_heads: bool
+    rows_without_visible_key: Optional[int]
+    masked_diagonal: int
+    tiles: Optional[dict]
+    advice: dict
+    memory: dict
+    mask: Optional[Mask] = None
+    subset: Optional[Mask] = None
+    nruns: Optional[np.ndarray] = None
+    runs: Optional[np.ndarray] = None
+    tile_classes: Optional[np.ndarray] = None
+    _keep: Any = field(default=None, repr=False)
+
+    @property
+    def causal(self) -> Optional[bool]:
+        return N.FORM_CAUSAL[self.form] if self.fits else None
+
+    @property
+    def intervals(self) -> Optional[np.ndarray]:
+        """Paddle startend_row_indices in the smallest form, int32 [B, H_mask, Sk, k]."""
+        return self.mask.to_paddle()[0] if self.fits else None
+
+    def _need_mask(self, what: str) -> Mask:
+        if not self.fits:
+            first = self.bad_columns[0] if self.bad_columns else None
+            where = (f"; column {first.column} of batch {first.batch}, head {first.head} has "
+                     f"{first.nruns} masked runs") if first else ""
+            raise FmsimError(f"{what}: the mask does not fit any interval form{where}; "
+                             f"result.subset is the tightest mask that fits")
+        return self.mask
+
+    def to_paddle(self, form: Optional[str] = None) -> tuple[np.ndarray, bool]:
+        """(startend_row_indices, causal) of the mask; see Mask.to_paddle."""
+        return self._need_mask("to_paddle").to_paddle(form)
+
+    def analyze(self, br: int = 128, bc: int = 128) -> Analysis:
+        return self._need_mask("analyze").analyze(br, bc)
+
+    def to_string(self, br: int = 128, bc: int = 128, **kw) -> str:
+        return self._need_mask("to_string").to_string(br, bc, **kw)
+
+    def render(self, path: str, **kw) -> str:
+        return self._need_mask("render").render(path, **kw)
+
+    def to_block_mask(self, block_size: int = 128, device: str = "cpu"):
+        return self._need_mask("to_block_mask").to_block_mask(block_size, device)
+
+    def __str__(self) -> str:
+        if self.fits:
+            head = f"FITS: smallest form {self.form} (causal = {self.causal}), H_mask = {self.h_mask}"
+        else:
+            head = (f"DOES NOT FIT: {self.misfits[self.closest_form]} columns need more than "
+                    f"{self.closest_form}; up to {self.max_runs} masked runs in a column")
+        lines = [f"mask B={self.batch} H={self.heads} Sq={self.seqlen_q} Sk={self.seqlen_k}: {head}"]
+        if self.tiles:
+            t = self.tiles
+            lines.append(f"tiles {t['br']} x {t['bc']} exactly: masked {t['masked']}, partial "
+                         f"{t['partial']}, unmasked {t['unmasked']}; rho = {t['sparsity']:.4f}")
+        if not self.fits:
+            a = self.advice
+            lines.append(f"sub-mask that fits masks {a['subset_masked']} of {self.masked} masked "
+                         f"elements; {a['element_mask_fraction']:.4%} of all elements are left to an "
+                         f"element mask; the first {a['prefix_rows_fit']} query rows fit")
+        return "\n".join(lines)
+
+
+def _result(res: C.c_void_p, keep_runs: bool) -> CheckResult:
+    """A CheckResult from a libfmsim fm_dense_result (consumed)."""
+    try:
+        r = N.lib.fm_dense_result_report(res).contents
+        closest = N.form_name(r.closest)
+        bad = []
+        if r.form < 0:
+            for k in range(r.nfirst[r.closest]):
+                c = r.first[r.closest][k]
+                bad.append(ColumnRuns(c.batch, c.head, c.column, c.nruns,
+                                      [(c.runs[q][0], c.runs[q][1]) for q in range(min(c.nruns, 3))]))
+        a = r.advice
+        rest = r.masked - a.subset_masked
+        total = r.dense_bool_bytes
+        advice = {"columns_by_runs": list(a.runs_hist), "sets_fit": int(a.sets_fit),
+                  "sets": int(r.nsets), "prefix_rows_fit": int(a.prefix_rows),
+                  "subset_masked": int(a.subset_masked), "element_mask_elements": int(rest),
+                  "element_mask_fraction": rest / total if total else 0.0,
+                  "transposed_form": N.form_name(r.transposed_form) if r.rows_known else None}
+        tiles = None
+        if r.tiles.total:
+            tiles = {"br": r.tiles.br, "bc": r.tiles.bc, "total": int(r.tiles.total),
+                     "masked": int(r.tiles.count[0]), "partial": int(r.tiles.count[1]),
+                     "unmasked": int(r.tiles.count[2]), "sparsity": r.tiles.sparsity}
+        out = CheckResult(
+            fits=r.form >= 0, form=N.form_name(r.form), closest_form=closest, batch=int(r.batch),
+            heads=int(r.heads), seqlen_q=int(r.sq), seqlen_k=int(r.sk), h_mask=int(r.h_mask),
+            masked=int(r.masked), max_runs=int(r.max_runs),
+            misfits={N.FORMS[f]: int(r.misfits[f]) for f in range(4)}, bad_columns=bad,
+            transposed_form=N.form_name(r.transposed_form) if r.rows_known else None,
+            shared_across_heads=bool(r.shared_across_heads),
+            rows_without_visible_key=int(r.empty_rows) if r.rows_known else None,
+            masked_diagonal=int(r.masked_diagonal), tiles=tiles, advice=advice,
+            memory={"dense_bool_bytes": int(r.dense_bool_bytes),
+                    "interval_bytes": int(r.interval_bytes) if r.form >= 0 else None})
+        if keep_runs:
+            err = N.Err()
+            if out.fits:
+                h = _handle_out()
+                N.check(N.lib.fm_dense_result_to_colmask(res, -1, C.byref(h), C.byref(err)), err)
+                out.mask = Mask(h)
+            h = _handle_out()
+            N.check(N.lib.fm_dense_result_subset_colmask(res, C.byref(h), C.byref(err)), err)
+            out.subset = Mask(h)
+            shape = (out.batch, out.heads, out.seqlen_k)
+            out.nruns = np.ctypeslib.as_array(N.lib.fm_dense_result_nruns(res), shape=shape).copy()
+            out.runs = np.ctypeslib.as_array(N.lib.fm_dense_result_runs(res), shape=shape + (3, 2)).copy()
+        tp = N.lib.fm_dense_result_tiles(res)
+        if tp and tiles:
+            tr, tc = r.tiles.tr, r.tiles.tc
+            out.tile_classes = np.ctypeslib.as_array(tp, shape=(out.batch, out.heads, tr, tc)).copy()
+        return out
+    finally:
+        N.lib.fm_dense_result_destroy(res)
+
+
+_READINGS = {None: 0, "auto": 0, "bool": 1, "additive": 2}
+
+
+def _opts(masked_true: bool, keep_runs: bool, tiles: Optional[tuple], reading=None,
+          keep_tiles: bool = False) -> N.DenseOpts:
+    if reading not in _READINGS:
+        raise ValueError(f"reading={reading!r}: expected None, 'bool' or 'additive'")
+    br, bc = tiles if tiles else (0, 0)
+    return N.DenseOpts(masked_true=int(bool(masked_true)), keep_intervals=int(bool(keep_runs)),
+                       reading=_READINGS[reading], br=int(br), bc=int(bc),
+                       keep_tiles=int(bool(keep_tiles and tiles)))
+
+
+class _Scan:
+    """A streaming dense check: rows in storage order, (B, H, Sq) of them."""
+
+    def __init__(self, B: int, H: int, Sq: int, Sk: int, opts: N.DenseOpts):
+        self.h, err = _handle_out(), N.Err()
+        N.check(N.lib.fm_dense_scan_create(B, H, Sq, Sk, C.byref(opts), C.byref(self.h),
+                                           C.byref(err)), err)
+        self.sk = Sk
+
+    def rows(self, block: np.ndarray, attend: bool) -> None:
+        """block: (rows, Sk) bool or uint8, C-contiguous (no copy)."""
+        N.lib.fm_dense_scan_rows(self.h, block.ctypes.data, block.shape[0], int(attend))
+
+    def finish(self) -> C.c_void_p:
+        res, err = _handle_out(), N.Err()
+        h, self.h = self.h, None
+        N.check(N.lib.fm_dense_scan_finish(h, C.byref(res), C.byref(err)), err)
+        return res
+
+    def __del__(self):
+        if getattr(self, "h", None):
+            N.lib.fm_dense_scan_destroy(self.h)

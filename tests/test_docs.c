@@ -1,0 +1,162 @@
+/* Every design document the code cites lives in the repository: each page
+ * of docs/ named in a source, script, notebook or document exists, a section
+ * cited after it (the page, a comma, the section in quotes) is one of its
+ * headings, and no file cites the design or families page without the docs/
+ * folder (docs/DESIGN.md, "Style", rule 10). kernels/ is left to its owner
+ * until its CUPTI notes point at docs/DESIGN.md, "Timing and CUPTI". */
+#include <criterion/criterion.h>
+#include <ctype.h>
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static const char *const roots[] = {"app", "core", "viz", "tests", "notebooks", "bench",
+                                    "scripts", "scenarios", "docs", "README.md"};
+static const char *const exts[] = {".c", ".h", ".cu", ".cuh", ".py", ".sh", ".md", ".ipynb",
+                                   ".yaml", ".txt"};
+
+static char *slurp(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *buf = malloc((size_t)n + 1);
+  size_t got = buf ? fread(buf, 1, (size_t)n, f) : 0;
+  fclose(f);
+  if (buf) buf[got] = 0;
+  if (len) *len = got;
+  return buf;
+}
+
+/* The cited section up to its closing quote, with comment decoration
+ * (newlines, '*', '#') folded into single spaces and C string literals split
+ * over lines ("Known "  "traps") joined. */
+static void section_text(const char *p, char *out, size_t cap) {
+  size_t n = 0;
+  int space = 0;
+  for (; *p && n + 1 < cap; p++) {
+    if (*p == '\\' && p[1] == '"') break; /* an escaped closing quote */
+    if (*p == '"') {
+      const char *q = p + 1;
+      while (isspace((unsigned char)*q)) q++;
+      if (*q != '"') break; /* the closing quote */
+      p = q;                /* "..." "...": one literal split over lines */
+      continue;
+    }
+    if (*p == '\n' || *p == '*' || *p == '#' || isspace((unsigned char)*p) || *p == '\\') {
+      space = n > 0;
+      continue;
+    }
+    if (space) out[n++] = ' ';
+    space = 0;
+    out[n++] = *p;
+  }
+  out[n] = 0;
+}
+
+/* 1 when the document has a heading "## section" or "### section". */
+static int has_heading(const char *doc, const char *section) {
+  for (const char *p = doc; (p = strstr(p, "\n#")) != NULL; p++) {
+    const char *h = p + 1;
+    while (*h == '#') h++;
+    while (*h == ' ') h++;
+    size_t n = strlen(section);
+    if (strncmp(h, section, n) == 0 && (h[n] == '\n' || h[n] == 0)) return 1;
+  }
+  return 0;
+}
+
+static int checked;
+
+static void check_file(const char *root, const char *path) {
+  char *text = slurp(path, NULL);
+  cr_assert_not_null(text, "%s", path);
+  for (const char *p = text; (p = strstr(p, "docs/")) != NULL; p += 5) {
+    char name[64];
+    size_t n = 0;
+    const char *q = p + 5;
+    while ((isalnum((unsigned char)*q) || *q == '_' || *q == '-') && n + 4 < sizeof name)
+      name[n++] = *q++;
+    name[n] = 0;
+    if (strncmp(q, ".md", 3) != 0) continue;
+    char doc_path[1024];
+    snprintf(doc_path, sizeof doc_path, "%s/docs/%s.md", root, name);
+    char *doc = slurp(doc_path, NULL);
+    cr_assert_not_null(doc, "%s cites docs/%s.md, which does not exist", path, name);
+    q += 3;
+    int section_follows = *q == ',';
+    while (*q == ',' || *q == ' ' || *q == '\n' || *q == '*' || *q == '#') q++;
+    if (*q == '\\' && q[1] == '"') q++;
+    if (section_follows && *q == '"') {
+      char section[256];
+      section_text(q + 1, section, sizeof section);
+      cr_assert(has_heading(doc, section), "%s cites docs/%s.md, \"%s\": no such heading", path,
+                name, section);
+    }
+    checked++;
+    free(doc);
+  }
+  const char *bare[] = {"DESIGN" ".md", "FAMILIES" ".md"}; /* split: this file is scanned too */
+  for (int b = 0; b < 2; b++)
+    for (const char *p = text; (p = strstr(p, bare[b])) != NULL; p++)
+      cr_assert(p - text >= 5 && strncmp(p - 5, "docs/", 5) == 0,
+                "%s cites %s outside the repository (expected docs/%s)", path, bare[b], bare[b]);
+  free(text);
+}
+
+static int wanted(const char *name) {
+  size_t n = strlen(name);
+  for (size_t e = 0; e < sizeof exts / sizeof exts[0]; e++) {
+    size_t k = strlen(exts[e]);
+    if (n > k && strcmp(name + n - k, exts[e]) == 0) return 1;
+  }
+  return 0;
+}
+
+static void walk(const char *root, const char *path) {
+  struct stat sb;
+  if (stat(path, &sb) != 0) return;
+  if (!S_ISDIR(sb.st_mode)) {
+    check_file(root, path);
+    return;
+  }
+  DIR *d = opendir(path);
+  cr_assert_not_null(d, "%s", path);
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    if (e->d_name[0] == '.') continue;
+    char child[2048];
+    snprintf(child, sizeof child, "%s/%s", path, e->d_name);
+    if (stat(child, &sb) != 0) continue;
+    if (S_ISDIR(sb.st_mode) || wanted(e->d_name)) walk(root, child);
+  }
+  closedir(d);
+}
+
+Test(docs, every_cited_document_and_section_exists) {
+  char root[1024];
+  snprintf(root, sizeof root, "%s/..", FM_TEST_SOURCE_DIR);
+  for (size_t r = 0; r < sizeof roots / sizeof roots[0]; r++) {
+    char path[2048];
+    snprintf(path, sizeof path, "%s/%s", root, roots[r]);
+    walk(root, path);
+  }
+  cr_assert_gt(checked, 20, "only %d citations found: is the tree where the test looks?", checked);
+}
+
+/* The checker itself: a missing heading is caught. */
+Test(docs, the_checker_sees_a_bad_section) {
+  const char *doc = "# T\n\n## Semantics\n\ntext\n### Adding a family\n";
+  char s[256];
+  section_text("Known \"\n    \"traps\\\"), more", s, sizeof s);
+  cr_assert_str_eq(s, "Known traps");
+  section_text("Adding a\n * family\") more", s, sizeof s);
+  cr_assert_str_eq(s, "Adding a family");
+  cr_assert(has_heading(doc, s));
+  cr_assert(has_heading(doc, "Semantics"));
+  cr_assert_not(has_heading(doc, "Semantic"));
+  cr_assert_not(has_heading(doc, "Traces"));
+}

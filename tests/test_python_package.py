@@ -1,0 +1,304 @@
+"""Tests of the Python package (python/fmsim) over libfmsim.
+
+Expected figures are recomputed here by brute force over dense numpy masks
+(runs per column, tile classes, sub-masks), never taken from the code under
+test; the command line (`fmsim check`) is the second reference.
+"""
+import json
+import os
+import re
+import subprocess
+
+import numpy as np
+import pytest
+
+import fmsim
+from fmsim import _native
+
+ROOT = os.environ.get("FM_SOURCE_DIR") or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+# ----------------------------------------------------------------- references
+
+def runs_of(col):
+    """Masked runs [start, end) of a 1-D bool 'masked' array."""
+    d = np.diff(np.concatenate([[0], col.astype(np.int8), [0]]))
+    return list(zip(np.flatnonzero(d == 1), np.flatnonzero(d == -1)))
+
+
+def dense_eval(fn, B, H, S, Sk=None):
+    Sk = Sk or S
+    q = np.arange(S, dtype=np.int32)[:, None]
+    k = np.arange(Sk, dtype=np.int32)[None, :]
+    return np.stack([np.stack([np.broadcast_to(fn(np.int32(b), np.int32(h), q, k), (S, Sk))
+                               for h in range(H)]) for b in range(B)])
+
+
+def exact_tiles(masked, br, bc):
+    """Exact classes of a [Sq, Sk] 'masked' array: 0 masked, 1 partial, 2 unmasked."""
+    sq, sk = masked.shape
+    tr, tc = -(-sq // br), -(-sk // bc)
+    out = np.empty((tr, tc), np.uint8)
+    for r in range(tr):
+        for c in range(tc):
+            t = masked[r * br:(r + 1) * br, c * bc:(c + 1) * bc]
+            out[r, c] = 0 if t.all() else 2 if not t.any() else 1
+    return out
+
+
+def dilated(b, h, q, k):  # does not fit: every 4th key of a causal window of 24
+    return (q >= k) & ((q - k) % 4 == 0) & (q - k < 24)
+
+
+def per_head(b, h, q, k):  # causal window that depends on the head (and batch)
+    return (q >= k) & (q - k < 5 + 3 * h + b)
+
+
+def fmsim_bin():
+    exe = fmsim.binary_path()
+    if exe is None:
+        pytest.skip("no fmsim binary")
+    return exe
+
+
+# ----------------------------------------------------------------- from_mask_mod
+
+@pytest.mark.parametrize("chunk", [1, 7, 64, None])
+def test_from_mask_mod_fitting_equals_brute_force(chunk):
+    S = 96
+    r = fmsim.from_mask_mod(per_head, B=2, H=3, Sq=S, chunk_rows=chunk, tiles=(16, 8))
+    attend = dense_eval(per_head, 2, 3, S)
+    assert r.fits and r.form == "causal-1" and r.causal
+    assert r.h_mask == 3 and not r.shared_across_heads
+    for b in range(2):
+        for h in range(3):
+            assert np.array_equal(r.mask.to_dense(b, h), attend[b, h])
+            exact = exact_tiles(~attend[b, h], 16, 8)
+    assert r.intervals.shape == (2, 3, S, 1) and r.intervals.dtype == np.int32
+    # the exact tile counts of the scan equal brute force over all sets
+    want = np.concatenate([exact_tiles(~attend[b, h], 16, 8).ravel() for b in range(2) for h in range(3)])
+    assert r.tiles["masked"] == (want == 0).sum() and r.tiles["partial"] == (want == 1).sum()
+    assert r.tiles["unmasked"] == (want == 2).sum()
+
+
+def test_heads_sharing_a_mask_give_h_mask_1():
+    r = fmsim.from_mask_mod(lambda b, h, q, k: q >= k, B=2, H=4, Sq=40)
+    assert r.fits and r.h_mask == 1 and r.intervals.shape == (2, 1, 40, 1)
+
+
+def test_from_mask_mod_not_fitting_runs_advice_and_subset():
+    S, Sk = 80, 72
+    r = fmsim.from_mask_mod(dilated, 1, 1, S, Sk, chunk_rows=9, tiles=(16, 16))
+    masked = ~dense_eval(dilated, 1, 1, S, Sk)[0, 0]
+    assert not r.fits and r.form is None and r.intervals is None
+    cols = [runs_of(masked[:, j]) for j in range(Sk)]
+    assert r.max_runs == max(len(c) for c in cols)
+    assert np.array_equal(r.nruns[0, 0], [len(c) for c in cols])
+    for j, c in enumerate(cols):
+        for k, run in enumerate(c[:3]):
+            assert tuple(r.runs[0, 0, j, k]) == run
+    # bad columns: the first eight that bidir-4 cannot hold, with their runs
+    bad = [j for j, c in enumerate(cols) if len(c) > 2][:8]
+    assert [c.column for c in r.bad_columns] == bad
+    assert r.bad_columns[0].runs == [tuple(map(int, x)) for x in cols[bad[0]][:3]]
+    # advice: histogram, prefix of rows that fits, sub-mask
+    hist = [sum(len(c) == n for c in cols) for n in range(4)] + [sum(len(c) >= 4 for c in cols)]
+    assert r.advice["columns_by_runs"] == hist
+    assert r.advice["prefix_rows_fit"] == min(c[2][0] for c in cols if len(c) > 2)
+    sub = r.subset.to_dense()  # True = may attend
+    sub_masked = ~sub
+    assert not (sub_masked & ~masked).any(), "the sub-mask masks only masked elements"
+    for j, c in enumerate(cols):  # per column: its two longest runs
+        longest = sorted(c, key=lambda x: (-(x[1] - x[0]), x[0]))[:2]
+        assert sorted(runs_of(sub_masked[:, j])) == sorted(longest)
+    assert r.advice["subset_masked"] == sub_masked.sum()
+    assert r.advice["element_mask_fraction"] == pytest.approx((masked & ~sub_masked).sum() / masked.size)
+    with pytest.raises(fmsim.FmsimError, match="does not fit"):
+        r.analyze()
+    assert r.subset.analyze(16, 16).rho_exact == (exact_tiles(sub_masked, 16, 16) == 0).mean()
+
+
+def test_from_mask_mod_matches_the_command_line(tmp_path):
+    S = 64
+    attend = dense_eval(dilated, 1, 1, S)[0, 0]
+    np.save(tmp_path / "m.npy", attend)
+    cli = subprocess.run([fmsim_bin(), "check", str(tmp_path / "m.npy"), "--json", "--br", "16",
+                          "--bc", "16"], capture_output=True, text=True)
+    assert cli.returncode == 1
+    rep = json.loads(cli.stdout)
+    r = fmsim.from_mask_mod(dilated, 1, 1, S, tiles=(16, 16))
+    assert rep["representable"] == r.fits and rep["max_runs"] == r.max_runs
+    assert rep["first_bad_columns"] == [c.column for c in r.bad_columns]
+    assert rep["advice"]["columns_by_runs"] == r.advice["columns_by_runs"]
+    assert rep["advice"]["subset"]["masked_elements"] == r.advice["subset_masked"]
+    assert rep["advice"]["subset"]["sparsity_exact"] == pytest.approx(r.subset.analyze(16, 16).rho_exact)
+    assert rep["tiles"]["masked"] == r.tiles["masked"]
+
+
+def test_from_mask_mod_bad_inputs():
+    with pytest.raises(ValueError, match="Sq"):
+        fmsim.from_mask_mod(lambda b, h, q, k: q >= k, 1, 1, 0)
+    with pytest.raises(ValueError, match="B"):
+        fmsim.from_mask_mod(lambda b, h, q, k: q >= k, -1, 1, 8)
+    with pytest.raises(TypeError, match="callable"):
+        fmsim.from_mask_mod(None, 1, 1, 8)
+    with pytest.raises(ValueError, match="broadcast"):
+        fmsim.from_mask_mod(lambda b, h, q, k: np.ones((3, 3), bool), 1, 1, 8, backend="numpy")
+    with pytest.raises(TypeError, match="float"):
+        fmsim.from_mask_mod(lambda b, h, q, k: (q - k) * 0.5, 1, 1, 8, backend="numpy")
+    # None means 1, as in create_block_mask; a mask_mod that only uses kv broadcasts
+    r = fmsim.from_mask_mod(lambda b, h, q, k: k < 3, None, None, 8)
+    assert r.fits and r.batch == 1 and r.heads == 1
+
+
+def test_torch_backend():
+    torch = pytest.importorskip("torch")
+    r = fmsim.from_mask_mod(lambda b, h, q, k: torch.logical_and(q >= k, q - k < 4), 1, 2, 32,
+                            backend="torch")
+    assert r.fits and r.form == "causal-1"
+
+
+# ----------------------------------------------------------------- check
+
+def test_check_array_path_and_dtypes(tmp_path):
+    attend = dense_eval(per_head, 2, 3, 48)
+    base = fmsim.check(attend)
+    np.save(tmp_path / "m.npy", attend)
+    from_file = fmsim.check(tmp_path / "m.npy")
+    assert base.fits and from_file.fits and base.mask == from_file.mask
+    for dt in (np.uint8, np.int8, np.int32, np.int64, np.uint64):
+        assert fmsim.check(attend.astype(dt)).mask == base.mask, dt
+    additive = np.where(attend, 0.0, -np.inf)
+    for dt in (np.float32, np.float64, np.float16):
+        assert fmsim.check(additive.astype(dt)).mask == base.mask, dt
+    inv = fmsim.check(~attend, masked_true=True)
+    assert inv.mask == base.mask
+    # a float mask of 0 and 1 is ambiguous
+    with pytest.raises(ValueError, match="only 0 and 1"):
+        fmsim.check(attend.astype(np.float32))
+    assert fmsim.check(attend.astype(np.float32), reading="bool").mask == base.mask
+    assert fmsim.check(attend.astype(np.float32), reading="additive").masked == 0
+    np.save(tmp_path / "f.npy", attend.astype(np.float64))
+    with pytest.raises(fmsim.FmsimError, match="--bool"):
+        fmsim.check(tmp_path / "f.npy")
+    assert fmsim.check(tmp_path / "f.npy", reading="bool").mask == base.mask
+    with pytest.raises(ValueError, match="dense mask is"):
+        fmsim.check(np.zeros(5, bool))
+
+
+def test_check_reads_bool_in_place():
+    a = np.zeros((1 << 10, 1 << 10), bool)
+    a[:, 0] = True
+    before = a.copy()
+    r = fmsim.check(a)
+    assert r.fits and np.array_equal(a, before)
+
+
+# ----------------------------------------------------------------- paddle
+
+@pytest.mark.parametrize("form", ["causal-1", "causal-2", "bidir-2", "bidir-4"])
+def test_paddle_round_trip(form):
+    S = 40
+    rng = np.random.default_rng(3)
+    k = _native.FORM_K[form]
+    causal = _native.FORM_CAUSAL[form]
+    a = np.sort(rng.integers(0, S + 1, size=(2, 1, S, k)), axis=-1).astype(np.int32)
+    if form == "causal-1":
+        a[..., 0] = np.maximum(a[..., 0], np.arange(S) + 1)
+    if form == "causal-2":
+        a[..., 0] = np.maximum(a[..., 0], np.arange(S) + 1)
+        a[..., 1] = np.maximum(a[..., 0], a[..., 1])
+    m = fmsim.from_paddle(a, causal)
+    back, c = m.to_paddle(form)
+    assert c == causal and back.shape == a.shape
+    assert fmsim.from_paddle(back, causal) == m
+    # semantics: masked(i, j) from the form's vectors
+    lts = a[0, 0, :, 0]
+    dense = m.to_dense(0, 0)
+    i = np.arange(S)[:, None]
+    if form == "causal-1":
+        want = (i >= lts[None, :]) | (i < np.arange(S)[None, :])
+        assert np.array_equal(~dense, want)
+
+
+def test_from_paddle_rejects_bad_arrays():
+    with pytest.raises(ValueError, match=r"\[B, H_mask, Sk, k\]"):
+        fmsim.from_paddle(np.zeros((4, 2), np.int32), True)
+    with pytest.raises(ValueError, match="bidir-4"):
+        fmsim.from_paddle(np.zeros((1, 1, 4, 4), np.int32), True)
+    with pytest.raises(fmsim.FmsimError, match=r"\[0, Sq"):
+        fmsim.from_paddle(np.full((1, 1, 4, 1), 9, np.int32), True)
+
+
+# ----------------------------------------------------------------- analyze, text, render
+
+def test_analyze_equals_brute_force_and_cli(tmp_path):
+    fn = lambda b, h, q, k: ((q >= k) & (q - k < 20)) | (k < 5)  # noqa: E731
+    r = fmsim.from_mask_mod(fn, 1, 1, 100)
+    a = r.analyze(16, 32)
+    exact = exact_tiles(~dense_eval(fn, 1, 1, 100)[0, 0], 16, 32)
+    assert (a.tr, a.tc, a.total) == (7, 4, 28)
+    assert a.counts_exact == {"masked": int((exact == 0).sum()), "partial": int((exact == 1).sum()),
+                              "unmasked": int((exact == 2).sum())}
+    assert a.rho <= a.rho_exact  # the min/max rule is conservative
+    assert a.memory["dense"] == 100 * 100
+    np.save(tmp_path / "iv.npy", r.intervals)
+    out = subprocess.run([fmsim_bin(), "analyze", "--intervals", str(tmp_path / "iv.npy"), "--bidir",
+                          "--br", "16", "--bc", "32", "--json"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    cli = json.loads(out.stdout)
+    assert cli["sparsity"] == pytest.approx(a.rho) and cli["exact"]["sparsity"] == pytest.approx(a.rho_exact)
+
+
+def test_to_string_is_the_tile_map():
+    r = fmsim.from_mask_mod(lambda b, h, q, k: (q >= k) & (q - k < 8), 1, 1, 64)
+    text = r.to_string(8, 8)
+    grid = [line[1:-1] for line in text.splitlines() if line.startswith("|")]
+    cls = r.mask.tile_classes(8, 8)[0, 0]
+    assert len(grid) == 8 and all(len(g) == 8 for g in grid)
+    for row, want in zip(grid, cls):
+        assert [" ░█"[c] for c in want] == list(row)
+    assert "rho = 0.7656" in text  # 49 of 64 tiles skipped
+    big = fmsim.from_mask_mod(lambda b, h, q, k: q >= k, 1, 1, 4096).to_string(16, 16, max_size=32)
+    assert len([l for l in big.splitlines() if l.startswith("|")]) == 32 and "8 x 8 tiles" in big
+
+
+def test_render_png_and_clean_errors(tmp_path, monkeypatch):
+    exe = fmsim_bin()
+    r = fmsim.from_mask_mod(lambda b, h, q, k: (q >= k) & (q - k < 100), 1, 1, 512)
+    help_text = subprocess.run([exe, "--help"], capture_output=True, text=True).stdout
+    if not re.search(r"^\s+render\s", help_text, re.M):
+        pytest.skip("fmsim built without cairo")
+    out = tmp_path / "m.png"
+    assert r.render(str(out), br=64, bc=64, size="400x300") == str(out)
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    with pytest.raises(fmsim.FmsimError, match="does not fit"):
+        fmsim.from_mask_mod(dilated, 1, 1, 64).render(str(tmp_path / "x.png"))
+    monkeypatch.setattr(_native, "binary_path", lambda: None)
+    with pytest.raises(fmsim.FmsimError, match="binary was not found"):
+        r.render(str(tmp_path / "y.png"))
+    assert not (tmp_path / "y.png").exists()
+
+
+def test_to_block_mask():
+    pytest.importorskip("torch")
+    pytest.importorskip("torch.nn.attention.flex_attention")
+    r = fmsim.from_mask_mod(lambda b, h, q, k: (q >= k) & (q - k < 300), 1, 1, 1024)
+    bm = r.to_block_mask()
+    dense = bm.to_dense()[0, 0].numpy()
+    cls = r.mask.tile_classes(128, 128, exact=True)[0, 0]
+    assert np.array_equal(dense != 0, cls != 0)
+
+
+def test_palette_matches_render():
+    header = open(os.path.join(ROOT, "viz", "viz.h")).read()
+    names = {"BACKGROUND": "background", "MASKED": "masked", "VISIBLE": "visible",
+             "PARTIAL": "partial", "PARTIAL_MASKED": "partial_masked", "HATCH": "hatch", "TEXT": "text"}
+    found = dict(re.findall(r"VIZ_RGB_([A-Z_]+) = 0x([0-9A-Fa-f]{6})", header))
+    assert set(found) == set(names)
+    for c, key in names.items():
+        assert fmsim.PALETTE[key].lower() == "#" + found[c].lower()
+    draw = open(os.path.join(ROOT, "viz", "viz_draw.c")).read()
+    for kind in fmsim.LEGEND.values():
+        for text, _ in kind:
+            assert f'"{text}"' in draw or f'"partial tile: visible element" : "{text}"' in draw, text
