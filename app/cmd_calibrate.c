@@ -2,11 +2,12 @@
  * to the kernel times a GPU run measured, and reports the fit's residuals.
  *
  * Runs are read through one adapter (read_run) that turns whatever wrote
- * them into per-case records: a scenario run (its folder: index.json, and
- * per case cases/ID/columns.npy, summary.json, gpu.json), a bench run (its
- * summary.json: cases and sweep points), or a measurements file
- * ("format": "fmsim-measurements", written by bench/validate_model.py from
- * the tables of older runs). */
+ * them into per-case records: a scenario run of `fmsim run` or `fmsim bench`
+ * (its folder: index.json with each kernel's time, run.json, the cases'
+ * columns.npy), an older bench summary.json (cases and sweep points, the
+ * committed H200 results), or a measurements file ("format":
+ * "fmsim-measurements", written by bench/validate_model.py from tables that
+ * exist only as text). */
 #define _POSIX_C_SOURCE 200809L
 #include <getopt.h>
 #include <math.h>
@@ -31,12 +32,13 @@ static const char *help =
     "Fits the timing model of one kernel (core/fm_timing.h) to the kernel times measured by\n"
     "GPU runs, one set of coefficients per head dim, by non-negative least squares of the\n"
     "relative error, and prints every case's measured and fitted time. RUN is a scenario run\n"
-    "folder (fmsim run: index.json and cases/), a bench summary.json (fmsim bench: its cases\n"
-    "and sweep points) or a measurements JSON file (bench/validate_model.py --export).\n"
+    "folder (fmsim run, fmsim bench: index.json, its kernels' times, the cases' columns.npy),\n"
+    "an older bench summary.json (its cases and sweep points) or a measurements JSON file\n"
+    "(bench/validate_model.py --export).\n"
     "scenarios/calibration.yaml is the calibration set: masks chosen to separate the\n"
     "coefficients.\n\n"
     "  --out FILE          the profile to write (data/gpu/GPU-KERNEL.json for fmsim predict)\n"
-    "  --kernel NAME       the kernel that ran: sm80 or sm90 (default: what the runs say)\n"
+    "  --kernel NAME       the kernel to fit: sm80 or sm90 (default: the one the runs timed)\n"
     "  --gpu-name TEXT     the GPU (default: the device the runs name)\n"
     "  --sms N             its SM count (default 132 for H100/H200)\n"
     "  --hbm-gbs X         its HBM bandwidth in GB/s for the memory floor (default: known GPUs)\n"
@@ -58,6 +60,7 @@ typedef struct cal_case {
   uint64_t seed;
   char mask_path[4096];  /* an interval file, "" for a family mask */
   int causal, trace_columns; /* trace_columns: a trace's columns.npy (raw vectors) */
+  char kernel[16];           /* the kernel that ran it, "" when the run does not say */
   int64_t seqlen, batch, heads;
   int32_t head_dim, br, bc; /* br = 0: the run does not say */
   double time_ms;
@@ -66,7 +69,7 @@ typedef struct cal_case {
 typedef struct cal_set {
   cal_case *v;
   int n, cap;
-  char gpu[128], date[32], kernel[16];
+  char gpu[128], date[32];
 } cal_set;
 
 static cal_case *set_add(cal_set *s) {
@@ -118,44 +121,39 @@ static int64_t num(const fm_jv *obj, const char *key, int64_t dflt) {
   return (int64_t)fm_jv_number(fm_jv_get(obj, key), (double)dflt);
 }
 
-/* A scenario run: index.json rows with a "gpu" object; the mask from the
- * case's trace folder. */
+/* A scenario run (fmsim run, fmsim bench): one case per row and kernel that
+ * ran it, index.json's "kernels" records (the kernel, its tile and time); the
+ * mask is the row's columns.npy (the trace's vectors, the causal flag beside
+ * them); the device from run.json. */
 static int read_scenario(const fm_jv *rows, const char *dir, cal_set *s) {
-  for (const fm_jv *r = fm_jv_first(rows); r; r = fm_jv_next(r)) {
-    double ms = fm_jv_number(fm_jv_get(fm_jv_get(r, "gpu"), "time_ms"), NAN);
-    const char *trace = fm_jv_string(fm_jv_get(r, "trace"));
-    if (!isfinite(ms) || !trace) continue; /* the GPU step did not run */
-    cal_case *c = set_add(s);
-    if (!c) return -1;
-    copy_str(c->id, sizeof c->id, fm_jv_string(fm_jv_get(r, "id")));
-    c->batch = num(r, "batch", 1);
-    c->heads = num(r, "heads", 1);
-    c->head_dim = (int32_t)num(r, "head_dim", 128);
-    c->time_ms = ms;
-    c->trace_columns = 1;
-    char path[4096];
-    fm_err err;
-    fm_jdoc *d;
-    if (snprintf(c->mask_path, sizeof c->mask_path, "%s/cases/%s/columns.npy", dir, trace) >=
-            (int)sizeof c->mask_path ||
-        snprintf(path, sizeof path, "%s/cases/%s/summary.json", dir, trace) >= (int)sizeof path) {
-      cli_error(cmd, "%s: case folder path too long", dir);
-      return -1;
-    }
-    if (fm_jdoc_load(path, &d, &err) != FM_OK) {
-      cli_error(cmd, "%s", err.msg);
-      return -1;
-    }
-    c->causal = fm_jv_bool(fm_jv_get(fm_jdoc_root(d), "causal"), 0);
+  char path[4096];
+  fm_jdoc *d;
+  if (snprintf(path, sizeof path, "%s/run.json", dir) < (int)sizeof path &&
+      fm_jdoc_load(path, &d, NULL) == FM_OK) {
+    copy_str(s->gpu, sizeof s->gpu, fm_jv_string(fm_jv_get(fm_jdoc_root(d), "device")));
     fm_jdoc_free(d);
-    if (snprintf(path, sizeof path, "%s/cases/%s/gpu.json", dir, trace) < (int)sizeof path &&
-        fm_jdoc_load(path, &d, NULL) == FM_OK) { /* the kernel's tile and the device */
-      const fm_jv *g = fm_jdoc_root(d);
-      c->br = (int32_t)num(g, "tile_rows", 0);
-      c->bc = (int32_t)num(g, "tile_cols", 0);
-      if (!s->gpu[0]) copy_str(s->gpu, sizeof s->gpu, fm_jv_string(fm_jv_get(g, "device")));
-      if (!s->kernel[0]) copy_str(s->kernel, sizeof s->kernel, fm_jv_string(fm_jv_get(g, "kernel")));
-      fm_jdoc_free(d);
+  }
+  for (const fm_jv *r = fm_jv_first(rows); r; r = fm_jv_next(r)) {
+    const char *columns = fm_jv_string(fm_jv_get(r, "columns"));
+    for (const fm_jv *k = fm_jv_first(fm_jv_get(r, "kernels")); k && columns; k = fm_jv_next(k)) {
+      double ms = fm_jv_number(fm_jv_get(k, "time_ms"), NAN);
+      if (!isfinite(ms)) continue; /* not run */
+      cal_case *c = set_add(s);
+      if (!c) return -1;
+      copy_str(c->kernel, sizeof c->kernel, fm_jv_string(fm_jv_get(k, "kernel")));
+      snprintf(c->id, sizeof c->id, "%.120s %s", fm_jv_string(fm_jv_get(r, "id")), c->kernel);
+      c->batch = num(r, "batch", 1);
+      c->heads = num(r, "heads", 1);
+      c->head_dim = (int32_t)num(r, "head_dim", 128);
+      c->br = (int32_t)num(k, "br", 0);
+      c->bc = (int32_t)num(k, "bc", 0);
+      c->causal = fm_jv_bool(fm_jv_get(r, "causal"), 0);
+      c->time_ms = ms;
+      c->trace_columns = 1;
+      if (join_path(c->mask_path, sizeof c->mask_path, dir, columns)) {
+        cli_error(cmd, "%s: case path too long", dir);
+        return -1;
+      }
     }
   }
   return 0;
@@ -229,11 +227,13 @@ static int read_bench(const fm_jv *root, const char *dir, cal_set *s) {
  * seed, sample, br, bc, time_ms}]}. */
 static int read_measurements(const fm_jv *root, cal_set *s) {
   copy_str(s->gpu, sizeof s->gpu, fm_jv_string(fm_jv_get(root, "gpu")));
-  copy_str(s->kernel, sizeof s->kernel, fm_jv_string(fm_jv_get(root, "kernel")));
   copy_str(s->date, sizeof s->date, fm_jv_string(fm_jv_get(root, "date")));
   for (const fm_jv *r = fm_jv_first(fm_jv_get(root, "cases")); r; r = fm_jv_next(r)) {
     double ms = fm_jv_number(fm_jv_get(r, "time_ms"), NAN);
-    if (isfinite(ms) && !family_case(s, r, ms)) return -1;
+    if (!isfinite(ms)) continue;
+    cal_case *c = family_case(s, r, ms);
+    if (!c) return -1;
+    copy_str(c->kernel, sizeof c->kernel, fm_jv_string(fm_jv_get(root, "kernel")));
   }
   return 0;
 }
@@ -304,8 +304,8 @@ static int case_work(const cal_case *c, fm_kernel_id kernel, fm_timing_work *w) 
   fm_colmask *m = NULL;
   fm_status st;
   if (c->mask_path[0]) {
-    st = c->trace_columns ? timing_load_trace_columns(c->mask_path, c->causal, &m, &err)
-                          : fm_colmask_load_npy(c->mask_path, c->causal, 0, &m, &err);
+    fm_intervals_opts lo = {.causal = c->causal, .strict = 1, .four_vectors = c->trace_columns};
+    st = fm_intervals_load(c->mask_path, &lo, &m, NULL, &err);
   } else {
     cli_mask_opts o;
     cli_mask_opts_init(&o);
@@ -469,19 +469,43 @@ static int parse_fix(const char *arg, fm_fit_options *fo) {
   return -1;
 }
 
-/* GPU name, SMs, bandwidth, kernel, date and source of the profile. */
-static int profile_header(cal_state *st, const cal_opts *o, int argc, char **argv, int first) {
-  fm_gpu_profile *p = &st->prof;
+/* The kernel to fit: --kernel, else the one the runs name; keeps its cases
+ * (and those whose run names no kernel). */
+static int choose_kernel(cal_state *st, const char *given) {
   fm_err err;
-  const char *kname = o->kernel ? o->kernel : st->set.kernel[0] ? st->set.kernel : NULL;
-  if (!kname) {
+  const char *name = given, *other = NULL;
+  for (int i = 0; !given && i < st->set.n; i++) {
+    const char *k = st->set.v[i].kernel;
+    if (k[0] && !name) name = k;
+    else if (k[0] && strcmp(k, name)) other = k;
+  }
+  if (!name) {
     cli_error(cmd, "the runs do not say which kernel ran: give --kernel sm80 or sm90");
     return -1;
   }
-  if (fm_kernel_parse(kname, &st->kernel, &err) != FM_OK || st->kernel == FM_KERNEL_AUTO) {
+  if (other) {
+    cli_error(cmd, "the runs hold kernels %s and %s: choose one with --kernel", name, other);
+    return -1;
+  }
+  if (fm_kernel_parse(name, &st->kernel, &err) != FM_OK || st->kernel == FM_KERNEL_AUTO) {
     cli_error(cmd, "--kernel: %s", st->kernel == FM_KERNEL_AUTO ? "name the kernel that ran, not auto" : err.msg);
     return -1;
   }
+  int n = 0;
+  for (int i = 0; i < st->set.n; i++)
+    if (!st->set.v[i].kernel[0] || !strcmp(st->set.v[i].kernel, name)) st->set.v[n++] = st->set.v[i];
+  st->set.n = n;
+  if (n == 0) {
+    cli_error(cmd, "no case of kernel %s in the runs given", name);
+    return -1;
+  }
+  return 0;
+}
+
+/* GPU name, SMs, bandwidth, kernel, date and source of the profile. */
+static int profile_header(cal_state *st, const cal_opts *o, int argc, char **argv, int first) {
+  fm_gpu_profile *p = &st->prof;
+  if (choose_kernel(st, o->kernel)) return -1;
   p->kernel = st->kernel;
   copy_str(p->gpu, sizeof p->gpu, o->gpu ? o->gpu : st->set.gpu);
   if (!p->gpu[0]) {
@@ -521,9 +545,10 @@ static int parse_opts(int argc, char **argv, cal_opts *o) {
       {0, 0, 0, 0}};
   int opt;
   int64_t v;
-  opterr = 0;
-  while ((opt = getopt_long(argc, argv, ":", longopts, NULL)) != -1) {
+  cli_getopt_reset();
+  while ((opt = cli_next_opt(cmd, argc, argv, ":", longopts, NULL, NULL, NULL)) != -1) {
     switch (opt) {
+    case CLI_OPT_ERROR: return -1;
     case 'o': o->out = optarg; break;
     case 'k': o->kernel = optarg; break;
     case 'g': o->gpu = optarg; break;

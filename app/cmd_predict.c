@@ -31,7 +31,8 @@ static const char *help =
     "                       profile's own tile; the kernel itself runs only its own tile\n"
     "  --mask FILE          an interval file (Paddle startend_row_indices .npy) instead of\n"
     "                       a family; --causal or --bidir says which it is; --seqlen-q N\n"
-    "                       sets Sq (default Sk); batch and heads default to its sets\n"
+    "                       sets Sq (default Sk); --strict refuses indices above Sq;\n"
+    "                       batch and heads default to its sets\n"
     "  --trace DIR          the mask of an fmsim trace folder (columns.npy, summary.json);\n"
     "                       batch and heads default to the trace's\n"
     "  --head-dim D         64 or 128 (default 128)\n"
@@ -45,9 +46,10 @@ static const char *help =
 
 typedef struct pred_opts {
   cli_mask_opts mask;
+  cli_interval_opts io; /* --causal, --bidir, --seqlen-q, --strict of --mask */
   const char *mask_file, *trace, *gpu;
-  int causal, json, batch_given, heads_given;
-  int64_t sq, head_dim;
+  int json, batch_given, heads_given;
+  int64_t head_dim;
   fm_kernel_id kernel;
   fm_pass pass;
   int64_t br[MAX_TILES], bc[MAX_TILES];
@@ -59,39 +61,27 @@ typedef struct pred_row {
   fm_timing_result skip, noskip, full;
 } pred_row;
 
-static int parse_list(const char *opt, const char *text, int64_t *out, int *n) {
-  char buf[512];
-  snprintf(buf, sizeof buf, "%s", text);
-  *n = 0;
-  for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-    if (*n == MAX_TILES) {
-      cli_error(cmd, "%s: at most %d values", opt, MAX_TILES);
-      return -1;
-    }
-    if (cli_int(cmd, opt, tok, 1, 65536, &out[(*n)++])) return -1;
-  }
-  if (*n == 0) {
-    cli_error(cmd, "%s: empty list", opt);
-    return -1;
-  }
-  return 0;
+/* The shared options (a cli_shared_opt_fn): --br/--bc as lists here, the
+ * interval file's flags, then the family mask's. */
+static int shared_opt(const char *c, void *opts, int opt, const char *arg) {
+  pred_opts *o = opts;
+  if (opt == 1001 || opt == 1002)
+    return cli_int_list(c, opt == 1001 ? "--br" : "--bc", arg, 1, 65536, opt == 1001 ? o->br : o->bc,
+                        opt == 1001 ? &o->nbr : &o->nbc, MAX_TILES) ? -1 : 1;
+  int r = cli_interval_opt(c, &o->io, opt, arg);
+  if (r == 0) r = cli_mask_opt(c, &o->mask, opt, arg);
+  o->batch_given |= r > 0 && opt == 'b';
+  o->heads_given |= r > 0 && opt == 'H';
+  return r;
 }
 
-/* Options other than the mask's (their codes differ from CLI_MASK_LONGOPTS',
- * except --br/--bc, which take lists here); 1 when handled, -1 on error. */
+/* Options of predict alone; 1 when handled, -1 on error, 0 not one of them. */
 static int predict_opt(pred_opts *o, int opt, const char *arg) {
   fm_err err;
   switch (opt) {
-  case 1001: return parse_list("--br", arg, o->br, &o->nbr) ? -1 : 1;
-  case 1002: return parse_list("--bc", arg, o->bc, &o->nbc) ? -1 : 1;
   case 'M': o->mask_file = arg; return 1;
   case 'T': o->trace = arg; return 1;
-  case 'c': return cli_causal_flag(cmd, 1, &o->causal) ? -1 : 1;
-  case 'B': return cli_causal_flag(cmd, 0, &o->causal) ? -1 : 1;
-  case 'q': return cli_int(cmd, "--seqlen-q", arg, 1, FM_MAX_SEQLEN, &o->sq) ? -1 : 1;
-  case 'd':
-    if (cli_int(cmd, "--head-dim", arg, 1, 1024, &o->head_dim)) return -1;
-    return 1;
+  case 'd': return cli_int(cmd, "--head-dim", arg, 1, 1024, &o->head_dim) ? -1 : 1;
   case 'g': o->gpu = arg; return 1;
   case 'j': o->json = 1; return 1;
   case 'K':
@@ -106,53 +96,49 @@ static int predict_opt(pred_opts *o, int opt, const char *arg) {
   return 0;
 }
 
+/* 0 parsed, 1 help printed, -1 bad usage (printed). */
 static int parse_opts(int argc, char **argv, pred_opts *o) {
   static const struct option longopts[] = {
       CLI_MASK_LONGOPTS,
+      CLI_INTERVAL_LONGOPTS,
       {"mask", required_argument, 0, 'M'},     {"trace", required_argument, 0, 'T'},
-      {"causal", no_argument, 0, 'c'},
-      {"bidir", no_argument, 0, 'B'},          {"seqlen-q", required_argument, 0, 'q'},
       {"head-dim", required_argument, 0, 'd'}, {"kernel", required_argument, 0, 'K'},
       {"gpu", required_argument, 0, 'g'},      {"pass", required_argument, 0, 'P'},
       {"json", no_argument, 0, 'j'},           {"help", no_argument, 0, 'h'},
       {0, 0, 0, 0}};
   memset(o, 0, sizeof *o);
   cli_mask_opts_init(&o->mask);
-  o->causal = -1;
+  o->io.causal = -1;
   o->head_dim = 128;
   o->kernel = FM_KERNEL_AUTO;
   o->pass = FM_PASS_FWD;
   int opt;
-  opterr = 0;
-  while ((opt = getopt_long(argc, argv, ":", longopts, NULL)) != -1) {
+  cli_getopt_reset();
+  while ((opt = cli_next_opt(cmd, argc, argv, ":", longopts, shared_opt, o, NULL)) != -1) {
+    if (opt == CLI_OPT_ERROR) return -1;
     if (opt == 'h') {
       fputs(help, stdout);
       return 1;
     }
     int r = predict_opt(o, opt, optarg);
-    if (r == 0) r = cli_mask_opt(cmd, &o->mask, opt, optarg);
     if (r < 0) return -1;
     if (r == 0) {
       cli_bad_option(cmd, opt, argv);
       return -1;
     }
-    o->batch_given |= opt == 'b';
-    o->heads_given |= opt == 'H';
   }
-  if (optind < argc) {
-    cli_error(cmd, "unexpected argument '%s'", argv[optind]);
-    return -1;
-  }
+  if (cli_no_operands(cmd, argc, argv)) return -1;
   if ((o->mask.family != NULL) + (o->mask_file != NULL) + (o->trace != NULL) != 1) {
     cli_error(cmd, "give one mask: --family NAME, --mask FILE or --trace DIR");
     return -1;
   }
-  if (o->mask_file && o->causal < 0) {
+  if (o->mask_file && o->io.causal < 0) {
     cli_error(cmd, "--mask %s: say whether the intervals are causal: --causal or --bidir", o->mask_file);
     return -1;
   }
-  if (!o->mask_file && (o->causal >= 0 || o->sq)) {
-    cli_error(cmd, "--causal, --bidir and --seqlen-q go with --mask (a family fixes them)");
+  if (!o->mask_file && (o->io.causal >= 0 || o->io.sq || o->io.strict)) {
+    cli_error(cmd, "--causal, --bidir, --seqlen-q and --strict go with --mask (a family or a "
+              "trace fixes them)");
     return -1;
   }
   return 0;
@@ -169,10 +155,13 @@ static fm_colmask *build_mask(pred_opts *o) {
   }
   if (!o->mask_file) return cli_build_family(cmd, &o->mask, &m, NULL) ? NULL : m;
   fm_err err;
-  if (fm_colmask_load_npy(o->mask_file, o->causal, o->sq, &m, &err) != FM_OK) {
+  fm_intervals_opts lo = {.causal = o->io.causal, .sq = o->io.sq, .strict = o->io.strict};
+  fm_intervals_note note;
+  if (fm_intervals_load(o->mask_file, &lo, &m, &note, &err) != FM_OK) {
     cli_error(cmd, "%s", err.msg);
     return NULL;
   }
+  if (note.text[0]) fprintf(stderr, "fmsim %s: note: %s\n", cmd, note.text);
   if (!o->batch_given) o->mask.batch = fm_colmask_nb(m);
   if (!o->heads_given) o->mask.heads = fm_colmask_nh(m);
   return m;
@@ -369,10 +358,10 @@ int cmd_predict(int argc, char **argv) {
   }
   if (rc == FM_EXIT_OK && o.json) {
     fm_json_end(&j);
-    fm_json_end(&j);
-    fputs(j.buf, stdout);
+    cli_print_json(&j);
+  } else {
+    fm_json_free(&j);
   }
-  fm_json_free(&j);
   free(rows[0]);
   free(rows[1]);
   fm_colmask_destroy(m);

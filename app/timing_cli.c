@@ -145,28 +145,6 @@ int timing_cli_predict_mask(const char *cmd, const fm_gpu_profile *prof, const f
   return 0;
 }
 
-fm_status timing_load_trace_columns(const char *path, int causal, fm_colmask **out, fm_err *err) {
-  fm_colmask *raw = NULL;
-  *out = NULL;
-  fm_status st = fm_colmask_load_npy(path, 0, 0, &raw, err); /* k = 4: the vectors as they are */
-  if (st != FM_OK || !causal) {
-    *out = raw;
-    return st;
-  }
-  st = fm_colmask_create(fm_colmask_sq(raw), fm_colmask_sk(raw), fm_colmask_nb(raw),
-                         fm_colmask_nh(raw), 1, out, err);
-  for (int32_t s = 0; st == FM_OK && s < fm_colmask_nsets(raw); s++)
-    for (int k = 0; k < 4; k++)
-      memcpy(fm_colmask_vec(*out, s, (fm_vec)k), fm_colmask_cvec(raw, s, (fm_vec)k),
-             sizeof(int32_t) * (size_t)fm_colmask_sk(raw));
-  fm_colmask_destroy(raw);
-  if (st == FM_OK && (st = fm_colmask_validate(*out, err)) != FM_OK) {
-    fm_colmask_destroy(*out);
-    *out = NULL;
-  }
-  return st;
-}
-
 int timing_load_trace(const char *cmd, const char *dir, fm_colmask **out, int64_t *batch,
                       int64_t *heads) {
   char path[4096];
@@ -191,7 +169,8 @@ int timing_load_trace(const char *cmd, const char *dir, fm_colmask **out, int64_
     return -1;
   }
   snprintf(path, sizeof path, "%s/columns.npy", dir);
-  if (timing_load_trace_columns(path, causal, out, &err) != FM_OK) {
+  fm_intervals_opts lo = {.causal = causal, .strict = 1, .four_vectors = 1};
+  if (fm_intervals_load(path, &lo, out, NULL, &err) != FM_OK) {
     cli_error(cmd, "--trace %s: %s", dir, err.msg);
     return -1;
   }

@@ -26,12 +26,6 @@ int timing_profile_load(const char *cmd, const char *gpu, fm_kernel_id kernel, i
 int timing_cli_predict_mask(const char *cmd, const fm_gpu_profile *prof, const fm_colmask *m,
                             int64_t batch, int64_t heads, int32_t head_dim, fm_json *j);
 
-/* A trace's columns.npy (fm_trace.h): the four vectors as stored, int32
- * [nb, nh, Sk, 4], whatever the causal flag, which travels in the trace's
- * summary.json (a Paddle interval file names its form by k instead). The
- * caller owns *out. */
-fm_status timing_load_trace_columns(const char *path, int causal, fm_colmask **out, fm_err *err);
-
 /* The mask of a trace folder (summary.json and columns.npy), its batch and
  * heads. Prints the error; -1 on failure. */
 int timing_load_trace(const char *cmd, const char *dir, fm_colmask **out, int64_t *batch,

@@ -4,8 +4,9 @@
     validate_model.py RUN [RUN...] --profile PROFILE [--fmsim BIN] [--out TABLE.json]
     validate_model.py --export OUT.json TABLE [TABLE...] --gpu NAME --kernel sm80 --date YYYY-MM-DD
 
-RUN is what a GPU run left behind: a scenario run folder (`fmsim run`: index.json and
-cases/), a bench summary.json (`fmsim bench`: its cases and sweep points), an
+RUN is what a GPU run left behind: a scenario run folder (`fmsim run`, `fmsim bench`:
+index.json with each kernel's time, and the cases' traces; the cases of the profile's
+kernel are compared), an older bench summary.json (its cases and sweep points), an
 fmsim-measurements JSON file, a bench table (merged.txt) or kernels/PERF_NOTES.md (its
 per-family tables). Every case is predicted by `fmsim predict --json` on the very mask the
 run measured (its interval file, or its family rebuilt from the recorded parameters and
@@ -28,7 +29,8 @@ PAPER_TOKENS, PAPER_HIDDEN = 131072, 4096
 
 
 def case(**kw):
-    c = {"params": [], "seed": 0, "sample": None, "mask": None, "causal": None, "trace": None}
+    c = {"params": [], "seed": 0, "sample": None, "mask": None, "causal": None, "trace": None,
+         "kernel": None}
     c.update(kw)
     return c
 
@@ -45,19 +47,20 @@ def split_params(text):
 
 
 def read_scenario(folder):
-    """A scenario run: index.json rows that have a GPU time; the mask is the case's trace
-    (cases/ID: columns.npy and summary.json), predicted with `fmsim predict --trace`."""
+    """A scenario run (`fmsim run`, `fmsim bench`): one case per index.json row and kernel
+    that timed it; the mask is the case's trace (cases/ID), predicted with --trace."""
     with open(os.path.join(folder, "index.json")) as f:
         rows = json.load(f)
     out = []
     for r in rows:
-        gpu = r.get("gpu") or {}
-        if gpu.get("time_ms") is None or not r.get("trace"):
-            continue
-        out.append(case(id=r["id"], source=os.path.basename(os.path.normpath(folder)),
-                        family=r.get("family"), seqlen=r["seqlen"], batch=r["batch"],
-                        heads=r["heads"], head_dim=r["head_dim"], time_ms=gpu["time_ms"],
-                        trace=os.path.join(folder, "cases", r["trace"])))
+        for k in r.get("kernels", []):
+            if k.get("time_ms") is None:
+                continue
+            out.append(case(id="%s %s" % (r["id"], k["kernel"]), kernel=k["kernel"],
+                            source=os.path.basename(os.path.normpath(folder)),
+                            family=r.get("family"), seqlen=r["seqlen"], batch=r["batch"],
+                            heads=r["heads"], head_dim=r["head_dim"], time_ms=k["time_ms"],
+                            trace=os.path.join(folder, "cases", r["id"])))
     return out
 
 
@@ -192,7 +195,8 @@ def stats(errors):
 def validate(args):
     with open(profile_path(args.profile)) as f:
         prof = json.load(f)
-    cases = [c for run in args.runs for c in read_run(run)]
+    cases = [c for run in args.runs for c in read_run(run)
+             if c["kernel"] in (None, prof["kernel"])]  # the profile's kernel, or unnamed
     rows = []
     for c in cases:
         pred = predict(args.fmsim, args.profile, prof["kernel"], c)

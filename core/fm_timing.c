@@ -15,7 +15,8 @@ static const struct {
   int32_t ctas_per_sm;
 } kernel_sched[FM_NKERNELS] = {
     [FM_KERNEL_SM80] = {FM_SCHED_GRID, 2},       /* __launch_bounds__(128, 2), grid (Tr, B*H) */
-    [FM_KERNEL_SM90] = {FM_SCHED_PERSISTENT, 1}, /* one CTA per SM, LPT work list */
+    [FM_KERNEL_SM90] = {FM_SCHED_PERSISTENT_HEAD, 1}, /* one CTA per SM, kernels/fm_sm90.cu's
+                                                         default order (FM_SM90_ORDER_HEAD) */
 };
 
 fm_status fm_timing_kernel_sched(fm_kernel_id id, fm_sched *kind, int32_t *ctas_per_sm,
@@ -210,10 +211,12 @@ static void items_grid(sim *s, const fm_timing_work *w, const fm_timing_problem 
       }
 }
 
-/* Work-list order: visited tiles descending, ties in (b, h, index) order, by
- * a counting sort per set: O(items + sets * considered). */
+/* Work-list order, as the sm90 kernel sorts its items (stable, from the
+ * order b, h, row tiles from the last): by_head, heads in order and the
+ * visited tiles of a head descending; else visited tiles descending over all
+ * heads. A counting sort per set: O(items + sets * considered). */
 static fm_status items_persistent(sim *s, const fm_timing_work *w, const fm_timing_problem *pb,
-                                  fm_err *err) {
+                                  int by_head, fm_err *err) {
   int bwd = pb->pass == FM_PASS_BWD;
   int32_t n = bwd ? w->tc : w->tr, maxv = bwd ? w->tr : w->tc;
   int64_t ns = (int64_t)w->nb * w->nh;
@@ -225,30 +228,31 @@ static fm_status items_persistent(sim *s, const fm_timing_work *w, const fm_timi
     return fm_fail(err, FM_ENOMEM, "cannot allocate the work list of %lld items", (long long)(ns * n));
   }
   double f[FM_TIMING_NFEAT];
-  for (int64_t set = 0; set < ns; set++) { /* bucket i by visited count, stable */
+  for (int64_t set = 0; set < ns; set++) { /* bucket v = maxv - visited, ties from the last index */
     int64_t *st = start + set * (maxv + 2);
     for (int32_t i = 0; i < n; i++) {
       item_features(w, pb, (int32_t)set, i, f);
-      st[(int64_t)(f[F_UNMASKED] + f[F_PARTIAL] + f[F_PARTIAL_CAUSAL]) + 1]++;
+      st[maxv - (int64_t)(f[F_UNMASKED] + f[F_PARTIAL] + f[F_PARTIAL_CAUSAL]) + 1]++;
     }
     for (int32_t v = 0; v <= maxv; v++) st[v + 1] += st[v];
-    for (int32_t i = 0; i < n; i++) {
+    for (int32_t i = n - 1; i >= 0; i--) {
       item_features(w, pb, (int32_t)set, i, f);
-      order[set * n + st[(int64_t)(f[F_UNMASKED] + f[F_PARTIAL] + f[F_PARTIAL_CAUSAL])]++] = i;
+      order[set * n + st[maxv - (int64_t)(f[F_UNMASKED] + f[F_PARTIAL] + f[F_PARTIAL_CAUSAL])]++] = i;
     }
     for (int32_t v = maxv; v >= 0; v--) st[v + 1] = st[v]; /* back to bucket starts */
     st[0] = 0;
   }
-  for (int32_t v = maxv; v >= 0; v--)
-    for (int64_t b = 0; b < pb->batch; b++)
-      for (int64_t h = 0; h < pb->heads; h++) {
-        int32_t set = pair_set(w, b, h);
-        const int64_t *st = start + (int64_t)set * (maxv + 2);
-        for (int64_t q = st[v]; q < st[v + 1]; q++) {
-          item_features(w, pb, set, order[(int64_t)set * n + q], f);
-          sim_push(s, f);
-        }
+  int64_t pairs = pb->batch * pb->heads;
+  for (int64_t outer = 0; outer < (by_head ? pairs : maxv + 1); outer++)
+    for (int64_t inner = 0; inner < (by_head ? maxv + 1 : pairs); inner++) {
+      int64_t bh = by_head ? outer : inner, v = by_head ? inner : outer;
+      int32_t set = pair_set(w, bh / pb->heads, bh % pb->heads);
+      const int64_t *st = start + (int64_t)set * (maxv + 2);
+      for (int64_t q = st[v]; q < st[v + 1]; q++) {
+        item_features(w, pb, set, order[(int64_t)set * n + q], f);
+        sim_push(s, f);
       }
+    }
   free(start);
   free(order);
   return FM_OK;
@@ -328,7 +332,7 @@ fm_status fm_timing_predict_coef(const fm_timing_coef *c, fm_kernel_id kernel, i
   }
   for (int64_t q = 0; q < s.P; q++) s.end[q] = q < s.nslots ? 0 : INFINITY;
   if (kind == FM_SCHED_GRID) items_grid(&s, w, pb);
-  else st = items_persistent(&s, w, pb, err);
+  else st = items_persistent(&s, w, pb, kind == FM_SCHED_PERSISTENT_HEAD, err);
   if (st == FM_OK) {
     out->schedule_us = sim_finish(&s, sms, ctas, kind == FM_SCHED_GRID ? c->solo : 1, out->critical);
     out->critical[F_LAUNCH] = 1;

@@ -24,9 +24,14 @@
  *     first wave breadth-first over the SMs, then each block to the slot that
  *     frees first. Once no block is left, an SM running a single CTA runs it
  *     `solo` times faster than when two share it (the tail).
- *   FM_SCHED_PERSISTENT (sm90): one CTA per SM; items sorted by visited tiles,
- *     heaviest first (ties in (b, h, row tile) order), each CTA taking the next
- *     item when it is done (greedy list scheduling, LPT).
+ *   FM_SCHED_PERSISTENT_HEAD (sm90): one CTA per SM, each taking the next
+ *     item of a work list when it is done (an atomic counter: greedy list
+ *     scheduling); the list holds the heads in order and, inside each head,
+ *     its row tiles by visited tiles, heaviest first (ties: the last row tile
+ *     first), as kernels/fm_sm90.cu sorts it by default (the CTAs of one time
+ *     share one or two heads' K/V in L2).
+ *   FM_SCHED_PERSISTENT: the same with the list sorted heaviest first over all
+ *     heads (LPT; the sm90 kernel's FM_SM90_ORDER_EXACT).
  * The makespan over the SMs is simulated item by item: O(items log slots).
  *
  * Memory floor: the compulsory bytes (Q, O and LSE once, the K/V columns some
@@ -67,8 +72,9 @@ extern "C" {
 #endif
 
 typedef enum fm_sched {
-  FM_SCHED_GRID = 0,      /* hardware block dispatch over a grid (sm80) */
-  FM_SCHED_PERSISTENT = 1 /* one CTA per SM, heaviest item first (sm90) */
+  FM_SCHED_GRID = 0,           /* hardware block dispatch over a grid (sm80) */
+  FM_SCHED_PERSISTENT = 1,     /* one CTA per SM, work list heaviest first over all heads */
+  FM_SCHED_PERSISTENT_HEAD = 2 /* the same, heads in order, heaviest first in each (sm90) */
 } fm_sched;
 
 /* How kernel id schedules its work, and how many CTAs share an SM by default

@@ -234,6 +234,48 @@ static fm_status polish(fit_ctx *f, fm_timing_coef *c, int grid, double *rss, in
   return st;
 }
 
+static double uniform(fm_rng *r) { return (double)fm_rng_below(r, 1u << 20) / (double)(1u << 20); }
+
+/* Restarts from the best, perturbed (solo too, on the grid schedule):
+ * Gauss-Newton on a piecewise-linear residual can stop at a kink short of the
+ * minimum; then a pattern search. Budgets shrink for large sets (every
+ * evaluation simulates every item of every case). */
+static fm_status refine(fit_ctx *f, const fm_fit_case *cases, int grid, fm_timing_coef *best,
+                        double *best_rss, unsigned *best_un, fm_err *err) {
+  double items = 0;
+  for (int i = 0; i < f->n; i++)
+    items += (double)cases[i].problem.batch * cases[i].problem.heads *
+             (cases[i].problem.pass == FM_PASS_BWD ? cases[i].work->tc : cases[i].work->tr);
+  int restarts = items <= 2e5 ? 16 : items <= 2e6 ? 4 : 1;
+  int polish_evals = (int)fmin(200, fmax(12, 2e7 / fmax(items, 1)));
+  fm_rng rng;
+  fm_rng_seed(&rng, 1, 0x666974 /* "fit" */);
+  double base[K] = {best->launch_us, best->item_us,    best->key_tile_us,
+                    best->unmasked_us, best->partial_us, best->partial_causal_us};
+  fm_status st = FM_OK;
+  for (int rs = 0; rs < restarts && st == FM_OK; rs++) {
+    for (int k = 0; k < K; k++) {
+      double u = uniform(&rng);
+      f->x[k] = f->fixed >> k & 1 ? f->fixed_value[k]
+                                 : base[k] * (0.6 + 0.8 * u) + (base[k] == 0) * 0.01 * base[3] * u;
+    }
+    fm_timing_coef c = *best;
+    if (grid) c.solo = fmax(1, best->solo + 0.3 * (uniform(&rng) - 0.5));
+    double rss = 0;
+    unsigned un = 0;
+    st = fit_at_solo(f, &c, &un, &rss, err);
+    if (st == FM_OK && rss < *best_rss) {
+      *best_rss = rss;
+      *best = c;
+      *best_un = un;
+      memcpy(base, f->x, sizeof base);
+    }
+  }
+  memcpy(f->x, base, sizeof base);
+  if (st == FM_OK) st = polish(f, best, grid, best_rss, polish_evals, err);
+  return st;
+}
+
 /* Fitted coefficients that the cases do not determine, as when two kinds of
  * work are proportional in every case: a standard error (residual variance
  * times (A^T A)^-1 over every exercised column) above half the value, or,
@@ -346,36 +388,7 @@ fm_status fm_timing_fit(fm_kernel_id kernel, int32_t sms, double hbm_gbs, int32_
       best_un = un;
     }
   }
-  /* restarts from the best, perturbed: Gauss-Newton on a piecewise-linear
-     residual can stop at a kink short of the minimum; then a pattern search.
-     Budgets shrink for large sets (an evaluation simulates every item). */
-  double items = 0;
-  for (int i = 0; i < n; i++)
-    items += (double)cases[i].problem.batch * cases[i].problem.heads *
-             (cases[i].problem.pass == FM_PASS_BWD ? cases[i].work->tc : cases[i].work->tr);
-  int restarts = items <= 2e5 ? 8 : items <= 2e6 ? 3 : 1;
-  int polish_evals = (int)fmin(120, fmax(12, 2e7 / fmax(items, 1)));
-  fm_rng rng;
-  fm_rng_seed(&rng, 1, 0x666974 /* "fit" */);
-  double base[K] = {best.launch_us, best.item_us, best.key_tile_us, best.unmasked_us,
-                    best.partial_us, best.partial_causal_us};
-  for (int rs = 0; rs < restarts && st == FM_OK; rs++) {
-    for (int k = 0; k < K; k++) {
-      double u = (double)fm_rng_below(&rng, 1u << 20) / (double)(1u << 20);
-      f.x[k] = f.fixed >> k & 1 ? f.fixed_value[k] : base[k] * (0.6 + 0.8 * u) + (base[k] == 0) * 0.01 * base[3] * u;
-    }
-    c = best;
-    double rss = 0;
-    st = fit_at_solo(&f, &c, &un, &rss, err);
-    if (st == FM_OK && rss < best_rss) {
-      best_rss = rss;
-      best = c;
-      best_un = un;
-      memcpy(base, f.x, sizeof base);
-    }
-  }
-  memcpy(f.x, base, sizeof base);
-  if (st == FM_OK) st = polish(&f, &best, kind == FM_SCHED_GRID, &best_rss, polish_evals, err);
+  if (st == FM_OK) st = refine(&f, cases, kind == FM_SCHED_GRID, &best, &best_rss, &best_un, err);
   int same;
   if (st == FM_OK) st = predict_all(&f, &best, &same, err);
   if (st == FM_OK) {

@@ -636,7 +636,10 @@ Test(calibrate_cli, fits_measurements_back_and_writes_a_loadable_profile) {
   const fm_timing_coef *c = fm_profile_coef(&p, FM_PASS_FWD, 128);
   cr_assert(c);
   cr_assert_eq(c->fit_cases, 10);
-  cr_assert_lt(c->fit_worst_err, 0.01, "worst %g", c->fit_worst_err);
+  /* ten small cases (a few waves, some below one): the makespan has kinks
+     where the fit can stop a little short of the exact coefficients */
+  cr_assert_lt(c->fit_median_err, 0.005, "median %g", c->fit_median_err);
+  cr_assert_lt(c->fit_worst_err, 0.02, "worst %g", c->fit_worst_err);
   fm_jdoc *d;
   cr_assert_eq(fm_jdoc_parse(r.out, strlen(r.out), "stdout", &d, NULL), FM_OK);
   cr_assert_eq(fm_jv_count(fm_jv_get(fm_jv_first(fm_jv_get(fm_jdoc_root(d), "head_dims")), "cases")), 10);
@@ -644,15 +647,16 @@ Test(calibrate_cli, fits_measurements_back_and_writes_a_loadable_profile) {
 }
 
 Test(calibrate_cli, reads_a_scenario_run) {
-  /* a CPU scenario run, with kernel times filled in as a GPU run would */
+  /* a CPU scenario run, with kernel times filled in as a GPU run records them:
+     index.json rows with "kernels": [{kernel, br, bc, time_ms}] */
   char scn[512], dir[512], cmd[1400], path[700], out[600];
   snprintf(scn, sizeof scn, "%s/cal_scn.yaml", FM_TEST_TMP_DIR);
   snprintf(dir, sizeof dir, "%s/cal_scn_run", FM_TEST_TMP_DIR);
   snprintf(out, sizeof out, "%s/cal_scn_profile.json", FM_TEST_TMP_DIR);
   FILE *f = fopen(scn, "w");
   fputs("name: cal-test\nseqlen: [3000, 9000]\nbatch: 2\nheads: 4\nhead_dim: 128\nbr: 128\nbc: 64\n"
-        "run: [analyze]\nmasks:\n  - family: causal\n  - family: document\n  - family: random_eviction\n"
-        "  - family: full\n", f);
+        "run: [analyze]\nmasks:\n  - family: causal\n  - family: document\n"
+        "  - family: random_eviction\n  - family: full\n", f);
   fclose(f);
   fmt_result r;
   snprintf(cmd, sizeof cmd, "run %s --out %s", scn, dir);
@@ -662,7 +666,8 @@ Test(calibrate_cli, reads_a_scenario_run) {
   fmt_run(&r, cmd); /* no GPU step: nothing to fit */
   cr_assert_eq(r.status, 2);
   cr_assert(strstr(r.err, "no measured case"), "%s", r.err);
-  /* add "gpu": {"time_ms": ...} to every row: the model's own time, from the case's columns */
+  /* the model's own time of each case's trace, as if sm80 had measured it; one
+     row also timed by sm90 */
   snprintf(path, sizeof path, "%s/index.json", dir);
   fm_jdoc *d;
   cr_assert_eq(fm_jdoc_load(path, &d, NULL), FM_OK);
@@ -670,24 +675,29 @@ Test(calibrate_cli, reads_a_scenario_run) {
   fputs("[\n", f);
   int n = 0;
   for (const fm_jv *row = fm_jv_first(fm_jdoc_root(d)); row; row = fm_jv_next(row), n++) {
-    const char *trace = fm_jv_string(fm_jv_get(row, "trace"));
-    const char *fam = fm_jv_string(fm_jv_get(row, "family"));
-    char args[1000]; /* the scenario's seed 0 and default sample rebuild the same mask */
-    snprintf(args, sizeof args, "--family %s --seqlen %lld --batch 2 --heads 4", fam,
-             (long long)fm_jv_number(fm_jv_get(row, "seqlen"), 0));
-    fprintf(f, "%s{\"id\": \"%s\", \"trace\": \"%s\", \"family\": \"%s\", \"batch\": 2, \"heads\": 4,"
-               " \"head_dim\": 128, \"gpu\": {\"time_ms\": %.9g}}\n", n ? "," : "", trace, trace, fam,
-            predict_ms(args));
+    const char *id = fm_jv_string(fm_jv_get(row, "id"));
+    char args[1000];
+    snprintf(args, sizeof args, "--trace %s/cases/%s", dir, id);
+    fprintf(f, "%s{\"id\": \"%s\", \"columns\": \"%s\", \"causal\": %s, \"batch\": 2, "
+               "\"heads\": 4, \"head_dim\": 128, \"kernels\": [{\"kernel\": \"sm80\", \"br\": 128, "
+               "\"bc\": 64, \"time_ms\": %.9g}%s]}\n", n ? "," : "", id,
+            fm_jv_string(fm_jv_get(row, "columns")), fm_jv_bool(fm_jv_get(row, "causal"), 0) ? "true" : "false",
+            predict_ms(args), n ? "" : ", {\"kernel\": \"sm90\", \"br\": 128, \"bc\": 128, \"time_ms\": 1}");
   }
   fputs("]\n", f);
   fclose(f);
   fm_jdoc_free(d);
+  snprintf(cmd, sizeof cmd, "calibrate %s --out %s --gpu-name 'NVIDIA H200'", dir, out);
+  fmt_run(&r, cmd);
+  cr_assert_eq(r.status, 2);
+  cr_assert(strstr(r.err, "the runs hold kernels sm80 and sm90: choose one with --kernel"), "%s", r.err);
+  snprintf(cmd, sizeof cmd, "calibrate %s --out %s --kernel sm80 --gpu-name 'NVIDIA H200'", dir, out);
   fmt_run(&r, cmd);
   cr_assert_eq(r.status, 0, "%s", r.err);
   cr_assert(strstr(r.out, "8 cases, kernel sm80 on NVIDIA H200"), "%s", r.out);
   fm_gpu_profile p;
   cr_assert_eq(fm_profile_load(out, &p, NULL), FM_OK);
-  cr_assert_lt(p.fwd[0].fit_worst_err, 0.01);
+  cr_assert_lt(p.fwd[0].fit_worst_err, 0.02);
 }
 
 Test(calibrate_cli, bad_input_is_one_line_and_exit_2) {
@@ -743,7 +753,7 @@ static void mask_key(const fm_scenario *s, const fm_scn_case *c, char *key, size
                fm_family_find(m->family)->uses_docs;
   int at = snprintf(key, cap, "%s S=%lld seed=%lld", m->family, (long long)c->seqlen,
                     seeded ? (long long)c->seed : -1LL);
-  for (int p = 0; p < m->nparams; p++) at += snprintf(key + at, cap - (size_t)at, " %s", m->params[p]);
+  for (int p = 0; p < m->nparams; p++) at += snprintf(key + at, cap - (size_t)at, " %s", fm_scn_param(s, m, p));
 }
 
 Test(scenario_sets, heldout_is_large_varied_and_disjoint_from_calibration) {
