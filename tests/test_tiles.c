@@ -55,6 +55,16 @@ static int exact_class(const uint8_t *d, int32_t sk, int32_t r0, int32_t r1, int
   return masked == n ? FM_TILE_MASKED : masked == 0 ? FM_TILE_UNMASKED : FM_TILE_PARTIAL;
 }
 
+/* Rows [r[0], r[1]) and columns [c[0], c[1]) of tile (rt, ct), cut at Sq and Sk. */
+static void tile_extent(const fm_colmask *m, int32_t br, int32_t bc, int32_t rt, int32_t ct,
+                        int32_t r[2], int32_t c[2]) {
+  int32_t sq = fm_colmask_sq(m), sk = fm_colmask_sk(m);
+  r[0] = rt * br;
+  r[1] = r[0] + br < sq ? r[0] + br : sq;
+  c[0] = ct * bc;
+  c[1] = c[0] + bc < sk ? c[0] + bc : sk;
+}
+
 static int minmax_class(const fm_colmask *m, int32_t s, int32_t r0, int32_t r1, int32_t c0,
                         int32_t c1) {
   int32_t sq = fm_colmask_sq(m), sk = fm_colmask_sk(m);
@@ -105,10 +115,10 @@ Test(tiles, classification_matches_brute_force) {
       uint8_t *d = fmt_dense(m, s);
       for (int32_t rt = 0; rt < tr; rt++)
         for (int32_t ct = 0; ct < tc; ct++) {
-          int32_t r0 = rt * br, r1 = r0 + br < sq ? r0 + br : sq;
-          int32_t c0 = ct * bc, c1 = c0 + bc < sk ? c0 + bc : sk;
-          int want_exact = exact_class(d, sk, r0, r1, c0, c1);
-          int want_rule = minmax_class(m, s, r0, r1, c0, c1);
+          int32_t r[2], c[2];
+          tile_extent(m, br, bc, rt, ct, r, c);
+          int want_exact = exact_class(d, sk, r[0], r[1], c[0], c[1]);
+          int want_rule = minmax_class(m, s, r[0], r[1], c[0], c[1]);
           size_t idx = ((size_t)s * tr + rt) * tc + ct;
           cr_assert_eq(ex[idx], want_exact, "iter %d tile (%d,%d): exact %d, want %d", iter, rt,
                        ct, ex[idx], want_exact);
@@ -282,9 +292,9 @@ static void brute_force(const fm_colmask *m, int32_t br, int32_t bc, brute *out)
     uint8_t *d = fmt_dense(m, s);
     for (int32_t rt = 0; rt < tr; rt++)
       for (int32_t ct = 0; ct < tc; ct++) {
-        int32_t r0 = rt * br, r1 = r0 + br < sq ? r0 + br : sq;
-        int32_t c0 = ct * bc, c1 = c0 + bc < sk ? c0 + bc : sk;
-        int e = exact_class(d, sk, r0, r1, c0, c1), k = minmax_class(m, s, r0, r1, c0, c1);
+        int32_t r[2], c[2];
+        tile_extent(m, br, bc, rt, ct, r, c);
+        int e = exact_class(d, sk, r[0], r[1], c[0], c[1]), k = minmax_class(m, s, r[0], r[1], c[0], c[1]);
         out->c.minmax[k]++;
         out->c.exact[e]++;
         out->c.partial_but_masked += k == FM_TILE_PARTIAL && e == FM_TILE_MASKED;

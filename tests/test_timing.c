@@ -533,8 +533,27 @@ Test(predict_cli, interval_files_predict_like_their_family) {
   cr_assert_float_eq(a, b, 1e-12 * b);
 }
 
+/* One row of a bad-input table: "fmsim CMD ARGS", where the token KEY in
+ * ARGS stands for value, exits 2 with one line on stderr holding want, and
+ * writes nothing on stdout. */
+static void expect_usage(const char *cmdname, const char *args, const char *key, const char *value,
+                         const char *want) {
+  char line[1400];
+  const char *at = key ? strstr(args, key) : NULL;
+  if (at)
+    snprintf(line, sizeof line, "%s %.*s%s%s", cmdname, (int)(at - args), args, value, at + strlen(key));
+  else
+    snprintf(line, sizeof line, "%s %s", cmdname, args);
+  fmt_result r;
+  fmt_run(&r, line);
+  cr_assert_eq(r.status, 2, "%s: exit %d", line, r.status);
+  cr_assert_eq(r.err_lines, 1, "%s: stderr %s", line, r.err);
+  cr_assert(strstr(r.err, want), "%s: got '%s', want '%s'", line, r.err, want);
+  cr_assert_eq(r.out[0], 0, "%s wrote to stdout", line);
+}
+
 Test(predict_cli, bad_input_is_one_line_and_exit_2) {
-  char bad_tile[512], garbled[512], cmd[1200];
+  char bad_tile[512], garbled[512];
   snprintf(bad_tile, sizeof bad_tile, "%s/bad_tile_profile.json", FM_TEST_TMP_DIR);
   snprintf(garbled, sizeof garbled, "%s/garbled_profile.json", FM_TEST_TMP_DIR);
   FILE *f = fopen(garbled, "w");
@@ -562,18 +581,9 @@ Test(predict_cli, bad_input_is_one_line_and_exit_2) {
       {"--family nope --gpu h200-sm80", "nope"},
   };
   for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
-    char args[600];
-    snprintf(args, sizeof args, "%s", rows[i].args);
-    char *at = strstr(args, "BAD_TILE"), *at2 = strstr(args, "GARBLED");
-    if (at) snprintf(at, sizeof args - (size_t)(at - args), "%s", bad_tile);
-    if (at2) snprintf(at2, sizeof args - (size_t)(at2 - args), "%s", garbled);
-    snprintf(cmd, sizeof cmd, "predict %s", args);
-    fmt_result r;
-    fmt_run(&r, cmd);
-    cr_assert_eq(r.status, 2, "%s: exit %d", cmd, r.status);
-    cr_assert_eq(r.err_lines, 1, "%s: stderr %s", cmd, r.err);
-    cr_assert(strstr(r.err, rows[i].want), "%s: got '%s', want '%s'", cmd, r.err, rows[i].want);
-    cr_assert_eq(r.out[0], 0, "%s wrote to stdout", cmd);
+    int tile = strstr(rows[i].args, "BAD_TILE") != NULL;
+    expect_usage("predict", rows[i].args, tile ? "BAD_TILE" : "GARBLED", tile ? bad_tile : garbled,
+                 rows[i].want);
   }
 }
 
@@ -701,7 +711,7 @@ Test(calibrate_cli, reads_a_scenario_run) {
 }
 
 Test(calibrate_cli, bad_input_is_one_line_and_exit_2) {
-  char notrun[512], cmd[1200];
+  char notrun[512];
   snprintf(notrun, sizeof notrun, "%s/not_a_run.json", FM_TEST_TMP_DIR);
   FILE *f = fopen(notrun, "w");
   fputs("{\"hello\": 1}", f);
@@ -716,22 +726,8 @@ Test(calibrate_cli, bad_input_is_one_line_and_exit_2) {
       {"NOTRUN --out x.json --fix speed=3", "--fix speed=3: expected NAME=VALUE"},
       {"NOTRUN --out x.json --sms 0", "--sms: 0 is out of range"},
   };
-  for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
-    char args[700];
-    snprintf(args, sizeof args, "%s", rows[i].args);
-    char *at = strstr(args, "NOTRUN");
-    if (at) {
-      char rest[600];
-      snprintf(rest, sizeof rest, "%s", at + 6);
-      snprintf(at, sizeof args - (size_t)(at - args), "%s%s", notrun, rest);
-    }
-    snprintf(cmd, sizeof cmd, "calibrate %s", args);
-    fmt_result r;
-    fmt_run(&r, cmd);
-    cr_assert_eq(r.status, 2, "%s: exit %d", cmd, r.status);
-    cr_assert_eq(r.err_lines, 1, "%s: stderr %s", cmd, r.err);
-    cr_assert(strstr(r.err, rows[i].want), "%s: got '%s', want '%s'", cmd, r.err, rows[i].want);
-  }
+  for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+    expect_usage("calibrate", rows[i].args, "NOTRUN", notrun, rows[i].want);
 }
 
 /* ---------------------------------------------------------------- calibration and held-out sets */
