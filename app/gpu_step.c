@@ -147,7 +147,7 @@ static int kernel_model(gpu_step *g, runner_ctx *rc, const fm_scn_case *c, const
   int32_t br = 0, bc = 0;
   snprintf(rec->kernel, sizeof rec->kernel, "%s", fm_kernel_get(g->kernel[k])->name);
   snprintf(rec->status, sizeof rec->status, "%s", g->kernel_status[k]);
-  if (fm_kernel_tile_size(g->kernel[k], (int32_t)c->head_dim, &br, &bc, &err) != FM_OK) {
+  if (fm_kernel_tile_size(g->kernel[k], FM_PASS_FWD, (int32_t)c->head_dim, &br, &bc, &err) != FM_OK) {
     snprintf(rec->status, sizeof rec->status, "%.150s", err.msg);
     return 0;
   }
@@ -198,8 +198,8 @@ static int time_noskip(gpu_step *g, runner_ctx *rc, const fm_scn_case *c, fm_gpu
     fm_gpu_result_free(&res);
     return -1;
   }
-  r->noskip = res.timing;
-  r->rec.noskip_ms = res.timing.median_ms;
+  r->noskip = res.fwd.timing;
+  r->rec.noskip_ms = res.fwd.timing.median_ms;
   fm_gpu_result_free(&res);
   return 0;
 }
@@ -225,14 +225,14 @@ static int time_kernel(gpu_step *g, runner_ctx *rc, const fm_scn_case *c, const 
     return -1;
   }
   r->ran = 1;
-  r->timing = res.timing;
-  r->timing_inst = res.timing_instrumented;
-  r->measured = res.measured;
+  r->timing = res.fwd.timing;
+  r->timing_inst = res.fwd.timing_instrumented;
+  r->measured = res.fwd.measured;
   if (!go.count_bytes)
     snprintf(r->measured.note, sizeof r->measured.note, "%s",
              !s->cupti ? "--no-cupti: no counters" : "--no-bytes: not counted");
-  r->tile_class = res.tile_class;
-  r->tile_cycles = res.tile_cycles;
+  r->tile_class = res.fwd.tile_class;
+  r->tile_cycles = res.fwd.tile_cycles;
   r->timeline = res.timeline;
   memset(&res, 0, sizeof res); /* owned by r now */
   run_kernel_rec *rec = &r->rec;

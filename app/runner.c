@@ -104,7 +104,7 @@ static int memory_check(runner_ctx *rc, const fm_scn_case *c) {
   double pairs = (double)c->batch * (double)c->heads;
   for (int k = 0; (s->run & FM_SCN_GPU || rc->o->single) && k < s->nkernels; k++) {
     int32_t br, bc; /* auto: the reference GPU's tile, as a run without a device uses */
-    if (fm_kernel_tile_size(s->kernels[k], (int32_t)c->head_dim, &br, &bc, NULL) != FM_OK) continue;
+    if (fm_kernel_tile_size(s->kernels[k], FM_PASS_FWD, (int32_t)c->head_dim, &br, &bc, NULL) != FM_OK) continue;
     arrays += tiles_of(sets, S, br, bc) + (s->instrument_reps ? 9 * tiles_of(pairs, S, br, bc) : 0);
   }
   double need = arrays + sets * S * 32;
@@ -332,7 +332,7 @@ static int single_tile(runner_ctx *rc, fm_scn_case *c) {
   const char *kname = fm_kernel_get(g->kernel[0])->name;
   int32_t kbr, kbc;
   fm_err err;
-  if (fm_kernel_tile_size(g->kernel[0], (int32_t)c->head_dim, &kbr, &kbc, &err) != FM_OK) {
+  if (fm_kernel_tile_size(g->kernel[0], FM_PASS_FWD, (int32_t)c->head_dim, &kbr, &kbc, &err) != FM_OK) {
     cli_error(rc->o->cmd, "--head-dim %lld: %s", (long long)c->head_dim, err.msg);
     return -1;
   }

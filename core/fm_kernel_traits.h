@@ -24,5 +24,12 @@
 #define FM_SM90_BC_HD64 128
 #define FM_SM90_BR_HD128 128
 #define FM_SM90_BC_HD128 128
+/* sm90 backward (kernels/fm_sm90_bwd.cuh): one CTA per key tile of 128 columns
+ * (two consumer warpgroups of 64 key rows each) steps through the query tiles
+ * that are not fully masked, 64 query rows a step. */
+#define FM_SM90_BWD_BR_HD64 64
+#define FM_SM90_BWD_BC_HD64 128
+#define FM_SM90_BWD_BR_HD128 64
+#define FM_SM90_BWD_BC_HD128 128
 
 #endif

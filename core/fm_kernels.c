@@ -8,6 +8,7 @@
 #define ALL_VARIANTS ((1u << FM_VARIANT_SKIP) | (1u << FM_VARIANT_NOSKIP) | (1u << FM_VARIANT_DENSE))
 
 #define TILE(d, r, c) {.head_dim = d, .br = r, .bc = c}
+#define TILE2(d, r, c, br2, bc2) {.head_dim = d, .br = r, .bc = c, .bwd_br = br2, .bwd_bc = bc2}
 
 /* One row per kernel: identity, what it needs, its tiles, what it implements. */
 static const fm_kernel_desc registry[FM_NKERNELS] = {
@@ -19,11 +20,13 @@ static const fm_kernel_desc registry[FM_NKERNELS] = {
     [FM_KERNEL_SM90] = {.id = FM_KERNEL_SM90, .name = "sm90",
         .summary = "Hopper kernel: TMA, wgmma, warp specialization (sm_90a only)",
         .cc_major = 9, .cc_minor = 0, .cc_exact = 1, .preference = 2, .ntiles = 2,
-        .tiles = {TILE(64, FM_SM90_BR_HD64, FM_SM90_BC_HD64),
-                  TILE(128, FM_SM90_BR_HD128, FM_SM90_BC_HD128)},
-        .variants = ALL_VARIANTS, .passes = FM_PASS_FWD},
+        .tiles = {TILE2(64, FM_SM90_BR_HD64, FM_SM90_BC_HD64, FM_SM90_BWD_BR_HD64, FM_SM90_BWD_BC_HD64),
+                  TILE2(128, FM_SM90_BR_HD128, FM_SM90_BC_HD128, FM_SM90_BWD_BR_HD128,
+                        FM_SM90_BWD_BC_HD128)},
+        .variants = ALL_VARIANTS, .passes = FM_PASS_BOTH},
 };
 #undef TILE
+#undef TILE2
 
 static const char *variant_names[FM_NVARIANTS] = {"skip", "noskip", "dense"};
 
@@ -108,7 +111,7 @@ fm_status fm_kernel_auto(int32_t major, int32_t minor, fm_kernel_id *out, fm_err
   return FM_OK;
 }
 
-fm_status fm_kernel_tile_size(fm_kernel_id id, int32_t head_dim, int32_t *br, int32_t *bc,
+fm_status fm_kernel_tile_size(fm_kernel_id id, fm_pass pass, int32_t head_dim, int32_t *br, int32_t *bc,
                               fm_err *err) {
   if (id == FM_KERNEL_AUTO) {
     fm_status st = fm_kernel_auto(-1, -1, &id, err);
@@ -116,10 +119,14 @@ fm_status fm_kernel_tile_size(fm_kernel_id id, int32_t head_dim, int32_t *br, in
   }
   const fm_kernel_desc *d = fm_kernel_get(id);
   if (!d) return fm_fail(err, FM_EINVAL, "unknown kernel id %d", (int)id);
+  if (pass != FM_PASS_FWD && pass != FM_PASS_BWD)
+    return fm_fail(err, FM_EINVAL, "a tile belongs to one pass, fwd or bwd (got %s)", fm_pass_name(pass));
+  if (!(d->passes & pass))
+    return fm_fail(err, FM_EUNSUPPORTED, "kernel %s has no %s pass", d->name, fm_pass_name(pass));
   for (int i = 0; i < d->ntiles; i++)
     if (d->tiles[i].head_dim == head_dim) {
-      if (br) *br = d->tiles[i].br;
-      if (bc) *bc = d->tiles[i].bc;
+      if (br) *br = pass == FM_PASS_FWD ? d->tiles[i].br : d->tiles[i].bwd_br;
+      if (bc) *bc = pass == FM_PASS_FWD ? d->tiles[i].bc : d->tiles[i].bwd_bc;
       return FM_OK;
     }
   return fm_fail(err, FM_EUNSUPPORTED, "kernel %s has no head dim %d (it supports %d and %d)",

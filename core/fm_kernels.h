@@ -47,7 +47,9 @@ typedef enum fm_kernel_id {
 #define FM_KERNEL_MAX_TILES 4
 
 typedef struct fm_kernel_tile {
-  int32_t head_dim, br, bc; /* query rows x key columns of one CTA's tile */
+  int32_t head_dim, br, bc; /* forward: query rows x key columns of one CTA's tile */
+  int32_t bwd_br, bwd_bc;   /* backward: query rows of one step x key columns of one CTA
+                               (0 x 0 when the kernel has no backward) */
 } fm_kernel_tile;
 
 typedef struct fm_kernel_desc {
@@ -79,10 +81,12 @@ fm_status fm_kernel_auto(int32_t major, int32_t minor, fm_kernel_id *out, fm_err
 /* 1 when kernel id can run on compute capability major.minor. */
 int fm_kernel_runs_on(fm_kernel_id id, int32_t major, int32_t minor);
 
-/* The tile of kernel id at head_dim; FM_EUNSUPPORTED naming the supported
- * head dims when it has none for it. id may be FM_KERNEL_AUTO (resolved for
- * no device, as fm_kernel_auto(-1, ...)). */
-fm_status fm_kernel_tile_size(fm_kernel_id id, int32_t head_dim, int32_t *br, int32_t *bc,
+/* The tile of kernel id for one pass (FM_PASS_FWD or FM_PASS_BWD) at
+ * head_dim; FM_EUNSUPPORTED naming the supported head dims when it has none
+ * for it, or when the kernel has no such pass; FM_EINVAL for FM_PASS_BOTH (a
+ * pass has one tile). id may be FM_KERNEL_AUTO (resolved for no device, as
+ * fm_kernel_auto(-1, ...)). */
+fm_status fm_kernel_tile_size(fm_kernel_id id, fm_pass pass, int32_t head_dim, int32_t *br, int32_t *bc,
                               fm_err *err);
 
 #ifdef __cplusplus

@@ -257,7 +257,7 @@ static fm_status p_head_dims(ctx *c, const yaml_node_t *v, const key_row *k, voi
   fm_int_list *l = field;
   fm_status st = p_int_list(c, v, k, field);
   for (int i = 0; st == FM_OK && i < l->n; i++)
-    if (fm_kernel_tile_size(FM_KERNEL_AUTO, (int32_t)l->v[i], NULL, NULL, NULL) != FM_OK)
+    if (fm_kernel_tile_size(FM_KERNEL_AUTO, FM_PASS_FWD, (int32_t)l->v[i], NULL, NULL, NULL) != FM_OK)
       st = bad(c, v, k->name, "head dim %lld is not supported (64 or 128)", (long long)l->v[i]);
   return st;
 }

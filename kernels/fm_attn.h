@@ -1,9 +1,9 @@
-/* fm_attn.h — host API of the FlashMask forward kernels (C-callable).
+/* fm_attn.h — host API of the FlashMask attention kernels (C-callable).
  *
- * One FlashAttention-2-style forward kernel, bf16 in, fp32 accumulation, head
- * dims 64 and 128, extended with FlashMask tile classification, in three
- * variants (FM_VARIANT_*), each with an optional instrumented build that
- * records per-tile class and clock64 cycles.
+ * The kernels of the registry (core/fm_kernels.h): forward, and backward
+ * where the kernel has one; bf16 in, fp32 accumulation, head dims 64 and
+ * 128, FlashMask tile skipping, in three variants (FM_VARIANT_*), each with an
+ * optional instrumented build that records per-tile class and clock64 cycles.
  *
  * Layouts (device pointers):
  *   q, k, v, o     (B, S, H, D) bf16 (uint16_t bit patterns), Sq rows for q/o, Sk for k/v
@@ -15,10 +15,13 @@
  *                  or (nsets, Sq, Sk) with sets as the intervals' when dense_per_set is 1
  *   tile_class     (B, H, Tr, Tc) uint8 FM_TILE_* as the kernel saw it (instrumented only)
  *   tile_cycles    (B, H, Tr, Tc) int64 clock64 cycles spent on the tile (instrumented only)
- * Tr = ceil(Sq / Br), Tc = ceil(Sk / Bc) at the kernel's own tile size (fm_kernel_tile_size).
+ *   dout           (B, Sq, H, D) bf16 dL/dO (backward input)
+ *   dq, dk, dv     (B, Sq, H, D), (B, Sk, H, D), (B, Sk, H, D) bf16 (backward outputs)
+ * Tr = ceil(Sq / Br), Tc = ceil(Sk / Bc) at the kernel's own tile size for the
+ * pass (fm_kernel_tile_size: the backward's tile is not the forward's).
  *
  * Kernels: the registry of core/fm_kernels.h (problem.kernel, never FM_KERNEL_AUTO here:
- * resolve it with fm_attn_resolve_kernel); tiles in core/fm_kernel_traits.h.
+ * resolve it with fm_attn_device_kernel); tiles in core/fm_kernel_traits.h.
  * Limits: batch * heads <= 65535. The dense variant needs no intervals; the
  * others need them. CUDA runtime failures are returned as FM_EIO with the CUDA
  * error in the message; FM_EUNSUPPORTED when no usable device exists.
@@ -66,6 +69,11 @@ typedef struct fm_attn_problem {
   int dense_per_set;    /* 0: dense_mask (Sq, Sk) shared by all heads; 1: (nsets, Sq, Sk) */
   fm_kernel_id kernel;  /* which kernel runs (a registry id, not FM_KERNEL_AUTO) */
   fm_attn_tuning tuning; /* zero: the library's choices */
+  /* backward only (fm_attn_backward): o and lse above are its inputs (the forward's) */
+  const void *dout;     /* (B, Sq, H, D) bf16 */
+  void *dq, *dk, *dv;   /* (B, Sq, H, D), (B, Sk, H, D) x 2 bf16 */
+  int deterministic;    /* 1: dQ accumulated in a fixed order of key tiles, so that SKIP
+                           and NOSKIP give bit-identical gradients */
 } fm_attn_problem;
 
 /* Zeroes *p and fills what the mask and the shape decide: batch, heads, head
@@ -80,6 +88,15 @@ void fm_attn_problem_init(fm_attn_problem *p, const fm_colmask *m, int32_t batch
  * selects the build that writes tile_class / tile_cycles. */
 fm_status fm_attn_forward(const fm_attn_problem *p, fm_variant variant, int instrumented,
                           void *stream, fm_err *err);
+
+/* Launches the backward of p->kernel on `stream` (asynchronous): dq, dk, dv
+ * from q, k, v, o, lse (the forward's outputs) and dout. Rows with no
+ * visible key (LSE = -inf) contribute nothing. dQ is accumulated in fp32 (a
+ * stream-ordered workspace, freed on the same stream) and converted to bf16.
+ * instrumented: tile_class / tile_cycles at the backward's tile.
+ * FM_EUNSUPPORTED when the kernel has no backward (fm_kernel_desc.passes). */
+fm_status fm_attn_backward(const fm_attn_problem *p, fm_variant variant, int instrumented,
+                           void *stream, fm_err *err);
 
 /* Fills n bf16 values at dst (device) with a deterministic function of (seed,
  * index): approximately standard normal (sum of four uniforms, rescaled),

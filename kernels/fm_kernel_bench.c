@@ -71,6 +71,10 @@ static fm_status launch_forward(void *user, void *stream, fm_err *err) {
   launch_ctx *c = (launch_ctx *)user;
   return fm_attn_forward(&c->p, c->variant, c->instr, stream, err);
 }
+static fm_status launch_backward(void *user, void *stream, fm_err *err) {
+  launch_ctx *c = (launch_ctx *)user;
+  return fm_attn_backward(&c->p, c->variant, c->instr, stream, err);
+}
 
 static int in_list(const char *list, const char *name) {
   if (!strcmp(list, "all")) return 1;
@@ -99,7 +103,7 @@ static int int_list(const char *s, int *out) {
   return n;
 }
 
-static int validate(const fm_kernel_id *kernels, int nk, int head_dim, const fm_sample_set *samples) {
+static int validate(const fm_kernel_id *kernels, int nk, int head_dim, fm_pass pass, const fm_sample_set *samples) {
   struct {
     const char *family;
     int32_t s, b, h;
@@ -117,6 +121,8 @@ static int validate(const fm_kernel_id *kernels, int nk, int head_dim, const fm_
     for (int k = 0; k < nk; k++) {
       fm_check_case c = {.mask = m, .batch = cs[i].b, .heads = cs[i].h, .head_dim = head_dim,
                          .seed = 100 + i, .check_dense = 1, .kernel = kernels[k]};
+      c.pass = (pass & FM_PASS_BWD) && (fm_kernel_get(kernels[k])->passes & FM_PASS_BWD) ? FM_PASS_BOTH
+                                                                                        : FM_PASS_FWD;
       snprintf(c.name, sizeof c.name, "%s S=%d", cs[i].family, cs[i].s);
       fm_check_result r;
       if (fm_attn_check_run(&c, &r, &err) != FM_OK) {
@@ -125,9 +131,12 @@ static int validate(const fm_kernel_id *kernels, int nk, int head_dim, const fm_
         fm_colmask_destroy(m);
         return 1;
       }
-      printf("validate %-4s %-28s D=%d: %s (max err %.2e, cpu same-precision %.2e)%s%s\n",
-             fm_kernel_get(kernels[k])->name, c.name, head_dim, r.ok ? "ok" : "FAIL", r.err_gpu,
-             r.err_cpu, r.ok ? "" : ": ", r.ok ? "" : r.detail);
+      printf("validate %-4s %-28s D=%d: %s (max err %.2e, cpu same-precision %.2e", fm_kernel_get(kernels[k])->name,
+             c.name, head_dim, r.ok ? "ok" : "FAIL", r.err_gpu, r.err_cpu);
+      if (r.bwd_ran)
+        printf("; dQ %.2e/%.2e dK %.2e/%.2e dV %.2e/%.2e", r.bwd_err_gpu[0], r.bwd_err_cpu[0], r.bwd_err_gpu[1],
+               r.bwd_err_cpu[1], r.bwd_err_gpu[2], r.bwd_err_cpu[2]);
+      printf(")%s%s\n", r.ok ? "" : ": ", r.ok ? "" : r.detail);
       bad += !r.ok;
     }
     fm_colmask_destroy(m);
@@ -139,11 +148,12 @@ static void usage(void) {
   printf("usage: fm_kernel_bench [--kernels sm90,sm80] [--head-dim 128] [--seqlens 8192,32768,131072]\n"
          "       [--families all|a,b] [--warmup 1] [--reps 5] [--reps-long 3] [--no-noskip]\n"
          "       [--no-instr] [--no-validate] [--cupti] [--sm90-modes 1,2,3,4] [--sm90-orders 1,2,3]\n"
-         "       [--json FILE] [--seed N]\n");
+         "       [--pass fwd|bwd|both] [--json FILE] [--seed N]\n");
 }
 
 typedef struct bench_opts {
   const char *seqlens, *families, *json_path;
+  fm_pass pass; /* FM_PASS_FWD (0), FM_PASS_BWD or FM_PASS_BOTH */
   fm_kernel_id kernels[FM_NKERNELS];
   int nkernels, head_dim, warmup, reps, reps_long, noskip, instr, validate, cupti;
   int modes[MAX_LIST], nmodes, orders[MAX_LIST], norders;
@@ -159,7 +169,8 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
       {"json", required_argument, 0, 'j'},     {"seed", required_argument, 0, 'S'},
       {"no-validate", no_argument, 0, 'V'},    {"kernels", required_argument, 0, 'k'},
       {"sm90-modes", required_argument, 0, 'm'}, {"sm90-orders", required_argument, 0, 'o'},
-      {"cupti", no_argument, 0, 'c'},          {"help", no_argument, 0, 'h'},
+      {"cupti", no_argument, 0, 'c'},          {"pass", required_argument, 0, 'p'},
+      {"help", no_argument, 0, 'h'},
       {0, 0, 0, 0}};
   *o = (bench_opts){.seqlens = "8192,32768,131072", .families = "all", .head_dim = 128, .warmup = 1,
                     .reps = 5, .reps_long = 3, .noskip = 1, .instr = 1, .validate = 1, .seed = 1,
@@ -180,6 +191,12 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
       case 'S': o->seed = strtoull(optarg, NULL, 10); break;
       case 'V': o->validate = 0; break;
       case 'c': o->cupti = 1; break;
+      case 'p':
+        if (fm_pass_parse(optarg, &o->pass, &err) != FM_OK) {
+          fprintf(stderr, "fm_kernel_bench: --pass: %s\n", err.msg);
+          return 2;
+        }
+        break;
       case 'm': o->nmodes = int_list(optarg, o->modes); break;
       case 'o': o->norders = int_list(optarg, o->orders); break;
       case 'k': {
@@ -256,6 +273,51 @@ static double time_column(const column *c, const fm_attn_problem *pr, int warmup
   return t.median_ms;
 }
 
+/* The backward of the first kernel on problem pr (forward outputs in place):
+ * skip, instrumented, noskip and deterministic skip, one line next to the
+ * forward's; TFLOP/s by 2.5x the paper's count at the backward's own tile.
+ * Returns the skip TFLOP/s. */
+static double bench_backward(const bench_opts *o, fm_attn_problem *pr, const fm_colmask *m, int64_t B,
+                             int64_t H, int64_t S, int warm, int nrep, double full_tflops, fm_json *j) {
+  int32_t br, bc;
+  fm_err err;
+  fm_tile_counts counts;
+  if (fm_kernel_tile_size(pr->kernel, FM_PASS_BWD, pr->head_dim, &br, &bc, &err) != FM_OK ||
+      fm_classify(m, br, bc, &counts, NULL, NULL, &err) != FM_OK) {
+    fprintf(stderr, "fm_kernel_bench: backward: %s\n", err.msg);
+    return NAN;
+  }
+  const double rho = counts.sparsity;
+  const double flops = 2.5 * 4.0 * B * H * (double)S * S * pr->head_dim * (1.0 - rho);
+  const struct { fm_variant var; int instr, det; } runs[4] = {
+      {FM_VARIANT_SKIP, 0, 0}, {FM_VARIANT_SKIP, 1, 0}, {FM_VARIANT_NOSKIP, 0, 0}, {FM_VARIANT_SKIP, 0, 1}};
+  double t[4];
+  for (int r = 0; r < 4; r++) {
+    launch_ctx lc = {.p = *pr, .variant = runs[r].var, .instr = runs[r].instr};
+    lc.p.deterministic = runs[r].det;
+    fm_time_opts to = {.warmup = warm, .reps = nrep, .warmup_min_ms = 60, .flush_l2 = 1, .use_cupti = o->cupti};
+    fm_timing tm;
+    t[r] = fm_time_launches(launch_backward, &lc, NULL, &to, &tm, NULL, &err) == FM_OK ? tm.median_ms : NAN;
+    if (isnan(t[r])) fprintf(stderr, "fm_kernel_bench: backward: %s\n", err.msg);
+  }
+  const double tflops = flops / (t[0] * 1e-3) / 1e12;
+  printf("  %-20s %6.3f %9.3f %8.1f %5.1f%% instr %9.3f (%+.2f%%) noskip %9.3f speedup %.2f (1/(1-rho) %.2f) "
+         "deterministic %9.3f\n", "bwd", rho, t[0], tflops, 100 * tflops / (full_tflops > 0 ? full_tflops : tflops),
+         t[1], 100 * (t[1] / t[0] - 1), t[2], t[2] / t[0], 1 / (1 - rho), t[3]);
+  fm_json_object(j, "backward");
+  fm_json_int(j, "tile_rows", br);
+  fm_json_int(j, "tile_cols", bc);
+  fm_json_double(j, "rho", rho);
+  fm_json_double(j, "flops_paper", flops);
+  fm_json_double(j, "ms_skip", t[0]);
+  fm_json_double(j, "tflops", tflops);
+  fm_json_double(j, "ms_skip_instrumented", t[1]);
+  fm_json_double(j, "ms_noskip", t[2]);
+  fm_json_double(j, "ms_skip_deterministic", t[3]);
+  fm_json_end(j);
+  return tflops;
+}
+
 int main(int argc, char **argv) {
   bench_opts o;
   int prc = parse_opts(argc, argv, &o);
@@ -280,14 +342,14 @@ int main(int argc, char **argv) {
   }
   const int head_dim = o.head_dim;
   printf("fm_kernel_bench on %s, head dim %d\n", dev, head_dim);
-  if (o.validate && validate(o.kernels, o.nkernels, head_dim, &samples)) {
+  if (o.validate && validate(o.kernels, o.nkernels, head_dim, o.pass, &samples)) {
     fprintf(stderr, "fm_kernel_bench: validation failed: no timings\n");
     return 1;
   }
   column cols[MAX_COLS];
   const int ncols = make_columns(&o, cols);
   int32_t br, bc;
-  fm_kernel_tile_size(o.kernels[0], head_dim, &br, &bc, NULL);
+  fm_kernel_tile_size(o.kernels[0], FM_PASS_FWD, head_dim, &br, &bc, NULL);
 
   /* the memory pool keeps the kernels' stream-ordered workspaces between launches */
   cudaMemPool_t pool;
@@ -304,6 +366,17 @@ int main(int argc, char **argv) {
   CUDA_OK(cudaMalloc(&v, (size_t)nelem * 2));
   CUDA_OK(cudaMalloc(&out, (size_t)nelem * 2));
   CUDA_OK(cudaMalloc((void **)&lse, (size_t)tokens * H * 4));
+  void *dout = NULL, *dq = NULL, *dk = NULL, *dv = NULL; /* the backward's */
+  if (o.pass & FM_PASS_BWD) {
+    CUDA_OK(cudaMalloc(&dout, (size_t)nelem * 2));
+    CUDA_OK(cudaMalloc(&dq, (size_t)nelem * 2));
+    CUDA_OK(cudaMalloc(&dk, (size_t)nelem * 2));
+    CUDA_OK(cudaMalloc(&dv, (size_t)nelem * 2));
+    if (fm_attn_fill_random_bf16(dout, nelem, o.seed * 3 + 7, NULL, &err) != FM_OK) {
+      fprintf(stderr, "fm_kernel_bench: %s\n", err.msg);
+      return 1;
+    }
+  }
   if (fm_attn_fill_random_bf16(q, nelem, o.seed * 3 + 0, NULL, &err) != FM_OK ||
       fm_attn_fill_random_bf16(k, nelem, o.seed * 3 + 1, NULL, &err) != FM_OK ||
       fm_attn_fill_random_bf16(v, nelem, o.seed * 3 + 2, NULL, &err) != FM_OK) {
@@ -346,7 +419,7 @@ int main(int argc, char **argv) {
     printf("%-22s %6s %9s %8s %6s", "family", "rho", cols[0].label, "TFLOP/s", "eff");
     for (int c = 1; c < ncols; c++) printf(" %12s", cols[c].label);
     printf(" %7s %9s %7s %9s %8s\n", "speedup", "1/(1-rho)", "overhd", "visited", "K/V GB");
-    double full_tflops = 0;
+    double full_tflops = 0, bwd_full_tflops = 0;
     for (int fi = 0; fi < fm_family_count(); fi++) {
       const char *fam = fm_family_at(fi)->name;
       if (fi > 0 && !in_list(o.families, fam)) continue;
@@ -370,6 +443,8 @@ int main(int argc, char **argv) {
       pr.intervals = iv;
       pr.tile_class = cls;
       pr.tile_cycles = cyc;
+      pr.kernel = o.kernels[0];
+      pr.dout = dout, pr.dq = dq, pr.dk = dk, pr.dv = dv;
       const double rho = counts.sparsity;
       const double flops = 4.0 * B * H * (double)S * S * head_dim * (1.0 - rho);
       /* visited tiles over every (b, h): sets broadcast over the batch/heads they cover */
@@ -412,6 +487,15 @@ int main(int argc, char **argv) {
       fm_json_object(&j, "ms");
       for (int c = 0; c < ncols; c++) fm_json_double(&j, cols[c].label, t[c]);
       fm_json_end(&j);
+      if (o.pass & FM_PASS_BWD) {
+        /* the forward outputs the backward reads */
+        if (fm_attn_forward(&pr, FM_VARIANT_SKIP, 0, NULL, &err) != FM_OK) {
+          fprintf(stderr, "fm_kernel_bench: %s\n", err.msg);
+          return 1;
+        }
+        const double bt = bench_backward(&o, &pr, m, B, H, S, warm, nrep, bwd_full_tflops, &j);
+        if (fi == 0) bwd_full_tflops = bt;
+      }
       fm_json_end(&j);
       CUDA_OK(cudaFree(iv));
       fm_colmask_destroy(m);

@@ -138,8 +138,10 @@ extern "C" const fm_gpu_props *fm_gpu_session_props(const fm_gpu_session *s) {
 
 extern "C" void fm_gpu_result_free(fm_gpu_result *r) {
   if (!r) return;
-  free(r->tile_class);
-  free(r->tile_cycles);
+  free(r->fwd.tile_class);
+  free(r->fwd.tile_cycles);
+  free(r->bwd.tile_class);
+  free(r->bwd.tile_cycles);
   free(r->timeline.events);
   memset(r, 0, sizeof *r);
 }
@@ -177,11 +179,16 @@ extern "C" fm_status fm_gpu_session_run(fm_gpu_session *s, const fm_gpu_case *c,
   fm_kernel_id kernel;
   fm_status kst = fm_gpu_session_kernel(s, c->kernel, &kernel, err);
   if (kst != FM_OK) return kst;
-  int32_t br = 0, bc = 0;
-  if ((kst = fm_kernel_tile_size(kernel, c->head_dim, &br, &bc, err)) != FM_OK) return kst;
-  r->tr = (sq + br - 1) / br;
-  r->tc = (sk + bc - 1) / bc;
-  int64_t tiles = (int64_t)c->batch * c->heads * r->tr * r->tc;
+  int32_t br = 0, bc = 0, bbr = 0, bbc = 0;
+  const fm_pass pass = c->pass ? c->pass : FM_PASS_FWD;
+  if ((kst = fm_kernel_tile_size(kernel, FM_PASS_FWD, c->head_dim, &br, &bc, err)) != FM_OK) return kst;
+  if ((pass & FM_PASS_BWD) &&
+      (kst = fm_kernel_tile_size(kernel, FM_PASS_BWD, c->head_dim, &bbr, &bbc, err)) != FM_OK)
+    return kst;
+  fm_gpu_pass_result *rf = &r->fwd;
+  rf->tr = (sq + br - 1) / br;
+  rf->tc = (sk + bc - 1) / bc;
+  int64_t tiles = (int64_t)c->batch * c->heads * rf->tr * rf->tc;
 
   int64_t ivb = (int64_t)nsets * 4 * sk * 4;
   if (ivb > s->iv_cap) {
@@ -228,14 +235,14 @@ extern "C" fm_status fm_gpu_session_run(fm_gpu_session *s, const fm_gpu_case *c,
 
   fm_status st;
   fm_time_opts to = {.warmup = o->warmup, .reps = o->reps, .warmup_min_ms = 0, .flush_l2 = 1, .use_cupti = o->use_cupti};
-  if ((st = fm_time_launches(launch_forward, &lc, s->stream, &to, &r->timing,
+  if ((st = fm_time_launches(launch_forward, &lc, s->stream, &to, &rf->timing,
                              o->want_timeline ? &r->timeline : NULL, err)) != FM_OK)
     return st;
   if (o->count_bytes && o->use_cupti) {
-    if ((st = fm_count_launch(launch_forward, &lc, s->stream, 1, &r->measured, err)) != FM_OK)
+    if ((st = fm_count_launch(launch_forward, &lc, s->stream, 1, &rf->measured, err)) != FM_OK)
       return st;
   } else {
-    snprintf(r->measured.note, sizeof r->measured.note, "no counters: %s",
+    snprintf(rf->measured.note, sizeof rf->measured.note, "no counters: %s",
              o->use_cupti ? "not requested" : "CUPTI not requested");
   }
   if (o->instrument) {
@@ -244,7 +251,7 @@ extern "C" fm_status fm_gpu_session_run(fm_gpu_session *s, const fm_gpu_case *c,
     p->tile_cycles = s->tcyc;
     if (o->instrument_reps > 0) {
       fm_time_opts ti = {.warmup = 1, .reps = o->instrument_reps, .flush_l2 = 1, .use_cupti = o->use_cupti};
-      if ((st = fm_time_launches(launch_forward, &lc, s->stream, &ti, &r->timing_instrumented,
+      if ((st = fm_time_launches(launch_forward, &lc, s->stream, &ti, &rf->timing_instrumented,
                                  NULL, err)) != FM_OK)
         return st;
     } else {
@@ -252,14 +259,14 @@ extern "C" fm_status fm_gpu_session_run(fm_gpu_session *s, const fm_gpu_case *c,
       if ((st = launch_forward(&lc, s->stream, err)) != FM_OK) return st;
     }
     if (o->want_tiles) {
-      r->tile_class = (uint8_t *)malloc((size_t)tiles);
-      r->tile_cycles = (int64_t *)malloc((size_t)tiles * 8);
-      if (!r->tile_class || !r->tile_cycles)
+      rf->tile_class = (uint8_t *)malloc((size_t)tiles);
+      rf->tile_cycles = (int64_t *)malloc((size_t)tiles * 8);
+      if (!rf->tile_class || !rf->tile_cycles)
         return fm_fail(err, FM_ENOMEM, "cannot allocate %lld tiles of instrumentation record",
                        (long long)tiles);
-      CUDA_TRY(cudaMemcpyAsync(r->tile_class, s->tcls, (size_t)tiles, cudaMemcpyDeviceToHost,
+      CUDA_TRY(cudaMemcpyAsync(rf->tile_class, s->tcls, (size_t)tiles, cudaMemcpyDeviceToHost,
                                s->stream), "cudaMemcpy (tile classes)");
-      CUDA_TRY(cudaMemcpyAsync(r->tile_cycles, s->tcyc, (size_t)tiles * 8, cudaMemcpyDeviceToHost,
+      CUDA_TRY(cudaMemcpyAsync(rf->tile_cycles, s->tcyc, (size_t)tiles * 8, cudaMemcpyDeviceToHost,
                                s->stream), "cudaMemcpy (tile cycles)");
     }
   }

@@ -35,6 +35,9 @@ typedef struct fm_gpu_case {
   int32_t batch, heads, head_dim;
   fm_variant variant;
   fm_kernel_id kernel;    /* a registry kernel, or FM_KERNEL_AUTO (resolved for this device) */
+  fm_pass pass;           /* FM_PASS_FWD (also when 0), FM_PASS_BWD or FM_PASS_BOTH; the
+                             backward runs after one forward that gives it O and LSE */
+  int32_t deterministic;  /* backward: dQ accumulated in a fixed order */
 } fm_gpu_case;
 
 typedef struct fm_gpu_opts {
@@ -47,14 +50,19 @@ typedef struct fm_gpu_opts {
   int32_t want_timeline;  /* keep the kernel records of the timed launches */
 } fm_gpu_opts;
 
-typedef struct fm_gpu_result {
+/* What one pass measured. timing.source is "" when the pass did not run. */
+typedef struct fm_gpu_pass_result {
   fm_timing timing;              /* plain build */
   fm_timing timing_instrumented; /* source "" unless timed */
   fm_measured_bytes measured;    /* source "" unless counted */
-  int32_t tr, tc;                /* tile grid at the kernel's tile size */
+  int32_t tr, tc;                /* tile grid at the kernel's tile size for this pass */
   uint8_t *tile_class;   /* (B, H, Tr, Tc) as the kernel saw it, or NULL; free() */
   int64_t *tile_cycles;  /* (B, H, Tr, Tc) clock64 cycles, or NULL; free() */
-  fm_timeline timeline;  /* events owned (free with fm_gpu_result_free) */
+} fm_gpu_pass_result;
+
+typedef struct fm_gpu_result {
+  fm_gpu_pass_result fwd, bwd; /* per pass of the case (fm_gpu_case.pass) */
+  fm_timeline timeline;        /* events owned (free with fm_gpu_result_free) */
 } fm_gpu_result;
 
 /* The kernel that c->kernel means on this session's device (FM_KERNEL_AUTO

@@ -282,7 +282,7 @@ Test(kernels, registry) {
     cr_assert(d->ntiles >= 1 && d->ntiles <= FM_KERNEL_MAX_TILES);
     for (int t = 0; t < d->ntiles; t++) {
       int32_t br = 0, bc = 0;
-      cr_assert_eq(fm_kernel_tile_size(d->id, d->tiles[t].head_dim, &br, &bc, &err), FM_OK);
+      cr_assert_eq(fm_kernel_tile_size(d->id, FM_PASS_FWD, d->tiles[t].head_dim, &br, &bc, &err), FM_OK);
       cr_assert(br > 0 && bc > 0 && br == d->tiles[t].br && bc == d->tiles[t].bc);
     }
   }
@@ -298,9 +298,9 @@ Test(kernels, registry) {
   cr_assert_eq(fm_kernel_auto(-1, -1, &id, &err), FM_OK, "no device: the H200's kernel");
   cr_assert_eq(id, FM_KERNEL_SM90);
   int32_t br, bc;
-  cr_assert_eq(fm_kernel_tile_size(FM_KERNEL_SM80, 64, &br, &bc, &err), FM_OK);
+  cr_assert_eq(fm_kernel_tile_size(FM_KERNEL_SM80, FM_PASS_FWD, 64, &br, &bc, &err), FM_OK);
   cr_assert(br == 128 && bc == 64);
-  cr_assert_eq(fm_kernel_tile_size(FM_KERNEL_SM80, 96, &br, &bc, &err), FM_EUNSUPPORTED);
+  cr_assert_eq(fm_kernel_tile_size(FM_KERNEL_SM80, FM_PASS_FWD, 96, &br, &bc, &err), FM_EUNSUPPORTED);
   cr_assert(strstr(err.msg, "head dim 96"), "%s", err.msg);
   fm_pass p;
   cr_assert_eq(fm_pass_parse("both", &p, &err), FM_OK);

@@ -91,8 +91,8 @@ Test(gpu, bad_arguments) {
   p.head_dim = 128;
   cr_expect_eq(fm_attn_forward(&p, FM_VARIANT_SKIP, 0, NULL, &err), FM_EINVAL, "NULL buffers");
   int32_t br, bc;
-  fm_kernel_tile_size(FM_KERNEL_SM80, 128, &br, &bc, NULL);
+  fm_kernel_tile_size(FM_KERNEL_SM80, FM_PASS_FWD, 128, &br, &bc, NULL);
   cr_expect(br == 128 && bc == 64);
-  fm_kernel_tile_size(FM_KERNEL_SM80, 64, &br, &bc, NULL);
+  fm_kernel_tile_size(FM_KERNEL_SM80, FM_PASS_FWD, 64, &br, &bc, NULL);
   cr_expect(br == 128 && bc == 64);
 }

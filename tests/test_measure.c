@@ -124,33 +124,33 @@ Test(measure, attention_case_through_the_session) {
   fm_gpu_result r;
   cr_assert_eq(fm_gpu_session_run(s, &c, &o, &r, &err), FM_OK, "%s", err.msg);
   int32_t br, bc;
-  fm_kernel_tile_size(FM_KERNEL_SM80, D, &br, &bc, NULL);
-  cr_assert_eq(r.tr, (S + br - 1) / br);
-  cr_assert_eq(r.tc, (S + bc - 1) / bc);
-  cr_assert(r.timing.median_ms > 0 && r.timing_instrumented.median_ms > 0);
+  fm_kernel_tile_size(FM_KERNEL_SM80, FM_PASS_FWD, D, &br, &bc, NULL);
+  cr_assert_eq(r.fwd.tr, (S + br - 1) / br);
+  cr_assert_eq(r.fwd.tc, (S + bc - 1) / bc);
+  cr_assert(r.fwd.timing.median_ms > 0 && r.fwd.timing_instrumented.median_ms > 0);
   cr_log_info("attention: %s %.4f ms, instrumented %.4f ms; %s dram read %.0f, L2 read %.0f; %s",
-              r.timing.source, r.timing.median_ms, r.timing_instrumented.median_ms,
-              r.measured.source, r.measured.dram_read, 32 * r.measured.l2_read_sectors,
-              r.measured.note);
-  if (fm_cupti_compiled()) cr_assert_str_eq(r.timing.source, "cupti-activity", "%s", r.timing.note);
+              r.fwd.timing.source, r.fwd.timing.median_ms, r.fwd.timing_instrumented.median_ms,
+              r.fwd.measured.source, r.fwd.measured.dram_read, 32 * r.fwd.measured.l2_read_sectors,
+              r.fwd.measured.note);
+  if (fm_cupti_compiled()) cr_assert_str_eq(r.fwd.timing.source, "cupti-activity", "%s", r.fwd.timing.note);
   /* the kernel's classes are the CPU's, bit for bit */
-  int64_t per = (int64_t)r.tr * r.tc;
+  int64_t per = (int64_t)r.fwd.tr * r.fwd.tc;
   uint8_t *cls = malloc((size_t)per);
   fm_tile_counts counts;
   cr_assert_eq(fm_classify(m, br, bc, &counts, cls, NULL, NULL), FM_OK);
   for (int32_t b = 0; b < B; b++)
     for (int32_t h = 0; h < H; h++)
-      cr_assert_eq(memcmp(cls, r.tile_class + ((int64_t)b * H + h) * per, (size_t)per), 0,
+      cr_assert_eq(memcmp(cls, r.fwd.tile_class + ((int64_t)b * H + h) * per, (size_t)per), 0,
                    "b=%d h=%d", b, h);
   for (int64_t i = 0; i < per; i++)
-    cr_assert_eq(r.tile_cycles[i] > 0, cls[i] != FM_TILE_MASKED, "tile %lld", (long long)i);
+    cr_assert_eq(r.fwd.tile_cycles[i] > 0, cls[i] != FM_TILE_MASKED, "tile %lld", (long long)i);
   free(cls);
   fm_gpu_result_free(&r);
   /* the dense variant runs from the device-built mask */
   c.variant = FM_VARIANT_DENSE;
   fm_gpu_opts od = {1, 2, 0, 0, 0, 1, 0, 0};
   cr_assert_eq(fm_gpu_session_run(s, &c, &od, &r, &err), FM_OK, "%s", err.msg);
-  cr_assert(r.timing.median_ms > 0);
+  cr_assert(r.fwd.timing.median_ms > 0);
   fm_gpu_result_free(&r);
   fm_gpu_session_destroy(s);
   fm_colmask_destroy(m);

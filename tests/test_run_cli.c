@@ -198,7 +198,7 @@ static void run_ok(const char *fmt, ...) {
 /* The kernel record of kernel id at head dim hd, with its tile, in an index.json. */
 static const char *assert_kernel_tile(const char *text, fm_kernel_id id, int hd) {
   int32_t br, bc;
-  cr_assert_eq(fm_kernel_tile_size(id, hd, &br, &bc, NULL), FM_OK);
+  cr_assert_eq(fm_kernel_tile_size(id, FM_PASS_FWD, hd, &br, &bc, NULL), FM_OK);
   char want[128];
   snprintf(want, sizeof want, "\"kernel\": \"%s\",\n        \"br\": %d,\n        \"bc\": %d",
            fm_kernel_get(id)->name, br, bc);
@@ -311,7 +311,7 @@ Test(run_cli, kernel_option_sets_the_tile_from_the_registry) {
     fmt_run(&res, args);
     cr_assert_eq(res.status, 0, "%s: %s", args, res.err);
     int32_t br, bc;
-    cr_assert_eq(fm_kernel_tile_size(runs[i].id, runs[i].hd, &br, &bc, NULL), FM_OK);
+    cr_assert_eq(fm_kernel_tile_size(runs[i].id, FM_PASS_FWD, runs[i].hd, &br, &bc, NULL), FM_OK);
     snprintf(path, sizeof path, "%s/summary.json", dir);
     fmt_slurp(path, summary, sizeof summary);
     char want[64];
