@@ -63,6 +63,7 @@ typedef struct cal_case {
   char kernel[16];           /* the kernel that ran it, "" when the run does not say */
   int64_t seqlen, batch, heads;
   int32_t head_dim, br, bc; /* br = 0: the run does not say */
+  fm_pass pass;             /* what was timed: FM_PASS_FWD unless the record says "bwd" */
   double time_ms;
 } cal_case;
 
@@ -83,6 +84,7 @@ static cal_case *set_add(cal_set *s) {
   cal_case *c = &s->v[s->n++];
   memset(c, 0, sizeof *c);
   c->sample = -1;
+  c->pass = FM_PASS_FWD;
   return c;
 }
 
@@ -115,6 +117,16 @@ static int join_path(char *out, size_t cap, const char *dir, const char *name) {
   out[a] = '/';
   memcpy(out + a + 1, name, b + 1);
   return 0;
+}
+
+/* A record's "pass" ("fwd" when absent); -1 for an unknown one. */
+static int record_pass(const fm_jv *rec, fm_pass *out) {
+  const char *p = fm_jv_string(fm_jv_get(rec, "pass"));
+  *out = FM_PASS_FWD;
+  if (!p) return 0;
+  if (fm_pass_parse(p, out, NULL) == FM_OK && *out != FM_PASS_BOTH) return 0;
+  cli_error(cmd, "a record's pass is '%s' (expected fwd or bwd)", p);
+  return -1;
 }
 
 static int64_t num(const fm_jv *obj, const char *key, int64_t dflt) {
@@ -150,6 +162,7 @@ static int read_scenario(const fm_jv *rows, const char *dir, cal_set *s) {
       c->causal = fm_jv_bool(fm_jv_get(r, "causal"), 0);
       c->time_ms = ms;
       c->trace_columns = 1;
+      if (record_pass(k, &c->pass)) return -1;
       if (join_path(c->mask_path, sizeof c->mask_path, dir, columns)) {
         cli_error(cmd, "%s: case path too long", dir);
         return -1;
@@ -232,7 +245,7 @@ static int read_measurements(const fm_jv *root, cal_set *s) {
     double ms = fm_jv_number(fm_jv_get(r, "time_ms"), NAN);
     if (!isfinite(ms)) continue;
     cal_case *c = family_case(s, r, ms);
-    if (!c) return -1;
+    if (!c || record_pass(r, &c->pass)) return -1;
     copy_str(c->kernel, sizeof c->kernel, fm_jv_string(fm_jv_get(root, "kernel")));
   }
   return 0;
@@ -279,26 +292,36 @@ static int read_run(const char *arg, cal_set *out) {
 
 /* ------------------------------------------------------------ fit */
 
+/* One fit: the cases of one pass and head dim, its coefficients in the profile. */
+typedef struct cal_group {
+  fm_pass pass;
+  int32_t head_dim;
+  fm_timing_coef *coef;  /* in cal_state.prof.fwd or .bwd */
+  unsigned unidentified; /* fm_timing_fit's bits */
+} cal_group;
+
 typedef struct cal_state {
   fm_kernel_id kernel;
   fm_gpu_profile prof;
   cal_set set;
   fm_timing_work *works;  /* (set.n,) */
   double *pred;           /* (set.n,) fitted prediction, us */
-  unsigned unidentified[FM_PROFILE_MAX_COEF];
+  cal_group groups[2 * FM_PROFILE_MAX_COEF]; /* the fits: one per pass and head dim */
+  int ngroups;
 } cal_state;
 
 /* The work of one case at the kernel's tile for its head dim. */
 static int case_work(const cal_case *c, fm_kernel_id kernel, fm_timing_work *w) {
   fm_err err;
   int32_t br, bc;
-  if (fm_kernel_tile_size(kernel, c->head_dim, &br, &bc, &err) != FM_OK) {
+  if (fm_kernel_tile_size(kernel, c->pass, c->head_dim, &br, &bc, &err) != FM_OK) {
     cli_error(cmd, "case %s: %s", c->id, err.msg);
     return -1;
   }
   if (c->br && (c->br != br || c->bc != bc)) {
-    cli_error(cmd, "case %s ran at %d x %d tiles, but kernel %s uses %d x %d: not this kernel's "
-              "measurement (--kernel)", c->id, c->br, c->bc, fm_kernel_get(kernel)->name, br, bc);
+    cli_error(cmd, "case %s ran at %d x %d tiles, but kernel %s uses %d x %d (%s): not this "
+              "kernel's measurement (--kernel)", c->id, c->br, c->bc, fm_kernel_get(kernel)->name,
+              br, bc, fm_pass_name(c->pass));
     return -1;
   }
   fm_colmask *m = NULL;
@@ -328,45 +351,56 @@ static int case_work(const cal_case *c, fm_kernel_id kernel, fm_timing_work *w) 
   return 0;
 }
 
-/* Fits every head dim the cases cover into st->prof.fwd. */
-static int fit_all(cal_state *st, const fm_fit_options *fo) {
-  int32_t hds[FM_PROFILE_MAX_COEF];
-  int nhd = 0;
+/* The groups of the cases: one per pass and head dim, in order of appearance. */
+static int make_groups(cal_state *st) {
   for (int i = 0; i < st->set.n; i++) {
+    const cal_case *c = &st->set.v[i];
     int seen = 0;
-    for (int k = 0; k < nhd; k++) seen |= hds[k] == st->set.v[i].head_dim;
-    if (!seen && nhd < FM_PROFILE_MAX_COEF) hds[nhd++] = st->set.v[i].head_dim;
+    for (int k = 0; k < st->ngroups; k++)
+      seen |= st->groups[k].pass == c->pass && st->groups[k].head_dim == c->head_dim;
+    if (seen) continue;
+    int32_t *n = c->pass == FM_PASS_BWD ? &st->prof.nbwd : &st->prof.nfwd;
+    if (*n == FM_PROFILE_MAX_COEF) {
+      cli_error(cmd, "more than %d head dims in one pass", FM_PROFILE_MAX_COEF);
+      return -1;
+    }
+    fm_timing_coef *coef = c->pass == FM_PASS_BWD ? &st->prof.bwd[(*n)++] : &st->prof.fwd[(*n)++];
+    st->groups[st->ngroups++] = (cal_group){.pass = c->pass, .head_dim = c->head_dim, .coef = coef};
   }
+  return 0;
+}
+
+static int in_group(const cal_case *c, const cal_group *g) {
+  return c->pass == g->pass && c->head_dim == g->head_dim;
+}
+
+/* Fits every group into the profile. */
+static int fit_all(cal_state *st, const fm_fit_options *fo) {
   fm_fit_case *fc = malloc(sizeof *fc * (size_t)st->set.n);
   double *pred = malloc(sizeof *pred * (size_t)st->set.n);
-  if (!fc || !pred) {
-    free(fc);
-    free(pred);
-    cli_error(cmd, "out of memory");
-    return -1;
-  }
-  int rc = 0;
-  for (int k = 0; k < nhd && rc == 0; k++) {
+  int rc = fc && pred ? make_groups(st) : -1;
+  if (!fc || !pred) cli_error(cmd, "out of memory");
+  for (int k = 0; k < st->ngroups && rc == 0; k++) {
+    cal_group *g = &st->groups[k];
     int n = 0;
     for (int i = 0; i < st->set.n; i++) {
       const cal_case *c = &st->set.v[i];
-      if (c->head_dim != hds[k]) continue;
+      if (!in_group(c, g)) continue;
       fc[n++] = (fm_fit_case){.work = &st->works[i],
                               .problem = {.batch = c->batch, .heads = c->heads,
-                                          .head_dim = c->head_dim, .pass = FM_PASS_FWD,
+                                          .head_dim = c->head_dim, .pass = c->pass,
                                           .variant = FM_VARIANT_SKIP},
                               .measured_us = c->time_ms * 1e3};
     }
     fm_err err;
-    if (fm_timing_fit(st->kernel, st->prof.sms, st->prof.hbm_gbs, hds[k], fc, n, fo,
-                      &st->prof.fwd[k], pred, &st->unidentified[k], &err) != FM_OK) {
-      cli_error(cmd, "head dim %d: %s", hds[k], err.msg);
+    if (fm_timing_fit(st->kernel, st->prof.sms, st->prof.hbm_gbs, g->head_dim, fc, n, fo, g->coef,
+                      pred, &g->unidentified, &err) != FM_OK) {
+      cli_error(cmd, "%s head dim %d: %s", fm_pass_name(g->pass), g->head_dim, err.msg);
       rc = -1;
     }
     for (int i = 0, q = 0; rc == 0 && i < st->set.n; i++)
-      if (st->set.v[i].head_dim == hds[k]) st->pred[i] = pred[q++];
+      if (in_group(&st->set.v[i], g)) st->pred[i] = pred[q++];
   }
-  st->prof.nfwd = nhd;
   free(fc);
   free(pred);
   return rc;
@@ -380,21 +414,23 @@ static const char *coef_names[FM_TIMING_NFEAT] = {"launch_us", "item_us", "key_t
 static void report_text(const cal_state *st, const char *out) {
   printf("fmsim calibrate: %d cases, kernel %s on %s (%d SMs)\n", st->set.n,
          fm_kernel_get(st->kernel)->name, st->prof.gpu, st->prof.sms);
-  for (int k = 0; k < st->prof.nfwd; k++) {
-    const fm_timing_coef *c = &st->prof.fwd[k];
-    printf("\nhead dim %d, tile %d x %d, %d CTAs per SM: launch %.2f us, item %.3f us, key tile "
-           "%.5f us,\n  unmasked %.4f us, partial %.4f us (causal %.4f us), solo %.2f\n",
-           c->head_dim, c->br, c->bc, c->ctas_per_sm, c->launch_us, c->item_us, c->key_tile_us,
-           c->unmasked_us, c->partial_us, c->partial_causal_us, c->solo);
+  for (int k = 0; k < st->ngroups; k++) {
+    const cal_group *g = &st->groups[k];
+    const fm_timing_coef *c = g->coef;
+    printf("\n%s, head dim %d, tile %d x %d, %d CTAs per SM: launch %.2f us, item %.3f us, key "
+           "tile %.5f us,\n  unmasked %.4f us, partial %.4f us (causal %.4f us), solo %.2f\n",
+           g->pass == FM_PASS_BWD ? "backward" : "forward", c->head_dim, c->br, c->bc,
+           c->ctas_per_sm, c->launch_us, c->item_us, c->key_tile_us, c->unmasked_us, c->partial_us,
+           c->partial_causal_us, c->solo);
     for (int f = 0; f < FM_TIMING_NFEAT; f++)
-      if (st->unidentified[k] & (1u << f))
+      if (g->unidentified & (1u << f))
         printf("  note: the cases do not determine %s (no case exercises it, or its work is "
                "proportional to another's): add cases (scenarios/calibration.yaml) or --fix it\n",
                coef_names[f]);
     printf("  %-44s %12s %12s %8s\n", "case", "measured ms", "fitted ms", "error");
     for (int i = 0; i < st->set.n; i++) {
       const cal_case *cs = &st->set.v[i];
-      if (cs->head_dim != c->head_dim) continue;
+      if (!in_group(cs, g)) continue;
       printf("  %-44.44s %12.4f %12.4f %+7.2f%%\n", cs->id, cs->time_ms, st->pred[i] / 1e3,
              100 * (st->pred[i] / 1e3 / cs->time_ms - 1));
     }
@@ -411,21 +447,23 @@ static void report_json(const cal_state *st, const char *out) {
   fm_json_string(&j, "profile", out);
   fm_json_string(&j, "kernel", fm_kernel_get(st->kernel)->name);
   fm_json_string(&j, "gpu", st->prof.gpu);
-  fm_json_array(&j, "head_dims");
-  for (int k = 0; k < st->prof.nfwd; k++) {
-    const fm_timing_coef *c = &st->prof.fwd[k];
+  fm_json_array(&j, "fits");
+  for (int k = 0; k < st->ngroups; k++) {
+    const cal_group *g = &st->groups[k];
+    const fm_timing_coef *c = g->coef;
     fm_json_object(&j, NULL);
+    fm_json_string(&j, "pass", fm_pass_name(g->pass));
     fm_json_int(&j, "head_dim", c->head_dim);
     const double v[FM_TIMING_NFEAT] = {c->launch_us,   c->item_us,    c->key_tile_us,
                                        c->unmasked_us, c->partial_us, c->partial_causal_us};
     for (int f = 0; f < FM_TIMING_NFEAT; f++) fm_json_double(&j, coef_names[f], v[f]);
     fm_json_double(&j, "solo", c->solo);
-    fm_json_int(&j, "unidentified", st->unidentified[k]);
+    fm_json_int(&j, "unidentified", g->unidentified);
     fm_json_double(&j, "median_abs_error", c->fit_median_err);
     fm_json_double(&j, "worst_abs_error", c->fit_worst_err);
     fm_json_array(&j, "cases");
     for (int i = 0; i < st->set.n; i++) {
-      if (st->set.v[i].head_dim != c->head_dim) continue;
+      if (!in_group(&st->set.v[i], g)) continue;
       fm_json_object(&j, NULL);
       fm_json_string(&j, "id", st->set.v[i].id);
       fm_json_double(&j, "measured_ms", st->set.v[i].time_ms);
@@ -436,9 +474,7 @@ static void report_json(const cal_state *st, const char *out) {
     fm_json_end(&j);
   }
   fm_json_end(&j);
-  fm_json_end(&j);
-  fputs(j.buf, stdout);
-  fm_json_free(&j);
+  cli_print_json(&j);
 }
 
 /* ------------------------------------------------------------ main */

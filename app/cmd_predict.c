@@ -326,8 +326,8 @@ int cmd_predict(int argc, char **argv) {
   if (timing_profile_load(cmd, o.gpu, o.kernel, (int32_t)o.head_dim, &prof)) return FM_EXIT_USAGE;
   if ((o.pass & FM_PASS_BWD) && !fm_profile_coef(&prof, FM_PASS_BWD, (int32_t)o.head_dim)) {
     cli_error(cmd, "--pass %s: no backward profile yet (%s has no backward coefficients for head "
-              "dim %lld; fmsim has no backward kernel to calibrate)", fm_pass_name(o.pass),
-              prof.name, (long long)o.head_dim);
+              "dim %lld: fmsim calibrate fits them from a run that times the backward)",
+              fm_pass_name(o.pass), prof.name, (long long)o.head_dim);
     return FM_EXIT_USAGE;
   }
   fm_colmask *m = build_mask(&o);

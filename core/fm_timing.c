@@ -9,22 +9,32 @@
 
 /* ------------------------------------------------------------ kernels */
 
-/* How each kernel of the registry schedules its items (fm_kernels.h ids). */
+/* How each kernel of the registry schedules its items, per pass (fm_kernels.h
+ * ids; ctas_per_sm 0: the kernel has no such pass). */
 static const struct {
   fm_sched kind;
   int32_t ctas_per_sm;
-} kernel_sched[FM_NKERNELS] = {
-    [FM_KERNEL_SM80] = {FM_SCHED_GRID, 2},       /* __launch_bounds__(128, 2), grid (Tr, B*H) */
-    [FM_KERNEL_SM90] = {FM_SCHED_PERSISTENT_HEAD, 1}, /* one CTA per SM, kernels/fm_sm90.cu's
-                                                         default order (FM_SM90_ORDER_HEAD) */
+} kernel_sched[FM_NKERNELS][2] = {
+    /* grid (Tr, B*H), __launch_bounds__(128, 2); no backward */
+    [FM_KERNEL_SM80] = {{FM_SCHED_GRID, 2}, {FM_SCHED_GRID, 0}},
+    /* one CTA per SM: the forward's row tiles by kernels/fm_sm90.cu's default
+       order (FM_SM90_ORDER_HEAD), the backward's key tiles in index order
+       (kernels/fm_sm90_bwd.cu) */
+    [FM_KERNEL_SM90] = {{FM_SCHED_PERSISTENT_HEAD, 1}, {FM_SCHED_PERSISTENT_INDEX, 1}},
 };
 
-fm_status fm_timing_kernel_sched(fm_kernel_id id, fm_sched *kind, int32_t *ctas_per_sm,
-                                 fm_err *err) {
+fm_status fm_timing_kernel_sched(fm_kernel_id id, fm_pass pass, fm_sched *kind,
+                                 int32_t *ctas_per_sm, fm_err *err) {
   if ((int)id < 0 || (int)id >= FM_NKERNELS)
     return fm_fail(err, FM_EINVAL, "no schedule for kernel id %d", (int)id);
-  if (kind) *kind = kernel_sched[id].kind;
-  if (ctas_per_sm) *ctas_per_sm = kernel_sched[id].ctas_per_sm;
+  if (pass != FM_PASS_FWD && pass != FM_PASS_BWD)
+    return fm_fail(err, FM_EINVAL, "a schedule belongs to one pass, fwd or bwd");
+  int p = pass == FM_PASS_BWD;
+  if (!kernel_sched[id][p].ctas_per_sm)
+    return fm_fail(err, FM_EUNSUPPORTED, "kernel %s has no %s pass to schedule",
+                   fm_kernel_get(id)->name, fm_pass_name(pass));
+  if (kind) *kind = kernel_sched[id][p].kind;
+  if (ctas_per_sm) *ctas_per_sm = kernel_sched[id][p].ctas_per_sm;
   return FM_OK;
 }
 
@@ -198,8 +208,9 @@ static int32_t pair_set(const fm_timing_work *w, int64_t b, int64_t h) {
   return (int32_t)((w->nb == 1 ? 0 : b) * w->nh + (w->nh == 1 ? 0 : h));
 }
 
-/* Grid order: (b, h) slowest, then blockIdx.x; forward rows reversed. */
-static void items_grid(sim *s, const fm_timing_work *w, const fm_timing_problem *pb) {
+/* Index order: (b, h) slowest, then the item; forward row tiles from the
+ * last (sm80's reversed blockIdx.x), backward key tiles from the first. */
+static void items_in_order(sim *s, const fm_timing_work *w, const fm_timing_problem *pb) {
   int bwd = pb->pass == FM_PASS_BWD;
   int32_t n = bwd ? w->tc : w->tr;
   double f[FM_TIMING_NFEAT];
@@ -215,8 +226,8 @@ static void items_grid(sim *s, const fm_timing_work *w, const fm_timing_problem 
  * order b, h, row tiles from the last): by_head, heads in order and the
  * visited tiles of a head descending; else visited tiles descending over all
  * heads. A counting sort per set: O(items + sets * considered). */
-static fm_status items_persistent(sim *s, const fm_timing_work *w, const fm_timing_problem *pb,
-                                  int by_head, fm_err *err) {
+static fm_status items_sorted(sim *s, const fm_timing_work *w, const fm_timing_problem *pb,
+                              int by_head, fm_err *err) {
   int bwd = pb->pass == FM_PASS_BWD;
   int32_t n = bwd ? w->tc : w->tr, maxv = bwd ? w->tr : w->tc;
   int64_t ns = (int64_t)w->nb * w->nh;
@@ -310,8 +321,8 @@ fm_status fm_timing_predict_coef(const fm_timing_coef *c, fm_kernel_id kernel, i
                                  const fm_timing_problem *pb, fm_timing_result *out, fm_err *err) {
   memset(out, 0, sizeof *out);
   fm_sched kind;
-  fm_status st = fm_timing_kernel_sched(kernel, &kind, NULL, err);
-  if (st == FM_OK) st = problem_check(w, pb, err);
+  fm_status st = problem_check(w, pb, err);
+  if (st == FM_OK) st = fm_timing_kernel_sched(kernel, pb->pass, &kind, NULL, err);
   if (st != FM_OK) return st;
   int32_t ctas = c->ctas_per_sm > 0 && c->ctas_per_sm <= 32 ? c->ctas_per_sm : 1;
   out->what_if = w->br != c->br || w->bc != c->bc;
@@ -331,8 +342,8 @@ fm_status fm_timing_predict_coef(const fm_timing_coef *c, fm_kernel_id kernel, i
     return fm_fail(err, FM_ENOMEM, "cannot allocate %lld schedule slots", (long long)s.nslots);
   }
   for (int64_t q = 0; q < s.P; q++) s.end[q] = q < s.nslots ? 0 : INFINITY;
-  if (kind == FM_SCHED_GRID) items_grid(&s, w, pb);
-  else st = items_persistent(&s, w, pb, kind == FM_SCHED_PERSISTENT_HEAD, err);
+  if (kind == FM_SCHED_GRID || kind == FM_SCHED_PERSISTENT_INDEX) items_in_order(&s, w, pb);
+  else st = items_sorted(&s, w, pb, kind == FM_SCHED_PERSISTENT_HEAD, err);
   if (st == FM_OK) {
     out->schedule_us = sim_finish(&s, sms, ctas, kind == FM_SCHED_GRID ? c->solo : 1, out->critical);
     out->critical[F_LAUNCH] = 1;

@@ -4,10 +4,10 @@
  * Work items. The forward kernels give one work item to each row tile of each
  * (batch, head): the item considers every key tile of its row (reads its 8
  * bounds, classifies it), skips the MASKED ones and computes the others, the
- * PARTIAL ones with the element mask. The backward (once it exists) gives one
- * item to each key tile and walks the row tiles. The per-item work comes from
- * fm_tile_count at the kernel's tile size (fm_kernels.h), in O(S) per vector
- * set (fm_timing_work_init).
+ * PARTIAL ones with the element mask. The backward gives one item to each key
+ * tile and walks its row tiles (the column side of the same counts). The
+ * per-item work comes from fm_tile_count at the kernel's tile size for the
+ * pass (fm_kernels.h), in O(S) per vector set (fm_timing_work_init).
  *
  * Cost of an item, in microseconds of one CTA slot while the GPU is full:
  *   item_us + considered * key_tile_us + unmasked * unmasked_us
@@ -32,6 +32,9 @@
  *     share one or two heads' K/V in L2).
  *   FM_SCHED_PERSISTENT: the same with the list sorted heaviest first over all
  *     heads (LPT; the sm90 kernel's FM_SM90_ORDER_EXACT).
+ *   FM_SCHED_PERSISTENT_INDEX (sm90 backward): one CTA per SM taking the key
+ *     tiles of every (b, h) in index order (heads in order, key tiles
+ *     ascending: for causal masks, heaviest first within each head).
  * The makespan over the SMs is simulated item by item: O(items log slots).
  *
  * Memory floor: the compulsory bytes (Q, O and LSE once, the K/V columns some
@@ -72,16 +75,18 @@ extern "C" {
 #endif
 
 typedef enum fm_sched {
-  FM_SCHED_GRID = 0,           /* hardware block dispatch over a grid (sm80) */
-  FM_SCHED_PERSISTENT = 1,     /* one CTA per SM, work list heaviest first over all heads */
-  FM_SCHED_PERSISTENT_HEAD = 2 /* the same, heads in order, heaviest first in each (sm90) */
+  FM_SCHED_GRID = 0,             /* hardware block dispatch over a grid (sm80 forward) */
+  FM_SCHED_PERSISTENT = 1,       /* one CTA per SM, work list heaviest first over all heads */
+  FM_SCHED_PERSISTENT_HEAD = 2,  /* the same, heads in order, heaviest first in each (sm90 fwd) */
+  FM_SCHED_PERSISTENT_INDEX = 3  /* the same, heads in order, items in index order (sm90 bwd) */
 } fm_sched;
 
-/* How kernel id schedules its work, and how many CTAs share an SM by default
- * (a profile may say otherwise per head dim). The table lives in fm_timing.c,
- * keyed by fm_kernel_id. FM_EINVAL for an unknown id. */
-fm_status fm_timing_kernel_sched(fm_kernel_id id, fm_sched *kind, int32_t *ctas_per_sm,
-                                 fm_err *err);
+/* How kernel id schedules the work of one pass, and how many CTAs share an
+ * SM by default (a profile may say otherwise per head dim). The table lives
+ * in fm_timing.c, keyed by fm_kernel_id and pass. FM_EINVAL for an unknown id
+ * or FM_PASS_BOTH, FM_EUNSUPPORTED when the kernel has no such pass. */
+fm_status fm_timing_kernel_sched(fm_kernel_id id, fm_pass pass, fm_sched *kind,
+                                 int32_t *ctas_per_sm, fm_err *err);
 
 /* The model of one kernel at one head dim, for one pass. Times in us. */
 typedef struct fm_timing_coef {

@@ -353,8 +353,8 @@ fm_status fm_timing_fit(fm_kernel_id kernel, int32_t sms, double hbm_gbs, int32_
                         fm_err *err) {
   fm_sched kind;
   int32_t ctas;
-  fm_status st = fm_timing_kernel_sched(kernel, &kind, &ctas, err);
-  if (st == FM_OK) st = fit_check(cases, n, head_dim, err);
+  fm_status st = fit_check(cases, n, head_dim, err);
+  if (st == FM_OK) st = fm_timing_kernel_sched(kernel, cases[0].problem.pass, &kind, &ctas, err);
   if (st != FM_OK) return st;
   if (opt && opt->ctas_per_sm > 0) ctas = opt->ctas_per_sm;
   fit_ctx f = {.kernel = kernel, .sms = sms, .hbm_gbs = hbm_gbs, .cases = cases, .n = n,

@@ -97,17 +97,18 @@ static fm_status read_coef(const reader *r, const fm_jv *e, fm_kernel_id kernel,
   c->fit_cases = (int32_t)fm_jv_number(fm_jv_get(fit, "cases"), 0);
   c->fit_median_err = fm_jv_number(fm_jv_get(fit, "median_abs_error"), NAN);
   c->fit_worst_err = fm_jv_number(fm_jv_get(fit, "worst_abs_error"), NAN);
-  /* the tile must be the kernel's own: the coefficients are per tile */
+  /* the tile must be the kernel's own for the pass: the coefficients are per tile */
   int32_t br, bc;
   fm_err kerr;
   const char *kname = fm_kernel_get(kernel)->name;
-  if (pass == FM_PASS_FWD && fm_kernel_tile_size(kernel, c->head_dim, &br, &bc, &kerr) != FM_OK)
-    return fm_fail(r->err, FM_EFORMAT, "%s: head dim %d: %s", r->name, c->head_dim, kerr.msg);
-  if (pass == FM_PASS_FWD && (br != c->br || bc != c->bc))
+  if (fm_kernel_tile_size(kernel, pass, c->head_dim, &br, &bc, &kerr) != FM_OK)
+    return fm_fail(r->err, FM_EFORMAT, "%s: %s head dim %d: %s", r->name, fm_pass_name(pass),
+                   c->head_dim, kerr.msg);
+  if (br != c->br || bc != c->bc)
     return fm_fail(r->err, FM_EFORMAT,
-                   "%s: head dim %d was fitted at %d x %d tiles, but kernel %s uses %d x %d "
+                   "%s: %s head dim %d was fitted at %d x %d tiles, but kernel %s uses %d x %d "
                    "(a profile of another build; recalibrate with fmsim calibrate)",
-                   r->name, c->head_dim, c->br, c->bc, kname, br, bc);
+                   r->name, fm_pass_name(pass), c->head_dim, c->br, c->bc, kname, br, bc);
   return FM_OK;
 }
 

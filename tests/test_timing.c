@@ -587,6 +587,40 @@ Test(predict_cli, bad_input_is_one_line_and_exit_2) {
   }
 }
 
+Test(predict_cli, both_passes_with_a_backward_profile) {
+  /* a made-up sm90 profile with both passes at the kernel's tiles: the
+     backward's items are key tiles of its own 64 x 128 tile */
+  char path[512], args[700];
+  snprintf(path, sizeof path, "%s/sm90_both.json", FM_TEST_TMP_DIR);
+  fm_gpu_profile p = {.kernel = FM_KERNEL_SM90, .sms = 132, .hbm_gbs = 4800, .nfwd = 1, .nbwd = 1};
+  snprintf(p.gpu, sizeof p.gpu, "test GPU");
+  fm_timing_coef c = {.head_dim = 128, .ctas_per_sm = 1, .launch_us = 5, .item_us = 3,
+                      .key_tile_us = 0.01, .unmasked_us = 2, .partial_us = 3, .partial_causal_us = 3,
+                      .solo = 1};
+  p.fwd[0] = p.bwd[0] = c;
+  cr_assert_eq(fm_kernel_tile_size(FM_KERNEL_SM90, FM_PASS_FWD, 128, &p.fwd[0].br, &p.fwd[0].bc, NULL), FM_OK);
+  cr_assert_eq(fm_kernel_tile_size(FM_KERNEL_SM90, FM_PASS_BWD, 128, &p.bwd[0].br, &p.bwd[0].bc, NULL), FM_OK);
+  cr_assert_eq(fm_profile_save(&p, path, NULL), FM_OK);
+  snprintf(args, sizeof args, "predict --family causal --seqlen 4096 --heads 8 --gpu %s --pass both --json", path);
+  fmt_result r;
+  fmt_run(&r, args);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  fm_jdoc *d;
+  cr_assert_eq(fm_jdoc_parse(r.out, strlen(r.out), "stdout", &d, NULL), FM_OK);
+  const fm_jv *fwd = fm_jv_first(fm_jv_get(fm_jdoc_root(d), "passes")), *bwd = fm_jv_next(fwd);
+  cr_assert_str_eq(fm_jv_string(fm_jv_get(fwd, "pass")), "fwd");
+  cr_assert_str_eq(fm_jv_string(fm_jv_get(bwd, "pass")), "bwd");
+  const fm_jv *tb = fm_jv_first(fm_jv_get(bwd, "tiles"));
+  cr_assert_eq(fm_jv_number(fm_jv_get(tb, "br"), 0), p.bwd[0].br);
+  cr_assert_eq(fm_jv_number(fm_jv_get(tb, "items"), 0), 8 * 4096 / p.bwd[0].bc); /* key tiles */
+  fm_jdoc_free(d);
+  /* the same backward coefficients on sm80, which has no backward: refused */
+  p.kernel = FM_KERNEL_SM80;
+  fm_kernel_tile_size(FM_KERNEL_SM80, FM_PASS_FWD, 128, &p.fwd[0].br, &p.fwd[0].bc, NULL);
+  cr_assert_eq(fm_profile_save(&p, path, NULL), FM_OK);
+  expect_usage("predict --family causal --gpu", path, NULL, NULL, "kernel sm80 has no bwd pass");
+}
+
 Test(analyze_cli, shows_the_predicted_time_with_a_profile) {
   fmt_result r;
   fmt_run(&r, "analyze --family causal --seqlen 8192 --heads 32 --batch 16 --gpu h200-sm80");
@@ -652,7 +686,7 @@ Test(calibrate_cli, fits_measurements_back_and_writes_a_loadable_profile) {
   cr_assert_lt(c->fit_worst_err, 0.02, "worst %g", c->fit_worst_err);
   fm_jdoc *d;
   cr_assert_eq(fm_jdoc_parse(r.out, strlen(r.out), "stdout", &d, NULL), FM_OK);
-  cr_assert_eq(fm_jv_count(fm_jv_get(fm_jv_first(fm_jv_get(fm_jdoc_root(d), "head_dims")), "cases")), 10);
+  cr_assert_eq(fm_jv_count(fm_jv_get(fm_jv_first(fm_jv_get(fm_jdoc_root(d), "fits")), "cases")), 10);
   fm_jdoc_free(d);
 }
 
