@@ -30,7 +30,7 @@ PAPER_TOKENS, PAPER_HIDDEN = 131072, 4096
 
 def case(**kw):
     c = {"params": [], "seed": 0, "sample": None, "mask": None, "causal": None, "trace": None,
-         "kernel": None}
+         "kernel": None, "tile": None}
     c.update(kw)
     return c
 
@@ -132,7 +132,7 @@ def read_perf_notes(path):
     out, hdr = [], None
     with open(path) as f:
         for line in f:
-            h = re.match(r"^S=(\d+) B=(\d+) H=(\d+) D=(\d+) tile", line)
+            h = re.match(r"^S=(\d+) B=(\d+) H=(\d+) D=(\d+) tile (\d+)x(\d+)", line)
             if h:
                 hdr = tuple(int(x) for x in h.groups())
                 continue
@@ -141,9 +141,11 @@ def read_perf_notes(path):
                 continue
             m = re.match(r"^([a-z_]+)\s+([\d.]+)\s+([\d.]+)\s+[\d.]+\s+[\d.]+%", line)
             if hdr and m:
-                S, B, H, D = hdr
+                S, B, H, D, br, bc = hdr
                 # fm_kernel_bench draws with its --seed, 1 by default
-                out.append(paper_case("perf-notes-hd%d" % D, m.group(1), S, D, float(m.group(3)), B, H, 1))
+                c = paper_case("perf-notes-hd%d" % D, m.group(1), S, D, float(m.group(3)), B, H, 1)
+                c["tile"] = (br, bc)  # the kernel's: compared with the profile's
+                out.append(c)
     return out
 
 
@@ -195,8 +197,9 @@ def stats(errors):
 def validate(args):
     with open(profile_path(args.profile)) as f:
         prof = json.load(f)
-    cases = [c for run in args.runs for c in read_run(run)
-             if c["kernel"] in (None, prof["kernel"])]  # the profile's kernel, or unnamed
+    tiles = {e["head_dim"]: (e["br"], e["bc"]) for e in prof["forward"]}
+    cases = [c for run in args.runs for c in read_run(run)  # the profile's kernel, or unnamed
+             if c["kernel"] in (None, prof["kernel"]) and c["tile"] in (None, tiles.get(c["head_dim"]))]
     rows = []
     for c in cases:
         pred = predict(args.fmsim, args.profile, prof["kernel"], c)
