@@ -364,7 +364,9 @@ int cmd_analyze(int argc, char **argv) {
     return FM_EXIT_USAGE;
   }
   fm_gpu_profile prof;
-  if (gpu && timing_profile_load(cmd, gpu, FM_KERNEL_AUTO, 128, &prof)) return FM_EXIT_USAGE;
+  char note[8];
+  if (gpu && timing_profile_load(cmd, gpu, FM_KERNEL_AUTO, 128, &prof, note, sizeof note))
+    return FM_EXIT_USAGE;
   if (f.path || f.intervals) return analyze_file(cmd, &f, &o, json, out_dir);
   if (table) {
     if (o.family || out_dir) {

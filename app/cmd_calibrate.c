@@ -23,15 +23,15 @@
 #include "fm_json.h"
 #include "fm_jsonr.h"
 #include "fm_timing.h"
-#include "timing_cli.h"
 
 static const char *cmd = "calibrate";
 
 static const char *help =
     "usage: fmsim calibrate RUN [RUN...] --out PROFILE.json [options]\n\n"
     "Fits the timing model of one kernel (core/fm_timing.h) to the kernel times measured by\n"
-    "GPU runs, one set of coefficients per head dim, by non-negative least squares of the\n"
-    "relative error, and prints every case's measured and fitted time. RUN is a scenario run\n"
+    "GPU runs, one set of coefficients per pass and head dim, by non-negative least squares\n"
+    "of the relative error on each case's critical work, and prints every case's measured\n"
+    "and fitted time (tens of seconds for a hundred large cases). RUN is a scenario run\n"
     "folder (fmsim run, fmsim bench: index.json, its kernels' times, the cases' columns.npy),\n"
     "an older bench summary.json (its cases and sweep points) or a measurements JSON file\n"
     "(bench/validate_model.py --export).\n"

@@ -21,11 +21,13 @@ static const char *help =
     "usage: fmsim predict --family NAME [mask options] [options]\n"
     "       fmsim predict --mask INTERVALS.npy --causal|--bidir [--seqlen-q N] [options]\n"
     "       fmsim predict --trace DIR [options]\n\n"
-    "Predicts the forward kernel time of a mask on a GPU without one, from the tile work of\n"
-    "the mask at the kernel's tile size and a GPU profile fitted by `fmsim calibrate` to\n"
-    "measured times (data/gpu/; the model: core/fm_timing.h). Prints the time, TFLOP/s by\n"
-    "the paper's count 4*B*H*Sq*Sk*D*(1-rho), the speed-up over the full mask and over the\n"
-    "noskip variant (every tile visited), and how the work spreads over the SMs.\n\n" CLI_MASK_HELP
+    "Predicts the kernel time of a mask (forward, and backward where the profile has it) on\n"
+    "a GPU without one, from the tile work of the mask at the kernel's tile size and a GPU\n"
+    "profile fitted by `fmsim calibrate` to measured times (data/gpu/; the model:\n"
+    "core/fm_timing.h). Prints the time, TFLOP/s by the paper's count\n"
+    "4*B*H*Sq*Sk*D*(1-rho) (x2.5 backward), the speed-up over the full mask and over the\n"
+    "noskip variant (every tile visited), and how the work spreads over the SMs.\n\n"
+    CLI_MASK_SOURCE_HELP CLI_MASK_REST_HELP
     "  --br LIST --bc LIST  also predict these tile sizes (comma lists, every pair): a what-if\n"
     "                       of the same kernel, tile costs scaled by tile area from the\n"
     "                       profile's own tile; the kernel itself runs only its own tile\n"
@@ -291,8 +293,8 @@ static void print_human(const pred_opts *o, const fm_gpu_profile *p, const fm_co
   if (n < 2) return;
   printf("\nwhat-if tiles: the same kernel at other tiles, tile costs scaled by area from %d x %d\n"
          "(an estimate: the kernel is built for its own tile only)\n", c->br, c->bc);
-  printf("  %-11s %7s %13s %13s %9s %10s\n", "Br x Bc", "rho", "visited", "predicted ms", "TFLOP/s",
-         "vs kernel");
+  printf("  %-11s %7s %13s %13s %9s  speed-up over %d x %d\n", "Br x Bc", "rho", "visited",
+         "predicted ms", "TFLOP/s", c->br, c->bc);
   for (int i = 0; i < n; i++) {
     char t[32];
     snprintf(t, sizeof t, "%d x %d", rows[i].br, rows[i].bc);
@@ -323,7 +325,9 @@ int cmd_predict(int argc, char **argv) {
   int r = parse_opts(argc, argv, &o);
   if (r) return r > 0 ? FM_EXIT_OK : FM_EXIT_USAGE;
   fm_gpu_profile prof;
-  if (timing_profile_load(cmd, o.gpu, o.kernel, (int32_t)o.head_dim, &prof)) return FM_EXIT_USAGE;
+  char note[512];
+  if (timing_profile_load(cmd, o.gpu, o.kernel, (int32_t)o.head_dim, &prof, note, sizeof note))
+    return FM_EXIT_USAGE;
   if ((o.pass & FM_PASS_BWD) && !fm_profile_coef(&prof, FM_PASS_BWD, (int32_t)o.head_dim)) {
     cli_error(cmd, "--pass %s: no backward profile yet (%s has no backward coefficients for head "
               "dim %lld: fmsim calibrate fits them from a run that times the backward)",
@@ -338,6 +342,7 @@ int cmd_predict(int argc, char **argv) {
   for (int k = 0; k < 2 && rc == FM_EXIT_OK; k++)
     if ((o.pass & passes[k]) && !(rows[k] = predict_pass(&o, &prof, m, passes[k], &nrows[k])))
       rc = FM_EXIT_USAGE;
+  if (rc == FM_EXIT_OK && note[0]) fprintf(stderr, "%s\n", note);
   fm_json j;
   fm_json_init(&j, 1);
   fm_json_object(&j, NULL);

@@ -73,8 +73,9 @@ static int load_checked(const char *cmd, const char *path, const char *label, fm
 }
 
 int timing_profile_load(const char *cmd, const char *gpu, fm_kernel_id kernel, int32_t head_dim,
-                        fm_gpu_profile *out) {
+                        fm_gpu_profile *out, char *note, size_t note_cap) {
   char path[4096], names[1024];
+  note[0] = 0;
   if (gpu) {
     if (profile_path(gpu, path, sizeof path)) {
       known_profiles(names, sizeof names);
@@ -96,8 +97,8 @@ int timing_profile_load(const char *cmd, const char *gpu, fm_kernel_id kernel, i
         char alt[64];
         snprintf(alt, sizeof alt, "h200-%s", d->name);
         if (d->preference != pref || profile_path(alt, path, sizeof path)) continue;
-        fprintf(stderr, "fmsim %s: note: no H200 profile for kernel %s yet (%s.json); predicting "
-                "for kernel %s with %s\n", cmd, fm_kernel_get(want)->name, name, d->name, alt);
+        snprintf(note, note_cap, "fmsim %s: note: no H200 profile for kernel %s yet (%s.json); "
+                 "predicting for kernel %s with %s", cmd, fm_kernel_get(want)->name, name, d->name, alt);
         return load_checked(cmd, path, alt, FM_KERNEL_AUTO, head_dim, out);
       }
   known_profiles(names, sizeof names);

@@ -4,6 +4,8 @@
 #ifndef FM_TIMING_CLI_H
 #define FM_TIMING_CLI_H
 
+#include <stddef.h>
+
 #include "fm_colmask.h"
 #include "fm_json.h"
 #include "fm_kernels.h"
@@ -13,12 +15,13 @@
  *   gpu given: an existing file, else data/gpu/GPU.json (GPU may omit .json);
  *   gpu NULL:  data/gpu/h200-KERNEL.json for the kernel (auto: the H200's);
  *              with kernel auto and no profile for it yet, the profile of the
- *              next kernel by preference, with a note on stderr.
+ *              next kernel by preference, and a line saying so in note (for
+ *              the caller to print once its input has passed; "" otherwise).
  * A profile for another kernel than a named one, one without forward
  * coefficients for head_dim, an unknown name or a malformed file: one line
  * on stderr, -1 (the caller exits 2). 0 on success. */
 int timing_profile_load(const char *cmd, const char *gpu, fm_kernel_id kernel, int32_t head_dim,
-                        fm_gpu_profile *out);
+                        fm_gpu_profile *out, char *note, size_t note_cap);
 
 /* The predicted forward time of m (skip variant) at the profile's kernel tile
  * for head_dim: prints one line (human) or adds "predicted" to j (JSON).
