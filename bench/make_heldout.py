@@ -67,6 +67,8 @@ def main():
         "# in one call, then compare the profile's predictions with the measured times:",
         "#   fmsim run scenarios/heldout.yaml --out out/heldout",
         "#   python3 bench/validate_model.py out/heldout --profile h200-sm90 --out heldout.json",
+        "# The GPU step times the default kernel (auto: sm90 on the H200); `kernel: [sm80]` times",
+        "# the portable one. About 100 s of kernel time on sm80 (the h200-sm80 profile's estimate).",
         "# Every family with random parameters, odd lengths from 1K to 128K, two draws each,",
         "# head dims 64 and 128; batch 128K/S and heads 4096/D vary with them; random eviction",
         "# draws a mask per (batch, head).",
