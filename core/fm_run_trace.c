@@ -85,12 +85,19 @@ void fm_measured_bytes_json(fm_json *j, const char *key, const fm_measured_bytes
 
 void fm_traffic_json(fm_json *j, const char *key, const fm_cost *c, const fm_measured_bytes *mb) {
   fm_json_object(j, key);
-  NUMBERS(j, "model", "model", I("read", c->bytes_read), I("write", c->bytes_write),
-          I("q", c->bytes_q), I("kv", c->bytes_kv), I("vectors", c->bytes_vectors),
-          I("dense_mask", c->bytes_dense_mask), I("bounds", c->bytes_bounds),
-          I("prep_read", c->bytes_prep_read), I("prep_write", c->bytes_prep_write),
-          I("o", c->bytes_o), I("lse", c->bytes_lse), I("unique_read", c->unique_read),
-          I("unique_write", c->unique_write));
+  fm_json_object(j, "model");
+  fm_json_string(j, "source", "model");
+  FIELDS(j, I("read", c->bytes_read), I("write", c->bytes_write), I("q", c->bytes_q),
+         I("kv", c->bytes_kv), I("vectors", c->bytes_vectors), I("dense_mask", c->bytes_dense_mask),
+         I("bounds", c->bytes_bounds), I("prep_read", c->bytes_prep_read),
+         I("prep_write", c->bytes_prep_write), I("o", c->bytes_o), I("lse", c->bytes_lse));
+  if (c->pass == FM_PASS_BWD)
+    FIELDS(j, I("do", c->bytes_do), I("delta", c->bytes_delta),
+           I("dq_accum", c->bytes_dq_accum), I("dkdv", c->bytes_dkdv),
+           I("rowsum_read", c->bytes_rowsum_read), I("rowsum_write", c->bytes_rowsum_write),
+           I("dq_convert", c->bytes_dq_convert), I("dq", c->bytes_dq));
+  FIELDS(j, I("unique_read", c->unique_read), I("unique_write", c->unique_write));
+  fm_json_end(j);
   fm_measured_bytes_json(j, "measured", mb);
   if (mb && mb->source[0])
     NUMBERS(j, "ratios", NULL,

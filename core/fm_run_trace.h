@@ -115,6 +115,8 @@ typedef struct fm_run_info {
  * fm_traffic_json: the model's bytes beside the measured ones,
  *   {"model": {"source": "model", "read", "write", "q", "kv", "vectors",
  *              "dense_mask", "bounds", "prep_read", "prep_write", "o", "lse",
+ *              backward costs only: "do", "delta", "dq_accum", "dkdv", "rowsum_read",
+ *              "rowsum_write", "dq_convert", "dq" (fm_cost.h says what each is),
  *              "unique_read", "unique_write"},
  *    "measured": fm_measured_bytes_json or null,
  *    "ratios": {"dram_read_over_unique_read", "dram_write_over_unique_write",

@@ -1,13 +1,15 @@
 /* Tests of the analytic cost model (fm_cost) against brute-force counts on
  * small masks: every tile's class recomputed from the dense expansion (for
  * masks whose min/max and exact classes agree) or taken from fm_classify, and
- * every byte and FLOP summed tile by tile, element by element; the paper's
- * FLOP convention and the serializers of timings and traffic. */
+ * every byte and FLOP summed tile by tile, element by element, for the
+ * forward and for the backward at its own tile; the paper's FLOP convention
+ * and the serializers of timings and traffic. */
 #include <criterion/criterion.h>
 #include <math.h>
 
 #include "fm_cost.h"
 #include "fm_families.h"
+#include "fm_kernel_traits.h"
 #include "fm_run_trace.h"
 #include "fm_test_util.h"
 #include "fm_tiles.h"
@@ -263,6 +265,261 @@ Test(cost, bad_inputs) {
   cr_assert_eq(fm_variant_parse("fast", &v, &err), FM_EINVAL);
   cr_assert(strstr(err.msg, "skip, noskip or dense"));
   cr_assert_str_eq(fm_variant_name(FM_VARIANT_DENSE), "dense");
+}
+
+/* ---- the backward ---------------------------------------------------------------------- */
+
+typedef struct brute_bwd {
+  int64_t visited, elementwise, tiles[3];
+  double exec_elems;
+  int64_t q, dout, lse, delta, dq_accum, kv, dkdv, vectors, dense, bounds, tile_sum;
+} brute_bwd;
+
+/* The backward model summed key tile by key tile (one CTA each) from the classes, for every
+   (b, h) pair: each visited tile reads Q, dO, LSE and D of its rows and adds its rows of the fp32
+   dQ; a key tile reads K, V when it visits anything and always writes dK, dV. */
+static brute_bwd brute_force_bwd(const fm_colmask *m, const fm_cost_shape *s, const uint8_t *cls) {
+  brute_bwd r;
+  memset(&r, 0, sizeof r);
+  int32_t sq = fm_colmask_sq(m), sk = fm_colmask_sk(m);
+  int32_t tr = (sq + s->br - 1) / s->br, tc = (sk + s->bc - 1) / s->bc;
+  int64_t D = s->head_dim, e = s->elem_bytes;
+  for (int32_t b = 0; b < s->batch; b++)
+    for (int32_t h = 0; h < s->heads; h++) {
+      int32_t set = fm_colmask_set_index(m, b, h);
+      for (int32_t ct = 0; ct < tc; ct++) {
+        int32_t cols = 0, any = 0;
+        for (int32_t j = ct * s->bc; j < sk && j < (ct + 1) * s->bc; j++) cols++;
+        for (int32_t rt = 0; rt < tr; rt++) {
+          int32_t rows = 0;
+          for (int32_t i = rt * s->br; i < sq && i < (rt + 1) * s->br; i++) rows++;
+          int c = cls[((int64_t)set * tr + rt) * tc + ct];
+          r.tiles[c]++;
+          int visit = s->variant != FM_VARIANT_SKIP || c != FM_TILE_MASKED;
+          int elem = s->variant == FM_VARIANT_DENSE    ? 1
+                     : s->variant == FM_VARIANT_NOSKIP ? c != FM_TILE_UNMASKED
+                                                    : c == FM_TILE_PARTIAL;
+          int64_t tile = 0;
+          if (visit) {
+            any = 1;
+            r.visited++;
+            r.exec_elems += (double)rows * cols;
+            r.q += rows * D * e, r.dout += rows * D * e, r.lse += rows * 4, r.delta += rows * 4;
+            r.dq_accum += rows * D * 4;
+            tile += 2 * rows * D * e + 8 * rows + 8 * rows * D;
+          }
+          if (elem) {
+            r.elementwise++;
+            if (s->variant == FM_VARIANT_DENSE) r.dense += (int64_t)rows * cols, tile += (int64_t)rows * cols;
+            else r.vectors += 16LL * cols, tile += 16LL * cols;
+          }
+          if (s->variant != FM_VARIANT_DENSE) r.bounds += 32, tile += 32;
+          r.tile_sum += tile;
+        }
+        if (any) r.kv += 2LL * cols * D * e;
+        r.dkdv += 2LL * cols * D * e;
+      }
+    }
+  return r;
+}
+
+static void check_bwd_against_brute(const fm_colmask *m, fm_cost_shape s, const uint8_t *cls) {
+  s.pass = FM_PASS_BWD;
+  int32_t sq = fm_colmask_sq(m), sk = fm_colmask_sk(m), ns = fm_colmask_nsets(m);
+  int32_t tr = (sq + s.br - 1) / s.br, tc = (sk + s.bc - 1) / s.bc;
+  int64_t *tb = malloc(sizeof(int64_t) * (size_t)ns * tr * tc);
+  fm_cost c;
+  fm_err err;
+  cr_assert_eq(fm_cost_compute(m, &s, cls, tb, &c, &err), FM_OK, "%s", err.msg);
+  brute_bwd b = brute_force_bwd(m, &s, cls);
+  int64_t pairs = s.batch * s.heads, e = s.elem_bytes, d = s.head_dim, rows_d = pairs * sq * d;
+  cr_assert_eq(c.pass, FM_PASS_BWD);
+  cr_assert_eq(c.tiles_total, pairs * tr * tc);
+  for (int k = 0; k < 3; k++) cr_assert_eq(c.tiles[k], b.tiles[k], "class %d", k);
+  cr_assert_eq(c.tiles_visited, b.visited);
+  cr_assert_eq(c.tiles_elementwise, b.elementwise);
+  cr_assert_eq(c.bytes_q, b.q);
+  cr_assert_eq(c.bytes_do, b.dout);
+  cr_assert_eq(c.bytes_lse, b.lse);
+  cr_assert_eq(c.bytes_delta, b.delta);
+  cr_assert_eq(c.bytes_dq_accum, b.dq_accum);
+  cr_assert_eq(c.bytes_kv, b.kv);
+  cr_assert_eq(c.bytes_dkdv, b.dkdv);
+  cr_assert_eq(c.bytes_vectors, b.vectors);
+  cr_assert_eq(c.bytes_dense_mask, b.dense);
+  cr_assert_eq(c.bytes_bounds, b.bounds);
+  cr_assert_eq(c.bytes_o, 0, "the backward writes no O");
+  cr_assert_eq(c.bytes_rowsum_read, 2 * rows_d * e, "O and dO once");
+  cr_assert_eq(c.bytes_rowsum_write, pairs * sq * 4 + rows_d * 4, "D, and the fp32 dQ zeroed");
+  cr_assert_eq(c.bytes_dq_convert, rows_d * 4);
+  cr_assert_eq(c.bytes_dq, rows_d * e);
+  int dense = s.variant == FM_VARIANT_DENSE;
+  cr_assert_eq(c.bytes_prep_read, dense ? 0 : (int64_t)ns * 16 * sk);
+  cr_assert_eq(c.bytes_prep_write, dense ? 0 : (int64_t)ns * 32 * tc);
+  cr_assert_eq(c.bytes_read, b.q + b.dout + b.lse + b.delta + b.dq_accum + b.kv + b.vectors +
+                                 b.dense + b.bounds + c.bytes_prep_read + 2 * rows_d * e + rows_d * 4);
+  cr_assert_eq(c.bytes_write, b.dq_accum + b.dkdv + pairs * sq * 4 + rows_d * 4 + rows_d * e +
+                                  c.bytes_prep_write);
+  int64_t mask = dense ? (int64_t)ns * sq * sk : c.bytes_prep_read + c.bytes_prep_write;
+  cr_assert_eq(c.unique_read, 3 * rows_d * e + pairs * sq * 4 + b.kv + mask, "Q, dO, O, LSE, K/V, mask");
+  cr_assert_eq(c.unique_write, rows_d * e + b.dkdv + c.bytes_prep_write, "dQ, dK, dV");
+  double rho = (double)b.tiles[FM_TILE_MASKED] / (double)(pairs * tr * tc);
+  double full = 2.5 * 4.0 * pairs * sq * (double)sk * d;
+  cr_assert_float_eq(c.rho, rho, 1e-12);
+  cr_assert_float_eq(c.flops_full, full, full * 1e-12);
+  cr_assert_float_eq(c.flops_paper, full * (1 - rho), full * 1e-12);
+  cr_assert_float_eq(c.flops_executed, 10.0 * d * b.exec_elems, full * 1e-12);
+  int64_t sum = 0;
+  for (int32_t bb = 0; bb < s.batch; bb++)
+    for (int32_t h = 0; h < s.heads; h++) {
+      int32_t set = fm_colmask_set_index(m, bb, h);
+      for (int64_t i = 0; i < (int64_t)tr * tc; i++) sum += tb[(int64_t)set * tr * tc + i];
+    }
+  cr_assert_eq(sum, b.tile_sum, "the per-tile array adds up to the per-tile requests");
+  free(tb);
+}
+
+Test(cost_bwd, full_mask_edges_and_every_variant) {
+  /* S = 100 at the sm90 backward tile of head dim 128 scaled down: 64 x 128 would be one tile,
+     so 16 x 32 here: the last row tile has 4 rows, the last key tile 4 columns */
+  fm_colmask *m = family("full", 100, 1, 1, NULL);
+  for (int v = 0; v < 3; v++) {
+    fm_cost_shape s = {.batch = 2, .heads = 3, .head_dim = 64, .br = 16, .bc = 32, .elem_bytes = 2,
+                       .variant = (fm_variant)v, .pass = FM_PASS_BWD};
+    uint8_t *cls = exact_classes(m, 16, 32);
+    check_bwd_against_brute(m, s, cls);
+    fm_cost c;
+    cr_assert_eq(fm_cost_compute(m, &s, NULL, NULL, &c, NULL), FM_OK);
+    cr_assert_eq(c.tiles_visited, 6 * 7 * 4);
+    cr_assert_float_eq(c.flops_executed, c.flops_full, 1);
+    cr_assert_eq(c.bytes_kv, 6LL * 2 * 100 * 64 * 2, "each key tile reads its K, V once");
+    cr_assert_eq(c.bytes_q, 6LL * 4 * 100 * 64 * 2, "each key tile reads every Q row");
+    free(cls);
+  }
+  fm_colmask_destroy(m);
+}
+
+Test(cost_bwd, causal_and_documents_match_the_dense_brute_force) {
+  const char *names[] = {"causal", "sliding_window", "causal_document", "document"};
+  for (int f = 0; f < 4; f++)
+    for (int v = 0; v < 3; v++) {
+      fm_colmask *m = family(names[f], 203, 1, 1, NULL);
+      uint8_t *cls = exact_classes(m, 16, 32);
+      fm_cost_shape s = {.batch = 3, .heads = 2, .head_dim = 128, .br = 16, .bc = 32,
+                         .elem_bytes = 2, .variant = (fm_variant)v};
+      check_bwd_against_brute(m, s, cls);
+      free(cls);
+      fm_colmask_destroy(m);
+    }
+}
+
+Test(cost_bwd, per_head_and_random_masks) {
+  fm_rng r;
+  fm_rng_seed(&r, 43, 1);
+  for (int t = 0; t < 30; t++) {
+    int32_t sq = 1 + (int32_t)fm_rng_below(&r, 90), sk = 1 + (int32_t)fm_rng_below(&r, 90);
+    int32_t nb = 1 + (int32_t)fm_rng_below(&r, 2), nh = 1 + (int32_t)fm_rng_below(&r, 3);
+    fm_colmask *m = fmt_random_mask(&r, sq, sk, nb, nh, (int)fm_rng_below(&r, 2));
+    cr_assert_not_null(m);
+    int32_t br = 1 + (int32_t)fm_rng_below(&r, 40), bc = 1 + (int32_t)fm_rng_below(&r, 40);
+    int32_t tr = (sq + br - 1) / br, tc = (sk + bc - 1) / bc;
+    uint8_t *cls = malloc((size_t)nb * nh * tr * tc);
+    fm_tile_counts counts;
+    cr_assert_eq(fm_classify(m, br, bc, &counts, cls, NULL, NULL), FM_OK);
+    fm_cost_shape s = {.batch = nb == 1 ? 3 : nb, .heads = nh == 1 ? 2 : nh, .head_dim = 64,
+                       .br = br, .bc = bc, .elem_bytes = 2,
+                       .variant = (fm_variant)fm_rng_below(&r, 3)};
+    check_bwd_against_brute(m, s, cls);
+    free(cls);
+    fm_colmask_destroy(m);
+  }
+}
+
+Test(cost_bwd, at_the_sm90_backward_tile) {
+  /* causal S = 1024 at 64 x 128 (the kernel's backward tile at D = 128): 16 x 8 tiles, a key
+     tile j visits the row tiles from 2j on, so rho = (sum_j 2j) / 128 = 56 / 128 */
+  fm_colmask *m = family("causal", 1024, 1, 1, NULL);
+  fm_cost_shape s = {.batch = 2, .heads = 4, .head_dim = 128, .br = FM_SM90_BWD_BR_HD128,
+                     .bc = FM_SM90_BWD_BC_HD128, .elem_bytes = 2, .variant = FM_VARIANT_SKIP,
+                     .pass = FM_PASS_BWD};
+  fm_cost c, f;
+  cr_assert_eq(fm_cost_compute(m, &s, NULL, NULL, &c, NULL), FM_OK);
+  cr_assert_eq(c.tr, 16);
+  cr_assert_eq(c.tc, 8);
+  cr_assert_float_eq(c.rho, 56.0 / 128.0, 1e-12);
+  cr_assert_eq(c.flops_paper, fm_cost_paper_flops(2, 4, 1024, 1024, 128, c.rho, FM_PASS_BWD),
+               "the paper's count is the one function's, 2.5 times the forward's");
+  s.pass = FM_PASS_FWD;
+  cr_assert_eq(fm_cost_compute(m, &s, NULL, NULL, &f, NULL), FM_OK);
+  cr_assert_float_eq(c.flops_paper, 2.5 * f.flops_paper, 1);
+  cr_assert_float_eq(c.flops_executed, 2.5 * f.flops_executed, 1, "same tiles: same elements");
+  /* the per-tile bytes of a visited tile: Q, dO, LSE, D, the fp32 dQ both ways, bounds */
+  s.pass = FM_PASS_BWD;
+  cr_assert_eq(fm_cost_tile_bytes(&s, FM_TILE_UNMASKED, 64, 128), 32 + 64 * (2 * 128 * 2 + 8 + 8 * 128));
+  cr_assert_eq(fm_cost_tile_bytes(&s, FM_TILE_PARTIAL, 64, 128),
+               32 + 16 * 128 + 64 * (2 * 128 * 2 + 8 + 8 * 128));
+  cr_assert_eq(fm_cost_tile_bytes(&s, FM_TILE_MASKED, 64, 128), 32, "skipped: its bounds only");
+  s.variant = FM_VARIANT_NOSKIP;
+  cr_assert_eq(fm_cost_tile_bytes(&s, FM_TILE_MASKED, 64, 128),
+               32 + 16 * 128 + 64 * (2 * 128 * 2 + 8 + 8 * 128));
+  fm_colmask_destroy(m);
+}
+
+Test(cost_bwd, a_key_tile_with_nothing_visible_reads_no_kv_but_writes_its_zeros) {
+  /* bidirectional S = 64, key columns 32..63 masked for every row: with 16 x 32 tiles the
+     second key tile is all skipped */
+  fm_colmask *m = NULL;
+  cr_assert_eq(fm_colmask_create(64, 64, 1, 1, 0, &m, NULL), FM_OK);
+  for (int32_t j = 32; j < 64; j++) fm_colmask_vec(m, 0, FM_LTS)[j] = 0;
+  fm_cost_shape s = {.batch = 1, .heads = 1, .head_dim = 8, .br = 16, .bc = 32, .elem_bytes = 2,
+                     .variant = FM_VARIANT_SKIP, .pass = FM_PASS_BWD};
+  fm_cost c;
+  cr_assert_eq(fm_cost_compute(m, &s, NULL, NULL, &c, NULL), FM_OK);
+  cr_assert_float_eq(c.rho, 0.5, 1e-12);
+  cr_assert_eq(c.bytes_kv, 2 * 32 * 8 * 2, "only the first key tile loads K, V");
+  cr_assert_eq(c.bytes_dkdv, 2 * 64 * 8 * 2, "both write dK, dV");
+  fm_colmask_destroy(m);
+}
+
+Test(cost_bwd, one_pass_at_a_time) {
+  fm_colmask *m = family("causal", 64, 1, 1, NULL);
+  fm_cost c;
+  fm_err err;
+  fm_cost_shape s = {.batch = 1, .heads = 1, .head_dim = 64, .br = 16, .bc = 16, .elem_bytes = 2,
+                     .variant = FM_VARIANT_SKIP, .pass = FM_PASS_BOTH};
+  cr_assert_eq(fm_cost_compute(m, &s, NULL, NULL, &c, &err), FM_EINVAL);
+  cr_assert(strstr(err.msg, "one pass"), "%s", err.msg);
+  s.pass = (fm_pass)0; /* 0 is the forward */
+  fm_cost a, b;
+  cr_assert_eq(fm_cost_compute(m, &s, NULL, NULL, &a, NULL), FM_OK);
+  s.pass = FM_PASS_FWD;
+  cr_assert_eq(fm_cost_compute(m, &s, NULL, NULL, &b, NULL), FM_OK);
+  cr_assert_eq(memcmp(&a, &b, sizeof a), 0);
+  cr_assert_eq(a.pass, FM_PASS_FWD);
+  fm_colmask_destroy(m);
+}
+
+/* The traffic serializer names the backward's terms for a backward cost only. */
+Test(cost_bwd, traffic_json_names_the_backward_terms) {
+  fm_colmask *m = family("causal", 128, 1, 1, NULL);
+  fm_cost_shape s = {.batch = 1, .heads = 2, .head_dim = 64, .br = 16, .bc = 32, .elem_bytes = 2,
+                     .variant = FM_VARIANT_SKIP};
+  for (int bwd = 0; bwd < 2; bwd++) {
+    s.pass = bwd ? FM_PASS_BWD : FM_PASS_FWD;
+    fm_cost c;
+    cr_assert_eq(fm_cost_compute(m, &s, NULL, NULL, &c, NULL), FM_OK);
+    fm_json j;
+    fm_json_init(&j, 0);
+    fm_json_object(&j, NULL);
+    fm_traffic_json(&j, "traffic", &c, NULL);
+    fm_json_end(&j);
+    char want[96];
+    snprintf(want, sizeof want, "\"dq_accum\": %lld,", (long long)c.bytes_dq_accum);
+    cr_assert(!strstr(j.buf, "\"dq_accum\"") == !bwd, "%s", j.buf);
+    if (bwd) cr_assert(strstr(j.buf, want) && strstr(j.buf, "\"dkdv\": "), "%s", j.buf);
+    fm_json_free(&j);
+  }
+  fm_colmask_destroy(m);
 }
 
 /* The kernel registry (core/fm_kernels.h): names, auto selection, tiles. */

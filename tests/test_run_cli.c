@@ -61,7 +61,8 @@ Test(run_cli, cpu_simulation_trace_matches_the_cost_model) {
   fm_family_request req = {"causal_document", 1000, 2, 3, 0, -1, NULL, 1, params};
   fm_colmask *m = NULL;
   cr_assert_eq(fm_family_build(&req, &m, NULL, NULL), FM_OK);
-  fm_cost_shape sh = {2, 3, 128, 128, 64, 2, FM_VARIANT_SKIP};
+  fm_cost_shape sh = {.batch = 2, .heads = 3, .head_dim = 128, .br = 128, .bc = 64, .elem_bytes = 2,
+                      .variant = FM_VARIANT_SKIP};
   int32_t tr = 8, tc = 16;
   uint8_t cls[8 * 16];
   int64_t tb[8 * 16];
