@@ -222,7 +222,7 @@ void runner_gpu_settings(const fm_scenario *s, char *buf, size_t cap) {
 }
 
 /* A finished case is reused unless this run could add to it: kernels timed
- * where it has none, other kernels, or other settings. */
+ * where it has none, other kernels or passes, or other settings. */
 static int reusable(runner_ctx *rc, const char *dir, case_row *row) {
   char path[4800];
   snprintf(path, sizeof path, "%s/row.tsv", dir);
@@ -231,6 +231,7 @@ static int reusable(runner_ctx *rc, const char *dir, case_row *row) {
   if (row->nkernels != (g->wanted ? g->nkernels : 0)) return 0;
   for (int k = 0; k < row->nkernels; k++)
     if (strcmp(row->k[k].kernel, fm_kernel_get(g->kernel[k])->name)) return 0;
+  if (row->pass != (int64_t)rc->s->pass) return 0; /* the kernels' records are per pass */
   if (!g->wanted || g->skip_reason[0]) return 1;
   char settings[sizeof row->gpu_settings];
   runner_gpu_settings(rc->s, settings, sizeof settings);
