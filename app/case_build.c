@@ -273,9 +273,13 @@ static int write_single(runner_ctx *rc, case_work *w, const char *dir) {
     gpu_run_info(g, r, RUN_FWD, s->variant, hd, &info[RUN_FWD]);
     info[RUN_FWD].analysis = &w->a;
     info[RUN_FWD].cost = &w->cost;
+  } else if (r && r->ran) { /* --pass bwd on a GPU: the forward modelled, the device's records */
+    cpu_info("forward not asked for (--pass bwd): modelled, not timed", &w->a, &w->cost, hd,
+             s->variant, &none, &info[RUN_FWD]);
+    info[RUN_FWD].device = g->device;
+    info[RUN_FWD].timeline = &r->timeline;
   } else {
-    cpu_info(r && r->ran ? "forward not asked for (--pass bwd): modelled" : note, &w->a, &w->cost,
-             hd, s->variant, &none, &info[RUN_FWD]);
+    cpu_info(note, &w->a, &w->cost, hd, s->variant, &none, &info[RUN_FWD]);
   }
   fm_run_trace_pass fwd = {&info[RUN_FWD], w->classes, w->exact, w->tile_bytes}, bwd = {0};
   const gpu_pass_run *b = r && (s->pass & FM_PASS_BWD) && r->p[RUN_BWD].classes ? &r->p[RUN_BWD] : NULL;
