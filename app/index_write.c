@@ -120,6 +120,7 @@ static void pass_json(fm_json *j, const run_kernel_rec *x, int q, const case_row
                                               : "ran";
   if (!(row->pass & run_pass_of(q))) status = q == RUN_BWD ? "not asked for (pass: fwd)" : "not asked for (pass: bwd)";
   fm_json_string(j, "status", status);
+  fm_json_string(j, "pass", fm_pass_name(run_pass_of(q)));
   fm_json_double(j, "speedup_skip_over_noskip", p->noskip_ms / p->ms);
   fm_json_double(j, "ideal_speedup", p->rho < 1 ? 1.0 / (1.0 - p->rho) : NAN);
   fm_json_double(j, "instrumentation_overhead", p->inst_ms / p->ms - 1.0);

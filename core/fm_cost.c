@@ -104,8 +104,8 @@ static void finish(fm_cost *out, const fm_cost_shape *s, int32_t sq, int32_t sk,
   if (is_bwd(s)) {
     out->bytes_kv = unique_kv_cols * 2 * d * e; /* once per key tile that visits anything */
     out->bytes_dkdv = pairs * sk * 2 * d * e;
-    out->bytes_rowsum_read = 2 * rows_d * e;
-    out->bytes_rowsum_write = pairs * sq * 4 + rows_d * 4;
+    out->bytes_rowsum_read = 2 * rows_d * e + pairs * sq * 4;      /* O, dO, LSE */
+    out->bytes_rowsum_write = 2 * pairs * sq * 4 + rows_d * 4;     /* D, LSE2, the zeroed dQ */
     out->bytes_dq_convert = rows_d * 4;
     out->bytes_dq = rows_d * e;
   } else {

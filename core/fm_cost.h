@@ -37,7 +37,8 @@
  * on chip, visiting the query tiles the rule does not skip (FlashMask's
  * Algorithm 2):
  *   Q, dO   per visited tile:                 rows*D*e each (bytes_q, bytes_do)
- *   LSE, D  per visited tile:                 rows*4 each (bytes_lse, bytes_delta)
+ *   LSE, D  per visited tile:                 rows*4 each (bytes_lse, bytes_delta; the
+ *           kernel reads LSE scaled by log2 e, LSE2, written by the preprocessing)
  *   dQ      per visited tile, accumulated in fp32 with atomic adds: rows*D*4
  *           read and rows*D*4 written (an atomic add is a read-modify-write in
  *           L2), bytes_dq_accum each way
@@ -45,9 +46,10 @@
  *   dK, dV  written once per key tile:        2*cols*D*e (bytes_dkdv; a key
  *           tile with nothing visited writes its zeros)
  *   vectors, dense, bounds, prep: as the forward
- *   rowsum  the D = rowsum(dO * O) preprocessing: reads O and dO once,
- *           2*B*H*Sq*D*e (bytes_rowsum_read), writes D, B*H*Sq*4, and zeroes
- *           the fp32 dQ accumulator, B*H*Sq*D*4 (bytes_rowsum_write)
+ *   rowsum  the D = rowsum(dO * O) preprocessing: reads O, dO and LSE once,
+ *           2*B*H*Sq*D*e + B*H*Sq*4 (bytes_rowsum_read), writes D and LSE2,
+ *           2*B*H*Sq*4, and zeroes the fp32 dQ accumulator, B*H*Sq*D*4
+ *           (bytes_rowsum_write)
  *   dQ      the conversion: reads the fp32 accumulator once, B*H*Sq*D*4
  *           (bytes_dq_convert), writes dQ in bf16, B*H*Sq*D*e (bytes_dq)
  * The compulsory ("unique") bytes read every input and write every output

@@ -349,16 +349,17 @@ static void check_bwd_against_brute(const fm_colmask *m, fm_cost_shape s, const 
   cr_assert_eq(c.bytes_dense_mask, b.dense);
   cr_assert_eq(c.bytes_bounds, b.bounds);
   cr_assert_eq(c.bytes_o, 0, "the backward writes no O");
-  cr_assert_eq(c.bytes_rowsum_read, 2 * rows_d * e, "O and dO once");
-  cr_assert_eq(c.bytes_rowsum_write, pairs * sq * 4 + rows_d * 4, "D, and the fp32 dQ zeroed");
+  cr_assert_eq(c.bytes_rowsum_read, 2 * rows_d * e + pairs * sq * 4, "O, dO and LSE once");
+  cr_assert_eq(c.bytes_rowsum_write, 2 * pairs * sq * 4 + rows_d * 4, "D, LSE2, and the fp32 dQ zeroed");
   cr_assert_eq(c.bytes_dq_convert, rows_d * 4);
   cr_assert_eq(c.bytes_dq, rows_d * e);
   int dense = s.variant == FM_VARIANT_DENSE;
   cr_assert_eq(c.bytes_prep_read, dense ? 0 : (int64_t)ns * 16 * sk);
   cr_assert_eq(c.bytes_prep_write, dense ? 0 : (int64_t)ns * 32 * tc);
   cr_assert_eq(c.bytes_read, b.q + b.dout + b.lse + b.delta + b.dq_accum + b.kv + b.vectors +
-                                 b.dense + b.bounds + c.bytes_prep_read + 2 * rows_d * e + rows_d * 4);
-  cr_assert_eq(c.bytes_write, b.dq_accum + b.dkdv + pairs * sq * 4 + rows_d * 4 + rows_d * e +
+                                 b.dense + b.bounds + c.bytes_prep_read + 2 * rows_d * e +
+                                 pairs * sq * 4 + rows_d * 4);
+  cr_assert_eq(c.bytes_write, b.dq_accum + b.dkdv + 2 * pairs * sq * 4 + rows_d * 4 + rows_d * e +
                                   c.bytes_prep_write);
   int64_t mask = dense ? (int64_t)ns * sq * sk : c.bytes_prep_read + c.bytes_prep_write;
   cr_assert_eq(c.unique_read, 3 * rows_d * e + pairs * sq * 4 + b.kv + mask, "Q, dO, O, LSE, K/V, mask");
