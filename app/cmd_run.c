@@ -177,14 +177,7 @@ void run_print_report(const run_case_out *c, const char *out, int json) {
   fm_json_string(&j, "pass", fm_pass_name(c->pass ? c->pass : FM_PASS_FWD));
   fm_run_json(c->info, &j);
   fm_analysis_json(c->analysis, &j);
-  if (c->bwd) {
-    fm_json_object(&j, "backward");
-    fm_run_json(c->bwd, &j);
-    fm_tile_counts_json(c->bwd->analysis, &j);
-    fm_json_end(&j);
-  } else {
-    fm_json_null(&j, "backward");
-  }
+  fm_run_backward_json(&j, c->bwd);
   fm_json_string(&j, "trace", out);
   fm_json_end(&j);
   fputs(j.buf, stdout);

@@ -267,6 +267,17 @@ fm_status fm_timeline_add_tiles(fm_timeline *t, const uint8_t *classes, const in
   return FM_OK;
 }
 
+void fm_run_backward_json(fm_json *j, const fm_run_info *bwd) {
+  if (!bwd) {
+    fm_json_null(j, "backward");
+    return;
+  }
+  fm_json_object(j, "backward");
+  fm_run_json(bwd, j);
+  fm_tile_counts_json(bwd->analysis, j);
+  fm_json_end(j);
+}
+
 /* The four per-tile files of one pass ("" or "_bwd" after each name). */
 static fm_status write_pass_arrays(fm_trace_writer *w, const fm_run_trace_pass *p,
                                    const char *suffix, const fm_colmask *m, fm_err *err) {
@@ -323,14 +334,7 @@ fm_status fm_run_trace_write(const char *dir, const fm_run_trace_pass *fwd,
   fm_json_string(&j, "pass", fm_pass_name(asked));
   fm_run_json(fwd->info, &j);
   fm_analysis_json(fwd->info->analysis, &j);
-  if (bwd) {
-    fm_json_object(&j, "backward");
-    fm_run_json(bwd->info, &j);
-    fm_tile_counts_json(bwd->info->analysis, &j);
-    fm_json_end(&j);
-  } else {
-    fm_json_null(&j, "backward");
-  }
+  fm_run_backward_json(&j, bwd ? bwd->info : NULL);
   files_json(&j, fwd, bwd);
   fm_json_end(&j);
   timeline_json(fwd->info, &tl);

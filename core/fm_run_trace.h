@@ -145,6 +145,10 @@ void fm_traffic_json(fm_json *j, const char *key, const fm_cost *c, const fm_mea
  * r->cost->pass. */
 void fm_run_json(const fm_run_info *r, fm_json *j);
 
+/* The member "backward": fm_run_json of bwd and its tile counts at its own
+ * tile (fm_tile_counts_json), or null when bwd is NULL. */
+void fm_run_backward_json(fm_json *j, const fm_run_info *bwd);
+
 /* One pass of a run trace: its run members and the CPU's per-tile arrays at
  * the pass's tile, (nsets, Tr, Tc) each (classes and exact from fm_classify,
  * tile_bytes from fm_cost_compute), broadcast to [B, H, Tr, Tc]. */

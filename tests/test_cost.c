@@ -18,9 +18,12 @@ typedef struct brute {
   int64_t visited, elementwise, tiles[3];
   double exec_elems;
   int64_t kv, vectors, dense, bounds, unique_cols;
+  int64_t rows_visited; /* rows of the visited tiles: the backward's Q, dO, LSE, D and dQ */
+  int64_t cols_all;     /* columns of every key tile: the backward's dK, dV */
 } brute;
 
-/* Sums the model tile by tile from the classes, for every (b, h) pair. */
+/* Sums the model tile by tile from the classes, for every (b, h) pair (the
+ * backward's terms follow from rows_visited, unique_cols and cols_all). */
 static brute brute_force(const fm_colmask *m, const fm_cost_shape *s, const uint8_t *cls) {
   brute r;
   memset(&r, 0, sizeof r);
@@ -47,6 +50,7 @@ static brute brute_force(const fm_colmask *m, const fm_cost_shape *s, const uint
             r.visited++;
             r.exec_elems += (double)rows * cols;
             r.kv += 2LL * cols * s->head_dim * s->elem_bytes;
+            r.rows_visited += rows;
           }
           if (elem) {
             r.elementwise++;
@@ -56,6 +60,7 @@ static brute brute_force(const fm_colmask *m, const fm_cost_shape *s, const uint
           if (s->variant != FM_VARIANT_DENSE) r.bounds += 32;
         }
         if (any) r.unique_cols += cols;
+        r.cols_all += cols;
       }
     }
   return r;
@@ -85,13 +90,29 @@ static uint8_t *exact_classes(const fm_colmask *m, int32_t br, int32_t bc) {
   return out;
 }
 
-static void check_against_brute(const fm_colmask *m, fm_cost_shape s, const uint8_t *cls) {
+/* The model of m at s with its per-tile array summed over every (b, h) pair. */
+static fm_cost model(const fm_colmask *m, const fm_cost_shape *s, const uint8_t *cls, int64_t *tile_sum) {
   int32_t sq = fm_colmask_sq(m), sk = fm_colmask_sk(m), ns = fm_colmask_nsets(m);
-  int32_t tr = (sq + s.br - 1) / s.br, tc = (sk + s.bc - 1) / s.bc;
+  int32_t tr = (sq + s->br - 1) / s->br, tc = (sk + s->bc - 1) / s->bc;
   int64_t *tb = malloc(sizeof(int64_t) * (size_t)ns * tr * tc);
   fm_cost c;
   fm_err err;
-  cr_assert_eq(fm_cost_compute(m, &s, cls, tb, &c, &err), FM_OK, "%s", err.msg);
+  cr_assert_eq(fm_cost_compute(m, s, cls, tb, &c, &err), FM_OK, "%s", err.msg);
+  *tile_sum = 0;
+  for (int32_t bb = 0; bb < s->batch; bb++)
+    for (int32_t h = 0; h < s->heads; h++) {
+      int32_t set = fm_colmask_set_index(m, bb, h);
+      for (int64_t i = 0; i < (int64_t)tr * tc; i++) *tile_sum += tb[(int64_t)set * tr * tc + i];
+    }
+  free(tb);
+  return c;
+}
+
+static void check_against_brute(const fm_colmask *m, fm_cost_shape s, const uint8_t *cls) {
+  int32_t sq = fm_colmask_sq(m), sk = fm_colmask_sk(m), ns = fm_colmask_nsets(m);
+  int32_t tr = (sq + s.br - 1) / s.br, tc = (sk + s.bc - 1) / s.bc;
+  int64_t sum;
+  fm_cost c = model(m, &s, cls, &sum);
   brute b = brute_force(m, &s, cls);
   int64_t pairs = s.batch * s.heads, e = s.elem_bytes, d = s.head_dim;
   cr_assert_eq(c.tr, tr);
@@ -121,14 +142,61 @@ static void check_against_brute(const fm_colmask *m, fm_cost_shape s, const uint
   cr_assert_float_eq(c.flops_paper, full * (1 - rho), full * 1e-12);
   cr_assert_float_eq(c.flops_executed, 4.0 * d * b.exec_elems, full * 1e-12);
   /* the per-tile array adds up to the tile part of the reads */
-  int64_t sum = 0;
-  for (int32_t bb = 0; bb < s.batch; bb++)
-    for (int32_t h = 0; h < s.heads; h++) {
-      int32_t set = fm_colmask_set_index(m, bb, h);
-      for (int64_t i = 0; i < (int64_t)tr * tc; i++) sum += tb[(int64_t)set * tr * tc + i];
-    }
   cr_assert_eq(sum, b.kv + b.vectors + b.dense + b.bounds);
-  free(tb);
+}
+
+/* ---- the backward ---------------------------------------------------------------------- */
+
+/* The backward at the same tile: one CTA per key tile visits the tiles the rule leaves, each
+   visited tile reads Q, dO, LSE and D of its rows and adds its rows of the fp32 dQ; a key tile
+   reads K, V when it visits anything and always writes dK, dV. */
+static void check_bwd_against_brute(const fm_colmask *m, fm_cost_shape s, const uint8_t *cls) {
+  s.pass = FM_PASS_BWD;
+  int32_t sq = fm_colmask_sq(m), sk = fm_colmask_sk(m), ns = fm_colmask_nsets(m);
+  int32_t tr = (sq + s.br - 1) / s.br, tc = (sk + s.bc - 1) / s.bc;
+  int64_t sum;
+  fm_cost c = model(m, &s, cls, &sum);
+  brute b = brute_force(m, &s, cls);
+  int64_t pairs = s.batch * s.heads, e = s.elem_bytes, d = s.head_dim, rows_d = pairs * sq * d;
+  int64_t rv = b.rows_visited, kv = b.unique_cols * 2 * d * e, dkdv = b.cols_all * 2 * d * e;
+  cr_assert_eq(c.pass, FM_PASS_BWD);
+  cr_assert_eq(c.tiles_total, pairs * tr * tc);
+  for (int k = 0; k < 3; k++) cr_assert_eq(c.tiles[k], b.tiles[k], "class %d", k);
+  cr_assert_eq(c.tiles_visited, b.visited);
+  cr_assert_eq(c.tiles_elementwise, b.elementwise);
+  cr_assert_eq(c.bytes_q, rv * d * e);
+  cr_assert_eq(c.bytes_do, rv * d * e);
+  cr_assert_eq(c.bytes_lse, rv * 4);
+  cr_assert_eq(c.bytes_delta, rv * 4);
+  cr_assert_eq(c.bytes_dq_accum, rv * d * 4);
+  cr_assert_eq(c.bytes_kv, kv);
+  cr_assert_eq(c.bytes_dkdv, dkdv);
+  cr_assert_eq(c.bytes_vectors, b.vectors);
+  cr_assert_eq(c.bytes_dense_mask, b.dense);
+  cr_assert_eq(c.bytes_bounds, b.bounds);
+  cr_assert_eq(c.bytes_o, 0, "the backward writes no O");
+  cr_assert_eq(c.bytes_rowsum_read, 2 * rows_d * e + pairs * sq * 4, "O, dO and LSE once");
+  cr_assert_eq(c.bytes_rowsum_write, 2 * pairs * sq * 4 + rows_d * 4, "D, LSE2, and the fp32 dQ zeroed");
+  cr_assert_eq(c.bytes_dq_convert, rows_d * 4);
+  cr_assert_eq(c.bytes_dq, rows_d * e);
+  int dense = s.variant == FM_VARIANT_DENSE;
+  cr_assert_eq(c.bytes_prep_read, dense ? 0 : (int64_t)ns * 16 * sk);
+  cr_assert_eq(c.bytes_prep_write, dense ? 0 : (int64_t)ns * 32 * tc);
+  cr_assert_eq(c.bytes_read, rv * (2 * d * e + 8 + 4 * d) + kv + b.vectors + b.dense + b.bounds +
+                                 c.bytes_prep_read + 2 * rows_d * e + pairs * sq * 4 + rows_d * 4);
+  cr_assert_eq(c.bytes_write, rv * d * 4 + dkdv + 2 * pairs * sq * 4 + rows_d * 4 + rows_d * e +
+                                  c.bytes_prep_write);
+  int64_t mask = dense ? (int64_t)ns * sq * sk : c.bytes_prep_read + c.bytes_prep_write;
+  cr_assert_eq(c.unique_read, 3 * rows_d * e + pairs * sq * 4 + kv + mask, "Q, dO, O, LSE, K/V, mask");
+  cr_assert_eq(c.unique_write, rows_d * e + dkdv + c.bytes_prep_write, "dQ, dK, dV");
+  double rho = (double)b.tiles[FM_TILE_MASKED] / (double)(pairs * tr * tc);
+  double full = 2.5 * 4.0 * pairs * sq * (double)sk * d;
+  cr_assert_float_eq(c.rho, rho, 1e-12);
+  cr_assert_float_eq(c.flops_full, full, full * 1e-12);
+  cr_assert_float_eq(c.flops_paper, full * (1 - rho), full * 1e-12);
+  cr_assert_float_eq(c.flops_executed, 10.0 * d * b.exec_elems, full * 1e-12);
+  cr_assert_eq(sum, rv * (2 * d * e + 8 + 8 * d) + b.vectors + b.dense + b.bounds,
+               "the per-tile array adds up to the per-tile requests");
 }
 
 static fm_colmask *family(const char *name, int64_t S, int64_t B, int64_t H, const char *param) {
@@ -149,11 +217,18 @@ Test(cost, full_mask_edges_and_every_variant) {
                        .variant = (fm_variant)v};
     uint8_t *cls = exact_classes(m, 32, 16);
     check_against_brute(m, s, cls);
+    check_bwd_against_brute(m, s, cls);
     fm_cost c;
     cr_assert_eq(fm_cost_compute(m, &s, NULL, NULL, &c, NULL), FM_OK);
     cr_assert_eq(c.tiles_visited, 6 * 4 * 7);
     cr_assert_float_eq(c.flops_executed, c.flops_full, 1);
     cr_assert_eq(c.bytes_kv, 6LL * 4 * 2 * 100 * 64 * 2); /* each row tile reads all K/V */
+    s.pass = FM_PASS_BWD;
+    cr_assert_eq(fm_cost_compute(m, &s, NULL, NULL, &c, NULL), FM_OK);
+    cr_assert_eq(c.tiles_visited, 6 * 4 * 7);
+    cr_assert_float_eq(c.flops_executed, c.flops_full, 1);
+    cr_assert_eq(c.bytes_kv, 6LL * 2 * 100 * 64 * 2, "backward: each key tile reads its K, V once");
+    cr_assert_eq(c.bytes_q, 6LL * 7 * 100 * 64 * 2, "backward: each key tile reads every Q row");
     cr_assert_eq(c.bytes_vectors, 0);
     free(cls);
   }
@@ -175,6 +250,7 @@ Test(cost, causal_and_documents_match_the_dense_brute_force) {
       fm_cost_shape s = {.batch = 3, .heads = 2, .head_dim = 128, .br = 16, .bc = 32,
                          .elem_bytes = 2, .variant = (fm_variant)v};
       check_against_brute(m, s, cls);
+      check_bwd_against_brute(m, s, cls); /* the same classes as a backward's tile */
       /* classes computed internally give the same */
       fm_cost a, b;
       cr_assert_eq(fm_cost_compute(m, &s, NULL, NULL, &a, NULL), FM_OK);
@@ -204,6 +280,7 @@ Test(cost, per_head_and_random_masks) {
                        .br = br, .bc = bc, .elem_bytes = 2,
                        .variant = (fm_variant)fm_rng_below(&r, 3)};
     check_against_brute(m, s, cls);
+    check_bwd_against_brute(m, s, cls);
     free(cls);
     fm_colmask_destroy(m);
   }
@@ -265,175 +342,6 @@ Test(cost, bad_inputs) {
   cr_assert_eq(fm_variant_parse("fast", &v, &err), FM_EINVAL);
   cr_assert(strstr(err.msg, "skip, noskip or dense"));
   cr_assert_str_eq(fm_variant_name(FM_VARIANT_DENSE), "dense");
-}
-
-/* ---- the backward ---------------------------------------------------------------------- */
-
-typedef struct brute_bwd {
-  int64_t visited, elementwise, tiles[3];
-  double exec_elems;
-  int64_t q, dout, lse, delta, dq_accum, kv, dkdv, vectors, dense, bounds, tile_sum;
-} brute_bwd;
-
-/* The backward model summed key tile by key tile (one CTA each) from the classes, for every
-   (b, h) pair: each visited tile reads Q, dO, LSE and D of its rows and adds its rows of the fp32
-   dQ; a key tile reads K, V when it visits anything and always writes dK, dV. */
-static brute_bwd brute_force_bwd(const fm_colmask *m, const fm_cost_shape *s, const uint8_t *cls) {
-  brute_bwd r;
-  memset(&r, 0, sizeof r);
-  int32_t sq = fm_colmask_sq(m), sk = fm_colmask_sk(m);
-  int32_t tr = (sq + s->br - 1) / s->br, tc = (sk + s->bc - 1) / s->bc;
-  int64_t D = s->head_dim, e = s->elem_bytes;
-  for (int32_t b = 0; b < s->batch; b++)
-    for (int32_t h = 0; h < s->heads; h++) {
-      int32_t set = fm_colmask_set_index(m, b, h);
-      for (int32_t ct = 0; ct < tc; ct++) {
-        int32_t cols = 0, any = 0;
-        for (int32_t j = ct * s->bc; j < sk && j < (ct + 1) * s->bc; j++) cols++;
-        for (int32_t rt = 0; rt < tr; rt++) {
-          int32_t rows = 0;
-          for (int32_t i = rt * s->br; i < sq && i < (rt + 1) * s->br; i++) rows++;
-          int c = cls[((int64_t)set * tr + rt) * tc + ct];
-          r.tiles[c]++;
-          int visit = s->variant != FM_VARIANT_SKIP || c != FM_TILE_MASKED;
-          int elem = s->variant == FM_VARIANT_DENSE    ? 1
-                     : s->variant == FM_VARIANT_NOSKIP ? c != FM_TILE_UNMASKED
-                                                    : c == FM_TILE_PARTIAL;
-          int64_t tile = 0;
-          if (visit) {
-            any = 1;
-            r.visited++;
-            r.exec_elems += (double)rows * cols;
-            r.q += rows * D * e, r.dout += rows * D * e, r.lse += rows * 4, r.delta += rows * 4;
-            r.dq_accum += rows * D * 4;
-            tile += 2 * rows * D * e + 8 * rows + 8 * rows * D;
-          }
-          if (elem) {
-            r.elementwise++;
-            if (s->variant == FM_VARIANT_DENSE) r.dense += (int64_t)rows * cols, tile += (int64_t)rows * cols;
-            else r.vectors += 16LL * cols, tile += 16LL * cols;
-          }
-          if (s->variant != FM_VARIANT_DENSE) r.bounds += 32, tile += 32;
-          r.tile_sum += tile;
-        }
-        if (any) r.kv += 2LL * cols * D * e;
-        r.dkdv += 2LL * cols * D * e;
-      }
-    }
-  return r;
-}
-
-static void check_bwd_against_brute(const fm_colmask *m, fm_cost_shape s, const uint8_t *cls) {
-  s.pass = FM_PASS_BWD;
-  int32_t sq = fm_colmask_sq(m), sk = fm_colmask_sk(m), ns = fm_colmask_nsets(m);
-  int32_t tr = (sq + s.br - 1) / s.br, tc = (sk + s.bc - 1) / s.bc;
-  int64_t *tb = malloc(sizeof(int64_t) * (size_t)ns * tr * tc);
-  fm_cost c;
-  fm_err err;
-  cr_assert_eq(fm_cost_compute(m, &s, cls, tb, &c, &err), FM_OK, "%s", err.msg);
-  brute_bwd b = brute_force_bwd(m, &s, cls);
-  int64_t pairs = s.batch * s.heads, e = s.elem_bytes, d = s.head_dim, rows_d = pairs * sq * d;
-  cr_assert_eq(c.pass, FM_PASS_BWD);
-  cr_assert_eq(c.tiles_total, pairs * tr * tc);
-  for (int k = 0; k < 3; k++) cr_assert_eq(c.tiles[k], b.tiles[k], "class %d", k);
-  cr_assert_eq(c.tiles_visited, b.visited);
-  cr_assert_eq(c.tiles_elementwise, b.elementwise);
-  cr_assert_eq(c.bytes_q, b.q);
-  cr_assert_eq(c.bytes_do, b.dout);
-  cr_assert_eq(c.bytes_lse, b.lse);
-  cr_assert_eq(c.bytes_delta, b.delta);
-  cr_assert_eq(c.bytes_dq_accum, b.dq_accum);
-  cr_assert_eq(c.bytes_kv, b.kv);
-  cr_assert_eq(c.bytes_dkdv, b.dkdv);
-  cr_assert_eq(c.bytes_vectors, b.vectors);
-  cr_assert_eq(c.bytes_dense_mask, b.dense);
-  cr_assert_eq(c.bytes_bounds, b.bounds);
-  cr_assert_eq(c.bytes_o, 0, "the backward writes no O");
-  cr_assert_eq(c.bytes_rowsum_read, 2 * rows_d * e + pairs * sq * 4, "O, dO and LSE once");
-  cr_assert_eq(c.bytes_rowsum_write, 2 * pairs * sq * 4 + rows_d * 4, "D, LSE2, and the fp32 dQ zeroed");
-  cr_assert_eq(c.bytes_dq_convert, rows_d * 4);
-  cr_assert_eq(c.bytes_dq, rows_d * e);
-  int dense = s.variant == FM_VARIANT_DENSE;
-  cr_assert_eq(c.bytes_prep_read, dense ? 0 : (int64_t)ns * 16 * sk);
-  cr_assert_eq(c.bytes_prep_write, dense ? 0 : (int64_t)ns * 32 * tc);
-  cr_assert_eq(c.bytes_read, b.q + b.dout + b.lse + b.delta + b.dq_accum + b.kv + b.vectors +
-                                 b.dense + b.bounds + c.bytes_prep_read + 2 * rows_d * e +
-                                 pairs * sq * 4 + rows_d * 4);
-  cr_assert_eq(c.bytes_write, b.dq_accum + b.dkdv + 2 * pairs * sq * 4 + rows_d * 4 + rows_d * e +
-                                  c.bytes_prep_write);
-  int64_t mask = dense ? (int64_t)ns * sq * sk : c.bytes_prep_read + c.bytes_prep_write;
-  cr_assert_eq(c.unique_read, 3 * rows_d * e + pairs * sq * 4 + b.kv + mask, "Q, dO, O, LSE, K/V, mask");
-  cr_assert_eq(c.unique_write, rows_d * e + b.dkdv + c.bytes_prep_write, "dQ, dK, dV");
-  double rho = (double)b.tiles[FM_TILE_MASKED] / (double)(pairs * tr * tc);
-  double full = 2.5 * 4.0 * pairs * sq * (double)sk * d;
-  cr_assert_float_eq(c.rho, rho, 1e-12);
-  cr_assert_float_eq(c.flops_full, full, full * 1e-12);
-  cr_assert_float_eq(c.flops_paper, full * (1 - rho), full * 1e-12);
-  cr_assert_float_eq(c.flops_executed, 10.0 * d * b.exec_elems, full * 1e-12);
-  int64_t sum = 0;
-  for (int32_t bb = 0; bb < s.batch; bb++)
-    for (int32_t h = 0; h < s.heads; h++) {
-      int32_t set = fm_colmask_set_index(m, bb, h);
-      for (int64_t i = 0; i < (int64_t)tr * tc; i++) sum += tb[(int64_t)set * tr * tc + i];
-    }
-  cr_assert_eq(sum, b.tile_sum, "the per-tile array adds up to the per-tile requests");
-  free(tb);
-}
-
-Test(cost_bwd, full_mask_edges_and_every_variant) {
-  /* S = 100 at the sm90 backward tile of head dim 128 scaled down: 64 x 128 would be one tile,
-     so 16 x 32 here: the last row tile has 4 rows, the last key tile 4 columns */
-  fm_colmask *m = family("full", 100, 1, 1, NULL);
-  for (int v = 0; v < 3; v++) {
-    fm_cost_shape s = {.batch = 2, .heads = 3, .head_dim = 64, .br = 16, .bc = 32, .elem_bytes = 2,
-                       .variant = (fm_variant)v, .pass = FM_PASS_BWD};
-    uint8_t *cls = exact_classes(m, 16, 32);
-    check_bwd_against_brute(m, s, cls);
-    fm_cost c;
-    cr_assert_eq(fm_cost_compute(m, &s, NULL, NULL, &c, NULL), FM_OK);
-    cr_assert_eq(c.tiles_visited, 6 * 7 * 4);
-    cr_assert_float_eq(c.flops_executed, c.flops_full, 1);
-    cr_assert_eq(c.bytes_kv, 6LL * 2 * 100 * 64 * 2, "each key tile reads its K, V once");
-    cr_assert_eq(c.bytes_q, 6LL * 4 * 100 * 64 * 2, "each key tile reads every Q row");
-    free(cls);
-  }
-  fm_colmask_destroy(m);
-}
-
-Test(cost_bwd, causal_and_documents_match_the_dense_brute_force) {
-  const char *names[] = {"causal", "sliding_window", "causal_document", "document"};
-  for (int f = 0; f < 4; f++)
-    for (int v = 0; v < 3; v++) {
-      fm_colmask *m = family(names[f], 203, 1, 1, NULL);
-      uint8_t *cls = exact_classes(m, 16, 32);
-      fm_cost_shape s = {.batch = 3, .heads = 2, .head_dim = 128, .br = 16, .bc = 32,
-                         .elem_bytes = 2, .variant = (fm_variant)v};
-      check_bwd_against_brute(m, s, cls);
-      free(cls);
-      fm_colmask_destroy(m);
-    }
-}
-
-Test(cost_bwd, per_head_and_random_masks) {
-  fm_rng r;
-  fm_rng_seed(&r, 43, 1);
-  for (int t = 0; t < 30; t++) {
-    int32_t sq = 1 + (int32_t)fm_rng_below(&r, 90), sk = 1 + (int32_t)fm_rng_below(&r, 90);
-    int32_t nb = 1 + (int32_t)fm_rng_below(&r, 2), nh = 1 + (int32_t)fm_rng_below(&r, 3);
-    fm_colmask *m = fmt_random_mask(&r, sq, sk, nb, nh, (int)fm_rng_below(&r, 2));
-    cr_assert_not_null(m);
-    int32_t br = 1 + (int32_t)fm_rng_below(&r, 40), bc = 1 + (int32_t)fm_rng_below(&r, 40);
-    int32_t tr = (sq + br - 1) / br, tc = (sk + bc - 1) / bc;
-    uint8_t *cls = malloc((size_t)nb * nh * tr * tc);
-    fm_tile_counts counts;
-    cr_assert_eq(fm_classify(m, br, bc, &counts, cls, NULL, NULL), FM_OK);
-    fm_cost_shape s = {.batch = nb == 1 ? 3 : nb, .heads = nh == 1 ? 2 : nh, .head_dim = 64,
-                       .br = br, .bc = bc, .elem_bytes = 2,
-                       .variant = (fm_variant)fm_rng_below(&r, 3)};
-    check_bwd_against_brute(m, s, cls);
-    free(cls);
-    fm_colmask_destroy(m);
-  }
 }
 
 Test(cost_bwd, at_the_sm90_backward_tile) {

@@ -38,15 +38,22 @@ static void *load(const char *dir, const char *name, fm_npy_header *h) {
   return data;
 }
 
-Test(run_cli, cpu_simulation_trace_matches_the_cost_model) {
-  char dir[512], args[1024], path[700];
-  tmpdir(dir, sizeof dir, "run_cpu");
+/* The CPU simulation of three documents (S = 1000, B = 2, H = 3, D = 128) with more options
+   into dir: it must succeed with one note on stderr. */
+static void run_documents(const char *dir, const char *more) {
+  char args[1024];
   snprintf(args, sizeof args,
            "run --family causal_document --seqlen 1000 --batch 2 --heads 3 --head-dim 128 "
-           "--br 128 --bc 64 --param docs=300,500,200 --cpu --out %s", dir);
+           "--param docs=300,500,200 --cpu %s --out %s", more, dir);
   fmt_run(&res, args);
   cr_assert_eq(res.status, 0, "%s", res.err);
   cr_assert_eq(res.err_lines, 1, "one note on stderr: %s", res.err);
+}
+
+Test(run_cli, cpu_simulation_trace_matches_the_cost_model) {
+  char dir[512], path[700];
+  tmpdir(dir, sizeof dir, "run_cpu");
+  run_documents(dir, "--br 128 --bc 64");
   cr_assert(strstr(res.err, "CPU simulation") || strstr(res.err, "cpu"), "%s", res.err);
   cr_assert(strstr(res.out, "cpu-simulation"), "%s", res.out);
   const char *files[] = {"summary.json", "tiles.npy", "tiles_exact.npy", "tile_bytes.npy",
@@ -398,14 +405,9 @@ Test(run_cli, a_killed_runs_staging_folder_is_swept) {
    tile (sm90's, 64 x 128 at D = 128: the reference GPU's kernel), equal to the classes and
    the cost model computed here; its summary member and its block of the report. */
 Test(run_cli, backward_cpu_simulation_matches_the_cost_model_at_its_tile) {
-  char dir[512], args[1024], path[700], summary[65536];
+  char dir[512], path[700], summary[65536];
   tmpdir(dir, sizeof dir, "run_bwd");
-  snprintf(args, sizeof args,
-           "run --family causal_document --seqlen 1000 --batch 2 --heads 3 --head-dim 128 "
-           "--param docs=300,500,200 --pass both --cpu --out %s", dir);
-  fmt_run(&res, args);
-  cr_assert_eq(res.status, 0, "%s", res.err);
-  cr_assert_eq(res.err_lines, 1, "one note on stderr: %s", res.err);
+  run_documents(dir, "--pass both");
   cr_assert(strstr(res.out, "backward    variant skip, tiles 64 x 128 (16 x 8 per head)"), "%s", res.out);
   cr_assert(strstr(res.out, "(2.5x the forward's)"), "%s", res.out);
   const int32_t br = FM_SM90_BWD_BR_HD128, bc = FM_SM90_BWD_BC_HD128, tr = 16, tc = 8;
@@ -478,14 +480,21 @@ Test(run_cli, forward_only_by_default_and_backward_only_on_request) {
 }
 
 Test(run_cli, pass_errors) {
+  static const struct {
+    const char *args, *want;
+  } bad[] = {
+      {"run --family causal --seqlen 256 --cpu --pass sideways",
+       "--pass: unknown pass 'sideways' (expected fwd, bwd or both)"},
+      {"run --family causal --seqlen 256 --cpu --kernel sm80 --pass both",
+       "--pass both: kernel sm80 has no bwd pass"},
+      {"bench --export-only --pass none", "--pass: unknown pass 'none'"},
+  };
   char dir[512], a[1024];
   tmpdir(dir, sizeof dir, "run_pbad");
-  snprintf(a, sizeof a, "run --family causal --seqlen 256 --cpu --pass sideways --out %s", dir);
-  expect_error(a, 2, "--pass: unknown pass 'sideways' (expected fwd, bwd or both)", dir);
-  snprintf(a, sizeof a, "run --family causal --seqlen 256 --cpu --kernel sm80 --pass both --out %s", dir);
-  expect_error(a, 2, "--pass both: kernel sm80 has no bwd pass", dir);
-  snprintf(a, sizeof a, "bench --export-only --pass none --out %s", dir);
-  expect_error(a, 2, "--pass: unknown pass 'none'", dir);
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    snprintf(a, sizeof a, "%s --out %s", bad[i].args, dir);
+    expect_error(a, 2, bad[i].want, dir);
+  }
 }
 
 /* A scenario with pass: both (and --pass overriding it): backward columns in the index and

@@ -368,17 +368,24 @@ static void write_cycles_trace(const char *dir) {
   cr_assert_eq(fm_npy_save(path, FM_DT_I64, 4, shape, cycles, NULL), FM_OK);
 }
 
+/* A fresh state of w x h with the scene of the trace in dir. */
+static viz_scene *trace_scene(const char *dir, viz_state *s, int w, int h) {
+  viz_state_init(s, w, h);
+  viz_scene_opts o = {0};
+  o.path = dir;
+  viz_scene *sc = NULL;
+  fm_err err;
+  cr_assert_eq(viz_scene_create(&o, s, &sc, &err), FM_OK, "%s", err.msg);
+  return sc;
+}
+
 Test(viz_render, reference_image_of_the_cycles_overlay) {
   char dir[512];
   snprintf(dir, sizeof dir, "%s/viz_render_trace", FM_TEST_TMP_DIR);
   write_cycles_trace(dir);
   viz_state s;
-  viz_state_init(&s, 480, 320);
-  viz_scene_opts o = {0};
-  o.path = dir;
-  viz_scene *sc = NULL;
+  viz_scene *sc = trace_scene(dir, &s, 480, 320);
   fm_err err;
-  cr_assert_eq(viz_scene_create(&o, &s, &sc, &err), FM_OK, "%s", err.msg);
   cr_assert(s.br == 128 && s.bc == 128, "a trace brings its tile size");
   set_layer(&s, "cycles");
   s.text = 0;
@@ -464,12 +471,8 @@ Test(viz_render, backward_tile_map_from_a_trace_and_from_the_cpu) {
   cr_assert_eq(fm_npy_load(path, &h, (void **)&want, 1 << 20, NULL), FM_OK);
 
   viz_state s;
-  viz_state_init(&s, 900, 600);
-  viz_scene_opts o = {0};
-  o.path = dir;
-  viz_scene *sc = NULL;
+  viz_scene *sc = trace_scene(dir, &s, 900, 600);
   fm_err err;
-  cr_assert_eq(viz_scene_create(&o, &s, &sc, &err), FM_OK, "%s", err.msg);
   cr_assert_eq(viz_scene_sync(sc, &s, &err), FM_OK, "%s", err.msg);
   cr_assert(s.br == 128 && s.bc == 128 && s.facts.bwd_from_trace, "forward first; a backward there");
   cr_assert(s.facts.bwd_br == 64 && s.facts.bwd_bc == 128);
