@@ -231,7 +231,7 @@ static int time_noskip(gpu_step *g, runner_ctx *rc, const fm_scn_case *c, fm_gpu
   }
   fm_gpu_pass_result *got[RUN_NPASSES] = {&res.fwd, &res.bwd};
   for (int q = 0; q < RUN_NPASSES; q++)
-    if (gc.pass & run_pass_of(q)) {
+    if ((gc.pass & run_pass_of(q)) && got[q]->timing.source[0]) {
       r->p[q].noskip = got[q]->timing;
       r->rec.p[q].noskip_ms = got[q]->timing.median_ms;
     }
@@ -295,8 +295,13 @@ static int time_kernel(gpu_step *g, runner_ctx *rc, const fm_scn_case *c, const 
   }
   r->ran = 1;
   fm_gpu_pass_result *got[RUN_NPASSES] = {&res.fwd, &res.bwd};
-  for (int q = 0; q < RUN_NPASSES; q++)
-    if (gc.pass & run_pass_of(q)) take_pass(s, c, m, got[q], q, r);
+  for (int q = 0; q < RUN_NPASSES; q++) {
+    if (!(gc.pass & run_pass_of(q))) continue;
+    if (got[q]->timing.source[0]) take_pass(s, c, m, got[q], q, r);
+    else /* a harness that does not time this pass yet */
+      snprintf(r->rec.p[q].status, sizeof r->rec.p[q].status, "not run: the measurement gave no "
+               "%s timing", q == RUN_BWD ? "backward" : "forward");
+  }
   r->timeline = res.timeline;
   res.timeline = (fm_timeline){0};
   fm_gpu_result_free(&res);
