@@ -138,22 +138,11 @@ void gpu_kernel_run_free(gpu_kernel_run *r) {
   memset(r, 0, sizeof *r);
 }
 
-int gpu_pass_tile(fm_kernel_id id, fm_pass pass, int32_t D, int32_t *br, int32_t *bc,
-                     int *runnable, char *why, size_t cap) {
+int gpu_pass_tile(fm_kernel_id id, fm_pass pass, int32_t D, int32_t *br, int32_t *bc, char *why,
+                  size_t cap) {
   fm_err err;
-  *runnable = 1;
   why[0] = 0;
   if (fm_kernel_tile_size(id, pass, D, br, bc, &err) == FM_OK) return 0;
-  const fm_kernel_desc *d = fm_kernel_get(id);
-  for (int t = 0; pass == FM_PASS_BWD && !(d->passes & pass) && t < d->ntiles; t++)
-    if (d->tiles[t].head_dim == D && d->tiles[t].bwd_br > 0) {
-      *br = d->tiles[t].bwd_br;
-      *bc = d->tiles[t].bwd_bc;
-      *runnable = 0;
-      snprintf(why, cap, "not run: kernel %s has no bwd pass on the GPU yet (modelled at its "
-               "%d x %d backward tile)", d->name, *br, *bc);
-      return 0;
-    }
   snprintf(why, cap, "%.150s", err.msg);
   return -1;
 }
@@ -169,9 +158,8 @@ static int pass_model(gpu_step *g, runner_ctx *rc, const fm_scn_case *c, const f
   gpu_pass_run *pr = &r->p[q];
   fm_err err;
   int32_t br = 0, bc = 0;
-  int runnable;
-  if (gpu_pass_tile(g->kernel[k], run_pass_of(q), (int32_t)c->head_dim, &br, &bc, &runnable,
-                rec->status, sizeof rec->status))
+  if (gpu_pass_tile(g->kernel[k], run_pass_of(q), (int32_t)c->head_dim, &br, &bc, rec->status,
+                    sizeof rec->status))
     return 0;
   rec->br = br;
   rec->bc = bc;

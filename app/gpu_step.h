@@ -6,9 +6,8 @@
  * (median after warm-up, L2 flushed; the backward after one forward that
  * gives it O and LSE), the counted launch (CUPTI Range Profiler), the
  * instrumented build (its time and its per-tile classes against the CPU's)
- * and the no-skip variant. A backward the kernel does not have on the GPU
- * yet is modelled at the registry's backward tile and not timed, its status
- * says so. One GPU session serves the whole run. */
+ * and the no-skip variant. A kernel without the pass says so in the pass's
+ * status. One GPU session serves the whole run. */
 #ifndef FM_GPU_STEP_H
 #define FM_GPU_STEP_H
 
@@ -46,12 +45,10 @@ typedef struct gpu_kernel_run {
   fm_timeline timeline;   /* kernel records (single form), events owned */
 } gpu_kernel_run;
 
-/* The tile of kernel id for one pass at head dim D. A pass the kernel does
- * not implement yet but whose tile the registry lists (sm90's backward until
- * its kernel lands) is modelled there: *runnable = 0 and `why` says so.
- * 0 when there is a tile; -1 with the reason in why otherwise. */
-int gpu_pass_tile(fm_kernel_id id, fm_pass pass, int32_t D, int32_t *br, int32_t *bc, int *runnable,
-                  char *why, size_t cap);
+/* The tile of kernel id for one pass at head dim D (fm_kernel_tile_size,
+ * FM_KERNEL_AUTO as without a device): 0, or -1 with why it has none in why. */
+int gpu_pass_tile(fm_kernel_id id, fm_pass pass, int32_t D, int32_t *br, int32_t *bc, char *why,
+                  size_t cap);
 
 /* Resolves the kernels and opens the session (when the scenario wants the
  * GPU step and a device is usable); what cannot run is said in

@@ -105,11 +105,9 @@ static int memory_check(runner_ctx *rc, const fm_scn_case *c) {
   for (int k = 0; (s->run & FM_SCN_GPU || rc->o->single) && k < s->nkernels; k++)
     for (int q = 0; q < RUN_NPASSES; q++) {
       int32_t br, bc; /* auto: the reference GPU's tile, as a run without a device uses */
-      int runnable;
       char why[160];
-      fm_kernel_id id = s->kernels[k];
-      if (!(s->pass & run_pass_of(q)) || (id == FM_KERNEL_AUTO && fm_kernel_auto(-1, -1, &id, NULL)) ||
-          gpu_pass_tile(id, run_pass_of(q), (int32_t)c->head_dim, &br, &bc, &runnable, why, sizeof why))
+      if (!(s->pass & run_pass_of(q)) ||
+          gpu_pass_tile(s->kernels[k], run_pass_of(q), (int32_t)c->head_dim, &br, &bc, why, sizeof why))
         continue;
       arrays += tiles_of(sets, S, br, bc) + (s->instrument_reps ? 9 * tiles_of(pairs, S, br, bc) : 0);
     }
@@ -355,16 +353,12 @@ static int single_tile(runner_ctx *rc, fm_scn_case *c) {
               (long long)c->head_dim, kbr, kbc);
     return -1;
   }
-  for (int q = 0; q < RUN_NPASSES; q++) { /* every pass asked for has a tile (one to time on a GPU) */
+  for (int q = 0; q < RUN_NPASSES; q++) { /* every pass asked for has a tile */
     int32_t br, bc;
-    int runnable;
     char why[160];
-    if (!(rc->s->pass & run_pass_of(q))) continue;
-    int none = gpu_pass_tile(g->kernel[0], run_pass_of(q), (int32_t)c->head_dim, &br, &bc,
-                             &runnable, why, sizeof why);
-    if (none || (g->session && !runnable)) {
-      cli_error(rc->o->cmd, "--pass %s: %s%s", fm_pass_name(rc->s->pass), why,
-                none ? "" : "; --cpu models it");
+    if ((rc->s->pass & run_pass_of(q)) &&
+        gpu_pass_tile(g->kernel[0], run_pass_of(q), (int32_t)c->head_dim, &br, &bc, why, sizeof why)) {
+      cli_error(rc->o->cmd, "--pass %s: %s", fm_pass_name(rc->s->pass), why);
       return -1;
     }
   }
