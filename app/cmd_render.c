@@ -34,7 +34,8 @@ static const char *help =
     VIZ_CLI_SOURCE_HELP
     "\noutput:\n"
     "  -o, --output FILE    .png, .svg or .pdf (required)\n"
-    "  --layer L            mask | tiles | both (default) | cycles (trace) | bytes (modelled)\n"
+    "  --layer L            mask | tiles | both (default) | cycles (trace) | bytes (modelled);\n"
+    "                       tiles-bwd, both-bwd, cycles-bwd, bytes-bwd: the backward's\n"
     "  --size WxH           figure size: PNG pixels at 72 dpi, PDF/SVG points, 1..16384\n"
     "                       (default: the figure's, listed below)\n"
     "  --dpi N              PNG: pixels per inch (72: one pixel per unit; 144 doubles the pixels);\n"

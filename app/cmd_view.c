@@ -29,7 +29,8 @@ static const char *help_head =
     "                       -inf = masked), [Sq, Sk], [H, Sq, Sk] or [B, H, Sq, Sk]\n"
     "  INTERVALS.npy        int32/int64 [B, H, Sk, k] intervals\n" VIZ_CLI_SOURCE_HELP
     "\nwindow:\n"
-    "  --layer L            mask | tiles | both (default) | cycles | bytes\n"
+    "  --layer L            mask | tiles | both (default) | cycles | bytes; tiles-bwd,\n"
+    "                       both-bwd, cycles-bwd, bytes-bwd: the backward's (key b)\n"
     "  --size WxH           window size (default 1280x800; 1..16384)\n"
     "  --out-dir DIR        where screenshots and exports go (default .)\n"
     "  --export-dpi N       mask resolution inside PDF/SVG exports (default 300)\n"

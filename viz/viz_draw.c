@@ -472,10 +472,13 @@ static void draw_panel(cairo_t *cr, const viz_state *s, const viz_layout *l, hov
   pen_header(&pp, "Legend");
   if (s->overlay != VIZ_OVERLAY_NONE) {
     pen_swatch(&pp, VIZ_RGB_MASKED, 0, "skipped tile (masked by the min/max rule)");
-    if (s->overlay == VIZ_OVERLAY_CYCLES)
-      pen_colorbar(&pp, sc->cycles_max, 0, "GPU cycles per tile (clock64, trace)");
-    else {
-      snprintf(line, sizeof line, "modelled bytes per tile (fm_cost, skip, bf16, D = %d)", sc->head_dim);
+    const char *pass = sc->pass == VIZ_BWD ? "backward " : "";
+    if (s->overlay == VIZ_OVERLAY_CYCLES) {
+      snprintf(line, sizeof line, "GPU cycles per %stile (clock64, trace)", pass);
+      pen_colorbar(&pp, sc->cycles_max, 0, line);
+    } else {
+      snprintf(line, sizeof line, "modelled bytes per %stile (fm_cost, skip, bf16, D = %d)", pass,
+               sc->head_dim);
       pen_colorbar(&pp, sc->bytes_max, 1, line);
     }
   } else if (tiles) {
@@ -495,7 +498,8 @@ static void draw_panel(cairo_t *cr, const viz_state *s, const viz_layout *l, hov
   }
 
   const fm_tile_counts *k = &sc->counts;
-  snprintf(line, sizeof line, "Tiles %d \xC3\x97 %d: %d \xC3\x97 %d", sc->br, sc->bc, sc->tr, sc->tc);
+  snprintf(line, sizeof line, "%s %d \xC3\x97 %d: %d \xC3\x97 %d",
+           sc->pass == VIZ_BWD ? "Backward tiles" : "Tiles", sc->br, sc->bc, sc->tr, sc->tc);
   pen_header(&pp, line);
   {
     char cells[6][3][64];
@@ -573,13 +577,15 @@ static void draw_panel(cairo_t *cr, const viz_state *s, const viz_layout *l, hov
       pen_line(&pp, line);
     }
     if (sc->cycles_valid) {
-      int64_t cyc = sc->trace.cycles[((int64_t)s->pair * sc->tr + h.rt) * sc->tc + h.ct];
+      int64_t cyc = sc->trace.pass[sc->pass].cycles[((int64_t)s->pair * sc->tr + h.rt) * sc->tc + h.ct];
       viz_format_count(cyc, a, sizeof a);
       snprintf(line, sizeof line, "GPU cycles: %s", a);
       pen_line(&pp, line);
     }
     viz_format_bytes((double)viz_tile_model_bytes(cm, r1 - h.rt * sc->br, k1 - h.ct * sc->bc,
-                                                  sc->head_dim), c, sizeof c);
+                                                  sc->head_dim,
+                                                  sc->pass == VIZ_BWD ? FM_PASS_BWD : FM_PASS_FWD),
+                     c, sizeof c);
     snprintf(line, sizeof line, "modelled bytes: %s", c);
     pen_line(&pp, line);
   }
