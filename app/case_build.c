@@ -170,6 +170,7 @@ static void pass_json(runner_ctx *rc, const gpu_kernel_run *r, int q, int head_d
     info.variant = FM_VARIANT_NOSKIP;
     info.timing = &r->p[q].noskip;
     info.timing_instrumented = NULL;
+    info.instr_overhead = NAN;
     info.measured = NULL;
     fm_json_object(j, "noskip");
     fm_run_json(&info, j);
@@ -229,6 +230,7 @@ static void cpu_info(const char *note, const fm_analysis *a, const fm_cost *cost
   info->variant = variant;
   info->cost = cost;
   info->class_mismatches = -1;
+  info->instr_overhead = NAN;
   info->measured = none;
 }
 

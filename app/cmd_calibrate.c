@@ -133,10 +133,38 @@ static int64_t num(const fm_jv *obj, const char *key, int64_t dflt) {
   return (int64_t)fm_jv_number(fm_jv_get(obj, key), (double)dflt);
 }
 
-/* A scenario run (fmsim run, fmsim bench): one case per row and kernel that
- * ran it, index.json's "kernels" records (the kernel, its tile and time); the
- * mask is the row's columns.npy (the trace's vectors, the causal flag beside
- * them); the device from run.json. */
+/* One pass's record k (the kernel's record kr itself, or its "bwd" object) of
+ * row r as a case: 0 when added or not run, -1 after printing. */
+static int scenario_case(cal_set *s, const fm_jv *r, const fm_jv *kr, const fm_jv *k, const char *dir,
+                         const char *columns) {
+  double ms = fm_jv_number(fm_jv_get(k, "time_ms"), NAN);
+  if (!isfinite(ms)) return 0; /* not run (or no such pass) */
+  cal_case *c = set_add(s);
+  if (!c) return -1;
+  copy_str(c->kernel, sizeof c->kernel, fm_jv_string(fm_jv_get(kr, "kernel")));
+  if (record_pass(k, &c->pass)) return -1;
+  snprintf(c->id, sizeof c->id, "%.120s %s%s", fm_jv_string(fm_jv_get(r, "id")), c->kernel,
+           c->pass == FM_PASS_BWD ? " bwd" : "");
+  c->batch = num(r, "batch", 1);
+  c->heads = num(r, "heads", 1);
+  c->head_dim = (int32_t)num(r, "head_dim", 128);
+  c->br = (int32_t)num(k, "br", 0);
+  c->bc = (int32_t)num(k, "bc", 0);
+  c->causal = fm_jv_bool(fm_jv_get(r, "causal"), 0);
+  c->time_ms = ms;
+  c->trace_columns = 1;
+  if (join_path(c->mask_path, sizeof c->mask_path, dir, columns)) {
+    cli_error(cmd, "%s: case path too long", dir);
+    return -1;
+  }
+  return 0;
+}
+
+/* A scenario run (fmsim run, fmsim bench): one case per row, kernel and pass
+ * that ran, index.json's "kernels" records (the forward's figures in the
+ * record, the backward's in its "bwd" object: the kernel, its tile and time);
+ * the mask is the row's columns.npy (the trace's vectors, the causal flag
+ * beside them); the device from run.json. */
 static int read_scenario(const fm_jv *rows, const char *dir, cal_set *s) {
   char path[4096];
   fm_jdoc *d;
@@ -147,27 +175,10 @@ static int read_scenario(const fm_jv *rows, const char *dir, cal_set *s) {
   }
   for (const fm_jv *r = fm_jv_first(rows); r; r = fm_jv_next(r)) {
     const char *columns = fm_jv_string(fm_jv_get(r, "columns"));
-    for (const fm_jv *k = fm_jv_first(fm_jv_get(r, "kernels")); k && columns; k = fm_jv_next(k)) {
-      double ms = fm_jv_number(fm_jv_get(k, "time_ms"), NAN);
-      if (!isfinite(ms)) continue; /* not run */
-      cal_case *c = set_add(s);
-      if (!c) return -1;
-      copy_str(c->kernel, sizeof c->kernel, fm_jv_string(fm_jv_get(k, "kernel")));
-      snprintf(c->id, sizeof c->id, "%.120s %s", fm_jv_string(fm_jv_get(r, "id")), c->kernel);
-      c->batch = num(r, "batch", 1);
-      c->heads = num(r, "heads", 1);
-      c->head_dim = (int32_t)num(r, "head_dim", 128);
-      c->br = (int32_t)num(k, "br", 0);
-      c->bc = (int32_t)num(k, "bc", 0);
-      c->causal = fm_jv_bool(fm_jv_get(r, "causal"), 0);
-      c->time_ms = ms;
-      c->trace_columns = 1;
-      if (record_pass(k, &c->pass)) return -1;
-      if (join_path(c->mask_path, sizeof c->mask_path, dir, columns)) {
-        cli_error(cmd, "%s: case path too long", dir);
+    for (const fm_jv *kr = fm_jv_first(fm_jv_get(r, "kernels")); kr && columns; kr = fm_jv_next(kr))
+      if (scenario_case(s, r, kr, kr, dir, columns) ||
+          scenario_case(s, r, kr, fm_jv_get(kr, "bwd"), dir, columns))
         return -1;
-      }
-    }
   }
   return 0;
 }

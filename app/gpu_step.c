@@ -248,6 +248,7 @@ static void take_pass(const fm_scenario *s, const fm_scn_case *c, const fm_colma
   rec->ms = pr->timing.median_ms;
   rec->tflops = fm_cost_tflops(pr->cost.flops_paper, rec->ms);
   if (pr->timing_inst.source[0]) rec->inst_ms = pr->timing_inst.median_ms;
+  rec->inst_overhead = got->instr_overhead;
   if (pr->measured.source[0]) {
     rec->dram_read = pr->measured.dram_read;
     rec->dram_write = pr->measured.dram_write;
@@ -354,6 +355,7 @@ void gpu_run_info(const gpu_step *g, const gpu_kernel_run *r, int pass, fm_varia
   info->cost = &p->cost;
   info->timing = p->ran ? &p->timing : NULL;
   info->timing_instrumented = p->timing_inst.source[0] ? &p->timing_inst : NULL;
+  info->instr_overhead = r->rec.p[pass].inst_overhead;
   info->measured = p->ran ? &p->measured : NULL;
   info->gpu_classes = p->tile_class;
   info->gpu_cycles = p->tile_cycles;

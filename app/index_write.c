@@ -123,7 +123,7 @@ static void pass_json(fm_json *j, const run_kernel_rec *x, int q, const case_row
   fm_json_string(j, "pass", fm_pass_name(run_pass_of(q)));
   fm_json_double(j, "speedup_skip_over_noskip", p->noskip_ms / p->ms);
   fm_json_double(j, "ideal_speedup", p->rho < 1 ? 1.0 / (1.0 - p->rho) : NAN);
-  fm_json_double(j, "instrumentation_overhead", p->inst_ms / p->ms - 1.0);
+  fm_json_double(j, "instrumentation_overhead", p->inst_overhead);
   if (p->class_mismatches >= 0) fm_json_int(j, "class_mismatches", p->class_mismatches);
   else fm_json_null(j, "class_mismatches");
   fm_json_object(j, "traffic");

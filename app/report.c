@@ -273,7 +273,7 @@ static void kernel_cells(rpt_table *t, const case_row *rows, int n, const case_r
   rpt_num(t, "%.3f", x->noskip_ms);
   rpt_num(t, "%.2f", x->noskip_ms / x->ms);
   rpt_num(t, "%.2f", x->rho < 1 ? 1.0 / (1.0 - x->rho) : NAN);
-  rpt_num(t, "%+.2f", 100.0 * (x->inst_ms / x->ms - 1.0));
+  rpt_num(t, "%+.2f", 100.0 * x->inst_overhead);
   rpt_cell(t, "%s", x->class_mismatches < 0 ? "-" : x->class_mismatches ? "DIFF" : "same");
   rpt_num(t, "%.2f", x->dram_read / (double)x->unique_read);
 }

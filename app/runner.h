@@ -46,6 +46,7 @@ typedef struct run_pass_rec {
   char source[32];          /* timing source ("cupti-activity", "cuda-events") */
   double ms, tflops;        /* the scenario's variant: median time, paper TFLOP/s */
   double noskip_ms, inst_ms; /* the no-skip variant, the instrumented build */
+  double inst_overhead;     /* instrumented / plain - 1, both timed interleaved (NaN: not timed) */
   int64_t class_mismatches; /* instrumented classes vs the CPU's, -1: not compared */
   double dram_read, dram_write, l2_read; /* CUPTI Range Profiler bytes */
 } run_pass_rec;

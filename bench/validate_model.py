@@ -28,10 +28,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PAPER_TOKENS, PAPER_HIDDEN = 131072, 4096
 
 
-def case(**kw):
+def case(pass_="fwd", **kw):
     c = {"params": [], "seed": 0, "sample": None, "mask": None, "causal": None, "trace": None,
-         "kernel": None, "tile": None}
+         "kernel": None, "tile": None, "pass": "fwd"}
     c.update(kw)
+    c["pass"] = pass_
     return c
 
 
@@ -47,20 +48,24 @@ def split_params(text):
 
 
 def read_scenario(folder):
-    """A scenario run (`fmsim run`, `fmsim bench`): one case per index.json row and kernel
-    that timed it; the mask is the case's trace (cases/ID), predicted with --trace."""
+    """A scenario run (`fmsim run`, `fmsim bench`): one case per index.json row, kernel and
+    pass that timed it (the forward's figures in the kernel's record, the backward's in its
+    "bwd" object); the mask is the case's trace (cases/ID), predicted with --trace."""
     with open(os.path.join(folder, "index.json")) as f:
         rows = json.load(f)
     out = []
     for r in rows:
-        for k in r.get("kernels", []):
-            if k.get("time_ms") is None:
-                continue
-            out.append(case(id="%s %s" % (r["id"], k["kernel"]), kernel=k["kernel"],
-                            source=os.path.basename(os.path.normpath(folder)),
-                            family=r.get("family"), seqlen=r["seqlen"], batch=r["batch"],
-                            heads=r["heads"], head_dim=r["head_dim"], time_ms=k["time_ms"],
-                            trace=os.path.join(folder, "cases", r["id"])))
+        for kr in r.get("kernels", []):
+            for k in (kr, kr.get("bwd") or {}):
+                if k.get("time_ms") is None:
+                    continue
+                pas = k.get("pass", "fwd")
+                out.append(case(id="%s %s%s" % (r["id"], kr["kernel"], " bwd" if pas == "bwd" else ""),
+                                kernel=kr["kernel"], source=os.path.basename(os.path.normpath(folder)),
+                                family=r.get("family"), seqlen=r["seqlen"], batch=r["batch"],
+                                heads=r["heads"], head_dim=r["head_dim"], time_ms=k["time_ms"],
+                                trace=os.path.join(folder, "cases", r["id"]), pass_=pas,
+                                tile=(k["br"], k["bc"]) if k.get("br") else None))
     return out
 
 
@@ -170,7 +175,7 @@ def read_run(path):
 
 
 def predict(fmsim, profile, kernel, c):
-    cmd = [fmsim, "predict", "--json", "--gpu", profile, "--kernel", kernel,
+    cmd = [fmsim, "predict", "--json", "--gpu", profile, "--kernel", kernel, "--pass", c["pass"],
            "--head-dim", str(c["head_dim"]), "--batch", str(c["batch"]), "--heads", str(c["heads"])]
     if c["trace"]:
         cmd += ["--trace", c["trace"]]
@@ -197,18 +202,21 @@ def stats(errors):
 def validate(args):
     with open(profile_path(args.profile)) as f:
         prof = json.load(f)
-    tiles = {e["head_dim"]: (e["br"], e["bc"]) for e in prof["forward"]}
-    cases = [c for run in args.runs for c in read_run(run)  # the profile's kernel, or unnamed
-             if c["kernel"] in (None, prof["kernel"]) and c["tile"] in (None, tiles.get(c["head_dim"]))]
+    tiles = {(name, e["head_dim"]): (e["br"], e["bc"])
+             for name, key in (("fwd", "forward"), ("bwd", "backward")) for e in prof.get(key, [])}
+    cases = [c for run in args.runs for c in read_run(run)  # the profile's kernel, or unnamed;
+             if c["kernel"] in (None, prof["kernel"])       # passes and head dims it has a fit of
+             and (c["pass"], c["head_dim"]) in tiles and c["tile"] in (None, tiles[(c["pass"], c["head_dim"])])]
     rows = []
     for c in cases:
         pred = predict(args.fmsim, args.profile, prof["kernel"], c)
-        rows.append({"id": c["id"], "source": c["source"], "family": c["family"],
+        rows.append({"id": c["id"], "source": c["source"], "pass": c["pass"], "family": c["family"],
                      "seqlen": c["seqlen"], "batch": c["batch"], "heads": c["heads"],
                      "head_dim": c["head_dim"], "measured_ms": c["time_ms"], "predicted_ms": pred,
                      "error": pred / c["time_ms"] - 1})
-    sources = sorted({r["source"] for r in rows})
-    summary = {s: stats([r["error"] for r in rows if r["source"] == s]) for s in sources}
+    sources = sorted({r["source"] for r in rows}) + sorted({"pass " + r["pass"] for r in rows})
+    summary = {s: stats([r["error"] for r in rows if s in (r["source"], "pass " + r["pass"])])
+               for s in sources}
     summary["all"] = stats([r["error"] for r in rows])
     print("%-44s %-18s %12s %12s %8s" % ("case", "source", "measured ms", "predicted ms", "error"))
     for r in rows:

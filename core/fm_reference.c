@@ -361,45 +361,38 @@ static void cmp_one(double g, double r, int64_t idx, double atol, double rtol,
   }
 }
 
-static void cmp_begin(fm_compare_result *out, int64_t n) {
+/* Element i of a typed array as a double: one function per element type. */
+typedef double (*cmp_get)(const void *a, int64_t i);
+static double get_f32(const void *a, int64_t i) { return ((const float *)a)[i]; }
+static double get_f64(const void *a, int64_t i) { return ((const double *)a)[i]; }
+static double get_bf16(const void *a, int64_t i) { return fm_bf16_to_f32(((const uint16_t *)a)[i]); }
+
+static void compare_any(const void *got, cmp_get get, const double *ref, int64_t n, double atol, double rtol,
+                        fm_compare_result *out) {
+  double sum2 = 0;
+  int64_t nfin = 0;
   out->n = n;
   out->bad = 0;
   out->first_bad = -1;
   out->worst = -1;
   out->max_abs_err = 0;
-  out->rms_err = 0;
-}
-
-static void cmp_end(fm_compare_result *out, double sum2, int64_t nfin) {
+  for (int64_t i = 0; i < n; i++) cmp_one(get(got, i), ref[i], i, atol, rtol, out, &sum2, &nfin);
   out->rms_err = nfin ? sqrt(sum2 / (double)nfin) : 0.0;
 }
 
 void fm_compare_f32(const float *got, const double *ref, int64_t n, double atol, double rtol,
                     fm_compare_result *out) {
-  double sum2 = 0;
-  int64_t nfin = 0;
-  cmp_begin(out, n);
-  for (int64_t i = 0; i < n; i++) cmp_one(got[i], ref[i], i, atol, rtol, out, &sum2, &nfin);
-  cmp_end(out, sum2, nfin);
+  compare_any(got, get_f32, ref, n, atol, rtol, out);
 }
 
 void fm_compare_f64(const double *got, const double *ref, int64_t n, double atol, double rtol,
                     fm_compare_result *out) {
-  double sum2 = 0;
-  int64_t nfin = 0;
-  cmp_begin(out, n);
-  for (int64_t i = 0; i < n; i++) cmp_one(got[i], ref[i], i, atol, rtol, out, &sum2, &nfin);
-  cmp_end(out, sum2, nfin);
+  compare_any(got, get_f64, ref, n, atol, rtol, out);
 }
 
 void fm_compare_bf16(const uint16_t *got, const double *ref, int64_t n, double atol, double rtol,
                      fm_compare_result *out) {
-  double sum2 = 0;
-  int64_t nfin = 0;
-  cmp_begin(out, n);
-  for (int64_t i = 0; i < n; i++)
-    cmp_one(fm_bf16_to_f32(got[i]), ref[i], i, atol, rtol, out, &sum2, &nfin);
-  cmp_end(out, sum2, nfin);
+  compare_any(got, get_bf16, ref, n, atol, rtol, out);
 }
 
 /* Tolerances of rule 1 (fm_reference.h). The forward's O and LSE figures are
