@@ -257,8 +257,8 @@ const uint32_t *viz_raster_render(viz_scene *sc, const viz_state *s, int rw, int
       for (int32_t j = j0; j < j1; j++) {
         double w = dmin(j + 1.0, b) - dmax((double)j, a);
         if (w <= 0) continue;
-        for (int q = 0; q < sc->nruns[j]; q++)
-          add_run(&col, CH_MK, sc->runs[j][q][0], sc->runs[j][q][1], w);
+        for (int64_t q = sc->runs.start[j]; q < sc->runs.start[j + 1]; q++)
+          add_run(&col, CH_MK, sc->runs.items[q][0], sc->runs.items[q][1], w);
       }
     }
     if (k.want_tiles) {
