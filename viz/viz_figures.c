@@ -117,8 +117,10 @@ static fm_status gallery_panel(const viz_figure_opts *o, int k, viz_state *s, vi
 }
 
 /* The default title: the families' (with their S, tiles and documents) or
- * the scenario's masks. */
-static void gallery_title(const viz_figure_opts *o, int sample_shown, char *buf, size_t cap) {
+ * the scenario's masks (with S and the tiles when every panel has the same:
+ * s > 0). */
+static void gallery_title(const viz_figure_opts *o, int sample_shown, int64_t s, int32_t br,
+                          int32_t bc, char *buf, size_t cap) {
   if (o->title) {
     snprintf(buf, cap, "%s", o->no_title ? "" : o->title);
     return;
@@ -128,8 +130,12 @@ static void gallery_title(const viz_figure_opts *o, int sample_shown, char *buf,
     return;
   }
   if (o->nitems) {
-    snprintf(buf, cap, "The %d mask%s of %s  \xC2\xB7  tile classes by the min/max rule", o->nitems,
-             o->nitems == 1 ? "" : "s", o->items_name ? o->items_name : "the scenario");
+    char at[96] = "";
+    if (s > 0)
+      snprintf(at, sizeof at, " at S = %lld  \xC2\xB7  tiles Br \xC3\x97 Bc = %d \xC3\x97 %d", (long long)s,
+               br, bc);
+    snprintf(buf, cap, "The %d mask%s of %s%s (classes by the min/max rule)", o->nitems,
+             o->nitems == 1 ? "" : "s", o->items_name ? o->items_name : "the scenario", at);
     return;
   }
   char docs[64] = "";
@@ -174,7 +180,8 @@ static fm_status draw_gallery(cairo_t *cr, double w, double h, void *ctx, fm_err
   int sample_shown = -1, tlines, brief;
   for (int f = 0; f < n && !o->nitems; f++)
     if (fm_family_at(f)->uses_docs) sample_shown = o->sample >= 0 ? o->sample : 0;
-  gallery_title(o, sample_shown, title, sizeof title);
+  /* measured with S and the tiles in (the title drawn says them when the panels agree) */
+  gallery_title(o, sample_shown, o->seqlen > 0 ? o->seqlen : 1048576, o->br, o->bc, title, sizeof title);
   double th = title_height(cr, title, cw, font, 2, o->text, &tlines);
   double top = th > 0 ? round(margin + th + 0.3 * font) : margin;
   int lrows = legend_rows(cr, gallery_legend, GALLERY_LEGEND, cw, font, o->text, &brief);
@@ -193,11 +200,20 @@ static fm_status draw_gallery(cairo_t *cr, double w, double h, void *ctx, fm_err
   viz_set_rgb(cr, VIZ_RGB_BACKGROUND);
   cairo_paint(cr);
   char line[380], name[300];
+  int64_t same_s = -1;
+  int32_t same_br = 0, same_bc = 0;
   for (int k = 0; k < n; k++) {
     viz_state s;
     viz_scene *sc = NULL;
     fm_status st = gallery_panel(o, k, &s, &sc, name, sizeof name, err);
     if (st != FM_OK) return st;
+    if (k == 0 || (same_s == s.facts.sk && same_br == s.br && same_bc == s.bc)) {
+      same_s = s.facts.sq == s.facts.sk ? s.facts.sk : -1;
+      same_br = s.br;
+      same_bc = s.bc;
+    } else {
+      same_s = -1;
+    }
     double cx = margin + (k % cols) * cell_w, cy = top + (k / cols) * cell_h;
     viz_rect rect = {floor(cx + (cell_w - side) / 2), floor(cy + title_h), side, side};
     viz_draw_mask_in(cr, &s, &rect, 8.0);
@@ -220,6 +236,7 @@ static fm_status draw_gallery(cairo_t *cr, double w, double h, void *ctx, fm_err
   }
   legend_flow(cr, gallery_legend, GALLERY_LEGEND, margin, h - bottom + 0.6 * font, cw, font, o->text,
               brief, 1);
+  gallery_title(o, sample_shown, same_s, same_br, same_bc, title, sizeof title);
   title_draw(cr, title, margin, margin + 1.15 * font * 0.95, cw, font, tlines, o->text);
   return FM_OK;
 }

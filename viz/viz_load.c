@@ -257,8 +257,7 @@ fm_status viz_load_source(const char *path, const viz_source_opts *o, viz_source
     st = viz_load_trace(path, &out->trace, &out->mask, err);
     out->has_trace = st == FM_OK;
     if (st == FM_OK)
-      snprintf(out->what, sizeof out->what, "%.120s%strace, %.60s", out->trace.params,
-               out->trace.params[0] ? ", " : "", out->trace.device[0] ? out->trace.device : "cpu");
+      snprintf(out->what, sizeof out->what, "trace, %.60s", out->trace.device[0] ? out->trace.device : "cpu");
     return st;
   }
   fm_npy_header h;

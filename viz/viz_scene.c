@@ -52,9 +52,12 @@ fm_status viz_scene_create(const viz_scene_opts *o, viz_state *s, viz_scene **ou
     const char *b = base_name(o->path);
     size_t n = strlen(b);
     while (n > 1 && b[n - 1] == '/') n--;
-    if (sc->has_trace && sc->trace.family[0])
-      snprintf(sc->file_label, sizeof sc->file_label, "%s (from %.*s/)", sc->trace.family, (int)n, b);
-    else
+    if (sc->has_trace && sc->trace.family[0]) {
+      snprintf(sc->file_label, sizeof sc->file_label, "%.100s%s%.140s", sc->trace.family,
+               sc->trace.params[0] ? " " : "", sc->trace.params);
+      snprintf(sc->file_what, sizeof sc->file_what, "trace %.*s/, %.60s", (int)(n > 120 ? 120 : n), b,
+               sc->trace.device[0] ? sc->trace.device : "cpu");
+    } else
       snprintf(sc->file_label, sizeof sc->file_label, "%.*s", (int)n, b);
     s->use_family = 0;
     if (sc->has_trace) {
