@@ -1,6 +1,7 @@
 /* fmsim analyze: tile classes, block sparsity and mask memory of one family
- * mask (or the paper's sparsity table). Counts are O(Sk + Tr*Tc) time and
- * O(Sk) memory; --out adds the per-tile arrays of the trace. */
+ * mask (or the paper's sparsity table). Counts are O(Sk + Tr) time and
+ * O(Sk) memory; --out adds the per-tile arrays of the trace; --gpu the
+ * predicted kernel time of a family mask (timing_cli.h). */
 #define _POSIX_C_SOURCE 200809L
 #include <getopt.h>
 #include <stdio.h>
@@ -18,6 +19,7 @@
 #include "fm_paper.h"
 #include "fm_tiles.h"
 #include "fm_trace.h"
+#include "timing_cli.h"
 
 static const char *help =
     "usage: fmsim analyze --family NAME [options] [--json] [--out DIR]\n"
@@ -37,6 +39,8 @@ static const char *help =
     "  --json               one JSON object on stdout instead of the table\n"
     "  --out DIR            also write a trace folder: summary.json, tiles.npy,\n"
     "                       tiles_exact.npy (uint8 [sets, Tr, Tc]), columns.npy\n"
+    "  --gpu PROFILE        a family mask's predicted forward time at head dim 128 on a GPU\n"
+    "                       profile (data/gpu, e.g. h200-sm80; fmsim predict tells more)\n"
     "  --paper-table        block sparsity of the twelve families at 8K/32K/128K, mean of the\n"
     "                       paper's five document samples, next to the paper's own figures\n"
     "  MASK.npy             a dense mask file instead of --family (tiles: --br, --bc)\n"
@@ -311,6 +315,7 @@ int cmd_analyze(int argc, char **argv) {
                                            {"json", no_argument, 0, 'j'},
                                            {"out", required_argument, 0, 'o'},
                                            {"paper-table", no_argument, 0, 'P'},
+                                           {"gpu", required_argument, 0, 'g'},
                                            {"intervals", required_argument, 0, 'i'},
                                            {"causal", no_argument, 0, 'c'},
                                            {"bidir", no_argument, 0, 'B'},
@@ -319,7 +324,7 @@ int cmd_analyze(int argc, char **argv) {
                                            DENSE_READING_LONGOPTS,
                                            {"help", no_argument, 0, 'h'},
                                            {0, 0, 0, 0}};
-  const char *cmd = "analyze", *out_dir = NULL;
+  const char *cmd = "analyze", *out_dir = NULL, *gpu = NULL;
   int json = 0, table = 0, opt;
   file_opts f = {.causal = -1};
   cli_mask_opts o;
@@ -334,6 +339,7 @@ int cmd_analyze(int argc, char **argv) {
     case 'j': json = 1; break;
     case 'o': out_dir = optarg; break;
     case 'P': table = 1; break;
+    case 'g': gpu = optarg; break;
     case 'i': f.intervals = optarg; break;
     case 'c':
     case 'B':
@@ -353,6 +359,14 @@ int cmd_analyze(int argc, char **argv) {
     return FM_EXIT_USAGE;
   }
   if (file_usage(cmd, &f, &o, table)) return FM_EXIT_USAGE;
+  if (gpu && !o.family) {
+    cli_error(cmd, "--gpu goes with --family (an interval file: fmsim predict --mask FILE)");
+    return FM_EXIT_USAGE;
+  }
+  fm_gpu_profile prof;
+  char note[8];
+  if (gpu && timing_profile_load(cmd, gpu, FM_KERNEL_AUTO, 128, &prof, note, sizeof note))
+    return FM_EXIT_USAGE;
   if (f.path || f.intervals) return analyze_file(cmd, &f, &o, json, out_dir);
   if (table) {
     if (o.family || out_dir) {
@@ -390,10 +404,13 @@ int cmd_analyze(int argc, char **argv) {
       fm_json_object(&j, NULL);
       fm_analysis_json(&a, &j);
       if (out_dir) fm_json_string(&j, "trace", out_dir);
-      cli_print_json(&j);
+      if (gpu && timing_cli_predict_mask(cmd, &prof, m, o.batch, o.heads, 128, &j)) rc = FM_EXIT_USAGE;
+      if (rc == FM_EXIT_OK) cli_print_json(&j);
+      else fm_json_free(&j);
     } else {
       print_human(&a);
       if (out_dir) printf("trace       %s\n", out_dir);
+      if (gpu && timing_cli_predict_mask(cmd, &prof, m, o.batch, o.heads, 128, NULL)) rc = FM_EXIT_USAGE;
     }
   }
   free(classes);

@@ -9,6 +9,8 @@
 #define COMMANDS(X)                                                                             \
   X(families, "list the mask families, their parameters and defaults")                          \
   X(analyze, "tile classes, block sparsity and mask memory of a family mask")                   \
+  X(predict, "predicted kernel time of a mask on a calibrated GPU profile (no GPU needed)")      \
+  X(calibrate, "fit a GPU profile of the timing model to measured kernel times")                 \
   X(check, "does a dense mask (.npy) fit the interval forms? where and why not")                \
   X(convert, "dense mask (.npy) -> Paddle startend_row_indices intervals")                      \
   X(expand, "interval file -> dense mask (.npy)")                                                \

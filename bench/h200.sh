@@ -19,8 +19,14 @@
 #   FM_PEER_SDPA   1 (default): the peer also times SDPA FA2 / cuDNN on full and causal
 #   FM_VERIFY_ARGS arguments of `fmsim verify` (default --quick; set empty for the full one)
 #   FM_STEPS       steps to run (default: "env build verify ctest trace bench peer merge";
-#                  also kbench: the kernel's dev harness fm_kernel_bench, head dims 128
-#                  and 64, with FM_KBENCH_ARGS / FM_KBENCH64_ARGS)
+#                  also: ceilings (a bf16 GEMM through PyTorch and a device-to-device
+#                  copy: the two numbers of kernels/PERF_NOTES.md's floor), selftest,
+#                  sanitize (compute-sanitizer memcheck, racecheck and synccheck on
+#                  `fmsim verify --quick --kernel sm90`, FM_SANITIZE_ARGS), kbench (the
+#                  kernels' dev harness fm_kernel_bench, head dims 128 and 64, with
+#                  FM_KBENCH_ARGS / FM_KBENCH64_ARGS), fa4 (installs FlexAttention's FLASH
+#                  backend from wheels: .fa4a/ staged into /tmp/stage by an earlier call,
+#                  .fa4b/ carried by this one; see bench/README.md))
 # The .device/ carry folder holds the .debs of Criterion, its run-time libraries and
 # libyaml (apt-get download libcriterion3 libcriterion-dev libgit2-1.5 libnanomsg5
 # libffi8 libhttp-parser2.9 libmbedcrypto7 libmbedtls14 libmbedx509-1 libssh2-1
@@ -110,6 +116,42 @@ if want env; then
   cat "$R/env.txt"
 fi
 
+# The two ceilings of the floor: a large bf16 GEMM and a device-to-device copy (PyTorch)
+if want ceilings; then
+  step ceilings 60 python3 - <<'PYEOF'
+import torch
+a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+b = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+for _ in range(3): a @ b
+e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+ms = []
+for _ in range(20):
+    e0.record(); a @ b; e1.record(); torch.cuda.synchronize(); ms.append(e0.elapsed_time(e1))
+ms.sort(); t = ms[len(ms) // 2]
+print(f"bf16 GEMM 8192^3: {t:.3f} ms median of 20, {2 * 8192**3 / t / 1e9:.1f} TFLOP/s")
+x = torch.empty(4 << 30, dtype=torch.uint8, device="cuda"); y = torch.empty_like(x)
+for _ in range(2): y.copy_(x)
+ms = []
+for _ in range(10):
+    e0.record(); y.copy_(x); e1.record(); torch.cuda.synchronize(); ms.append(e0.elapsed_time(e1))
+ms.sort(); t = ms[len(ms) // 2]
+print(f"device copy 4 GiB: {t:.3f} ms, {2 * x.numel() / t / 1e9:.1f} GB/s read + written")
+PYEOF
+fi
+
+# FlexAttention's FLASH backend (FlashAttention-4 CuTe-DSL kernels) from carried wheels
+if want fa4; then
+  mkdir -p /tmp/stage
+  for f in .fa4a/* .fa4b/*; do [ -f "$f" ] && cp "$f" /tmp/stage/; done
+  if [ -f /tmp/stage/cu12part.aa ] && [ -f /tmp/stage/cu12part.ab ]; then
+    cat /tmp/stage/cu12part.aa /tmp/stage/cu12part.ab \
+      >/tmp/stage/nvidia_cutlass_dsl_libs_cu12-4.8.1-cp312-cp312-manylinux_2_28_x86_64.whl &&
+      rm /tmp/stage/cu12part.*
+  fi
+  step fa4 120 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site /tmp/stage/*.whl
+fi
+[ -d /tmp/site ] && export PYTHONPATH=/tmp/site:/tmp/site/nvidia_cutlass_dsl/dsl_packages${PYTHONPATH:+:$PYTHONPATH}
+
 # Criterion and its libraries from the carried .debs, unpacked beside / (never into it)
 if want build; then
   mkdir -p "$PREFIX"
@@ -133,6 +175,15 @@ if [ ! -x "$FMSIM" ]; then
   exit 1
 fi
 
+want selftest && [ -x "$B/kernels/fm_sm90_selftest" ] && step selftest 30 "$B/kernels/fm_sm90_selftest"
+# compute-sanitizer on the Hopper kernels, forward and backward: three tools
+if want sanitize; then
+  for tool in memcheck racecheck synccheck; do
+    # shellcheck disable=SC2086
+    step "sanitize_$tool" 240 "${C_ENV[@]}" compute-sanitizer --tool "$tool" --error-exitcode 3 \
+      "$FMSIM" verify --quick --kernel sm90 ${FM_SANITIZE_ARGS:-}
+  done
+fi
 # --quick: one odd length; FM_VERIFY_ARGS= (empty) runs the full verification
 # shellcheck disable=SC2086
 want verify && step verify 90 "${C_ENV[@]}" "$FMSIM" verify ${FM_VERIFY_ARGS---quick}

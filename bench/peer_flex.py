@@ -4,7 +4,7 @@ vectors fmsim exported, with its Triton backend and its FLASH backend
 (FlashAttention-4's CuTe-DSL kernels, when flash_attn.cute imports), and
 SDPA's FlashAttention-2 and cuDNN backends on the full and causal masks.
 
-Adapted from the team's shared harness (shared/peers/flex_bench.py). Input is
+Input is
 the index of the scenario run that `fmsim bench` writes for the kernel table
 (DIR/paper-kernel-table/index.json, the scenario runner's one index: a list of
 cases), each with its batch, heads, head dim, causal flag and its trace's

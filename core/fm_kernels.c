@@ -23,7 +23,7 @@ static const fm_kernel_desc registry[FM_NKERNELS] = {
         .tiles = {TILE2(64, FM_SM90_BR_HD64, FM_SM90_BC_HD64, FM_SM90_BWD_BR_HD64, FM_SM90_BWD_BC_HD64),
                   TILE2(128, FM_SM90_BR_HD128, FM_SM90_BC_HD128, FM_SM90_BWD_BR_HD128,
                         FM_SM90_BWD_BC_HD128)},
-        .variants = ALL_VARIANTS, .passes = FM_PASS_FWD},
+        .variants = ALL_VARIANTS, .passes = FM_PASS_BOTH},
 };
 #undef TILE
 #undef TILE2

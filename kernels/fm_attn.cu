@@ -146,20 +146,26 @@ extern "C" fm_status fm_attn_device_kernel(fm_kernel_id requested, fm_kernel_id 
   return FM_OK;
 }
 
-/* The launchers, one row per registry kernel. */
+/* The launchers, one row per registry kernel (NULL: the kernel has no such pass). */
 static const struct {
   fm_kernel_id id;
-  fmk::fwd_launcher launch;
-} launchers[] = {{FM_KERNEL_SM80, fmk::launch_sm80}, {FM_KERNEL_SM90, fmk::launch_sm90}};
-static_assert(sizeof launchers / sizeof launchers[0] == FM_NKERNELS, "one launcher per registry kernel");
+  fmk::fwd_launcher fwd, bwd;
+} launchers[] = {{FM_KERNEL_SM80, fmk::launch_sm80, NULL},
+                 {FM_KERNEL_SM90, fmk::launch_sm90, fmk::launch_sm90_bwd}};
+static_assert(sizeof launchers / sizeof launchers[0] == FM_NKERNELS, "one launcher row per registry kernel");
 
-extern "C" fm_status fm_attn_forward(const fm_attn_problem *p, fm_variant variant,
-                                     int instrumented, void *stream, fm_err *err) {
-  if (!p) return fm_fail(err, FM_EINVAL, "fm_attn_forward: problem is NULL");
+/* Checks p for `pass`, fills l (tile, grid, bounds at the pass's tile) and
+ * launches the bounds preprocessing; *bounds (freed by the caller on the
+ * stream) is NULL for DENSE. */
+static fm_status prepare(const fm_attn_problem *p, fm_pass pass, fm_variant variant, int instrumented,
+                         void *stream, fmk::fwd_launch *l, fm_tile_bounds **bounds, fm_err *err) {
+  *bounds = NULL;
+  if (!p) return fm_fail(err, FM_EINVAL, "fm_attn_%s: problem is NULL", fm_pass_name(pass));
   const fm_kernel_desc *kd = fm_kernel_get(p->kernel);
   if (!kd) return fm_fail(err, FM_EINVAL, "unknown kernel id %d (resolve auto first)", (int)p->kernel);
   int32_t br, bc;
-  if (fm_kernel_tile_size(p->kernel, FM_PASS_FWD, p->head_dim, &br, &bc, err) != FM_OK) return FM_EUNSUPPORTED;
+  fm_status st = fm_kernel_tile_size(p->kernel, pass, p->head_dim, &br, &bc, err);
+  if (st != FM_OK) return st;
   if (p->batch < 1 || p->heads < 1 || p->seqlen_q < 1 || p->seqlen_k < 1)
     return fm_fail(err, FM_EINVAL, "batch, heads, Sq, Sk must be >= 1 (got %d, %d, %d, %d)",
                    p->batch, p->heads, p->seqlen_q, p->seqlen_k);
@@ -173,6 +179,8 @@ extern "C" fm_status fm_attn_forward(const fm_attn_problem *p, fm_variant varian
     return fm_fail(err, FM_EINVAL, "kernel %s has no variant %d", kd->name, (int)variant);
   if (!p->q || !p->k || !p->v || !p->o || !p->lse)
     return fm_fail(err, FM_EINVAL, "q, k, v, o and lse must be device pointers (one is NULL)");
+  if (pass == FM_PASS_BWD && (!p->dout || !p->dq || !p->dk || !p->dv))
+    return fm_fail(err, FM_EINVAL, "the backward needs dout, dq, dk and dv (one is NULL)");
   if (variant == FM_VARIANT_DENSE ? !p->dense_mask : !p->intervals)
     return fm_fail(err, FM_EINVAL, "variant %s needs %s", fm_variant_name(variant),
                    variant == FM_VARIANT_DENSE ? "dense_mask" : "intervals");
@@ -181,40 +189,55 @@ extern "C" fm_status fm_attn_forward(const fm_attn_problem *p, fm_variant varian
   if (!(p->softmax_scale > 0.f))
     return fm_fail(err, FM_EINVAL, "softmax scale must be positive (got %g)", (double)p->softmax_scale);
 
+  l->p = p;
+  l->variant = variant;
+  l->instrumented = instrumented != 0;
+  l->stream = (cudaStream_t)stream;
+  l->br = br;
+  l->bc = bc;
+  l->Tr = (p->seqlen_q + br - 1) / br;
+  l->Tc = (p->seqlen_k + bc - 1) / bc;
+  l->nsets = p->mask_nb * p->mask_nh;
+  l->bounds = NULL;
+  if (variant == FM_VARIANT_DENSE) return FM_OK;
+  const int64_t ntiles = (int64_t)l->nsets * l->Tc;
+  cudaError_t e = cudaMallocAsync((void **)bounds, (size_t)ntiles * sizeof(fm_tile_bounds), l->stream);
+  if (e != cudaSuccess) return cuda_fail(err, e, "cudaMallocAsync (tile bounds)");
+  const int64_t threads = ntiles * 32;
+  fmk::tile_bounds_kernel<<<(unsigned)((threads + 255) / 256), 256, 0, l->stream>>>(
+      p->intervals, *bounds, l->nsets, p->seqlen_q, p->seqlen_k, l->Tc, bc, p->causal ? 1 : 0);
+  e = cudaGetLastError();
+  if (e != cudaSuccess) return cuda_fail(err, e, "tile bounds kernel launch");
+  l->bounds = *bounds;
+  return FM_OK;
+}
+
+/* The pass of problem p: prepare, the kernel's launcher, the bounds freed. */
+static fm_status run_pass(const fm_attn_problem *p, fm_pass pass, fm_variant variant, int instrumented,
+                          void *stream, fm_err *err) {
   fmk::fwd_launch l;
-  l.p = p;
-  l.variant = variant;
-  l.instrumented = instrumented != 0;
-  l.stream = (cudaStream_t)stream;
-  l.br = br;
-  l.bc = bc;
-  l.Tr = (p->seqlen_q + br - 1) / br;
-  l.Tc = (p->seqlen_k + bc - 1) / bc;
-  l.nsets = p->mask_nb * p->mask_nh;
-  l.bounds = NULL;
   fm_tile_bounds *bounds = NULL;
-  cudaError_t e;
-  if (variant != FM_VARIANT_DENSE) {
-    const int64_t ntiles = (int64_t)l.nsets * l.Tc;
-    e = cudaMallocAsync((void **)&bounds, (size_t)ntiles * sizeof(fm_tile_bounds), l.stream);
-    if (e != cudaSuccess) return cuda_fail(err, e, "cudaMallocAsync (tile bounds)");
-    const int64_t threads = ntiles * 32;
-    const unsigned blocks = (unsigned)((threads + 255) / 256);
-    fmk::tile_bounds_kernel<<<blocks, 256, 0, l.stream>>>(p->intervals, bounds, l.nsets, p->seqlen_q,
-                                                         p->seqlen_k, l.Tc, bc, p->causal ? 1 : 0);
-    e = cudaGetLastError();
-    if (e != cudaSuccess) {
-      cudaFreeAsync(bounds, l.stream);
-      return cuda_fail(err, e, "tile bounds kernel launch");
-    }
-    l.bounds = bounds;
+  fm_status st = prepare(p, pass, variant, instrumented, stream, &l, &bounds, err);
+  if (st == FM_OK) {
+    st = fm_fail(err, FM_EUNSUPPORTED, "kernel %s has no %s launcher", fm_kernel_get(p->kernel)->name,
+                 fm_pass_name(pass));
+    for (size_t i = 0; i < sizeof launchers / sizeof launchers[0]; i++)
+      if (launchers[i].id == p->kernel && (pass == FM_PASS_FWD ? launchers[i].fwd : launchers[i].bwd))
+        st = (pass == FM_PASS_FWD ? launchers[i].fwd : launchers[i].bwd)(l, err);
   }
-  fm_status st = FM_EINVAL;
-  for (size_t i = 0; i < sizeof launchers / sizeof launchers[0]; i++)
-    if (launchers[i].id == p->kernel) st = launchers[i].launch(l, err);
   if (bounds) {
-    e = cudaFreeAsync(bounds, l.stream);
+    cudaError_t e = cudaFreeAsync(bounds, (cudaStream_t)stream);
     if (st == FM_OK && e != cudaSuccess) return cuda_fail(err, e, "cudaFreeAsync (tile bounds)");
   }
   return st;
+}
+
+extern "C" fm_status fm_attn_forward(const fm_attn_problem *p, fm_variant variant, int instrumented,
+                                     void *stream, fm_err *err) {
+  return run_pass(p, FM_PASS_FWD, variant, instrumented, stream, err);
+}
+
+extern "C" fm_status fm_attn_backward(const fm_attn_problem *p, fm_variant variant, int instrumented,
+                                      void *stream, fm_err *err) {
+  return run_pass(p, FM_PASS_BWD, variant, instrumented, stream, err);
 }

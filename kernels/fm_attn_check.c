@@ -15,11 +15,6 @@
 #include "fm_rng.h"
 #include "fm_tiles.h"
 
-/* Tolerances of the value check (DESIGN.md style 1): bf16 output. */
-#define O_ATOL 3e-3
-#define O_RTOL 1.5e-2
-#define LSE_ATOL 1e-3
-#define LSE_RTOL 1e-4
 
 static void fail_once(fm_check_result *r, const char *fmt, ...)
 #if defined(__GNUC__)
@@ -143,6 +138,178 @@ static int same_output(fm_check_result *r, const char *what, const char *ref, co
   return io < 0 && il < 0;
 }
 
+/* Runs the backward of pr (forward outputs in pr->o, pr->lse on the device)
+ * with poisoned gradients; copies dQ, dK, dV (bf16) back; classes and cycles
+ * when instrumented. */
+static fm_status run_backward(fm_attn_problem *pr, fm_variant var, int det, int instr, int64_t nq,
+                              int64_t nk, int64_t ntiles, uint16_t *g[3], uint8_t *cls, int64_t *cyc,
+                              fm_err *err) {
+  fm_status st = FM_OK;
+  CK(cudaMemset(pr->dq, 0xff, (size_t)nq * 2), "poison dQ");
+  CK(cudaMemset(pr->dk, 0xff, (size_t)nk * 2), "poison dK");
+  CK(cudaMemset(pr->dv, 0xff, (size_t)nk * 2), "poison dV");
+  if (instr) {
+    CK(cudaMemset(pr->tile_class, 0xff, (size_t)ntiles), "poison classes");
+    CK(cudaMemset(pr->tile_cycles, 0xff, (size_t)ntiles * 8), "poison cycles");
+  }
+  pr->deterministic = det;
+  st = fm_attn_backward(pr, var, instr, NULL, err);
+  if (st != FM_OK) goto done;
+  CK(cudaDeviceSynchronize(), "backward kernel");
+  CK(cudaMemcpy(g[0], pr->dq, (size_t)nq * 2, cudaMemcpyDeviceToHost), "copy dQ");
+  CK(cudaMemcpy(g[1], pr->dk, (size_t)nk * 2, cudaMemcpyDeviceToHost), "copy dK");
+  CK(cudaMemcpy(g[2], pr->dv, (size_t)nk * 2, cudaMemcpyDeviceToHost), "copy dV");
+  if (instr) {
+    CK(cudaMemcpy(cls, pr->tile_class, (size_t)ntiles, cudaMemcpyDeviceToHost), "copy classes");
+    CK(cudaMemcpy(cyc, pr->tile_cycles, (size_t)ntiles * 8, cudaMemcpyDeviceToHost), "copy cycles");
+  }
+done:
+  return st;
+}
+
+static const char *const grad_names[3] = {"dQ", "dK", "dV"};
+
+/* 1 when the three gradient buffers equal bit for bit; else a failure naming the first. */
+static int same_grads(fm_check_result *r, const char *what, const char *ref, uint16_t *a[3],
+                      uint16_t *b[3], const int64_t n[3]) {
+  for (int t = 0; t < 3; t++) {
+    int64_t i = first_diff(a[t], b[t], n[t], 2);
+    if (i >= 0) {
+      fail_once(r, "%s %s differs from %s at element %lld: 0x%04x vs 0x%04x", what, grad_names[t], ref,
+                (long long)i, a[t][i], b[t][i]);
+      return 0;
+    }
+  }
+  return 1;
+}
+
+/* Checks 5-7 of fm_attn_check.h. pr has the device inputs and the forward
+ * outputs; q, k, v are the host inputs. */
+static fm_status check_backward(const fm_check_case *c, fm_attn_problem *pr, const uint16_t *q,
+                                const uint16_t *k, const uint16_t *v, fm_check_result *r, fm_err *err) {
+  const fm_colmask *m = c->mask;
+  const int32_t B = c->batch, H = c->heads, D = c->head_dim;
+  const int32_t sq = fm_colmask_sq(m), sk = fm_colmask_sk(m), nsets = fm_colmask_nsets(m);
+  int32_t br, bc;
+  fm_status st = fm_kernel_tile_size(c->kernel, FM_PASS_BWD, D, &br, &bc, err);
+  if (st != FM_OK) return st;
+  const int32_t tr = (sq + br - 1) / br, tc = (sk + bc - 1) / bc;
+  const int64_t nq = (int64_t)B * sq * H * D, nk = (int64_t)B * sk * H * D;
+  const int64_t n[3] = {nq, nk, nk}, ntiles = (int64_t)B * H * tr * tc;
+  void *d_do = NULL, *d_g[3] = {NULL, NULL, NULL};
+  uint8_t *d_cls = NULL, *cls = malloc((size_t)ntiles), *cpu_cls = malloc((size_t)nsets * tr * tc);
+  int64_t *d_cyc = NULL, *cyc = malloc((size_t)ntiles * 8);
+  uint16_t *dout = malloc((size_t)nq * 2), *g[4][3];
+  double *ref[2][3];
+  memset(g, 0, sizeof g);
+  memset(ref, 0, sizeof ref);
+  int alloc_ok = cls && cpu_cls && cyc && dout;
+  for (int t = 0; t < 3; t++) {
+    for (int w = 0; w < 4; w++) alloc_ok = alloc_ok && (g[w][t] = malloc((size_t)n[t] * 2));
+    for (int w = 0; w < 2; w++) alloc_ok = alloc_ok && (ref[w][t] = malloc((size_t)n[t] * 8));
+  }
+  r->bwd_ran = 1;
+  if (!alloc_ok) {
+    st = fm_fail(err, FM_ENOMEM, "case %s: cannot allocate the backward's host buffers", c->name);
+    goto done;
+  }
+  fm_rng rng;
+  fm_rng_seed(&rng, c->seed, 0xd0d0);
+  fill_normal_bf16(dout, nq, &rng);
+  fm_ref_problem rp = {B, H, D, pr->softmax_scale, m, q, k, v};
+  st = fm_reference_backward(&rp, dout, FM_REF_FP64, ref[0][0], ref[0][1], ref[0][2], err);
+  if (st == FM_OK) st = fm_reference_backward(&rp, dout, FM_REF_BF16_FP32, ref[1][0], ref[1][1], ref[1][2], err);
+  fm_tile_counts counts;
+  if (st == FM_OK) st = fm_classify(m, br, bc, &counts, cpu_cls, NULL, err);
+  if (st != FM_OK) goto done;
+  r->bwd_tiles = counts.total / nsets;
+  r->bwd_tiles_masked = counts.minmax[FM_TILE_MASKED] / nsets;
+  CK(cudaMalloc(&d_do, (size_t)nq * 2), "cudaMalloc dO");
+  for (int t = 0; t < 3; t++) CK(cudaMalloc(&d_g[t], (size_t)n[t] * 2), "cudaMalloc gradients");
+  CK(cudaMalloc((void **)&d_cls, (size_t)ntiles), "cudaMalloc classes");
+  CK(cudaMalloc((void **)&d_cyc, (size_t)ntiles * 8), "cudaMalloc cycles");
+  CK(cudaMemcpy(d_do, dout, (size_t)nq * 2, cudaMemcpyHostToDevice), "copy dO");
+  pr->dout = d_do;
+  pr->dq = d_g[0];
+  pr->dk = d_g[1];
+  pr->dv = d_g[2];
+  pr->tile_class = d_cls;
+  pr->tile_cycles = d_cyc;
+  /* the forward outputs the backward reads: skip's */
+  st = fm_attn_forward(pr, FM_VARIANT_SKIP, 0, NULL, err);
+  if (st != FM_OK) goto done;
+  /* 5. skip (default mode) and 6. deterministic skip against the references */
+  for (int det = 0; det < 2; det++) {
+    st = run_backward(pr, FM_VARIANT_SKIP, det, 0, nq, nk, ntiles, g[det], NULL, NULL, err);
+    if (st != FM_OK) goto done;
+    for (int t = 0; t < 3; t++) {
+      const fm_ref_tol tol = fm_ref_tolerance((fm_ref_quantity)(FM_REF_Q_DQ + t));
+      fm_compare_result cg, cc;
+      fm_compare_bf16(g[det][t], ref[0][t], n[t], tol.atol, tol.rtol, &cg);
+      fm_compare_f64(ref[1][t], ref[0][t], n[t], tol.atol, tol.rtol, &cc);
+      if (!det) {
+        r->bwd_err_gpu[t] = cg.max_abs_err;
+        r->bwd_err_cpu[t] = cc.max_abs_err;
+      }
+      if (cg.bad)
+        fail_once(r, "backward%s %s outside tolerance (or unwritten) at element %lld: gpu %.6g, fp64 %.6g "
+                  "(%lld bad of %lld)", det ? " (deterministic)" : "", grad_names[t], (long long)cg.first_bad,
+                  (double)fm_bf16_to_f32(g[det][t][cg.first_bad]), ref[0][t][cg.first_bad],
+                  (long long)cg.bad, (long long)n[t]);
+      if (cc.bad)
+        fail_once(r, "CPU same-precision %s outside tolerance at element %lld: the tolerance is too tight",
+                  grad_names[t], (long long)cc.first_bad);
+      if (!fm_ref_within_twice(&cg, &cc))
+        fail_once(r, "backward %s: GPU max error %.3g exceeds 2x the CPU same-precision error %.3g",
+                  grad_names[t], cg.max_abs_err, cc.max_abs_err);
+    }
+  }
+  /* 6. deterministic noskip == deterministic skip, bit for bit */
+  st = run_backward(pr, FM_VARIANT_NOSKIP, 1, 0, nq, nk, ntiles, g[2], NULL, NULL, err);
+  if (st != FM_OK) goto done;
+  r->bwd_det_identical = same_grads(r, "deterministic noskip", "deterministic skip", g[2], g[1], n);
+  /* 7. instrumented (deterministic) == plain, classes == core, cycles */
+  st = run_backward(pr, FM_VARIANT_SKIP, 1, 1, nq, nk, ntiles, g[3], cls, cyc, err);
+  if (st != FM_OK) goto done;
+  r->bwd_instr_identical = same_grads(r, "instrumented backward", "plain deterministic", g[3], g[1], n);
+  r->bwd_classes_identical = 1;
+  r->bwd_cycles_ok = 1;
+  for (int32_t b = 0; b < B && r->bwd_classes_identical && r->bwd_cycles_ok; b++)
+    for (int32_t h = 0; h < H && r->bwd_classes_identical && r->bwd_cycles_ok; h++) {
+      const int32_t set = fm_colmask_set_index(m, b, h);
+      for (int64_t t = 0; t < (int64_t)tr * tc; t++) {
+        const uint8_t want = cpu_cls[(int64_t)set * tr * tc + t];
+        const int64_t gi = ((int64_t)b * H + h) * tr * tc + t;
+        if (cls[gi] != want) {
+          r->bwd_classes_identical = 0;
+          fail_once(r, "instrumented backward: class at b=%d h=%d query tile %lld key tile %lld is %d, "
+                    "core says %d", b, h, (long long)(t / tc), (long long)(t % tc), cls[gi], want);
+          break;
+        }
+        const int skipped = want == FM_TILE_MASKED;
+        if (skipped ? cyc[gi] != 0 : cyc[gi] <= 0) {
+          r->bwd_cycles_ok = 0;
+          fail_once(r, "instrumented backward: pair b=%d h=%d (%lld, %lld) has %lld cycles (%s)", b, h,
+                    (long long)(t / tc), (long long)(t % tc), (long long)cyc[gi],
+                    skipped ? "skipped: want 0" : "visited: want > 0");
+          break;
+        }
+      }
+    }
+done:
+  cudaFree(d_do);
+  for (int t = 0; t < 3; t++) cudaFree(d_g[t]);
+  cudaFree(d_cls);
+  cudaFree(d_cyc);
+  for (int t = 0; t < 3; t++) {
+    for (int w = 0; w < 4; w++) free(g[w][t]);
+    for (int w = 0; w < 2; w++) free(ref[w][t]);
+  }
+  free(cls), free(cpu_cls), free(cyc), free(dout);
+  pr->dout = pr->dq = pr->dk = pr->dv = NULL;
+  return st;
+}
+
 fm_status fm_attn_check_run(const fm_check_case *c, fm_check_result *r, fm_err *err) {
   memset(r, 0, sizeof *r);
   r->ok = 1;
@@ -232,9 +399,10 @@ fm_status fm_attn_check_run(const fm_check_case *c, fm_check_result *r, fm_err *
   if (st != FM_OK) goto done;
   {
     fm_compare_result co, csp, cl;
-    fm_compare_bf16(o_skip, o64, nq, O_ATOL, O_RTOL, &co);
-    fm_compare_f64(osp, o64, nq, O_ATOL, O_RTOL, &csp);
-    fm_compare_f32(l_skip, l64, nlse, LSE_ATOL, LSE_RTOL, &cl);
+    const fm_ref_tol to = fm_ref_tolerance(FM_REF_Q_O), tl = fm_ref_tolerance(FM_REF_Q_LSE);
+    fm_compare_bf16(o_skip, o64, nq, to.atol, to.rtol, &co);
+    fm_compare_f64(osp, o64, nq, to.atol, to.rtol, &csp);
+    fm_compare_f32(l_skip, l64, nlse, tl.atol, tl.rtol, &cl);
     r->err_gpu = co.max_abs_err;
     r->err_cpu = csp.max_abs_err;
     r->lse_err = cl.max_abs_err;
@@ -268,7 +436,7 @@ fm_status fm_attn_check_run(const fm_check_case *c, fm_check_result *r, fm_err *
       fail_once(r, "CPU same-precision O outside tolerance at %s (%.6g vs %.6g): the tolerance "
                 "is too tight for this case", where, osp[csp.first_bad], o64[csp.first_bad]);
     }
-    if (co.max_abs_err > 2.0 * csp.max_abs_err + 1e-6) {
+    if (!fm_ref_within_twice(&co, &csp)) {
       o_where(where, sizeof where, co.worst, sq, H, D);
       fail_once(r, "GPU max error %.3g exceeds 2x the CPU same-precision error %.3g (worst at %s)",
                 co.max_abs_err, csp.max_abs_err, where);
@@ -358,6 +526,9 @@ fm_status fm_attn_check_run(const fm_check_case *c, fm_check_result *r, fm_err *
     free(l_ns);
     if (st != FM_OK) goto done;
   }
+
+  /* ---- 5-7. the backward */
+  if (c->pass & FM_PASS_BWD) st = check_backward(c, &pr, q, k, v, r, err);
 
 done:
   dev_free(&dv);

@@ -14,6 +14,16 @@
  *      tiles 0 cycles, visited tiles > 0 cycles; same for instrumented noskip;
  *   4. (check_dense) dense with the mask expanded to (sets, Sq, Sk) == noskip
  *      bit for bit: the element mask of the interval path is exact.
+ * With pass including FM_PASS_BWD (kernels that have a backward), after the
+ * forward: fresh bf16 dO, poisoned gradients, and
+ *   5. skip's dQ, dK, dV against the CPU fp64 reference (fm_reference_backward)
+ *      by the same tolerance rule (fm_ref_tolerance, fm_ref_within_twice);
+ *   6. deterministic skip == deterministic noskip bit for bit (dQ, dK, dV),
+ *      and deterministic skip within the tolerance too;
+ *   7. the instrumented backward's gradients == the plain one's (deterministic),
+ *      its per-pair classes == core fm_classify at the backward tile, skipped
+ *      pairs 0 cycles, visited pairs > 0.
+ * The tolerances of every check are core's (fm_reference.h, "tolerance rule").
  */
 #ifndef FM_ATTN_CHECK_H
 #define FM_ATTN_CHECK_H
@@ -35,6 +45,7 @@ typedef struct fm_check_case {
   uint64_t seed;
   int check_dense; /* also run the dense variant (needs sets * Sq * Sk bytes) */
   fm_kernel_id kernel; /* the registry kernel checked (not FM_KERNEL_AUTO) */
+  fm_pass pass;        /* 0 or FM_PASS_FWD: the forward checks; FM_PASS_BWD / BOTH adds 5-7 */
 } fm_check_case;
 
 typedef struct fm_check_result {
@@ -47,6 +58,11 @@ typedef struct fm_check_result {
   int64_t tiles, tiles_masked, tiles_partial; /* per (b, h), min/max rule */
   int skip_noskip_identical, instr_identical, classes_identical, cycles_ok;
   int dense_identical;    /* -1 when not run */
+  /* backward (5-7), when the case asked for it */
+  int bwd_ran;
+  double bwd_err_gpu[3], bwd_err_cpu[3]; /* max |err| of dQ, dK, dV vs fp64: GPU, CPU same precision */
+  int bwd_det_identical, bwd_instr_identical, bwd_classes_identical, bwd_cycles_ok;
+  int64_t bwd_tiles, bwd_tiles_masked; /* per (b, h), at the backward tile */
 } fm_check_result;
 
 /* Runs one case on the current CUDA device. Returns FM_OK when the case ran

@@ -2,7 +2,7 @@
  * HBM bytes, an L2 flush kernel, the CUDA-event fallback (fm_cupti.h).
  *
  * C++ only because cupti_profiler_host.h includes <string>; everything is
- * exported as extern "C". The call sequences follow ../shared/CUPTI.md
+ * exported as extern "C". The call sequences follow docs/DESIGN.md, "CUPTI call sequences"
  * (verified on the H200 machine, CUDA 13.0): CUpti_ActivityKernel10 records,
  * cuptiActivityFlushAll(0) at sync points, never from the callbacks; Range
  * Profiler with AutoRange + KernelReplay, one pass for the four metrics.
@@ -360,6 +360,61 @@ static int is_flush(const char *name) { return strstr(name, "fm_l2_flush_kernel"
 }
 
 /* ------------------------------------------------------------------ timing */
+
+extern "C" fm_status fm_time_interleaved(int n, const fm_launch_fn *fns, void *const *users, void *stream,
+                                         const fm_time_opts *o, fm_timing *out, fm_err *err) {
+  if (n < 1 || n > 8 || o->reps < 1 || o->warmup < 0)
+    return fm_fail(err, FM_EINVAL, "interleaved timing needs 1..8 functions, reps >= 1, warmup >= 0");
+  cudaStream_t s = (cudaStream_t)stream;
+  fm_status result = FM_OK;
+  cudaError_t e;
+  /* warm-up rounds, then more until warmup_min_ms of wall time have passed */
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int r = 0; result == FM_OK; r++) {
+    const double el = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (r >= o->warmup && el >= o->warmup_min_ms) break;
+    for (int i = 0; i < n && result == FM_OK; i++) {
+      if (o->flush_l2 && (result = fm_l2_flush(s, err)) != FM_OK) break;
+      result = fns[i](users[i], s, err);
+    }
+    if (result == FM_OK && (e = cudaStreamSynchronize(s)) != cudaSuccess) result = cuda_fail(err, e, "warm-up");
+  }
+  std::vector<cudaEvent_t> ev((size_t)o->reps * n * 2, nullptr);
+  for (size_t i = 0; i < ev.size() && result == FM_OK; i++)
+    if ((e = cudaEventCreate(&ev[i])) != cudaSuccess) result = cuda_fail(err, e, "cudaEventCreate");
+  for (int r = 0; r < o->reps && result == FM_OK; r++)
+    for (int i = 0; i < n && result == FM_OK; i++) {
+      if (o->flush_l2 && (result = fm_l2_flush(s, err)) != FM_OK) break;
+      cudaEventRecord(ev[(size_t)(r * n + i) * 2], s);
+      if ((result = fns[i](users[i], s, err)) != FM_OK) break;
+      cudaEventRecord(ev[(size_t)(r * n + i) * 2 + 1], s);
+    }
+  e = cudaStreamSynchronize(s);
+  if (result == FM_OK && e != cudaSuccess) result = cuda_fail(err, e, "timed launches");
+  std::vector<std::vector<double>> ms((size_t)n);
+  for (int r = 0; r < o->reps && result == FM_OK; r++)
+    for (int i = 0; i < n && result == FM_OK; i++) {
+      float x = 0;
+      if ((e = cudaEventElapsedTime(&x, ev[(size_t)(r * n + i) * 2], ev[(size_t)(r * n + i) * 2 + 1])) != cudaSuccess)
+        result = cuda_fail(err, e, "cudaEventElapsedTime");
+      ms[(size_t)i].push_back(x);
+    }
+  for (auto &x : ev)
+    if (x) cudaEventDestroy(x);
+  if (result != FM_OK) return result;
+  for (int i = 0; i < n; i++) {
+    memset(&out[i], 0, sizeof out[i]);
+    out[i].warmup = o->warmup;
+    out[i].reps = o->reps;
+    out[i].l2_flushed = o->flush_l2;
+    snprintf(out[i].source, sizeof out[i].source, "cuda-events");
+    snprintf(out[i].note, sizeof out[i].note, "interleaved with %d other launch function%s", n - 1,
+             n == 2 ? "" : "s");
+    stats_into(ms[(size_t)i], &out[i]);
+    out[i].events_median_ms = out[i].median_ms;
+  }
+  return FM_OK;
+}
 
 extern "C" fm_status fm_time_launches(fm_launch_fn fn, void *user, void *stream,
                                       const fm_time_opts *o, fm_timing *out,

@@ -1,8 +1,8 @@
 /* fm_cupti.h — CUPTI glue (C-callable): kernel durations from the Activity
  * API, HBM bytes and L2 sectors from the Range Profiler, an L2 flush, and the
- * CUDA-event fallback. See ../shared/CUPTI.md for the verified call sequences.
+ * CUDA-event fallback. The verified call sequences: docs/DESIGN.md, "CUPTI call sequences".
  *
- * Two phases, never together (CUPTI.md "Pitfalls"): fm_time_launches enables
+ * Two phases, never together (docs/DESIGN.md, "Timing and CUPTI"): fm_time_launches enables
  * kernel activity tracing only while it runs; fm_count_launch enables the
  * Range Profiler only while it runs. Every launch measured is preceded by an
  * L2 flush: a kernel that reads a buffer of 4x the L2 size (reads only, so no
@@ -68,6 +68,17 @@ typedef struct fm_time_opts {
  * timeline->events. */
 fm_status fm_time_launches(fm_launch_fn fn, void *user, void *stream, const fm_time_opts *o,
                            fm_timing *out, fm_timeline *timeline, fm_err *err);
+
+/* Times n launch functions interleaved, so that clock and thermal drift
+ * affect them alike (for ratios such as the instrumentation overhead):
+ * `warmup` rounds (and at least warmup_min_ms), then `reps` rounds, each round
+ * launching fns[0], fns[1], ... fns[n-1] in turn, L2 flushed before every
+ * launch when o->flush_l2; CUDA events around each launch (o->use_cupti is
+ * ignored: kernel records of interleaved launches would need attributing).
+ * out[i] (n of them) receives fns[i]'s statistics, source "cuda-events".
+ * n in 1..8. */
+fm_status fm_time_interleaved(int n, const fm_launch_fn *fns, void *const *users, void *stream,
+                              const fm_time_opts *o, fm_timing *out, fm_err *err);
 
 /* One counted launch under the Range Profiler (AutoRange, KernelReplay),
  * metrics dram__bytes_read.sum, dram__bytes_write.sum,

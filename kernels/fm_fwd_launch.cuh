@@ -1,7 +1,8 @@
-/* fm_fwd_launch.cuh — what fm_attn_forward (fm_attn.cu) hands to a kernel's
- * launcher (private to kernels/). fm_attn.cu checks the problem, resolves the
- * tile of the registry kernel (core/fm_kernels.h), computes the per-key-tile
- * bounds once, and calls the launcher of problem.kernel from its table. */
+/* fm_fwd_launch.cuh — what fm_attn_forward and fm_attn_backward (fm_attn.cu)
+ * hand to a kernel's launchers (private to kernels/). fm_attn.cu checks the
+ * problem, resolves the registry kernel's tile for the pass (core/fm_kernels.h),
+ * computes the per-key-tile bounds once, and calls the launcher of
+ * problem.kernel from its table. */
 #ifndef FM_FWD_LAUNCH_CUH
 #define FM_FWD_LAUNCH_CUH
 
@@ -21,12 +22,15 @@ struct fwd_launch {
   int32_t Tr, Tc, nsets;        /* tile grid per (b, h); interval sets */
   const fm_tile_bounds *bounds; /* (nsets, Tc) at bc on the device; NULL for DENSE */
 };
+/* The backward's launch: the same fields, at the backward's tile. */
+typedef fwd_launch bwd_launch;
 
 /* Enqueues the kernel (and its own preprocessing) on l.stream. */
 typedef fm_status (*fwd_launcher)(const fwd_launch &l, fm_err *err);
 
 fm_status launch_sm80(const fwd_launch &l, fm_err *err); /* fm_sm80.cu */
 fm_status launch_sm90(const fwd_launch &l, fm_err *err); /* fm_sm90.cu */
+fm_status launch_sm90_bwd(const bwd_launch &l, fm_err *err); /* fm_sm90_bwd.cu */
 
 }  // namespace fmk
 

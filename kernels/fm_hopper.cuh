@@ -107,6 +107,17 @@ __device__ __forceinline__ void tma_store_4d(const CUtensorMap *map, const void 
       "r"(smem_addr(src)), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
       : "memory");
 }
+/* Adds the fp32 box at (c0, c1, c2, c3) of `map` from shared memory at src to
+ * global memory (element-wise reduction done by the copy engine in L2; one
+ * bulk group; elements outside the tensor are not touched). */
+__device__ __forceinline__ void tma_reduce_add_4d(const CUtensorMap *map, const void *src, int32_t c0,
+                                                  int32_t c1, int32_t c2, int32_t c3) {
+  asm volatile(
+      "cp.reduce.async.bulk.tensor.4d.global.shared::cta.add.tile.bulk_group [%0, {%2, %3, %4, %5}], [%1];\n" ::"l"(
+          (uint64_t)map),
+      "r"(smem_addr(src)), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+      : "memory");
+}
 /* Closes the bulk stores issued since the last commit into a group. */
 __device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
 /* Waits until every committed bulk store has finished reading shared memory. */
@@ -195,6 +206,21 @@ __device__ __forceinline__ void wgmma_ss_n128(float (&d)[64], uint64_t da, uint6
       : FMH_ACC8(0), FMH_ACC8(8), FMH_ACC8(16), FMH_ACC8(24), FMH_ACC8(32), FMH_ACC8(40),
         FMH_ACC8(48), FMH_ACC8(56)
       : "l"(da), "l"(db), "r"(accumulate));
+}
+
+/* d(64 x 64, fp32) (+)= A(64 x 16) B(16 x 64), bf16, both from shared memory;
+ * TA / TB = 1 read A / B MN-major ("transposed"), 0 K-major. Accumulator
+ * layout as wgmma_ss_n128 with 8 n8 blocks. */
+template <int TA, int TB>
+__device__ __forceinline__ void wgmma_ss_n64(float (&d)[32], uint64_t da, uint64_t db, int accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+      "%32, %33, p, 1, 1, %35, %36;\n}\n"
+      : FMH_ACC8(0), FMH_ACC8(8), FMH_ACC8(16), FMH_ACC8(24)
+      : "l"(da), "l"(db), "r"(accumulate), "n"(TA), "n"(TB));
 }
 
 /* d(64 x 128, fp32) += A(64 x 16, bf16 in registers) B(16 x 128) with B

@@ -1,9 +1,9 @@
-/* fm_kernel_bench — the forward kernels' development harness (llm.c dev/cuda
- * style): validate first, then time, with the napkin math beside every figure.
+/* fm_kernel_bench — the kernels' development harness (llm.c dev/cuda style):
+ * validate first, then time, with the napkin math beside every figure.
  *
  *   fm_kernel_bench [--kernels sm90,sm80] [--head-dim 128] [--seqlens 8192,32768,131072]
  *                   [--families all|a,b,...] [--warmup 1] [--reps 5] [--reps-long 3]
- *                   [--no-noskip] [--no-instr] [--no-validate] [--cupti]
+ *                   [--no-noskip] [--no-instr] [--no-validate] [--pass fwd|bwd|both]
  *                   [--sm90-modes 1,2,3,4] [--sm90-orders 1,2,3] [--json FILE] [--seed N]
  *
  * 1. Validation: a few small cases through fm_attn_check_run (CPU fp64
@@ -12,9 +12,12 @@
  * 2. For each S: B = 128K / S, H = 4096 / D (the paper's kernel table), random
  *    bf16 inputs; for every family (full first) its block sparsity rho at the
  *    first kernel's tile, then median times through the one timing harness
- *    (fm_time_launches, kernels/fm_cupti.h: warm-up launches, L2 flushed by a
- *    read of 4x its size before every launch, CUDA events, or CUPTI kernel
- *    records with --cupti). Each time includes the kernel's preprocessing.
+ *    (fm_time_interleaved, kernels/fm_cupti.h: warm-up launches, L2 flushed by
+ *    a read of 4x its size before every launch, CUDA events, the columns
+ *    launched interleaved so that clock drift hits them alike). Each time
+ *    includes the kernel's preprocessing. With --pass bwd|both, a line per
+ *    family for the first kernel's backward (skip, instrumented, noskip,
+ *    deterministic; TFLOP/s by 2.5x the count at the backward's own tile).
  *    Columns: the first kernel's skip time, TFLOP/s by the paper's count
  *    4 * B * H * S * S * D * (1 - rho), efficiency against its own full-mask
  *    TFLOP/s, noskip and the speed-up next to 1 / (1 - rho), the instrumented
@@ -71,6 +74,10 @@ static fm_status launch_forward(void *user, void *stream, fm_err *err) {
   launch_ctx *c = (launch_ctx *)user;
   return fm_attn_forward(&c->p, c->variant, c->instr, stream, err);
 }
+static fm_status launch_backward(void *user, void *stream, fm_err *err) {
+  launch_ctx *c = (launch_ctx *)user;
+  return fm_attn_backward(&c->p, c->variant, c->instr, stream, err);
+}
 
 static int in_list(const char *list, const char *name) {
   if (!strcmp(list, "all")) return 1;
@@ -99,7 +106,7 @@ static int int_list(const char *s, int *out) {
   return n;
 }
 
-static int validate(const fm_kernel_id *kernels, int nk, int head_dim, const fm_sample_set *samples) {
+static int validate(const fm_kernel_id *kernels, int nk, int head_dim, fm_pass pass, const fm_sample_set *samples) {
   struct {
     const char *family;
     int32_t s, b, h;
@@ -117,6 +124,8 @@ static int validate(const fm_kernel_id *kernels, int nk, int head_dim, const fm_
     for (int k = 0; k < nk; k++) {
       fm_check_case c = {.mask = m, .batch = cs[i].b, .heads = cs[i].h, .head_dim = head_dim,
                          .seed = 100 + i, .check_dense = 1, .kernel = kernels[k]};
+      c.pass = (pass & FM_PASS_BWD) && (fm_kernel_get(kernels[k])->passes & FM_PASS_BWD) ? FM_PASS_BOTH
+                                                                                        : FM_PASS_FWD;
       snprintf(c.name, sizeof c.name, "%s S=%d", cs[i].family, cs[i].s);
       fm_check_result r;
       if (fm_attn_check_run(&c, &r, &err) != FM_OK) {
@@ -125,9 +134,12 @@ static int validate(const fm_kernel_id *kernels, int nk, int head_dim, const fm_
         fm_colmask_destroy(m);
         return 1;
       }
-      printf("validate %-4s %-28s D=%d: %s (max err %.2e, cpu same-precision %.2e)%s%s\n",
-             fm_kernel_get(kernels[k])->name, c.name, head_dim, r.ok ? "ok" : "FAIL", r.err_gpu,
-             r.err_cpu, r.ok ? "" : ": ", r.ok ? "" : r.detail);
+      printf("validate %-4s %-28s D=%d: %s (max err %.2e, cpu same-precision %.2e", fm_kernel_get(kernels[k])->name,
+             c.name, head_dim, r.ok ? "ok" : "FAIL", r.err_gpu, r.err_cpu);
+      if (r.bwd_ran)
+        printf("; dQ %.2e/%.2e dK %.2e/%.2e dV %.2e/%.2e", r.bwd_err_gpu[0], r.bwd_err_cpu[0], r.bwd_err_gpu[1],
+               r.bwd_err_cpu[1], r.bwd_err_gpu[2], r.bwd_err_cpu[2]);
+      printf(")%s%s\n", r.ok ? "" : ": ", r.ok ? "" : r.detail);
       bad += !r.ok;
     }
     fm_colmask_destroy(m);
@@ -138,14 +150,15 @@ static int validate(const fm_kernel_id *kernels, int nk, int head_dim, const fm_
 static void usage(void) {
   printf("usage: fm_kernel_bench [--kernels sm90,sm80] [--head-dim 128] [--seqlens 8192,32768,131072]\n"
          "       [--families all|a,b] [--warmup 1] [--reps 5] [--reps-long 3] [--no-noskip]\n"
-         "       [--no-instr] [--no-validate] [--cupti] [--sm90-modes 1,2,3,4] [--sm90-orders 1,2,3]\n"
-         "       [--json FILE] [--seed N]\n");
+         "       [--no-instr] [--no-validate] [--sm90-modes 1,2,3,4] [--sm90-orders 1,2,3]\n"
+         "       [--pass fwd|bwd|both] [--json FILE] [--seed N]\n");
 }
 
 typedef struct bench_opts {
   const char *seqlens, *families, *json_path;
+  fm_pass pass; /* FM_PASS_FWD (0), FM_PASS_BWD or FM_PASS_BOTH */
   fm_kernel_id kernels[FM_NKERNELS];
-  int nkernels, head_dim, warmup, reps, reps_long, noskip, instr, validate, cupti;
+  int nkernels, head_dim, warmup, reps, reps_long, noskip, instr, validate;
   int modes[MAX_LIST], nmodes, orders[MAX_LIST], norders;
   unsigned long long seed;
 } bench_opts;
@@ -159,7 +172,8 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
       {"json", required_argument, 0, 'j'},     {"seed", required_argument, 0, 'S'},
       {"no-validate", no_argument, 0, 'V'},    {"kernels", required_argument, 0, 'k'},
       {"sm90-modes", required_argument, 0, 'm'}, {"sm90-orders", required_argument, 0, 'o'},
-      {"cupti", no_argument, 0, 'c'},          {"help", no_argument, 0, 'h'},
+      {"pass", required_argument, 0, 'p'},
+      {"help", no_argument, 0, 'h'},
       {0, 0, 0, 0}};
   *o = (bench_opts){.seqlens = "8192,32768,131072", .families = "all", .head_dim = 128, .warmup = 1,
                     .reps = 5, .reps_long = 3, .noskip = 1, .instr = 1, .validate = 1, .seed = 1,
@@ -179,7 +193,12 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
       case 'j': o->json_path = optarg; break;
       case 'S': o->seed = strtoull(optarg, NULL, 10); break;
       case 'V': o->validate = 0; break;
-      case 'c': o->cupti = 1; break;
+      case 'p':
+        if (fm_pass_parse(optarg, &o->pass, &err) != FM_OK) {
+          fprintf(stderr, "fm_kernel_bench: --pass: %s\n", err.msg);
+          return 2;
+        }
+        break;
       case 'm': o->nmodes = int_list(optarg, o->modes); break;
       case 'o': o->norders = int_list(optarg, o->orders); break;
       case 'k': {
@@ -241,19 +260,82 @@ static int make_columns(const bench_opts *o, column *cols) {
   return n;
 }
 
-/* Median ms of one column on problem pr (NaN when the launch fails: printed). */
-static double time_column(const column *c, const fm_attn_problem *pr, int warmup, int reps, int cupti) {
-  launch_ctx lc = {.p = *pr, .variant = c->variant, .instr = c->instr};
-  lc.p.kernel = c->kernel;
-  lc.p.tuning = c->tuning;
-  fm_time_opts to = {.warmup = warmup, .reps = reps, .warmup_min_ms = 60, .flush_l2 = 1, .use_cupti = cupti};
-  fm_timing t;
+/* Median ms of every column on problem pr, the columns launched interleaved
+ * (fm_time_interleaved, groups of 8) so that clock drift hits them alike;
+ * NaN where a launch fails (printed). */
+static void time_columns(const column *cols, int ncols, const fm_attn_problem *pr, int warmup, int reps,
+                         double *t) {
+  for (int c0 = 0; c0 < ncols; c0 += 8) {
+    const int n = ncols - c0 < 8 ? ncols - c0 : 8;
+    launch_ctx lc[8];
+    fm_launch_fn fns[8];
+    void *users[8];
+    for (int i = 0; i < n; i++) {
+      const column *c = &cols[c0 + i];
+      lc[i] = (launch_ctx){.p = *pr, .variant = c->variant, .instr = c->instr};
+      lc[i].p.kernel = c->kernel;
+      lc[i].p.tuning = c->tuning;
+      fns[i] = launch_forward;
+      users[i] = &lc[i];
+    }
+    fm_time_opts to = {.warmup = warmup, .reps = reps, .warmup_min_ms = 60, .flush_l2 = 1};
+    fm_timing tt[8];
+    fm_err err;
+    const int ok = fm_time_interleaved(n, fns, users, NULL, &to, tt, &err) == FM_OK;
+    if (!ok) fprintf(stderr, "fm_kernel_bench: %s..: %s\n", cols[c0].label, err.msg);
+    for (int i = 0; i < n; i++) t[c0 + i] = ok ? tt[i].median_ms : NAN;
+  }
+}
+
+/* The backward of the first kernel on problem pr (forward outputs in place):
+ * skip, instrumented, noskip and deterministic skip, one line next to the
+ * forward's; TFLOP/s by 2.5x the paper's count at the backward's own tile.
+ * Returns the skip TFLOP/s. */
+static double bench_backward(fm_attn_problem *pr, const fm_colmask *m, int64_t B,
+                             int64_t H, int64_t S, int warm, int nrep, double full_tflops, fm_json *j) {
+  int32_t br, bc;
   fm_err err;
-  if (fm_time_launches(launch_forward, &lc, NULL, &to, &t, NULL, &err) != FM_OK) {
-    fprintf(stderr, "fm_kernel_bench: %s: %s\n", c->label, err.msg);
+  fm_tile_counts counts;
+  if (fm_kernel_tile_size(pr->kernel, FM_PASS_BWD, pr->head_dim, &br, &bc, &err) != FM_OK ||
+      fm_classify(m, br, bc, &counts, NULL, NULL, &err) != FM_OK) {
+    fprintf(stderr, "fm_kernel_bench: backward: %s\n", err.msg);
     return NAN;
   }
-  return t.median_ms;
+  const double rho = counts.sparsity;
+  const double flops = 2.5 * 4.0 * B * H * (double)S * S * pr->head_dim * (1.0 - rho);
+  const struct { fm_variant var; int instr, det; } runs[4] = {
+      {FM_VARIANT_SKIP, 0, 0}, {FM_VARIANT_SKIP, 1, 0}, {FM_VARIANT_NOSKIP, 0, 0}, {FM_VARIANT_SKIP, 0, 1}};
+  double t[4];
+  launch_ctx lc[4];
+  fm_launch_fn fns[4];
+  void *users[4];
+  for (int r = 0; r < 4; r++) {
+    lc[r] = (launch_ctx){.p = *pr, .variant = runs[r].var, .instr = runs[r].instr};
+    lc[r].p.deterministic = runs[r].det;
+    fns[r] = launch_backward;
+    users[r] = &lc[r];
+  }
+  fm_time_opts to = {.warmup = warm, .reps = nrep, .warmup_min_ms = 60, .flush_l2 = 1};
+  fm_timing tt[4];
+  const int ok = fm_time_interleaved(4, fns, users, NULL, &to, tt, &err) == FM_OK;
+  if (!ok) fprintf(stderr, "fm_kernel_bench: backward: %s\n", err.msg);
+  for (int r = 0; r < 4; r++) t[r] = ok ? tt[r].median_ms : NAN;
+  const double tflops = flops / (t[0] * 1e-3) / 1e12;
+  printf("  %-20s %6.3f %9.3f %8.1f %5.1f%% instr %9.3f (%+.2f%%) noskip %9.3f speedup %.2f (1/(1-rho) %.2f) "
+         "deterministic %9.3f\n", "bwd", rho, t[0], tflops, 100 * tflops / (full_tflops > 0 ? full_tflops : tflops),
+         t[1], 100 * (t[1] / t[0] - 1), t[2], t[2] / t[0], 1 / (1 - rho), t[3]);
+  fm_json_object(j, "backward");
+  fm_json_int(j, "tile_rows", br);
+  fm_json_int(j, "tile_cols", bc);
+  fm_json_double(j, "rho", rho);
+  fm_json_double(j, "flops_paper", flops);
+  fm_json_double(j, "ms_skip", t[0]);
+  fm_json_double(j, "tflops", tflops);
+  fm_json_double(j, "ms_skip_instrumented", t[1]);
+  fm_json_double(j, "ms_noskip", t[2]);
+  fm_json_double(j, "ms_skip_deterministic", t[3]);
+  fm_json_end(j);
+  return tflops;
 }
 
 int main(int argc, char **argv) {
@@ -280,7 +362,7 @@ int main(int argc, char **argv) {
   }
   const int head_dim = o.head_dim;
   printf("fm_kernel_bench on %s, head dim %d\n", dev, head_dim);
-  if (o.validate && validate(o.kernels, o.nkernels, head_dim, &samples)) {
+  if (o.validate && validate(o.kernels, o.nkernels, head_dim, o.pass, &samples)) {
     fprintf(stderr, "fm_kernel_bench: validation failed: no timings\n");
     return 1;
   }
@@ -304,6 +386,17 @@ int main(int argc, char **argv) {
   CUDA_OK(cudaMalloc(&v, (size_t)nelem * 2));
   CUDA_OK(cudaMalloc(&out, (size_t)nelem * 2));
   CUDA_OK(cudaMalloc((void **)&lse, (size_t)tokens * H * 4));
+  void *dout = NULL, *dq = NULL, *dk = NULL, *dv = NULL; /* the backward's */
+  if (o.pass & FM_PASS_BWD) {
+    CUDA_OK(cudaMalloc(&dout, (size_t)nelem * 2));
+    CUDA_OK(cudaMalloc(&dq, (size_t)nelem * 2));
+    CUDA_OK(cudaMalloc(&dk, (size_t)nelem * 2));
+    CUDA_OK(cudaMalloc(&dv, (size_t)nelem * 2));
+    if (fm_attn_fill_random_bf16(dout, nelem, o.seed * 3 + 7, NULL, &err) != FM_OK) {
+      fprintf(stderr, "fm_kernel_bench: %s\n", err.msg);
+      return 1;
+    }
+  }
   if (fm_attn_fill_random_bf16(q, nelem, o.seed * 3 + 0, NULL, &err) != FM_OK ||
       fm_attn_fill_random_bf16(k, nelem, o.seed * 3 + 1, NULL, &err) != FM_OK ||
       fm_attn_fill_random_bf16(v, nelem, o.seed * 3 + 2, NULL, &err) != FM_OK) {
@@ -320,8 +413,7 @@ int main(int argc, char **argv) {
   fm_json_string(&j, "kernel", fm_kernel_get(o.kernels[0])->name);
   fm_json_int(&j, "tile_rows", br);
   fm_json_int(&j, "tile_cols", bc);
-  fm_json_string(&j, "timing", o.cupti ? "fm_time_launches: CUPTI kernel records, median, L2 flushed"
-                                       : "fm_time_launches: CUDA events, median, L2 flushed");
+  fm_json_string(&j, "timing", "fm_time_interleaved: CUDA events, median, L2 flushed, columns interleaved");
   fm_json_array(&j, "cases");
 
   double worst_eff = 1e9, worst_over = -1e9, sum_over = 0;
@@ -346,7 +438,7 @@ int main(int argc, char **argv) {
     printf("%-22s %6s %9s %8s %6s", "family", "rho", cols[0].label, "TFLOP/s", "eff");
     for (int c = 1; c < ncols; c++) printf(" %12s", cols[c].label);
     printf(" %7s %9s %7s %9s %8s\n", "speedup", "1/(1-rho)", "overhd", "visited", "K/V GB");
-    double full_tflops = 0;
+    double full_tflops = 0, bwd_full_tflops = 0;
     for (int fi = 0; fi < fm_family_count(); fi++) {
       const char *fam = fm_family_at(fi)->name;
       if (fi > 0 && !in_list(o.families, fam)) continue;
@@ -370,6 +462,8 @@ int main(int argc, char **argv) {
       pr.intervals = iv;
       pr.tile_class = cls;
       pr.tile_cycles = cyc;
+      pr.kernel = o.kernels[0];
+      pr.dout = dout, pr.dq = dq, pr.dk = dk, pr.dv = dv;
       const double rho = counts.sparsity;
       const double flops = 4.0 * B * H * (double)S * S * head_dim * (1.0 - rho);
       /* visited tiles over every (b, h): sets broadcast over the batch/heads they cover */
@@ -377,7 +471,7 @@ int main(int argc, char **argv) {
           (double)(counts.total - counts.minmax[FM_TILE_MASKED]) * ((double)B * H / nsets);
       const double kv_gb = visited * bc * head_dim * 2.0 * 2.0 / 1e9;
       double t[MAX_COLS];
-      for (int c = 0; c < ncols; c++) t[c] = time_column(&cols[c], &pr, warm, nrep, o.cupti);
+      time_columns(cols, ncols, &pr, warm, nrep, t);
       const double tflops = flops / (t[0] * 1e-3) / 1e12;
       if (fi == 0) full_tflops = tflops;
       const double eff = full_tflops > 0 ? tflops / full_tflops : NAN;
@@ -412,6 +506,15 @@ int main(int argc, char **argv) {
       fm_json_object(&j, "ms");
       for (int c = 0; c < ncols; c++) fm_json_double(&j, cols[c].label, t[c]);
       fm_json_end(&j);
+      if (o.pass & FM_PASS_BWD) {
+        /* the forward outputs the backward reads */
+        if (fm_attn_forward(&pr, FM_VARIANT_SKIP, 0, NULL, &err) != FM_OK) {
+          fprintf(stderr, "fm_kernel_bench: %s\n", err.msg);
+          return 1;
+        }
+        const double bt = bench_backward(&pr, m, B, H, S, warm, nrep, bwd_full_tflops, &j);
+        if (fi == 0) bwd_full_tflops = bt;
+      }
       fm_json_end(&j);
       CUDA_OK(cudaFree(iv));
       fm_colmask_destroy(m);

@@ -2,7 +2,8 @@
  * (fm_measure.h): buffers, random bf16 inputs, the mask on the device,
  * timed / counted / instrumented launches of fm_attn_forward.
  *
- * Order of the phases of one case (CUPTI.md: time and count never together):
+ * Order of the phases of one case (docs/DESIGN.md, "Timing and CUPTI": time and count
+ * never together):
  *   1. plain build: warm-up, then timed launches (activity records, events),
  *      an L2 flush before every launch;
  *   2. one counted launch of the plain build under the Range Profiler;
@@ -245,15 +246,22 @@ extern "C" fm_status fm_gpu_session_run(fm_gpu_session *s, const fm_gpu_case *c,
     snprintf(rf->measured.note, sizeof rf->measured.note, "no counters: %s",
              o->use_cupti ? "not requested" : "CUPTI not requested");
   }
+  rf->instr_overhead = NAN;
   if (o->instrument) {
+    launch_ctx plain = lc;
     lc.instrumented = 1;
     p->tile_class = s->tcls;
     p->tile_cycles = s->tcyc;
     if (o->instrument_reps > 0) {
-      fm_time_opts ti = {.warmup = 1, .reps = o->instrument_reps, .flush_l2 = 1, .use_cupti = o->use_cupti};
-      if ((st = fm_time_launches(launch_forward, &lc, s->stream, &ti, &rf->timing_instrumented,
-                                 NULL, err)) != FM_OK)
-        return st;
+      /* plain and instrumented interleaved: the overhead is a ratio of two medians
+         taken under the same clocks */
+      const fm_launch_fn fns[2] = {launch_forward, launch_forward};
+      void *const users[2] = {&plain, &lc};
+      fm_timing tt[2];
+      fm_time_opts ti = {.warmup = 1, .reps = o->instrument_reps, .warmup_min_ms = 30, .flush_l2 = 1};
+      if ((st = fm_time_interleaved(2, fns, users, s->stream, &ti, tt, err)) != FM_OK) return st;
+      rf->timing_instrumented = tt[1];
+      rf->instr_overhead = tt[1].median_ms / tt[0].median_ms - 1.0;
     } else {
       if ((st = fm_l2_flush(s->stream, err)) != FM_OK) return st;
       if ((st = launch_forward(&lc, s->stream, err)) != FM_OK) return st;

@@ -86,16 +86,23 @@ static PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder(fm_err *err) {
 
 namespace fm90 {
 fm_status tensor_map_bshd(CUtensorMap *map, const void *base, int32_t B, int32_t S, int32_t H,
-                                 int32_t D, int32_t rows, fm_err *err) {
+                          int32_t D, int32_t rows, fm_err *err) {
+  return tensor_map_bshd_typed(map, base, 2, B, S, H, D, rows, err);
+}
+
+fm_status tensor_map_bshd_typed(CUtensorMap *map, const void *base, int elem_bytes, int32_t B, int32_t S,
+                                int32_t H, int32_t D, int32_t rows, fm_err *err) {
   PFN_cuTensorMapEncodeTiled_v12000 encode = fmk::tensor_map_encoder(err);
   if (!encode) return FM_EUNSUPPORTED;
+  const cuuint64_t e = (cuuint64_t)elem_bytes;
   const cuuint64_t dims[4] = {(cuuint64_t)D, (cuuint64_t)H, (cuuint64_t)S, (cuuint64_t)B};
-  const cuuint64_t strides[3] = {(cuuint64_t)D * 2, (cuuint64_t)H * D * 2, (cuuint64_t)S * H * D * 2};
-  const cuuint32_t box[4] = {64, 1, (cuuint32_t)rows, 1};
+  const cuuint64_t strides[3] = {(cuuint64_t)D * e, (cuuint64_t)H * D * e, (cuuint64_t)S * H * D * e};
+  const cuuint32_t box[4] = {(cuuint32_t)(128 / elem_bytes), 1, (cuuint32_t)rows, 1}; /* 128-byte rows */
   const cuuint32_t estr[4] = {1, 1, 1, 1};
-  CUresult r = encode(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4, const_cast<void *>(base), dims, strides,
-                      box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                      CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  CUresult r = encode(map, elem_bytes == 4 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4,
+                      const_cast<void *>(base), dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                      CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS)
     return fm_fail(err, FM_EINVAL, "cuTensorMapEncodeTiled failed (error %d) for a (%d, %d, %d, %d) tensor",
                    (int)r, B, S, H, D);

@@ -433,8 +433,13 @@ __device__ __forceinline__ void softmax_tile(float (&s)[64], cstate<HD> &st, flo
   }
 }
 
+/* O *= alpha per row. Skipped when no row of the warp moved its max (every
+ * alpha exactly 1: the product would be the identity, so the output is the
+ * same bit for bit); after the first few key tiles of a row that is the usual
+ * case. The test is warp-uniform (__any_sync), so no lane diverges. */
 template <int HD>
 __device__ __forceinline__ void rescale_o(cstate<HD> &st, const float (&alpha)[2]) {
+  if (!__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) return;
 #pragma unroll
   for (int n = 0; n < HD / 8; n++) {
     st.o[n * 4 + 0] *= alpha[0];

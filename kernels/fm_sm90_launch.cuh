@@ -22,6 +22,9 @@ enum mode { MODE_PLAIN = 0, MODE_OVERLAP = 1, MODE_PINGPONG = 2, MODE_BOTH = 3, 
  * (fm_hopper.cuh's SW128 atoms); zeros outside the tensor. fm_sm90.cu. */
 fm_status tensor_map_bshd(CUtensorMap *map, const void *base, int32_t B, int32_t S, int32_t H, int32_t D,
                           int32_t rows, fm_err *err);
+/* The same for elements of elem_bytes (2: bf16, 4: fp32), boxes of 128 bytes x rows. */
+fm_status tensor_map_bshd_typed(CUtensorMap *map, const void *base, int elem_bytes, int32_t B, int32_t S,
+                                int32_t H, int32_t D, int32_t rows, fm_err *err);
 
 template <int HD> cudaError_t launch(const params &p, int variant, bool instr, int mode, int grid,
                                      cudaStream_t s);

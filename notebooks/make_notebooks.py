@@ -252,6 +252,51 @@ NOTEBOOKS = {
                  "low = m < 1.2\n"
                  "print('max |measured - estimate| for m < 1.2:', float(np.abs(rho[low] - est[low]).max()))"),
     ],
+    "06-predicted-vs-measured.ipynb": [
+        ("md", "# Predicted against measured kernel time\n\n`fmsim predict` turns the tile work of a mask "
+               "into a kernel time with a GPU profile fitted by `fmsim calibrate` (core/fm_timing.h). "
+               "This notebook reads the committed validation table of the H200 profile of the sm80 "
+               "kernel (`bench/validate_model.py` over the committed H200 runs: the paper's 36 cases, "
+               "the sparsity sweep, head dim 64, and the kernel bench's tables in PERF_NOTES.md) and "
+               "plots every case's predicted time against its measured one."),
+        ("code", COMMON),
+        ("code", "path = os.path.join(\"..\", \"data\", \"gpu\", \"validation\", \"h200-sm80.json\")\n"
+                 "with open(path) as f:\n"
+                 "    table = json.load(f)\n"
+                 "assert table[\"format\"] == \"fmsim-model-validation\" and table[\"version\"] == 1\n"
+                 "cases = table[\"cases\"]\n"
+                 "print(table[\"gpu\"], \"kernel\", table[\"kernel\"], \"-\", len(cases), \"cases from\", \", \".join(table[\"runs\"]))\n"
+                 "for source, s in table[\"summary\"].items():\n"
+                 "    print(f\"{source:20s} {s['cases']:4d} cases  |error| median {100 * s['median_abs_error']:.2f}%  worst {100 * s['worst_abs_error']:.2f}%\")"),
+        ("md", "## Every case\n\nOn the diagonal the model is exact; the band is +-5%."),
+        ("code", "fig, axes = plt.subplots(1, 2, figsize=(11, 4.5))\n"
+                 "sources = sorted({c['source'] for c in cases})\n"
+                 "markers = dict(zip(sources, 'os^vDP*X'))\n"
+                 "for s in sources:\n"
+                 "    m = np.array([c['measured_ms'] for c in cases if c['source'] == s])\n"
+                 "    p = np.array([c['predicted_ms'] for c in cases if c['source'] == s])\n"
+                 "    axes[0].loglog(m, p, markers[s], ms=4, alpha=0.7, label=s)\n"
+                 "    axes[1].semilogx(m, 100 * (p / m - 1), markers[s], ms=4, alpha=0.7, label=s)\n"
+                 "lim = np.array([min(c['measured_ms'] for c in cases) / 1.3, max(c['measured_ms'] for c in cases) * 1.3])\n"
+                 "axes[0].plot(lim, lim, 'k-', lw=0.8)\n"
+                 "axes[0].fill_between(lim, lim * 0.95, lim * 1.05, color='0.85')\n"
+                 "axes[0].set_xlabel('measured ms'); axes[0].set_ylabel('predicted ms'); axes[0].legend(fontsize=7)\n"
+                 "axes[1].axhspan(-5, 5, color='0.9'); axes[1].axhline(0, color='k', lw=0.8)\n"
+                 "axes[1].set_xlabel('measured ms'); axes[1].set_ylabel('error %')\n"
+                 "fig.tight_layout()"),
+        ("md", "## Where the error is\n\nThe largest errors, and the error by family (all sources)."),
+        ("code", "worst = sorted(cases, key=lambda c: -abs(c['error']))[:8]\n"
+                 "for c in worst:\n"
+                 "    print(f\"{c['id']:40s} {c['source']:18s} measured {c['measured_ms']:9.3f} ms  predicted {c['predicted_ms']:9.3f} ms  {100 * c['error']:+.2f}%\")\n"
+                 "families = sorted({c['family'] for c in cases})\n"
+                 "errs = [[100 * abs(c['error']) for c in cases if c['family'] == f] for f in families]\n"
+                 "fig, ax = plt.subplots(figsize=(9, 3.5))\n"
+                 "ax.boxplot(errs, labels=families); ax.set_ylabel('|error| %')\n"
+                 "plt.setp(ax.get_xticklabels(), rotation=40, ha='right', fontsize=8)\n"
+                 "fig.tight_layout()\n"
+                 "allerr = np.abs([c['error'] for c in cases])\n"
+                 "assert abs(np.median(allerr) - table['summary']['all']['median_abs_error']) < 1e-12"),
+    ],
 }
 
 

@@ -1,0 +1,374 @@
+/* fmsim predict: the kernel time of a mask on a calibrated GPU profile,
+ * without a GPU (core/fm_timing.h): time, TFLOP/s by the paper's count, the
+ * speed-up over the full mask and over the noskip variant, and what-if tile
+ * sizes. O(S + items log slots) time and O(S) memory. */
+#define _POSIX_C_SOURCE 200809L
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "commands.h"
+#include "fm_intervals_io.h"
+#include "fm_json.h"
+#include "fm_timing.h"
+#include "timing_cli.h"
+
+static const char *cmd = "predict";
+
+static const char *help =
+    "usage: fmsim predict --family NAME [mask options] [options]\n"
+    "       fmsim predict --mask INTERVALS.npy --causal|--bidir [--seqlen-q N] [options]\n"
+    "       fmsim predict --trace DIR [options]\n\n"
+    "Predicts the kernel time of a mask (forward, and backward where the profile has it) on\n"
+    "a GPU without one, from the tile work of the mask at the kernel's tile size and a GPU\n"
+    "profile fitted by `fmsim calibrate` to measured times (data/gpu/; the model:\n"
+    "core/fm_timing.h). Prints the time, TFLOP/s by the paper's count\n"
+    "4*B*H*Sq*Sk*D*(1-rho) (x2.5 backward), the speed-up over the full mask and over the\n"
+    "noskip variant (every tile visited), and how the work spreads over the SMs.\n\n"
+    CLI_MASK_SOURCE_HELP CLI_MASK_REST_HELP
+    "  --br LIST --bc LIST  also predict these tile sizes (comma lists, every pair): a what-if\n"
+    "                       of the same kernel, tile costs scaled by tile area from the\n"
+    "                       profile's own tile; the kernel itself runs only its own tile\n"
+    "  --mask FILE          an interval file (Paddle startend_row_indices .npy) instead of\n"
+    "                       a family; --causal or --bidir says which it is; --seqlen-q N\n"
+    "                       sets Sq (default Sk); --strict refuses indices above Sq;\n"
+    "                       batch and heads default to its sets\n"
+    "  --trace DIR          the mask of an fmsim trace folder (columns.npy, summary.json);\n"
+    "                       batch and heads default to the trace's\n"
+    "  --head-dim D         64 or 128 (default 128)\n"
+    "  --kernel NAME        sm80, sm90 or auto (default auto: the H200's kernel)\n"
+    "  --gpu PROFILE        a profile name in data/gpu (e.g. h200-sm80) or a file (default:\n"
+    "                       the H200 profile of the kernel)\n"
+    "  --pass P             fwd, bwd or both (default fwd; the backward needs a backward profile)\n"
+    "  --json               one JSON object on stdout\n";
+
+#define MAX_TILES 16
+
+typedef struct pred_opts {
+  cli_mask_opts mask;
+  cli_interval_opts io; /* --causal, --bidir, --seqlen-q, --strict of --mask */
+  const char *mask_file, *trace, *gpu;
+  int json, batch_given, heads_given;
+  int64_t head_dim;
+  fm_kernel_id kernel;
+  fm_pass pass;
+  int64_t br[MAX_TILES], bc[MAX_TILES];
+  int nbr, nbc;
+} pred_opts;
+
+typedef struct pred_row {
+  int32_t br, bc;
+  fm_timing_result skip, noskip, full;
+} pred_row;
+
+/* The shared options (a cli_shared_opt_fn): --br/--bc as lists here, the
+ * interval file's flags, then the family mask's. */
+static int shared_opt(const char *c, void *opts, int opt, const char *arg) {
+  pred_opts *o = opts;
+  if (opt == 1001 || opt == 1002)
+    return cli_int_list(c, opt == 1001 ? "--br" : "--bc", arg, 1, 65536, opt == 1001 ? o->br : o->bc,
+                        opt == 1001 ? &o->nbr : &o->nbc, MAX_TILES) ? -1 : 1;
+  int r = cli_interval_opt(c, &o->io, opt, arg);
+  if (r == 0) r = cli_mask_opt(c, &o->mask, opt, arg);
+  o->batch_given |= r > 0 && opt == 'b';
+  o->heads_given |= r > 0 && opt == 'H';
+  return r;
+}
+
+/* Options of predict alone; 1 when handled, -1 on error, 0 not one of them. */
+static int predict_opt(pred_opts *o, int opt, const char *arg) {
+  fm_err err;
+  switch (opt) {
+  case 'M': o->mask_file = arg; return 1;
+  case 'T': o->trace = arg; return 1;
+  case 'd': return cli_int(cmd, "--head-dim", arg, 1, 1024, &o->head_dim) ? -1 : 1;
+  case 'g': o->gpu = arg; return 1;
+  case 'j': o->json = 1; return 1;
+  case 'K':
+    if (fm_kernel_parse(arg, &o->kernel, &err) == FM_OK) return 1;
+    cli_error(cmd, "--kernel: %s", err.msg);
+    return -1;
+  case 'P':
+    if (fm_pass_parse(arg, &o->pass, &err) == FM_OK) return 1;
+    cli_error(cmd, "--pass: %s", err.msg);
+    return -1;
+  }
+  return 0;
+}
+
+/* 0 parsed, 1 help printed, -1 bad usage (printed). */
+static int parse_opts(int argc, char **argv, pred_opts *o) {
+  static const struct option longopts[] = {
+      CLI_MASK_LONGOPTS,
+      CLI_INTERVAL_LONGOPTS,
+      {"mask", required_argument, 0, 'M'},     {"trace", required_argument, 0, 'T'},
+      {"head-dim", required_argument, 0, 'd'}, {"kernel", required_argument, 0, 'K'},
+      {"gpu", required_argument, 0, 'g'},      {"pass", required_argument, 0, 'P'},
+      {"json", no_argument, 0, 'j'},           {"help", no_argument, 0, 'h'},
+      {0, 0, 0, 0}};
+  memset(o, 0, sizeof *o);
+  cli_mask_opts_init(&o->mask);
+  o->io.causal = -1;
+  o->head_dim = 128;
+  o->kernel = FM_KERNEL_AUTO;
+  o->pass = FM_PASS_FWD;
+  int opt;
+  cli_getopt_reset();
+  while ((opt = cli_next_opt(cmd, argc, argv, ":", longopts, shared_opt, o, NULL)) != -1) {
+    if (opt == CLI_OPT_ERROR) return -1;
+    if (opt == 'h') {
+      fputs(help, stdout);
+      return 1;
+    }
+    int r = predict_opt(o, opt, optarg);
+    if (r < 0) return -1;
+    if (r == 0) {
+      cli_bad_option(cmd, opt, argv);
+      return -1;
+    }
+  }
+  if (cli_no_operands(cmd, argc, argv)) return -1;
+  if ((o->mask.family != NULL) + (o->mask_file != NULL) + (o->trace != NULL) != 1) {
+    cli_error(cmd, "give one mask: --family NAME, --mask FILE or --trace DIR");
+    return -1;
+  }
+  if (o->mask_file && o->io.causal < 0) {
+    cli_error(cmd, "--mask %s: say whether the intervals are causal: --causal or --bidir", o->mask_file);
+    return -1;
+  }
+  if (!o->mask_file && (o->io.causal >= 0 || o->io.sq || o->io.strict)) {
+    cli_error(cmd, "--causal, --bidir, --seqlen-q and --strict go with --mask (a family or a "
+              "trace fixes them)");
+    return -1;
+  }
+  return 0;
+}
+
+static fm_colmask *build_mask(pred_opts *o) {
+  fm_colmask *m = NULL;
+  int64_t b, h;
+  if (o->trace) {
+    if (timing_load_trace(cmd, o->trace, &m, &b, &h)) return NULL;
+    if (!o->batch_given) o->mask.batch = b;
+    if (!o->heads_given) o->mask.heads = h;
+    return m;
+  }
+  if (!o->mask_file) return cli_build_family(cmd, &o->mask, &m, NULL) ? NULL : m;
+  fm_err err;
+  fm_intervals_opts lo = {.causal = o->io.causal, .sq = o->io.sq, .strict = o->io.strict};
+  fm_intervals_note note;
+  if (fm_intervals_load(o->mask_file, &lo, &m, &note, &err) != FM_OK) {
+    cli_error(cmd, "%s", err.msg);
+    return NULL;
+  }
+  if (note.text[0]) fprintf(stderr, "fmsim %s: note: %s\n", cmd, note.text);
+  if (!o->batch_given) o->mask.batch = fm_colmask_nb(m);
+  if (!o->heads_given) o->mask.heads = fm_colmask_nh(m);
+  return m;
+}
+
+/* Skip, noskip and full-mask predictions of m at one tile. */
+static int predict_tile(const pred_opts *o, const fm_gpu_profile *prof, const fm_colmask *m,
+                        fm_pass pass, int32_t br, int32_t bc, pred_row *row) {
+  fm_timing_work w;
+  fm_err err;
+  fm_timing_problem pb = {.batch = o->mask.batch, .heads = o->mask.heads,
+                          .head_dim = (int32_t)o->head_dim, .pass = pass,
+                          .variant = FM_VARIANT_SKIP};
+  row->br = br;
+  row->bc = bc;
+  fm_status st = fm_timing_work_init(&w, m, br, bc, &err);
+  if (st == FM_OK) st = fm_timing_predict(prof, &w, &pb, &row->skip, &err);
+  pb.variant = FM_VARIANT_NOSKIP;
+  if (st == FM_OK) st = fm_timing_predict(prof, &w, &pb, &row->noskip, &err);
+  pb.variant = FM_VARIANT_SKIP;
+  pb.full_mask = 1;
+  if (st == FM_OK) st = fm_timing_predict(prof, &w, &pb, &row->full, &err);
+  fm_timing_work_free(&w);
+  if (st != FM_OK) {
+    cli_error(cmd, "%s", err.msg);
+    return -1;
+  }
+  return 0;
+}
+
+/* The kernel's tile first, then every --br x --bc pair not equal to it. */
+static int tile_list(const pred_opts *o, const fm_timing_coef *c, int32_t (*tiles)[2]) {
+  int n = 0;
+  tiles[n][0] = c->br;
+  tiles[n++][1] = c->bc;
+  int nbr = o->nbr ? o->nbr : 1, nbc = o->nbc ? o->nbc : 1;
+  for (int a = 0; a < nbr; a++)
+    for (int b = 0; b < nbc; b++) {
+      int32_t br = o->nbr ? (int32_t)o->br[a] : c->br, bc = o->nbc ? (int32_t)o->bc[b] : c->bc;
+      int dup = 0;
+      for (int k = 0; k < n; k++) dup |= tiles[k][0] == br && tiles[k][1] == bc;
+      if (!dup) {
+        tiles[n][0] = br;
+        tiles[n++][1] = bc;
+      }
+    }
+  return n;
+}
+
+static double ratio(double a, double b) { return b > 0 ? a / b : 0; }
+
+static void row_json(fm_json *j, const pred_row *r) {
+  fm_json_object(j, NULL);
+  fm_json_int(j, "br", r->br);
+  fm_json_int(j, "bc", r->bc);
+  fm_json_bool(j, "what_if", r->skip.what_if);
+  fm_json_double(j, "rho", r->skip.rho);
+  fm_json_double(j, "time_ms", r->skip.time_us / 1e3);
+  fm_json_double(j, "tflops", r->skip.tflops);
+  fm_json_double(j, "full_mask_ms", r->full.time_us / 1e3);
+  fm_json_double(j, "speedup_over_full_mask", ratio(r->full.time_us, r->skip.time_us));
+  fm_json_double(j, "noskip_ms", r->noskip.time_us / 1e3);
+  fm_json_double(j, "speedup_over_noskip", ratio(r->noskip.time_us, r->skip.time_us));
+  fm_json_int(j, "items", r->skip.items);
+  fm_json_int(j, "slots", r->skip.slots);
+  fm_json_double(j, "waves", r->skip.waves);
+  fm_json_double(j, "busy", r->skip.busy);
+  fm_json_double(j, "schedule_ms", r->skip.schedule_us / 1e3);
+  fm_json_double(j, "memory_floor_ms", r->skip.floor_us / 1e3);
+  fm_json_double(j, "launch_ms", r->skip.launch_us / 1e3);
+  fm_json_int(j, "tiles_total", r->skip.tiles_total);
+  fm_json_int(j, "tiles_visited", r->skip.tiles_visited);
+  fm_json_int(j, "tiles_partial", r->skip.tiles_partial);
+  fm_json_end(j);
+}
+
+static void header_json(fm_json *j, const pred_opts *o, const fm_gpu_profile *p, const fm_colmask *m) {
+  const fm_timing_coef *c = fm_profile_coef(p, FM_PASS_FWD, (int32_t)o->head_dim);
+  fm_json_string(j, "family", o->mask.family);
+  fm_json_string(j, "mask_file", o->mask_file);
+  fm_json_string(j, "trace", o->trace);
+  fm_json_bool(j, "causal", fm_colmask_causal(m));
+  fm_json_int(j, "seqlen_q", fm_colmask_sq(m));
+  fm_json_int(j, "seqlen_k", fm_colmask_sk(m));
+  fm_json_int(j, "batch", o->mask.batch);
+  fm_json_int(j, "heads", o->mask.heads);
+  fm_json_int(j, "mask_sets", fm_colmask_nsets(m));
+  fm_json_int(j, "head_dim", o->head_dim);
+  fm_json_object(j, "profile");
+  fm_json_string(j, "name", p->name);
+  fm_json_string(j, "gpu", p->gpu);
+  fm_json_string(j, "kernel", fm_kernel_get(p->kernel)->name);
+  fm_json_string(j, "date", p->date);
+  fm_json_string(j, "fmsim_version", p->fmsim_version);
+  fm_json_int(j, "br", c->br);
+  fm_json_int(j, "bc", c->bc);
+  fm_json_double(j, "fit_median_abs_error", c->fit_median_err);
+  fm_json_double(j, "fit_worst_abs_error", c->fit_worst_err);
+  fm_json_end(j);
+}
+
+static void print_human(const pred_opts *o, const fm_gpu_profile *p, const fm_colmask *m,
+                        fm_pass pass, const pred_row *rows, int n) {
+  const fm_timing_coef *c = fm_profile_coef(p, pass, (int32_t)o->head_dim);
+  const pred_row *r = &rows[0];
+  if (pass == FM_PASS_FWD) {
+    printf("mask        %s (%s), Sq %d x Sk %d, batch %lld, heads %lld, head dim %lld\n",
+           o->mask_file ? o->mask_file : o->trace ? o->trace : o->mask.family,
+           fm_colmask_causal(m) ? "causal" : "bidirectional", fm_colmask_sq(m), fm_colmask_sk(m),
+           (long long)o->mask.batch, (long long)o->mask.heads, (long long)o->head_dim);
+    printf("profile     %s: %s, kernel %s, measured %s, fmsim %s (fit |error| median %.1f%%, "
+           "worst %.1f%% over %d cases)\n", p->name, p->gpu, fm_kernel_get(p->kernel)->name,
+           p->date, p->fmsim_version, 100 * c->fit_median_err, 100 * c->fit_worst_err, c->fit_cases);
+  } else {
+    printf("\n");
+  }
+  printf("tile        %d x %d (the kernel's %s tile), rho %.4f\n\n", r->br, r->bc,
+         pass == FM_PASS_BWD ? "backward" : "forward", r->skip.rho);
+  printf("%-11s %.3f ms, %.1f TFLOP/s (paper count%s)\n", pass == FM_PASS_BWD ? "backward" : "forward",
+         r->skip.time_us / 1e3, r->skip.tflops, pass == FM_PASS_BWD ? ", x2.5" : "");
+  printf("full mask   %.3f ms: speed-up %.2fx\n", r->full.time_us / 1e3, ratio(r->full.time_us, r->skip.time_us));
+  printf("noskip      %.3f ms: speed-up %.2fx\n", r->noskip.time_us / 1e3,
+         ratio(r->noskip.time_us, r->skip.time_us));
+  printf("schedule    %lld work items over %lld CTA slots: %.1f waves, %.0f%% busy; launch %.3f ms, "
+         "memory floor %.3f ms\n", (long long)r->skip.items, (long long)r->skip.slots, r->skip.waves,
+         100 * r->skip.busy, r->skip.launch_us / 1e3, r->skip.floor_us / 1e3);
+  if (n < 2) return;
+  printf("\nwhat-if tiles: the same kernel at other tiles, tile costs scaled by area from %d x %d\n"
+         "(an estimate: the kernel is built for its own tile only)\n", c->br, c->bc);
+  printf("  %-11s %7s %13s %13s %9s  speed-up over %d x %d\n", "Br x Bc", "rho", "visited",
+         "predicted ms", "TFLOP/s", c->br, c->bc);
+  for (int i = 0; i < n; i++) {
+    char t[32];
+    snprintf(t, sizeof t, "%d x %d", rows[i].br, rows[i].bc);
+    printf("  %-11s %7.4f %13lld %13.3f %9.1f %9.2fx\n", t, rows[i].skip.rho,
+           (long long)rows[i].skip.tiles_visited, rows[i].skip.time_us / 1e3, rows[i].skip.tflops,
+           ratio(r->skip.time_us, rows[i].skip.time_us));
+  }
+}
+
+/* Every tile of one pass: rows (caller frees), its count in *n. */
+static pred_row *predict_pass(const pred_opts *o, const fm_gpu_profile *prof, const fm_colmask *m,
+                              fm_pass pass, int *n) {
+  const fm_timing_coef *c = fm_profile_coef(prof, pass, (int32_t)o->head_dim);
+  int32_t tiles[1 + MAX_TILES * MAX_TILES][2];
+  *n = tile_list(o, c, tiles);
+  pred_row *rows = calloc((size_t)*n, sizeof *rows);
+  if (!rows) cli_error(cmd, "out of memory");
+  for (int i = 0; rows && i < *n; i++)
+    if (predict_tile(o, prof, m, pass, tiles[i][0], tiles[i][1], &rows[i])) {
+      free(rows);
+      return NULL;
+    }
+  return rows;
+}
+
+int cmd_predict(int argc, char **argv) {
+  pred_opts o;
+  int r = parse_opts(argc, argv, &o);
+  if (r) return r > 0 ? FM_EXIT_OK : FM_EXIT_USAGE;
+  fm_gpu_profile prof;
+  char note[512];
+  if (timing_profile_load(cmd, o.gpu, o.kernel, (int32_t)o.head_dim, &prof, note, sizeof note))
+    return FM_EXIT_USAGE;
+  if ((o.pass & FM_PASS_BWD) && !fm_profile_coef(&prof, FM_PASS_BWD, (int32_t)o.head_dim)) {
+    cli_error(cmd, "--pass %s: no backward profile yet (%s has no backward coefficients for head "
+              "dim %lld: fmsim calibrate fits them from a run that times the backward)",
+              fm_pass_name(o.pass), prof.name, (long long)o.head_dim);
+    return FM_EXIT_USAGE;
+  }
+  fm_colmask *m = build_mask(&o);
+  if (!m) return FM_EXIT_USAGE;
+  static const fm_pass passes[2] = {FM_PASS_FWD, FM_PASS_BWD};
+  pred_row *rows[2] = {NULL, NULL};
+  int nrows[2] = {0, 0}, rc = FM_EXIT_OK;
+  for (int k = 0; k < 2 && rc == FM_EXIT_OK; k++)
+    if ((o.pass & passes[k]) && !(rows[k] = predict_pass(&o, &prof, m, passes[k], &nrows[k])))
+      rc = FM_EXIT_USAGE;
+  if (rc == FM_EXIT_OK && note[0]) fprintf(stderr, "%s\n", note);
+  fm_json j;
+  fm_json_init(&j, 1);
+  fm_json_object(&j, NULL);
+  if (rc == FM_EXIT_OK && o.json) header_json(&j, &o, &prof, m);
+  if (rc == FM_EXIT_OK && o.json) fm_json_array(&j, "passes");
+  for (int k = 0; k < 2 && rc == FM_EXIT_OK; k++) {
+    if (!rows[k]) continue;
+    if (!o.json) {
+      print_human(&o, &prof, m, passes[k], rows[k], nrows[k]);
+      continue;
+    }
+    fm_json_object(&j, NULL);
+    fm_json_string(&j, "pass", fm_pass_name(passes[k]));
+    fm_json_array(&j, "tiles");
+    for (int i = 0; i < nrows[k]; i++) row_json(&j, &rows[k][i]);
+    fm_json_end(&j);
+    fm_json_end(&j);
+  }
+  if (rc == FM_EXIT_OK && o.json) {
+    fm_json_end(&j);
+    cli_print_json(&j);
+  } else {
+    fm_json_free(&j);
+  }
+  free(rows[0]);
+  free(rows[1]);
+  fm_colmask_destroy(m);
+  return rc;
+}

@@ -1,0 +1,179 @@
+/* timing_cli.c — profile lookup and one-line predictions (timing_cli.h). */
+#define _POSIX_C_SOURCE 200809L
+#include "timing_cli.h"
+
+#include <dirent.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cli.h"
+#include "fm_intervals_io.h"
+#include "fm_jsonr.h"
+
+#ifndef FM_DATA_DIR
+#define FM_DATA_DIR "data"
+#endif
+
+static int is_file(const char *path) {
+  struct stat sb;
+  return stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
+}
+
+/* The profiles in data/gpu, "a, b, c" (or "none"). */
+static void known_profiles(char *buf, size_t cap) {
+  DIR *d = opendir(FM_DATA_DIR "/gpu");
+  size_t at = 0;
+  buf[0] = 0;
+  for (struct dirent *e = d ? readdir(d) : NULL; e; e = readdir(d)) {
+    size_t n = strlen(e->d_name);
+    if (n > 5 && !strcmp(e->d_name + n - 5, ".json") && at + n + 2 < cap)
+      at += (size_t)snprintf(buf + at, cap - at, "%s%.*s", at ? ", " : "", (int)(n - 5), e->d_name);
+  }
+  if (d) closedir(d);
+  if (!buf[0]) snprintf(buf, cap, "none");
+}
+
+/* NAME -> a path: the file itself, or data/gpu/NAME[.json]. 0 when found. */
+static int profile_path(const char *name, char *path, size_t cap) {
+  if (is_file(name)) {
+    snprintf(path, cap, "%s", name);
+    return 0;
+  }
+  if (strchr(name, '/')) return -1;
+  size_t n = strlen(name);
+  int has_ext = n > 5 && !strcmp(name + n - 5, ".json");
+  snprintf(path, cap, "%s/gpu/%s%s", FM_DATA_DIR, name, has_ext ? "" : ".json");
+  return is_file(path) ? 0 : -1;
+}
+
+static int load_checked(const char *cmd, const char *path, const char *label, fm_kernel_id kernel,
+                        int32_t head_dim, fm_gpu_profile *out) {
+  fm_err err;
+  if (fm_profile_load(path, out, &err) != FM_OK) {
+    cli_error(cmd, "GPU profile %s", err.msg);
+    return -1;
+  }
+  snprintf(out->name, sizeof out->name, "%s", label);
+  const char *pk = fm_kernel_get(out->kernel)->name;
+  if (kernel != FM_KERNEL_AUTO && kernel != out->kernel) {
+    cli_error(cmd, "GPU profile %s is for kernel %s, not %s (give the %s profile, or --kernel %s)",
+              label, pk, fm_kernel_get(kernel)->name, fm_kernel_get(kernel)->name, pk);
+    return -1;
+  }
+  if (!fm_profile_coef(out, FM_PASS_FWD, head_dim)) {
+    char have[64] = "";
+    for (int i = 0; i < out->nfwd; i++)
+      snprintf(have + strlen(have), sizeof have - strlen(have), "%s%d", i ? ", " : "", out->fwd[i].head_dim);
+    cli_error(cmd, "GPU profile %s has no coefficients for head dim %d (it has: %s)", label,
+              head_dim, have[0] ? have : "none");
+    return -1;
+  }
+  return 0;
+}
+
+int timing_profile_load(const char *cmd, const char *gpu, fm_kernel_id kernel, int32_t head_dim,
+                        fm_gpu_profile *out, char *note, size_t note_cap) {
+  char path[4096], names[1024];
+  note[0] = 0;
+  if (gpu) {
+    if (profile_path(gpu, path, sizeof path)) {
+      known_profiles(names, sizeof names);
+      cli_error(cmd, "--gpu %s: no such profile file, and no %s/gpu/%s.json (profiles: %s)", gpu,
+                FM_DATA_DIR, gpu, names);
+      return -1;
+    }
+    return load_checked(cmd, path, gpu, kernel, head_dim, out);
+  }
+  fm_kernel_id want = kernel;
+  if (want == FM_KERNEL_AUTO && fm_kernel_auto(-1, -1, &want, NULL) != FM_OK) want = FM_KERNEL_SM80;
+  char name[64];
+  snprintf(name, sizeof name, "h200-%s", fm_kernel_get(want)->name);
+  if (!profile_path(name, path, sizeof path)) return load_checked(cmd, path, name, kernel, head_dim, out);
+  if (kernel == FM_KERNEL_AUTO) /* the next kernel by preference that has an H200 profile */
+    for (int pref = fm_kernel_get(want)->preference - 1; pref >= 0; pref--)
+      for (int k = 0; k < FM_NKERNELS; k++) {
+        const fm_kernel_desc *d = fm_kernel_get((fm_kernel_id)k);
+        char alt[64];
+        snprintf(alt, sizeof alt, "h200-%s", d->name);
+        if (d->preference != pref || profile_path(alt, path, sizeof path)) continue;
+        snprintf(note, note_cap, "fmsim %s: note: no H200 profile for kernel %s yet (%s.json); "
+                 "predicting for kernel %s with %s", cmd, fm_kernel_get(want)->name, name, d->name, alt);
+        return load_checked(cmd, path, alt, FM_KERNEL_AUTO, head_dim, out);
+      }
+  known_profiles(names, sizeof names);
+  cli_error(cmd, "no H200 profile for kernel %s (%s/gpu/%s.json; profiles: %s): fit one with "
+            "fmsim calibrate, or give --gpu", fm_kernel_get(want)->name, FM_DATA_DIR, name, names);
+  return -1;
+}
+
+int timing_cli_predict_mask(const char *cmd, const fm_gpu_profile *prof, const fm_colmask *m,
+                            int64_t batch, int64_t heads, int32_t head_dim, fm_json *j) {
+  const fm_timing_coef *c = fm_profile_coef(prof, FM_PASS_FWD, head_dim);
+  fm_timing_work w;
+  fm_timing_result r;
+  fm_timing_problem pb = {.batch = batch, .heads = heads, .head_dim = head_dim,
+                          .pass = FM_PASS_FWD, .variant = FM_VARIANT_SKIP};
+  fm_err err;
+  if (!c) {
+    cli_error(cmd, "GPU profile %s has no coefficients for head dim %d", prof->name, head_dim);
+    return -1;
+  }
+  fm_status st = fm_timing_work_init(&w, m, c->br, c->bc, &err);
+  if (st == FM_OK) st = fm_timing_predict(prof, &w, &pb, &r, &err);
+  fm_timing_work_free(&w);
+  if (st != FM_OK) {
+    cli_error(cmd, "%s", err.msg);
+    return -1;
+  }
+  const char *kname = fm_kernel_get(prof->kernel)->name;
+  if (j) {
+    fm_json_object(j, "predicted");
+    fm_json_string(j, "profile", prof->name);
+    fm_json_string(j, "gpu", prof->gpu);
+    fm_json_string(j, "kernel", kname);
+    fm_json_int(j, "head_dim", head_dim);
+    fm_json_int(j, "br", c->br);
+    fm_json_int(j, "bc", c->bc);
+    fm_json_double(j, "time_ms", r.time_us / 1e3);
+    fm_json_double(j, "tflops", r.tflops);
+    fm_json_end(j);
+  } else {
+    printf("predicted   %.3f ms forward on %s (kernel %s, head dim %d, %d x %d tiles, %.1f "
+           "TFLOP/s; fmsim predict tells more)\n", r.time_us / 1e3, prof->gpu, kname, head_dim,
+           c->br, c->bc, r.tflops);
+  }
+  return 0;
+}
+
+int timing_load_trace(const char *cmd, const char *dir, fm_colmask **out, int64_t *batch,
+                      int64_t *heads) {
+  char path[4096];
+  fm_err err;
+  fm_jdoc *d = NULL;
+  *out = NULL;
+  if (snprintf(path, sizeof path, "%s/summary.json", dir) >= (int)sizeof path) {
+    cli_error(cmd, "--trace %s: path too long", dir);
+    return -1;
+  }
+  if (fm_jdoc_load(path, &d, &err) != FM_OK) {
+    cli_error(cmd, "--trace: %s", err.msg);
+    return -1;
+  }
+  const fm_jv *root = fm_jdoc_root(d);
+  int causal = fm_jv_bool(fm_jv_get(root, "causal"), -1);
+  *batch = (int64_t)fm_jv_number(fm_jv_get(root, "batch"), 1);
+  *heads = (int64_t)fm_jv_number(fm_jv_get(root, "heads"), 1);
+  fm_jdoc_free(d);
+  if (causal < 0) {
+    cli_error(cmd, "--trace %s: summary.json has no causal flag (not an fmsim trace?)", dir);
+    return -1;
+  }
+  snprintf(path, sizeof path, "%s/columns.npy", dir);
+  fm_intervals_opts lo = {.causal = causal, .strict = 1, .four_vectors = 1};
+  if (fm_intervals_load(path, &lo, out, NULL, &err) != FM_OK) {
+    cli_error(cmd, "--trace %s: %s", dir, err.msg);
+    return -1;
+  }
+  return 0;
+}

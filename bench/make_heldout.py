@@ -1,0 +1,115 @@
+#!/usr/bin/env python3
+"""Writes scenarios/heldout.yaml: the held-out set of the timing model (issue 14).
+
+Masks of every family with random parameters (seeded, so the file is the same on every
+run of this script), odd lengths from 1K to 128K, two draws each (seeds 0 and 1: new
+documents, new evictions; two lengths for the families that draw nothing), head dims 64
+and 128, batch 128K/S and heads 4096/D (so both
+vary from case to case), per-head masks from random eviction. None of them is in
+scenarios/calibration.yaml, whose lengths are powers of two and whose parameters are
+fixed (tests/test_timing.c checks both files).
+
+    python3 bench/make_heldout.py [--out scenarios/heldout.yaml]
+"""
+import argparse
+import math
+import os
+import random
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FAMILIES = ["full", "causal", "sliding_window", "causal_document", "document", "share_question",
+            "global_sliding_window", "causal_blockwise", "prefix_lm_document", "prefix_lm_causal",
+            "qk_sparse", "random_eviction"]
+EXTRA = ["random_eviction", "random_eviction", "sliding_window", "document"]
+# families whose mask does not depend on the seed
+DETERMINISTIC = {"full", "causal", "sliding_window", "global_sliding_window", "prefix_lm_causal"}
+
+
+def odd_length(rng):
+    """Log-uniform in [1K, 128K), odd."""
+    s = int(math.exp(rng.uniform(math.log(1024), math.log(131072))))
+    return s | 1
+
+
+def docs(rng, S):
+    lo = rng.randint(1, max(1, min(40, S // 256)))
+    return {"docs_min": lo, "docs_max": lo + rng.randint(0, 2 * lo)}
+
+
+def params(rng, family, S):
+    if family == "sliding_window":
+        return {"w": rng.randint(16, max(16, S // 4))}
+    if family == "global_sliding_window":
+        return {"g": rng.randint(0, 64), "wl": rng.randint(16, S // 8), "wr": rng.randint(16, S // 8)}
+    if family == "prefix_lm_causal":
+        return {"p": rng.randint(0, S)}
+    if family == "random_eviction":
+        return {"r": rng.randint(S // 8, S)}
+    if family == "share_question":
+        p = docs(rng, S)
+        a = rng.randint(1, 4)
+        p.update({"answers_min": a, "answers_max": a + rng.randint(0, 4)})
+        return p
+    if family in ("causal_document", "document", "causal_blockwise", "prefix_lm_document",
+                  "qk_sparse"):
+        return docs(rng, S)
+    return {}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", default=os.path.join(ROOT, "scenarios", "heldout.yaml"))
+    args = ap.parse_args()
+    rng = random.Random(20261122)
+    lines = [
+        "# The held-out set of the timing model (issue 14): masks that `fmsim calibrate` never",
+        "# saw. Written by bench/make_heldout.py (seeded; do not edit by hand). Run it on the GPU",
+        "# in one call, then compare the profile's predictions with the measured times:",
+        "#   fmsim run scenarios/heldout.yaml --out out/heldout",
+        "#   python3 bench/validate_model.py out/heldout --profile h200-sm90 --out heldout.json",
+        "# The GPU step times the default kernel (auto: sm90 on the H200); `kernel: [sm80]` times",
+        "# the portable one. About 100 s of kernel time on sm80 (the h200-sm80 profile's estimate).",
+        "# Every family with random parameters, odd lengths from 1K to 128K, two draws each,",
+        "# head dims 64 and 128; batch 128K/S and heads 4096/D vary with them; random eviction",
+        "# draws a mask per (batch, head).",
+        "name: heldout",
+        "description: >-",
+        "  Held-out masks for the timing model: every family with seeded random parameters,",
+        "  odd lengths 1K-128K, two draws each, head dims 64 and 128.",
+        "batch: auto",
+        "heads: auto",
+        "head_dim: [64, 128]",
+        "br: 128",
+        "bc: 128",
+        "seed: 0",
+        "draws: 2",
+        "run: [analyze, gpu]",
+        "report: cases",
+        "masks:",
+    ]
+    entries = [f for _ in range(5) for f in FAMILIES] + EXTRA
+    for family in entries:
+        lines.append("  - family: %s" % family)
+        if family in DETERMINISTIC:  # no seed in the mask: two lengths instead of two draws
+            S = sorted(odd_length(rng) for _ in range(2))
+            p = params(rng, family, S[0])
+            seqlen = "[%d, %d]" % tuple(S)
+        else:
+            S = odd_length(rng)
+            p = params(rng, family, S)
+            seqlen = "%d" % S
+        if p:
+            lines.append("    params: {%s}" % ", ".join("%s: %d" % kv for kv in p.items()))
+        lines.append("    seqlen: %s" % seqlen)
+        if family in DETERMINISTIC:
+            lines.append("    draws: 1")
+    tmp = args.out + ".tmp"
+    with open(tmp, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    os.replace(tmp, args.out)
+    masks = sum(2 for _ in entries)  # two draws or two lengths per entry
+    print("wrote %d entries, %d masks per head dim, %d cases to %s" % (len(entries), masks, 2 * masks, args.out))
+
+
+if __name__ == "__main__":
+    main()

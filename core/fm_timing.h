@@ -1,0 +1,240 @@
+/* fm_timing.h — predicted kernel time without a GPU: a calibrated model of how
+ * fmsim's FlashMask kernels spend their time, from the tile work of a mask.
+ *
+ * Work items. The forward kernels give one work item to each row tile of each
+ * (batch, head): the item considers every key tile of its row (reads its 8
+ * bounds, classifies it), skips the MASKED ones and computes the others, the
+ * PARTIAL ones with the element mask. The backward gives one item to each key
+ * tile and walks its row tiles (the column side of the same counts). The
+ * per-item work comes from fm_tile_count at the kernel's tile size for the
+ * pass (fm_kernels.h), in O(S) per vector set (fm_timing_work_init).
+ *
+ * Cost of an item, in microseconds of one CTA slot while the GPU is full:
+ *   item_us + considered * key_tile_us + unmasked * unmasked_us
+ *           + partial * (causal mask ? partial_causal_us : partial_us)
+ * item_us is the fixed part (Q load, pipeline prologue, epilogue, O and LSE
+ * stores); key_tile_us is what a MASKED tile costs (its classification);
+ * partial tiles of causal masks cost more than those of bidirectional ones
+ * (the kernel folds the causal triangle into the element test).
+ *
+ * Schedule (fm_sched, per kernel: fm_timing_kernel_sched):
+ *   FM_SCHED_GRID (sm80): grid (Tr, B*H), blockIdx.x reversed so that the
+ *     heaviest row tiles of causal masks go first; ctas_per_sm CTAs resident
+ *     per SM. The hardware hands blocks out in index order (x fastest): the
+ *     first wave breadth-first over the SMs, then each block to the slot that
+ *     frees first. Once no block is left, an SM running a single CTA runs it
+ *     `solo` times faster than when two share it (the tail).
+ *   FM_SCHED_PERSISTENT_HEAD (sm90): one CTA per SM, each taking the next
+ *     item of a work list when it is done (an atomic counter: greedy list
+ *     scheduling); the list holds the heads in order and, inside each head,
+ *     its row tiles by visited tiles, heaviest first (ties: the last row tile
+ *     first), as kernels/fm_sm90.cu sorts it by default (the CTAs of one time
+ *     share one or two heads' K/V in L2).
+ *   FM_SCHED_PERSISTENT: the same with the list sorted heaviest first over all
+ *     heads (LPT; the sm90 kernel's FM_SM90_ORDER_EXACT).
+ *   FM_SCHED_PERSISTENT_INDEX (sm90 backward): one CTA per SM taking the key
+ *     tiles of every (b, h) in index order (heads in order, key tiles
+ *     ascending: for causal masks, heaviest first within each head).
+ * The makespan over the SMs is simulated item by item: O(items log slots).
+ *
+ * Memory floor: the compulsory bytes (Q, O and LSE once, the K/V columns some
+ * tile loads once, the interval vectors and bounds) over the profile's HBM
+ * bandwidth. Predicted time = launch_us + max(makespan, floor).
+ *
+ * What-if tiles: at a tile other than the profile's (Br0 x Bc0), the tile
+ * costs are scaled by area (Br*Bc)/(Br0*Bc0), item_us by Br/Br0, and
+ * key_tile_us, launch_us and the schedule are kept: an estimate of how the
+ * same kernel would behave, not a measured kernel (results say so: what_if).
+ *
+ * Profiles (data/gpu/NAME.json, written by `fmsim calibrate`):
+ *   {"format": "fmsim-gpu-profile", "version": 1, "gpu": "NVIDIA H200",
+ *    "kernel": "sm80", "sms": 132, "hbm_gbs": 4300, "date": "2026-11-21",
+ *    "fmsim_version": "0.1.0", "source": "what it was fitted from",
+ *    "forward": [{"head_dim": 128, "br": 128, "bc": 64, "ctas_per_sm": 2,
+ *                 "launch_us": ..., "item_us": ..., "key_tile_us": ...,
+ *                 "unmasked_us": ..., "partial_us": ..., "partial_causal_us": ...,
+ *                 "solo": ..., "fit": {"cases": N, "median_abs_error": e,
+ *                                      "worst_abs_error": e}}, ...],
+ *    "backward": []}
+ * Every coefficient is a non-negative number; the tile of each head dim must
+ * be the kernel's own (fm_kernel_tile_size), or the profile is refused.
+ */
+#ifndef FM_TIMING_H
+#define FM_TIMING_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fm_colmask.h"
+#include "fm_kernels.h"
+#include "fm_status.h"
+#include "fm_tiles.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum fm_sched {
+  FM_SCHED_GRID = 0,             /* hardware block dispatch over a grid (sm80 forward) */
+  FM_SCHED_PERSISTENT = 1,       /* one CTA per SM, work list heaviest first over all heads */
+  FM_SCHED_PERSISTENT_HEAD = 2,  /* the same, heads in order, heaviest first in each (sm90 fwd) */
+  FM_SCHED_PERSISTENT_INDEX = 3  /* the same, heads in order, items in index order (sm90 bwd) */
+} fm_sched;
+
+/* How kernel id schedules the work of one pass, and how many CTAs share an
+ * SM by default (a profile may say otherwise per head dim). The table lives
+ * in fm_timing.c, keyed by fm_kernel_id and pass. FM_EINVAL for an unknown id
+ * or FM_PASS_BOTH, FM_EUNSUPPORTED when the kernel has no such pass. */
+fm_status fm_timing_kernel_sched(fm_kernel_id id, fm_pass pass, fm_sched *kind,
+                                 int32_t *ctas_per_sm, fm_err *err);
+
+/* The model of one kernel at one head dim, for one pass. Times in us. */
+typedef struct fm_timing_coef {
+  int32_t head_dim, br, bc; /* the tile the coefficients belong to */
+  int32_t ctas_per_sm;      /* resident CTAs per SM (slots = SMs * this) */
+  double launch_us;         /* once per launch: preprocessing, launch latency */
+  double item_us;           /* per work item: Q load, prologue, epilogue, stores */
+  double key_tile_us;       /* per tile an item considers, visited or skipped */
+  double unmasked_us;       /* per visited UNMASKED tile */
+  double partial_us;        /* per visited PARTIAL tile of a bidirectional mask */
+  double partial_causal_us; /* per visited PARTIAL tile of a causal mask */
+  double solo;              /* grid schedule: speed of a lone CTA over a shared one (>= 1) */
+  int32_t fit_cases;        /* cases of the fit, 0 when unknown */
+  double fit_median_err;    /* median |predicted / measured - 1| of the fit */
+  double fit_worst_err;     /* largest of those */
+} fm_timing_coef;
+
+#define FM_PROFILE_MAX_COEF 8
+
+typedef struct fm_gpu_profile {
+  char name[128];          /* where it came from: a file stem or path */
+  char gpu[128];           /* the device, e.g. "NVIDIA H200" */
+  fm_kernel_id kernel;     /* registry id (never FM_KERNEL_AUTO) */
+  int32_t sms;             /* streaming multiprocessors */
+  double hbm_gbs;          /* HBM bandwidth for the memory floor, GB/s */
+  char date[32];           /* of the measurements, YYYY-MM-DD */
+  char fmsim_version[32];  /* of the fmsim that fitted it */
+  char source[512];        /* the data it was fitted from */
+  int32_t nfwd, nbwd;
+  fm_timing_coef fwd[FM_PROFILE_MAX_COEF], bwd[FM_PROFILE_MAX_COEF]; /* per head dim */
+} fm_gpu_profile;
+
+/* Reads a profile from JSON text (name labels the messages) and validates it:
+ * format and version, a known kernel, numbers where numbers belong, every
+ * coefficient finite and >= 0, solo in [1, 4], ctas_per_sm in 1..32, and
+ * each head dim's tile equal to the kernel's (fm_kernel_tile_size).
+ * FM_EFORMAT names the file, the key and what was expected. */
+fm_status fm_profile_parse(const char *text, size_t len, const char *name, fm_gpu_profile *out,
+                           fm_err *err);
+fm_status fm_profile_load(const char *path, fm_gpu_profile *out, fm_err *err);
+/* Writes p as JSON (the format above), atomically. */
+fm_status fm_profile_save(const fm_gpu_profile *p, const char *path, fm_err *err);
+
+/* The coefficients for pass (FM_PASS_FWD or FM_PASS_BWD) at head_dim; NULL
+ * when the profile has none (no backward kernel yet, another head dim). */
+const fm_timing_coef *fm_profile_coef(const fm_gpu_profile *p, fm_pass pass, int32_t head_dim);
+
+/* What the model needs of a mask at one tile size: per-row-tile and
+ * per-key-tile work of every vector set. O((Tr + Tc) * sets) memory. */
+typedef struct fm_timing_work {
+  int32_t sq, sk, br, bc, tr, tc;
+  int32_t nb, nh;        /* vector sets nb x nh (fm_colmask) */
+  int causal;
+  fm_work *rows;         /* (nb * nh, Tr), owned */
+  fm_work *cols;         /* (nb * nh, Tc), owned */
+  int64_t *kv_cols;      /* (nb * nh,) key columns that some row tile visits, owned */
+  fm_tile_counts counts; /* min/max counts over the sets (exact not computed) */
+} fm_timing_work;
+
+/* Counts the work of m at Br x Bc (fm_tile_count). Free with
+ * fm_timing_work_free (a zeroed or failed work is fine to free). */
+fm_status fm_timing_work_init(fm_timing_work *w, const fm_colmask *m, int32_t br, int32_t bc,
+                              fm_err *err);
+void fm_timing_work_free(fm_timing_work *w);
+
+typedef struct fm_timing_problem {
+  int64_t batch, heads;  /* B, H; the mask's sets must be 1 or match (as the kernels) */
+  int32_t head_dim;
+  fm_pass pass;          /* FM_PASS_FWD or FM_PASS_BWD (not both: call twice) */
+  fm_variant variant;    /* SKIP, or NOSKIP (every tile visited, MASKED as PARTIAL) */
+  int full_mask;         /* 1: cost as the full mask of the same shape (every tile UNMASKED) */
+} fm_timing_problem;
+
+#define FM_TIMING_NFEAT 6 /* launch, items, considered, unmasked, partial, partial causal */
+
+typedef struct fm_timing_result {
+  double time_us;       /* predicted: launch_us + max(schedule_us, floor_us) */
+  double schedule_us;   /* makespan of the items over the SMs */
+  double floor_us;      /* memory floor */
+  double launch_us;
+  double bytes;         /* compulsory bytes of the floor */
+  double flops_paper;   /* 4*B*H*Sq*Sk*D*(1 - rho), x2.5 for the backward */
+  double tflops;        /* flops_paper / time_us */
+  double rho;           /* block sparsity at the tile used (min/max rule) */
+  double waves;         /* items / slots */
+  double busy;          /* summed item time / (slots * schedule_us): 1 = no idle slot */
+  int64_t items, slots;
+  int64_t tiles_visited, tiles_partial, tiles_total; /* over every (b, h) */
+  int32_t br, bc;       /* the tile used */
+  int what_if;          /* 1: the tile differs from the profile's, costs scaled */
+  /* The critical slot's work: time_us = sum_k critical[k] * coefficient k
+     when the schedule sets the time (what `fmsim calibrate` fits). */
+  double critical[FM_TIMING_NFEAT];
+} fm_timing_result;
+
+/* Predicts the time of pb on the profile's kernel with the work w (counted at
+ * the kernel's tile for pb->head_dim, or at a what-if tile). FM_EUNSUPPORTED
+ * when the profile has no coefficients for the pass or head dim, or for the
+ * dense variant; FM_EINVAL when the sets do not fit B and H. */
+fm_status fm_timing_predict(const fm_gpu_profile *prof, const fm_timing_work *w,
+                            const fm_timing_problem *pb, fm_timing_result *out, fm_err *err);
+
+/* The same with explicit coefficients (no profile): what the fit iterates. */
+fm_status fm_timing_predict_coef(const fm_timing_coef *c, fm_kernel_id kernel, int32_t sms,
+                                 double hbm_gbs, const fm_timing_work *w,
+                                 const fm_timing_problem *pb, fm_timing_result *out, fm_err *err);
+
+/* ------------------------------------------------------------------ fit */
+
+/* One measured case for the fit. */
+typedef struct fm_fit_case {
+  const fm_timing_work *work; /* at the kernel's tile for head_dim */
+  fm_timing_problem problem;
+  double measured_us;
+} fm_fit_case;
+
+typedef struct fm_fit_options {
+  int32_t ctas_per_sm;  /* 0: the kernel's default */
+  int max_iterations;   /* schedule <-> coefficients rounds, 0: 12 */
+  unsigned fixed;       /* bit k (k as in critical[]): coefficient k is pinned to fixed_value[k] */
+  double fixed_value[FM_TIMING_NFEAT];
+} fm_fit_options;
+
+/* Fits out (launch, item, key tile, unmasked, partial, partial causal
+ * coefficients, and solo for the grid schedule) to n cases of one head dim:
+ * Gauss-Newton steps on the relative error: the time of a case is its
+ * critical work (fm_timing_result.critical) times the coefficients, so each
+ * step is a non-negative least squares on the critical work of the current
+ * schedule; solo by a search over [1, 2]; then restarts from perturbed
+ * coefficients and a pattern search, as the residual is piecewise linear
+ * (kinks where the critical SM changes). Its cost is a few hundred schedule
+ * simulations of every case at most (fewer for large sets: tens of seconds
+ * for a hundred cases of 32K work items). predicted_us (n,) receives the
+ * fitted model's prediction of each case. A coefficient that no case
+ * exercises (e.g. no PARTIAL tile of a causal mask) cannot be fitted: it
+ * takes its nearest kin (partial <-> partial causal, else unmasked) and the
+ * bit (1 << k, k as in critical[]) is set in *unidentified; two that the cases
+ * cannot tell apart (proportional work in every case) both get their bit,
+ * their split is then arbitrary though the predictions hold. Pinned coefficients
+ * (opt->fixed) are not fitted: for data that cannot separate two of them,
+ * e.g. launch_us from item_us when every case has as many work items.
+ * FM_EINVAL for fewer cases than 2 or a non-positive measurement. */
+fm_status fm_timing_fit(fm_kernel_id kernel, int32_t sms, double hbm_gbs, int32_t head_dim,
+                        const fm_fit_case *cases, int n, const fm_fit_options *opt,
+                        fm_timing_coef *out, double *predicted_us, unsigned *unidentified,
+                        fm_err *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,548 @@
+/* fm_sm90_bwd.cuh — the Hopper FlashMask backward kernel (sm_90a; private).
+ *
+ * FlashAttention-2/3's backward with FlashMask's column-side skipping (the
+ * paper's Algorithm 2). One work item = one key tile of BC = 128 keys of one
+ * (batch, head); the CTA holds K and V of those keys in shared memory and dK,
+ * dV in registers, and steps through the query tiles of BR = 64 rows that the
+ * min/max rule does not call MASKED for this key tile (the same 8 bounds the
+ * forward uses, classified against the query tile's rows). Three warpgroups:
+ *
+ *   producer   one warp: takes items from an atomic counter (key tiles in index
+ *              order: heads in order, key tiles ascending, which for causal
+ *              masks is heaviest first), loads K and V by TMA, classifies the
+ *              query tiles and feeds the visited ones through a two-stage ring:
+ *              Q and dO by TMA, the rows' LSE (log2 domain) and D = rowsum(dO O)
+ *              by the lanes; in deterministic mode it also takes the dQ turn of
+ *              the query tiles it skips (below).
+ *   consumers  warpgroups 1 and 2, 64 keys each; per visited query tile:
+ *                S^T  = K Q^T            wgmma m64n64, both K-major from smem
+ *                dP^T = V dO^T           the same
+ *                mask (partial tiles: the thread's two keys' intervals, kept in
+ *                registers for the whole item), P^T = exp2(S^T scale log2e -
+ *                LSE2), dS^T = P^T (dP^T - D)
+ *                dV  += P^T dO           A = P^T from registers (bf16), dO MN-major
+ *                dK  += dS^T Q           the same with dS^T and Q
+ *                dS^T to shared memory (both warpgroups' 128 keys), then
+ *                dQ_w = dS K             head dim 128: warpgroup w the columns
+ *                                        64 w .. 64 w + 63 over all 128 keys; head
+ *                                        dim 64: warpgroup w its own 64 keys, all
+ *                                        columns (two additions to one place);
+ *                                        A = dS MN-major from smem
+ *                dQ_w * scale staged in fp32 and added to the fp32 dQ accumulator
+ *                in global memory by the copy engine (cp.reduce.async.bulk .add):
+ *                one bulk reduction per (key tile, query tile, warpgroup) instead
+ *                of 8192 atomics.
+ *              At the end of the item: dK * scale and dV, bf16, by TMA stores.
+ *
+ * Determinism: in the default mode the fp32 dQ additions of different key tiles
+ * land in whatever order the CTAs reach them. With deterministic = 1 every
+ * (batch, head, query tile) has a counter in global memory (head dim 128: one
+ * per warpgroup's columns, turns n; head dim 64: one, turns 2 n + w), and the
+ * CTA of key tile n adds its dQ part only on its turn, then passes it on; the
+ * producer takes the turns of the query tiles this key tile skips. So dQ is summed in key-tile order, and NOSKIP (which adds exact zeros
+ * where SKIP adds nothing) gives bit-identical gradients. Items are handed out
+ * in increasing order and a CTA waits only for lower items, so the waits end.
+ *
+ * Variants: SKIP and NOSKIP (a MASKED pair element-masked to -inf: P = 0, dS =
+ * 0, exact zeros added). INSTR: the producer writes every pair's class (0
+ * cycles for skipped pairs) and, per visited pair, the clock64 ticks between
+ * the consumers' releases of consecutive ring stages.
+ *
+ * Preprocessing (fm_sm90_bwd.cu): D = rowsum(dO * O) and LSE2 = LSE * log2 e
+ * (+inf for a row with no visible key, so that its P is 0); the fp32 dQ
+ * accumulator zeroed; afterwards dQ converted to bf16.
+ * Measurements and the choices behind them: kernels/PERF_NOTES.md.
+ */
+#ifndef FM_SM90_BWD_CUH
+#define FM_SM90_BWD_CUH
+
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include "fm_hopper.cuh"
+#include "fm_kernel_traits.h"
+#include "fm_kernels.h"
+#include "fm_tile_rule.h"
+
+namespace fm90b {
+
+template <int HD> struct traits {
+  static constexpr int BR = 64;                  /* query rows per step */
+  static constexpr int BC = 128;                 /* keys per item */
+  static constexpr int NCW = 2;                  /* consumer warpgroups, 64 keys each */
+  static constexpr int THREADS = 128 * (NCW + 1);
+  static constexpr int DBLK = HD / 64;
+  static constexpr int STAGES = 2;
+  static constexpr int KV_BYTES = BC * HD * 2;   /* K or V of the item */
+  static constexpr int QT_BYTES = BR * HD * 2;   /* one Q or dO tile */
+  static constexpr int DS_BYTES = BC * BR * 2;   /* dS^T staging, (BC keys, BR queries) bf16 */
+  static constexpr int DQ_BYTES = BR * 64 * 4;   /* one warpgroup's dQ part, (BR, 64) fp32 */
+  static constexpr int OFF_K = 0;
+  static constexpr int OFF_V = OFF_K + KV_BYTES;
+  static constexpr int OFF_Q = OFF_V + KV_BYTES;             /* STAGES tiles */
+  static constexpr int OFF_DO = OFF_Q + STAGES * QT_BYTES;   /* STAGES tiles */
+  static constexpr int OFF_DS = OFF_DO + STAGES * QT_BYTES;  /* 2 buffers (query-tile parity) */
+  static constexpr int OFF_DQ = OFF_DS + 2 * DS_BYTES;       /* NCW buffers; dK, dV staged here */
+  static constexpr int OFF_ROWS = OFF_DQ + NCW * DQ_BYTES;   /* STAGES x (LSE2[BR], D[BR]) fp32 */
+  static constexpr int OFF_META = OFF_ROWS + STAGES * 2 * BR * 4;
+  static constexpr int OFF_BAR = OFF_META + 16 * STAGES;
+  static constexpr int NBARS = 2 + 2 * STAGES;               /* kv full/empty, q full/empty */
+  static constexpr int OFF_ITEM = OFF_BAR + 8 * NBARS;
+  static constexpr int OFF_STAGE_TILE = OFF_ITEM + 16;
+  static constexpr int SMEM = OFF_STAGE_TILE + 8 * STAGES + 1024;
+  static constexpr int REG_PRODUCER = 40, REG_CONSUMER = 232;
+  /* dQ = dS K: head dim 128 splits the columns between the warpgroups (64 each);
+     head dim 64 has one column block and splits the keys (the reduction) */
+  static constexpr bool DQ_SPLIT_KEYS = HD == 64;
+  static constexpr int DQ_KSTEPS = DQ_SPLIT_KEYS ? BC / 16 / NCW : BC / 16;
+};
+static_assert(traits<128>::BR == FM_SM90_BWD_BR_HD128 && traits<128>::BC == FM_SM90_BWD_BC_HD128 &&
+                  traits<64>::BR == FM_SM90_BWD_BR_HD64 && traits<64>::BC == FM_SM90_BWD_BC_HD64,
+              "core/fm_kernel_traits.h must match the sm90 backward kernel");
+static_assert(traits<128>::SMEM <= 227 * 1024, "one CTA per SM: at most 227 KiB of shared memory");
+static_assert(traits<128>::DQ_BYTES >= 64 * 128 * 2 && traits<64>::DQ_BYTES >= 64 * 64 * 2,
+              "a warpgroup's dQ staging must hold its 64 keys of dK (or dV) in bf16");
+
+enum : int32_t {
+  FLAG_SHIFT = 24,
+  F_NEEDMASK = 1 << 0, /* element mask (partial pair, a MASKED pair in NOSKIP, cut tiles) */
+  F_LAST = 1 << 1,     /* the item's last visited query tile */
+  F_EMPTY = 1 << 2,    /* no visited query tile: dK = dV = 0 */
+  TILE_MASK = (1 << FLAG_SHIFT) - 1
+};
+enum : int { BAR_CONSUMERS = 1, BAR_WG = 2 }; /* named barriers: both consumers; 2, 3 per warpgroup */
+
+struct params {
+  CUtensorMap tm_q, tm_do;   /* (B, Sq, H, D) bf16, boxes 64 x BR */
+  CUtensorMap tm_k, tm_v;    /* (B, Sk, H, D) bf16, boxes 64 x BC */
+  CUtensorMap tm_dk, tm_dv;  /* (B, Sk, H, D) bf16, boxes 64 x 64 (stores) */
+  CUtensorMap tm_dq;         /* (B, Sq, H, D) fp32 accumulator, boxes 32 x BR (reductions) */
+  const float *lse2;         /* (B, H, Sq) LSE * log2 e, +inf for rows with no visible key */
+  const float *dsum;         /* (B, H, Sq) D = rowsum(dO * O) */
+  const int32_t *intervals;  /* (nsets, 4, Sk) */
+  const fm_tile_bounds *bounds; /* (nsets, Tc) at BC */
+  int32_t *next_item;        /* atomic counter, zero at launch */
+  int32_t *sem;              /* deterministic: (B * H * Tq * NCW) counters, zero at launch */
+  uint8_t *tile_class;       /* (B, H, Tq, Tc), INSTR */
+  int64_t *tile_cycles;      /* (B, H, Tq, Tc), INSTR */
+  int32_t B, H, Sq, Sk, Tq, Tc, nitems;
+  int32_t nb, nh, causal, deterministic;
+  float scale, scale_log2;
+};
+
+template <int HD> struct bars {
+  uint64_t *b;
+  __device__ uint64_t *kv_full() const { return b; }
+  __device__ uint64_t *kv_empty() const { return b + 1; }
+  __device__ uint64_t *q_full(int s) const { return b + 2 + s; }
+  __device__ uint64_t *q_empty(int s) const { return b + 2 + traits<HD>::STAGES + s; }
+};
+
+__device__ __forceinline__ int set_of(const params &p, int b, int h) {
+  return (p.nb == 1 ? 0 : b) * p.nh + (p.nh == 1 ? 0 : h);
+}
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<uint32_t *>(&v);
+}
+/* Deterministic dQ turns: wait until the counter says `turn` (acquire). */
+__device__ __forceinline__ void sem_wait(const int32_t *c, int32_t turn) {
+  int32_t v;
+  for (;;) {
+    asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(c) : "memory");
+    if (v == turn) return;
+    __nanosleep(64);
+  }
+}
+/* Passes the turn on (release: the reduction this thread waited for is visible first). */
+__device__ __forceinline__ void sem_pass(int32_t *c, int32_t next) {
+  asm volatile("st.release.gpu.global.b32 [%0], %1;\n" ::"l"(c), "r"(next) : "memory");
+}
+
+/* ------------------------------------------------------------------ producer */
+
+template <int HD, int VAR, bool INSTR>
+__device__ __forceinline__ void producer(const params &p, unsigned char *smem, bars<HD> br) {
+  using T = traits<HD>;
+  const int lane = threadIdx.x & 31;
+  int32_t *sItem = reinterpret_cast<int32_t *>(smem + T::OFF_ITEM);
+  int32_t *sMeta = reinterpret_cast<int32_t *>(smem + T::OFF_META);
+  float *sRows = reinterpret_cast<float *>(smem + T::OFF_ROWS);
+  int64_t *sStageTile = reinterpret_cast<int64_t *>(smem + T::OFF_STAGE_TILE);
+  long long t_last = INSTR ? clock64() : 0;
+  auto record = [&](int s) {
+    const long long now = clock64();
+    if (sStageTile[s] >= 0) p.tile_cycles[sStageTile[s]] = now - t_last;
+    t_last = now;
+  };
+  int q_iter = 0; /* ring position over all items */
+  for (int it_n = 0;; it_n++) {
+    int32_t item = 0;
+    if (lane == 0) {
+      if (it_n > 0) fmh::mbar_wait(br.kv_empty(), (it_n - 1) & 1);
+      const int32_t k = atomicAdd(p.next_item, 1);
+      item = k < p.nitems ? k : -1; /* items in index order (determinism needs it) */
+      *sItem = item;
+      if (item >= 0) {
+        const int n = item % p.Tc, bh = item / p.Tc, b = bh / p.H, h = bh % p.H;
+        fmh::mbar_arrive_expect_tx(br.kv_full(), 2 * T::KV_BYTES);
+#pragma unroll
+        for (int d = 0; d < T::DBLK; d++) {
+          fmh::tma_load_4d(smem + T::OFF_K + d * T::BC * 128, &p.tm_k, br.kv_full(), d * 64, h, n * T::BC, b);
+          fmh::tma_load_4d(smem + T::OFF_V + d * T::BC * 128, &p.tm_v, br.kv_full(), d * 64, h, n * T::BC, b);
+        }
+      } else {
+        fmh::mbar_arrive(br.kv_full());
+      }
+    }
+    item = __shfl_sync(0xffffffffu, item, 0);
+    if (item < 0) {
+      if (INSTR && lane == 0)
+        for (int m = max(q_iter - T::STAGES, 0); m < q_iter; m++) {
+          fmh::mbar_wait(br.q_empty(m % T::STAGES), (m / T::STAGES) & 1);
+          record(m % T::STAGES);
+        }
+      return;
+    }
+    const int n = item % p.Tc, bh = item / p.Tc, b = bh / p.H, h = bh % p.H;
+    const int set = set_of(p, b, h);
+    const fm_tile_bounds tb = p.bounds[(int64_t)set * p.Tc + n];
+    const bool cut = (n + 1) * T::BC > p.Sk;
+
+    auto issue = [&](int32_t m, int32_t flags) {
+      const int s = q_iter % T::STAGES;
+      const uint32_t ph = (q_iter / T::STAGES) & 1;
+      if (q_iter >= T::STAGES) {
+        fmh::mbar_wait(br.q_empty(s), ph ^ 1);
+        if (INSTR && lane == 0) record(s);
+      }
+      if (!(flags & F_EMPTY)) { /* the rows' LSE2 and D */
+        float *rows = sRows + s * 2 * T::BR;
+        const int64_t base = (int64_t)bh * p.Sq + (int64_t)m * T::BR;
+#pragma unroll
+        for (int r = lane; r < T::BR; r += 32) {
+          const int i = m * T::BR + r;
+          rows[r] = i < p.Sq ? __ldg(p.lse2 + base + r) : 0.f;
+          rows[T::BR + r] = i < p.Sq ? __ldg(p.dsum + base + r) : 0.f;
+        }
+        __threadfence_block();
+      }
+      __syncwarp();
+      if (lane == 0) {
+        sMeta[s] = m | (flags << FLAG_SHIFT);
+        if (INSTR) sStageTile[s] = (flags & F_EMPTY) ? -1 : ((int64_t)bh * p.Tq + m) * p.Tc + n;
+        if (flags & F_EMPTY) {
+          fmh::mbar_arrive(br.q_full(s));
+        } else {
+          fmh::mbar_arrive_expect_tx(br.q_full(s), 2 * T::QT_BYTES);
+#pragma unroll
+          for (int d = 0; d < T::DBLK; d++) {
+            fmh::tma_load_4d(smem + T::OFF_Q + s * T::QT_BYTES + d * T::BR * 128, &p.tm_q, br.q_full(s),
+                             d * 64, h, m * T::BR, b);
+            fmh::tma_load_4d(smem + T::OFF_DO + s * T::QT_BYTES + d * T::BR * 128, &p.tm_do, br.q_full(s),
+                             d * 64, h, m * T::BR, b);
+          }
+        }
+      }
+      __syncwarp();
+      q_iter++;
+    };
+
+    int32_t pend = -1, pend_flags = 0;
+    for (int base = 0; base < p.Tq; base += 32) {
+      const int m = base + lane;
+      int cls = FM_TILE_MASKED;
+      bool keep = false;
+      if (m < p.Tq) {
+        cls = fm_classify_minmax(&tb, m * T::BR, min((m + 1) * T::BR, p.Sq));
+        keep = VAR == FM_VARIANT_NOSKIP || cls != FM_TILE_MASKED;
+        if (INSTR) {
+          const int64_t at = ((int64_t)bh * p.Tq + m) * p.Tc + n;
+          p.tile_class[at] = (uint8_t)cls;
+          if (!keep) p.tile_cycles[at] = 0;
+        }
+        /* deterministic: the dQ turns of the query tiles this key tile skips */
+        if (p.deterministic && !keep) {
+          int32_t *c = p.sem + ((int64_t)bh * p.Tq + m) * T::NCW;
+          if (T::DQ_SPLIT_KEYS) {
+            sem_wait(c, T::NCW * n);
+            sem_pass(c, T::NCW * (n + 1));
+          } else {
+            for (int w = 0; w < T::NCW; w++) {
+              sem_wait(c + w, n);
+              sem_pass(c + w, n + 1);
+            }
+          }
+        }
+      }
+      const int32_t fl = (cls != FM_TILE_UNMASKED || cut) ? F_NEEDMASK : 0;
+      unsigned bal = __ballot_sync(0xffffffffu, keep);
+      while (bal) {
+        const int src = __ffs(bal) - 1;
+        bal &= bal - 1;
+        const int32_t f = __shfl_sync(0xffffffffu, fl, src);
+        if (pend >= 0) issue(pend, pend_flags);
+        pend = base + src;
+        pend_flags = f;
+      }
+    }
+    if (pend >= 0)
+      issue(pend, pend_flags | F_LAST);
+    else
+      issue(0, F_EMPTY | F_LAST);
+  }
+}
+
+/* ----------------------------------------------------------------- consumers */
+
+/* The two keys of this thread as (start, length) interval pairs, causal folded;
+ * a key past Sk hides every query row. */
+struct key_iv {
+  int32_t ls[2], ll[2], us[2], ul[2];
+};
+
+template <int HD, int VAR, bool INSTR>
+__device__ __forceinline__ void consumer(const params &p, unsigned char *smem, bars<HD> br, int cw) {
+  using T = traits<HD>;
+  const int tid = threadIdx.x - 128 * (cw + 1);
+  const int warp = tid >> 5, lane = tid & 31, g = lane >> 2, c4 = lane & 3;
+  const int32_t *sItem = reinterpret_cast<const int32_t *>(smem + T::OFF_ITEM);
+  const int32_t *sMeta = reinterpret_cast<const int32_t *>(smem + T::OFF_META);
+  const float *sRows = reinterpret_cast<const float *>(smem + T::OFF_ROWS);
+  const uint32_t k_base = fmh::smem_addr(smem + T::OFF_K), v_base = fmh::smem_addr(smem + T::OFF_V);
+  /* this warpgroup's 64 keys: rows 64 cw .. of each 128-row column block */
+  const uint32_t kw_base = k_base + cw * 64 * 128, vw_base = v_base + cw * 64 * 128;
+  unsigned char *dq_stage = smem + T::OFF_DQ + cw * T::DQ_BYTES;
+  int q_iter = 0;
+  for (int it_n = 0;; it_n++) {
+    fmh::mbar_wait(br.kv_full(), it_n & 1);
+    const int32_t item = __shfl_sync(0xffffffffu, *sItem, 0);
+    if (item < 0) break;
+    const int n = item % p.Tc, bh = item / p.Tc, b = bh / p.H, h = bh % p.H;
+    /* the thread's keys: rows 16 warp + g (+ 8) of this warpgroup's 64 */
+    key_iv kv;
+    {
+      const int32_t *gv = p.intervals + (int64_t)set_of(p, b, h) * 4 * p.Sk;
+#pragma unroll
+      for (int hr = 0; hr < 2; hr++) {
+        const int j = n * T::BC + cw * 64 + warp * 16 + g + 8 * hr;
+        int32_t lts = 0, lte = INT32_MAX, us = 0, ue = 0;
+        if (j < p.Sk) {
+          lts = __ldg(gv + j);
+          lte = __ldg(gv + (int64_t)p.Sk + j);
+          fm_effective_upper(__ldg(gv + 2 * (int64_t)p.Sk + j), __ldg(gv + 3 * (int64_t)p.Sk + j), p.causal,
+                             j, p.Sq, p.Sk, &us, &ue);
+        }
+        kv.ls[hr] = lts;
+        kv.ll[hr] = max(lte - lts, 0);
+        kv.us[hr] = us;
+        kv.ul[hr] = max(ue - us, 0);
+      }
+    }
+    float dk[HD / 2], dv[HD / 2];
+#pragma unroll
+    for (int i = 0; i < HD / 2; i++) dk[i] = dv[i] = 0.f;
+
+    for (int t = 0;; t++) {
+      const int s = q_iter % T::STAGES;
+      const uint32_t ph = (q_iter / T::STAGES) & 1;
+      fmh::mbar_wait(br.q_full(s), ph);
+      const int32_t entry = __shfl_sync(0xffffffffu, sMeta[s], 0);
+      const int m = entry & TILE_MASK, flags = entry >> FLAG_SHIFT;
+      q_iter++;
+      if (flags & F_EMPTY) {
+        __syncwarp();
+        if (lane == 0) fmh::mbar_arrive(br.q_empty(s));
+        break;
+      }
+      const uint32_t q_base = fmh::smem_addr(smem + T::OFF_Q + s * T::QT_BYTES);
+      const uint32_t do_base = fmh::smem_addr(smem + T::OFF_DO + s * T::QT_BYTES);
+      /* ---- S^T = K_w Q^T and dP^T = V_w dO^T (64 keys x 64 queries each) */
+      float st[32], dpt[32];
+      fmh::wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < HD / 16; kk++)
+        fmh::wgmma_ss_n64<0, 0>(st, fmh::desc_kmajor(kw_base, T::BC, kk), fmh::desc_kmajor(q_base, T::BR, kk),
+                                kk > 0);
+#pragma unroll
+      for (int kk = 0; kk < HD / 16; kk++)
+        fmh::wgmma_ss_n64<0, 0>(dpt, fmh::desc_kmajor(vw_base, T::BC, kk), fmh::desc_kmajor(do_base, T::BR, kk),
+                                kk > 0);
+      fmh::wgmma_commit();
+      fmh::wgmma_wait<0>();
+      fmh::reg_fence(st);
+      fmh::reg_fence(dpt);
+      /* ---- P^T and dS^T; the element mask on the thread's keys */
+      const float *lse2 = sRows + s * 2 * T::BR, *dsum = lse2 + T::BR;
+      const int i0 = m * T::BR + 2 * c4;
+#pragma unroll
+      for (int nb = 0; nb < 8; nb++) {
+        const float2 l2 = *reinterpret_cast<const float2 *>(lse2 + 8 * nb + 2 * c4);
+        const float2 dd = *reinterpret_cast<const float2 *>(dsum + 8 * nb + 2 * c4);
+#pragma unroll
+        for (int hr = 0; hr < 2; hr++)
+#pragma unroll
+          for (int e = 0; e < 2; e++) {
+            const int idx = 4 * nb + 2 * hr + e;
+            float x = st[idx];
+            if (flags & F_NEEDMASK) {
+              const uint32_t i = (uint32_t)(i0 + 8 * nb + e);
+              const bool mk = (i - (uint32_t)kv.ls[hr] < (uint32_t)kv.ll[hr]) ||
+                              (i - (uint32_t)kv.us[hr] < (uint32_t)kv.ul[hr]);
+              x = mk ? -INFINITY : x;
+            }
+            const float pv = fast_exp2(fmaf(x, p.scale_log2, -(e ? l2.y : l2.x)));
+            st[idx] = pv;
+            dpt[idx] = pv * (dpt[idx] - (e ? dd.y : dd.x));
+          }
+      }
+      uint32_t pa[4][4], da[4][4];
+#pragma unroll
+      for (int kk = 0; kk < 4; kk++) {
+        pa[kk][0] = pack_bf16(st[8 * kk + 0], st[8 * kk + 1]);
+        pa[kk][1] = pack_bf16(st[8 * kk + 2], st[8 * kk + 3]);
+        pa[kk][2] = pack_bf16(st[8 * kk + 4], st[8 * kk + 5]);
+        pa[kk][3] = pack_bf16(st[8 * kk + 6], st[8 * kk + 7]);
+        da[kk][0] = pack_bf16(dpt[8 * kk + 0], dpt[8 * kk + 1]);
+        da[kk][1] = pack_bf16(dpt[8 * kk + 2], dpt[8 * kk + 3]);
+        da[kk][2] = pack_bf16(dpt[8 * kk + 4], dpt[8 * kk + 5]);
+        da[kk][3] = pack_bf16(dpt[8 * kk + 6], dpt[8 * kk + 7]);
+      }
+      /* ---- dV += P^T dO, dK += dS^T Q (queries are the reduction dim) */
+      fmh::wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < 4; kk++) fmh::pv_mma<HD>::run(dv, pa[kk], fmh::desc_mnmajor(do_base, T::BR, kk));
+#pragma unroll
+      for (int kk = 0; kk < 4; kk++) fmh::pv_mma<HD>::run(dk, da[kk], fmh::desc_mnmajor(q_base, T::BR, kk));
+      fmh::wgmma_commit();
+      /* ---- dS^T (bf16) to shared memory, SW128: (128 keys, 64 queries) */
+      unsigned char *ds = smem + T::OFF_DS + (t & 1) * T::DS_BYTES;
+#pragma unroll
+      for (int kk = 0; kk < 4; kk++)
+#pragma unroll
+        for (int r = 0; r < 4; r++) {
+          const int key = cw * 64 + warp * 16 + g + 8 * (r & 1), q = 16 * kk + 8 * (r >> 1) + 2 * c4;
+          *reinterpret_cast<uint32_t *>(ds + key * 128 + (((q >> 3) ^ (key & 7)) << 4) + (q & 7) * 2) =
+              da[kk][r];
+        }
+      fmh::fence_proxy_async();
+      fmh::named_sync(BAR_CONSUMERS, 256); /* both warpgroups' dS^T are written */
+      /* ---- dQ_w = dS K_w: 64 queries x 64 head-dim columns, keys are the reduction */
+      float dq[32];
+      const int k0 = T::DQ_SPLIT_KEYS ? cw * T::DQ_KSTEPS : 0;  /* first key step */
+      const uint32_t kb = k_base + (T::DQ_SPLIT_KEYS ? 0 : cw) * T::BC * 128; /* column block */
+      fmh::wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < T::DQ_KSTEPS; kk++)
+        fmh::wgmma_ss_n64<1, 1>(dq, fmh::desc_mnmajor(fmh::smem_addr(ds), T::BC, k0 + kk),
+                                fmh::desc_mnmajor(kb, T::BC, k0 + kk), kk > 0);
+      fmh::wgmma_commit();
+      fmh::wgmma_wait<0>();
+      fmh::reg_fence(dq);
+      fmh::reg_fence(dk);
+      fmh::reg_fence(dv);
+      fmh::reg_fence(pa);
+      fmh::reg_fence(da);
+      __syncwarp();
+      if (lane == 0) fmh::mbar_arrive(br.q_empty(s)); /* Q, dO and the rows are free */
+      /* ---- dQ * scale, fp32, staged as two 32-column SW128 boxes, reduced by the copy engine */
+      if (tid == 0) fmh::bulk_wait_read(); /* the previous reduction has read the staging */
+      fmh::named_sync(BAR_WG + cw, 128);
+#pragma unroll
+      for (int nb = 0; nb < 8; nb++)
+#pragma unroll
+        for (int hr = 0; hr < 2; hr++) {
+          const int row = warp * 16 + g + 8 * hr, col = 8 * nb + 2 * c4;
+          const int box = col >> 5, cc = col & 31;
+          float2 v = make_float2(dq[4 * nb + 2 * hr] * p.scale, dq[4 * nb + 2 * hr + 1] * p.scale);
+          *reinterpret_cast<float2 *>(dq_stage + box * T::BR * 128 + row * 128 + (((cc >> 2) ^ (row & 7)) << 4) +
+                                      (cc & 3) * 4) = v;
+        }
+      fmh::fence_proxy_async();
+      fmh::named_sync(BAR_WG + cw, 128);
+      if (tid == 0) {
+        const int d0 = T::DQ_SPLIT_KEYS ? 0 : cw * 64;
+        int32_t *c = p.sem + ((int64_t)bh * p.Tq + m) * T::NCW + (T::DQ_SPLIT_KEYS ? 0 : cw);
+        const int32_t turn = T::DQ_SPLIT_KEYS ? T::NCW * n + cw : n;
+        if (p.deterministic) sem_wait(c, turn);
+        fmh::tma_reduce_add_4d(&p.tm_dq, dq_stage, d0, h, m * T::BR, b);
+        fmh::tma_reduce_add_4d(&p.tm_dq, dq_stage + T::BR * 128, d0 + 32, h, m * T::BR, b);
+        fmh::bulk_commit();
+        if (p.deterministic) {
+          fmh::bulk_wait_all(); /* the additions are done before the turn passes */
+          __threadfence();
+          sem_pass(c, turn + 1);
+        }
+      }
+      if (flags & F_LAST) break;
+    }
+    /* ---- end of the item: K and V are no longer read */
+    __syncwarp();
+    if (lane == 0) fmh::mbar_arrive(br.kv_empty());
+    /* dK * scale and dV in bf16 through this warpgroup's staging, TMA-stored */
+#pragma unroll
+    for (int which = 0; which < 2; which++) {
+      if (tid == 0) fmh::bulk_wait_read();
+      fmh::named_sync(BAR_WG + cw, 128);
+      const float *acc = which ? dv : dk;
+      const float f = which ? 1.f : p.scale;
+#pragma unroll
+      for (int nb = 0; nb < HD / 8; nb++)
+#pragma unroll
+        for (int hr = 0; hr < 2; hr++) {
+          const int row = warp * 16 + g + 8 * hr, col = nb * 8 + 2 * c4, blk = col >> 6, chunk = (col & 63) >> 3;
+          *reinterpret_cast<uint32_t *>(dq_stage + blk * 64 * 128 + row * 128 + ((chunk ^ (row & 7)) << 4) +
+                                        (col & 7) * 2) =
+              pack_bf16(acc[4 * nb + 2 * hr] * f, acc[4 * nb + 2 * hr + 1] * f);
+        }
+      fmh::fence_proxy_async();
+      fmh::named_sync(BAR_WG + cw, 128);
+      if (tid == 0) {
+#pragma unroll
+        for (int d = 0; d < T::DBLK; d++)
+          fmh::tma_store_4d(which ? &p.tm_dv : &p.tm_dk, dq_stage + d * 64 * 128, d * 64, h,
+                            n * T::BC + cw * 64, b);
+        fmh::bulk_commit();
+      }
+    }
+  }
+  if (tid == 0) fmh::bulk_wait_all();
+}
+
+template <int HD, int VAR, bool INSTR>
+__global__ void __launch_bounds__(traits<HD>::THREADS, 1) bwd_kernel(const __grid_constant__ params p) {
+  using T = traits<HD>;
+  extern __shared__ unsigned char smem_raw[];
+  unsigned char *smem = reinterpret_cast<unsigned char *>(
+      (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~static_cast<uintptr_t>(1023));
+  bars<HD> br{reinterpret_cast<uint64_t *>(smem + T::OFF_BAR)};
+  const int wg = __shfl_sync(0xffffffffu, (int)threadIdx.x / 128, 0);
+  if (threadIdx.x == 0) {
+    fmh::mbar_init(br.kv_full(), 1);
+    fmh::mbar_init(br.kv_empty(), T::NCW * 4);
+    for (int s = 0; s < T::STAGES; s++) {
+      fmh::mbar_init(br.q_full(s), 1);
+      fmh::mbar_init(br.q_empty(s), T::NCW * 4);
+    }
+    fmh::fence_barrier_init();
+  }
+  __syncthreads();
+  if (wg == 0) {
+    fmh::setmaxnreg_dec<T::REG_PRODUCER>();
+    if (threadIdx.x < 32) producer<HD, VAR, INSTR>(p, smem, br);
+  } else {
+    fmh::setmaxnreg_inc<T::REG_CONSUMER>();
+    consumer<HD, VAR, INSTR>(p, smem, br, wg - 1);
+  }
+}
+
+}  // namespace fm90b
+
+#endif
