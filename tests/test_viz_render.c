@@ -137,6 +137,43 @@ static void unpack(uint32_t p, double rgb[3]) {
   rgb[2] = (p & 255) / 255.0;
 }
 
+/* The mask layer of a 96 x 96 scene at n x n pixels for each n of sizes,
+ * pixel by pixel against the masked share of its area by brute force over
+ * dense (96 x 96, 1 = masked). */
+static void assert_mask_pixels(viz_scene *sc, viz_state *s, const uint8_t *dense, const int *sizes,
+                               int nsizes, const char *what) {
+  s->layers = VIZ_LAYER_MASK;
+  viz_view_reset(s);
+  double masked[3], visible[3];
+  unpack(VIZ_RGB_MASKED, masked);
+  unpack(VIZ_RGB_VISIBLE, visible);
+  for (int z = 0; z < nsizes; z++) {
+    int n = sizes[z];
+    const uint32_t *px = viz_raster_render(sc, s, n, n, 7);
+    cr_assert_not_null(px);
+    double tok = 96.0 / n;
+    for (int y = 0; y < n; y++)
+      for (int x = 0; x < n; x++) {
+        double cnt = 0, area = 0;
+        for (int i = (int)floor(y * tok); i < (int)ceil((y + 1) * tok); i++)
+          for (int j = (int)floor(x * tok); j < (int)ceil((x + 1) * tok); j++) {
+            double w = (fmin(j + 1, (x + 1) * tok) - fmax(j, x * tok)) *
+                       (fmin(i + 1, (y + 1) * tok) - fmax(i, y * tok));
+            area += w;
+            cnt += w * dense[i * 96 + j];
+          }
+        double f = cnt / area, got[3];
+        unpack(px[y * n + x], got);
+        for (int c = 0; c < 3; c++) {
+          double want = masked[c] * f + visible[c] * (1 - f);
+          cr_assert(fabs(got[c] - want) <= 0.6 / 255 + 1e-9,
+                    "%s, %d px: pixel (%d, %d) channel %d = %.4f, want %.4f (masked share %.3f)", what,
+                    n, x, y, c, got[c], want, f);
+        }
+      }
+  }
+}
+
 Test(viz_render, mask_pixels_are_exact_at_any_zoom) {
   fm_rng r;
   fm_rng_seed(&r, 5, 0);
@@ -146,39 +183,9 @@ Test(viz_render, mask_pixels_are_exact_at_any_zoom) {
     viz_state s;
     viz_state_init(&s, 800, 600);
     viz_scene *sc = scene_of(m, &s, causal ? "causal" : "bidir");
-    s.layers = VIZ_LAYER_MASK;
-    viz_view_reset(&s);
-    double masked[3], visible[3];
-    unpack(VIZ_RGB_MASKED, masked);
-    unpack(VIZ_RGB_VISIBLE, visible);
     /* 1, 4 and 6 tokens per pixel, and a quarter token per pixel */
     static const int sizes[] = {96, 24, 16, 384};
-    for (size_t z = 0; z < sizeof sizes / sizeof sizes[0]; z++) {
-      int n = sizes[z];
-      const uint32_t *px = viz_raster_render(sc, &s, n, n, 7);
-      cr_assert_not_null(px);
-      double tok = 96.0 / n;
-      for (int y = 0; y < n; y++)
-        for (int x = 0; x < n; x++) {
-          /* brute force: the masked share of the pixel's area */
-          double cnt = 0, area = 0;
-          for (int i = (int)floor(y * tok); i < (int)ceil((y + 1) * tok); i++)
-            for (int j = (int)floor(x * tok); j < (int)ceil((x + 1) * tok); j++) {
-              double w = (fmin(j + 1, (x + 1) * tok) - fmax(j, x * tok)) *
-                         (fmin(i + 1, (y + 1) * tok) - fmax(i, y * tok));
-              area += w;
-              cnt += w * dense[i * 96 + j];
-            }
-          double f = cnt / area, got[3];
-          unpack(px[y * n + x], got);
-          for (int c = 0; c < 3; c++) {
-            double want = masked[c] * f + visible[c] * (1 - f);
-            cr_assert(fabs(got[c] - want) <= 0.6 / 255 + 1e-9,
-                      "%s, %d px: pixel (%d, %d) channel %d = %.4f, want %.4f (masked share %.3f)",
-                      causal ? "causal" : "bidir", n, x, y, c, got[c], want, f);
-          }
-        }
-    }
+    assert_mask_pixels(sc, &s, dense, sizes, 4, causal ? "causal" : "bidir");
     free(dense);
     viz_scene_destroy(sc);
     fm_colmask_destroy(m);
@@ -262,33 +269,11 @@ Test(viz_render, a_mask_no_form_holds_is_drawn_exactly) {
   }
   cr_assert_eq(s.facts.misfit_columns, bad, "%lld columns marked, %lld by brute force",
                (long long)s.facts.misfit_columns, (long long)bad);
-  s.layers = VIZ_LAYER_MASK;
-  viz_view_reset(&s);
-  double masked[3], visible[3];
-  unpack(VIZ_RGB_MASKED, masked);
-  unpack(VIZ_RGB_VISIBLE, visible);
+  uint8_t dense[96 * 96];
+  for (int i = 0; i < 96; i++)
+    for (int j = 0; j < 96; j++) dense[i * 96 + j] = (uint8_t)!misfit_attend(i, j);
   static const int sizes[] = {96, 24, 40};
-  for (size_t z = 0; z < sizeof sizes / sizeof sizes[0]; z++) {
-    int n = sizes[z];
-    const uint32_t *px = viz_raster_render(sc, &s, n, n, 7);
-    double tok = 96.0 / n;
-    for (int y = 0; y < n; y++)
-      for (int x = 0; x < n; x++) {
-        double cnt = 0, area = 0;
-        for (int i = (int)floor(y * tok); i < (int)ceil((y + 1) * tok); i++)
-          for (int j = (int)floor(x * tok); j < (int)ceil((x + 1) * tok); j++) {
-            double w = (fmin(j + 1, (x + 1) * tok) - fmax(j, x * tok)) *
-                       (fmin(i + 1, (y + 1) * tok) - fmax(i, y * tok));
-            area += w;
-            cnt += w * !misfit_attend(i, j);
-          }
-        double f = cnt / area, got[3];
-        unpack(px[y * n + x], got);
-        for (int c = 0; c < 3; c++)
-          cr_assert(fabs(got[c] - (masked[c] * f + visible[c] * (1 - f))) <= 0.6 / 255 + 1e-9,
-                    "%d px: pixel (%d, %d) channel %d = %.4f, masked share %.3f", n, x, y, c, got[c], f);
-      }
-  }
+  assert_mask_pixels(sc, &s, dense, sizes, 3, "no interval form");
   /* exact tile classes from every run (no bounds: the min/max class is the exact one) */
   s.br = 7;
   s.bc = 5;
