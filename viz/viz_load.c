@@ -271,7 +271,7 @@ fm_status viz_load_source(const char *path, const viz_source_opts *o, viz_source
     fm_intervals_opts io = {.causal = o->causal, .causal_from_k = 1, .strict = o->strict};
     st = fm_intervals_load(path, &io, &out->mask, &out->note, err);
     if (st == FM_OK)
-      snprintf(out->what, sizeof out->what, "intervals (Paddle startend_row_indices), %s",
+      snprintf(out->what, sizeof out->what, "Paddle intervals, %s",
                fm_form_name(fm_colmask_smallest_form(out->mask)));
     return st;
   }
