@@ -1149,6 +1149,7 @@ Test(dense, scan_rows_blocks_and_attend) {
   cr_assert_eq(x->advice.subset_masked, y->advice.subset_masked);
   cr_assert_eq(memcmp(fm_dense_result_runs(ra), fm_dense_result_runs(rb), (size_t)(4 * 41 * 6 * 4)), 0);
   /* too many rows fail at finish */
+  fm_dense_result_destroy(ra);
   cr_assert_eq(fm_dense_scan_create(1, 1, 2, 41, &o, &a, &err), FM_OK);
   fm_dense_scan_rows(a, attend, 3, 1);
   cr_assert_eq(fm_dense_scan_finish(a, &ra, &err), FM_EINVAL);
