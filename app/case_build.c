@@ -147,6 +147,7 @@ static void fill_row(runner_ctx *rc, const case_work *w, case_row *row) {
     row->sim_flops = w->cost.flops_paper;
   }
   const gpu_step *g = rc->gpu;
+  row->pass = s->pass;
   row->nkernels = g->wanted ? g->nkernels : 0;
   if (g->wanted) runner_gpu_settings(s, row->gpu_settings, sizeof row->gpu_settings);
   for (int k = 0; k < row->nkernels; k++) {
@@ -158,8 +159,27 @@ static void fill_row(runner_ctx *rc, const case_work *w, case_row *row) {
            s->run & FM_SCN_PEER ? ",peer:skipped(bench/h200.sh runs the peer)" : "");
 }
 
+/* One pass of a kernel run in gpu.json: its run members and, when timed, the
+ * no-skip variant's. */
+static void pass_json(runner_ctx *rc, const gpu_kernel_run *r, int q, int head_dim, fm_json *j) {
+  fm_run_info info;
+  gpu_run_info(rc->gpu, r, q, rc->s->variant, head_dim, &info);
+  fm_run_json(&info, j);
+  if (q == RUN_BWD) fm_tile_counts_json(&r->p[q].a, j);
+  if (r->p[q].noskip.source[0]) {
+    info.variant = FM_VARIANT_NOSKIP;
+    info.timing = &r->p[q].noskip;
+    info.timing_instrumented = NULL;
+    info.measured = NULL;
+    fm_json_object(j, "noskip");
+    fm_run_json(&info, j);
+    fm_json_end(j);
+  }
+}
+
 /* gpu.json beside a scenario case's trace: each kernel's run, by the run
- * trace's own serializer (fm_run_json). */
+ * trace's own serializer (fm_run_json): the forward's members, and the
+ * backward's in "backward" (null when it did not run). */
 static int write_gpu_json(runner_ctx *rc, const case_work *w, const char *dir) {
   const gpu_step *g = rc->gpu;
   fm_json j;
@@ -169,23 +189,20 @@ static int write_gpu_json(runner_ctx *rc, const case_work *w, const char *dir) {
   fm_json_string(&j, "case", w->c->id);
   fm_json_string(&j, "format", FM_TRACE_FORMAT);
   fm_json_int(&j, "version", FM_TRACE_VERSION);
+  fm_json_string(&j, "pass", fm_pass_name(rc->s->pass));
   fm_json_array(&j, "kernels");
   for (int k = 0; k < g->nkernels; k++) {
     const gpu_kernel_run *r = &w->runs[k];
     if (!r->ran) continue;
-    fm_run_info info;
-    gpu_run_info(g, r, rc->s->variant, (int)w->c->head_dim, &info);
     fm_json_object(&j, NULL);
     fm_json_string(&j, "kernel_name", r->rec.kernel);
-    fm_run_json(&info, &j);
-    if (r->noskip.source[0]) {
-      info.variant = FM_VARIANT_NOSKIP;
-      info.timing = &r->noskip;
-      info.timing_instrumented = NULL;
-      info.measured = NULL;
-      fm_json_object(&j, "noskip");
-      fm_run_json(&info, &j);
+    if (r->p[RUN_FWD].ran) pass_json(rc, r, RUN_FWD, (int)w->c->head_dim, &j);
+    if (r->p[RUN_BWD].ran) {
+      fm_json_object(&j, "backward");
+      pass_json(rc, r, RUN_BWD, (int)w->c->head_dim, &j);
       fm_json_end(&j);
+    } else {
+      fm_json_null(&j, "backward");
     }
     fm_json_end(&j);
   }
@@ -201,39 +218,91 @@ static int write_gpu_json(runner_ctx *rc, const case_work *w, const char *dir) {
   return st == FM_OK ? 0 : -1;
 }
 
+/* The CPU's record of one pass: no timings, no counters, its classes. */
+static void cpu_info(const char *note, const fm_analysis *a, const fm_cost *cost, int head_dim,
+                     fm_variant variant, const fm_measured_bytes *none, fm_run_info *info) {
+  memset(info, 0, sizeof *info);
+  info->analysis = a;
+  info->device = "cpu-simulation";
+  info->device_note = note;
+  info->head_dim = head_dim;
+  info->variant = variant;
+  info->cost = cost;
+  info->class_mismatches = -1;
+  info->measured = none;
+}
+
+/* The backward's exact classes and modelled bytes per tile at its tile (the
+ * single form's trace files); 0, or -1 after printing. */
+static int bwd_arrays(runner_ctx *rc, const case_work *w, const gpu_pass_run *p, uint8_t **exact,
+                      int64_t **tile_bytes) {
+  const fm_scn_case *c = w->c;
+  size_t n = (size_t)fm_colmask_nsets(w->m) * (size_t)p->a.tr * (size_t)p->a.tc;
+  fm_tile_counts counts;
+  fm_err err;
+  *exact = malloc(n ? n : 1);
+  *tile_bytes = malloc(sizeof(int64_t) * (n ? n : 1));
+  uint8_t *minmax = malloc(n ? n : 1);
+  fm_cost_shape sh = {.batch = c->batch, .heads = c->heads, .head_dim = (int32_t)c->head_dim,
+                      .br = p->a.br, .bc = p->a.bc, .elem_bytes = 2, .variant = rc->s->variant,
+                      .pass = FM_PASS_BWD};
+  fm_cost cost;
+  fm_status st = !*exact || !*tile_bytes || !minmax
+                     ? fm_fail(&err, FM_ENOMEM, "cannot allocate the backward's tile arrays")
+                     : fm_classify(w->m, p->a.br, p->a.bc, &counts, minmax, *exact, &err);
+  if (st == FM_OK) st = fm_cost_compute(w->m, &sh, minmax, *tile_bytes, &cost, &err);
+  free(minmax);
+  if (st != FM_OK) cli_error(rc->o->cmd, "%s", err.msg);
+  return st == FM_OK ? 0 : -1;
+}
+
 /* The single form's trace: a run trace of the one kernel (or the CPU
- * simulation) straight into dir, then its report on stdout. */
+ * simulation) straight into dir, its forward and, when asked for, its
+ * backward at its own tile; then its report on stdout. */
 static int write_single(runner_ctx *rc, case_work *w, const char *dir) {
   const gpu_step *g = rc->gpu;
+  const fm_scenario *s = rc->s;
   const gpu_kernel_run *r = g->nkernels ? &w->runs[0] : NULL;
-  fm_run_info info;
+  const int hd = (int)w->c->head_dim;
+  fm_run_info info[RUN_NPASSES];
   char note[900] = "";
-  fm_measured_bytes none = {.note = ""};
-  if (r && r->ran) {
-    gpu_run_info(g, r, rc->s->variant, (int)w->c->head_dim, &info);
-    info.analysis = &w->a;
-    info.cost = &w->cost;
+  fm_measured_bytes none = {.note = "no counters: CPU simulation"};
+  snprintf(note, sizeof note, "%s: classes and modelled bytes, no timings%s", g->skip_reason,
+           rc->tile_note);
+  if (r && r->p[RUN_FWD].ran) {
+    gpu_run_info(g, r, RUN_FWD, s->variant, hd, &info[RUN_FWD]);
+    info[RUN_FWD].analysis = &w->a;
+    info[RUN_FWD].cost = &w->cost;
+  } else if (r && r->ran) { /* --pass bwd on a GPU: the forward modelled, the device's records */
+    cpu_info("forward not asked for (--pass bwd): modelled, not timed", &w->a, &w->cost, hd,
+             s->variant, &none, &info[RUN_FWD]);
+    info[RUN_FWD].device = g->device;
+    info[RUN_FWD].timeline = &r->timeline;
   } else {
-    memset(&info, 0, sizeof info);
-    info.analysis = &w->a;
-    info.device = "cpu-simulation";
-    info.head_dim = (int32_t)w->c->head_dim;
-    info.variant = rc->s->variant;
-    info.cost = &w->cost;
-    info.class_mismatches = -1;
-    snprintf(note, sizeof note, "%s: classes and modelled bytes, no timings%s", g->skip_reason,
-             rc->tile_note);
-    snprintf(none.note, sizeof none.note, "no counters: CPU simulation");
-    info.measured = &none;
+    cpu_info(note, &w->a, &w->cost, hd, s->variant, &none, &info[RUN_FWD]);
   }
-  info.device_note = note;
+  fm_run_trace_pass fwd = {&info[RUN_FWD], w->classes, w->exact, w->tile_bytes}, bwd = {0};
+  const gpu_pass_run *b = r && (s->pass & FM_PASS_BWD) && r->p[RUN_BWD].classes ? &r->p[RUN_BWD] : NULL;
+  uint8_t *bexact = NULL;
+  int64_t *bbytes = NULL;
+  int bad = b && bwd_arrays(rc, w, b, &bexact, &bbytes);
+  if (b && b->ran) gpu_run_info(g, r, RUN_BWD, s->variant, hd, &info[RUN_BWD]);
+  else if (b)
+    cpu_info(r->rec.p[RUN_BWD].status[0] ? r->rec.p[RUN_BWD].status : note, &b->a, &b->cost, hd,
+             s->variant, &none, &info[RUN_BWD]);
+  if (b) bwd = (fm_run_trace_pass){&info[RUN_BWD], b->classes, bexact, bbytes};
   fm_err err;
-  if (fm_run_trace_write(dir, &info, w->m, w->classes, w->exact, w->tile_bytes, &err) != FM_OK) {
+  if (!bad && fm_run_trace_write(dir, &fwd, b ? &bwd : NULL, s->pass, w->m, &err) != FM_OK) {
     cli_error(rc->o->cmd, "%s", err.msg);
-    return -1;
+    bad = 1;
   }
-  if (!info.timing) fprintf(stderr, "fmsim %s: note: %s; wrote the CPU simulation\n", rc->o->cmd, note);
-  run_case_out out = {.analysis = &w->a, .info = &info};
+  free(bexact);
+  free(bbytes);
+  if (bad) return -1;
+  if (!(r && r->ran))
+    fprintf(stderr, "fmsim %s: note: %s; wrote the CPU simulation\n", rc->o->cmd, note);
+  run_case_out out = {.analysis = &w->a, .info = &info[RUN_FWD], .pass = s->pass,
+                      .bwd = b ? &info[RUN_BWD] : NULL};
   run_print_report(&out, dir, rc->o->json);
   return 0;
 }

@@ -9,12 +9,14 @@
 
 #include "runner.h"
 
-#define KERNEL_FIELDS(X, i)                                                                     \
-  X(S, k[i].kernel) X(I, k[i].br) X(I, k[i].bc) X(D, k[i].rho) X(D, k[i].flops)                  \
-  X(I, k[i].model_read) X(I, k[i].model_write) X(I, k[i].unique_read) X(I, k[i].unique_write)    \
-  X(S, k[i].status) X(S, k[i].source) X(D, k[i].ms) X(D, k[i].tflops) X(D, k[i].noskip_ms)       \
-  X(D, k[i].inst_ms) X(I, k[i].class_mismatches) X(D, k[i].dram_read) X(D, k[i].dram_write)      \
-  X(D, k[i].l2_read)
+#define PASS_FIELDS(X, i, q)                                                                    \
+  X(I, k[i].p[q].br) X(I, k[i].p[q].bc) X(D, k[i].p[q].rho) X(D, k[i].p[q].flops)                \
+  X(I, k[i].p[q].model_read) X(I, k[i].p[q].model_write) X(I, k[i].p[q].unique_read)             \
+  X(I, k[i].p[q].unique_write) X(S, k[i].p[q].status) X(S, k[i].p[q].source) X(D, k[i].p[q].ms)  \
+  X(D, k[i].p[q].tflops) X(D, k[i].p[q].noskip_ms) X(D, k[i].p[q].inst_ms)                        \
+  X(I, k[i].p[q].class_mismatches) X(D, k[i].p[q].dram_read) X(D, k[i].p[q].dram_write)          \
+  X(D, k[i].p[q].l2_read)
+#define KERNEL_FIELDS(X, i) X(S, k[i].kernel) X(S, k[i].status) PASS_FIELDS(X, i, 0) PASS_FIELDS(X, i, 1)
 
 #define ROW_FIELDS(X)                                                                            \
   X(S, id) X(S, family) X(S, params) X(S, form) X(S, docs_source) X(S, gpu_settings)              \
@@ -24,21 +26,25 @@
   X(I, partial_but_masked) X(I, partial_but_unmasked) X(I, dense_bytes) X(I, block_mask_bytes)     \
   X(I, interval_bytes) X(D, rho) X(D, rho_exact) X(D, rho_128) X(D, chunk_rho)                     \
   X(D, chunk_boundaries) X(I, sim_read) X(I, sim_write) X(D, sim_flops) X(I, nkernels)             \
-  X(I, gpu_ran) KERNEL_FIELDS(X, 0) KERNEL_FIELDS(X, 1) KERNEL_FIELDS(X, 2) KERNEL_FIELDS(X, 3)     \
+  X(I, gpu_ran) X(I, pass) KERNEL_FIELDS(X, 0) KERNEL_FIELDS(X, 1) KERNEL_FIELDS(X, 2) KERNEL_FIELDS(X, 3)     \
   X(S, steps)
 
 _Static_assert(FM_SCN_MAX_KERNELS == 4, "ROW_FIELDS lists four kernel records");
+_Static_assert(RUN_NPASSES == 2, "KERNEL_FIELDS lists two passes");
+
+void run_pass_rec_clear(run_pass_rec *k) {
+  memset(k, 0, sizeof *k);
+  k->rho = k->flops = k->ms = k->tflops = k->noskip_ms = k->inst_ms = NAN;
+  k->dram_read = k->dram_write = k->l2_read = NAN;
+  k->class_mismatches = -1;
+}
 
 void case_row_clear(case_row *r) {
   memset(r, 0, sizeof *r);
   r->rho_128 = r->chunk_rho = r->chunk_boundaries = r->sim_flops = NAN;
   r->sim_read = r->sim_write = -1;
-  for (int i = 0; i < FM_SCN_MAX_KERNELS; i++) {
-    run_kernel_rec *k = &r->k[i];
-    k->rho = k->flops = k->ms = k->tflops = k->noskip_ms = k->inst_ms = NAN;
-    k->dram_read = k->dram_write = k->l2_read = NAN;
-    k->class_mismatches = -1;
-  }
+  for (int i = 0; i < FM_SCN_MAX_KERNELS; i++)
+    for (int q = 0; q < RUN_NPASSES; q++) run_pass_rec_clear(&r->k[i].p[q]);
 }
 
 /* Every field: its name (the row's key), kind ('S' string, 'I' int64, 'D'

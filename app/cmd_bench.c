@@ -6,12 +6,15 @@
  *
  * Kernel table: the twelve families x S in {8K, 32K, 128K}, B = tokens / S,
  * H = hidden / D, documents from the paper's samples (sample 0), head dim 128,
- * forward, bf16. Per case and kernel: time (median after warm-up, L2
+ * forward and backward (the scenario's pass: both, as the paper's tables
+ * report both), bf16. Per case, kernel and pass: time (median after warm-up, L2
  * flushed), TFLOP/s with the paper's count, the no-skip time and the skip
  * speed-up next to 1/(1-rho), the instrumented build's time (its overhead)
  * and its tile classes against the CPU's, HBM bytes counted next to the cost
  * model's. Sweep: drawn document masks at 32K, time against 1 - rho, a linear
- * fit and R^2 per family and pooled.
+ * fit and R^2 per family and pooled; the forward only unless --pass says
+ * otherwise (the paper's Figure 4a is the forward's, and the backward would
+ * double the sweep's time).
  *
  * Output: DIR/paper-kernel-table/ and DIR/sparsity-sweep/ (scenario runs:
  * traces with each case's interval vectors, index.json that
@@ -48,13 +51,15 @@ static void print_help(const fm_scenario *t, const fm_scenario *w) {
              (long long)t->seqlen.v[i]);
   printf("usage: fmsim bench --out DIR [options]\n\n"
          "The FlashMask paper's kernel table on the GPU: the twelve families x S in {8K, 32K, 128K},\n"
-         "B = tokens/S, H = hidden/D, documents from the paper's samples, forward, bf16; then the\n"
+         "B = tokens/S, H = hidden/D, documents from the paper's samples, forward and backward\n"
+         "(%s by default), bf16; then the\n"
          "sparsity sweep of its Figure 4a (drawn documents at 32K) with a linear fit of time against\n"
          "1 - rho. Both are the shipped scenarios scenarios/paper-kernel-table.yaml and\n"
          "scenarios/sparsity-sweep.yaml (built in), run as `fmsim run` runs a scenario, into\n"
          "DIR/paper-kernel-table/ and DIR/sparsity-sweep/; the options below override their keys.\n"
          "bench/peer_flex.py reads DIR/paper-kernel-table/index.json; bench/merge.py DIR PEER.json\n"
-         "joins the peer's figures. DIR/table.txt holds the kernel table and the fit.\n\n");
+         "joins the peer's figures. DIR/table.txt holds the kernel table and the fit.\n\n",
+         fm_pass_name(t->pass));
   printf("  --out DIR             output folder (required)\n"
          "  --kernel LIST         kernels (sm80, sm90, auto), a column group each (default %s)\n"
          "  --head-dims LIST      head dims, 64 and/or 128 (default %lld)\n"
@@ -62,9 +67,11 @@ static void print_help(const fm_scenario *t, const fm_scenario *w) {
          "  --families LIST       families of the table (default: all %d)\n"
          "  --sample K            document sample of each S that has samples (default 0)\n"
          "  --tokens N            B*S of every case (default %lld)\n"
-         "  --hidden N            H*D of every case (default %lld)\n",
+         "  --hidden N            H*D of every case (default %lld)\n"
+         "  --pass P              fwd, bwd or both, for the table and the sweep (default: the\n"
+         "                       table %s, the sweep %s)\n",
          kernels, (long long)t->head_dim.v[0], lengths, t->nmasks, (long long)t->tokens,
-         (long long)t->hidden);
+         (long long)t->hidden, fm_pass_name(t->pass), fm_pass_name(w->pass));
   printf("  --warmup N --reps N   untimed then timed launches (default %lld, %lld)\n"
          "  --noskip-reps N       no-skip variant's timed launches, 0 = not run (default %lld)\n"
          "  --instrument-reps N   instrumented build's timed launches, 0 = not run (default %lld)\n"
@@ -90,13 +97,14 @@ typedef struct bench_opts {
   int nhd, nseq, nfam, nkernels, no_bytes, no_cupti, export_only;
   const char *fam[MAX_LIST], *out, *samples_path;
   fm_kernel_id kernels[FM_SCN_MAX_KERNELS];
+  fm_pass pass;
   unsigned given; /* bits of the options given (1 << option - O_FIRST) */
 } bench_opts;
 
 enum {
   O_FIRST = 3001, O_OUT = O_FIRST, O_HD, O_SEQ, O_FAM, O_SAMPLE, O_TOK, O_HID, O_WARM, O_REPS,
   O_NSR, O_ISR, O_NOBYTES, O_NOCUPTI, O_SWD, O_SWS, O_SWR, O_BUDGET, O_EXPORT, O_SEED, O_SAMPLES,
-  O_KERNEL
+  O_KERNEL, O_PASS
 };
 #define GIVEN(o, opt) (((o)->given >> ((opt) - O_FIRST)) & 1u)
 
@@ -173,6 +181,12 @@ static int bench_option(bench_opts *o, int opt, char **argv) {
   case O_SAMPLES: o->samples_path = optarg; return 0;
   case O_KERNEL:
     return cli_kernels(cmd, "--kernel", optarg, o->kernels, &o->nkernels, FM_SCN_MAX_KERNELS);
+  case O_PASS: {
+    fm_err err;
+    if (fm_pass_parse(optarg, &o->pass, &err) == FM_OK) return 0;
+    cli_error(cmd, "--pass: %s", err.msg);
+    return -1;
+  }
   default: return cli_bad_option(cmd, opt, argv) ? -1 : 0;
   }
 }
@@ -190,7 +204,8 @@ static int parse(int argc, char **argv, bench_opts *o, const fm_scenario *t, con
       {"sweep-seqlen", required_argument, 0, O_SWS}, {"sweep-reps", required_argument, 0, O_SWR},
       {"budget-s", required_argument, 0, O_BUDGET},  {"export-only", no_argument, 0, O_EXPORT},
       {"seed", required_argument, 0, O_SEED},        {"samples", required_argument, 0, O_SAMPLES},
-      {"kernel", required_argument, 0, O_KERNEL},    {"help", no_argument, 0, 'h'},
+      {"kernel", required_argument, 0, O_KERNEL},    {"pass", required_argument, 0, O_PASS},
+      {"help", no_argument, 0, 'h'},
       {0, 0, 0, 0}};
   memset(o, 0, sizeof *o);
   int opt;
@@ -201,7 +216,7 @@ static int parse(int argc, char **argv, bench_opts *o, const fm_scenario *t, con
       return -1;
     }
     if (bench_option(o, opt, argv)) return FM_EXIT_USAGE;
-    if (opt >= O_FIRST && opt <= O_KERNEL) o->given |= 1u << (opt - O_FIRST);
+    if (opt >= O_FIRST && opt <= O_PASS) o->given |= 1u << (opt - O_FIRST);
   }
   if (optind < argc) {
     cli_error(cmd, "unexpected argument '%s'", argv[optind]);
@@ -249,6 +264,7 @@ static void apply(const bench_opts *o, fm_scenario *t, fm_scenario *w) {
       memcpy(s->kernels, o->kernels, sizeof s->kernels);
       s->nkernels = o->nkernels;
     }
+    if (GIVEN(o, O_PASS)) s->pass = o->pass;
   }
   if (GIVEN(o, O_HD)) {
     t->head_dim.n = o->nhd;
@@ -315,15 +331,15 @@ static int validate(const bench_opts *o, const fm_scenario *t, const fm_scenario
 }
 
 /* DIR/table.txt: the kernel table and the sweep's fit, as the runs wrote them. */
-static int write_table(const bench_opts *o, const char *device, int sweep) {
+static int write_table(const bench_opts *o, const char *device, fm_pass pass, int sweep) {
   char *buf = NULL, path[4400], text[65536];
   size_t len = 0;
   FILE *f = open_memstream(&buf, &len);
   if (!f) return -1;
-  fprintf(f, "fmsim bench on %s: forward, bf16, B = tokens/S, H = hidden/D, L2 flushed, median ms\n"
-             "TFLOP/s = 4*B*H*S*S*D*(1-rho)/time, rho at each kernel's tile; eff = TFLOP/s / "
-             "full-mask TFLOP/s; speedup = noskip/skip next to the ideal 1/(1-rho); inst = "
-             "instrumented overhead\n\n", device);
+  fprintf(f, "fmsim bench on %s: pass %s, bf16, B = tokens/S, H = hidden/D, L2 flushed, median ms\n"
+             "TFLOP/s = 4*B*H*S*S*D*(1-rho)/time (bwd: 2.5 times that), rho at each kernel's tile "
+             "for the pass; eff = TFLOP/s / full-mask TFLOP/s; speedup = noskip/skip next to the "
+             "ideal 1/(1-rho); inst = instrumented overhead\n\n", device, fm_pass_name(pass));
   const char *parts[2] = {"paper-kernel-table/tables/kernels.txt", "sparsity-sweep/tables/fit.txt"};
   for (int i = 0; i < 1 + sweep; i++) {
     snprintf(path, sizeof path, "%s/%s", o->out, parts[i]);
@@ -375,7 +391,7 @@ static int bench(bench_opts *o, fm_scenario *t, fm_scenario *w) {
   int sweep = !o->export_only && !(GIVEN(o, O_SWD) && o->sweep_draws == 0);
   int code = run_one(o, t, deadline);
   if (code == FM_EXIT_OK && sweep) code = run_one(o, w, deadline);
-  if (code == FM_EXIT_OK && write_table(o, device, sweep)) code = FM_EXIT_FAIL;
+  if (code == FM_EXIT_OK && write_table(o, device, t->pass, sweep)) code = FM_EXIT_FAIL;
   if (code == FM_EXIT_OK && o->export_only)
     fprintf(stderr, "fmsim bench: note: --export-only: wrote the table's masks, index and model "
             "to %s/%s (no timings)\n", o->out, t->name);

@@ -38,7 +38,8 @@ static const char *help =
     VIZ_CLI_SOURCE_HELP
     "\noutput:\n"
     "  -o, --output FILE    .png, .svg or .pdf (required)\n"
-    "  --layer L            mask | tiles | both (default) | cycles (trace) | bytes (modelled)\n"
+    "  --layer L            mask | tiles | both (default) | cycles (trace) | bytes (modelled);\n"
+    "                       tiles-bwd, both-bwd, cycles-bwd, bytes-bwd: the backward's\n"
     "  --title TEXT         the caption (the figure's title) instead of the default one\n"
     "  --no-title           no caption: its room goes to the drawing\n"
     "  --keys A:B           show key columns [A, B) only (default: all)\n"

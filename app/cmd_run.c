@@ -7,9 +7,11 @@
  *       kernel timed after warm-up with the L2 flushed before every launch
  *       (CUPTI activity records, CUDA events as fallback), one launch counted
  *       by the CUPTI Range Profiler (HBM bytes, L2 sectors), with --instrument
- *       the instrumented build's per-tile classes and cycles. Without a GPU the
- *       same trace comes from the CPU simulation: tile classes and the cost
- *       model's bytes, no timings (summary.json "device": "cpu-simulation").
+ *       the instrumented build's per-tile classes and cycles; with --pass bwd
+ *       or both the backward too, at its own tile (its files *_bwd.npy beside
+ *       the forward's). Without a GPU the same trace comes from the CPU
+ *       simulation: tile classes and the cost model's bytes, no timings
+ *       (summary.json "device": "cpu-simulation").
  *   fmsim run SCENARIO.yaml [--out DIR] [--only PATTERN]   every case of a
  *       scenario file, one trace folder per case, an index and a report.
  */
@@ -33,13 +35,16 @@ static const char *cmd = "run";
 
 static const char *help_head =
     "usage: fmsim run --family NAME [options] --out DIR\n"
-    "       fmsim run SCENARIO.yaml [--out DIR] [--only PATTERN] [--kernel LIST] [--cpu]\n\n"
+    "       fmsim run SCENARIO.yaml [--out DIR] [--only PATTERN] [--kernel LIST] [--pass P] [--cpu]\n\n"
     "One mask (--family): runs the FlashMask forward kernel (bf16, fp32 accumulation) on a\n"
     "family mask and writes a trace into DIR: time (median after warm-up, L2 flushed),\n"
     "TFLOP/s (the paper's count 4*B*H*S*S*D*(1-rho), rho at the kernel's tile size), bytes\n"
     "measured (CUPTI Range Profiler) next to the cost model's, per-tile classes (and cycles\n"
-    "with --instrument), a Chrome-trace timeline. Without a GPU it writes the same trace from\n"
-    "the CPU simulation (classes and modelled bytes, no timings) and says so.\n\n"
+    "with --instrument), a Chrome-trace timeline. --pass bwd or both adds the backward (dQ, dK,\n"
+    "dV; 2.5 times the forward's FLOP count) at its own tile: files tiles_bwd.npy,\n"
+    "tile_bytes_bwd.npy, tile_cycles_bwd.npy beside the forward's and \"backward\" in\n"
+    "summary.json. Without a GPU it writes the same trace from the CPU simulation (classes and\n"
+    "modelled bytes, no timings) and says so.\n\n"
     "A scenario file (see scenarios/ and core/fm_scenario.h for its keys): every case, one\n"
     "trace folder per case under DIR/cases/, an index (DIR/index.csv, DIR/index.json), a\n"
     "report (DIR/report.md, its tables in DIR/tables/ as CSV, LaTeX and text). Steps that need\n"
@@ -63,6 +68,8 @@ static const char *help_tail =
     "  --kernel K           sm80, sm90 or auto (default auto: the fastest kernel the GPU runs;\n"
     "                       without a GPU, the reference GPU's (H200): sm90); a scenario takes a\n"
     "                       comma list and times each kernel (overrides its kernel: key)\n"
+    "  --pass P             fwd (default), bwd or both: the passes timed and modelled (the\n"
+    "                       backward at its own tile; a scenario: overrides its pass: key)\n"
     "  --cpu                the CPU simulation even when a GPU is present\n"
     "a scenario file:\n"
     "  --out DIR            output folder (default: the scenario's output:, else out/NAME)\n"
@@ -90,24 +97,26 @@ typedef struct run_opts {
   int instrument, cupti, count_bytes, force_cpu, json;
   fm_kernel_id kernels[FM_SCN_MAX_KERNELS];
   int nkernels, kernel_given;
+  fm_pass pass;
+  int pass_given;
   const char *out, *only, *scenario;
   const char *mask_only_option; /* the first option given that only the one-mask form takes */
 } run_opts;
 
-static void print_report(const fm_run_info *r, const fm_analysis *a, const char *out) {
+/* One pass of the report: its tile, rho, FLOPs, bytes, time and records;
+ * its own note when it differs from the run's (top). */
+static void print_pass(const char *label, const fm_run_info *r, const char *top) {
+  const fm_analysis *a = r->analysis;
   const fm_cost *c = r->cost;
   char b1[32], b2[32], b3[32], b4[32], b5[32];
-  printf("family      %s (%s), S=%lld, batch %lld, heads %lld, head dim %d\n", a->family,
-         a->causal ? "causal" : "bidirectional", (long long)a->seqlen_k, (long long)a->batch,
-         (long long)a->heads, r->head_dim);
-  if (a->params[0]) printf("params      %s\n", a->params);
-  printf("kernel      variant %s, tiles %d x %d (%d x %d per head)%s\n",
+  printf("%-11s variant %s, tiles %d x %d (%d x %d per head)%s\n", label,
          fm_variant_name(r->variant), a->br, a->bc, a->tr, a->tc,
          r->instrumented ? ", instrumented" : "");
-  printf("device      %s%s%s\n", r->device, r->device_note[0] ? ": " : "", r->device_note);
+  if (r->device_note[0] && strcmp(r->device_note, top)) printf("            %s\n", r->device_note);
   printf("rho         %.4f (min/max rule; exact %.4f); visited tiles %lld of %lld\n", c->rho,
          a->counts.sparsity_exact, (long long)c->tiles_visited, (long long)c->tiles_total);
-  printf("FLOPs       paper %.4g, executed %.4g\n", c->flops_paper, c->flops_executed);
+  printf("FLOPs       paper %.4g%s, executed %.4g\n", c->flops_paper,
+         c->pass == FM_PASS_BWD ? " (2.5x the forward's)" : "", c->flops_executed);
   printf("bytes model read %s (Q %s, K/V %s), write %s; compulsory read %s\n",
          cli_bytes(c->bytes_read, b1, sizeof b1), cli_bytes(c->bytes_q, b2, sizeof b2),
          cli_bytes(c->bytes_kv, b3, sizeof b3), cli_bytes(c->bytes_write, b4, sizeof b4),
@@ -141,20 +150,34 @@ static void print_report(const fm_run_info *r, const fm_analysis *a, const char 
   if (r->class_mismatches >= 0)
     printf("tile record kernel classes vs CPU: %lld mismatch%s\n", (long long)r->class_mismatches,
            r->class_mismatches == 1 ? "" : "es");
+}
+
+static void print_report(const run_case_out *o, const char *out) {
+  const fm_run_info *r = o->info;
+  const fm_analysis *a = o->analysis;
+  printf("family      %s (%s), S=%lld, batch %lld, heads %lld, head dim %d\n", a->family,
+         a->causal ? "causal" : "bidirectional", (long long)a->seqlen_k, (long long)a->batch,
+         (long long)a->heads, r->head_dim);
+  if (a->params[0]) printf("params      %s\n", a->params);
+  printf("device      %s%s%s\n", r->device, r->device_note[0] ? ": " : "", r->device_note);
+  if (o->pass & FM_PASS_FWD) print_pass(o->bwd ? "forward" : "kernel", r, r->device_note);
+  if (o->bwd) print_pass("backward", o->bwd, r->device_note);
   printf("trace       %s\n", out);
 }
 
 void run_print_report(const run_case_out *c, const char *out, int json) {
   if (!json) {
-    print_report(c->info, c->analysis, out);
+    print_report(c, out);
     return;
   }
   fm_json j;
   fm_json_init(&j, 1);
   fm_json_object(&j, NULL);
   fm_json_string(&j, "kind", "run");
+  fm_json_string(&j, "pass", fm_pass_name(c->pass ? c->pass : FM_PASS_FWD));
   fm_run_json(c->info, &j);
   fm_analysis_json(c->analysis, &j);
+  fm_run_backward_json(&j, c->bwd);
   fm_json_string(&j, "trace", out);
   fm_json_end(&j);
   fputs(j.buf, stdout);
@@ -163,7 +186,7 @@ void run_print_report(const run_case_out *c, const char *out, int json) {
 
 enum {
   O_HD = 2001, O_VAR, O_INST, O_WARM, O_REPS, O_NOCUPTI, O_NOBYTES, O_CPU, O_JSON, O_OUT, O_ONLY,
-  O_KERNEL
+  O_KERNEL, O_PASS
 };
 
 /* One option; 0, or FM_EXIT_USAGE after printing the error. */
@@ -199,6 +222,11 @@ static int run_option(run_opts *o, int opt, char **argv) {
   case O_KERNEL:
     return cli_kernels(cmd, "--kernel", optarg, o->kernels, &o->nkernels, FM_SCN_MAX_KERNELS)
                ? FM_EXIT_USAGE : 0;
+  case O_PASS:
+    o->pass_given = 1;
+    if (fm_pass_parse(optarg, &o->pass, &err) == FM_OK) return 0;
+    cli_error(cmd, "--pass: %s", err.msg);
+    return FM_EXIT_USAGE;
   default: return cli_bad_option(cmd, opt, argv);
   }
 }
@@ -218,10 +246,12 @@ static int parse(int argc, char **argv, run_opts *o) {
                                            {"out", required_argument, 0, O_OUT},
                                            {"only", required_argument, 0, O_ONLY},
                                            {"kernel", required_argument, 0, O_KERNEL},
+                                           {"pass", required_argument, 0, O_PASS},
                                            {"help", no_argument, 0, 'h'},
                                            {0, 0, 0, 0}};
   *o = (run_opts){.head_dim = 128, .warmup = 3, .reps = 20, .variant = FM_VARIANT_SKIP,
-                  .cupti = 1, .count_bytes = 1, .kernels = {FM_KERNEL_AUTO}, .nkernels = 1};
+                  .cupti = 1, .count_bytes = 1, .kernels = {FM_KERNEL_AUTO}, .nkernels = 1,
+                  .pass = FM_PASS_FWD};
   cli_mask_opts_init(&o->mask);
   int opt, at = -1;
   cli_getopt_reset();
@@ -267,6 +297,7 @@ static int single_scenario(const run_opts *o, fm_scenario *s) {
   s->run = FM_SCN_ANALYZE | FM_SCN_SIMULATE | FM_SCN_GPU;
   s->kernels[0] = o->kernels[0];
   s->variant = o->variant;
+  s->pass = o->pass;
   s->warmup = o->warmup;
   s->reps = o->reps;
   s->instrument_reps = o->instrument ? o->reps : 0;
@@ -292,7 +323,8 @@ static int file_scenario(const run_opts *o, fm_scenario *s) {
   fm_err err;
   if (o->mask_only_option) {
     cli_error(cmd, "option '--%s' is for one mask (--family); a scenario file sets it with its "
-              "keys (the file form takes --out, --only, --kernel and --cpu)", o->mask_only_option);
+              "keys (the file form takes --out, --only, --kernel, --pass and --cpu)",
+              o->mask_only_option);
     return -1;
   }
   if (fm_scenario_load(o->scenario, s, &err) != FM_OK) {
@@ -303,6 +335,7 @@ static int file_scenario(const run_opts *o, fm_scenario *s) {
     memcpy(s->kernels, o->kernels, sizeof s->kernels);
     s->nkernels = o->nkernels;
   }
+  if (o->pass_given) s->pass = o->pass;
   return 0;
 }
 

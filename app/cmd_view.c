@@ -29,7 +29,8 @@ static const char *help_head =
     "                       -inf = masked), [Sq, Sk], [H, Sq, Sk] or [B, H, Sq, Sk]\n"
     "  INTERVALS.npy        int32/int64 [B, H, Sk, k] intervals\n" VIZ_CLI_SOURCE_HELP
     "\nwindow:\n"
-    "  --layer L            mask | tiles | both (default) | cycles | bytes\n"
+    "  --layer L            mask | tiles | both (default) | cycles | bytes; tiles-bwd,\n"
+    "                       both-bwd, cycles-bwd, bytes-bwd: the backward's (key b)\n"
     "  --size WxH           window size, 1..16384 (default: the screen size of the figure\n"
     "                       registry's 'tiles' figure, which render uses too)\n"
     "  --out-dir DIR        where screenshots and exports go (default .)\n"

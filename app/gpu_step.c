@@ -129,58 +129,77 @@ void gpu_step_shutdown(void) {
 }
 
 void gpu_kernel_run_free(gpu_kernel_run *r) {
-  free(r->classes);
-  free(r->tile_class);
-  free(r->tile_cycles);
+  for (int q = 0; q < RUN_NPASSES; q++) {
+    free(r->p[q].classes);
+    free(r->p[q].tile_class);
+    free(r->p[q].tile_cycles);
+  }
   free(r->timeline.events);
   memset(r, 0, sizeof *r);
 }
 
-/* What the CPU knows of kernel k on the case: its tile, the classes there,
- * the cost model. A kernel without a tile for this head dim says so in its
- * status. */
-static int kernel_model(gpu_step *g, runner_ctx *rc, const fm_scn_case *c, const fm_colmask *m,
-                        const fm_analysis *ca, const uint8_t *classes, int k, gpu_kernel_run *r) {
+int gpu_pass_tile(fm_kernel_id id, fm_pass pass, int32_t D, int32_t *br, int32_t *bc, char *why,
+                  size_t cap) {
+  fm_err err;
+  why[0] = 0;
+  if (fm_kernel_tile_size(id, pass, D, br, bc, &err) == FM_OK) return 0;
+  snprintf(why, cap, "%.150s", err.msg);
+  return -1;
+}
+
+/* What the CPU knows of pass q of kernel k on the case: its tile, the
+ * classes there, the cost model. A kernel without a tile for this head dim
+ * or pass says so in the pass's status. */
+static int pass_model(gpu_step *g, runner_ctx *rc, const fm_scn_case *c, const fm_colmask *m,
+                      const fm_analysis *ca, const uint8_t *classes, int k, int q,
+                      gpu_kernel_run *r) {
   const fm_scenario *s = rc->s;
-  run_kernel_rec *rec = &r->rec;
+  run_pass_rec *rec = &r->rec.p[q];
+  gpu_pass_run *pr = &r->p[q];
   fm_err err;
   int32_t br = 0, bc = 0;
-  snprintf(rec->kernel, sizeof rec->kernel, "%s", fm_kernel_get(g->kernel[k])->name);
-  snprintf(rec->status, sizeof rec->status, "%s", g->kernel_status[k]);
-  if (fm_kernel_tile_size(g->kernel[k], FM_PASS_FWD, (int32_t)c->head_dim, &br, &bc, &err) != FM_OK) {
-    snprintf(rec->status, sizeof rec->status, "%.150s", err.msg);
+  if (gpu_pass_tile(g->kernel[k], run_pass_of(q), (int32_t)c->head_dim, &br, &bc, rec->status,
+                    sizeof rec->status))
     return 0;
-  }
   rec->br = br;
   rec->bc = bc;
-  fm_analysis_init(&r->a, m, ca->family, ca->params, ca->docs_source, ca->batch, ca->heads, br, bc);
-  size_t n = (size_t)fm_colmask_nsets(m) * (size_t)r->a.tr * (size_t)r->a.tc;
-  r->classes = malloc(n ? n : 1);
-  if (!r->classes) {
+  fm_analysis_init(&pr->a, m, ca->family, ca->params, ca->docs_source, ca->batch, ca->heads, br, bc);
+  size_t n = (size_t)fm_colmask_nsets(m) * (size_t)pr->a.tr * (size_t)pr->a.tc;
+  pr->classes = malloc(n ? n : 1);
+  if (!pr->classes) {
     cli_error(rc->o->cmd, "%scannot allocate %zu bytes of tile classes", runner_case_label(rc, c), n);
     return -1;
   }
   fm_status st = FM_OK;
   if (br == ca->br && bc == ca->bc) {
-    memcpy(r->classes, classes, n);
-    r->a.counts = ca->counts;
+    memcpy(pr->classes, classes, n);
+    pr->a.counts = ca->counts;
   } else {
-    st = fm_classify(m, br, bc, &r->a.counts, r->classes, NULL, &err);
+    st = fm_classify(m, br, bc, &pr->a.counts, pr->classes, NULL, &err);
   }
   fm_cost_shape sh = {.batch = c->batch, .heads = c->heads, .head_dim = (int32_t)c->head_dim,
-                      .br = br, .bc = bc, .elem_bytes = 2, .variant = s->variant};
-  if (st == FM_OK) st = fm_cost_compute(m, &sh, r->classes, NULL, &r->cost, &err);
+                      .br = br, .bc = bc, .elem_bytes = 2, .variant = s->variant,
+                      .pass = run_pass_of(q)};
+  if (st == FM_OK) st = fm_cost_compute(m, &sh, pr->classes, NULL, &pr->cost, &err);
   if (st != FM_OK) {
     cli_error(rc->o->cmd, "%s%s", runner_case_label(rc, c), err.msg);
     return -1;
   }
-  rec->rho = r->a.counts.sparsity;
-  rec->flops = r->cost.flops_paper;
-  rec->model_read = r->cost.bytes_read;
-  rec->model_write = r->cost.bytes_write;
-  rec->unique_read = r->cost.unique_read;
-  rec->unique_write = r->cost.unique_write;
+  rec->rho = pr->a.counts.sparsity;
+  rec->flops = pr->cost.flops_paper;
+  rec->model_read = pr->cost.bytes_read;
+  rec->model_write = pr->cost.bytes_write;
+  rec->unique_read = pr->cost.unique_read;
+  rec->unique_write = pr->cost.unique_write;
   return 0;
+}
+
+/* The passes of the case that kernel k's GPU run can time: FM_PASS_* bits. */
+static fm_pass timed_passes(const gpu_kernel_run *r, unsigned asked) {
+  unsigned p = 0;
+  for (int q = 0; q < RUN_NPASSES; q++)
+    if ((asked & run_pass_of(q)) && r->p[q].classes && !r->rec.p[q].status[0]) p |= run_pass_of(q);
+  return (fm_pass)p;
 }
 
 #ifdef FM_HAVE_GPU_RUN
@@ -198,20 +217,58 @@ static int time_noskip(gpu_step *g, runner_ctx *rc, const fm_scn_case *c, fm_gpu
     fm_gpu_result_free(&res);
     return -1;
   }
-  r->noskip = res.fwd.timing;
-  r->rec.noskip_ms = res.fwd.timing.median_ms;
+  fm_gpu_pass_result *got[RUN_NPASSES] = {&res.fwd, &res.bwd};
+  for (int q = 0; q < RUN_NPASSES; q++)
+    if ((gc.pass & run_pass_of(q)) && got[q]->timing.source[0]) {
+      r->p[q].noskip = got[q]->timing;
+      r->rec.p[q].noskip_ms = got[q]->timing.median_ms;
+    }
   fm_gpu_result_free(&res);
   return 0;
 }
 
-/* Kernel k timed on the case: the scenario's variant, counted and
- * instrumented as the scenario says, then the no-skip variant. */
+/* Pass q's measurements out of the session's result (the per-tile record
+ * changes hands) into r and its record. */
+static void take_pass(const fm_scenario *s, const fm_scn_case *c, const fm_colmask *m,
+                      fm_gpu_pass_result *got, int q, gpu_kernel_run *r) {
+  gpu_pass_run *pr = &r->p[q];
+  run_pass_rec *rec = &r->rec.p[q];
+  pr->ran = 1;
+  pr->timing = got->timing;
+  pr->timing_inst = got->timing_instrumented;
+  pr->measured = got->measured;
+  if (!(s->count_bytes && s->cupti))
+    snprintf(pr->measured.note, sizeof pr->measured.note, "%s",
+             !s->cupti ? "--no-cupti: no counters" : "--no-bytes: not counted");
+  pr->tile_class = got->tile_class;
+  pr->tile_cycles = got->tile_cycles;
+  got->tile_class = NULL;
+  got->tile_cycles = NULL;
+  snprintf(rec->source, sizeof rec->source, "%s", pr->timing.source);
+  rec->ms = pr->timing.median_ms;
+  rec->tflops = fm_cost_tflops(pr->cost.flops_paper, rec->ms);
+  if (pr->timing_inst.source[0]) rec->inst_ms = pr->timing_inst.median_ms;
+  if (pr->measured.source[0]) {
+    rec->dram_read = pr->measured.dram_read;
+    rec->dram_write = pr->measured.dram_write;
+    rec->l2_read = 32.0 * pr->measured.l2_read_sectors;
+  }
+  if (pr->tile_class && s->variant == FM_VARIANT_SKIP)
+    rec->class_mismatches = fm_class_mismatches(m, pr->classes, pr->tile_class, c->batch, c->heads,
+                                                (int64_t)pr->a.tr * pr->a.tc);
+}
+
+/* Kernel k timed on the case: the scenario's variant on the passes it can
+ * run, counted and instrumented as the scenario says, then the no-skip
+ * variant. */
 static int time_kernel(gpu_step *g, runner_ctx *rc, const fm_scn_case *c, const fm_colmask *m,
                        int k, gpu_kernel_run *r) {
   const fm_scenario *s = rc->s;
   int inst = s->instrument_reps > 0;
   fm_gpu_case gc = {.mask = m, .batch = (int32_t)c->batch, .heads = (int32_t)c->heads,
-                    .head_dim = (int32_t)c->head_dim, .variant = s->variant, .kernel = g->kernel[k]};
+                    .head_dim = (int32_t)c->head_dim, .variant = s->variant, .kernel = g->kernel[k],
+                    .pass = timed_passes(r, s->pass)};
+  if (!gc.pass) return 0;
   fm_gpu_opts go = {.warmup = (int32_t)s->warmup, .reps = (int32_t)s->reps, .instrument = inst,
                     .instrument_reps = (int32_t)s->instrument_reps,
                     .count_bytes = s->count_bytes && s->cupti, .use_cupti = s->cupti,
@@ -225,38 +282,27 @@ static int time_kernel(gpu_step *g, runner_ctx *rc, const fm_scn_case *c, const 
     return -1;
   }
   r->ran = 1;
-  r->timing = res.fwd.timing;
-  r->timing_inst = res.fwd.timing_instrumented;
-  r->measured = res.fwd.measured;
-  if (!go.count_bytes)
-    snprintf(r->measured.note, sizeof r->measured.note, "%s",
-             !s->cupti ? "--no-cupti: no counters" : "--no-bytes: not counted");
-  r->tile_class = res.fwd.tile_class;
-  r->tile_cycles = res.fwd.tile_cycles;
-  r->timeline = res.timeline;
-  memset(&res, 0, sizeof res); /* owned by r now */
-  run_kernel_rec *rec = &r->rec;
-  snprintf(rec->source, sizeof rec->source, "%s", r->timing.source);
-  rec->ms = r->timing.median_ms;
-  rec->tflops = fm_cost_tflops(r->cost.flops_paper, rec->ms);
-  if (r->timing_inst.source[0]) rec->inst_ms = r->timing_inst.median_ms;
-  if (r->measured.source[0]) {
-    rec->dram_read = r->measured.dram_read;
-    rec->dram_write = r->measured.dram_write;
-    rec->l2_read = 32.0 * r->measured.l2_read_sectors;
+  fm_gpu_pass_result *got[RUN_NPASSES] = {&res.fwd, &res.bwd};
+  for (int q = 0; q < RUN_NPASSES; q++) {
+    if (!(gc.pass & run_pass_of(q))) continue;
+    if (got[q]->timing.source[0]) take_pass(s, c, m, got[q], q, r);
+    else /* a harness that does not time this pass yet */
+      snprintf(r->rec.p[q].status, sizeof r->rec.p[q].status, "not run: the measurement gave no "
+               "%s timing", q == RUN_BWD ? "backward" : "forward");
   }
-  if (r->tile_class && s->variant == FM_VARIANT_SKIP)
-    rec->class_mismatches = fm_class_mismatches(m, r->classes, r->tile_class, c->batch, c->heads,
-                                                (int64_t)r->a.tr * r->a.tc);
-  if (r->tile_class && r->tile_cycles && rc->o->single) {
-    if (fm_timeline_add_tiles(&r->timeline, r->tile_class, r->tile_cycles, r->a.tr, r->a.tc,
+  r->timeline = res.timeline;
+  res.timeline = (fm_timeline){0};
+  fm_gpu_result_free(&res);
+  const gpu_pass_run *f = &r->p[RUN_FWD];
+  if (f->tile_class && f->tile_cycles && rc->o->single) {
+    if (fm_timeline_add_tiles(&r->timeline, f->tile_class, f->tile_cycles, f->a.tr, f->a.tc,
                               g->clock_khz, 1, 50000, &err) != FM_OK) {
       cli_error(rc->o->cmd, "%s", err.msg);
       return -1;
     }
     r->timeline.process_names[1] =
-        "instrumented tiles of (b=0, h=0): one row per row tile, visited tiles end to end "
-        "in key-tile order (cycles at the SM clock)";
+        "instrumented forward tiles of (b=0, h=0): one row per row tile, visited tiles end to "
+        "end in key-tile order (cycles at the SM clock)";
   }
   r->timeline.process_names[0] = "GPU kernels of the timed launches (L2 flush between)";
   if (s->noskip_reps > 0 && s->variant == FM_VARIANT_SKIP) return time_noskip(g, rc, c, gc, r);
@@ -270,10 +316,15 @@ int gpu_step_case(gpu_step *g, runner_ctx *rc, const fm_scn_case *c, const fm_co
     gpu_kernel_run *r = &runs[k];
     memset(r, 0, sizeof *r);
     run_kernel_rec *rec = &r->rec;
-    rec->ms = rec->tflops = rec->noskip_ms = rec->inst_ms = NAN;
-    rec->dram_read = rec->dram_write = rec->l2_read = NAN;
-    rec->class_mismatches = -1;
-    if (kernel_model(g, rc, c, m, case_a, classes, k, r)) return -1;
+    snprintf(rec->kernel, sizeof rec->kernel, "%s", fm_kernel_get(g->kernel[k])->name);
+    snprintf(rec->status, sizeof rec->status, "%s", g->kernel_status[k]);
+    for (int q = 0; q < RUN_NPASSES; q++) {
+      run_pass_rec_clear(&rec->p[q]);
+      if ((rc->s->pass & run_pass_of(q)) && pass_model(g, rc, c, m, case_a, classes, k, q, r))
+        return -1;
+    }
+    for (int q = 0; q < RUN_NPASSES && !rec->status[0] && !timed_passes(r, rc->s->pass); q++)
+      snprintf(rec->status, sizeof rec->status, "%s", rec->p[q].status); /* nothing to time */
     if (rec->status[0]) continue;
     if (g->skip_reason[0]) { /* the reason is the run's (run.json, the report's summary) */
       snprintf(rec->status, sizeof rec->status, "not run: GPU step skipped");
@@ -290,22 +341,23 @@ int gpu_step_case(gpu_step *g, runner_ctx *rc, const fm_scn_case *c, const fm_co
   return 0;
 }
 
-void gpu_run_info(const gpu_step *g, const gpu_kernel_run *r, fm_variant variant, int head_dim,
-                  fm_run_info *info) {
+void gpu_run_info(const gpu_step *g, const gpu_kernel_run *r, int pass, fm_variant variant,
+                  int head_dim, fm_run_info *info) {
+  const gpu_pass_run *p = &r->p[pass];
   memset(info, 0, sizeof *info);
-  info->analysis = &r->a;
+  info->analysis = &p->a;
   info->device = g->device;
   info->device_note = "";
   info->head_dim = head_dim;
   info->variant = variant;
-  info->instrumented = r->timing_inst.source[0] != 0;
-  info->cost = &r->cost;
-  info->timing = r->ran ? &r->timing : NULL;
-  info->timing_instrumented = r->timing_inst.source[0] ? &r->timing_inst : NULL;
-  info->measured = r->ran ? &r->measured : NULL;
-  info->gpu_classes = r->tile_class;
-  info->gpu_cycles = r->tile_cycles;
-  info->class_mismatches = r->rec.class_mismatches;
+  info->instrumented = p->timing_inst.source[0] != 0;
+  info->cost = &p->cost;
+  info->timing = p->ran ? &p->timing : NULL;
+  info->timing_instrumented = p->timing_inst.source[0] ? &p->timing_inst : NULL;
+  info->measured = p->ran ? &p->measured : NULL;
+  info->gpu_classes = p->tile_class;
+  info->gpu_cycles = p->tile_cycles;
+  info->class_mismatches = r->rec.p[pass].class_mismatches;
   info->clock_khz = g->clock_khz;
   info->timeline = r->ran ? &r->timeline : NULL;
 }

@@ -1,10 +1,13 @@
 /* gpu_step.h — the GPU step of the scenario runner (runner.h): the scenario's
- * kernels on each case. Per kernel, what the CPU knows without a GPU (the
- * kernel's tile from the registry, rho there, the cost model) and, where a
- * device runs it, the timed launches of the scenario's variant (median after
- * warm-up, L2 flushed), the counted launch (CUPTI Range Profiler), the
+ * kernels on each case, for each pass the scenario asks for (pass: fwd, bwd
+ * or both). Per kernel and pass, what the CPU knows without a GPU (the
+ * kernel's tile for the pass from the registry, rho there, the cost model)
+ * and, where a device runs it, the timed launches of the scenario's variant
+ * (median after warm-up, L2 flushed; the backward after one forward that
+ * gives it O and LSE), the counted launch (CUPTI Range Profiler), the
  * instrumented build (its time and its per-tile classes against the CPU's)
- * and the no-skip variant. One GPU session serves the whole run. */
+ * and the no-skip variant. A kernel without the pass says so in the pass's
+ * status. One GPU session serves the whole run. */
 #ifndef FM_GPU_STEP_H
 #define FM_GPU_STEP_H
 
@@ -22,19 +25,30 @@ struct gpu_step {
   void *session;         /* fm_gpu_session when built with the kernels */
 };
 
-/* One kernel's run on one case; gpu_kernel_run_free releases it. */
-typedef struct gpu_kernel_run {
-  run_kernel_rec rec;
-  fm_analysis a;          /* the mask at the kernel's tile (counts filled) */
-  uint8_t *classes;       /* (sets, Tr, Tc) at that tile; owned */
-  fm_cost cost;           /* the scenario's variant at that tile */
+/* One pass of one kernel on one case. */
+typedef struct gpu_pass_run {
+  fm_analysis a;          /* the mask at the pass's tile (counts filled) */
+  uint8_t *classes;       /* (sets, Tr, Tc) at that tile; owned; NULL: pass not modelled */
+  fm_cost cost;           /* the scenario's variant at that tile, for the pass */
   int ran;                /* timed on the GPU */
   fm_timing timing, timing_inst, noskip;
   fm_measured_bytes measured;
   uint8_t *tile_class;    /* (B, H, Tr, Tc) the kernel's record, or NULL; owned */
   int64_t *tile_cycles;   /* (B, H, Tr, Tc), or NULL; owned */
+} gpu_pass_run;
+
+/* One kernel's run on one case; gpu_kernel_run_free releases it. */
+typedef struct gpu_kernel_run {
+  run_kernel_rec rec;
+  gpu_pass_run p[RUN_NPASSES]; /* RUN_FWD, RUN_BWD */
+  int ran;                /* some pass timed on the GPU */
   fm_timeline timeline;   /* kernel records (single form), events owned */
 } gpu_kernel_run;
+
+/* The tile of kernel id for one pass at head dim D (fm_kernel_tile_size,
+ * FM_KERNEL_AUTO as without a device): 0, or -1 with why it has none in why. */
+int gpu_pass_tile(fm_kernel_id id, fm_pass pass, int32_t D, int32_t *br, int32_t *bc, char *why,
+                  size_t cap);
 
 /* Resolves the kernels and opens the session (when the scenario wants the
  * GPU step and a device is usable); what cannot run is said in
@@ -54,8 +68,9 @@ int gpu_step_case(gpu_step *g, runner_ctx *rc, const fm_scn_case *c, const fm_co
                   const fm_analysis *case_a, const uint8_t *classes, gpu_kernel_run *runs);
 void gpu_kernel_run_free(gpu_kernel_run *r);
 
-/* The fm_run_info of one kernel run (borrowing from r and g). */
-void gpu_run_info(const gpu_step *g, const gpu_kernel_run *r, fm_variant variant, int head_dim,
-                  fm_run_info *info);
+/* The fm_run_info of one pass (RUN_FWD, RUN_BWD) of a kernel run (borrowing
+ * from r and g). */
+void gpu_run_info(const gpu_step *g, const gpu_kernel_run *r, int pass, fm_variant variant,
+                  int head_dim, fm_run_info *info);
 
 #endif

@@ -21,16 +21,25 @@ static int max_kernels(const case_row *rows, int n) {
   return nk;
 }
 
+static int any_pass(const case_row *rows, int n, fm_pass pass) {
+  for (int i = 0; i < n; i++)
+    if (rows[i].pass & pass) return 1;
+  return 0;
+}
+
 static void write_csv(FILE *f, const case_row *rows, int n) {
   int nk = max_kernels(rows, n);
+  int nq = any_pass(rows, n, FM_PASS_BWD) ? RUN_NPASSES : 1; /* backward columns when asked for */
   fprintf(f, "id,family,seqlen,head_dim,br,bc,batch,heads,sets,sample,seed,form,tiles_total,"
              "tiles_masked,tiles_partial,tiles_unmasked,sparsity,sparsity_exact,bytes_dense,"
              "bytes_block_mask,bytes_intervals,steps,causal,mask_nb,mask_nh,sparsity_128");
-  for (int k = 0; k < nk; k++) {
-    const char *kn = rows[0].k[k].kernel;
-    fprintf(f, ",%s_sparsity,%s_time_ms,%s_tflops,%s_noskip_ms,%s_instrumented_ms,"
-               "%s_class_mismatches", kn, kn, kn, kn, kn, kn);
-  }
+  for (int q = 0; q < nq; q++)
+    for (int k = 0; k < nk; k++) {
+      char kn[32];
+      snprintf(kn, sizeof kn, "%s%s", rows[0].k[k].kernel, q == RUN_BWD ? "_bwd" : "");
+      fprintf(f, ",%s_sparsity,%s_time_ms,%s_tflops,%s_noskip_ms,%s_instrumented_ms,"
+                 "%s_class_mismatches", kn, kn, kn, kn, kn, kn);
+    }
   fputc('\n', f);
   for (int i = 0; i < n; i++) {
     const case_row *r = &rows[i];
@@ -43,11 +52,12 @@ static void write_csv(FILE *f, const case_row *rows, int n) {
             r->rho_exact, (long long)r->dense_bytes, (long long)r->block_mask_bytes,
             (long long)r->interval_bytes, r->steps, (long long)r->causal, (long long)r->mask_nb,
             (long long)r->mask_nh, r->rho_128);
-    for (int k = 0; k < nk; k++) {
-      const run_kernel_rec *x = &r->k[k];
-      fprintf(f, ",%.6f,%.6g,%.6g,%.6g,%.6g,%lld", x->rho, x->ms, x->tflops, x->noskip_ms,
-              x->inst_ms, (long long)x->class_mismatches);
-    }
+    for (int q = 0; q < nq; q++)
+      for (int k = 0; k < nk; k++) {
+        const run_pass_rec *x = &r->k[k].p[q];
+        fprintf(f, ",%.6f,%.6g,%.6g,%.6g,%.6g,%lld", x->rho, x->ms, x->tflops, x->noskip_ms,
+                x->inst_ms, (long long)x->class_mismatches);
+      }
     fputc('\n', f);
   }
 }
@@ -82,9 +92,9 @@ static void members_json(fm_json *j, const void *base, const member *m, size_t n
 }
 #define NMEMBERS(a) (sizeof a / sizeof a[0])
 
-#define K(key, kind, field) {key, kind, offsetof(run_kernel_rec, field)}
-static const member kernel_members[] = {
-    K("kernel", 'S', kernel), K("br", 'I', br), K("bc", 'I', bc), K("sparsity", 'D', rho),
+#define K(key, kind, field) {key, kind, offsetof(run_pass_rec, field)}
+static const member pass_members[] = {
+    K("br", 'I', br), K("bc", 'I', bc), K("sparsity", 'D', rho),
     K("flops_paper", 'D', flops), K("source", 'S', source), K("time_ms", 'D', ms),
     K("tflops", 'D', tflops), K("noskip_ms", 'D', noskip_ms), K("instrumented_ms", 'D', inst_ms),
 };
@@ -96,20 +106,44 @@ static const member traffic_members[] = {
 };
 #undef K
 
-static void kernel_json(fm_json *j, const run_kernel_rec *x) {
-  fm_json_object(j, NULL);
-  members_json(j, x, kernel_members, NMEMBERS(kernel_members));
-  fm_json_string(j, "status", x->status[0] ? x->status : "ran");
-  fm_json_double(j, "speedup_skip_over_noskip", x->noskip_ms / x->ms);
-  fm_json_double(j, "ideal_speedup", x->rho < 1 ? 1.0 / (1.0 - x->rho) : NAN);
-  fm_json_double(j, "instrumentation_overhead", x->inst_ms / x->ms - 1.0);
-  if (x->class_mismatches >= 0) fm_json_int(j, "class_mismatches", x->class_mismatches);
+/* One pass's members (the forward's straight in the kernel's object, the
+ * backward's in its "bwd" object): its figures, "status" ("ran" when it did),
+ * the skip speed-up beside 1/(1-rho), the instrumentation overhead, the
+ * classes, the traffic. */
+static void pass_json(fm_json *j, const run_kernel_rec *x, int q, const case_row *row) {
+  const run_pass_rec *p = &x->p[q];
+  members_json(j, p, pass_members, NMEMBERS(pass_members));
+  /* a pass the kernel does not have says so before any reason of the run's */
+  const char *status = p->status[0] && !p->br ? p->status
+                       : x->status[0]         ? x->status
+                       : p->status[0]         ? p->status
+                                              : "ran";
+  if (!(row->pass & run_pass_of(q))) status = q == RUN_BWD ? "not asked for (pass: fwd)" : "not asked for (pass: bwd)";
+  fm_json_string(j, "status", status);
+  fm_json_string(j, "pass", fm_pass_name(run_pass_of(q)));
+  fm_json_double(j, "speedup_skip_over_noskip", p->noskip_ms / p->ms);
+  fm_json_double(j, "ideal_speedup", p->rho < 1 ? 1.0 / (1.0 - p->rho) : NAN);
+  fm_json_double(j, "instrumentation_overhead", p->inst_ms / p->ms - 1.0);
+  if (p->class_mismatches >= 0) fm_json_int(j, "class_mismatches", p->class_mismatches);
   else fm_json_null(j, "class_mismatches");
   fm_json_object(j, "traffic");
-  members_json(j, x, traffic_members, NMEMBERS(traffic_members));
-  fm_json_double(j, "dram_read_over_unique", x->dram_read / (double)x->unique_read);
-  fm_json_double(j, "l2_read_over_model", x->l2_read / (double)x->model_read);
+  members_json(j, p, traffic_members, NMEMBERS(traffic_members));
+  fm_json_double(j, "dram_read_over_unique", p->dram_read / (double)p->unique_read);
+  fm_json_double(j, "l2_read_over_model", p->l2_read / (double)p->model_read);
   fm_json_end(j);
+}
+
+static void kernel_json(fm_json *j, const run_kernel_rec *x, const case_row *row) {
+  fm_json_object(j, NULL);
+  fm_json_string(j, "kernel", x->kernel);
+  pass_json(j, x, RUN_FWD, row);
+  if (row->pass & FM_PASS_BWD) {
+    fm_json_object(j, "bwd");
+    pass_json(j, x, RUN_BWD, row);
+    fm_json_end(j);
+  } else {
+    fm_json_null(j, "bwd");
+  }
   fm_json_end(j);
 }
 
@@ -141,19 +175,21 @@ static void row_json(fm_json *j, const case_row *r) {
     fm_json_double(j, "flops", r->sim_flops);
     fm_json_end(j);
   }
-  /* the first kernel that ran, as the notebooks read it */
+  /* the first kernel whose forward ran, as the notebooks read it */
   for (int k = 0; k < r->nkernels; k++)
-    if (isfinite(r->k[k].ms)) {
+    if (isfinite(r->k[k].p[RUN_FWD].ms)) {
+      const run_pass_rec *f = &r->k[k].p[RUN_FWD];
       fm_json_object(j, "gpu");
       fm_json_string(j, "kernel", r->k[k].kernel);
-      fm_json_double(j, "time_ms", r->k[k].ms);
-      fm_json_double(j, "tflops", r->k[k].tflops);
-      fm_json_double(j, "sparsity", r->k[k].rho);
+      fm_json_double(j, "time_ms", f->ms);
+      fm_json_double(j, "tflops", f->tflops);
+      fm_json_double(j, "sparsity", f->rho);
       fm_json_end(j);
       break;
     }
+  fm_json_string(j, "pass", fm_pass_name((fm_pass)r->pass));
   fm_json_array(j, "kernels");
-  for (int k = 0; k < r->nkernels; k++) kernel_json(j, &r->k[k]);
+  for (int k = 0; k < r->nkernels; k++) kernel_json(j, &r->k[k], r);
   fm_json_end(j);
   fm_json_string(j, "steps", r->steps);
   fm_json_end(j);
@@ -185,9 +221,11 @@ static void run_json(fm_json *j, runner_ctx *rc, int n) {
   for (int k = 0; k < g->nkernels; k++) fm_json_string(j, NULL, fm_kernel_get(g->kernel[k])->name);
   fm_json_end(j);
   fm_json_string(j, "variant", fm_variant_name(s->variant));
+  fm_json_string(j, "pass", fm_pass_name(s->pass));
   members_json(j, s, settings_members, NMEMBERS(settings_members));
   fm_json_bool(j, "l2_flushed", 1);
-  fm_json_string(j, "flops", "4*B*H*S*S*D*(1-rho), rho by the min/max rule at the kernel's tile");
+  fm_json_string(j, "flops", "4*B*H*S*S*D*(1-rho), rho by the min/max rule at the kernel's tile; "
+                             "the backward 2.5 times that, rho at the backward's tile");
   fm_json_string(j, "dtype", "bf16");
   fm_json_end(j);
   fm_json_object(j, "files");

@@ -12,6 +12,23 @@
 
 /* ---- tables ------------------------------------------------------------------------------ */
 
+/* The passes the rows asked for, RUN_FWD first: how many column groups a kernel gets. */
+static int row_passes(const case_row *rows, int n, int *passes) {
+  unsigned asked = 0;
+  int np = 0;
+  for (int i = 0; i < n; i++) asked |= (unsigned)rows[i].pass;
+  if (!asked) asked = FM_PASS_FWD;
+  for (int q = 0; q < RUN_NPASSES; q++)
+    if (asked & run_pass_of(q)) passes[np++] = q;
+  return np;
+}
+
+/* "sm90" for the forward, "sm90 bwd" for the backward. */
+static const char *pass_label(char *buf, size_t cap, const char *kernel, int q) {
+  snprintf(buf, cap, "%s%s", kernel, q == RUN_BWD ? " bwd" : "");
+  return buf;
+}
+
 void report_cases_table(const case_row *rows, int n, rpt_table *t) {
   char b[32];
   int sim = 0, nk = 0;
@@ -27,13 +44,16 @@ void report_cases_table(const case_row *rows, int n, rpt_table *t) {
                                      "intervals"};
   for (size_t c = 0; c < sizeof head / sizeof head[0]; c++) rpt_col(t, head[c]);
   if (sim) rpt_col(t, "modelled read"), rpt_col(t, "modelled write"), rpt_col(t, "modelled GFLOP");
-  for (int k = 0; k < nk; k++) {
-    char h[48];
-    snprintf(h, sizeof h, "%s ms", rows[0].k[k].kernel);
-    rpt_col(t, h);
-    snprintf(h, sizeof h, "%s TFLOP/s", rows[0].k[k].kernel);
-    rpt_col(t, h);
-  }
+  int passes[RUN_NPASSES], np = row_passes(rows, n, passes);
+  for (int pi = 0; pi < np; pi++)
+    for (int k = 0; k < nk; k++) {
+      char h[64], name[32];
+      pass_label(name, sizeof name, rows[0].k[k].kernel, passes[pi]);
+      snprintf(h, sizeof h, "%s ms", name);
+      rpt_col(t, h);
+      snprintf(h, sizeof h, "%s TFLOP/s", name);
+      rpt_col(t, h);
+    }
   for (int i = 0; i < n; i++) {
     const case_row *r = &rows[i];
     rpt_cell(t, "%s", r->id);
@@ -57,10 +77,11 @@ void report_cases_table(const case_row *rows, int n, rpt_table *t) {
       rpt_cell(t, "%s", r->sim_write >= 0 ? cli_bytes(r->sim_write, b, sizeof b) : "-");
       rpt_num(t, "%.4g", r->sim_flops / 1e9);
     }
-    for (int k = 0; k < nk; k++) {
-      rpt_num(t, "%.3f", k < r->nkernels ? r->k[k].ms : NAN);
-      rpt_num(t, "%.1f", k < r->nkernels ? r->k[k].tflops : NAN);
-    }
+    for (int pi = 0; pi < np; pi++)
+      for (int k = 0; k < nk; k++) {
+        rpt_num(t, "%.3f", k < r->nkernels ? r->k[k].p[passes[pi]].ms : NAN);
+        rpt_num(t, "%.1f", k < r->nkernels ? r->k[k].p[passes[pi]].tflops : NAN);
+      }
   }
 }
 
@@ -144,11 +165,11 @@ static void sweep_buckets(const case_row *rows, int n, rpt_table *t) {
   }
 }
 
-report_fit report_fit_time(const case_row *rows, int n, int kernel, const char *family) {
+report_fit report_fit_time(const case_row *rows, int n, int kernel, int pass, const char *family) {
   double sx = 0, sy = 0, sxx = 0, sxy = 0;
   report_fit f = {.n = 0, .intercept_ms = NAN, .slope_ms = NAN, .r2 = NAN};
   for (int i = 0; i < n; i++) {
-    const run_kernel_rec *k = &rows[i].k[kernel];
+    const run_pass_rec *k = &rows[i].k[kernel].p[pass];
     if (kernel >= rows[i].nkernels || !isfinite(k->ms) || (family && strcmp(rows[i].family, family)))
       continue;
     double x = 1.0 - k->rho, y = k->ms;
@@ -161,7 +182,7 @@ report_fit report_fit_time(const case_row *rows, int n, int kernel, const char *
   f.intercept_ms = (sy - f.slope_ms * sx) / f.n;
   double my = sy / f.n, ssr = 0, sst = 0;
   for (int i = 0; i < n; i++) {
-    const run_kernel_rec *k = &rows[i].k[kernel];
+    const run_pass_rec *k = &rows[i].k[kernel].p[pass];
     if (kernel >= rows[i].nkernels || !isfinite(k->ms) || (family && strcmp(rows[i].family, family)))
       continue;
     double e = k->ms - (f.intercept_ms + f.slope_ms * (1.0 - k->rho));
@@ -186,12 +207,17 @@ void report_fit_table(const case_row *rows, int n, rpt_table *t) {
   static const char *const head[] = {"kernel", "family", "n", "a (ms)", "b (ms)", "R^2"};
   for (int c = 0; c < 6; c++) rpt_col(t, head[c]);
   int nk = n ? (int)rows[0].nkernels : 0;
-  for (int k = 0; k < nk; k++) {
-    for (int i = 0; i < n; i++)
-      if (first_of_family(rows, i))
-        fit_row(t, rows[0].k[k].kernel, rows[i].family, report_fit_time(rows, n, k, rows[i].family));
-    fit_row(t, rows[0].k[k].kernel, "pooled", report_fit_time(rows, n, k, NULL));
-  }
+  int passes[RUN_NPASSES], np = row_passes(rows, n, passes);
+  for (int pi = 0; pi < np; pi++)
+    for (int k = 0; k < nk; k++) {
+      char name[32];
+      int q = passes[pi];
+      pass_label(name, sizeof name, rows[0].k[k].kernel, q);
+      for (int i = 0; i < n; i++)
+        if (first_of_family(rows, i))
+          fit_row(t, name, rows[i].family, report_fit_time(rows, n, k, q, rows[i].family));
+      fit_row(t, name, "pooled", report_fit_time(rows, n, k, q, NULL));
+    }
 }
 
 static void memory_table(const case_row *rows, int n, rpt_table *t) {
@@ -210,13 +236,14 @@ static void memory_table(const case_row *rows, int n, rpt_table *t) {
   }
 }
 
-/* TFLOP/s of the full mask at the same S and D on kernel k (the row's
- * efficiency reference); NAN when that case did not run. */
-static double full_tflops(const case_row *rows, int n, const case_row *r, int k) {
+/* TFLOP/s of the full mask at the same S and D on pass q of kernel k (the
+ * row's efficiency reference); NAN when that case did not run. */
+static double full_tflops(const case_row *rows, int n, const case_row *r, int k, int q) {
   for (int i = 0; i < n; i++)
     if (rows[i].seqlen == r->seqlen && rows[i].head_dim == r->head_dim &&
-        !strcmp(rows[i].family, "full") && k < rows[i].nkernels && isfinite(rows[i].k[k].tflops))
-      return rows[i].k[k].tflops;
+        !strcmp(rows[i].family, "full") && k < rows[i].nkernels &&
+        isfinite(rows[i].k[k].p[q].tflops))
+      return rows[i].k[k].p[q].tflops;
   return NAN;
 }
 
@@ -237,12 +264,12 @@ static void kernel_columns(rpt_table *t, const char *name) {
   }
 }
 
-static void kernel_cells(rpt_table *t, const case_row *rows, int n, const case_row *r, int k) {
-  const run_kernel_rec *x = &r->k[k];
+static void kernel_cells(rpt_table *t, const case_row *rows, int n, const case_row *r, int k, int q) {
+  const run_pass_rec *x = &r->k[k].p[q];
   rpt_num(t, "%.3f", x->rho);
   rpt_num(t, "%.3f", x->ms);
   rpt_num(t, "%.1f", x->tflops);
-  rpt_num(t, "%.2f", x->tflops / full_tflops(rows, n, r, k));
+  rpt_num(t, "%.2f", x->tflops / full_tflops(rows, n, r, k, q));
   rpt_num(t, "%.3f", x->noskip_ms);
   rpt_num(t, "%.2f", x->noskip_ms / x->ms);
   rpt_num(t, "%.2f", x->rho < 1 ? 1.0 / (1.0 - x->rho) : NAN);
@@ -253,18 +280,25 @@ static void kernel_cells(rpt_table *t, const case_row *rows, int n, const case_r
 
 void report_kernel_table(const case_row *rows, int n, rpt_table *t) {
   int nk = n ? (int)rows[0].nkernels : 0;
+  int passes[RUN_NPASSES], np = row_passes(rows, n, passes);
   rpt_init(t, "kernels",
            "Kernel times: median ms after warm-up, L2 flushed; TFLOP/s by the paper's count at the "
-           "kernel's own tile; eff = TFLOP/s over the full mask's; speedup = noskip / skip beside "
+           "kernel's own tile (the backward's, bwd: 2.5 times the forward's count at the "
+           "backward's tile); eff = TFLOP/s over the full mask's; speedup = noskip / skip beside "
            "the ideal 1 / (1 - rho); inst = instrumented overhead; classes = the instrumented "
            "kernel's tile classes against the CPU's; DRAM read over the compulsory bytes");
   rpt_col(t, "D");
   rpt_col(t, "S");
   rpt_col(t, "family");
-  for (int k = 0; k < nk; k++) kernel_columns(t, rows[0].k[k].kernel);
-  char ratio[48];
-  if (nk >= 2) {
-    snprintf(ratio, sizeof ratio, "%s / %s time", rows[0].k[0].kernel, rows[0].k[1].kernel);
+  for (int pi = 0; pi < np; pi++)
+    for (int k = 0; k < nk; k++) {
+      char name[32];
+      kernel_columns(t, pass_label(name, sizeof name, rows[0].k[k].kernel, passes[pi]));
+    }
+  char ratio[80];
+  for (int pi = 0; nk >= 2 && pi < np; pi++) {
+    snprintf(ratio, sizeof ratio, "%s / %s%s time", rows[0].k[0].kernel, rows[0].k[1].kernel,
+             passes[pi] == RUN_BWD ? " bwd" : "");
     rpt_col(t, ratio);
   }
   rpt_col(t, "note");
@@ -281,10 +315,15 @@ void report_kernel_table(const case_row *rows, int n, rpt_table *t) {
     rpt_cell(t, "%lld", (long long)r->head_dim);
     rpt_cell(t, "%lld", (long long)r->seqlen);
     rpt_cell(t, "%s", r->family);
-    for (int k = 0; k < nk; k++) kernel_cells(t, rows, n, r, k);
-    if (nk >= 2) rpt_num(t, "%.2f", r->k[0].ms / r->k[1].ms);
+    for (int pi = 0; pi < np; pi++)
+      for (int k = 0; k < nk; k++) kernel_cells(t, rows, n, r, k, passes[pi]);
+    for (int pi = 0; nk >= 2 && pi < np; pi++)
+      rpt_num(t, "%.2f", r->k[0].p[passes[pi]].ms / r->k[1].p[passes[pi]].ms);
     const char *note = "";
-    for (int k = 0; k < nk && !note[0]; k++) note = r->k[k].status;
+    for (int k = 0; k < nk && !note[0]; k++) {
+      note = r->k[k].status;
+      for (int pi = 0; pi < np && !note[0]; pi++) note = r->k[k].p[passes[pi]].status;
+    }
     rpt_cell(t, "%s", note);
     rpt_cell(t, "%s", r->id);
   }
@@ -319,29 +358,36 @@ static void summary_paper(FILE *f, const case_row *rows, int n) {
 
 static void summary_kernels(FILE *f, const case_row *rows, int n) {
   int nk = n ? (int)rows[0].nkernels : 0;
-  for (int k = 0; k < nk; k++) {
-    double lo = INFINITY, hi = -INFINITY;
-    int ran = 0;
-    for (int i = 0; i < n; i++)
-      if (k < rows[i].nkernels && isfinite(rows[i].k[k].tflops)) {
-        lo = fmin(lo, rows[i].k[k].tflops);
-        hi = fmax(hi, rows[i].k[k].tflops);
-        ran++;
-      }
-    if (ran)
-      fprintf(f, "- Kernel %s ran %d of %d cases: %.1f to %.1f TFLOP/s (the paper's count).\n",
-              rows[0].k[k].kernel, ran, n, lo, hi);
-  }
+  int passes[RUN_NPASSES], np = row_passes(rows, n, passes);
+  for (int pi = 0; pi < np; pi++)
+    for (int k = 0; k < nk; k++) {
+      int q = passes[pi];
+      double lo = INFINITY, hi = -INFINITY;
+      int ran = 0;
+      for (int i = 0; i < n; i++)
+        if (k < rows[i].nkernels && isfinite(rows[i].k[k].p[q].tflops)) {
+          lo = fmin(lo, rows[i].k[k].p[q].tflops);
+          hi = fmax(hi, rows[i].k[k].p[q].tflops);
+          ran++;
+        }
+      if (ran)
+        fprintf(f, "- Kernel %s%s ran %d of %d cases: %.1f to %.1f TFLOP/s (the paper's count%s).\n",
+                rows[0].k[k].kernel, q == RUN_BWD ? "'s backward" : "", ran, n, lo, hi,
+                q == RUN_BWD ? ", 2.5 times the forward's" : "");
+    }
 }
 
 static void summary_sweep(FILE *f, const case_row *rows, int n) {
   int nk = n ? (int)rows[0].nkernels : 0;
-  for (int k = 0; k < nk; k++) {
-    report_fit fit = report_fit_time(rows, n, k, NULL);
-    if (fit.n >= 2)
-      fprintf(f, "- Kernel %s: time = %.3f ms + %.3f ms x (1 - rho) over %d masks, R^2 = %.4f.\n",
-              rows[0].k[k].kernel, fit.intercept_ms, fit.slope_ms, fit.n, fit.r2);
-  }
+  int passes[RUN_NPASSES], np = row_passes(rows, n, passes);
+  for (int pi = 0; pi < np; pi++)
+    for (int k = 0; k < nk; k++) {
+      report_fit fit = report_fit_time(rows, n, k, passes[pi], NULL);
+      if (fit.n >= 2)
+        fprintf(f, "- Kernel %s%s: time = %.3f ms + %.3f ms x (1 - rho) over %d masks, R^2 = %.4f.\n",
+                rows[0].k[k].kernel, passes[pi] == RUN_BWD ? " (backward)" : "", fit.intercept_ms,
+                fit.slope_ms, fit.n, fit.r2);
+    }
 }
 
 /* The largest length's memory, in the words of its numbers. */
@@ -375,9 +421,10 @@ static void summary(FILE *f, runner_ctx *rc, const case_row *rows, int n) {
     fprintf(f, "- GPU step (kernels) skipped: %s. The kernels' tiles and cost model are reported "
                "without times.\n", g->skip_reason);
   else if (g->wanted)
-    fprintf(f, "- Kernels timed on %s: variant %s, median of %lld after %lld warm-up launch%s, "
-               "L2 flushed; TFLOP/s by the paper's count at each kernel's own tile.\n",
-            g->device_desc[0] ? g->device_desc : g->device, fm_variant_name(s->variant),
+    fprintf(f, "- Kernels timed on %s: pass %s, variant %s, median of %lld after %lld warm-up "
+               "launch%s, L2 flushed; TFLOP/s by the paper's count at each kernel's own tile.\n",
+            g->device_desc[0] ? g->device_desc : g->device, fm_pass_name(s->pass),
+            fm_variant_name(s->variant),
             (long long)s->reps, (long long)s->warmup, s->warmup == 1 ? "" : "es");
   if (s->run & FM_SCN_PEER)
     fprintf(f, "- The FlexAttention peer runs through `fmsim bench` and `bench/peer_flex.py` "

@@ -19,13 +19,14 @@ void report_kernel_table(const case_row *rows, int n, rpt_table *t);
 void report_fit_table(const case_row *rows, int n, rpt_table *t);
 void report_chunk_table(const case_row *rows, int n, int64_t chunk, rpt_table *t);
 
-/* Least squares time = a + b (1 - rho) over the rows of one kernel record
- * (family NULL: every family); n points, R^2 NAN when undefined. */
+/* Least squares time = a + b (1 - rho) over the rows of one kernel record's
+ * pass (RUN_FWD, RUN_BWD; family NULL: every family); n points, R^2 NAN when
+ * undefined. */
 typedef struct report_fit {
   int n;
   double intercept_ms, slope_ms, r2;
 } report_fit;
-report_fit report_fit_time(const case_row *rows, int n, int kernel, const char *family);
+report_fit report_fit_time(const case_row *rows, int n, int kernel, int pass, const char *family);
 
 /* The scenario's figures under OUT/figures (report_figures.c); names of the
  * files written (relative to OUT) go to names[]. 0, or -1 after printing. */

@@ -102,11 +102,15 @@ static int memory_check(runner_ctx *rc, const fm_scn_case *c) {
   double S = (double)runner_case_length(rc, c), sets = (double)runner_case_sets(rc, c);
   double tiles = tiles_of(sets, S, (double)c->br, (double)c->bc), arrays = 2 * tiles;
   double pairs = (double)c->batch * (double)c->heads;
-  for (int k = 0; (s->run & FM_SCN_GPU || rc->o->single) && k < s->nkernels; k++) {
-    int32_t br, bc; /* auto: the reference GPU's tile, as a run without a device uses */
-    if (fm_kernel_tile_size(s->kernels[k], FM_PASS_FWD, (int32_t)c->head_dim, &br, &bc, NULL) != FM_OK) continue;
-    arrays += tiles_of(sets, S, br, bc) + (s->instrument_reps ? 9 * tiles_of(pairs, S, br, bc) : 0);
-  }
+  for (int k = 0; (s->run & FM_SCN_GPU || rc->o->single) && k < s->nkernels; k++)
+    for (int q = 0; q < RUN_NPASSES; q++) {
+      int32_t br, bc; /* auto: the reference GPU's tile, as a run without a device uses */
+      char why[160];
+      if (!(s->pass & run_pass_of(q)) ||
+          gpu_pass_tile(s->kernels[k], run_pass_of(q), (int32_t)c->head_dim, &br, &bc, why, sizeof why))
+        continue;
+      arrays += tiles_of(sets, S, br, bc) + (s->instrument_reps ? 9 * tiles_of(pairs, S, br, bc) : 0);
+    }
   double need = arrays + sets * S * 32;
   double all_tiles = tiles_of(pairs, S, (double)c->br, (double)c->bc);
   double avail = (double)available_memory_bytes();
@@ -209,14 +213,14 @@ static void sweep_stale(runner_ctx *rc) {
 }
 
 void runner_gpu_settings(const fm_scenario *s, char *buf, size_t cap) {
-  snprintf(buf, cap, "variant %s, warmup %lld, reps %lld, noskip %lld, instrumented %lld, "
-           "counted %d, cupti %d", fm_variant_name(s->variant), (long long)s->warmup,
+  snprintf(buf, cap, "pass %s, variant %s, warmup %lld, reps %lld, noskip %lld, instrumented %lld, "
+           "counted %d, cupti %d", fm_pass_name(s->pass), fm_variant_name(s->variant), (long long)s->warmup,
            (long long)s->reps, (long long)s->noskip_reps, (long long)s->instrument_reps,
            s->count_bytes, s->cupti);
 }
 
 /* A finished case is reused unless this run could add to it: kernels timed
- * where it has none, other kernels, or other settings. */
+ * where it has none, other kernels or passes, or other settings. */
 static int reusable(runner_ctx *rc, const char *dir, case_row *row) {
   char path[4800];
   snprintf(path, sizeof path, "%s/row.tsv", dir);
@@ -225,6 +229,7 @@ static int reusable(runner_ctx *rc, const char *dir, case_row *row) {
   if (row->nkernels != (g->wanted ? g->nkernels : 0)) return 0;
   for (int k = 0; k < row->nkernels; k++)
     if (strcmp(row->k[k].kernel, fm_kernel_get(g->kernel[k])->name)) return 0;
+  if (row->pass != (int64_t)rc->s->pass) return 0; /* the kernels' records are per pass */
   if (!g->wanted || g->skip_reason[0]) return 1;
   char settings[sizeof row->gpu_settings];
   runner_gpu_settings(rc->s, settings, sizeof settings);
@@ -242,11 +247,12 @@ static void progress(const char *cmd, int done, int total, const case_row *r, do
     if (done == total) fputc('\n', stderr);
     return;
   }
-  char times[200] = "";
+  char times[400] = "";
   for (int k = 0; k < r->nkernels; k++)
-    if (isfinite(r->k[k].ms))
-      snprintf(times + strlen(times), sizeof times - strlen(times), " %s %.3f ms (%.1f TFLOP/s)",
-               r->k[k].kernel, r->k[k].ms, r->k[k].tflops);
+    for (int q = 0; q < RUN_NPASSES; q++)
+      if (isfinite(r->k[k].p[q].ms))
+        snprintf(times + strlen(times), sizeof times - strlen(times), " %s%s %.3f ms (%.1f TFLOP/s)",
+                 r->k[k].kernel, q == RUN_BWD ? " bwd" : "", r->k[k].p[q].ms, r->k[k].p[q].tflops);
   fprintf(stderr, "fmsim %s: [%d/%d] %s rho %.3f%s (elapsed %.1fs, ETA %.0fs)\n", cmd, done, total,
           r->id, r->rho, times, elapsed, eta);
 }
@@ -346,6 +352,15 @@ static int single_tile(runner_ctx *rc, fm_scn_case *c) {
               "%d x %d; a GPU run cannot change it", (long long)c->br, (long long)c->bc, kname,
               (long long)c->head_dim, kbr, kbc);
     return -1;
+  }
+  for (int q = 0; q < RUN_NPASSES; q++) { /* every pass asked for has a tile */
+    int32_t br, bc;
+    char why[160];
+    if ((rc->s->pass & run_pass_of(q)) &&
+        gpu_pass_tile(g->kernel[0], run_pass_of(q), (int32_t)c->head_dim, &br, &bc, why, sizeof why)) {
+      cli_error(rc->o->cmd, "--pass %s: %s", fm_pass_name(rc->s->pass), why);
+      return -1;
+    }
   }
   int reference = rc->s->kernels[0] == FM_KERNEL_AUTO && !g->session;
   if (!same)

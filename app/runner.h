@@ -34,26 +34,37 @@
 #include "fm_scenario.h"
 #include "fm_trace.h"
 
-/* One kernel of the GPU step on one case. The CPU half (tile, rho, model) is
- * known without a GPU; times and counters are NAN when not measured. */
-typedef struct run_kernel_rec {
-  char kernel[16];          /* registry name of the resolved kernel ("sm80") */
-  int64_t br, bc;           /* its tile at the case's head dim */
+/* One pass of one kernel of the GPU step on one case, at that pass's tile.
+ * The CPU half (tile, rho, model) is known without a GPU; times and counters
+ * are NAN when not measured; br = 0 when the pass was not asked for. */
+typedef struct run_pass_rec {
+  int64_t br, bc;           /* the kernel's tile for the pass at the case's head dim */
   double rho;               /* min/max rule at that tile */
-  double flops;             /* the paper's count at that tile (fm_cost) */
+  double flops;             /* the paper's count at that tile (fm_cost; backward 2.5x) */
   int64_t model_read, model_write, unique_read, unique_write; /* cost model, bytes */
-  char status[160];         /* "" when it ran; else why not */
+  char status[160];         /* "" when it ran (or would run on a GPU); else why not */
   char source[32];          /* timing source ("cupti-activity", "cuda-events") */
   double ms, tflops;        /* the scenario's variant: median time, paper TFLOP/s */
   double noskip_ms, inst_ms; /* the no-skip variant, the instrumented build */
   int64_t class_mismatches; /* instrumented classes vs the CPU's, -1: not compared */
   double dram_read, dram_write, l2_read; /* CUPTI Range Profiler bytes */
+} run_pass_rec;
+
+/* The passes of a record: p[RUN_FWD], p[RUN_BWD]. */
+enum { RUN_FWD = 0, RUN_BWD = 1, RUN_NPASSES = 2 };
+static inline fm_pass run_pass_of(int i) { return i == RUN_BWD ? FM_PASS_BWD : FM_PASS_FWD; }
+
+/* One kernel of the GPU step on one case: its passes. */
+typedef struct run_kernel_rec {
+  char kernel[16];          /* registry name of the resolved kernel ("sm80") */
+  char status[160];         /* "" when it ran; else why not (the kernel as a whole) */
+  run_pass_rec p[RUN_NPASSES];
 } run_kernel_rec;
 
 /* What the index and the reports know of a case; persisted as row.tsv. */
 typedef struct case_row {
   char id[256], family[64], params[512], form[16], steps[128], docs_source[160];
-  char gpu_settings[96]; /* the GPU step's settings the kernels ran with (resume compares them) */
+  char gpu_settings[128]; /* the GPU step's settings the kernels ran with (resume compares them) */
   int64_t seqlen, head_dim, br, bc, batch, heads, sets, mask_nb, mask_nh, causal;
   int64_t sample, seed, ndocs;
   int64_t masked, partial, unmasked, total;
@@ -64,6 +75,7 @@ typedef struct case_row {
   int64_t sim_read, sim_write;         /* simulate step: modelled bytes, -1 if not run */
   double sim_flops;                    /* simulate step: the paper's FLOP count at Br x Bc */
   int64_t nkernels, gpu_ran;           /* kernels of the GPU step; any of them timed */
+  int64_t pass;                        /* the scenario's passes: FM_PASS_* bits */
   run_kernel_rec k[FM_SCN_MAX_KERNELS];
 } case_row;
 
@@ -72,6 +84,7 @@ typedef struct case_row {
 int case_row_write(FILE *f, const case_row *r);
 int case_row_read(const char *path, case_row *r);
 void case_row_clear(case_row *r); /* zero, NANs where "not measured" is NAN */
+void run_pass_rec_clear(run_pass_rec *k); /* the same for one pass record */
 
 /* A run of one scenario. */
 typedef struct runner_opts {
@@ -88,7 +101,9 @@ typedef struct runner_opts {
 /* Everything one case produced, for the single form's report. */
 typedef struct run_case_out {
   const fm_analysis *analysis;
-  const fm_run_info *info;
+  const fm_run_info *info; /* the forward's */
+  fm_pass pass;            /* the passes asked for */
+  const fm_run_info *bwd;  /* the backward's (its analysis at its tile), NULL without one */
 } run_case_out;
 
 /* The single form's report (cmd_run.c prints it). */

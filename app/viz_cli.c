@@ -89,17 +89,23 @@ int viz_cli_size(const char *cmd, const char *opt, const char *text, int *w, int
 int viz_cli_layer(const char *cmd, const char *name, unsigned *layers, viz_overlay *overlay) {
   unsigned keep = *layers & VIZ_LAYER_PANEL;
   unsigned tiles = VIZ_LAYER_TILES | VIZ_LAYER_GRID | VIZ_LAYER_HATCH;
+  size_t n = strlen(name);
+  int bwd = n > 4 && !strcmp(name + n - 4, "-bwd"); /* the backward's tiles and overlays */
+  char base[16];
+  snprintf(base, sizeof base, "%.*s", (int)(bwd ? n - 4 : n), name);
   *overlay = VIZ_OVERLAY_NONE;
-  if (!strcmp(name, "mask")) *layers = keep | VIZ_LAYER_MASK;
-  else if (!strcmp(name, "tiles")) *layers = keep | tiles;
-  else if (!strcmp(name, "both")) *layers = keep | tiles | VIZ_LAYER_MASK;
-  else if (!strcmp(name, "cycles") || !strcmp(name, "bytes")) {
+  if (!strcmp(base, "mask") && !bwd) *layers = keep | VIZ_LAYER_MASK;
+  else if (!strcmp(base, "tiles")) *layers = keep | tiles;
+  else if (!strcmp(base, "both")) *layers = keep | tiles | VIZ_LAYER_MASK;
+  else if (!strcmp(base, "cycles") || !strcmp(base, "bytes")) {
     *layers = keep | VIZ_LAYER_TILES | VIZ_LAYER_GRID;
-    *overlay = name[0] == 'c' ? VIZ_OVERLAY_CYCLES : VIZ_OVERLAY_BYTES;
+    *overlay = base[0] == 'c' ? VIZ_OVERLAY_CYCLES : VIZ_OVERLAY_BYTES;
   } else {
-    cli_error(cmd, "--layer '%s': unknown layer (expected mask, tiles, both, cycles or bytes)", name);
+    cli_error(cmd, "--layer '%s': unknown layer (expected mask, tiles, both, cycles or bytes, the "
+              "last four with -bwd for the backward's, e.g. cycles-bwd)", name);
     return -1;
   }
+  if (bwd) *layers |= VIZ_LAYER_BACKWARD;
   return 0;
 }
 
@@ -108,6 +114,8 @@ int viz_cli_open(const char *cmd, const viz_cli_source *src, viz_state *s, viz_s
   *sc = NULL;
   if (src->layer && viz_cli_layer(cmd, src->layer, &s->layers, &s->overlay)) return -1;
   viz_overlay want = s->overlay;
+  int want_bwd = (s->layers & VIZ_LAYER_BACKWARD) != 0; /* turned on after the first sync */
+  s->layers &= ~(unsigned)VIZ_LAYER_BACKWARD;
   if (src->path && o->family) {
     cli_error(cmd, "give either --family or a file (%s), not both", src->path);
     return -1;
@@ -140,14 +148,23 @@ int viz_cli_open(const char *cmd, const viz_cli_source *src, viz_state *s, viz_s
   /* a trace keeps its own tile size unless --br/--bc say otherwise */
   if (src->br_given) s->br = (int32_t)o->br;
   if (src->bc_given) s->bc = (int32_t)o->bc;
-  if (viz_scene_sync(*sc, s, &err) != FM_OK) {
+  fm_status st = viz_scene_sync(*sc, s, &err);
+  if (st == FM_OK && want_bwd) { /* the backward's tile unless --br/--bc gave one */
+    if (src->br_given || src->bc_given) s->layers |= VIZ_LAYER_BACKWARD;
+    else if (!(viz_toggle_backward(s) & VIZ_DO_SYNC))
+      st = fm_fail(&err, FM_EUNSUPPORTED, "--layer %s: %s", src->layer, s->status);
+    s->status[0] = 0;
+    s->overlay = want;
+    if (st == FM_OK) st = viz_scene_sync(*sc, s, &err);
+  }
+  if (st != FM_OK) {
     cli_error(cmd, "%s", err.msg);
     viz_scene_destroy(*sc);
     *sc = NULL;
     return -1;
   }
   if (want == VIZ_OVERLAY_CYCLES && !s->facts.has_cycles) {
-    cli_error(cmd, "--layer cycles: %s", s->status[0] ? s->status : "no cycles in this source");
+    cli_error(cmd, "--layer %s: %s", src->layer, s->status[0] ? s->status : "no cycles in this source");
     viz_scene_destroy(*sc);
     *sc = NULL;
     return -1;

@@ -58,12 +58,15 @@ int viz_cli_inches(const char *cmd, const char *opt, const char *text, double *o
 /* "WxH" with both in 1..16384. Prints the error; 0 on success. */
 int viz_cli_size(const char *cmd, const char *opt, const char *text, int *w, int *h);
 
-/* --layer mask|tiles|both|cycles|bytes -> layer bits (panel kept) and overlay. */
+/* --layer mask|tiles|both|cycles|bytes, the last four also with -bwd (the
+ * backward's tile map and overlays) -> layer bits (panel kept) and overlay. */
 int viz_cli_layer(const char *cmd, const char *name, unsigned *layers, viz_overlay *overlay);
 
 /* Checks the source options (one of --family or a path), applies --layer,
- * creates the scene, sets the state's mask fields and syncs; refuses
- * --layer cycles on a source without cycles. Prints the error; 0 on success. */
+ * creates the scene, sets the state's mask fields and syncs (a -bwd layer at
+ * the backward's tile unless --br/--bc gave one); refuses --layer cycles (or
+ * cycles-bwd) on a source without those cycles. Prints the error; 0 on
+ * success. */
 int viz_cli_open(const char *cmd, const viz_cli_source *src, viz_state *s, viz_scene **sc);
 
 #endif

@@ -2,7 +2,8 @@
 """Peer figures for `fmsim bench`: PyTorch FlexAttention on the very interval
 vectors fmsim exported, with its Triton backend and its FLASH backend
 (FlashAttention-4's CuTe-DSL kernels, when flash_attn.cute imports), and
-SDPA's FlashAttention-2 and cuDNN backends on the full and causal masks.
+SDPA's FlashAttention-2 and cuDNN backends on the full and causal masks;
+forward and backward in the same run.
 
 Input is
 the index of the scenario run that `fmsim bench` writes for the kernel table
@@ -15,7 +16,13 @@ A mask_mod reads those vectors:
     masked(q, kv) = LTS <= q < LTE  or  UTS <= q < UTE  or  (causal and q < kv)
 
 Times are medians of triton's do_bench (it clears the L2 with a 256 MB write
-before every launch; warm-up first), forward only, bf16, layout [B, H, S, D].
+before every launch; warm-up first), bf16, layout [B, H, S, D]. The forward is
+timed without autograd; the backward alone is the gradient of
+loss = (out * dout).sum() with a fixed dout (seeded), i.e.
+torch.autograd.grad(out, (q, k, v), dout) on one recorded forward
+(retain_graph), so the product and the sum are not in its time; its TFLOP/s
+use 2.5 times the forward's count. A backward that fails leaves its own error
+(bwd_error, bwd_oom) beside the forward's figures.
 The BlockMask comes from create_block_mask (what FlexAttention users call), except
 for per-head masks past --auto-limit mask_mod evaluations (random eviction at 128K:
 create_block_mask took 85 s at 32K, and runs out of memory or time at 128K), where
@@ -28,6 +35,7 @@ times, which need no convention. An out-of-memory failure is recorded as such
 case, so a run cut short keeps what it measured.
 
     python3 bench/peer_flex.py --index OUT/paper-kernel-table/index.json --out peer.json [--sdpa]
+        [--pass fwd|bwd|both]
 """
 import argparse
 import functools
@@ -141,6 +149,51 @@ def error_record(base, e):
     return dict(base, error=("out of memory: " if is_oom(e) else "") + repr(e)[:300], oom=is_oom(e))
 
 
+def timed(prefix, fn, flops, args):
+    """{PREFIX_ms, PREFIX_tflops} of fn (one untimed call first: the first call of a shape
+    compiles), or {PREFIX_error, PREFIX_oom} when it fails."""
+    try:
+        fn()
+        torch.cuda.synchronize()
+        ms = bench_ms(fn, args.warmup_ms, args.rep_ms)
+        return {prefix + "_ms": ms, prefix + "_tflops": flops / (ms * 1e-3) / 1e12}
+    except Exception as e:
+        return {prefix + "_error": ("out of memory: " if is_oom(e) else "") + repr(e)[:300],
+                prefix + "_oom": is_oom(e)}
+
+
+def time_passes(attn, q, k, v, dout, flops, args):
+    """The forward of attn() without autograd and the backward alone (the gradient of
+    (out * dout).sum() on one recorded forward), as --pass asks: one dict of figures, a
+    forward failure under "error"/"oom" (what bench/merge.py reads), a backward's under
+    "bwd_error"/"bwd_oom"."""
+    r = {}
+    if args.pass_ in ("fwd", "both"):
+        with torch.no_grad():
+            f = timed("fwd", attn, flops, args)
+        if "fwd_error" in f:
+            f = dict(error=f.pop("fwd_error"), oom=f.pop("fwd_oom"))
+        r.update(f)
+    if args.pass_ in ("bwd", "both"):
+        out = None
+        try:
+            out = attn()
+            r.update(timed("bwd", functools.partial(torch.autograd.grad, out, (q, k, v), dout,
+                                                    retain_graph=True), 2.5 * flops, args))
+        except Exception as e:  # the recorded forward itself
+            r.update(bwd_error=("out of memory: " if is_oom(e) else "") + repr(e)[:300],
+                     bwd_oom=is_oom(e))
+        del out
+    return r
+
+
+def inputs(B, H, S, D):
+    """q, k, v (autograd leaves, for the backward) and a fixed dout, seeded."""
+    g = torch.Generator(device="cuda").manual_seed(0)
+    t = [torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16, generator=g) for _ in range(4)]
+    return t[0].requires_grad_(), t[1].requires_grad_(), t[2].requires_grad_(), t[3]
+
+
 def flex_case(case, root, args, backends, unavailable):
     """One case on every backend, one BlockMask for all: a record per backend (a backend's
     failure is its record's error)."""
@@ -166,7 +219,7 @@ def flex_case(case, root, args, backends, unavailable):
     torch.cuda.synchronize()
     t_mask = time.time() - t0
     bm_bytes = sum(x.numel() * x.element_size() for x in bm.as_tuple() if isinstance(x, torch.Tensor))
-    q, k, v = (torch.randn(B, H, S, D, device=dev, dtype=torch.bfloat16) for _ in range(3))
+    q, k, v, dout = inputs(B, H, S, D)
     rho = rho_128(case)
     base = dict(id=case["id"], family=case["family"], seqlen=S, head_dim=D, batch=B, heads=H,
                 peer="flex_attention", rho_128=rho,
@@ -181,34 +234,28 @@ def flex_case(case, root, args, backends, unavailable):
         if be in unavailable:
             out.append(dict(r, error=unavailable[be], oom=False))
             continue
-        try:
-            # a partial, not a lambda: same call, and no closure over names the del below unbinds
-            call = functools.partial(flex, q, k, v, block_mask=bm, kernel_options={"BACKEND": be})
-            call()  # the first FLASH call of a shape compiles
-            torch.cuda.synchronize()
-            ms = bench_ms(call, args.warmup_ms, args.rep_ms)
-            out.append(dict(r, fwd_ms=ms,
-                            fwd_tflops=4.0 * B * H * S * S * D * (1 - rho) / (ms * 1e-3) / 1e12))
-        except Exception as e:
-            out.append(error_record(r, e))
+        # a partial, not a lambda: same call, and no closure over names the del below unbinds
+        call = functools.partial(flex, q, k, v, block_mask=bm, kernel_options={"BACKEND": be})
+        flops = 4.0 * B * H * S * S * D * (1 - rho)
+        out.append(dict(r, **time_passes(call, q, k, v, dout, flops, args)))
         torch.cuda.empty_cache()
-    del q, k, v, bm, vec
+    del q, k, v, dout, bm, vec
     return out
 
 
 def sdpa_case(S, D, B, H, is_causal, backend, args):
-    q, k, v = (torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
-    with sdpa_kernel(backend):
-        ms = bench_ms(functools.partial(F.scaled_dot_product_attention, q, k, v,
-                                        is_causal=is_causal), args.warmup_ms, args.rep_ms)
-    del q, k, v
+    q, k, v, dout = inputs(B, H, S, D)
     # rho of the causal mask at 128 x 128 blocks: (T - 1) / (2 T) of the tiles are masked
     T = -(-S // 128)
     rho = (T - 1) / (2 * T) if is_causal else 0.0
+    with sdpa_kernel(backend):
+        figures = time_passes(functools.partial(F.scaled_dot_product_attention, q, k, v,
+                                                is_causal=is_causal),
+                              q, k, v, dout, 4.0 * B * H * S * S * D * (1 - rho), args)
+    del q, k, v, dout
     return dict(family="causal" if is_causal else "full", peer="sdpa",
                 backend=str(backend).split(".")[-1], seqlen=S, head_dim=D, batch=B, heads=H,
-                fwd_ms=ms, rho_128=rho,
-                fwd_tflops=4.0 * B * H * S * S * D * (1 - rho) / (ms * 1e-3) / 1e12)
+                rho_128=rho, **figures)
 
 
 def peer_case(c, root, args, backends, unavailable, t_start):
@@ -245,6 +292,8 @@ def main():
                     help="FlexAttention backends (comma list of TRITON, FLASH)")
     ap.add_argument("--out", required=True, help="JSON output")
     ap.add_argument("--sdpa", action="store_true", help="also SDPA FA2 and cuDNN, full and causal")
+    ap.add_argument("--pass", dest="pass_", choices=("fwd", "bwd", "both"), default="both",
+                    help="the passes timed (default both: the forward, then the backward alone)")
     ap.add_argument("--families", default="", help="only these families (comma list)")
     ap.add_argument("--seqlens", default="", help="only these lengths (comma list)")
     ap.add_argument("--warmup-ms", type=float, default=25.0)
@@ -266,9 +315,12 @@ def main():
     if args.seqlens:
         keep = set(int(x) for x in args.seqlens.split(","))
         cases = [c for c in cases if c["seqlen"] in keep]
-    doc = dict(format="fmsim-peer", version=1, torch=torch.__version__,
+    doc = dict(format="fmsim-peer", version=2, torch=torch.__version__,
                device=torch.cuda.get_device_name(), timing="triton do_bench median, L2 cleared "
-               "before every launch", index=os.path.abspath(args.index), results=[])
+               "before every launch", passes=args.pass_,
+               backward="torch.autograd.grad(out, (q, k, v), dout, retain_graph=True): the gradient "
+               "of (out * dout).sum() for a fixed dout; TFLOP/s by 2.5 times the forward's count",
+               index=os.path.abspath(args.index), results=[])
     print("peer:", torch.__version__, doc["device"], len(cases), "cases", flush=True)
     t_start = time.time()
     shapes = sorted({(c["seqlen"], c["head_dim"], c["batch"], c["heads"]) for c in cases})

@@ -85,12 +85,19 @@ void fm_measured_bytes_json(fm_json *j, const char *key, const fm_measured_bytes
 
 void fm_traffic_json(fm_json *j, const char *key, const fm_cost *c, const fm_measured_bytes *mb) {
   fm_json_object(j, key);
-  NUMBERS(j, "model", "model", I("read", c->bytes_read), I("write", c->bytes_write),
-          I("q", c->bytes_q), I("kv", c->bytes_kv), I("vectors", c->bytes_vectors),
-          I("dense_mask", c->bytes_dense_mask), I("bounds", c->bytes_bounds),
-          I("prep_read", c->bytes_prep_read), I("prep_write", c->bytes_prep_write),
-          I("o", c->bytes_o), I("lse", c->bytes_lse), I("unique_read", c->unique_read),
-          I("unique_write", c->unique_write));
+  fm_json_object(j, "model");
+  fm_json_string(j, "source", "model");
+  FIELDS(j, I("read", c->bytes_read), I("write", c->bytes_write), I("q", c->bytes_q),
+         I("kv", c->bytes_kv), I("vectors", c->bytes_vectors), I("dense_mask", c->bytes_dense_mask),
+         I("bounds", c->bytes_bounds), I("prep_read", c->bytes_prep_read),
+         I("prep_write", c->bytes_prep_write), I("o", c->bytes_o), I("lse", c->bytes_lse));
+  if (c->pass == FM_PASS_BWD)
+    FIELDS(j, I("do", c->bytes_do), I("delta", c->bytes_delta),
+           I("dq_accum", c->bytes_dq_accum), I("dkdv", c->bytes_dkdv),
+           I("rowsum_read", c->bytes_rowsum_read), I("rowsum_write", c->bytes_rowsum_write),
+           I("dq_convert", c->bytes_dq_convert), I("dq", c->bytes_dq));
+  FIELDS(j, I("unique_read", c->unique_read), I("unique_write", c->unique_write));
+  fm_json_end(j);
   fm_measured_bytes_json(j, "measured", mb);
   if (mb && mb->source[0])
     NUMBERS(j, "ratios", NULL,
@@ -113,6 +120,7 @@ void fm_run_json(const fm_run_info *r, fm_json *j) {
   fm_json_object(j, "kernel");
   fm_json_int(j, "head_dim", r->head_dim);
   fm_json_string(j, "variant", fm_variant_name(r->variant));
+  fm_json_string(j, "pass", fm_pass_name(c->pass == FM_PASS_BWD ? FM_PASS_BWD : FM_PASS_FWD));
   fm_json_string(j, "dtype", "bf16");
   fm_json_int(j, "br", r->analysis ? r->analysis->br : 0);
   fm_json_int(j, "bc", r->analysis ? r->analysis->bc : 0);
@@ -124,8 +132,12 @@ void fm_run_json(const fm_run_info *r, fm_json *j) {
   else fm_json_null(j, "instrumentation_overhead");
 
   fm_json_object(j, "flops");
-  fm_json_string(j, "convention", "paper: 4*B*H*Sq*Sk*D*(1-rho), rho by the min/max rule at the "
-                                  "kernel's tile size; executed: 4*D*rows*cols of the visited tiles");
+  fm_json_string(j, "convention",
+                 c->pass == FM_PASS_BWD
+                     ? "paper: 2.5*4*B*H*Sq*Sk*D*(1-rho), rho by the min/max rule at the backward's "
+                       "tile size; executed: 10*D*rows*cols of the visited tiles"
+                     : "paper: 4*B*H*Sq*Sk*D*(1-rho), rho by the min/max rule at the kernel's tile "
+                       "size; executed: 4*D*rows*cols of the visited tiles");
   fm_json_double(j, "paper", c->flops_paper);
   fm_json_double(j, "executed", c->flops_executed);
   fm_json_double(j, "full", c->flops_full);
@@ -255,10 +267,59 @@ fm_status fm_timeline_add_tiles(fm_timeline *t, const uint8_t *classes, const in
   return FM_OK;
 }
 
-fm_status fm_run_trace_write(const char *dir, const fm_run_info *r, const fm_colmask *m,
-                             const uint8_t *classes, const uint8_t *exact,
-                             const int64_t *tile_bytes, fm_err *err) {
-  const fm_analysis *a = r->analysis;
+void fm_run_backward_json(fm_json *j, const fm_run_info *bwd) {
+  if (!bwd) {
+    fm_json_null(j, "backward");
+    return;
+  }
+  fm_json_object(j, "backward");
+  fm_run_json(bwd, j);
+  fm_tile_counts_json(bwd->analysis, j);
+  fm_json_end(j);
+}
+
+/* The four per-tile files of one pass ("" or "_bwd" after each name). */
+static fm_status write_pass_arrays(fm_trace_writer *w, const fm_run_trace_pass *p,
+                                   const char *suffix, const fm_colmask *m, fm_err *err) {
+  const fm_analysis *a = p->info->analysis;
+  const int64_t B = a->batch, H = a->heads;
+  static const char *const names[4] = {"tiles", "tiles_exact", "tile_bytes", "tile_cycles"};
+  const void *data[4] = {p->info->gpu_classes ? (const void *)p->info->gpu_classes : p->classes,
+                         p->exact, p->tile_bytes, p->info->gpu_cycles};
+  /* the kernel's own record is per (B, H) pair, the CPU's per set */
+  const int per_pair[4] = {p->info->gpu_classes != NULL, 0, 0, 1};
+  const fm_dtype types[4] = {FM_DT_U8, FM_DT_U8, FM_DT_I64, FM_DT_I64};
+  fm_status st = FM_OK;
+  for (int f = 0; f < 4 && st == FM_OK; f++) {
+    if (!data[f]) continue; /* no cycles without an instrumented GPU run */
+    char name[64], path[4200];
+    snprintf(name, sizeof name, "%s%s.npy", names[f], suffix);
+    st = write_broadcast(fm_trace_file(w, name, path, sizeof path), types[f], m, B, H, a->tr, a->tc,
+                         data[f], per_pair[f], err);
+  }
+  return st;
+}
+
+/* "files": every file of the trace, null for the ones it does not have. */
+static void files_json(fm_json *j, const fm_run_trace_pass *fwd, const fm_run_trace_pass *bwd) {
+  fm_json_object(j, "files");
+  fm_json_string(j, "tiles", "tiles.npy");
+  fm_json_string(j, "tiles_exact", "tiles_exact.npy");
+  fm_json_string(j, "tile_bytes", "tile_bytes.npy");
+  fm_json_string(j, "tile_cycles", fwd->info->gpu_cycles ? "tile_cycles.npy" : NULL);
+  fm_json_string(j, "tiles_bwd", bwd ? "tiles_bwd.npy" : NULL);
+  fm_json_string(j, "tiles_exact_bwd", bwd ? "tiles_exact_bwd.npy" : NULL);
+  fm_json_string(j, "tile_bytes_bwd", bwd ? "tile_bytes_bwd.npy" : NULL);
+  fm_json_string(j, "tile_cycles_bwd", bwd && bwd->info->gpu_cycles ? "tile_cycles_bwd.npy" : NULL);
+  fm_json_string(j, "columns", "columns.npy");
+  fm_json_string(j, "timeline", "timeline.json");
+  fm_json_string(j, "tile_shape", "[batch, heads, tiles_rows, tiles_cols]");
+  fm_json_end(j);
+}
+
+fm_status fm_run_trace_write(const char *dir, const fm_run_trace_pass *fwd,
+                             const fm_run_trace_pass *bwd, fm_pass asked, const fm_colmask *m,
+                             fm_err *err) {
   fm_trace_writer w;
   fm_status st = fm_trace_begin(&w, dir, err);
   if (st != FM_OK) return st;
@@ -270,35 +331,16 @@ fm_status fm_run_trace_write(const char *dir, const fm_run_info *r, const fm_col
   fm_json_string(&j, "format", FM_TRACE_FORMAT);
   fm_json_int(&j, "version", FM_TRACE_VERSION);
   fm_json_string(&j, "kind", "run");
-  fm_run_json(r, &j);
-  fm_analysis_json(a, &j);
-  fm_json_object(&j, "files");
-  fm_json_string(&j, "tiles", "tiles.npy");
-  fm_json_string(&j, "tiles_exact", "tiles_exact.npy");
-  fm_json_string(&j, "tile_bytes", "tile_bytes.npy");
-  if (r->gpu_cycles) fm_json_string(&j, "tile_cycles", "tile_cycles.npy");
-  else fm_json_null(&j, "tile_cycles");
-  fm_json_string(&j, "columns", "columns.npy");
-  fm_json_string(&j, "timeline", "timeline.json");
-  fm_json_string(&j, "tile_shape", "[batch, heads, tiles_rows, tiles_cols]");
+  fm_json_string(&j, "pass", fm_pass_name(asked));
+  fm_run_json(fwd->info, &j);
+  fm_analysis_json(fwd->info->analysis, &j);
+  fm_run_backward_json(&j, bwd ? bwd->info : NULL);
+  files_json(&j, fwd, bwd);
   fm_json_end(&j);
-  fm_json_end(&j);
-  timeline_json(r, &tl);
+  timeline_json(fwd->info, &tl);
   if (j.oom || tl.oom) st = fm_fail(err, FM_ENOMEM, "out of memory writing the trace's JSON");
-  int64_t B = a->batch, H = a->heads;
-  if (st == FM_OK) /* the kernel's own record, (B, H) pairs, else the CPU's per set */
-    st = write_broadcast(fm_trace_file(&w, "tiles.npy", path, sizeof path), FM_DT_U8, m, B, H,
-                         a->tr, a->tc, r->gpu_classes ? r->gpu_classes : classes,
-                         r->gpu_classes != NULL, err);
-  if (st == FM_OK)
-    st = write_broadcast(fm_trace_file(&w, "tiles_exact.npy", path, sizeof path), FM_DT_U8, m, B,
-                         H, a->tr, a->tc, exact, 0, err);
-  if (st == FM_OK)
-    st = write_broadcast(fm_trace_file(&w, "tile_bytes.npy", path, sizeof path), FM_DT_I64, m, B,
-                         H, a->tr, a->tc, tile_bytes, 0, err);
-  if (st == FM_OK && r->gpu_cycles)
-    st = write_broadcast(fm_trace_file(&w, "tile_cycles.npy", path, sizeof path), FM_DT_I64, m, B,
-                         H, a->tr, a->tc, r->gpu_cycles, 1, err);
+  if (st == FM_OK) st = write_pass_arrays(&w, fwd, "", m, err);
+  if (st == FM_OK && bwd) st = write_pass_arrays(&w, bwd, "_bwd", m, err);
   if (st == FM_OK)
     st = fm_trace_write_columns(fm_trace_file(&w, "columns.npy", path, sizeof path), m, err);
   if (st == FM_OK)

@@ -3,23 +3,31 @@
  *
  * A run trace is an analysis trace (fm_trace.h) with "kind": "run" and:
  *   summary.json     + "device" (the GPU's name, or "cpu-simulation"),
- *                    "kernel" (head dim, variant, tile size, instrumented),
+ *                    "kernel" (head dim, variant, pass, tile size, instrumented),
  *                    "timing" (median after warm-up, L2 flushed; null on the CPU),
  *                    "flops" and "tflops", "traffic": the bytes the kernel moves
  *                    ("model" always, "measured" when counted, "ratios"; each figure
  *                    names its "source": "cupti-activity", "cupti-range-profiler",
  *                    "cuda-events" or "model"). The analysis member "bytes" stays
  *                    what it is in an analysis trace: the memory of the mask.
+ *                    "pass": "fwd", "bwd" or "both" (what was asked for); the
+ *                    members above are the forward's; "backward" (null without
+ *                    one) holds the same run members for the backward and its
+ *                    tile counts at the backward's own tile (fm_tile_counts_json).
  *   tiles.npy        uint8 [B, H, Tr, Tc] min/max class per tile (the kernel's own
  *                    record when instrumented, else the CPU classes broadcast)
  *   tiles_exact.npy  uint8 [B, H, Tr, Tc] exact class (CPU)
  *   tile_bytes.npy   int64 [B, H, Tr, Tc] modelled bytes per tile (fm_cost_tile_bytes)
  *   tile_cycles.npy  int64 [B, H, Tr, Tc] clock64 cycles per tile (instrumented GPU runs)
+ *   tiles_bwd.npy, tiles_exact_bwd.npy, tile_bytes_bwd.npy, tile_cycles_bwd.npy
+ *                    the same four of the backward, [B, H, Tr_bwd, Tc_bwd] at its
+ *                    tile (when it was asked for; cycles when instrumented)
  *   columns.npy      int32 [nb, nh, Sk, 4] the interval vectors
  *   timeline.json    Chrome trace event format (Perfetto): kernel records of the timed
- *                    launches and, when instrumented, the tiles of (b=0, h=0) laid end
- *                    to end per row tile; metadata only on the CPU
- * The tile arrays are written at the kernel's tile size; the summary's "br"/"bc" say it.
+ *                    launches and, when instrumented, the forward tiles of (b=0, h=0)
+ *                    laid end to end per row tile; metadata only on the CPU
+ * The tile arrays are written at the kernel's tile size for each pass; the
+ * summary's "br"/"bc" (and "backward" "br"/"bc") say it.
  */
 #ifndef FM_RUN_TRACE_H
 #define FM_RUN_TRACE_H
@@ -115,6 +123,8 @@ typedef struct fm_run_info {
  * fm_traffic_json: the model's bytes beside the measured ones,
  *   {"model": {"source": "model", "read", "write", "q", "kv", "vectors",
  *              "dense_mask", "bounds", "prep_read", "prep_write", "o", "lse",
+ *              backward costs only: "do", "delta", "dq_accum", "dkdv", "rowsum_read",
+ *              "rowsum_write", "dq_convert", "dq" (fm_cost.h says what each is),
  *              "unique_read", "unique_write"},
  *    "measured": fm_measured_bytes_json or null,
  *    "ratios": {"dram_read_over_unique_read", "dram_write_over_unique_write",
@@ -125,21 +135,35 @@ void fm_measured_bytes_json(fm_json *j, const char *key, const fm_measured_bytes
 void fm_traffic_json(fm_json *j, const char *key, const fm_cost *c, const fm_measured_bytes *mb);
 
 /* Writes the run members into the innermost open JSON object: "device",
- * "device_note", "kernel" {"head_dim", "variant", "dtype", "br", "bc",
+ * "device_note", "kernel" {"head_dim", "variant", "pass", "dtype", "br", "bc",
  * "instrumented"}, "timing" and "timing_instrumented" (fm_timing_json),
  * "instrumentation_overhead", "flops" {"convention", "paper", "executed",
  * "full"}, "tflops" {"source", "paper", "executed"} or null, "model" {"source",
  * "rho", "tiles_total", "tiles_visited", "tiles_elementwise"}, "traffic"
  * (fm_traffic_json) and "tiles_record" {"source", "class_mismatches",
- * "cycles", "clock_khz"}; the analysis members are not included. */
+ * "cycles", "clock_khz"}; the analysis members are not included. The pass is
+ * r->cost->pass. */
 void fm_run_json(const fm_run_info *r, fm_json *j);
 
-/* The whole trace folder, atomically (staging folder, then rename).
- * classes, exact: (nsets, Tr, Tc) CPU classes; tile_bytes: (nsets, Tr, Tc)
- * from fm_cost_compute. Sets are broadcast to [B, H, Tr, Tc]. */
-fm_status fm_run_trace_write(const char *dir, const fm_run_info *r, const fm_colmask *m,
-                             const uint8_t *classes, const uint8_t *exact,
-                             const int64_t *tile_bytes, fm_err *err);
+/* The member "backward": fm_run_json of bwd and its tile counts at its own
+ * tile (fm_tile_counts_json), or null when bwd is NULL. */
+void fm_run_backward_json(fm_json *j, const fm_run_info *bwd);
+
+/* One pass of a run trace: its run members and the CPU's per-tile arrays at
+ * the pass's tile, (nsets, Tr, Tc) each (classes and exact from fm_classify,
+ * tile_bytes from fm_cost_compute), broadcast to [B, H, Tr, Tc]. */
+typedef struct fm_run_trace_pass {
+  const fm_run_info *info;
+  const uint8_t *classes, *exact;
+  const int64_t *tile_bytes;
+} fm_run_trace_pass;
+
+/* The whole trace folder, atomically (staging folder, then rename): the
+ * forward's members and files, and the backward's when bwd is not NULL;
+ * asked: the passes asked for (the "pass" member). */
+fm_status fm_run_trace_write(const char *dir, const fm_run_trace_pass *fwd,
+                             const fm_run_trace_pass *bwd, fm_pass asked, const fm_colmask *m,
+                             fm_err *err);
 
 /* Timeline events for the instrumented tiles of (b, h) = (0, 0): each row tile
  * is a thread, its visited tiles laid end to end in key-tile order (cycles

@@ -39,6 +39,7 @@ void fm_scenario_defaults(fm_scenario *s) {
   s->kernels[0] = FM_KERNEL_AUTO;
   s->nkernels = 1;
   s->variant = FM_VARIANT_SKIP;
+  s->pass = FM_PASS_FWD;
   s->warmup = 2;
   s->reps = 5;
   s->cupti = 1;
@@ -346,6 +347,12 @@ static fm_status p_variant(ctx *c, const yaml_node_t *v, const key_row *k, void 
   return FM_OK;
 }
 
+static fm_status p_pass(ctx *c, const yaml_node_t *v, const key_row *k, void *field) {
+  fm_err e;
+  if (fm_pass_parse(scalar(v), field, &e) != FM_OK) return bad(c, v, k->name, "%s", e.msg);
+  return FM_OK;
+}
+
 static fm_status one_figure(ctx *c, const yaml_node_t *w, const key_row *k, void *field) {
   (void)field;
   fm_scenario *s = c->s;
@@ -440,6 +447,7 @@ static const key_row keys[] = {
     {"run", AT_ROOT, p_steps, R(run), NO, 0, 0},
     {"kernel", AT_ROOT, p_kernels, R(kernels), NO, 0, 0},
     {"variant", AT_ROOT, p_variant, R(variant), NO, 0, 0},
+    {"pass", AT_ROOT, p_pass, R(pass), NO, 0, 0},
     {"warmup", AT_ROOT, p_int, R(warmup), NO, 0, 100000},
     {"reps", AT_ROOT, p_int, R(reps), NO, 1, 100000},
     {"noskip_reps", AT_ROOT, p_int, R(noskip_reps), NO, 0, 100000},

@@ -24,6 +24,8 @@
  *   run: [analyze, simulate, gpu, peer]
  *   kernel: [sm90, sm80]              # kernels of the GPU step: sm80, sm90, auto (default auto)
  *   variant: skip                     # skip (default), noskip or dense
+ *   pass: both                        # fwd (default), bwd or both: which passes the GPU step
+ *                                     # times and models (the backward at its own tile)
  *   warmup: 2                         # untimed launches before the timed ones (default 2)
  *   reps: 5                           # timed launches, median reported (default 5)
  *   noskip_reps: 2                    # also time the no-skip variant (default 0: not run)
@@ -121,6 +123,7 @@ typedef struct fm_scenario {
   fm_kernel_id kernels[FM_SCN_MAX_KERNELS]; /* registry ids or FM_KERNEL_AUTO */
   int nkernels;
   fm_variant variant;
+  fm_pass pass;                             /* FM_PASS_FWD, FM_PASS_BWD or FM_PASS_BOTH */
   int64_t warmup, reps, noskip_reps, instrument_reps;
   int count_bytes, cupti;
   /* output */
@@ -137,7 +140,7 @@ typedef struct fm_scenario {
 
 /* Every field at its default: seqlen 8192, head dim 128, 128 x 128 tiles,
  * batch = heads = 1, tokens 131072, hidden 4096, one draw, run: [analyze],
- * kernel auto, variant skip, 2 warm-up and 5 timed launches, CUPTI on, no
+ * kernel auto, variant skip, pass fwd, 2 warm-up and 5 timed launches, CUPTI on, no
  * counted launch, report cases, no masks. */
 void fm_scenario_defaults(fm_scenario *s);
 

@@ -30,19 +30,8 @@ void fm_analysis_init(fm_analysis *a, const fm_colmask *m, const char *family, c
   fm_mask_bytes_compute(a->seqlen_q, a->seqlen_k, fm_colmask_nsets(m), a->form, bc, &a->bytes);
 }
 
-void fm_analysis_json(const fm_analysis *a, fm_json *j) {
+void fm_tile_counts_json(const fm_analysis *a, fm_json *j) {
   static const char *names[FM_TILE_NCLASSES] = {"masked", "partial", "unmasked"};
-  fm_json_string(j, "family", a->family);
-  fm_json_string(j, "params", a->params);
-  fm_json_string(j, "docs_source", a->docs_source);
-  fm_json_int(j, "seqlen", a->seqlen_k);
-  fm_json_int(j, "seqlen_q", a->seqlen_q);
-  fm_json_int(j, "seqlen_k", a->seqlen_k);
-  fm_json_int(j, "batch", a->batch);
-  fm_json_int(j, "heads", a->heads);
-  fm_json_int(j, "mask_sets", a->bytes.sets);
-  fm_json_bool(j, "causal", a->causal);
-  fm_json_string(j, "form", a->form == FM_FORM_NONE ? NULL : fm_form_name(a->form));
   fm_json_int(j, "br", a->br);
   fm_json_int(j, "bc", a->bc);
   fm_json_int(j, "tiles_rows", a->tr);
@@ -58,6 +47,22 @@ void fm_analysis_json(const fm_analysis *a, fm_json *j) {
   fm_json_int(j, "partial_but_masked", a->counts.partial_but_masked);
   fm_json_int(j, "partial_but_unmasked", a->counts.partial_but_unmasked);
   fm_json_end(j);
+}
+
+void fm_analysis_json(const fm_analysis *a, fm_json *j) {
+  static const char *names[FM_TILE_NCLASSES] = {"masked", "partial", "unmasked"};
+  fm_json_string(j, "family", a->family);
+  fm_json_string(j, "params", a->params);
+  fm_json_string(j, "docs_source", a->docs_source);
+  fm_json_int(j, "seqlen", a->seqlen_k);
+  fm_json_int(j, "seqlen_q", a->seqlen_q);
+  fm_json_int(j, "seqlen_k", a->seqlen_k);
+  fm_json_int(j, "batch", a->batch);
+  fm_json_int(j, "heads", a->heads);
+  fm_json_int(j, "mask_sets", a->bytes.sets);
+  fm_json_bool(j, "causal", a->causal);
+  fm_json_string(j, "form", a->form == FM_FORM_NONE ? NULL : fm_form_name(a->form));
+  fm_tile_counts_json(a, j);
   fm_json_object(j, "bytes");
   fm_json_int(j, "dense", a->bytes.dense);
   fm_json_int(j, "block_mask", a->bytes.block_mask);

@@ -56,6 +56,10 @@ void fm_analysis_init(fm_analysis *a, const fm_colmask *m, const char *family, c
 
 /* Writes the analysis as members of the innermost open JSON object. */
 void fm_analysis_json(const fm_analysis *a, fm_json *j);
+/* Its tile part alone: "br", "bc", "tiles_rows", "tiles_cols", "tiles_total",
+ * "tiles_masked", "tiles_partial", "tiles_unmasked", "sparsity", "exact" {...}
+ * (a run trace's backward, at its own tile, fm_run_trace.h). */
+void fm_tile_counts_json(const fm_analysis *a, fm_json *j);
 
 typedef struct fm_trace_writer {
   char dir[4000];

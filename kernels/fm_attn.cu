@@ -10,7 +10,7 @@
 
 #include "fm_cuda_status.cuh"
 #include "fm_attn.h"
-#include "fm_fwd_launch.cuh"
+#include "fm_pass_launch.cuh"
 #include "fm_kernel_traits.h"
 #include "fm_tile_rule.h"
 
@@ -149,16 +149,45 @@ extern "C" fm_status fm_attn_device_kernel(fm_kernel_id requested, fm_kernel_id 
 /* The launchers, one row per registry kernel (NULL: the kernel has no such pass). */
 static const struct {
   fm_kernel_id id;
-  fmk::fwd_launcher fwd, bwd;
+  fmk::pass_launcher fwd, bwd;
 } launchers[] = {{FM_KERNEL_SM80, fmk::launch_sm80, NULL},
                  {FM_KERNEL_SM90, fmk::launch_sm90, fmk::launch_sm90_bwd}};
 static_assert(sizeof launchers / sizeof launchers[0] == FM_NKERNELS, "one launcher row per registry kernel");
+
+/* The fields of every kernel's parameters that come from the problem (the
+ * bounds are set once computed). */
+static void fill_base(const fm_attn_problem *p, fm_variant variant, bool instrumented, int32_t br, int32_t bc,
+                      fmd::attn_base *base) {
+  fmd::attn_base &d = *base;
+  memset(&d, 0, sizeof d);
+  d.B = p->batch;
+  d.H = p->heads;
+  d.Sq = p->seqlen_q;
+  d.Sk = p->seqlen_k;
+  d.Tr = (p->seqlen_q + br - 1) / br;
+  d.Tc = (p->seqlen_k + bc - 1) / bc;
+  d.nb = p->mask_nb;
+  d.nh = p->mask_nh;
+  d.causal = p->causal ? 1 : 0;
+  d.scale = p->softmax_scale;
+  d.scale_log2 = p->softmax_scale * 1.4426950408889634f; /* log2(e) */
+  if (variant == FM_VARIANT_DENSE) {
+    d.dense = p->dense_mask;
+    d.dense_set_stride = p->dense_per_set ? (int64_t)p->seqlen_q * p->seqlen_k : 0;
+  } else {
+    d.intervals = p->intervals;
+  }
+  if (instrumented) {
+    d.tile_class = p->tile_class;
+    d.tile_cycles = p->tile_cycles;
+  }
+}
 
 /* Checks p for `pass`, fills l (tile, grid, bounds at the pass's tile) and
  * launches the bounds preprocessing; *bounds (freed by the caller on the
  * stream) is NULL for DENSE. */
 static fm_status prepare(const fm_attn_problem *p, fm_pass pass, fm_variant variant, int instrumented,
-                         void *stream, fmk::fwd_launch *l, fm_tile_bounds **bounds, fm_err *err) {
+                         void *stream, fmk::pass_launch *l, fm_tile_bounds **bounds, fm_err *err) {
   *bounds = NULL;
   if (!p) return fm_fail(err, FM_EINVAL, "fm_attn_%s: problem is NULL", fm_pass_name(pass));
   const fm_kernel_desc *kd = fm_kernel_get(p->kernel);
@@ -195,27 +224,30 @@ static fm_status prepare(const fm_attn_problem *p, fm_pass pass, fm_variant vari
   l->stream = (cudaStream_t)stream;
   l->br = br;
   l->bc = bc;
-  l->Tr = (p->seqlen_q + br - 1) / br;
-  l->Tc = (p->seqlen_k + bc - 1) / bc;
   l->nsets = p->mask_nb * p->mask_nh;
-  l->bounds = NULL;
+  fill_base(p, variant, instrumented != 0, br, bc, &l->base);
+  int dev = 0;
+  l->sms = 0;
+  CUDA_TRY(cudaGetDevice(&dev), "cudaGetDevice");
+  CUDA_TRY(cudaDeviceGetAttribute(&l->sms, cudaDevAttrMultiProcessorCount, dev), "multiprocessor count");
+  if (l->sms < 1) return fm_fail(err, FM_EUNSUPPORTED, "the device reports no multiprocessor");
   if (variant == FM_VARIANT_DENSE) return FM_OK;
-  const int64_t ntiles = (int64_t)l->nsets * l->Tc;
+  const int64_t ntiles = (int64_t)l->nsets * l->base.Tc;
   cudaError_t e = cudaMallocAsync((void **)bounds, (size_t)ntiles * sizeof(fm_tile_bounds), l->stream);
   if (e != cudaSuccess) return cuda_fail(err, e, "cudaMallocAsync (tile bounds)");
   const int64_t threads = ntiles * 32;
   fmk::tile_bounds_kernel<<<(unsigned)((threads + 255) / 256), 256, 0, l->stream>>>(
-      p->intervals, *bounds, l->nsets, p->seqlen_q, p->seqlen_k, l->Tc, bc, p->causal ? 1 : 0);
+      p->intervals, *bounds, l->nsets, p->seqlen_q, p->seqlen_k, l->base.Tc, bc, p->causal ? 1 : 0);
   e = cudaGetLastError();
   if (e != cudaSuccess) return cuda_fail(err, e, "tile bounds kernel launch");
-  l->bounds = *bounds;
+  l->base.bounds = *bounds;
   return FM_OK;
 }
 
 /* The pass of problem p: prepare, the kernel's launcher, the bounds freed. */
 static fm_status run_pass(const fm_attn_problem *p, fm_pass pass, fm_variant variant, int instrumented,
                           void *stream, fm_err *err) {
-  fmk::fwd_launch l;
+  fmk::pass_launch l;
   fm_tile_bounds *bounds = NULL;
   fm_status st = prepare(p, pass, variant, instrumented, stream, &l, &bounds, err);
   if (st == FM_OK) {
@@ -240,4 +272,11 @@ extern "C" fm_status fm_attn_forward(const fm_attn_problem *p, fm_variant varian
 extern "C" fm_status fm_attn_backward(const fm_attn_problem *p, fm_variant variant, int instrumented,
                                       void *stream, fm_err *err) {
   return run_pass(p, FM_PASS_BWD, variant, instrumented, stream, err);
+}
+
+extern "C" fm_status fm_attn_launch_run(void *user, void *stream, fm_err *err) {
+  const fm_attn_launch *l = (const fm_attn_launch *)user;
+  if (l->pass != FM_PASS_FWD && l->pass != FM_PASS_BWD)
+    return fm_fail(err, FM_EINVAL, "a launch runs one pass (fwd or bwd), not %d", (int)l->pass);
+  return run_pass(&l->p, l->pass, l->variant, l->instrumented, stream, err);
 }

@@ -98,6 +98,17 @@ fm_status fm_attn_forward(const fm_attn_problem *p, fm_variant variant, int inst
 fm_status fm_attn_backward(const fm_attn_problem *p, fm_variant variant, int instrumented,
                            void *stream, fm_err *err);
 
+/* One pass of a problem as a launch function of the timing harness
+ * (fm_launch_fn, fm_cupti.h): fm_attn_launch_run(user, ...) with user an
+ * fm_attn_launch runs fm_attn_forward or fm_attn_backward with its fields. */
+typedef struct fm_attn_launch {
+  fm_attn_problem p;
+  fm_pass pass; /* FM_PASS_FWD or FM_PASS_BWD */
+  fm_variant variant;
+  int instrumented;
+} fm_attn_launch;
+fm_status fm_attn_launch_run(void *user, void *stream, fm_err *err);
+
 /* Fills n bf16 values at dst (device) with a deterministic function of (seed,
  * index): approximately standard normal (sum of four uniforms, rescaled),
  * never all zeros. For benchmarks and checks that need large random inputs

@@ -83,6 +83,36 @@ __device__ __forceinline__ void mbar_wait(uint64_t *bar, uint32_t parity) {
       : "memory");
 }
 
+/* The instrumented kernels' per-tile cycles: the clock64 ticks between two
+ * consecutive releases of ring stages by the consumers (one tile after the
+ * other, in ring order), read by the producer when it takes the stage again,
+ * so that the consumers run the plain code. stage_tile[s] (shared memory) is
+ * the record index of the tile in stage s, -1 for none. */
+struct stage_clock {
+  int64_t *stage_tile; /* [stages] */
+  int64_t *cycles;     /* the kernel's tile_cycles */
+  long long last;
+  __device__ __forceinline__ stage_clock(int64_t *st, int64_t *cy) : stage_tile(st), cycles(cy), last(0) {
+#ifdef __CUDA_ARCH__
+    last = clock64();
+#endif
+  }
+  /* Stage s was released now. */
+  __device__ __forceinline__ void record(int s) {
+    const long long now = clock64();
+    if (stage_tile[s] >= 0) cycles[stage_tile[s]] = now - last;
+    last = now;
+  }
+  /* At the end: the releases of the last `stages` ring positions before iter;
+     empty(s) is stage s's empty barrier. */
+  template <class Empty> __device__ __forceinline__ void drain(int iter, int stages, Empty empty) {
+    for (int m = max(iter - stages, 0); m < iter; m++) {
+      mbar_wait(empty(m % stages), (m / stages) & 1);
+      record(m % stages);
+    }
+  }
+};
+
 /* ----------------------------------------------------------------------- TMA */
 
 /* Loads the box at coordinates (c0, c1, c2, c3) (innermost first) of the 4-D
@@ -97,27 +127,37 @@ __device__ __forceinline__ void tma_load_4d(void *dst, const CUtensorMap *map, u
       : "memory");
 }
 
-/* Stores the box at (c0, c1, c2, c3) of `map` from shared memory at src (one
- * bulk group; elements outside the tensor are not written). */
+/* The rows [row, row + rows) of one (b, h) of a (B, S, H, D) tensor, every
+ * 64-column block of its head dim (dblk of them, `rows` x 128 bytes apart in
+ * shared memory), loaded by TMA onto bar. */
+__device__ __forceinline__ void tma_load_rows(void *dst, const CUtensorMap *map, uint64_t *bar, int dblk,
+                                              int rows, int32_t h, int32_t row, int32_t b) {
+  for (int d = 0; d < dblk; d++)
+    tma_load_4d(static_cast<unsigned char *>(dst) + d * rows * 128, map, bar, d * 64, h, row, b);
+}
+
+/* Shared memory to global by the copy engine, one bulk group: `op` is the
+ * instruction (a store, or a reduction). */
+#define FMH_TMA_OUT_4D(op, map, src, c0, c1, c2, c3)                                            \
+  asm volatile(op " [%0, {%2, %3, %4, %5}], [%1];\n" ::"l"((uint64_t)(map)), "r"(smem_addr(src)), \
+               "r"(c0), "r"(c1), "r"(c2), "r"(c3)                                             \
+               : "memory")
+
+/* Stores the box at (c0, c1, c2, c3) of `map` from shared memory at src
+ * (elements outside the tensor are not written). */
 __device__ __forceinline__ void tma_store_4d(const CUtensorMap *map, const void *src, int32_t c0,
                                              int32_t c1, int32_t c2, int32_t c3) {
-  asm volatile(
-      "cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [%0, {%2, %3, %4, %5}], [%1];\n" ::"l"(
-          (uint64_t)map),
-      "r"(smem_addr(src)), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
-      : "memory");
+  FMH_TMA_OUT_4D("cp.async.bulk.tensor.4d.global.shared::cta.bulk_group", map, src, c0, c1, c2, c3);
 }
 /* Adds the fp32 box at (c0, c1, c2, c3) of `map` from shared memory at src to
- * global memory (element-wise reduction done by the copy engine in L2; one
- * bulk group; elements outside the tensor are not touched). */
+ * global memory (element-wise reduction done by the copy engine in L2;
+ * elements outside the tensor are not touched). */
 __device__ __forceinline__ void tma_reduce_add_4d(const CUtensorMap *map, const void *src, int32_t c0,
                                                   int32_t c1, int32_t c2, int32_t c3) {
-  asm volatile(
-      "cp.reduce.async.bulk.tensor.4d.global.shared::cta.add.tile.bulk_group [%0, {%2, %3, %4, %5}], [%1];\n" ::"l"(
-          (uint64_t)map),
-      "r"(smem_addr(src)), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
-      : "memory");
+  FMH_TMA_OUT_4D("cp.reduce.async.bulk.tensor.4d.global.shared::cta.add.tile.bulk_group", map, src, c0, c1,
+                 c2, c3);
 }
+#undef FMH_TMA_OUT_4D
 /* Closes the bulk stores issued since the last commit into a group. */
 __device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
 /* Waits until every committed bulk store has finished reading shared memory. */

@@ -64,20 +64,6 @@ typedef struct column {
   fm_attn_tuning tuning;
 } column;
 
-typedef struct launch_ctx {
-  fm_attn_problem p;
-  fm_variant variant;
-  int instr;
-} launch_ctx;
-
-static fm_status launch_forward(void *user, void *stream, fm_err *err) {
-  launch_ctx *c = (launch_ctx *)user;
-  return fm_attn_forward(&c->p, c->variant, c->instr, stream, err);
-}
-static fm_status launch_backward(void *user, void *stream, fm_err *err) {
-  launch_ctx *c = (launch_ctx *)user;
-  return fm_attn_backward(&c->p, c->variant, c->instr, stream, err);
-}
 
 static int in_list(const char *list, const char *name) {
   if (!strcmp(list, "all")) return 1;
@@ -267,15 +253,15 @@ static void time_columns(const column *cols, int ncols, const fm_attn_problem *p
                          double *t) {
   for (int c0 = 0; c0 < ncols; c0 += 8) {
     const int n = ncols - c0 < 8 ? ncols - c0 : 8;
-    launch_ctx lc[8];
+    fm_attn_launch lc[8];
     fm_launch_fn fns[8];
     void *users[8];
     for (int i = 0; i < n; i++) {
       const column *c = &cols[c0 + i];
-      lc[i] = (launch_ctx){.p = *pr, .variant = c->variant, .instr = c->instr};
+      lc[i] = (fm_attn_launch){.p = *pr, .pass = FM_PASS_FWD, .variant = c->variant, .instrumented = c->instr};
       lc[i].p.kernel = c->kernel;
       lc[i].p.tuning = c->tuning;
-      fns[i] = launch_forward;
+      fns[i] = fm_attn_launch_run;
       users[i] = &lc[i];
     }
     fm_time_opts to = {.warmup = warmup, .reps = reps, .warmup_min_ms = 60, .flush_l2 = 1};
@@ -306,13 +292,13 @@ static double bench_backward(fm_attn_problem *pr, const fm_colmask *m, int64_t B
   const struct { fm_variant var; int instr, det; } runs[4] = {
       {FM_VARIANT_SKIP, 0, 0}, {FM_VARIANT_SKIP, 1, 0}, {FM_VARIANT_NOSKIP, 0, 0}, {FM_VARIANT_SKIP, 0, 1}};
   double t[4];
-  launch_ctx lc[4];
+  fm_attn_launch lc[4];
   fm_launch_fn fns[4];
   void *users[4];
   for (int r = 0; r < 4; r++) {
-    lc[r] = (launch_ctx){.p = *pr, .variant = runs[r].var, .instr = runs[r].instr};
+    lc[r] = (fm_attn_launch){.p = *pr, .pass = FM_PASS_BWD, .variant = runs[r].var, .instrumented = runs[r].instr};
     lc[r].p.deterministic = runs[r].det;
-    fns[r] = launch_backward;
+    fns[r] = fm_attn_launch_run;
     users[r] = &lc[r];
   }
   fm_time_opts to = {.warmup = warm, .reps = nrep, .warmup_min_ms = 60, .flush_l2 = 1};

@@ -1,8 +1,8 @@
 /* fm_measure.h — the measurement harness of `fmsim run` and `fmsim bench`
  * (C-callable): device buffers, random bf16 Q/K/V, the interval vectors (or
- * the dense mask) on the device, timed launches of fm_attn_forward, a counted
- * launch, and an instrumented launch whose per-tile record comes back to the
- * host.
+ * the dense mask) on the device, and per pass (forward, backward: dO random,
+ * O and LSE from one forward) timed launches, a counted launch, and an
+ * instrumented launch whose per-tile record comes back to the host.
  *
  * One session holds device buffers sized for the largest case it was created
  * for and reuses them across cases (bench cases all have B*S*H*D equal).
@@ -24,7 +24,9 @@ extern "C" {
 typedef struct fm_gpu_session fm_gpu_session;
 
 /* max_tokens: largest B*S; max_hidden: largest H*D; max_dense: largest Sq*Sk
- * of a dense-variant case (0 when none). The caller owns *out. */
+ * of a dense-variant case (0 when none). The caller owns *out. The
+ * backward's four buffers of the same size as Q are allocated by the first
+ * case with a backward (FM_ENOMEM, one line, when the device lacks them). */
 fm_status fm_gpu_session_create(int64_t max_tokens, int64_t max_hidden, int64_t max_dense,
                                 uint64_t seed, fm_gpu_session **out, fm_err *err);
 void fm_gpu_session_destroy(fm_gpu_session *s); /* NULL is a no-op */
@@ -64,7 +66,8 @@ typedef struct fm_gpu_pass_result {
 
 typedef struct fm_gpu_result {
   fm_gpu_pass_result fwd, bwd; /* per pass of the case (fm_gpu_case.pass) */
-  fm_timeline timeline;        /* events owned (free with fm_gpu_result_free) */
+  fm_timeline timeline;        /* kernel records of the first pass measured (the forward when
+                                  both); events owned (free with fm_gpu_result_free) */
 } fm_gpu_result;
 
 /* The kernel that c->kernel means on this session's device (FM_KERNEL_AUTO

@@ -48,6 +48,7 @@
 #include <stdint.h>
 
 #include "fm_attn.h"
+#include "fm_device.cuh"
 #include "fm_tile_rule.h"
 
 namespace fmk {
@@ -65,20 +66,10 @@ template <int HD> struct tile_cfg;
 template <> struct tile_cfg<128> { static constexpr int BC = 64; };
 template <> struct tile_cfg<64> { static constexpr int BC = 64; };
 
-struct fwd_params {
+struct fwd_params : fmd::attn_base {
   const __nv_bfloat16 *q, *k, *v; /* (B, S, H, D) bf16 */
   __nv_bfloat16 *o;               /* (B, Sq, H, D) bf16 */
   float *lse;                     /* (B, H, Sq) fp32 */
-  const int32_t *intervals;       /* (nsets, 4, Sk) int32 LTS, LTE, UTS, UTE */
-  const fm_tile_bounds *bounds;   /* (nsets, Tc) 8 int32 each */
-  const uint8_t *dense;           /* (dense sets, Sq, Sk) uint8, 1 = masked */
-  int64_t dense_set_stride;       /* elements between dense sets: 0 (shared) or Sq * Sk */
-  uint8_t *tile_class;            /* (B, H, Tr, Tc) uint8, INSTR only */
-  int64_t *tile_cycles;           /* (B, H, Tr, Tc) int64, INSTR only */
-  int32_t B, H, Sq, Sk, Tr, Tc;
-  int32_t nb, nh, causal;
-  float scale;      /* softmax scale */
-  float scale_log2; /* softmax scale * log2(e) */
 };
 
 /* Dynamic shared memory of one CTA (bytes). */
@@ -131,16 +122,15 @@ __device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], 
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-__device__ __forceinline__ float fast_exp2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
-}
+using fmd::fast_exp2;
+using fmd::pack_bf16;
 
-__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
-  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<uint32_t *>(&v);
-}
+/* An entry of the CTA's list of visited key tiles: the tile index in the low
+ * bits, its class (FM_TILE_*) above LIST_CLASS_SHIFT. */
+enum : int32_t { LIST_CLASS_SHIFT = 28, LIST_TILE_MASK = (1 << LIST_CLASS_SHIFT) - 1 };
+__device__ __forceinline__ int32_t list_entry(int32_t tile, int cls) { return tile | (cls << LIST_CLASS_SHIFT); }
+__device__ __forceinline__ int32_t list_tile(int32_t e) { return e & LIST_TILE_MASK; }
+__device__ __forceinline__ int list_class(int32_t e) { return e >> LIST_CLASS_SHIFT; }
 
 /* Element offset of 16-byte chunk `chunk` of row `row` in a swizzled (rows, HD) tile. */
 template <int HD> __device__ __forceinline__ int swz(int row, int chunk) {
@@ -224,7 +214,7 @@ __global__ void __launch_bounds__(NTHREADS, 2) fwd_kernel(const fwd_params p) {
   const int rt = p.Tr - 1 - (int)blockIdx.x; /* heaviest row tiles of causal masks first */
   const int bh = blockIdx.y, b = bh / p.H, h = bh % p.H;
   const int r0 = rt * BR, r1 = min(r0 + BR, p.Sq);
-  const int set = (p.nb == 1 ? 0 : b) * p.nh + (p.nh == 1 ? 0 : h);
+  const int set = fmd::set_of(p, b, h);
   const int64_t row_stride = (int64_t)p.H * HD; /* elements between consecutive tokens */
   const __nv_bfloat16 *gQ = p.q + ((int64_t)b * p.Sq + r0) * row_stride + (int64_t)h * HD;
   const __nv_bfloat16 *gK = p.k + (int64_t)b * p.Sk * row_stride + (int64_t)h * HD;
@@ -250,7 +240,7 @@ __global__ void __launch_bounds__(NTHREADS, 2) fwd_kernel(const fwd_params p) {
 
   /* Issues the async loads of key tile `e` (list entry) into stage `st`. */
   auto issue_tile = [&](int32_t e, int st) {
-    const int t = e & 0x0fffffff, cls = e >> 28;
+    const int t = list_tile(e), cls = list_class(e);
     const int j0 = t * BC, nvalid = min(BC, p.Sk - j0);
     load_tile<HD, BC>(sK + st * BC * HD, gK + (int64_t)j0 * row_stride, row_stride, nvalid, tid);
     load_tile<HD, BC>(sV + st * BC * HD, gV + (int64_t)j0 * row_stride, row_stride, nvalid, tid);
@@ -279,11 +269,7 @@ __global__ void __launch_bounds__(NTHREADS, 2) fwd_kernel(const fwd_params p) {
         if (VAR == FM_VARIANT_DENSE) {
           keep = true;
         } else {
-          const int4 *bp = reinterpret_cast<const int4 *>(p.bounds + (int64_t)set * p.Tc + t);
-          int4 lo = __ldg(bp), hi = __ldg(bp + 1);
-          fm_tile_bounds tb;
-          tb.lts_min = lo.x, tb.lts_max = lo.y, tb.lte_min = lo.z, tb.lte_max = lo.w;
-          tb.uts_min = hi.x, tb.uts_max = hi.y, tb.ute_min = hi.z, tb.ute_max = hi.w;
+          const fm_tile_bounds tb = fmd::load_bounds(p.bounds + (int64_t)set * p.Tc + t);
           cls = fm_classify_minmax(&tb, r0, r1);
           keep = VAR == FM_VARIANT_NOSKIP || cls != FM_TILE_MASKED;
         }
@@ -302,7 +288,7 @@ __global__ void __launch_bounds__(NTHREADS, 2) fwd_kernel(const fwd_params p) {
         off += w < warp ? cw : 0;
         total += cw;
       }
-      if (keep) sList[off + __popc(bal & ((1u << lane) - 1u))] = t | (cls << 28);
+      if (keep) sList[off + __popc(bal & ((1u << lane) - 1u))] = list_entry(t, cls);
       count += total;
       __syncthreads();
     }
@@ -330,7 +316,7 @@ __global__ void __launch_bounds__(NTHREADS, 2) fwd_kernel(const fwd_params p) {
       }
       __syncthreads();
 
-      const int t = e & 0x0fffffff, cls = e >> 28;
+      const int t = list_tile(e), cls = list_class(e);
       const int j0 = t * BC;
       const __nv_bfloat16 *cK = sK + st * BC * HD;
       const __nv_bfloat16 *cV = sV + st * BC * HD;

@@ -20,7 +20,7 @@
 #include <string.h>
 
 #include "fm_cuda_status.cuh"
-#include "fm_fwd_launch.cuh"
+#include "fm_pass_launch.cuh"
 #include "fm_sm90_launch.cuh"
 
 namespace fm90 {
@@ -48,17 +48,15 @@ __global__ void __launch_bounds__(256) row_work_kernel(const fm_tile_bounds *__r
  * from the last), key = (Tc - visited) >> shift, with the head above it when
  * by_head (NULL counts: every tile). */
 __global__ void item_keys_kernel(const int32_t *__restrict__ counts, uint64_t *__restrict__ keys,
-                                 int32_t *__restrict__ items, int32_t nitems, int32_t Tr, int32_t Tc,
-                                 int32_t B, int32_t H, int32_t nb, int32_t nh, int shift, int by_head) {
+                                 int32_t *__restrict__ items, int32_t nitems, const fmd::attn_base d, int shift,
+                                 int by_head) {
   const int32_t i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= nitems) return;
-  const int32_t bh = i / Tr, rt = Tr - 1 - i % Tr;
-  const int32_t b = bh / H, h = bh % H;
-  const int32_t set = (nb == 1 ? 0 : b) * nh + (nh == 1 ? 0 : h);
-  const int32_t visited = counts ? counts[(int64_t)set * Tr + rt] : Tc;
-  keys[i] = ((uint64_t)(by_head ? bh : 0) << 32) | ((uint32_t)(Tc - visited) >> shift);
-  items[i] = bh * Tr + rt;
-  (void)B;
+  const int32_t bh = i / d.Tr, rt = d.Tr - 1 - i % d.Tr;
+  const int32_t set = fmd::set_of(d, bh / d.H, bh % d.H);
+  const int32_t visited = counts ? counts[(int64_t)set * d.Tr + rt] : d.Tc;
+  keys[i] = ((uint64_t)(by_head ? bh : 0) << 32) | ((uint32_t)(d.Tc - visited) >> shift);
+  items[i] = bh * d.Tr + rt;
 }
 
 }  // namespace fm90
@@ -113,13 +111,6 @@ fm_status tensor_map_bshd_typed(CUtensorMap *map, const void *base, int elem_byt
 namespace fmk {
 using fm90::tensor_map_bshd;
 
-static int sm_count(void) {
-  int dev = 0, n = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess) return 132;
-  if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n < 1) return 132;
-  return n;
-}
-
 /* Bucket shift of the sort key: buckets of about Tc / 16 key tiles. */
 static int bucket_shift(int32_t Tc, int order) {
   if (order != FM_SM90_ORDER_BUCKETED) return 0;
@@ -128,14 +119,15 @@ static int bucket_shift(int32_t Tc, int order) {
   return s;
 }
 
-fm_status launch_sm90(const fwd_launch &l, fm_err *err) {
+fm_status launch_sm90(const pass_launch &l, fm_err *err) {
   const fm_attn_problem *p = l.p;
   if ((uintptr_t)p->q % 16 || (uintptr_t)p->k % 16 || (uintptr_t)p->v % 16 || (uintptr_t)p->o % 16)
     return fm_fail(err, FM_EINVAL, "sm90: q, k, v and o must be 16-byte aligned (TMA)");
-  if (p->seqlen_k >= (1 << 30) || (int64_t)l.Tc >= (1 << fm90::FLAG_SHIFT))
+  if (p->seqlen_k >= (1 << 30) || (int64_t)l.base.Tc >= (1 << fm90::FLAG_SHIFT))
     return fm_fail(err, FM_EUNSUPPORTED, "sm90: Sk = %d is too long (at most 2^30 - 1)", p->seqlen_k);
   fm90::params kp;
   memset(&kp, 0, sizeof kp);
+  static_cast<fmd::attn_base &>(kp) = l.base;
   fm_status st;
   const int32_t B = p->batch, H = p->heads, D = p->head_dim;
   if ((st = tensor_map_bshd(&kp.tm_q, p->q, B, p->seqlen_q, H, D, l.br, err)) != FM_OK ||
@@ -144,24 +136,7 @@ fm_status launch_sm90(const fwd_launch &l, fm_err *err) {
       (st = tensor_map_bshd(&kp.tm_o, p->o, B, p->seqlen_q, H, D, 64, err)) != FM_OK)
     return st;
   kp.lse = p->lse;
-  kp.intervals = l.variant == FM_VARIANT_DENSE ? nullptr : p->intervals;
-  kp.bounds = l.bounds;
-  kp.dense = p->dense_mask;
-  kp.dense_set_stride = p->dense_per_set ? (int64_t)p->seqlen_q * p->seqlen_k : 0;
-  kp.tile_class = l.instrumented ? p->tile_class : nullptr;
-  kp.tile_cycles = l.instrumented ? p->tile_cycles : nullptr;
-  kp.B = B;
-  kp.H = H;
-  kp.Sq = p->seqlen_q;
-  kp.Sk = p->seqlen_k;
-  kp.Tr = l.Tr;
-  kp.Tc = l.Tc;
-  kp.nb = p->mask_nb;
-  kp.nh = p->mask_nh;
-  kp.causal = p->causal ? 1 : 0;
-  kp.scale = p->softmax_scale;
-  kp.scale_log2 = p->softmax_scale * 1.4426950408889634f;
-  const int64_t nitems64 = (int64_t)B * H * l.Tr;
+  const int64_t nitems64 = (int64_t)B * H * l.base.Tr;
   if (nitems64 >= (1ll << 31)) return fm_fail(err, FM_EUNSUPPORTED, "sm90: too many row tiles");
   const int32_t nitems = (int32_t)nitems64;
   kp.nitems = nitems;
@@ -169,9 +144,9 @@ fm_status launch_sm90(const fwd_launch &l, fm_err *err) {
   /* workspace: counts, keys x2, items x2, the counter, CUB's scratch */
   const int order = p->tuning.sm90_order ? p->tuning.sm90_order : FM_SM90_ORDER_HEAD;
   const bool sorted = order != FM_SM90_ORDER_INDEX && l.variant == FM_VARIANT_SKIP;
-  const int shift = bucket_shift(l.Tc, order), by_head = order == FM_SM90_ORDER_HEAD;
+  const int shift = bucket_shift(l.base.Tc, order), by_head = order == FM_SM90_ORDER_HEAD;
   int end_bit = 1;
-  while ((((uint32_t)l.Tc) >> shift) >> end_bit) end_bit++;
+  while ((((uint32_t)l.base.Tc) >> shift) >> end_bit) end_bit++;
   if (by_head) {
     end_bit = 33;
     while (end_bit < 64 && ((uint64_t)(B * H) >> (end_bit - 32))) end_bit++;
@@ -181,7 +156,7 @@ fm_status launch_sm90(const fwd_launch &l, fm_err *err) {
                                                   (uint64_t *)nullptr, (const int32_t *)nullptr,
                                                   (int32_t *)nullptr, nitems, 0, end_bit, l.stream);
   if (e != cudaSuccess) return cuda_fail(err, e, "sm90: sort scratch size");
-  const size_t n_counts = sorted ? (size_t)l.nsets * l.Tr : 0;
+  const size_t n_counts = sorted ? (size_t)l.nsets * l.base.Tr : 0;
   const size_t off_keys = 256 * ((n_counts * 4 + 255) / 256);
   const size_t off_items = off_keys + 2 * 256 * (((size_t)nitems * 8 + 255) / 256);
   const size_t off_counter = off_items + 2 * 256 * (((size_t)nitems * 4 + 255) / 256);
@@ -198,14 +173,14 @@ fm_status launch_sm90(const fwd_launch &l, fm_err *err) {
   int32_t *counter = (int32_t *)(ws + off_counter);
   const char *what = "sm90 work list";
   if (sorted) {
-    const int64_t threads = (int64_t)l.nsets * l.Tr * 32;
+    const int64_t threads = (int64_t)l.nsets * l.base.Tr * 32;
     fm90::row_work_kernel<<<(unsigned)((threads + 255) / 256), 256, 0, l.stream>>>(
-        l.bounds, counts, l.nsets, l.Tr, l.Tc, p->seqlen_q, l.br);
+        l.base.bounds, counts, l.nsets, l.base.Tr, l.base.Tc, p->seqlen_q, l.br);
     e = cudaGetLastError();
   }
   if (e == cudaSuccess) {
     fm90::item_keys_kernel<<<(unsigned)((nitems + 255) / 256), 256, 0, l.stream>>>(
-        counts, keys_in, items_in, nitems, l.Tr, l.Tc, B, H, p->mask_nb, p->mask_nh, shift, by_head);
+        counts, keys_in, items_in, nitems, l.base, shift, by_head);
     e = cudaGetLastError();
   }
   const int32_t *items = items_in;
@@ -219,7 +194,7 @@ fm_status launch_sm90(const fwd_launch &l, fm_err *err) {
     kp.items = items;
     kp.next_item = counter;
     what = "sm90 forward kernel launch";
-    const int grid = nitems < sm_count() ? nitems : sm_count();
+    const int grid = nitems < l.sms ? nitems : l.sms;
     const int mode = p->tuning.sm90_mode ? p->tuning.sm90_mode - 1 : fm90::MODE_DEFAULT;
     e = D == 128 ? fm90::launch<128>(kp, (int)l.variant, l.instrumented, mode, grid, l.stream)
                  : fm90::launch<64>(kp, (int)l.variant, l.instrumented, mode, grid, l.stream);

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "fm_cuda_status.cuh"
-#include "fm_fwd_launch.cuh"
+#include "fm_pass_launch.cuh"
 #include "fm_sm90_bwd.cuh"
 #include "fm_sm90_launch.cuh"
 
@@ -78,14 +78,7 @@ static cudaError_t launch(const params &p, int variant, bool instr, int grid, cu
 
 namespace fmk {
 
-static int sm_count_bwd(void) {
-  int dev = 0, n = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess) return 132;
-  if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n < 1) return 132;
-  return n;
-}
-
-fm_status launch_sm90_bwd(const bwd_launch &l, fm_err *err) {
+fm_status launch_sm90_bwd(const pass_launch &l, fm_err *err) {
   const fm_attn_problem *p = l.p;
   if (l.variant != FM_VARIANT_SKIP && l.variant != FM_VARIANT_NOSKIP)
     return fm_fail(err, FM_EUNSUPPORTED, "the sm90 backward has the variants skip and noskip");
@@ -95,9 +88,10 @@ fm_status launch_sm90_bwd(const bwd_launch &l, fm_err *err) {
   const int32_t B = p->batch, H = p->heads, D = p->head_dim, Sq = p->seqlen_q, Sk = p->seqlen_k;
   fm90b::params kp;
   memset(&kp, 0, sizeof kp);
+  static_cast<fmd::attn_base &>(kp) = l.base;
   /* workspace: LSE2, D, the fp32 dQ accumulator, the counter, the turn counters */
   const int64_t rows = (int64_t)B * H * Sq, nq = (int64_t)B * Sq * H * D;
-  const int64_t nitems64 = (int64_t)B * H * l.Tc, nsem = p->deterministic ? (int64_t)B * H * l.Tr * 2 : 0;
+  const int64_t nitems64 = (int64_t)B * H * l.base.Tc, nsem = p->deterministic ? (int64_t)B * H * l.base.Tr * 2 : 0;
   if (nitems64 >= (1ll << 31)) return fm_fail(err, FM_EUNSUPPORTED, "sm90 backward: too many key tiles");
   auto up = [](int64_t x) { return 256 * ((x + 255) / 256); };
   const int64_t off_d = up(rows * 4), off_dq = off_d + up(rows * 4), off_cnt = off_dq + up(nq * 4);
@@ -121,25 +115,10 @@ fm_status launch_sm90_bwd(const bwd_launch &l, fm_err *err) {
   }
   kp.lse2 = lse2;
   kp.dsum = dsum;
-  kp.intervals = p->intervals;
-  kp.bounds = l.bounds;
   kp.next_item = counter;
   kp.sem = sem;
-  kp.tile_class = l.instrumented ? p->tile_class : nullptr;
-  kp.tile_cycles = l.instrumented ? p->tile_cycles : nullptr;
-  kp.B = B;
-  kp.H = H;
-  kp.Sq = Sq;
-  kp.Sk = Sk;
-  kp.Tq = l.Tr;
-  kp.Tc = l.Tc;
   kp.nitems = (int32_t)nitems64;
-  kp.nb = p->mask_nb;
-  kp.nh = p->mask_nh;
-  kp.causal = p->causal ? 1 : 0;
   kp.deterministic = p->deterministic ? 1 : 0;
-  kp.scale = p->softmax_scale;
-  kp.scale_log2 = p->softmax_scale * 1.4426950408889634f;
   fm90b::prep_kernel<<<(unsigned)((rows * 32 + 255) / 256), 256, 0, l.stream>>>(
       (const __nv_bfloat16 *)p->o, (const __nv_bfloat16 *)p->dout, p->lse, lse2, dsum, B, H, Sq, D);
   e = cudaGetLastError();
@@ -147,7 +126,7 @@ fm_status launch_sm90_bwd(const bwd_launch &l, fm_err *err) {
   if (e == cudaSuccess) e = cudaMemsetAsync(counter, 0, 256 + (size_t)up(nsem * 4), l.stream);
   if (e == cudaSuccess) {
     what = "sm90 backward kernel launch";
-    const int grid = (int)(nitems64 < sm_count_bwd() ? nitems64 : sm_count_bwd());
+    const int grid = (int)(nitems64 < l.sms ? nitems64 : l.sms);
     e = D == 128 ? fm90b::launch<128>(kp, (int)l.variant, l.instrumented, grid, l.stream)
                  : fm90b::launch<64>(kp, (int)l.variant, l.instrumented, grid, l.stream);
   }

@@ -61,6 +61,7 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+#include "fm_device.cuh"
 #include "fm_hopper.cuh"
 #include "fm_kernel_traits.h"
 #include "fm_kernels.h"
@@ -114,22 +115,16 @@ enum : int32_t {
 };
 enum : int { BAR_CONSUMERS = 1, BAR_WG = 2 }; /* named barriers: both consumers; 2, 3 per warpgroup */
 
-struct params {
+struct params : fmd::attn_base { /* Tr query tiles of BR, Tc key tiles of BC */
   CUtensorMap tm_q, tm_do;   /* (B, Sq, H, D) bf16, boxes 64 x BR */
   CUtensorMap tm_k, tm_v;    /* (B, Sk, H, D) bf16, boxes 64 x BC */
   CUtensorMap tm_dk, tm_dv;  /* (B, Sk, H, D) bf16, boxes 64 x 64 (stores) */
   CUtensorMap tm_dq;         /* (B, Sq, H, D) fp32 accumulator, boxes 32 x BR (reductions) */
   const float *lse2;         /* (B, H, Sq) LSE * log2 e, +inf for rows with no visible key */
   const float *dsum;         /* (B, H, Sq) D = rowsum(dO * O) */
-  const int32_t *intervals;  /* (nsets, 4, Sk) */
-  const fm_tile_bounds *bounds; /* (nsets, Tc) at BC */
   int32_t *next_item;        /* atomic counter, zero at launch */
-  int32_t *sem;              /* deterministic: (B * H * Tq * NCW) counters, zero at launch */
-  uint8_t *tile_class;       /* (B, H, Tq, Tc), INSTR */
-  int64_t *tile_cycles;      /* (B, H, Tq, Tc), INSTR */
-  int32_t B, H, Sq, Sk, Tq, Tc, nitems;
-  int32_t nb, nh, causal, deterministic;
-  float scale, scale_log2;
+  int32_t *sem;              /* deterministic: (B * H * Tr * NCW) counters, zero at launch */
+  int32_t nitems, deterministic;
 };
 
 template <int HD> struct bars {
@@ -140,18 +135,10 @@ template <int HD> struct bars {
   __device__ uint64_t *q_empty(int s) const { return b + 2 + traits<HD>::STAGES + s; }
 };
 
-__device__ __forceinline__ int set_of(const params &p, int b, int h) {
-  return (p.nb == 1 ? 0 : b) * p.nh + (p.nh == 1 ? 0 : h);
-}
-__device__ __forceinline__ float fast_exp2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
-}
-__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
-  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<uint32_t *>(&v);
-}
+using fmd::fast_exp2;
+using fmd::pack_bf16;
+using fmd::set_of;
+
 /* Deterministic dQ turns: wait until the counter says `turn` (acquire). */
 __device__ __forceinline__ void sem_wait(const int32_t *c, int32_t turn) {
   int32_t v;
@@ -176,12 +163,7 @@ __device__ __forceinline__ void producer(const params &p, unsigned char *smem, b
   int32_t *sMeta = reinterpret_cast<int32_t *>(smem + T::OFF_META);
   float *sRows = reinterpret_cast<float *>(smem + T::OFF_ROWS);
   int64_t *sStageTile = reinterpret_cast<int64_t *>(smem + T::OFF_STAGE_TILE);
-  long long t_last = INSTR ? clock64() : 0;
-  auto record = [&](int s) {
-    const long long now = clock64();
-    if (sStageTile[s] >= 0) p.tile_cycles[sStageTile[s]] = now - t_last;
-    t_last = now;
-  };
+  fmh::stage_clock clk(sStageTile, p.tile_cycles); /* INSTR: cycles between releases of Q stages */
   int q_iter = 0; /* ring position over all items */
   for (int it_n = 0;; it_n++) {
     int32_t item = 0;
@@ -193,22 +175,15 @@ __device__ __forceinline__ void producer(const params &p, unsigned char *smem, b
       if (item >= 0) {
         const int n = item % p.Tc, bh = item / p.Tc, b = bh / p.H, h = bh % p.H;
         fmh::mbar_arrive_expect_tx(br.kv_full(), 2 * T::KV_BYTES);
-#pragma unroll
-        for (int d = 0; d < T::DBLK; d++) {
-          fmh::tma_load_4d(smem + T::OFF_K + d * T::BC * 128, &p.tm_k, br.kv_full(), d * 64, h, n * T::BC, b);
-          fmh::tma_load_4d(smem + T::OFF_V + d * T::BC * 128, &p.tm_v, br.kv_full(), d * 64, h, n * T::BC, b);
-        }
+        fmh::tma_load_rows(smem + T::OFF_K, &p.tm_k, br.kv_full(), T::DBLK, T::BC, h, n * T::BC, b);
+        fmh::tma_load_rows(smem + T::OFF_V, &p.tm_v, br.kv_full(), T::DBLK, T::BC, h, n * T::BC, b);
       } else {
         fmh::mbar_arrive(br.kv_full());
       }
     }
     item = __shfl_sync(0xffffffffu, item, 0);
     if (item < 0) {
-      if (INSTR && lane == 0)
-        for (int m = max(q_iter - T::STAGES, 0); m < q_iter; m++) {
-          fmh::mbar_wait(br.q_empty(m % T::STAGES), (m / T::STAGES) & 1);
-          record(m % T::STAGES);
-        }
+      if (INSTR && lane == 0) clk.drain(q_iter, T::STAGES, [&](int s) { return br.q_empty(s); });
       return;
     }
     const int n = item % p.Tc, bh = item / p.Tc, b = bh / p.H, h = bh % p.H;
@@ -221,7 +196,7 @@ __device__ __forceinline__ void producer(const params &p, unsigned char *smem, b
       const uint32_t ph = (q_iter / T::STAGES) & 1;
       if (q_iter >= T::STAGES) {
         fmh::mbar_wait(br.q_empty(s), ph ^ 1);
-        if (INSTR && lane == 0) record(s);
+        if (INSTR && lane == 0) clk.record(s);
       }
       if (!(flags & F_EMPTY)) { /* the rows' LSE2 and D */
         float *rows = sRows + s * 2 * T::BR;
@@ -237,66 +212,51 @@ __device__ __forceinline__ void producer(const params &p, unsigned char *smem, b
       __syncwarp();
       if (lane == 0) {
         sMeta[s] = m | (flags << FLAG_SHIFT);
-        if (INSTR) sStageTile[s] = (flags & F_EMPTY) ? -1 : ((int64_t)bh * p.Tq + m) * p.Tc + n;
+        if (INSTR) sStageTile[s] = (flags & F_EMPTY) ? -1 : ((int64_t)bh * p.Tr + m) * p.Tc + n;
         if (flags & F_EMPTY) {
           fmh::mbar_arrive(br.q_full(s));
         } else {
           fmh::mbar_arrive_expect_tx(br.q_full(s), 2 * T::QT_BYTES);
-#pragma unroll
-          for (int d = 0; d < T::DBLK; d++) {
-            fmh::tma_load_4d(smem + T::OFF_Q + s * T::QT_BYTES + d * T::BR * 128, &p.tm_q, br.q_full(s),
-                             d * 64, h, m * T::BR, b);
-            fmh::tma_load_4d(smem + T::OFF_DO + s * T::QT_BYTES + d * T::BR * 128, &p.tm_do, br.q_full(s),
-                             d * 64, h, m * T::BR, b);
-          }
+          fmh::tma_load_rows(smem + T::OFF_Q + s * T::QT_BYTES, &p.tm_q, br.q_full(s), T::DBLK, T::BR, h,
+                             m * T::BR, b);
+          fmh::tma_load_rows(smem + T::OFF_DO + s * T::QT_BYTES, &p.tm_do, br.q_full(s), T::DBLK, T::BR, h,
+                             m * T::BR, b);
         }
       }
       __syncwarp();
       q_iter++;
     };
 
-    int32_t pend = -1, pend_flags = 0;
-    for (int base = 0; base < p.Tq; base += 32) {
-      const int m = base + lane;
-      int cls = FM_TILE_MASKED;
-      bool keep = false;
-      if (m < p.Tq) {
-        cls = fm_classify_minmax(&tb, m * T::BR, min((m + 1) * T::BR, p.Sq));
-        keep = VAR == FM_VARIANT_NOSKIP || cls != FM_TILE_MASKED;
-        if (INSTR) {
-          const int64_t at = ((int64_t)bh * p.Tq + m) * p.Tc + n;
-          p.tile_class[at] = (uint8_t)cls;
-          if (!keep) p.tile_cycles[at] = 0;
-        }
-        /* deterministic: the dQ turns of the query tiles this key tile skips */
-        if (p.deterministic && !keep) {
-          int32_t *c = p.sem + ((int64_t)bh * p.Tq + m) * T::NCW;
-          if (T::DQ_SPLIT_KEYS) {
-            sem_wait(c, T::NCW * n);
-            sem_pass(c, T::NCW * (n + 1));
-          } else {
-            for (int w = 0; w < T::NCW; w++) {
-              sem_wait(c + w, n);
-              sem_pass(c + w, n + 1);
-            }
+    /* classify the query tiles, 32 a step, and issue the visited ones in order,
+       the last with F_LAST (fmd::warp_compact) */
+    auto decide = [&](int m, int32_t *fl) {
+      const int cls = fm_classify_minmax(&tb, m * T::BR, min((m + 1) * T::BR, p.Sq));
+      const bool keep = VAR == FM_VARIANT_NOSKIP || cls != FM_TILE_MASKED;
+      if (INSTR) {
+        const int64_t at = ((int64_t)bh * p.Tr + m) * p.Tc + n;
+        p.tile_class[at] = (uint8_t)cls;
+        if (!keep) p.tile_cycles[at] = 0;
+      }
+      /* deterministic: the dQ turns of the query tiles this key tile skips */
+      if (p.deterministic && !keep) {
+        int32_t *c = p.sem + ((int64_t)bh * p.Tr + m) * T::NCW;
+        if (T::DQ_SPLIT_KEYS) {
+          sem_wait(c, T::NCW * n);
+          sem_pass(c, T::NCW * (n + 1));
+        } else {
+          for (int w = 0; w < T::NCW; w++) {
+            sem_wait(c + w, n);
+            sem_pass(c + w, n + 1);
           }
         }
       }
-      const int32_t fl = (cls != FM_TILE_UNMASKED || cut) ? F_NEEDMASK : 0;
-      unsigned bal = __ballot_sync(0xffffffffu, keep);
-      while (bal) {
-        const int src = __ffs(bal) - 1;
-        bal &= bal - 1;
-        const int32_t f = __shfl_sync(0xffffffffu, fl, src);
-        if (pend >= 0) issue(pend, pend_flags);
-        pend = base + src;
-        pend_flags = f;
-      }
-    }
-    if (pend >= 0)
-      issue(pend, pend_flags | F_LAST);
-    else
-      issue(0, F_EMPTY | F_LAST);
+      *fl = (cls != FM_TILE_UNMASKED || cut) ? F_NEEDMASK : 0;
+      return keep;
+    };
+    fmd::warp_compact(p.Tr, decide, [&](int32_t m, int32_t fl, bool last) {
+      if (m >= 0) issue(m, fl | (last ? F_LAST : 0));
+      else issue(0, F_EMPTY | F_LAST);
+    });
   }
 }
 
@@ -469,7 +429,7 @@ __device__ __forceinline__ void consumer(const params &p, unsigned char *smem, b
       fmh::named_sync(BAR_WG + cw, 128);
       if (tid == 0) {
         const int d0 = T::DQ_SPLIT_KEYS ? 0 : cw * 64;
-        int32_t *c = p.sem + ((int64_t)bh * p.Tq + m) * T::NCW + (T::DQ_SPLIT_KEYS ? 0 : cw);
+        int32_t *c = p.sem + ((int64_t)bh * p.Tr + m) * T::NCW + (T::DQ_SPLIT_KEYS ? 0 : cw);
         const int32_t turn = T::DQ_SPLIT_KEYS ? T::NCW * n + cw : n;
         if (p.deterministic) sem_wait(c, turn);
         fmh::tma_reduce_add_4d(&p.tm_dq, dq_stage, d0, h, m * T::BR, b);

@@ -61,6 +61,7 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+#include "fm_device.cuh"
 #include "fm_hopper.cuh"
 #include "fm_kernel_traits.h"
 #include "fm_kernels.h"
@@ -123,31 +124,17 @@ __host__ __device__ constexpr int32_t entry_pack(int32_t tile, int32_t flags) {
   return tile | (flags << FLAG_SHIFT);
 }
 
-struct params {
+struct params : fmd::attn_base {
   CUtensorMap tm_q, tm_k, tm_v, tm_o; /* (B, S, H, D) bf16, boxes of 64 x rows */
   float *lse;                         /* (B, H, Sq) fp32 */
-  const int32_t *intervals;           /* (nsets, 4, Sk) int32 LTS, LTE, UTS, UTE */
-  const fm_tile_bounds *bounds;       /* (nsets, Tc) */
-  const uint8_t *dense;               /* (dense sets, Sq, Sk) uint8, 1 = masked */
-  int64_t dense_set_stride;           /* 0 (shared) or Sq * Sk */
   const int32_t *items;               /* (nitems,) bh * Tr + rt, heaviest first */
   int32_t *next_item;                 /* atomic counter, zero at launch */
-  uint8_t *tile_class;                /* (B, H, Tr, Tc), INSTR only */
-  int64_t *tile_cycles;               /* (B, H, Tr, Tc), INSTR only */
-  int32_t B, H, Sq, Sk, Tr, Tc, nitems;
-  int32_t nb, nh, causal;
-  float scale, scale_log2;
+  int32_t nitems;
 };
 
-__device__ __forceinline__ float fast_exp2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
-}
-__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
-  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<uint32_t *>(&v);
-}
+using fmd::fast_exp2;
+using fmd::pack_bf16;
+using fmd::set_of;
 
 /* Barriers, in shared memory after the buffers. */
 template <int HD> struct bars {
@@ -164,10 +151,6 @@ template <int HD> struct bars {
  * once the item's O has left the buffer). */
 template <int HD> __host__ __device__ constexpr int empty_count() { return traits<HD>::NCW * 4; }
 
-/* The interval set of (b, h). */
-__device__ __forceinline__ int set_of(const params &p, int b, int h) {
-  return (p.nb == 1 ? 0 : b) * p.nh + (p.nh == 1 ? 0 : h);
-}
 
 /* ------------------------------------------------------------------ producer */
 
@@ -197,17 +180,9 @@ __device__ __forceinline__ void producer(const params &p, unsigned char *smem, b
   int32_t *sMeta = reinterpret_cast<int32_t *>(smem + T::OFF_META);
   uint16_t *sMask = reinterpret_cast<uint16_t *>(smem + T::OFF_VEC);
   int kv_iter = 0; /* ring position: stage kv_iter % STAGES, phase (kv_iter / STAGES) & 1 */
-  /* INSTR: the per-tile cycles are the clock64 ticks between two consecutive
-     releases of V stages by the consumers (one tile after the other, in ring
-     order), read by warp 0 when it takes the stage again: the consumers run the
-     plain code. sStageTile[s] is the record index of the tile in stage s. */
+  /* INSTR: per-tile cycles between releases of V stages (fmh::stage_clock) */
   int64_t *sStageTile = reinterpret_cast<int64_t *>(smem + T::OFF_STAGE_TILE);
-  long long t_last = INSTR ? clock64() : 0;
-  auto record = [&](int s) {
-    const long long now = clock64();
-    if (sStageTile[s] >= 0) p.tile_cycles[sStageTile[s]] = now - t_last;
-    t_last = now;
-  };
+  fmh::stage_clock clk(sStageTile, p.tile_cycles);
   if (pw == 0 && lane == 0) {
     fmh::tma_prefetch_map(&p.tm_q);
     fmh::tma_prefetch_map(&p.tm_k);
@@ -225,10 +200,8 @@ __device__ __forceinline__ void producer(const params &p, unsigned char *smem, b
       if (it >= 0) {
         const int rt = it % p.Tr, bh = it / p.Tr, b = bh / p.H, h = bh % p.H;
         fmh::mbar_arrive_expect_tx(br.q_full(qb), T::Q_BYTES);
-#pragma unroll
-        for (int d = 0; d < T::DBLK; d++)
-          fmh::tma_load_4d(smem + T::OFF_Q + qb * T::Q_BYTES + d * T::BR * 128, &p.tm_q, br.q_full(qb),
-                           d * 64, h, rt * T::BR, b);
+        fmh::tma_load_rows(smem + T::OFF_Q + qb * T::Q_BYTES, &p.tm_q, br.q_full(qb), T::DBLK, T::BR, h,
+                           rt * T::BR, b);
       } else {
         fmh::mbar_arrive(br.q_full(qb)); /* no more work: the consumers read -1 and leave */
       }
@@ -237,10 +210,7 @@ __device__ __forceinline__ void producer(const params &p, unsigned char *smem, b
     const int32_t item = __shfl_sync(0xffffffffu, sItem[qb], 0);
     if (item < 0) {
       if (INSTR && pw == 0 && lane == 0) /* the last tiles' releases */
-        for (int m = max(kv_iter - T::STAGES, 0); m < kv_iter; m++) {
-          fmh::mbar_wait(br.v_empty(m % T::STAGES), (m / T::STAGES) & 1);
-          record(m % T::STAGES);
-        }
+        clk.drain(kv_iter, T::STAGES, [&](int s) { return br.v_empty(s); });
       return;
     }
     const int rt = item % p.Tr, bh = item / p.Tr, b = bh / p.H, h = bh % p.H;
@@ -249,6 +219,16 @@ __device__ __forceinline__ void producer(const params &p, unsigned char *smem, b
     const int64_t instr_base = ((int64_t)bh * p.Tr + rt) * (int64_t)p.Tc;
     const int32_t *gv = VAR != FM_VARIANT_DENSE ? p.intervals + (int64_t)set * 4 * p.Sk : nullptr;
 
+    /* A K or V tile of the entry into its stage on `full` (an empty entry only arrives). */
+    auto load_kv = [&](uint64_t *full, const CUtensorMap *map, unsigned char *dst, int32_t flags, int hh,
+                       int j, int bb) {
+      if (flags & F_EMPTY) {
+        fmh::mbar_arrive(full);
+        return;
+      }
+      fmh::mbar_arrive_expect_tx(full, T::KV_BYTES);
+      fmh::tma_load_rows(dst, map, full, T::DBLK, T::BC, hh, j, bb);
+    };
     /* Issues one ring entry: wait for the stage, mask slices, entry, K and V. */
     auto issue = [&](int32_t tile, int32_t flags) {
       const int s = kv_iter % T::STAGES;
@@ -275,29 +255,13 @@ __device__ __forceinline__ void producer(const params &p, unsigned char *smem, b
       if (lane == 0) {
         if (pw == 0) {
           sMeta[s] = entry_pack(tile, flags);
-          if (flags & F_EMPTY) {
-            fmh::mbar_arrive(br.k_full(s));
-          } else {
-            fmh::mbar_arrive_expect_tx(br.k_full(s), T::KV_BYTES);
-#pragma unroll
-            for (int d = 0; d < T::DBLK; d++)
-              fmh::tma_load_4d(smem + T::OFF_K + s * T::KV_BYTES + d * T::BC * 128, &p.tm_k,
-                               br.k_full(s), d * 64, h, j0, b);
-          }
+          load_kv(br.k_full(s), &p.tm_k, smem + T::OFF_K + s * T::KV_BYTES, flags, h, j0, b);
           if (kv_iter >= T::STAGES) {
             fmh::mbar_wait(br.v_empty(s), ph ^ 1);
-            if (INSTR) record(s);
+            if (INSTR) clk.record(s);
           }
           if (INSTR) sStageTile[s] = (flags & F_EMPTY) ? -1 : instr_base + tile;
-          if (flags & F_EMPTY) {
-            fmh::mbar_arrive(br.v_full(s));
-          } else {
-            fmh::mbar_arrive_expect_tx(br.v_full(s), T::KV_BYTES);
-#pragma unroll
-            for (int d = 0; d < T::DBLK; d++)
-              fmh::tma_load_4d(smem + T::OFF_V + s * T::KV_BYTES + d * T::BC * 128, &p.tm_v,
-                               br.v_full(s), d * 64, h, j0, b);
-          }
+          load_kv(br.v_full(s), &p.tm_v, smem + T::OFF_V + s * T::KV_BYTES, flags, h, j0, b);
         } else {
           fmh::mbar_arrive(br.k_full(s)); /* this warp's slices are written */
         }
@@ -306,44 +270,28 @@ __device__ __forceinline__ void producer(const params &p, unsigned char *smem, b
       kv_iter++;
     };
 
-    /* ---- classify the key tiles, 32 a step; a tile is issued once the next
-       visited one (or the end) is known, so that the last carries F_LAST */
-    int32_t pend_tile = -1, pend_flags = 0;
-    for (int base = 0; base < p.Tc; base += 32) {
-      const int t = base + lane;
+    /* ---- classify the key tiles, 32 a step, and issue the visited ones in order,
+       the last with F_LAST (fmd::warp_compact) */
+    auto decide = [&](int t, int32_t *fl) {
       int cls = FM_TILE_PARTIAL;
-      bool keep = false;
-      if (t < p.Tc) {
-        if (VAR == FM_VARIANT_DENSE) {
-          keep = true;
-        } else {
-          const int4 *bp = reinterpret_cast<const int4 *>(p.bounds + (int64_t)set * p.Tc + t);
-          const int4 lo = __ldg(bp), hi = __ldg(bp + 1);
-          const fm_tile_bounds tb = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-          cls = fm_classify_minmax(&tb, r0, r1);
-          keep = VAR == FM_VARIANT_NOSKIP || cls != FM_TILE_MASKED;
-        }
-        if (INSTR && pw == 0) {
-          p.tile_class[instr_base + t] = (uint8_t)cls;
-          if (!keep) p.tile_cycles[instr_base + t] = 0;
-        }
+      bool keep = true;
+      if (VAR != FM_VARIANT_DENSE) {
+        const fm_tile_bounds tb = fmd::load_bounds(p.bounds + (int64_t)set * p.Tc + t);
+        cls = fm_classify_minmax(&tb, r0, r1);
+        keep = VAR == FM_VARIANT_NOSKIP || cls != FM_TILE_MASKED;
+      }
+      if (INSTR && pw == 0) {
+        p.tile_class[instr_base + t] = (uint8_t)cls;
+        if (!keep) p.tile_cycles[instr_base + t] = 0;
       }
       const bool cut = (t + 1) * T::BC > p.Sk; /* columns past Sk in this tile */
-      const int32_t fl = (VAR == FM_VARIANT_DENSE || cls != FM_TILE_UNMASKED || cut) ? F_NEEDMASK : 0;
-      unsigned bal = __ballot_sync(0xffffffffu, keep);
-      while (bal) {
-        const int src = __ffs(bal) - 1;
-        bal &= bal - 1;
-        const int32_t f = __shfl_sync(0xffffffffu, fl, src);
-        if (pend_tile >= 0) issue(pend_tile, pend_flags);
-        pend_tile = base + src;
-        pend_flags = f;
-      }
-    }
-    if (pend_tile >= 0)
-      issue(pend_tile, pend_flags | F_LAST);
-    else
-      issue(0, F_EMPTY | F_LAST);
+      *fl = (VAR == FM_VARIANT_DENSE || cls != FM_TILE_UNMASKED || cut) ? F_NEEDMASK : 0;
+      return keep;
+    };
+    fmd::warp_compact(p.Tc, decide, [&](int32_t t, int32_t fl, bool last) {
+      if (t >= 0) issue(t, fl | (last ? F_LAST : 0));
+      else issue(0, F_EMPTY | F_LAST);
+    });
   }
 }
 

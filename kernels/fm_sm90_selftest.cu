@@ -161,6 +161,23 @@ static int check_tma(void) {
   return bad;
 }
 
+/* got (rows x cols, fp32) against ref(i, j) to 1e-3 absolute + 1e-3 relative;
+ * one line either way. Returns 1 on a mismatch. */
+template <class Ref> static int check_close(const char *what, int rows, int cols, const float *got, Ref ref) {
+  double worst = 0;
+  for (int i = 0; i < rows; i++)
+    for (int j = 0; j < cols; j++) {
+      const double r = ref(i, j), e = fabs(got[i * cols + j] - r);
+      worst = e > worst ? e : worst;
+      if (e > 1e-3 + 1e-3 * fabs(r)) {
+        printf("%s: FAIL [%d][%d] = %g, expected %g\n", what, i, j, got[i * cols + j], r);
+        return 1;
+      }
+    }
+  printf("%s: ok, max |err| %.2e\n", what, worst);
+  return 0;
+}
+
 template <int HD> static int check_mma(void) {
   const int NQ = 64, NK = 128;
   uint16_t *q = (uint16_t *)malloc(NQ * HD * 2), *k = (uint16_t *)malloc(NK * HD * 2),
@@ -197,34 +214,21 @@ template <int HD> static int check_mma(void) {
   float *s = (float *)malloc(NQ * NK * 4), *o = (float *)malloc(NQ * HD * 4);
   CK(cudaMemcpy(s, ds, NQ * NK * 4, cudaMemcpyDeviceToHost));
   CK(cudaMemcpy(o, dout, NQ * HD * 4, cudaMemcpyDeviceToHost));
-  int bad = 0;
-  double worst_s = 0, worst_o = 0;
-  for (int i = 0; i < NQ && !bad; i++)
-    for (int j = 0; j < NK; j++) {
-      double ref = 0;
-      for (int d = 0; d < HD; d++) ref += (double)fm_bf16_to_f32(q[i * HD + d]) * fm_bf16_to_f32(k[j * HD + d]);
-      const double e = fabs(s[i * NK + j] - ref);
-      worst_s = e > worst_s ? e : worst_s;
-      if (e > 1e-3 + 1e-3 * fabs(ref)) {
-        printf("ss (hd %d): FAIL S[%d][%d] = %g, expected %g\n", HD, i, j, s[i * NK + j], ref);
-        bad = 1;
-        break;
-      }
-    }
-  for (int i = 0; i < NQ && !bad; i++)
-    for (int d = 0; d < HD; d++) {
-      double ref = 0;
-      for (int j = 0; j < NK; j++) ref += (double)fm_bf16_to_f32(pm[i * NK + j]) * fm_bf16_to_f32(v[j * HD + d]);
-      const double e = fabs(o[i * HD + d] - ref);
-      worst_o = e > worst_o ? e : worst_o;
-      if (e > 1e-3 + 1e-3 * fabs(ref)) {
-        printf("rs%d: FAIL O[%d][%d] = %g, expected %g\n", HD, i, d, o[i * HD + d], ref);
-        bad = 1;
-        break;
-      }
-    }
-  if (!bad)
-    printf("ss (hd %d): ok, max |err| %.2e; rs%d: ok, max |err| %.2e\n", HD, worst_s, HD, worst_o);
+  /* bf16 products in fp64 against the fp32 accumulators */
+  auto S = [&](int i, int j) {
+    double r = 0;
+    for (int d = 0; d < HD; d++) r += (double)fm_bf16_to_f32(q[i * HD + d]) * fm_bf16_to_f32(k[j * HD + d]);
+    return r;
+  };
+  auto O = [&](int i, int d) {
+    double r = 0;
+    for (int j = 0; j < NK; j++) r += (double)fm_bf16_to_f32(pm[i * NK + j]) * fm_bf16_to_f32(v[j * HD + d]);
+    return r;
+  };
+  char what_s[32], what_o[32];
+  snprintf(what_s, sizeof what_s, "ss (hd %d): S", HD);
+  snprintf(what_o, sizeof what_o, "rs%d: O", HD);
+  const int bad = check_close(what_s, NQ, NK, s, S) || check_close(what_o, NQ, HD, o, O);
   cudaFree(dq);
   cudaFree(dk);
   cudaFree(dv);

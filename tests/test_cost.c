@@ -1,13 +1,15 @@
 /* Tests of the analytic cost model (fm_cost) against brute-force counts on
  * small masks: every tile's class recomputed from the dense expansion (for
  * masks whose min/max and exact classes agree) or taken from fm_classify, and
- * every byte and FLOP summed tile by tile, element by element; the paper's
- * FLOP convention and the serializers of timings and traffic. */
+ * every byte and FLOP summed tile by tile, element by element, for the
+ * forward and for the backward at its own tile; the paper's FLOP convention
+ * and the serializers of timings and traffic. */
 #include <criterion/criterion.h>
 #include <math.h>
 
 #include "fm_cost.h"
 #include "fm_families.h"
+#include "fm_kernel_traits.h"
 #include "fm_run_trace.h"
 #include "fm_test_util.h"
 #include "fm_tiles.h"
@@ -16,9 +18,12 @@ typedef struct brute {
   int64_t visited, elementwise, tiles[3];
   double exec_elems;
   int64_t kv, vectors, dense, bounds, unique_cols;
+  int64_t rows_visited; /* rows of the visited tiles: the backward's Q, dO, LSE, D and dQ */
+  int64_t cols_all;     /* columns of every key tile: the backward's dK, dV */
 } brute;
 
-/* Sums the model tile by tile from the classes, for every (b, h) pair. */
+/* Sums the model tile by tile from the classes, for every (b, h) pair (the
+ * backward's terms follow from rows_visited, unique_cols and cols_all). */
 static brute brute_force(const fm_colmask *m, const fm_cost_shape *s, const uint8_t *cls) {
   brute r;
   memset(&r, 0, sizeof r);
@@ -45,6 +50,7 @@ static brute brute_force(const fm_colmask *m, const fm_cost_shape *s, const uint
             r.visited++;
             r.exec_elems += (double)rows * cols;
             r.kv += 2LL * cols * s->head_dim * s->elem_bytes;
+            r.rows_visited += rows;
           }
           if (elem) {
             r.elementwise++;
@@ -54,6 +60,7 @@ static brute brute_force(const fm_colmask *m, const fm_cost_shape *s, const uint
           if (s->variant != FM_VARIANT_DENSE) r.bounds += 32;
         }
         if (any) r.unique_cols += cols;
+        r.cols_all += cols;
       }
     }
   return r;
@@ -83,13 +90,29 @@ static uint8_t *exact_classes(const fm_colmask *m, int32_t br, int32_t bc) {
   return out;
 }
 
-static void check_against_brute(const fm_colmask *m, fm_cost_shape s, const uint8_t *cls) {
+/* The model of m at s with its per-tile array summed over every (b, h) pair. */
+static fm_cost model(const fm_colmask *m, const fm_cost_shape *s, const uint8_t *cls, int64_t *tile_sum) {
   int32_t sq = fm_colmask_sq(m), sk = fm_colmask_sk(m), ns = fm_colmask_nsets(m);
-  int32_t tr = (sq + s.br - 1) / s.br, tc = (sk + s.bc - 1) / s.bc;
+  int32_t tr = (sq + s->br - 1) / s->br, tc = (sk + s->bc - 1) / s->bc;
   int64_t *tb = malloc(sizeof(int64_t) * (size_t)ns * tr * tc);
   fm_cost c;
   fm_err err;
-  cr_assert_eq(fm_cost_compute(m, &s, cls, tb, &c, &err), FM_OK, "%s", err.msg);
+  cr_assert_eq(fm_cost_compute(m, s, cls, tb, &c, &err), FM_OK, "%s", err.msg);
+  *tile_sum = 0;
+  for (int32_t bb = 0; bb < s->batch; bb++)
+    for (int32_t h = 0; h < s->heads; h++) {
+      int32_t set = fm_colmask_set_index(m, bb, h);
+      for (int64_t i = 0; i < (int64_t)tr * tc; i++) *tile_sum += tb[(int64_t)set * tr * tc + i];
+    }
+  free(tb);
+  return c;
+}
+
+static void check_against_brute(const fm_colmask *m, fm_cost_shape s, const uint8_t *cls) {
+  int32_t sq = fm_colmask_sq(m), sk = fm_colmask_sk(m), ns = fm_colmask_nsets(m);
+  int32_t tr = (sq + s.br - 1) / s.br, tc = (sk + s.bc - 1) / s.bc;
+  int64_t sum;
+  fm_cost c = model(m, &s, cls, &sum);
   brute b = brute_force(m, &s, cls);
   int64_t pairs = s.batch * s.heads, e = s.elem_bytes, d = s.head_dim;
   cr_assert_eq(c.tr, tr);
@@ -119,14 +142,61 @@ static void check_against_brute(const fm_colmask *m, fm_cost_shape s, const uint
   cr_assert_float_eq(c.flops_paper, full * (1 - rho), full * 1e-12);
   cr_assert_float_eq(c.flops_executed, 4.0 * d * b.exec_elems, full * 1e-12);
   /* the per-tile array adds up to the tile part of the reads */
-  int64_t sum = 0;
-  for (int32_t bb = 0; bb < s.batch; bb++)
-    for (int32_t h = 0; h < s.heads; h++) {
-      int32_t set = fm_colmask_set_index(m, bb, h);
-      for (int64_t i = 0; i < (int64_t)tr * tc; i++) sum += tb[(int64_t)set * tr * tc + i];
-    }
   cr_assert_eq(sum, b.kv + b.vectors + b.dense + b.bounds);
-  free(tb);
+}
+
+/* ---- the backward ---------------------------------------------------------------------- */
+
+/* The backward at the same tile: one CTA per key tile visits the tiles the rule leaves, each
+   visited tile reads Q, dO, LSE and D of its rows and adds its rows of the fp32 dQ; a key tile
+   reads K, V when it visits anything and always writes dK, dV. */
+static void check_bwd_against_brute(const fm_colmask *m, fm_cost_shape s, const uint8_t *cls) {
+  s.pass = FM_PASS_BWD;
+  int32_t sq = fm_colmask_sq(m), sk = fm_colmask_sk(m), ns = fm_colmask_nsets(m);
+  int32_t tr = (sq + s.br - 1) / s.br, tc = (sk + s.bc - 1) / s.bc;
+  int64_t sum;
+  fm_cost c = model(m, &s, cls, &sum);
+  brute b = brute_force(m, &s, cls);
+  int64_t pairs = s.batch * s.heads, e = s.elem_bytes, d = s.head_dim, rows_d = pairs * sq * d;
+  int64_t rv = b.rows_visited, kv = b.unique_cols * 2 * d * e, dkdv = b.cols_all * 2 * d * e;
+  cr_assert_eq(c.pass, FM_PASS_BWD);
+  cr_assert_eq(c.tiles_total, pairs * tr * tc);
+  for (int k = 0; k < 3; k++) cr_assert_eq(c.tiles[k], b.tiles[k], "class %d", k);
+  cr_assert_eq(c.tiles_visited, b.visited);
+  cr_assert_eq(c.tiles_elementwise, b.elementwise);
+  cr_assert_eq(c.bytes_q, rv * d * e);
+  cr_assert_eq(c.bytes_do, rv * d * e);
+  cr_assert_eq(c.bytes_lse, rv * 4);
+  cr_assert_eq(c.bytes_delta, rv * 4);
+  cr_assert_eq(c.bytes_dq_accum, rv * d * 4);
+  cr_assert_eq(c.bytes_kv, kv);
+  cr_assert_eq(c.bytes_dkdv, dkdv);
+  cr_assert_eq(c.bytes_vectors, b.vectors);
+  cr_assert_eq(c.bytes_dense_mask, b.dense);
+  cr_assert_eq(c.bytes_bounds, b.bounds);
+  cr_assert_eq(c.bytes_o, 0, "the backward writes no O");
+  cr_assert_eq(c.bytes_rowsum_read, 2 * rows_d * e + pairs * sq * 4, "O, dO and LSE once");
+  cr_assert_eq(c.bytes_rowsum_write, 2 * pairs * sq * 4 + rows_d * 4, "D, LSE2, and the fp32 dQ zeroed");
+  cr_assert_eq(c.bytes_dq_convert, rows_d * 4);
+  cr_assert_eq(c.bytes_dq, rows_d * e);
+  int dense = s.variant == FM_VARIANT_DENSE;
+  cr_assert_eq(c.bytes_prep_read, dense ? 0 : (int64_t)ns * 16 * sk);
+  cr_assert_eq(c.bytes_prep_write, dense ? 0 : (int64_t)ns * 32 * tc);
+  cr_assert_eq(c.bytes_read, rv * (2 * d * e + 8 + 4 * d) + kv + b.vectors + b.dense + b.bounds +
+                                 c.bytes_prep_read + 2 * rows_d * e + pairs * sq * 4 + rows_d * 4);
+  cr_assert_eq(c.bytes_write, rv * d * 4 + dkdv + 2 * pairs * sq * 4 + rows_d * 4 + rows_d * e +
+                                  c.bytes_prep_write);
+  int64_t mask = dense ? (int64_t)ns * sq * sk : c.bytes_prep_read + c.bytes_prep_write;
+  cr_assert_eq(c.unique_read, 3 * rows_d * e + pairs * sq * 4 + kv + mask, "Q, dO, O, LSE, K/V, mask");
+  cr_assert_eq(c.unique_write, rows_d * e + dkdv + c.bytes_prep_write, "dQ, dK, dV");
+  double rho = (double)b.tiles[FM_TILE_MASKED] / (double)(pairs * tr * tc);
+  double full = 2.5 * 4.0 * pairs * sq * (double)sk * d;
+  cr_assert_float_eq(c.rho, rho, 1e-12);
+  cr_assert_float_eq(c.flops_full, full, full * 1e-12);
+  cr_assert_float_eq(c.flops_paper, full * (1 - rho), full * 1e-12);
+  cr_assert_float_eq(c.flops_executed, 10.0 * d * b.exec_elems, full * 1e-12);
+  cr_assert_eq(sum, rv * (2 * d * e + 8 + 8 * d) + b.vectors + b.dense + b.bounds,
+               "the per-tile array adds up to the per-tile requests");
 }
 
 static fm_colmask *family(const char *name, int64_t S, int64_t B, int64_t H, const char *param) {
@@ -147,11 +217,18 @@ Test(cost, full_mask_edges_and_every_variant) {
                        .variant = (fm_variant)v};
     uint8_t *cls = exact_classes(m, 32, 16);
     check_against_brute(m, s, cls);
+    check_bwd_against_brute(m, s, cls);
     fm_cost c;
     cr_assert_eq(fm_cost_compute(m, &s, NULL, NULL, &c, NULL), FM_OK);
     cr_assert_eq(c.tiles_visited, 6 * 4 * 7);
     cr_assert_float_eq(c.flops_executed, c.flops_full, 1);
     cr_assert_eq(c.bytes_kv, 6LL * 4 * 2 * 100 * 64 * 2); /* each row tile reads all K/V */
+    s.pass = FM_PASS_BWD;
+    cr_assert_eq(fm_cost_compute(m, &s, NULL, NULL, &c, NULL), FM_OK);
+    cr_assert_eq(c.tiles_visited, 6 * 4 * 7);
+    cr_assert_float_eq(c.flops_executed, c.flops_full, 1);
+    cr_assert_eq(c.bytes_kv, 6LL * 2 * 100 * 64 * 2, "backward: each key tile reads its K, V once");
+    cr_assert_eq(c.bytes_q, 6LL * 7 * 100 * 64 * 2, "backward: each key tile reads every Q row");
     cr_assert_eq(c.bytes_vectors, 0);
     free(cls);
   }
@@ -173,6 +250,7 @@ Test(cost, causal_and_documents_match_the_dense_brute_force) {
       fm_cost_shape s = {.batch = 3, .heads = 2, .head_dim = 128, .br = 16, .bc = 32,
                          .elem_bytes = 2, .variant = (fm_variant)v};
       check_against_brute(m, s, cls);
+      check_bwd_against_brute(m, s, cls); /* the same classes as a backward's tile */
       /* classes computed internally give the same */
       fm_cost a, b;
       cr_assert_eq(fm_cost_compute(m, &s, NULL, NULL, &a, NULL), FM_OK);
@@ -202,6 +280,7 @@ Test(cost, per_head_and_random_masks) {
                        .br = br, .bc = bc, .elem_bytes = 2,
                        .variant = (fm_variant)fm_rng_below(&r, 3)};
     check_against_brute(m, s, cls);
+    check_bwd_against_brute(m, s, cls);
     free(cls);
     fm_colmask_destroy(m);
   }
@@ -263,6 +342,93 @@ Test(cost, bad_inputs) {
   cr_assert_eq(fm_variant_parse("fast", &v, &err), FM_EINVAL);
   cr_assert(strstr(err.msg, "skip, noskip or dense"));
   cr_assert_str_eq(fm_variant_name(FM_VARIANT_DENSE), "dense");
+}
+
+Test(cost_bwd, at_the_sm90_backward_tile) {
+  /* causal S = 1024 at 64 x 128 (the kernel's backward tile at D = 128): 16 x 8 tiles, a key
+     tile j visits the row tiles from 2j on, so rho = (sum_j 2j) / 128 = 56 / 128 */
+  fm_colmask *m = family("causal", 1024, 1, 1, NULL);
+  fm_cost_shape s = {.batch = 2, .heads = 4, .head_dim = 128, .br = FM_SM90_BWD_BR_HD128,
+                     .bc = FM_SM90_BWD_BC_HD128, .elem_bytes = 2, .variant = FM_VARIANT_SKIP,
+                     .pass = FM_PASS_BWD};
+  fm_cost c, f;
+  cr_assert_eq(fm_cost_compute(m, &s, NULL, NULL, &c, NULL), FM_OK);
+  cr_assert_eq(c.tr, 16);
+  cr_assert_eq(c.tc, 8);
+  cr_assert_float_eq(c.rho, 56.0 / 128.0, 1e-12);
+  cr_assert_eq(c.flops_paper, fm_cost_paper_flops(2, 4, 1024, 1024, 128, c.rho, FM_PASS_BWD),
+               "the paper's count is the one function's, 2.5 times the forward's");
+  s.pass = FM_PASS_FWD;
+  cr_assert_eq(fm_cost_compute(m, &s, NULL, NULL, &f, NULL), FM_OK);
+  cr_assert_float_eq(c.flops_paper, 2.5 * f.flops_paper, 1);
+  cr_assert_float_eq(c.flops_executed, 2.5 * f.flops_executed, 1, "same tiles: same elements");
+  /* the per-tile bytes of a visited tile: Q, dO, LSE, D, the fp32 dQ both ways, bounds */
+  s.pass = FM_PASS_BWD;
+  cr_assert_eq(fm_cost_tile_bytes(&s, FM_TILE_UNMASKED, 64, 128), 32 + 64 * (2 * 128 * 2 + 8 + 8 * 128));
+  cr_assert_eq(fm_cost_tile_bytes(&s, FM_TILE_PARTIAL, 64, 128),
+               32 + 16 * 128 + 64 * (2 * 128 * 2 + 8 + 8 * 128));
+  cr_assert_eq(fm_cost_tile_bytes(&s, FM_TILE_MASKED, 64, 128), 32, "skipped: its bounds only");
+  s.variant = FM_VARIANT_NOSKIP;
+  cr_assert_eq(fm_cost_tile_bytes(&s, FM_TILE_MASKED, 64, 128),
+               32 + 16 * 128 + 64 * (2 * 128 * 2 + 8 + 8 * 128));
+  fm_colmask_destroy(m);
+}
+
+Test(cost_bwd, a_key_tile_with_nothing_visible_reads_no_kv_but_writes_its_zeros) {
+  /* bidirectional S = 64, key columns 32..63 masked for every row: with 16 x 32 tiles the
+     second key tile is all skipped */
+  fm_colmask *m = NULL;
+  cr_assert_eq(fm_colmask_create(64, 64, 1, 1, 0, &m, NULL), FM_OK);
+  for (int32_t j = 32; j < 64; j++) fm_colmask_vec(m, 0, FM_LTS)[j] = 0;
+  fm_cost_shape s = {.batch = 1, .heads = 1, .head_dim = 8, .br = 16, .bc = 32, .elem_bytes = 2,
+                     .variant = FM_VARIANT_SKIP, .pass = FM_PASS_BWD};
+  fm_cost c;
+  cr_assert_eq(fm_cost_compute(m, &s, NULL, NULL, &c, NULL), FM_OK);
+  cr_assert_float_eq(c.rho, 0.5, 1e-12);
+  cr_assert_eq(c.bytes_kv, 2 * 32 * 8 * 2, "only the first key tile loads K, V");
+  cr_assert_eq(c.bytes_dkdv, 2 * 64 * 8 * 2, "both write dK, dV");
+  fm_colmask_destroy(m);
+}
+
+Test(cost_bwd, one_pass_at_a_time) {
+  fm_colmask *m = family("causal", 64, 1, 1, NULL);
+  fm_cost c;
+  fm_err err;
+  fm_cost_shape s = {.batch = 1, .heads = 1, .head_dim = 64, .br = 16, .bc = 16, .elem_bytes = 2,
+                     .variant = FM_VARIANT_SKIP, .pass = FM_PASS_BOTH};
+  cr_assert_eq(fm_cost_compute(m, &s, NULL, NULL, &c, &err), FM_EINVAL);
+  cr_assert(strstr(err.msg, "one pass"), "%s", err.msg);
+  s.pass = (fm_pass)0; /* 0 is the forward */
+  fm_cost a, b;
+  cr_assert_eq(fm_cost_compute(m, &s, NULL, NULL, &a, NULL), FM_OK);
+  s.pass = FM_PASS_FWD;
+  cr_assert_eq(fm_cost_compute(m, &s, NULL, NULL, &b, NULL), FM_OK);
+  cr_assert_eq(memcmp(&a, &b, sizeof a), 0);
+  cr_assert_eq(a.pass, FM_PASS_FWD);
+  fm_colmask_destroy(m);
+}
+
+/* The traffic serializer names the backward's terms for a backward cost only. */
+Test(cost_bwd, traffic_json_names_the_backward_terms) {
+  fm_colmask *m = family("causal", 128, 1, 1, NULL);
+  fm_cost_shape s = {.batch = 1, .heads = 2, .head_dim = 64, .br = 16, .bc = 32, .elem_bytes = 2,
+                     .variant = FM_VARIANT_SKIP};
+  for (int bwd = 0; bwd < 2; bwd++) {
+    s.pass = bwd ? FM_PASS_BWD : FM_PASS_FWD;
+    fm_cost c;
+    cr_assert_eq(fm_cost_compute(m, &s, NULL, NULL, &c, NULL), FM_OK);
+    fm_json j;
+    fm_json_init(&j, 0);
+    fm_json_object(&j, NULL);
+    fm_traffic_json(&j, "traffic", &c, NULL);
+    fm_json_end(&j);
+    char want[96];
+    snprintf(want, sizeof want, "\"dq_accum\": %lld,", (long long)c.bytes_dq_accum);
+    cr_assert(!strstr(j.buf, "\"dq_accum\"") == !bwd, "%s", j.buf);
+    if (bwd) cr_assert(strstr(j.buf, want) && strstr(j.buf, "\"dkdv\": "), "%s", j.buf);
+    fm_json_free(&j);
+  }
+  fm_colmask_destroy(m);
 }
 
 /* The kernel registry (core/fm_kernels.h): names, auto selection, tiles. */

@@ -10,6 +10,7 @@
 
 #include "fm_cost.h"
 #include "fm_families.h"
+#include "fm_kernel_traits.h"
 #include "fm_kernels.h"
 #include "fm_npy.h"
 #include "fm_test_util.h"
@@ -37,15 +38,22 @@ static void *load(const char *dir, const char *name, fm_npy_header *h) {
   return data;
 }
 
-Test(run_cli, cpu_simulation_trace_matches_the_cost_model) {
-  char dir[512], args[1024], path[700];
-  tmpdir(dir, sizeof dir, "run_cpu");
+/* The CPU simulation of three documents (S = 1000, B = 2, H = 3, D = 128) with more options
+   into dir: it must succeed with one note on stderr. */
+static void run_documents(const char *dir, const char *more) {
+  char args[1024];
   snprintf(args, sizeof args,
            "run --family causal_document --seqlen 1000 --batch 2 --heads 3 --head-dim 128 "
-           "--br 128 --bc 64 --param docs=300,500,200 --cpu --out %s", dir);
+           "--param docs=300,500,200 --cpu %s --out %s", more, dir);
   fmt_run(&res, args);
   cr_assert_eq(res.status, 0, "%s", res.err);
   cr_assert_eq(res.err_lines, 1, "one note on stderr: %s", res.err);
+}
+
+Test(run_cli, cpu_simulation_trace_matches_the_cost_model) {
+  char dir[512], path[700];
+  tmpdir(dir, sizeof dir, "run_cpu");
+  run_documents(dir, "--br 128 --bc 64");
   cr_assert(strstr(res.err, "CPU simulation") || strstr(res.err, "cpu"), "%s", res.err);
   cr_assert(strstr(res.out, "cpu-simulation"), "%s", res.out);
   const char *files[] = {"summary.json", "tiles.npy", "tiles_exact.npy", "tile_bytes.npy",
@@ -61,7 +69,8 @@ Test(run_cli, cpu_simulation_trace_matches_the_cost_model) {
   fm_family_request req = {"causal_document", 1000, 2, 3, 0, -1, NULL, 1, params};
   fm_colmask *m = NULL;
   cr_assert_eq(fm_family_build(&req, &m, NULL, NULL), FM_OK);
-  fm_cost_shape sh = {2, 3, 128, 128, 64, 2, FM_VARIANT_SKIP};
+  fm_cost_shape sh = {.batch = 2, .heads = 3, .head_dim = 128, .br = 128, .bc = 64, .elem_bytes = 2,
+                      .variant = FM_VARIANT_SKIP};
   int32_t tr = 8, tc = 16;
   uint8_t cls[8 * 16];
   int64_t tb[8 * 16];
@@ -388,4 +397,155 @@ Test(run_cli, a_killed_runs_staging_folder_is_swept) {
   while ((e = readdir(d)))
     cr_assert(!strstr(e->d_name, ".staging.") && !strstr(e->d_name, ".tmp."), "left %s", e->d_name);
   closedir(d);
+}
+
+/* ---- the backward --------------------------------------------------------------------- */
+
+/* --pass both on the CPU: the backward's files beside the forward's, at the backward's own
+   tile (sm90's, 64 x 128 at D = 128: the reference GPU's kernel), equal to the classes and
+   the cost model computed here; its summary member and its block of the report. */
+Test(run_cli, backward_cpu_simulation_matches_the_cost_model_at_its_tile) {
+  char dir[512], path[700], summary[65536];
+  tmpdir(dir, sizeof dir, "run_bwd");
+  run_documents(dir, "--pass both");
+  cr_assert(strstr(res.out, "backward    variant skip, tiles 64 x 128 (16 x 8 per head)"), "%s", res.out);
+  cr_assert(strstr(res.out, "(2.5x the forward's)"), "%s", res.out);
+  const int32_t br = FM_SM90_BWD_BR_HD128, bc = FM_SM90_BWD_BC_HD128, tr = 16, tc = 8;
+  const char *params[1] = {"docs=300,500,200"};
+  fm_family_request req = {"causal_document", 1000, 2, 3, 0, -1, NULL, 1, params};
+  fm_colmask *m = NULL;
+  cr_assert_eq(fm_family_build(&req, &m, NULL, NULL), FM_OK);
+  uint8_t cls[16 * 8], exact[16 * 8];
+  int64_t tb[16 * 8];
+  fm_tile_counts counts;
+  fm_cost cost;
+  fm_cost_shape sh = {.batch = 2, .heads = 3, .head_dim = 128, .br = br, .bc = bc, .elem_bytes = 2,
+                      .variant = FM_VARIANT_SKIP, .pass = FM_PASS_BWD};
+  cr_assert_eq(fm_classify(m, br, bc, &counts, cls, exact, NULL), FM_OK);
+  cr_assert_eq(fm_cost_compute(m, &sh, cls, tb, &cost, NULL), FM_OK);
+  fm_npy_header h;
+  uint8_t *tiles = load(dir, "tiles_bwd.npy", &h);
+  cr_assert(h.dtype == FM_DT_U8 && h.ndim == 4 && h.shape[0] == 2 && h.shape[1] == 3 &&
+            h.shape[2] == tr && h.shape[3] == tc, "tiles_bwd.npy [B, H, Tr_bwd, Tc_bwd]");
+  uint8_t *tex = load(dir, "tiles_exact_bwd.npy", &h);
+  int64_t *bytes = load(dir, "tile_bytes_bwd.npy", &h);
+  cr_assert(h.dtype == FM_DT_I64 && h.ndim == 4 && h.shape[2] == tr && h.shape[3] == tc);
+  for (int p = 0; p < 6; p++) {
+    cr_assert_eq(memcmp(tiles + p * tr * tc, cls, sizeof cls), 0, "pair %d", p);
+    cr_assert_eq(memcmp(tex + p * tr * tc, exact, sizeof exact), 0, "pair %d", p);
+    cr_assert_eq(memcmp(bytes + p * tr * tc, tb, sizeof tb), 0, "pair %d", p);
+  }
+  free(tiles), free(tex), free(bytes);
+  snprintf(path, sizeof path, "%s/tile_cycles_bwd.npy", dir);
+  cr_assert(!exists(path), "no cycles without a GPU");
+  snprintf(path, sizeof path, "%s/summary.json", dir);
+  fmt_slurp(path, summary, sizeof summary);
+  const char *bwd = strstr(summary, "\"backward\": {");
+  cr_assert(bwd, "%s", summary);
+  char want[4][96];
+  snprintf(want[0], sizeof want[0], "\"read\": %lld", (long long)cost.bytes_read);
+  snprintf(want[1], sizeof want[1], "\"dq_accum\": %lld", (long long)cost.bytes_dq_accum);
+  snprintf(want[2], sizeof want[2], "\"tiles_masked\": %lld", (long long)counts.minmax[FM_TILE_MASKED]);
+  snprintf(want[3], sizeof want[3], "\"paper\": %.9g", cost.flops_paper);
+  const char *in_bwd[] = {"\"pass\": \"bwd\"", "\"br\": 64", "\"bc\": 128", "\"tiles_rows\": 16",
+                          "\"timing\": null", "2.5*4*B*H*Sq*Sk*D*(1-rho)", want[0], want[1],
+                          want[2], want[3]};
+  for (size_t k = 0; k < sizeof in_bwd / sizeof in_bwd[0]; k++)
+    cr_assert(strstr(bwd, in_bwd[k]), "backward lacks %s in\n%s", in_bwd[k], bwd);
+  const char *top[] = {"\"pass\": \"both\"", "\"tiles_bwd\": \"tiles_bwd.npy\"",
+                       "\"tile_bytes_bwd\": \"tile_bytes_bwd.npy\"", "\"tile_cycles_bwd\": null",
+                       "\"pass\": \"fwd\""};
+  for (size_t k = 0; k < sizeof top / sizeof top[0]; k++)
+    cr_assert(strstr(summary, top[k]), "missing %s", top[k]);
+  cr_assert(strstr(summary, "\"pass\": \"fwd\"") < bwd, "the top-level members are the forward's");
+  fm_colmask_destroy(m);
+}
+
+Test(run_cli, forward_only_by_default_and_backward_only_on_request) {
+  char dir[512], path[700], summary[65536];
+  tmpdir(dir, sizeof dir, "run_pass");
+  run_ok("run --family causal --seqlen 512 --cpu --out %s", dir);
+  snprintf(path, sizeof path, "%s/tiles_bwd.npy", dir);
+  cr_assert(!exists(path), "no backward unless asked for");
+  snprintf(path, sizeof path, "%s/summary.json", dir);
+  fmt_slurp(path, summary, sizeof summary);
+  cr_assert(strstr(summary, "\"backward\": null") && strstr(summary, "\"tiles_bwd\": null"), "%s", summary);
+  cr_assert(!strstr(res.out, "backward"), "%s", res.out);
+  run_ok("run --family causal --seqlen 512 --cpu --pass bwd --json --out %s", dir);
+  cr_assert(strstr(res.out, "\"pass\": \"bwd\"") && strstr(res.out, "\"backward\": {"), "%s", res.out);
+  snprintf(path, sizeof path, "%s/tiles_bwd.npy", dir);
+  cr_assert(exists(path));
+  run_ok("run --family causal --seqlen 512 --cpu --pass bwd --out %s", dir);
+  cr_assert(strstr(res.out, "backward    variant skip") && !strstr(res.out, "forward     "), "%s", res.out);
+}
+
+Test(run_cli, pass_errors) {
+  static const struct {
+    const char *args, *want;
+  } bad[] = {
+      {"run --family causal --seqlen 256 --cpu --pass sideways",
+       "--pass: unknown pass 'sideways' (expected fwd, bwd or both)"},
+      {"run --family causal --seqlen 256 --cpu --kernel sm80 --pass both",
+       "--pass both: kernel sm80 has no bwd pass"},
+      {"bench --export-only --pass none", "--pass: unknown pass 'none'"},
+  };
+  char dir[512], a[1024];
+  tmpdir(dir, sizeof dir, "run_pbad");
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    snprintf(a, sizeof a, "%s --out %s", bad[i].args, dir);
+    expect_error(a, 2, bad[i].want, dir);
+  }
+}
+
+/* A scenario with pass: both (and --pass overriding it): backward columns in the index and
+   the report, the backward's tile and model in each kernel record. */
+Test(run_cli, scenario_pass_key_and_override) {
+  char dir[512], path[700], scn[700], text[65536];
+  tmpdir(dir, sizeof dir, "run_scn_pass");
+  snprintf(scn, sizeof scn, "%s.yaml", dir);
+  FILE *f = fopen(scn, "w");
+  fputs("name: passes\nseqlen: 1024\nbatch: 1\nheads: 2\nrun: [analyze, gpu]\nkernel: [sm90, sm80]\n"
+        "pass: both\nmasks:\n  - family: causal\n  - family: document\n", f);
+  fclose(f);
+  run_ok("run %s --cpu --out %s", scn, dir);
+  snprintf(path, sizeof path, "%s/index.csv", dir);
+  fmt_slurp(path, text, sizeof text);
+  cr_assert(strstr(text, ",sm90_time_ms,") && strstr(text, ",sm90_bwd_sparsity,sm90_bwd_time_ms,") &&
+            strstr(text, ",sm80_bwd_tflops,"), "%s", text);
+  snprintf(path, sizeof path, "%s/index.json", dir);
+  fmt_slurp(path, text, sizeof text);
+  cr_assert(strstr(text, "\"pass\": \"both\""), "%s", text);
+  cr_assert(strstr(text, "\"bwd\": {\n          \"br\": 64,\n          \"bc\": 128,"), "%s", text);
+  cr_assert(strstr(text, "\"status\": \"kernel sm80 has no bwd pass\""), "%s", text);
+  /* causal S = 1024 at 64 x 128: rho = 56 / 128 (tests/test_cost.c) */
+  cr_assert(strstr(text, "\"sparsity\": 0.4375"), "%s", text);
+  snprintf(path, sizeof path, "%s/tables/kernels.csv", dir);
+  fmt_slurp(path, text, sizeof text);
+  cr_assert(strstr(text, "sm90 bwd rho") && strstr(text, "sm90 bwd ms"), "%s", text);
+  run_ok("run %s --cpu --pass fwd --out %s", scn, dir);
+  snprintf(path, sizeof path, "%s/index.csv", dir);
+  fmt_slurp(path, text, sizeof text);
+  cr_assert(!strstr(text, "_bwd_"), "no backward columns with --pass fwd:\n%s", text);
+  snprintf(path, sizeof path, "%s/run.json", dir);
+  fmt_slurp(path, text, sizeof text);
+  cr_assert(strstr(text, "\"pass\": \"fwd\""), "%s", text);
+  unlink(scn);
+}
+
+/* bench's kernel table runs both passes by default (the paper reports both); --pass fwd keeps
+   the forward alone. */
+Test(run_cli, bench_table_has_the_backward_by_default) {
+  char dir[512], path[700], text[65536];
+  tmpdir(dir, sizeof dir, "bench_pass");
+  run_ok("bench --export-only --seqlens 512 --tokens 1024 --hidden 256 --families causal --out %s", dir);
+  cr_assert(strstr(res.out, "pass both") && strstr(res.out, "sm90 bwd ms"), "%s", res.out);
+  snprintf(path, sizeof path, "%s/paper-kernel-table/index.json", dir);
+  fmt_slurp(path, text, sizeof text);
+  cr_assert(strstr(text, "\"bwd\": {"), "%s", text);
+  run_ok("bench --export-only --seqlens 512 --tokens 1024 --hidden 256 --families causal --pass fwd "
+         "--out %s", dir);
+  fmt_slurp(path, text, sizeof text);
+  cr_assert(strstr(text, "\"bwd\": null") && !strstr(res.out, "bwd ms"), "%s", text);
+  fmt_run(&res, "bench --help");
+  cr_assert(strstr(res.out, "--pass P") && strstr(res.out, "table both, the sweep fwd"), "%s", res.out);
 }

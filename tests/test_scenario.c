@@ -257,6 +257,7 @@ Test(scenario, gpu_step_keys_and_defaults) {
   cr_assert_eq(s->kernels[0], FM_KERNEL_AUTO);
   cr_assert(s->warmup == 2 && s->reps == 5 && s->noskip_reps == 0 && s->instrument_reps == 0);
   cr_assert(s->cupti == 1 && s->count_bytes == 0 && s->variant == FM_VARIANT_SKIP);
+  cr_assert_eq(s->pass, FM_PASS_FWD, "the forward unless pass: says otherwise");
   cr_assert(s->tokens == 131072 && s->hidden == 4096);
   const char *text = "name: keys\n"
                      "seqlen: 4096\n"
@@ -264,6 +265,7 @@ Test(scenario, gpu_step_keys_and_defaults) {
                      "tokens: 65536\nhidden: 2048\n"
                      "kernel: [sm90, sm80]\n"
                      "variant: noskip\n"
+                     "pass: both\n"
                      "warmup: 1\nreps: 7\nnoskip_reps: 2\ninstrument_reps: 4\n"
                      "count_bytes: true\ncupti: false\n"
                      "figures: [gallery, tiles]\n"
@@ -273,9 +275,10 @@ Test(scenario, gpu_step_keys_and_defaults) {
   cr_assert_eq(s->nkernels, 2);
   cr_assert(s->kernels[0] == FM_KERNEL_SM90 && s->kernels[1] == FM_KERNEL_SM80);
   cr_assert_eq(s->variant, FM_VARIANT_NOSKIP);
+  cr_assert_eq(s->pass, FM_PASS_BOTH);
   cr_assert(s->warmup == 1 && s->reps == 7 && s->noskip_reps == 2 && s->instrument_reps == 4);
   cr_assert(s->count_bytes == 1 && s->cupti == 0);
-  cr_assert(s->nfigures == 2 && !strcmp(s->figures[1], "tiles") && s->figures_line == 15);
+  cr_assert(s->nfigures == 2 && !strcmp(s->figures[1], "tiles") && s->figures_line == 16);
   fm_scn_case *c;
   int n;
   cr_assert_eq(fm_scenario_cases(s, &c, &n, NULL), FM_OK);
@@ -292,6 +295,10 @@ Test(scenario, bad_gpu_step_keys) {
   expect_bad("name: x\nkernel: []\nmasks:\n  - family: causal\n", ":2: key 'kernel': empty list");
   expect_bad("name: x\nvariant: fast\nmasks:\n  - family: causal\n",
              ":2: key 'variant': unknown variant 'fast'");
+  expect_bad("name: x\npass: backward\nmasks:\n  - family: causal\n",
+             ":2: key 'pass': unknown pass 'backward' (expected fwd, bwd or both)");
+  expect_bad("name: x\nmasks:\n  - family: causal\n    pass: bwd\n",
+             ":4: key 'pass': unknown key in a mask entry");
   expect_bad("name: x\nreps: 0\nmasks:\n  - family: causal\n", ":2: key 'reps': 0 is out of range");
   expect_bad("name: x\ncupti: maybe\nmasks:\n  - family: causal\n",
              ":2: key 'cupti': expected true or false");
@@ -571,16 +578,18 @@ Test(scenario, report_leads_with_the_summary_and_says_what_its_numbers_say) {
 }
 
 /* Rewrites the kernel record of a finished case's row as a GPU run would
- * have written it: time = 0.5 ms + 2 ms x (1 - rho at the kernel's tile). */
+ * have written it: forward time = 0.5 ms + 2 ms x (1 - rho at the kernel's
+ * tile). */
 static void fake_gpu_row(const char *row_path) {
   char text[16384], out[16384] = "";
   fmt_slurp(row_path, text, sizeof text);
   double rho = -1;
   for (char *l = strtok(text, "\n"); l; l = strtok(NULL, "\n")) {
     char line[1100];
-    if (!strncmp(l, "k[0].rho\t", 9)) rho = strtod(l + 9, NULL);
-    if (!strncmp(l, "k[0].ms\t", 8)) snprintf(line, sizeof line, "k[0].ms\t%.17g", 0.5 + 2.0 * (1 - rho));
-    else if (!strncmp(l, "k[0].tflops\t", 12)) snprintf(line, sizeof line, "k[0].tflops\t100");
+    if (!strncmp(l, "k[0].p[0].rho\t", 14)) rho = strtod(l + 14, NULL);
+    if (!strncmp(l, "k[0].p[0].ms\t", 13))
+      snprintf(line, sizeof line, "k[0].p[0].ms\t%.17g", 0.5 + 2.0 * (1 - rho));
+    else if (!strncmp(l, "k[0].p[0].tflops\t", 17)) snprintf(line, sizeof line, "k[0].p[0].tflops\t100");
     else if (!strncmp(l, "k[0].status\t", 12)) snprintf(line, sizeof line, "k[0].status\t");
     else if (!strncmp(l, "gpu_ran\t", 8)) snprintf(line, sizeof line, "gpu_ran\t1");
     else snprintf(line, sizeof line, "%s", l);

@@ -535,3 +535,59 @@ Test(viz_cli, view_help_lists_every_key) {
   }
   free(r);
 }
+
+/* The backward's layers: from a run trace with its *_bwd.npy files (classes, cycles at the
+   backward's tile), or classes at the kernel's backward tile from the CPU. */
+Test(viz_cli, backward_layers_from_a_run_trace_and_from_the_cpu) {
+  const char *d = tmpdir("bwd");
+  char trace[600], path[700];
+  snprintf(trace, sizeof trace, "%s/trace", d);
+  fmt_result *r = run("run --family causal_document --seqlen 4096 --pass both --cpu --out %s", trace);
+  cr_assert_eq(r->status, 0, "%s", r->err);
+  free(r);
+  r = run("render %s --layer cycles-bwd -o %s/x.png", trace, d);
+  cr_assert_neq(r->status, 0, "no backward cycles in a CPU trace");
+  cr_assert(strstr(r->err, "tile_cycles_bwd.npy"), "%s", r->err);
+  free(r);
+  /* 64 x 128 backward tiles of S = 4096: 64 x 32; cycles grow along the key tiles */
+  static int64_t cycles[64 * 32];
+  int64_t shape[4] = {1, 1, 64, 32};
+  for (int i = 0; i < 64 * 32; i++) cycles[i] = 2000 + 40 * (i % 32);
+  snprintf(path, sizeof path, "%s/tile_cycles_bwd.npy", trace);
+  cr_assert_eq(fm_npy_save(path, FM_DT_I64, 4, shape, cycles, NULL), FM_OK);
+  r = run("render %s --layer cycles-bwd --size 900x600 -o %s/c.png", trace, d);
+  cr_assert_eq(r->status, 0, "%s", r->err);
+  free(r);
+  snprintf(path, sizeof path, "%s/c.png", d);
+  cairo_surface_t *img = cairo_image_surface_create_from_png(path);
+  cr_assert_eq(cairo_surface_status(img), CAIRO_STATUS_SUCCESS);
+  int w = cairo_image_surface_get_width(img), h = cairo_image_surface_get_height(img), yellow = 0;
+  const unsigned char *px = cairo_image_surface_get_data(img);
+  for (int y = 0; y < h; y++)
+    for (int x = 0; x < w * 66 / 100; x++) { /* the plot, not the panel: the last key tiles are the brightest */
+      uint32_t p = ((const uint32_t *)(px + (size_t)y * cairo_image_surface_get_stride(img)))[x] & 0xFFFFFF;
+      uint32_t q = viz_viridis(1);
+      int near = 1;
+      for (int c = 0; c < 24; c += 8) near &= abs((int)((p >> c) & 255) - (int)((q >> c) & 255)) <= 8;
+      yellow += near;
+    }
+  cr_assert_gt(yellow, 0, "no tile at the top of the cycles scale");
+  cairo_surface_destroy(img);
+  r = run("render %s --layer cycles-bwd --bc 64 -o %s/x.png", trace, d);
+  cr_assert_neq(r->status, 0, "backward cycles at another tile size were accepted");
+  cr_assert(strstr(r->err, "64 x 128"), "%s", r->err);
+  free(r);
+  r = run("render %s --layer tiles-bwd -o %s/t.png", trace, d);
+  cr_assert_eq(r->status, 0, "%s", r->err);
+  free(r);
+  r = run("render --family causal --seqlen 2048 --layer both-bwd -o %s/f.png", d);
+  cr_assert_eq(r->status, 0, "the CPU's classes at the backward tile: %s", r->err);
+  free(r);
+  r = run("render --family causal --layer mask-bwd -o %s/m.png", d);
+  cr_assert_neq(r->status, 0);
+  cr_assert(strstr(r->err, "cycles-bwd"), "the message names the -bwd layers: %s", r->err);
+  free(r);
+  r = run("view %s --layer bytes-bwd --bench-frames 10", trace);
+  cr_assert_eq(r->status, 0, "%s", r->err);
+  free(r);
+}

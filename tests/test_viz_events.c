@@ -2,7 +2,8 @@
  * zoom keeps the token under the cursor, zoom stops at single tokens and at
  * the whole mask, drag pans by exactly what the mouse moved, the view never
  * leaves the mask, every key does what --help says, and a pan or zoom never
- * reclassifies (only Br/Bc/S/family changes do). */
+ * reclassifies (only Br/Bc/S/family changes do); the backward key moves to
+ * the backward's tile and back. */
 #include "fm_test_util.h" /* first: it sets _POSIX_C_SOURCE */
 
 #include <criterion/criterion.h>
@@ -484,4 +485,34 @@ Test(viz_events, hover_finds_the_marked_column_inside_a_pixel) {
   cr_assert(strstr(text, "column 1000: 3 masked runs, no interval form holds it\n"), "%s", text);
   cr_assert(strstr(text, "[0, 1000) [2048, 2304) [3072, 3200)\n"), "%s", text);
   viz_scene_destroy(sc);
+}
+
+Test(viz_events, backward_key_moves_to_the_backward_tile_and_back) {
+  viz_state s = state_for(8192);
+  s.br = 128, s.bc = 64;
+  s.facts.bwd_br = 64, s.facts.bwd_bc = 128;
+  unsigned layers = s.layers;
+  cr_assert(key(&s, 'b') & VIZ_DO_SYNC, "the tile changes: a sync");
+  cr_assert(s.layers & VIZ_LAYER_BACKWARD);
+  cr_assert(s.br == 64 && s.bc == 128, "the backward's tile: %d x %d", s.br, s.bc);
+  cr_assert(strstr(s.status, "backward: tiles 64 x 128") && strstr(s.status, "CPU"), "%s", s.status);
+  key(&s, 'r'); /* r and c still move the tile */
+  cr_assert_eq(s.br, 128);
+  cr_assert(key(&s, 'b') & VIZ_DO_SYNC);
+  cr_assert_eq(s.layers, layers);
+  cr_assert(s.br == 128 && s.bc == 64, "the forward's tile back: %d x %d", s.br, s.bc);
+  s.facts.bwd_from_trace = 1;
+  key(&s, 'b');
+  cr_assert(strstr(s.status, "trace"), "%s", s.status);
+  key(&s, 'b');
+  /* no backward tile (a head dim the registry lacks): nothing changes, the status says why */
+  s.facts.bwd_br = s.facts.bwd_bc = 0;
+  cr_assert_eq(key(&s, 'b') & VIZ_DO_SYNC, 0);
+  cr_assert_eq(s.layers, layers);
+  cr_assert(s.br == 128 && s.bc == 64);
+  cr_assert(strstr(s.status, "no backward tile"), "%s", s.status);
+  int n, found = 0;
+  const viz_key_help *h = viz_key_help_table(&n);
+  for (int i = 0; i < n; i++) found |= !strcmp(h[i].keys, "b") && strstr(h[i].action, "backward");
+  cr_assert(found, "the key list has b");
 }

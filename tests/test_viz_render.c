@@ -457,17 +457,24 @@ static void write_cycles_trace(const char *dir) {
   cr_assert_eq(fm_npy_save(path, FM_DT_I64, 4, shape, cycles, NULL), FM_OK);
 }
 
+/* A fresh state of w x h with the scene of the trace in dir. */
+static viz_scene *trace_scene(const char *dir, viz_state *s, int w, int h) {
+  viz_state_init(s, w, h);
+  viz_scene_opts o = {0};
+  o.path = dir;
+  viz_scene *sc = NULL;
+  fm_err err;
+  cr_assert_eq(viz_scene_create(&o, s, &sc, &err), FM_OK, "%s", err.msg);
+  return sc;
+}
+
 Test(viz_render, reference_image_of_the_cycles_overlay) {
   char dir[512];
   snprintf(dir, sizeof dir, "%s/viz_render_trace", FM_TEST_TMP_DIR);
   write_cycles_trace(dir);
   viz_state s;
-  viz_state_init(&s, 480, 320);
-  viz_scene_opts o = {0};
-  o.path = dir;
-  viz_scene *sc = NULL;
+  viz_scene *sc = trace_scene(dir, &s, 480, 320);
   fm_err err;
-  cr_assert_eq(viz_scene_create(&o, &s, &sc, &err), FM_OK, "%s", err.msg);
   cr_assert(s.br == 128 && s.bc == 128, "a trace brings its tile size");
   set_layer(&s, "cycles");
   s.text = 0;
@@ -685,4 +692,91 @@ Test(viz_render, a_gallery_of_traces_fits_one_paper_column) {
     }
   cr_assert_eq(seen, 15, "panel titles drawn: %x", seen);
   ink_check(k, "a gallery of four traces", 10);
+}
+
+/* The backward's tile map in the scene: a run trace's own record (tiles_bwd.npy and its
+   cycles) at its tile, the forward's back when the layer goes off, and for a family the
+   CPU's classes at the kernel's backward tile. */
+Test(viz_render, backward_tile_map_from_a_trace_and_from_the_cpu) {
+  char dir[512], args[1024], path[700];
+  snprintf(dir, sizeof dir, "%s/viz_render_bwd", FM_TEST_TMP_DIR);
+  snprintf(args, sizeof args, "run --family causal_document --seqlen 4096 --pass both --cpu --out %s", dir);
+  fmt_result *r = malloc(sizeof *r);
+  fmt_run(r, args);
+  cr_assert_eq(r->status, 0, "fmsim run: %s", r->err);
+  free(r);
+  static int64_t cycles[64 * 32];
+  int64_t shape[4] = {1, 1, 64, 32};
+  for (int rt = 0; rt < 64; rt++)
+    for (int ct = 0; ct < 32; ct++) cycles[rt * 32 + ct] = 3000 + rt + 7 * ct;
+  snprintf(path, sizeof path, "%s/tile_cycles_bwd.npy", dir);
+  cr_assert_eq(fm_npy_save(path, FM_DT_I64, 4, shape, cycles, NULL), FM_OK);
+  fm_npy_header h;
+  uint8_t *want = NULL;
+  snprintf(path, sizeof path, "%s/tiles_bwd.npy", dir);
+  cr_assert_eq(fm_npy_load(path, &h, (void **)&want, 1 << 20, NULL), FM_OK);
+
+  viz_state s;
+  viz_scene *sc = trace_scene(dir, &s, 900, 600);
+  fm_err err;
+  cr_assert_eq(viz_scene_sync(sc, &s, &err), FM_OK, "%s", err.msg);
+  cr_assert(s.br == 128 && s.bc == 128 && s.facts.bwd_from_trace, "forward first; a backward there");
+  cr_assert(s.facts.bwd_br == 64 && s.facts.bwd_bc == 128);
+  fm_tile_counts fwd = sc->counts;
+  cr_assert(viz_toggle_backward(&s) & VIZ_DO_SYNC);
+  s.overlay = VIZ_OVERLAY_CYCLES;
+  cr_assert_eq(viz_scene_sync(sc, &s, &err), FM_OK, "%s", err.msg);
+  cr_assert(sc->classes_from_trace && sc->pass == VIZ_BWD && sc->tr == 64 && sc->tc == 32);
+  cr_assert(s.facts.has_cycles && s.overlay == VIZ_OVERLAY_CYCLES, "%s", s.status);
+  int64_t masked = 0;
+  for (int i = 0; i < 64 * 32; i++) {
+    int cm, ce;
+    viz_scene_tile_class(sc, i / 32, i % 32, &cm, &ce);
+    cr_assert_eq(cm, want[i], "tile %d: the trace's backward class", i);
+    masked += want[i] == FM_TILE_MASKED;
+  }
+  cr_assert_eq(sc->counts.minmax[FM_TILE_MASKED], masked);
+  double brightest = 0;
+  for (int i = 0; i < 64 * 32; i++)
+    if (want[i] != FM_TILE_MASKED && cycles[i] > brightest) brightest = (double)cycles[i];
+  cr_assert_float_eq(sc->cycles_max, brightest, 0.5, "the brightest visited backward tile");
+  s.text = 0;
+  cairo_surface_t *bwd = cairo_image_surface_create(CAIRO_FORMAT_ARGB32, 900, 600);
+  cairo_t *cr = cairo_create(bwd);
+  viz_draw(cr, &s, 900, 600);
+  cairo_destroy(cr);
+  /* off again: the forward's tile, classes and counts */
+  viz_toggle_backward(&s);
+  cr_assert_eq(viz_scene_sync(sc, &s, &err), FM_OK, "%s", err.msg);
+  cr_assert(s.br == 128 && s.bc == 128 && sc->pass == VIZ_FWD);
+  cr_assert_eq(memcmp(&sc->counts, &fwd, sizeof fwd), 0);
+  cr_assert_eq(s.overlay, VIZ_OVERLAY_NONE, "no forward cycles in this trace");
+  cairo_surface_t *fw = cairo_image_surface_create(CAIRO_FORMAT_ARGB32, 900, 600);
+  cr = cairo_create(fw);
+  viz_draw(cr, &s, 900, 600);
+  cairo_destroy(cr);
+  cairo_surface_flush(bwd), cairo_surface_flush(fw);
+  cr_assert_neq(memcmp(cairo_image_surface_get_data(bwd), cairo_image_surface_get_data(fw),
+                       (size_t)cairo_image_surface_get_stride(fw) * 600), 0);
+  cairo_surface_destroy(bwd);
+  cairo_surface_destroy(fw);
+  viz_scene_destroy(sc);
+  free(want);
+
+  /* a family: the kernel's backward tile (sm90 at D = 128), the CPU's classes there */
+  viz_state_init(&s, 900, 600);
+  viz_scene_opts fo = {.head_dim = 128};
+  cr_assert_eq(viz_scene_create(&fo, &s, &sc, &err), FM_OK, "%s", err.msg);
+  s.seqlen = 4096;
+  cr_assert_eq(viz_scene_sync(sc, &s, &err), FM_OK, "%s", err.msg);
+  cr_assert(!s.facts.bwd_from_trace && s.facts.bwd_br == 64 && s.facts.bwd_bc == 128);
+  viz_toggle_backward(&s);
+  cr_assert_eq(viz_scene_sync(sc, &s, &err), FM_OK, "%s", err.msg);
+  fm_tile_counts counts;
+  cr_assert_eq(fm_classify(viz_scene_mask(sc), 64, 128, &counts, NULL, NULL, NULL), FM_OK);
+  cr_assert(!sc->classes_from_trace && sc->pass == VIZ_BWD);
+  cr_assert_eq(memcmp(sc->counts.minmax, counts.minmax, sizeof counts.minmax), 0);
+  cr_assert_eq(sc->bytes_max, (double)viz_tile_model_bytes(FM_TILE_PARTIAL, 64, 128, 128, FM_PASS_BWD),
+               "the bytes overlay's scale is the backward's model");
+  viz_scene_destroy(sc);
 }

@@ -27,6 +27,7 @@
 #include <stdint.h>
 
 #include "fm_colmask.h"
+#include "fm_kernels.h"
 #include "fm_status.h"
 #include "fm_tiles.h"
 
@@ -41,6 +42,9 @@ enum {
   VIZ_LAYER_GRID = 1u << 2,  /* tile grid lines when tiles are large enough to see */
   VIZ_LAYER_HATCH = 1u << 3, /* hatch tiles where the min/max rule and the exact class differ */
   VIZ_LAYER_PANEL = 1u << 4, /* side panel: legend, live numbers, hover details */
+  VIZ_LAYER_BACKWARD = 1u << 5, /* tiles and overlays of the backward pass: the backward's
+                                   tile, a trace's *_bwd.npy (classes, cycles) or the CPU's
+                                   classes there, the backward's modelled bytes */
   VIZ_LAYER_DEFAULT = VIZ_LAYER_MASK | VIZ_LAYER_TILES | VIZ_LAYER_GRID | VIZ_LAYER_HATCH |
                       VIZ_LAYER_PANEL
 };
@@ -66,7 +70,9 @@ typedef struct viz_facts {
   int nsamples;          /* document samples for the current S (0: documents are drawn) */
   int32_t npairs;        /* (batch, head) pairs: B * H */
   int has_cycles;        /* the cycles overlay is available at the current Br x Bc */
-  int32_t file_br, file_bc; /* tile size of the trace's arrays (0 without a trace) */
+  int32_t file_br, file_bc; /* tile size of the trace's arrays of the shown pass (0 without) */
+  int32_t bwd_br, bwd_bc;   /* the backward's tile: the trace's, else the kernel's (registry) */
+  int bwd_from_trace;       /* the trace has the backward's arrays (tiles_bwd.npy) */
   int misfit;               /* the mask fits no interval form (a dense file): drawn from its
                                runs, tile classes exact, the columns no form holds marked */
   int64_t misfit_columns;   /* columns of the shown pair that no interval form holds */
@@ -82,6 +88,7 @@ typedef struct viz_state {
   int sample;       /* document sample of S, -1: default / documents drawn */
   uint64_t seed;    /* seed of random draws (documents when S has no sample, eviction) */
   int32_t br, bc;   /* tile rows x key columns; keys move them by powers of two in 16..256 */
+  int32_t fwd_br, fwd_bc; /* the tile to go back to when the backward layer is turned off */
   int32_t pair;     /* (batch, head) pair shown: b * H + h */
   /* how */
   unsigned layers;     /* VIZ_LAYER_* bits */
@@ -155,6 +162,14 @@ enum {
 /* Changes only *s; returns VIZ_DO_* bits. Never fails: an impossible request
  * (S of a file, an overlay without data) leaves a message in s->status. */
 unsigned viz_handle_event(viz_state *s, const viz_event *e);
+
+/* The backward layer on or off (key b, --layer ...-bwd): on, the tile becomes
+ * the backward's (s->facts.bwd_br x bwd_bc: a trace's own, else the kernel's)
+ * and the forward's is kept to come back to; off, the forward's comes back.
+ * The overlays follow the pass (a cycles overlay where the trace has the
+ * pass's cycles). The state must have been synced. Returns VIZ_DO_* bits;
+ * s->status says what. */
+unsigned viz_toggle_backward(viz_state *s);
 
 /* Every key of the viewer, for --help and the in-window key list. */
 typedef struct viz_key_help {
@@ -230,10 +245,12 @@ void viz_scene_tile_class(const viz_scene *sc, int32_t rt, int32_t ct, int *minm
 
 /* Modelled bytes one tile of rows x cols requests from memory, by its
  * min/max class: the project's cost model (fm_cost_tile_bytes, FlashMask skip
- * variant, bf16): 8 int32 bounds for every tile, K and V (cols x D each) for
- * every tile that is not skipped, 4 int32 interval vectors of its columns for
- * partial tiles. */
-int64_t viz_tile_model_bytes(int minmax_class, int32_t rows, int32_t cols, int32_t head_dim);
+ * variant, bf16): 8 int32 bounds for every tile, 4 int32 interval vectors of
+ * its columns for partial tiles, and for a tile that is not skipped K and V
+ * (cols x D each; FM_PASS_FWD) or Q, dO, LSE, D and the fp32 dQ both ways
+ * (rows; FM_PASS_BWD). */
+int64_t viz_tile_model_bytes(int minmax_class, int32_t rows, int32_t cols, int32_t head_dim,
+                             fm_pass pass);
 
 /* ---- drawing ------------------------------------------------------------- */
 

@@ -450,12 +450,15 @@ static void panel_legend(panel_pen *pp, const viz_state *s) {
   char line[320];
   pen_header(pp, "Legend");
   for (int i = 0; i < n; i++) {
+    const char *pass = sc->pass == VIZ_BWD ? "backward " : "";
     if (e[i].hatch != 3) {
       pen_swatch(pp, e[i].fill, e[i].hatch, e[i].text);
     } else if (s->overlay == VIZ_OVERLAY_CYCLES) {
-      pen_colorbar(pp, sc->cycles_max, 0, "GPU cycles per tile (clock64, trace)");
+      snprintf(line, sizeof line, "GPU cycles per %stile (clock64, trace)", pass);
+      pen_colorbar(pp, sc->cycles_max, 0, line);
     } else {
-      snprintf(line, sizeof line, "modelled bytes per tile (fm_cost, skip, bf16, D = %d)", sc->head_dim);
+      snprintf(line, sizeof line, "modelled bytes per %stile (fm_cost, skip, bf16, D = %d)", pass,
+               sc->head_dim);
       pen_colorbar(pp, sc->bytes_max, 1, line);
     }
   }
@@ -468,7 +471,8 @@ static void panel_tiles(panel_pen *pp, const viz_state *s) {
   const fm_tile_counts *k = &sc->counts;
   char a[48], line[320], cells[6][3][64];
   int mm = !sc->misfit, cols = mm ? 3 : 2;
-  snprintf(line, sizeof line, "Tiles %d \xC3\x97 %d: %d \xC3\x97 %d", sc->br, sc->bc, sc->tr, sc->tc);
+  snprintf(line, sizeof line, "%s %d \xC3\x97 %d: %d \xC3\x97 %d",
+           sc->pass == VIZ_BWD ? "Backward tiles" : "Tiles", sc->br, sc->bc, sc->tr, sc->tc);
   pen_header(pp, line);
   snprintf(cells[0][0], 64, "%s", "");
   snprintf(cells[0][1], 64, "%s", mm ? "min/max rule" : "exact");

@@ -72,16 +72,27 @@ fm_status viz_pieces_from_arrays(const uint8_t *classes, const uint8_t *exact, i
 /* Finishes counts (total, sparsity) after the per-set additions. */
 void viz_counts_finish(fm_tile_counts *c);
 
-/* A loaded trace folder (fm_trace.h). */
+/* The tile arrays of one pass of a trace at that pass's tile. */
+typedef struct viz_trace_tiles {
+  int32_t br, bc, tr, tc;
+  int tiles_by_pair;            /* tile arrays are (B*H, Tr, Tc) (run traces), else (sets, Tr, Tc) */
+  uint8_t *tiles, *tiles_exact; /* NULL: the trace has no such pass */
+  int64_t *cycles;              /* (batch, heads, Tr, Tc) or NULL */
+} viz_trace_tiles;
+
+/* The passes of a trace: forward (tiles.npy, tiles_exact.npy, tile_cycles.npy
+ * at summary.json's br x bc) and backward (tiles_bwd.npy, tiles_exact_bwd.npy,
+ * tile_cycles_bwd.npy at "backward" br x bc, run traces with one). */
+enum { VIZ_FWD = 0, VIZ_BWD = 1 };
+
+/* A loaded trace folder (fm_trace.h, fm_run_trace.h). */
 typedef struct viz_trace {
   char family[128], params[512], device[64];
   int64_t seqlen_q, seqlen_k, batch, heads;
   int causal;
-  int32_t br, bc, tr, tc, head_dim;
+  int32_t head_dim;
   int64_t sets;                 /* vector sets of columns.npy */
-  int tiles_by_pair;            /* tile arrays are (B*H, Tr, Tc) (run traces), else (sets, Tr, Tc) */
-  uint8_t *tiles, *tiles_exact;
-  int64_t *cycles;              /* (batch, heads, Tr, Tc) or NULL */
+  viz_trace_tiles pass[2];      /* VIZ_FWD, VIZ_BWD */
 } viz_trace;
 void viz_trace_free(viz_trace *t);
 
@@ -162,8 +173,9 @@ struct viz_scene {
   int64_t bad_total;     /* misfit: such columns over every pair */
   int runs_valid;
 
-  /* classification at br x bc */
+  /* classification at br x bc, of one pass (VIZ_FWD, VIZ_BWD: VIZ_LAYER_BACKWARD) */
   int32_t br, bc, tr, tc;
+  int pass;
   int classes_valid;
   int classes_from_trace;
   fm_tile_bounds *bounds; /* (Tc,) of the shown set */

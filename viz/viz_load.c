@@ -1,6 +1,8 @@
 /* viz_load.c — what `fmsim view` and `fmsim render` can open: a trace folder
  * (fm_trace.h: summary.json read with jansson, tiles.npy, tiles_exact.npy,
- * columns.npy, optional tile_cycles.npy), a dense mask .npy (any dtype of
+ * columns.npy, optional tile_cycles.npy; a run trace's backward, when its
+ * summary has one, in tiles_bwd.npy, tiles_exact_bwd.npy and optional
+ * tile_cycles_bwd.npy at its own tile), a dense mask .npy (any dtype of
  * fm_dense.h, [Sq, Sk], [H, Sq, Sk] or [B, H, Sq, Sk], streamed one row at a
  * time: converted once to intervals, or, when no interval form holds it,
  * kept as every masked run of every column so that it is drawn exactly) or
@@ -25,9 +27,11 @@
 #include "viz_internal.h"
 
 void viz_trace_free(viz_trace *t) {
-  free(t->tiles);
-  free(t->tiles_exact);
-  free(t->cycles);
+  for (int p = 0; p < 2; p++) {
+    free(t->pass[p].tiles);
+    free(t->pass[p].tiles_exact);
+    free(t->pass[p].cycles);
+  }
   memset(t, 0, sizeof *t);
 }
 
@@ -99,22 +103,22 @@ static void json_str(json_t *root, const char *key, char *buf, size_t cap) {
   snprintf(buf, cap, "%s", json_is_string(v) ? json_string_value(v) : "");
 }
 
-/* Loads a uint8 tile array, [sets, Tr, Tc] (analysis traces) or
+/* Loads a uint8 tile array of pass tt, [sets, Tr, Tc] (analysis traces) or
  * [B, H, Tr, Tc] (run traces), with values 0..2; *by_pair says which. */
-static fm_status load_tiles(const char *path, const viz_trace *t, uint8_t **out, int *by_pair,
-                            fm_err *err) {
+static fm_status load_tiles(const char *path, const viz_trace *t, const viz_trace_tiles *tt,
+                            uint8_t **out, int *by_pair, fm_err *err) {
   fm_npy_header h;
   void *data = NULL;
   fm_status st = fm_npy_load(path, &h, &data, FM_MAX_ALLOC_BYTES, err);
   if (st != FM_OK) return st;
-  int sets_shape = h.ndim == 3 && h.shape[0] == t->sets && h.shape[1] == t->tr && h.shape[2] == t->tc;
+  int sets_shape = h.ndim == 3 && h.shape[0] == t->sets && h.shape[1] == tt->tr && h.shape[2] == tt->tc;
   int pair_shape = h.ndim == 4 && h.shape[0] == t->batch && h.shape[1] == t->heads &&
-                   h.shape[2] == t->tr && h.shape[3] == t->tc;
+                   h.shape[2] == tt->tr && h.shape[3] == tt->tc;
   if (h.dtype != FM_DT_U8 || (!sets_shape && !pair_shape)) {
     free(data);
     return fm_fail(err, FM_EFORMAT,
                    "%s: expected uint8 [sets=%lld, Tr=%d, Tc=%d] or [B=%lld, H=%lld, Tr, Tc], got %s "
-                   "with %d dimensions", path, (long long)t->sets, t->tr, t->tc, (long long)t->batch,
+                   "with %d dimensions", path, (long long)t->sets, tt->tr, tt->tc, (long long)t->batch,
                    (long long)t->heads, fm_dtype_descr(h.dtype), h.ndim);
   }
   const uint8_t *c = data;
@@ -128,6 +132,64 @@ static fm_status load_tiles(const char *path, const viz_trace *t, uint8_t **out,
   *out = data;
   *by_pair = pair_shape && !sets_shape;
   return FM_OK;
+}
+
+/* The optional cycles of pass tt: int64 [B, H, Tr, Tc], none negative. */
+static fm_status load_cycles(const char *path, const viz_trace *t, viz_trace_tiles *tt, fm_err *err) {
+  struct stat sb;
+  fm_npy_header h;
+  void *data = NULL;
+  if (stat(path, &sb) != 0) return FM_OK;
+  fm_status st = fm_npy_load(path, &h, &data, FM_MAX_ALLOC_BYTES, err);
+  if (st != FM_OK) return st;
+  if (h.dtype != FM_DT_I64 || h.ndim != 4 || h.shape[0] != t->batch || h.shape[1] != t->heads ||
+      h.shape[2] != tt->tr || h.shape[3] != tt->tc) {
+    free(data);
+    return fm_fail(err, FM_EFORMAT, "%s: expected int64 [B=%lld, H=%lld, Tr=%d, Tc=%d], got %s with %d dimensions",
+                   path, (long long)t->batch, (long long)t->heads, tt->tr, tt->tc,
+                   fm_dtype_descr(h.dtype), h.ndim);
+  }
+  tt->cycles = data;
+  for (int64_t i = 0; i < h.count; i++)
+    if (tt->cycles[i] < 0)
+      return fm_fail(err, FM_ERANGE, "%s: negative cycle count %lld at flat index %lld", path,
+                     (long long)tt->cycles[i], (long long)i);
+  return FM_OK;
+}
+
+/* The arrays of one pass at its tile (br, bc set): tiles, tiles_exact, cycles
+ * (suffix "" or "_bwd"). */
+static fm_status load_pass(const char *dir, const char *suffix, viz_trace *t, viz_trace_tiles *tt,
+                           fm_err *err) {
+  char path[4200];
+  int exact_by_pair = 0;
+  tt->tr = (int32_t)((t->seqlen_q + tt->br - 1) / tt->br);
+  tt->tc = (int32_t)((t->seqlen_k + tt->bc - 1) / tt->bc);
+  snprintf(path, sizeof path, "%s/tiles%s.npy", dir, suffix);
+  fm_status st = load_tiles(path, t, tt, &tt->tiles, &tt->tiles_by_pair, err);
+  if (st == FM_OK) {
+    snprintf(path, sizeof path, "%s/tiles_exact%s.npy", dir, suffix);
+    st = load_tiles(path, t, tt, &tt->tiles_exact, &exact_by_pair, err);
+  }
+  if (st == FM_OK && exact_by_pair != tt->tiles_by_pair)
+    st = fm_fail(err, FM_EFORMAT, "%s/tiles%s.npy and tiles_exact%s.npy have different shapes", dir,
+                 suffix, suffix);
+  snprintf(path, sizeof path, "%s/tile_cycles%s.npy", dir, suffix);
+  if (st == FM_OK) st = load_cycles(path, t, tt, err);
+  return st;
+}
+
+/* The backward's tile from summary.json's "backward" object (0 x 0 when the
+ * trace has none: null or absent). */
+static fm_status backward_tile(json_t *root, const char *path, viz_trace_tiles *tt, fm_err *err) {
+  json_t *b = json_object_get(root, "backward");
+  int64_t br = 0, bc = 0;
+  if (!json_is_object(b)) return FM_OK;
+  fm_status st = json_int(b, path, "br", 1, 65536, &br, 1, err);
+  if (st == FM_OK) st = json_int(b, path, "bc", 1, 65536, &bc, 1, err);
+  tt->br = (int32_t)br;
+  tt->bc = (int32_t)bc;
+  return st;
 }
 #endif
 
@@ -174,6 +236,7 @@ fm_status viz_load_trace(const char *dir, viz_trace *t, fm_colmask **mask, fm_er
     if (!json_is_boolean(c)) st = fm_fail(err, FM_EFORMAT, "%s: \"causal\" must be true or false", path);
     else causal = json_is_true(c);
   }
+  if (st == FM_OK) st = backward_tile(root, path, &t->pass[VIZ_BWD], err);
   if (st == FM_OK) {
     json_str(root, "family", t->family, sizeof t->family);
     json_str(root, "params", t->params, sizeof t->params);
@@ -184,11 +247,9 @@ fm_status viz_load_trace(const char *dir, viz_trace *t, fm_colmask **mask, fm_er
   t->seqlen_q = sq;
   t->seqlen_k = sk;
   t->causal = (int)causal;
-  t->br = (int32_t)br;
-  t->bc = (int32_t)bc;
+  t->pass[VIZ_FWD].br = (int32_t)br;
+  t->pass[VIZ_FWD].bc = (int32_t)bc;
   t->head_dim = (int32_t)hd;
-  t->tr = (int32_t)((sq + br - 1) / br);
-  t->tc = (int32_t)((sk + bc - 1) / bc);
 
   /* columns.npy: int32 [nb, nh, Sk, 4], read by the one interval loader */
   snprintf(path, sizeof path, "%s/columns.npy", dir);
@@ -206,37 +267,8 @@ fm_status viz_load_trace(const char *dir, viz_trace *t, fm_colmask **mask, fm_er
   }
   t->sets = nb * nh;
 
-  snprintf(path, sizeof path, "%s/tiles.npy", dir);
-  int exact_by_pair = 0;
-  st = load_tiles(path, t, &t->tiles, &t->tiles_by_pair, err);
-  if (st == FM_OK) {
-    snprintf(path, sizeof path, "%s/tiles_exact.npy", dir);
-    st = load_tiles(path, t, &t->tiles_exact, &exact_by_pair, err);
-  }
-  if (st == FM_OK && exact_by_pair != t->tiles_by_pair)
-    st = fm_fail(err, FM_EFORMAT, "%s/tiles.npy and tiles_exact.npy have different shapes", dir);
-  if (st == FM_OK) {
-    snprintf(path, sizeof path, "%s/tile_cycles.npy", dir);
-    struct stat sb;
-    fm_npy_header h;
-    void *data = NULL;
-    if (stat(path, &sb) == 0) {
-      st = fm_npy_load(path, &h, &data, FM_MAX_ALLOC_BYTES, err);
-      if (st == FM_OK && (h.dtype != FM_DT_I64 || h.ndim != 4 || h.shape[0] != t->batch ||
-                          h.shape[1] != t->heads || h.shape[2] != t->tr || h.shape[3] != t->tc)) {
-        free(data);
-        st = fm_fail(err, FM_EFORMAT, "%s: expected int64 [B=%lld, H=%lld, Tr=%d, Tc=%d], got %s with %d dimensions",
-                     path, (long long)t->batch, (long long)t->heads, t->tr, t->tc,
-                     fm_dtype_descr(h.dtype), h.ndim);
-      } else if (st == FM_OK) {
-        t->cycles = data;
-        for (int64_t i = 0; i < h.count && st == FM_OK; i++)
-          if (t->cycles[i] < 0)
-            st = fm_fail(err, FM_ERANGE, "%s: negative cycle count %lld at flat index %lld", path,
-                         (long long)t->cycles[i], (long long)i);
-      }
-    }
-  }
+  st = load_pass(dir, "", t, &t->pass[VIZ_FWD], err);
+  if (st == FM_OK && t->pass[VIZ_BWD].br > 0) st = load_pass(dir, "_bwd", t, &t->pass[VIZ_BWD], err);
   if (st != FM_OK) {
     fm_colmask_destroy(m);
     viz_trace_free(t);

@@ -250,10 +250,12 @@ static int bounds_lines(const viz_state *s, viz_hover h, int cm, int32_t r1, int
   if (fm_colmask_causal(m))
     LINE("causal: rows [0, %d) masked", fm_causal_limit(h.j, fm_colmask_sq(m), fm_colmask_sk(m)));
   if (sc->cycles_valid) {
-    viz_format_count(sc->trace.cycles[((int64_t)s->pair * sc->tr + h.rt) * sc->tc + h.ct], a, sizeof a);
+    viz_format_count(sc->trace.pass[sc->pass].cycles[((int64_t)s->pair * sc->tr + h.rt) * sc->tc + h.ct],
+                     a, sizeof a);
     LINE("GPU cycles: %s", a);
   }
-  viz_format_bytes((double)viz_tile_model_bytes(cm, r1 - h.rt * sc->br, k1 - h.ct * sc->bc, sc->head_dim),
+  viz_format_bytes((double)viz_tile_model_bytes(cm, r1 - h.rt * sc->br, k1 - h.ct * sc->bc, sc->head_dim,
+                                                sc->pass == VIZ_BWD ? FM_PASS_BWD : FM_PASS_FWD),
                    a, sizeof a);
   LINE("modelled bytes: %s", a);
 #undef LINE

@@ -265,7 +265,9 @@ void viz_counts_finish(fm_tile_counts *c) {
   c->sparsity_exact = c->total ? (double)c->exact[FM_TILE_MASKED] / (double)c->total : 0;
 }
 
-int64_t viz_tile_model_bytes(int minmax_class, int32_t rows, int32_t cols, int32_t head_dim) {
-  fm_cost_shape shape = {1, 1, head_dim, rows, cols, 2, FM_VARIANT_SKIP};
+int64_t viz_tile_model_bytes(int minmax_class, int32_t rows, int32_t cols, int32_t head_dim,
+                             fm_pass pass) {
+  fm_cost_shape shape = {.batch = 1, .heads = 1, .head_dim = head_dim, .br = rows, .bc = cols,
+                        .elem_bytes = 2, .variant = FM_VARIANT_SKIP, .pass = pass};
   return fm_cost_tile_bytes(&shape, minmax_class, rows, cols);
 }

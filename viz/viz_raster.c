@@ -294,7 +294,8 @@ const uint32_t *viz_raster_render(viz_scene *sc, const viz_state *s, int rw, int
           }
           if (k.overlay == VIZ_OVERLAY_BYTES && pc->minmax != FM_TILE_MASKED)
             add_run(&col, CH_V, r0, r1,
-                    w * (double)viz_tile_model_bytes(pc->minmax, br, bc_real, sc->head_dim));
+                    w * (double)viz_tile_model_bytes(pc->minmax, br, bc_real, sc->head_dim,
+                                                     sc->pass == VIZ_BWD ? FM_PASS_BWD : FM_PASS_FWD));
         }
       }
       if (k.overlay == VIZ_OVERLAY_CYCLES && sc->cycles_valid) {

@@ -61,8 +61,8 @@ fm_status viz_scene_create(const viz_scene_opts *o, viz_state *s, viz_scene **ou
       snprintf(sc->file_label, sizeof sc->file_label, "%.*s", (int)n, b);
     s->use_family = 0;
     if (sc->has_trace) {
-      s->br = sc->trace.br;
-      s->bc = sc->trace.bc;
+      s->br = sc->trace.pass[VIZ_FWD].br;
+      s->bc = sc->trace.pass[VIZ_FWD].bc;
     }
   } else {
     s->use_family = 1;
@@ -247,7 +247,8 @@ static fm_status classify_misfit(viz_scene *sc, fm_tile_counts *counts, fm_err *
   return st;
 }
 
-static fm_status classify(viz_scene *sc, int from_trace, int counts_needed, fm_err *err) {
+/* tt: the trace's arrays of the shown pass at this tile, NULL: classify the mask here. */
+static fm_status classify(viz_scene *sc, const viz_trace_tiles *tt, int counts_needed, fm_err *err) {
   const fm_colmask *m = sc->mask;
   int32_t sq = fm_colmask_sq(m), sk = fm_colmask_sk(m), nsets = fm_colmask_nsets(m);
   sc->tr = (int32_t)(((int64_t)sq + sc->br - 1) / sc->br);
@@ -258,16 +259,17 @@ static fm_status classify(viz_scene *sc, int from_trace, int counts_needed, fm_e
   fm_status st;
   fm_tile_counts counts;
   memset(&counts, 0, sizeof counts);
-  if (from_trace) {
+  if (tt) {
     const viz_trace *t = &sc->trace;
-    int64_t per_set = (int64_t)t->tr * t->tc;
-    int64_t slice = t->tiles_by_pair ? sc->pair : sc->set, slices = t->tiles_by_pair ? t->batch * t->heads : t->sets;
+    int64_t per_set = (int64_t)tt->tr * tt->tc;
+    int64_t slice = tt->tiles_by_pair ? sc->pair : sc->set;
+    int64_t slices = tt->tiles_by_pair ? t->batch * t->heads : t->sets;
     fm_tile_bounds_compute(m, sc->set, sc->bc, sc->bounds);
-    st = viz_pieces_from_arrays(t->tiles + per_set * slice, t->tiles_exact + per_set * slice,
-                                t->tr, t->tc, &sc->pieces, err);
+    st = viz_pieces_from_arrays(tt->tiles + per_set * slice, tt->tiles_exact + per_set * slice,
+                                tt->tr, tt->tc, &sc->pieces, err);
     if (st == FM_OK && counts_needed) {
       for (int64_t i = 0; i < per_set * slices; i++) {
-        int cm = t->tiles[i], ce = t->tiles_exact[i];
+        int cm = tt->tiles[i], ce = tt->tiles_exact[i];
         counts.minmax[cm]++;
         counts.exact[ce]++;
         counts.partial_but_masked += cm == FM_TILE_PARTIAL && ce == FM_TILE_MASKED;
@@ -298,22 +300,24 @@ static fm_status classify(viz_scene *sc, int from_trace, int counts_needed, fm_e
   }
   fm_mask_bytes_compute(sq, sk, nsets, sc->form, sc->bc, &sc->bytes);
   sc->bytes_max = (double)viz_tile_model_bytes(FM_TILE_PARTIAL, sc->br < sq ? sc->br : sq,
-                                               sc->bc < sk ? sc->bc : sk, sc->head_dim);
+                                               sc->bc < sk ? sc->bc : sk, sc->head_dim,
+                                               sc->pass == VIZ_BWD ? FM_PASS_BWD : FM_PASS_FWD);
   sc->classes_valid = 1;
-  sc->classes_from_trace = from_trace;
+  sc->classes_from_trace = tt != NULL;
   return FM_OK;
 }
 
-/* Row prefix sums of cycles x tile width over key tiles, skipped tiles 0. */
+/* Row prefix sums of cycles x tile width over key tiles, skipped tiles 0, of
+ * the shown pass. */
 static fm_status build_cycles(viz_scene *sc, int32_t pair, fm_err *err) {
-  const viz_trace *t = &sc->trace;
+  const viz_trace_tiles *t = &sc->trace.pass[sc->pass];
   int64_t n = (int64_t)t->tr * (t->tc + 1);
   free(sc->cycles_rowsum);
   sc->cycles_rowsum = malloc(sizeof(double) * (size_t)n);
   if (!sc->cycles_rowsum) return fm_fail(err, FM_ENOMEM, "cannot allocate the cycles overlay");
   const int64_t *cyc = t->cycles + (int64_t)pair * t->tr * t->tc;
   const uint8_t *cls = t->tiles + (int64_t)(t->tiles_by_pair ? pair : sc->set) * t->tr * t->tc;
-  int32_t sk = (int32_t)t->seqlen_k;
+  int32_t sk = (int32_t)sc->trace.seqlen_k;
   sc->cycles_max = 0;
   for (int32_t rt = 0; rt < t->tr; rt++) {
     double *row = sc->cycles_rowsum + (int64_t)rt * (t->tc + 1);
@@ -328,6 +332,34 @@ static fm_status build_cycles(viz_scene *sc, int32_t pair, fm_err *err) {
   }
   sc->cycles_valid = 1;
   return FM_OK;
+}
+
+/* D of the modelled bytes: the option's, else the trace's, else 128. */
+static int32_t scene_head_dim(const viz_scene *sc) {
+  if (sc->opts.head_dim > 0) return sc->opts.head_dim;
+  return sc->has_trace && sc->trace.head_dim > 0 ? sc->trace.head_dim : 128;
+}
+
+/* The backward's tile into s->facts: a trace's own when it has the backward's
+ * arrays, else the tile of the kernel a run without a GPU uses (the registry,
+ * docs/DESIGN.md "Kernels") at the scene's head dim, its classes from the CPU. */
+static void backward_tile(const viz_scene *sc, viz_state *s) {
+  const viz_trace_tiles *b = sc->has_trace && !s->use_family ? &sc->trace.pass[VIZ_BWD] : NULL;
+  s->facts.bwd_from_trace = b && b->tiles;
+  if (s->facts.bwd_from_trace) {
+    s->facts.bwd_br = b->br;
+    s->facts.bwd_bc = b->bc;
+    return;
+  }
+  fm_kernel_id id;
+  const fm_kernel_desc *d = fm_kernel_auto(-1, -1, &id, NULL) == FM_OK ? fm_kernel_get(id) : NULL;
+  int32_t D = scene_head_dim(sc);
+  s->facts.bwd_br = s->facts.bwd_bc = 0;
+  for (int t = 0; d && t < d->ntiles; t++)
+    if (d->tiles[t].head_dim == D) {
+      s->facts.bwd_br = d->tiles[t].bwd_br;
+      s->facts.bwd_bc = d->tiles[t].bwd_bc;
+    }
 }
 
 fm_status viz_scene_sync(viz_scene *sc, viz_state *s, fm_err *err) {
@@ -405,8 +437,12 @@ fm_status viz_scene_sync(viz_scene *sc, viz_state *s, fm_err *err) {
   s->facts.nsamples = s->use_family && fm_family_at(s->family)->uses_docs
                          ? fm_samples_count(&sc->samples, s->seqlen) : 0;
   s->facts.npairs = (int32_t)(sc->batch * sc->heads);
-  s->facts.file_br = sc->has_trace ? sc->trace.br : 0;
-  s->facts.file_bc = sc->has_trace ? sc->trace.bc : 0;
+  const int bwd = (s->layers & VIZ_LAYER_BACKWARD) != 0;
+  const viz_trace_tiles *tt = sc->has_trace && !s->use_family ? &sc->trace.pass[bwd] : NULL;
+  if (tt && !tt->tiles) tt = NULL; /* the trace has no backward */
+  s->facts.file_br = tt ? tt->br : 0;
+  s->facts.file_bc = tt ? tt->bc : 0;
+  backward_tile(sc, s);
   if (s->facts.sq != old_sq || s->facts.sk != old_sk) viz_view_reset(s);
 
   /* the pair shown and its vector set */
@@ -418,8 +454,8 @@ fm_status viz_scene_sync(viz_scene *sc, viz_state *s, fm_err *err) {
   }
   if (s->pair != sc->pair) {
     sc->pair = s->pair;
-    if (sc->has_trace && sc->trace.tiles_by_pair) sc->classes_valid = 0; /* classes per pair */
-    if (sc->misfit) sc->runs_valid = sc->classes_valid = 0;               /* runs per pair */
+    if (tt && tt->tiles_by_pair) sc->classes_valid = 0; /* classes per pair */
+    if (sc->misfit) sc->runs_valid = sc->classes_valid = 0; /* runs per pair */
     sc->cycles_valid = 0;
     sc->version++;
   }
@@ -437,14 +473,14 @@ fm_status viz_scene_sync(viz_scene *sc, viz_state *s, fm_err *err) {
     s->br = sc->br > 0 ? sc->br : 128;
     s->bc = sc->bc > 0 ? sc->bc : 128;
   }
-  int counts_needed = sc->counts.total == 0 || s->br != sc->br || s->bc != sc->bc;
-  if (!sc->classes_valid || s->br != sc->br || s->bc != sc->bc) {
-    int from_trace = !s->use_family && sc->has_trace && s->br == sc->trace.br && s->bc == sc->trace.bc;
+  int counts_needed = sc->counts.total == 0 || s->br != sc->br || s->bc != sc->bc || bwd != sc->pass;
+  if (!sc->classes_valid || s->br != sc->br || s->bc != sc->bc || bwd != sc->pass) {
+    int from_trace = tt && s->br == tt->br && s->bc == tt->bc;
     sc->br = s->br;
     sc->bc = s->bc;
-    sc->head_dim = sc->opts.head_dim > 0 ? sc->opts.head_dim
-                   : (sc->has_trace && sc->trace.head_dim > 0 ? sc->trace.head_dim : 128);
-    st = classify(sc, from_trace, counts_needed, err);
+    sc->pass = bwd;
+    sc->head_dim = scene_head_dim(sc);
+    st = classify(sc, from_trace ? tt : NULL, counts_needed, err);
     if (st != FM_OK) {
       snprintf(s->status, sizeof s->status, "%s", err->msg);
       return st;
@@ -454,7 +490,7 @@ fm_status viz_scene_sync(viz_scene *sc, viz_state *s, fm_err *err) {
   }
 
   /* overlays */
-  s->facts.has_cycles = sc->classes_from_trace && sc->trace.cycles != NULL;
+  s->facts.has_cycles = sc->classes_from_trace && tt && tt->cycles != NULL;
   if (s->facts.has_cycles && !sc->cycles_valid) {
     st = build_cycles(sc, s->pair, err);
     if (st != FM_OK) return st;
@@ -462,10 +498,14 @@ fm_status viz_scene_sync(viz_scene *sc, viz_state *s, fm_err *err) {
   }
   if (s->overlay == VIZ_OVERLAY_CYCLES && !s->facts.has_cycles) {
     s->overlay = VIZ_OVERLAY_NONE;
-    if (sc->has_trace && sc->trace.cycles)
+    if (tt && tt->cycles)
       snprintf(s->status, sizeof s->status,
-               "the trace's cycles are for its own tile size, Br x Bc = %d x %d", sc->trace.br,
-               sc->trace.bc);
+               "the trace's %scycles are for its own tile size, Br x Bc = %d x %d",
+               bwd ? "backward " : "", tt->br, tt->bc);
+    else if (bwd)
+      snprintf(s->status, sizeof s->status, "%s",
+               "no tile_cycles_bwd.npy: the backward's cycles need the trace of an instrumented "
+               "GPU run with --pass bwd or both");
     else
       snprintf(s->status, sizeof s->status, "%s",
                "no tile_cycles.npy: the cycles overlay needs the trace of a GPU run");

@@ -218,6 +218,7 @@ static const viz_key_help key_table[] = {
     {"g", "tile grid lines on / off"},
     {"x", "hatching where min/max rule and exact class differ, on / off"},
     {"o", "overlay: none, cycles (trace), modelled bytes"},
+    {"b", "backward pass on / off: its tile, classes, cycles and bytes"},
     {"n", "side panel (legend, numbers) on / off"},
     {"+ / -", "zoom in / out at the centre"},
     {"arrows", "pan by a tenth of the view"},
@@ -231,6 +232,30 @@ static const viz_key_help key_table[] = {
 const viz_key_help *viz_key_help_table(int *count) {
   *count = (int)(sizeof key_table / sizeof key_table[0]);
   return key_table;
+}
+
+unsigned viz_toggle_backward(viz_state *s) {
+  if (!(s->layers & VIZ_LAYER_BACKWARD)) {
+    if (s->facts.bwd_br <= 0) {
+      snprintf(s->status, sizeof s->status, "no backward tile for this head dim in the kernel registry");
+      return VIZ_DO_REDRAW;
+    }
+    s->layers |= VIZ_LAYER_BACKWARD;
+    s->fwd_br = s->br;
+    s->fwd_bc = s->bc;
+    s->br = s->facts.bwd_br;
+    s->bc = s->facts.bwd_bc;
+    snprintf(s->status, sizeof s->status, "backward: tiles %d x %d (%s)", s->br, s->bc,
+             s->facts.bwd_from_trace ? "the trace's record" : "the kernel's tile, classes from the CPU");
+  } else {
+    s->layers &= ~(unsigned)VIZ_LAYER_BACKWARD;
+    if (s->fwd_br > 0) {
+      s->br = s->fwd_br;
+      s->bc = s->fwd_bc;
+    }
+    snprintf(s->status, sizeof s->status, "forward: tiles %d x %d", s->br, s->bc);
+  }
+  return VIZ_DO_SYNC | VIZ_DO_REDRAW;
 }
 
 static unsigned handle_key(viz_state *s, int key) {
@@ -284,6 +309,7 @@ static unsigned handle_key(viz_state *s, int key) {
   case 'g': s->layers ^= VIZ_LAYER_GRID; return VIZ_DO_REDRAW;
   case 'x': s->layers ^= VIZ_LAYER_HATCH; return VIZ_DO_REDRAW;
   case 'n': s->layers ^= VIZ_LAYER_PANEL; return VIZ_DO_REDRAW;
+  case 'b': return viz_toggle_backward(s);
   case 'o':
     s->overlay = (viz_overlay)((s->overlay + 1) % VIZ_OVERLAY_COUNT);
     if (s->overlay == VIZ_OVERLAY_CYCLES && !s->facts.has_cycles) {
