@@ -4,6 +4,7 @@
  * any error). */
 #define _POSIX_C_SOURCE 200809L
 #include <getopt.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,36 +18,49 @@
 
 static const char *help =
     "usage: fmsim render [--family NAME [mask options] | TRACE_DIR | MASK.npy | INTERVALS.npy]\n"
-    "                    -o FILE.{png,svg,pdf} [--layer L] [--size WxH] [--dpi N] [view options]\n"
-    "       fmsim render --figure NAME -o FILE [--seqlen S] [--br N --bc N] [--sample K] [--size WxH]\n\n"
+    "                    -o FILE.{png,svg,pdf} [--layer L] [size] [--title TEXT | --no-title]\n"
+    "       fmsim render --figure NAME -o FILE [--seqlen S] [--br N --bc N] [--sample K] [size]\n\n"
     "Draws what `fmsim view` shows into a file: the mask (aggregated per pixel, so any S\n"
     "draws in the same time), the Br x Bc tiles coloured by class (min/max rule), hatching\n"
     "where the exact class differs, axes in tokens, a legend, live numbers and a caption\n"
-    "(family, S, Br x Bc, rho). A trace folder (fmsim analyze --out, GPU runs) adds the\n"
-    "cycles overlay when it holds tile_cycles.npy. The palette is colour-blind safe\n"
-    "(Okabe-Ito; viridis for overlays).\n\n"
+    "(family, S, Br x Bc, rho). A dense mask that fits no interval form is drawn exactly\n"
+    "from its masked runs, with exact tile classes, the columns no form holds marked above\n"
+    "the plot and listed in the side panel. A trace folder (fmsim analyze --out, GPU runs)\n"
+    "adds the cycles overlay when it holds tile_cycles.npy. The palette is colour-blind\n"
+    "safe (Okabe-Ito; viridis for overlays).\n\n"
     "source (one of):\n" CLI_MASK_HELP
     "  TRACE_DIR            a trace folder: summary.json, tiles.npy, tiles_exact.npy, columns.npy\n"
     "                       [, tile_cycles.npy]\n"
     "  MASK.npy             dense mask: bool/int (true = may attend) or float (additive,\n"
-    "                       -inf = masked), [Sq, Sk], [H, Sq, Sk] or [B, H, Sq, Sk]\n"
+    "                       -inf = masked), [Sq, Sk], [H, Sq, Sk] or [B, H, Sq, Sk]; any mask,\n"
+    "                       whether an interval form holds it or not\n"
     "  INTERVALS.npy        int32/int64 [B, H, Sk, k] intervals (Paddle startend_row_indices)\n"
     VIZ_CLI_SOURCE_HELP
     "\noutput:\n"
     "  -o, --output FILE    .png, .svg or .pdf (required)\n"
     "  --layer L            mask | tiles | both (default) | cycles (trace) | bytes (modelled);\n"
     "                       tiles-bwd, both-bwd, cycles-bwd, bytes-bwd: the backward's\n"
-    "  --size WxH           figure size: PNG pixels at 72 dpi, PDF/SVG points, 1..16384\n"
-    "                       (default: the figure's, listed below)\n"
-    "  --dpi N              PNG: pixels per inch (72: one pixel per unit; 144 doubles the pixels);\n"
-    "                       PDF/SVG: resolution of the embedded mask image (default 300)\n"
+    "  --title TEXT         the caption (the figure's title) instead of the default one\n"
+    "  --no-title           no caption: its room goes to the drawing\n"
     "  --keys A:B           show key columns [A, B) only (default: all)\n"
     "  --rows A:B           show query rows [A, B) only (default: all)\n"
     "  --pair N             (batch, head) pair b*H+h of per-head masks (default 0)\n"
-    "  --no-panel           no side panel (legend, numbers)\n"
+    "  --no-panel           no side panel and no legend (the mask, its axes and the caption)\n"
     "  --no-grid            no tile grid lines\n"
     "  --no-hatch           no hatching of min/max-vs-exact disagreements\n"
     "  --no-text            draw no text at all (font-independent reference images)\n"
+    "\nsize (figures for papers: fonts are in points, so a figure sized in inches or points\n"
+    "keeps text readable at that size; a figure too small for its side panel shows a\n"
+    "compact legend instead, and text that cannot fit is shortened, never clipped):\n"
+    "  --width-in W         width in inches (e.g. 3.3 for one column of a two-column paper,\n"
+    "                       7 for the full width); with only one of the two, the other keeps\n"
+    "  --height-in H        the figure's default aspect ratio\n"
+    "  --size WxH           size in points (PDF/SVG) or in pixels at 72 dpi (PNG), 1..16384\n"
+    "  --dpi N              PNG: pixels per inch (default 72 with --size or the default size,\n"
+    "                       one pixel per point; 300 with --width-in/--height-in); PDF/SVG:\n"
+    "                       resolution of the embedded mask image (default 300)\n"
+    "  default size         PNG: the figure's screen size (pixels, below); PDF/SVG: its paper\n"
+    "                       size (inches, below)\n"
     "\nfigures (--figure NAME; --gallery is --figure gallery):\n";
 
 static void print_help(void) {
@@ -54,7 +68,8 @@ static void print_help(void) {
 #ifdef FM_HAVE_VIZ
   for (int i = 0; i < viz_figure_count(); i++) {
     const viz_figure *f = viz_figure_at(i);
-    printf("  %-8s %4.0fx%-5.0f %s%s\n", f->name, f->width, f->height, f->summary,
+    printf("  %-8s %4.0fx%-4.0f px, %.1f x %.1f in: %s%s\n", f->name, f->width, f->height,
+           f->width_in, f->height_in, f->summary,
            f->per_case ? " (the drawing of a source, the default)" : "");
   }
 #endif
@@ -84,7 +99,16 @@ static int parse_range(const char *cmd, const char *opt, const char *text, int64
   return 0;
 }
 
-int cmd_render(int argc, char **argv) {
+/* What the command line says besides the source. */
+typedef struct render_opts {
+  const char *out, *keys, *rows, *figure, *title;
+  int no_panel, no_grid, no_hatch, no_text, no_title, gallery;
+  int64_t dpi, pair;
+  double width_in, height_in; /* 0: not given */
+  viz_cli_source src;
+} render_opts;
+
+static int parse_args(int argc, char **argv, render_opts *ro) {
   static const struct option longopts[] = {CLI_MASK_LONGOPTS,
                                            VIZ_CLI_SOURCE_LONGOPTS,
                                            {"output", required_argument, 0, 'o'},
@@ -98,56 +122,59 @@ int cmd_render(int argc, char **argv) {
                                            {"no-text", no_argument, 0, 3007},
                                            {"gallery", no_argument, 0, 3008},
                                            {"figure", required_argument, 0, 3009},
+                                           {"title", required_argument, 0, 3010},
+                                           {"no-title", no_argument, 0, 3011},
+                                           {"width-in", required_argument, 0, 3012},
+                                           {"height-in", required_argument, 0, 3013},
                                            {"help", no_argument, 0, 'h'},
                                            {0, 0, 0, 0}};
-  const char *cmd = "render", *out = NULL, *keys = NULL, *rows = NULL, *figure = NULL;
-  int no_panel = 0, no_grid = 0, no_hatch = 0, no_text = 0, gallery = 0, opt;
-  int64_t dpi = 0, pair = 0;
-  viz_cli_source src;
-  viz_cli_source_init(&src);
+  const char *cmd = "render";
+  int opt;
+  memset(ro, 0, sizeof *ro);
+  viz_cli_source_init(&ro->src);
   cli_getopt_reset();
-  while ((opt = cli_next_opt(cmd, argc, argv, ":o:", longopts, viz_cli_source_opt_any, &src, NULL)) != -1) {
+  while ((opt = cli_next_opt(cmd, argc, argv, ":o:", longopts, viz_cli_source_opt_any, &ro->src, NULL)) != -1) {
     switch (opt) {
     case CLI_OPT_ERROR: return FM_EXIT_USAGE;
-    case 'o': out = optarg; break;
+    case 'o': ro->out = optarg; break;
     case 'd':
-      if (cli_int(cmd, "--dpi", optarg, 18, 2400, &dpi)) return FM_EXIT_USAGE;
+      if (cli_int(cmd, "--dpi", optarg, 18, 2400, &ro->dpi)) return FM_EXIT_USAGE;
       break;
-    case 3001: keys = optarg; break;
-    case 3002: rows = optarg; break;
+    case 3001: ro->keys = optarg; break;
+    case 3002: ro->rows = optarg; break;
     case 3003:
-      if (cli_int(cmd, "--pair", optarg, 0, 1 << 30, &pair)) return FM_EXIT_USAGE;
+      if (cli_int(cmd, "--pair", optarg, 0, 1 << 30, &ro->pair)) return FM_EXIT_USAGE;
       break;
-    case 3004: no_panel = 1; break;
-    case 3005: no_grid = 1; break;
-    case 3006: no_hatch = 1; break;
-    case 3007: no_text = 1; break;
-    case 3008: gallery = 1; break;
-    case 3009: figure = optarg; break;
-    case 'h': print_help(); return FM_EXIT_OK;
+    case 3004: ro->no_panel = 1; break;
+    case 3005: ro->no_grid = 1; break;
+    case 3006: ro->no_hatch = 1; break;
+    case 3007: ro->no_text = 1; break;
+    case 3008: ro->gallery = 1; break;
+    case 3009: ro->figure = optarg; break;
+    case 3010: ro->title = optarg; break;
+    case 3011: ro->no_title = 1; break;
+    case 3012:
+    case 3013:
+      if (viz_cli_inches(cmd, opt == 3012 ? "--width-in" : "--height-in", optarg,
+                         opt == 3012 ? &ro->width_in : &ro->height_in))
+        return FM_EXIT_USAGE;
+      break;
+    case 'h': print_help(); return -1;
     default: return cli_bad_option(cmd, opt, argv);
     }
   }
-  if (viz_cli_operand(cmd, &src, argc, argv)) return FM_EXIT_USAGE;
-  int w = src.w, h = src.h;
-  if (!out) {
-    cli_error(cmd, "-o FILE.{png,svg,pdf} is required");
-    return FM_EXIT_USAGE;
-  }
-  fm_err err;
-  viz_format fmt;
-  if (viz_format_from_path(out, &fmt, &err) != FM_OK) {
-    cli_error(cmd, "-o %s", err.msg);
-    return FM_EXIT_USAGE;
-  }
-  if (dpi == 0) dpi = fmt == VIZ_FMT_PNG ? 72 : 300;
-  if (gallery && figure && strcmp(figure, "gallery")) {
+  return viz_cli_operand(cmd, &ro->src, argc, argv);
+}
+
+/* The figure asked for; prints the error and returns NULL when there is none. */
+static const viz_figure *pick_figure(const char *cmd, render_opts *ro) {
+  if (ro->gallery && ro->figure && strcmp(ro->figure, "gallery")) {
     cli_error(cmd, "--gallery and --figure are two different figures; pick one");
-    return FM_EXIT_USAGE;
+    return NULL;
   }
-  if (gallery) figure = "gallery";
-  const viz_figure *fig = figure ? viz_figure_find(figure) : viz_figure_find("tiles");
-  if (!fig || (figure && fig->per_case)) {
+  if (ro->gallery) ro->figure = "gallery";
+  const viz_figure *fig = ro->figure ? viz_figure_find(ro->figure) : viz_figure_find("tiles");
+  if (!fig || (ro->figure && fig->per_case)) {
     char names[200] = "";
     for (int i = 0, n = 0; i < viz_figure_count(); i++)
       if (!viz_figure_at(i)->per_case)
@@ -155,55 +182,114 @@ int cmd_render(int argc, char **argv) {
                  viz_figure_at(i)->name);
     if (fig)
       cli_error(cmd, "--figure %s is the drawing of a mask source: give --family or a file, "
-                "without --figure", figure);
+                "without --figure", ro->figure);
     else
-      cli_error(cmd, "--figure '%s': unknown figure (expected one of %s)", figure, names);
-    return FM_EXIT_USAGE;
+      cli_error(cmd, "--figure '%s': unknown figure (expected one of %s)", ro->figure, names);
+    return NULL;
   }
-  if (figure && (src.path || src.mask.family)) {
-    cli_error(cmd, "--%s draws its own masks; it takes no --family or file", gallery ? "gallery" : "figure");
-    return FM_EXIT_USAGE;
+  if (ro->figure && (ro->src.path || ro->src.mask.family)) {
+    cli_error(cmd, "--%s draws its own masks; it takes no --family or file", ro->gallery ? "gallery" : "figure");
+    return NULL;
   }
-  if (!w) {
-    w = (int)fig->width;
-    h = (int)fig->height;
+  if (ro->title && ro->no_title) {
+    cli_error(cmd, "--title and --no-title exclude each other");
+    return NULL;
   }
+  return fig;
+}
 
-  fm_status st;
-  if (figure) {
-    viz_figure_opts fo = {.seqlen = src.mask.seqlen, .br = (int32_t)src.mask.br,
-                          .bc = (int32_t)src.mask.bc, .sample = src.mask.sample,
-                          .seed = src.mask.seed, .samples_path = src.mask.samples_path,
-                          .text = !no_text};
-    st = viz_write_figure(out, fmt, w, h, (double)dpi, fig->draw, &fo, &err);
-  } else {
-    viz_state s;
-    viz_state_init(&s, w, h);
-    if (!src.path && !src.mask.family) src.mask.family = "causal_document";
-    s.pair = (int32_t)pair;
-    viz_scene *sc = NULL;
-    if (viz_cli_open(cmd, &src, &s, &sc)) return FM_EXIT_USAGE;
-    int rc = FM_EXIT_OK;
-    if (pair >= s.facts.npairs) {
-      cli_error(cmd, "--pair %lld: the mask has %d (batch, head) pairs", (long long)pair, s.facts.npairs);
-      rc = FM_EXIT_USAGE;
-    } else if ((keys && parse_range(cmd, "--keys", keys, s.facts.sk, &s.view.x0, &s.view.x1)) ||
-               (rows && parse_range(cmd, "--rows", rows, s.facts.sq, &s.view.y0, &s.view.y1))) {
-      rc = FM_EXIT_USAGE;
-    }
-    if (rc != FM_EXIT_OK) {
-      viz_scene_destroy(sc);
-      return rc;
-    }
-    s.status[0] = 0;
-    if (no_panel) s.layers &= ~(unsigned)VIZ_LAYER_PANEL;
-    if (no_grid) s.layers &= ~(unsigned)VIZ_LAYER_GRID;
-    if (no_hatch) s.layers &= ~(unsigned)VIZ_LAYER_HATCH;
-    s.text = !no_text;
-    st = viz_write_figure(out, fmt, w, h, (double)dpi, viz_draw_state_fn, &s, &err);
-    viz_scene_destroy(sc);
+/* The size in layout units (points; PNG pixels at 72 dpi) and the dpi. */
+static int resolve_size(const char *cmd, render_opts *ro, const viz_figure *fig, viz_format fmt,
+                        double *w, double *h) {
+  int inches = ro->width_in > 0 || ro->height_in > 0;
+  if (inches && ro->src.w) {
+    cli_error(cmd, "--size and --width-in/--height-in are two ways to give the size; pick one");
+    return -1;
   }
-  if (st != FM_OK) {
+  if (inches) {
+    double aspect = fig->width_in / fig->height_in;
+    *w = 72 * (ro->width_in > 0 ? ro->width_in : ro->height_in * aspect);
+    *h = 72 * (ro->height_in > 0 ? ro->height_in : ro->width_in / aspect);
+  } else if (ro->src.w) {
+    *w = ro->src.w;
+    *h = ro->src.h;
+  } else if (fmt == VIZ_FMT_PNG) {
+    *w = fig->width;
+    *h = fig->height;
+  } else {
+    *w = 72 * fig->width_in;
+    *h = 72 * fig->height_in;
+  }
+  if (*w > VIZ_CLI_MAX_SIZE || *h > VIZ_CLI_MAX_SIZE) {
+    cli_error(cmd, "%.4g x %.4g in is larger than %d points (%.0f in) per side", *w / 72, *h / 72,
+              VIZ_CLI_MAX_SIZE, VIZ_CLI_MAX_SIZE / 72.0);
+    return -1;
+  }
+  if (ro->dpi == 0) ro->dpi = fmt == VIZ_FMT_PNG && !inches ? 72 : 300;
+  return 0;
+}
+
+/* The drawing of a source (a family or a file), as the viewer draws it. */
+static int render_source(const char *cmd, render_opts *ro, viz_format fmt, double w, double h) {
+  viz_state s;
+  viz_state_init(&s, (int)ceil(w), (int)ceil(h));
+  /* on paper (sized in inches, or a PDF/SVG at its paper size) the text is 8 pt */
+  if (ro->width_in > 0 || ro->height_in > 0 || (fmt != VIZ_FMT_PNG && !ro->src.w)) s.font_pt = 8;
+  if (!ro->src.path && !ro->src.mask.family) ro->src.mask.family = "causal_document";
+  s.pair = (int32_t)ro->pair;
+  viz_scene *sc = NULL;
+  if (viz_cli_open(cmd, &ro->src, &s, &sc)) return FM_EXIT_USAGE;
+  int rc = FM_EXIT_OK;
+  if (ro->pair >= s.facts.npairs) {
+    cli_error(cmd, "--pair %lld: the mask has %d (batch, head) pairs", (long long)ro->pair, s.facts.npairs);
+    rc = FM_EXIT_USAGE;
+  } else if ((ro->keys && parse_range(cmd, "--keys", ro->keys, s.facts.sk, &s.view.x0, &s.view.x1)) ||
+             (ro->rows && parse_range(cmd, "--rows", ro->rows, s.facts.sq, &s.view.y0, &s.view.y1))) {
+    rc = FM_EXIT_USAGE;
+  }
+  if (rc == FM_EXIT_OK) {
+    s.status[0] = 0;
+    if (ro->no_panel) s.layers &= ~(unsigned)VIZ_LAYER_PANEL;
+    if (ro->no_grid) s.layers &= ~(unsigned)VIZ_LAYER_GRID;
+    if (ro->no_hatch) s.layers &= ~(unsigned)VIZ_LAYER_HATCH;
+    s.text = !ro->no_text;
+    s.no_title = ro->no_title;
+    if (ro->title) snprintf(s.title, sizeof s.title, "%s", ro->title);
+    fm_err err;
+    if (viz_write_figure(ro->out, fmt, w, h, (double)ro->dpi, viz_draw_state_fn, &s, &err) != FM_OK) {
+      cli_error(cmd, "%s", err.msg);
+      rc = FM_EXIT_USAGE;
+    }
+  }
+  viz_scene_destroy(sc);
+  return rc;
+}
+
+int cmd_render(int argc, char **argv) {
+  const char *cmd = "render";
+  render_opts ro;
+  int rc = parse_args(argc, argv, &ro);
+  if (rc < 0) return FM_EXIT_OK; /* --help */
+  if (rc) return rc;
+  if (!ro.out) {
+    cli_error(cmd, "-o FILE.{png,svg,pdf} is required");
+    return FM_EXIT_USAGE;
+  }
+  fm_err err;
+  viz_format fmt;
+  if (viz_format_from_path(ro.out, &fmt, &err) != FM_OK) {
+    cli_error(cmd, "-o %s", err.msg);
+    return FM_EXIT_USAGE;
+  }
+  const viz_figure *fig = pick_figure(cmd, &ro);
+  double w, h;
+  if (!fig || resolve_size(cmd, &ro, fig, fmt, &w, &h)) return FM_EXIT_USAGE;
+  if (!ro.figure) return render_source(cmd, &ro, fmt, w, h);
+  viz_figure_opts fo = {.seqlen = ro.src.mask.seqlen, .br = (int32_t)ro.src.mask.br,
+                        .bc = (int32_t)ro.src.mask.bc, .sample = ro.src.mask.sample,
+                        .seed = ro.src.mask.seed, .samples_path = ro.src.mask.samples_path,
+                        .text = !ro.no_text, .title = ro.title, .no_title = ro.no_title};
+  if (viz_write_figure(ro.out, fmt, w, h, (double)ro.dpi, fig->draw, &fo, &err) != FM_OK) {
     cli_error(cmd, "%s", err.msg);
     return FM_EXIT_USAGE;
   }

@@ -31,7 +31,8 @@ static const char *help_head =
     "\nwindow:\n"
     "  --layer L            mask | tiles | both (default) | cycles | bytes; tiles-bwd,\n"
     "                       both-bwd, cycles-bwd, bytes-bwd: the backward's (key b)\n"
-    "  --size WxH           window size (default 1280x800; 1..16384)\n"
+    "  --size WxH           window size, 1..16384 (default: the screen size of the figure\n"
+    "                       registry's 'tiles' figure, which render uses too)\n"
     "  --out-dir DIR        where screenshots and exports go (default .)\n"
     "  --export-dpi N       mask resolution inside PDF/SVG exports (default 300)\n"
     "  --script FILE        replay events from FILE (one per line, then quit): key CHAR,\n"
@@ -116,7 +117,8 @@ int cmd_view(int argc, char **argv) {
   }
 #endif
   viz_state s;
-  viz_state_init(&s, src.w ? src.w : 1280, src.w ? src.h : 800);
+  const viz_figure *fig = viz_figure_find("tiles"); /* the registry's screen size */
+  viz_state_init(&s, src.w ? src.w : (int)fig->width, src.w ? src.h : (int)fig->height);
   viz_scene *sc = NULL;
   if (viz_cli_open(cmd, &src, &s, &sc)) return FM_EXIT_USAGE;
   fm_err err;

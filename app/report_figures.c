@@ -1,9 +1,11 @@
 /* report_figures.c — a scenario's figures (report.h): each name of its
  * figures: key is a row of the figure registry (viz/viz_figures.c), drawn as
  * PNG under OUT/figures at the registry's size; a per-case figure is drawn
- * once per case trace (the first 16: a report, not an archive). */
+ * once per case trace (the first 16: a report, not an archive); the gallery
+ * draws the scenario's own masks, each from the trace of its first case. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -48,6 +50,47 @@ static int draw_one(runner_ctx *rc, const viz_figure *fig, const viz_figure_opts
 }
 #endif
 
+#ifdef FM_HAVE_VIZ
+/* The gallery's panels: for each mask of the scenario, the first case of it
+ * that ran (rows are the scenario's cases in order, some left out by --only). */
+typedef struct gallery_items {
+  viz_gallery_item items[FM_SCN_MAX_MASKS];
+  char trace[FM_SCN_MAX_MASKS][4500], title[FM_SCN_MAX_MASKS][200];
+  int n;
+} gallery_items;
+
+static int gallery_collect(runner_ctx *rc, const case_row *rows, int n, gallery_items *g) {
+  const fm_scenario *s = rc->s;
+  fm_scn_case *cases = NULL;
+  int ncases = 0, seen[FM_SCN_MAX_MASKS] = {0};
+  fm_err err;
+  g->n = 0;
+  if (fm_scenario_cases(s, &cases, &ncases, &err) != FM_OK) {
+    cli_error(rc->o->cmd, "%s", err.msg);
+    return -1;
+  }
+  for (int i = 0, j = 0; i < n; i++) {
+    while (j < ncases && strcmp(cases[j].id, rows[i].id)) j++;
+    if (j == ncases) break;
+    int mi = cases[j].mask_index;
+    if (mi < 0 || mi >= FM_SCN_MAX_MASKS || seen[mi]) continue;
+    seen[mi] = 1;
+    const fm_scn_mask *m = &s->masks[mi];
+    const char *base = strrchr(m->file, '/');
+    snprintf(g->trace[g->n], sizeof g->trace[0], "%s/cases/%s", rc->o->out, rows[i].id);
+    if (m->family[0])
+      snprintf(g->title[g->n], sizeof g->title[0], "%s%s%.150s", m->family, rows[i].params[0] ? " " : "",
+               rows[i].params);
+    else
+      snprintf(g->title[g->n], sizeof g->title[0], "%.190s", base ? base + 1 : m->file);
+    g->items[g->n] = (viz_gallery_item){.trace = g->trace[g->n], .title = g->title[g->n]};
+    g->n++;
+  }
+  free(cases);
+  return 0;
+}
+#endif
+
 int report_figures(runner_ctx *rc, const case_row *rows, int n, char names[][80], int *nnames) {
   const fm_scenario *s = rc->s;
   *nnames = 0;
@@ -66,8 +109,28 @@ int report_figures(runner_ctx *rc, const case_row *rows, int n, char names[][80]
                             .bc = (int32_t)s->bc.v[0], .sample = -1, .seed = s->seed,
                             .samples_path = s->sample_file[0] ? s->sample_file : NULL, .text = 1};
     if (!fig->per_case) {
+      gallery_items *g = NULL;
+      if (!strcmp(fig->name, "gallery")) { /* the scenario's masks, not the twelve families */
+        g = malloc(sizeof *g);
+        if (!g || gallery_collect(rc, rows, n, g)) {
+          if (!g) cli_error(rc->o->cmd, "out of memory");
+          free(g);
+          return -1;
+        }
+        if (g->n == 0) { /* no case ran: nothing of the scenario's to draw */
+          free(g);
+          continue;
+        }
+        opts.items = g->items;
+        opts.nitems = g->n;
+        opts.items_name = s->name;
+      }
       snprintf(file, sizeof file, "%s.png", fig->name);
-      if (draw_one(rc, fig, &opts, file, names, nnames)) return -1;
+      int r = draw_one(rc, fig, &opts, file, names, nnames);
+      free(g);
+      opts.items = NULL;
+      opts.nitems = 0;
+      if (r) return -1;
       continue;
     }
     for (int i = 0; i < n && i < MAX_CASE_FIGURES; i++) {

@@ -3,11 +3,14 @@
 #include "viz_cli.h"
 
 #ifdef FM_HAVE_VIZ
+#include <errno.h>
 #include <getopt.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "dense_report.h"
 #include "fm_families.h"
 
 void viz_cli_source_init(viz_cli_source *src) {
@@ -26,6 +29,13 @@ int viz_cli_source_opt(const char *cmd, viz_cli_source *src, int opt, const char
   case 2001: src->causal = 1; return 1;
   case 2002: src->true_masked = 1; return 1;
   case 2004: src->strict = 1; return 1;
+  case 2005:
+  case 2006: { /* the codes of DENSE_READING_LONGOPTS are taken by render's own options */
+    fm_dense_reading r = (fm_dense_reading)src->reading;
+    if (dense_reading_opt(cmd, opt == 2005 ? 3001 : 3002, &r) < 0) return -1;
+    src->reading = (int)r;
+    return 1;
+  }
   case 2003:
     if (cli_int(cmd, "--head-dim", arg, 1, 4096, &src->head_dim)) return -1;
     return 1;
@@ -45,6 +55,19 @@ int viz_cli_operand(const char *cmd, viz_cli_source *src, int argc, char **argv)
     cli_error(cmd, "unexpected argument '%s' (one source at most)", argv[optind]);
     return FM_EXIT_USAGE;
   }
+  return 0;
+}
+
+int viz_cli_inches(const char *cmd, const char *opt, const char *text, double *out) {
+  char *end;
+  errno = 0;
+  double v = strtod(text, &end);
+  if (end == text || *end || errno || !(v >= 0.1 && v <= VIZ_CLI_MAX_SIZE / 72.0)) {
+    cli_error(cmd, "%s '%s': expected a length in inches from 0.1 to %.0f, e.g. 3.3", opt, text,
+              floor(VIZ_CLI_MAX_SIZE / 72.0));
+    return -1;
+  }
+  *out = v;
   return 0;
 }
 
@@ -107,7 +130,7 @@ int viz_cli_open(const char *cmd, const viz_cli_source *src, viz_state *s, viz_s
       if (fm_family_at(i) == f) s->family = i;
   }
   viz_scene_opts so = {.path = src->path, .causal = src->causal, .true_masked = src->true_masked,
-                       .strict = src->strict,
+                       .strict = src->strict, .reading = src->reading,
                        .batch = o->batch, .heads = o->heads, .param_family = o->family,
                        .params = o->params, .nparams = o->nparams,
                        .samples_path = o->samples_path, .head_dim = (int32_t)src->head_dim};

@@ -9,11 +9,15 @@
   {"causal", no_argument, 0, 2001}, {"masked-true", no_argument, 0, 2002},                     \
       {"true-masked", no_argument, 0, 2002}, {"head-dim", required_argument, 0, 2003},        \
       {"strict", no_argument, 0, 2004}, {"layer", required_argument, 0, 'l'},                \
-      {"size", required_argument, 0, 'z'}
+      {"size", required_argument, 0, 'z'}, {"bool", no_argument, 0, 2005},                     \
+      {"additive", no_argument, 0, 2006}
 #define VIZ_CLI_SOURCE_HELP                                                                     \
   "  --causal             INTERVALS.npy with k = 2 is causal-2, not bidir-2 (k = 1, 4 say it)\n" \
   "  --masked-true        MASK.npy: true means masked (default: true means may attend);\n"      \
   "                       --true-masked is an alias\n"                                       \
+  "  --bool               MASK.npy of floats: read like a bool mask (non-zero = may attend)\n"  \
+  "  --additive           MASK.npy of floats: additive (0 = attend, -inf or <= -10000 =\n"     \
+  "                       masked); the default, but a float mask of only 0 and 1 needs one\n" \
   "  --head-dim D         head dimension of the modelled bytes overlay (default 128)\n"       \
   "  --strict             INTERVALS.npy: refuse indices above Sq and starts past their end\n"  \
   "                       (default: read as Paddle does, as Sq and as empty, with a note)\n"
@@ -31,6 +35,7 @@ typedef struct viz_cli_source {
   int causal;              /* --causal: INTERVALS.npy holds a causal mask */
   int true_masked;         /* --true-masked: MASK.npy true means masked */
   int strict;              /* --strict: INTERVALS.npy read strictly */
+  int reading;             /* --bool / --additive: an fm_dense_reading (0: auto) */
   int64_t head_dim;        /* --head-dim: D of the modelled bytes (0: default) */
   const char *layer;       /* --layer (NULL: the state's default, both) */
   int w, h;                /* --size (0: the command's default) */
@@ -45,6 +50,10 @@ int viz_cli_source_opt_any(const char *cmd, void *src, int opt, const char *arg)
 /* The operands after the options: at most one source path. 0, or
  * FM_EXIT_USAGE after printing. */
 int viz_cli_operand(const char *cmd, viz_cli_source *src, int argc, char **argv);
+
+/* A length in inches: a number in 0.1..227 (16384 points). Prints the error;
+ * 0 on success. */
+int viz_cli_inches(const char *cmd, const char *opt, const char *text, double *out);
 
 /* "WxH" with both in 1..16384. Prints the error; 0 on success. */
 int viz_cli_size(const char *cmd, const char *opt, const char *text, int *w, int *h);

@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "fm_intervals_io.h"
+#include "fm_limits.h"
 #include "fm_tile_rule.h"
 #include "fm_tiles.h"
 
@@ -86,6 +87,8 @@ struct fm_dense_result {
   fm_dense_set *sets;
   int32_t *nruns, *runs, *best;
   uint8_t *tiles;
+  int64_t *all_start; /* keep_all_runs: (nsets*Sk + 1,) */
+  int32_t *all_runs;  /* keep_all_runs: (all_start[nsets*Sk], 2) */
 };
 
 static fm_status check_dims(int64_t batch, int64_t heads, int64_t sq, int64_t sk, fm_err *err) {
@@ -366,7 +369,14 @@ void fm_dense_result_destroy(fm_dense_result *r) {
   free(r->runs);
   free(r->best);
   free(r->tiles);
+  free(r->all_start);
+  free(r->all_runs);
   free(r);
+}
+
+const int64_t *fm_dense_result_all_runs(const fm_dense_result *r, const int32_t **runs) {
+  *runs = r->all_runs;
+  return r->all_start;
 }
 
 fm_status fm_dense_result_column(const fm_dense_result *r, int64_t batch, int64_t head,
@@ -434,6 +444,109 @@ static int64_t row_runs(builder *bd, const uint8_t *m, int64_t sk, int32_t i) {
 }
 
 /* ------------------------------------------------------------------------- */
+/* Every run of every column (keep_all_runs).                                 */
+
+/* Runs are recorded as they end (row order, columns mixed) and sorted into
+ * their columns when a set ends: pend holds (column, start, end) of the
+ * current set, items the sorted runs of the sets before. */
+typedef struct run_store {
+  int on;
+  int64_t sk;
+  int32_t *pend; /* (npend, 3) */
+  int64_t npend, pend_cap;
+  int64_t *start; /* (nsets*Sk + 1,) */
+  int32_t *items; /* (count, 2) */
+  int64_t count, cap;
+  int64_t *cursor; /* (Sk,) */
+  fm_status st;    /* FM_ENOMEM once the runs outgrew the machine: the scan fails */
+  fm_err err;
+} run_store;
+
+static void run_store_free(run_store *rs) {
+  free(rs->pend);
+  free(rs->start);
+  free(rs->items);
+  free(rs->cursor);
+  memset(rs, 0, sizeof *rs);
+}
+
+static fm_status run_store_init(run_store *rs, int64_t nsets, int64_t sk, fm_err *err) {
+  memset(rs, 0, sizeof *rs);
+  rs->on = 1;
+  rs->sk = sk;
+  char what[96];
+  snprintf(what, sizeof what, "the run index of %lld columns", (long long)(nsets * sk));
+  fm_status st = fm_mem_check(fm_mem_mul(fm_mem_add(nsets * sk, sk + 1), 8), what, err);
+  if (st != FM_OK) return st;
+  rs->start = calloc((size_t)(nsets * sk + 1), sizeof *rs->start);
+  rs->cursor = malloc((size_t)sk * sizeof *rs->cursor);
+  if (!rs->start || !rs->cursor) {
+    run_store_free(rs);
+    return fm_fail(err, FM_ENOMEM, "cannot allocate the run index of %lld columns",
+                   (long long)(nsets * sk));
+  }
+  return FM_OK;
+}
+
+/* Grows *buf of *cap elements of `size` bytes to hold `need`; on refusal the
+ * store fails (the scan goes on without recording and finish reports it). */
+static int run_grow(run_store *rs, void **buf, int64_t *cap, int64_t need, int64_t size) {
+  if (need <= *cap) return 1;
+  if (rs->st != FM_OK) return 0;
+  int64_t ncap = *cap ? *cap * 2 : 4096;
+  while (ncap < need) ncap *= 2;
+  int64_t held = fm_mem_add(fm_mem_mul(rs->pend_cap, 12), fm_mem_mul(rs->cap, 8));
+  char what[160];
+  snprintf(what, sizeof what, "keeping more than %lld masked runs (every run of every column, "
+           "to draw a mask that fits no interval form)", (long long)(rs->count + rs->npend));
+  rs->st = fm_mem_check(fm_mem_add(held, fm_mem_mul(ncap - *cap, size)), what, &rs->err);
+  void *n = rs->st == FM_OK ? realloc(*buf, (size_t)(ncap * size)) : NULL;
+  if (!n) {
+    if (rs->st == FM_OK)
+      rs->st = fm_fail(&rs->err, FM_ENOMEM, "cannot keep %lld masked runs", (long long)need);
+    return 0;
+  }
+  *buf = n;
+  *cap = ncap;
+  return 1;
+}
+
+static inline void run_push(run_store *rs, int64_t j, int32_t a, int32_t b) {
+  if (rs->npend == rs->pend_cap &&
+      !run_grow(rs, (void **)&rs->pend, &rs->pend_cap, rs->npend + 1, 3 * sizeof(int32_t)))
+    return;
+  int32_t *p = rs->pend + 3 * rs->npend++;
+  p[0] = (int32_t)j;
+  p[1] = a;
+  p[2] = b;
+}
+
+/* Sorts the pending runs of set `set` into their columns (stable: row order). */
+static void run_commit_set(run_store *rs, int64_t set) {
+  const int64_t sk = rs->sk, base = set * sk;
+  if (!run_grow(rs, (void **)&rs->items, &rs->cap, rs->count + rs->npend, 2 * sizeof(int32_t)))
+    rs->npend = 0;
+  for (int64_t j = 0; j < sk; j++) rs->cursor[j] = 0;
+  for (int64_t q = 0; q < rs->npend; q++) rs->cursor[rs->pend[3 * q]]++;
+  int64_t at = rs->count;
+  for (int64_t j = 0; j < sk; j++) {
+    int64_t n = rs->cursor[j];
+    rs->start[base + j] = at;
+    rs->cursor[j] = at;
+    at += n;
+  }
+  rs->start[base + sk] = at;
+  for (int64_t q = 0; q < rs->npend; q++) {
+    const int32_t *p = rs->pend + 3 * q;
+    int64_t k = rs->cursor[p[0]]++;
+    rs->items[2 * k] = p[1];
+    rs->items[2 * k + 1] = p[2];
+  }
+  rs->count = at;
+  rs->npend = 0;
+}
+
+/* ------------------------------------------------------------------------- */
 /* The scanner.                                                               */
 
 struct fm_dense_scan {
@@ -450,6 +563,7 @@ struct fm_dense_scan {
   int32_t *ref_nt;         /* (Sk,) head 0 of the current batch, when heads > 1 */
   int32_t *ref_tr;         /* (Sk, NTRANS) */
   uint64_t *ref_hash;      /* (Sk,) */
+  run_store all;           /* keep_all_runs */
 };
 
 void fm_dense_scan_destroy(fm_dense_scan *s) {
@@ -465,6 +579,7 @@ void fm_dense_scan_destroy(fm_dense_scan *s) {
   free(s->ref_nt);
   free(s->ref_tr);
   free(s->ref_hash);
+  run_store_free(&s->all);
   free(s);
 }
 
@@ -502,6 +617,10 @@ fm_status fm_dense_scan_create(int64_t batch, int64_t heads, int64_t sq, int64_t
   if (!ok) {
     fm_dense_scan_destroy(s);
     return fm_fail(err, FM_ENOMEM, "cannot allocate the scan state for Sk = %lld", (long long)sk);
+  }
+  if (o && o->keep_all_runs && (st = run_store_init(&s->all, batch * heads, sk, err)) != FM_OK) {
+    fm_dense_scan_destroy(s);
+    return st;
   }
   s->cur = s->buf[0] + 8;
   s->prev = s->buf[1] + 8;
@@ -576,6 +695,9 @@ static void scan_columns(fm_dense_scan *s, int32_t i) {
         if (c[k] != p[k] && n[k] < NTRANS) tr[(j0 + k) * NTRANS + n[k]] = i;
     for (int64_t k = 0; k < len; k++) n[k] += c[k] ^ p[k];
     scan_best(s, j0, len, c, p, i);
+    if (s->all.on) /* runs ending at i: their start is still in s->start */
+      for (int64_t k = 0; k < len; k++)
+        if (p[k] & ~c[k]) run_push(&s->all, j0 + k, s->start[j0 + k], i);
     if (hash) {
       uint64_t *h = hash + j0;
       for (int64_t k = 0; k < len; k++) {
@@ -614,6 +736,9 @@ static void scan_end_set(fm_dense_scan *s) {
   /* runs still open at the last row end at Sq: s->cur (free after the swap) as an unmasked row */
   memset(s->cur, 0, (size_t)sk);
   scan_best(s, 0, sk, s->cur, s->prev, sq);
+  if (s->all.on)
+    for (int64_t j = 0; j < sk; j++)
+      if (s->prev[j]) run_push(&s->all, j, s->start[j], sq);
   for (int64_t j = 0; j < sk; j++) {
     int32_t t = s->nt[j], n = (t + 1) / 2;
     int32_t runs[3][2] = {{0, 0}, {0, 0}, {0, 0}}, best[2][2] = {{0, 0}, {0, 0}};
@@ -631,6 +756,7 @@ static void scan_end_set(fm_dense_scan *s) {
     b_column(bd, (int32_t)j, n, (const int32_t(*)[2])runs, (const int32_t(*)[2])best);
   }
   b_end_set(bd, scan_same_as_head0(s));
+  if (s->all.on) run_commit_set(&s->all, bd->set);
 }
 
 /* Processes s->cur as the next row. */
@@ -672,9 +798,19 @@ static fm_status scan_finish_sized(fm_dense_scan *s, int64_t element_size, fm_de
   if (s->row != s->rows_total)
     st = fm_fail(err, FM_EINVAL, "the scan got %lld rows, expected B*H*Sq = %lld",
                  (long long)s->row, (long long)s->rows_total);
+  if (st == FM_OK && s->all.st != FM_OK) {
+    st = s->all.st;
+    if (err) *err = s->all.err;
+  }
   if (st == FM_OK) {
     b_finish(&s->bd, element_size);
     st = b_result(&s->bd, out, err);
+  }
+  if (st == FM_OK && s->all.on) {
+    (*out)->all_start = s->all.start;
+    (*out)->all_runs = s->all.items;
+    s->all.start = NULL;
+    s->all.items = NULL;
   }
   fm_dense_scan_destroy(s);
   return st;
@@ -930,6 +1066,11 @@ fm_status fm_dense_check_file(const char *path, const fm_dense_opts *o, fm_dense
     return st;
   }
   rep->soft_values = vr.additive ? vr.soft : 0;
+  if (s->all.st != FM_OK) {
+    st = fm_fail(err, s->all.st, "%s: %s", path, s->all.err.msg);
+    fm_dense_scan_destroy(s);
+    return st;
+  }
   return scan_finish_sized(s, esize, out, err);
 }
 

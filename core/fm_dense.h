@@ -78,6 +78,9 @@ typedef struct fm_dense_opts {
   fm_dense_reading reading; /* float masks (default FM_DENSE_READ_AUTO) */
   int32_t br, bc;           /* > 0: classify the mask's Br x Bc tiles exactly (report.tiles) */
   int keep_tiles;           /* with br, bc: keep the class of every tile (fm_dense_result_tiles) */
+  int keep_all_runs;        /* dense files and scans: keep every masked run of every column
+                               (fm_dense_result_all_runs), 8 bytes per run; an interval mask
+                               (fm_dense_check_colmask) ignores it: fm_colmask_column_runs */
 } fm_dense_opts;
 
 /* One column of one (batch, head) that some form cannot hold. */
@@ -197,6 +200,15 @@ void fm_dense_result_destroy(fm_dense_result *r); /* NULL is a no-op */
  * holds (fm_runs_fit on min(nruns, 4) of them says which forms do). */
 const int32_t *fm_dense_result_nruns(const fm_dense_result *r);
 const int32_t *fm_dense_result_runs(const fm_dense_result *r);
+
+/* Every masked run of every column, when the options asked for keep_all_runs
+ * (else NULL): the return value is start, (B*H*Sk + 1,) int64; *runs gets
+ * (start[B*H*Sk], 2) int32 half-open row ranges. Column j of (batch b, head h)
+ * is c = (b*H + h)*Sk + j and holds runs[start[c] .. start[c+1]), in row
+ * order. Owned by the result. This is what draws a mask that fits no
+ * interval form exactly (viz/); a scan that would keep more runs than the
+ * machine can hold fails with FM_ENOMEM (fm_limits.h) naming the count. */
+const int64_t *fm_dense_result_all_runs(const fm_dense_result *r, const int32_t **runs);
 
 /* One column's runs and the forms that hold it (needs keep_intervals;
  * FM_EINVAL for an index out of range). *fit gets fm_runs_fit bits. */

@@ -53,16 +53,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     fclose(f);
     start = hit ? end + seplen : size + 1;
   }
-  viz_trace t;
-  int has_trace = 0;
-  fm_colmask *m = NULL;
-  const char *kind = NULL;
+  viz_source src;
+  viz_source_opts o = {.strict = 1};
   fm_err err;
-  fm_intervals_note note;
-  memset(&t, 0, sizeof t);
-  if (viz_load_source(dir, 0, 0, 1, &t, &has_trace, &m, &kind, &note, &err) == FM_OK) {
-    fm_colmask_destroy(m);
-    if (has_trace) viz_trace_free(&t);
-  }
+  viz_load_source(dir, &o, &src, &err);
+  viz_source_free(&src);
   return 0;
 }

@@ -405,7 +405,7 @@ Test(robust, render_at_2_to_the_29_is_refused_up_front) {
   unsetenv("FMSIM_MEM_LIMIT");
   cr_assert_eq(res.status, 2, "%s", res.err);
   cr_assert_eq(res.err_lines, 1, "%s", res.err);
-  cr_assert(strstr(res.err, "S = 536870912 would take about 21.5 GiB") && strstr(res.err, "4.0 GiB"),
+  cr_assert(strstr(res.err, "S = 536870912 would take about 25.0 GiB") && strstr(res.err, "4.0 GiB"),
             "%s", res.err);
   cr_assert_eq(count_entries(dir, "x.png"), 0);
 }

@@ -597,14 +597,17 @@ static int all_runs(const dense *d, int64_t s, int64_t j, int32_t (*runs)[2], in
 /* The library's advice, kept runs, sub-mask and exact tiles against brute force
  * over the dense flags (Br x Bc = 7 x 5, uneven on purpose). */
 static void check_advice(const dense *d, const char *path) {
-  fm_dense_opts o = {.keep_intervals = 1, .br = 7, .bc = 5, .keep_tiles = 1};
+  fm_dense_opts o = {.keep_intervals = 1, .br = 7, .bc = 5, .keep_tiles = 1, .keep_all_runs = 1};
   fm_dense_result *res = NULL;
   fm_err err;
   cr_assert_eq(fm_dense_check_file(path, &o, &res, &err), FM_OK, "%s", err.msg);
   const fm_dense_report *r = fm_dense_result_report(res);
+  const int32_t *every = NULL;
+  const int64_t *start = fm_dense_result_all_runs(res, &every);
+  cr_assert(start && every, "keep_all_runs keeps the runs");
   fm_colmask *sub = NULL;
   cr_assert_eq(fm_dense_result_subset_colmask(res, &sub, &err), FM_OK, "%s", err.msg);
-  int64_t hist[FM_DENSE_RUNS_HIST] = {0}, prefix = d->sq, sub_masked = 0, sets_fit = 0;
+  int64_t hist[FM_DENSE_RUNS_HIST] = {0}, prefix = d->sq, sub_masked = 0, sets_fit = 0, total_runs = 0;
   int32_t (*runs)[2] = malloc((size_t)d->sq * sizeof *runs);
   for (int64_t s = 0; s < d->b * d->h; s++) {
     unsigned set_fit = 15;
@@ -615,6 +618,14 @@ static void check_advice(const dense *d, const char *path) {
       unsigned fit = fm_runs_fit((const int32_t(*)[2])runs, n > 3 ? 4 : n,
                                  fm_causal_limit((int32_t)j, (int32_t)d->sq, (int32_t)d->sk), (int32_t)d->sq);
       set_fit &= fit;
+      /* every run, in row order, as the brute force sees it */
+      int64_t c0 = start[s * d->sk + j], c1 = start[s * d->sk + j + 1];
+      total_runs += n;
+      cr_assert_eq(c1 - c0, n, "set %lld column %lld: %lld runs kept, %d", (long long)s,
+                   (long long)j, (long long)(c1 - c0), n);
+      for (int k = 0; k < n; k++)
+        cr_assert(every[2 * (c0 + k)] == runs[k][0] && every[2 * (c0 + k) + 1] == runs[k][1],
+                  "set %lld column %lld run %d", (long long)s, (long long)j, k);
       fm_dense_column c;
       unsigned got_fit;
       cr_assert_eq(fm_dense_result_column(res, s / d->h, s % d->h, j, &c, &got_fit, &err), FM_OK);
@@ -645,6 +656,7 @@ static void check_advice(const dense *d, const char *path) {
   cr_assert_eq(r->advice.prefix_rows, prefix);
   cr_assert_eq(r->advice.subset_masked, sub_masked);
   cr_assert_eq(r->advice.sets_fit, sets_fit);
+  cr_assert_eq(start[d->b * d->h * d->sk], total_runs, "the index ends at the count of runs");
   /* exact tiles: brute force over every set, and the kept classes */
   const uint8_t *tiles = fm_dense_result_tiles(res);
   cr_assert_not_null(tiles);
@@ -1137,6 +1149,7 @@ Test(dense, scan_rows_blocks_and_attend) {
   cr_assert_eq(x->advice.subset_masked, y->advice.subset_masked);
   cr_assert_eq(memcmp(fm_dense_result_runs(ra), fm_dense_result_runs(rb), (size_t)(4 * 41 * 6 * 4)), 0);
   /* too many rows fail at finish */
+  fm_dense_result_destroy(ra);
   cr_assert_eq(fm_dense_scan_create(1, 1, 2, 41, &o, &a, &err), FM_OK);
   fm_dense_scan_rows(a, attend, 3, 1);
   cr_assert_eq(fm_dense_scan_finish(a, &ra, &err), FM_EINVAL);
@@ -1172,5 +1185,30 @@ Test(dense, cli_check_and_analyze_mask_files) {
   expect_bad(args, 2, "--causal", NULL);
   snprintf(args, sizeof args, "check \"%s\" --br 0", path);
   expect_bad(args, 2, "--br", NULL);
+  free(d.m);
+}
+
+/* keep_all_runs asks the machine before growing: a mask with more runs than
+ * the limit allows is refused with one line naming the file and the count,
+ * and the same scan without keep_all_runs goes through */
+Test(dense, all_runs_are_refused_past_the_memory_limit) {
+  dense d = gen_random(1, 1, 300, 300, 21); /* about 22 000 runs */
+  char path[1024];
+  snprintf(path, sizeof path, "%s", tmp("many_runs.npy"));
+  dense_write(&d, path, FM_DT_BOOL, 0, 2, 1, NULL);
+  setenv("FMSIM_MEM_LIMIT", "100K", 1);
+  fm_dense_opts o = {.keep_all_runs = 1};
+  fm_dense_result *res = NULL;
+  fm_err err;
+  fm_status st = fm_dense_check_file(path, &o, &res, &err);
+  cr_assert_eq(st, FM_ENOMEM, "%s", err.msg);
+  cr_assert_null(res);
+  cr_assert(strstr(err.msg, path) && strstr(err.msg, "masked runs") &&
+            strstr(err.msg, "FMSIM_MEM_LIMIT"), "%s", err.msg);
+  cr_assert_null(strchr(err.msg, '\n'));
+  o.keep_all_runs = 0;
+  cr_assert_eq(fm_dense_check_file(path, &o, &res, &err), FM_OK, "%s", err.msg);
+  unsetenv("FMSIM_MEM_LIMIT");
+  fm_dense_result_destroy(res);
   free(d.m);
 }

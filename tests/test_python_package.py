@@ -293,12 +293,14 @@ def test_to_block_mask():
 def test_palette_matches_render():
     header = open(os.path.join(ROOT, "viz", "viz.h")).read()
     names = {"BACKGROUND": "background", "MASKED": "masked", "VISIBLE": "visible",
-             "PARTIAL": "partial", "PARTIAL_MASKED": "partial_masked", "HATCH": "hatch", "TEXT": "text"}
+             "PARTIAL": "partial", "PARTIAL_MASKED": "partial_masked", "HATCH": "hatch", "TEXT": "text",
+             "MISFIT": "misfit"}
     found = dict(re.findall(r"VIZ_RGB_([A-Z_]+) = 0x([0-9A-Fa-f]{6})", header))
     assert set(found) == set(names)
     for c, key in names.items():
         assert fmsim.PALETTE[key].lower() == "#" + found[c].lower()
-    draw = open(os.path.join(ROOT, "viz", "viz_draw.c")).read()
+    # the legend entries are written once, in viz_legend_entries (viz/viz_notes.c)
+    draw = open(os.path.join(ROOT, "viz", "viz_notes.c")).read()
     for kind in fmsim.LEGEND.values():
         for text, _ in kind:
             assert f'"{text}"' in draw or f'"partial tile: visible element" : "{text}"' in draw, text

@@ -13,6 +13,9 @@
 #include "fm_npy.h"
 #include "fm_scenario.h"
 #include "fm_test_util.h"
+#ifdef FM_HAVE_VIZ
+#include "viz.h"
+#endif
 
 static fmt_result res;
 
@@ -630,4 +633,73 @@ Test(scenario, sweep_report_fits_time_against_density) {
   snprintf(args, sizeof args, "rm -rf '%s'", out);
   cr_assert_eq(system(args), 0);
   unlink(path);
+}
+
+/* ---- figures -------------------------------------------------------------------------------- */
+
+#ifdef FM_HAVE_VIZ
+/* Pixels of colour rgb in the rectangle [x0, x1) x [y0, y1) of a PNG. */
+static long count_rgb(cairo_surface_t *img, int x0, int x1, int y0, int y1, uint32_t rgb) {
+  const unsigned char *data = cairo_image_surface_get_data(img);
+  int stride = cairo_image_surface_get_stride(img);
+  long n = 0;
+  for (int y = y0; y < y1; y++)
+    for (int x = x0; x < x1; x++) n += (((const uint32_t *)(data + (size_t)y * stride))[x] & 0xFFFFFF) == rgb;
+  return n;
+}
+#endif
+
+/* figures: [gallery] draws the scenario's own masks, not the twelve families:
+ * here `full` (every tile unmasked) beside `causal` (half the tiles masked). */
+Test(scenario, gallery_draws_the_scenarios_masks) {
+  char path[512], out[600], args[1300], file[800];
+  scn_path(path, sizeof path, "gallery.yaml");
+  write_text(path, "name: two-masks\nseqlen: 256\nbr: 32\nbc: 32\nfigures: [gallery]\n"
+                   "masks:\n  - family: full\n  - family: causal\n");
+  scn_path(out, sizeof out, "gallery_out");
+  snprintf(args, sizeof args, "run %s --out %s", path, out);
+  fmt_run(&res, args);
+  cr_assert_eq(res.status, 0, "%s", res.err);
+  snprintf(file, sizeof file, "%s/figures/gallery.png", out);
+#ifdef FM_HAVE_VIZ
+  cairo_surface_t *img = cairo_image_surface_create_from_png(file);
+  cr_assert_eq(cairo_surface_status(img), CAIRO_STATUS_SUCCESS, "%s", file);
+  const viz_figure *f = viz_figure_find("gallery");
+  int w = cairo_image_surface_get_width(img), h = cairo_image_surface_get_height(img);
+  cr_assert(w == (int)f->width && h == (int)f->height, "the registry's screen size: %dx%d", w, h);
+  /* two panels side by side, the legend below them */
+  int top = h / 10, bottom = h * 8 / 10;
+  long area = (long)(w / 2) * (bottom - top);
+  long blue_l = count_rgb(img, 0, w / 2, top, bottom, VIZ_RGB_VISIBLE);
+  long grey_l = count_rgb(img, 0, w / 2, top, bottom, VIZ_RGB_MASKED);
+  long blue_r = count_rgb(img, w / 2, w, top, bottom, VIZ_RGB_VISIBLE);
+  long grey_r = count_rgb(img, w / 2, w, top, bottom, VIZ_RGB_MASKED);
+  cr_assert_gt(blue_l, area / 4, "the full mask: unmasked tiles (%ld of %ld)", blue_l, area);
+  cr_assert_lt(grey_l, area / 100, "the full mask masks nothing (%ld masked pixels)", grey_l);
+  cr_assert_gt(grey_r, area / 8, "the causal mask: masked tiles (%ld)", grey_r);
+  cr_assert_gt(blue_r, area / 8, "the causal mask: unmasked tiles (%ld)", blue_r);
+  cairo_surface_destroy(img);
+  char report[65536];
+  snprintf(file, sizeof file, "%s/report.md", out);
+  fmt_slurp(file, report, sizeof report);
+  cr_assert(strstr(report, "figures/gallery.png"), "%s", report);
+#else
+  cr_assert(strstr(res.err, "without cairo"), "a build without cairo says it drew nothing: %s", res.err);
+#endif
+}
+
+/* The teaching tour makes its figures: its gallery and the viewer's drawings. */
+Test(scenario, teaching_tour_makes_its_figures) {
+  fm_scenario *s = malloc(sizeof *s);
+  char path[700];
+  snprintf(path, sizeof path, "%s/../scenarios/teaching-tour.yaml", FM_TEST_SOURCE_DIR);
+  fm_err err;
+  cr_assert_eq(fm_scenario_load(path, s, &err), FM_OK, "%s", err.msg);
+  int gallery = 0, tiles = 0;
+  for (int i = 0; i < s->nfigures; i++) {
+    gallery |= !strcmp(s->figures[i], "gallery");
+    tiles |= !strcmp(s->figures[i], "tiles");
+  }
+  cr_assert(gallery && tiles, "teaching-tour asks for its gallery and tiles figures");
+  free(s);
 }

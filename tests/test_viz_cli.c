@@ -72,10 +72,15 @@ Test(viz_cli, svg_is_valid_xml) {
   char cmd[1024];
   snprintf(cmd, sizeof cmd, "xmllint --noout '%s/f.svg'", d);
   cr_assert_eq(system(cmd), 0, "xmllint rejects the SVG");
-  /* the root is an SVG document with the page size in points */
+  /* the root is an SVG document with the page size in points: by default the
+   * paper size of the registry (inches x 72), not a screen's */
+  const viz_figure *f = viz_figure_find("tiles");
+  char want[64];
+  snprintf(want, sizeof want, "%gpt", f->width_in * 72);
+  cr_assert_lt(f->width_in, 8.5, "a default that fits a page");
   snprintf(cmd, sizeof cmd,
-           "xmllint --xpath \"string(/*[local-name()='svg']/@width)\" '%s/f.svg' | grep -qx '1200pt'", d);
-  cr_assert_eq(system(cmd), 0, "the SVG's width is not 1200pt");
+           "xmllint --xpath \"string(/*[local-name()='svg']/@width)\" '%s/f.svg' | grep -qx '%s'", d, want);
+  cr_assert_eq(system(cmd), 0, "the SVG's width is not %s", want);
   free(r);
 }
 
@@ -190,6 +195,125 @@ Test(viz_cli, bad_render_options) {
   assert_refused(d, a, "1..16384");
   snprintf(a, sizeof a, "view --family causal --layer nope --bench-frames 2");
   assert_refused(d, a, "unknown layer");
+  /* sizes for papers and titles */
+  snprintf(a, sizeof a, "render --family causal --width-in 0 -o %s/x.pdf", d);
+  assert_refused(d, a, "inches from 0.1");
+  snprintf(a, sizeof a, "render --family causal --height-in 3in -o %s/x.pdf", d);
+  assert_refused(d, a, "--height-in '3in'");
+  snprintf(a, sizeof a, "render --family causal --width-in 300 -o %s/x.pdf", d);
+  assert_refused(d, a, "inches from 0.1 to 227");
+  snprintf(a, sizeof a, "render --family causal --width-in 3.3 --size 200x200 -o %s/x.pdf", d);
+  assert_refused(d, a, "pick one");
+  snprintf(a, sizeof a, "render --family causal --title T --no-title -o %s/x.pdf", d);
+  assert_refused(d, a, "exclude each other");
+  snprintf(a, sizeof a, "render --gallery --width-in 3.3 --height-in 2.5 -o %s/x.pdf", d);
+  assert_refused(d, a, "too small for 12 panels");
+  snprintf(a, sizeof a, "render --family causal --width-in 100 --height-in 1 --dpi 300 -o %s/x.png", d);
+  assert_refused(d, a, "limit is 16384");
+}
+
+/* Sizes in inches: PDF pages in points, PNG pixels at --dpi (300 when sized
+ * in inches); the other side follows the figure's paper aspect; titles. */
+Test(viz_cli, figures_sized_for_papers) {
+  if (!have_tool("pdfinfo")) cr_skip_test("pdfinfo not found (apt-get install poppler-utils)");
+  const char *d = tmpdir("paper");
+  char cmd[1400], info[4096], path[700];
+  static const struct {
+    const char *args, *size;
+  } cases[] = {{"--family causal_document --width-in 3.3 --height-in 2.5", "237.6 x 180 pts"},
+               {"--family causal --width-in 3.3 --title 'Causal, 128 x 128 tiles'", "237.6 x 201.6 pts"},
+               {"--figure memory --height-in 2.5 --no-title", "237.6 x 180 pts"},
+               {"--gallery --width-in 7", "504 x 432 pts"},
+               {"--family causal", "237.6 x 201.6 pts"}, /* the paper size of the registry */
+               {"--family causal --size 500x300", "500 x 300 pts"}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    fmt_result *r = run("render %s -o %s/f.pdf", cases[i].args, d);
+    cr_assert_eq(r->status, 0, "%s: %s", cases[i].args, r->err);
+    cr_assert_eq(r->err[0], 0, "%s: %s", cases[i].args, r->err);
+    free(r);
+    snprintf(cmd, sizeof cmd, "pdfinfo '%s/f.pdf' > '%s/info.txt'", d, d);
+    cr_assert_eq(system(cmd), 0);
+    snprintf(path, sizeof path, "%s/info.txt", d);
+    fmt_slurp(path, info, sizeof info);
+    cr_assert(strstr(info, cases[i].size), "%s: want %s\n%s", cases[i].args, cases[i].size, info);
+  }
+  fmt_result *r = run("render --family causal --width-in 3.3 --height-in 2.5 -o %s/f.png", d);
+  cr_assert_eq(r->status, 0, "%s", r->err);
+  free(r);
+  snprintf(path, sizeof path, "%s/f.png", d);
+  cairo_surface_t *img = cairo_image_surface_create_from_png(path);
+  cr_assert_eq(cairo_image_surface_get_width(img), 990, "3.3 in at 300 dpi");
+  cr_assert_eq(cairo_image_surface_get_height(img), 750);
+  cairo_surface_destroy(img);
+  r = run("render --family causal --width-in 3.3 --height-in 2.5 --dpi 100 -o %s/f.png", d);
+  cr_assert_eq(r->status, 0, "%s", r->err);
+  free(r);
+  img = cairo_image_surface_create_from_png(path);
+  cr_assert_eq(cairo_image_surface_get_width(img), 330, "3.3 in at 100 dpi");
+  cairo_surface_destroy(img);
+}
+
+/* A dense mask no interval form holds is drawn (it was refused), by render
+ * and by the viewer; --help says so. */
+Test(viz_cli, masks_no_form_holds_are_drawn) {
+  const char *d = tmpdir("misfit");
+  uint8_t dense[64 * 64];
+  for (int i = 0; i < 64; i++)
+    for (int j = 0; j < 64; j++) dense[i * 64 + j] = j <= i && (j != 10 || (i % 8) < 4);
+  int64_t shape[2] = {64, 64};
+  char path[700];
+  snprintf(path, sizeof path, "%s/holes.npy", d);
+  cr_assert_eq(fm_npy_save(path, FM_DT_BOOL, 2, shape, dense, NULL), FM_OK);
+  fmt_result *r = run("check %s", path);
+  cr_assert_eq(r->status, 1, "check says it does not fit: %s", r->out);
+  free(r);
+  static const char *args[] = {"-o %s/a.png", "--layer mask --keys 0:32 --rows 0:32 -o %s/b.png",
+                               "--width-in 3.3 --height-in 2.5 -o %s/c.pdf", "--no-panel -o %s/d.svg"};
+  for (size_t i = 0; i < sizeof args / sizeof args[0]; i++) {
+    char out[900];
+    snprintf(out, sizeof out, args[i], d);
+    r = run("render %s %s", path, out);
+    cr_assert_eq(r->status, 0, "render %s: %s", out, r->err);
+    cr_assert_eq(r->err[0], 0, "%s", r->err);
+    free(r);
+  }
+  char names[2048];
+  cr_assert_eq(dir_entries(d, names, sizeof names), 5, "%s", names);
+  r = run("view %s --bench-frames 20", path);
+  cr_assert_eq(r->status, 0, "%s", r->err);
+  cr_assert(strstr(r->out, "holes.npy"), "%s", r->out);
+  free(r);
+  r = run("render --help");
+  cr_assert(strstr(r->out, "fits no interval form") && strstr(r->out, "--width-in") &&
+            strstr(r->out, "--no-title"), "%s", r->out);
+  free(r);
+}
+
+/* Keeping every run of a noisy mask past the memory limit: one line naming
+ * the file, nothing written. */
+Test(viz_cli, too_many_runs_are_refused) {
+  const char *d = tmpdir("many_runs");
+  char out[600], path[700], a[1600];
+  snprintf(out, sizeof out, "%s/out", d);
+  mkdir(out, 0755);
+  enum { N = 300 };
+  uint8_t *noise = malloc(N * N);
+  uint64_t x = 88172645463325252ull;
+  for (int i = 0; i < N * N; i++) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    noise[i] = (uint8_t)(x >> 63);
+  }
+  int64_t shape[2] = {N, N};
+  snprintf(path, sizeof path, "%s/noise.npy", d);
+  cr_assert_eq(fm_npy_save(path, FM_DT_BOOL, 2, shape, noise, NULL), FM_OK);
+  free(noise);
+  snprintf(a, sizeof a, "render %s -o %s/x.png", path, out);
+  setenv("FMSIM_MEM_LIMIT", "100K", 1);
+  assert_refused(out, a, "masked runs");
+  unsetenv("FMSIM_MEM_LIMIT");
+  fmt_result *r = run("render %s -o %s/x.png", path, out);
+  cr_assert_eq(r->status, 0, "without the limit it draws: %s", r->err);
+  free(r);
 }
 
 static void write_file(const char *path, const char *text, size_t n) {
@@ -257,17 +381,21 @@ Test(viz_cli, unreadable_traces_and_masks) {
   /* a missing file */
   snprintf(a, sizeof a, "render %s/nothing-here.npy -o %s/x.png", d, out);
   assert_refused(out, a, "nothing-here.npy");
-  /* a dense mask no interval form holds (three masked runs in column 0) */
-  snprintf(src, sizeof src, "%s/three_runs.npy", d);
-  uint8_t dense[8 * 8];
-  for (int i = 0; i < 64; i++) dense[i] = 1;
-  dense[1 * 8] = dense[3 * 8] = dense[5 * 8] = 0; /* 0 = masked (true = may attend) */
-  int64_t dshape[2] = {8, 8};
-  cr_assert_eq(fm_npy_save(src, FM_DT_BOOL, 2, dshape, dense, NULL), FM_OK);
+  /* a float mask of only 0 and 1 needs --bool or --additive, which render takes */
+  snprintf(src, sizeof src, "%s/zero_one.npy", d);
+  float zo[8 * 8];
+  for (int i = 0; i < 64; i++) zo[i] = (float)(i % 8 <= i / 8);
+  int64_t zshape[2] = {8, 8};
+  cr_assert_eq(fm_npy_save(src, FM_DT_F32, 2, zshape, zo, NULL), FM_OK);
   snprintf(a, sizeof a, "render %s -o %s/x.png", src, out);
-  assert_refused(out, a, "three_runs.npy");
-  snprintf(a, sizeof a, "view %s --bench-frames 3", src);
-  assert_refused(out, a, "three_runs.npy");
+  assert_refused(out, a, "--bool");
+  r = run("render %s --bool -o %s/zo.png", src, d);
+  cr_assert_eq(r->status, 0, "%s", r->err);
+  free(r);
+  r = run("render %s --bool --additive -o %s/zo.png", src, d);
+  cr_assert_eq(r->status, 2, "%s", r->err);
+  cr_assert_eq(r->err_lines, 1, "%s", r->err);
+  free(r);
 }
 
 Test(viz_cli, view_without_a_display_points_to_render) {

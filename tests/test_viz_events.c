@@ -4,11 +4,14 @@
  * leaves the mask, every key does what --help says, and a pan or zoom never
  * reclassifies (only Br/Bc/S/family changes do); the backward key moves to
  * the backward's tile and back. */
+#include "fm_test_util.h" /* first: it sets _POSIX_C_SOURCE */
+
 #include <criterion/criterion.h>
 #include <math.h>
 #include <string.h>
 
 #include "fm_families.h"
+#include "fm_npy.h"
 #include "viz.h"
 #include "viz_internal.h"
 
@@ -375,6 +378,113 @@ Test(viz_events, script_lines_parse_strictly) {
   cr_assert_eq(c.key, VIZ_KEY_ESCAPE);
   cr_assert_eq(viz_script_parse("  # comment", &c, &err), FM_OK);
   cr_assert_eq(c.op, VIZ_SCRIPT_NONE);
+}
+
+/* ---- hover over a mask no interval form holds --------------------------------------- */
+
+/* A causal S x S mask (1 = may attend) whose column `bad` also masks rows
+ * [S/2, S/2 + S/16) and [3S/4, 3S/4 + S/32): three masked runs, which no
+ * interval form holds; every other column fits causal-1. */
+static viz_scene *one_bad_column(viz_state *s, int n, int bad) {
+  uint8_t *a = malloc((size_t)n * n);
+  for (int i = 0; i < n; i++)
+    for (int j = 0; j < n; j++)
+      a[i * n + j] = j <= i && !(j == bad && ((i >= n / 2 && i < n / 2 + n / 16) ||
+                                              (i >= 3 * n / 4 && i < 3 * n / 4 + n / 32)));
+  char path[512];
+  snprintf(path, sizeof path, "%s/viz_events_bad_%d.npy", FM_TEST_TMP_DIR, n);
+  int64_t shape[2] = {n, n};
+  cr_assert_eq(fm_npy_save(path, FM_DT_BOOL, 2, shape, a, NULL), FM_OK);
+  free(a);
+  viz_scene_opts o = {.path = path};
+  viz_scene *sc = NULL;
+  fm_err err;
+  cr_assert_eq(viz_scene_create(&o, s, &sc, &err), FM_OK, "%s", err.msg);
+  cr_assert_eq(viz_scene_sync(sc, s, &err), FM_OK, "%s", err.msg);
+  cr_assert_eq(s->facts.misfit, 1);
+  cr_assert_eq(s->facts.misfit_columns, 1, "one column no form holds");
+  return sc;
+}
+
+/* The hover lines after the mouse moved to key `key`, row `row` (token
+ * centres), joined with newlines into out. */
+static int hover_at(viz_state *s, double key, double row, char *out, size_t cap) {
+  viz_layout l;
+  viz_layout_compute(s, s->width, s->height, &l);
+  viz_event e = {.type = VIZ_EV_MOTION,
+                 .x = (int)floor(l.plot.x + (key - s->view.x0) / (s->view.x1 - s->view.x0) * l.plot.w),
+                 .y = (int)floor(l.plot.y + (row - s->view.y0) / (s->view.y1 - s->view.y0) * l.plot.h)};
+  cr_assert(viz_handle_event(s, &e) & VIZ_DO_REDRAW);
+  char lines[24][160];
+  int n = viz_hover_lines(s, s->width, s->height, lines, 24);
+  out[0] = 0;
+  for (int i = 0; i < n; i++) snprintf(out + strlen(out), cap - strlen(out), "%s\n", lines[i]);
+  return n;
+}
+
+Test(viz_events, hover_shows_the_runs_of_a_column_no_form_holds) {
+  viz_state s;
+  viz_state_init(&s, 1200, 800);
+  viz_scene *sc = one_bad_column(&s, 64, 10);
+  char text[4096];
+  cr_assert_gt(hover_at(&s, 10.5, 33.5, text, sizeof text), 0);
+  cr_assert(strstr(text, "query i = 33, key j = 10: masked\n"), "%s", text);
+  cr_assert(strstr(text, "column 10: 3 masked runs, no interval form holds it\n"), "%s", text);
+  cr_assert(strstr(text, "[0, 10) [32, 36) [48, 50)\n"), "%s", text);
+  cr_assert(strstr(text, "class: partial (exact; the mask has no intervals)"), "%s", text);
+  cr_assert(hover_at(&s, 11.5, 33.5, text, sizeof text) > 0);
+  cr_assert(strstr(text, "query i = 33, key j = 11: visible\n"), "%s", text);
+  cr_assert(strstr(text, "column 11: 1 masked run, fits causal-1\n"), "%s", text);
+  /* the window's panel draws these very lines */
+  hover_at(&s, 10.5, 33.5, text, sizeof text);
+  cairo_surface_t *surf = cairo_image_surface_create(CAIRO_FORMAT_ARGB32, 1200, 800);
+  viz_ink items[2048];
+  viz_ink_log log = {.items = items, .cap = 2048};
+  viz_ink_log_attach(surf, &log);
+  cairo_t *cr = cairo_create(surf);
+  viz_draw(cr, &s, 1200, 800);
+  int shown = 0;
+  for (int i = 0; i < log.count && i < log.cap; i++)
+    shown |= (!strcmp(items[i].text, "column 10: 3 masked runs, no interval form holds it")) |
+             (!strcmp(items[i].text, "[0, 10) [32, 36) [48, 50)") << 1) |
+             (!strcmp(items[i].text, "Under the cursor") << 2) |
+             (!strncmp(items[i].text, "j = 10: 3 runs [0, 10) [32, 36) [48, 50)", 40) << 3);
+  cr_assert_eq(shown, 15, "the panel shows the hover lines and lists the column (%x)", shown);
+  cairo_destroy(cr);
+  cairo_surface_destroy(surf);
+  /* off the plot: nothing */
+  viz_event leave = {.type = VIZ_EV_LEAVE};
+  viz_handle_event(&s, &leave);
+  char lines[4][160];
+  cr_assert_eq(viz_hover_lines(&s, s.width, s.height, lines, 4), 0);
+  viz_scene_destroy(sc);
+}
+
+/* Zoomed out, a pixel covers several keys: pointing at the pixel that holds
+ * the marked column shows that column, whichever key is under the centre. */
+Test(viz_events, hover_finds_the_marked_column_inside_a_pixel) {
+  viz_state s;
+  viz_state_init(&s, 1200, 800);
+  viz_scene *sc = one_bad_column(&s, 4096, 1000);
+  viz_layout l;
+  viz_layout_compute(&s, s.width, s.height, &l);
+  double keys_per_px = 4096 / l.plot.w;
+  cr_assert_gt(keys_per_px, 3, "several keys per pixel");
+  char text[4096];
+  int hit = 0;
+  for (int dx = -1; dx <= 1; dx++) { /* the pixel of key 1000 and its neighbours */
+    double key = 1000.2 + dx * keys_per_px;
+    hover_at(&s, key, 2100.5, text, sizeof text);
+    int here = strstr(text, "key j = 1000:") != NULL;
+    hit += here;
+    if (dx == 0) cr_assert(here, "%s", text);
+    else cr_assert(!here, "a neighbouring pixel points at column 1000: %s", text);
+  }
+  cr_assert_eq(hit, 1);
+  hover_at(&s, 1000.2, 2100.5, text, sizeof text);
+  cr_assert(strstr(text, "column 1000: 3 masked runs, no interval form holds it\n"), "%s", text);
+  cr_assert(strstr(text, "[0, 1000) [2048, 2304) [3072, 3200)\n"), "%s", text);
+  viz_scene_destroy(sc);
 }
 
 Test(viz_events, backward_key_moves_to_the_backward_tile_and_back) {

@@ -137,6 +137,43 @@ static void unpack(uint32_t p, double rgb[3]) {
   rgb[2] = (p & 255) / 255.0;
 }
 
+/* The mask layer of a 96 x 96 scene at n x n pixels for each n of sizes,
+ * pixel by pixel against the masked share of its area by brute force over
+ * dense (96 x 96, 1 = masked). */
+static void assert_mask_pixels(viz_scene *sc, viz_state *s, const uint8_t *dense, const int *sizes,
+                               int nsizes, const char *what) {
+  s->layers = VIZ_LAYER_MASK;
+  viz_view_reset(s);
+  double masked[3], visible[3];
+  unpack(VIZ_RGB_MASKED, masked);
+  unpack(VIZ_RGB_VISIBLE, visible);
+  for (int z = 0; z < nsizes; z++) {
+    int n = sizes[z];
+    const uint32_t *px = viz_raster_render(sc, s, n, n, 7);
+    cr_assert_not_null(px);
+    double tok = 96.0 / n;
+    for (int y = 0; y < n; y++)
+      for (int x = 0; x < n; x++) {
+        double cnt = 0, area = 0;
+        for (int i = (int)floor(y * tok); i < (int)ceil((y + 1) * tok); i++)
+          for (int j = (int)floor(x * tok); j < (int)ceil((x + 1) * tok); j++) {
+            double w = (fmin(j + 1, (x + 1) * tok) - fmax(j, x * tok)) *
+                       (fmin(i + 1, (y + 1) * tok) - fmax(i, y * tok));
+            area += w;
+            cnt += w * dense[i * 96 + j];
+          }
+        double f = cnt / area, got[3];
+        unpack(px[y * n + x], got);
+        for (int c = 0; c < 3; c++) {
+          double want = masked[c] * f + visible[c] * (1 - f);
+          cr_assert(fabs(got[c] - want) <= 0.6 / 255 + 1e-9,
+                    "%s, %d px: pixel (%d, %d) channel %d = %.4f, want %.4f (masked share %.3f)", what,
+                    n, x, y, c, got[c], want, f);
+        }
+      }
+  }
+}
+
 Test(viz_render, mask_pixels_are_exact_at_any_zoom) {
   fm_rng r;
   fm_rng_seed(&r, 5, 0);
@@ -146,39 +183,9 @@ Test(viz_render, mask_pixels_are_exact_at_any_zoom) {
     viz_state s;
     viz_state_init(&s, 800, 600);
     viz_scene *sc = scene_of(m, &s, causal ? "causal" : "bidir");
-    s.layers = VIZ_LAYER_MASK;
-    viz_view_reset(&s);
-    double masked[3], visible[3];
-    unpack(VIZ_RGB_MASKED, masked);
-    unpack(VIZ_RGB_VISIBLE, visible);
     /* 1, 4 and 6 tokens per pixel, and a quarter token per pixel */
     static const int sizes[] = {96, 24, 16, 384};
-    for (size_t z = 0; z < sizeof sizes / sizeof sizes[0]; z++) {
-      int n = sizes[z];
-      const uint32_t *px = viz_raster_render(sc, &s, n, n, 7);
-      cr_assert_not_null(px);
-      double tok = 96.0 / n;
-      for (int y = 0; y < n; y++)
-        for (int x = 0; x < n; x++) {
-          /* brute force: the masked share of the pixel's area */
-          double cnt = 0, area = 0;
-          for (int i = (int)floor(y * tok); i < (int)ceil((y + 1) * tok); i++)
-            for (int j = (int)floor(x * tok); j < (int)ceil((x + 1) * tok); j++) {
-              double w = (fmin(j + 1, (x + 1) * tok) - fmax(j, x * tok)) *
-                         (fmin(i + 1, (y + 1) * tok) - fmax(i, y * tok));
-              area += w;
-              cnt += w * dense[i * 96 + j];
-            }
-          double f = cnt / area, got[3];
-          unpack(px[y * n + x], got);
-          for (int c = 0; c < 3; c++) {
-            double want = masked[c] * f + visible[c] * (1 - f);
-            cr_assert(fabs(got[c] - want) <= 0.6 / 255 + 1e-9,
-                      "%s, %d px: pixel (%d, %d) channel %d = %.4f, want %.4f (masked share %.3f)",
-                      causal ? "causal" : "bidir", n, x, y, c, got[c], want, f);
-          }
-        }
-    }
+    assert_mask_pixels(sc, &s, dense, sizes, 4, causal ? "causal" : "bidir");
     free(dense);
     viz_scene_destroy(sc);
     fm_colmask_destroy(m);
@@ -212,11 +219,86 @@ Test(viz_render, tile_pixels_have_their_tile_class) {
   fm_colmask_destroy(m);
 }
 
+/* ---- masks that fit no interval form ------------------------------------------------ */
+
+/* The mask of tests/ref/misfit_both.png (make_refs.sh writes the same): S =
+ * 256, two global keys, a causal window of 32 that is dilated (every other
+ * row) over keys 0..127: those columns hold 16 runs, no interval form
+ * holds them; keys 128.. fit. 1 = may attend. */
+static int misfit_attend(int i, int j) {
+  int d = i - j;
+  return j < 2 || (d >= 0 && d < 32 && (j >= 128 || d % 2 == 0));
+}
+
+static void write_misfit(const char *path, int s_len) {
+  uint8_t *a = malloc((size_t)s_len * s_len);
+  for (int i = 0; i < s_len; i++)
+    for (int j = 0; j < s_len; j++) a[i * s_len + j] = (uint8_t)misfit_attend(i, j);
+  int64_t shape[2] = {s_len, s_len};
+  cr_assert_eq(fm_npy_save(path, FM_DT_BOOL, 2, shape, a, NULL), FM_OK);
+  free(a);
+}
+
+static viz_scene *misfit_scene(viz_state *s, int s_len) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/viz_render_misfit_%d.npy", FM_TEST_TMP_DIR, s_len);
+  write_misfit(path, s_len);
+  viz_scene_opts o = {.path = path};
+  viz_scene *sc = NULL;
+  fm_err err;
+  cr_assert_eq(viz_scene_create(&o, s, &sc, &err), FM_OK, "%s", err.msg);
+  cr_assert_eq(viz_scene_sync(sc, s, &err), FM_OK, "%s", err.msg);
+  return sc;
+}
+
+Test(viz_render, a_mask_no_form_holds_is_drawn_exactly) {
+  viz_state s;
+  viz_state_init(&s, 800, 600);
+  viz_scene *sc = misfit_scene(&s, 96);
+  cr_assert_eq(s.facts.misfit, 1, "no interval form holds the mask");
+  /* columns 2..95 hold several runs (the window is dilated below key 128) */
+  int64_t bad = 0;
+  for (int j = 0; j < 96; j++) {
+    int runs = 0, prev = 0;
+    for (int i = 0; i < 96; i++) {
+      int m = !misfit_attend(i, j);
+      runs += m && !prev;
+      prev = m;
+    }
+    bad += runs > 2;
+  }
+  cr_assert_eq(s.facts.misfit_columns, bad, "%lld columns marked, %lld by brute force",
+               (long long)s.facts.misfit_columns, (long long)bad);
+  uint8_t dense[96 * 96];
+  for (int i = 0; i < 96; i++)
+    for (int j = 0; j < 96; j++) dense[i * 96 + j] = (uint8_t)!misfit_attend(i, j);
+  static const int sizes[] = {96, 24, 40};
+  assert_mask_pixels(sc, &s, dense, sizes, 3, "no interval form");
+  /* exact tile classes from every run (no bounds: the min/max class is the exact one) */
+  s.br = 7;
+  s.bc = 5;
+  cr_assert_eq(viz_scene_sync(sc, &s, NULL), FM_OK);
+  int64_t cnt[3] = {0, 0, 0};
+  for (int rt = 0; rt < (96 + 6) / 7; rt++)
+    for (int ct = 0; ct < (96 + 4) / 5; ct++) {
+      int m = 0, n = 0;
+      for (int i = rt * 7; i < 96 && i < rt * 7 + 7; i++)
+        for (int j = ct * 5; j < 96 && j < ct * 5 + 5; j++, n++) m += !misfit_attend(i, j);
+      int want = m == n ? FM_TILE_MASKED : m == 0 ? FM_TILE_UNMASKED : FM_TILE_PARTIAL, cm, ce;
+      viz_scene_tile_class(sc, rt, ct, &cm, &ce);
+      cr_assert(ce == want && cm == want, "tile (%d, %d): %d / %d, brute force %d", rt, ct, cm, ce, want);
+      cnt[want]++;
+    }
+  const fm_tile_counts *k = viz_scene_counts(sc);
+  for (int c = 0; c < 3; c++) cr_assert_eq(k->exact[c], cnt[c]);
+  viz_scene_destroy(sc);
+}
+
 /* ---- reference images ----------------------------------------------------------- */
 
 typedef struct ref_case {
   const char *name;
-  const char *family; /* NULL: trace, gallery or memory */
+  const char *family; /* NULL: the misfit mask (misfit_attend), at S = seqlen */
   int64_t seqlen;
   int32_t br, bc;
   const char *layer;
@@ -231,6 +313,7 @@ static const ref_case cases[] = {
     {"random_eviction_mask", "random_eviction", 131072, 128, 128, "mask", {0, 0}, {0, 0}, 480, 320},
     {"causal_zoom_tokens", "causal", 64, 8, 8, "both", {0, 16}, {0, 16}, 480, 320},
     {"sliding_window_bytes", "sliding_window", 4096, 64, 64, "bytes", {0, 0}, {0, 0}, 480, 320},
+    {"misfit_both", NULL, 256, 16, 16, "both", {0, 0}, {0, 0}, 480, 320},
 };
 
 /* The layers of `fmsim render --layer NAME` (app/viz_cli.c), panel kept. */
@@ -307,11 +390,17 @@ static cairo_surface_t *draw_case(const ref_case *c, unsigned drop_layers) {
   viz_scene_opts o = {0};
   o.batch = o.heads = 1;
   viz_scene *sc = NULL;
+  char path[512];
+  if (!c->family) {
+    snprintf(path, sizeof path, "%s/viz_render_%s.npy", FM_TEST_TMP_DIR, c->name);
+    write_misfit(path, (int)c->seqlen);
+    o.path = path;
+  }
   cr_assert_eq(viz_scene_create(&o, &s, &sc, NULL), FM_OK);
   s.family = -1;
-  for (int i = 0; i < fm_family_count(); i++)
+  for (int i = 0; i < fm_family_count() && c->family; i++)
     if (!strcmp(fm_family_at(i)->name, c->family)) s.family = i;
-  cr_assert_geq(s.family, 0);
+  cr_assert(s.family >= 0 || !c->family);
   s.seqlen = c->seqlen;
   s.br = c->br;
   s.bc = c->bc;
@@ -446,6 +535,163 @@ Test(viz_render, reference_images_of_the_figures) {
   viz_figure_names(names, sizeof names);
   for (int i = 0; i < viz_figure_count(); i++)
     cr_assert(strstr(names, viz_figure_at(i)->name), "'%s' lacks %s", names, viz_figure_at(i)->name);
+}
+
+/* ---- figures for papers: nothing drawn past the surface ------------------------- */
+
+/* One column of a two-column paper: 3.3 x 2.5 in, drawn at 300 dpi. */
+#define COL_W (3.3 * 72)
+#define COL_H (2.5 * 72)
+#define DPI_SCALE (300.0 / 72.0)
+
+typedef struct inked {
+  cairo_surface_t *surf;
+  cairo_t *cr;
+  viz_ink items[4096];
+  viz_ink_log log;
+  double pw, ph; /* the surface, pixels */
+} inked;
+
+static inked *ink_begin(double w, double h) {
+  inked *k = calloc(1, sizeof *k);
+  k->pw = ceil(w * DPI_SCALE);
+  k->ph = ceil(h * DPI_SCALE);
+  k->surf = cairo_image_surface_create(CAIRO_FORMAT_ARGB32, (int)k->pw, (int)k->ph);
+  k->log = (viz_ink_log){.items = k->items, .cap = 4096};
+  viz_ink_log_attach(k->surf, &k->log);
+  k->cr = cairo_create(k->surf);
+  cairo_scale(k->cr, DPI_SCALE, DPI_SCALE);
+  return k;
+}
+
+/* Every string and legend mark lies inside the surface (half a pixel of
+ * antialiasing allowed), and no two strings overlap. */
+static void ink_check(inked *k, const char *what, int min_items) {
+  const viz_ink_log *log = &k->log;
+  cr_assert_lt(log->count, log->cap, "%s: the log overflowed", what);
+  cr_assert_geq(log->count, min_items, "%s: %d strings and marks drawn", what, log->count);
+  for (int i = 0; i < log->count; i++) {
+    const viz_ink *a = &log->items[i];
+    cr_assert(a->x0 >= -0.5 && a->y0 >= -0.5 && a->x1 <= k->pw + 0.5 && a->y1 <= k->ph + 0.5,
+              "%s: '%s' at [%.1f, %.1f] x [%.1f, %.1f] leaves the %.0f x %.0f surface", what, a->text,
+              a->x0, a->x1, a->y0, a->y1, k->pw, k->ph);
+    for (int j = 0; j < i && a->text[0]; j++) {
+      const viz_ink *b = &log->items[j];
+      if (!b->text[0]) continue;
+      double ox = fmin(a->x1, b->x1) - fmax(a->x0, b->x0), oy = fmin(a->y1, b->y1) - fmax(a->y0, b->y0);
+      cr_assert(ox <= 1.0 || oy <= 1.0, "%s: '%s' overlaps '%s' (%.1f x %.1f px)", what, a->text,
+                b->text, ox, oy);
+    }
+  }
+  cairo_destroy(k->cr);
+  cairo_surface_destroy(k->surf);
+  free(k);
+}
+
+/* The viewer's drawing of a state on paper: 8 pt text. */
+static void ink_state(viz_state *s, const char *what, double w, double h) {
+  inked *k = ink_begin(w, h);
+  s->font_pt = 8;
+  viz_draw(k->cr, s, w, h);
+  viz_layout l;
+  viz_layout_compute(s, w, h, &l);
+  cr_assert_float_eq(l.font, 8, 1e-9, "%s: 8 pt text on paper", what);
+  cr_assert_eq(l.panel.w, 0, "%s: no room for the side panel in one column", what);
+  cr_assert_gt(l.legend.h, 0, "%s: the compact legend instead", what);
+  ink_check(k, what, 10);
+}
+
+Test(viz_render, one_paper_column_clips_nothing) {
+  viz_state s;
+  viz_state_init(&s, (int)COL_W, (int)COL_H);
+  viz_scene_opts o = {.batch = 1, .heads = 1};
+  viz_scene *sc = NULL;
+  cr_assert_eq(viz_scene_create(&o, &s, &sc, NULL), FM_OK);
+  cr_assert_eq(viz_scene_sync(sc, &s, NULL), FM_OK);
+  ink_state(&s, "causal_document, default caption", COL_W, COL_H);
+  snprintf(s.title, sizeof s.title, "%s", "Packed documents with a causal mask at S = 8192 and 128 x 128 "
+           "tiles, drawn for a single column of a two-column paper where a title this long must wrap");
+  ink_state(&s, "a long --title", COL_W, COL_H);
+  s.title[0] = 0;
+  s.no_title = 1;
+  ink_state(&s, "--no-title", COL_W, COL_H);
+  s.no_title = 0;
+  s.layers = VIZ_LAYER_MASK | VIZ_LAYER_PANEL;
+  ink_state(&s, "the mask layer", COL_W, COL_H);
+  s.layers = VIZ_LAYER_DEFAULT;
+  ink_state(&s, "a tall column", COL_W, 4.5 * 72);
+  viz_scene_destroy(sc);
+  /* a mask no interval form holds: its strip, its legend entry */
+  viz_state_init(&s, (int)COL_W, (int)COL_H);
+  sc = misfit_scene(&s, 256);
+  ink_state(&s, "a mask no form holds", COL_W, COL_H);
+  viz_scene_destroy(sc);
+}
+
+Test(viz_render, every_figure_fits_one_paper_column) {
+  for (int i = 0; i < viz_figure_count(); i++) {
+    const viz_figure *f = viz_figure_at(i);
+    cr_assert(f->width_in > 0 && f->width_in <= 7.5 && f->height_in > 0 && f->height_in <= 9,
+              "%s: paper size %g x %g in", f->name, f->width_in, f->height_in);
+    if (f->per_case) continue; /* the drawing of a source: one_paper_column_clips_nothing */
+    /* twelve panels need a square column; the others fit 3.3 x 2.5 in */
+    double h = strcmp(f->name, "gallery") ? COL_H : COL_W;
+    for (int t = 0; t < 3; t++) {
+      viz_figure_opts o = {.seqlen = 8192, .br = 128, .bc = 128, .sample = -1, .text = 1,
+                           .title = t == 1 ? "A title given on the command line that is far too "
+                                             "long for one column of a paper" : NULL,
+                           .no_title = t == 2};
+      inked *k = ink_begin(COL_W, h);
+      fm_err err;
+      cr_assert_eq(f->draw(k->cr, COL_W, h, &o, &err), FM_OK, "%s: %s", f->name, err.msg);
+      char what[96];
+      snprintf(what, sizeof what, "%s (%s)", f->name, t == 0 ? "its title" : t == 1 ? "--title" : "--no-title");
+      ink_check(k, what, 10);
+    }
+  }
+  /* twelve panels in 3.3 x 2.5 in: refused with one line, not squeezed */
+  inked *k = ink_begin(COL_W, COL_H);
+  viz_figure_opts o = {.seqlen = 8192, .br = 128, .bc = 128, .sample = -1, .text = 1};
+  fm_err err;
+  cr_assert_eq(viz_figure_find("gallery")->draw(k->cr, COL_W, COL_H, &o, &err), FM_EINVAL);
+  cr_assert(strstr(err.msg, "(3.30 x 2.50 in) is too small for 12 panels"), "%s", err.msg);
+  cairo_destroy(k->cr);
+  cairo_surface_destroy(k->surf);
+  free(k);
+}
+
+/* A gallery of a scenario's masks: panels from traces, in a single column. */
+Test(viz_render, a_gallery_of_traces_fits_one_paper_column) {
+  static const char *fams[4] = {"causal", "sliding_window", "document", "qk_sparse"};
+  char dirs[4][512], titles[4][64];
+  viz_gallery_item items[4];
+  for (int q = 0; q < 4; q++) {
+    snprintf(dirs[q], sizeof dirs[q], "%s/viz_render_gallery_%d", FM_TEST_TMP_DIR, q);
+    char args[1024];
+    snprintf(args, sizeof args, "analyze --family %s --seqlen 1024 --br 64 --bc 64 --out %s", fams[q], dirs[q]);
+    fmt_result *r = malloc(sizeof *r);
+    fmt_run(r, args);
+    cr_assert_eq(r->status, 0, "%s", r->err);
+    free(r);
+    snprintf(titles[q], sizeof titles[q], "%s", fams[q]);
+    items[q] = (viz_gallery_item){.trace = dirs[q], .title = titles[q]};
+  }
+  viz_figure_opts o = {.seqlen = 8192, .br = 128, .bc = 128, .sample = -1, .text = 1, .items = items,
+                       .nitems = 4, .items_name = "a test"};
+  inked *k = ink_begin(COL_W, COL_H);
+  fm_err err;
+  cr_assert_eq(viz_figure_find("gallery")->draw(k->cr, COL_W, COL_H, &o, &err), FM_OK, "%s", err.msg);
+  /* the panels are the traces' masks, titled as given (cut with an ellipsis
+   * where the cell is narrower than the title: "sliding_w…") */
+  int seen = 0;
+  for (int i = 0; i < k->log.count; i++)
+    for (int q = 0; q < 4; q++) {
+      const char *t = k->items[i].text, *cut = strstr(t, "\xE2\x80\xA6");
+      size_t n = cut ? (size_t)(cut - t) : strlen(t);
+      if (n >= 4 && !strncmp(t, fams[q], n) && (cut ? !cut[3] : !fams[q][n])) seen |= 1 << q;
+    }
+  cr_assert_eq(seen, 15, "panel titles drawn: %x", seen);
+  ink_check(k, "a gallery of four traces", 10);
 }
 
 /* The backward's tile map in the scene: a run trace's own record (tiles_bwd.npy and its

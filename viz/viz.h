@@ -73,6 +73,9 @@ typedef struct viz_facts {
   int32_t file_br, file_bc; /* tile size of the trace's arrays of the shown pass (0 without) */
   int32_t bwd_br, bwd_bc;   /* the backward's tile: the trace's, else the kernel's (registry) */
   int bwd_from_trace;       /* the trace has the backward's arrays (tiles_bwd.npy) */
+  int misfit;               /* the mask fits no interval form (a dense file): drawn from its
+                               runs, tile classes exact, the columns no form holds marked */
+  int64_t misfit_columns;   /* columns of the shown pair that no interval form holds */
 } viz_facts;
 
 /* What the window, the figures and the tests share. Plain data: copying it
@@ -92,6 +95,10 @@ typedef struct viz_state {
   viz_overlay overlay;
   viz_view view;
   int text;            /* 0: draw no text at all (font-independent reference images) */
+  double font_pt;      /* > 0: the base font size in layout units (8: a figure on paper);
+                          0: from the size, 9..22 (screens) */
+  char title[256];     /* the caption line; "" : the default (mask, S, tiles, rho) */
+  int no_title;        /* 1: no caption line, its room goes to the plot */
   double raster_scale; /* mask raster pixels per layout unit; 0: from the cairo device scale */
   /* window and mouse, in layout units (pixels of the window) */
   int width, height;
@@ -181,7 +188,12 @@ typedef struct viz_layout {
   double font;   /* base font size, layout units */
   viz_rect plot; /* the mask, axes outside it */
   viz_rect panel; /* legend, numbers, hover; w = 0 when there is no room */
-  double caption_y; /* baseline of the caption line */
+  double caption_x, caption_y; /* start of the caption's first line (baseline) */
+  int caption_lines; /* lines the caption (title) may take; 0 with no_title */
+  double caption_line_h;
+  viz_rect strip;  /* above the plot: the columns no interval form holds (h = 0: none) */
+  viz_rect legend; /* the legend alone when the panel is on but has no room (h = 0: none) */
+  int legend_cols; /* its items per row */
 } viz_layout;
 
 void viz_layout_compute(const viz_state *s, double w, double h, viz_layout *out);
@@ -194,9 +206,11 @@ void viz_point_to_tokens(const viz_state *s, const viz_layout *l, double px, dou
 typedef struct viz_scene viz_scene;
 
 typedef struct viz_scene_opts {
-  const char *path;       /* TRACE_DIR, MASK.npy (bool/uint8) or INTERVALS.npy (int32/int64); NULL: families */
+  const char *path;       /* TRACE_DIR, MASK.npy (any dtype of fm_dense.h, fitting an interval
+                             form or not) or INTERVALS.npy (int32/int64); NULL: families */
   int causal;             /* INTERVALS.npy: the intervals are of a causal mask */
   int true_masked;        /* MASK.npy: true means masked (default: true means may attend) */
+  int reading;            /* MASK.npy of a float dtype: an fm_dense_reading (--bool, --additive) */
   int strict;             /* INTERVALS.npy: refuse what Paddle reads leniently (fm_intervals_io.h) */
   int64_t batch, heads;   /* families: B and H (per-head families draw B*H masks) */
   const char *param_family; /* the family the params below belong to */
@@ -244,6 +258,13 @@ int64_t viz_tile_model_bytes(int minmax_class, int32_t rows, int32_t cols, int32
  * space). s->scene must be synced. */
 void viz_draw(cairo_t *cr, const viz_state *s, double w, double h);
 
+/* The lines the side panel shows under the cursor ("Under the cursor"), for
+ * a drawing of w x h: the element and tile, their classes, the tile's bounds
+ * and the column's intervals, or, for a mask that fits no interval form, the
+ * column's masked runs and whether a form holds it. Returns the count (0 when
+ * the mouse is off the mask); at most max lines of 160 bytes. */
+int viz_hover_lines(const viz_state *s, double w, double h, char (*lines)[160], int max);
+
 /* Colour-blind-safe palette (Okabe-Ito), 0xRRGGBB. */
 enum {
   VIZ_RGB_BACKGROUND = 0xFFFFFF,
@@ -252,6 +273,7 @@ enum {
   VIZ_RGB_PARTIAL = 0xE69F00,        /* partial tile (orange) */
   VIZ_RGB_PARTIAL_MASKED = 0xF6DDAA, /* masked element inside a partial tile */
   VIZ_RGB_HATCH = 0x1A1A1A,
+  VIZ_RGB_MISFIT = 0xCC79A7,         /* a column no interval form holds (reddish purple) */
   VIZ_RGB_TEXT = 0x222222
 };
 /* Viridis, t in [0, 1] -> 0xRRGGBB (overlays and colour bars). */
@@ -283,6 +305,12 @@ fm_status viz_draw_state_fn(cairo_t *cr, double w, double h, void *ctx, fm_err *
 
 /* ---- figures: one registry for `fmsim render`, the viewer and scenarios -- */
 
+/* A mask of a gallery drawn from a trace folder (a scenario's case). */
+typedef struct viz_gallery_item {
+  const char *trace; /* the trace folder */
+  const char *title; /* the panel's title, e.g. "sliding_window w=48" */
+} viz_gallery_item;
+
 /* What a figure may draw from; each figure reads the members it needs. */
 typedef struct viz_figure_opts {
   int64_t seqlen;           /* S of the masks drawn */
@@ -293,6 +321,11 @@ typedef struct viz_figure_opts {
   const char *trace;        /* a trace folder (per-case figures) */
   int32_t head_dim;         /* D of modelled bytes, 0: the trace's or 128 */
   int text;                 /* 0: draw no text (font-independent reference images) */
+  const char *title;        /* the figure's title, NULL: its default */
+  int no_title;             /* 1: no title, its room goes to the drawing */
+  const viz_gallery_item *items; /* gallery: these masks (a scenario's), not the families */
+  int nitems;
+  const char *items_name;   /* gallery of items: whose masks, for the default title */
 } viz_figure_opts;
 
 /* A row of the registry. Adding a figure is a row and its draw function in
@@ -300,7 +333,8 @@ typedef struct viz_figure_opts {
 typedef struct viz_figure {
   const char *name;      /* what `render --figure` and a scenario's figures: take */
   const char *summary;   /* one line for help texts */
-  double width, height;  /* default size: PNG pixels at 72 dpi, PDF/SVG points */
+  double width, height;  /* default size on screens: PNG pixels at 72 dpi, the viewer's window */
+  double width_in, height_in; /* default size on paper: PDF and SVG pages, inches (72 pt each) */
   viz_draw_fn draw;      /* ctx: a const viz_figure_opts */
   int per_case;          /* 1: drawn from one mask or trace (a source, opts.trace), the
                             viewer's own drawing; 0: a figure with masks of its own */
@@ -311,6 +345,25 @@ const viz_figure *viz_figure_at(int i);           /* NULL when out of range */
 const viz_figure *viz_figure_find(const char *name); /* NULL when unknown */
 /* "gallery, memory or tiles": the names for messages, into buf. */
 const char *viz_figure_names(char *buf, int cap);
+
+/* ---- what was drawn: tests, and the check that nothing is clipped -------- */
+
+/* One string or legend mark drawn, with its ink box in device units (the
+ * pixels of an image surface, points of a PDF page). */
+typedef struct viz_ink {
+  char text[160]; /* the string as drawn (cut strings end with U+2026); "" for a mark */
+  double x0, y0, x1, y1;
+} viz_ink;
+
+/* Filled by every text and legend mark the viz code draws on a surface the
+ * log is attached to: items[0 .. min(count, cap)); count goes on past cap. */
+typedef struct viz_ink_log {
+  viz_ink *items; /* (cap,), owned by the caller */
+  int count, cap;
+} viz_ink_log;
+
+/* Attaches log to surface (NULL detaches); the caller keeps it alive meanwhile. */
+void viz_ink_log_attach(cairo_surface_t *surface, viz_ink_log *log);
 
 /* ---- benchmark ----------------------------------------------------------- */
 

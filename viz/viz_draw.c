@@ -7,10 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fm_dense.h"
 #include "fm_forms.h"
 #include "viz_internal.h"
-
-#define FONT_FACE "DejaVu Sans"
 
 /* ---- formatting ---------------------------------------------------------- */
 
@@ -51,43 +50,18 @@ void viz_format_count(int64_t v, char *buf, int cap) {
   buf[o] = 0;
 }
 
-/* ---- small cairo helpers ------------------------------------------------- */
+/* ---- small cairo helpers (viz_text.c) ------------------------------------ */
 
-static void set_rgb(cairo_t *cr, uint32_t c) {
-  cairo_set_source_rgb(cr, ((c >> 16) & 255) / 255.0, ((c >> 8) & 255) / 255.0, (c & 255) / 255.0);
-}
-
-static void set_font(cairo_t *cr, double size, int bold) {
-  cairo_select_font_face(cr, FONT_FACE, CAIRO_FONT_SLANT_NORMAL,
-                         bold ? CAIRO_FONT_WEIGHT_BOLD : CAIRO_FONT_WEIGHT_NORMAL);
-  cairo_set_font_size(cr, size);
-}
-
-static double text_width(cairo_t *cr, const char *t) {
-  cairo_text_extents_t e;
-  cairo_text_extents(cr, t, &e);
-  return e.x_advance;
-}
-
+static void set_rgb(cairo_t *cr, uint32_t c) { viz_set_rgb(cr, c); }
+static void set_font(cairo_t *cr, double size, int bold) { viz_set_font(cr, size, bold); }
+static double text_width(cairo_t *cr, const char *t) { return viz_text_width(cr, t); }
 /* Text with its baseline at y; align 0 left, 0.5 centre, 1 right. */
 static void text_at(cairo_t *cr, double x, double y, const char *t, double align) {
-  cairo_move_to(cr, x - align * text_width(cr, t), y);
-  cairo_show_text(cr, t);
+  viz_text_at(cr, x, y, t, align);
 }
-
-/* Shrinks the current font until t fits in maxw (down to 60%), then draws. */
+/* Fits t into maxw: shrunk, then cut with an ellipsis. */
 static void text_fit(cairo_t *cr, double x, double y, const char *t, double maxw, double align) {
-  cairo_matrix_t fm;
-  cairo_get_font_matrix(cr, &fm);
-  double size = fm.xx, w = text_width(cr, t);
-  if (w > maxw && w > 0) {
-    double s2 = fmax(size * 0.6, size * maxw / w);
-    cairo_set_font_size(cr, s2);
-    text_at(cr, x, y, t, align);
-    cairo_set_font_size(cr, size);
-  } else {
-    text_at(cr, x, y, t, align);
-  }
+  viz_text_fit(cr, x, y, t, maxw, align);
 }
 
 /* A user-space coordinate snapped to the centre of a device pixel, so that
@@ -167,11 +141,14 @@ static void draw_axes(cairo_t *cr, const viz_state *s, const viz_layout *l) {
   if (!s->text) return;
   set_rgb(cr, VIZ_RGB_TEXT);
   set_font(cr, 0.95 * font, 0);
-  text_at(cr, p->x + p->w / 2, p->y + p->h + tick + 2.55 * font, "key column j (tokens)", 0.5);
+  /* a small plot takes the short titles, fitted to its side and a bit */
+  const char *xt = text_width(cr, "key column j (tokens)") <= p->w + 2 * font ? "key column j (tokens)" : "key j";
+  const char *yt = text_width(cr, "query row i (tokens)") <= p->h + 2 * font ? "query row i (tokens)" : "query i";
+  text_fit(cr, p->x + p->w / 2, p->y + p->h + tick + 2.55 * font, xt, p->w + 4 * font, 0.5);
   cairo_save(cr);
   cairo_translate(cr, p->x - 4.35 * font, p->y + p->h / 2);
   cairo_rotate(cr, -M_PI / 2);
-  text_at(cr, 0, 0, "query row i (tokens)", 0.5);
+  text_fit(cr, 0, 0, yt, p->h + 2 * font, 0.5);
   cairo_restore(cr);
 }
 
@@ -249,31 +226,7 @@ static void draw_raster(cairo_t *cr, const viz_state *s, const viz_rect *p) {
 
 /* ---- hover --------------------------------------------------------------- */
 
-typedef struct hover_info {
-  int valid;
-  int32_t i, j, rt, ct;
-} hover_info;
-
-static hover_info hover_of(const viz_state *s, const viz_layout *l) {
-  hover_info h = {0, 0, 0, 0, 0};
-  const viz_scene *sc = s->scene;
-  if (!s->mouse_in || !sc || !sc->classes_valid) return h;
-  const viz_rect *p = &l->plot;
-  if (s->mouse_x < p->x || s->mouse_x >= p->x + p->w || s->mouse_y < p->y || s->mouse_y >= p->y + p->h)
-    return h;
-  double kx, ky;
-  viz_point_to_tokens(s, l, s->mouse_x + 0.5, s->mouse_y + 0.5, &kx, &ky);
-  int32_t sq = fm_colmask_sq(sc->mask), sk = fm_colmask_sk(sc->mask);
-  if (kx < 0 || ky < 0 || kx >= sk || ky >= sq) return h;
-  h.valid = 1;
-  h.j = (int32_t)kx;
-  h.i = (int32_t)ky;
-  h.rt = h.i / sc->br;
-  h.ct = h.j / sc->bc;
-  return h;
-}
-
-static void draw_hover_marks(cairo_t *cr, const viz_state *s, const viz_layout *l, hover_info h) {
+static void draw_hover_marks(cairo_t *cr, const viz_state *s, const viz_layout *l, viz_hover h) {
   const viz_scene *sc = s->scene;
   const viz_rect *p = &l->plot;
   const viz_view *v = &s->view;
@@ -291,6 +244,13 @@ static void draw_hover_marks(cairo_t *cr, const viz_state *s, const viz_layout *
                     (ty1 - ty0) * ppy);
     cairo_stroke(cr);
   }
+  if (h.misfit) { /* the column no form holds, top to bottom */
+    viz_set_rgb(cr, VIZ_RGB_MISFIT);
+    cairo_set_line_width(cr, 1.5);
+    double x0 = p->x + (h.j - v->x0) * ppx, cw = fmax(ppx, 1.0);
+    cairo_rectangle(cr, x0 - 1, p->y, cw + 2, p->h);
+    cairo_stroke(cr);
+  }
   if (ppx >= 4 && ppy >= 4) {
     cairo_set_source_rgb(cr, 0.8, 0, 0.3);
     cairo_set_line_width(cr, 1.5);
@@ -305,9 +265,17 @@ static void draw_hover_marks(cairo_t *cr, const viz_state *s, const viz_layout *
 typedef struct panel_pen {
   cairo_t *cr;
   double x, y, w, font, line;
+  double bottom; /* nothing is drawn below: what does not fit is left out */
 } panel_pen;
 
+/* 1 when `lines` more lines fit above the panel's bottom. */
+static int pen_room(const panel_pen *pp, double lines) { return pp->y + (lines - 0.7) * pp->line <= pp->bottom; }
+
 static void pen_header(panel_pen *pp, const char *t) {
+  if (!pen_room(pp, 2)) {
+    pp->y = pp->bottom + pp->line; /* full: the rest is left out */
+    return;
+  }
   pp->y += 0.5 * pp->line;
   set_font(pp->cr, pp->font, 1);
   set_rgb(pp->cr, VIZ_RGB_TEXT);
@@ -317,6 +285,7 @@ static void pen_header(panel_pen *pp, const char *t) {
 }
 
 static void pen_line(panel_pen *pp, const char *t) {
+  if (!pen_room(pp, 1)) return;
   set_rgb(pp->cr, VIZ_RGB_TEXT);
   text_fit(pp->cr, pp->x, pp->y, t, pp->w, 0);
   pp->y += pp->line;
@@ -326,7 +295,19 @@ static void pen_line(panel_pen *pp, const char *t) {
  * hatch 1: "/" stripes, 2: "\\" stripes (as the raster draws them). */
 void viz_swatch(cairo_t *cr, double x, double y, double size, uint32_t fill, int hatch) {
   cairo_save(cr);
+  viz_ink_mark(cr, x, y, 1.6 * size, size);
   set_rgb(cr, fill);
+  if (hatch == 3) { /* viridis, low to high */
+    cairo_pattern_t *g = cairo_pattern_create_linear(x, 0, x + 1.6 * size, 0);
+    for (int i = 0; i <= 4; i++) {
+      uint32_t c = viz_viridis(i / 4.0);
+      cairo_pattern_add_color_stop_rgb(g, i / 4.0, ((c >> 16) & 255) / 255.0, ((c >> 8) & 255) / 255.0,
+                                       (c & 255) / 255.0);
+    }
+    cairo_set_source(cr, g);
+    cairo_pattern_destroy(g);
+    hatch = 0;
+  }
   cairo_rectangle(cr, x, y, 1.6 * size, size);
   cairo_fill_preserve(cr);
   if (hatch) {
@@ -355,6 +336,7 @@ void viz_swatch(cairo_t *cr, double x, double y, double size, uint32_t fill, int
 }
 
 static void pen_swatch(panel_pen *pp, uint32_t fill, int hatch, const char *t) {
+  if (!pen_room(pp, 1)) return;
   double sz = 0.95 * pp->font;
   viz_swatch(pp->cr, pp->x, pp->y - 0.82 * pp->font, sz, fill, hatch);
   set_rgb(pp->cr, VIZ_RGB_TEXT);
@@ -383,6 +365,7 @@ static void format_bytes_tick(double v, double unit, char *buf, int cap) {
 }
 
 static void pen_colorbar(panel_pen *pp, double vmax, int bytes, const char *title) {
+  if (!pen_room(pp, 2.5)) return;
   cairo_t *cr = pp->cr;
   double bw = fmin(pp->w - pp->font, 18 * pp->font), bh = 0.9 * pp->font;
   double x = pp->x + 0.3 * pp->font, y = pp->y - 0.6 * pp->font;
@@ -446,7 +429,7 @@ static void pen_table(panel_pen *pp, char (*cells)[3][64], int rows, int cols) {
   right[0] = pp->x + width[0] * shrink;
   for (int c = 1; c < cols; c++) right[c] = right[c - 1] + (gap + width[c]) * shrink;
   set_rgb(cr, VIZ_RGB_TEXT);
-  for (int r = 0; r < rows; r++) {
+  for (int r = 0; r < rows && pen_room(pp, 1); r++) {
     int bold = r == 0 && header;
     set_font(cr, (bold ? 0.85 * pp->font : size) * shrink, bold);
     text_at(cr, pp->x, pp->y, cells[r][0], 0);
@@ -460,136 +443,120 @@ static const char *class_name(int c) {
   return c == FM_TILE_MASKED ? "masked" : c == FM_TILE_PARTIAL ? "partial" : c == FM_TILE_UNMASKED ? "unmasked" : "?";
 }
 
-static void draw_panel(cairo_t *cr, const viz_state *s, const viz_layout *l, hover_info h) {
+static void panel_legend(panel_pen *pp, const viz_state *s) {
   const viz_scene *sc = s->scene;
-  /* a table wider than this reads badly: numbers drift away from their names */
-  panel_pen pp = {cr, l->panel.x, l->panel.y + 0.4 * l->font, fmin(l->panel.w, 27 * l->font), l->font,
-                  1.45 * l->font};
-  char a[48], c[96], line[320];
-  int tiles = (s->layers & VIZ_LAYER_TILES) != 0, mask = (s->layers & VIZ_LAYER_MASK) != 0;
-  int hatch = (s->layers & VIZ_LAYER_HATCH) != 0;
-
-  pen_header(&pp, "Legend");
-  if (s->overlay != VIZ_OVERLAY_NONE) {
-    pen_swatch(&pp, VIZ_RGB_MASKED, 0, "skipped tile (masked by the min/max rule)");
+  viz_legend_entry e[VIZ_LEGEND_MAX];
+  int n = viz_legend_entries(s, e);
+  char line[320];
+  pen_header(pp, "Legend");
+  for (int i = 0; i < n; i++) {
     const char *pass = sc->pass == VIZ_BWD ? "backward " : "";
-    if (s->overlay == VIZ_OVERLAY_CYCLES) {
+    if (e[i].hatch != 3) {
+      pen_swatch(pp, e[i].fill, e[i].hatch, e[i].text);
+    } else if (s->overlay == VIZ_OVERLAY_CYCLES) {
       snprintf(line, sizeof line, "GPU cycles per %stile (clock64, trace)", pass);
-      pen_colorbar(&pp, sc->cycles_max, 0, line);
+      pen_colorbar(pp, sc->cycles_max, 0, line);
     } else {
       snprintf(line, sizeof line, "modelled bytes per %stile (fm_cost, skip, bf16, D = %d)", pass,
                sc->head_dim);
-      pen_colorbar(&pp, sc->bytes_max, 1, line);
+      pen_colorbar(pp, sc->bytes_max, 1, line);
     }
-  } else if (tiles) {
-    pen_swatch(&pp, VIZ_RGB_MASKED, 0, "masked tile: skipped");
-    pen_swatch(&pp, VIZ_RGB_PARTIAL, 0, mask ? "partial tile: visible element" : "partial tile");
-    if (mask) pen_swatch(&pp, VIZ_RGB_PARTIAL_MASKED, 0, "partial tile: masked element");
-    pen_swatch(&pp, VIZ_RGB_VISIBLE, 0, "unmasked tile");
-    /* hatching is explained where it occurs */
-    if (hatch && sc->counts.partial_but_masked > 0)
-      pen_swatch(&pp, mask ? VIZ_RGB_PARTIAL_MASKED : VIZ_RGB_PARTIAL, 1,
-                 "min/max partial, exactly masked");
-    if (hatch && sc->counts.partial_but_unmasked > 0)
-      pen_swatch(&pp, VIZ_RGB_PARTIAL, 2, "min/max partial, exactly unmasked");
-  } else if (mask) {
-    pen_swatch(&pp, VIZ_RGB_MASKED, 0, "masked: query i may not attend key j");
-    pen_swatch(&pp, VIZ_RGB_VISIBLE, 0, "visible: query i attends key j");
   }
+}
 
+/* Tile counts by the min/max rule and exactly; a mask without intervals has
+ * exact classes only, and what its tightest fitting sub-mask would skip. */
+static void panel_tiles(panel_pen *pp, const viz_state *s) {
+  const viz_scene *sc = s->scene;
   const fm_tile_counts *k = &sc->counts;
+  char a[48], line[320], cells[6][3][64];
+  int mm = !sc->misfit, cols = mm ? 3 : 2;
   snprintf(line, sizeof line, "%s %d \xC3\x97 %d: %d \xC3\x97 %d",
            sc->pass == VIZ_BWD ? "Backward tiles" : "Tiles", sc->br, sc->bc, sc->tr, sc->tc);
-  pen_header(&pp, line);
-  {
-    char cells[6][3][64];
-    snprintf(cells[0][0], 64, "%s", "");
-    snprintf(cells[0][1], 64, "%s", "min/max rule");
-    snprintf(cells[0][2], 64, "%s", "exact");
-    for (int cl = 0; cl < FM_TILE_NCLASSES; cl++) {
-      snprintf(cells[1 + cl][0], 64, "%s", class_name(cl));
-      viz_format_count(k->minmax[cl], a, sizeof a);
-      snprintf(cells[1 + cl][1], 64, "%s  %.1f%%", a, k->total ? 100.0 * k->minmax[cl] / k->total : 0);
-      viz_format_count(k->exact[cl], cells[1 + cl][2], 64);
-    }
-    snprintf(cells[4][0], 64, "%s", "\xCF\x81 (block sparsity)");
-    snprintf(cells[4][1], 64, "%.4f", k->sparsity);
-    snprintf(cells[4][2], 64, "%.4f", k->sparsity_exact);
-    pen_table(&pp, cells, 5, 3);
+  pen_header(pp, line);
+  snprintf(cells[0][0], 64, "%s", "");
+  snprintf(cells[0][1], 64, "%s", mm ? "min/max rule" : "exact");
+  snprintf(cells[0][2], 64, "%s", "exact");
+  for (int cl = 0; cl < FM_TILE_NCLASSES; cl++) {
+    snprintf(cells[1 + cl][0], 64, "%s", class_name(cl));
+    const int64_t *c = mm ? k->minmax : k->exact;
+    viz_format_count(c[cl], a, sizeof a);
+    snprintf(cells[1 + cl][1], 64, "%s  %.1f%%", a, k->total ? 100.0 * c[cl] / k->total : 0);
+    viz_format_count(k->exact[cl], cells[1 + cl][2], 64);
   }
-  viz_format_count(k->partial_but_masked, a, sizeof a);
-  snprintf(line, sizeof line, "min/max partial, exactly masked: %s", a);
-  pen_line(&pp, line);
-  viz_format_count(k->partial_but_unmasked, a, sizeof a);
-  snprintf(line, sizeof line, "min/max partial, exactly unmasked: %s", a);
-  pen_line(&pp, line);
-  if (fm_colmask_nsets(sc->mask) > 1) {
-    snprintf(line, sizeof line, "counts over %d mask sets; showing batch %d, head %d",
-             fm_colmask_nsets(sc->mask), (int)(s->pair / sc->heads), (int)(s->pair % sc->heads));
-    pen_line(&pp, line);
+  snprintf(cells[4][0], 64, "%s", "\xCF\x81 (block sparsity)");
+  snprintf(cells[4][1], 64, "%.4f", mm ? k->sparsity : k->sparsity_exact);
+  snprintf(cells[4][2], 64, "%.4f", k->sparsity_exact);
+  pen_table(pp, cells, 5, cols);
+  if (mm) {
+    viz_format_count(k->partial_but_masked, a, sizeof a);
+    snprintf(line, sizeof line, "min/max partial, exactly masked: %s", a);
+    pen_line(pp, line);
+    viz_format_count(k->partial_but_unmasked, a, sizeof a);
+    snprintf(line, sizeof line, "min/max partial, exactly unmasked: %s", a);
+    pen_line(pp, line);
+  } else {
+    const fm_dense_report *r = fm_dense_result_report(sc->dense);
+    snprintf(line, sizeof line, "FlashMask with the tightest fitting sub-mask: \xCF\x81 = %.4f",
+             sc->subset_counts.sparsity);
+    pen_line(pp, line);
+    snprintf(line, sizeof line, "(two longest runs per column; %.1f%% of the masked elements",
+             r->masked ? 100.0 * (double)(r->masked - r->advice.subset_masked) / (double)r->masked : 0.0);
+    pen_line(pp, line);
+    pen_line(pp, "left to an extra element mask)");
   }
+  if (s->facts.npairs > 1) {
+    snprintf(line, sizeof line, "counts over %d (batch, head) pairs; showing batch %d, head %d",
+             s->facts.npairs, (int)(s->pair / sc->heads), (int)(s->pair % sc->heads));
+    pen_line(pp, line);
+  }
+}
 
+static void panel_memory(panel_pen *pp, const viz_scene *sc) {
+  char line[320], cells[3][3][64];
   snprintf(line, sizeof line, "Mask memory (%s form)", sc->form == FM_FORM_NONE ? "no" : fm_form_name(sc->form));
-  pen_header(&pp, line);
-  {
-    char cells[3][3][64];
-    const char *names[3] = {"dense bool", "FlexAttention block mask", "FlashMask intervals"};
-    int64_t vals[3] = {sc->bytes.dense, sc->bytes.block_mask, sc->bytes.intervals};
-    for (int q = 0; q < 3; q++) {
-      snprintf(cells[q][0], 64, "%s", names[q]);
-      viz_format_bytes((double)vals[q], cells[q][1], 64);
-      cells[q][2][0] = 0;
-    }
-    pen_table(&pp, cells, 3, 2);
+  pen_header(pp, line);
+  const char *names[3] = {"dense bool", "FlexAttention block mask",
+                          sc->misfit ? "intervals of the sub-mask" : "FlashMask intervals"};
+  int64_t vals[3] = {sc->bytes.dense, sc->bytes.block_mask, sc->bytes.intervals};
+  for (int q = 0; q < 3; q++) {
+    snprintf(cells[q][0], 64, "%s", names[q]);
+    viz_format_bytes((double)vals[q], cells[q][1], 64);
+    cells[q][2][0] = 0;
   }
+  pen_table(pp, cells, 3, 2);
+}
 
-  if (h.valid) {
-    const fm_colmask *m = sc->mask;
-    int cm, ce;
-    viz_scene_tile_class(sc, h.rt, h.ct, &cm, &ce);
-    pen_header(&pp, "Under the cursor (tile bounds: min..max)");
-    snprintf(line, sizeof line, "query i = %d, key j = %d: %s", h.i, h.j,
-             fm_colmask_masked(m, sc->set, h.i, h.j) ? "masked" : "visible");
-    pen_line(&pp, line);
-    int32_t sq = fm_colmask_sq(m), sk = fm_colmask_sk(m);
-    int32_t r1 = (h.rt + 1) * sc->br < sq ? (h.rt + 1) * sc->br : sq;
-    int32_t k1 = (h.ct + 1) * sc->bc < sk ? (h.ct + 1) * sc->bc : sk;
-    snprintf(line, sizeof line, "tile row %d, column %d", h.rt, h.ct);
-    pen_line(&pp, line);
-    snprintf(line, sizeof line, "rows [%d, %d) \xC3\x97 keys [%d, %d)", h.rt * sc->br, r1, h.ct * sc->bc, k1);
-    pen_line(&pp, line);
-    snprintf(line, sizeof line, "class: %s (min/max), %s (exact)", class_name(cm), class_name(ce));
-    pen_line(&pp, line);
-    const fm_tile_bounds *tb = &sc->bounds[h.ct];
-    snprintf(line, sizeof line, "LTS %d..%d   LTE %d..%d", tb->lts_min, tb->lts_max, tb->lte_min,
-             tb->lte_max);
-    pen_line(&pp, line);
-    snprintf(line, sizeof line, "UTS %d..%d   UTE %d..%d%s", tb->uts_min, tb->uts_max, tb->ute_min,
-             tb->ute_max, fm_colmask_causal(m) ? " (with causal)" : "");
-    pen_line(&pp, line);
-    const int32_t j = h.j;
-    snprintf(line, sizeof line, "column %d: LT [%d, %d)  UT [%d, %d)", j,
-             fm_colmask_cvec(m, sc->set, FM_LTS)[j], fm_colmask_cvec(m, sc->set, FM_LTE)[j],
-             fm_colmask_cvec(m, sc->set, FM_UTS)[j], fm_colmask_cvec(m, sc->set, FM_UTE)[j]);
-    pen_line(&pp, line);
-    if (fm_colmask_causal(m)) {
-      snprintf(line, sizeof line, "causal: rows [0, %d) masked", fm_causal_limit(j, sq, sk));
-      pen_line(&pp, line);
-    }
-    if (sc->cycles_valid) {
-      int64_t cyc = sc->trace.pass[sc->pass].cycles[((int64_t)s->pair * sc->tr + h.rt) * sc->tc + h.ct];
-      viz_format_count(cyc, a, sizeof a);
-      snprintf(line, sizeof line, "GPU cycles: %s", a);
-      pen_line(&pp, line);
-    }
-    viz_format_bytes((double)viz_tile_model_bytes(cm, r1 - h.rt * sc->br, k1 - h.ct * sc->bc,
-                                                  sc->head_dim,
-                                                  sc->pass == VIZ_BWD ? FM_PASS_BWD : FM_PASS_FWD),
-                     c, sizeof c);
-    snprintf(line, sizeof line, "modelled bytes: %s", c);
-    pen_line(&pp, line);
+/* The columns no interval form holds, as many as there is room for (leaving
+ * room for the lines under the cursor in a window). */
+static void panel_misfits(panel_pen *pp, const viz_state *s, int reserve) {
+  const viz_scene *sc = s->scene;
+  char line[320], lines[24][160];
+  snprintf(line, sizeof line, "Columns no interval form holds: %d of %d", sc->bad_prefix[sc->runs.sk],
+           sc->runs.sk);
+  pen_header(pp, line);
+  int room = (int)floor((pp->bottom - pp->y) / pp->line) + 1 - reserve;
+  if (room > 24) room = 24;
+  int n = viz_misfit_lines(s, lines, room < 2 ? 2 : room);
+  for (int i = 0; i < n && i < room; i++) pen_line(pp, lines[i]);
+}
+
+static void draw_panel(cairo_t *cr, const viz_state *s, const viz_layout *l) {
+  const viz_scene *sc = s->scene;
+  /* a table wider than this reads badly: numbers drift away from their names */
+  panel_pen pp = {cr, l->panel.x, l->panel.y + 0.4 * l->font, fmin(l->panel.w, 27 * l->font), l->font,
+                  1.45 * l->font, l->panel.y + l->panel.h};
+  char lines[24][160];
+  int nh = viz_hover_lines_at(s, l, lines, 24);
+  panel_legend(&pp, s);
+  panel_tiles(&pp, s);
+  panel_memory(&pp, sc);
+  if (sc->misfit) panel_misfits(&pp, s, s->mouse_in ? 12 : 0);
+  if (nh > 0) {
+    pen_header(&pp, sc->misfit ? "Under the cursor" : "Under the cursor (tile bounds: min..max)");
+    for (int i = 0; i < nh; i++) pen_line(&pp, lines[i]);
   }
-  if (s->status[0]) {
+  if (s->status[0] && pen_room(&pp, 1.4)) {
     pp.y += 0.4 * pp.line;
     set_font(cr, 0.88 * pp.font, 0);
     cairo_set_source_rgb(cr, 0.65, 0.1, 0.1);
@@ -619,25 +586,6 @@ static void draw_help(cairo_t *cr, const viz_layout *l) {
   }
 }
 
-static void draw_caption(cairo_t *cr, const viz_state *s, const viz_layout *l, double w) {
-  const viz_scene *sc = s->scene;
-  char line[512], dims[96];
-  int32_t sq = fm_colmask_sq(sc->mask), sk = fm_colmask_sk(sc->mask);
-  if (sq == sk) snprintf(dims, sizeof dims, "S = %d", sk);
-  else snprintf(dims, sizeof dims, "Sq \xC3\x97 Sk = %d \xC3\x97 %d", sq, sk);
-  int n = snprintf(line, sizeof line, "%s  \xC2\xB7  %s  \xC2\xB7  Br \xC3\x97 Bc = %d \xC3\x97 %d  \xC2\xB7  "
-                   "\xCF\x81 = %.3f (exact %.3f)", sc->label, dims, sc->br, sc->bc, sc->counts.sparsity,
-                   sc->counts.sparsity_exact);
-  if (sc->used.docs_source[0] && n < (int)sizeof line)
-    n += snprintf(line + n, sizeof line - (size_t)n, "  \xC2\xB7  documents: %s", sc->used.docs_source);
-  if (s->facts.npairs > 1 && n < (int)sizeof line)
-    snprintf(line + n, sizeof line - (size_t)n, "  \xC2\xB7  batch %d, head %d", (int)(s->pair / sc->heads),
-             (int)(s->pair % sc->heads));
-  set_rgb(cr, VIZ_RGB_TEXT);
-  set_font(cr, 1.1 * l->font, 1);
-  text_fit(cr, l->plot.x, l->caption_y, line, w - l->plot.x - l->font, 0);
-}
-
 void viz_draw(cairo_t *cr, const viz_state *s, double w, double h) {
   viz_layout l;
   viz_layout_compute(s, w, h, &l);
@@ -652,30 +600,23 @@ void viz_draw(cairo_t *cr, const viz_state *s, double w, double h) {
   draw_raster(cr, s, &l.plot);
   if (s->layers & VIZ_LAYER_GRID) draw_grid(cr, s, &l.plot, 6.0);
   draw_axes(cr, s, &l);
-  hover_info hv = hover_of(s, &l);
+  viz_draw_misfit_strip(cr, s, &l);
+  viz_hover hv = viz_hover_of(s, &l);
   if (hv.valid) draw_hover_marks(cr, s, &l, hv);
+  if (l.legend.h > 0) viz_draw_compact_legend(cr, s, &l);
   if (s->text) {
-    draw_caption(cr, s, &l, w);
-    if (l.panel.w > 0) draw_panel(cr, s, &l, hv);
-    else if (s->status[0]) {
+    viz_draw_caption(cr, s, &l, w);
+    if (l.panel.w > 0) draw_panel(cr, s, &l);
+    else if (s->status[0] && !l.legend.h) {
       set_font(cr, 0.88 * l.font, 0);
       cairo_set_source_rgb(cr, 0.65, 0.1, 0.1);
-      text_fit(cr, l.plot.x, h - 0.5 * l.font, s->status, w - l.plot.x, 0);
+      text_fit(cr, l.plot.x, h - 0.5 * l.font, s->status, w - l.plot.x - l.font, 0);
     }
     if (s->show_help) draw_help(cr, &l);
   }
   cairo_restore(cr);
 }
 
-void viz_set_rgb(cairo_t *cr, uint32_t c) { set_rgb(cr, c); }
-void viz_set_font(cairo_t *cr, double size, int bold) { set_font(cr, size, bold); }
-double viz_text_width(cairo_t *cr, const char *t) { return text_width(cr, t); }
-void viz_text_at(cairo_t *cr, double x, double y, const char *t, double align) {
-  text_at(cr, x, y, t, align);
-}
-void viz_text_fit(cairo_t *cr, double x, double y, const char *t, double maxw, double align) {
-  text_fit(cr, x, y, t, maxw, align);
-}
 double viz_snap_x(cairo_t *cr, double x) { return snap_x(cr, x); }
 double viz_snap_y(cairo_t *cr, double y) { return snap_y(cr, y); }
 

@@ -11,100 +11,233 @@
 #include "fm_memory.h"
 #include "viz_internal.h"
 
+/* ---- titles and legends measured in place ------------------------------------ */
+
+/* The height a title of at most max_lines takes at font*1.15 bold (0 when
+ * none), the lines into *lines. */
+static double title_height(cairo_t *cr, const char *t, double maxw, double font, int max_lines,
+                           int text, int *lines) {
+  char buf[3][512];
+  *lines = 0;
+  if (!t || !t[0]) return 0;
+  if (!text) { /* no glyphs (reference images): one line, whatever the fonts */
+    *lines = 1;
+    return 1.35 * 1.15 * font;
+  }
+  viz_set_font(cr, 1.15 * font, 1);
+  *lines = viz_text_wrap(cr, t, maxw, max_lines > 3 ? 3 : max_lines, buf);
+  return *lines * 1.35 * 1.15 * font;
+}
+
+static void title_draw(cairo_t *cr, const char *t, double x, double y, double maxw, double font,
+                       int lines, int text) {
+  if (!text || lines < 1) return;
+  viz_set_rgb(cr, VIZ_RGB_TEXT);
+  viz_set_font(cr, 1.15 * font, 1);
+  viz_text_lines_draw(cr, x, y, 1.35 * 1.15 * font, t, maxw, lines, 0);
+}
+
+typedef struct legend_item {
+  uint32_t fill;
+  int hatch;
+  const char *text, *brief;
+} legend_item;
+
+/* Lays out (draw 0) or draws a legend of n items flowing left to right in
+ * rows of width w from (x, y); returns the rows. Without glyphs (text 0) the
+ * widths are estimates, so that the layout does not depend on the fonts. */
+static int legend_flow(cairo_t *cr, const legend_item *it, int n, double x, double y, double w,
+                       double font, int text, int brief, int draw) {
+  double sz = 0.95 * font, gap = 1.2 * font, cx = 0;
+  int rows = n > 0;
+  viz_set_font(cr, 0.9 * font, 0);
+  for (int i = 0; i < n; i++) {
+    const char *t = brief ? it[i].brief : it[i].text;
+    double tw = text ? viz_text_width(cr, t) : viz_text_estimate(t, 0.9 * font, 0);
+    double iw = fmin(2.2 * sz + tw, w);
+    if (cx > 0 && cx + iw > w) {
+      rows++;
+      cx = 0;
+    }
+    if (draw) {
+      double ix = x + cx, iy = y + (rows - 1) * 1.5 * font;
+      viz_swatch(cr, ix, iy, sz, it[i].fill, it[i].hatch);
+      if (text) {
+        viz_set_rgb(cr, VIZ_RGB_TEXT);
+        viz_text_fit(cr, ix + 2.2 * sz, iy + 0.82 * font, t, iw - 2.2 * sz, 0);
+      }
+    }
+    cx += iw + gap;
+  }
+  return rows;
+}
+
+/* The rows of a legend in width w, with its full words when they take at
+ * most two rows, else the brief ones (*brief). */
+static int legend_rows(cairo_t *cr, const legend_item *it, int n, double w, double font, int text,
+                       int *brief) {
+  *brief = 0;
+  int rows = legend_flow(cr, it, n, 0, 0, w, font, text, 0, 0);
+  if (rows <= 2) return rows;
+  *brief = 1;
+  return legend_flow(cr, it, n, 0, 0, w, font, text, 1, 0);
+}
+
 /* ---- gallery ------------------------------------------------------------- */
+
+/* Opens panel k of the gallery: family k of the paper's twelve, or item k. */
+static fm_status gallery_panel(const viz_figure_opts *o, int k, viz_state *s, viz_scene **sc,
+                               char *title, size_t cap, fm_err *err) {
+  viz_scene_opts so = {.batch = 1, .heads = 1, .samples_path = o->samples_path,
+                       .path = o->nitems ? o->items[k].trace : NULL};
+  viz_state_init(s, 100, 100);
+  fm_status st = viz_scene_create(&so, s, sc, err);
+  if (st != FM_OK) return st;
+  if (!o->nitems) {
+    s->family = k;
+    s->seqlen = o->seqlen;
+    s->sample = o->sample;
+    s->seed = o->seed;
+    s->br = o->br;
+    s->bc = o->bc;
+  }
+  s->layers = VIZ_LAYER_MASK | VIZ_LAYER_TILES | VIZ_LAYER_HATCH | VIZ_LAYER_GRID;
+  s->text = o->text;
+  st = viz_scene_sync(*sc, s, err);
+  if (st != FM_OK) {
+    char msg[sizeof err->msg];
+    snprintf(msg, sizeof msg, "%s", err ? err->msg : "");
+    viz_scene_destroy(*sc);
+    *sc = NULL;
+    return fm_fail(err, st, "gallery, %s: %s", o->nitems ? o->items[k].trace : fm_family_at(k)->name, msg);
+  }
+  snprintf(title, cap, "%s", o->nitems ? o->items[k].title : fm_family_at(k)->name);
+  viz_view_reset(s);
+  return FM_OK;
+}
+
+/* The default title: the families' (with their S, tiles and documents) or
+ * the scenario's masks (with S and the tiles when every panel has the same:
+ * s > 0). */
+static void gallery_title(const viz_figure_opts *o, int sample_shown, int64_t s, int32_t br,
+                          int32_t bc, char *buf, size_t cap) {
+  if (o->title) {
+    snprintf(buf, cap, "%s", o->no_title ? "" : o->title);
+    return;
+  }
+  if (o->no_title) {
+    buf[0] = 0;
+    return;
+  }
+  if (o->nitems) {
+    char at[96] = "";
+    if (s > 0)
+      snprintf(at, sizeof at, " at S = %lld  \xC2\xB7  tiles Br \xC3\x97 Bc = %d \xC3\x97 %d", (long long)s,
+               br, bc);
+    snprintf(buf, cap, "The %d mask%s of %s%s (classes by the min/max rule)", o->nitems,
+             o->nitems == 1 ? "" : "s", o->items_name ? o->items_name : "the scenario", at);
+    return;
+  }
+  char docs[64] = "";
+  if (sample_shown >= 0) snprintf(docs, sizeof docs, "  \xC2\xB7  documents: sample %d of the paper", sample_shown);
+  snprintf(buf, cap, "The twelve mask families at S = %lld  \xC2\xB7  tiles Br \xC3\x97 Bc = %d \xC3\x97 %d "
+           "(classes by the min/max rule)%s", (long long)o->seqlen, o->br, o->bc, docs);
+}
+
+static const legend_item gallery_legend[] = {
+    {VIZ_RGB_MASKED, 0, "masked tile (skipped)", "masked"},
+    {VIZ_RGB_PARTIAL, 0, "partial tile: visible", "partial: visible"},
+    {VIZ_RGB_PARTIAL_MASKED, 0, "partial tile: masked", "partial: masked"},
+    {VIZ_RGB_VISIBLE, 0, "unmasked tile", "unmasked"},
+    {VIZ_RGB_PARTIAL, 2, "min/max partial, exactly unmasked", "rule partial, exact unmasked"},
+    {VIZ_RGB_PARTIAL_MASKED, 1, "min/max partial, exactly masked", "rule partial, exact masked"}};
+#define GALLERY_LEGEND ((int)(sizeof gallery_legend / sizeof gallery_legend[0]))
+
+/* Columns of n square panels in (aw x ah) that make them largest, each at
+ * least min_w wide (its rho line). */
+static int gallery_cols(int n, double aw, double ah, double extra_h, double pad, double min_w,
+                        double *side) {
+  int best = 1;
+  *side = -1;
+  for (int cols = 1; cols <= n; cols++) {
+    int rows = (n + cols - 1) / cols;
+    if (cols > 1 && aw / cols < min_w) break;
+    double sd = floor(fmin(aw / cols - pad, ah / rows - extra_h));
+    if (sd > *side) {
+      *side = sd;
+      best = cols;
+    }
+  }
+  return best;
+}
 
 static fm_status draw_gallery(cairo_t *cr, double w, double h, void *ctx, fm_err *err) {
   const viz_figure_opts *o = ctx;
-  const int cols = 4, nfam = FM_PAPER_NFAMILIES, rows = (nfam + cols - 1) / cols;
+  const int n = o->nitems ? o->nitems : FM_PAPER_NFAMILIES;
   double font = fmax(8.0, fmin(22.0, 14.0 * fmin(w / 1600.0, h / 1300.0)));
-  double margin = round(1.2 * font), top = round(3.2 * font), bottom = round(3.0 * font);
-  double cell_w = (w - 2 * margin) / cols, cell_h = (h - top - bottom) / rows;
-  double title_h = 1.6 * font, rho_h = 1.6 * font;
-  double side = floor(fmin(cell_w - 1.6 * font, cell_h - title_h - rho_h - 0.6 * font));
-  if (side < 8) return fm_fail(err, FM_EINVAL, "size %gx%g is too small for twelve panels", w, h);
+  double margin = round(1.2 * font), cw = w - 2 * margin;
+  char title[600];
+  int sample_shown = -1, tlines, brief;
+  for (int f = 0; f < n && !o->nitems; f++)
+    if (fm_family_at(f)->uses_docs) sample_shown = o->sample >= 0 ? o->sample : 0;
+  /* measured with S and the tiles in (the title drawn says them when the panels agree) */
+  gallery_title(o, sample_shown, o->seqlen > 0 ? o->seqlen : 1048576, o->br, o->bc, title, sizeof title);
+  double th = title_height(cr, title, cw, font, 2, o->text, &tlines);
+  double top = th > 0 ? round(margin + th + 0.3 * font) : margin;
+  int lrows = legend_rows(cr, gallery_legend, GALLERY_LEGEND, cw, font, o->text, &brief);
+  double bottom = round(lrows * 1.5 * font + 0.9 * font);
+  double title_h = 1.6 * font, rho_h = 1.6 * font, side, extra = title_h + rho_h + 0.6 * font;
+  viz_set_font(cr, 0.95 * font, 0);
+  const char *widest = "\xCF\x81 = 0.000";
+  double min_w = (o->text ? viz_text_width(cr, widest) : viz_text_estimate(widest, 0.95 * font, 0)) + font;
+  int cols = gallery_cols(n, cw, h - top - bottom, extra, 1.6 * font, min_w, &side);
+  int rows = (n + cols - 1) / cols;
+  if (side < 8)
+    return fm_fail(err, FM_EINVAL, "size %gx%g pt (%.2f x %.2f in) is too small for %d panels", w, h,
+                   w / 72, h / 72, n);
+  double cell_w = cw / cols, cell_h = fmin((h - top - bottom) / rows, side + extra + 0.4 * font);
+  top = round(top + (h - top - bottom - rows * cell_h) / 2); /* the grid centred in its room */
   viz_set_rgb(cr, VIZ_RGB_BACKGROUND);
   cairo_paint(cr);
-  viz_scene_opts so;
-  memset(&so, 0, sizeof so);
-  so.batch = so.heads = 1;
-  so.samples_path = o->samples_path;
-  char line[400];
-  int sample_shown = -1;
-  for (int f = 0; f < nfam; f++) {
+  char line[380], name[300];
+  int64_t same_s = -1;
+  int32_t same_br = 0, same_bc = 0;
+  for (int k = 0; k < n; k++) {
     viz_state s;
-    viz_state_init(&s, 100, 100);
     viz_scene *sc = NULL;
-    fm_status st = viz_scene_create(&so, &s, &sc, err);
+    fm_status st = gallery_panel(o, k, &s, &sc, name, sizeof name, err);
     if (st != FM_OK) return st;
-    s.family = f;
-    s.seqlen = o->seqlen;
-    s.sample = o->sample;
-    s.seed = o->seed;
-    s.br = o->br;
-    s.bc = o->bc;
-    s.layers = VIZ_LAYER_MASK | VIZ_LAYER_TILES | VIZ_LAYER_HATCH | VIZ_LAYER_GRID;
-    s.text = o->text;
-    st = viz_scene_sync(sc, &s, err);
-    if (st != FM_OK) {
-      char msg[sizeof err->msg];
-      snprintf(msg, sizeof msg, "%s", err ? err->msg : "");
-      viz_scene_destroy(sc);
-      return fm_fail(err, st, "gallery, family %s: %s", fm_family_at(f)->name, msg);
+    if (k == 0 || (same_s == s.facts.sk && same_br == s.br && same_bc == s.bc)) {
+      same_s = s.facts.sq == s.facts.sk ? s.facts.sk : -1;
+      same_br = s.br;
+      same_bc = s.bc;
+    } else {
+      same_s = -1;
     }
-    if (fm_family_at(f)->uses_docs && s.sample >= 0) sample_shown = s.sample;
-    viz_view_reset(&s);
-    int r = f / cols, c = f % cols;
-    double cx = margin + c * cell_w, cy = top + r * cell_h;
+    double cx = margin + (k % cols) * cell_w, cy = top + (k / cols) * cell_h;
     viz_rect rect = {floor(cx + (cell_w - side) / 2), floor(cy + title_h), side, side};
     viz_draw_mask_in(cr, &s, &rect, 8.0);
     if (o->text) {
       viz_set_rgb(cr, VIZ_RGB_TEXT);
       viz_set_font(cr, font, 1);
-      viz_text_fit(cr, rect.x + side / 2, cy + 1.15 * font, fm_family_at(f)->name, cell_w - 0.4 * font, 0.5);
+      viz_text_fit(cr, rect.x + side / 2, cy + 1.15 * font, name, cell_w - 0.4 * font, 0.5);
       viz_set_font(cr, 0.95 * font, 0);
-      const fm_tile_counts *k = viz_scene_counts(sc);
-      if (fabs(k->sparsity - k->sparsity_exact) > 5e-4)
-        snprintf(line, sizeof line, "\xCF\x81 = %.3f  (exact %.3f)", k->sparsity, k->sparsity_exact);
-      else
-        snprintf(line, sizeof line, "\xCF\x81 = %.3f", k->sparsity);
+      const fm_tile_counts *k2 = viz_scene_counts(sc);
+      snprintf(line, sizeof line, "\xCF\x81 = %.3f", k2->sparsity);
+      if (fabs(k2->sparsity - k2->sparsity_exact) > 5e-4) { /* the exact one where there is room */
+        char both[380 + 32];
+        snprintf(both, sizeof both, "%s  (exact %.3f)", line, k2->sparsity_exact);
+        if (viz_text_width(cr, both) <= cell_w - 0.4 * font)
+          snprintf(line, sizeof line, "%.*s", (int)sizeof line - 1, both);
+      }
       viz_text_fit(cr, rect.x + side / 2, rect.y + side + 1.25 * font, line, cell_w - 0.4 * font, 0.5);
     }
     viz_scene_destroy(sc);
   }
-  /* legend row */
-  double ly = h - bottom + 0.9 * font, sz = 0.95 * font, lx = margin;
-  static const struct {
-    uint32_t fill;
-    int hatch;
-    const char *text;
-  } items[] = {{VIZ_RGB_MASKED, 0, "masked tile (skipped)"},
-               {VIZ_RGB_PARTIAL, 0, "partial tile: visible"},
-               {VIZ_RGB_PARTIAL_MASKED, 0, "partial tile: masked"},
-               {VIZ_RGB_VISIBLE, 0, "unmasked tile"},
-               {VIZ_RGB_PARTIAL, 2, "min/max partial, exactly unmasked"},
-               {VIZ_RGB_PARTIAL_MASKED, 1, "min/max partial, exactly masked"}};
-  viz_set_font(cr, 0.9 * font, 0);
-  for (size_t i = 0; i < sizeof items / sizeof items[0]; i++) {
-    viz_swatch(cr, lx, ly, sz, items[i].fill, items[i].hatch);
-    lx += 2.2 * sz;
-    if (o->text) {
-      viz_set_rgb(cr, VIZ_RGB_TEXT);
-      viz_text_at(cr, lx, ly + 0.82 * font, items[i].text, 0);
-      lx += viz_text_width(cr, items[i].text) + 1.6 * font;
-    } else {
-      lx += 8 * font;
-    }
-  }
-  if (o->text) {
-    char docs[64] = "";
-    if (sample_shown >= 0) snprintf(docs, sizeof docs, ", documents: sample %d of the paper", sample_shown);
-    snprintf(line, sizeof line,
-             "The twelve mask families at S = %lld, tiles Br \xC3\x97 Bc = %d \xC3\x97 %d (classes by the "
-             "min/max rule)%s", (long long)o->seqlen, o->br, o->bc, docs);
-    viz_set_rgb(cr, VIZ_RGB_TEXT);
-    viz_set_font(cr, 1.15 * font, 1);
-    viz_text_fit(cr, margin, 1.9 * font, line, w - 2 * margin, 0);
-  }
+  legend_flow(cr, gallery_legend, GALLERY_LEGEND, margin, h - bottom + 0.6 * font, cw, font, o->text,
+              brief, 1);
+  gallery_title(o, sample_shown, same_s, same_br, same_bc, title, sizeof title);
+  title_draw(cr, title, margin, margin + 1.15 * font * 0.95, cw, font, tlines, o->text);
   return FM_OK;
 }
 
@@ -135,152 +268,208 @@ static void marker(cairo_t *cr, int kind, double x, double y, double r) {
   }
 }
 
-static fm_status draw_memory(cairo_t *cr, double w, double h, void *ctx, fm_err *err) {
-  const viz_figure_opts *o = ctx;
-  double font = fmax(8.0, fmin(22.0, 13.0 * fmin(w / 1000.0, h / 700.0)));
-  viz_rect p = {round(6.5 * font), round(3.4 * font), 0, 0};
-  p.w = w - p.x - round(1.6 * font);
-  p.h = h - p.y - round(4.0 * font);
-  if (p.w < 10 * font || p.h < 8 * font)
-    return fm_fail(err, FM_EINVAL, "size %gx%g is too small for the memory figure", w, h);
-  enum { NS = 11, NSERIES = 4 };
-  static const struct {
-    const char *name;
-    uint32_t rgb;
-    int dashed;
-  } series[NSERIES] = {{"dense bool mask (Sq \xC3\x97 Sk bytes)", 0xD55E00, 0},
-                       {"FlexAttention block mask (128 \xC3\x97 128 blocks)", 0x0072B2, 0},
-                       {"FlashMask intervals, bidir-4 (4 int32 per key + tile bounds)", 0xCC79A7, 1},
-                       {"FlashMask intervals, causal-1 (1 int32 per key + tile bounds)", 0x009E73, 0}};
-  double value[NSERIES][NS];
+enum { MEM_NS = 11, MEM_NSERIES = 4 };
+
+static const struct mem_series {
+  const char *name, *brief;
+  uint32_t rgb;
+  int dashed;
+} mem_series[MEM_NSERIES] = {
+    {"dense bool mask (Sq \xC3\x97 Sk bytes)", "dense bool", 0xD55E00, 0},
+    {"FlexAttention block mask (128 \xC3\x97 128 blocks)", "FlexAttention block mask", 0x0072B2, 0},
+    {"FlashMask intervals, bidir-4 (4 int32 per key + tile bounds)", "FlashMask, bidir-4", 0xCC79A7, 1},
+    {"FlashMask intervals, causal-1 (1 int32 per key + tile bounds)", "FlashMask, causal-1", 0x009E73, 0}};
+
+/* The memory figure's frame: the font, the plot, the title's lines, the
+ * log2 ranges and whether the legend takes the brief words. */
+typedef struct mem_frame {
+  double font, margin;
+  viz_rect p;
+  int title_lines, brief;
+  char title[400];
+  int e_lo, e_hi;
+  double value[MEM_NSERIES][MEM_NS];
+} mem_frame;
+
+static double mem_x(const mem_frame *f, double e) {
+  return f->p.x + (e - 9.75) / 10.5 * f->p.w; /* 2^10 .. 2^20 with a quarter step of room */
+}
+static double mem_y(const mem_frame *f, double e) {
+  return f->p.y + f->p.h - (e - (f->e_lo - 0.5)) / ((f->e_hi + 0.5) - (f->e_lo - 0.5)) * f->p.h;
+}
+
+/* Width of t at size (measured with glyphs, estimated without). */
+static double mem_width(cairo_t *cr, const char *t, double size, int text) {
+  viz_set_font(cr, size, 0);
+  return text ? viz_text_width(cr, t) : viz_text_estimate(t, size, 0);
+}
+
+static fm_status mem_layout(cairo_t *cr, const viz_figure_opts *o, double w, double h, mem_frame *f,
+                            fm_err *err) {
   double lo = 1e300, hi = 0;
-  for (int k = 0; k < NS; k++) {
+  for (int k = 0; k < MEM_NS; k++) {
     int64_t s = (int64_t)1 << (10 + k);
     fm_mask_bytes b4, b1;
     fm_mask_bytes_compute(s, s, 1, FM_FORM_BIDIR4, o->bc, &b4);
     fm_mask_bytes_compute(s, s, 1, FM_FORM_CAUSAL1, o->bc, &b1);
-    value[0][k] = (double)b4.dense;
-    value[1][k] = (double)b4.block_mask;
-    value[2][k] = (double)b4.intervals;
-    value[3][k] = (double)b1.intervals;
-    for (int q = 0; q < NSERIES; q++) {
-      lo = fmin(lo, value[q][k]);
-      hi = fmax(hi, value[q][k]);
+    double v[MEM_NSERIES] = {(double)b4.dense, (double)b4.block_mask, (double)b4.intervals,
+                             (double)b1.intervals};
+    for (int q = 0; q < MEM_NSERIES; q++) {
+      f->value[q][k] = v[q];
+      lo = fmin(lo, v[q]);
+      hi = fmax(hi, v[q]);
     }
   }
-  int e_lo = (int)floor(log2(lo)), e_hi = (int)ceil(log2(hi));
-  e_lo = e_lo / 10 * 10; /* start at a labelled power of 1024 */
-  double x_lo = 10, x_hi = 20;
-  double pad = 0.25;
-#define MX(e) (p.x + ((e) - (x_lo - pad)) / ((x_hi + pad) - (x_lo - pad)) * p.w)
-#define MY(e) (p.y + p.h - ((e) - (e_lo - 0.5)) / ((e_hi + 0.5) - (e_lo - 0.5)) * p.h)
-  viz_set_rgb(cr, VIZ_RGB_BACKGROUND);
-  cairo_paint(cr);
+  f->e_lo = (int)floor(log2(lo)) / 10 * 10; /* start at a labelled power of 1024 */
+  f->e_hi = (int)ceil(log2(hi));
+  double font = f->font = fmax(8.0, fmin(22.0, 13.0 * fmin(w / 1000.0, h / 700.0)));
+  f->margin = round(1.0 * font);
+  if (o->title) snprintf(f->title, sizeof f->title, "%s", o->no_title ? "" : o->title);
+  else if (o->no_title) f->title[0] = 0;
+  else snprintf(f->title, sizeof f->title, "Mask memory against sequence length  \xC2\xB7  tile bounds at Bc = %d", o->bc);
+  double th = title_height(cr, f->title, w - 2 * f->margin, font, 2, o->text, &f->title_lines);
+  /* the y labels ("512 GiB") and the rotated axis title to their left */
+  double ylab = mem_width(cr, "512 GiB", 0.9 * font, o->text), xlab = mem_width(cr, "1M", 0.9 * font, o->text);
+  f->p.x = round(0.5 * f->margin + 1.3 * font + ylab + 0.8 * font);
+  f->p.y = th > 0 ? round(f->margin + th + 0.6 * font) : round(f->margin + 0.5 * font);
+  f->p.w = w - f->p.x - round(fmax(0.8 * font, xlab / 2 + 0.5 * font));
+  f->p.h = h - f->p.y - round(3.9 * font);
+  if (f->p.w < 10 * font || f->p.h < 8 * font)
+    return fm_fail(err, FM_EINVAL, "size %gx%g pt (%.2f x %.2f in) is too small for the memory figure",
+                   w, h, w / 72, h / 72);
+  double widest = 0;
+  for (int q = 0; q < MEM_NSERIES; q++) widest = fmax(widest, mem_width(cr, mem_series[q].name, 0.9 * font, o->text));
+  f->brief = widest + 4.4 * font > f->p.w - 1.0 * font;
+  return FM_OK;
+}
+
+static void mem_grid(cairo_t *cr, const mem_frame *f, int text) {
+  const viz_rect *p = &f->p;
+  double font = f->font;
   char buf[64];
-  /* grid and ticks: every power of two of bytes faint, every 1024 labelled */
+  /* every power of two of bytes faint, every 1024 labelled */
   cairo_set_line_width(cr, 1.0);
-  for (int e = e_lo; e <= e_hi; e++) {
-    double y = viz_snap_y(cr, MY(e));
+  for (int e = f->e_lo; e <= f->e_hi; e++) {
+    double y = viz_snap_y(cr, mem_y(f, e));
     cairo_set_source_rgba(cr, 0, 0, 0, e % 5 == 0 ? 0.18 : 0.06);
-    cairo_move_to(cr, p.x, y);
-    cairo_line_to(cr, p.x + p.w, y);
+    cairo_move_to(cr, p->x, y);
+    cairo_line_to(cr, p->x + p->w, y);
     cairo_stroke(cr);
-    if (e % 5 == 0 && o->text) {
+    if (e % 5 == 0 && text) {
       format_pow2_bytes(e, buf, sizeof buf);
       viz_set_rgb(cr, VIZ_RGB_TEXT);
       viz_set_font(cr, 0.9 * font, 0);
-      viz_text_at(cr, p.x - 0.6 * font, y + 0.33 * font, buf, 1.0);
+      viz_text_at(cr, p->x - 0.6 * font, y + 0.33 * font, buf, 1.0);
     }
   }
-  for (int k = 0; k < NS; k++) {
-    double x = viz_snap_x(cr, MX(10 + k));
+  for (int k = 0; k < MEM_NS; k++) {
+    double x = viz_snap_x(cr, mem_x(f, 10 + k));
     cairo_set_source_rgba(cr, 0, 0, 0, 0.06);
-    cairo_move_to(cr, x, p.y);
-    cairo_line_to(cr, x, p.y + p.h);
+    cairo_move_to(cr, x, p->y);
+    cairo_line_to(cr, x, p->y + p->h);
     cairo_stroke(cr);
     viz_set_rgb(cr, 0x444444);
-    cairo_move_to(cr, x, p.y + p.h);
-    cairo_line_to(cr, x, p.y + p.h + 0.45 * font);
+    cairo_move_to(cr, x, p->y + p->h);
+    cairo_line_to(cr, x, p->y + p->h + 0.45 * font);
     cairo_stroke(cr);
-    if (o->text) {
+    /* every other length when the labels would touch */
+    if (text && (k % 2 == 0 || p->w / 10.5 > 2.6 * font)) {
       viz_format_tokens((int64_t)1 << (10 + k), 1, buf, sizeof buf);
       viz_set_font(cr, 0.9 * font, 0);
-      viz_text_at(cr, x, p.y + p.h + 1.55 * font, buf, 0.5);
+      viz_text_at(cr, x, p->y + p->h + 1.55 * font, buf, 0.5);
     }
   }
   viz_set_rgb(cr, 0x444444);
-  cairo_rectangle(cr, viz_snap_x(cr, p.x), viz_snap_y(cr, p.y), round(p.w), round(p.h));
+  cairo_rectangle(cr, viz_snap_x(cr, p->x), viz_snap_y(cr, p->y), round(p->w), round(p->h));
   cairo_stroke(cr);
-  /* series */
-  for (int q = 0; q < NSERIES; q++) {
+}
+
+static void mem_line_style(cairo_t *cr, int q, double font) {
+  viz_set_rgb(cr, mem_series[q].rgb);
+  cairo_set_line_width(cr, 0.2 * font);
+  double d[2] = {0.7 * font, 0.45 * font};
+  cairo_set_dash(cr, d, mem_series[q].dashed ? 2 : 0, 0);
+}
+
+static void mem_lines(cairo_t *cr, const mem_frame *f) {
+  for (int q = 0; q < MEM_NSERIES; q++) {
     cairo_save(cr);
-    cairo_rectangle(cr, p.x, p.y, p.w, p.h);
+    cairo_rectangle(cr, f->p.x, f->p.y, f->p.w, f->p.h);
     cairo_clip(cr);
-    viz_set_rgb(cr, series[q].rgb);
-    cairo_set_line_width(cr, 0.2 * font);
-    if (series[q].dashed) {
-      double d[2] = {0.7 * font, 0.45 * font};
-      cairo_set_dash(cr, d, 2, 0);
-    }
-    for (int k = 0; k < NS; k++) {
-      double x = MX(10 + k), y = MY(log2(value[q][k]));
+    mem_line_style(cr, q, f->font);
+    for (int k = 0; k < MEM_NS; k++) {
+      double x = mem_x(f, 10 + k), y = mem_y(f, log2(f->value[q][k]));
       if (k == 0) cairo_move_to(cr, x, y);
       else cairo_line_to(cr, x, y);
     }
     cairo_stroke(cr);
     cairo_set_dash(cr, NULL, 0, 0);
-    for (int k = 0; k < NS; k++) {
-      marker(cr, q, MX(10 + k), MY(log2(value[q][k])), 0.32 * font);
+    for (int k = 0; k < MEM_NS; k++) {
+      marker(cr, q, mem_x(f, 10 + k), mem_y(f, log2(f->value[q][k])), 0.32 * f->font);
       cairo_fill(cr);
     }
     cairo_restore(cr);
   }
-  /* legend in the upper left, inside the plot */
-  double lx = p.x + 1.0 * font, ly = p.y + 1.0 * font, lh = 1.5 * font;
-  if (o->text) {
-    viz_set_font(cr, 0.9 * font, 0);
-    double lw = 0;
-    for (int q = 0; q < NSERIES; q++) lw = fmax(lw, viz_text_width(cr, series[q].name));
+}
+
+/* The legend in the upper left, inside the plot, on a white box. */
+static void mem_legend(cairo_t *cr, const mem_frame *f, int text) {
+  double font = f->font, lx = f->p.x + 1.0 * font, ly = f->p.y + 1.0 * font, lh = 1.5 * font;
+  double maxw = f->p.w - 5.4 * font, lw = 0;
+  viz_set_font(cr, 0.9 * font, 0);
+  for (int q = 0; q < MEM_NSERIES && text; q++)
+    lw = fmax(lw, viz_text_width(cr, f->brief ? mem_series[q].brief : mem_series[q].name));
+  if (text) {
     cairo_set_source_rgba(cr, 1, 1, 1, 0.92);
-    cairo_rectangle(cr, lx - 0.5 * font, ly - 0.5 * font, lw + 4.4 * font, NSERIES * lh + 0.4 * font);
+    cairo_rectangle(cr, lx - 0.5 * font, ly - 0.5 * font, fmin(lw, maxw) + 4.4 * font, MEM_NSERIES * lh + 0.4 * font);
     cairo_fill(cr);
   }
-  for (int q = 0; q < NSERIES; q++) {
+  for (int q = 0; q < MEM_NSERIES; q++) {
     double y = ly + q * lh + 0.5 * font;
-    viz_set_rgb(cr, series[q].rgb);
-    cairo_set_line_width(cr, 0.2 * font);
-    if (series[q].dashed) {
-      double d[2] = {0.7 * font, 0.45 * font};
-      cairo_set_dash(cr, d, 2, 0);
-    }
+    mem_line_style(cr, q, font);
     cairo_move_to(cr, lx, y);
     cairo_line_to(cr, lx + 2.6 * font, y);
     cairo_stroke(cr);
     cairo_set_dash(cr, NULL, 0, 0);
     marker(cr, q, lx + 1.3 * font, y, 0.32 * font);
     cairo_fill(cr);
-    if (o->text) {
+    viz_ink_mark(cr, lx, y - 0.4 * font, 2.6 * font, 0.8 * font);
+    if (text) {
       viz_set_rgb(cr, VIZ_RGB_TEXT);
-      viz_text_at(cr, lx + 3.4 * font, y + 0.33 * font, series[q].name, 0);
+      viz_text_fit(cr, lx + 3.4 * font, y + 0.33 * font, f->brief ? mem_series[q].brief : mem_series[q].name,
+                   maxw, 0);
     }
   }
-  if (o->text) {
-    viz_set_rgb(cr, VIZ_RGB_TEXT);
-    viz_set_font(cr, 0.95 * font, 0);
-    viz_text_at(cr, p.x + p.w / 2, p.y + p.h + 2.95 * font, "sequence length S = Sq = Sk (tokens, log scale)", 0.5);
-    cairo_save(cr);
-    cairo_translate(cr, p.x - 5.3 * font, p.y + p.h / 2);
-    cairo_rotate(cr, -M_PI / 2);
-    viz_text_at(cr, 0, 0, "bytes for one mask (log scale)", 0.5);
-    cairo_restore(cr);
-    viz_set_font(cr, 1.1 * font, 1);
-    snprintf(buf, sizeof buf, "%d", o->bc);
-    char title[256];
-    snprintf(title, sizeof title, "Mask memory against sequence length (tile bounds at Bc = %s)", buf);
-    viz_text_fit(cr, p.x, 2.0 * font, title, w - p.x - font, 0);
-  }
-#undef MX
-#undef MY
+}
+
+static fm_status draw_memory(cairo_t *cr, double w, double h, void *ctx, fm_err *err) {
+  const viz_figure_opts *o = ctx;
+  mem_frame f;
+  fm_status st = mem_layout(cr, o, w, h, &f, err);
+  if (st != FM_OK) return st;
+  const viz_rect *p = &f.p;
+  double font = f.font;
+  viz_set_rgb(cr, VIZ_RGB_BACKGROUND);
+  cairo_paint(cr);
+  mem_grid(cr, &f, o->text);
+  mem_lines(cr, &f);
+  mem_legend(cr, &f, o->text);
+  if (!o->text) return FM_OK;
+  viz_set_rgb(cr, VIZ_RGB_TEXT);
+  viz_set_font(cr, 0.95 * font, 0);
+  const char *xt = "sequence length S = Sq = Sk (tokens, log scale)";
+  if (viz_text_width(cr, xt) > p->w) xt = "S = Sq = Sk (tokens, log scale)";
+  /* centred: as wide as the room on the nearer side allows */
+  viz_text_fit(cr, p->x + p->w / 2, p->y + p->h + 2.95 * font, xt,
+               p->w + 2 * fmin(p->x, w - p->x - p->w) - f.margin, 0.5);
+  const char *yt = "bytes for one mask (log scale)";
+  if (viz_text_width(cr, yt) > p->h) yt = "bytes (log scale)";
+  cairo_save(cr);
+  cairo_translate(cr, round(0.5 * f.margin + 0.95 * font), p->y + p->h / 2);
+  cairo_rotate(cr, -M_PI / 2);
+  viz_text_fit(cr, 0, 0, yt, p->h + 2 * fmin(p->y, h - p->y - p->h) - f.margin, 0.5);
+  cairo_restore(cr);
+  title_draw(cr, f.title, f.margin, f.margin + 1.15 * font * 0.95, w - 2 * f.margin, font, f.title_lines, 1);
   return FM_OK;
 }
 
@@ -302,6 +491,8 @@ static fm_status draw_tiles(cairo_t *cr, double w, double h, void *ctx, fm_err *
     st.seed = o->seed;
   }
   st.text = o->text;
+  st.no_title = o->no_title;
+  if (o->title) snprintf(st.title, sizeof st.title, "%s", o->title);
   if (vs == FM_OK) {
     st.scene = scene;
     vs = viz_scene_sync(scene, &st, err);
@@ -315,16 +506,20 @@ static fm_status draw_tiles(cairo_t *cr, double w, double h, void *ctx, fm_err *
 
 static const viz_figure figures[] = {
     {.name = "gallery",
-     .summary = "the twelve families as small multiples (tiles over the mask, rho)",
-     .width = 1600, .height = 1350, .draw = draw_gallery, .per_case = 0},
+     .summary = "masks as small multiples (tiles over the mask, rho): the twelve families, or a "
+                "scenario's own masks",
+     .width = 1600, .height = 1350, .width_in = 7.0, .height_in = 6.0, .draw = draw_gallery,
+     .per_case = 0},
     {.name = "memory",
      .summary = "mask memory vs S, 1K..1M, log-log: dense, FlexAttention block mask, FlashMask "
                 "intervals (from fm_memory.h)",
-     .width = 1000, .height = 650, .draw = draw_memory, .per_case = 0},
+     .width = 1000, .height = 650, .width_in = 3.3, .height_in = 2.5, .draw = draw_memory,
+     .per_case = 0},
     {.name = "tiles",
      .summary = "one mask or trace as the viewer draws it: the mask, its tile classes, axes, "
-                "legend and numbers",
-     .width = 1200, .height = 800, .draw = draw_tiles, .per_case = 1},
+                "legend and numbers (also the viewer's window size)",
+     .width = 1200, .height = 800, .width_in = 3.3, .height_in = 2.8, .draw = draw_tiles,
+     .per_case = 1},
 };
 #define NFIGURES ((int)(sizeof figures / sizeof figures[0]))
 

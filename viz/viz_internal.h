@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "fm_colmask.h"
+#include "fm_dense.h"
 #include "fm_families.h"
 #include "fm_forms.h"
 #include "fm_intervals_io.h"
@@ -34,7 +35,18 @@ typedef struct viz_pieces {
 
 void viz_pieces_free(viz_pieces *p);
 
-/* Scratch reused across key tiles by viz_pieces_build (O(Tr + Bc) memory). */
+/* The masked row runs of every column of one set, causal triangle included:
+ * column j holds items[start[j] .. start[j+1]) (sorted, disjoint half-open
+ * row ranges; start values are offsets into items). A mask with intervals has
+ * at most three per column (fm_colmask_column_runs); a dense mask that fits no
+ * interval form any number (fm_dense_result_all_runs). */
+typedef struct viz_colruns {
+  int32_t sq, sk;
+  const int64_t *start;      /* (Sk + 1,) */
+  const int32_t (*items)[2]; /* (start[Sk] - start[0], 2) from items + start[0] */
+} viz_colruns;
+
+/* Scratch reused across key tiles by viz_pieces_build (O(Tr) memory). */
 typedef struct viz_piece_scratch {
   int32_t tr_cap;
   int32_t *acc_cov, *acc_touch, *stamp; /* (tr + 1,) */
@@ -49,6 +61,11 @@ void viz_piece_scratch_free(viz_piece_scratch *sc);
 fm_status viz_pieces_build(const fm_colmask *m, int32_t set, int32_t br, int32_t bc,
                            viz_pieces *out, fm_tile_bounds *bounds, fm_tile_counts *counts,
                            viz_piece_scratch *scratch, fm_err *err);
+/* The same for a mask that fits no interval form, from its runs: the exact
+ * classes, and min/max classes equal to them (without intervals there are no
+ * bounds to apply the rule to). */
+fm_status viz_pieces_build_runs(const viz_colruns *runs, int32_t br, int32_t bc, viz_pieces *out,
+                                fm_tile_counts *counts, viz_piece_scratch *scratch, fm_err *err);
 /* The same from per-tile class arrays (a trace): classes, exact are (Tr, Tc). */
 fm_status viz_pieces_from_arrays(const uint8_t *classes, const uint8_t *exact, int32_t tr,
                                  int32_t tc, viz_pieces *out, fm_err *err);
@@ -79,15 +96,35 @@ typedef struct viz_trace {
 } viz_trace;
 void viz_trace_free(viz_trace *t);
 
+/* What a file given to the viewer holds (viz_load_source). */
+typedef struct viz_source {
+  viz_trace trace;          /* a trace folder (has_trace) */
+  int has_trace;
+  fm_colmask *mask;         /* the intervals; for a dense mask that fits no interval form,
+                               its tightest fitting sub-mask (dims, sets, what FlashMask
+                               could skip) */
+  fm_dense_result *misfit;  /* a dense mask that fits no interval form, every run of
+                               every column kept (fm_dense_result_all_runs); else NULL */
+  const char *kind;         /* "trace", "dense mask" or "intervals" */
+  char what[200];           /* what the file holds, for titles: "dense bool mask, causal-1" */
+  fm_intervals_note note;   /* what reading an interval file as Paddle does changed */
+} viz_source;
+void viz_source_free(viz_source *src);
+
+/* How a file is read: the options of `fmsim view` and `fmsim render`. */
+typedef struct viz_source_opts {
+  int causal;              /* INTERVALS.npy with k = 2 is causal-2 */
+  int true_masked;         /* MASK.npy: true means masked */
+  int strict;              /* INTERVALS.npy: refuse what Paddle reads leniently */
+  fm_dense_reading reading; /* MASK.npy of a float dtype: --bool / --additive */
+} viz_source_opts;
+
 /* Loaders: one-line errors naming the file. */
 fm_status viz_load_trace(const char *dir, viz_trace *t, fm_colmask **mask, fm_err *err);
-fm_status viz_load_dense_npy(const char *path, int true_masked, fm_colmask **mask, fm_err *err);
-/* Dispatches on what path is: a folder (trace), a bool/uint8 .npy (dense) or
- * an int32/int64 .npy (intervals, read strictly or as Paddle does, what that
- * changed in *note). kind receives "trace", "dense mask" or "intervals". */
-fm_status viz_load_source(const char *path, int causal, int true_masked, int strict,
-                          viz_trace *trace, int *has_trace, fm_colmask **mask, const char **kind,
-                          fm_intervals_note *note, fm_err *err);
+/* Dispatches on what path is: a folder (trace), a dense mask .npy (any dtype
+ * fm_dense reads; kept whole as runs when it fits no interval form) or an
+ * int32/int64 .npy (intervals, read strictly or as Paddle does). */
+fm_status viz_load_source(const char *path, const viz_source_opts *o, viz_source *out, fm_err *err);
 
 /* The raster cache key: everything a mask raster depends on. */
 typedef struct viz_raster_key {
@@ -109,8 +146,10 @@ struct viz_scene {
   viz_trace trace;
   int has_trace;
   char file_label[256];
+  char file_what[200];    /* what it holds (viz_source.what) */
   const char *file_kind;
   fm_intervals_note note; /* what reading an interval file as Paddle does changed */
+  fm_dense_result *dense; /* a dense mask that fits no interval form: every run (viz_source.misfit) */
 
   /* the mask shown and the state fields it was made from */
   const fm_colmask *mask; /* file_mask or family_mask */
@@ -126,8 +165,12 @@ struct viz_scene {
 
   /* the (batch, head) pair shown and its mask set */
   int32_t pair, set;
-  int32_t (*runs)[3][2]; /* (Sk,) masked row runs of each column, causal triangle included */
-  uint8_t *nruns;        /* (Sk,) */
+  int misfit;            /* the mask shown fits no interval form (the file's `dense`) */
+  viz_colruns runs;      /* of the shown pair */
+  int64_t *runs_start;   /* (Sk + 1,) owned storage of runs for interval masks */
+  int32_t (*runs_items)[2]; /* (<= 3 Sk, 2) */
+  int32_t *bad_prefix;   /* misfit: (Sk + 1,) columns of the shown pair no form holds, before j */
+  int64_t bad_total;     /* misfit: such columns over every pair */
   int runs_valid;
 
   /* classification at br x bc, of one pass (VIZ_FWD, VIZ_BWD: VIZ_LAYER_BACKWARD) */
@@ -139,6 +182,7 @@ struct viz_scene {
   viz_pieces pieces;      /* of the shown set */
   viz_piece_scratch scratch;
   fm_tile_counts counts;  /* every set */
+  fm_tile_counts subset_counts; /* misfit: the tightest fitting sub-mask's, by the min/max rule */
   fm_mask_bytes bytes;
   int32_t head_dim;
 
@@ -172,12 +216,63 @@ void viz_set_rgb(cairo_t *cr, uint32_t c);
 void viz_set_font(cairo_t *cr, double size, int bold);
 double viz_text_width(cairo_t *cr, const char *t);
 void viz_text_at(cairo_t *cr, double x, double y, const char *t, double align); /* 0 left .. 1 right */
+/* Draws t within maxw: as it is when it fits, else shrunk (down to 80%) and
+ * then cut with an ellipsis: never past maxw. */
 void viz_text_fit(cairo_t *cr, double x, double y, const char *t, double maxw, double align);
+/* Width of t at `size` without a cairo context, a little generous (the
+ * layout's estimate; what is drawn is measured and fitted). */
+double viz_text_estimate(const char *t, double size, int bold);
+/* t wrapped into at most max_lines lines of width maxw, in the current font:
+ * breaks at "  ·  " separators where it can, else at spaces; the last line
+ * takes the rest. Returns the lines written into lines (512 bytes each). */
+int viz_text_wrap(cairo_t *cr, const char *t, double maxw, int max_lines, char (*lines)[512]);
+/* Wraps (at most 8 lines) and draws them from baseline y, line_h apart, each
+ * fitted to maxw. Returns the lines drawn. */
+int viz_text_lines_draw(cairo_t *cr, double x, double y, double line_h, const char *t, double maxw,
+                        int max_lines, double align);
+/* Records a legend mark (swatch, line sample) in the ink log, if one is attached. */
+void viz_ink_mark(cairo_t *cr, double x, double y, double w, double h);
 double viz_snap_x(cairo_t *cr, double x); /* centre of a device pixel: crisp 1-pixel lines */
 double viz_snap_y(cairo_t *cr, double y);
 
-/* Legend swatch helpers shared by the figures. */
+/* Legend swatch helpers shared by the figures: a 1.6 size x size box at
+ * (x, y), hatch 1 "/", 2 "\\", 3 a viridis ramp (overlays). */
 void viz_swatch(cairo_t *cr, double x, double y, double size, uint32_t fill, int hatch);
+
+/* The legend of a state: what its layers show. */
+typedef struct viz_legend_entry {
+  uint32_t fill;
+  int hatch;         /* as viz_swatch */
+  const char *text;  /* the side panel's words */
+  const char *brief; /* the compact legend's (small figures) */
+} viz_legend_entry;
+#define VIZ_LEGEND_MAX 8
+/* Fills out (VIZ_LEGEND_MAX,) and returns the count. */
+int viz_legend_entries(const viz_state *s, viz_legend_entry *out);
+
+/* The default caption of a state: mask (and what a file holds), S, tiles,
+ * rho; s->title when set; "" with no_title or no scene. */
+void viz_caption(const viz_state *s, char *buf, size_t cap);
+/* Draw calls of viz_draw (viz_notes.c): the caption in its lines, the compact
+ * legend in l->legend, the strip of columns no interval form holds. */
+void viz_draw_caption(cairo_t *cr, const viz_state *s, const viz_layout *l, double w);
+void viz_draw_compact_legend(cairo_t *cr, const viz_state *s, const viz_layout *l);
+void viz_draw_misfit_strip(cairo_t *cr, const viz_state *s, const viz_layout *l);
+
+/* The element and tile under the mouse (valid = 0 when it is off the mask).
+ * Over a mask that fits no interval form, a pixel covering a column no form
+ * holds points at that column (misfit = 1). */
+typedef struct viz_hover {
+  int valid;
+  int32_t i, j, rt, ct;
+  int misfit;
+} viz_hover;
+viz_hover viz_hover_of(const viz_state *s, const viz_layout *l);
+/* viz_hover_lines (viz.h) with the layout given. */
+int viz_hover_lines_at(const viz_state *s, const viz_layout *l, char (*lines)[160], int max);
+/* The side panel's list of the columns no form holds (shown pair): "j = 12:
+ * 5 runs [0, 12) ...", and how many more; at most max lines. */
+int viz_misfit_lines(const viz_state *s, char (*lines)[160], int max);
 
 /* User data on a vector surface: pixels per layout unit of mask rasters
  * (double, set by viz_write_figure). */

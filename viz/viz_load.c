@@ -2,9 +2,11 @@
  * (fm_trace.h: summary.json read with jansson, tiles.npy, tiles_exact.npy,
  * columns.npy, optional tile_cycles.npy; a run trace's backward, when its
  * summary has one, in tiles_bwd.npy, tiles_exact_bwd.npy and optional
- * tile_cycles_bwd.npy at its own tile), a dense mask .npy (bool/uint8,
- * [Sq, Sk] or [B, H, Sq, Sk], converted once to intervals, streaming one row
- * at a time) or an interval .npy (Paddle layout, fm_intervals_io.h).
+ * tile_cycles_bwd.npy at its own tile), a dense mask .npy (any dtype of
+ * fm_dense.h, [Sq, Sk], [H, Sq, Sk] or [B, H, Sq, Sk], streamed one row at a
+ * time: converted once to intervals, or, when no interval form holds it,
+ * kept as every masked run of every column so that it is drawn exactly) or
+ * an interval .npy (Paddle layout, fm_intervals_io.h).
  * Every failure is one line naming the file and what was expected. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
@@ -35,18 +37,43 @@ void viz_trace_free(viz_trace *t) {
 
 /* ---- dense masks ------------------------------------------------------------ */
 
-fm_status viz_load_dense_npy(const char *path, int true_masked, fm_colmask **mask, fm_err *err) {
-  *mask = NULL;
-  fm_dense_opts o = {.masked_true = true_masked, .keep_intervals = 1};
+void viz_source_free(viz_source *src) {
+  viz_trace_free(&src->trace);
+  fm_colmask_destroy(src->mask);
+  fm_dense_result_destroy(src->misfit);
+  memset(src, 0, sizeof *src);
+}
+
+/* A dense mask: its intervals in the smallest form that holds it, or, when
+ * none does, every run kept (src->misfit) and the tightest fitting sub-mask. */
+static fm_status load_dense(const char *path, const viz_source_opts *vo, viz_source *src,
+                            fm_err *err) {
+  fm_dense_opts o = {.masked_true = vo->true_masked, .keep_intervals = 1, .reading = vo->reading,
+                     .keep_all_runs = 1};
   fm_dense_result *r = NULL;
   fm_status st = fm_dense_check_file(path, &o, &r, err);
   if (st != FM_OK) return st;
-  st = fm_dense_result_to_colmask(r, FM_FORM_NONE, mask, err);
-  fm_dense_result_destroy(r);
+  const fm_dense_report *rep = fm_dense_result_report(r);
+  char sets[64] = "";
+  if (rep->nsets > 1)
+    snprintf(sets, sizeof sets, ", B \xC3\x97 H = %lld \xC3\x97 %lld", (long long)rep->batch,
+             (long long)rep->heads);
+  if (rep->form != FM_FORM_NONE) {
+    st = fm_dense_result_to_colmask(r, FM_FORM_NONE, &src->mask, err);
+    snprintf(src->what, sizeof src->what, "dense %s mask%s, %s", fm_dense_dtype_name(rep->dtype),
+             sets, fm_form_name(rep->form));
+    fm_dense_result_destroy(r);
+  } else {
+    st = fm_dense_result_subset_colmask(r, &src->mask, err);
+    snprintf(src->what, sizeof src->what, "dense %s mask%s, no interval form",
+             fm_dense_dtype_name(rep->dtype), sets);
+    if (st == FM_OK) src->misfit = r;
+    else fm_dense_result_destroy(r);
+  }
   if (st != FM_OK) {
     char msg[sizeof err->msg];
     snprintf(msg, sizeof msg, "%s", err ? err->msg : "");
-    return fm_fail(err, st, "%s: %s (fmsim check explains)", path, msg);
+    return fm_fail(err, st, "%s: %s", path, msg);
   }
   return FM_OK;
 }
@@ -252,30 +279,34 @@ fm_status viz_load_trace(const char *dir, viz_trace *t, fm_colmask **mask, fm_er
 #endif
 }
 
-fm_status viz_load_source(const char *path, int causal, int true_masked, int strict,
-                          viz_trace *trace, int *has_trace, fm_colmask **mask, const char **kind,
-                          fm_intervals_note *note, fm_err *err) {
-  *has_trace = 0;
-  *mask = NULL;
+fm_status viz_load_source(const char *path, const viz_source_opts *o, viz_source *out, fm_err *err) {
+  memset(out, 0, sizeof *out);
   struct stat sb;
   if (stat(path, &sb) != 0) return fm_fail(err, FM_EIO, "%s: cannot open: %s", path, strerror(errno));
+  fm_status st;
   if (S_ISDIR(sb.st_mode)) {
-    *kind = "trace";
-    fm_status st = viz_load_trace(path, trace, mask, err);
-    *has_trace = st == FM_OK;
+    out->kind = "trace";
+    st = viz_load_trace(path, &out->trace, &out->mask, err);
+    out->has_trace = st == FM_OK;
+    if (st == FM_OK)
+      snprintf(out->what, sizeof out->what, "trace, %.60s", out->trace.device[0] ? out->trace.device : "cpu");
     return st;
   }
   fm_npy_header h;
-  fm_status st = fm_npy_read_header_path(path, &h, err);
+  st = fm_npy_read_header_path(path, &h, err);
   if (st != FM_OK) return st;
   /* int32/int64 [B, H, Sk, k] with k = 1, 2, 4 is an interval file; the
    * causal flag is not stored, but k = 1 can only be causal-1 and k = 4
    * only bidir-4 */
   if (fm_intervals_header_fits(&h)) {
-    *kind = "intervals";
-    fm_intervals_opts io = {.causal = causal, .causal_from_k = 1, .strict = strict};
-    return fm_intervals_load(path, &io, mask, note, err);
+    out->kind = "intervals";
+    fm_intervals_opts io = {.causal = o->causal, .causal_from_k = 1, .strict = o->strict};
+    st = fm_intervals_load(path, &io, &out->mask, &out->note, err);
+    if (st == FM_OK)
+      snprintf(out->what, sizeof out->what, "Paddle intervals, %s",
+               fm_form_name(fm_colmask_smallest_form(out->mask)));
+    return st;
   }
-  *kind = "dense mask";
-  return viz_load_dense_npy(path, true_masked, mask, err);
+  out->kind = "dense mask";
+  return load_dense(path, o, out, err);
 }

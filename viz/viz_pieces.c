@@ -100,8 +100,9 @@ static fm_status scratch_fit(viz_piece_scratch *sc, int32_t tr, int32_t bc, fm_e
   } else {
     memset(sc->stamp, 0, sizeof(int32_t) * ((size_t)tr + 1));
   }
-  /* per column at most 3 runs x 4 breakpoints, plus 2 per bound and 2 fixed */
-  int32_t need = 12 * bc + 24;
+  /* the breakpoints of one key tile are distinct row tiles in [0, Tr] */
+  (void)bc;
+  int32_t need = tr + 1;
   if (sc->keys_cap < need) {
     free(sc->keys);
     sc->keys = malloc(sizeof(int32_t) * (size_t)need);
@@ -111,15 +112,36 @@ static fm_status scratch_fit(viz_piece_scratch *sc, int32_t tr, int32_t bc, fm_e
   return FM_OK;
 }
 
-fm_status viz_pieces_build(const fm_colmask *m, int32_t set, int32_t br, int32_t bc,
-                           viz_pieces *out, fm_tile_bounds *bounds, fm_tile_counts *counts,
-                           viz_piece_scratch *scratch, fm_err *err) {
+/* Where the columns' runs come from: an interval mask (runs NULL: its set
+ * `set`, min/max classes from its bounds) or the runs of a mask that fits no
+ * interval form (m NULL: no bounds, the min/max class is the exact one). */
+typedef struct piece_src {
+  const fm_colmask *m;
+  int32_t set;
+  const viz_colruns *runs;
+} piece_src;
+
+/* The runs of column j: a pointer into the source, or buf filled. */
+static int src_runs(const piece_src *src, int32_t j, int32_t buf[3][2], const int32_t (**runs)[2]) {
+  if (src->runs) {
+    int64_t a = src->runs->start[j];
+    *runs = src->runs->items + a;
+    return (int)(src->runs->start[j + 1] - a);
+  }
+  *runs = (const int32_t(*)[2])buf;
+  return fm_colmask_column_runs(src->m, src->set, j, buf);
+}
+
+static fm_status pieces_sweep(const piece_src *src, int32_t br, int32_t bc, viz_pieces *out,
+                              fm_tile_bounds *bounds, fm_tile_counts *counts,
+                              viz_piece_scratch *scratch, fm_err *err) {
   fm_status st = fm_tile_size_check(br, bc, err);
   if (st != FM_OK) return st;
-  int32_t sq = fm_colmask_sq(m), sk = fm_colmask_sk(m);
+  const fm_colmask *m = src->m;
+  int32_t sq = m ? fm_colmask_sq(m) : src->runs->sq, sk = m ? fm_colmask_sk(m) : src->runs->sk;
   int32_t tr = (int32_t)(((int64_t)sq + br - 1) / br), tc = (int32_t)(((int64_t)sk + bc - 1) / bc);
   fm_tile_bounds *own = NULL;
-  if (!bounds) {
+  if (!bounds && m) {
     own = malloc(sizeof *own * (size_t)tc);
     if (!own) return fm_fail(err, FM_ENOMEM, "cannot allocate bounds for %d key tiles", tc);
     bounds = own;
@@ -130,7 +152,7 @@ fm_status viz_pieces_build(const fm_colmask *m, int32_t set, int32_t br, int32_t
     free(own);
     return st;
   }
-  fm_tile_bounds_compute(m, set, bc, bounds);
+  if (m) fm_tile_bounds_compute(m, src->set, bc, bounds);
   int32_t *cov = scratch->acc_cov, *tou = scratch->acc_touch, *stamp = scratch->stamp;
   int32_t *keys = scratch->keys;
 #define TOUCH_KEY(rt_)                                                                            \
@@ -148,8 +170,9 @@ fm_status viz_pieces_build(const fm_colmask *m, int32_t set, int32_t br, int32_t
     TOUCH_KEY(0);
     TOUCH_KEY(tr - 1);
     for (int32_t j = j0; j < j1; j++) {
-      int32_t runs[3][2];
-      int n = fm_colmask_column_runs(m, set, j, runs);
+      int32_t buf[3][2];
+      const int32_t(*runs)[2];
+      int n = src_runs(src, j, buf, &runs);
       for (int k = 0; k < n; k++) {
         int32_t a = runs[k][0], b = runs[k][1];
         /* row tiles [c0, c1) lie inside the run, [t0, t1) meet it (as fm_classify) */
@@ -170,13 +193,15 @@ fm_status viz_pieces_build(const fm_colmask *m, int32_t set, int32_t br, int32_t
     }
     /* where the min/max class may flip: r0 >= v at ceil(v/Br), r1 <= v and
      * r1 > v at floor(v/Br), r0 < v at ceil(v/Br); the last tile is shorter */
-    const fm_tile_bounds *b = &bounds[ct];
-    const int32_t bv[8] = {b->lts_min, b->lts_max, b->lte_min, b->lte_max,
-                           b->uts_min, b->uts_max, b->ute_min, b->ute_max};
-    for (int k = 0; k < 8; k++) {
-      int64_t v = bv[k] < 0 ? 0 : (bv[k] > sq ? sq : bv[k]);
-      TOUCH_KEY((int32_t)(v / br));
-      TOUCH_KEY((int32_t)((v + br - 1) / br));
+    const fm_tile_bounds *b = m ? &bounds[ct] : NULL;
+    if (b) {
+      const int32_t bv[8] = {b->lts_min, b->lts_max, b->lte_min, b->lte_max,
+                             b->uts_min, b->uts_max, b->ute_min, b->ute_max};
+      for (int k = 0; k < 8; k++) {
+        int64_t v = bv[k] < 0 ? 0 : (bv[k] > sq ? sq : bv[k]);
+        TOUCH_KEY((int32_t)(v / br));
+        TOUCH_KEY((int32_t)((v + br - 1) / br));
+      }
     }
     sort_i32(keys, nkeys);
     int32_t c = 0, t = 0;
@@ -189,8 +214,8 @@ fm_status viz_pieces_build(const fm_colmask *m, int32_t set, int32_t br, int32_t
       int32_t next = q + 1 < nkeys ? keys[q + 1] : tr;
       if (next > tr) next = tr;
       int32_t r0 = rt * br, r1 = r0 + br < sq ? r0 + br : sq;
-      int cm = fm_classify_minmax(b, r0, r1);
       int ce = c == ncols ? FM_TILE_MASKED : t == 0 ? FM_TILE_UNMASKED : FM_TILE_PARTIAL;
+      int cm = b ? fm_classify_minmax(b, r0, r1) : ce;
       st = piece_push(out, tile_start, rt, next, cm, ce, err);
       if (counts && st == FM_OK) {
         int64_t len = next - rt;
@@ -206,6 +231,19 @@ fm_status viz_pieces_build(const fm_colmask *m, int32_t set, int32_t br, int32_t
 #undef TOUCH_KEY
   free(own);
   return st;
+}
+
+fm_status viz_pieces_build(const fm_colmask *m, int32_t set, int32_t br, int32_t bc,
+                           viz_pieces *out, fm_tile_bounds *bounds, fm_tile_counts *counts,
+                           viz_piece_scratch *scratch, fm_err *err) {
+  piece_src src = {.m = m, .set = set};
+  return pieces_sweep(&src, br, bc, out, bounds, counts, scratch, err);
+}
+
+fm_status viz_pieces_build_runs(const viz_colruns *runs, int32_t br, int32_t bc, viz_pieces *out,
+                                fm_tile_counts *counts, viz_piece_scratch *scratch, fm_err *err) {
+  piece_src src = {.runs = runs};
+  return pieces_sweep(&src, br, bc, out, NULL, counts, scratch, err);
 }
 
 fm_status viz_pieces_from_arrays(const uint8_t *classes, const uint8_t *exact, int32_t tr,

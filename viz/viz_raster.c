@@ -169,6 +169,56 @@ static inline uint32_t pixel_colour(const colour_ctx *k, const double *v, double
   return pack(o);
 }
 
+/* The raster (rh, rw) and the aggregation scratch, zeroed: slope and
+ * intercept per channel and touched flags. -1 when out of memory. */
+static int raster_buffers(viz_scene *sc, int rw, int rh) {
+  if (!sc->raster || sc->raster_key.rw * sc->raster_key.rh != rw * rh) {
+    free(sc->raster);
+    sc->raster = malloc(sizeof(uint32_t) * (size_t)rw * (size_t)rh);
+    sc->raster_key.rw = sc->raster_key.rh = 0;
+    if (!sc->raster) return -1;
+  }
+  size_t need = sizeof(double) * (size_t)(2 * NCH * (rh + 2)) + (size_t)(rh + 2);
+  if (sc->agg_cap < need) {
+    free(sc->agg);
+    sc->agg = calloc(1, need);
+    sc->agg_cap = sc->agg ? need : 0;
+    if (!sc->agg) return -1;
+  } else {
+    memset(sc->agg, 0, need);
+  }
+  return 0;
+}
+
+/* The colours of the layers and overlay asked for, and the channels they
+ * need (into chans; returns their count). */
+static int colour_setup(const viz_scene *sc, const viz_state *s, double hatch_period, colour_ctx *k,
+                        int *chans) {
+  k->want_mask = (s->layers & VIZ_LAYER_MASK) != 0;
+  k->overlay = s->overlay;
+  k->want_tiles = (s->layers & VIZ_LAYER_TILES) != 0 || k->overlay != VIZ_OVERLAY_NONE;
+  k->want_hatch = k->want_tiles && (s->layers & VIZ_LAYER_HATCH) && k->overlay == VIZ_OVERLAY_NONE &&
+                  (sc->counts.partial_but_masked > 0 || sc->counts.partial_but_unmasked > 0);
+  k->vmax = k->overlay == VIZ_OVERLAY_CYCLES ? sc->cycles_max : sc->bytes_max;
+  /* hatch stripes in whole device pixels: period P, stripes about P/3 wide */
+  k->period = hatch_period < 3 ? 3 : (int)(hatch_period + 0.5);
+  k->stripe = k->period * 34 / 100 < 1 ? 1 : k->period * 34 / 100;
+  k->bg = rgb_of(VIZ_RGB_BACKGROUND);
+  k->masked = rgb_of(VIZ_RGB_MASKED);
+  k->visible = rgb_of(VIZ_RGB_VISIBLE);
+  k->partial = rgb_of(VIZ_RGB_PARTIAL);
+  k->pmask = rgb_of(VIZ_RGB_PARTIAL_MASKED);
+  k->hatch = rgb_of(VIZ_RGB_HATCH);
+  int active[NCH] = {0}, nch = 0;
+  active[CH_MK] = k->want_mask;
+  active[CH_M] = active[CH_P] = k->want_tiles;
+  active[CH_PM] = active[CH_PU] = k->want_hatch;
+  active[CH_V] = k->overlay != VIZ_OVERLAY_NONE;
+  for (int ch = 0; ch < NCH; ch++)
+    if (active[ch]) chans[nch++] = ch;
+  return nch;
+}
+
 const uint32_t *viz_raster_render(viz_scene *sc, const viz_state *s, int rw, int rh,
                                   double hatch_period) {
   viz_raster_key key;
@@ -182,49 +232,13 @@ const uint32_t *viz_raster_render(viz_scene *sc, const viz_state *s, int rw, int
   key.hatch_period = hatch_period;
   if (sc->raster_valid && memcmp(&key, &sc->raster_key, sizeof key) == 0) return sc->raster;
   sc->raster_valid = 0;
-  if (!sc->raster || sc->raster_key.rw * sc->raster_key.rh != rw * rh) {
-    free(sc->raster);
-    sc->raster = malloc(sizeof(uint32_t) * (size_t)rw * (size_t)rh);
-    sc->raster_key.rw = sc->raster_key.rh = 0;
-    if (!sc->raster) return NULL;
-  }
-  /* scratch: slope and intercept per channel, touched flags; zero between columns */
-  size_t need = sizeof(double) * (size_t)(2 * NCH * (rh + 2)) + (size_t)(rh + 2);
-  if (sc->agg_cap < need) {
-    free(sc->agg);
-    sc->agg = calloc(1, need);
-    sc->agg_cap = sc->agg ? need : 0;
-    if (!sc->agg) return NULL;
-  } else {
-    memset(sc->agg, 0, need);
-  }
+  if (raster_buffers(sc, rw, rh)) return NULL;
 
   const fm_colmask *m = sc->mask;
   const int32_t sq = fm_colmask_sq(m), sk = fm_colmask_sk(m);
   const int32_t br = sc->br, bc = sc->bc, tc = sc->tc, tr = sc->tr;
   colour_ctx k;
-  k.want_mask = (s->layers & VIZ_LAYER_MASK) != 0;
-  k.overlay = s->overlay;
-  k.want_tiles = (s->layers & VIZ_LAYER_TILES) != 0 || k.overlay != VIZ_OVERLAY_NONE;
-  k.want_hatch = k.want_tiles && (s->layers & VIZ_LAYER_HATCH) && k.overlay == VIZ_OVERLAY_NONE &&
-                 (sc->counts.partial_but_masked > 0 || sc->counts.partial_but_unmasked > 0);
-  k.vmax = k.overlay == VIZ_OVERLAY_CYCLES ? sc->cycles_max : sc->bytes_max;
-  /* hatch stripes in whole device pixels: period P, stripes about P/3 wide */
-  k.period = hatch_period < 3 ? 3 : (int)(hatch_period + 0.5);
-  k.stripe = k.period * 34 / 100 < 1 ? 1 : k.period * 34 / 100;
-  k.bg = rgb_of(VIZ_RGB_BACKGROUND);
-  k.masked = rgb_of(VIZ_RGB_MASKED);
-  k.visible = rgb_of(VIZ_RGB_VISIBLE);
-  k.partial = rgb_of(VIZ_RGB_PARTIAL);
-  k.pmask = rgb_of(VIZ_RGB_PARTIAL_MASKED);
-  k.hatch = rgb_of(VIZ_RGB_HATCH);
-  int active[NCH] = {0}, chans[NCH], nch = 0;
-  active[CH_MK] = k.want_mask;
-  active[CH_M] = active[CH_P] = k.want_tiles;
-  active[CH_PM] = active[CH_PU] = k.want_hatch;
-  active[CH_V] = k.overlay != VIZ_OVERLAY_NONE;
-  for (int ch = 0; ch < NCH; ch++)
-    if (active[ch]) chans[nch++] = ch;
+  int chans[NCH], nch = colour_setup(sc, s, hatch_period, &k, chans);
 
   agg_col col;
   col.h = rh;
@@ -257,8 +271,8 @@ const uint32_t *viz_raster_render(viz_scene *sc, const viz_state *s, int rw, int
       for (int32_t j = j0; j < j1; j++) {
         double w = dmin(j + 1.0, b) - dmax((double)j, a);
         if (w <= 0) continue;
-        for (int q = 0; q < sc->nruns[j]; q++)
-          add_run(&col, CH_MK, sc->runs[j][q][0], sc->runs[j][q][1], w);
+        for (int64_t q = sc->runs.start[j]; q < sc->runs.start[j + 1]; q++)
+          add_run(&col, CH_MK, sc->runs.items[q][0], sc->runs.items[q][1], w);
       }
     }
     if (k.want_tiles) {

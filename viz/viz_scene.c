@@ -33,18 +33,31 @@ fm_status viz_scene_create(const viz_scene_opts *o, viz_state *s, viz_scene **ou
   }
   sc->have_samples = 1;
   if (o->path) {
-    st = viz_load_source(o->path, o->causal, o->true_masked, o->strict, &sc->trace,
-                         &sc->has_trace, &sc->file_mask, &sc->file_kind, &sc->note, err);
+    viz_source src;
+    viz_source_opts vo = {.causal = o->causal, .true_masked = o->true_masked, .strict = o->strict,
+                          .reading = (fm_dense_reading)o->reading};
+    st = viz_load_source(o->path, &vo, &src, err);
     if (st != FM_OK) {
+      viz_source_free(&src);
       viz_scene_destroy(sc);
       return st;
     }
+    sc->file_mask = src.mask; /* the scene owns what the source held */
+    sc->trace = src.trace;
+    sc->has_trace = src.has_trace;
+    sc->file_kind = src.kind;
+    sc->note = src.note;
+    sc->dense = src.misfit;
+    snprintf(sc->file_what, sizeof sc->file_what, "%s", src.what);
     const char *b = base_name(o->path);
     size_t n = strlen(b);
     while (n > 1 && b[n - 1] == '/') n--;
-    if (sc->has_trace && sc->trace.family[0])
-      snprintf(sc->file_label, sizeof sc->file_label, "%s (from %.*s/)", sc->trace.family, (int)n, b);
-    else
+    if (sc->has_trace && sc->trace.family[0]) {
+      snprintf(sc->file_label, sizeof sc->file_label, "%.100s%s%.140s", sc->trace.family,
+               sc->trace.params[0] ? " " : "", sc->trace.params);
+      snprintf(sc->file_what, sizeof sc->file_what, "trace %.*s/, %.60s", (int)(n > 120 ? 120 : n), b,
+               sc->trace.device[0] ? sc->trace.device : "cpu");
+    } else
       snprintf(sc->file_label, sizeof sc->file_label, "%.*s", (int)n, b);
     s->use_family = 0;
     if (sc->has_trace) {
@@ -67,9 +80,11 @@ void viz_scene_destroy(viz_scene *sc) {
   fm_colmask_destroy(sc->file_mask);
   fm_colmask_destroy(sc->family_mask);
   viz_trace_free(&sc->trace);
+  fm_dense_result_destroy(sc->dense);
   if (sc->have_samples) fm_samples_free(&sc->samples);
-  free(sc->runs);
-  free(sc->nruns);
+  free(sc->runs_start);
+  free(sc->runs_items);
+  free(sc->bad_prefix);
   free(sc->bounds);
   viz_pieces_free(&sc->pieces);
   viz_piece_scratch_free(&sc->scratch);
@@ -121,8 +136,10 @@ static fm_status build_family(viz_scene *sc, const viz_state *s, fm_colmask **m,
   return st;
 }
 
-/* Bytes the scene takes per key column: 3 runs of 2 int32 and their count. */
-#define VIZ_RUN_BYTES ((int64_t)sizeof(int32_t[3][2]) + 1)
+/* Bytes the scene takes per key column: the run index (int64) and up to 3
+ * runs of 2 int32 (a dense mask that fits no interval form keeps its runs in
+ * its fm_dense_result, checked when it was read). */
+#define VIZ_RUN_BYTES ((int64_t)sizeof(int64_t) + (int64_t)sizeof(int32_t[3][2]))
 
 /* Before a family mask is built: its 4 int32 vectors per set and key column,
  * the column runs, and 2 bytes per column for the tile bounds and pieces (the
@@ -139,23 +156,95 @@ static fm_status check_family_memory(const viz_scene *sc, const viz_state *s, fm
   return fm_mem_check(bytes, what, err);
 }
 
+/* The runs of pair `pair` of a dense mask that fits no interval form. */
+static viz_colruns dense_runs(const viz_scene *sc, int64_t pair) {
+  const fm_dense_report *rep = fm_dense_result_report(sc->dense);
+  const int32_t *items = NULL;
+  const int64_t *start = fm_dense_result_all_runs(sc->dense, &items);
+  viz_colruns r = {.sq = (int32_t)rep->sq, .sk = (int32_t)rep->sk, .start = start + pair * rep->sk,
+                   .items = (const int32_t(*)[2])items};
+  return r;
+}
+
+/* 1 when no interval form holds column j of r. */
+static int column_misfits(const viz_colruns *r, int32_t j) {
+  int64_t a = r->start[j], n = r->start[j + 1] - a;
+  return fm_runs_fit(r->items + a, n > 3 ? 4 : (int)n, fm_causal_limit(j, r->sq, r->sk), r->sq) == 0;
+}
+
+/* The columns no form holds: prefix counts of the shown pair, total of all. */
+static fm_status compute_misfits(viz_scene *sc, fm_err *err) {
+  int32_t sk = sc->runs.sk;
+  free(sc->bad_prefix);
+  sc->bad_prefix = malloc(sizeof(int32_t) * ((size_t)sk + 1));
+  if (!sc->bad_prefix) return fm_fail(err, FM_ENOMEM, "cannot allocate column flags for Sk=%d", sk);
+  sc->bad_prefix[0] = 0;
+  for (int32_t j = 0; j < sk; j++) sc->bad_prefix[j + 1] = sc->bad_prefix[j] + column_misfits(&sc->runs, j);
+  sc->bad_total = 0;
+  const fm_dense_report *rep = fm_dense_result_report(sc->dense);
+  for (int64_t p = 0; p < rep->nsets; p++) {
+    viz_colruns r = dense_runs(sc, p);
+    for (int32_t j = 0; j < sk; j++) sc->bad_total += column_misfits(&r, j);
+  }
+  return FM_OK;
+}
+
 static fm_status compute_runs(viz_scene *sc, fm_err *err) {
-  int32_t sk = fm_colmask_sk(sc->mask);
-  free(sc->runs);
-  free(sc->nruns);
-  sc->runs = NULL;
-  sc->nruns = NULL;
+  int32_t sq = fm_colmask_sq(sc->mask), sk = fm_colmask_sk(sc->mask);
+  if (sc->misfit) {
+    sc->runs = dense_runs(sc, sc->pair);
+    fm_status st = compute_misfits(sc, err);
+    if (st == FM_OK) sc->runs_valid = 1;
+    return st;
+  }
+  free(sc->runs_start);
+  free(sc->runs_items);
+  sc->runs_start = NULL;
+  sc->runs_items = NULL;
   char what[96];
   snprintf(what, sizeof what, "the column runs of Sk = %d", sk);
   fm_status st = fm_mem_check(fm_mem_mul(sk, VIZ_RUN_BYTES), what, err);
   if (st != FM_OK) return st;
-  sc->runs = malloc(sizeof *sc->runs * (size_t)sk);
-  sc->nruns = malloc((size_t)sk);
-  if (!sc->runs || !sc->nruns) return fm_fail(err, FM_ENOMEM, "cannot allocate column runs for Sk=%d", sk);
-  for (int32_t j = 0; j < sk; j++)
-    sc->nruns[j] = (uint8_t)fm_colmask_column_runs(sc->mask, sc->set, j, sc->runs[j]);
+  sc->runs_start = malloc(sizeof *sc->runs_start * ((size_t)sk + 1));
+  sc->runs_items = malloc(sizeof *sc->runs_items * 3 * (size_t)sk);
+  if (!sc->runs_start || !sc->runs_items)
+    return fm_fail(err, FM_ENOMEM, "cannot allocate column runs for Sk=%d", sk);
+  int64_t at = 0;
+  for (int32_t j = 0; j < sk; j++) {
+    sc->runs_start[j] = at;
+    at += fm_colmask_column_runs(sc->mask, sc->set, j, sc->runs_items + at);
+  }
+  sc->runs_start[sk] = at;
+  sc->runs = (viz_colruns){.sq = sq, .sk = sk, .start = sc->runs_start,
+                           .items = (const int32_t(*)[2])sc->runs_items};
   sc->runs_valid = 1;
   return FM_OK;
+}
+
+/* A mask that fits no interval form: the exact classes of the shown pair from
+ * its runs, counts over every pair (when counts is not NULL), and what the
+ * tightest fitting sub-mask would let FlashMask skip (the min/max rule over
+ * its every set). */
+static fm_status classify_misfit(viz_scene *sc, fm_tile_counts *counts, fm_err *err) {
+  fm_status st = viz_pieces_build_runs(&sc->runs, sc->br, sc->bc, &sc->pieces, counts,
+                                       &sc->scratch, err);
+  if (st != FM_OK || !counts) return st;
+  viz_pieces other;
+  memset(&other, 0, sizeof other);
+  int64_t pairs = fm_dense_result_report(sc->dense)->nsets;
+  for (int64_t p = 0; p < pairs && st == FM_OK; p++)
+    if (p != sc->pair) {
+      viz_colruns r = dense_runs(sc, p);
+      st = viz_pieces_build_runs(&r, sc->br, sc->bc, &other, counts, &sc->scratch, err);
+    }
+  fm_tile_counts sub;
+  memset(&sub, 0, sizeof sub);
+  for (int32_t set = 0; set < fm_colmask_nsets(sc->mask) && st == FM_OK; set++)
+    st = viz_pieces_build(sc->mask, set, sc->br, sc->bc, &other, NULL, &sub, &sc->scratch, err);
+  viz_pieces_free(&other);
+  viz_counts_finish(&sub);
+  sc->subset_counts = sub;
+  return st;
 }
 
 /* tt: the trace's arrays of the shown pass at this tile, NULL: classify the mask here. */
@@ -188,6 +277,9 @@ static fm_status classify(viz_scene *sc, const viz_trace_tiles *tt, int counts_n
       }
       counts.total = per_set * slices;
     }
+  } else if (sc->misfit) {
+    fm_tile_bounds_compute(m, sc->set, sc->bc, sc->bounds); /* the sub-mask's; shown nowhere */
+    st = classify_misfit(sc, counts_needed ? &counts : NULL, err);
   } else {
     st = viz_pieces_build(m, sc->set, sc->br, sc->bc, &sc->pieces, sc->bounds,
                           counts_needed ? &counts : NULL, &sc->scratch, err);
@@ -321,8 +413,10 @@ fm_status viz_scene_sync(viz_scene *sc, viz_state *s, fm_err *err) {
       sc->mask = sc->file_mask;
       memset(&sc->used, 0, sizeof sc->used);
       snprintf(sc->label, sizeof sc->label, "%s", sc->file_label);
-      sc->batch = sc->has_trace ? sc->trace.batch : fm_colmask_nb(sc->file_mask);
-      sc->heads = sc->has_trace ? sc->trace.heads : fm_colmask_nh(sc->file_mask);
+      sc->batch = sc->has_trace ? sc->trace.batch
+                  : sc->dense ? fm_dense_result_report(sc->dense)->batch : fm_colmask_nb(sc->file_mask);
+      sc->heads = sc->has_trace ? sc->trace.heads
+                  : sc->dense ? fm_dense_result_report(sc->dense)->heads : fm_colmask_nh(sc->file_mask);
     }
     sc->valid = 1;
     sc->use_family = s->use_family;
@@ -330,7 +424,8 @@ fm_status viz_scene_sync(viz_scene *sc, viz_state *s, fm_err *err) {
     sc->seqlen = s->seqlen;
     sc->sample = s->sample;
     sc->seed = s->seed;
-    sc->form = fm_colmask_smallest_form(sc->mask);
+    sc->misfit = !s->use_family && sc->dense != NULL;
+    sc->form = sc->misfit ? FM_FORM_NONE : fm_colmask_smallest_form(sc->mask);
     sc->runs_valid = sc->classes_valid = sc->cycles_valid = 0;
     sc->counts.total = 0;
     sc->version++;
@@ -360,6 +455,7 @@ fm_status viz_scene_sync(viz_scene *sc, viz_state *s, fm_err *err) {
   if (s->pair != sc->pair) {
     sc->pair = s->pair;
     if (tt && tt->tiles_by_pair) sc->classes_valid = 0; /* classes per pair */
+    if (sc->misfit) sc->runs_valid = sc->classes_valid = 0; /* runs per pair */
     sc->cycles_valid = 0;
     sc->version++;
   }
@@ -368,6 +464,8 @@ fm_status viz_scene_sync(viz_scene *sc, viz_state *s, fm_err *err) {
     if (st != FM_OK) return st;
     sc->version++;
   }
+  s->facts.misfit = sc->misfit;
+  s->facts.misfit_columns = sc->misfit ? sc->bad_prefix[s->facts.sk] : 0;
 
   /* tile classes */
   if (fm_tile_size_check(s->br, s->bc, err) != FM_OK) {

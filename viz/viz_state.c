@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "fm_families.h"
-#include "viz.h"
+#include "viz_internal.h"
 #include "viz_sdl.h"
 
 #define VIZ_MIN_SEQLEN 64
@@ -43,27 +43,89 @@ void viz_view_reset(viz_state *s) {
 
 /* ---- layout ---------------------------------------------------------------- */
 
+/* Lines the caption may take: what the layout's estimate of its width needs
+ * over the width it has, 1 or 2 (a reference image without text keeps 1). A
+ * caption that fits one line starts over the plot, a longer one at the edge. */
+static int caption_lines(const viz_state *s, double font, double w, double left, double right,
+                         double *x) {
+  *x = left;
+  if (s->no_title) return 0;
+  if (!s->text) return 1;
+  char text[1024];
+  viz_caption(s, text, sizeof text);
+  double need = viz_text_estimate(text, 1.1 * font, 1);
+  if (need <= w - left - right) return 1;
+  *x = right;
+  int n = (int)ceil(need / fmax(1.0, w - 2 * right));
+  return n < 1 ? 1 : n > 2 ? 2 : n;
+}
+
+/* Sizes the plot for an area (aw x ah) at the mask's aspect. */
+static void fit_plot(viz_layout *l, double sq, double sk, double aw, double ah) {
+  double aspect = fmax(0.25, fmin(4.0, sk / sq)); /* plot width / height */
+  if (aw < 1) aw = 1;
+  if (ah < 1) ah = 1;
+  double ph = fmin(ah, aw / aspect);
+  l->plot.w = fmax(1, floor(ph * aspect));
+  l->plot.h = fmax(1, floor(ph));
+}
+
+/* The legend alone, for a figure too small for the panel: beside the plot
+ * when the width left over holds its widest item, else in rows under the
+ * axis title (the plot gives up the height). */
+static void layout_legend(const viz_state *s, viz_layout *l, double w, double h, double top,
+                          double bottom, double left, double right, double sq, double sk) {
+  viz_legend_entry e[VIZ_LEGEND_MAX];
+  int n = viz_legend_entries(s, e);
+  if (n == 0) return;
+  double font = 0.85 * l->font, line = 1.4 * font, widest = 0;
+  for (int i = 0; i < n; i++) widest = fmax(widest, viz_text_estimate(e[i].brief, font, 0));
+  double item_w = 1.6 * 0.95 * font + 0.6 * font + widest, gap = round(1.2 * l->font);
+  double spare = w - right - (left + l->plot.w) - gap;
+  if (spare >= item_w && n * line <= l->plot.h) {
+    l->plot.x = left;
+    l->legend = (viz_rect){l->plot.x + l->plot.w + gap, l->plot.y, spare, n * line};
+    l->legend_cols = 1;
+    return;
+  }
+  double avail = w - left - right + 4.0 * l->font; /* under the axis title: from near the edge */
+  int cols = (int)floor(avail / (item_w + l->font));
+  if (cols < 1) cols = 1;
+  if (cols > n) cols = n;
+  int rows = (n + cols - 1) / cols;
+  double lh = rows * line + 0.3 * l->font;
+  fit_plot(l, sq, sk, w - left - right, h - top - bottom - lh);
+  l->plot.y = top + floor((h - top - bottom - lh - l->plot.h) / 2);
+  l->plot.x = left + floor((w - left - right - l->plot.w) / 2);
+  l->legend = (viz_rect){right, h - lh, w - 2 * right, rows * line};
+  l->legend_cols = cols;
+}
+
 void viz_layout_compute(const viz_state *s, double w, double h, viz_layout *l) {
   double scale = fmin(w / 1200.0, h / 800.0);
-  double font = fmax(9.0, fmin(22.0, 13.0 * scale));
+  double font = s->font_pt > 0 ? s->font_pt : fmax(9.0, fmin(22.0, 13.0 * scale));
+  memset(l, 0, sizeof *l);
   l->font = font;
-  l->caption_y = round(1.7 * font);
-  double top = round(2.9 * font), bottom = round(3.6 * font);
-  double left = round(5.6 * font), right = round(1.2 * font);
+  double bottom = round(3.6 * font), left = round(5.6 * font), right = round(1.2 * font);
   double gap = round(2.0 * font), panel_min = round(24.0 * font);
+  l->caption_line_h = 1.35 * 1.1 * font;
+  l->caption_lines = caption_lines(s, font, w, left, right, &l->caption_x);
+  l->caption_y = round(1.7 * font);
+  double top = l->caption_lines ? round(2.9 * font + (l->caption_lines - 1) * l->caption_line_h)
+                                : round(1.2 * font);
+  double strip_h = 0;
+  if (s->facts.misfit) { /* the columns no interval form holds, marked over the plot */
+    strip_h = round(0.7 * font);
+    top += strip_h + round(0.3 * font);
+  }
   double sq = s->facts.sq > 0 ? s->facts.sq : 1, sk = s->facts.sk > 0 ? s->facts.sk : 1;
-  double aspect = fmax(0.25, fmin(4.0, sk / sq)); /* plot width / height */
   int panel = (s->layers & VIZ_LAYER_PANEL) != 0;
   double aw = w - left - right - (panel ? gap + panel_min : 0), ah = h - top - bottom;
   if (panel && aw < 0.5 * (h - top - bottom)) { /* the plot would be too small: no panel */
     panel = 0;
     aw = w - left - right;
   }
-  if (aw < 1) aw = 1;
-  if (ah < 1) ah = 1;
-  double ph = fmin(ah, aw / aspect), pw = ph * aspect;
-  l->plot.w = fmax(1, floor(pw));
-  l->plot.h = fmax(1, floor(ph));
+  fit_plot(l, sq, sk, aw, ah);
   l->plot.y = top + floor((ah - l->plot.h) / 2);
   l->plot.x = panel ? left : left + floor((aw - l->plot.w) / 2);
   if (panel) {
@@ -71,9 +133,10 @@ void viz_layout_compute(const viz_state *s, double w, double h, viz_layout *l) {
     l->panel.y = top;
     l->panel.w = w - right - l->panel.x;
     l->panel.h = h - top - bottom;
-  } else {
-    l->panel = (viz_rect){0, 0, 0, 0};
+  } else if (s->layers & VIZ_LAYER_PANEL) {
+    layout_legend(s, l, w, h, top, bottom, left, right, sq, sk);
   }
+  if (strip_h > 0) l->strip = (viz_rect){l->plot.x, l->plot.y - strip_h - round(0.3 * font), l->plot.w, strip_h};
 }
 
 void viz_point_to_tokens(const viz_state *s, const viz_layout *l, double px, double py, double *key,

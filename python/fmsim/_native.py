@@ -63,7 +63,8 @@ class Err(C.Structure):
 
 class DenseOpts(C.Structure):
     _fields_ = [("masked_true", C.c_int), ("keep_intervals", C.c_int), ("reading", C.c_int),
-                ("br", i32), ("bc", i32), ("keep_tiles", C.c_int)]
+                ("br", i32), ("bc", i32), ("keep_tiles", C.c_int),
+                ("keep_all_runs", C.c_int)]  # mirrors fm_dense_opts (core/fm_dense.h)
 
 
 class DenseColumn(C.Structure):

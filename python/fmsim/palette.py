@@ -1,4 +1,4 @@
-"""The palette and legend texts of `fmsim render` (viz/viz.h, viz/viz_draw.c),
+"""The palette and legend texts of `fmsim render` (viz/viz.h, viz/viz_notes.c),
 for plots made in Python (notebooks) to look like the command line's figures.
 tests/test_python_package.py checks these against viz/viz.h."""
 
@@ -11,6 +11,7 @@ PALETTE = {
     "partial_masked": "#F6DDAA",  # masked element inside a partial tile
     "hatch": "#1A1A1A",
     "text": "#222222",
+    "misfit": "#CC79A7",          # a key column no interval form holds (render marks it)
 }
 
 # tile class (0 masked, 1 partial, 2 unmasked) -> colour, as render's tiles layer

@@ -20,6 +20,23 @@ r random_eviction_mask --family random_eviction --seqlen 131072 --layer mask --s
 r causal_zoom_tokens --family causal --seqlen 64 --br 8 --bc 8 --keys 0:16 --rows 0:16 --layer both --size 480x320
 r sliding_window_bytes --family sliding_window --seqlen 4096 --br 64 --bc 64 --layer bytes --size 480x320
 
+# a dense mask no interval form holds, as test_viz_render.c's misfit_attend
+# writes it: S = 256, keys 0 and 1 global, a causal window of 32, dilated
+# (every other row) over keys 0..127 (1 = may attend, bool [256, 256])
+python3 - "$tmp/misfit.npy" 256 <<'PY'
+import struct, sys
+path, n = sys.argv[1], int(sys.argv[2])
+header = "{'descr': '|b1', 'fortran_order': False, 'shape': (%d, %d), }" % (n, n)
+header += " " * (64 - (10 + len(header) + 1) % 64) + "\n"
+def attend(i, j):
+    d = i - j
+    return j < 2 or (0 <= d < 32 and (j >= 128 or d % 2 == 0))
+with open(path, "wb") as f:
+    f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode("latin1"))
+    f.write(bytes(1 if attend(i, j) else 0 for i in range(n) for j in range(n)))
+PY
+r misfit_both "$tmp/misfit.npy" --br 16 --bc 16 --layer both --size 480x320
+
 # the cycles overlay reads a trace: fmsim analyze, plus tile_cycles.npy with
 # cycles(rt, ct) = 1000 + 37*rt + 11*ct (int64 [1, 1, Tr, Tc]), as the test writes it
 "$fmsim" analyze --family causal_document --seqlen 4096 --br 128 --bc 128 --out "$tmp/trace" > /dev/null
