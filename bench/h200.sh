@@ -1,52 +1,59 @@
 #!/usr/bin/env bash
-# bench/h200.sh — everything issue 4 measures, in one run on the H200 machine:
-# build, `fmsim verify`, `ctest -L gpu`, a small instrumented trace (one family
-# at 8K, for notebooks/data/), `fmsim bench` (kernel table + sparsity sweep),
-# the FlexAttention / SDPA peer on the masks the bench exported, and the merge
-# into one table. Every result is collected under $OUT (at most 8 files come
-# back from the device machine: results.tar.gz holds everything, a few small
-# text files sit beside it for reading at a glance).
+# bench/h200.sh — everything the GPU issues measure, on the H200 machine, in steps
+# that one device call (at most 600 s) or several calls on the same warm machine
+# run: build, the sm90 self-test, `fmsim verify`, `ctest -L gpu`, compute-sanitizer,
+# a trace, the kernels' dev harness, `fmsim bench` (the paper's kernel table, both
+# passes, both kernels, and the sweep; head dim 128, and head dim 64 at 8K/32K), the
+# FlexAttention / SDPA peer on the masks the bench exported, the merge into one table
+# with the issues' bars, and the timing model's calibration and held-out runs. Results
+# collect under $OUT (results.tar.gz holds everything; small text files beside it).
 #
-#   bash bench/h200.sh            # from the repository root, .device carried
+#   FM_STEPS="env stage build ..." bash bench/h200.sh   # from the repository root
+#
+# Several calls: the working folder ($R, /tmp/fm_h200) and the build ($B) live in the
+# machine's /tmp, which a warm machine keeps between calls issued back to back (it
+# goes back after 30 s idle); FM_FRESH=1 (or the env step) starts them afresh. The
+# order used for the issues' figures (bench/results/h200-sm90/README.md says which
+# call ran what):
+#   call 1 (carry .fa4a .device): env stage build selftest trace verify ctest ceilings
+#   call 2 (carry .fa4b .device): fa4 bench bench64
+#   call 3 (carry .device):       peer peer64 merge merge64   (peer resumes: rerun if cut)
+#   call 4 (carry .device):       calib heldout fit validate sanitize
 #
 # Environment:
 #   OUT            where results go (default: out/h200)
-#   FM_BUDGET_S    seconds the whole script may take (default 420); each step
-#                  gets a share and is cut by `timeout` past it, later steps
-#                  still run
-#   FM_BENCH_ARGS  extra arguments for `fmsim bench` (e.g. --seqlens 8192)
+#   FM_BUDGET_S    seconds the whole call may take (default 540); each step gets a share
+#                  and is cut by `timeout` past it, later steps still run
+#   FM_BENCH_ARGS  extra arguments for `fmsim bench` (head dim 128 table)
 #   FM_PEER_ARGS   extra arguments for bench/peer_flex.py
 #   FM_PEER_SDPA   1 (default): the peer also times SDPA FA2 / cuDNN on full and causal
-#   FM_VERIFY_ARGS arguments of `fmsim verify` (default --quick; set empty for the full one)
-#   FM_STEPS       steps to run (default: "env build verify ctest trace bench peer merge";
-#                  also: ceilings (a bf16 GEMM through PyTorch and a device-to-device
-#                  copy: the two numbers of kernels/PERF_NOTES.md's floor), selftest,
-#                  sanitize (compute-sanitizer memcheck, racecheck and synccheck on
-#                  `fmsim verify --quick --kernel sm90`, FM_SANITIZE_ARGS), kbench (the
-#                  kernels' dev harness fm_kernel_bench, head dims 128 and 64, with
-#                  FM_KBENCH_ARGS / FM_KBENCH64_ARGS), fa4 (installs FlexAttention's FLASH
-#                  backend from wheels: .fa4a/ staged into /tmp/stage by an earlier call,
-#                  .fa4b/ carried by this one; see bench/README.md))
+#   FM_VERIFY_ARGS arguments of `fmsim verify` (default: none, the full verification)
+#   FM_SANITIZE_ARGS arguments of the sanitized `fmsim verify --quick --kernel sm90`
+#   FM_STEPS       steps to run, from: env stage fa4 build selftest trace verify ctest
+#                  ceilings sanitize kbench bench bench64 peer peer64 merge merge64 calib
+#                  heldout fit validate. stage copies .fa4a/ (FlexAttention's FLASH backend wheels,
+#                  part 1) into /tmp/stage; fa4 adds .fa4b/ and installs them into
+#                  /tmp/site (they exceed one call's 64 MiB carry).
 # The .device/ carry folder holds the .debs of Criterion, its run-time libraries and
 # libyaml (apt-get download libcriterion3 libcriterion-dev libgit2-1.5 libnanomsg5
 # libffi8 libhttp-parser2.9 libmbedcrypto7 libmbedtls14 libmbedx509-1 libssh2-1
 # libgssapi-krb5-2 libkrb5-3 libk5crypto3 libkrb5support0 libkeyutils1 libcom-err2
 # libssl3 libyaml-0-2 libyaml-dev, in .device/debs).
-# When the tree does not build there, the binaries carried in .bench-bin/ (fmsim,
-# test_measure, built elsewhere for x86-64 with the same CUDA) stand in, and the
-# gpu tests run directly instead of through ctest.
 # Steps that fail are recorded in steps.tsv and the script goes on; it exits
 # non-zero when any step failed.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT" || exit 1
 OUTDIR=${OUT:-$ROOT/out/h200}
-BUDGET=${FM_BUDGET_S:-420}
+BUDGET=${FM_BUDGET_S:-540}
 STEPS=${FM_STEPS:-"env build verify ctest trace bench peer merge"}
 R=/tmp/fm_h200
 B=/tmp/fm_h200_build
-rm -rf "$R"
+case " $STEPS " in *" env "*) FM_FRESH=1 ;; esac
+[ "${FM_FRESH:-0}" = 1 ] && rm -rf "$R" "$B"
 mkdir -p "$R/logs" "$OUTDIR"
+CALL=$(($(find "$R/logs" -name 'call*.txt' | wc -l) + 1))
+echo "call $CALL: $STEPS ($(date -u))" >"$R/logs/call$CALL.txt"
 T0=$(date +%s)
 export PYTHONUNBUFFERED=1
 # Criterion and its run-time libraries come from the carried .debs, unpacked into a
@@ -92,13 +99,13 @@ collect() {
   echo "== collect ($(($(date +%s) - T0))s in)"
   cp -f "$R/steps.tsv" "$OUTDIR/steps.tsv" 2>/dev/null
   [ -f "$R/bench/merged.txt" ] && cp -f "$R/bench/merged.txt" "$OUTDIR/merged.txt"
-  [ -f "$R/bench/table.txt" ] && cp -f "$R/bench/table.txt" "$OUTDIR/bench_table.txt"
+  [ -f "$R/bench64/merged.txt" ] && cp -f "$R/bench64/merged.txt" "$OUTDIR/merged64.txt"
   [ -f "$R/logs/verify.log" ] && tail -c 60000 "$R/logs/verify.log" >"$OUTDIR/verify_tail.txt"
-  # the trace for notebooks/data/ (small) as its own archive
-  [ -d "$R/trace_causal_document_8k" ] &&
-    tar -C "$R" -czf "$OUTDIR/trace_causal_document_8k.tar.gz" trace_causal_document_8k
-  # everything else, without the exported masks (the peer read them here)
-  tar -C "$R" --exclude='bench/*/cases/*/*.npy' -czf "$OUTDIR/results.tar.gz" . 2>/dev/null
+  # everything (all calls so far), without the masks and per-tile arrays of the runs
+  # (the peer read them here; `fmsim bench --export-only` rewrites the masks byte for
+  # byte) except the trace kept for notebooks/data/
+  tar -C "$R" --exclude='bench*/*/cases/*/*.npy' --exclude='calib/cases/*/*.npy' \
+    --exclude='heldout/cases/*/*.npy' -czf "$OUTDIR/results.tar.gz" . 2>/dev/null
   ls -la "$OUTDIR"
 }
 trap collect EXIT
@@ -139,7 +146,12 @@ print(f"device copy 4 GiB: {t:.3f} ms, {2 * x.numel() / t / 1e9:.1f} GB/s read +
 PYEOF
 fi
 
-# FlexAttention's FLASH backend (FlashAttention-4 CuTe-DSL kernels) from carried wheels
+# FlexAttention's FLASH backend (FlashAttention-4 CuTe-DSL kernels) from carried wheels:
+# part 1 staged by one call, part 2 carried by the next
+if want stage; then
+  mkdir -p /tmp/stage
+  step stage 30 cp .fa4a/. /tmp/stage/ -r
+fi
 if want fa4; then
   mkdir -p /tmp/stage
   for f in .fa4a/* .fa4b/*; do [ -f "$f" ] && cp "$f" /tmp/stage/; done
@@ -152,79 +164,94 @@ if want fa4; then
 fi
 [ -d /tmp/site ] && export PYTHONPATH=/tmp/site:/tmp/site/nvidia_cutlass_dsl/dsl_packages${PYTHONPATH:+:$PYTHONPATH}
 
-# Criterion and its libraries from the carried .debs, unpacked beside / (never into it)
-if want build; then
+# Criterion, libyaml and their libraries from the carried .debs, unpacked beside /
+# (never into it), once per machine: fmsim itself links libyaml
+if [ ! -d "$PREFIX/usr" ]; then
   mkdir -p "$PREFIX"
   for f in .device/debs/*.deb; do [ -f "$f" ] && dpkg -x "$f" "$PREFIX"; done
+fi
+if want build; then
   step configure 60 "${C_ENV[@]}" cmake -S "$ROOT" -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_PREFIX_PATH="$PREFIX/usr" -DFM_VIEWER=OFF
-  # everything; when some other part of the tree does not build, at least this script's targets
-  step build 200 "${C_ENV[@]}" cmake --build "$B" -j "$(nproc)" ||
-    step build_mine 150 "${C_ENV[@]}" cmake --build "$B" -j "$(nproc)" --target fmsim test_gpu \
-      test_measure test_run_cli
+  step build 300 "${C_ENV[@]}" cmake --build "$B" -j "$(nproc)"
 fi
 FMSIM=$B/app/fmsim
-CTEST=1
-if [ ! -x "$FMSIM" ] && [ -x "$ROOT/.bench-bin/fmsim" ]; then
-  echo "h200.sh: the build has no fmsim; using the prebuilt .bench-bin/ binaries (no ctest)"
-  FMSIM=$ROOT/.bench-bin/fmsim
-  CTEST=0
-fi
 if [ ! -x "$FMSIM" ]; then
-  echo "h200.sh: no fmsim binary; nothing else can run" >&2
+  echo "h200.sh: no fmsim binary in $B (run the build step first, on this machine)" >&2
   exit 1
 fi
 
-want selftest && [ -x "$B/kernels/fm_sm90_selftest" ] && step selftest 30 "$B/kernels/fm_sm90_selftest"
+want selftest && step selftest 30 "${C_ENV[@]}" "$B/kernels/fm_sm90_selftest"
+# one traced case of both passes on sm90, instrumented (also the data of notebooks/data/)
+want trace && step trace 60 "${C_ENV[@]}" "$FMSIM" run --family causal_document --seqlen 8192 --heads 4 \
+  --kernel sm90 --pass both --instrument --warmup 3 --reps 10 --out "$R/trace_causal_document_8k"
+# FM_VERIFY_ARGS=--quick: one odd length instead of three
+# shellcheck disable=SC2086
+want verify && step verify 240 "${C_ENV[@]}" "$FMSIM" verify ${FM_VERIFY_ARGS:-}
+want ctest && step ctest 150 "${C_ENV[@]}" ctest --test-dir "$B" -L gpu --output-on-failure --timeout 140
 # compute-sanitizer on the Hopper kernels, forward and backward: three tools
 if want sanitize; then
   for tool in memcheck racecheck synccheck; do
     # shellcheck disable=SC2086
-    step "sanitize_$tool" 240 "${C_ENV[@]}" compute-sanitizer --tool "$tool" --error-exitcode 3 \
+    step "sanitize_$tool" 200 "${C_ENV[@]}" compute-sanitizer --tool "$tool" --error-exitcode 3 \
       "$FMSIM" verify --quick --kernel sm90 ${FM_SANITIZE_ARGS:-}
   done
 fi
-# --quick: one odd length; FM_VERIFY_ARGS= (empty) runs the full verification
-# shellcheck disable=SC2086
-want verify && step verify 90 "${C_ENV[@]}" "$FMSIM" verify ${FM_VERIFY_ARGS---quick}
-if want ctest; then
-  if [ "$CTEST" = 1 ]; then
-    step ctest 120 "${C_ENV[@]}" ctest --test-dir "$B" -L gpu --output-on-failure --timeout 100
-  else
-    for t in "$ROOT"/.bench-bin/test_* "$ROOT"/.device/bin/test_gpu; do
-      [ -x "$t" ] && step "ctest_$(basename "$t")" 100 "${C_ENV[@]}" "$t" --verbose
-    done
-  fi
-fi
-# the kernel's development harness (validate, then time every family), both head dims
-if want kbench && [ -x "$B/kernels/fm_kernel_bench" ]; then
+# the kernels' development harness (validate, then time every family), both head dims
+if want kbench; then
   # shellcheck disable=SC2086
   step kbench 150 "${C_ENV[@]}" "$B/kernels/fm_kernel_bench" ${FM_KBENCH_ARGS:---seqlens 8192,32768}
   # shellcheck disable=SC2086
   step kbench64 90 "${C_ENV[@]}" "$B/kernels/fm_kernel_bench" --head-dim 64 \
     ${FM_KBENCH64_ARGS:---seqlens 32768 --families causal,document,random_eviction}
 fi
-want trace && step trace 40 "${C_ENV[@]}" "$FMSIM" run --family causal_document --seqlen 8192 --heads 4 \
-  --instrument --warmup 3 --reps 10 --out "$R/trace_causal_document_8k"
-# the benchmark leaves time for the peer: it starts no new case past its budget
+# the paper's kernel table (both passes; both kernels) and the sweep; then the head dim 64
+# table at 8K and 32K (forward: its bar), which leaves the sweep to the first
+BENCH_OPTS=(--kernel "sm90,sm80" --warmup 1 --reps 3 --noskip-reps 1 --instrument-reps 2)
 if want bench; then
-  l=$(left)
-  bb=$((l * 45 / 100))
   # shellcheck disable=SC2086
-  step bench $((bb + 60)) "${C_ENV[@]}" "$FMSIM" bench --out "$R/bench" --budget-s "$bb" --warmup 1 --reps 3 \
-    --noskip-reps 1 --instrument-reps 2 --sweep-draws 12 --sweep-reps 2 ${FM_BENCH_ARGS:-}
+  step bench 420 "${C_ENV[@]}" "$FMSIM" bench --out "$R/bench" "${BENCH_OPTS[@]}" --sweep-draws 12 \
+    --sweep-reps 2 ${FM_BENCH_ARGS:-}
 fi
+want bench64 && step bench64 120 "${C_ENV[@]}" "$FMSIM" bench --out "$R/bench64" "${BENCH_OPTS[@]}" \
+  --head-dims 64 --seqlens 8192,32768 --pass fwd --sweep-draws 0
 SDPA_FLAG=--sdpa
 [ "${FM_PEER_SDPA:-1}" = 1 ] || SDPA_FLAG=
-if want peer && [ -f "$R/bench/paper-kernel-table/index.json" ]; then
+# the peer resumes from what an earlier call measured; it starts no case past its budget
+peer() { # NAME BENCH_DIR PASS LIMIT
+  local idx="$R/$2/paper-kernel-table/index.json" l
+  [ -f "$idx" ] || { echo "== $1: no $idx (run the bench step first)"; FAILED=1; return 1; }
   l=$(left)
-  pb=$((l - 40))
+  l=$((l < $4 ? l : $4))
   # shellcheck disable=SC2086
-  step peer $((pb + 30)) python3 bench/peer_flex.py --index "$R/bench/paper-kernel-table/index.json" \
-    --out "$R/peer.json" ${SDPA_FLAG} --budget-s "$pb" ${FM_PEER_ARGS:-}
+  step "$1" "$l" python3 bench/peer_flex.py --index "$idx" --out "$R/$2/peer.json" --resume \
+    --pass "$3" ${SDPA_FLAG} --budget-s $((l - 60)) ${FM_PEER_ARGS:-}
+}
+want peer && peer peer bench both 9999
+want peer64 && peer peer64 bench64 fwd 9999
+want merge && step merge 30 python3 bench/merge.py "$R/bench" "$R/bench/peer.json"
+want merge64 && step merge64 30 python3 bench/merge.py "$R/bench64" "$R/bench64/peer.json"
+# the timing model: its calibration set and its held-out set (scenarios/), then the fit
+if want calib; then
+  step calib 240 "${C_ENV[@]}" "$FMSIM" run scenarios/calibration.yaml --out "$R/calib"
 fi
-if want merge && [ -f "$R/bench/paper-kernel-table/run.json" ]; then
-  step merge 30 python3 bench/merge.py "$R/bench" "$R/peer.json"
+want heldout && step heldout 300 "${C_ENV[@]}" "$FMSIM" run scenarios/heldout.yaml --out "$R/heldout"
+# the profiles fitted from the calibration run (here: the fit reads the cases' masks),
+# then predicted against measured on the held-out set and the paper's table
+if want fit; then
+  for k in sm90 sm80; do
+    step "fit_$k" 120 "${C_ENV[@]}" "$FMSIM" calibrate "$R/calib" --kernel "$k" --out "$R/h200-$k.json"
+  done
+fi
+if want validate; then
+  for k in sm90 sm80; do
+    [ -f "$R/h200-$k.json" ] || continue
+    for run in heldout bench/paper-kernel-table; do
+      [ -f "$R/$run/index.json" ] || continue
+      step "validate_${k}_${run%%/*}" 120 "${C_ENV[@]}" python3 bench/validate_model.py "$R/$run" \
+        --profile "$R/h200-$k.json" --fmsim "$FMSIM" --out "$R/validation-$k-${run%%/*}.json"
+    done
+  done
 fi
 echo "== done in $(($(date +%s) - T0))s; failed steps: $FAILED"
 cat "$R/steps.tsv"

@@ -32,10 +32,12 @@ TFLOP/s use 4*B*H*S*S*D*(1 - rho) with rho at FlexAttention's own 128 x 128
 block (the index's sparsity_128); the fmsim/peer comparison in bench/merge.py uses
 times, which need no convention. An out-of-memory failure is recorded as such
 ("oom": true) and the run goes on. The JSON output is rewritten after every
-case, so a run cut short keeps what it measured.
+case, so a run cut short keeps what it measured; --resume reads it back and
+measures only what it lacks (records that failed for want of time are run
+again), so that a long table can be spread over several calls of a machine.
 
     python3 bench/peer_flex.py --index OUT/paper-kernel-table/index.json --out peer.json [--sdpa]
-        [--pass fwd|bwd|both]
+        [--pass fwd|bwd|both] [--resume]
 """
 import argparse
 import functools
@@ -302,6 +304,9 @@ def main():
     ap.add_argument("--block-mask", choices=("auto", "create", "intervals"), default="auto",
                     help="BlockMask by create_block_mask, from the interval vectors, or auto: "
                     "from the vectors for per-head masks past --auto-limit evaluations")
+    ap.add_argument("--resume", action="store_true",
+                    help="keep the records of an earlier --out of the same index and passes and "
+                    "measure only the cases and SDPA shapes it lacks")
     ap.add_argument("--auto-limit", type=float, default=2.0 ** 38,
                     help="B*H*S*S above which auto builds per-head BlockMasks from the vectors "
                     "(create_block_mask took 85 s at 1.4e11 on the H200)")
@@ -321,9 +326,23 @@ def main():
                backward="torch.autograd.grad(out, (q, k, v), dout, retain_graph=True): the gradient "
                "of (out * dout).sum() for a fixed dout; TFLOP/s by 2.5 times the forward's count",
                index=os.path.abspath(args.index), results=[])
+    done_cases, done_sdpa = set(), set()
+    if args.resume and os.path.isfile(args.out):
+        with open(args.out) as f:
+            old = json.load(f)
+        if old.get("index") != doc["index"] or old.get("passes") != doc["passes"]:
+            raise SystemExit("--resume: %s holds another index or other passes" % args.out)
+        budget_cut = "not run: time budget spent"
+        kept = [r for r in old.get("results", []) if r.get("error") != budget_cut]
+        doc["results"] = kept
+        done_cases = {r["id"] for r in kept if r.get("peer") == "flex_attention"}
+        done_sdpa = {(r["seqlen"], r["head_dim"], r.get("batch"), r.get("heads")) for r in kept
+                     if r.get("peer") == "sdpa"}
+        print("peer: resuming, %d records kept" % len(kept), flush=True)
+    cases = [c for c in cases if c["id"] not in done_cases]
     print("peer:", torch.__version__, doc["device"], len(cases), "cases", flush=True)
     t_start = time.time()
-    shapes = sorted({(c["seqlen"], c["head_dim"], c["batch"], c["heads"]) for c in cases})
+    shapes = sorted({(c["seqlen"], c["head_dim"], c["batch"], c["heads"]) for c in cases} - done_sdpa)
     if args.sdpa:
         for S, D, B, H in shapes:
             for be in (SDPBackend.FLASH_ATTENTION, SDPBackend.CUDNN_ATTENTION):
