@@ -48,6 +48,7 @@ import time
 
 import numpy as np
 import torch
+import torch._functorch.config
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.nn.attention.flex_attention import BlockMask, create_block_mask, flex_attention
@@ -55,19 +56,27 @@ from triton.testing import do_bench
 
 torch._dynamo.config.cache_size_limit = 512
 torch._dynamo.config.accumulated_cache_size_limit = 4096
+# the backward is timed as repeated torch.autograd.grad(..., retain_graph=True) on one
+# recorded forward, which compiled graphs with donated buffers refuse (torch's own rule:
+# "this flag must be set False if a user wants to retain_graph=True for backward")
+torch._functorch.config.donated_buffer = False
 flex = torch.compile(flex_attention, dynamic=False)
 
 
 def mask_mod_from(lts, lte, uts, ute, causal, nb, nh):
-    """lts..ute: int32 tensors [nb * nh, S] on the GPU."""
+    """lts..ute: int32 tensors [nb * nh, S] on the GPU. One shared set is indexed by
+    the key alone (1-D vectors): the FLASH backend's CuTe DSL traces mask_mod and
+    takes tensor indices only, not a Python int."""
     per_set = nb * nh > 1
+    if not per_set:
+        lts, lte, uts, ute = lts[0].contiguous(), lte[0].contiguous(), uts[0].contiguous(), ute[0].contiguous()
 
     def mm(b, h, q, kv):
         if per_set:
             s = (b if nb > 1 else 0) * nh + (h if nh > 1 else 0)
             a, e, c, d = lts[s, kv], lte[s, kv], uts[s, kv], ute[s, kv]
         else:
-            a, e, c, d = lts[0, kv], lte[0, kv], uts[0, kv], ute[0, kv]
+            a, e, c, d = lts[kv], lte[kv], uts[kv], ute[kv]
         masked = ((q >= a) & (q < e)) | ((q >= c) & (q < d))
         if causal:
             masked = masked | (q < kv)
