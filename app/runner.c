@@ -263,12 +263,19 @@ static void progress(const char *cmd, int done, int total, const case_row *r, do
     if (done == total) fputc('\n', stderr);
     return;
   }
-  char times[400] = "";
+  char times[600] = "", pred[48];
   for (int k = 0; k < r->nkernels; k++)
-    for (int q = 0; q < RUN_NPASSES; q++)
-      if (isfinite(r->k[k].p[q].ms))
-        snprintf(times + strlen(times), sizeof times - strlen(times), " %s%s %.3f ms (%.1f TFLOP/s)",
-                 r->k[k].kernel, q == RUN_BWD ? " bwd" : "", r->k[k].p[q].ms, r->k[k].p[q].tflops);
+    for (int q = 0; q < RUN_NPASSES; q++) {
+      const run_pass_rec *x = &r->k[k].p[q];
+      size_t at = strlen(times);
+      const char *name = r->k[k].kernel, *pass = q == RUN_BWD ? " bwd" : "";
+      snprintf(pred, sizeof pred, isfinite(x->pred_ms) ? ", predicted %.3f ms" : "", x->pred_ms);
+      if (isfinite(x->ms))
+        snprintf(times + at, sizeof times - at, " %s%s %.3f ms (%.1f TFLOP/s%s)", name, pass, x->ms,
+                 x->tflops, pred);
+      else if (isfinite(x->pred_ms))
+        snprintf(times + at, sizeof times - at, " %s%s predicted %.3f ms", name, pass, x->pred_ms);
+    }
   fprintf(stderr, "fmsim %s: [%d/%d] %s rho %.3f%s (elapsed %.1fs, ETA %.0fs)\n", cmd, done, total,
           r->id, r->rho, times, elapsed, eta);
 }
