@@ -197,7 +197,7 @@ static const viz_figure *pick_figure(const char *cmd, render_opts *ro) {
   }
   if (ro->src.gpu && (ro->figure || ro->no_panel)) {
     cli_error(cmd, "--gpu puts the predicted time in the side panel of a mask's drawing; %s",
-              ro->figure ? "--figure draws no such panel" : "--no-panel leaves it out");
+              ro->figure ? "a --figure draws no such panel" : "--no-panel leaves it out");
     return NULL;
   }
   return fig;

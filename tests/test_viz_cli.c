@@ -591,3 +591,34 @@ Test(viz_cli, backward_layers_from_a_run_trace_and_from_the_cpu) {
   cr_assert_eq(r->status, 0, "%s", r->err);
   free(r);
 }
+
+/* --gpu: the side panel's predicted time; a bad profile is one line, exit 2,
+ * no file (render) and no window (view). */
+Test(viz_cli, gpu_profile_in_the_panel_and_bad_profiles_refused) {
+  const char *d = tmpdir("gpu_profile");
+  char a[2048], bad[700], path[800];
+  snprintf(bad, sizeof bad, "%s/../viz_cli_gpu_bad.json", d);
+  FILE *f = fopen(bad, "w");
+  fputs("{\"format\": \"fmsim-gpu-profile\", \"version\": 1, \"kernel\": \"sm80\"}", f);
+  fclose(f);
+  snprintf(a, sizeof a, "render --family causal --gpu nosuch -o %s/x.png", d);
+  assert_refused(d, a, "--gpu nosuch: no such profile file, and no ");
+  snprintf(a, sizeof a, "render --family causal --gpu %s -o %s/x.png", bad, d);
+  assert_refused(d, a, "GPU profile ");
+  snprintf(a, sizeof a, "render --family causal --gpu h200-sm80 --head-dim 96 -o %s/x.png", d);
+  assert_refused(d, a, "--gpu h200-sm80: the profile has no forward fit for head dim 96 (it has: 128, 64)");
+  snprintf(a, sizeof a, "render --gallery --gpu h200-sm80 -o %s/x.png", d);
+  assert_refused(d, a, "a --figure draws no such panel");
+  snprintf(a, sizeof a, "render --family causal --gpu h200-sm80 --no-panel -o %s/x.png", d);
+  assert_refused(d, a, "--no-panel leaves it out");
+  snprintf(a, sizeof a, "view --family causal --gpu %s --bench-frames 2", bad);
+  assert_refused(d, a, "GPU profile ");
+  unlink(bad);
+  /* a good one: the figure is drawn (the panel's line: test_viz_events.c) */
+  fmt_result *r = run("render --family causal --seqlen 4096 --gpu h200-sm80 --layer both-bwd -o %s/ok.png", d);
+  cr_assert_eq(r->status, 0, "%s", r->err);
+  free(r);
+  snprintf(path, sizeof path, "%s/ok.png", d);
+  struct stat sb;
+  cr_assert(stat(path, &sb) == 0 && sb.st_size > 0);
+}
