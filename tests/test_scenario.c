@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "fm_jsonr.h"
 #include "fm_npy.h"
 #include "fm_scenario.h"
 #include "fm_test_util.h"
@@ -675,6 +676,37 @@ static double json_number_after(const char *text, const char *after, const char 
   return strtod(at + strlen(want), NULL);
 }
 
+/* bench/validate_model.py on a run with measured and predicted times: its
+ * table from the index's predictions (--from-index) is the one it makes by
+ * calling `fmsim predict` on each case (skipped without python3). */
+static void validate_from_index_equals_predict(const char *out) {
+  if (system("command -v python3 >/dev/null 2>&1") != 0) {
+    cr_log_warn("python3 not found: bench/validate_model.py --from-index not checked");
+    return;
+  }
+  char args[2400], file[2][700];
+  const char *how[2] = {"--from-index", "--profile h200-sm80 --fmsim " FMSIM_BIN};
+  fm_jdoc *d[2];
+  for (int i = 0; i < 2; i++) {
+    snprintf(file[i], sizeof file[i], "%s/validation_%d.json", out, i);
+    snprintf(args, sizeof args, "python3 %s/../bench/validate_model.py %s %s --out %s >/dev/null",
+             FM_TEST_SOURCE_DIR, out, how[i], file[i]);
+    cr_assert_eq(system(args), 0, "%s", args);
+    fm_err err;
+    cr_assert_eq(fm_jdoc_load(file[i], &d[i], &err), FM_OK, "%s", err.msg);
+  }
+  const fm_jv *a = fm_jv_get(fm_jdoc_root(d[0]), "cases"), *b = fm_jv_get(fm_jdoc_root(d[1]), "cases");
+  cr_assert(fm_jv_count(a) == 2 && fm_jv_count(b) == 2, "two measured cases each");
+  for (const fm_jv *x = fm_jv_first(a), *y = fm_jv_first(b); x; x = fm_jv_next(x), y = fm_jv_next(y)) {
+    cr_assert_str_eq(fm_jv_string(fm_jv_get(x, "id")), fm_jv_string(fm_jv_get(y, "id")));
+    cr_assert_eq(fm_jv_number(fm_jv_get(x, "predicted_ms"), NAN), fm_jv_number(fm_jv_get(y, "predicted_ms"), -1),
+                 "%s: the index's prediction is predict's", fm_jv_string(fm_jv_get(x, "id")));
+  }
+  cr_assert_str_eq(fm_jv_string(fm_jv_get(fm_jdoc_root(d[0]), "profile")), "h200-sm80");
+  fm_jdoc_free(d[0]);
+  fm_jdoc_free(d[1]);
+}
+
 /* With a profile and measured times (a GPU run's rows, written here), each
  * kernel record carries predicted / measured - 1, and the report its error
  * column and the summary's median and worst. */
@@ -714,6 +746,7 @@ Test(scenario, predicted_error_beside_the_measured_time) {
   fmt_slurp(file, report, sizeof report);
   cr_assert(strstr(report, "| sm80 predicted ms | sm80 predicted error % |"), "%s", report);
   cr_assert(strstr(report, "2 passes predicted; against the measured times, |error| median "), "%s", report);
+  validate_from_index_equals_predict(out);
   snprintf(args, sizeof args, "rm -rf '%s'", out);
   cr_assert_eq(system(args), 0);
   unlink(path);
