@@ -31,7 +31,7 @@ int timing_profile_load(const char *cmd, const char *gpu, fm_kernel_id kernel, i
 int timing_profile_open(const char *cmd, const char *what, const char *name, fm_gpu_profile *out);
 
 /* The short name of a GPU as profiles are named (data/gpu/SHORT-KERNEL.json,
- * docs/DESIGN.md "Timing model"): the device name without its vendor words
+ * docs/DESIGN.md, "Timing model"): the device name without its vendor words
  * (NVIDIA, GeForce, Tesla, Quadro), lower case, up to the first word with a
  * digit, letters and digits only: "NVIDIA H200" -> "h200", "NVIDIA H100 80GB
  * HBM3" -> "h100", "NVIDIA A100-SXM4-80GB" -> "a100", "NVIDIA GeForce RTX
