@@ -668,15 +668,15 @@ Test(run_cli, scenario_profile_writes_what_predict_gives) {
 /* bench --gpu with --export-only: the kernel table's predictions, equal to
  * predict's on each case's mask, in the index and in table.txt. */
 Test(run_cli, bench_gpu_export_only_writes_predictions) {
-  char dir[512], path[700], text[65536];
+  char dir[512], table[700], run_json[800], text[65536];
   tmpdir(dir, sizeof dir, "bench_predict");
+  snprintf(table, sizeof table, "%s/paper-kernel-table", dir);
+  snprintf(run_json, sizeof run_json, "%s/run.json", table);
   run_ok("bench --export-only --seqlens 512,1024 --tokens 2048 --hidden 512 --families "
          "causal,document,random_eviction --kernel sm80 --gpu h200-sm80 --out %s", dir);
-  cr_assert(strstr(res.out, "sm80 predicted ms"), "%s", res.out);
-  snprintf(path, sizeof path, "%s/paper-kernel-table", dir);
-  cr_assert_eq(check_index_predictions(path, "h200-sm80", "sm80", 0), 6);
-  snprintf(path, sizeof path, "%s/paper-kernel-table/run.json", dir);
-  fmt_slurp(path, text, sizeof text);
+  cr_assert(strstr(res.out, "sm80 predicted ms"), "table.txt has them too:\n%s", res.out);
+  cr_assert_eq(check_index_predictions(table, "h200-sm80", "sm80", 0), 6);
+  fmt_slurp(run_json, text, sizeof text);
   cr_assert(strstr(text, "\"profile\": \"h200-sm80\""), "%s", text);
 }
 

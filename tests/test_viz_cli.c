@@ -601,16 +601,24 @@ Test(viz_cli, gpu_profile_in_the_panel_and_bad_profiles_refused) {
   FILE *f = fopen(bad, "w");
   fputs("{\"format\": \"fmsim-gpu-profile\", \"version\": 1, \"kernel\": \"sm80\"}", f);
   fclose(f);
-  snprintf(a, sizeof a, "render --family causal --gpu nosuch -o %s/x.png", d);
-  assert_refused(d, a, "--gpu nosuch: no such profile file, and no ");
-  snprintf(a, sizeof a, "render --family causal --gpu %s -o %s/x.png", bad, d);
-  assert_refused(d, a, "GPU profile ");
-  snprintf(a, sizeof a, "render --family causal --gpu h200-sm80 --head-dim 96 -o %s/x.png", d);
-  assert_refused(d, a, "--gpu h200-sm80: the profile has no forward fit for head dim 96 (it has: 128, 64)");
-  snprintf(a, sizeof a, "render --gallery --gpu h200-sm80 -o %s/x.png", d);
-  assert_refused(d, a, "a --figure draws no such panel");
-  snprintf(a, sizeof a, "render --family causal --gpu h200-sm80 --no-panel -o %s/x.png", d);
-  assert_refused(d, a, "--no-panel leaves it out");
+  static const struct {
+    const char *render_options, *says; /* BAD: the malformed file */
+  } refused[] = {
+      {"--family causal --gpu nosuch", "--gpu nosuch: no such profile file, and no "},
+      {"--family causal --gpu BAD", "GPU profile "},
+      {"--family causal --gpu h200-sm80 --head-dim 96",
+       "--gpu h200-sm80: the profile has no forward fit for head dim 96 (it has: 128, 64)"},
+      {"--gallery --gpu h200-sm80", "a --figure draws no such panel"},
+      {"--family causal --gpu h200-sm80 --no-panel", "--no-panel leaves it out"},
+  };
+  for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+    char opts[1200];
+    const char *at = strstr(refused[i].render_options, "BAD");
+    snprintf(opts, sizeof opts, "%.*s%.700s", at ? (int)(at - refused[i].render_options) : 400,
+             refused[i].render_options, at ? bad : "");
+    snprintf(a, sizeof a, "render %s -o %s/x.png", opts, d);
+    assert_refused(d, a, refused[i].says);
+  }
   snprintf(a, sizeof a, "view --family causal --gpu %s --bench-frames 2", bad);
   assert_refused(d, a, "GPU profile ");
   unlink(bad);

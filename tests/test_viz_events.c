@@ -409,6 +409,19 @@ static viz_scene *one_bad_column_on(viz_state *s, int n, int bad, const fm_gpu_p
 
 static viz_scene *one_bad_column(viz_state *s, int n, int bad) { return one_bad_column_on(s, n, bad, NULL); }
 
+/* Draws s at its size and fills items with what was drawn (the ink log):
+ * returns how many of them (at most cap). */
+static int drawn_strings(const viz_state *s, viz_ink *items, int cap) {
+  cairo_surface_t *surf = cairo_image_surface_create(CAIRO_FORMAT_ARGB32, s->width, s->height);
+  viz_ink_log log = {.items = items, .cap = cap};
+  viz_ink_log_attach(surf, &log);
+  cairo_t *cr = cairo_create(surf);
+  viz_draw(cr, s, s->width, s->height);
+  cairo_destroy(cr);
+  cairo_surface_destroy(surf);
+  return log.count < cap ? log.count : cap;
+}
+
 /* The hover lines after the mouse moved to key `key`, row `row` (token
  * centres), joined with newlines into out. */
 static int hover_at(viz_state *s, double key, double row, char *out, size_t cap) {
@@ -440,21 +453,14 @@ Test(viz_events, hover_shows_the_runs_of_a_column_no_form_holds) {
   cr_assert(strstr(text, "column 11: 1 masked run, fits causal-1\n"), "%s", text);
   /* the window's panel draws these very lines */
   hover_at(&s, 10.5, 33.5, text, sizeof text);
-  cairo_surface_t *surf = cairo_image_surface_create(CAIRO_FORMAT_ARGB32, 1200, 800);
-  viz_ink items[2048];
-  viz_ink_log log = {.items = items, .cap = 2048};
-  viz_ink_log_attach(surf, &log);
-  cairo_t *cr = cairo_create(surf);
-  viz_draw(cr, &s, 1200, 800);
-  int shown = 0;
-  for (int i = 0; i < log.count && i < log.cap; i++)
+  static viz_ink items[2048];
+  int shown = 0, count = drawn_strings(&s, items, 2048);
+  for (int i = 0; i < count; i++)
     shown |= (!strcmp(items[i].text, "column 10: 3 masked runs, no interval form holds it")) |
              (!strcmp(items[i].text, "[0, 10) [32, 36) [48, 50)") << 1) |
              (!strcmp(items[i].text, "Under the cursor") << 2) |
              (!strncmp(items[i].text, "j = 10: 3 runs [0, 10) [32, 36) [48, 50)", 40) << 3);
   cr_assert_eq(shown, 15, "the panel shows the hover lines and lists the column (%x)", shown);
-  cairo_destroy(cr);
-  cairo_surface_destroy(surf);
   /* off the plot: nothing */
   viz_event leave = {.type = VIZ_EV_LEAVE};
   viz_handle_event(&s, &leave);
@@ -569,17 +575,10 @@ Test(viz_events, panel_shows_the_predicted_time_of_the_mask) {
   double fwd = model_fwd_ms(sc, &prof, 2, 4);
   assert_predicted_line(lines[0], fwd);
   /* the window's panel draws that very line */
-  cairo_surface_t *surf = cairo_image_surface_create(CAIRO_FORMAT_ARGB32, 1200, 800);
-  viz_ink items[2048];
-  viz_ink_log log = {.items = items, .cap = 2048};
-  viz_ink_log_attach(surf, &log);
-  cairo_t *cr = cairo_create(surf);
-  viz_draw(cr, &s, 1200, 800);
-  int drawn = 0;
-  for (int i = 0; i < log.count && i < log.cap; i++) drawn |= !strcmp(items[i].text, lines[0]);
+  static viz_ink items[2048];
+  int drawn = 0, count = drawn_strings(&s, items, 2048);
+  for (int i = 0; i < count; i++) drawn |= !strcmp(items[i].text, lines[0]);
   cr_assert(drawn, "the panel shows '%s'", lines[0]);
-  cairo_destroy(cr);
-  cairo_surface_destroy(surf);
   /* the backward layer: this profile has no backward fit, and says so */
   cr_assert(viz_toggle_backward(&s) & VIZ_DO_SYNC);
   cr_assert_eq(viz_scene_sync(sc, &s, NULL), FM_OK);
