@@ -353,7 +353,8 @@ static int write_table(const bench_opts *o, const char *device, fm_pass pass, in
   fprintf(f, "fmsim bench on %s: pass %s, bf16, B = tokens/S, H = hidden/D, L2 flushed, median ms\n"
              "TFLOP/s = 4*B*H*S*S*D*(1-rho)/time (bwd: 2.5 times that), rho at each kernel's tile "
              "for the pass; eff = TFLOP/s / full-mask TFLOP/s; speedup = noskip/skip next to the "
-             "ideal 1/(1-rho); inst = instrumented overhead\n\n", device, fm_pass_name(pass));
+             "ideal 1/(1-rho); inst = instrumented overhead; predicted = the timing model's time on "
+             "the GPU profile (--gpu), its error = predicted / measured - 1\n\n", device, fm_pass_name(pass));
   const char *parts[2] = {"paper-kernel-table/tables/kernels.txt", "sparsity-sweep/tables/fit.txt"};
   for (int i = 0; i < 1 + sweep; i++) {
     snprintf(path, sizeof path, "%s/%s", o->out, parts[i]);

@@ -51,7 +51,12 @@ static int profile_path(const char *name, char *path, size_t cap) {
 int timing_profile_open(const char *cmd, const char *what, const char *name, fm_gpu_profile *out) {
   char path[4096], names[1024];
   fm_err err;
-  if (profile_path(name, path, sizeof path)) {
+  int found = profile_path(name, path, sizeof path) == 0;
+  if (!found && strchr(name, '/')) { /* a path: not a name of data/gpu either */
+    cli_error(cmd, "%s: no such profile file", what);
+    return -1;
+  }
+  if (!found) {
     known_profiles(names, sizeof names);
     cli_error(cmd, "%s: no such profile file, and no %s/gpu/%s.json (profiles: %s)", what,
               FM_DATA_DIR, name, names);

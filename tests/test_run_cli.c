@@ -18,6 +18,7 @@
 #include "fm_test_util.h"
 #include "fm_tiles.h"
 #include "fm_timing.h"
+#include "timing_cli.h"
 
 static fmt_result res;
 
@@ -720,4 +721,25 @@ Test(run_cli, bad_profiles_are_refused_before_anything_runs) {
                      "records: add gpu to run:", dir);
   unlink(scn);
   unlink(bad);
+}
+
+/* The profile a GPU has by default: data/gpu/SHORT-KERNEL.json, SHORT from
+ * the device's name as profiles are named. */
+Test(run_cli, the_gpus_own_profile_by_its_short_name) {
+  static const char *const names[][2] = {
+      {"NVIDIA H200", "h200"}, {"NVIDIA H100 80GB HBM3", "h100"}, {"NVIDIA A100-SXM4-80GB", "a100"},
+      {"NVIDIA GeForce RTX 4090", "rtx4090"}, {"Tesla V100-PCIE-16GB", "v100"}, {"NVIDIA", ""},
+      {"", ""}};
+  char got[64], name[128], path[4200];
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    timing_gpu_short_name(names[i][0], got, sizeof got);
+    cr_assert_str_eq(got, names[i][1], "'%s'", names[i][0]);
+  }
+  cr_assert_eq(timing_default_profile("NVIDIA H200", FM_KERNEL_SM80, name, sizeof name, path, sizeof path), 1);
+  cr_assert_str_eq(name, "h200-sm80");
+  cr_assert(strstr(path, "/data/gpu/h200-sm80.json"), "%s", path);
+  cr_assert_eq(timing_default_profile("NVIDIA A100-SXM4-80GB", FM_KERNEL_SM80, name, sizeof name, path,
+                                      sizeof path), 0, "no A100 profile in data/gpu");
+  cr_assert_str_eq(name, "a100-sm80");
+  cr_assert_eq(timing_default_profile("NVIDIA", FM_KERNEL_SM80, name, sizeof name, path, sizeof path), 0);
 }
