@@ -269,7 +269,8 @@ static void progress(const char *cmd, int done, int total, const case_row *r, do
       const run_pass_rec *x = &r->k[k].p[q];
       size_t at = strlen(times);
       const char *name = r->k[k].kernel, *pass = q == RUN_BWD ? " bwd" : "";
-      snprintf(pred, sizeof pred, isfinite(x->pred_ms) ? ", predicted %.3f ms" : "", x->pred_ms);
+      pred[0] = 0;
+      if (isfinite(x->pred_ms)) snprintf(pred, sizeof pred, ", predicted %.3f ms", x->pred_ms);
       if (isfinite(x->ms))
         snprintf(times + at, sizeof times - at, " %s%s %.3f ms (%.1f TFLOP/s%s)", name, pass, x->ms,
                  x->tflops, pred);
