@@ -324,14 +324,16 @@ void report_kernel_table(const case_row *rows, int n, rpt_table *t) {
   int nk = n ? (int)rows[0].nkernels : 0;
   row_kinds w = kinds_of(rows, n);
   int passes[RUN_NPASSES], np = row_passes(rows, n, passes);
-  rpt_init(t, "kernels",
+  char title[sizeof t->title];
+  snprintf(title, sizeof title, "%s%s",
            "Kernel times: median ms after warm-up, L2 flushed; TFLOP/s by the paper's count at the "
            "kernel's own tile (the backward's, bwd: 2.5 times the forward's count at the "
            "backward's tile); eff = TFLOP/s over the full mask's; speedup = noskip / skip beside "
            "the ideal 1 / (1 - rho); inst = instrumented overhead; classes = the instrumented "
-           "kernel's tile classes against the CPU's; DRAM read over the compulsory bytes; "
-           "predicted = the timing model's time on the run's GPU profile, its error = predicted / "
-           "measured - 1");
+           "kernel's tile classes against the CPU's; DRAM read over the compulsory bytes",
+           w.predicted ? "; predicted = the timing model's time on the run's GPU profile, its "
+                         "error = predicted / measured - 1" : "");
+  rpt_init(t, "kernels", title);
   rpt_col(t, "D");
   rpt_col(t, "S");
   rpt_col(t, "family");
