@@ -309,6 +309,20 @@ static int write_single(runner_ctx *rc, case_work *w, const char *dir) {
   return 0;
 }
 
+int case_row_save(runner_ctx *rc, const fm_scn_case *c, const char *dir, const case_row *row) {
+  char path[4700];
+  fm_err err;
+  snprintf(path, sizeof path, "%s/row.tsv", dir);
+  fm_atomic_file af;
+  if (fm_atomic_open(&af, path, &err) != FM_OK || case_row_write(af.f, row) != 0 ||
+      fm_atomic_close(&af, 1, &err) != FM_OK) {
+    fm_atomic_close(&af, 0, NULL);
+    cli_error(rc->o->cmd, "case %s: %s", c->id, err.msg);
+    return -1;
+  }
+  return 0;
+}
+
 /* A scenario case's folder: the analysis trace, gpu.json, and the row last. */
 static int write_case(runner_ctx *rc, const case_work *w, const char *dir, const case_row *row) {
   fm_err err;
@@ -317,16 +331,7 @@ static int write_case(runner_ctx *rc, const case_work *w, const char *dir, const
     return -1;
   }
   if (row->gpu_ran && write_gpu_json(rc, w, dir)) return -1;
-  char path[4700];
-  snprintf(path, sizeof path, "%s/row.tsv", dir);
-  fm_atomic_file af;
-  if (fm_atomic_open(&af, path, &err) != FM_OK || case_row_write(af.f, row) != 0 ||
-      fm_atomic_close(&af, 1, &err) != FM_OK) {
-    fm_atomic_close(&af, 0, NULL);
-    cli_error(rc->o->cmd, "case %s: %s", w->c->id, err.msg);
-    return -1;
-  }
-  return 0;
+  return case_row_save(rc, w->c, dir, row);
 }
 
 static void case_work_free(case_work *w, int nkernels) {

@@ -16,8 +16,9 @@
   X(D, k[i].p[q].tflops) X(D, k[i].p[q].noskip_ms) X(D, k[i].p[q].inst_ms)                        \
   X(D, k[i].p[q].inst_overhead)                                                                  \
   X(I, k[i].p[q].class_mismatches) X(D, k[i].p[q].dram_read) X(D, k[i].p[q].dram_write)          \
-  X(D, k[i].p[q].l2_read)
-#define KERNEL_FIELDS(X, i) X(S, k[i].kernel) X(S, k[i].status) PASS_FIELDS(X, i, 0) PASS_FIELDS(X, i, 1)
+  X(D, k[i].p[q].l2_read) X(D, k[i].p[q].pred_ms) X(S, k[i].p[q].pred_note)
+#define KERNEL_FIELDS(X, i)                                                                      \
+  X(S, k[i].kernel) X(S, k[i].status) X(S, k[i].profile) PASS_FIELDS(X, i, 0) PASS_FIELDS(X, i, 1)
 
 #define ROW_FIELDS(X)                                                                            \
   X(S, id) X(S, family) X(S, params) X(S, form) X(S, docs_source) X(S, gpu_settings)              \
@@ -36,7 +37,7 @@ _Static_assert(RUN_NPASSES == 2, "KERNEL_FIELDS lists two passes");
 void run_pass_rec_clear(run_pass_rec *k) {
   memset(k, 0, sizeof *k);
   k->rho = k->flops = k->ms = k->tflops = k->noskip_ms = k->inst_ms = k->inst_overhead = NAN;
-  k->dram_read = k->dram_write = k->l2_read = NAN;
+  k->dram_read = k->dram_write = k->l2_read = k->pred_ms = NAN;
   k->class_mismatches = -1;
 }
 

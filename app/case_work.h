@@ -30,6 +30,10 @@ typedef struct case_work {
  * error (with the scenario's file, line and key). */
 int case_build_mask(runner_ctx *rc, const fm_scn_case *c, fm_colmask **out, fm_family_used *used);
 
+/* Writes a scenario case's row into dir/row.tsv, atomically (its completion
+ * mark); 0, or -1 after printing. */
+int case_row_save(runner_ctx *rc, const fm_scn_case *c, const char *dir, const case_row *row);
+
 /* Runs one case and writes its folder (dir) and row: 0, -1 or
  * RUNNER_GPU_FAILED on a failure (printed), RUNNER_STOPPED when interrupted
  * between steps. */

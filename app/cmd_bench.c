@@ -82,6 +82,9 @@ static void print_help(const fm_scenario *t, const fm_scenario *w) {
          "  --sweep-reps N        timed launches per sweep mask (default %lld)\n"
          "  --budget-s SECONDS    time no case after this many seconds (default none)\n"
          "  --export-only         the masks, the index and the model of the table (no GPU needed)\n"
+         "  --gpu PROFILE         predicted times beside the measured ones, for the profile's kernel:\n"
+         "                        a profile in data/gpu (e.g. h200-sm80) or a file (default: on a\n"
+         "                        GPU, data/gpu/GPU-KERNEL.json where it exists)\n"
          "  --seed N              seed of every random draw (default %lld)\n"
          "  --samples FILE        document samples in the paper's format (default: built in)\n",
          (long long)t->warmup, (long long)t->reps, (long long)t->noskip_reps,
@@ -95,7 +98,7 @@ typedef struct bench_opts {
   int64_t hd[MAX_LIST], seq[MAX_LIST], sample, tokens, hidden, warmup, reps, noskip_reps;
   int64_t inst_reps, sweep_draws, sweep_seqlen, sweep_reps, seed, budget_s;
   int nhd, nseq, nfam, nkernels, no_bytes, no_cupti, export_only;
-  const char *fam[MAX_LIST], *out, *samples_path;
+  const char *fam[MAX_LIST], *out, *samples_path, *gpu;
   fm_kernel_id kernels[FM_SCN_MAX_KERNELS];
   fm_pass pass;
   unsigned given; /* bits of the options given (1 << option - O_FIRST) */
@@ -104,7 +107,7 @@ typedef struct bench_opts {
 enum {
   O_FIRST = 3001, O_OUT = O_FIRST, O_HD, O_SEQ, O_FAM, O_SAMPLE, O_TOK, O_HID, O_WARM, O_REPS,
   O_NSR, O_ISR, O_NOBYTES, O_NOCUPTI, O_SWD, O_SWS, O_SWR, O_BUDGET, O_EXPORT, O_SEED, O_SAMPLES,
-  O_KERNEL, O_PASS
+  O_KERNEL, O_PASS, O_GPU
 };
 #define GIVEN(o, opt) (((o)->given >> ((opt) - O_FIRST)) & 1u)
 
@@ -179,6 +182,13 @@ static int bench_option(bench_opts *o, int opt, char **argv) {
   case O_NOCUPTI: o->no_cupti = 1; return 0;
   case O_EXPORT: o->export_only = 1; return 0;
   case O_SAMPLES: o->samples_path = optarg; return 0;
+  case O_GPU:
+    if (strlen(optarg) < sizeof ((fm_scenario *)0)->profile) {
+      o->gpu = optarg;
+      return 0;
+    }
+    cli_error(cmd, "--gpu: name too long");
+    return -1;
   case O_KERNEL:
     return cli_kernels(cmd, "--kernel", optarg, o->kernels, &o->nkernels, FM_SCN_MAX_KERNELS);
   case O_PASS: {
@@ -205,7 +215,7 @@ static int parse(int argc, char **argv, bench_opts *o, const fm_scenario *t, con
       {"budget-s", required_argument, 0, O_BUDGET},  {"export-only", no_argument, 0, O_EXPORT},
       {"seed", required_argument, 0, O_SEED},        {"samples", required_argument, 0, O_SAMPLES},
       {"kernel", required_argument, 0, O_KERNEL},    {"pass", required_argument, 0, O_PASS},
-      {"help", no_argument, 0, 'h'},
+      {"gpu", required_argument, 0, O_GPU},          {"help", no_argument, 0, 'h'},
       {0, 0, 0, 0}};
   memset(o, 0, sizeof *o);
   int opt;
@@ -216,7 +226,7 @@ static int parse(int argc, char **argv, bench_opts *o, const fm_scenario *t, con
       return -1;
     }
     if (bench_option(o, opt, argv)) return FM_EXIT_USAGE;
-    if (opt >= O_FIRST && opt <= O_PASS) o->given |= 1u << (opt - O_FIRST);
+    if (opt >= O_FIRST && opt <= O_GPU) o->given |= 1u << (opt - O_FIRST);
   }
   if (optind < argc) {
     cli_error(cmd, "unexpected argument '%s'", argv[optind]);
@@ -265,6 +275,10 @@ static void apply(const bench_opts *o, fm_scenario *t, fm_scenario *w) {
       s->nkernels = o->nkernels;
     }
     if (GIVEN(o, O_PASS)) s->pass = o->pass;
+    if (GIVEN(o, O_GPU)) {
+      snprintf(s->profile, sizeof s->profile, "%s", o->gpu);
+      s->profile_line = 0;
+    }
   }
   if (GIVEN(o, O_HD)) {
     t->head_dim.n = o->nhd;
@@ -339,7 +353,8 @@ static int write_table(const bench_opts *o, const char *device, fm_pass pass, in
   fprintf(f, "fmsim bench on %s: pass %s, bf16, B = tokens/S, H = hidden/D, L2 flushed, median ms\n"
              "TFLOP/s = 4*B*H*S*S*D*(1-rho)/time (bwd: 2.5 times that), rho at each kernel's tile "
              "for the pass; eff = TFLOP/s / full-mask TFLOP/s; speedup = noskip/skip next to the "
-             "ideal 1/(1-rho); inst = instrumented overhead\n\n", device, fm_pass_name(pass));
+             "ideal 1/(1-rho); inst = instrumented overhead; predicted = the timing model's time on "
+             "the GPU profile (--gpu), its error = predicted / measured - 1\n\n", device, fm_pass_name(pass));
   const char *parts[2] = {"paper-kernel-table/tables/kernels.txt", "sparsity-sweep/tables/fit.txt"};
   for (int i = 0; i < 1 + sweep; i++) {
     snprintf(path, sizeof path, "%s/%s", o->out, parts[i]);

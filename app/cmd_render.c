@@ -195,6 +195,11 @@ static const viz_figure *pick_figure(const char *cmd, render_opts *ro) {
     cli_error(cmd, "--title and --no-title exclude each other");
     return NULL;
   }
+  if (ro->src.gpu && (ro->figure || ro->no_panel)) {
+    cli_error(cmd, "--gpu puts the predicted time in the side panel of a mask's drawing; %s",
+              ro->figure ? "a --figure draws no such panel" : "--no-panel leaves it out");
+    return NULL;
+  }
   return fig;
 }
 

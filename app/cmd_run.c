@@ -35,7 +35,8 @@ static const char *cmd = "run";
 
 static const char *help_head =
     "usage: fmsim run --family NAME [options] --out DIR\n"
-    "       fmsim run SCENARIO.yaml [--out DIR] [--only PATTERN] [--kernel LIST] [--pass P] [--cpu]\n\n"
+    "       fmsim run SCENARIO.yaml [--out DIR] [--only PATTERN] [--kernel LIST] [--pass P] [--cpu]\n"
+    "                               [--gpu PROFILE]\n\n"
     "One mask (--family): runs the FlashMask forward kernel (bf16, fp32 accumulation) on a\n"
     "family mask and writes a trace into DIR: time (median after warm-up, L2 flushed),\n"
     "TFLOP/s (the paper's count 4*B*H*S*S*D*(1-rho), rho at the kernel's tile size), bytes\n"
@@ -74,7 +75,11 @@ static const char *help_tail =
     "a scenario file:\n"
     "  --out DIR            output folder (default: the scenario's output:, else out/NAME)\n"
     "  --only PATTERN       run only cases whose id matches the shell pattern (e.g.\n"
-    "                       '*document*S32768*')\n";
+    "                       '*document*S32768*')\n"
+    "  --gpu PROFILE        write each case's predicted time (the timing model, fmsim predict)\n"
+    "                       beside the measured one: a profile in data/gpu (e.g. h200-sm80) or a\n"
+    "                       file, for its kernel (overrides the profile: key; default: on a GPU,\n"
+    "                       data/gpu/GPU-KERNEL.json where it exists)\n";
 
 static void print_help(void) {
   fputs(help_head, stdout);
@@ -99,7 +104,7 @@ typedef struct run_opts {
   int nkernels, kernel_given;
   fm_pass pass;
   int pass_given;
-  const char *out, *only, *scenario;
+  const char *out, *only, *scenario, *gpu;
   const char *mask_only_option; /* the first option given that only the one-mask form takes */
 } run_opts;
 
@@ -186,7 +191,7 @@ void run_print_report(const run_case_out *c, const char *out, int json) {
 
 enum {
   O_HD = 2001, O_VAR, O_INST, O_WARM, O_REPS, O_NOCUPTI, O_NOBYTES, O_CPU, O_JSON, O_OUT, O_ONLY,
-  O_KERNEL, O_PASS
+  O_KERNEL, O_PASS, O_GPU
 };
 
 /* One option; 0, or FM_EXIT_USAGE after printing the error. */
@@ -219,6 +224,7 @@ static int run_option(run_opts *o, int opt, char **argv) {
   case O_JSON: o->json = 1; return 0;
   case O_OUT: o->out = optarg; return 0;
   case O_ONLY: o->only = optarg; return 0;
+  case O_GPU: o->gpu = optarg; return 0;
   case O_KERNEL:
     return cli_kernels(cmd, "--kernel", optarg, o->kernels, &o->nkernels, FM_SCN_MAX_KERNELS)
                ? FM_EXIT_USAGE : 0;
@@ -247,6 +253,7 @@ static int parse(int argc, char **argv, run_opts *o) {
                                            {"only", required_argument, 0, O_ONLY},
                                            {"kernel", required_argument, 0, O_KERNEL},
                                            {"pass", required_argument, 0, O_PASS},
+                                           {"gpu", required_argument, 0, O_GPU},
                                            {"help", no_argument, 0, 'h'},
                                            {0, 0, 0, 0}};
   *o = (run_opts){.head_dim = 128, .warmup = 3, .reps = 20, .variant = FM_VARIANT_SKIP,
@@ -323,7 +330,7 @@ static int file_scenario(const run_opts *o, fm_scenario *s) {
   fm_err err;
   if (o->mask_only_option) {
     cli_error(cmd, "option '--%s' is for one mask (--family); a scenario file sets it with its "
-              "keys (the file form takes --out, --only, --kernel, --pass and --cpu)",
+              "keys (the file form takes --out, --only, --kernel, --pass, --cpu and --gpu)",
               o->mask_only_option);
     return -1;
   }
@@ -336,6 +343,14 @@ static int file_scenario(const run_opts *o, fm_scenario *s) {
     s->nkernels = o->nkernels;
   }
   if (o->pass_given) s->pass = o->pass;
+  if (o->gpu) {
+    if (strlen(o->gpu) >= sizeof s->profile) {
+      cli_error(cmd, "--gpu: name too long");
+      return -1;
+    }
+    snprintf(s->profile, sizeof s->profile, "%s", o->gpu);
+    s->profile_line = 0;
+  }
   return 0;
 }
 
@@ -349,7 +364,9 @@ int cmd_run(int argc, char **argv) {
                           : !o.out ? "--out DIR is required (the trace folder)"
                           : o.only ? "--only selects cases of a scenario file"
                           : o.nkernels > 1 ? "--kernel: one kernel for one mask (a scenario "
-                                             "times several)" : NULL;
+                                             "times several)"
+                          : o.gpu ? "--gpu: predicted times go in a scenario's index (fmsim run "
+                                    "SCENARIO.yaml --gpu P); one mask: fmsim predict" : NULL;
     if (missing) {
       cli_error(cmd, "%s", missing);
       return FM_EXIT_USAGE;

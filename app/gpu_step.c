@@ -10,6 +10,8 @@
 
 #include "cli.h"
 #include "fm_tiles.h"
+#include "fm_timing.h"
+#include "timing_cli.h"
 #ifdef FM_HAVE_GPU_RUN
 #include "fm_attn.h"
 #include "fm_measure.h"
@@ -120,6 +122,133 @@ void gpu_step_close(gpu_step *g) {
   fm_gpu_session_destroy(g->session);
 #endif
   g->session = NULL;
+  for (int k = 0; k < FM_SCN_MAX_KERNELS; k++) {
+    free(g->profile[k]);
+    g->profile[k] = NULL;
+    g->profile_sig[k][0] = 0;
+  }
+}
+
+/* ---- predictions ---------------------------------------------------------------------------- */
+
+/* How messages name the scenario's profile: its key and line, or --gpu. */
+static const char *profile_what(runner_ctx *rc, char *buf, size_t cap) {
+  const fm_scenario *s = rc->s;
+  if (s->profile_line > 0 && s->path[0])
+    snprintf(buf, cap, "%.2000s:%d: key 'profile': %.1000s", s->path, s->profile_line, s->profile);
+  else
+    snprintf(buf, cap, "--gpu %.3000s", s->profile);
+  return buf;
+}
+
+int gpu_step_profile_load(runner_ctx *rc) {
+  char what[4200];
+  rc->profile = NULL;
+  if (!rc->s->profile[0]) return 0;
+  rc->profile = malloc(sizeof *rc->profile);
+  if (!rc->profile) {
+    cli_error(rc->o->cmd, "out of memory");
+    return -1;
+  }
+  if (timing_profile_open(rc->o->cmd, profile_what(rc, what, sizeof what), rc->s->profile, rc->profile)) {
+    free(rc->profile);
+    rc->profile = NULL;
+    return -1;
+  }
+  return 0;
+}
+
+/* FNV-1a over the bytes of v, continuing h. */
+static uint64_t fnv_mix(uint64_t h, double v) {
+  const unsigned char *b = (const unsigned char *)&v;
+  for (size_t i = 0; i < sizeof v; i++) h = (h ^ b[i]) * 1099511628211ull;
+  return h;
+}
+
+/* A hash of the numbers of a profile: two profiles that predict alike hash alike. */
+static uint64_t profile_hash(const fm_gpu_profile *p) {
+  double head[] = {p->kernel, p->sms, p->hbm_gbs, p->nfwd, p->nbwd};
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < sizeof head / sizeof head[0]; i++) h = fnv_mix(h, head[i]);
+  for (int i = 0; i < p->nfwd + p->nbwd; i++) {
+    const fm_timing_coef *c = i < p->nfwd ? &p->fwd[i] : &p->bwd[i - p->nfwd];
+    double v[] = {c->head_dim, c->br, c->bc, c->ctas_per_sm, c->launch_us, c->item_us,
+                  c->key_tile_us, c->unmasked_us, c->partial_us, c->partial_causal_us, c->solo};
+    for (size_t k = 0; k < sizeof v / sizeof v[0]; k++) h = fnv_mix(h, v[k]);
+  }
+  return h;
+}
+
+/* Kernel k's profile: a copy of p. */
+static int bind_profile(gpu_step *g, int k, const fm_gpu_profile *p, const char *cmd) {
+  g->profile[k] = malloc(sizeof *g->profile[k]);
+  if (!g->profile[k]) {
+    cli_error(cmd, "out of memory");
+    return -1;
+  }
+  *g->profile[k] = *p;
+  snprintf(g->profile_sig[k], sizeof g->profile_sig[k], "%.120s #%08llx", p->name,
+           (unsigned long long)(profile_hash(p) & 0xffffffffu));
+  return 0;
+}
+
+/* The GPU's own profile of kernel k where the kernels are timed on it. */
+static int device_profile(gpu_step *g, runner_ctx *rc, int k) {
+  char name[128], path[4300], what[300];
+  if (!g->session || !timing_default_profile(g->device, g->kernel[k], name, sizeof name, path, sizeof path))
+    return 0;
+  fm_gpu_profile p;
+  snprintf(what, sizeof what, "the profile of %.100s for kernel %s", g->device,
+           fm_kernel_get(g->kernel[k])->name);
+  if (timing_profile_open(rc->o->cmd, what, path, &p)) return -1;
+  snprintf(p.name, sizeof p.name, "%s", name);
+  fprintf(stderr, "fmsim %s: note: predicting kernel %s with %s (the profile of %s)\n", rc->o->cmd,
+          fm_kernel_get(g->kernel[k])->name, name, g->device);
+  return bind_profile(g, k, &p, rc->o->cmd);
+}
+
+int gpu_step_profiles(gpu_step *g, runner_ctx *rc) {
+  const fm_gpu_profile *p = rc->profile;
+  char what[4200], names[80] = "";
+  int bound = 0;
+  for (int k = 0; k < g->nkernels; k++) {
+    snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", k ? ", " : "",
+             fm_kernel_get(g->kernel[k])->name);
+    if (p && p->kernel == g->kernel[k]) {
+      if (bind_profile(g, k, p, rc->o->cmd)) return -1;
+      bound = 1;
+    } else if (g->wanted && device_profile(g, rc, k)) {
+      return -1;
+    }
+  }
+  if (!p || (bound && g->wanted)) return 0;
+  const char *pk = fm_kernel_get(p->kernel)->name, *opt = rc->s->profile_line ? "kernel:" : "--kernel";
+  if (!g->wanted)
+    cli_error(rc->o->cmd, "%s: predictions go in the GPU step's kernel records: add gpu to run:",
+              profile_what(rc, what, sizeof what));
+  else
+    cli_error(rc->o->cmd, "%s: the profile is for kernel %s, and this run's kernels are %s (%s %s, "
+              "or a profile of %s)", profile_what(rc, what, sizeof what), pk, names, opt, pk,
+              names);
+  return -1;
+}
+
+void gpu_step_predict(const gpu_step *g, runner_ctx *rc, const fm_scn_case *c, const fm_colmask *m,
+                      int k, run_kernel_rec *rec) {
+  const fm_gpu_profile *p = g->profile[k];
+  snprintf(rec->profile, sizeof rec->profile, "%s", g->profile_sig[k]);
+  for (int q = 0; q < RUN_NPASSES; q++) {
+    run_pass_rec *x = &rec->p[q];
+    x->pred_ms = NAN;
+    x->pred_note[0] = 0;
+    if (!p || x->br <= 0) continue;
+    fm_timing_problem pb = {.batch = c->batch, .heads = c->heads, .head_dim = (int32_t)c->head_dim,
+                            .pass = run_pass_of(q), .variant = rc->s->variant};
+    fm_timing_result r;
+    fm_err err;
+    if (timing_predict(p, m, &pb, &r, &err) == FM_OK) x->pred_ms = r.time_us / 1e3;
+    else snprintf(x->pred_note, sizeof x->pred_note, "%.150s", err.msg);
+  }
 }
 
 void gpu_step_shutdown(void) {
@@ -324,6 +453,7 @@ int gpu_step_case(gpu_step *g, runner_ctx *rc, const fm_scn_case *c, const fm_co
       if ((rc->s->pass & run_pass_of(q)) && pass_model(g, rc, c, m, case_a, classes, k, q, r))
         return -1;
     }
+    gpu_step_predict(g, rc, c, m, k, rec);
     for (int q = 0; q < RUN_NPASSES && !rec->status[0] && !timed_passes(r, rc->s->pass); q++)
       snprintf(rec->status, sizeof rec->status, "%s", rec->p[q].status); /* nothing to time */
     if (rec->status[0]) continue;

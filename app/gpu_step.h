@@ -7,7 +7,14 @@
  * gives it O and LSE), the counted launch (CUPTI Range Profiler), the
  * instrumented build (its time and its per-tile classes against the CPU's)
  * and the no-skip variant. A kernel without the pass says so in the pass's
- * status. One GPU session serves the whole run. */
+ * status. One GPU session serves the whole run.
+ *
+ * Predictions (core/fm_timing.h, through timing_cli.h): where a kernel has a
+ * GPU profile, each pass it models gets the predicted time of the scenario's
+ * variant on the case's mask at the pass's tile, with or without a device;
+ * the profile is the scenario's (profile:, `run --gpu`, `bench --gpu`) for
+ * its kernel, else on a device that times the kernels the GPU's own
+ * (data/gpu/GPU-KERNEL.json, timing_default_profile). */
 #ifndef FM_GPU_STEP_H
 #define FM_GPU_STEP_H
 
@@ -23,6 +30,8 @@ struct gpu_step {
   fm_kernel_id kernel[FM_SCN_MAX_KERNELS];
   char kernel_status[FM_SCN_MAX_KERNELS][160]; /* "" runnable here; else why not */
   void *session;         /* fm_gpu_session when built with the kernels */
+  struct fm_gpu_profile *profile[FM_SCN_MAX_KERNELS]; /* each kernel's, NULL: none; owned */
+  char profile_sig[FM_SCN_MAX_KERNELS][160];         /* "NAME #HASH" of it ("" : none) */
 };
 
 /* One pass of one kernel on one case. */
@@ -54,7 +63,22 @@ int gpu_pass_tile(fm_kernel_id id, fm_pass pass, int32_t D, int32_t *br, int32_t
  * GPU step and a device is usable); what cannot run is said in
  * skip_reason / kernel_status, never an error. cases: to size the session. */
 void gpu_step_open(gpu_step *g, runner_ctx *rc, const fm_scn_case *cases, int ncases);
-void gpu_step_close(gpu_step *g);
+void gpu_step_close(gpu_step *g); /* the session and the profiles */
+
+/* The scenario's profile (s->profile: a name in data/gpu or a file) into
+ * rc->profile, before anything runs; NULL when it names none. A bad one
+ * (unknown name, malformed file, a tile not the kernel's): one line naming
+ * the key's line or the --gpu option, -1. */
+int gpu_step_profile_load(runner_ctx *rc);
+/* Each kernel's profile, after gpu_step_open: rc->profile for its kernel,
+ * which must be one the run times or models (else one line, -1), and the
+ * GPU's own for the others where a device times them. A note on stderr for
+ * a profile found by the device's name. */
+int gpu_step_profiles(gpu_step *g, runner_ctx *rc);
+/* The predictions of kernel k on case c (its mask m) into the passes rec
+ * models (br > 0): pred_ms, or pred_note saying why there is none. */
+void gpu_step_predict(const gpu_step *g, runner_ctx *rc, const fm_scn_case *c, const fm_colmask *m,
+                      int k, run_kernel_rec *rec);
 /* Flushes and releases CUPTI once the command is done with the GPU (idempotent). */
 void gpu_step_shutdown(void);
 

@@ -11,6 +11,7 @@
 #include "cli.h"
 #include "fm_fileio.h"
 #include "fm_json.h"
+#include "fm_timing.h"
 #include "gpu_step.h"
 #include "index_write.h"
 
@@ -38,7 +39,8 @@ static void write_csv(FILE *f, const case_row *rows, int n) {
       char kn[32];
       snprintf(kn, sizeof kn, "%s%s", rows[0].k[k].kernel, q == RUN_BWD ? "_bwd" : "");
       fprintf(f, ",%s_sparsity,%s_time_ms,%s_tflops,%s_noskip_ms,%s_instrumented_ms,"
-                 "%s_class_mismatches", kn, kn, kn, kn, kn, kn);
+                 "%s_class_mismatches,%s_predicted_ms,%s_predicted_error", kn, kn, kn, kn, kn, kn,
+              kn, kn);
     }
   fputc('\n', f);
   for (int i = 0; i < n; i++) {
@@ -55,8 +57,9 @@ static void write_csv(FILE *f, const case_row *rows, int n) {
     for (int q = 0; q < nq; q++)
       for (int k = 0; k < nk; k++) {
         const run_pass_rec *x = &r->k[k].p[q];
-        fprintf(f, ",%.6f,%.6g,%.6g,%.6g,%.6g,%lld", x->rho, x->ms, x->tflops, x->noskip_ms,
-                x->inst_ms, (long long)x->class_mismatches);
+        fprintf(f, ",%.6f,%.6g,%.6g,%.6g,%.6g,%lld,%.6g,%.6g", x->rho, x->ms, x->tflops,
+                x->noskip_ms, x->inst_ms, (long long)x->class_mismatches, x->pred_ms,
+                x->pred_ms / x->ms - 1);
       }
     fputc('\n', f);
   }
@@ -97,6 +100,7 @@ static const member pass_members[] = {
     K("br", 'I', br), K("bc", 'I', bc), K("sparsity", 'D', rho),
     K("flops_paper", 'D', flops), K("source", 'S', source), K("time_ms", 'D', ms),
     K("tflops", 'D', tflops), K("noskip_ms", 'D', noskip_ms), K("instrumented_ms", 'D', inst_ms),
+    K("predicted_ms", 'D', pred_ms),
 };
 static const member traffic_members[] = {
     K("model_read", 'I', model_read), K("model_write", 'I', model_write),
@@ -121,6 +125,7 @@ static void pass_json(fm_json *j, const run_kernel_rec *x, int q, const case_row
   if (!(row->pass & run_pass_of(q))) status = q == RUN_BWD ? "not asked for (pass: fwd)" : "not asked for (pass: bwd)";
   fm_json_string(j, "status", status);
   fm_json_string(j, "pass", fm_pass_name(run_pass_of(q)));
+  fm_json_double(j, "predicted_error", p->pred_ms / p->ms - 1); /* null unless both */
   fm_json_double(j, "speedup_skip_over_noskip", p->noskip_ms / p->ms);
   fm_json_double(j, "ideal_speedup", p->rho < 1 ? 1.0 / (1.0 - p->rho) : NAN);
   fm_json_double(j, "instrumentation_overhead", p->inst_overhead);
@@ -203,7 +208,56 @@ static const member settings_members[] = {
 };
 #undef S_
 
-static void run_json(fm_json *j, runner_ctx *rc, int n) {
+/* The timing model's part of run.json: the profile of each kernel (null
+ * without), and why a prediction is missing where one was expected: one note
+ * per distinct reason, with how many kernel passes it covers. */
+static void prediction_json(fm_json *j, const gpu_step *g, const case_row *rows, int n) {
+  const char *first = NULL;
+  for (int k = 0; k < g->nkernels && !first; k++)
+    if (g->profile[k]) first = g->profile[k]->name;
+  fm_json_string(j, "profile", first);
+  fm_json_array(j, "profiles");
+  for (int k = 0; k < g->nkernels; k++) {
+    const fm_gpu_profile *p = g->profile[k];
+    if (!p) continue;
+    fm_json_object(j, NULL);
+    fm_json_string(j, "kernel", fm_kernel_get(g->kernel[k])->name);
+    fm_json_string(j, "name", p->name);
+    fm_json_string(j, "gpu", p->gpu);
+    fm_json_string(j, "date", p->date);
+    fm_json_string(j, "fmsim_version", p->fmsim_version);
+    fm_json_string(j, "signature", g->profile_sig[k]);
+    fm_json_end(j);
+  }
+  fm_json_end(j);
+  enum { MAX_NOTES = 16 };
+  char notes[MAX_NOTES][200];
+  int counts[MAX_NOTES], nn = 0;
+  for (int i = 0; i < n; i++)
+    for (int k = 0; k < rows[i].nkernels; k++)
+      for (int q = 0; q < RUN_NPASSES; q++) {
+        const run_pass_rec *x = &rows[i].k[k].p[q];
+        if (!x->pred_note[0]) continue;
+        char note[200];
+        snprintf(note, sizeof note, "%s %s: %.170s", rows[i].k[k].kernel, fm_pass_name(run_pass_of(q)),
+                 x->pred_note);
+        int at = 0;
+        while (at < nn && strcmp(notes[at], note)) at++;
+        if (at == nn && nn == MAX_NOTES) continue;
+        if (at == nn) snprintf(notes[nn], sizeof notes[nn], "%s", note), counts[nn++] = 0;
+        counts[at]++;
+      }
+  fm_json_array(j, "prediction_notes");
+  for (int i = 0; i < nn; i++) {
+    fm_json_object(j, NULL);
+    fm_json_string(j, "note", notes[i]);
+    fm_json_int(j, "passes", counts[i]);
+    fm_json_end(j);
+  }
+  fm_json_end(j);
+}
+
+static void run_json(fm_json *j, runner_ctx *rc, const case_row *rows, int n) {
   const fm_scenario *s = rc->s;
   const gpu_step *g = rc->gpu;
   fm_json_object(j, NULL);
@@ -228,6 +282,7 @@ static void run_json(fm_json *j, runner_ctx *rc, int n) {
                              "the backward 2.5 times that, rho at the backward's tile");
   fm_json_string(j, "dtype", "bf16");
   fm_json_end(j);
+  prediction_json(j, g, rows, n);
   fm_json_object(j, "files");
   fm_json_string(j, "index", "index.json");
   fm_json_string(j, "index_csv", "index.csv");
@@ -263,7 +318,7 @@ int index_write(runner_ctx *rc, const case_row *rows, int n) {
   if (st == FM_OK) st = save_json(out, "index.json", &j, &err);
   fm_json_free(&j);
   fm_json_init(&j, 1);
-  run_json(&j, rc, n);
+  run_json(&j, rc, rows, n);
   if (st == FM_OK) st = save_json(out, "run.json", &j, &err);
   fm_json_free(&j);
   if (st != FM_OK) {

@@ -9,6 +9,7 @@
 #include "cli.h"
 #include "fm_fileio.h"
 #include "fm_paper.h"
+#include "fm_timing.h"
 
 /* ---- tables ------------------------------------------------------------------------------ */
 
@@ -23,18 +24,53 @@ static int row_passes(const case_row *rows, int n, int *passes) {
   return np;
 }
 
+/* What the rows' kernel records hold: times (some pass ran), predictions
+ * (some pass has one), both on one pass (an error to show). */
+typedef struct row_kinds {
+  int timed, predicted, compared;
+} row_kinds;
+
+static row_kinds kinds_of(const case_row *rows, int n) {
+  row_kinds w = {0, 0, 0};
+  for (int i = 0; i < n; i++)
+    for (int k = 0; k < rows[i].nkernels; k++)
+      for (int q = 0; q < RUN_NPASSES; q++) {
+        const run_pass_rec *x = &rows[i].k[k].p[q];
+        w.timed |= isfinite(x->ms);
+        w.predicted |= isfinite(x->pred_ms);
+        w.compared |= isfinite(x->ms) && isfinite(x->pred_ms);
+      }
+  return w;
+}
+
 /* "sm90" for the forward, "sm90 bwd" for the backward. */
 static const char *pass_label(char *buf, size_t cap, const char *kernel, int q) {
   snprintf(buf, cap, "%s%s", kernel, q == RUN_BWD ? " bwd" : "");
   return buf;
 }
 
+/* The timing model's columns of a kernel's pass: predicted ms, and its
+ * relative error when some pass was both measured and predicted. */
+static void prediction_columns(rpt_table *t, const char *name, row_kinds w) {
+  char h[64];
+  snprintf(h, sizeof h, "%s predicted ms", name);
+  if (w.predicted) rpt_col(t, h);
+  snprintf(h, sizeof h, "%s predicted error %%", name);
+  if (w.compared) rpt_col(t, h);
+}
+
+static void prediction_cells(rpt_table *t, const run_pass_rec *x, row_kinds w) {
+  if (w.predicted) rpt_num(t, "%.3f", x ? x->pred_ms : NAN);
+  if (w.compared) rpt_num(t, "%+.1f", x ? 100.0 * (x->pred_ms / x->ms - 1) : NAN);
+}
+
 void report_cases_table(const case_row *rows, int n, rpt_table *t) {
   char b[32];
   int sim = 0, nk = 0;
+  row_kinds w = kinds_of(rows, n);
   for (int i = 0; i < n; i++) {
     sim |= rows[i].sim_read >= 0;
-    if (rows[i].gpu_ran && rows[i].nkernels > nk) nk = (int)rows[i].nkernels;
+    if ((rows[i].gpu_ran || w.predicted) && rows[i].nkernels > nk) nk = (int)rows[i].nkernels;
   }
   rpt_init(t, "cases", "Every case of the scenario");
   static const char *const head[] = {"case", "S", "D", "Br x Bc", "sets", "form", "rho (min/max)",
@@ -50,9 +86,10 @@ void report_cases_table(const case_row *rows, int n, rpt_table *t) {
       char h[64], name[32];
       pass_label(name, sizeof name, rows[0].k[k].kernel, passes[pi]);
       snprintf(h, sizeof h, "%s ms", name);
-      rpt_col(t, h);
+      if (w.timed) rpt_col(t, h);
       snprintf(h, sizeof h, "%s TFLOP/s", name);
-      rpt_col(t, h);
+      if (w.timed) rpt_col(t, h);
+      prediction_columns(t, name, w);
     }
   for (int i = 0; i < n; i++) {
     const case_row *r = &rows[i];
@@ -79,8 +116,10 @@ void report_cases_table(const case_row *rows, int n, rpt_table *t) {
     }
     for (int pi = 0; pi < np; pi++)
       for (int k = 0; k < nk; k++) {
-        rpt_num(t, "%.3f", k < r->nkernels ? r->k[k].p[passes[pi]].ms : NAN);
-        rpt_num(t, "%.1f", k < r->nkernels ? r->k[k].p[passes[pi]].tflops : NAN);
+        const run_pass_rec *x = k < r->nkernels ? &r->k[k].p[passes[pi]] : NULL;
+        if (w.timed) rpt_num(t, "%.3f", x ? x->ms : NAN);
+        if (w.timed) rpt_num(t, "%.1f", x ? x->tflops : NAN);
+        prediction_cells(t, x, w);
       }
   }
 }
@@ -254,7 +293,7 @@ static int by_dim_then_length(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-static void kernel_columns(rpt_table *t, const char *name) {
+static void kernel_columns(rpt_table *t, const char *name, row_kinds w) {
   static const char *const what[] = {"rho", "ms", "TFLOP/s", "eff", "noskip ms", "speedup",
                                      "ideal", "inst %", "classes", "DRAM/compulsory"};
   for (int c = 0; c < 10; c++) {
@@ -262,9 +301,11 @@ static void kernel_columns(rpt_table *t, const char *name) {
     snprintf(h, sizeof h, "%s %s", name, what[c]);
     rpt_col(t, h);
   }
+  prediction_columns(t, name, w);
 }
 
-static void kernel_cells(rpt_table *t, const case_row *rows, int n, const case_row *r, int k, int q) {
+static void kernel_cells(rpt_table *t, const case_row *rows, int n, const case_row *r, int k, int q,
+                         row_kinds w) {
   const run_pass_rec *x = &r->k[k].p[q];
   rpt_num(t, "%.3f", x->rho);
   rpt_num(t, "%.3f", x->ms);
@@ -276,24 +317,30 @@ static void kernel_cells(rpt_table *t, const case_row *rows, int n, const case_r
   rpt_num(t, "%+.2f", 100.0 * x->inst_overhead);
   rpt_cell(t, "%s", x->class_mismatches < 0 ? "-" : x->class_mismatches ? "DIFF" : "same");
   rpt_num(t, "%.2f", x->dram_read / (double)x->unique_read);
+  prediction_cells(t, x, w);
 }
 
 void report_kernel_table(const case_row *rows, int n, rpt_table *t) {
   int nk = n ? (int)rows[0].nkernels : 0;
+  row_kinds w = kinds_of(rows, n);
   int passes[RUN_NPASSES], np = row_passes(rows, n, passes);
-  rpt_init(t, "kernels",
+  char title[sizeof t->title];
+  snprintf(title, sizeof title, "%s%s",
            "Kernel times: median ms after warm-up, L2 flushed; TFLOP/s by the paper's count at the "
            "kernel's own tile (the backward's, bwd: 2.5 times the forward's count at the "
            "backward's tile); eff = TFLOP/s over the full mask's; speedup = noskip / skip beside "
            "the ideal 1 / (1 - rho); inst = instrumented overhead; classes = the instrumented "
-           "kernel's tile classes against the CPU's; DRAM read over the compulsory bytes");
+           "kernel's tile classes against the CPU's; DRAM read over the compulsory bytes",
+           w.predicted ? "; predicted = the timing model's time on the run's GPU profile, its "
+                         "error = predicted / measured - 1" : "");
+  rpt_init(t, "kernels", title);
   rpt_col(t, "D");
   rpt_col(t, "S");
   rpt_col(t, "family");
   for (int pi = 0; pi < np; pi++)
     for (int k = 0; k < nk; k++) {
       char name[32];
-      kernel_columns(t, pass_label(name, sizeof name, rows[0].k[k].kernel, passes[pi]));
+      kernel_columns(t, pass_label(name, sizeof name, rows[0].k[k].kernel, passes[pi]), w);
     }
   char ratio[80];
   for (int pi = 0; nk >= 2 && pi < np; pi++) {
@@ -316,7 +363,7 @@ void report_kernel_table(const case_row *rows, int n, rpt_table *t) {
     rpt_cell(t, "%lld", (long long)r->seqlen);
     rpt_cell(t, "%s", r->family);
     for (int pi = 0; pi < np; pi++)
-      for (int k = 0; k < nk; k++) kernel_cells(t, rows, n, r, k, passes[pi]);
+      for (int k = 0; k < nk; k++) kernel_cells(t, rows, n, r, k, passes[pi], w);
     for (int pi = 0; nk >= 2 && pi < np; pi++)
       rpt_num(t, "%.2f", r->k[0].p[passes[pi]].ms / r->k[1].p[passes[pi]].ms);
     const char *note = "";
@@ -377,6 +424,42 @@ static void summary_kernels(FILE *f, const case_row *rows, int n) {
     }
 }
 
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* The predictions: which profile, how many passes, and against the measured
+ * times the median and worst |predicted / measured - 1|. */
+static void summary_predictions(FILE *f, const gpu_step *g, const case_row *rows, int n) {
+  for (int k = 0; k < g->nkernels; k++) {
+    const fm_gpu_profile *p = g->profile[k];
+    if (!p) continue;
+    int npred = 0, nerr = 0, missing = 0;
+    double *err = malloc(sizeof *err * (size_t)(2 * n + 1));
+    for (int i = 0; err && i < n; i++)
+      for (int q = 0; k < rows[i].nkernels && q < RUN_NPASSES; q++) {
+        const run_pass_rec *x = &rows[i].k[k].p[q];
+        npred += isfinite(x->pred_ms);
+        missing += x->pred_note[0] != 0;
+        if (isfinite(x->pred_ms) && isfinite(x->ms)) err[nerr++] = fabs(x->pred_ms / x->ms - 1);
+      }
+    fprintf(f, "- Kernel %s predicted by the timing model with profile `%s` (%s, measured %s): %d "
+               "pass%s predicted", fm_kernel_get(g->kernel[k])->name, p->name, p->gpu, p->date,
+            npred, npred == 1 ? "" : "es");
+    if (missing)
+      fprintf(f, ", %d without a fit (`run.json`, prediction_notes)", missing);
+    if (nerr) {
+      qsort(err, (size_t)nerr, sizeof *err, cmp_double);
+      double med = nerr % 2 ? err[nerr / 2] : 0.5 * (err[nerr / 2 - 1] + err[nerr / 2]);
+      fprintf(f, "; against the measured times, |error| median %.1f%%, worst %.1f%% over %d", 100 * med,
+              100 * err[nerr - 1], nerr);
+    }
+    fprintf(f, ".\n");
+    free(err);
+  }
+}
+
 static void summary_sweep(FILE *f, const case_row *rows, int n) {
   int nk = n ? (int)rows[0].nkernels : 0;
   int passes[RUN_NPASSES], np = row_passes(rows, n, passes);
@@ -433,6 +516,7 @@ static void summary(FILE *f, runner_ctx *rc, const case_row *rows, int n) {
   if (s->report == FM_SCN_REPORT_SWEEP) summary_sweep(f, rows, n);
   if (s->report == FM_SCN_REPORT_MEMORY) summary_memory(f, rows, n);
   if (g->wanted) summary_kernels(f, rows, n);
+  summary_predictions(f, g, rows, n);
   fprintf(f, "- Files: traces in `cases/ID/`, the index in `index.csv` and `index.json`, every "
              "table of this report in `tables/` as CSV, LaTeX and text (the per-case table: "
              "`tables/cases.csv`).\n\n");
@@ -504,11 +588,11 @@ static int report_section(runner_ctx *rc, FILE *f, const case_row *rows, int n) 
   return rc_;
 }
 
-/* The kernel table: inline when kernels were timed; the model alone (tiles,
- * rho, bytes without times) goes to the CSV only. */
+/* The kernel table: inline when kernels were timed or predicted; the model
+ * alone (tiles, rho, bytes without times) goes to the CSV only. */
 static int kernel_section(runner_ctx *rc, FILE *f, const case_row *rows, int n) {
   rpt_table t;
-  int timed = 0;
+  int timed = kinds_of(rows, n).predicted;
   for (int i = 0; i < n; i++) timed |= (int)rows[i].gpu_ran;
   char names[80] = "";
   for (int k = 0; n && k < rows[0].nkernels; k++)

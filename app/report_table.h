@@ -9,7 +9,7 @@
 
 #include "fm_status.h"
 
-#define RPT_MAX_COLS 48
+#define RPT_MAX_COLS 64
 
 typedef struct rpt_table {
   char name[48];             /* file stem of its exports: NAME.csv, NAME.tex */

@@ -236,6 +236,22 @@ static int reusable(runner_ctx *rc, const char *dir, case_row *row) {
   return row->gpu_ran && !strcmp(row->gpu_settings, settings);
 }
 
+/* A reused case whose predictions came from another profile (or none) than
+ * this run's: predicted again on its mask (built anew), its row rewritten;
+ * its measurements stay. 0, or -1 after printing. */
+static int refresh_predictions(runner_ctx *rc, const fm_scn_case *c, const char *dir, case_row *row) {
+  const gpu_step *g = rc->gpu;
+  int stale = 0;
+  for (int k = 0; k < row->nkernels; k++) stale |= strcmp(row->k[k].profile, g->profile_sig[k]) != 0;
+  if (!stale) return 0;
+  fm_colmask *m = NULL;
+  fm_family_used used;
+  if (case_build_mask(rc, c, &m, &used)) return -1;
+  for (int k = 0; k < row->nkernels; k++) gpu_step_predict(g, rc, c, m, k, &row->k[k]);
+  fm_colmask_destroy(m);
+  return case_row_save(rc, c, dir, row);
+}
+
 /* One line per case (a bar on a terminal); with the kernels' times when timed. */
 static void progress(const char *cmd, int done, int total, const case_row *r, double elapsed,
                      int tty) {
@@ -247,12 +263,20 @@ static void progress(const char *cmd, int done, int total, const case_row *r, do
     if (done == total) fputc('\n', stderr);
     return;
   }
-  char times[400] = "";
+  char times[600] = "", pred[48];
   for (int k = 0; k < r->nkernels; k++)
-    for (int q = 0; q < RUN_NPASSES; q++)
-      if (isfinite(r->k[k].p[q].ms))
-        snprintf(times + strlen(times), sizeof times - strlen(times), " %s%s %.3f ms (%.1f TFLOP/s)",
-                 r->k[k].kernel, q == RUN_BWD ? " bwd" : "", r->k[k].p[q].ms, r->k[k].p[q].tflops);
+    for (int q = 0; q < RUN_NPASSES; q++) {
+      const run_pass_rec *x = &r->k[k].p[q];
+      size_t at = strlen(times);
+      const char *name = r->k[k].kernel, *pass = q == RUN_BWD ? " bwd" : "";
+      pred[0] = 0;
+      if (isfinite(x->pred_ms)) snprintf(pred, sizeof pred, ", predicted %.3f ms", x->pred_ms);
+      if (isfinite(x->ms))
+        snprintf(times + at, sizeof times - at, " %s%s %.3f ms (%.1f TFLOP/s%s)", name, pass, x->ms,
+                 x->tflops, pred);
+      else if (isfinite(x->pred_ms))
+        snprintf(times + at, sizeof times - at, " %s%s predicted %.3f ms", name, pass, x->pred_ms);
+    }
   fprintf(stderr, "fmsim %s: [%d/%d] %s rho %.3f%s (elapsed %.1fs, ETA %.0fs)\n", cmd, done, total,
           r->id, r->rho, times, elapsed, eta);
 }
@@ -278,6 +302,7 @@ static int run_cases(runner_ctx *rc, const fm_scn_case *cases, int n, case_row *
     if (run_stop_requested()) return stopped(rc, done, n, tty);
     if (reusable(rc, dir, &rows[i])) {
       (*reused)++;
+      if (refresh_predictions(rc, &cases[i], dir, &rows[i])) return FM_EXIT_USAGE;
     } else {
       char row_path[4600];
       snprintf(row_path, sizeof row_path, "%s/row.tsv", dir);
@@ -298,32 +323,38 @@ static int run_cases(runner_ctx *rc, const fm_scn_case *cases, int n, case_row *
 static int run_scenario(runner_ctx *rc, const fm_scn_case *cases, int n) {
   char path[4300];
   fm_err err;
+  gpu_step g;
   if (preflight(rc, cases, n)) return FM_EXIT_USAGE;
-  snprintf(path, sizeof path, "%s/cases", rc->o->out);
-  if (fm_mkdir_p(path, &err) != FM_OK) {
-    cli_error(rc->o->cmd, "%s", err.msg);
+  rc->gpu = &g; /* the kernels and their profiles before anything is written */
+  gpu_step_open(&g, rc, cases, n);
+  if (gpu_step_profiles(&g, rc)) {
+    gpu_step_close(&g);
     return FM_EXIT_USAGE;
   }
+  snprintf(path, sizeof path, "%s/cases", rc->o->out);
   int lock = -1, reused = 0, code;
-  if (lock_out(rc, &lock)) return FM_EXIT_USAGE;
+  int made = fm_mkdir_p(path, &err) == FM_OK;
+  if (!made) cli_error(rc->o->cmd, "%s", err.msg);
+  if (!made || lock_out(rc, &lock)) {
+    gpu_step_close(&g);
+    return FM_EXIT_USAGE;
+  }
   sweep_stale(rc);
   case_row *rows = calloc((size_t)n, sizeof *rows);
-  gpu_step g;
-  rc->gpu = &g;
   if (!rows || run_stop_begin()) {
     free(rows);
     unlock_out(rc, lock);
+    gpu_step_close(&g);
     cli_error(rc->o->cmd, "out of memory");
     return FM_EXIT_FAIL;
   }
-  gpu_step_open(&g, rc, cases, n);
   if (g.wanted && g.skip_reason[0])
     fprintf(stderr, "fmsim %s: GPU step skipped: %s\n", rc->o->cmd, g.skip_reason);
   code = run_cases(rc, cases, n, rows, &reused);
   run_stop_end();
-  gpu_step_close(&g);
   if (code == FM_EXIT_OK && (index_write(rc, rows, n) || report_write(rc, rows, n)))
     code = FM_EXIT_FAIL;
+  gpu_step_close(&g);
   if (code == FM_EXIT_OK && !rc->o->quiet)
     printf("%d cases (%d from an earlier run) -> %s/report.md\n", n, reused, rc->o->out);
   free(rows);
@@ -429,8 +460,10 @@ int runner_run(const fm_scenario *s, const runner_opts *o) {
     cli_error(o->cmd, "%s: no case matches --only '%s'", s->path, o->only ? o->only : "");
     code = FM_EXIT_USAGE;
   }
+  if (code == FM_EXIT_OK && gpu_step_profile_load(&rc)) code = FM_EXIT_USAGE;
   if (code == FM_EXIT_OK) code = o->single ? run_single(&rc, &cases[0]) : run_scenario(&rc, cases, kept);
   free(cases);
+  free(rc.profile);
   fm_samples_free(&rc.samples);
   return code;
 }

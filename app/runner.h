@@ -35,8 +35,9 @@
 #include "fm_trace.h"
 
 /* One pass of one kernel of the GPU step on one case, at that pass's tile.
- * The CPU half (tile, rho, model) is known without a GPU; times and counters
- * are NAN when not measured; br = 0 when the pass was not asked for. */
+ * The CPU half (tile, rho, model, the timing model's prediction) is known
+ * without a GPU; times and counters are NAN when not measured; br = 0 when
+ * the pass was not asked for. */
 typedef struct run_pass_rec {
   int64_t br, bc;           /* the kernel's tile for the pass at the case's head dim */
   double rho;               /* min/max rule at that tile */
@@ -49,6 +50,8 @@ typedef struct run_pass_rec {
   double inst_overhead;     /* instrumented / plain - 1, both timed interleaved (NaN: not timed) */
   int64_t class_mismatches; /* instrumented classes vs the CPU's, -1: not compared */
   double dram_read, dram_write, l2_read; /* CUPTI Range Profiler bytes */
+  double pred_ms;           /* the timing model's time of the scenario's variant (NAN: none) */
+  char pred_note[160];      /* why there is none when a profile was given ("" otherwise) */
 } run_pass_rec;
 
 /* The passes of a record: p[RUN_FWD], p[RUN_BWD]. */
@@ -59,6 +62,7 @@ static inline fm_pass run_pass_of(int i) { return i == RUN_BWD ? FM_PASS_BWD : F
 typedef struct run_kernel_rec {
   char kernel[16];          /* registry name of the resolved kernel ("sm80") */
   char status[160];         /* "" when it ran; else why not (the kernel as a whole) */
+  char profile[160];        /* the profile of the predictions, "NAME #HASH" ("" : none) */
   run_pass_rec p[RUN_NPASSES];
 } run_kernel_rec;
 
@@ -120,6 +124,7 @@ double runner_now(void);
 /* ---- shared between the runner's files ---------------------------------------------- */
 
 typedef struct gpu_step gpu_step;
+struct fm_gpu_profile;
 
 /* What the whole run shares. */
 typedef struct runner_ctx {
@@ -127,6 +132,7 @@ typedef struct runner_ctx {
   const runner_opts *o;
   fm_sample_set samples;
   gpu_step *gpu;
+  struct fm_gpu_profile *profile; /* the scenario's (profile:, --gpu), NULL: none; owned */
   char tile_note[300]; /* single form on the CPU: where its tile size came from */
   char where[4200];    /* scratch for error prefixes */
   char label[300];

@@ -2,6 +2,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "timing_cli.h"
 
+#include <ctype.h>
 #include <dirent.h>
 #include <stdio.h>
 #include <string.h>
@@ -47,14 +48,34 @@ static int profile_path(const char *name, char *path, size_t cap) {
   return is_file(path) ? 0 : -1;
 }
 
-static int load_checked(const char *cmd, const char *path, const char *label, fm_kernel_id kernel,
-                        int32_t head_dim, fm_gpu_profile *out) {
+int timing_profile_open(const char *cmd, const char *what, const char *name, fm_gpu_profile *out) {
+  char path[4096], names[1024];
   fm_err err;
+  int found = profile_path(name, path, sizeof path) == 0;
+  if (!found && strchr(name, '/')) { /* a path: not a name of data/gpu either */
+    cli_error(cmd, "%s: no such profile file", what);
+    return -1;
+  }
+  if (!found) {
+    known_profiles(names, sizeof names);
+    cli_error(cmd, "%s: no such profile file, and no %s/gpu/%s.json (profiles: %s)", what,
+              FM_DATA_DIR, name, names);
+    return -1;
+  }
   if (fm_profile_load(path, out, &err) != FM_OK) {
     cli_error(cmd, "GPU profile %s", err.msg);
     return -1;
   }
-  snprintf(out->name, sizeof out->name, "%s", label);
+  snprintf(out->name, sizeof out->name, "%s", name);
+  return 0;
+}
+
+/* The profile label (a name or a file), for kernel (auto: any) and head dim. */
+static int load_checked(const char *cmd, const char *label, fm_kernel_id kernel, int32_t head_dim,
+                        fm_gpu_profile *out) {
+  char what[300];
+  snprintf(what, sizeof what, "--gpu %s", label);
+  if (timing_profile_open(cmd, what, label, out)) return -1;
   const char *pk = fm_kernel_get(out->kernel)->name;
   if (kernel != FM_KERNEL_AUTO && kernel != out->kernel) {
     cli_error(cmd, "GPU profile %s is for kernel %s, not %s (give the %s profile, or --kernel %s)",
@@ -76,20 +97,12 @@ int timing_profile_load(const char *cmd, const char *gpu, fm_kernel_id kernel, i
                         fm_gpu_profile *out, char *note, size_t note_cap) {
   char path[4096], names[1024];
   note[0] = 0;
-  if (gpu) {
-    if (profile_path(gpu, path, sizeof path)) {
-      known_profiles(names, sizeof names);
-      cli_error(cmd, "--gpu %s: no such profile file, and no %s/gpu/%s.json (profiles: %s)", gpu,
-                FM_DATA_DIR, gpu, names);
-      return -1;
-    }
-    return load_checked(cmd, path, gpu, kernel, head_dim, out);
-  }
+  if (gpu) return load_checked(cmd, gpu, kernel, head_dim, out);
   fm_kernel_id want = kernel;
   if (want == FM_KERNEL_AUTO && fm_kernel_auto(-1, -1, &want, NULL) != FM_OK) want = FM_KERNEL_SM80;
   char name[64];
   snprintf(name, sizeof name, "h200-%s", fm_kernel_get(want)->name);
-  if (!profile_path(name, path, sizeof path)) return load_checked(cmd, path, name, kernel, head_dim, out);
+  if (!profile_path(name, path, sizeof path)) return load_checked(cmd, name, kernel, head_dim, out);
   if (kernel == FM_KERNEL_AUTO) /* the next kernel by preference that has an H200 profile */
     for (int pref = fm_kernel_get(want)->preference - 1; pref >= 0; pref--)
       for (int k = 0; k < FM_NKERNELS; k++) {
@@ -99,7 +112,7 @@ int timing_profile_load(const char *cmd, const char *gpu, fm_kernel_id kernel, i
         if (d->preference != pref || profile_path(alt, path, sizeof path)) continue;
         snprintf(note, note_cap, "fmsim %s: note: no H200 profile for kernel %s yet (%s.json); "
                  "predicting for kernel %s with %s", cmd, fm_kernel_get(want)->name, name, d->name, alt);
-        return load_checked(cmd, path, alt, FM_KERNEL_AUTO, head_dim, out);
+        return load_checked(cmd, alt, FM_KERNEL_AUTO, head_dim, out);
       }
   known_profiles(names, sizeof names);
   cli_error(cmd, "no H200 profile for kernel %s (%s/gpu/%s.json; profiles: %s): fit one with "
@@ -107,22 +120,61 @@ int timing_profile_load(const char *cmd, const char *gpu, fm_kernel_id kernel, i
   return -1;
 }
 
+void timing_gpu_short_name(const char *device, char *out, size_t cap) {
+  static const char *const vendor[] = {"nvidia", "geforce", "tesla", "quadro"};
+  char word[128];
+  size_t at = 0;
+  int digit = 0;
+  out[0] = 0;
+  for (const char *p = device; *p && !digit && cap > 1;) {
+    size_t n = 0;
+    while (*p == ' ') p++;
+    while (*p && *p != ' ' && n + 1 < sizeof word) word[n++] = (char)tolower((unsigned char)*p++);
+    while (*p && *p != ' ') p++;
+    word[n] = 0;
+    int skip = 0;
+    for (size_t v = 0; v < sizeof vendor / sizeof vendor[0]; v++) skip |= !strcmp(word, vendor[v]);
+    for (size_t i = 0; !skip && i < n && isalnum((unsigned char)word[i]) && at + 1 < cap; i++) {
+      digit |= isdigit((unsigned char)word[i]) != 0;
+      out[at++] = word[i];
+    }
+    out[at] = 0;
+  }
+}
+
+int timing_default_profile(const char *device, fm_kernel_id kernel, char *name, size_t name_cap,
+                           char *path, size_t path_cap) {
+  char gpu[64];
+  timing_gpu_short_name(device, gpu, sizeof gpu);
+  if (!gpu[0]) return 0;
+  snprintf(name, name_cap, "%s-%s", gpu, fm_kernel_get(kernel)->name);
+  snprintf(path, path_cap, "%s/gpu/%s.json", FM_DATA_DIR, name);
+  return is_file(path);
+}
+
+fm_status timing_predict(const fm_gpu_profile *prof, const fm_colmask *m, const fm_timing_problem *pb,
+                         fm_timing_result *out, fm_err *err) {
+  const fm_timing_coef *c = fm_profile_coef(prof, pb->pass, pb->head_dim);
+  if (!c && pb->pass == FM_PASS_BWD && prof->nbwd == 0)
+    return fm_fail(err, FM_EUNSUPPORTED, "%s has no backward fit", prof->name);
+  if (!c)
+    return fm_fail(err, FM_EUNSUPPORTED, "%s has no %s fit for head dim %d", prof->name,
+                   fm_pass_name(pb->pass), pb->head_dim);
+  fm_timing_work w;
+  fm_status st = fm_timing_work_init(&w, m, c->br, c->bc, err);
+  if (st == FM_OK) st = fm_timing_predict(prof, &w, pb, out, err);
+  fm_timing_work_free(&w);
+  return st;
+}
+
 int timing_cli_predict_mask(const char *cmd, const fm_gpu_profile *prof, const fm_colmask *m,
                             int64_t batch, int64_t heads, int32_t head_dim, fm_json *j) {
   const fm_timing_coef *c = fm_profile_coef(prof, FM_PASS_FWD, head_dim);
-  fm_timing_work w;
   fm_timing_result r;
   fm_timing_problem pb = {.batch = batch, .heads = heads, .head_dim = head_dim,
                           .pass = FM_PASS_FWD, .variant = FM_VARIANT_SKIP};
   fm_err err;
-  if (!c) {
-    cli_error(cmd, "GPU profile %s has no coefficients for head dim %d", prof->name, head_dim);
-    return -1;
-  }
-  fm_status st = fm_timing_work_init(&w, m, c->br, c->bc, &err);
-  if (st == FM_OK) st = fm_timing_predict(prof, &w, &pb, &r, &err);
-  fm_timing_work_free(&w);
-  if (st != FM_OK) {
+  if (timing_predict(prof, m, &pb, &r, &err) != FM_OK) {
     cli_error(cmd, "%s", err.msg);
     return -1;
   }

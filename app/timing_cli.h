@@ -1,6 +1,7 @@
-/* timing_cli.h — what `fmsim predict` and `fmsim analyze --gpu` share: finding
- * and loading a GPU profile of the timing model (core/fm_timing.h), and one
- * prediction of a mask at its kernel's tile. */
+/* timing_cli.h — what `fmsim predict`, `fmsim analyze --gpu` and the scenario
+ * runner (profile:, run --gpu, bench --gpu) share: finding and loading a GPU
+ * profile of the timing model (core/fm_timing.h), the profile a GPU has by
+ * default, and one prediction of a mask at its kernel's tile. */
 #ifndef FM_TIMING_CLI_H
 #define FM_TIMING_CLI_H
 
@@ -22,6 +23,33 @@
  * on stderr, -1 (the caller exits 2). 0 on success. */
 int timing_profile_load(const char *cmd, const char *gpu, fm_kernel_id kernel, int32_t head_dim,
                         fm_gpu_profile *out, char *note, size_t note_cap);
+
+/* Loads the profile NAME: an existing file, else data/gpu/NAME[.json]; out->name
+ * becomes NAME. `what` starts the messages (e.g. "--gpu NAME" or "FILE:LINE:
+ * key 'profile': NAME"). An unknown name or a malformed file (a tile that is
+ * not the kernel's included): one line on stderr, -1. */
+int timing_profile_open(const char *cmd, const char *what, const char *name, fm_gpu_profile *out);
+
+/* The short name of a GPU as profiles are named (data/gpu/SHORT-KERNEL.json,
+ * docs/DESIGN.md, "Timing model"): the device name without its vendor words
+ * (NVIDIA, GeForce, Tesla, Quadro), lower case, up to the first word with a
+ * digit, letters and digits only: "NVIDIA H200" -> "h200", "NVIDIA H100 80GB
+ * HBM3" -> "h100", "NVIDIA A100-SXM4-80GB" -> "a100", "NVIDIA GeForce RTX
+ * 4090" -> "rtx4090". "" when nothing is left. */
+void timing_gpu_short_name(const char *device, char *out, size_t cap);
+
+/* The profile device's GPU has for kernel: data/gpu/SHORT-KERNEL.json. 1 with
+ * its name ("h200-sm90") and path when the file exists, else 0. */
+int timing_default_profile(const char *device, fm_kernel_id kernel, char *name, size_t name_cap,
+                           char *path, size_t path_cap);
+
+/* One prediction (fm_timing_predict) of pb on m at the tile (br x bc) the
+ * profile has for pb->pass and pb->head_dim, which is the kernel's own
+ * (fm_kernel_tile_size: the profile is refused otherwise). FM_EUNSUPPORTED
+ * with "NAME has no backward fit" (or "... no fwd fit for head dim D") when
+ * the profile has none; the model's own errors otherwise. O(S) memory. */
+fm_status timing_predict(const fm_gpu_profile *prof, const fm_colmask *m, const fm_timing_problem *pb,
+                         fm_timing_result *out, fm_err *err);
 
 /* The predicted forward time of m (skip variant) at the profile's kernel tile
  * for head_dim: prints one line (human) or adds "predicted" to j (JSON).

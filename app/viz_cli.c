@@ -12,6 +12,7 @@
 
 #include "dense_report.h"
 #include "fm_families.h"
+#include "timing_cli.h"
 
 void viz_cli_source_init(viz_cli_source *src) {
   memset(src, 0, sizeof *src);
@@ -39,6 +40,7 @@ int viz_cli_source_opt(const char *cmd, viz_cli_source *src, int opt, const char
   case 2003:
     if (cli_int(cmd, "--head-dim", arg, 1, 4096, &src->head_dim)) return -1;
     return 1;
+  case 2007: src->gpu = arg; return 1;
   case 'l': src->layer = arg; return 1;
   case 'z': return viz_cli_size(cmd, "--size", arg, &src->w, &src->h) ? -1 : 1;
   }
@@ -109,10 +111,26 @@ int viz_cli_layer(const char *cmd, const char *name, unsigned *layers, viz_overl
   return 0;
 }
 
-int viz_cli_open(const char *cmd, const viz_cli_source *src, viz_state *s, viz_scene **sc) {
+/* The --gpu profile has a forward fit at the scene's head dim, or says it has none. */
+static int profile_fits(const char *cmd, const viz_cli_source *src, const viz_scene *sc) {
+  int32_t D = viz_scene_head_dim(sc);
+  if (!src->gpu || fm_profile_coef(&src->profile, FM_PASS_FWD, D)) return 0;
+  char have[64] = "";
+  for (int i = 0; i < src->profile.nfwd; i++)
+    snprintf(have + strlen(have), sizeof have - strlen(have), "%s%d", i ? ", " : "",
+             src->profile.fwd[i].head_dim);
+  cli_error(cmd, "--gpu %s: the profile has no forward fit for head dim %d (it has: %s); give "
+            "--head-dim or another profile", src->gpu, D, have[0] ? have : "none");
+  return -1;
+}
+
+int viz_cli_open(const char *cmd, viz_cli_source *src, viz_state *s, viz_scene **sc) {
   const cli_mask_opts *o = &src->mask;
   *sc = NULL;
   if (src->layer && viz_cli_layer(cmd, src->layer, &s->layers, &s->overlay)) return -1;
+  char what[300];
+  snprintf(what, sizeof what, "--gpu %.280s", src->gpu ? src->gpu : "");
+  if (src->gpu && timing_profile_open(cmd, what, src->gpu, &src->profile)) return -1;
   viz_overlay want = s->overlay;
   int want_bwd = (s->layers & VIZ_LAYER_BACKWARD) != 0; /* turned on after the first sync */
   s->layers &= ~(unsigned)VIZ_LAYER_BACKWARD;
@@ -133,7 +151,8 @@ int viz_cli_open(const char *cmd, const viz_cli_source *src, viz_state *s, viz_s
                        .strict = src->strict, .reading = src->reading,
                        .batch = o->batch, .heads = o->heads, .param_family = o->family,
                        .params = o->params, .nparams = o->nparams,
-                       .samples_path = o->samples_path, .head_dim = (int32_t)src->head_dim};
+                       .samples_path = o->samples_path, .head_dim = (int32_t)src->head_dim,
+                       .profile = src->gpu ? &src->profile : NULL};
   s->seqlen = o->seqlen;
   s->sample = o->sample;
   s->seed = o->seed;
@@ -163,8 +182,12 @@ int viz_cli_open(const char *cmd, const viz_cli_source *src, viz_state *s, viz_s
     *sc = NULL;
     return -1;
   }
-  if (want == VIZ_OVERLAY_CYCLES && !s->facts.has_cycles) {
+  int bad = profile_fits(cmd, src, *sc);
+  if (!bad && want == VIZ_OVERLAY_CYCLES && !s->facts.has_cycles) {
     cli_error(cmd, "--layer %s: %s", src->layer, s->status[0] ? s->status : "no cycles in this source");
+    bad = 1;
+  }
+  if (bad) {
     viz_scene_destroy(*sc);
     *sc = NULL;
     return -1;

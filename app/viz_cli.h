@@ -10,7 +10,7 @@
       {"true-masked", no_argument, 0, 2002}, {"head-dim", required_argument, 0, 2003},        \
       {"strict", no_argument, 0, 2004}, {"layer", required_argument, 0, 'l'},                \
       {"size", required_argument, 0, 'z'}, {"bool", no_argument, 0, 2005},                     \
-      {"additive", no_argument, 0, 2006}
+      {"additive", no_argument, 0, 2006}, {"gpu", required_argument, 0, 2007}
 #define VIZ_CLI_SOURCE_HELP                                                                     \
   "  --causal             INTERVALS.npy with k = 2 is causal-2, not bidir-2 (k = 1, 4 say it)\n" \
   "  --masked-true        MASK.npy: true means masked (default: true means may attend);\n"      \
@@ -20,9 +20,13 @@
   "                       masked); the default, but a float mask of only 0 and 1 needs one\n" \
   "  --head-dim D         head dimension of the modelled bytes overlay (default 128)\n"       \
   "  --strict             INTERVALS.npy: refuse indices above Sq and starts past their end\n"  \
-  "                       (default: read as Paddle does, as Sq and as empty, with a note)\n"
+  "                       (default: read as Paddle does, as Sq and as empty, with a note)\n"  \
+  "  --gpu PROFILE        the side panel's predicted time of the mask on a GPU profile (a\n"  \
+  "                       name in data/gpu, e.g. h200-sm80, or a file; fmsim predict tells\n" \
+  "                       more): forward, and backward with the backward layer\n"
 #ifdef FM_HAVE_VIZ
 #include "cli.h"
+#include "fm_timing.h"
 #include "viz.h"
 
 /* Largest figure or window side, pixels (or points for PDF/SVG). */
@@ -39,6 +43,8 @@ typedef struct viz_cli_source {
   int64_t head_dim;        /* --head-dim: D of the modelled bytes (0: default) */
   const char *layer;       /* --layer (NULL: the state's default, both) */
   int w, h;                /* --size (0: the command's default) */
+  const char *gpu;         /* --gpu: a profile of the timing model (NULL: none) */
+  fm_gpu_profile profile;  /* loaded by viz_cli_open; the scene borrows it */
 } viz_cli_source;
 
 void viz_cli_source_init(viz_cli_source *src);
@@ -63,11 +69,13 @@ int viz_cli_size(const char *cmd, const char *opt, const char *text, int *w, int
 int viz_cli_layer(const char *cmd, const char *name, unsigned *layers, viz_overlay *overlay);
 
 /* Checks the source options (one of --family or a path), applies --layer,
- * creates the scene, sets the state's mask fields and syncs (a -bwd layer at
- * the backward's tile unless --br/--bc gave one); refuses --layer cycles (or
- * cycles-bwd) on a source without those cycles. Prints the error; 0 on
- * success. */
-int viz_cli_open(const char *cmd, const viz_cli_source *src, viz_state *s, viz_scene **sc);
+ * loads the --gpu profile into src->profile, creates the scene, sets the
+ * state's mask fields and syncs (a -bwd layer at the backward's tile unless
+ * --br/--bc gave one); refuses --layer cycles (or cycles-bwd) on a source
+ * without those cycles, and a profile that is unknown, malformed or has no
+ * forward fit at the scene's head dim. Prints the error; 0 on success (the
+ * scene borrows src->profile: keep src while it lives). */
+int viz_cli_open(const char *cmd, viz_cli_source *src, viz_state *s, viz_scene **sc);
 
 #endif
 #endif

@@ -2,6 +2,7 @@
 """Predicted against measured kernel time, case by case: the timing model's error table.
 
     validate_model.py RUN [RUN...] --profile PROFILE [--fmsim BIN] [--out TABLE.json]
+    validate_model.py RUN [RUN...] --from-index [--profile PROFILE] [--out TABLE.json]
     validate_model.py --export OUT.json TABLE [TABLE...] --gpu NAME --kernel sm80 --date YYYY-MM-DD
 
 RUN is what a GPU run left behind: a scenario run folder (`fmsim run`, `fmsim bench`:
@@ -12,6 +13,12 @@ per-family tables). Every case is predicted by `fmsim predict --json` on the ver
 run measured (its interval file, or its family rebuilt from the recorded parameters and
 seeds), with the profile's kernel; the table gives measured and predicted time and the
 relative error, and the median and worst |error| per source and over all.
+
+--from-index takes the predictions a scenario run wrote itself (`fmsim run --gpu`, `fmsim bench
+--gpu`, the profile: key, or the GPU's own profile: "predicted_ms" in index.json beside each
+time, the profile named in run.json) instead of calling `fmsim predict`: the same numbers,
+from the same function (core/fm_timing), without a second pass over the masks. A --profile
+given with it must be the one the run names.
 
 --export turns the tables that only exist as text (merged.txt, PERF_NOTES.md) into an
 fmsim-measurements file that `fmsim calibrate` reads.
@@ -47,12 +54,25 @@ def split_params(text):
     return params, seed
 
 
+def run_profiles(folder):
+    """{kernel: profile} of a scenario run's predictions (run.json: name, gpu, kernel, date),
+    {} without."""
+    path = os.path.join(folder, "run.json")
+    if not os.path.isfile(path):
+        return {}
+    with open(path) as f:
+        run = json.load(f)
+    return {p["kernel"]: p for p in run.get("profiles") or []}
+
+
 def read_scenario(folder):
     """A scenario run (`fmsim run`, `fmsim bench`): one case per index.json row, kernel and
     pass that timed it (the forward's figures in the kernel's record, the backward's in its
-    "bwd" object); the mask is the case's trace (cases/ID), predicted with --trace."""
+    "bwd" object); the mask is the case's trace (cases/ID), predicted with --trace. The run's
+    own prediction (predicted_ms) and its profile come along for --from-index."""
     with open(os.path.join(folder, "index.json")) as f:
         rows = json.load(f)
+    profiles = run_profiles(folder)
     out = []
     for r in rows:
         for kr in r.get("kernels", []):
@@ -65,7 +85,9 @@ def read_scenario(folder):
                                 family=r.get("family"), seqlen=r["seqlen"], batch=r["batch"],
                                 heads=r["heads"], head_dim=r["head_dim"], time_ms=k["time_ms"],
                                 trace=os.path.join(folder, "cases", r["id"]), pass_=pas,
-                                tile=(k["br"], k["bc"]) if k.get("br") else None))
+                                tile=(k["br"], k["bc"]) if k.get("br") else None,
+                                predicted_ms=k.get("predicted_ms"),
+                                profile=profiles.get(kr["kernel"], {}).get("name")))
     return out
 
 
@@ -199,17 +221,48 @@ def stats(errors):
             "worst_abs_error": max(a) if a else None}
 
 
+def indexed_cases(args):
+    """--from-index: the cases of scenario runs that carry the run's own prediction, and the
+    profile they name (one for all, and --profile's when given)."""
+    cases, names, entry = [], set(), None
+    for run in args.runs:
+        if not os.path.isfile(os.path.join(run, "index.json")):
+            raise SystemExit("%s: --from-index reads scenario runs (a folder with index.json)" % run)
+        profiles = run_profiles(run)
+        entry = entry or next(iter(profiles.values()), None)
+        if not profiles:
+            raise SystemExit("%s: run.json names no profile: the run made no prediction (give it "
+                             "--gpu PROFILE or profile:, or drop --from-index)" % run)
+        for c in read_scenario(run):
+            if c["profile"] and c["predicted_ms"] is not None:
+                cases.append(c)
+                names.add(c["profile"])
+    if len(names) > 1:
+        raise SystemExit("the runs were predicted with several profiles (%s): validate one at a time"
+                         % ", ".join(sorted(names)))
+    if args.profile and names and args.profile not in names:
+        raise SystemExit("--profile %s: the runs were predicted with %s" % (args.profile, names.pop()))
+    if not cases:
+        raise SystemExit("no case has both a measured and a predicted time")
+    return cases, entry
+
+
 def validate(args):
-    with open(profile_path(args.profile)) as f:
-        prof = json.load(f)
+    if args.from_index:  # the profile as run.json names it (its file need not be at hand)
+        cases, prof = indexed_cases(args)
+        args.profile = prof["name"]
+    else:
+        with open(profile_path(args.profile)) as f:
+            prof = json.load(f)
     tiles = {(name, e["head_dim"]): (e["br"], e["bc"])
              for name, key in (("fwd", "forward"), ("bwd", "backward")) for e in prof.get(key, [])}
-    cases = [c for run in args.runs for c in read_run(run)  # the profile's kernel, or unnamed;
-             if c["kernel"] in (None, prof["kernel"])       # passes and head dims it has a fit of
-             and (c["pass"], c["head_dim"]) in tiles and c["tile"] in (None, tiles[(c["pass"], c["head_dim"])])]
+    if not args.from_index:
+        cases = [c for run in args.runs for c in read_run(run)  # the profile's kernel, or unnamed;
+                 if c["kernel"] in (None, prof["kernel"])       # passes and head dims it has a fit of
+                 and (c["pass"], c["head_dim"]) in tiles and c["tile"] in (None, tiles[(c["pass"], c["head_dim"])])]
     rows = []
     for c in cases:
-        pred = predict(args.fmsim, args.profile, prof["kernel"], c)
+        pred = c["predicted_ms"] if args.from_index else predict(args.fmsim, args.profile, prof["kernel"], c)
         rows.append({"id": c["id"], "source": c["source"], "pass": c["pass"], "family": c["family"],
                      "seqlen": c["seqlen"], "batch": c["batch"], "heads": c["heads"],
                      "head_dim": c["head_dim"], "measured_ms": c["time_ms"], "predicted_ms": pred,
@@ -229,6 +282,7 @@ def validate(args):
               (s, v["cases"], 100 * v["median_abs_error"], 100 * v["worst_abs_error"]))
     if args.out:
         doc = {"format": "fmsim-model-validation", "version": 1, "profile": args.profile,
+               "predictions": "the runs' index.json" if args.from_index else "fmsim predict",
                "gpu": prof["gpu"], "kernel": prof["kernel"], "runs": args.runs, "cases": rows,
                "summary": summary}
         tmp = args.out + ".tmp"
@@ -268,6 +322,9 @@ def main():
     ap.add_argument("runs", nargs="+", metavar="RUN")
     ap.add_argument("--profile", help="GPU profile: a name in data/gpu or a path")
     ap.add_argument("--fmsim", default=os.path.join(ROOT, "build", "app", "fmsim"))
+    ap.add_argument("--from-index", action="store_true",
+                    help="take the predictions the scenario runs wrote (index.json) instead of "
+                         "calling fmsim predict")
     ap.add_argument("--out", help="write the table as JSON (fmsim-model-validation)")
     ap.add_argument("--export", metavar="OUT.json", help="write the runs as an fmsim-measurements file")
     ap.add_argument("--gpu", default="NVIDIA H200")
@@ -276,8 +333,8 @@ def main():
     args = ap.parse_args()
     if args.export:
         return export(args)
-    if not args.profile:
-        ap.error("--profile is required (or --export)")
+    if not args.profile and not args.from_index:
+        ap.error("--profile is required (or --from-index, or --export)")
     validate(args)
 
 

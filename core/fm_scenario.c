@@ -353,6 +353,18 @@ static fm_status p_pass(ctx *c, const yaml_node_t *v, const key_row *k, void *fi
   return FM_OK;
 }
 
+/* A GPU profile: a name of data/gpu (a word: no '/', no .json), or a file
+ * relative to the scenario's folder. */
+static fm_status p_profile(ctx *c, const yaml_node_t *v, const key_row *k, void *field) {
+  const char *name = scalar(v);
+  if (!name || !*name) return bad(c, v, k->name, "expected a profile name (data/gpu) or a .json file");
+  size_t n = strlen(name);
+  int file = strchr(name, '/') || (n > 5 && !strcmp(name + n - 5, ".json"));
+  fm_status st = file ? p_path(c, v, k, field) : p_string(c, v, k, field);
+  if (st == FM_OK) c->s->profile_line = line_of(v);
+  return st;
+}
+
 static fm_status one_figure(ctx *c, const yaml_node_t *w, const key_row *k, void *field) {
   (void)field;
   fm_scenario *s = c->s;
@@ -448,6 +460,7 @@ static const key_row keys[] = {
     {"kernel", AT_ROOT, p_kernels, R(kernels), NO, 0, 0},
     {"variant", AT_ROOT, p_variant, R(variant), NO, 0, 0},
     {"pass", AT_ROOT, p_pass, R(pass), NO, 0, 0},
+    {"profile", AT_ROOT, p_profile, R(profile), NO, 0, CAP(fm_scenario, profile)},
     {"warmup", AT_ROOT, p_int, R(warmup), NO, 0, 100000},
     {"reps", AT_ROOT, p_int, R(reps), NO, 1, 100000},
     {"noskip_reps", AT_ROOT, p_int, R(noskip_reps), NO, 0, 100000},

@@ -26,6 +26,10 @@
  *   variant: skip                     # skip (default), noskip or dense
  *   pass: both                        # fwd (default), bwd or both: which passes the GPU step
  *                                     # times and models (the backward at its own tile)
+ *   profile: h200-sm90                # a GPU profile of the timing model (core/fm_timing.h):
+ *                                     # a name in data/gpu, or a .json file (relative to the
+ *                                     # scenario); the GPU step writes each case's predicted
+ *                                     # time beside the measured one, for the profile's kernel
  *   warmup: 2                         # untimed launches before the timed ones (default 2)
  *   reps: 5                           # timed launches, median reported (default 5)
  *   noskip_reps: 2                    # also time the no-skip variant (default 0: not run)
@@ -124,6 +128,10 @@ typedef struct fm_scenario {
   int nkernels;
   fm_variant variant;
   fm_pass pass;                             /* FM_PASS_FWD, FM_PASS_BWD or FM_PASS_BOTH */
+  char profile[4096];                       /* timing model profile: a name in data/gpu, or a
+                                               file (resolved against the scenario's folder);
+                                               "" : none (the GPU's own where one exists) */
+  int profile_line;                         /* its line in the file (0: given on the command line) */
   int64_t warmup, reps, noskip_reps, instrument_reps;
   int count_bytes, cupti;
   /* output */

@@ -5,16 +5,20 @@
  * reach it use tiny problems and accept either outcome. */
 #include <criterion/criterion.h>
 #include <dirent.h>
+#include <math.h>
 #include <stdarg.h>
 #include <sys/stat.h>
 
 #include "fm_cost.h"
 #include "fm_families.h"
 #include "fm_kernel_traits.h"
+#include "fm_jsonr.h"
 #include "fm_kernels.h"
 #include "fm_npy.h"
 #include "fm_test_util.h"
 #include "fm_tiles.h"
+#include "fm_timing.h"
+#include "timing_cli.h"
 
 static fmt_result res;
 
@@ -548,4 +552,194 @@ Test(run_cli, bench_table_has_the_backward_by_default) {
   cr_assert(strstr(text, "\"bwd\": null") && !strstr(res.out, "bwd ms"), "%s", text);
   fmt_run(&res, "bench --help");
   cr_assert(strstr(res.out, "--pass P") && strstr(res.out, "table both, the sweep fwd"), "%s", res.out);
+}
+
+/* ---- predicted times (the timing model, core/fm_timing.h) ------------------------------- */
+
+/* A made-up sm90 profile at head dim 128, at the kernel's tiles: the forward,
+ * and with bwd the backward; scale multiplies the per-tile costs (two
+ * profiles that predict apart); bad_tile puts the forward at sm80's tile. */
+static void write_sm90_profile(const char *path, int bwd, double scale, int bad_tile) {
+  fm_gpu_profile p = {.kernel = FM_KERNEL_SM90, .sms = 132, .hbm_gbs = 4800, .nfwd = 1, .nbwd = bwd};
+  snprintf(p.gpu, sizeof p.gpu, "test GPU");
+  snprintf(p.date, sizeof p.date, "2026-01-02");
+  fm_timing_coef c = {.head_dim = 128, .ctas_per_sm = 1, .launch_us = 5, .item_us = 3,
+                      .key_tile_us = 0.01, .unmasked_us = 2 * scale, .partial_us = 3 * scale,
+                      .partial_causal_us = 3.5 * scale, .solo = 1};
+  p.fwd[0] = p.bwd[0] = c;
+  cr_assert_eq(fm_kernel_tile_size(FM_KERNEL_SM90, FM_PASS_FWD, 128, &p.fwd[0].br, &p.fwd[0].bc, NULL), FM_OK);
+  cr_assert_eq(fm_kernel_tile_size(FM_KERNEL_SM90, FM_PASS_BWD, 128, &p.bwd[0].br, &p.bwd[0].bc, NULL), FM_OK);
+  if (bad_tile)
+    cr_assert_eq(fm_kernel_tile_size(FM_KERNEL_SM80, FM_PASS_FWD, 128, &p.fwd[0].br, &p.fwd[0].bc, NULL), FM_OK);
+  fm_err err;
+  cr_assert_eq(fm_profile_save(&p, path, &err), FM_OK, "%s", err.msg);
+}
+
+/* `fmsim predict --json` of one pass of a case's trace: its time_ms. */
+static double predict_trace_ms(const char *trace, const char *profile, const char *kernel, const char *pass) {
+  char args[1600];
+  snprintf(args, sizeof args, "predict --trace %s --gpu %s --kernel %s --pass %s --json", trace, profile,
+           kernel, pass);
+  fmt_run(&res, args);
+  cr_assert_eq(res.status, 0, "fmsim %s: %s", args, res.err);
+  fm_jdoc *d = NULL;
+  cr_assert_eq(fm_jdoc_parse(res.out, strlen(res.out), "stdout", &d, NULL), FM_OK, "%s", res.out);
+  const fm_jv *tile = fm_jv_first(fm_jv_get(fm_jv_first(fm_jv_get(fm_jdoc_root(d), "passes")), "tiles"));
+  double ms = fm_jv_number(fm_jv_get(tile, "time_ms"), NAN);
+  fm_jdoc_free(d);
+  cr_assert(isfinite(ms), "%s", res.out);
+  return ms;
+}
+
+/* Checks every kernel record of dir/index.json against `fmsim predict` on the
+ * case's own mask (its trace): the forward's predicted_ms, and the
+ * backward's (or null with bwd_fit 0); predicted_error null without a time.
+ * Returns the rows checked. */
+static int check_index_predictions(const char *dir, const char *profile, const char *kernel, int bwd_fit) {
+  char path[700], trace[900];
+  snprintf(path, sizeof path, "%s/index.json", dir);
+  fm_jdoc *d = NULL;
+  fm_err err;
+  cr_assert_eq(fm_jdoc_load(path, &d, &err), FM_OK, "%s", err.msg);
+  int rows = 0;
+  for (const fm_jv *r = fm_jv_first(fm_jdoc_root(d)); r; r = fm_jv_next(r), rows++) {
+    const fm_jv *k = fm_jv_first(fm_jv_get(r, "kernels")), *b = fm_jv_get(k, "bwd");
+    snprintf(trace, sizeof trace, "%s/cases/%s", dir, fm_jv_string(fm_jv_get(r, "id")));
+    cr_assert_str_eq(fm_jv_string(fm_jv_get(k, "kernel")), kernel);
+    double want = predict_trace_ms(trace, profile, kernel, "fwd");
+    cr_assert_eq(fm_jv_number(fm_jv_get(k, "predicted_ms"), NAN), want, "%s: index %.9g, predict %.9g",
+                 trace, fm_jv_number(fm_jv_get(k, "predicted_ms"), NAN), want);
+    cr_assert_eq(fm_jv_type_of(fm_jv_get(k, "predicted_error")), FM_JV_NULL, "no time, no error");
+    if (!b || fm_jv_type_of(b) == FM_JV_NULL) continue;
+    if (bwd_fit)
+      cr_assert_eq(fm_jv_number(fm_jv_get(b, "predicted_ms"), NAN),
+                   predict_trace_ms(trace, profile, kernel, "bwd"), "%s backward", trace);
+    else
+      cr_assert_eq(fm_jv_type_of(fm_jv_get(b, "predicted_ms")), FM_JV_NULL, "%s: no backward fit", trace);
+  }
+  fm_jdoc_free(d);
+  return rows;
+}
+
+/* A CPU scenario run with profile: writes, for every case, the very number
+ * `fmsim predict` gives for the case's mask and kernel; a profile without a
+ * backward fit gives null and a note; another profile on a rerun predicts
+ * the reused cases again. */
+Test(run_cli, scenario_profile_writes_what_predict_gives) {
+  char dir[512], path[700], scn[700], prof[700], prof2[700], text[65536];
+  tmpdir(dir, sizeof dir, "run_predict");
+  snprintf(scn, sizeof scn, "%s.yaml", dir);
+  snprintf(prof, sizeof prof, "%s_fwd.json", dir);
+  snprintf(prof2, sizeof prof2, "%s_both.json", dir);
+  write_sm90_profile(prof, 0, 1.0, 0);
+  write_sm90_profile(prof2, 1, 1.5, 0);
+  FILE *f = fopen(scn, "w");
+  fprintf(f, "name: predictions\nseqlen: 1000\nbatch: 2\nheads: 3\nrun: [analyze, gpu]\nkernel: sm90\n"
+             "pass: both\nprofile: %s\nmasks:\n  - family: causal\n  - family: causal_document\n"
+             "    params: {docs: '300,500,200'}\n  - family: random_eviction\n", strrchr(prof, '/') + 1);
+  fclose(f);
+  run_ok("run %s --cpu --out %s", scn, dir);
+  cr_assert(strstr(res.err, "sm90 predicted "), "the progress line says it: %s", res.err);
+  cr_assert_eq(check_index_predictions(dir, prof, "sm90", 0), 3);
+  snprintf(path, sizeof path, "%s/run.json", dir);
+  fmt_slurp(path, text, sizeof text);
+  char want[900]; /* the key's file, found beside the scenario */
+  snprintf(want, sizeof want, "\"profile\": \"%s\"", prof);
+  cr_assert(strstr(text, want) && strstr(text, "\"profiles\": ["), "%s", text);
+  snprintf(want, sizeof want, "\"note\": \"sm90 bwd: %s has no backward fit\",", prof);
+  cr_assert(strstr(text, want) && strstr(text, "\"passes\": 3"), "the missing fit is said once, for "
+            "3 passes:\n%s", text);
+  snprintf(path, sizeof path, "%s/index.csv", dir);
+  fmt_slurp(path, text, sizeof text);
+  cr_assert(strstr(text, ",sm90_predicted_ms,sm90_predicted_error,") &&
+            strstr(text, ",sm90_bwd_predicted_ms,sm90_bwd_predicted_error"), "%s", text);
+  snprintf(path, sizeof path, "%s/report.md", dir);
+  fmt_slurp(path, text, sizeof text);
+  cr_assert(strstr(text, "| sm90 predicted ms |") && strstr(text, "3 passes predicted, 3 without a fit"),
+            "%s", text);
+  /* another profile: the cases are reused, their predictions are the new profile's */
+  run_ok("run %s --cpu --gpu %s --out %s", scn, prof2, dir);
+  cr_assert(strstr(res.out, "3 cases (3 from an earlier run)"), "%s", res.out);
+  cr_assert_eq(check_index_predictions(dir, prof2, "sm90", 1), 3);
+  unlink(scn);
+  unlink(prof);
+  unlink(prof2);
+}
+
+/* bench --gpu with --export-only: the kernel table's predictions, equal to
+ * predict's on each case's mask, in the index and in table.txt. */
+Test(run_cli, bench_gpu_export_only_writes_predictions) {
+  char dir[512], table[700], run_json[800], text[65536];
+  tmpdir(dir, sizeof dir, "bench_predict");
+  snprintf(table, sizeof table, "%s/paper-kernel-table", dir);
+  snprintf(run_json, sizeof run_json, "%s/run.json", table);
+  run_ok("bench --export-only --seqlens 512,1024 --tokens 2048 --hidden 512 --families "
+         "causal,document,random_eviction --kernel sm80 --gpu h200-sm80 --out %s", dir);
+  cr_assert(strstr(res.out, "sm80 predicted ms"), "table.txt has them too:\n%s", res.out);
+  cr_assert_eq(check_index_predictions(table, "h200-sm80", "sm80", 0), 6);
+  fmt_slurp(run_json, text, sizeof text);
+  cr_assert(strstr(text, "\"profile\": \"h200-sm80\""), "%s", text);
+}
+
+/* A bad profile: one line, exit 2, nothing written, before any case runs. */
+Test(run_cli, bad_profiles_are_refused_before_anything_runs) {
+  char dir[512], scn[700], bad[700], a[2400];
+  tmpdir(dir, sizeof dir, "run_badprof");
+  snprintf(scn, sizeof scn, "%s.yaml", dir);
+  snprintf(bad, sizeof bad, "%s_bad.json", dir);
+  FILE *f = fopen(bad, "w");
+  fputs("{\"format\": \"fmsim-gpu-profile\", \"version\": 1, \"kernel\": ", f);
+  fclose(f);
+  f = fopen(scn, "w");
+  fputs("name: bad\nseqlen: 512\nrun: [analyze, gpu]\nkernel: sm90\nprofile: h200-sm80\nmasks:\n"
+        "  - family: causal\n", f);
+  fclose(f);
+  snprintf(a, sizeof a, "run %s --cpu --out %s", scn, dir);
+  expect_error(a, 2, ".yaml:5: key 'profile': h200-sm80: the profile is for kernel sm80, and this "
+                     "run's kernels are sm90", dir);
+  snprintf(a, sizeof a, "run %s --cpu --gpu nosuch --out %s", scn, dir);
+  expect_error(a, 2, "--gpu nosuch: no such profile file", dir);
+  snprintf(a, sizeof a, "run %s --cpu --gpu %s --out %s", scn, bad, dir);
+  expect_error(a, 2, "GPU profile", dir);
+  /* a tile that is not the kernel's: an sm90 profile at sm80's tile */
+  write_sm90_profile(bad, 0, 1.0, 1);
+  snprintf(a, sizeof a, "run %s --cpu --gpu %s --out %s", scn, bad, dir);
+  expect_error(a, 2, "but kernel sm90 uses", dir);
+  snprintf(a, sizeof a, "bench --export-only --seqlens 512 --tokens 1024 --hidden 256 --families causal "
+           "--gpu h200-sm80 --out %s", dir);
+  expect_error(a, 2, "--gpu h200-sm80: the profile is for kernel sm80, and this run's kernels are sm90 "
+                     "(--kernel sm80", dir);
+  snprintf(a, sizeof a, "bench --export-only --gpu nosuch --out %s", dir);
+  expect_error(a, 2, "--gpu nosuch: no such profile file", dir);
+  snprintf(a, sizeof a, "run --family causal --cpu --gpu h200-sm80 --out %s", dir);
+  expect_error(a, 2, "--gpu: predicted times go in a scenario's index", dir);
+  f = fopen(scn, "w");
+  fputs("name: bad\nseqlen: 512\nkernel: sm80\nprofile: h200-sm80\nmasks:\n  - family: causal\n", f);
+  fclose(f);
+  snprintf(a, sizeof a, "run %s --out %s", scn, dir);
+  expect_error(a, 2, ".yaml:4: key 'profile': h200-sm80: predictions go in the GPU step's kernel "
+                     "records: add gpu to run:", dir);
+  unlink(scn);
+  unlink(bad);
+}
+
+/* The profile a GPU has by default: data/gpu/SHORT-KERNEL.json, SHORT from
+ * the device's name as profiles are named. */
+Test(run_cli, the_gpus_own_profile_by_its_short_name) {
+  static const char *const names[][2] = {
+      {"NVIDIA H200", "h200"}, {"NVIDIA H100 80GB HBM3", "h100"}, {"NVIDIA A100-SXM4-80GB", "a100"},
+      {"NVIDIA GeForce RTX 4090", "rtx4090"}, {"Tesla V100-PCIE-16GB", "v100"}, {"NVIDIA", ""},
+      {"", ""}};
+  char got[64], name[128], path[4200];
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    timing_gpu_short_name(names[i][0], got, sizeof got);
+    cr_assert_str_eq(got, names[i][1], "'%s'", names[i][0]);
+  }
+  cr_assert_eq(timing_default_profile("NVIDIA H200", FM_KERNEL_SM80, name, sizeof name, path, sizeof path), 1);
+  cr_assert_str_eq(name, "h200-sm80");
+  cr_assert(strstr(path, "/data/gpu/h200-sm80.json"), "%s", path);
+  cr_assert_eq(timing_default_profile("NVIDIA A100-SXM4-80GB", FM_KERNEL_SM80, name, sizeof name, path,
+                                      sizeof path), 0, "no A100 profile in data/gpu");
+  cr_assert_str_eq(name, "a100-sm80");
+  cr_assert_eq(timing_default_profile("NVIDIA", FM_KERNEL_SM80, name, sizeof name, path, sizeof path), 0);
 }

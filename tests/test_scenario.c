@@ -5,11 +5,13 @@
 #define _POSIX_C_SOURCE 200809L
 #include <criterion/criterion.h>
 #include <fcntl.h>
+#include <math.h>
 #include <signal.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 
+#include "fm_jsonr.h"
 #include "fm_npy.h"
 #include "fm_scenario.h"
 #include "fm_test_util.h"
@@ -304,6 +306,35 @@ Test(scenario, bad_gpu_step_keys) {
              ":2: key 'cupti': expected true or false");
   expect_bad("name: x\nmasks:\n  - family: causal\n    reps: 3\n",
              ":4: key 'reps': unknown key in a mask entry");
+}
+
+/* profile: a name of data/gpu stays a name; a file (a '/' or .json) is found
+ * beside the scenario; the key's line is kept for the runner's messages. */
+Test(scenario, profile_key_names_a_profile_or_a_file) {
+  fm_scenario *s = malloc(sizeof *s);
+  fm_err e;
+  fm_scenario_defaults(s);
+  cr_assert_eq(s->profile[0], 0, "no profile unless one is given");
+  const char *name = "name: p\nkernel: sm80\n\nprofile: h200-sm80\nmasks:\n  - family: causal\n";
+  cr_assert_eq(fm_scenario_parse(name, strlen(name), "p.yaml", "/some/dir", s, &e), FM_OK, "%s", e.msg);
+  cr_assert_str_eq(s->profile, "h200-sm80");
+  cr_assert_eq(s->profile_line, 4);
+  const char *file = "name: p\nprofile: gpus/mine.json\nmasks:\n  - family: causal\n";
+  cr_assert_eq(fm_scenario_parse(file, strlen(file), "p.yaml", "/some/dir", s, &e), FM_OK, "%s", e.msg);
+  cr_assert_str_eq(s->profile, "/some/dir/gpus/mine.json");
+  const char *bare = "name: p\nprofile: mine.json\nmasks:\n  - family: causal\n";
+  cr_assert_eq(fm_scenario_parse(bare, strlen(bare), "p.yaml", "/some/dir", s, &e), FM_OK, "%s", e.msg);
+  cr_assert_str_eq(s->profile, "/some/dir/mine.json");
+  const char *abs = "name: p\nprofile: /abs/p.json\nmasks:\n  - family: causal\n";
+  cr_assert_eq(fm_scenario_parse(abs, strlen(abs), "p.yaml", "/some/dir", s, &e), FM_OK, "%s", e.msg);
+  cr_assert_str_eq(s->profile, "/abs/p.json");
+  free(s);
+  expect_bad("name: x\nprofile: [a, b]\nmasks:\n  - family: causal\n",
+             ":2: key 'profile': expected a profile name (data/gpu) or a .json file");
+  expect_bad("name: x\nprofile: ''\nmasks:\n  - family: causal\n",
+             ":2: key 'profile': expected a profile name");
+  expect_bad("name: x\nmasks:\n  - family: causal\n    profile: h200-sm80\n",
+             ":4: key 'profile': unknown key in a mask entry");
 }
 
 Test(scenario, unknown_figure_names_its_line_and_the_registry) {
@@ -630,6 +661,92 @@ Test(scenario, sweep_report_fits_time_against_density) {
   snprintf(file, sizeof file, "%s/tables/fit.csv", out);
   fmt_slurp(file, report, sizeof report);
   cr_assert(strstr(report, "kernel,family,n,a (ms),b (ms),R^2\n"), "%s", report);
+  snprintf(args, sizeof args, "rm -rf '%s'", out);
+  cr_assert_eq(system(args), 0);
+  unlink(path);
+}
+
+/* The value of "key": NUMBER after `after` in text (NAN when absent or null). */
+static double json_number_after(const char *text, const char *after, const char *key) {
+  const char *at = strstr(text, after);
+  char want[80];
+  snprintf(want, sizeof want, "\"%s\": ", key);
+  at = at ? strstr(at, want) : NULL;
+  if (!at || !strncmp(at + strlen(want), "null", 4)) return NAN;
+  return strtod(at + strlen(want), NULL);
+}
+
+/* bench/validate_model.py on a run with measured and predicted times: its
+ * table from the index's predictions (--from-index) is the one it makes by
+ * calling `fmsim predict` on each case (skipped without python3). */
+static void validate_from_index_equals_predict(const char *out) {
+  if (system("command -v python3 >/dev/null 2>&1") != 0) {
+    cr_log_warn("python3 not found: bench/validate_model.py --from-index not checked");
+    return;
+  }
+  char args[2400], file[2][700];
+  const char *how[2] = {"--from-index", "--profile h200-sm80 --fmsim " FMSIM_BIN};
+  fm_jdoc *d[2];
+  for (int i = 0; i < 2; i++) {
+    snprintf(file[i], sizeof file[i], "%s/validation_%d.json", out, i);
+    snprintf(args, sizeof args, "python3 %s/../bench/validate_model.py %s %s --out %s >/dev/null",
+             FM_TEST_SOURCE_DIR, out, how[i], file[i]);
+    cr_assert_eq(system(args), 0, "%s", args);
+    fm_err err;
+    cr_assert_eq(fm_jdoc_load(file[i], &d[i], &err), FM_OK, "%s", err.msg);
+  }
+  const fm_jv *a = fm_jv_get(fm_jdoc_root(d[0]), "cases"), *b = fm_jv_get(fm_jdoc_root(d[1]), "cases");
+  cr_assert(fm_jv_count(a) == 2 && fm_jv_count(b) == 2, "two measured cases each");
+  for (const fm_jv *x = fm_jv_first(a), *y = fm_jv_first(b); x; x = fm_jv_next(x), y = fm_jv_next(y)) {
+    cr_assert_str_eq(fm_jv_string(fm_jv_get(x, "id")), fm_jv_string(fm_jv_get(y, "id")));
+    cr_assert_eq(fm_jv_number(fm_jv_get(x, "predicted_ms"), NAN), fm_jv_number(fm_jv_get(y, "predicted_ms"), -1),
+                 "%s: the index's prediction is predict's", fm_jv_string(fm_jv_get(x, "id")));
+  }
+  cr_assert_str_eq(fm_jv_string(fm_jv_get(fm_jdoc_root(d[0]), "profile")), "h200-sm80");
+  fm_jdoc_free(d[0]);
+  fm_jdoc_free(d[1]);
+}
+
+/* With a profile and measured times (a GPU run's rows, written here), each
+ * kernel record carries predicted / measured - 1, and the report its error
+ * column and the summary's median and worst. */
+Test(scenario, predicted_error_beside_the_measured_time) {
+  char path[512], out[512], args[1200], file[900], report[65536], text[65536];
+  run_text("prederr", "name: prederr\nseqlen: 2048\nbatch: 2\nheads: 4\ndraws: 2\n"
+                      "run: [analyze, gpu]\nkernel: sm80\nprofile: h200-sm80\nmasks:\n"
+                      "  - family: causal_document\n    params: {docs_min: 2, docs_max: 8}\n",
+           path, out, report, sizeof report);
+  cr_assert(strstr(report, "`h200-sm80` (NVIDIA H200, measured 2026-11-21): 2 passes predicted."),
+            "predicted, nothing measured yet:\n%s", report);
+  double pred[2];
+  for (int r = 0; r < 2; r++) {
+    snprintf(file, sizeof file, "%s/cases/m00-causal_document-S2048-D128-128x128-r%d/row.tsv", out, r);
+    fmt_slurp(file, text, sizeof text);
+    const char *at = strstr(text, "k[0].p[0].pred_ms\t");
+    cr_assert(at, "the row keeps the prediction:\n%s", text);
+    pred[r] = strtod(at + strlen("k[0].p[0].pred_ms\t"), NULL);
+    cr_assert_gt(pred[r], 0);
+    fake_gpu_row(file);
+  }
+  snprintf(args, sizeof args, "run %s --out %s", path, out);
+  fmt_run(&res, args);
+  cr_assert_eq(res.status, 0, "%s", res.err);
+  snprintf(file, sizeof file, "%s/index.json", out);
+  fmt_slurp(file, text, sizeof text);
+  for (int r = 0; r < 2; r++) {
+    char id[120];
+    snprintf(id, sizeof id, "\"id\": \"m00-causal_document-S2048-D128-128x128-r%d\"", r);
+    double ms = json_number_after(text, id, "time_ms"), p = json_number_after(text, id, "predicted_ms");
+    double e = json_number_after(text, id, "predicted_error");
+    cr_assert_float_eq(p, pred[r], 1e-8 * pred[r], "the reused row's prediction: %g vs %g", p, pred[r]);
+    cr_assert(isfinite(ms) && isfinite(e), "%s", text);
+    cr_assert_float_eq(e, p / ms - 1, 1e-7, "error %g, predicted %g, measured %g", e, p, ms);
+  }
+  snprintf(file, sizeof file, "%s/report.md", out);
+  fmt_slurp(file, report, sizeof report);
+  cr_assert(strstr(report, "| sm80 predicted ms | sm80 predicted error % |"), "%s", report);
+  cr_assert(strstr(report, "2 passes predicted; against the measured times, |error| median "), "%s", report);
+  validate_from_index_equals_predict(out);
   snprintf(args, sizeof args, "rm -rf '%s'", out);
   cr_assert_eq(system(args), 0);
   unlink(path);

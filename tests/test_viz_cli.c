@@ -591,3 +591,42 @@ Test(viz_cli, backward_layers_from_a_run_trace_and_from_the_cpu) {
   cr_assert_eq(r->status, 0, "%s", r->err);
   free(r);
 }
+
+/* --gpu: the side panel's predicted time; a bad profile is one line, exit 2,
+ * no file (render) and no window (view). */
+Test(viz_cli, gpu_profile_in_the_panel_and_bad_profiles_refused) {
+  const char *d = tmpdir("gpu_profile");
+  char a[2048], bad[700], path[800];
+  snprintf(bad, sizeof bad, "%s/../viz_cli_gpu_bad.json", d);
+  FILE *f = fopen(bad, "w");
+  fputs("{\"format\": \"fmsim-gpu-profile\", \"version\": 1, \"kernel\": \"sm80\"}", f);
+  fclose(f);
+  static const struct {
+    const char *render_options, *says; /* BAD: the malformed file */
+  } refused[] = {
+      {"--family causal --gpu nosuch", "--gpu nosuch: no such profile file, and no "},
+      {"--family causal --gpu BAD", "GPU profile "},
+      {"--family causal --gpu h200-sm80 --head-dim 96",
+       "--gpu h200-sm80: the profile has no forward fit for head dim 96 (it has: 128, 64)"},
+      {"--gallery --gpu h200-sm80", "a --figure draws no such panel"},
+      {"--family causal --gpu h200-sm80 --no-panel", "--no-panel leaves it out"},
+  };
+  for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+    char opts[1200];
+    const char *at = strstr(refused[i].render_options, "BAD");
+    snprintf(opts, sizeof opts, "%.*s%.700s", at ? (int)(at - refused[i].render_options) : 400,
+             refused[i].render_options, at ? bad : "");
+    snprintf(a, sizeof a, "render %s -o %s/x.png", opts, d);
+    assert_refused(d, a, refused[i].says);
+  }
+  snprintf(a, sizeof a, "view --family causal --gpu %s --bench-frames 2", bad);
+  assert_refused(d, a, "GPU profile ");
+  unlink(bad);
+  /* a good one: the figure is drawn (the panel's line: test_viz_events.c) */
+  fmt_result *r = run("render --family causal --seqlen 4096 --gpu h200-sm80 --layer both-bwd -o %s/ok.png", d);
+  cr_assert_eq(r->status, 0, "%s", r->err);
+  free(r);
+  snprintf(path, sizeof path, "%s/ok.png", d);
+  struct stat sb;
+  cr_assert(stat(path, &sb) == 0 && sb.st_size > 0);
+}

@@ -12,6 +12,7 @@
 
 #include "fm_families.h"
 #include "fm_npy.h"
+#include "fm_timing.h"
 #include "viz.h"
 #include "viz_internal.h"
 
@@ -385,7 +386,7 @@ Test(viz_events, script_lines_parse_strictly) {
 /* A causal S x S mask (1 = may attend) whose column `bad` also masks rows
  * [S/2, S/2 + S/16) and [3S/4, 3S/4 + S/32): three masked runs, which no
  * interval form holds; every other column fits causal-1. */
-static viz_scene *one_bad_column(viz_state *s, int n, int bad) {
+static viz_scene *one_bad_column_on(viz_state *s, int n, int bad, const fm_gpu_profile *prof) {
   uint8_t *a = malloc((size_t)n * n);
   for (int i = 0; i < n; i++)
     for (int j = 0; j < n; j++)
@@ -396,7 +397,7 @@ static viz_scene *one_bad_column(viz_state *s, int n, int bad) {
   int64_t shape[2] = {n, n};
   cr_assert_eq(fm_npy_save(path, FM_DT_BOOL, 2, shape, a, NULL), FM_OK);
   free(a);
-  viz_scene_opts o = {.path = path};
+  viz_scene_opts o = {.path = path, .profile = prof};
   viz_scene *sc = NULL;
   fm_err err;
   cr_assert_eq(viz_scene_create(&o, s, &sc, &err), FM_OK, "%s", err.msg);
@@ -404,6 +405,21 @@ static viz_scene *one_bad_column(viz_state *s, int n, int bad) {
   cr_assert_eq(s->facts.misfit, 1);
   cr_assert_eq(s->facts.misfit_columns, 1, "one column no form holds");
   return sc;
+}
+
+static viz_scene *one_bad_column(viz_state *s, int n, int bad) { return one_bad_column_on(s, n, bad, NULL); }
+
+/* Draws s at its size and fills items with what was drawn (the ink log):
+ * returns how many of them (at most cap). */
+static int drawn_strings(const viz_state *s, viz_ink *items, int cap) {
+  cairo_surface_t *surf = cairo_image_surface_create(CAIRO_FORMAT_ARGB32, s->width, s->height);
+  viz_ink_log log = {.items = items, .cap = cap};
+  viz_ink_log_attach(surf, &log);
+  cairo_t *cr = cairo_create(surf);
+  viz_draw(cr, s, s->width, s->height);
+  cairo_destroy(cr);
+  cairo_surface_destroy(surf);
+  return log.count < cap ? log.count : cap;
 }
 
 /* The hover lines after the mouse moved to key `key`, row `row` (token
@@ -437,21 +453,14 @@ Test(viz_events, hover_shows_the_runs_of_a_column_no_form_holds) {
   cr_assert(strstr(text, "column 11: 1 masked run, fits causal-1\n"), "%s", text);
   /* the window's panel draws these very lines */
   hover_at(&s, 10.5, 33.5, text, sizeof text);
-  cairo_surface_t *surf = cairo_image_surface_create(CAIRO_FORMAT_ARGB32, 1200, 800);
-  viz_ink items[2048];
-  viz_ink_log log = {.items = items, .cap = 2048};
-  viz_ink_log_attach(surf, &log);
-  cairo_t *cr = cairo_create(surf);
-  viz_draw(cr, &s, 1200, 800);
-  int shown = 0;
-  for (int i = 0; i < log.count && i < log.cap; i++)
+  static viz_ink items[2048];
+  int shown = 0, count = drawn_strings(&s, items, 2048);
+  for (int i = 0; i < count; i++)
     shown |= (!strcmp(items[i].text, "column 10: 3 masked runs, no interval form holds it")) |
              (!strcmp(items[i].text, "[0, 10) [32, 36) [48, 50)") << 1) |
              (!strcmp(items[i].text, "Under the cursor") << 2) |
              (!strncmp(items[i].text, "j = 10: 3 runs [0, 10) [32, 36) [48, 50)", 40) << 3);
   cr_assert_eq(shown, 15, "the panel shows the hover lines and lists the column (%x)", shown);
-  cairo_destroy(cr);
-  cairo_surface_destroy(surf);
   /* off the plot: nothing */
   viz_event leave = {.type = VIZ_EV_LEAVE};
   viz_handle_event(&s, &leave);
@@ -515,4 +524,94 @@ Test(viz_events, backward_key_moves_to_the_backward_tile_and_back) {
   const viz_key_help *h = viz_key_help_table(&n);
   for (int i = 0; i < n; i++) found |= !strcmp(h[i].keys, "b") && strstr(h[i].action, "backward");
   cr_assert(found, "the key list has b");
+}
+
+/* ---- the predicted time in the side panel (--gpu) ------------------------------------ */
+
+/* The repository's H200 profile of sm80 (data/gpu/h200-sm80.json). */
+static void h200_sm80(fm_gpu_profile *p) {
+  char path[700];
+  fm_err err;
+  snprintf(path, sizeof path, "%s/../data/gpu/h200-sm80.json", FM_TEST_SOURCE_DIR);
+  cr_assert_eq(fm_profile_load(path, p, &err), FM_OK, "%s", err.msg);
+  snprintf(p->name, sizeof p->name, "h200-sm80");
+}
+
+/* The timing model's forward time of every pair of the scene's mask, ms. */
+static double model_fwd_ms(const viz_scene *sc, const fm_gpu_profile *p, int64_t batch, int64_t heads) {
+  fm_timing_work w;
+  fm_timing_result r;
+  fm_timing_problem pb = {.batch = batch, .heads = heads, .head_dim = 128, .pass = FM_PASS_FWD,
+                          .variant = FM_VARIANT_SKIP};
+  cr_assert_eq(fm_timing_work_init(&w, viz_scene_mask(sc), 128, 64, NULL), FM_OK);
+  cr_assert_eq(fm_timing_predict(p, &w, &pb, &r, NULL), FM_OK);
+  fm_timing_work_free(&w);
+  return r.time_us / 1e3;
+}
+
+/* "predicted X ms fwd on h200-sm80 (sm80, 128x64)" with X within its three
+ * significant digits of want. */
+static void assert_predicted_line(const char *line, double want) {
+  const char *tail = " ms fwd on h200-sm80 (sm80, 128x64)";
+  cr_assert(!strncmp(line, "predicted ", 10), "%s", line);
+  char *end;
+  double got = strtod(line + 10, &end);
+  cr_assert_str_eq(end, tail, "%s", line);
+  cr_assert(fabs(got - want) <= 0.005 * want, "panel %s, model %.6g ms", line, want);
+}
+
+Test(viz_events, panel_shows_the_predicted_time_of_the_mask) {
+  fm_gpu_profile prof;
+  h200_sm80(&prof);
+  viz_state s;
+  viz_state_init(&s, 1200, 800);
+  viz_scene_opts o = {.batch = 2, .heads = 4, .profile = &prof};
+  viz_scene *sc = NULL;
+  cr_assert_eq(viz_scene_create(&o, &s, &sc, NULL), FM_OK);
+  s.seqlen = 16384;
+  cr_assert_eq(viz_scene_sync(sc, &s, NULL), FM_OK);
+  char lines[4][160];
+  cr_assert_eq(viz_prediction_lines(&s, lines, 4), 1, "the forward alone");
+  double fwd = model_fwd_ms(sc, &prof, 2, 4);
+  assert_predicted_line(lines[0], fwd);
+  /* the window's panel draws that very line */
+  static viz_ink items[2048];
+  int drawn = 0, count = drawn_strings(&s, items, 2048);
+  for (int i = 0; i < count; i++) drawn |= !strcmp(items[i].text, lines[0]);
+  cr_assert(drawn, "the panel shows '%s'", lines[0]);
+  /* the backward layer: this profile has no backward fit, and says so */
+  cr_assert(viz_toggle_backward(&s) & VIZ_DO_SYNC);
+  cr_assert_eq(viz_scene_sync(sc, &s, NULL), FM_OK);
+  cr_assert_eq(viz_prediction_lines(&s, lines, 4), 2);
+  assert_predicted_line(lines[0], fwd);
+  cr_assert_str_eq(lines[1], "predicted bwd: h200-sm80 has no backward fit");
+  /* another S: the prediction follows the new mask */
+  viz_toggle_backward(&s);
+  key(&s, 'S');
+  cr_assert_eq(viz_scene_sync(sc, &s, NULL), FM_OK);
+  cr_assert_eq(fm_colmask_sk(viz_scene_mask(sc)), 8192);
+  cr_assert_eq(viz_prediction_lines(&s, lines, 4), 1);
+  double half = model_fwd_ms(sc, &prof, 2, 4);
+  cr_assert_lt(half, 0.6 * fwd, "half the length, about a quarter of the work");
+  assert_predicted_line(lines[0], half);
+  viz_scene_destroy(sc);
+  /* no profile, no line */
+  o.profile = NULL;
+  cr_assert_eq(viz_scene_create(&o, &s, &sc, NULL), FM_OK);
+  cr_assert_eq(viz_scene_sync(sc, &s, NULL), FM_OK);
+  cr_assert_eq(viz_prediction_lines(&s, lines, 4), 0);
+  viz_scene_destroy(sc);
+}
+
+/* A mask no interval form holds runs on no kernel: no number, a reason. */
+Test(viz_events, no_prediction_for_a_mask_no_form_holds) {
+  fm_gpu_profile prof;
+  h200_sm80(&prof);
+  viz_state s;
+  viz_state_init(&s, 1200, 800);
+  viz_scene *sc = one_bad_column_on(&s, 256, 10, &prof);
+  char lines[2][160];
+  cr_assert_eq(viz_prediction_lines(&s, lines, 2), 1);
+  cr_assert_str_eq(lines[0], "predicted fwd: none: no interval form holds this mask, no kernel runs it");
+  viz_scene_destroy(sc);
 }

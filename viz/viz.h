@@ -218,6 +218,9 @@ typedef struct viz_scene_opts {
   int nparams;
   const char *samples_path; /* NULL: the built-in samples */
   int32_t head_dim;       /* for modelled bytes (0: 128, or the trace's head_dim) */
+  const struct fm_gpu_profile *profile; /* the timing model's (core/fm_timing.h): the side panel's
+                                           predicted time; NULL: none. Borrowed: it must outlive
+                                           the scene */
 } viz_scene_opts;
 
 /* Creates a scene; with a path, loads the file (one-line error naming it on
@@ -240,6 +243,9 @@ fm_status viz_scene_sync(viz_scene *sc, viz_state *s, fm_err *err);
 const fm_colmask *viz_scene_mask(const viz_scene *sc);
 const fm_tile_counts *viz_scene_counts(const viz_scene *sc); /* over every vector set */
 const char *viz_scene_label(const viz_scene *sc);            /* family name or file name */
+/* D of the modelled bytes and the predicted time: the option's, else the
+ * trace's, else 128 (after a sync). */
+int32_t viz_scene_head_dim(const viz_scene *sc);
 /* Class of tile (rt, ct) of the shown set: FM_TILE_* by min/max and exactly. */
 void viz_scene_tile_class(const viz_scene *sc, int32_t rt, int32_t ct, int *minmax, int *exact);
 
@@ -264,6 +270,16 @@ void viz_draw(cairo_t *cr, const viz_state *s, double w, double h);
  * column's masked runs and whether a form holds it. Returns the count (0 when
  * the mouse is off the mask); at most max lines of 160 bytes. */
 int viz_hover_lines(const viz_state *s, double w, double h, char (*lines)[160], int max);
+
+/* The side panel's predicted time of the mask shown (every (batch, head)
+ * pair) with the scene's profile (viz_scene_opts.profile), through the timing
+ * model (core/fm_timing.h) at the profile's tile, which is its kernel's:
+ * "predicted 12.3 ms fwd on h200-sm90 (sm90, 128x128)", and the backward's
+ * line when the backward layer is shown; a pass or head dim the profile has
+ * no fit for, or a mask no interval form holds, says so instead of a number.
+ * Cached per mask in the scene. Returns the count (0 without a profile); at
+ * most max lines of 160 bytes. */
+int viz_prediction_lines(const viz_state *s, char (*lines)[160], int max);
 
 /* Colour-blind-safe palette (Okabe-Ito), 0xRRGGBB. */
 enum {

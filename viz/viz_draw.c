@@ -550,6 +550,8 @@ static void draw_panel(cairo_t *cr, const viz_state *s, const viz_layout *l) {
   int nh = viz_hover_lines_at(s, l, lines, 24);
   panel_legend(&pp, s);
   panel_tiles(&pp, s);
+  char pred[2][160]; /* the predicted time on a GPU profile (viewer --gpu) */
+  for (int i = 0, np = viz_prediction_lines(s, pred, 2); i < np; i++) pen_line(&pp, pred[i]);
   panel_memory(&pp, sc);
   if (sc->misfit) panel_misfits(&pp, s, s->mouse_in ? 12 : 0);
   if (nh > 0) {

@@ -192,6 +192,17 @@ struct viz_scene {
   double cycles_max;
   double bytes_max;
 
+  /* predicted times of the mask (viz_notes.c), VIZ_FWD and VIZ_BWD, for the
+     mask the key fields name (a family's; a file's never changes) */
+  struct {
+    int valid, use_family, family, sample;
+    int64_t seqlen;
+    uint64_t seed;
+    double ms[2];      /* NAN: none, note[] says why */
+    int32_t br[2], bc[2];
+    char note[2][160];
+  } pred;
+
   /* data version: bumps on every change the raster depends on */
   uint64_t version;
 

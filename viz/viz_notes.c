@@ -1,13 +1,15 @@
 /* viz_notes.c — what a drawing says about its mask besides the mask itself:
  * the caption (or the title given), the legend entries (the side panel's and
  * the compact legend of small figures), the strip that marks the columns no
- * interval form holds, and the lines under the cursor, which the window's
- * panel shows and tests read (viz_hover_lines). */
+ * interval form holds, the lines under the cursor, which the window's panel
+ * shows and tests read (viz_hover_lines), and the predicted time of the mask
+ * on a GPU profile (viz_prediction_lines). */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "fm_forms.h"
+#include "fm_timing.h"
 #include "viz_internal.h"
 
 /* ---- caption ---------------------------------------------------------------- */
@@ -309,5 +311,87 @@ int viz_misfit_lines(const viz_state *s, char (*lines)[160], int max) {
   }
   if (shown < total && n < max)
     snprintf(lines[n++], 160, "\xE2\x80\xA6 %d more (fmsim check lists them)", total - shown);
+  return n;
+}
+
+/* ---- the predicted time ---------------------------------------------------------- */
+
+int32_t viz_scene_head_dim(const viz_scene *sc) { return sc->head_dim > 0 ? sc->head_dim : 128; }
+
+/* 1 when sc->pred is of the mask shown (pass q of it when q >= 0). */
+static int pred_current(const viz_scene *sc, int q) {
+  int same = sc->pred.use_family == sc->use_family &&
+             (!sc->use_family || (sc->pred.family == sc->family && sc->pred.seqlen == sc->seqlen &&
+                                  sc->pred.sample == sc->sample && sc->pred.seed == sc->seed));
+  return same && (q < 0 ? sc->pred.valid != 0 : (sc->pred.valid >> q) & 1);
+}
+
+/* Pass q (VIZ_FWD, VIZ_BWD) of every pair of the mask shown, through the
+ * timing model at the profile's tile for the pass, into sc->pred. */
+static void predict_pass(viz_scene *sc, int q) {
+  const fm_gpu_profile *p = sc->opts.profile;
+  const fm_pass pass = q == VIZ_BWD ? FM_PASS_BWD : FM_PASS_FWD;
+  const int32_t D = viz_scene_head_dim(sc);
+  const fm_timing_coef *c = fm_profile_coef(p, pass, D);
+  char *note = sc->pred.note[q];
+  if (!pred_current(sc, -1)) { /* another mask: what was kept is of the old one */
+    sc->pred.valid = 0;
+    sc->pred.use_family = sc->use_family;
+    sc->pred.family = sc->family;
+    sc->pred.seqlen = sc->seqlen;
+    sc->pred.sample = sc->sample;
+    sc->pred.seed = sc->seed;
+  }
+  sc->pred.valid |= 1 << q;
+  sc->pred.ms[q] = NAN;
+  sc->pred.br[q] = c ? c->br : 0;
+  sc->pred.bc[q] = c ? c->bc : 0;
+  note[0] = 0;
+  if (sc->misfit) {
+    snprintf(note, 160, "none: no interval form holds this mask, no kernel runs it");
+    return;
+  }
+  if (!c) {
+    if (pass == FM_PASS_BWD && p->nbwd == 0) snprintf(note, 160, "%.100s has no backward fit", p->name);
+    else snprintf(note, 160, "%.100s has no %s fit for head dim %d", p->name, fm_pass_name(pass), D);
+    return;
+  }
+  fm_timing_problem pb = {.batch = sc->batch, .heads = sc->heads, .head_dim = D, .pass = pass,
+                          .variant = FM_VARIANT_SKIP};
+  fm_timing_work w;
+  fm_timing_result r;
+  fm_err err;
+  fm_status st = fm_timing_work_init(&w, sc->mask, c->br, c->bc, &err);
+  if (st == FM_OK) st = fm_timing_predict(p, &w, &pb, &r, &err);
+  fm_timing_work_free(&w);
+  if (st == FM_OK) sc->pred.ms[q] = r.time_us / 1e3;
+  else snprintf(note, 160, "%.150s", err.msg);
+}
+
+/* "12.3", "0.0506": three significant digits, never an exponent. */
+static void format_ms(double ms, char *buf, size_t cap) {
+  if (ms >= 100) snprintf(buf, cap, "%.0f", ms);
+  else if (ms >= 10) snprintf(buf, cap, "%.1f", ms);
+  else if (ms >= 1) snprintf(buf, cap, "%.2f", ms);
+  else snprintf(buf, cap, "%.3g", ms);
+}
+
+int viz_prediction_lines(const viz_state *s, char (*lines)[160], int max) {
+  viz_scene *sc = s->scene;
+  if (!sc || !sc->valid || !sc->opts.profile || max < 1) return 0;
+  const fm_gpu_profile *p = sc->opts.profile;
+  int n = 0, bwd = (s->layers & VIZ_LAYER_BACKWARD) != 0;
+  for (int q = VIZ_FWD; q <= (bwd ? VIZ_BWD : VIZ_FWD) && n < max; q++) {
+    if (!pred_current(sc, q)) predict_pass(sc, q);
+    const char *pass = q == VIZ_BWD ? "bwd" : "fwd";
+    char ms[32];
+    if (isfinite(sc->pred.ms[q])) {
+      format_ms(sc->pred.ms[q], ms, sizeof ms);
+      snprintf(lines[n++], 160, "predicted %s ms %s on %.60s (%s, %dx%d)", ms, pass, p->name,
+               fm_kernel_get(p->kernel)->name, sc->pred.br[q], sc->pred.bc[q]);
+    } else {
+      snprintf(lines[n++], 160, "predicted %s: %.140s", pass, sc->pred.note[q]);
+    }
+  }
   return n;
 }
