@@ -189,8 +189,11 @@ want trace && step trace 60 "${C_ENV[@]}" "$FMSIM" run --family causal_document 
 # shellcheck disable=SC2086
 want verify && step verify 240 "${C_ENV[@]}" "$FMSIM" verify ${FM_VERIFY_ARGS:-}
 want ctest && step ctest 150 "${C_ENV[@]}" ctest --test-dir "$B" -L gpu --output-on-failure --timeout 140
-# compute-sanitizer on the Hopper kernels, forward and backward: three tools
+# compute-sanitizer on the Hopper kernels, forward and backward: three tools; and
+# racecheck on the self-test's ring, the kernels' mbarrier hand-off in 30 lines
 if want sanitize; then
+  step sanitize_ring 60 "${C_ENV[@]}" compute-sanitizer --tool racecheck --error-exitcode 3 \
+    "$B/kernels/fm_sm90_selftest"
   for tool in memcheck racecheck synccheck; do
     # shellcheck disable=SC2086
     step "sanitize_$tool" 200 "${C_ENV[@]}" compute-sanitizer --tool "$tool" --error-exitcode 3 \

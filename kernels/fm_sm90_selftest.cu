@@ -12,6 +12,14 @@
  *   rs128    O = P V, P (64 x 128, bf16) in registers as A fragments, V
  *            (128 keys x 128) MN-major ("transposed") from shared memory
  *   rs64     the same at head dim 64 (wgmma m64n64k16)
+ *   ring     the producer/consumer hand-off both sm90 kernels use: a two-stage
+ *            ring on mbarriers with parity waits; one warp writes a stage with
+ *            plain shared-memory stores and its lane 0 arrives on the stage's
+ *            full barrier (plain arrive, or arrive.expect_tx as the kernels'
+ *            TMA stages do), the other waits, checks every value and releases
+ *            the stage on its empty barrier. Under compute-sanitizer's
+ *            racecheck it shows whether the tool follows this ordering
+ *            (bench/h200.sh's sanitize step; kernels/PERF_NOTES.md)
  *
  * Exit 0 when every check passes, 1 on a mismatch (the first one printed), 2
  * when no sm_90 device is present. A gpu-labelled test (ctest).
@@ -53,6 +61,53 @@ __global__ void tma_kernel(const __grid_constant__ CUtensorMap map, uint16_t *ou
   }
   fmh::mbar_wait(&bar, 0);
   for (int i = threadIdx.x; i < 128 * 64; i += blockDim.x) out[i] = ((const uint16_t *)sm)[i];
+}
+
+/* ---- ring: warp 0 produces, warp 1 consumes, `rounds` rounds over 2 stages */
+template <bool EXPECT_TX> __global__ void ring_kernel(int rounds, int *bad) {
+  __shared__ uint64_t full[2], empty[2];
+  __shared__ int buf[2][32];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < 2; s++) {
+      fmh::mbar_init(&full[s], 1);
+      fmh::mbar_init(&empty[s], 1);
+    }
+    fmh::fence_barrier_init();
+  }
+  __syncthreads();
+  for (int r = 0; r < rounds; r++) {
+    const int s = r & 1;
+    const uint32_t ph = (r >> 1) & 1; /* the stage's use number, mod 2 */
+    if (warp == 0) {
+      if (r >= 2) fmh::mbar_wait(&empty[s], ph ^ 1);
+      buf[s][lane] = r * 32 + lane;
+      __syncwarp();
+      if (lane == 0) {
+        if (EXPECT_TX) fmh::mbar_arrive_expect_tx(&full[s], 0);
+        else fmh::mbar_arrive(&full[s]);
+      }
+    } else {
+      fmh::mbar_wait(&full[s], ph);
+      if (buf[s][lane] != r * 32 + lane) atomicAdd(bad, 1);
+      __syncwarp();
+      if (lane == 0) fmh::mbar_arrive(&empty[s]);
+    }
+  }
+}
+
+template <bool EXPECT_TX> static int check_ring(void) {
+  int *dbad, bad = 0;
+  CK(cudaMalloc((void **)&dbad, sizeof(int)));
+  CK(cudaMemset(dbad, 0, sizeof(int)));
+  ring_kernel<EXPECT_TX><<<1, 64>>>(64, dbad);
+  CK(cudaGetLastError());
+  CK(cudaMemcpy(&bad, dbad, sizeof(int), cudaMemcpyDeviceToHost));
+  CK(cudaFree(dbad));
+  printf("ring (%s): %s", EXPECT_TX ? "arrive.expect_tx" : "arrive", bad ? "FAIL" : "ok");
+  if (bad) printf(", %d values read out of turn", bad);
+  printf("\n");
+  return bad != 0;
 }
 
 /* ---- ss / rs: one warpgroup (128 threads) */
@@ -255,6 +310,8 @@ int main(void) {
   int bad = check_tma();
   bad |= check_mma<128>();
   bad |= check_mma<64>();
+  bad |= check_ring<false>();
+  bad |= check_ring<true>();
   printf("fm_sm90_selftest: %s\n", bad ? "FAIL" : "all ok");
   return bad ? 1 : 0;
 }
