@@ -442,3 +442,43 @@ Test(robust, view_without_a_display_exits_2_at_once) {
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 2, "%s: status %d", envs[i], WEXITSTATUS(st));
   }
 }
+
+/* The scenario runner (both forms) estimates a case's masks and per-tile
+ * arrays with core/fm_limits before it takes them: under FMSIM_MEM_LIMIT a
+ * case that does not fit is one line with the estimate, exit 2, nothing
+ * written; with room for it, the same case runs. */
+Test(robust, scenario_cases_are_checked_against_the_memory_limit) {
+  char dir[512], yaml[700], out[700], args[2048];
+  scratch(dir, sizeof dir, "runner_mem");
+  snprintf(yaml, sizeof yaml, "%s/big.yaml", dir);
+  FILE *f = fopen(yaml, "w");
+  /* 2^16 tokens in 16 x 16 tiles: 16.8 M tiles, 2 bytes each (classes, exact) */
+  fputs("name: big\nseqlen: 65536\nbr: 16\nbc: 16\nrun: [analyze]\nmasks:\n  - family: causal\n", f);
+  fclose(f);
+  snprintf(out, sizeof out, "%s/out", dir);
+  char forms[2][1600];
+  snprintf(forms[0], sizeof forms[0], "run %s --out %s", yaml, out);
+  snprintf(forms[1], sizeof forms[1], "run --family causal --seqlen 65536 --br 16 --bc 16 --cpu --out %s",
+           out);
+  const char *said[2] = {
+      "big.yaml:7: key 'masks': case m00-causal-S65536-D128-16x16's masks and per-tile arrays would "
+      "take about 34.0 MiB; this machine can give 16.0 MiB now (FMSIM_MEM_LIMIT)",
+      /* the single form keeps each tile's modelled bytes too (8 more per tile) */
+      "would take about 162.2 MiB; this machine can give 16.0 MiB now (FMSIM_MEM_LIMIT)"};
+  for (int i = 0; i < 2; i++) {
+    snprintf(args, sizeof args, "%.1900s", forms[i]);
+    setenv("FMSIM_MEM_LIMIT", "16M", 1);
+    fmt_run(&res, args);
+    cr_assert_eq(res.status, 2, "%s: %s", args, res.err);
+    cr_assert_eq(res.err_lines, 1, "%s", res.err);
+    cr_assert(strstr(res.err, said[i]), "%s", res.err);
+    cr_assert_eq(access(out, F_OK), -1, "%s: wrote %s", args, out);
+    setenv("FMSIM_MEM_LIMIT", "256M", 1);
+    fmt_run(&res, args);
+    unsetenv("FMSIM_MEM_LIMIT");
+    cr_assert_eq(res.status, 0, "%s: %s", args, res.err);
+    char rm[800];
+    snprintf(rm, sizeof rm, "rm -rf '%s'", out);
+    cr_assert_eq(system(rm), 0);
+  }
+}
