@@ -482,3 +482,51 @@ Test(robust, scenario_cases_are_checked_against_the_memory_limit) {
     cr_assert_eq(system(rm), 0);
   }
 }
+
+/* Outputs the user did not name (a scenario run's index, report, tables,
+ * figures and case files) never follow a symbolic link found in their place:
+ * the run refuses with one line and the link's target stays as it was
+ * (core/fm_fileio.h, rule 4). */
+Test(robust, scenario_outputs_do_not_follow_planted_links) {
+  char dir[512], yaml[700], out[700], victim[700], args[2048], link[1200];
+  scratch(dir, sizeof dir, "runner_links");
+  snprintf(yaml, sizeof yaml, "%s/s.yaml", dir);
+  FILE *f = fopen(yaml, "w");
+  fmt_run(&res, "render --help");
+  int figures = !strstr(res.err, "built without cairo");
+  fprintf(f, "name: s\nseqlen: 256\nbr: 32\nbc: 32\n%smasks:\n  - family: causal\n",
+          figures ? "figures: [gallery]\n" : "");
+  fclose(f);
+  snprintf(out, sizeof out, "%s/out", dir);
+  snprintf(victim, sizeof victim, "%s/victim.txt", dir);
+  /* (a case's row.tsv is unlinked before its case is redone, and its trace
+     members are test robust/trace_members_that_are_links_are_refused) */
+  const char *names[] = {"index.csv", "index.json", "run.json", "report.md", "tables/cases.csv",
+                         "figures/gallery.png"};
+  for (int i = 0; i < 6 - !figures; i++) {
+    snprintf(args, sizeof args, "rm -rf '%s'", out);
+    cr_assert_eq(system(args), 0);
+    snprintf(args, sizeof args, "run %s --out %s", yaml, out);
+    fmt_run(&res, args);
+    cr_assert_eq(res.status, 0, "%s", res.err);
+    f = fopen(victim, "w");
+    fputs("victim\n", f);
+    fclose(f);
+    snprintf(link, sizeof link, "%s/%s", out, names[i]);
+    cr_assert_eq(unlink(link), 0, "%s", link);
+    cr_assert_eq(symlink(victim, link), 0);
+    /* the same run again: the case is reused, the index and report rewritten */
+    snprintf(args, sizeof args, "run %s --out %s --only 'm00-*'", yaml, out);
+    fmt_run(&res, args);
+    cr_assert_neq(res.status, 0, "%s: followed the link", names[i]);
+    /* one line says why (after the progress line of a case that ran) */
+    const char *why = strstr(res.err, "is a symbolic link");
+    cr_assert(why && strchr(why, '\n') == res.err + strlen(res.err) - 1 &&
+              res.err_lines == 1 + (strstr(res.err, "[1/1] m00-") != NULL), "%s: %s", names[i], res.err);
+    char buf[32];
+    fmt_slurp(victim, buf, sizeof buf);
+    cr_assert_str_eq(buf, "victim\n", "%s: the link's target was written", names[i]);
+    struct stat sb;
+    cr_assert(lstat(link, &sb) != 0 || S_ISLNK(sb.st_mode), "%s: the link was replaced", names[i]);
+  }
+}

@@ -44,6 +44,11 @@ const cairo_user_data_key_t viz_raster_scale_key = {0};
 
 fm_status viz_write_figure(const char *path, viz_format fmt, double w, double h, double dpi,
                            viz_draw_fn draw, void *ctx, fm_err *err) {
+  return viz_write_figure_ex(path, 0, fmt, w, h, dpi, draw, ctx, err);
+}
+
+fm_status viz_write_figure_ex(const char *path, unsigned out_flags, viz_format fmt, double w, double h,
+                              double dpi, viz_draw_fn draw, void *ctx, fm_err *err) {
   if (!(w >= 1 && w <= VIZ_MAX_PIXELS && h >= 1 && h <= VIZ_MAX_PIXELS))
     return fm_fail(err, FM_EINVAL, "size %gx%g: width and height must be in 1..%d", w, h, VIZ_MAX_PIXELS);
   if (!(dpi >= 18 && dpi <= 2400)) return fm_fail(err, FM_EINVAL, "dpi %g must be in 18..2400", dpi);
@@ -54,7 +59,7 @@ fm_status viz_write_figure(const char *path, viz_format fmt, double w, double h,
                    dpi, pw, ph, VIZ_MAX_PIXELS);
   sink k;
   memset(&k, 0, sizeof k);
-  fm_status st = fm_atomic_open(&k.af, path, err);
+  fm_status st = fm_atomic_open_ex(&k.af, path, out_flags, err);
   if (st != FM_OK) return st;
   cairo_surface_t *surf = NULL;
   if (fmt == VIZ_FMT_PNG) {
@@ -108,7 +113,7 @@ fm_status viz_write_figure(const char *path, viz_format fmt, double w, double h,
 fm_status viz_write_png_surface(const char *path, cairo_surface_t *surface, fm_err *err) {
   sink k;
   memset(&k, 0, sizeof k);
-  fm_status st = fm_atomic_open(&k.af, path, err);
+  fm_status st = fm_atomic_open_ex(&k.af, path, FM_OUT_NOFOLLOW, err);
   if (st != FM_OK) return st;
   cairo_surface_flush(surface);
   cairo_status_t cs = cairo_surface_write_to_png_stream(surface, sink_write, &k);
