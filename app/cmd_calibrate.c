@@ -19,6 +19,7 @@
 
 #include "cli.h"
 #include "commands.h"
+#include "fm_fileio.h"
 #include "fm_intervals_io.h"
 #include "fm_json.h"
 #include "fm_jsonr.h"
@@ -262,7 +263,9 @@ static int read_measurements(const fm_jv *root, cal_set *s) {
   return 0;
 }
 
-/* The adapter: the per-case records of one run output, whatever wrote it. */
+/* The adapter: the per-case records of one run output, whatever wrote it,
+ * added to out. 0; 1 when the run holds no measured case; -1 after printing
+ * why it cannot be read. */
 static int read_run(const char *arg, cal_set *out) {
   char path[4096], dir[4096];
   struct stat sb;
@@ -296,8 +299,7 @@ static int read_run(const char *arg, cal_set *out) {
     rc = -1;
   }
   fm_jdoc_free(d);
-  if (rc == 0 && out->n == before)
-    fprintf(stderr, "fmsim calibrate: note: %s has no measured case\n", path);
+  if (rc == 0 && out->n == before) rc = 1;
   return rc;
 }
 
@@ -516,10 +518,23 @@ static int parse_fix(const char *arg, fm_fit_options *fo) {
   return -1;
 }
 
+/* A kernel's name (not auto) into *k; 0, or -1 after printing. */
+static int kernel_that_ran(const char *name, fm_kernel_id *k) {
+  fm_err err;
+  if (fm_kernel_parse(name, k, &err) != FM_OK) {
+    cli_error(cmd, "--kernel: %s", err.msg);
+    return -1;
+  }
+  if (*k == FM_KERNEL_AUTO) {
+    cli_error(cmd, "--kernel: name the kernel that ran, not auto");
+    return -1;
+  }
+  return 0;
+}
+
 /* The kernel to fit: --kernel, else the one the runs name; keeps its cases
  * (and those whose run names no kernel). */
 static int choose_kernel(cal_state *st, const char *given) {
-  fm_err err;
   const char *name = given, *other = NULL;
   for (int i = 0; !given && i < st->set.n; i++) {
     const char *k = st->set.v[i].kernel;
@@ -534,10 +549,7 @@ static int choose_kernel(cal_state *st, const char *given) {
     cli_error(cmd, "the runs hold kernels %s and %s: choose one with --kernel", name, other);
     return -1;
   }
-  if (fm_kernel_parse(name, &st->kernel, &err) != FM_OK || st->kernel == FM_KERNEL_AUTO) {
-    cli_error(cmd, "--kernel: %s", st->kernel == FM_KERNEL_AUTO ? "name the kernel that ran, not auto" : err.msg);
-    return -1;
-  }
+  if (kernel_that_ran(name, &st->kernel)) return -1;
   int n = 0;
   for (int i = 0; i < st->set.n; i++)
     if (!st->set.v[i].kernel[0] || !strcmp(st->set.v[i].kernel, name)) st->set.v[n++] = st->set.v[i];
@@ -597,7 +609,12 @@ static int parse_opts(int argc, char **argv, cal_opts *o) {
     switch (opt) {
     case CLI_OPT_ERROR: return -1;
     case 'o': o->out = optarg; break;
-    case 'k': o->kernel = optarg; break;
+    case 'k': {
+      fm_kernel_id k;
+      if (kernel_that_ran(optarg, &k)) return -1;
+      o->kernel = optarg;
+      break;
+    }
     case 'g': o->gpu = optarg; break;
     case 'd': o->date = optarg; break;
     case 'S': o->source = optarg; break;
@@ -628,6 +645,11 @@ static int parse_opts(int argc, char **argv, cal_opts *o) {
     cli_error(cmd, "--out PROFILE.json is required");
     return -1;
   }
+  fm_err err; /* before the runs are read and fitted (seconds): a target that cannot be written */
+  if (fm_output_check(o->out, 0, &err) != FM_OK) {
+    cli_error(cmd, "--out: %s", err.msg);
+    return -1;
+  }
   return 0;
 }
 
@@ -638,12 +660,20 @@ int cmd_calibrate(int argc, char **argv) {
   cal_state st;
   memset(&st, 0, sizeof st);
   int rc = FM_EXIT_USAGE;
-  for (int i = optind; i < argc; i++)
-    if (read_run(argv[i], &st.set)) goto done;
+  int empty = 0, first_empty = 0; /* runs without a measured case: noted once the fit can go on */
+  for (int i = optind; i < argc; i++) {
+    int r = read_run(argv[i], &st.set);
+    if (r < 0) goto done;
+    if (r > 0 && !empty++) first_empty = i;
+  }
   if (st.set.n == 0) {
-    cli_error(cmd, "no measured case in the runs given (did the GPU step run?)");
+    cli_error(cmd, "no measured case in %s (did the GPU step run?)",
+              empty == 1 ? argv[first_empty] : "the runs given");
     goto done;
   }
+  if (empty)
+    fprintf(stderr, "fmsim calibrate: note: %d run%s without a measured case (%s%s) left out\n", empty,
+            empty == 1 ? "" : "s", argv[first_empty], empty > 1 ? ", ..." : "");
   if (profile_header(&st, &o, argc, argv, optind)) goto done;
   st.works = calloc((size_t)st.set.n, sizeof *st.works);
   st.pred = calloc((size_t)st.set.n, sizeof *st.pred);

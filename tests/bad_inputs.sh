@@ -39,6 +39,10 @@ printf 'name: x\nseqlen: [64\n' > broken.yaml
 printf 'name: x\nmasks:\n  - family: nosuch\n' > unknown_family.yaml
 printf 'name: x\nbogus_key: 1\nmasks:\n  - family: causal\n' > unknown_key.yaml
 printf 'key +\ndrag 0 0 99999999999 0\n' > extreme.script
+printf '{"format": "fmsim-gpu-profile", broken' > broken_profile.json
+printf '{"format": "something else"}\n' > other_profile.json
+printf 'name: cpu\nseqlen: 256\nrun: [analyze]\nmasks:\n  - family: causal\n' > cpu.yaml
+"$fmsim" run cpu.yaml --out cpu_run >/dev/null 2>&1 || exit 2                  # a run no GPU timed
 printf 'hello\n' > existing.txt
 ln -s existing.txt link.txt
 ln -s nowhere dangling.npy
