@@ -343,14 +343,9 @@ static int case_work(const cal_case *c, fm_kernel_id kernel, fm_timing_work *w) 
     fm_intervals_opts lo = {.causal = c->causal, .strict = 1, .four_vectors = c->trace_columns};
     st = fm_intervals_load(c->mask_path, &lo, &m, NULL, &err);
   } else {
-    cli_mask_opts o;
-    cli_mask_opts_init(&o);
-    o.family = c->family;
-    o.seqlen = c->seqlen;
-    o.batch = c->batch;
-    o.heads = c->heads;
-    o.seed = c->seed;
-    o.sample = c->sample;
+    /* the case's own mask (its tile is the kernel's, below) */
+    cli_mask_opts o = {.family = c->family, .seqlen = c->seqlen, .sample = c->sample, .br = br,
+                       .bc = bc, .batch = c->batch, .heads = c->heads, .seed = c->seed};
     const char *p = c->params;
     for (int k = 0; k < c->nparams; k++, p += strlen(p) + 1) o.params[o.nparams++] = p;
     st = cli_family_build(&o, &m, NULL, &err);

@@ -254,10 +254,7 @@ static void header_json(fm_json *j, const pred_opts *o, const fm_gpu_profile *p,
   fm_json_int(j, "head_dim", o->head_dim);
   fm_json_object(j, "profile");
   fm_json_string(j, "name", p->name);
-  fm_json_string(j, "gpu", p->gpu);
-  fm_json_string(j, "kernel", fm_kernel_get(p->kernel)->name);
-  fm_json_string(j, "date", p->date);
-  fm_json_string(j, "fmsim_version", p->fmsim_version);
+  fm_profile_ident_json(p, j);
   fm_json_int(j, "br", c->br);
   fm_json_int(j, "bc", c->bc);
   fm_json_double(j, "fit_median_abs_error", c->fit_median_err);

@@ -11,6 +11,12 @@
 
 static fmt_result res;
 
+/* Writes text to path (replacing it). */
+static void write_text(const char *path, const char *text) {
+  FILE *f = fopen(path, "w");
+  cr_assert(f && fputs(text, f) >= 0 && fclose(f) == 0, "cannot write %s", path);
+}
+
 Test(cli, help_and_version) {
   fmt_run(&res, "--version");
   cr_assert_eq(res.status, 0);
@@ -158,9 +164,7 @@ Test(cli, bad_inputs_get_one_clear_line) {
 Test(cli, malformed_sample_file) {
   char path[512], args[700];
   snprintf(path, sizeof path, "%s/cli_samples_%d.txt", FM_TEST_TMP_DIR, (int)getpid());
-  FILE *f = fopen(path, "w");
-  fputs("Total length: 100\nSample 1, num_docs 2: [(1, 50), (2, 30]# [0, 1]\n", f);
-  fclose(f);
+  write_text(path, "Total length: 100\nSample 1, num_docs 2: [(1, 50), (2, 30]# [0, 1]\n");
   snprintf(args, sizeof args, "analyze --family document --seqlen 100 --samples %s", path);
   expect_usage_error(args, ":2: malformed sample file");
   unlink(path);
@@ -177,6 +181,12 @@ static void scratch(char *dir, size_t cap, const char *name) {
   snprintf(dir, cap, "%s/robust_%d_%s", FM_TEST_TMP_DIR, (int)getpid(), name);
   snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", dir, dir);
   cr_assert_eq(system(cmd), 0);
+}
+
+/* DIR/NAME holding text; its path into path. */
+static void scratch_file(const char *dir, const char *name, const char *text, char *path, size_t cap) {
+  snprintf(path, cap, "%s/%s", dir, name);
+  write_text(path, text);
 }
 
 /* DIR/mask.npy (dense bool 64 x 64, causal) and DIR/iv.npy (its intervals). */
@@ -352,6 +362,24 @@ static int interrupt_while_writing(const char *const argv[], const char *dir, co
   return 0;
 }
 
+/* SIGTERM, then SIGINT (Ctrl-C), sent to `fmsim ARGS` while an entry
+ * containing `part` is being written in dir (burst_out: the output, for a
+ * command that writes in one short burst; see interrupt_while_writing): each
+ * time the process dies of the signal and leaves no temporary, no staging
+ * folder and nothing named like out_name in dir. */
+static void interrupts_leave_nothing(const char *const argv[], const char *dir, const char *part,
+                                     const char *out_name, const char *burst_out) {
+  int sigs[2] = {SIGTERM, SIGINT};
+  for (int i = 0; i < 2; i++) {
+    int st = burst_out ? interrupt_while_writing(argv, dir, part, sigs[i], burst_out)
+                       : kill_when_present(argv, dir, part, sigs[i]);
+    cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == sigs[i], "%s: status %d", argv[1], st);
+    cr_assert_eq(count_entries(dir, ".tmp.") + count_entries(dir, ".staging."), 0,
+                 "%s: signal %d left a temporary or a staging folder", argv[1], sigs[i]);
+    cr_assert_eq(count_entries(dir, out_name), 0, "%s: signal %d left %s", argv[1], sigs[i], out_name);
+  }
+}
+
 /* An interval file of S = 16384 whose dense expansion (heads 4) is 1 GiB. */
 static void big_intervals(const char *dir, char *iv, size_t cap) {
   char args[1200];
@@ -367,13 +395,7 @@ Test(robust, interrupted_expand_leaves_no_temporary, .timeout = 120) {
   big_intervals(dir, iv, sizeof iv);
   snprintf(out, sizeof out, "%s/dense.npy", dir);
   const char *argv[] = {FMSIM_BIN, "expand", iv, "--bidir", "--heads", "4", "-o", out, NULL};
-  int sigs[2] = {SIGTERM, SIGINT};
-  for (int i = 0; i < 2; i++) {
-    int st = kill_when_present(argv, dir, "dense.npy.tmp.", sigs[i]);
-    cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == sigs[i], "status %d", st);
-    cr_assert_eq(count_entries(dir, ".tmp."), 0, "signal %d left a temporary", sigs[i]);
-    cr_assert_eq(count_entries(dir, "dense.npy"), 0);
-  }
+  interrupts_leave_nothing(argv, dir, "dense.npy.tmp.", "dense.npy", NULL);
   /* SIGKILL cannot be caught: the next run onto the same target sweeps it */
   int st = kill_when_present(argv, dir, "dense.npy.tmp.", SIGKILL);
   cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
@@ -395,15 +417,10 @@ Test(robust, interrupted_analyze_out_leaves_no_staging, .timeout = 120) {
   mkdir(out, 0755);
   const char *argv[] = {FMSIM_BIN, "analyze", "--family", "random_eviction", "--seqlen", "131072",
                         "--br", "16", "--bc", "16", "--out", out, NULL};
-  int sigs[2] = {SIGTERM, SIGINT}, st;
-  for (int i = 0; i < 2; i++) {
-    st = kill_when_present(argv, out, ".staging.", sigs[i]);
-    cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == sigs[i], "status %d", st);
-    cr_assert_eq(count_entries(out, ".staging."), 0, "signal %d left a staging folder", sigs[i]);
-    cr_assert_eq(count_entries(out, "summary.json"), 0);
-  }
-  st = kill_when_present(argv, out, ".staging.", SIGKILL);
-  cr_assert_eq(count_entries(out, ".staging."), 1);
+  interrupts_leave_nothing(argv, out, ".staging.", "summary.json", NULL);
+  int st = kill_when_present(argv, out, ".staging.", SIGKILL);
+  cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+  cr_assert_eq(count_entries(out, ".staging."), 1, "the killed run's staging folder is there");
   char args[1200];
   snprintf(args, sizeof args, "analyze --family causal --seqlen 64 --out %s", out);
   fmt_run(&res, args);
@@ -423,13 +440,7 @@ Test(robust, interrupted_render_leaves_no_temporary, .timeout = 120) {
   /* 4000 x 4000 pixels: the PNG is encoded and written over a few hundred ms */
   const char *argv[] = {FMSIM_BIN, "render", "--family", "causal", "--seqlen", "4096", "--size",
                         "4000x4000", "-o", out, NULL};
-  int sigs[2] = {SIGINT, SIGTERM};
-  for (int i = 0; i < 2; i++) {
-    int st = interrupt_while_writing(argv, dir, "big.png.tmp.", sigs[i], out);
-    cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == sigs[i], "status %d", st);
-    cr_assert_eq(count_entries(dir, ".tmp."), 0, "signal %d left a temporary", sigs[i]);
-    cr_assert_eq(count_entries(dir, "big.png"), 0);
-  }
+  interrupts_leave_nothing(argv, dir, "big.png.tmp.", "big.png", out);
 }
 
 Test(robust, interrupted_convert_leaves_no_temporary, .timeout = 120) {
@@ -446,13 +457,7 @@ Test(robust, interrupted_convert_leaves_no_temporary, .timeout = 120) {
   free(row);
   snprintf(out, sizeof out, "%s/wide_iv.npy", dir);
   const char *argv[] = {FMSIM_BIN, "convert", mask, "--form", "bidir-4", "-o", out, NULL};
-  int sigs[2] = {SIGINT, SIGTERM};
-  for (int i = 0; i < 2; i++) {
-    int st = interrupt_while_writing(argv, dir, "wide_iv.npy.tmp.", sigs[i], out);
-    cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == sigs[i], "status %d", st);
-    cr_assert_eq(count_entries(dir, ".tmp."), 0, "signal %d left a temporary", sigs[i]);
-    cr_assert_eq(count_entries(dir, "wide_iv"), 0);
-  }
+  interrupts_leave_nothing(argv, dir, "wide_iv.npy.tmp.", "wide_iv", out);
 }
 
 Test(robust, interrupted_run_trace_leaves_no_staging, .timeout = 120) {
@@ -486,10 +491,7 @@ Test(robust, interrupted_run_trace_leaves_no_staging, .timeout = 120) {
 Test(robust, trace_members_that_are_links_are_refused) {
   char dir[512], link[700], victim[700], args[1200];
   scratch(dir, sizeof dir, "planted");
-  snprintf(victim, sizeof victim, "%s/victim.txt", dir);
-  FILE *vf = fopen(victim, "w");
-  fputs("victim\n", vf);
-  fclose(vf);
+  scratch_file(dir, "victim.txt", "victim\n", victim, sizeof victim);
   snprintf(args, sizeof args, "%s/trace", dir);
   mkdir(args, 0755);
   snprintf(link, sizeof link, "%s/trace/tiles.npy", dir);
@@ -510,10 +512,8 @@ Test(robust, trace_members_that_are_links_are_refused) {
 Test(robust, sample_file_asking_for_48_gib) {
   char dir[512], path[700], args[1200];
   scratch(dir, sizeof dir, "samples");
-  snprintf(path, sizeof path, "%s/s.txt", dir);
-  FILE *f = fopen(path, "w");
-  fputs("Total length: 1073741824\nSample 1, num_docs 1073741824: [(0, 1)]# [0]\n", f);
-  fclose(f);
+  scratch_file(dir, "s.txt", "Total length: 1073741824\nSample 1, num_docs 1073741824: [(0, 1)]# [0]\n",
+               path, sizeof path);
   snprintf(args, sizeof args,
            "analyze --family causal_document --seqlen 1024 --samples %s", path);
   expect_usage_error(args, "cannot fit in the");
@@ -558,11 +558,10 @@ Test(robust, view_without_a_display_exits_2_at_once) {
 Test(robust, scenario_cases_are_checked_against_the_memory_limit) {
   char dir[512], yaml[700], out[700], args[2048];
   scratch(dir, sizeof dir, "runner_mem");
-  snprintf(yaml, sizeof yaml, "%s/big.yaml", dir);
-  FILE *f = fopen(yaml, "w");
   /* 2^16 tokens in 16 x 16 tiles: 16.8 M tiles, 2 bytes each (classes, exact) */
-  fputs("name: big\nseqlen: 65536\nbr: 16\nbc: 16\nrun: [analyze]\nmasks:\n  - family: causal\n", f);
-  fclose(f);
+  scratch_file(dir, "big.yaml",
+               "name: big\nseqlen: 65536\nbr: 16\nbc: 16\nrun: [analyze]\nmasks:\n  - family: causal\n",
+               yaml, sizeof yaml);
   snprintf(out, sizeof out, "%s/out", dir);
   char forms[2][1600];
   snprintf(forms[0], sizeof forms[0], "run %s --out %s", yaml, out);
@@ -598,13 +597,13 @@ Test(robust, scenario_cases_are_checked_against_the_memory_limit) {
 Test(robust, scenario_outputs_do_not_follow_planted_links) {
   char dir[512], yaml[700], out[700], victim[700], args[2048], link[1200];
   scratch(dir, sizeof dir, "runner_links");
-  snprintf(yaml, sizeof yaml, "%s/s.yaml", dir);
-  FILE *f = fopen(yaml, "w");
   fmt_run(&res, "render --help");
   int figures = !strstr(res.err, "built without cairo");
-  fprintf(f, "name: s\nseqlen: 256\nbr: 32\nbc: 32\n%smasks:\n  - family: causal\n",
-          figures ? "figures: [gallery]\n" : "");
-  fclose(f);
+  scratch_file(dir, "s.yaml",
+               figures ? "name: s\nseqlen: 256\nbr: 32\nbc: 32\nfigures: [gallery]\nmasks:\n"
+                         "  - family: causal\n"
+                       : "name: s\nseqlen: 256\nbr: 32\nbc: 32\nmasks:\n  - family: causal\n",
+               yaml, sizeof yaml);
   snprintf(out, sizeof out, "%s/out", dir);
   snprintf(victim, sizeof victim, "%s/victim.txt", dir);
   /* (a case's row.tsv is unlinked before its case is redone, and its trace
@@ -617,9 +616,7 @@ Test(robust, scenario_outputs_do_not_follow_planted_links) {
     snprintf(args, sizeof args, "run %s --out %s", yaml, out);
     fmt_run(&res, args);
     cr_assert_eq(res.status, 0, "%s", res.err);
-    f = fopen(victim, "w");
-    fputs("victim\n", f);
-    fclose(f);
+    write_text(victim, "victim\n");
     snprintf(link, sizeof link, "%s/%s", out, names[i]);
     cr_assert_eq(unlink(link), 0, "%s", link);
     cr_assert_eq(symlink(victim, link), 0);

@@ -187,6 +187,18 @@ static viz_event scripted_event(const viz_layout *l, int k) {
   return e;
 }
 
+/* One frame: the event handled, the scene brought up to date and drawn into
+ * cr's surface; its wall time in *ms. */
+static fm_status timed_frame(viz_state *s, const viz_event *e, cairo_t *cr, double *ms, fm_err *err) {
+  double t0 = now_ms();
+  fm_status st = FM_OK;
+  if (viz_handle_event(s, e) & VIZ_DO_SYNC) st = viz_scene_sync(s->scene, s, err);
+  viz_draw(cr, s, s->width, s->height);
+  cairo_surface_flush(cairo_get_target(cr));
+  *ms = now_ms() - t0;
+  return st;
+}
+
 fm_status viz_bench_frames(viz_state *s, int n, viz_bench_result *out, fm_err *err) {
   memset(out, 0, sizeof *out);
   if (n < 1) return fm_fail(err, FM_EINVAL, "--bench-frames needs at least one frame");
@@ -208,21 +220,11 @@ fm_status viz_bench_frames(viz_state *s, int n, viz_bench_result *out, fm_err *e
   viz_layout_compute(s, s->width, s->height, &l);
   for (int k = 0; k < n && st == FM_OK; k++) {
     viz_event e = scripted_event(&l, k);
-    double t0 = now_ms();
-    unsigned act = viz_handle_event(s, &e);
-    if (act & VIZ_DO_SYNC) st = viz_scene_sync(s->scene, s, err);
-    viz_draw(cr, s, s->width, s->height);
-    cairo_surface_flush(surf);
-    times[k] = now_ms() - t0;
+    st = timed_frame(s, &e, cr, &times[k], err);
   }
-  for (int k = 0; k < nrebuild && st == FM_OK; k++) {
+  for (int k = 0; k < nrebuild && st == FM_OK; k++) { /* tile-size keys: the scene rebuilt */
     viz_event e = {.type = VIZ_EV_KEY, .key = rebuild_keys[k]};
-    double t0 = now_ms();
-    unsigned act = viz_handle_event(s, &e);
-    if (act & VIZ_DO_SYNC) st = viz_scene_sync(s->scene, s, err);
-    viz_draw(cr, s, s->width, s->height);
-    cairo_surface_flush(surf);
-    rebuild[k] = now_ms() - t0;
+    st = timed_frame(s, &e, cr, &rebuild[k], err);
   }
   if (st == FM_OK) {
     qsort(times, (size_t)n, sizeof *times, cmp_double);
