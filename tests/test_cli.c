@@ -635,3 +635,29 @@ Test(robust, scenario_outputs_do_not_follow_planted_links) {
     cr_assert(lstat(link, &sb) != 0 || S_ISLNK(sb.st_mode), "%s: the link was replaced", names[i]);
   }
 }
+
+/* A trace whose columns.npy holds another Sk than its summary says is refused
+ * with both lengths (the message once read the freed mask: a use after free
+ * that fuzz/corpus/trace/crash-columns-sk-mismatch reproduces under ASan). */
+Test(robust, trace_with_columns_of_another_length) {
+  fmt_run(&res, "render --help");
+  if (strstr(res.err, "built without cairo")) cr_skip_test("no cairo: no render");
+  char dir[512], args[2048];
+  scratch(dir, sizeof dir, "sk_mismatch");
+  /* the columns of S = 64 in the trace of S = 65 (every row index still inside [0, 65]) */
+  char t64[700], t65[700];
+  snprintf(t64, sizeof t64, "%s/t64", dir);
+  snprintf(t65, sizeof t65, "%s/t65", dir);
+  snprintf(args, sizeof args, "analyze --family causal --seqlen 64 --out %s", t64);
+  fmt_run(&res, args);
+  snprintf(args, sizeof args, "analyze --family causal --seqlen 65 --out %s", t65);
+  fmt_run(&res, args);
+  snprintf(args, sizeof args, "cp %s/columns.npy %s/", t64, t65);
+  cr_assert_eq(system(args), 0);
+  snprintf(args, sizeof args, "render %s -o %s/x.png", t65, dir);
+  fmt_run(&res, args);
+  cr_assert_eq(res.status, 2, "%s", res.err);
+  cr_assert_eq(res.err_lines, 1, "%s", res.err);
+  cr_assert(strstr(res.err, "1 x 1 vector sets of Sk = 64 do not fit Sk = 65"), "%s", res.err);
+  cr_assert_eq(count_entries(dir, "x.png"), 0);
+}
