@@ -39,7 +39,7 @@ static const char *help =
     "scenarios/calibration.yaml is the calibration set: masks chosen to separate the\n"
     "coefficients.\n\n"
     "  --out FILE          the profile to write (data/gpu/GPU-KERNEL.json for fmsim predict)\n"
-    "  --kernel NAME       the kernel to fit: sm80 or sm90 (default: the one the runs timed)\n"
+    "  --kernel NAME       the kernel to fit (sm80, sm90, ...; default: the one the runs timed)\n"
     "  --gpu-name TEXT     the GPU (default: the device the runs name)\n"
     "  --sms N             its SM count (default 132 for H100/H200)\n"
     "  --hbm-gbs X         its HBM bandwidth in GB/s for the memory floor (default: known GPUs)\n"
@@ -537,7 +537,9 @@ static int choose_kernel(cal_state *st, const char *given) {
     else if (k[0] && strcmp(k, name)) other = k;
   }
   if (!name) {
-    cli_error(cmd, "the runs do not say which kernel ran: give --kernel sm80 or sm90");
+    char names[256];
+    cli_error(cmd, "the runs do not say which kernel ran: give --kernel (%s)",
+              fm_kernel_names(names, sizeof names));
     return -1;
   }
   if (other) {

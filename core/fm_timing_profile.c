@@ -144,8 +144,11 @@ static fm_status profile_from(const reader *r, const fm_jv *root, fm_gpu_profile
   if ((st = get_string(r, root, "gpu", p->gpu, sizeof p->gpu)) != FM_OK ||
       (st = get_string(r, root, "kernel", kernel, sizeof kernel)) != FM_OK)
     return st;
-  if (fm_kernel_parse(kernel, &p->kernel, &kerr) != FM_OK || p->kernel == FM_KERNEL_AUTO)
-    return bad(r, fm_jv_get(root, "kernel"), "kernel", "a kernel of the registry (sm80, sm90)");
+  if (fm_kernel_parse(kernel, &p->kernel, &kerr) != FM_OK || p->kernel == FM_KERNEL_AUTO) {
+    char names[256], want[300];
+    snprintf(want, sizeof want, "a kernel of the registry (%s)", fm_kernel_names(names, sizeof names));
+    return bad(r, fm_jv_get(root, "kernel"), "kernel", want);
+  }
   if ((st = get_int(r, root, "sms", 1, 1024, &p->sms)) != FM_OK ||
       (st = get_number(r, root, "hbm_gbs", 0, 1e6, &p->hbm_gbs)) != FM_OK ||
       (st = get_string(r, root, "date", p->date, sizeof p->date)) != FM_OK ||
