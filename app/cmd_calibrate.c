@@ -275,9 +275,9 @@ static int read_run(const char *arg, cal_set *out) {
     if (stat(path, &sb) != 0) snprintf(path, sizeof path, "%s/summary.json", arg);
   } else {
     snprintf(path, sizeof path, "%s", arg);
-    char *slash = strrchr(dir, '/');
-    snprintf(dir, sizeof dir, "%s", slash ? arg : ".");
-    if (slash) dir[slash - arg] = 0;
+    char *slash = strrchr(dir, '/'); /* the file's folder: what its relative paths start from */
+    if (!slash) snprintf(dir, sizeof dir, ".");
+    else slash[slash == dir] = 0;  /* "/f.json": "/" */
   }
   fm_err err;
   fm_jdoc *d;

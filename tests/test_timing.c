@@ -741,6 +741,12 @@ Test(calibrate_cli, reads_a_scenario_run) {
   fmt_run(&r, cmd);
   cr_assert_eq(r.status, 0, "%s", r.err);
   cr_assert(strstr(r.out, "8 cases, kernel sm80 on NVIDIA H200"), "%s", r.out);
+  /* the run's index.json named as a file: its columns read from its folder all the same */
+  snprintf(cmd, sizeof cmd, "calibrate %s/index.json --out %s --kernel sm80 --gpu-name 'NVIDIA H200'",
+           dir, out);
+  fmt_run(&r, cmd);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_assert(strstr(r.out, "8 cases, kernel sm80 on NVIDIA H200"), "%s", r.out);
   fm_gpu_profile p;
   cr_assert_eq(fm_profile_load(out, &p, NULL), FM_OK);
   cr_assert_lt(p.fwd[0].fit_worst_err, 0.02);
