@@ -28,7 +28,9 @@ test: build
 
 # Sanitizers: core, app, tests and the fuzz corpora built with ASan + UBSan
 # into their own folder (no CUDA, no viewer window), every error fatal; leaks
-# are errors except third-party ones listed in tests/lsan.supp.
+# are errors except third-party ones listed in tests/lsan.supp. The Python
+# package's tests (label python) run in `make test` only: an instrumented
+# libfmsim.so cannot be loaded into an uninstrumented python3.
 ASAN_BUILD ?= build-asan
 SAN_ENV = ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=0 \
 	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
@@ -37,7 +39,7 @@ test-asan: deps
 	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DFM_SANITIZE=address,undefined \
 	  -DFM_CUDA=OFF -DFM_WINDOW_TESTS=OFF
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
-	$(SAN_ENV) ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(JOBS) -LE notebooks
+	$(SAN_ENV) ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(JOBS) -LE 'notebooks|python'
 
 # Fuzzing: libFuzzer harnesses (fuzz/) built with clang + ASan + UBSan, each
 # run for FUZZ_SECONDS (default 60), one at a time on one core; table on stdout.

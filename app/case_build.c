@@ -213,7 +213,7 @@ static int write_gpu_json(runner_ctx *rc, const case_work *w, const char *dir) {
   snprintf(path, sizeof path, "%s/gpu.json", dir);
   fm_err err;
   fm_status st = j.oom ? fm_fail(&err, FM_ENOMEM, "out of memory writing gpu.json")
-                       : fm_write_file_atomic(path, j.buf, j.len, &err);
+                       : fm_write_file_atomic_ex(path, j.buf, j.len, FM_OUT_NOFOLLOW, &err);
   fm_json_free(&j);
   if (st != FM_OK) cli_error(rc->o->cmd, "case %s: %s", w->c->id, err.msg);
   return st == FM_OK ? 0 : -1;
@@ -314,7 +314,7 @@ int case_row_save(runner_ctx *rc, const fm_scn_case *c, const char *dir, const c
   fm_err err;
   snprintf(path, sizeof path, "%s/row.tsv", dir);
   fm_atomic_file af;
-  if (fm_atomic_open(&af, path, &err) != FM_OK || case_row_write(af.f, row) != 0 ||
+  if (fm_atomic_open_ex(&af, path, FM_OUT_NOFOLLOW, &err) != FM_OK || case_row_write(af.f, row) != 0 ||
       fm_atomic_close(&af, 1, &err) != FM_OK) {
     fm_atomic_close(&af, 0, NULL);
     cli_error(rc->o->cmd, "case %s: %s", c->id, err.msg);

@@ -87,7 +87,6 @@ static int analyze_mask(const char *cmd, const fm_colmask *m, const cli_mask_opt
 }
 
 static void print_human(const fm_analysis *a) {
-  static const char *names[FM_TILE_NCLASSES] = {"masked", "partial", "unmasked"};
   char b1[32], b2[32], b3[32], b4[32], b5[32];
   printf("family      %s (%s, form %s)\n", a->family, a->causal ? "causal" : "bidirectional",
          a->form == FM_FORM_NONE ? "none" : fm_form_name(a->form));
@@ -100,7 +99,7 @@ static void print_human(const fm_analysis *a) {
          (long long)a->counts.total);
   printf("            %16s  %16s\n", "min/max rule", "exact");
   for (int c = 0; c < FM_TILE_NCLASSES; c++)
-    printf("%-10s  %9lld %5.1f%%  %9lld %5.1f%%\n", names[c], (long long)a->counts.minmax[c],
+    printf("%-10s  %9lld %5.1f%%  %9lld %5.1f%%\n", fm_tile_class_name(c), (long long)a->counts.minmax[c],
            100.0 * (double)a->counts.minmax[c] / (double)a->counts.total,
            (long long)a->counts.exact[c],
            100.0 * (double)a->counts.exact[c] / (double)a->counts.total);

@@ -368,7 +368,7 @@ static int write_table(const bench_opts *o, const char *device, fm_pass pass, in
   fclose(f);
   fm_err err;
   snprintf(path, sizeof path, "%s/table.txt", o->out);
-  fm_status st = fm_write_file_atomic(path, buf, len, &err);
+  fm_status st = fm_write_file_atomic_ex(path, buf, len, FM_OUT_NOFOLLOW, &err);
   if (st == FM_OK) fputs(buf, stdout);
   else cli_error(cmd, "%s", err.msg);
   free(buf);

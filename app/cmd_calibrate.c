@@ -19,6 +19,7 @@
 
 #include "cli.h"
 #include "commands.h"
+#include "fm_fileio.h"
 #include "fm_intervals_io.h"
 #include "fm_json.h"
 #include "fm_jsonr.h"
@@ -38,7 +39,7 @@ static const char *help =
     "scenarios/calibration.yaml is the calibration set: masks chosen to separate the\n"
     "coefficients.\n\n"
     "  --out FILE          the profile to write (data/gpu/GPU-KERNEL.json for fmsim predict)\n"
-    "  --kernel NAME       the kernel to fit: sm80 or sm90 (default: the one the runs timed)\n"
+    "  --kernel NAME       the kernel to fit (sm80, sm90, ...; default: the one the runs timed)\n"
     "  --gpu-name TEXT     the GPU (default: the device the runs name)\n"
     "  --sms N             its SM count (default 132 for H100/H200)\n"
     "  --hbm-gbs X         its HBM bandwidth in GB/s for the memory floor (default: known GPUs)\n"
@@ -262,7 +263,9 @@ static int read_measurements(const fm_jv *root, cal_set *s) {
   return 0;
 }
 
-/* The adapter: the per-case records of one run output, whatever wrote it. */
+/* The adapter: the per-case records of one run output, whatever wrote it,
+ * added to out. 0; 1 when the run holds no measured case; -1 after printing
+ * why it cannot be read. */
 static int read_run(const char *arg, cal_set *out) {
   char path[4096], dir[4096];
   struct stat sb;
@@ -272,9 +275,9 @@ static int read_run(const char *arg, cal_set *out) {
     if (stat(path, &sb) != 0) snprintf(path, sizeof path, "%s/summary.json", arg);
   } else {
     snprintf(path, sizeof path, "%s", arg);
-    char *slash = strrchr(dir, '/');
-    snprintf(dir, sizeof dir, "%s", slash ? arg : ".");
-    if (slash) dir[slash - arg] = 0;
+    char *slash = strrchr(dir, '/'); /* the file's folder: what its relative paths start from */
+    if (!slash) snprintf(dir, sizeof dir, ".");
+    else slash[slash == dir] = 0;  /* "/f.json": "/" */
   }
   fm_err err;
   fm_jdoc *d;
@@ -296,8 +299,7 @@ static int read_run(const char *arg, cal_set *out) {
     rc = -1;
   }
   fm_jdoc_free(d);
-  if (rc == 0 && out->n == before)
-    fprintf(stderr, "fmsim calibrate: note: %s has no measured case\n", path);
+  if (rc == 0 && out->n == before) rc = 1;
   return rc;
 }
 
@@ -341,14 +343,9 @@ static int case_work(const cal_case *c, fm_kernel_id kernel, fm_timing_work *w) 
     fm_intervals_opts lo = {.causal = c->causal, .strict = 1, .four_vectors = c->trace_columns};
     st = fm_intervals_load(c->mask_path, &lo, &m, NULL, &err);
   } else {
-    cli_mask_opts o;
-    cli_mask_opts_init(&o);
-    o.family = c->family;
-    o.seqlen = c->seqlen;
-    o.batch = c->batch;
-    o.heads = c->heads;
-    o.seed = c->seed;
-    o.sample = c->sample;
+    /* the case's own mask (its tile is the kernel's, below) */
+    cli_mask_opts o = {.family = c->family, .seqlen = c->seqlen, .sample = c->sample, .br = br,
+                       .bc = bc, .batch = c->batch, .heads = c->heads, .seed = c->seed};
     const char *p = c->params;
     for (int k = 0; k < c->nparams; k++, p += strlen(p) + 1) o.params[o.nparams++] = p;
     st = cli_family_build(&o, &m, NULL, &err);
@@ -516,10 +513,23 @@ static int parse_fix(const char *arg, fm_fit_options *fo) {
   return -1;
 }
 
+/* A kernel's name (not auto) into *k; 0, or -1 after printing. */
+static int kernel_that_ran(const char *name, fm_kernel_id *k) {
+  fm_err err;
+  if (fm_kernel_parse(name, k, &err) != FM_OK) {
+    cli_error(cmd, "--kernel: %s", err.msg);
+    return -1;
+  }
+  if (*k == FM_KERNEL_AUTO) {
+    cli_error(cmd, "--kernel: name the kernel that ran, not auto");
+    return -1;
+  }
+  return 0;
+}
+
 /* The kernel to fit: --kernel, else the one the runs name; keeps its cases
  * (and those whose run names no kernel). */
 static int choose_kernel(cal_state *st, const char *given) {
-  fm_err err;
   const char *name = given, *other = NULL;
   for (int i = 0; !given && i < st->set.n; i++) {
     const char *k = st->set.v[i].kernel;
@@ -527,17 +537,16 @@ static int choose_kernel(cal_state *st, const char *given) {
     else if (k[0] && strcmp(k, name)) other = k;
   }
   if (!name) {
-    cli_error(cmd, "the runs do not say which kernel ran: give --kernel sm80 or sm90");
+    char names[256];
+    cli_error(cmd, "the runs do not say which kernel ran: give --kernel (%s)",
+              fm_kernel_names(names, sizeof names));
     return -1;
   }
   if (other) {
     cli_error(cmd, "the runs hold kernels %s and %s: choose one with --kernel", name, other);
     return -1;
   }
-  if (fm_kernel_parse(name, &st->kernel, &err) != FM_OK || st->kernel == FM_KERNEL_AUTO) {
-    cli_error(cmd, "--kernel: %s", st->kernel == FM_KERNEL_AUTO ? "name the kernel that ran, not auto" : err.msg);
-    return -1;
-  }
+  if (kernel_that_ran(name, &st->kernel)) return -1;
   int n = 0;
   for (int i = 0; i < st->set.n; i++)
     if (!st->set.v[i].kernel[0] || !strcmp(st->set.v[i].kernel, name)) st->set.v[n++] = st->set.v[i];
@@ -597,7 +606,12 @@ static int parse_opts(int argc, char **argv, cal_opts *o) {
     switch (opt) {
     case CLI_OPT_ERROR: return -1;
     case 'o': o->out = optarg; break;
-    case 'k': o->kernel = optarg; break;
+    case 'k': {
+      fm_kernel_id k;
+      if (kernel_that_ran(optarg, &k)) return -1;
+      o->kernel = optarg;
+      break;
+    }
     case 'g': o->gpu = optarg; break;
     case 'd': o->date = optarg; break;
     case 'S': o->source = optarg; break;
@@ -628,6 +642,11 @@ static int parse_opts(int argc, char **argv, cal_opts *o) {
     cli_error(cmd, "--out PROFILE.json is required");
     return -1;
   }
+  fm_err err; /* before the runs are read and fitted (seconds): a target that cannot be written */
+  if (fm_output_check(o->out, 0, &err) != FM_OK) {
+    cli_error(cmd, "--out: %s", err.msg);
+    return -1;
+  }
   return 0;
 }
 
@@ -638,12 +657,20 @@ int cmd_calibrate(int argc, char **argv) {
   cal_state st;
   memset(&st, 0, sizeof st);
   int rc = FM_EXIT_USAGE;
-  for (int i = optind; i < argc; i++)
-    if (read_run(argv[i], &st.set)) goto done;
+  int empty = 0, first_empty = 0; /* runs without a measured case: noted once the fit can go on */
+  for (int i = optind; i < argc; i++) {
+    int r = read_run(argv[i], &st.set);
+    if (r < 0) goto done;
+    if (r > 0 && !empty++) first_empty = i;
+  }
   if (st.set.n == 0) {
-    cli_error(cmd, "no measured case in the runs given (did the GPU step run?)");
+    cli_error(cmd, "no measured case in %s (did the GPU step run?)",
+              empty == 1 ? argv[first_empty] : "the runs given");
     goto done;
   }
+  if (empty)
+    fprintf(stderr, "fmsim calibrate: note: %d run%s without a measured case (%s%s) left out\n", empty,
+            empty == 1 ? "" : "s", argv[first_empty], empty > 1 ? ", ..." : "");
   if (profile_header(&st, &o, argc, argv, optind)) goto done;
   st.works = calloc((size_t)st.set.n, sizeof *st.works);
   st.pred = calloc((size_t)st.set.n, sizeof *st.pred);

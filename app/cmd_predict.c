@@ -38,7 +38,8 @@ static const char *help =
     "  --trace DIR          the mask of an fmsim trace folder (columns.npy, summary.json);\n"
     "                       batch and heads default to the trace's\n"
     "  --head-dim D         64 or 128 (default 128)\n"
-    "  --kernel NAME        sm80, sm90 or auto (default auto: the H200's kernel)\n"
+    "  --kernel NAME        a kernel of the registry (sm80, sm90, ...) or auto (default auto:\n"
+    "                       the H200's kernel)\n"
     "  --gpu PROFILE        a profile name in data/gpu (e.g. h200-sm80) or a file (default:\n"
     "                       the H200 profile of the kernel)\n"
     "  --pass P             fwd, bwd or both (default fwd; the backward needs a backward profile)\n"
@@ -254,10 +255,7 @@ static void header_json(fm_json *j, const pred_opts *o, const fm_gpu_profile *p,
   fm_json_int(j, "head_dim", o->head_dim);
   fm_json_object(j, "profile");
   fm_json_string(j, "name", p->name);
-  fm_json_string(j, "gpu", p->gpu);
-  fm_json_string(j, "kernel", fm_kernel_get(p->kernel)->name);
-  fm_json_string(j, "date", p->date);
-  fm_json_string(j, "fmsim_version", p->fmsim_version);
+  fm_profile_ident_json(p, j);
   fm_json_int(j, "br", c->br);
   fm_json_int(j, "bc", c->bc);
   fm_json_double(j, "fit_median_abs_error", c->fit_median_err);

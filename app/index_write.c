@@ -296,7 +296,7 @@ static fm_status save_json(const char *out, const char *name, fm_json *j, fm_err
   char path[4400];
   snprintf(path, sizeof path, "%s/%s", out, name);
   if (j->oom) return fm_fail(err, FM_ENOMEM, "out of memory writing %s", name);
-  return fm_write_file_atomic(path, j->buf, j->len, err);
+  return fm_write_file_atomic_ex(path, j->buf, j->len, FM_OUT_NOFOLLOW, err);
 }
 
 int index_write(runner_ctx *rc, const case_row *rows, int n) {
@@ -305,7 +305,7 @@ int index_write(runner_ctx *rc, const case_row *rows, int n) {
   fm_err err;
   fm_atomic_file af;
   snprintf(path, sizeof path, "%s/index.csv", out);
-  fm_status st = fm_atomic_open(&af, path, &err);
+  fm_status st = fm_atomic_open_ex(&af, path, FM_OUT_NOFOLLOW, &err);
   if (st == FM_OK) {
     write_csv(af.f, rows, n);
     st = fm_atomic_close(&af, 1, &err);

@@ -633,7 +633,7 @@ int report_write(runner_ctx *rc, const case_row *rows, int n) {
   }
   snprintf(path, sizeof path, "%s/report.md", rc->o->out);
   fm_atomic_file af;
-  if (fm_atomic_open(&af, path, &err) != FM_OK) {
+  if (fm_atomic_open_ex(&af, path, FM_OUT_NOFOLLOW, &err) != FM_OK) {
     cli_error(rc->o->cmd, "%s", err.msg);
     return -1;
   }

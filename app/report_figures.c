@@ -40,8 +40,8 @@ static int draw_one(runner_ctx *rc, const viz_figure *fig, const viz_figure_opts
   char path[4500];
   fm_err err;
   snprintf(path, sizeof path, "%s/figures/%s", rc->o->out, file);
-  if (viz_write_figure(path, VIZ_FMT_PNG, fig->width, fig->height, 72, fig->draw, (void *)opts,
-                       &err) != FM_OK) {
+  if (viz_write_figure_ex(path, FM_OUT_NOFOLLOW, VIZ_FMT_PNG, fig->width, fig->height, 72, fig->draw,
+                          (void *)opts, &err) != FM_OK) {
     cli_error(rc->o->cmd, "%s", err.msg);
     return -1;
   }

@@ -171,7 +171,7 @@ static fm_status save(const rpt_table *t, const char *dir, const char *ext,
   char path[4400];
   snprintf(path, sizeof path, "%s/%s.%s", dir, t->name, ext);
   fm_atomic_file af;
-  fm_status st = fm_atomic_open(&af, path, err);
+  fm_status st = fm_atomic_open_ex(&af, path, FM_OUT_NOFOLLOW, err);
   if (st != FM_OK) return st;
   writer(t, af.f);
   return fm_atomic_close(&af, 1, err);

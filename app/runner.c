@@ -21,6 +21,7 @@
 #include "cli.h"
 #include "fm_fileio.h"
 #include "fm_families.h"
+#include "fm_limits.h"
 #include "fm_npy.h"
 #include "index_write.h"
 #include "report.h"
@@ -79,17 +80,6 @@ int64_t runner_case_sets(runner_ctx *rc, const fm_scn_case *c) {
   return fam && fam->per_head ? c->batch * c->heads : 1;
 }
 
-static int64_t available_memory_bytes(void) {
-  FILE *f = fopen("/proc/meminfo", "r");
-  char line[256];
-  long long kb = -1;
-  while (f && fgets(line, sizeof line, f))
-    if (sscanf(line, "MemAvailable: %lld kB", &kb) == 1) break;
-  if (f) fclose(f);
-  if (kb > 0) return (int64_t)kb * 1024;
-  return (int64_t)sysconf(_SC_PHYS_PAGES) * sysconf(_SC_PAGESIZE);
-}
-
 static double tiles_of(double sets, double S, double br, double bc) {
   return sets * ceil(S / br) * ceil(S / bc);
 }
@@ -100,7 +90,9 @@ static int memory_check(runner_ctx *rc, const fm_scn_case *c) {
   const fm_scenario *s = rc->s;
   const char *cmd = rc->o->cmd;
   double S = (double)runner_case_length(rc, c), sets = (double)runner_case_sets(rc, c);
-  double tiles = tiles_of(sets, S, (double)c->br, (double)c->bc), arrays = 2 * tiles;
+  /* classes and exact classes per tile; the single form also keeps each tile's modelled bytes */
+  double tiles = tiles_of(sets, S, (double)c->br, (double)c->bc);
+  double arrays = (rc->o->single ? 2 + sizeof(int64_t) : 2) * tiles;
   double pairs = (double)c->batch * (double)c->heads;
   for (int k = 0; (s->run & FM_SCN_GPU || rc->o->single) && k < s->nkernels; k++)
     for (int q = 0; q < RUN_NPASSES; q++) {
@@ -113,7 +105,6 @@ static int memory_check(runner_ctx *rc, const fm_scn_case *c) {
     }
   double need = arrays + sets * S * 32;
   double all_tiles = tiles_of(pairs, S, (double)c->br, (double)c->bc);
-  double avail = (double)available_memory_bytes();
   int line = s->masks[c->mask_index].line;
   if (rc->o->single && all_tiles * 18 > MAX_TILE_ARRAY_BYTES) {
     cli_error(cmd, "%.0f tiles would need %.0f MiB of per-tile trace arrays (limit %.0f MiB); use "
@@ -121,10 +112,12 @@ static int memory_check(runner_ctx *rc, const fm_scn_case *c) {
               MAX_TILE_ARRAY_BYTES / (1 << 20));
     return -1;
   }
-  if (need > avail * 0.8) {
-    cli_error(cmd, "%scase %s needs about %.1f GiB, more than this machine has (%.1f GiB "
-              "available); use larger br/bc, fewer heads or a shorter seqlen",
-              runner_where(rc, line, "masks"), c->id, need / (1 << 30), avail / (1 << 30));
+  char what[400];
+  fm_err err;
+  snprintf(what, sizeof what, "case %s's masks and per-tile arrays", c->id);
+  if (fm_mem_check(need >= 9.2e18 ? INT64_MAX : (int64_t)need, what, &err) != FM_OK) {
+    cli_error(cmd, "%s%s; use larger br/bc, fewer heads or a shorter seqlen",
+              runner_where(rc, line, "masks"), err.msg);
     return -1;
   }
   if (arrays > MAX_TILE_ARRAY_BYTES) {

@@ -346,13 +346,18 @@ fm_status fm_atomic_close(fm_atomic_file *af, int commit, fm_err *err) {
   return fm_fail(err, FM_EIO, "%s: cannot write: %s", af->path, strerror(saved));
 }
 
-fm_status fm_write_file_atomic(const char *path, const char *text, size_t n, fm_err *err) {
+fm_status fm_write_file_atomic_ex(const char *path, const char *text, size_t n, unsigned flags,
+                                  fm_err *err) {
   fm_atomic_file af;
-  fm_status st = fm_atomic_open(&af, path, err);
+  fm_status st = fm_atomic_open_ex(&af, path, flags, err);
   if (st != FM_OK) return st;
   st = fm_atomic_write(&af, text, n, err);
   fm_status cs = fm_atomic_close(&af, st == FM_OK, st == FM_OK ? err : NULL);
   return st != FM_OK ? st : cs;
+}
+
+fm_status fm_write_file_atomic(const char *path, const char *text, size_t n, fm_err *err) {
+  return fm_write_file_atomic_ex(path, text, n, 0, err);
 }
 
 fm_status fm_mkdir_p(const char *path, fm_err *err) {

@@ -32,8 +32,10 @@
  *    the file it points to (which must itself be a regular file) is replaced,
  *    with the temporary in *that* file's directory. A dangling link is
  *    refused. Names fmsim makes up itself inside a folder (trace members via
- *    fm_trace; any other writer of made-up names passes FM_OUT_NOFOLLOW) never
- *    follow a link: a symbolic link found there is refused, so a planted link
+ *    fm_trace; any other writer of made-up names passes FM_OUT_NOFOLLOW: a
+ *    scenario run's index, run.json, report, tables, figures, and its cases'
+ *    gpu.json and row.tsv; bench's table.txt; the viewer's screenshots and
+ *    exports) never follow a link: a symbolic link found there is refused, so a planted link
  *    cannot redirect a write to a file the user never named. (The viewer's
  *    numbered screenshots skip every name that exists, links included.) Links
  *    in the directory part of a path are the user's business and are followed
@@ -91,7 +93,11 @@ fm_status fm_atomic_write(fm_atomic_file *af, const void *data, size_t n, fm_err
  * Safe to call on a file that failed to open or is already closed. */
 fm_status fm_atomic_close(fm_atomic_file *af, int commit, fm_err *err);
 
-/* Writes a whole buffer atomically (flags 0). */
+/* Writes a whole buffer atomically (flags as fm_atomic_open_ex; FM_OUT_NOFOLLOW
+ * for a name fmsim chose inside a folder, rule 4). */
+fm_status fm_write_file_atomic_ex(const char *path, const char *text, size_t n, unsigned flags,
+                                  fm_err *err);
+/* fm_write_file_atomic_ex with flags 0 (a path the user named). */
 fm_status fm_write_file_atomic(const char *path, const char *text, size_t n, fm_err *err);
 
 /* FM_OK when `path` may be written under rule 1 (new, or a regular file,

@@ -1,6 +1,7 @@
 /* fm_kernels.c — the kernel registry (fm_kernels.h): one row per kernel. */
 #include "fm_kernels.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "fm_kernel_traits.h"
@@ -78,8 +79,17 @@ fm_status fm_kernel_parse(const char *text, fm_kernel_id *out, fm_err *err) {
       *out = registry[k].id;
       return FM_OK;
     }
-  return fm_fail(err, FM_EINVAL, "unknown kernel '%s' (expected sm80, sm90 or auto)",
-                 text ? text : "");
+  char names[256];
+  return fm_fail(err, FM_EINVAL, "unknown kernel '%s' (expected %s or auto)", text ? text : "",
+                 fm_kernel_names(names, sizeof names));
+}
+
+const char *fm_kernel_names(char *buf, int cap) {
+  int n = 0;
+  buf[0] = 0;
+  for (int k = 0; k < FM_NKERNELS && n >= 0 && n < cap; k++)
+    n += snprintf(buf + n, (size_t)(cap - n), "%s%s", k ? ", " : "", registry[k].name);
+  return buf;
 }
 
 int fm_kernel_runs_on(fm_kernel_id id, int32_t major, int32_t minor) {

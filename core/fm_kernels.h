@@ -68,8 +68,13 @@ typedef struct fm_kernel_desc {
 /* The registry row of id (NULL when out of range). Static storage. */
 const fm_kernel_desc *fm_kernel_get(fm_kernel_id id);
 
-/* Parses "sm80", "sm90" or "auto" (FM_KERNEL_AUTO); FM_EINVAL naming the choices. */
+/* Parses a registry name ("sm80", "sm90") or "auto" (FM_KERNEL_AUTO); FM_EINVAL
+ * naming the choices. */
 fm_status fm_kernel_parse(const char *text, fm_kernel_id *out, fm_err *err);
+
+/* The registry's kernel names in order, "sm80, sm90", into buf (returns buf):
+ * what messages offer, so that a new registry row needs no other edit. */
+const char *fm_kernel_names(char *buf, int cap);
 
 /* The kernel that `auto` means on a device of compute capability major.minor:
  * the runnable kernel with the highest preference. major < 0 means "no device

@@ -6,31 +6,23 @@
 
 #include "fm_bf16.h"
 
-static double dot_f64(const double *a, const double *b, int32_t n) {
-  double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-  int32_t d = 0;
-  for (; d + 4 <= n; d += 4) {
-    s0 += a[d] * b[d];
-    s1 += a[d + 1] * b[d + 1];
-    s2 += a[d + 2] * b[d + 2];
-    s3 += a[d + 3] * b[d + 3];
+/* A dot product in four partial sums, summed pairwise at the end: one
+ * definition for double (dot_f64) and float (dot_f32). */
+#define FM_REF_DOT(NAME, T)                                                                    \
+  static T NAME(const T *a, const T *b, int32_t n) {                                           \
+    T s0 = 0, s1 = 0, s2 = 0, s3 = 0;                                                          \
+    int32_t d = 0;                                                                             \
+    for (; d + 4 <= n; d += 4) {                                                               \
+      s0 += a[d] * b[d];                                                                       \
+      s1 += a[d + 1] * b[d + 1];                                                               \
+      s2 += a[d + 2] * b[d + 2];                                                               \
+      s3 += a[d + 3] * b[d + 3];                                                               \
+    }                                                                                          \
+    for (; d < n; d++) s0 += a[d] * b[d];                                                      \
+    return (s0 + s1) + (s2 + s3);                                                              \
   }
-  for (; d < n; d++) s0 += a[d] * b[d];
-  return (s0 + s1) + (s2 + s3);
-}
-
-static float dot_f32(const float *a, const float *b, int32_t n) {
-  float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-  int32_t d = 0;
-  for (; d + 4 <= n; d += 4) {
-    s0 += a[d] * b[d];
-    s1 += a[d + 1] * b[d + 1];
-    s2 += a[d + 2] * b[d + 2];
-    s3 += a[d + 3] * b[d + 3];
-  }
-  for (; d < n; d++) s0 += a[d] * b[d];
-  return (s0 + s1) + (s2 + s3);
-}
+FM_REF_DOT(dot_f64, double)
+FM_REF_DOT(dot_f32, float)
 
 /* One input tensor: bf16 bit patterns (h) or doubles (d, the fp64 entry points). */
 typedef struct ref_in {
@@ -66,29 +58,24 @@ static fm_status work_alloc(ref_work *w, fm_ref_mode mode, int32_t sk, int32_t D
   w->block = calloc(n * esz + (size_t)sk, 1);
   if (!w->block)
     return fm_fail(err, FM_ENOMEM, "reference: cannot allocate the (Sk=%d, D=%d) slices", sk, D);
-  if (mode == FM_REF_FP64) {
-    double *p = w->block;
-    w->kd = p, p += kvn;
-    w->vd = p, p += kvn;
-    if (backward) w->dkd = p, p += kvn, w->dvd = p, p += kvn;
-    w->qd = p, p += D;
-    w->dod = p, p += D;
-    w->od = p, p += D;
-    w->dqd = p, p += D;
-    w->sd = p, p += sk;
-    w->vis = (uint8_t *)p;
-  } else {
-    float *p = w->block;
-    w->kf = p, p += kvn;
-    w->vf = p, p += kvn;
-    if (backward) w->dkf = p, p += kvn, w->dvf = p, p += kvn;
-    w->qf = p, p += D;
-    w->dof = p, p += D;
-    w->of = p, p += D;
-    w->dqf = p, p += D;
-    w->sf = p, p += sk;
-    w->vis = (uint8_t *)p;
-  }
+  /* the block: K, V (dK, dV) slices (Sk, D); Q, dO, O, dQ rows (D,); scores (Sk,); in the
+     precision's type (suffix d: double, f: float); then the visibility bytes (Sk,) */
+#define FM_REF_CARVE(T, X)                                                                     \
+  do {                                                                                         \
+    T *p = w->block;                                                                           \
+    w->k##X = p, p += kvn;                                                                     \
+    w->v##X = p, p += kvn;                                                                     \
+    if (backward) w->dk##X = p, p += kvn, w->dv##X = p, p += kvn;                              \
+    w->q##X = p, p += D;                                                                       \
+    w->do##X = p, p += D;                                                                      \
+    w->o##X = p, p += D;                                                                       \
+    w->dq##X = p, p += D;                                                                      \
+    w->s##X = p, p += sk;                                                                      \
+    w->vis = (uint8_t *)p;                                                                     \
+  } while (0)
+  if (mode == FM_REF_FP64) FM_REF_CARVE(double, d);
+  else FM_REF_CARVE(float, f);
+#undef FM_REF_CARVE
   return FM_OK;
 }
 

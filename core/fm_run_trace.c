@@ -203,7 +203,6 @@ static void timeline_json(const fm_run_info *r, fm_json *j) {
     fm_json_end(j);
     fm_json_end(j);
   }
-  static const char *cls_names[FM_TILE_NCLASSES] = {"masked", "partial", "unmasked"};
   for (int32_t i = 0; t && i < t->n; i++) {
     const fm_timeline_event *e = &t->events[i];
     fm_json_object(j, NULL);
@@ -215,7 +214,7 @@ static void timeline_json(const fm_run_info *r, fm_json *j) {
     fm_json_double(j, "dur", e->dur_us);
     if (e->cls >= 0 || e->row_tile >= 0 || e->cycles >= 0) {
       fm_json_object(j, "args");
-      if (e->cls >= 0 && e->cls < FM_TILE_NCLASSES) fm_json_string(j, "class", cls_names[e->cls]);
+      if (e->cls >= 0 && e->cls < FM_TILE_NCLASSES) fm_json_string(j, "class", fm_tile_class_name(e->cls));
       if (e->row_tile >= 0) fm_json_int(j, "row_tile", e->row_tile);
       if (e->col_tile >= 0) fm_json_int(j, "col_tile", e->col_tile);
       if (e->cycles >= 0) fm_json_int(j, "cycles", e->cycles);

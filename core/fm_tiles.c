@@ -6,6 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+const char *fm_tile_class_name(int cls) {
+  static const char *const names[FM_TILE_NCLASSES] = {"masked", "partial", "unmasked"};
+  return cls >= 0 && cls < FM_TILE_NCLASSES ? names[cls] : "?";
+}
+
 fm_status fm_tile_size_check(int64_t br, int64_t bc, fm_err *err) {
   if (br < 1 || br > 65536 || bc < 1 || bc > 65536)
     return fm_fail(err, FM_EINVAL, "tile sizes must be in 1..65536 (got Br=%lld, Bc=%lld)",

@@ -48,6 +48,10 @@ typedef struct fm_work {
   int32_t partial; /* of those, PARTIAL (element mask); visited - partial are UNMASKED */
 } fm_work;
 
+/* "masked", "partial" or "unmasked" for FM_TILE_* (the names traces, JSON
+ * and reports use); "?" for anything else. Static storage. */
+const char *fm_tile_class_name(int cls);
+
 /* Validates a tile size: 1 <= Br, Bc <= 65536. */
 fm_status fm_tile_size_check(int64_t br, int64_t bc, fm_err *err);
 

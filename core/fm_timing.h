@@ -129,6 +129,10 @@ fm_status fm_profile_parse(const char *text, size_t len, const char *name, fm_gp
 fm_status fm_profile_load(const char *path, fm_gpu_profile *out, fm_err *err);
 /* Writes p as JSON (the format above), atomically. */
 fm_status fm_profile_save(const fm_gpu_profile *p, const char *path, fm_err *err);
+/* The profile's identity as members of the open JSON object j: "gpu",
+ * "kernel", "date", "fmsim_version" (the profile file and `fmsim predict --json`). */
+struct fm_json;
+void fm_profile_ident_json(const fm_gpu_profile *p, struct fm_json *j);
 
 /* The coefficients for pass (FM_PASS_FWD or FM_PASS_BWD) at head_dim; NULL
  * when the profile has none (no backward kernel yet, another head dim). */

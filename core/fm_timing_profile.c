@@ -144,8 +144,11 @@ static fm_status profile_from(const reader *r, const fm_jv *root, fm_gpu_profile
   if ((st = get_string(r, root, "gpu", p->gpu, sizeof p->gpu)) != FM_OK ||
       (st = get_string(r, root, "kernel", kernel, sizeof kernel)) != FM_OK)
     return st;
-  if (fm_kernel_parse(kernel, &p->kernel, &kerr) != FM_OK || p->kernel == FM_KERNEL_AUTO)
-    return bad(r, fm_jv_get(root, "kernel"), "kernel", "a kernel of the registry (sm80, sm90)");
+  if (fm_kernel_parse(kernel, &p->kernel, &kerr) != FM_OK || p->kernel == FM_KERNEL_AUTO) {
+    char names[256], want[300];
+    snprintf(want, sizeof want, "a kernel of the registry (%s)", fm_kernel_names(names, sizeof names));
+    return bad(r, fm_jv_get(root, "kernel"), "kernel", want);
+  }
   if ((st = get_int(r, root, "sms", 1, 1024, &p->sms)) != FM_OK ||
       (st = get_number(r, root, "hbm_gbs", 0, 1e6, &p->hbm_gbs)) != FM_OK ||
       (st = get_string(r, root, "date", p->date, sizeof p->date)) != FM_OK ||
@@ -209,6 +212,14 @@ static void write_coefs(fm_json *j, const char *key, const fm_timing_coef *c, in
   fm_json_end(j);
 }
 
+void fm_profile_ident_json(const fm_gpu_profile *p, fm_json *j) {
+  const fm_kernel_desc *k = fm_kernel_get(p->kernel);
+  fm_json_string(j, "gpu", p->gpu);
+  fm_json_string(j, "kernel", k ? k->name : NULL);
+  fm_json_string(j, "date", p->date);
+  fm_json_string(j, "fmsim_version", p->fmsim_version);
+}
+
 fm_status fm_profile_save(const fm_gpu_profile *p, const char *path, fm_err *err) {
   const fm_kernel_desc *k = fm_kernel_get(p->kernel);
   if (!k) return fm_fail(err, FM_EINVAL, "profile for unknown kernel id %d", (int)p->kernel);
@@ -217,12 +228,9 @@ fm_status fm_profile_save(const fm_gpu_profile *p, const char *path, fm_err *err
   fm_json_object(&j, NULL);
   fm_json_string(&j, "format", PROFILE_FORMAT);
   fm_json_int(&j, "version", PROFILE_VERSION);
-  fm_json_string(&j, "gpu", p->gpu);
-  fm_json_string(&j, "kernel", k->name);
+  fm_profile_ident_json(p, &j);
   fm_json_int(&j, "sms", p->sms);
   fm_json_double(&j, "hbm_gbs", p->hbm_gbs);
-  fm_json_string(&j, "date", p->date);
-  fm_json_string(&j, "fmsim_version", p->fmsim_version);
   fm_json_string(&j, "source", p->source);
   write_coefs(&j, "forward", p->fwd, p->nfwd);
   write_coefs(&j, "backward", p->bwd, p->nbwd);

@@ -31,7 +31,6 @@ void fm_analysis_init(fm_analysis *a, const fm_colmask *m, const char *family, c
 }
 
 void fm_tile_counts_json(const fm_analysis *a, fm_json *j) {
-  static const char *names[FM_TILE_NCLASSES] = {"masked", "partial", "unmasked"};
   fm_json_int(j, "br", a->br);
   fm_json_int(j, "bc", a->bc);
   fm_json_int(j, "tiles_rows", a->tr);
@@ -42,7 +41,7 @@ void fm_tile_counts_json(const fm_analysis *a, fm_json *j) {
   fm_json_int(j, "tiles_unmasked", a->counts.minmax[FM_TILE_UNMASKED]);
   fm_json_double(j, "sparsity", a->counts.sparsity);
   fm_json_object(j, "exact");
-  for (int c = 0; c < FM_TILE_NCLASSES; c++) fm_json_int(j, names[c], a->counts.exact[c]);
+  for (int c = 0; c < FM_TILE_NCLASSES; c++) fm_json_int(j, fm_tile_class_name(c), a->counts.exact[c]);
   fm_json_double(j, "sparsity", a->counts.sparsity_exact);
   fm_json_int(j, "partial_but_masked", a->counts.partial_but_masked);
   fm_json_int(j, "partial_but_unmasked", a->counts.partial_but_unmasked);
@@ -50,7 +49,6 @@ void fm_tile_counts_json(const fm_analysis *a, fm_json *j) {
 }
 
 void fm_analysis_json(const fm_analysis *a, fm_json *j) {
-  static const char *names[FM_TILE_NCLASSES] = {"masked", "partial", "unmasked"};
   fm_json_string(j, "family", a->family);
   fm_json_string(j, "params", a->params);
   fm_json_string(j, "docs_source", a->docs_source);
@@ -72,7 +70,7 @@ void fm_analysis_json(const fm_analysis *a, fm_json *j) {
   fm_json_int(j, "tile_bounds", a->bytes.tile_bounds);
   fm_json_end(j);
   fm_json_object(j, "tile_classes");
-  for (int c = 0; c < FM_TILE_NCLASSES; c++) fm_json_int(j, names[c], c);
+  for (int c = 0; c < FM_TILE_NCLASSES; c++) fm_json_int(j, fm_tile_class_name(c), c);
   fm_json_end(j);
 }
 

@@ -42,6 +42,10 @@ printf 'name: x\nseqlen: 64\nrun: [analyze, gpu]\nkernel: sm90\nmasks:\n  - fami
 printf 'name: x\nseqlen: 64\nrun: [analyze, gpu]\nkernel: sm90\nprofile: nosuch\nmasks:\n  - family: causal\n' > noprofile.yaml
 printf '{"format": "fmsim-gpu-profile", "version": 1, "kernel": ' > badprofile.json
 printf 'key +\ndrag 0 0 99999999999 0\n' > extreme.script
+printf '{"format": "fmsim-gpu-profile", broken' > broken_profile.json
+printf '{"format": "something else"}\n' > other_profile.json
+printf 'name: cpu\nseqlen: 256\nrun: [analyze]\nmasks:\n  - family: causal\n' > cpu.yaml
+"$fmsim" run cpu.yaml --out cpu_run >/dev/null 2>&1 || exit 2                  # a run no GPU timed
 printf 'hello\n' > existing.txt
 ln -s existing.txt link.txt
 ln -s nowhere dangling.npy

@@ -11,6 +11,12 @@
 
 static fmt_result res;
 
+/* Writes text to path (replacing it). */
+static void write_text(const char *path, const char *text) {
+  FILE *f = fopen(path, "w");
+  cr_assert(f && fputs(text, f) >= 0 && fclose(f) == 0, "cannot write %s", path);
+}
+
 Test(cli, help_and_version) {
   fmt_run(&res, "--version");
   cr_assert_eq(res.status, 0);
@@ -158,9 +164,7 @@ Test(cli, bad_inputs_get_one_clear_line) {
 Test(cli, malformed_sample_file) {
   char path[512], args[700];
   snprintf(path, sizeof path, "%s/cli_samples_%d.txt", FM_TEST_TMP_DIR, (int)getpid());
-  FILE *f = fopen(path, "w");
-  fputs("Total length: 100\nSample 1, num_docs 2: [(1, 50), (2, 30]# [0, 1]\n", f);
-  fclose(f);
+  write_text(path, "Total length: 100\nSample 1, num_docs 2: [(1, 50), (2, 30]# [0, 1]\n");
   snprintf(args, sizeof args, "analyze --family document --seqlen 100 --samples %s", path);
   expect_usage_error(args, ":2: malformed sample file");
   unlink(path);
@@ -177,6 +181,12 @@ static void scratch(char *dir, size_t cap, const char *name) {
   snprintf(dir, cap, "%s/robust_%d_%s", FM_TEST_TMP_DIR, (int)getpid(), name);
   snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", dir, dir);
   cr_assert_eq(system(cmd), 0);
+}
+
+/* DIR/NAME holding text; its path into path. */
+static void scratch_file(const char *dir, const char *name, const char *text, char *path, size_t cap) {
+  snprintf(path, cap, "%s/%s", dir, name);
+  write_text(path, text);
 }
 
 /* DIR/mask.npy (dense bool 64 x 64, causal) and DIR/iv.npy (its intervals). */
@@ -297,27 +307,77 @@ static int count_written(const char *dir, const char *part) {
   return n;
 }
 
-/* Starts `fmsim ARGS` (no shell), waits until an entry containing `part`
- * is being written in dir (count_written), sends sig and returns the wait
- * status. */
-static int kill_when_present(const char *const argv[], const char *dir, const char *part, int sig) {
-  pid_t p = fork();
-  if (p == 0) {
+/* Starts `fmsim ARGS` (no shell, output discarded) and polls dir until an
+ * entry containing `part` is being written (count_written): 1 then, with the
+ * child still running; 0 when the child ended first (its wait status in *st). */
+static int start_and_wait_for(const char *const argv[], const char *dir, const char *part, pid_t *pid,
+                              int *st) {
+  *pid = fork();
+  if (*pid == 0) {
     freopen("/dev/null", "w", stdout);
     freopen("/dev/null", "w", stderr);
     execv(FMSIM_BIN, (char *const *)argv);
     _exit(127);
   }
-  int st = 0, seen = 0;
-  for (int i = 0; i < 20000 && !seen; i++) { /* 20 s at most */
-    if (count_written(dir, part) > 0) seen = 1;
-    else if (waitpid(p, &st, WNOHANG) == p) break;
-    else usleep(1000);
+  *st = 0;
+  for (int i = 0; i < 100000; i++) { /* 20 s at most */
+    if (count_written(dir, part) > 0) return 1;
+    if (waitpid(*pid, st, WNOHANG) == *pid) return 0;
+    usleep(200);
   }
+  return 0;
+}
+
+/* Starts `fmsim ARGS`, waits until an entry containing `part` is being
+ * written in dir, sends sig and returns the wait status. */
+static int kill_when_present(const char *const argv[], const char *dir, const char *part, int sig) {
+  pid_t p;
+  int st;
+  int seen = start_and_wait_for(argv, dir, part, &p, &st);
   cr_assert(seen, "no '%s' appeared in %s (status %d)", part, dir, st);
   kill(p, sig);
   waitpid(p, &st, 0);
   return st;
+}
+
+/* The same for a command whose output is written in a short burst at its
+ * end: a run that finishes before the poll sees its temporary is tried again
+ * (its output, a file or a folder, removed), five times at most. */
+static int interrupt_while_writing(const char *const argv[], const char *dir, const char *part, int sig,
+                                   const char *out) {
+  for (int attempt = 0; attempt < 5; attempt++) {
+    pid_t p;
+    int st;
+    if (start_and_wait_for(argv, dir, part, &p, &st)) {
+      kill(p, sig);
+      waitpid(p, &st, 0);
+      return st;
+    }
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s %s: status %d", argv[1], argv[2], st);
+    char rm[1200];
+    snprintf(rm, sizeof rm, "rm -rf '%s'", out);
+    cr_assert_eq(system(rm), 0);
+  }
+  cr_assert_fail("five runs ended before a '%s' appeared in %s", part, dir);
+  return 0;
+}
+
+/* SIGTERM, then SIGINT (Ctrl-C), sent to `fmsim ARGS` while an entry
+ * containing `part` is being written in dir (burst_out: the output, for a
+ * command that writes in one short burst; see interrupt_while_writing): each
+ * time the process dies of the signal and leaves no temporary, no staging
+ * folder and nothing named like out_name in dir. */
+static void interrupts_leave_nothing(const char *const argv[], const char *dir, const char *part,
+                                     const char *out_name, const char *burst_out) {
+  int sigs[2] = {SIGTERM, SIGINT};
+  for (int i = 0; i < 2; i++) {
+    int st = burst_out ? interrupt_while_writing(argv, dir, part, sigs[i], burst_out)
+                       : kill_when_present(argv, dir, part, sigs[i]);
+    cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == sigs[i], "%s: status %d", argv[1], st);
+    cr_assert_eq(count_entries(dir, ".tmp.") + count_entries(dir, ".staging."), 0,
+                 "%s: signal %d left a temporary or a staging folder", argv[1], sigs[i]);
+    cr_assert_eq(count_entries(dir, out_name), 0, "%s: signal %d left %s", argv[1], sigs[i], out_name);
+  }
 }
 
 /* An interval file of S = 16384 whose dense expansion (heads 4) is 1 GiB. */
@@ -335,13 +395,7 @@ Test(robust, interrupted_expand_leaves_no_temporary, .timeout = 120) {
   big_intervals(dir, iv, sizeof iv);
   snprintf(out, sizeof out, "%s/dense.npy", dir);
   const char *argv[] = {FMSIM_BIN, "expand", iv, "--bidir", "--heads", "4", "-o", out, NULL};
-  int sigs[2] = {SIGTERM, SIGINT};
-  for (int i = 0; i < 2; i++) {
-    int st = kill_when_present(argv, dir, "dense.npy.tmp.", sigs[i]);
-    cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == sigs[i], "status %d", st);
-    cr_assert_eq(count_entries(dir, ".tmp."), 0, "signal %d left a temporary", sigs[i]);
-    cr_assert_eq(count_entries(dir, "dense.npy"), 0);
-  }
+  interrupts_leave_nothing(argv, dir, "dense.npy.tmp.", "dense.npy", NULL);
   /* SIGKILL cannot be caught: the next run onto the same target sweeps it */
   int st = kill_when_present(argv, dir, "dense.npy.tmp.", SIGKILL);
   cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
@@ -363,11 +417,10 @@ Test(robust, interrupted_analyze_out_leaves_no_staging, .timeout = 120) {
   mkdir(out, 0755);
   const char *argv[] = {FMSIM_BIN, "analyze", "--family", "random_eviction", "--seqlen", "131072",
                         "--br", "16", "--bc", "16", "--out", out, NULL};
-  int st = kill_when_present(argv, out, ".staging.", SIGTERM);
-  cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGTERM, "status %d", st);
-  cr_assert_eq(count_entries(out, ".staging."), 0, "SIGTERM left a staging folder");
-  st = kill_when_present(argv, out, ".staging.", SIGKILL);
-  cr_assert_eq(count_entries(out, ".staging."), 1);
+  interrupts_leave_nothing(argv, out, ".staging.", "summary.json", NULL);
+  int st = kill_when_present(argv, out, ".staging.", SIGKILL);
+  cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+  cr_assert_eq(count_entries(out, ".staging."), 1, "the killed run's staging folder is there");
   char args[1200];
   snprintf(args, sizeof args, "analyze --family causal --seqlen 64 --out %s", out);
   fmt_run(&res, args);
@@ -375,13 +428,70 @@ Test(robust, interrupted_analyze_out_leaves_no_staging, .timeout = 120) {
   cr_assert_eq(count_entries(out, ".staging."), 0, "swept by the next run");
 }
 
+/* Ctrl-C (and SIGTERM) while render writes its PNG, convert its interval
+ * file, and the single form of run its trace: the temporary file or staging
+ * folder goes with the process, and no output appears half-written. */
+Test(robust, interrupted_render_leaves_no_temporary, .timeout = 120) {
+  fmt_run(&res, "render --help");
+  if (strstr(res.err, "built without cairo")) cr_skip_test("no cairo: no render");
+  char dir[512], out[700];
+  scratch(dir, sizeof dir, "int_render");
+  snprintf(out, sizeof out, "%s/big.png", dir);
+  /* 4000 x 4000 pixels: the PNG is encoded and written over a few hundred ms */
+  const char *argv[] = {FMSIM_BIN, "render", "--family", "causal", "--seqlen", "4096", "--size",
+                        "4000x4000", "-o", out, NULL};
+  interrupts_leave_nothing(argv, dir, "big.png.tmp.", "big.png", out);
+}
+
+Test(robust, interrupted_convert_leaves_no_temporary, .timeout = 120) {
+  char dir[512], mask[700], out[700];
+  scratch(dir, sizeof dir, "int_convert");
+  /* one query row of 2^22 keys, every other one masked: 4 MiB in, and in the
+     bidir-4 form 64 MiB out, written in one burst after the scan */
+  int64_t sk = (int64_t)1 << 22, shape[4] = {1, 1, 1, sk};
+  uint8_t *row = malloc((size_t)sk);
+  for (int64_t j = 0; j < sk; j++) row[j] = (uint8_t)(j & 1);
+  snprintf(mask, sizeof mask, "%s/wide.npy", dir);
+  fm_err err;
+  cr_assert_eq(fm_npy_save(mask, FM_DT_BOOL, 4, shape, row, &err), FM_OK, "%s", err.msg);
+  free(row);
+  snprintf(out, sizeof out, "%s/wide_iv.npy", dir);
+  const char *argv[] = {FMSIM_BIN, "convert", mask, "--form", "bidir-4", "-o", out, NULL};
+  interrupts_leave_nothing(argv, dir, "wide_iv.npy.tmp.", "wide_iv", out);
+}
+
+Test(robust, interrupted_run_trace_leaves_no_staging, .timeout = 120) {
+  char dir[512], out[700];
+  scratch(dir, sizeof dir, "int_run");
+  snprintf(out, sizeof out, "%s/trace", dir);
+  /* 16 (batch, head) pairs of 1024 x 1024 tiles: about 160 MB of trace arrays */
+  const char *argv[] = {FMSIM_BIN, "run", "--family", "causal", "--seqlen", "16384", "--br", "16",
+                        "--bc", "16", "--batch", "4", "--heads", "4", "--cpu", "--out", out, NULL};
+  int sigs[2] = {SIGINT, SIGTERM};
+  for (int i = 0; i < 2; i++) {
+    int st = interrupt_while_writing(argv, out, ".staging.", sigs[i], out);
+    cr_assert_eq(count_entries(out, ".staging."), 0, "signal %d left a staging folder", sigs[i]);
+    cr_assert_eq(count_entries(out, ".tmp."), 0, "signal %d left a temporary", sigs[i]);
+    /* the runner's watcher lets a step end within its grace period (app/run_stop.h): a
+       write that ends in time commits the whole trace; one cut leaves none of it */
+    if (WIFEXITED(st) && WEXITSTATUS(st) == 0) {
+      /* columns, tiles, tiles_exact, tile_bytes; summary and timeline */
+      cr_assert_eq(count_entries(out, ".npy") + count_entries(out, ".json"), 6, "a partial trace");
+    } else {
+      cr_assert((WIFEXITED(st) && WEXITSTATUS(st) == 128 + sigs[i]) ||
+                (WIFSIGNALED(st) && WTERMSIG(st) == sigs[i]), "status %d", st);
+      cr_assert_eq(count_entries(out, "summary.json"), 0, "a summary of a trace not written");
+    }
+    char rm[800];
+    snprintf(rm, sizeof rm, "rm -rf '%s'", out);
+    cr_assert_eq(system(rm), 0);
+  }
+}
+
 Test(robust, trace_members_that_are_links_are_refused) {
   char dir[512], link[700], victim[700], args[1200];
   scratch(dir, sizeof dir, "planted");
-  snprintf(victim, sizeof victim, "%s/victim.txt", dir);
-  FILE *vf = fopen(victim, "w");
-  fputs("victim\n", vf);
-  fclose(vf);
+  scratch_file(dir, "victim.txt", "victim\n", victim, sizeof victim);
   snprintf(args, sizeof args, "%s/trace", dir);
   mkdir(args, 0755);
   snprintf(link, sizeof link, "%s/trace/tiles.npy", dir);
@@ -402,10 +512,8 @@ Test(robust, trace_members_that_are_links_are_refused) {
 Test(robust, sample_file_asking_for_48_gib) {
   char dir[512], path[700], args[1200];
   scratch(dir, sizeof dir, "samples");
-  snprintf(path, sizeof path, "%s/s.txt", dir);
-  FILE *f = fopen(path, "w");
-  fputs("Total length: 1073741824\nSample 1, num_docs 1073741824: [(0, 1)]# [0]\n", f);
-  fclose(f);
+  scratch_file(dir, "s.txt", "Total length: 1073741824\nSample 1, num_docs 1073741824: [(0, 1)]# [0]\n",
+               path, sizeof path);
   snprintf(args, sizeof args,
            "analyze --family causal_document --seqlen 1024 --samples %s", path);
   expect_usage_error(args, "cannot fit in the");
@@ -441,4 +549,115 @@ Test(robust, view_without_a_display_exits_2_at_once) {
     int st = system(cmd);
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 2, "%s: status %d", envs[i], WEXITSTATUS(st));
   }
+}
+
+/* The scenario runner (both forms) estimates a case's masks and per-tile
+ * arrays with core/fm_limits before it takes them: under FMSIM_MEM_LIMIT a
+ * case that does not fit is one line with the estimate, exit 2, nothing
+ * written; with room for it, the same case runs. */
+Test(robust, scenario_cases_are_checked_against_the_memory_limit) {
+  char dir[512], yaml[700], out[700], args[2048];
+  scratch(dir, sizeof dir, "runner_mem");
+  /* 2^16 tokens in 16 x 16 tiles: 16.8 M tiles, 2 bytes each (classes, exact) */
+  scratch_file(dir, "big.yaml",
+               "name: big\nseqlen: 65536\nbr: 16\nbc: 16\nrun: [analyze]\nmasks:\n  - family: causal\n",
+               yaml, sizeof yaml);
+  snprintf(out, sizeof out, "%s/out", dir);
+  char forms[2][1600];
+  snprintf(forms[0], sizeof forms[0], "run %s --out %s", yaml, out);
+  snprintf(forms[1], sizeof forms[1], "run --family causal --seqlen 65536 --br 16 --bc 16 --cpu --out %s",
+           out);
+  const char *said[2] = {
+      "big.yaml:7: key 'masks': case m00-causal-S65536-D128-16x16's masks and per-tile arrays would "
+      "take about 34.0 MiB; this machine can give 16.0 MiB now (FMSIM_MEM_LIMIT)",
+      /* the single form keeps each tile's modelled bytes too (8 more per tile) */
+      "would take about 162.2 MiB; this machine can give 16.0 MiB now (FMSIM_MEM_LIMIT)"};
+  for (int i = 0; i < 2; i++) {
+    snprintf(args, sizeof args, "%.1900s", forms[i]);
+    setenv("FMSIM_MEM_LIMIT", "16M", 1);
+    fmt_run(&res, args);
+    cr_assert_eq(res.status, 2, "%s: %s", args, res.err);
+    cr_assert_eq(res.err_lines, 1, "%s", res.err);
+    cr_assert(strstr(res.err, said[i]), "%s", res.err);
+    cr_assert_eq(access(out, F_OK), -1, "%s: wrote %s", args, out);
+    setenv("FMSIM_MEM_LIMIT", "256M", 1);
+    fmt_run(&res, args);
+    unsetenv("FMSIM_MEM_LIMIT");
+    cr_assert_eq(res.status, 0, "%s: %s", args, res.err);
+    char rm[800];
+    snprintf(rm, sizeof rm, "rm -rf '%s'", out);
+    cr_assert_eq(system(rm), 0);
+  }
+}
+
+/* Outputs the user did not name (a scenario run's index, report, tables,
+ * figures and case files) never follow a symbolic link found in their place:
+ * the run refuses with one line and the link's target stays as it was
+ * (core/fm_fileio.h, rule 4). */
+Test(robust, scenario_outputs_do_not_follow_planted_links) {
+  char dir[512], yaml[700], out[700], victim[700], args[2048], link[1200];
+  scratch(dir, sizeof dir, "runner_links");
+  fmt_run(&res, "render --help");
+  int figures = !strstr(res.err, "built without cairo");
+  scratch_file(dir, "s.yaml",
+               figures ? "name: s\nseqlen: 256\nbr: 32\nbc: 32\nfigures: [gallery]\nmasks:\n"
+                         "  - family: causal\n"
+                       : "name: s\nseqlen: 256\nbr: 32\nbc: 32\nmasks:\n  - family: causal\n",
+               yaml, sizeof yaml);
+  snprintf(out, sizeof out, "%s/out", dir);
+  snprintf(victim, sizeof victim, "%s/victim.txt", dir);
+  /* (a case's row.tsv is unlinked before its case is redone, and its trace
+     members are test robust/trace_members_that_are_links_are_refused) */
+  const char *names[] = {"index.csv", "index.json", "run.json", "report.md", "tables/cases.csv",
+                         "figures/gallery.png"};
+  for (int i = 0; i < 6 - !figures; i++) {
+    snprintf(args, sizeof args, "rm -rf '%s'", out);
+    cr_assert_eq(system(args), 0);
+    snprintf(args, sizeof args, "run %s --out %s", yaml, out);
+    fmt_run(&res, args);
+    cr_assert_eq(res.status, 0, "%s", res.err);
+    write_text(victim, "victim\n");
+    snprintf(link, sizeof link, "%s/%s", out, names[i]);
+    cr_assert_eq(unlink(link), 0, "%s", link);
+    cr_assert_eq(symlink(victim, link), 0);
+    /* the same run again: the case is reused, the index and report rewritten */
+    snprintf(args, sizeof args, "run %s --out %s --only 'm00-*'", yaml, out);
+    fmt_run(&res, args);
+    cr_assert_neq(res.status, 0, "%s: followed the link", names[i]);
+    /* one line says why (after the progress line of a case that ran) */
+    const char *why = strstr(res.err, "is a symbolic link");
+    cr_assert(why && strchr(why, '\n') == res.err + strlen(res.err) - 1 &&
+              res.err_lines == 1 + (strstr(res.err, "[1/1] m00-") != NULL), "%s: %s", names[i], res.err);
+    char buf[32];
+    fmt_slurp(victim, buf, sizeof buf);
+    cr_assert_str_eq(buf, "victim\n", "%s: the link's target was written", names[i]);
+    struct stat sb;
+    cr_assert(lstat(link, &sb) != 0 || S_ISLNK(sb.st_mode), "%s: the link was replaced", names[i]);
+  }
+}
+
+/* A trace whose columns.npy holds another Sk than its summary says is refused
+ * with both lengths (the message once read the freed mask: a use after free
+ * that fuzz/corpus/trace/crash-columns-sk-mismatch reproduces under ASan). */
+Test(robust, trace_with_columns_of_another_length) {
+  fmt_run(&res, "render --help");
+  if (strstr(res.err, "built without cairo")) cr_skip_test("no cairo: no render");
+  char dir[512], args[2048];
+  scratch(dir, sizeof dir, "sk_mismatch");
+  /* the columns of S = 64 in the trace of S = 65 (every row index still inside [0, 65]) */
+  char t64[700], t65[700];
+  snprintf(t64, sizeof t64, "%s/t64", dir);
+  snprintf(t65, sizeof t65, "%s/t65", dir);
+  snprintf(args, sizeof args, "analyze --family causal --seqlen 64 --out %s", t64);
+  fmt_run(&res, args);
+  snprintf(args, sizeof args, "analyze --family causal --seqlen 65 --out %s", t65);
+  fmt_run(&res, args);
+  snprintf(args, sizeof args, "cp %s/columns.npy %s/", t64, t65);
+  cr_assert_eq(system(args), 0);
+  snprintf(args, sizeof args, "render %s -o %s/x.png", t65, dir);
+  fmt_run(&res, args);
+  cr_assert_eq(res.status, 2, "%s", res.err);
+  cr_assert_eq(res.err_lines, 1, "%s", res.err);
+  cr_assert(strstr(res.err, "1 x 1 vector sets of Sk = 64 do not fit Sk = 65"), "%s", res.err);
+  cr_assert_eq(count_entries(dir, "x.png"), 0);
 }

@@ -133,7 +133,7 @@ Test(scenario, bad_scenarios_name_file_line_and_key) {
   expect_bad("name: x\nmasks:\n  - family: sliding_window\n    params: {w: 0}\n", "w=0 is out of range");
   /* refused up front: 2^30 tokens with 1 x 1 tiles would need exabytes of tile arrays */
   expect_bad("name: x\nseqlen: 1073741824\nbr: 1\nbc: 1\nmasks:\n  - family: causal\n",
-             "more than this machine has");
+             "per-tile arrays would take about 2.0 EiB; this machine can give");
   expect_bad("name: x\nreport: chunks\nmasks:\n  - family: causal\n", "key 'chunk'");
 }
 

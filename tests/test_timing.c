@@ -708,9 +708,10 @@ Test(calibrate_cli, reads_a_scenario_run) {
   fmt_run(&r, cmd);
   cr_assert_eq(r.status, 0, "%s", r.err);
   snprintf(cmd, sizeof cmd, "calibrate %s --out %s --kernel sm80 --gpu-name 'NVIDIA H200'", dir, out);
-  fmt_run(&r, cmd); /* no GPU step: nothing to fit */
+  fmt_run(&r, cmd); /* no GPU step: nothing to fit, said in one line */
   cr_assert_eq(r.status, 2);
-  cr_assert(strstr(r.err, "no measured case"), "%s", r.err);
+  cr_assert_eq(r.err_lines, 1, "%s", r.err);
+  cr_assert(strstr(r.err, "no measured case in"), "%s", r.err);
   /* the model's own time of each case's trace, as if sm80 had measured it; one
      row also timed by sm90 */
   snprintf(path, sizeof path, "%s/index.json", dir);
@@ -737,6 +738,12 @@ Test(calibrate_cli, reads_a_scenario_run) {
   cr_assert_eq(r.status, 2);
   cr_assert(strstr(r.err, "the runs hold kernels sm80 and sm90: choose one with --kernel"), "%s", r.err);
   snprintf(cmd, sizeof cmd, "calibrate %s --out %s --kernel sm80 --gpu-name 'NVIDIA H200'", dir, out);
+  fmt_run(&r, cmd);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_assert(strstr(r.out, "8 cases, kernel sm80 on NVIDIA H200"), "%s", r.out);
+  /* the run's index.json named as a file: its columns read from its folder all the same */
+  snprintf(cmd, sizeof cmd, "calibrate %s/index.json --out %s --kernel sm80 --gpu-name 'NVIDIA H200'",
+           dir, out);
   fmt_run(&r, cmd);
   cr_assert_eq(r.status, 0, "%s", r.err);
   cr_assert(strstr(r.out, "8 cases, kernel sm80 on NVIDIA H200"), "%s", r.out);

@@ -312,8 +312,15 @@ typedef fm_status (*viz_draw_fn)(cairo_t *cr, double w, double h, void *ctx, fm_
  * complete or not at all. Limits: 1..16384 units and PNG pixels per side. */
 fm_status viz_write_figure(const char *path, viz_format fmt, double w, double h, double dpi,
                            viz_draw_fn draw, void *ctx, fm_err *err);
+/* The same with the output flags of fm_atomic_open_ex (core/fm_fileio.h):
+ * FM_OUT_NOFOLLOW for a name fmsim chose (a scenario's figures, the viewer's
+ * exports), which refuses a symbolic link found there; viz_write_figure is
+ * out_flags 0, for a path the user named. */
+fm_status viz_write_figure_ex(const char *path, unsigned out_flags, viz_format fmt, double w, double h,
+                              double dpi, viz_draw_fn draw, void *ctx, fm_err *err);
 
-/* Writes an image surface as PNG, atomically (window screenshots). */
+/* Writes an image surface as PNG, atomically (the window's numbered
+ * screenshots: a name fmsim chose, so a symbolic link there is refused). */
 fm_status viz_write_png_surface(const char *path, cairo_surface_t *surface, fm_err *err);
 
 /* viz_draw of a state as a viz_draw_fn (ctx is the viz_state). */

@@ -64,27 +64,33 @@ static void text_fit(cairo_t *cr, double x, double y, const char *t, double maxw
   viz_text_fit(cr, x, y, t, maxw, align);
 }
 
-/* A user-space coordinate snapped to the centre of a device pixel, so that
- * one-pixel lines stay crisp on raster targets. */
-static double snap_x(cairo_t *cr, double x) {
-  double y = 0;
-  cairo_user_to_device(cr, &x, &y);
-  x = floor(x) + 0.5;
-  cairo_device_to_user(cr, &x, &y);
-  return x;
+/* A user-space coordinate on one axis (0: x, 1: y) snapped to the centre of
+ * a device pixel, so that one-pixel lines stay crisp on raster targets. */
+static double snap(cairo_t *cr, double v, int axis) {
+  double p[2] = {0, 0};
+  p[axis] = v;
+  cairo_user_to_device(cr, &p[0], &p[1]);
+  p[axis] = floor(p[axis]) + 0.5;
+  cairo_device_to_user(cr, &p[0], &p[1]);
+  return p[axis];
 }
-static double snap_y(cairo_t *cr, double y) {
-  double x = 0;
-  cairo_user_to_device(cr, &x, &y);
-  y = floor(y) + 0.5;
-  cairo_device_to_user(cr, &x, &y);
-  return y;
-}
+static double snap_x(cairo_t *cr, double x) { return snap(cr, x, 0); }
+static double snap_y(cairo_t *cr, double y) { return snap(cr, y, 1); }
 
 static double device_scale(cairo_t *cr) {
   double dx = 1, dy = 0;
   cairo_user_to_device_distance(cr, &dx, &dy);
   return hypot(dx, dy);
+}
+
+/* The frame of a plot: one device pixel of dark grey on pixel centres; the
+ * line width and colour stay set for what the caller draws next. */
+static void stroke_frame(cairo_t *cr, const viz_rect *r) {
+  cairo_set_line_width(cr, 1.0 / device_scale(cr));
+  set_rgb(cr, 0x444444);
+  double x0 = snap_x(cr, r->x), y0 = snap_y(cr, r->y);
+  cairo_rectangle(cr, x0, y0, snap_x(cr, r->x + r->w) - x0, snap_y(cr, r->y + r->h) - y0);
+  cairo_stroke(cr);
 }
 
 /* ---- axes ---------------------------------------------------------------- */
@@ -104,11 +110,7 @@ static void draw_axes(cairo_t *cr, const viz_state *s, const viz_layout *l) {
   const viz_view *v = &s->view;
   double font = l->font, tick = 0.45 * font;
   char buf[64];
-  cairo_set_line_width(cr, 1.0 / device_scale(cr));
-  set_rgb(cr, 0x444444);
-  cairo_rectangle(cr, snap_x(cr, p->x) , snap_y(cr, p->y), snap_x(cr, p->x + p->w) - snap_x(cr, p->x),
-                  snap_y(cr, p->y + p->h) - snap_y(cr, p->y));
-  cairo_stroke(cr);
+  stroke_frame(cr, p);
   set_font(cr, 0.9 * font, 0);
   /* label width of the widest label decides the step */
   for (int axis = 0; axis < 2; axis++) {
@@ -626,11 +628,7 @@ void viz_draw_mask_in(cairo_t *cr, const viz_state *s, const viz_rect *r, double
   draw_raster(cr, s, r);
   if (s->layers & VIZ_LAYER_GRID) draw_grid(cr, s, r, grid_min_px);
   cairo_save(cr);
-  cairo_set_line_width(cr, 1.0 / device_scale(cr));
-  set_rgb(cr, 0x444444);
-  cairo_rectangle(cr, snap_x(cr, r->x), snap_y(cr, r->y), snap_x(cr, r->x + r->w) - snap_x(cr, r->x),
-                  snap_y(cr, r->y + r->h) - snap_y(cr, r->y));
-  cairo_stroke(cr);
+  stroke_frame(cr, r);
   cairo_restore(cr);
 }
 

@@ -44,6 +44,11 @@ const cairo_user_data_key_t viz_raster_scale_key = {0};
 
 fm_status viz_write_figure(const char *path, viz_format fmt, double w, double h, double dpi,
                            viz_draw_fn draw, void *ctx, fm_err *err) {
+  return viz_write_figure_ex(path, 0, fmt, w, h, dpi, draw, ctx, err);
+}
+
+fm_status viz_write_figure_ex(const char *path, unsigned out_flags, viz_format fmt, double w, double h,
+                              double dpi, viz_draw_fn draw, void *ctx, fm_err *err) {
   if (!(w >= 1 && w <= VIZ_MAX_PIXELS && h >= 1 && h <= VIZ_MAX_PIXELS))
     return fm_fail(err, FM_EINVAL, "size %gx%g: width and height must be in 1..%d", w, h, VIZ_MAX_PIXELS);
   if (!(dpi >= 18 && dpi <= 2400)) return fm_fail(err, FM_EINVAL, "dpi %g must be in 18..2400", dpi);
@@ -54,7 +59,7 @@ fm_status viz_write_figure(const char *path, viz_format fmt, double w, double h,
                    dpi, pw, ph, VIZ_MAX_PIXELS);
   sink k;
   memset(&k, 0, sizeof k);
-  fm_status st = fm_atomic_open(&k.af, path, err);
+  fm_status st = fm_atomic_open_ex(&k.af, path, out_flags, err);
   if (st != FM_OK) return st;
   cairo_surface_t *surf = NULL;
   if (fmt == VIZ_FMT_PNG) {
@@ -108,7 +113,7 @@ fm_status viz_write_figure(const char *path, viz_format fmt, double w, double h,
 fm_status viz_write_png_surface(const char *path, cairo_surface_t *surface, fm_err *err) {
   sink k;
   memset(&k, 0, sizeof k);
-  fm_status st = fm_atomic_open(&k.af, path, err);
+  fm_status st = fm_atomic_open_ex(&k.af, path, FM_OUT_NOFOLLOW, err);
   if (st != FM_OK) return st;
   cairo_surface_flush(surface);
   cairo_status_t cs = cairo_surface_write_to_png_stream(surface, sink_write, &k);
@@ -182,6 +187,18 @@ static viz_event scripted_event(const viz_layout *l, int k) {
   return e;
 }
 
+/* One frame: the event handled, the scene brought up to date and drawn into
+ * cr's surface; its wall time in *ms. */
+static fm_status timed_frame(viz_state *s, const viz_event *e, cairo_t *cr, double *ms, fm_err *err) {
+  double t0 = now_ms();
+  fm_status st = FM_OK;
+  if (viz_handle_event(s, e) & VIZ_DO_SYNC) st = viz_scene_sync(s->scene, s, err);
+  viz_draw(cr, s, s->width, s->height);
+  cairo_surface_flush(cairo_get_target(cr));
+  *ms = now_ms() - t0;
+  return st;
+}
+
 fm_status viz_bench_frames(viz_state *s, int n, viz_bench_result *out, fm_err *err) {
   memset(out, 0, sizeof *out);
   if (n < 1) return fm_fail(err, FM_EINVAL, "--bench-frames needs at least one frame");
@@ -203,21 +220,11 @@ fm_status viz_bench_frames(viz_state *s, int n, viz_bench_result *out, fm_err *e
   viz_layout_compute(s, s->width, s->height, &l);
   for (int k = 0; k < n && st == FM_OK; k++) {
     viz_event e = scripted_event(&l, k);
-    double t0 = now_ms();
-    unsigned act = viz_handle_event(s, &e);
-    if (act & VIZ_DO_SYNC) st = viz_scene_sync(s->scene, s, err);
-    viz_draw(cr, s, s->width, s->height);
-    cairo_surface_flush(surf);
-    times[k] = now_ms() - t0;
+    st = timed_frame(s, &e, cr, &times[k], err);
   }
-  for (int k = 0; k < nrebuild && st == FM_OK; k++) {
+  for (int k = 0; k < nrebuild && st == FM_OK; k++) { /* tile-size keys: the scene rebuilt */
     viz_event e = {.type = VIZ_EV_KEY, .key = rebuild_keys[k]};
-    double t0 = now_ms();
-    unsigned act = viz_handle_event(s, &e);
-    if (act & VIZ_DO_SYNC) st = viz_scene_sync(s->scene, s, err);
-    viz_draw(cr, s, s->width, s->height);
-    cairo_surface_flush(surf);
-    rebuild[k] = now_ms() - t0;
+    st = timed_frame(s, &e, cr, &rebuild[k], err);
   }
   if (st == FM_OK) {
     qsort(times, (size_t)n, sizeof *times, cmp_double);

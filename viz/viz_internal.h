@@ -46,12 +46,12 @@ typedef struct viz_colruns {
   const int32_t (*items)[2]; /* (start[Sk] - start[0], 2) from items + start[0] */
 } viz_colruns;
 
-/* Scratch reused across key tiles by viz_pieces_build (O(Tr) memory). */
+/* Scratch reused across key tiles by viz_pieces_build (O(Tr) memory): four
+ * (tr_cap,) arrays in one allocation, owned through acc_cov. */
 typedef struct viz_piece_scratch {
   int32_t tr_cap;
   int32_t *acc_cov, *acc_touch, *stamp; /* (tr + 1,) */
-  int32_t *keys;                        /* distinct row tiles of one key tile */
-  int32_t keys_cap;
+  int32_t *keys;                        /* (tr + 1,): distinct row tiles of one key tile */
 } viz_piece_scratch;
 void viz_piece_scratch_free(viz_piece_scratch *sc);
 

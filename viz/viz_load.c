@@ -257,12 +257,12 @@ fm_status viz_load_trace(const char *dir, viz_trace *t, fm_colmask **mask, fm_er
   fm_intervals_opts io = {.causal = (int)causal, .sq = sq, .strict = 1, .four_vectors = 1};
   st = fm_intervals_load(path, &io, &m, NULL, err);
   if (st != FM_OK) return st;
-  int64_t nb = fm_colmask_nb(m), nh = fm_colmask_nh(m);
-  if (fm_colmask_sk(m) != sk || (nb != 1 && nb != t->batch) || (nh != 1 && nh != t->heads)) {
-    fm_colmask_destroy(m);
+  int64_t nb = fm_colmask_nb(m), nh = fm_colmask_nh(m), msk = fm_colmask_sk(m);
+  if (msk != sk || (nb != 1 && nb != t->batch) || (nh != 1 && nh != t->heads)) {
+    fm_colmask_destroy(m); /* (the message uses only what was read before) */
     return fm_fail(err, FM_EFORMAT,
-                   "%s: %lld x %lld vector sets of Sk = %d do not fit Sk = %lld, batch %lld x "
-                   "heads %lld", path, (long long)nb, (long long)nh, fm_colmask_sk(m), (long long)sk,
+                   "%s: %lld x %lld vector sets of Sk = %lld do not fit Sk = %lld, batch %lld x "
+                   "heads %lld", path, (long long)nb, (long long)nh, (long long)msk, (long long)sk,
                    (long long)t->batch, (long long)t->heads);
   }
   t->sets = nb * nh;

@@ -22,10 +22,7 @@ void viz_pieces_free(viz_pieces *p) {
 }
 
 void viz_piece_scratch_free(viz_piece_scratch *sc) {
-  free(sc->acc_cov);
-  free(sc->acc_touch);
-  free(sc->stamp);
-  free(sc->keys);
+  free(sc->acc_cov); /* the one block of all four */
   memset(sc, 0, sizeof *sc);
 }
 
@@ -84,31 +81,19 @@ static void sort_i32(int32_t *v, int32_t n) {
   }
 }
 
-static fm_status scratch_fit(viz_piece_scratch *sc, int32_t tr, int32_t bc, fm_err *err) {
-  if (sc->tr_cap < tr + 1) {
-    free(sc->acc_cov);
-    free(sc->acc_touch);
-    free(sc->stamp);
-    sc->acc_cov = calloc((size_t)tr + 1, sizeof(int32_t));
-    sc->acc_touch = calloc((size_t)tr + 1, sizeof(int32_t));
-    sc->stamp = calloc((size_t)tr + 1, sizeof(int32_t));
-    sc->tr_cap = tr + 1;
-    if (!sc->acc_cov || !sc->acc_touch || !sc->stamp) {
-      sc->tr_cap = 0;
-      return fm_fail(err, FM_ENOMEM, "cannot allocate classification scratch for %d row tiles", tr);
-    }
-  } else {
-    memset(sc->stamp, 0, sizeof(int32_t) * ((size_t)tr + 1));
+/* Room for Tr row tiles: the two accumulators, the stamps (cleared) and the
+ * keys, which are the breakpoints of one key tile: distinct row tiles in [0, Tr]. */
+static fm_status scratch_fit(viz_piece_scratch *sc, int32_t tr, fm_err *err) {
+  size_t n = (size_t)tr + 1;
+  if (sc->tr_cap >= tr + 1) {
+    memset(sc->stamp, 0, sizeof(int32_t) * n);
+    return FM_OK;
   }
-  /* the breakpoints of one key tile are distinct row tiles in [0, Tr] */
-  (void)bc;
-  int32_t need = tr + 1;
-  if (sc->keys_cap < need) {
-    free(sc->keys);
-    sc->keys = malloc(sizeof(int32_t) * (size_t)need);
-    sc->keys_cap = sc->keys ? need : 0;
-    if (!sc->keys) return fm_fail(err, FM_ENOMEM, "cannot allocate classification scratch");
-  }
+  viz_piece_scratch_free(sc);
+  int32_t *block = calloc(4 * n, sizeof(int32_t));
+  if (!block) return fm_fail(err, FM_ENOMEM, "cannot allocate classification scratch for %d row tiles", tr);
+  *sc = (viz_piece_scratch){.tr_cap = tr + 1, .acc_cov = block, .acc_touch = block + n,
+                            .stamp = block + 2 * n, .keys = block + 3 * n};
   return FM_OK;
 }
 
@@ -147,7 +132,7 @@ static fm_status pieces_sweep(const piece_src *src, int32_t br, int32_t bc, viz_
     bounds = own;
   }
   st = pieces_reset(out, tr, tc, err);
-  if (st == FM_OK) st = scratch_fit(scratch, tr, bc, err);
+  if (st == FM_OK) st = scratch_fit(scratch, tr, err);
   if (st != FM_OK) {
     free(own);
     return st;

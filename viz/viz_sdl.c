@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "fm_fileio.h"
 #include "viz_internal.h"
 
 /* SDL event -> viz event; 0 when SDL's event means nothing to the viewer. */
@@ -284,9 +285,9 @@ fm_status viz_window_run(viz_state *s, const viz_window_opts *o, fm_err *err) {
       copy.status[0] = 0;
       fm_err e2;
       export_path(s, dir, pdf ? "pdf" : "svg", path, sizeof path);
-      if (viz_write_figure(path, pdf ? VIZ_FMT_PDF : VIZ_FMT_SVG, s->width, s->height,
-                           o->export_dpi > 0 ? o->export_dpi : 300, viz_draw_state_fn, &copy,
-                           &e2) == FM_OK)
+      if (viz_write_figure_ex(path, FM_OUT_NOFOLLOW, pdf ? VIZ_FMT_PDF : VIZ_FMT_SVG, s->width,
+                              s->height, o->export_dpi > 0 ? o->export_dpi : 300, viz_draw_state_fn,
+                              &copy, &e2) == FM_OK)
         snprintf(s->status, sizeof s->status, "saved %.400s", path);
       else
         snprintf(s->status, sizeof s->status, "%s", e2.msg);

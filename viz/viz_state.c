@@ -234,12 +234,15 @@ const viz_key_help *viz_key_help_table(int *count) {
   return key_table;
 }
 
+/* A key that cannot act here: the reason in the status line, redrawn. */
+static unsigned refuse(viz_state *s, const char *why) {
+  snprintf(s->status, sizeof s->status, "%s", why);
+  return VIZ_DO_REDRAW;
+}
+
 unsigned viz_toggle_backward(viz_state *s) {
   if (!(s->layers & VIZ_LAYER_BACKWARD)) {
-    if (s->facts.bwd_br <= 0) {
-      snprintf(s->status, sizeof s->status, "no backward tile for this head dim in the kernel registry");
-      return VIZ_DO_REDRAW;
-    }
+    if (s->facts.bwd_br <= 0) return refuse(s, "no backward tile for this head dim in the kernel registry");
     s->layers |= VIZ_LAYER_BACKWARD;
     s->fwd_br = s->br;
     s->fwd_bc = s->bc;
@@ -269,10 +272,7 @@ static unsigned handle_key(viz_state *s, int key) {
     return VIZ_DO_SYNC | VIZ_DO_REDRAW;
   case 'd':
   case 'D':
-    if (!s->use_family) {
-      snprintf(s->status, sizeof s->status, "the file has no document samples (f: families)");
-      return VIZ_DO_REDRAW;
-    }
+    if (!s->use_family) return refuse(s, "the file has no document samples (f: families)");
     if (s->facts.nsamples > 0) {
       int n = s->facts.nsamples;
       s->sample = ((s->sample < 0 ? 0 : s->sample) + (key == 'd' ? 1 : n - 1)) % n;
@@ -290,10 +290,7 @@ static unsigned handle_key(viz_state *s, int key) {
     return VIZ_DO_SYNC | VIZ_DO_REDRAW;
   case 's':
   case 'S':
-    if (!s->use_family) {
-      snprintf(s->status, sizeof s->status, "S is fixed by the file (f switches to the families)");
-      return VIZ_DO_REDRAW;
-    }
+    if (!s->use_family) return refuse(s, "S is fixed by the file (f switches to the families)");
     s->seqlen = pow2_step(s->seqlen, key == 's', VIZ_MIN_SEQLEN, VIZ_MAX_SEQLEN);
     return VIZ_DO_SYNC | VIZ_DO_REDRAW;
   case 'h':
@@ -302,8 +299,7 @@ static unsigned handle_key(viz_state *s, int key) {
       s->pair = (s->pair + (key == 'h' ? 1 : s->facts.npairs - 1)) % s->facts.npairs;
       return VIZ_DO_SYNC | VIZ_DO_REDRAW;
     }
-    snprintf(s->status, sizeof s->status, "one mask serves every (batch, head) pair");
-    return VIZ_DO_REDRAW;
+    return refuse(s, "one mask serves every (batch, head) pair");
   case 'm': s->layers ^= VIZ_LAYER_MASK; return VIZ_DO_REDRAW;
   case 't': s->layers ^= VIZ_LAYER_TILES; return VIZ_DO_REDRAW;
   case 'g': s->layers ^= VIZ_LAYER_GRID; return VIZ_DO_REDRAW;
