@@ -92,7 +92,9 @@ class MergeTest(unittest.TestCase):
         self.assertIsNone(first["fmsim"]["sm90"]["over_flash"])
         ok = {(c["check"], c["case"]): c["ok"] for c in merged["checks"]}
         self.assertTrue(ok[("sm90: time <= 0.75x Flex-Triton", first["id"])])
-        self.assertFalse(ok[("sm80: full mask >= 600 TFLOP/s", first["id"])])
+        # the speed bars are the Hopper kernel's; the portable kernel gets none of them
+        self.assertNotIn(("sm80: full mask >= 600 TFLOP/s", first["id"]), ok)
+        self.assertIn(("sm80: every case runs", "%d of %d" % (len(merged["rows"]), len(merged["rows"]))), ok)
 
     def test_refuses_a_folder_that_is_not_a_bench(self):
         rc = merge.main(["merge.py", self.tmp.name])
