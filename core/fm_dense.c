@@ -105,12 +105,8 @@ static fm_status check_dims(int64_t batch, int64_t heads, int64_t sq, int64_t sk
 }
 
 static void builder_free(builder *bd) {
-  free(bd->sets);
-  free(bd->nruns);
-  free(bd->runs);
-  free(bd->best);
-  free(bd->tile_acc);
-  free(bd->tiles);
+  void *owned[] = {bd->sets, bd->nruns, bd->runs, bd->best, bd->tile_acc, bd->tiles};
+  for (size_t i = 0; i < sizeof owned / sizeof owned[0]; i++) free(owned[i]);
   memset(bd, 0, sizeof *bd);
 }
 
@@ -341,12 +337,9 @@ static fm_status b_result(builder *bd, fm_dense_result **out, fm_err *err) {
     builder_free(bd);
     return fm_fail(err, FM_ENOMEM, "out of memory");
   }
-  res->rep = bd->rep;
-  res->sets = bd->sets;
-  res->nruns = bd->nruns;
-  res->runs = bd->runs;
-  res->best = bd->best;
-  res->tiles = bd->tiles;
+  /* the arrays change hands: the builder's pointers are cleared before it is freed */
+  *res = (fm_dense_result){.rep = bd->rep, .sets = bd->sets, .nruns = bd->nruns, .runs = bd->runs,
+                           .best = bd->best, .tiles = bd->tiles};
   res->rep.sets = res->sets;
   bd->sets = NULL;
   bd->nruns = bd->runs = bd->best = NULL;

@@ -13,20 +13,11 @@
 void fm_analysis_init(fm_analysis *a, const fm_colmask *m, const char *family, const char *params,
                       const char *docs_source, int64_t batch, int64_t heads, int32_t br,
                       int32_t bc) {
-  memset(a, 0, sizeof *a);
-  a->family = family;
-  a->params = params;
-  a->docs_source = docs_source;
-  a->seqlen_q = fm_colmask_sq(m);
-  a->seqlen_k = fm_colmask_sk(m);
-  a->batch = batch;
-  a->heads = heads;
-  a->causal = fm_colmask_causal(m);
-  a->br = br;
-  a->bc = bc;
-  a->tr = (int32_t)((a->seqlen_q + br - 1) / br);
-  a->tc = (int32_t)((a->seqlen_k + bc - 1) / bc);
-  a->form = fm_colmask_smallest_form(m);
+  const int64_t sq = fm_colmask_sq(m), sk = fm_colmask_sk(m);
+  *a = (fm_analysis){.family = family, .params = params, .docs_source = docs_source, .seqlen_q = sq,
+                     .seqlen_k = sk, .batch = batch, .heads = heads, .causal = fm_colmask_causal(m),
+                     .br = br, .bc = bc, .tr = (int32_t)((sq + br - 1) / br),
+                     .tc = (int32_t)((sk + bc - 1) / bc), .form = fm_colmask_smallest_form(m)};
   fm_mask_bytes_compute(a->seqlen_q, a->seqlen_k, fm_colmask_nsets(m), a->form, bc, &a->bytes);
 }
 

@@ -25,6 +25,23 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   return *reinterpret_cast<uint32_t *>(&v);
 }
 
+/* Eight fp32 accumulators (two columns of four rows' pairs) as an A fragment of
+ * bf16 pairs: a[i] = (x[2 i], x[2 i + 1]). */
+__device__ __forceinline__ void pack_frag(const float *x, uint32_t (&a)[4]) {
+#pragma unroll
+  for (int i = 0; i < 4; i++) a[i] = pack_bf16(x[2 * i], x[2 * i + 1]);
+}
+
+/* Every element of a register array of accumulators to 0. */
+template <int M, int N, int K> __device__ __forceinline__ void zero(float (&a)[M][N][K]) {
+#pragma unroll
+  for (int m = 0; m < M; m++)
+#pragma unroll
+    for (int n = 0; n < N; n++)
+#pragma unroll
+      for (int k = 0; k < K; k++) a[m][n][k] = 0.f;
+}
+
 /* What every launch carries, whatever the kernel and pass (the base of each
  * kernel's parameter struct; fm_attn.cu fills it once, in prepare): the shape
  * (Tr x Tc tiles at the pass's own tile, interval sets nb x nh), the softmax

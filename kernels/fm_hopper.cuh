@@ -113,6 +113,14 @@ struct stage_clock {
   }
 };
 
+/* The dynamic shared memory of a kernel from its first 1024-byte boundary (SW128
+ * TMA boxes and wgmma descriptors need that alignment; the launch asks for 1 KiB
+ * more than the layout). */
+__device__ __forceinline__ unsigned char *smem_aligned_1k(unsigned char *raw) {
+  return reinterpret_cast<unsigned char *>((reinterpret_cast<uintptr_t>(raw) + 1023) &
+                                           ~static_cast<uintptr_t>(1023));
+}
+
 /* ----------------------------------------------------------------------- TMA */
 
 /* Loads the box at coordinates (c0, c1, c2, c3) (innermost first) of the 4-D
@@ -227,8 +235,21 @@ template <int R, int C> __device__ __forceinline__ void reg_fence(uint32_t (&r)[
     for (int j = 0; j < C; j++) asm volatile("" : "+r"(r[i][j])::"memory");
 }
 
+/* The accumulator operands of a wgmma in its PTX text: %0 .. %31 (N = 64) or
+ * %0 .. %63 (N = 128), the first operands of the asm statement (FMH_ACC8). */
+#define FMH_D_LO                                                            \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+#define FMH_D32 FMH_D_LO "}, "
+#define FMH_D64                                                                        \
+  FMH_D_LO ", %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, " \
+  "%47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
 #define FMH_ACC8(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), \
                     "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), "+f"(d[i + 7])
+#define FMH_ACC32 FMH_ACC8(0), FMH_ACC8(8), FMH_ACC8(16), FMH_ACC8(24)
+#define FMH_ACC64 FMH_ACC32, FMH_ACC8(32), FMH_ACC8(40), FMH_ACC8(48), FMH_ACC8(56)
+#define FMH_WGMMA_N128 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+#define FMH_WGMMA_N64 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
 
 /* d(64 x 128, fp32) (+)= A(64 x 16) B(16 x 128)^T, bf16; A and B K-major in
  * shared memory (S = Q K^T). accumulate = 0 overwrites d. Per thread 64
@@ -237,14 +258,9 @@ template <int R, int C> __device__ __forceinline__ void reg_fence(uint32_t (&r)[
 __device__ __forceinline__ void wgmma_ss_n128(float (&d)[64], uint64_t da, uint64_t db, int accumulate) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+      FMH_WGMMA_N128 FMH_D64
       "%64, %65, p, 1, 1, 0, 0;\n}\n"
-      : FMH_ACC8(0), FMH_ACC8(8), FMH_ACC8(16), FMH_ACC8(24), FMH_ACC8(32), FMH_ACC8(40),
-        FMH_ACC8(48), FMH_ACC8(56)
+      : FMH_ACC64
       : "l"(da), "l"(db), "r"(accumulate));
 }
 
@@ -255,11 +271,9 @@ template <int TA, int TB>
 __device__ __forceinline__ void wgmma_ss_n64(float (&d)[32], uint64_t da, uint64_t db, int accumulate) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+      FMH_WGMMA_N64 FMH_D32
       "%32, %33, p, 1, 1, %35, %36;\n}\n"
-      : FMH_ACC8(0), FMH_ACC8(8), FMH_ACC8(16), FMH_ACC8(24)
+      : FMH_ACC32
       : "l"(da), "l"(db), "r"(accumulate), "n"(TA), "n"(TB));
 }
 
@@ -271,14 +285,9 @@ __device__ __forceinline__ void wgmma_ss_n64(float (&d)[32], uint64_t da, uint64
 __device__ __forceinline__ void wgmma_rs_n128(float (&d)[64], const uint32_t (&a)[4], uint64_t db) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+      FMH_WGMMA_N128 FMH_D64
       "{%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
-      : FMH_ACC8(0), FMH_ACC8(8), FMH_ACC8(16), FMH_ACC8(24), FMH_ACC8(32), FMH_ACC8(40),
-        FMH_ACC8(48), FMH_ACC8(56)
+      : FMH_ACC64
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "n"(1));
 }
 
@@ -286,14 +295,19 @@ __device__ __forceinline__ void wgmma_rs_n128(float (&d)[64], const uint32_t (&a
 __device__ __forceinline__ void wgmma_rs_n64(float (&d)[32], const uint32_t (&a)[4], uint64_t db) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+      FMH_WGMMA_N64 FMH_D32
       "{%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
-      : FMH_ACC8(0), FMH_ACC8(8), FMH_ACC8(16), FMH_ACC8(24)
+      : FMH_ACC32
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "n"(1));
 }
 #undef FMH_ACC8
+#undef FMH_ACC32
+#undef FMH_ACC64
+#undef FMH_WGMMA_N128
+#undef FMH_WGMMA_N64
+#undef FMH_D_LO
+#undef FMH_D32
+#undef FMH_D64
 
 /* O += P V for head dim HD: dispatches on the accumulator size. */
 template <int HD> struct pv_mma;

@@ -223,12 +223,7 @@ __global__ void __launch_bounds__(NTHREADS, 2) fwd_kernel(const fwd_params p) {
   const int64_t instr_base = (((int64_t)b * p.H + h) * p.Tr + rt) * (int64_t)p.Tc;
 
   float acc[2][NB_O][4];
-#pragma unroll
-  for (int mi = 0; mi < 2; mi++)
-#pragma unroll
-    for (int n = 0; n < NB_O; n++)
-#pragma unroll
-      for (int e = 0; e < 4; e++) acc[mi][n][e] = 0.f;
+  fmd::zero(acc);
   float row_max[2][2], row_sum[2][2];
 #pragma unroll
   for (int mi = 0; mi < 2; mi++)
@@ -323,12 +318,7 @@ __global__ void __launch_bounds__(NTHREADS, 2) fwd_kernel(const fwd_params p) {
 
       /* ---- S = Q K^T (raw scores, fp32) */
       float s[2][NB_S][4];
-#pragma unroll
-      for (int mi = 0; mi < 2; mi++)
-#pragma unroll
-        for (int n8 = 0; n8 < NB_S; n8++)
-#pragma unroll
-          for (int e4 = 0; e4 < 4; e4++) s[mi][n8][e4] = 0.f;
+      fmd::zero(s);
 #pragma unroll
       for (int kk = 0; kk < KSTEPS; kk++) {
         uint32_t a[2][4];

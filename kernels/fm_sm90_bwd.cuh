@@ -366,14 +366,8 @@ __device__ __forceinline__ void consumer(const params &p, unsigned char *smem, b
       uint32_t pa[4][4], da[4][4];
 #pragma unroll
       for (int kk = 0; kk < 4; kk++) {
-        pa[kk][0] = pack_bf16(st[8 * kk + 0], st[8 * kk + 1]);
-        pa[kk][1] = pack_bf16(st[8 * kk + 2], st[8 * kk + 3]);
-        pa[kk][2] = pack_bf16(st[8 * kk + 4], st[8 * kk + 5]);
-        pa[kk][3] = pack_bf16(st[8 * kk + 6], st[8 * kk + 7]);
-        da[kk][0] = pack_bf16(dpt[8 * kk + 0], dpt[8 * kk + 1]);
-        da[kk][1] = pack_bf16(dpt[8 * kk + 2], dpt[8 * kk + 3]);
-        da[kk][2] = pack_bf16(dpt[8 * kk + 4], dpt[8 * kk + 5]);
-        da[kk][3] = pack_bf16(dpt[8 * kk + 6], dpt[8 * kk + 7]);
+        fmd::pack_frag(st + 8 * kk, pa[kk]);
+        fmd::pack_frag(dpt + 8 * kk, da[kk]);
       }
       /* ---- dV += P^T dO, dK += dS^T Q (queries are the reduction dim) */
       fmh::wgmma_fence();
@@ -480,8 +474,7 @@ template <int HD, int VAR, bool INSTR>
 __global__ void __launch_bounds__(traits<HD>::THREADS, 1) bwd_kernel(const __grid_constant__ params p) {
   using T = traits<HD>;
   extern __shared__ unsigned char smem_raw[];
-  unsigned char *smem = reinterpret_cast<unsigned char *>(
-      (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~static_cast<uintptr_t>(1023));
+  unsigned char *smem = fmh::smem_aligned_1k(smem_raw);
   bars<HD> br{reinterpret_cast<uint64_t *>(smem + T::OFF_BAR)};
   const int wg = __shfl_sync(0xffffffffu, (int)threadIdx.x / 128, 0);
   if (threadIdx.x == 0) {

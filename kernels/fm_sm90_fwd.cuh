@@ -400,12 +400,7 @@ __device__ __forceinline__ void rescale_o(cstate<HD> &st, const float (&alpha)[2
 /* P (fp32 in the S fragment) to bf16 A fragments, k-step kk = columns 16 kk .. 16 kk + 15. */
 __device__ __forceinline__ void convert_p(const float (&s)[64], uint32_t (&pa)[8][4]) {
 #pragma unroll
-  for (int kk = 0; kk < 8; kk++) {
-    pa[kk][0] = pack_bf16(s[8 * kk + 0], s[8 * kk + 1]);
-    pa[kk][1] = pack_bf16(s[8 * kk + 2], s[8 * kk + 3]);
-    pa[kk][2] = pack_bf16(s[8 * kk + 4], s[8 * kk + 5]);
-    pa[kk][3] = pack_bf16(s[8 * kk + 6], s[8 * kk + 7]);
-  }
+  for (int kk = 0; kk < 8; kk++) fmd::pack_frag(s + 8 * kk, pa[kk]);
 }
 
 /* Issues S = Q K^T for this warpgroup (not committed). */
@@ -492,6 +487,18 @@ __device__ __forceinline__ void after_pv(ctx<HD> &c, const slot &e) {
   warp_release(c.br.v_empty(e.stg), c.lane);
 }
 
+/* Issues S = Q K^T of entry e (its K stage) as one wgmma group; PINGPONG: in
+ * this warpgroup's turn of the tensor cores, handing the turn on once issued. */
+template <int HD, bool PINGPONG>
+__device__ __forceinline__ void issue_s_turn(const ctx<HD> &c, float (&s)[64], const slot &e, int sched_bar,
+                                             int other_bar) {
+  if (PINGPONG) fmh::named_sync(sched_bar, 256);
+  fmh::wgmma_fence();
+  issue_s<HD>(s, c.q_base, c.k_base0 + e.stg * traits<HD>::KV_BYTES);
+  fmh::wgmma_commit();
+  if (PINGPONG) fmh::named_arrive(other_bar, 256);
+}
+
 /* The tiles of one item, FA3's intra-warpgroup pipelining (OVERLAP): the S
  * GEMM of tile n and the P V GEMM of tile n - 1 are in flight together; the
  * softmax of tile n waits only for S. The first tile is peeled, so that every
@@ -502,11 +509,7 @@ __device__ __forceinline__ int item_overlapped(ctx<HD> &c, cstate<HD> &st, slot 
   const int sched_bar = BAR_TURN + c.cw, other_bar = BAR_TURN + (c.cw + 1) % T::NCW;
   float s[64], alpha[2];
   uint32_t pa[8][4];
-  if (PINGPONG) fmh::named_sync(sched_bar, 256);
-  fmh::wgmma_fence();
-  issue_s<HD>(s, c.q_base, c.k_base0 + e.stg * T::KV_BYTES);
-  fmh::wgmma_commit();
-  if (PINGPONG) fmh::named_arrive(other_bar, 256);
+  issue_s_turn<HD, PINGPONG>(c, s, e, sched_bar, other_bar);
   fmh::wgmma_wait<0>();
   fmh::reg_fence(s);
   after_s<HD, VAR>(c, e, s);
@@ -559,11 +562,7 @@ __device__ __forceinline__ int item_sequential(ctx<HD> &c, cstate<HD> &st, slot 
   float s[64], alpha[2];
   uint32_t pa[8][4];
   for (;;) {
-    if (PINGPONG) fmh::named_sync(sched_bar, 256);
-    fmh::wgmma_fence();
-    issue_s<HD>(s, c.q_base, c.k_base0 + e.stg * T::KV_BYTES);
-    fmh::wgmma_commit();
-    if (PINGPONG) fmh::named_arrive(other_bar, 256);
+    issue_s_turn<HD, PINGPONG>(c, s, e, sched_bar, other_bar);
     fmh::wgmma_wait<0>();
     fmh::reg_fence(s);
     after_s<HD, VAR>(c, e, s);
@@ -690,8 +689,7 @@ template <int HD, int VAR, bool INSTR, bool OVERLAP, bool PINGPONG>
 __global__ void __launch_bounds__(traits<HD>::THREADS, 1) fwd_kernel(const __grid_constant__ params p) {
   using T = traits<HD>;
   extern __shared__ unsigned char smem_raw[];
-  unsigned char *smem = reinterpret_cast<unsigned char *>(
-      (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~static_cast<uintptr_t>(1023));
+  unsigned char *smem = fmh::smem_aligned_1k(smem_raw);
   bars<HD> br{reinterpret_cast<uint64_t *>(smem + T::OFF_BAR)};
   /* warp-uniform (broadcast): the role branches below are then not divergent
      to the compiler, which would otherwise serialize the wgmma inside them */

@@ -48,7 +48,7 @@
 __global__ void tma_kernel(const __grid_constant__ CUtensorMap map, uint16_t *out, int h, int s0, int b,
                            int d0) {
   extern __shared__ unsigned char raw[];
-  unsigned char *sm = (unsigned char *)(((uintptr_t)raw + 1023) & ~(uintptr_t)1023);
+  unsigned char *sm = fmh::smem_aligned_1k(raw);
   __shared__ uint64_t bar;
   if (threadIdx.x == 0) {
     fmh::mbar_init(&bar, 1);
@@ -116,7 +116,7 @@ __global__ void mma_kernel(const __grid_constant__ CUtensorMap tq, const __grid_
                            const __grid_constant__ CUtensorMap tv, const uint16_t *p_bf16, float *s_out,
                            float *o_out) {
   extern __shared__ unsigned char raw[];
-  unsigned char *sm = (unsigned char *)(((uintptr_t)raw + 1023) & ~(uintptr_t)1023);
+  unsigned char *sm = fmh::smem_aligned_1k(raw);
   unsigned char *sq = sm, *sk = sm + 64 * HD * 2, *sv = sk + 128 * HD * 2;
   __shared__ uint64_t bar;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, c4 = lane & 3;
