@@ -37,9 +37,23 @@
  *     ascending: for causal masks, heaviest first within each head).
  * The makespan over the SMs is simulated item by item: O(items log slots).
  *
+ * Clock (the boost window): the costs above are those of the SMs at their
+ * boost clock, which a GPU holds only for a while. A pass that draws more
+ * power than the board's limit allows (the forward on Hopper: its tensor
+ * cores are the busiest) runs at the boost clock for the first boost_us of a
+ * launch, then at the lower clock the power limit sets, where the same work
+ * takes `throttle` times longer:
+ *   clocked(t) = t                                  for t <= boost_us
+ *              = boost_us + throttle * (t - boost_us) beyond
+ * applied to the makespan t (the clock is the whole chip's: every SM slows
+ * alike, so the critical SM stays critical). throttle = 1 (or 0, as in a
+ * zeroed struct) means no window: the makespan is the time, as in version-1
+ * profiles. Fitted per pass and head dim (fm_fit_options.boost_window).
+ *
  * Memory floor: the compulsory bytes (Q, O and LSE once, the K/V columns some
  * tile loads once, the interval vectors and bounds) over the profile's HBM
- * bandwidth. Predicted time = launch_us + max(makespan, floor).
+ * bandwidth; HBM keeps its clock, so the floor is not throttled. Predicted
+ * time = launch_us + max(clocked(makespan), floor).
  *
  * What-if tiles: at a tile other than the profile's (Br0 x Bc0), the tile
  * costs are scaled by area (Br*Bc)/(Br0*Bc0), item_us by Br/Br0, and
@@ -47,17 +61,20 @@
  * same kernel would behave, not a measured kernel (results say so: what_if).
  *
  * Profiles (data/gpu/NAME.json, written by `fmsim calibrate`):
- *   {"format": "fmsim-gpu-profile", "version": 1, "gpu": "NVIDIA H200",
+ *   {"format": "fmsim-gpu-profile", "version": 2, "gpu": "NVIDIA H200",
  *    "kernel": "sm80", "sms": 132, "hbm_gbs": 4300, "date": "2026-11-21",
  *    "fmsim_version": "0.1.0", "source": "what it was fitted from",
  *    "forward": [{"head_dim": 128, "br": 128, "bc": 64, "ctas_per_sm": 2,
  *                 "launch_us": ..., "item_us": ..., "key_tile_us": ...,
  *                 "unmasked_us": ..., "partial_us": ..., "partial_causal_us": ...,
- *                 "solo": ..., "fit": {"cases": N, "median_abs_error": e,
- *                                      "worst_abs_error": e}}, ...],
+ *                 "solo": ..., "boost_us": ..., "throttle": ...,
+ *                 "fit": {"cases": N, "median_abs_error": e,
+ *                         "worst_abs_error": e}}, ...],
  *    "backward": []}
- * Every coefficient is a non-negative number; the tile of each head dim must
- * be the kernel's own (fm_kernel_tile_size), or the profile is refused.
+ * Every coefficient is a non-negative number, throttle one in [1, 4]; the
+ * tile of each head dim must be the kernel's own (fm_kernel_tile_size), or
+ * the profile is refused. Version 1 (no boost_us, no throttle) is still
+ * read: no boost window (throttle 1), the same predictions as before.
  */
 #ifndef FM_TIMING_H
 #define FM_TIMING_H
@@ -99,10 +116,18 @@ typedef struct fm_timing_coef {
   double partial_us;        /* per visited PARTIAL tile of a bidirectional mask */
   double partial_causal_us; /* per visited PARTIAL tile of a causal mask */
   double solo;              /* grid schedule: speed of a lone CTA over a shared one (>= 1) */
+  double boost_us;          /* boost window: makespan at the boost clock, us */
+  double throttle;          /* how much longer work takes past it (>= 1; <= 1: no window) */
   int32_t fit_cases;        /* cases of the fit, 0 when unknown */
   double fit_median_err;    /* median |predicted / measured - 1| of the fit */
   double fit_worst_err;     /* largest of those */
+  double fit_boost_p;       /* p of the window's test (fm_timing_fit); -1: none tried
+                               (and in profiles read from a file) */
 } fm_timing_coef;
+
+/* The boost window's map from the makespan at the boost clock to the time it
+ * takes (clocked() above), in us; the identity where c has no window. */
+double fm_timing_clocked(const fm_timing_coef *c, double makespan_us);
 
 #define FM_PROFILE_MAX_COEF 8
 
@@ -163,8 +188,9 @@ typedef struct fm_timing_problem {
 #define FM_TIMING_NFEAT 6 /* launch, items, considered, unmasked, partial, partial causal */
 
 typedef struct fm_timing_result {
-  double time_us;       /* predicted: launch_us + max(schedule_us, floor_us) */
-  double schedule_us;   /* makespan of the items over the SMs */
+  double time_us;       /* predicted: launch_us + max(schedule_us + throttle_us, floor_us) */
+  double schedule_us;   /* makespan of the items over the SMs at the boost clock */
+  double throttle_us;   /* what the clock's fall past the boost window adds to it (>= 0) */
   double floor_us;      /* memory floor */
   double launch_us;
   double bytes;         /* compulsory bytes of the floor */
@@ -177,8 +203,9 @@ typedef struct fm_timing_result {
   int64_t tiles_visited, tiles_partial, tiles_total; /* over every (b, h) */
   int32_t br, bc;       /* the tile used */
   int what_if;          /* 1: the tile differs from the profile's, costs scaled */
-  /* The critical slot's work: time_us = sum_k critical[k] * coefficient k
-     when the schedule sets the time (what `fmsim calibrate` fits). */
+  /* The critical slot's work: schedule_us = sum_{k >= 1} critical[k] *
+     coefficient k, and time_us = launch_us + clocked(schedule_us) when the
+     schedule sets the time (what `fmsim calibrate` fits); critical[0] = 1. */
   double critical[FM_TIMING_NFEAT];
 } fm_timing_result;
 
@@ -208,7 +235,11 @@ typedef struct fm_fit_options {
   int max_iterations;   /* schedule <-> coefficients rounds, 0: 12 */
   unsigned fixed;       /* bit k (k as in critical[]): coefficient k is pinned to fixed_value[k] */
   double fixed_value[FM_TIMING_NFEAT];
+  int boost_window;     /* 1: fit a boost window too (boost_us, throttle); 0: none */
 } fm_fit_options;
+
+/* The level below which the window's test keeps a fitted boost window. */
+#define FM_FIT_BOOST_P 0.001
 
 /* Fits out (launch, item, key tile, unmasked, partial, partial causal
  * coefficients, and solo for the grid schedule) to n cases of one head dim:
@@ -228,6 +259,21 @@ typedef struct fm_fit_options {
  * their split is then arbitrary though the predictions hold. Pinned coefficients
  * (opt->fixed) are not fitted: for data that cannot separate two of them,
  * e.g. launch_us from item_us when every case has as many work items.
+ *
+ * Boost window (opt->boost_window): once the coefficients above are fitted
+ * without one, boost_us and throttle are searched on a grid (boost_us
+ * geometric over the cases' makespans, with at least 3 cases on each side;
+ * throttle in [1, 1.5]) with the critical work of each case held at that
+ * fit's schedule: for each pair the rest is a non-negative least squares,
+ * the cases past the window having their work times throttle and
+ * (throttle - 1) * boost_us added. The best pair is refined on a finer grid,
+ * then everything is fitted again on the true schedule (Gauss-Newton steps
+ * and a pattern search that moves boost_us and throttle too). The window is
+ * kept when the residual sum of squares falls from RSS0 to RSS1 with
+ * p = (RSS1 / RSS0)^((n - k) / 2) < FM_FIT_BOOST_P, k the fitted parameters
+ * (the F test of two more parameters; boost_us being searched, p is
+ * optimistic, hence the strict level); else out has none (throttle 1).
+ * out->fit_boost_p receives p (-1 when no window was tried).
  * FM_EINVAL for fewer cases than 2 or a non-positive measurement. */
 fm_status fm_timing_fit(fm_kernel_id kernel, int32_t sms, double hbm_gbs, int32_t head_dim,
                         const fm_fit_case *cases, int n, const fm_fit_options *opt,
