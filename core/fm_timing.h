@@ -49,6 +49,16 @@
  * alike, so the critical SM stays critical). throttle = 1 (or 0, as in a
  * zeroed struct) means no window: the makespan is the time, as in version-1
  * profiles. Fitted per pass and head dim (fm_fit_options.boost_window).
+ * The evidence (scenarios/calibration.yaml on the H200, 2026-11-23): the
+ * sm90 forward's full masks run at 680-709 TFLOP/s in launches of 0.8-12 ms
+ * and at 610-630 in launches of 58-223 ms (head dim 64: 555 against
+ * 507-527), and the fit puts the window at 12-16 ms with a throttle of 1.16
+ * at both head dims; the backward (452 TFLOP/s at 3 ms and at 775 ms) and
+ * the sm80 forward show no such drop, and a window fitted to them does not
+ * pass the fit's test. The window starts with each launch: it describes
+ * launches apart from each other, as timed (warm-up, an L2 flush between
+ * repetitions), not a busy GPU running launches back to back, which may
+ * stay at the lower clock.
  *
  * Memory floor: the compulsory bytes (Q, O and LSE once, the K/V columns some
  * tile loads once, the interval vectors and bounds) over the profile's HBM
@@ -261,18 +271,20 @@ typedef struct fm_fit_options {
  * e.g. launch_us from item_us when every case has as many work items.
  *
  * Boost window (opt->boost_window): once the coefficients above are fitted
- * without one, boost_us and throttle are searched on a grid (boost_us
- * geometric over the cases' makespans, with at least 3 cases on each side;
- * throttle in [1, 1.5]) with the critical work of each case held at that
- * fit's schedule: for each pair the rest is a non-negative least squares,
- * the cases past the window having their work times throttle and
- * (throttle - 1) * boost_us added. The best pair is refined on a finer grid,
- * then everything is fitted again on the true schedule (Gauss-Newton steps
- * and a pattern search that moves boost_us and throttle too). The window is
- * kept when the residual sum of squares falls from RSS0 to RSS1 with
- * p = (RSS1 / RSS0)^((n - k) / 2) < FM_FIT_BOOST_P, k the fitted parameters
- * (the F test of two more parameters; boost_us being searched, p is
- * optimistic, hence the strict level); else out has none (throttle 1).
+ * without one, the window is searched with each case's critical work held at
+ * that fit's schedule. Past the window a case takes launch + throttle * work
+ * - (throttle - 1) * boost_us: for a given throttle, and the cases' sides of
+ * the window, the time is linear in the coefficients and boost_us, a
+ * non-negative least squares (re-sided until no case moves). Throttle is
+ * searched on a grid (1.02 to 1.5 by 0.02) from every split of the cases by
+ * makespan that leaves 3 or more on each side; then, on the true schedule
+ * held anew at each round, finer around the best (steps of 0.0025, then
+ * 0.0003) while the residual falls, and a pattern search moves everything,
+ * the window too. The window is kept when the residual sum of squares falls
+ * from RSS0 to RSS1 with p = (RSS1 / RSS0)^((n - k) / 2) < FM_FIT_BOOST_P,
+ * k the parameters fitted (the F test of two more parameters; the window
+ * being searched, p is optimistic, hence the strict level); else out has
+ * none (throttle 1, boost_us 0). At least 8 cases.
  * out->fit_boost_p receives p (-1 when no window was tried).
  * FM_EINVAL for fewer cases than 2 or a non-positive measurement. */
 fm_status fm_timing_fit(fm_kernel_id kernel, int32_t sms, double hbm_gbs, int32_t head_dim,

@@ -1,6 +1,8 @@
 /* fm_timing_fit.c — fitting the timing model to measured cases
  * (fm_timing_fit in fm_timing.h): non-negative least squares of the relative
- * error on the critical slot's work, alternated with the schedule. */
+ * error on the critical slot's work, alternated with the schedule; then the
+ * boost window, its length an unknown of the least squares and its throttle
+ * searched. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
