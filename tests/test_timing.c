@@ -798,7 +798,7 @@ Test(predict_cli, bad_input_is_one_line_and_exit_2) {
       {"--family causal --gpu GARBLED", ":2:15: expected ',' or '}'"},
       {"--family causal --gpu h200-sm80 --head-dim 96", "has no coefficients for head dim 96"},
       {"--family causal --gpu h200-sm80 --pass bwd", "no backward profile yet"},
-      {"--family causal --pass bwd", "no backward profile yet"}, /* the default profile, no note */
+      {"--family causal --kernel sm80 --pass bwd", "no backward profile yet"}, /* the default one, no note */
       {"--family causal --gpu h200-sm80 --pass sideways", "unknown pass 'sideways'"},
       {"--family causal --gpu h200-sm80 --kernel sm70", "unknown kernel 'sm70'"},
       {"--family causal --gpu h200-sm80 --br 0", "--br: 0 is out of range"},
