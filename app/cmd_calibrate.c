@@ -48,6 +48,10 @@ static const char *help =
     "  --fix NAME=VALUE    pin a coefficient (launch_us, item_us, key_tile_us, unmasked_us,\n"
     "                      partial_us, partial_causal_us) where the runs cannot separate it,\n"
     "                      e.g. launch_us from item_us when every case has as many items\n"
+    "  --boost-window P    fwd (default), bwd, both or none: the passes whose fit may add a\n"
+    "                      boost window (work at the fitted costs for boost_us, then\n"
+    "                      `throttle` times slower: the clock the power limit allows),\n"
+    "                      kept only where it lowers the residual significantly\n"
     "  --source TEXT       what the profile was fitted from (default: the RUN arguments)\n"
     "  --json              the fit as JSON on stdout instead of the table\n";
 
@@ -383,7 +387,7 @@ static int in_group(const cal_case *c, const cal_group *g) {
 }
 
 /* Fits every group into the profile. */
-static int fit_all(cal_state *st, const fm_fit_options *fo) {
+static int fit_all(cal_state *st, const fm_fit_options *fo, unsigned window_passes) {
   fm_fit_case *fc = malloc(sizeof *fc * (size_t)st->set.n);
   double *pred = malloc(sizeof *pred * (size_t)st->set.n);
   int rc = fc && pred ? make_groups(st) : -1;
@@ -401,7 +405,9 @@ static int fit_all(cal_state *st, const fm_fit_options *fo) {
                               .measured_us = c->time_ms * 1e3};
     }
     fm_err err;
-    if (fm_timing_fit(st->kernel, st->prof.sms, st->prof.hbm_gbs, g->head_dim, fc, n, fo, g->coef,
+    fm_fit_options go = *fo;
+    go.boost_window = (window_passes & g->pass) != 0;
+    if (fm_timing_fit(st->kernel, st->prof.sms, st->prof.hbm_gbs, g->head_dim, fc, n, &go, g->coef,
                       pred, &g->unidentified, &err) != FM_OK) {
       cli_error(cmd, "%s head dim %d: %s", fm_pass_name(g->pass), g->head_dim, err.msg);
       rc = -1;
@@ -430,6 +436,14 @@ static void report_text(const cal_state *st, const char *out) {
            g->pass == FM_PASS_BWD ? "backward" : "forward", c->head_dim, c->br, c->bc,
            c->ctas_per_sm, c->launch_us, c->item_us, c->key_tile_us, c->unmasked_us, c->partial_us,
            c->partial_causal_us, c->solo);
+    if (c->throttle > 1)
+      printf("  boost window: %.2f ms at these costs, then %.3fx slower (the clock the power limit "
+             "allows); kept, test p %.2g\n", c->boost_us / 1e3, c->throttle, c->fit_boost_p);
+    else if (c->fit_boost_p >= 0)
+      printf("  boost window: none (a fitted one did not lower the residual enough: test p %.2g, "
+             "needs < %g)\n", c->fit_boost_p, FM_FIT_BOOST_P);
+    else
+      printf("  boost window: none (not fitted: --boost-window)\n");
     for (int f = 0; f < FM_TIMING_NFEAT; f++)
       if (g->unidentified & (1u << f))
         printf("  note: the cases do not determine %s (no case exercises it, or its work is "
@@ -466,6 +480,10 @@ static void report_json(const cal_state *st, const char *out) {
                                        c->unmasked_us, c->partial_us, c->partial_causal_us};
     for (int f = 0; f < FM_TIMING_NFEAT; f++) fm_json_double(&j, coef_names[f], v[f]);
     fm_json_double(&j, "solo", c->solo);
+    fm_json_double(&j, "boost_us", c->throttle > 1 ? c->boost_us : 0);
+    fm_json_double(&j, "throttle", c->throttle > 1 ? c->throttle : 1);
+    if (c->fit_boost_p >= 0) fm_json_double(&j, "boost_p", c->fit_boost_p);
+    else fm_json_null(&j, "boost_p");
     fm_json_int(&j, "unidentified", g->unidentified);
     fm_json_double(&j, "median_abs_error", c->fit_median_err);
     fm_json_double(&j, "worst_abs_error", c->fit_worst_err);
@@ -492,8 +510,24 @@ typedef struct cal_opts {
   int64_t sms, ctas;
   double hbm;
   int json;
+  unsigned window;  /* fm_pass bits: the passes that may get a boost window */
   fm_fit_options fit;
 } cal_opts;
+
+/* --boost-window fwd|bwd|both|none. */
+static int parse_window(const char *arg, unsigned *out) {
+  fm_pass p;
+  if (!strcmp(arg, "none")) {
+    *out = 0;
+    return 0;
+  }
+  if (fm_pass_parse(arg, &p, NULL) == FM_OK) {
+    *out = (unsigned)p;
+    return 0;
+  }
+  cli_error(cmd, "--boost-window %s: expected fwd, bwd, both or none", arg);
+  return -1;
+}
 
 /* --fix NAME=VALUE. */
 static int parse_fix(const char *arg, fm_fit_options *fo) {
@@ -596,7 +630,7 @@ static int parse_opts(int argc, char **argv, cal_opts *o) {
       {"gpu-name", required_argument, 0, 'g'}, {"sms", required_argument, 0, 's'},
       {"hbm-gbs", required_argument, 0, 'b'},  {"date", required_argument, 0, 'd'},
       {"ctas-per-sm", required_argument, 0, 'c'}, {"source", required_argument, 0, 'S'},
-      {"fix", required_argument, 0, 'F'},
+      {"fix", required_argument, 0, 'F'},      {"boost-window", required_argument, 0, 'W'},
       {"json", no_argument, 0, 'j'},           {"help", no_argument, 0, 'h'},
       {0, 0, 0, 0}};
   int opt;
@@ -618,6 +652,9 @@ static int parse_opts(int argc, char **argv, cal_opts *o) {
     case 'j': o->json = 1; break;
     case 'F':
       if (parse_fix(optarg, &o->fit)) return -1;
+      break;
+    case 'W':
+      if (parse_window(optarg, &o->window)) return -1;
       break;
     case 's':
       if (cli_int(cmd, "--sms", optarg, 1, 1024, &o->sms)) return -1;
@@ -651,7 +688,7 @@ static int parse_opts(int argc, char **argv, cal_opts *o) {
 }
 
 int cmd_calibrate(int argc, char **argv) {
-  cal_opts o = {0};
+  cal_opts o = {.window = FM_PASS_FWD};
   int r = parse_opts(argc, argv, &o);
   if (r) return r > 0 ? FM_EXIT_OK : FM_EXIT_USAGE;
   cal_state st;
@@ -681,7 +718,7 @@ int cmd_calibrate(int argc, char **argv) {
   for (int i = 0; i < st.set.n; i++)
     if (case_work(&st.set.v[i], st.kernel, &st.works[i])) goto done;
   o.fit.ctas_per_sm = (int32_t)o.ctas;
-  if (fit_all(&st, &o.fit)) goto done;
+  if (fit_all(&st, &o.fit, o.window)) goto done;
   fm_err err;
   if (fm_profile_save(&st.prof, o.out, &err) != FM_OK) {
     cli_error(cmd, "%s", err.msg);

@@ -233,6 +233,7 @@ static void row_json(fm_json *j, const pred_row *r) {
   fm_json_double(j, "waves", r->skip.waves);
   fm_json_double(j, "busy", r->skip.busy);
   fm_json_double(j, "schedule_ms", r->skip.schedule_us / 1e3);
+  fm_json_double(j, "throttle_ms", r->skip.throttle_us / 1e3);
   fm_json_double(j, "memory_floor_ms", r->skip.floor_us / 1e3);
   fm_json_double(j, "launch_ms", r->skip.launch_us / 1e3);
   fm_json_int(j, "tiles_total", r->skip.tiles_total);
@@ -288,6 +289,11 @@ static void print_human(const pred_opts *o, const fm_gpu_profile *p, const fm_co
   printf("schedule    %lld work items over %lld CTA slots: %.1f waves, %.0f%% busy; launch %.3f ms, "
          "memory floor %.3f ms\n", (long long)r->skip.items, (long long)r->skip.slots, r->skip.waves,
          100 * r->skip.busy, r->skip.launch_us / 1e3, r->skip.floor_us / 1e3);
+  if (c->throttle > 1)
+    printf("clock       boost window %.2f ms, then %.3fx slower (the power limit's clock): %+.3f ms "
+           "here\n", c->boost_us / 1e3, c->throttle, r->skip.throttle_us / 1e3);
+  else
+    printf("clock       no boost window in the profile (the boost clock throughout)\n");
   if (n < 2) return;
   printf("\nwhat-if tiles: the same kernel at other tiles, tile costs scaled by area from %d x %d\n"
          "(an estimate: the kernel is built for its own tile only)\n", c->br, c->bc);
@@ -352,8 +358,11 @@ int cmd_predict(int argc, char **argv) {
       print_human(&o, &prof, m, passes[k], rows[k], nrows[k]);
       continue;
     }
+    const fm_timing_coef *c = fm_profile_coef(&prof, passes[k], (int32_t)o.head_dim);
     fm_json_object(&j, NULL);
     fm_json_string(&j, "pass", fm_pass_name(passes[k]));
+    fm_json_double(&j, "boost_window_ms", c->throttle > 1 ? c->boost_us / 1e3 : 0);
+    fm_json_double(&j, "throttle", c->throttle > 1 ? c->throttle : 1);
     fm_json_array(&j, "tiles");
     for (int i = 0; i < nrows[k]; i++) row_json(&j, &rows[k][i]);
     fm_json_end(&j);

@@ -173,7 +173,8 @@ static uint64_t profile_hash(const fm_gpu_profile *p) {
   for (int i = 0; i < p->nfwd + p->nbwd; i++) {
     const fm_timing_coef *c = i < p->nfwd ? &p->fwd[i] : &p->bwd[i - p->nfwd];
     double v[] = {c->head_dim, c->br, c->bc, c->ctas_per_sm, c->launch_us, c->item_us,
-                  c->key_tile_us, c->unmasked_us, c->partial_us, c->partial_causal_us, c->solo};
+                  c->key_tile_us, c->unmasked_us, c->partial_us, c->partial_causal_us, c->solo,
+                  c->boost_us, c->throttle};
     for (size_t k = 0; k < sizeof v / sizeof v[0]; k++) h = fnv_mix(h, v[k]);
   }
   return h;

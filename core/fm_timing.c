@@ -271,6 +271,11 @@ static fm_status items_sorted(sim *s, const fm_timing_work *w, const fm_timing_p
 
 /* ------------------------------------------------------------ predict */
 
+double fm_timing_clocked(const fm_timing_coef *c, double makespan_us) {
+  if (!(c->throttle > 1) || !(makespan_us > c->boost_us)) return makespan_us;
+  return c->boost_us + c->throttle * (makespan_us - c->boost_us);
+}
+
 static fm_status problem_check(const fm_timing_work *w, const fm_timing_problem *pb, fm_err *err) {
   if (pb->batch < 1 || pb->heads < 1 || pb->batch > 65535 || pb->heads > 65535)
     return fm_fail(err, FM_EINVAL, "batch and heads must be in 1..65535 (got %lld, %lld)",
@@ -357,10 +362,12 @@ fm_status fm_timing_predict_coef(const fm_timing_coef *c, fm_kernel_id kernel, i
   free(s.tree);
   if (st != FM_OK) return st;
   out->launch_us = c->launch_us;
+  out->throttle_us = fm_timing_clocked(c, out->schedule_us) - out->schedule_us;
   out->bytes = floor_bytes(w, pb);
   out->floor_us = hbm_gbs > 0 ? out->bytes / (hbm_gbs * 1e3) : 0;
-  if (out->floor_us > out->schedule_us) memset(out->critical + 1, 0, sizeof(double) * (FM_TIMING_NFEAT - 1));
-  out->time_us = out->launch_us + (out->floor_us > out->schedule_us ? out->floor_us : out->schedule_us);
+  double clocked = out->schedule_us + out->throttle_us;
+  if (out->floor_us > clocked) memset(out->critical + 1, 0, sizeof(double) * (FM_TIMING_NFEAT - 1));
+  out->time_us = out->launch_us + (out->floor_us > clocked ? out->floor_us : clocked);
   out->br = w->br;
   out->bc = w->bc;
   tile_totals(w, pb, out);

@@ -37,9 +37,33 @@
  *     ascending: for causal masks, heaviest first within each head).
  * The makespan over the SMs is simulated item by item: O(items log slots).
  *
+ * Clock (the boost window): the costs above are those of the SMs at their
+ * boost clock, which a GPU holds only for a while. A pass that draws more
+ * power than the board's limit allows (the forward on Hopper: its tensor
+ * cores are the busiest) runs at the boost clock for the first boost_us of a
+ * launch, then at the lower clock the power limit sets, where the same work
+ * takes `throttle` times longer:
+ *   clocked(t) = t                                  for t <= boost_us
+ *              = boost_us + throttle * (t - boost_us) beyond
+ * applied to the makespan t (the clock is the whole chip's: every SM slows
+ * alike, so the critical SM stays critical). throttle = 1 (or 0, as in a
+ * zeroed struct) means no window: the makespan is the time, as in version-1
+ * profiles. Fitted per pass and head dim (fm_fit_options.boost_window).
+ * The evidence (scenarios/calibration.yaml on the H200, 2026-11-23): the
+ * sm90 forward's full masks run at 680-709 TFLOP/s in launches of 0.8-12 ms
+ * and at 610-630 in launches of 58-223 ms (head dim 64: 555 against
+ * 507-527), and the fit puts the window at 12-16 ms with a throttle of 1.16
+ * at both head dims; the backward (452 TFLOP/s at 3 ms and at 775 ms) and
+ * the sm80 forward show no such drop, and a window fitted to them does not
+ * pass the fit's test. The window starts with each launch: it describes
+ * launches apart from each other, as timed (warm-up, an L2 flush between
+ * repetitions), not a busy GPU running launches back to back, which may
+ * stay at the lower clock.
+ *
  * Memory floor: the compulsory bytes (Q, O and LSE once, the K/V columns some
  * tile loads once, the interval vectors and bounds) over the profile's HBM
- * bandwidth. Predicted time = launch_us + max(makespan, floor).
+ * bandwidth; HBM keeps its clock, so the floor is not throttled. Predicted
+ * time = launch_us + max(clocked(makespan), floor).
  *
  * What-if tiles: at a tile other than the profile's (Br0 x Bc0), the tile
  * costs are scaled by area (Br*Bc)/(Br0*Bc0), item_us by Br/Br0, and
@@ -47,17 +71,20 @@
  * same kernel would behave, not a measured kernel (results say so: what_if).
  *
  * Profiles (data/gpu/NAME.json, written by `fmsim calibrate`):
- *   {"format": "fmsim-gpu-profile", "version": 1, "gpu": "NVIDIA H200",
+ *   {"format": "fmsim-gpu-profile", "version": 2, "gpu": "NVIDIA H200",
  *    "kernel": "sm80", "sms": 132, "hbm_gbs": 4300, "date": "2026-11-21",
  *    "fmsim_version": "0.1.0", "source": "what it was fitted from",
  *    "forward": [{"head_dim": 128, "br": 128, "bc": 64, "ctas_per_sm": 2,
  *                 "launch_us": ..., "item_us": ..., "key_tile_us": ...,
  *                 "unmasked_us": ..., "partial_us": ..., "partial_causal_us": ...,
- *                 "solo": ..., "fit": {"cases": N, "median_abs_error": e,
- *                                      "worst_abs_error": e}}, ...],
+ *                 "solo": ..., "boost_us": ..., "throttle": ...,
+ *                 "fit": {"cases": N, "median_abs_error": e,
+ *                         "worst_abs_error": e}}, ...],
  *    "backward": []}
- * Every coefficient is a non-negative number; the tile of each head dim must
- * be the kernel's own (fm_kernel_tile_size), or the profile is refused.
+ * Every coefficient is a non-negative number, throttle one in [1, 4]; the
+ * tile of each head dim must be the kernel's own (fm_kernel_tile_size), or
+ * the profile is refused. Version 1 (no boost_us, no throttle) is still
+ * read: no boost window (throttle 1), the same predictions as before.
  */
 #ifndef FM_TIMING_H
 #define FM_TIMING_H
@@ -99,10 +126,18 @@ typedef struct fm_timing_coef {
   double partial_us;        /* per visited PARTIAL tile of a bidirectional mask */
   double partial_causal_us; /* per visited PARTIAL tile of a causal mask */
   double solo;              /* grid schedule: speed of a lone CTA over a shared one (>= 1) */
+  double boost_us;          /* boost window: makespan at the boost clock, us */
+  double throttle;          /* how much longer work takes past it (>= 1; <= 1: no window) */
   int32_t fit_cases;        /* cases of the fit, 0 when unknown */
   double fit_median_err;    /* median |predicted / measured - 1| of the fit */
   double fit_worst_err;     /* largest of those */
+  double fit_boost_p;       /* p of the window's test (fm_timing_fit); -1: none tried
+                               (and in profiles read from a file) */
 } fm_timing_coef;
+
+/* The boost window's map from the makespan at the boost clock to the time it
+ * takes (clocked() above), in us; the identity where c has no window. */
+double fm_timing_clocked(const fm_timing_coef *c, double makespan_us);
 
 #define FM_PROFILE_MAX_COEF 8
 
@@ -167,8 +202,9 @@ typedef struct fm_timing_problem {
 #define FM_TIMING_NFEAT 6 /* launch, items, considered, unmasked, partial, partial causal */
 
 typedef struct fm_timing_result {
-  double time_us;       /* predicted: launch_us + max(schedule_us, floor_us) */
-  double schedule_us;   /* makespan of the items over the SMs */
+  double time_us;       /* predicted: launch_us + max(schedule_us + throttle_us, floor_us) */
+  double schedule_us;   /* makespan of the items over the SMs at the boost clock */
+  double throttle_us;   /* what the clock's fall past the boost window adds to it (>= 0) */
   double floor_us;      /* memory floor */
   double launch_us;
   double bytes;         /* compulsory bytes of the floor */
@@ -181,8 +217,9 @@ typedef struct fm_timing_result {
   int64_t tiles_visited, tiles_partial, tiles_total; /* over every (b, h) */
   int32_t br, bc;       /* the tile used */
   int what_if;          /* 1: the tile differs from the profile's, costs scaled */
-  /* The critical slot's work: time_us = sum_k critical[k] * coefficient k
-     when the schedule sets the time (what `fmsim calibrate` fits). */
+  /* The critical slot's work: schedule_us = sum_{k >= 1} critical[k] *
+     coefficient k, and time_us = launch_us + clocked(schedule_us) when the
+     schedule sets the time (what `fmsim calibrate` fits); critical[0] = 1. */
   double critical[FM_TIMING_NFEAT];
 } fm_timing_result;
 
@@ -212,7 +249,11 @@ typedef struct fm_fit_options {
   int max_iterations;   /* schedule <-> coefficients rounds, 0: 12 */
   unsigned fixed;       /* bit k (k as in critical[]): coefficient k is pinned to fixed_value[k] */
   double fixed_value[FM_TIMING_NFEAT];
+  int boost_window;     /* 1: fit a boost window too (boost_us, throttle); 0: none */
 } fm_fit_options;
+
+/* The level below which the window's test keeps a fitted boost window. */
+#define FM_FIT_BOOST_P 0.001
 
 /* Fits out (launch, item, key tile, unmasked, partial, partial causal
  * coefficients, and solo for the grid schedule) to n cases of one head dim:
@@ -232,6 +273,23 @@ typedef struct fm_fit_options {
  * their split is then arbitrary though the predictions hold. Pinned coefficients
  * (opt->fixed) are not fitted: for data that cannot separate two of them,
  * e.g. launch_us from item_us when every case has as many work items.
+ *
+ * Boost window (opt->boost_window): once the coefficients above are fitted
+ * without one, the window is searched with each case's critical work held at
+ * that fit's schedule. Past the window a case takes launch + throttle * work
+ * - (throttle - 1) * boost_us: for a given throttle, and the cases' sides of
+ * the window, the time is linear in the coefficients and boost_us, a
+ * non-negative least squares (re-sided until no case moves). Throttle is
+ * searched on a grid (1.02 to 1.5 by 0.02) from every split of the cases by
+ * makespan that leaves 3 or more on each side; then, on the true schedule
+ * held anew at each round, finer around the best (steps of 0.0025, then
+ * 0.0003) while the residual falls, and a pattern search moves everything,
+ * the window too. The window is kept when the residual sum of squares falls
+ * from RSS0 to RSS1 with p = (RSS1 / RSS0)^((n - k) / 2) < FM_FIT_BOOST_P,
+ * k the parameters fitted (the F test of two more parameters; the window
+ * being searched, p is optimistic, hence the strict level); else out has
+ * none (throttle 1, boost_us 0). At least 8 cases.
+ * out->fit_boost_p receives p (-1 when no window was tried).
  * FM_EINVAL for fewer cases than 2 or a non-positive measurement. */
 fm_status fm_timing_fit(fm_kernel_id kernel, int32_t sms, double hbm_gbs, int32_t head_dim,
                         const fm_fit_case *cases, int n, const fm_fit_options *opt,

@@ -11,7 +11,7 @@
 #include "fm_timing.h"
 
 #define PROFILE_FORMAT "fmsim-gpu-profile"
-#define PROFILE_VERSION 1
+#define PROFILE_VERSION 2 /* written; version 1 (no boost window) is read too */
 
 const fm_timing_coef *fm_profile_coef(const fm_gpu_profile *p, fm_pass pass, int32_t head_dim) {
   if (!p || (pass != FM_PASS_FWD && pass != FM_PASS_BWD)) return NULL;
@@ -27,6 +27,7 @@ const fm_timing_coef *fm_profile_coef(const fm_gpu_profile *p, fm_pass pass, int
 typedef struct reader {
   const char *name;
   fm_err *err;
+  int32_t version; /* of the profile being read */
 } reader;
 
 static fm_status bad(const reader *r, const fm_jv *v, const char *key, const char *expected) {
@@ -93,10 +94,15 @@ static fm_status read_coef(const reader *r, const fm_jv *e, fm_kernel_id kernel,
   for (size_t k = 0; k < sizeof nums / sizeof nums[0]; k++)
     if ((st = get_number(r, e, nums[k].key, 0, 1e9, (double *)((char *)c + nums[k].off))) != FM_OK)
       return st;
+  c->throttle = 1; /* version 1: no boost window */
+  if (r->version >= 2 && ((st = get_number(r, e, "boost_us", 0, 1e9, &c->boost_us)) != FM_OK ||
+                          (st = get_number(r, e, "throttle", 1, 4, &c->throttle)) != FM_OK))
+    return st;
   const fm_jv *fit = fm_jv_get(e, "fit");
   c->fit_cases = (int32_t)fm_jv_number(fm_jv_get(fit, "cases"), 0);
   c->fit_median_err = fm_jv_number(fm_jv_get(fit, "median_abs_error"), NAN);
   c->fit_worst_err = fm_jv_number(fm_jv_get(fit, "worst_abs_error"), NAN);
+  c->fit_boost_p = -1; /* the fit's test is calibrate's report, not the profile's */
   /* the tile must be the kernel's own for the pass: the coefficients are per tile */
   int32_t br, bc;
   fm_err kerr;
@@ -128,7 +134,7 @@ static fm_status read_coefs(const reader *r, const fm_jv *root, const char *key,
   return FM_OK;
 }
 
-static fm_status profile_from(const reader *r, const fm_jv *root, fm_gpu_profile *p) {
+static fm_status profile_from(reader *r, const fm_jv *root, fm_gpu_profile *p) {
   if (fm_jv_type_of(root) != FM_JV_OBJECT) return bad(r, root, "profile", "a JSON object");
   const char *fmt = fm_jv_string(fm_jv_get(root, "format"));
   if (!fmt || strcmp(fmt, PROFILE_FORMAT))
@@ -136,9 +142,10 @@ static fm_status profile_from(const reader *r, const fm_jv *root, fm_gpu_profile
   int32_t version;
   fm_status st = get_int(r, root, "version", 1, 1000, &version);
   if (st != FM_OK) return st;
-  if (version != PROFILE_VERSION)
-    return fm_fail(r->err, FM_EFORMAT, "%s: profile version %d; this fmsim reads version %d",
+  if (version < 1 || version > PROFILE_VERSION)
+    return fm_fail(r->err, FM_EFORMAT, "%s: profile version %d; this fmsim reads versions 1 to %d",
                    r->name, version, PROFILE_VERSION);
+  r->version = version;
   char kernel[32];
   fm_err kerr;
   if ((st = get_string(r, root, "gpu", p->gpu, sizeof p->gpu)) != FM_OK ||
@@ -167,7 +174,7 @@ fm_status fm_profile_parse(const char *text, size_t len, const char *name, fm_gp
   fm_jdoc *d;
   fm_status st = fm_jdoc_parse(text, len, name, &d, err);
   if (st != FM_OK) return st;
-  reader r = {name, err};
+  reader r = {name, err, 0};
   st = profile_from(&r, fm_jdoc_root(d), out);
   fm_jdoc_free(d);
   return st;
@@ -178,7 +185,7 @@ fm_status fm_profile_load(const char *path, fm_gpu_profile *out, fm_err *err) {
   fm_jdoc *d;
   fm_status st = fm_jdoc_load(path, &d, err);
   if (st != FM_OK) return st;
-  reader r = {path, err};
+  reader r = {path, err, 0};
   st = profile_from(&r, fm_jdoc_root(d), out);
   fm_jdoc_free(d);
   snprintf(out->name, sizeof out->name, "%s", path);
@@ -202,6 +209,8 @@ static void write_coefs(fm_json *j, const char *key, const fm_timing_coef *c, in
     fm_json_double(j, "partial_us", c[i].partial_us);
     fm_json_double(j, "partial_causal_us", c[i].partial_causal_us);
     fm_json_double(j, "solo", c[i].solo);
+    fm_json_double(j, "boost_us", c[i].throttle > 1 ? c[i].boost_us : 0);
+    fm_json_double(j, "throttle", c[i].throttle > 1 ? c[i].throttle : 1);
     fm_json_object(j, "fit");
     fm_json_int(j, "cases", c[i].fit_cases);
     fm_json_double(j, "median_abs_error", c[i].fit_median_err);

@@ -716,7 +716,7 @@ Test(scenario, predicted_error_beside_the_measured_time) {
                       "run: [analyze, gpu]\nkernel: sm80\nprofile: h200-sm80\nmasks:\n"
                       "  - family: causal_document\n    params: {docs_min: 2, docs_max: 8}\n",
            path, out, report, sizeof report);
-  cr_assert(strstr(report, "`h200-sm80` (NVIDIA H200, measured 2026-11-21): 2 passes predicted."),
+  cr_assert(strstr(report, "`h200-sm80` (NVIDIA H200, measured 2026-11-23): 2 passes predicted."),
             "predicted, nothing measured yet:\n%s", report);
   double pred[2];
   for (int r = 0; r < 2; r++) {

@@ -170,6 +170,46 @@ Test(timing, partial_tiles_cost_by_the_masks_causality) {
   }
 }
 
+/* fwd1 on one sm90 CTA with c, the floor at hbm_gbs (0: none). */
+static fm_timing_result one_cta(const fm_timing_coef *c, double hbm_gbs, const fm_timing_work *w) {
+  fm_timing_result r;
+  cr_assert_eq(fm_timing_predict_coef(c, FM_KERNEL_SM90, 1, hbm_gbs, w, &fwd1, &r, NULL), FM_OK);
+  return r;
+}
+
+Test(timing, boost_window_throttles_the_makespan_past_it) {
+  /* row tiles of 4 and 6 unmasked tiles of 1 us on one CTA: a makespan of 10
+     us. A window of 4 us, throttle 1.5: 4 + 1.5 * 6 = 13 us, + launch 0.5 */
+  int32_t visited[2] = {4, 6};
+  fm_timing_work w = hand_work(2, 6, visited, NULL, 0);
+  fm_timing_coef c = unit;
+  c.boost_us = 4;
+  c.throttle = 1.5;
+  fm_timing_result r = one_cta(&c, 0, &w);
+  cr_assert_float_eq(r.schedule_us, 10, 1e-12);
+  cr_assert_float_eq(r.throttle_us, 3, 1e-12);
+  cr_assert_float_eq(r.time_us, 13.5, 1e-12);
+  cr_assert_float_eq(fm_timing_clocked(&c, 3), 3, 0); /* inside the window: as is */
+  cr_assert_float_eq(fm_timing_clocked(&c, 8), 10, 1e-12);
+  /* a window as long as the launch or longer: the boost clock throughout */
+  for (c.boost_us = 10; c.boost_us <= 20; c.boost_us += 10) {
+    r = one_cta(&c, 0, &w);
+    cr_assert_eq(r.throttle_us, 0);
+    cr_assert_float_eq(r.time_us, 10.5, 1e-12);
+  }
+  /* throttle 1, or 0 as in a zeroed struct: no window at all */
+  c.boost_us = 0;
+  for (c.throttle = 0; c.throttle <= 1; c.throttle += 1)
+    cr_assert_float_eq(one_cta(&c, 0, &w).time_us, 10.5, 1e-12, "throttle %g", c.throttle);
+  /* the memory floor is HBM's, which keeps its clock: a floor above the
+     throttled makespan sets the time as it is */
+  c.throttle = 2;
+  r = one_cta(&c, 1e-6, &w);
+  cr_assert_gt(r.floor_us, 20);
+  cr_assert_float_eq(r.time_us, 0.5 + r.floor_us, 1e-9 * r.floor_us);
+  fm_timing_work_free(&w);
+}
+
 static fm_colmask *family(const char *name, int64_t S, int64_t B, int64_t H, uint64_t seed) {
   fm_family_request req = {name, S, B, H, seed, -1, NULL, 0, NULL};
   fm_colmask *m = NULL;
@@ -208,6 +248,42 @@ Test(timing, time_is_the_critical_work_times_the_coefficients) {
       fm_timing_work_free(&w);
       fm_colmask_destroy(m);
     }
+}
+
+Test(timing, boost_window_on_both_sides_of_it) {
+  /* full masks on the sm90 schedule, a short launch and a long one, the
+     window between their makespans: the short one is predicted as without a
+     window, the long one takes (throttle - 1) * (makespan - boost_us) more;
+     both are launch + clocked(critical work . coefficients) */
+  const double k[FM_TIMING_NFEAT] = {5, 4.5, 0.003, 3.44, 4.3, 4.46};
+  fm_timing_coef c = sm80_128;
+  c.ctas_per_sm = 1;
+  c.solo = 1;
+  c.bc = 128;
+  fm_colmask *m[2] = {family("full", 4096, 1, 4, 0), family("full", 32768, 1, 16, 0)};
+  fm_timing_work w[2];
+  fm_timing_problem pb[2] = {{.batch = 1, .heads = 4, .head_dim = 128, .pass = FM_PASS_FWD},
+                             {.batch = 1, .heads = 16, .head_dim = 128, .pass = FM_PASS_FWD}};
+  fm_timing_result plain[2], r;
+  for (int i = 0; i < 2; i++) {
+    cr_assert_eq(fm_timing_work_init(&w[i], m[i], 128, 128, NULL), FM_OK);
+    cr_assert_eq(fm_timing_predict_coef(&c, FM_KERNEL_SM90, 132, 4800, &w[i], &pb[i], &plain[i], NULL), FM_OK);
+  }
+  c.boost_us = sqrt(plain[0].schedule_us * plain[1].schedule_us);
+  c.throttle = 1.2;
+  cr_assert(plain[0].schedule_us < c.boost_us && c.boost_us < plain[1].schedule_us);
+  for (int i = 0; i < 2; i++) {
+    cr_assert_eq(fm_timing_predict_coef(&c, FM_KERNEL_SM90, 132, 4800, &w[i], &pb[i], &r, NULL), FM_OK);
+    double sched = 0, extra = i ? 0.2 * (plain[1].schedule_us - c.boost_us) : 0;
+    for (int q = 1; q < FM_TIMING_NFEAT; q++) sched += r.critical[q] * k[q];
+    cr_assert_float_eq(r.schedule_us, sched, 1e-9 * sched);
+    cr_assert_float_eq(r.schedule_us, plain[i].schedule_us, 0);
+    cr_assert_float_eq(r.throttle_us, extra, 1e-9 * r.time_us);
+    cr_assert_float_eq(r.time_us, plain[i].time_us + extra, 1e-12 * r.time_us);
+    cr_assert_float_eq(r.time_us, k[0] + fm_timing_clocked(&c, sched), 1e-9 * r.time_us);
+    fm_timing_work_free(&w[i]);
+    fm_colmask_destroy(m[i]);
+  }
 }
 
 Test(timing, full_mask_option_equals_the_full_family) {
@@ -300,22 +376,31 @@ Test(timing, rejects_problems_that_do_not_fit_the_mask) {
 
 /* ---------------------------------------------------------------- profiles */
 
-static const char *good_profile =
-    "{\"format\": \"fmsim-gpu-profile\", \"version\": 1, \"gpu\": \"NVIDIA H200\", \"kernel\": \"sm80\","
-    " \"sms\": 132, \"hbm_gbs\": 4800, \"date\": \"2026-11-21\", \"fmsim_version\": \"0.1.0\","
-    " \"source\": \"test\", \"forward\": [{\"head_dim\": 128, \"br\": 128, \"bc\": 64,"
-    " \"ctas_per_sm\": 2, \"launch_us\": 5, \"item_us\": 4.5, \"key_tile_us\": 0.003,"
-    " \"unmasked_us\": 3.44, \"partial_us\": 4.3, \"partial_causal_us\": 4.46, \"solo\": 1.5,"
-    " \"fit\": {\"cases\": 72, \"median_abs_error\": 0.004, \"worst_abs_error\": 0.026}}],"
-    " \"backward\": []}";
+/* A profile of one forward head dim; `window` goes after solo. */
+#define PROFILE_TEXT(version, window)                                                              \
+  "{\"format\": \"fmsim-gpu-profile\", \"version\": " version ", \"gpu\": \"NVIDIA H200\","          \
+  " \"kernel\": \"sm80\", \"sms\": 132, \"hbm_gbs\": 4800, \"date\": \"2026-11-21\","                 \
+  " \"fmsim_version\": \"0.1.0\", \"source\": \"test\", \"forward\": [{\"head_dim\": 128, \"br\": 128," \
+  " \"bc\": 64, \"ctas_per_sm\": 2, \"launch_us\": 5, \"item_us\": 4.5, \"key_tile_us\": 0.003,"       \
+  " \"unmasked_us\": 3.44, \"partial_us\": 4.3, \"partial_causal_us\": 4.46, \"solo\": 1.5," window      \
+  " \"fit\": {\"cases\": 72, \"median_abs_error\": 0.004, \"worst_abs_error\": 0.026}}],"             \
+  " \"backward\": []}"
 
-/* good_profile with the first occurrence of `from` replaced by `to`. */
-static fm_status parse_edited(const char *from, const char *to, fm_gpu_profile *p, fm_err *err) {
+static const char *good_profile = PROFILE_TEXT("1", "");
+static const char *good_profile_v2 = PROFILE_TEXT("2", " \"boost_us\": 2000, \"throttle\": 1.25,");
+
+/* base with the first occurrence of `from` replaced by `to`, parsed. */
+static fm_status parse_edited_from(const char *base, const char *from, const char *to,
+                                   fm_gpu_profile *p, fm_err *err) {
   char buf[4096];
-  const char *at = strstr(good_profile, from);
+  const char *at = strstr(base, from);
   cr_assert(at, "no '%s' in the profile", from);
-  snprintf(buf, sizeof buf, "%.*s%s%s", (int)(at - good_profile), good_profile, to, at + strlen(from));
+  snprintf(buf, sizeof buf, "%.*s%s%s", (int)(at - base), base, to, at + strlen(from));
   return fm_profile_parse(buf, strlen(buf), "p.json", p, err);
+}
+
+static fm_status parse_edited(const char *from, const char *to, fm_gpu_profile *p, fm_err *err) {
+  return parse_edited_from(good_profile, from, to, p, err);
 }
 
 Test(profile, reads_writes_and_reads_back) {
@@ -343,7 +428,8 @@ Test(profile, refuses_bad_profiles_naming_what_is_wrong) {
     const char *from, *to, *want;
   } bad[] = {
       {"fmsim-gpu-profile", "something-else", "'format': expected \"fmsim-gpu-profile\""},
-      {"\"version\": 1", "\"version\": 2", "profile version 2; this fmsim reads version 1"},
+      {"\"version\": 1", "\"version\": 3", "profile version 3; this fmsim reads versions 1 to 2"},
+      {"\"version\": 1", "\"version\": 2", "'boost_us' is missing"}, /* version 2 has a window */
       {"\"sm80\"", "\"sm70\"", "'kernel': expected a kernel of the registry"},
       {"\"unmasked_us\": 3.44", "\"unmasked_us\": -1", "'unmasked_us': expected a number in [0,"},
       {"\"solo\": 1.5", "\"solo\": \"fast\"", "'solo': expected a number in [1, 4]"},
@@ -362,6 +448,70 @@ Test(profile, refuses_bad_profiles_naming_what_is_wrong) {
     cr_assert(strstr(err.msg, bad[i].want), "edit %zu: got '%s', want '%s'", i, err.msg, bad[i].want);
     cr_assert_null(strchr(err.msg, '\n'));
   }
+}
+
+Test(profile, version_2_carries_the_boost_window) {
+  fm_gpu_profile p, q;
+  fm_err err;
+  cr_assert_eq(fm_profile_parse(good_profile_v2, strlen(good_profile_v2), "p.json", &p, &err), FM_OK,
+               "%s", err.msg);
+  cr_assert_eq(p.fwd[0].boost_us, 2000);
+  cr_assert_eq(p.fwd[0].throttle, 1.25);
+  char path[512];
+  snprintf(path, sizeof path, "%s/profile_v2_roundtrip.json", FM_TEST_TMP_DIR);
+  cr_assert_eq(fm_profile_save(&p, path, &err), FM_OK, "%s", err.msg);
+  cr_assert_eq(fm_profile_load(path, &q, &err), FM_OK, "%s", err.msg);
+  cr_assert_eq(q.fwd[0].boost_us, 2000);
+  cr_assert_eq(q.fwd[0].throttle, 1.25);
+  static const struct {
+    const char *from, *to, *want;
+  } bad[] = {
+      {"\"throttle\": 1.25", "\"throttle\": 0.9", "'throttle': expected a number in [1, 4]"},
+      {"\"throttle\": 1.25", "\"throttle\": \"high\"", "'throttle': expected a number in [1, 4]"},
+      {" \"throttle\": 1.25,", "", "'throttle' is missing"},
+      {"\"boost_us\": 2000", "\"boost_us\": -1", "'boost_us': expected a number in [0,"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    cr_assert_neq(parse_edited_from(good_profile_v2, bad[i].from, bad[i].to, &p, &err), FM_OK, "edit %zu", i);
+    cr_assert(strstr(err.msg, bad[i].want), "edit %zu: got '%s', want '%s'", i, err.msg, bad[i].want);
+  }
+}
+
+Test(profile, version_1_loads_and_predicts_as_before) {
+  /* no window in a version-1 profile: even a launch of half a second is
+     launch + max(makespan, floor), as before the window existed; written
+     again it is version 2 with throttle 1 and predicts the same; the same
+     coefficients with a window predict longer */
+  fm_gpu_profile p, q, v2;
+  fm_err err;
+  cr_assert_eq(fm_profile_parse(good_profile, strlen(good_profile), "p.json", &p, &err), FM_OK, "%s", err.msg);
+  cr_assert_eq(p.fwd[0].throttle, 1);
+  cr_assert_eq(p.fwd[0].boost_us, 0);
+  fm_colmask *m = family("full", 131072, 1, 32, 0);
+  fm_timing_work w;
+  cr_assert_eq(fm_timing_work_init(&w, m, 128, 64, NULL), FM_OK);
+  fm_timing_problem pb = {.batch = 1, .heads = 32, .head_dim = 128, .pass = FM_PASS_FWD};
+  fm_timing_result r, old, again, windowed;
+  cr_assert_eq(fm_timing_predict(&p, &w, &pb, &r, &err), FM_OK, "%s", err.msg);
+  cr_assert_gt(r.time_us, 1e5);
+  cr_assert_eq(r.throttle_us, 0);
+  cr_assert_eq(r.time_us, r.launch_us + fmax(r.schedule_us, r.floor_us));
+  fm_timing_coef before = sm80_128; /* the same numbers, no window fields at all */
+  cr_assert_eq(fm_timing_predict_coef(&before, FM_KERNEL_SM80, 132, 4800, &w, &pb, &old, NULL), FM_OK);
+  cr_assert_eq(r.time_us, old.time_us);
+  char path[512], text[4096];
+  snprintf(path, sizeof path, "%s/profile_v1_resaved.json", FM_TEST_TMP_DIR);
+  cr_assert_eq(fm_profile_save(&p, path, &err), FM_OK, "%s", err.msg);
+  fmt_slurp(path, text, sizeof text);
+  cr_assert(strstr(text, "\"version\": 2") && strstr(text, "\"throttle\": 1"), "%s", text);
+  cr_assert_eq(fm_profile_load(path, &q, &err), FM_OK, "%s", err.msg);
+  cr_assert_eq(fm_timing_predict(&q, &w, &pb, &again, NULL), FM_OK);
+  cr_assert_eq(again.time_us, r.time_us);
+  cr_assert_eq(fm_profile_parse(good_profile_v2, strlen(good_profile_v2), "v2", &v2, NULL), FM_OK);
+  cr_assert_eq(fm_timing_predict(&v2, &w, &pb, &windowed, NULL), FM_OK);
+  cr_assert_float_eq(windowed.time_us, r.time_us + 0.25 * (r.schedule_us - 2000), 1e-9 * r.time_us);
+  fm_timing_work_free(&w);
+  fm_colmask_destroy(m);
 }
 
 /* ---------------------------------------------------------------- fit */
@@ -461,6 +611,82 @@ Test(fit, says_which_coefficients_the_cases_leave_open) {
   cr_assert_eq(fm_timing_fit(FM_KERNEL_SM80, 8, 0, 128, s.c, s.n, NULL, &got, NULL, &un, &err), FM_EINVAL);
   cr_assert(strstr(err.msg, "measured time must be positive"), "%s", err.msg);
   cr_assert_eq(fm_timing_fit(FM_KERNEL_SM80, 8, 0, 128, s.c, 1, NULL, &got, NULL, &un, &err), FM_EINVAL);
+  synth_free(&s);
+}
+
+/* The synthetic sm90 forward of sm80_128's costs at 128 x 128 tiles. */
+static fm_timing_coef sm90_truth(void) {
+  fm_timing_coef t = sm80_128;
+  t.ctas_per_sm = 1;
+  t.solo = 1;
+  t.bc = 128;
+  return t;
+}
+
+/* The makespans of s's cases with c, sorted. */
+static void sorted_makespans(const synth *s, const fm_timing_coef *c, double *ms) {
+  for (int i = 0; i < s->n; i++) {
+    fm_timing_result r;
+    cr_assert_eq(fm_timing_predict_coef(c, FM_KERNEL_SM90, 8, 0, &s->w[i], &s->c[i].problem, &r, NULL), FM_OK);
+    ms[i] = r.schedule_us;
+  }
+  for (int i = 1; i < s->n; i++) /* insertion sort */
+    for (int j = i; j > 0 && ms[j] < ms[j - 1]; j--) {
+      double t = ms[j];
+      ms[j] = ms[j - 1];
+      ms[j - 1] = t;
+    }
+}
+
+Test(fit, recovers_a_boost_window_from_the_models_own_times) {
+  /* cases "measured" by the model with a window between their 5th and 6th
+     makespans: the fit finds boost_us and throttle, and its test keeps the
+     window; without the option the same data fit worse and get none */
+  fm_timing_coef truth = sm90_truth();
+  synth s;
+  synth_cases(&s, &truth, FM_KERNEL_SM90, 1);
+  double ms[16];
+  sorted_makespans(&s, &truth, ms);
+  truth.boost_us = sqrt(ms[4] * ms[5]);
+  truth.throttle = 1.2;
+  for (int i = 0; i < s.n; i++) {
+    fm_timing_result r;
+    cr_assert_eq(fm_timing_predict_coef(&truth, FM_KERNEL_SM90, 8, 0, &s.w[i], &s.c[i].problem, &r, NULL), FM_OK);
+    s.c[i].measured_us = r.time_us;
+  }
+  fm_fit_options fo = {.boost_window = 1};
+  fm_timing_coef got, plain;
+  double pred[16];
+  fm_err err;
+  cr_assert_eq(fm_timing_fit(FM_KERNEL_SM90, 8, 0, 128, s.c, s.n, &fo, &got, pred, NULL, &err), FM_OK, "%s", err.msg);
+  cr_assert_float_eq(got.throttle, truth.throttle, 0.01, "throttle %g", got.throttle);
+  cr_assert_float_eq(got.boost_us, truth.boost_us, 0.05 * truth.boost_us, "boost %g us, truth %g us",
+                     got.boost_us, truth.boost_us);
+  cr_assert(got.fit_boost_p >= 0 && got.fit_boost_p < FM_FIT_BOOST_P, "p %g", got.fit_boost_p);
+  cr_assert_lt(got.fit_worst_err, 5e-3);
+  for (int i = 0; i < s.n; i++)
+    cr_assert_float_eq(pred[i], s.c[i].measured_us, 5e-3 * s.c[i].measured_us, "case %d", i);
+  cr_assert_eq(fm_timing_fit(FM_KERNEL_SM90, 8, 0, 128, s.c, s.n, NULL, &plain, NULL, NULL, NULL), FM_OK);
+  cr_assert_eq(plain.throttle, 1);
+  cr_assert_eq(plain.fit_boost_p, -1);
+  cr_assert_gt(plain.fit_worst_err, 5 * got.fit_worst_err);
+  synth_free(&s);
+}
+
+Test(fit, keeps_no_window_the_data_does_not_ask_for) {
+  /* the model's own times without a window, each off by a fixed +-1%: a
+     window fitted to that noise lowers the residual too little, and the
+     test leaves the profile without one */
+  fm_timing_coef truth = sm90_truth();
+  synth s;
+  synth_cases(&s, &truth, FM_KERNEL_SM90, 1);
+  for (int i = 0; i < s.n; i++) s.c[i].measured_us *= 1 + 0.01 * ((i * 7) % 3 - 1);
+  fm_fit_options fo = {.boost_window = 1};
+  fm_timing_coef got;
+  cr_assert_eq(fm_timing_fit(FM_KERNEL_SM90, 8, 0, 128, s.c, s.n, &fo, &got, NULL, NULL, NULL), FM_OK);
+  cr_assert_eq(got.throttle, 1);
+  cr_assert_eq(got.boost_us, 0);
+  cr_assert_geq(got.fit_boost_p, FM_FIT_BOOST_P);
   synth_free(&s);
 }
 
@@ -572,7 +798,7 @@ Test(predict_cli, bad_input_is_one_line_and_exit_2) {
       {"--family causal --gpu GARBLED", ":2:15: expected ',' or '}'"},
       {"--family causal --gpu h200-sm80 --head-dim 96", "has no coefficients for head dim 96"},
       {"--family causal --gpu h200-sm80 --pass bwd", "no backward profile yet"},
-      {"--family causal --pass bwd", "no backward profile yet"}, /* the default profile, no note */
+      {"--family causal --kernel sm80 --pass bwd", "no backward profile yet"}, /* the default one, no note */
       {"--family causal --gpu h200-sm80 --pass sideways", "unknown pass 'sideways'"},
       {"--family causal --gpu h200-sm80 --kernel sm70", "unknown kernel 'sm70'"},
       {"--family causal --gpu h200-sm80 --br 0", "--br: 0 is out of range"},
@@ -588,26 +814,68 @@ Test(predict_cli, bad_input_is_one_line_and_exit_2) {
   }
 }
 
-Test(predict_cli, both_passes_with_a_backward_profile) {
-  /* a made-up sm90 profile with both passes at the kernel's tiles: the
-     backward's items are key tiles of its own 64 x 128 tile */
-  char path[512], args[700];
-  snprintf(path, sizeof path, "%s/sm90_both.json", FM_TEST_TMP_DIR);
+/* A made-up sm90 profile with both passes at the kernel's tiles, head dim
+ * 128, the forward with a boost window of boost_us (throttle 1: none). */
+static fm_gpu_profile sm90_profile(double boost_us, double throttle) {
   fm_gpu_profile p = {.kernel = FM_KERNEL_SM90, .sms = 132, .hbm_gbs = 4800, .nfwd = 1, .nbwd = 1};
   snprintf(p.gpu, sizeof p.gpu, "test GPU");
   fm_timing_coef c = {.head_dim = 128, .ctas_per_sm = 1, .launch_us = 5, .item_us = 3,
                       .key_tile_us = 0.01, .unmasked_us = 2, .partial_us = 3, .partial_causal_us = 3,
-                      .solo = 1};
+                      .solo = 1, .throttle = 1};
   p.fwd[0] = p.bwd[0] = c;
+  p.fwd[0].boost_us = boost_us;
+  p.fwd[0].throttle = throttle;
   cr_assert_eq(fm_kernel_tile_size(FM_KERNEL_SM90, FM_PASS_FWD, 128, &p.fwd[0].br, &p.fwd[0].bc, NULL), FM_OK);
   cr_assert_eq(fm_kernel_tile_size(FM_KERNEL_SM90, FM_PASS_BWD, 128, &p.bwd[0].br, &p.bwd[0].bc, NULL), FM_OK);
-  cr_assert_eq(fm_profile_save(&p, path, NULL), FM_OK);
-  snprintf(args, sizeof args, "predict --family causal --seqlen 4096 --heads 8 --gpu %s --pass both --json", path);
+  return p;
+}
+
+/* Saves p as FM_TEST_TMP_DIR/file (its path in path) and runs "fmsim
+ * predict ARGS --gpu PATH --json": the output, parsed. */
+static fm_jdoc *predict_with(const fm_gpu_profile *p, const char *file, const char *args, char *path,
+                             size_t cap) {
+  char cmd[1400];
+  snprintf(path, cap, "%s/%s", FM_TEST_TMP_DIR, file);
+  cr_assert_eq(fm_profile_save(p, path, NULL), FM_OK);
+  snprintf(cmd, sizeof cmd, "predict %s --gpu %s --json", args, path);
+  fmt_result r;
+  fmt_run(&r, cmd);
+  cr_assert_eq(r.status, 0, "%s: %s", cmd, r.err);
+  fm_jdoc *d;
+  cr_assert_eq(fm_jdoc_parse(r.out, strlen(r.out), "stdout", &d, NULL), FM_OK);
+  return d;
+}
+
+Test(predict_cli, prints_the_boost_window) {
+  /* a 32K full mask of 16 heads lasts some ms on the made-up profile: past a
+     window of 1 ms the rest takes 1.25 times longer, said in both forms */
+  char path[512], args[700];
+  fm_gpu_profile p = sm90_profile(1000, 1.25);
+  fm_jdoc *d = predict_with(&p, "sm90_window.json", "--family full --seqlen 32768 --heads 16", path,
+                            sizeof path);
+  const fm_jv *pass = fm_jv_first(fm_jv_get(fm_jdoc_root(d), "passes")), *t = first_tile(d);
+  cr_assert_eq(fm_jv_number(fm_jv_get(pass, "boost_window_ms"), 0), 1);
+  cr_assert_eq(fm_jv_number(fm_jv_get(pass, "throttle"), 0), 1.25);
+  double sched = fm_jv_number(fm_jv_get(t, "schedule_ms"), 0), thr = fm_jv_number(fm_jv_get(t, "throttle_ms"), 0);
+  cr_assert_gt(sched, 2);
+  cr_assert_float_eq(thr, 0.25 * (sched - 1), 1e-6 * sched);
+  cr_assert_float_eq(fm_jv_number(fm_jv_get(t, "time_ms"), 0),
+                     fm_jv_number(fm_jv_get(t, "launch_ms"), 0) + sched + thr, 1e-6 * sched);
+  fm_jdoc_free(d);
+  snprintf(args, sizeof args, "predict --family full --seqlen 32768 --heads 16 --gpu %s --pass both", path);
   fmt_result r;
   fmt_run(&r, args);
   cr_assert_eq(r.status, 0, "%s", r.err);
-  fm_jdoc *d;
-  cr_assert_eq(fm_jdoc_parse(r.out, strlen(r.out), "stdout", &d, NULL), FM_OK);
+  cr_assert(strstr(r.out, "boost window 1.00 ms, then 1.250x slower"), "%s", r.out);
+  cr_assert(strstr(r.out, "no boost window in the profile"), "%s", r.out); /* the backward's */
+}
+
+Test(predict_cli, both_passes_with_a_backward_profile) {
+  /* the backward's items are key tiles of its own 64 x 128 tile */
+  char path[512];
+  fm_gpu_profile p = sm90_profile(0, 1);
+  fm_jdoc *d = predict_with(&p, "sm90_both.json", "--family causal --seqlen 4096 --heads 8 --pass both",
+                            path, sizeof path);
   const fm_jv *fwd = fm_jv_first(fm_jv_get(fm_jdoc_root(d), "passes")), *bwd = fm_jv_next(fwd);
   cr_assert_str_eq(fm_jv_string(fm_jv_get(fwd, "pass")), "fwd");
   cr_assert_str_eq(fm_jv_string(fm_jv_get(bwd, "pass")), "bwd");
@@ -767,6 +1035,7 @@ Test(calibrate_cli, bad_input_is_one_line_and_exit_2) {
       {"/no/such/run.json --out x.json", "cannot open /no/such/run.json"},
       {"NOTRUN --out x.json --fix speed=3", "--fix speed=3: expected NAME=VALUE"},
       {"NOTRUN --out x.json --sms 0", "--sms: 0 is out of range"},
+      {"NOTRUN --out x.json --boost-window sideways", "--boost-window sideways: expected fwd, bwd, both or none"},
   };
   for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
     expect_usage("calibrate", rows[i].args, "NOTRUN", notrun, rows[i].want);

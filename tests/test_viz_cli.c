@@ -607,7 +607,7 @@ Test(viz_cli, gpu_profile_in_the_panel_and_bad_profiles_refused) {
       {"--family causal --gpu nosuch", "--gpu nosuch: no such profile file, and no "},
       {"--family causal --gpu BAD", "GPU profile "},
       {"--family causal --gpu h200-sm80 --head-dim 96",
-       "--gpu h200-sm80: the profile has no forward fit for head dim 96 (it has: 128, 64)"},
+       "--gpu h200-sm80: the profile has no forward fit for head dim 96 (it has: 64, 128)"},
       {"--gallery --gpu h200-sm80", "a --figure draws no such panel"},
       {"--family causal --gpu h200-sm80 --no-panel", "--no-panel leaves it out"},
   };
