@@ -283,7 +283,9 @@ static int write_single(runner_ctx *rc, case_work *w, const char *dir) {
   } else {
     cpu_info(note, &w->a, &w->cost, hd, s->variant, &none, &info[RUN_FWD]);
   }
-  fm_run_trace_pass fwd = {&info[RUN_FWD], w->classes, w->exact, w->tile_bytes}, bwd = {0};
+  fm_run_trace_pass fwd = {.info = &info[RUN_FWD], .classes = w->classes, .exact = w->exact,
+                           .tile_bytes = w->tile_bytes},
+                    bwd = {0};
   const gpu_pass_run *b = r && (s->pass & FM_PASS_BWD) && r->p[RUN_BWD].classes ? &r->p[RUN_BWD] : NULL;
   uint8_t *bexact = NULL;
   int64_t *bbytes = NULL;
@@ -292,7 +294,9 @@ static int write_single(runner_ctx *rc, case_work *w, const char *dir) {
   else if (b)
     cpu_info(r->rec.p[RUN_BWD].status[0] ? r->rec.p[RUN_BWD].status : note, &b->a, &b->cost, hd,
              s->variant, &none, &info[RUN_BWD]);
-  if (b) bwd = (fm_run_trace_pass){&info[RUN_BWD], b->classes, bexact, bbytes};
+  if (b)
+    bwd = (fm_run_trace_pass){.info = &info[RUN_BWD], .classes = b->classes, .exact = bexact,
+                              .tile_bytes = bbytes};
   fm_err err;
   if (!bad && fm_run_trace_write(dir, &fwd, b ? &bwd : NULL, s->pass, w->m, &err) != FM_OK) {
     cli_error(rc->o->cmd, "%s", err.msg);

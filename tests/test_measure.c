@@ -31,7 +31,7 @@ Test(measure, copy_timing_from_activity_records) {
   cr_assert_not_null(job);
   fm_time_opts o = {.warmup = 2, .reps = 5, .flush_l2 = 1, .use_cupti = 1};
   fm_timing t;
-  fm_timeline tl = {0, NULL, {NULL, NULL, NULL, NULL}};
+  fm_timeline tl = {0};
   fm_err err;
   cr_assert_eq(fm_time_launches(fm_test_copy_launch, job, NULL, &o, &t, &tl, &err), FM_OK, "%s",
                err.msg);
@@ -94,7 +94,7 @@ Test(measure, cuda_events_fallback) {
   cr_assert_not_null(job);
   fm_time_opts o = {.warmup = 1, .reps = 4, .flush_l2 = 1, .use_cupti = 0};
   fm_timing t;
-  fm_timeline tl = {0, NULL, {NULL, NULL, NULL, NULL}};
+  fm_timeline tl = {0};
   fm_err err;
   cr_assert_eq(fm_time_launches(fm_test_copy_launch, job, NULL, &o, &t, &tl, &err), FM_OK);
   cr_assert_str_eq(t.source, "cuda-events");
@@ -120,7 +120,8 @@ Test(measure, attention_case_through_the_session) {
   cr_assert_eq(fm_gpu_session_create((int64_t)B * S, (int64_t)H * D, (int64_t)S * S, 1, &s, &err),
                FM_OK, "%s", err.msg);
   fm_gpu_case c = {.mask = m, .batch = B, .heads = H, .head_dim = D, .variant = FM_VARIANT_SKIP, .kernel = FM_KERNEL_SM80};
-  fm_gpu_opts o = {1, 3, 1, 2, 1, 1, 1, 1};
+  fm_gpu_opts o = {.warmup = 1, .reps = 3, .instrument = 1, .instrument_reps = 2, .count_bytes = 1,
+                   .use_cupti = 1, .want_tiles = 1, .want_timeline = 1};
   fm_gpu_result r;
   cr_assert_eq(fm_gpu_session_run(s, &c, &o, &r, &err), FM_OK, "%s", err.msg);
   int32_t br, bc;
@@ -148,7 +149,7 @@ Test(measure, attention_case_through_the_session) {
   fm_gpu_result_free(&r);
   /* the dense variant runs from the device-built mask */
   c.variant = FM_VARIANT_DENSE;
-  fm_gpu_opts od = {1, 2, 0, 0, 0, 1, 0, 0};
+  fm_gpu_opts od = {.warmup = 1, .reps = 2, .use_cupti = 1};
   cr_assert_eq(fm_gpu_session_run(s, &c, &od, &r, &err), FM_OK, "%s", err.msg);
   cr_assert(r.fwd.timing.median_ms > 0);
   fm_gpu_result_free(&r);
