@@ -357,14 +357,8 @@ size_t fm_dense_report_size(void) { return sizeof(fm_dense_report); }
 
 void fm_dense_result_destroy(fm_dense_result *r) {
   if (!r) return;
-  free(r->sets);
-  free(r->nruns);
-  free(r->runs);
-  free(r->best);
-  free(r->tiles);
-  free(r->all_start);
-  free(r->all_runs);
-  free(r);
+  void *owned[] = {r->sets, r->nruns, r->runs, r->best, r->tiles, r->all_start, r->all_runs, r};
+  for (size_t i = 0; i < sizeof owned / sizeof owned[0]; i++) free(owned[i]);
 }
 
 const int64_t *fm_dense_result_all_runs(const fm_dense_result *r, const int32_t **runs) {
@@ -456,10 +450,8 @@ typedef struct run_store {
 } run_store;
 
 static void run_store_free(run_store *rs) {
-  free(rs->pend);
-  free(rs->start);
-  free(rs->items);
-  free(rs->cursor);
+  void *owned[] = {rs->pend, rs->start, rs->items, rs->cursor};
+  for (size_t i = 0; i < sizeof owned / sizeof owned[0]; i++) free(owned[i]);
   memset(rs, 0, sizeof *rs);
 }
 

@@ -499,89 +499,87 @@ __device__ __forceinline__ void issue_s_turn(const ctx<HD> &c, float (&s)[64], c
   if (PINGPONG) fmh::named_arrive(other_bar, 256);
 }
 
-/* The tiles of one item, FA3's intra-warpgroup pipelining (OVERLAP): the S
- * GEMM of tile n and the P V GEMM of tile n - 1 are in flight together; the
- * softmax of tile n waits only for S. The first tile is peeled, so that every
- * wgmma of the loop is issued unconditionally. Returns the ring position. */
-template <int HD, int VAR, bool INSTR, bool PINGPONG>
-__device__ __forceinline__ int item_overlapped(ctx<HD> &c, cstate<HD> &st, slot e, int kv_iter) {
+/* The tiles of one item, from its first visited tile e to the one marked
+ * F_LAST; returns the ring position after them. Two loop shapes, kept apart:
+ *   OVERLAP   FA3's intra-warpgroup pipelining: the S GEMM of tile n and the
+ *             P V GEMM of tile n - 1 are in flight together; the softmax of
+ *             tile n waits only for S. The first tile is peeled, so that every
+ *             wgmma of the loop is issued unconditionally.
+ *   otherwise the tiles one after the other: S, softmax, P V.
+ * PINGPONG: the two consumer warpgroups take turns on the tensor cores. */
+template <int HD, int VAR, bool INSTR, bool OVERLAP, bool PINGPONG>
+__device__ __forceinline__ int item_tiles(ctx<HD> &c, cstate<HD> &st, slot e, int kv_iter) {
   using T = traits<HD>;
   const int sched_bar = BAR_TURN + c.cw, other_bar = BAR_TURN + (c.cw + 1) % T::NCW;
   float s[64], alpha[2];
   uint32_t pa[8][4];
-  issue_s_turn<HD, PINGPONG>(c, s, e, sched_bar, other_bar);
-  fmh::wgmma_wait<0>();
-  fmh::reg_fence(s);
-  after_s<HD, VAR>(c, e, s);
-  softmax_tile<HD>(s, st, c.p->scale_log2, alpha); /* O is still 0: no rescale */
-  convert_p(s, pa);
-  kv_iter++;
-  slot prev = e;
-  while (!(prev.flags & F_LAST)) {
-    const slot cur = wait_entry<HD>(c, kv_iter);
-    if (PINGPONG) fmh::named_sync(sched_bar, 256);
-    fmh::wgmma_fence();
-    issue_s<HD>(s, c.q_base, c.k_base0 + cur.stg * T::KV_BYTES);
-    fmh::wgmma_commit();
-    /* while S runs: O to the previous tile's max (FA3's order), then O += P V */
+  if constexpr (OVERLAP) {
+    issue_s_turn<HD, PINGPONG>(c, s, e, sched_bar, other_bar);
+    fmh::wgmma_wait<0>();
+    fmh::reg_fence(s);
+    after_s<HD, VAR>(c, e, s);
+    softmax_tile<HD>(s, st, c.p->scale_log2, alpha); /* O is still 0: no rescale */
+    convert_p(s, pa);
+    kv_iter++;
+    slot prev = e;
+    while (!(prev.flags & F_LAST)) {
+      const slot cur = wait_entry<HD>(c, kv_iter);
+      if (PINGPONG) fmh::named_sync(sched_bar, 256);
+      fmh::wgmma_fence();
+      issue_s<HD>(s, c.q_base, c.k_base0 + cur.stg * T::KV_BYTES);
+      fmh::wgmma_commit();
+      /* while S runs: O to the previous tile's max (FA3's order), then O += P V */
+      rescale_o<HD>(st, alpha);
+      fmh::mbar_wait(c.br.v_full(prev.stg), prev.ph);
+      fmh::wgmma_fence();
+      issue_pv<HD>(st, pa, c.v_base0 + prev.stg * T::KV_BYTES);
+      fmh::wgmma_commit();
+      if (PINGPONG) fmh::named_arrive(other_bar, 256);
+      fmh::wgmma_wait<1>();
+      fmh::reg_fence(s);
+      after_s<HD, VAR>(c, cur, s);
+      softmax_tile<HD>(s, st, c.p->scale_log2, alpha);
+      fmh::wgmma_wait<0>();
+      fmh::reg_fence(st.o);
+      fmh::reg_fence(pa);
+      after_pv<HD>(c, prev);
+      convert_p(s, pa);
+      kv_iter++;
+      prev = cur;
+    }
     rescale_o<HD>(st, alpha);
     fmh::mbar_wait(c.br.v_full(prev.stg), prev.ph);
     fmh::wgmma_fence();
     issue_pv<HD>(st, pa, c.v_base0 + prev.stg * T::KV_BYTES);
     fmh::wgmma_commit();
-    if (PINGPONG) fmh::named_arrive(other_bar, 256);
-    fmh::wgmma_wait<1>();
-    fmh::reg_fence(s);
-    after_s<HD, VAR>(c, cur, s);
-    softmax_tile<HD>(s, st, c.p->scale_log2, alpha);
     fmh::wgmma_wait<0>();
     fmh::reg_fence(st.o);
     fmh::reg_fence(pa);
     after_pv<HD>(c, prev);
-    convert_p(s, pa);
-    kv_iter++;
-    prev = cur;
-  }
-  rescale_o<HD>(st, alpha);
-  fmh::mbar_wait(c.br.v_full(prev.stg), prev.ph);
-  fmh::wgmma_fence();
-  issue_pv<HD>(st, pa, c.v_base0 + prev.stg * T::KV_BYTES);
-  fmh::wgmma_commit();
-  fmh::wgmma_wait<0>();
-  fmh::reg_fence(st.o);
-  fmh::reg_fence(pa);
-  after_pv<HD>(c, prev);
-  return kv_iter;
-}
-
-/* The tiles of one item, one after the other: S, softmax, P V. */
-template <int HD, int VAR, bool INSTR, bool PINGPONG>
-__device__ __forceinline__ int item_sequential(ctx<HD> &c, cstate<HD> &st, slot e, int kv_iter) {
-  using T = traits<HD>;
-  const int sched_bar = BAR_TURN + c.cw, other_bar = BAR_TURN + (c.cw + 1) % T::NCW;
-  float s[64], alpha[2];
-  uint32_t pa[8][4];
-  for (;;) {
-    issue_s_turn<HD, PINGPONG>(c, s, e, sched_bar, other_bar);
-    fmh::wgmma_wait<0>();
-    fmh::reg_fence(s);
-    after_s<HD, VAR>(c, e, s);
-    softmax_tile<HD>(s, st, c.p->scale_log2, alpha);
-    rescale_o<HD>(st, alpha);
-    convert_p(s, pa);
-    fmh::mbar_wait(c.br.v_full(e.stg), e.ph);
-    if (PINGPONG) fmh::named_sync(sched_bar, 256);
-    fmh::wgmma_fence();
-    issue_pv<HD>(st, pa, c.v_base0 + e.stg * T::KV_BYTES);
-    fmh::wgmma_commit();
-    if (PINGPONG) fmh::named_arrive(other_bar, 256);
-    fmh::wgmma_wait<0>();
-    fmh::reg_fence(st.o);
-    fmh::reg_fence(pa);
-    after_pv<HD>(c, e);
-    kv_iter++;
-    if (e.flags & F_LAST) return kv_iter;
-    e = wait_entry<HD>(c, kv_iter);
+    return kv_iter;
+  } else {
+    for (;;) {
+      issue_s_turn<HD, PINGPONG>(c, s, e, sched_bar, other_bar);
+      fmh::wgmma_wait<0>();
+      fmh::reg_fence(s);
+      after_s<HD, VAR>(c, e, s);
+      softmax_tile<HD>(s, st, c.p->scale_log2, alpha);
+      rescale_o<HD>(st, alpha);
+      convert_p(s, pa);
+      fmh::mbar_wait(c.br.v_full(e.stg), e.ph);
+      if (PINGPONG) fmh::named_sync(sched_bar, 256);
+      fmh::wgmma_fence();
+      issue_pv<HD>(st, pa, c.v_base0 + e.stg * T::KV_BYTES);
+      fmh::wgmma_commit();
+      if (PINGPONG) fmh::named_arrive(other_bar, 256);
+      fmh::wgmma_wait<0>();
+      fmh::reg_fence(st.o);
+      fmh::reg_fence(pa);
+      after_pv<HD>(c, e);
+      kv_iter++;
+      if (e.flags & F_LAST) return kv_iter;
+      e = wait_entry<HD>(c, kv_iter);
+    }
   }
 }
 
@@ -673,10 +671,8 @@ __device__ __forceinline__ void consumer(const params &p, unsigned char *smem, b
       warp_release(br.k_empty(e.stg), c.lane);
       warp_release(br.v_empty(e.stg), c.lane);
       kv_iter++;
-    } else if (OVERLAP) {
-      kv_iter = item_overlapped<HD, VAR, INSTR, PINGPONG>(c, st, e, kv_iter);
     } else {
-      kv_iter = item_sequential<HD, VAR, INSTR, PINGPONG>(c, st, e, kv_iter);
+      kv_iter = item_tiles<HD, VAR, INSTR, OVERLAP, PINGPONG>(c, st, e, kv_iter);
     }
     epilogue<HD>(c, st, b, h, r0);
   }
