@@ -445,8 +445,8 @@ static const key_row keys[] = {
     {"description", AT_ROOT, p_string, R(description), NO, 0, CAP(fm_scenario, description)},
     {"output", AT_ROOT, p_string, R(output), NO, 0, CAP(fm_scenario, output)},
     {"seqlen", BOTH, p_int_list, R(seqlen), M(seqlen), 1, 1 << 30},
-    {"batch", AT_ROOT, p_auto_int, R(batch), NO, 1, 65535},
-    {"heads", AT_ROOT, p_auto_int, R(heads), NO, 1, 65535},
+    {"batch", BOTH, p_auto_int, R(batch), M(batch), 1, 65535},
+    {"heads", BOTH, p_auto_int, R(heads), M(heads), 1, 65535},
     {"tokens", AT_ROOT, p_int, R(tokens), NO, 1, (int64_t)1 << 40},
     {"hidden", AT_ROOT, p_int, R(hidden), NO, 64, 1 << 20},
     {"head_dim", AT_ROOT, p_head_dims, R(head_dim), NO, 1, 1024},
@@ -528,6 +528,8 @@ static fm_status parse_mask(ctx *c, const yaml_node_t *n, fm_scn_mask *m) {
   fm_status st = parse_mapping(c, n, AT_MASK, &seen, NULL);
   c->mask = NULL;
   if (st != FM_OK) return st;
+  m->batch_given = key_seen(seen, "batch");
+  m->heads_given = key_seen(seen, "heads");
   if (!m->family[0] && !m->file[0])
     return bad(c, n, "masks", "an entry needs family:, intervals: or dense:");
   if (m->family[0] && m->file[0])
@@ -706,10 +708,11 @@ static void fill_case(const fm_scenario *s, int mi, const mask_axes *a, const in
   cs->head_dim = s->head_dim.v[at[1]];
   cs->br = a->brs->v[at[2]];
   cs->bc = a->bcs->v[at[3]];
+  const int64_t batch = m->batch_given ? m->batch : s->batch, heads = m->heads_given ? m->heads : s->heads;
   int64_t auto_batch = cs->seqlen > 0 ? s->tokens / cs->seqlen : 0;
-  cs->batch = s->batch ? s->batch : auto_batch > 0 ? auto_batch : 1;
+  cs->batch = batch ? batch : auto_batch > 0 ? auto_batch : 1;
   int64_t auto_heads = s->hidden / cs->head_dim;
-  cs->heads = s->heads ? s->heads : auto_heads > 0 ? auto_heads : 1;
+  cs->heads = heads ? heads : auto_heads > 0 ? auto_heads : 1;
   cs->sample = a->use_samples ? (int)a->smp->v[at[4]] : -1;
   cs->seed = s->seed + (uint64_t)at[5];
   const char *label = m->family[0] ? m->family : (strrchr(m->file, '/') ? strrchr(m->file, '/') + 1 : m->file);

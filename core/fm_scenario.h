@@ -42,7 +42,8 @@
  *   masks:
  *     - family: sliding_window        # any family of `fmsim families`
  *       params: {w: 512}              # family parameters
- *       seqlen: 4096                  # per-mask overrides: seqlen, samples, draws, br, bc
+ *       seqlen: 4096                  # per-mask overrides: seqlen, samples, draws, br, bc,
+ *       batch: 16                     # batch, heads (int or auto)
  *     - intervals: masks/x.npy        # an interval file (relative to the scenario)
  *       causal: true
  *       strict: false                 # true: refuse indices above Sq (default: Paddle's reading)
@@ -109,6 +110,8 @@ typedef struct fm_scn_mask {
   int strict;                   /* intervals: refuse what Paddle reads leniently */
   fm_int_list seqlen, br, bc, samples; /* n = 0: the scenario's value */
   int64_t draws;                /* 0: the scenario's value */
+  int64_t batch, heads;         /* where given (*_given): 0 = auto, else the value */
+  int batch_given, heads_given; /* 0: the scenario's batch / heads */
 } fm_scn_mask;
 
 typedef struct fm_scenario {

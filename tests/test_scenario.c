@@ -291,6 +291,32 @@ Test(scenario, gpu_step_keys_and_defaults) {
   free(s);
 }
 
+/* batch and heads per mask: a value or auto there wins over the scenario's */
+Test(scenario, batch_and_heads_per_mask) {
+  fm_scenario *s = malloc(sizeof *s);
+  const char *text = "name: per_mask\n"
+                     "seqlen: 4096\nhead_dim: 64\n"
+                     "batch: 1\nheads: 16\n"
+                     "masks:\n"
+                     "  - family: causal\n"
+                     "  - family: causal\n    batch: auto\n    heads: auto\n"
+                     "  - family: full\n    batch: 3\n"
+                     "  - family: full\n    heads: 5\n";
+  fm_err e;
+  cr_assert_eq(fm_scenario_parse(text, strlen(text), "per_mask.yaml", ".", s, &e), FM_OK, "%s", e.msg);
+  fm_scn_case *c;
+  int n;
+  cr_assert_eq(fm_scenario_cases(s, &c, &n, NULL), FM_OK);
+  cr_assert_eq(n, 4);
+  cr_assert(c[0].batch == 1 && c[0].heads == 16, "the scenario's");
+  cr_assert(c[1].batch == 32 && c[1].heads == 64, "auto: 131072 / 4096 and 4096 / 64");
+  cr_assert(c[2].batch == 3 && c[2].heads == 16);
+  cr_assert(c[3].batch == 1 && c[3].heads == 5);
+  free(c);
+  free(s);
+  expect_bad("name: x\nmasks:\n  - family: causal\n    batch: 0\n", ":4: key 'batch': 0 is out of range");
+}
+
 Test(scenario, bad_gpu_step_keys) {
   expect_bad("name: x\nkernel: [sm80, sm70]\nmasks:\n  - family: causal\n",
              ":2: key 'kernel': unknown kernel 'sm70' (expected sm80, sm90 or auto)");
