@@ -362,7 +362,8 @@ static int is_flush(const char *name) { return strstr(name, "fm_l2_flush_kernel"
 /* ------------------------------------------------------------------ timing */
 
 extern "C" fm_status fm_time_interleaved(int n, const fm_launch_fn *fns, void *const *users, void *stream,
-                                         const fm_time_opts *o, fm_timing *out, fm_err *err) {
+                                         const fm_time_opts *o, fm_timing *out, double *ratio,
+                                         fm_err *err) {
   if (n < 1 || n > 8 || o->reps < 1 || o->warmup < 0)
     return fm_fail(err, FM_EINVAL, "interleaved timing needs 1..8 functions, reps >= 1, warmup >= 0");
   cudaStream_t s = (cudaStream_t)stream;
@@ -383,7 +384,8 @@ extern "C" fm_status fm_time_interleaved(int n, const fm_launch_fn *fns, void *c
   for (size_t i = 0; i < ev.size() && result == FM_OK; i++)
     if ((e = cudaEventCreate(&ev[i])) != cudaSuccess) result = cuda_fail(err, e, "cudaEventCreate");
   for (int r = 0; r < o->reps && result == FM_OK; r++)
-    for (int i = 0; i < n && result == FM_OK; i++) {
+    for (int k = 0; k < n && result == FM_OK; k++) {
+      const int i = r & 1 ? n - 1 - k : k; /* odd rounds in reverse */
       if (o->flush_l2 && (result = fm_l2_flush(s, err)) != FM_OK) break;
       cudaEventRecord(ev[(size_t)(r * n + i) * 2], s);
       if ((result = fns[i](users[i], s, err)) != FM_OK) break;
@@ -402,6 +404,14 @@ extern "C" fm_status fm_time_interleaved(int n, const fm_launch_fn *fns, void *c
   for (auto &x : ev)
     if (x) cudaEventDestroy(x);
   if (result != FM_OK) return result;
+  if (ratio)
+    for (int i = 0; i < n; i++) {
+      std::vector<double> q;
+      for (int r = 0; r < o->reps; r++) q.push_back(ms[(size_t)i][(size_t)r] / ms[0][(size_t)r]);
+      std::sort(q.begin(), q.end());
+      const size_t m = q.size();
+      ratio[i] = m & 1 ? q[m / 2] : 0.5 * (q[m / 2 - 1] + q[m / 2]);
+    }
   for (int i = 0; i < n; i++) {
     memset(&out[i], 0, sizeof out[i]);
     out[i].warmup = o->warmup;

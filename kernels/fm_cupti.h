@@ -72,13 +72,17 @@ fm_status fm_time_launches(fm_launch_fn fn, void *user, void *stream, const fm_t
 /* Times n launch functions interleaved, so that clock and thermal drift
  * affect them alike (for ratios such as the instrumentation overhead):
  * `warmup` rounds (and at least warmup_min_ms), then `reps` rounds, each round
- * launching fns[0], fns[1], ... fns[n-1] in turn, L2 flushed before every
- * launch when o->flush_l2; CUDA events around each launch (o->use_cupti is
- * ignored: kernel records of interleaved launches would need attributing).
- * out[i] (n of them) receives fns[i]'s statistics, source "cuda-events".
- * n in 1..8. */
+ * launching every function once, fns[0] .. fns[n-1] in even rounds and in the
+ * reverse order in odd ones (so that a drift within a round favours none of
+ * them), L2 flushed before every launch when o->flush_l2; CUDA events around
+ * each launch (o->use_cupti is ignored: kernel records of interleaved
+ * launches would need attributing). out[i] (n of them) receives fns[i]'s
+ * statistics, source "cuda-events". ratio, when not NULL, receives n values:
+ * ratio[i] the median over the rounds of fns[i]'s time over fns[0]'s in the
+ * same round (ratio[0] = 1): a drift between rounds cancels in it, which the
+ * ratio of two medians does not promise. n in 1..8. */
 fm_status fm_time_interleaved(int n, const fm_launch_fn *fns, void *const *users, void *stream,
-                              const fm_time_opts *o, fm_timing *out, fm_err *err);
+                              const fm_time_opts *o, fm_timing *out, double *ratio, fm_err *err);
 
 /* One counted launch under the Range Profiler (AutoRange, KernelReplay),
  * metrics dram__bytes_read.sum, dram__bytes_write.sum,

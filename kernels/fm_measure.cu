@@ -218,15 +218,16 @@ static fm_status measure_pass(fm_gpu_session *s, fm_attn_launch *lc, const fm_gp
   inst.p.tile_class = s->tcls;
   inst.p.tile_cycles = s->tcyc;
   if (o->instrument_reps > 0) {
-    /* plain and instrumented interleaved: the overhead is a ratio of two medians
-       taken under the same clocks */
+    /* plain and instrumented interleaved: the overhead is the median of the
+       rounds' ratios, each taken under the same clock */
     const fm_launch_fn fns[2] = {fm_attn_launch_run, fm_attn_launch_run};
     void *const users[2] = {lc, &inst};
     fm_timing tt[2];
+    double ratio[2];
     fm_time_opts ti = {.warmup = 1, .reps = o->instrument_reps, .warmup_min_ms = 30, .flush_l2 = 1};
-    if ((st = fm_time_interleaved(2, fns, users, s->stream, &ti, tt, err)) != FM_OK) return st;
+    if ((st = fm_time_interleaved(2, fns, users, s->stream, &ti, tt, ratio, err)) != FM_OK) return st;
     rp->timing_instrumented = tt[1];
-    rp->instr_overhead = tt[1].median_ms / tt[0].median_ms - 1.0;
+    rp->instr_overhead = ratio[1] - 1.0;
   } else {
     if ((st = fm_l2_flush(s->stream, err)) != FM_OK) return st;
     if ((st = fm_attn_launch_run(&inst, s->stream, err)) != FM_OK) return st;

@@ -56,8 +56,9 @@ typedef struct fm_gpu_opts {
 typedef struct fm_gpu_pass_result {
   fm_timing timing;              /* plain build */
   fm_timing timing_instrumented; /* source "" unless timed */
-  double instr_overhead;         /* instrumented / plain median - 1 from launches interleaved
-                                    with plain ones (fm_time_interleaved); NaN unless timed */
+  double instr_overhead;         /* instrumented / plain - 1: the median over rounds of
+                                    interleaved launches of the round's ratio
+                                    (fm_time_interleaved); NaN unless timed */
   fm_measured_bytes measured;    /* source "" unless counted */
   int32_t tr, tc;                /* tile grid at the kernel's tile size for this pass */
   uint8_t *tile_class;   /* (B, H, Tr, Tc) as the kernel saw it, or NULL; free() */
