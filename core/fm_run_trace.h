@@ -99,7 +99,7 @@ typedef struct fm_run_info {
   const fm_cost *cost;
   const fm_timing *timing;              /* NULL: no timings (CPU) */
   const fm_timing *timing_instrumented; /* NULL unless instrumented on the GPU */
-  double instr_overhead;       /* instrumented / plain - 1, the two timed interleaved; NaN: none */
+  double instr_overhead;       /* instrumented / plain - 1, median of interleaved rounds' ratios; NaN: none */
   const fm_measured_bytes *measured;    /* NULL: no counters */
   const uint8_t *gpu_classes;  /* (B, H, Tr, Tc) from the instrumented kernel, or NULL */
   const int64_t *gpu_cycles;   /* (B, H, Tr, Tc), or NULL */
