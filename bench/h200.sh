@@ -29,7 +29,7 @@
 #   FM_PEER_SDPA   1 (default): the peer also times SDPA FA2 / cuDNN on full and causal
 #   FM_VERIFY_ARGS arguments of `fmsim verify` (default: none, the full verification)
 #   FM_SANITIZE_ARGS arguments of the sanitized `fmsim verify --quick --kernel sm90`
-#   FM_STEPS       steps to run, from: env stage fa4 build selftest trace verify ctest
+#   FM_STEPS       steps to run, from: env stage fa4 build sass selftest trace verify ctest
 #                  ceilings sanitize kbench bench bench64 peer peer64 merge merge64 calib
 #                  heldout fit validate. stage copies .fa4a/ (FlexAttention's FLASH backend wheels,
 #                  part 1) into /tmp/stage; fa4 adds .fa4b/ and installs them into
@@ -181,6 +181,7 @@ if [ ! -x "$FMSIM" ]; then
   exit 1
 fi
 
+want sass && step sass 60 bench/sass_check.sh "$B"
 want selftest && step selftest 30 "${C_ENV[@]}" "$B/kernels/fm_sm90_selftest"
 # one traced case of both passes on sm90, instrumented (also the data of notebooks/data/)
 want trace && step trace 60 "${C_ENV[@]}" "$FMSIM" run --family causal_document --seqlen 8192 --heads 4 \
@@ -190,10 +191,14 @@ want trace && step trace 60 "${C_ENV[@]}" "$FMSIM" run --family causal_document 
 want verify && step verify 240 "${C_ENV[@]}" "$FMSIM" verify ${FM_VERIFY_ARGS:-}
 want ctest && step ctest 150 "${C_ENV[@]}" ctest --test-dir "$B" -L gpu --output-on-failure --timeout 140
 # compute-sanitizer on the Hopper kernels, forward and backward: three tools; and
-# racecheck on the self-test's ring, the kernels' mbarrier hand-off in 30 lines
+# racecheck on the self-test's ring, the kernels' mbarrier hand-off in 30 lines (every
+# lane arrives: must be clean), and on ring-lane0, the form the kernels had before (lane
+# 0 arrives for its warp; recorded, expected to be reported: its exit code is not checked)
 if want sanitize; then
   step sanitize_ring 60 "${C_ENV[@]}" compute-sanitizer --tool racecheck --error-exitcode 3 \
-    "$B/kernels/fm_sm90_selftest"
+    "$B/kernels/fm_sm90_selftest" ring
+  step sanitize_ring_lane0 60 "${C_ENV[@]}" compute-sanitizer --tool racecheck \
+    "$B/kernels/fm_sm90_selftest" ring-lane0
   for tool in memcheck racecheck synccheck; do
     # shellcheck disable=SC2086
     step "sanitize_$tool" 200 "${C_ENV[@]}" compute-sanitizer --tool "$tool" --error-exitcode 3 \
@@ -210,10 +215,11 @@ if want kbench; then
 fi
 # the paper's kernel table (both passes; both kernels) and the sweep; then the head dim 64
 # table at 8K and 32K (forward: its bar), which leaves the sweep to the first
-BENCH_OPTS=(--kernel "sm90,sm80" --warmup 1 --reps 3 --noskip-reps 1 --instrument-reps 2)
+# (the instrumentation overhead: the median of 5 interleaved rounds' ratios per case)
+BENCH_OPTS=(--kernel "sm90,sm80" --warmup 1 --reps 3 --noskip-reps 1 --instrument-reps 5)
 if want bench; then
   # shellcheck disable=SC2086
-  step bench 420 "${C_ENV[@]}" "$FMSIM" bench --out "$R/bench" "${BENCH_OPTS[@]}" --sweep-draws 12 \
+  step bench 590 "${C_ENV[@]}" "$FMSIM" bench --out "$R/bench" "${BENCH_OPTS[@]}" --sweep-draws 12 \
     --sweep-reps 2 ${FM_BENCH_ARGS:-}
 fi
 want bench64 && step bench64 120 "${C_ENV[@]}" "$FMSIM" bench --out "$R/bench64" "${BENCH_OPTS[@]}" \

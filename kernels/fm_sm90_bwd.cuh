@@ -209,8 +209,9 @@ __device__ __forceinline__ void producer(const params &p, unsigned char *smem, b
         }
         __threadfence_block();
       }
-      __syncwarp();
-      if (lane == 0) {
+      if (lane != 0) {
+        fmh::mbar_arrive(br.q_full(s)); /* this lane's rows are written */
+      } else {
         sMeta[s] = m | (flags << FLAG_SHIFT);
         if (INSTR) sStageTile[s] = (flags & F_EMPTY) ? -1 : ((int64_t)bh * p.Tr + m) * p.Tc + n;
         if (flags & F_EMPTY) {
@@ -318,8 +319,7 @@ __device__ __forceinline__ void consumer(const params &p, unsigned char *smem, b
       const int m = entry & TILE_MASK, flags = entry >> FLAG_SHIFT;
       q_iter++;
       if (flags & F_EMPTY) {
-        __syncwarp();
-        if (lane == 0) fmh::mbar_arrive(br.q_empty(s));
+        fmh::mbar_arrive(br.q_empty(s)); /* every thread: it read the entry */
         break;
       }
       const uint32_t q_base = fmh::smem_addr(smem + T::OFF_Q + s * T::QT_BYTES);
@@ -404,8 +404,7 @@ __device__ __forceinline__ void consumer(const params &p, unsigned char *smem, b
       fmh::reg_fence(dv);
       fmh::reg_fence(pa);
       fmh::reg_fence(da);
-      __syncwarp();
-      if (lane == 0) fmh::mbar_arrive(br.q_empty(s)); /* Q, dO and the rows are free */
+      fmh::mbar_arrive(br.q_empty(s)); /* every thread: Q, dO, the entry and the rows are free */
       /* ---- dQ * scale, fp32, staged as two 32-column SW128 boxes, reduced by the copy engine */
       if (tid == 0) fmh::bulk_wait_read(); /* the previous reduction has read the staging */
       fmh::named_sync(BAR_WG + cw, 128);
@@ -438,8 +437,7 @@ __device__ __forceinline__ void consumer(const params &p, unsigned char *smem, b
       if (flags & F_LAST) break;
     }
     /* ---- end of the item: K and V are no longer read */
-    __syncwarp();
-    if (lane == 0) fmh::mbar_arrive(br.kv_empty());
+    fmh::mbar_arrive(br.kv_empty()); /* every thread: it read the item number */
     /* dK * scale and dV in bf16 through this warpgroup's staging, TMA-stored */
 #pragma unroll
     for (int which = 0; which < 2; which++) {
@@ -478,11 +476,13 @@ __global__ void __launch_bounds__(traits<HD>::THREADS, 1) bwd_kernel(const __gri
   bars<HD> br{reinterpret_cast<uint64_t *>(smem + T::OFF_BAR)};
   const int wg = __shfl_sync(0xffffffffu, (int)threadIdx.x / 128, 0);
   if (threadIdx.x == 0) {
-    fmh::mbar_init(br.kv_full(), 1);
-    fmh::mbar_init(br.kv_empty(), T::NCW * 4);
+    /* arrivals per phase, the hand-off rule of the forward (fm_sm90_fwd.cuh):
+       every thread that wrote or read the shared data the barrier hands on */
+    fmh::mbar_init(br.kv_full(), 1);              /* the producer's lane 0: item number, K, V */
+    fmh::mbar_init(br.kv_empty(), T::NCW * 128);  /* every consumer thread */
     for (int s = 0; s < T::STAGES; s++) {
-      fmh::mbar_init(br.q_full(s), 1);
-      fmh::mbar_init(br.q_empty(s), T::NCW * 4);
+      fmh::mbar_init(br.q_full(s), 32);           /* the producer's lanes: rows; lane 0: entry, Q, dO */
+      fmh::mbar_init(br.q_empty(s), T::NCW * 128);
     }
     fmh::fence_barrier_init();
   }

@@ -36,9 +36,16 @@
  * Pipelines (mbarriers, fm_hopper.cuh): two Q buffers, full/empty each (the
  * producer loads the next item's Q while the current one runs; a buffer is
  * free again once both consumer warpgroups' O stores have read it), and per
- * stage K full/empty and V full/empty, released by one lane per consumer warp.
- * The tile entry and its column vectors travel with K (written before the
- * K-full arrive, released after the mask).
+ * stage K full/empty and V full/empty. The tile entry and its mask slices
+ * travel with K (written before the K-full arrive, released after the mask).
+ * The hand-off rule: an mbarrier arrive releases only the arriving thread's
+ * own shared-memory accesses (PTX memory model; compute-sanitizer's racecheck
+ * checks exactly that), so every thread that writes or reads data in shared
+ * memory with ordinary loads and stores (the item number, the tile entry, the
+ * mask slices, the O staging) arrives itself on the barrier that hands the
+ * data on: K full counts the 128 producer threads, K empty and Q empty every
+ * consumer thread. Tiles that only the copy engine and wgmma touch (Q, K, V)
+ * are handed on by one arrival: V empty counts one lane per consumer warp.
  *
  * Variants (VAR) and instrumentation (INSTR) as the sm80 kernel
  * (fm_sm80_fwd.cuh): NOSKIP visits every tile (MASKED ones element-masked to
@@ -146,10 +153,13 @@ template <int HD> struct bars {
   __device__ uint64_t *v_full(int s) const { return b + 4 + 2 * traits<HD>::STAGES + s; }
   __device__ uint64_t *v_empty(int s) const { return b + 4 + 3 * traits<HD>::STAGES + s; }
 };
-/* Arrivals an "empty" barrier waits for per phase: one per consumer warp (its
- * lane 0 after __syncwarp), or one per consumer warpgroup for Q (its thread 0
- * once the item's O has left the buffer). */
-template <int HD> __host__ __device__ constexpr int empty_count() { return traits<HD>::NCW * 4; }
+/* Arrivals per phase (the hand-off rule above): V empty one per consumer warp
+ * (its lane 0 after __syncwarp); K empty and Q empty every consumer thread; K
+ * full every producer thread (one of them with the K bytes); Q full and V full
+ * the one producer thread that writes the item number and issues the copy. */
+template <int HD> __host__ __device__ constexpr int v_empty_count() { return traits<HD>::NCW * 4; }
+template <int HD> __host__ __device__ constexpr int consumer_threads() { return traits<HD>::NCW * 128; }
+constexpr int PRODUCER_THREADS = 128;
 
 
 /* ------------------------------------------------------------------ producer */
@@ -251,20 +261,17 @@ __device__ __forceinline__ void producer(const params &p, unsigned char *smem, b
             sMask[(s * T::MASK_WARPS + w) * T::BC + c] = (uint16_t)row_slice(r0 + 16 * w, lts, lte, us, ue);
         }
       }
-      __syncwarp();
-      if (lane == 0) {
-        if (pw == 0) {
-          sMeta[s] = entry_pack(tile, flags);
-          load_kv(br.k_full(s), &p.tm_k, smem + T::OFF_K + s * T::KV_BYTES, flags, h, j0, b);
-          if (kv_iter >= T::STAGES) {
-            fmh::mbar_wait(br.v_empty(s), ph ^ 1);
-            if (INSTR) clk.record(s);
-          }
-          if (INSTR) sStageTile[s] = (flags & F_EMPTY) ? -1 : instr_base + tile;
-          load_kv(br.v_full(s), &p.tm_v, smem + T::OFF_V + s * T::KV_BYTES, flags, h, j0, b);
-        } else {
-          fmh::mbar_arrive(br.k_full(s)); /* this warp's slices are written */
+      if (pw == 0 && lane == 0) {
+        sMeta[s] = entry_pack(tile, flags);
+        load_kv(br.k_full(s), &p.tm_k, smem + T::OFF_K + s * T::KV_BYTES, flags, h, j0, b);
+        if (kv_iter >= T::STAGES) {
+          fmh::mbar_wait(br.v_empty(s), ph ^ 1);
+          if (INSTR) clk.record(s);
         }
+        if (INSTR) sStageTile[s] = (flags & F_EMPTY) ? -1 : instr_base + tile;
+        load_kv(br.v_full(s), &p.tm_v, smem + T::OFF_V + s * T::KV_BYTES, flags, h, j0, b);
+      } else {
+        fmh::mbar_arrive(br.k_full(s)); /* this thread's slice columns are written */
       }
       __syncwarp();
       kv_iter++;
@@ -458,8 +465,8 @@ __device__ __forceinline__ slot wait_entry(const ctx<HD> &c, int kv_iter) {
   return e;
 }
 
-/* Releases an "empty" barrier for this warp: lane 0 arrives once every lane
- * is done with the stage. */
+/* Releases a tile that only wgmma read (V): lane 0 arrives once every lane
+ * of the warp is done with the stage. */
 __device__ __forceinline__ void warp_release(uint64_t *bar, int lane) {
   __syncwarp();
   if (lane == 0) fmh::mbar_arrive(bar);
@@ -478,7 +485,7 @@ __device__ __forceinline__ void after_s(const ctx<HD> &c, const slot &e, float (
                              (e.stg * T::MASK_WARPS + c.cw * 4 + c.warp) * T::BC,
                       c.lane >> 2, c.c4);
   }
-  warp_release(c.br.k_empty(e.stg), c.lane);
+  fmh::mbar_arrive(c.br.k_empty(e.stg)); /* every thread: it read the entry and the slices */
 }
 
 /* After the P V GEMM of entry e completed: release V (the producer times it). */
@@ -622,9 +629,11 @@ __device__ __forceinline__ void epilogue(const ctx<HD> &c, const cstate<HD> &st,
     for (int d = 0; d < T::DBLK; d++)
       fmh::tma_store_4d(&p.tm_o, o_stage + d * T::BR * 128, d * 64, h, r0 + c.cw * 64, b);
     fmh::bulk_commit();
-    fmh::bulk_wait_read();
-    fmh::mbar_arrive(c.br.q_empty(c.qb));
+    fmh::bulk_wait_read(); /* the store has read the staging */
   }
+  /* every thread (it read the item number and wrote the staging); thread 0 once
+     the store has read the buffer, so the phase cannot end before */
+  fmh::mbar_arrive(c.br.q_empty(c.qb));
 }
 
 /* The consumer warpgroups: items until the producer announces none. */
@@ -668,7 +677,7 @@ __device__ __forceinline__ void consumer(const params &p, unsigned char *smem, b
     const slot e = wait_entry<HD>(c, kv_iter);
     if (e.flags & F_EMPTY) { /* a fully masked row tile: O = 0, LSE = -inf */
       fmh::mbar_wait(br.v_full(e.stg), e.ph);
-      warp_release(br.k_empty(e.stg), c.lane);
+      fmh::mbar_arrive(br.k_empty(e.stg)); /* every thread: it read the entry */
       warp_release(br.v_empty(e.stg), c.lane);
       kv_iter++;
     } else {
@@ -693,13 +702,13 @@ __global__ void __launch_bounds__(traits<HD>::THREADS, 1) fwd_kernel(const __gri
   if (threadIdx.x == 0) {
     for (int qb = 0; qb < 2; qb++) {
       fmh::mbar_init(br.q_full(qb), 1);
-      fmh::mbar_init(br.q_empty(qb), T::NCW);
+      fmh::mbar_init(br.q_empty(qb), consumer_threads<HD>());
     }
     for (int s = 0; s < T::STAGES; s++) {
-      fmh::mbar_init(br.k_full(s), 4); /* the four producer warps */
-      fmh::mbar_init(br.k_empty(s), empty_count<HD>());
+      fmh::mbar_init(br.k_full(s), PRODUCER_THREADS);
+      fmh::mbar_init(br.k_empty(s), consumer_threads<HD>());
       fmh::mbar_init(br.v_full(s), 1);
-      fmh::mbar_init(br.v_empty(s), empty_count<HD>());
+      fmh::mbar_init(br.v_empty(s), v_empty_count<HD>());
     }
     fmh::fence_barrier_init();
   }

@@ -12,17 +12,21 @@
  *   rs128    O = P V, P (64 x 128, bf16) in registers as A fragments, V
  *            (128 keys x 128) MN-major ("transposed") from shared memory
  *   rs64     the same at head dim 64 (wgmma m64n64k16)
- *   ring     the producer/consumer hand-off both sm90 kernels use: a two-stage
- *            ring on mbarriers with parity waits; one warp writes a stage with
- *            plain shared-memory stores and its lane 0 arrives on the stage's
- *            full barrier (plain arrive, or arrive.expect_tx as the kernels'
- *            TMA stages do), the other waits, checks every value and releases
- *            the stage on its empty barrier. Under compute-sanitizer's
- *            racecheck it shows whether the tool follows this ordering
- *            (bench/h200.sh's sanitize step; kernels/PERF_NOTES.md)
+ *   ring     the producer/consumer hand-off both sm90 kernels use for data in
+ *            shared memory: a two-stage ring on mbarriers with parity waits;
+ *            one warp writes a stage with plain stores and every lane arrives
+ *            on the stage's full barrier (lane 0 with arrive.expect_tx, as the
+ *            kernels' TMA stages, or plainly), the other warp waits, checks
+ *            every value and every lane arrives on the stage's empty barrier
+ *            (an arrive releases only the arriving thread's own accesses).
+ *            `ring-lane0` is the form the kernels used before: __syncwarp,
+ *            then lane 0 alone arrives; correct values, but the other lanes'
+ *            accesses are not released by an arrive of their own, and
+ *            compute-sanitizer's racecheck reports them (bench/h200.sh's
+ *            sanitize steps run both; kernels/PERF_NOTES.md)
  *
  * Exit 0 when every check passes, 1 on a mismatch (the first one printed), 2
- * when no sm_90 device is present. A gpu-labelled test (ctest).
+ * when no sm_90 device is present, 3 for an unknown check name. A gpu-labelled test (ctest).
  */
 #include <cuda_runtime.h>
 #include <math.h>
@@ -63,15 +67,16 @@ __global__ void tma_kernel(const __grid_constant__ CUtensorMap map, uint16_t *ou
   for (int i = threadIdx.x; i < 128 * 64; i += blockDim.x) out[i] = ((const uint16_t *)sm)[i];
 }
 
-/* ---- ring: warp 0 produces, warp 1 consumes, `rounds` rounds over 2 stages */
-template <bool EXPECT_TX> __global__ void ring_kernel(int rounds, int *bad) {
+/* ---- ring: warp 0 produces, warp 1 consumes, `rounds` rounds over 2 stages;
+   EVERY_LANE: each lane arrives (the kernels' rule), else lane 0 after __syncwarp */
+template <bool EXPECT_TX, bool EVERY_LANE> __global__ void ring_kernel(int rounds, int *bad) {
   __shared__ uint64_t full[2], empty[2];
   __shared__ int buf[2][32];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   if (threadIdx.x == 0) {
     for (int s = 0; s < 2; s++) {
-      fmh::mbar_init(&full[s], 1);
-      fmh::mbar_init(&empty[s], 1);
+      fmh::mbar_init(&full[s], EVERY_LANE ? 32 : 1);
+      fmh::mbar_init(&empty[s], EVERY_LANE ? 32 : 1);
     }
     fmh::fence_barrier_init();
   }
@@ -82,29 +87,32 @@ template <bool EXPECT_TX> __global__ void ring_kernel(int rounds, int *bad) {
     if (warp == 0) {
       if (r >= 2) fmh::mbar_wait(&empty[s], ph ^ 1);
       buf[s][lane] = r * 32 + lane;
-      __syncwarp();
+      if (!EVERY_LANE) __syncwarp();
       if (lane == 0) {
         if (EXPECT_TX) fmh::mbar_arrive_expect_tx(&full[s], 0);
         else fmh::mbar_arrive(&full[s]);
+      } else if (EVERY_LANE) {
+        fmh::mbar_arrive(&full[s]);
       }
     } else {
       fmh::mbar_wait(&full[s], ph);
       if (buf[s][lane] != r * 32 + lane) atomicAdd(bad, 1);
-      __syncwarp();
-      if (lane == 0) fmh::mbar_arrive(&empty[s]);
+      if (!EVERY_LANE) __syncwarp();
+      if (EVERY_LANE || lane == 0) fmh::mbar_arrive(&empty[s]);
     }
   }
 }
 
-template <bool EXPECT_TX> static int check_ring(void) {
+template <bool EXPECT_TX, bool EVERY_LANE> static int check_ring(void) {
   int *dbad, bad = 0;
   CK(cudaMalloc((void **)&dbad, sizeof(int)));
   CK(cudaMemset(dbad, 0, sizeof(int)));
-  ring_kernel<EXPECT_TX><<<1, 64>>>(64, dbad);
+  ring_kernel<EXPECT_TX, EVERY_LANE><<<1, 64>>>(64, dbad);
   CK(cudaGetLastError());
   CK(cudaMemcpy(&bad, dbad, sizeof(int), cudaMemcpyDeviceToHost));
   CK(cudaFree(dbad));
-  printf("ring (%s): %s", EXPECT_TX ? "arrive.expect_tx" : "arrive", bad ? "FAIL" : "ok");
+  printf("%s (%s): %s", EVERY_LANE ? "ring" : "ring-lane0", EXPECT_TX ? "arrive.expect_tx" : "arrive",
+         bad ? "FAIL" : "ok");
   if (bad) printf(", %d values read out of turn", bad);
   printf("\n");
   return bad != 0;
@@ -299,7 +307,22 @@ template <int HD> static int check_mma(void) {
   return bad;
 }
 
-int main(void) {
+/* Which checks run: every one (no argument), or those named ("tma", "mma",
+   "ring", "ring-lane0"; the sanitize steps run the two rings apart). */
+static int wanted(int argc, char **argv, const char *name) {
+  if (argc < 2) return strcmp(name, "ring-lane0") != 0;
+  for (int i = 1; i < argc; i++)
+    if (!strcmp(argv[i], name)) return 1;
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  for (int i = 1; i < argc; i++)
+    if (strcmp(argv[i], "tma") && strcmp(argv[i], "mma") && strcmp(argv[i], "ring") &&
+        strcmp(argv[i], "ring-lane0")) {
+      fprintf(stderr, "fm_sm90_selftest: unknown check '%s' (tma, mma, ring, ring-lane0)\n", argv[i]);
+      return 3;
+    }
   int n = 0;
   cudaDeviceProp prop;
   if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0 || cudaGetDeviceProperties(&prop, 0) != cudaSuccess ||
@@ -307,11 +330,11 @@ int main(void) {
     printf("fm_sm90_selftest: skipped, no sm_90 device\n");
     return 2;
   }
-  int bad = check_tma();
-  bad |= check_mma<128>();
-  bad |= check_mma<64>();
-  bad |= check_ring<false>();
-  bad |= check_ring<true>();
+  int bad = 0;
+  if (wanted(argc, argv, "tma")) bad |= check_tma();
+  if (wanted(argc, argv, "mma")) bad |= check_mma<128>() | check_mma<64>();
+  if (wanted(argc, argv, "ring")) bad |= check_ring<false, true>() | check_ring<true, true>();
+  if (wanted(argc, argv, "ring-lane0")) bad |= check_ring<false, false>() | check_ring<true, false>();
   printf("fm_sm90_selftest: %s\n", bad ? "FAIL" : "all ok");
   return bad ? 1 : 0;
 }
