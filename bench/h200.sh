@@ -30,7 +30,7 @@
 #   FM_VERIFY_ARGS arguments of `fmsim verify` (default: none, the full verification)
 #   FM_SANITIZE_ARGS arguments of the sanitized `fmsim verify --quick --kernel sm90`
 #   FM_STEPS       steps to run, from: env stage fa4 build sass selftest trace verify ctest
-#                  ceilings sanitize kbench bench bench64 peer peer64 merge merge64 calib
+#                  ceilings sanitize kbench bench bench64 overhead peer peer64 merge merge64 calib
 #                  heldout fit validate. stage copies .fa4a/ (FlexAttention's FLASH backend wheels,
 #                  part 1) into /tmp/stage; fa4 adds .fa4b/ and installs them into
 #                  /tmp/site (they exceed one call's 64 MiB carry).
@@ -215,8 +215,8 @@ if want kbench; then
 fi
 # the paper's kernel table (both passes; both kernels) and the sweep; then the head dim 64
 # table at 8K and 32K (forward: its bar), which leaves the sweep to the first
-# (the instrumentation overhead: the median of 5 interleaved rounds' ratios per case)
-BENCH_OPTS=(--kernel "sm90,sm80" --warmup 1 --reps 3 --noskip-reps 1 --instrument-reps 5)
+# (the instrumentation overhead: the median over 3 pairs of interleaved rounds per case)
+BENCH_OPTS=(--kernel "sm90,sm80" --warmup 1 --reps 3 --noskip-reps 1 --instrument-reps 6)
 if want bench; then
   # shellcheck disable=SC2086
   step bench 590 "${C_ENV[@]}" "$FMSIM" bench --out "$R/bench" "${BENCH_OPTS[@]}" --sweep-draws 12 \
@@ -224,6 +224,12 @@ if want bench; then
 fi
 want bench64 && step bench64 120 "${C_ENV[@]}" "$FMSIM" bench --out "$R/bench64" "${BENCH_OPTS[@]}" \
   --head-dims 64 --seqlens 8192,32768 --pass fwd --sweep-draws 0
+# the instrumentation overhead alone (sm90 forward; no peer): 8 interleaved rounds, i.e.
+# the median over 4 pairs, per case; head dim 128 (the 36 cases) and 64 (8K and 32K)
+OVER_OPTS=(--kernel sm90 --pass fwd --warmup 1 --reps 1 --noskip-reps 0 --instrument-reps 8 --sweep-draws 0)
+want overhead && step overhead 300 "${C_ENV[@]}" "$FMSIM" bench --out "$R/overhead" "${OVER_OPTS[@]}"
+want overhead && step overhead64 200 "${C_ENV[@]}" "$FMSIM" bench --out "$R/overhead64" "${OVER_OPTS[@]}" \
+  --head-dims 64 --seqlens 8192,32768
 SDPA_FLAG=--sdpa
 [ "${FM_PEER_SDPA:-1}" = 1 ] || SDPA_FLAG=
 # the peer resumes from what an earlier call measured; it starts no case past its budget

@@ -406,8 +406,13 @@ extern "C" fm_status fm_time_interleaved(int n, const fm_launch_fn *fns, void *c
   if (result != FM_OK) return result;
   if (ratio)
     for (int i = 0; i < n; i++) {
+      /* one ratio per pair of rounds (forward and reverse order: a drift that is
+         linear over the pair cancels), or per round when there is only one */
       std::vector<double> q;
-      for (int r = 0; r < o->reps; r++) q.push_back(ms[(size_t)i][(size_t)r] / ms[0][(size_t)r]);
+      const size_t u = (size_t)i;
+      if (o->reps == 1) q.push_back(ms[u][0] / ms[0][0]);
+      for (int r = 0; r + 1 < o->reps; r += 2)
+        q.push_back((ms[u][(size_t)r] + ms[u][(size_t)r + 1]) / (ms[0][(size_t)r] + ms[0][(size_t)r + 1]));
       std::sort(q.begin(), q.end());
       const size_t m = q.size();
       ratio[i] = m & 1 ? q[m / 2] : 0.5 * (q[m / 2 - 1] + q[m / 2]);

@@ -78,9 +78,11 @@ fm_status fm_time_launches(fm_launch_fn fn, void *user, void *stream, const fm_t
  * each launch (o->use_cupti is ignored: kernel records of interleaved
  * launches would need attributing). out[i] (n of them) receives fns[i]'s
  * statistics, source "cuda-events". ratio, when not NULL, receives n values:
- * ratio[i] the median over the rounds of fns[i]'s time over fns[0]'s in the
- * same round (ratio[0] = 1): a drift between rounds cancels in it, which the
- * ratio of two medians does not promise. n in 1..8. */
+ * ratio[i] the median over pairs of rounds (2k, 2k + 1: one in each order) of
+ * fns[i]'s time over fns[0]'s in the pair (ratio[0] = 1; one round: its own
+ * ratio; an odd last round is left out): a drift between pairs cancels, and a
+ * drift linear within a pair too, which neither the ratio of two medians nor
+ * one ratio per round promises. Ask for an even reps. n in 1..8. */
 fm_status fm_time_interleaved(int n, const fm_launch_fn *fns, void *const *users, void *stream,
                               const fm_time_opts *o, fm_timing *out, double *ratio, fm_err *err);
 

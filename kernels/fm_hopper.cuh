@@ -97,12 +97,13 @@ struct stage_clock {
     last = clock64();
 #endif
   }
-  /* Stage s was released now. */
-  __device__ __forceinline__ void record(int s) {
-    const long long now = clock64();
+  /* Stage s was released at `now` (a clock64 reading). */
+  __device__ __forceinline__ void record_at(int s, long long now) {
     if (stage_tile[s] >= 0) cycles[stage_tile[s]] = now - last;
     last = now;
   }
+  /* Stage s was released now. */
+  __device__ __forceinline__ void record(int s) { record_at(s, clock64()); }
   /* At the end: the releases of the last `stages` ring positions before iter;
      empty(s) is stage s's empty barrier. */
   template <class Empty> __device__ __forceinline__ void drain(int iter, int stages, Empty empty) {

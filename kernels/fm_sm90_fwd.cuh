@@ -264,12 +264,13 @@ __device__ __forceinline__ void producer(const params &p, unsigned char *smem, b
       if (pw == 0 && lane == 0) {
         sMeta[s] = entry_pack(tile, flags);
         load_kv(br.k_full(s), &p.tm_k, smem + T::OFF_K + s * T::KV_BYTES, flags, h, j0, b);
-        if (kv_iter >= T::STAGES) {
-          fmh::mbar_wait(br.v_empty(s), ph ^ 1);
-          if (INSTR) clk.record(s);
-        }
-        if (INSTR) sStageTile[s] = (flags & F_EMPTY) ? -1 : instr_base + tile;
+        if (kv_iter >= T::STAGES) fmh::mbar_wait(br.v_empty(s), ph ^ 1);
+        const long long released = INSTR ? clock64() : 0; /* INSTR: when the stage came free */
         load_kv(br.v_full(s), &p.tm_v, smem + T::OFF_V + s * T::KV_BYTES, flags, h, j0, b);
+        if (INSTR) { /* after the copy is issued: the record stays off its path */
+          if (kv_iter >= T::STAGES) clk.record_at(s, released);
+          sStageTile[s] = (flags & F_EMPTY) ? -1 : instr_base + tile;
+        }
       } else {
         fmh::mbar_arrive(br.k_full(s)); /* this thread's slice columns are written */
       }
