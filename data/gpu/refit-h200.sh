@@ -14,7 +14,7 @@ set -eu
 DIR=${1:?usage: data/gpu/refit-h200.sh DIR (a bench/h200.sh run: calib/, heldout/, bench/paper-kernel-table/)}
 FMSIM=${FMSIM:-build/app/fmsim}
 PY=${PY:-python3}
-SOURCE=${SOURCE:-"scenarios/calibration.yaml on NVIDIA H200, 2026-11-23, fmsim bench/h200.sh call 4"}
+SOURCE=${SOURCE:-"scenarios/calibration.yaml (with the batched masks) on NVIDIA H200, 2026-11-23, fmsim bench/h200.sh call A"}
 for k in sm90 sm80; do
   "$FMSIM" calibrate "$DIR/calib" --kernel "$k" --source "$SOURCE" --out "data/gpu/h200-$k.json"
 done
