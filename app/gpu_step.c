@@ -403,7 +403,8 @@ static int time_kernel(gpu_step *g, runner_ctx *rc, const fm_scn_case *c, const 
   fm_gpu_opts go = {.warmup = (int32_t)s->warmup, .reps = (int32_t)s->reps, .instrument = inst,
                     .instrument_reps = (int32_t)s->instrument_reps,
                     .count_bytes = s->count_bytes && s->cupti, .use_cupti = s->cupti,
-                    .want_tiles = inst, .want_timeline = rc->o->single};
+                    .want_tiles = inst, .want_timeline = rc->o->single,
+                    .settle_ms = (int32_t)s->settle_ms};
   fm_gpu_result res;
   fm_err err;
   if (fm_gpu_session_run(g->session, &gc, &go, &res, &err) != FM_OK) {

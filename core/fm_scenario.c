@@ -463,6 +463,7 @@ static const key_row keys[] = {
     {"profile", AT_ROOT, p_profile, R(profile), NO, 0, CAP(fm_scenario, profile)},
     {"warmup", AT_ROOT, p_int, R(warmup), NO, 0, 100000},
     {"reps", AT_ROOT, p_int, R(reps), NO, 1, 100000},
+    {"settle_ms", AT_ROOT, p_int, R(settle_ms), NO, 0, 10000},
     {"noskip_reps", AT_ROOT, p_int, R(noskip_reps), NO, 0, 100000},
     {"instrument_reps", AT_ROOT, p_int, R(instrument_reps), NO, 0, 100000},
     {"count_bytes", AT_ROOT, p_bool, R(count_bytes), NO, 0, 0},

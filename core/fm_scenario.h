@@ -34,6 +34,8 @@
  *   reps: 5                           # timed launches, median reported (default 5)
  *   noskip_reps: 2                    # also time the no-skip variant (default 0: not run)
  *   instrument_reps: 3                # also time the instrumented build (default 0: not run)
+ *   settle_ms: 250                    # idle before each pass is timed (default 0), so that
+ *                                     # it does not start at the clock the last one left
  *   count_bytes: true                 # one launch counted by the CUPTI Range Profiler
  *   cupti: true                       # false: CUDA events only, no counters
  *   figures: [gallery, memory]        # names of the figure registry (viz/viz_figures.c)
@@ -136,6 +138,7 @@ typedef struct fm_scenario {
                                                "" : none (the GPU's own where one exists) */
   int profile_line;                         /* its line in the file (0: given on the command line) */
   int64_t warmup, reps, noskip_reps, instrument_reps;
+  int64_t settle_ms; /* idle before each timed pass (fm_gpu_opts.settle_ms) */
   int count_bytes, cupti;
   /* output */
   char figures[FM_SCN_MAX_FIGURES][32]; /* figure names, checked by the runner against the

@@ -86,30 +86,60 @@ __device__ __forceinline__ void mbar_wait(uint64_t *bar, uint32_t parity) {
 /* The instrumented kernels' per-tile cycles: the clock64 ticks between two
  * consecutive releases of ring stages by the consumers (one tile after the
  * other, in ring order), read by the producer when it takes the stage again,
- * so that the consumers run the plain code. stage_tile[s] (shared memory) is
- * the record index of the tile in stage s, -1 for none. */
-struct stage_clock {
-  int64_t *stage_tile; /* [stages] */
-  int64_t *cycles;     /* the kernel's tile_cycles */
-  long long last;
-  __device__ __forceinline__ stage_clock(int64_t *st, int64_t *cy) : stage_tile(st), cycles(cy), last(0) {
+ * so that the consumers run the plain code. One producer thread owns it; its
+ * state is a few words of shared memory (BYTES at `base`), so that it holds no
+ * registers of the producer's small budget. The owner is either the thread
+ * that issues the copies, which then flushes each release only once its next
+ * copy is out (the backward), or a producer thread that issues none and only
+ * observes the releases (the forward: warp 0, which issues them, runs the plain
+ * code); kernels/PERF_NOTES.md, "instrumentation overhead":
+ *   note(pos, rec, now)  ring entry pos (record index rec, -1: nothing to time)
+ *                        was issued; `now`: when its stage came free (the
+ *                        release of entry pos - S), read just before its copy
+ *   flush(pos)           the release entry pos saw is written (once), tile of
+ *                        entry pos - S getting now(pos) - now(pos - 1)
+ *   drain(iter, empty)   at the end (entries < iter noted): the last flushed,
+ *                        then the releases of the last S entries, waited for
+ *                        and written. */
+template <int S> struct stage_clock {
+  static_assert((S & (S - 1)) == 0, "stages: a power of two");
+  static constexpr int BYTES = 2 * S * 8 * 2 + 8; /* rec[2S], when[2S], last */
+  unsigned char *base;
+  int64_t *cycles; /* the kernel's tile_cycles */
+  __device__ __forceinline__ int64_t &rec(int pos) const {
+    return reinterpret_cast<int64_t *>(base)[(unsigned)pos & (2 * S - 1)];
+  }
+  __device__ __forceinline__ long long &when(int pos) const {
+    return reinterpret_cast<long long *>(base + 2 * S * 8)[(unsigned)pos & (2 * S - 1)];
+  }
+  __device__ __forceinline__ long long &last() const { return *reinterpret_cast<long long *>(base + 4 * S * 8); }
+  /* By the owning thread, before the first entry. */
+  __device__ __forceinline__ void start() {
 #ifdef __CUDA_ARCH__
-    last = clock64();
+    last() = clock64();
 #endif
   }
-  /* Stage s was released at `now` (a clock64 reading). */
-  __device__ __forceinline__ void record_at(int s, long long now) {
-    if (stage_tile[s] >= 0) cycles[stage_tile[s]] = now - last;
-    last = now;
+  __device__ __forceinline__ void note(int pos, int64_t record, long long now) {
+    rec(pos) = record;
+    when(pos) = now;
   }
-  /* Stage s was released now. */
-  __device__ __forceinline__ void record(int s) { record_at(s, clock64()); }
-  /* At the end: the releases of the last `stages` ring positions before iter;
-     empty(s) is stage s's empty barrier. */
-  template <class Empty> __device__ __forceinline__ void drain(int iter, int stages, Empty empty) {
-    for (int m = max(iter - stages, 0); m < iter; m++) {
-      mbar_wait(empty(m % stages), (m / stages) & 1);
-      record(m % stages);
+  __device__ __forceinline__ void write(int64_t record, long long now) {
+    if (record >= 0) cycles[record] = now - last();
+    last() = now;
+  }
+  __device__ __forceinline__ void flush(int pos) {
+    if (pos < S) return;
+    const int64_t r = rec(pos - S);
+    rec(pos - S) = -1; /* written once: a second flush of pos only sets last again */
+    write(r, when(pos));
+  }
+  template <class Empty> __device__ __forceinline__ void drain(int iter, Empty empty) {
+    flush(iter - 1);
+    for (int m = max(iter - S, 0); m < iter; m++) {
+      mbar_wait(empty(m % S), (m / S) & 1);
+#ifdef __CUDA_ARCH__
+      write(rec(m), clock64());
+#endif
     }
   }
 };

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "fm_cuda_status.cuh"
 #include "fm_measure.h"
@@ -204,6 +205,11 @@ static fm_status measure_pass(fm_gpu_session *s, fm_attn_launch *lc, const fm_gp
   const fm_attn_problem *p = &lc->p;
   const int64_t tiles = (int64_t)p->batch * p->heads * rp->tr * rp->tc;
   fm_time_opts to = {.warmup = o->warmup, .reps = o->reps, .warmup_min_ms = 0, .flush_l2 = 1, .use_cupti = o->use_cupti};
+  if (o->settle_ms > 0) {
+    CUDA_TRY(cudaStreamSynchronize(s->stream), "synchronize before settling");
+    const struct timespec ts = {.tv_sec = o->settle_ms / 1000, .tv_nsec = (long)(o->settle_ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+  }
   if ((st = fm_time_launches(fm_attn_launch_run, lc, s->stream, &to, &rp->timing, tl, err)) != FM_OK) return st;
   if (o->count_bytes && o->use_cupti) {
     if ((st = fm_count_launch(fm_attn_launch_run, lc, s->stream, 1, &rp->measured, err)) != FM_OK) return st;

@@ -50,6 +50,9 @@ typedef struct fm_gpu_opts {
   int32_t use_cupti;      /* 0: CUDA events only, no counters */
   int32_t want_tiles;     /* download the instrumented per-tile record */
   int32_t want_timeline;  /* keep the kernel records of the timed launches */
+  int32_t settle_ms;      /* idle milliseconds before each pass is timed (0: none), so that
+                             a pass does not start at the clock the one before left: the
+                             timing model's profiles assume launches apart (fm_timing.h) */
 } fm_gpu_opts;
 
 /* What one pass measured. timing.source is "" when the pass did not run. */

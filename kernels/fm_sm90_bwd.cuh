@@ -91,8 +91,8 @@ template <int HD> struct traits {
   static constexpr int OFF_BAR = OFF_META + 16 * STAGES;
   static constexpr int NBARS = 2 + 2 * STAGES;               /* kv full/empty, q full/empty */
   static constexpr int OFF_ITEM = OFF_BAR + 8 * NBARS;
-  static constexpr int OFF_STAGE_TILE = OFF_ITEM + 16;
-  static constexpr int SMEM = OFF_STAGE_TILE + 8 * STAGES + 1024;
+  static constexpr int OFF_CLOCK = OFF_ITEM + 16;            /* INSTR: fmh::stage_clock's words */
+  static constexpr int SMEM = OFF_CLOCK + fmh::stage_clock<STAGES>::BYTES + 1024;
   static constexpr int REG_PRODUCER = 40, REG_CONSUMER = 232;
   /* dQ = dS K: head dim 128 splits the columns between the warpgroups (64 each);
      head dim 64 has one column block and splits the keys (the reduction) */
@@ -162,8 +162,9 @@ __device__ __forceinline__ void producer(const params &p, unsigned char *smem, b
   int32_t *sItem = reinterpret_cast<int32_t *>(smem + T::OFF_ITEM);
   int32_t *sMeta = reinterpret_cast<int32_t *>(smem + T::OFF_META);
   float *sRows = reinterpret_cast<float *>(smem + T::OFF_ROWS);
-  int64_t *sStageTile = reinterpret_cast<int64_t *>(smem + T::OFF_STAGE_TILE);
-  fmh::stage_clock clk(sStageTile, p.tile_cycles); /* INSTR: cycles between releases of Q stages */
+  /* INSTR: cycles between releases of Q stages, kept by lane 0 behind its copies */
+  fmh::stage_clock<T::STAGES> clk{smem + T::OFF_CLOCK, p.tile_cycles};
+  if (INSTR && lane == 0) clk.start();
   int q_iter = 0; /* ring position over all items */
   for (int it_n = 0;; it_n++) {
     int32_t item = 0;
@@ -183,7 +184,7 @@ __device__ __forceinline__ void producer(const params &p, unsigned char *smem, b
     }
     item = __shfl_sync(0xffffffffu, item, 0);
     if (item < 0) {
-      if (INSTR && lane == 0) clk.drain(q_iter, T::STAGES, [&](int s) { return br.q_empty(s); });
+      if (INSTR && lane == 0) clk.drain(q_iter, [&](int s) { return br.q_empty(s); });
       return;
     }
     const int n = item % p.Tc, bh = item / p.Tc, b = bh / p.H, h = bh % p.H;
@@ -194,10 +195,8 @@ __device__ __forceinline__ void producer(const params &p, unsigned char *smem, b
     auto issue = [&](int32_t m, int32_t flags) {
       const int s = q_iter % T::STAGES;
       const uint32_t ph = (q_iter / T::STAGES) & 1;
-      if (q_iter >= T::STAGES) {
-        fmh::mbar_wait(br.q_empty(s), ph ^ 1);
-        if (INSTR && lane == 0) clk.record(s);
-      }
+      if (q_iter >= T::STAGES) fmh::mbar_wait(br.q_empty(s), ph ^ 1);
+      const long long released = INSTR ? clock64() : 0; /* INSTR: when the stage came free */
       if (!(flags & F_EMPTY)) { /* the rows' LSE2 and D */
         float *rows = sRows + s * 2 * T::BR;
         const int64_t base = (int64_t)bh * p.Sq + (int64_t)m * T::BR;
@@ -213,7 +212,6 @@ __device__ __forceinline__ void producer(const params &p, unsigned char *smem, b
         fmh::mbar_arrive(br.q_full(s)); /* this lane's rows are written */
       } else {
         sMeta[s] = m | (flags << FLAG_SHIFT);
-        if (INSTR) sStageTile[s] = (flags & F_EMPTY) ? -1 : ((int64_t)bh * p.Tr + m) * p.Tc + n;
         if (flags & F_EMPTY) {
           fmh::mbar_arrive(br.q_full(s));
         } else {
@@ -222,6 +220,10 @@ __device__ __forceinline__ void producer(const params &p, unsigned char *smem, b
                              m * T::BR, b);
           fmh::tma_load_rows(smem + T::OFF_DO + s * T::QT_BYTES, &p.tm_do, br.q_full(s), T::DBLK, T::BR, h,
                              m * T::BR, b);
+        }
+        if (INSTR) { /* behind the copies: this entry's release noted, the previous one's written */
+          clk.note(q_iter, (flags & F_EMPTY) ? -1 : ((int64_t)bh * p.Tr + m) * p.Tc + n, released);
+          clk.flush(q_iter - 1);
         }
       }
       __syncwarp();

@@ -101,8 +101,8 @@ template <int HD> struct traits {
   static constexpr int OFF_BAR = OFF_META + 16 * STAGES;
   static constexpr int NBARS = 4 + 4 * STAGES;
   static constexpr int OFF_ITEM = OFF_BAR + 8 * NBARS; /* two slots, one per Q buffer */
-  static constexpr int OFF_STAGE_TILE = OFF_ITEM + 16;  /* INSTR: (STAGES,) int64 tile record index */
-  static constexpr int SMEM = OFF_STAGE_TILE + 8 * STAGES + 1024; /* + alignment slack */
+  static constexpr int OFF_CLOCK = OFF_ITEM + 16;      /* INSTR: fmh::stage_clock's words */
+  static constexpr int SMEM = OFF_CLOCK + fmh::stage_clock<STAGES>::BYTES + 1024; /* + alignment slack */
 };
 static_assert(traits<128>::BR == FM_SM90_BR_HD128 && traits<128>::BC == FM_SM90_BC_HD128,
               "core/fm_kernel_traits.h must match the sm90 kernel (head dim 128)");
@@ -190,9 +190,12 @@ __device__ __forceinline__ void producer(const params &p, unsigned char *smem, b
   int32_t *sMeta = reinterpret_cast<int32_t *>(smem + T::OFF_META);
   uint16_t *sMask = reinterpret_cast<uint16_t *>(smem + T::OFF_VEC);
   int kv_iter = 0; /* ring position: stage kv_iter % STAGES, phase (kv_iter / STAGES) & 1 */
-  /* INSTR: per-tile cycles between releases of V stages (fmh::stage_clock) */
-  int64_t *sStageTile = reinterpret_cast<int64_t *>(smem + T::OFF_STAGE_TILE);
-  fmh::stage_clock clk(sStageTile, p.tile_cycles);
+  /* INSTR: per-tile cycles between releases of V stages, observed by warp 3's
+     lane 0 (OBSERVER); the tile classes written by warp 2; warp 0, which issues
+     the copies, runs the plain code */
+  constexpr int OBSERVER = 3, CLASS_WRITER = 2;
+  fmh::stage_clock<T::STAGES> clk{smem + T::OFF_CLOCK, p.tile_cycles};
+  if (INSTR && pw == OBSERVER && lane == 0) clk.start();
   if (pw == 0 && lane == 0) {
     fmh::tma_prefetch_map(&p.tm_q);
     fmh::tma_prefetch_map(&p.tm_k);
@@ -219,8 +222,8 @@ __device__ __forceinline__ void producer(const params &p, unsigned char *smem, b
     fmh::named_sync(BAR_PRODUCER, 128); /* the item number is in sItem[qb] */
     const int32_t item = __shfl_sync(0xffffffffu, sItem[qb], 0);
     if (item < 0) {
-      if (INSTR && pw == 0 && lane == 0) /* the last tiles' releases */
-        clk.drain(kv_iter, T::STAGES, [&](int s) { return br.v_empty(s); });
+      if (INSTR && pw == OBSERVER && lane == 0) /* the last tiles' releases */
+        clk.drain(kv_iter, [&](int s) { return br.v_empty(s); });
       return;
     }
     const int rt = item % p.Tr, bh = item / p.Tr, b = bh / p.H, h = bh % p.H;
@@ -265,14 +268,18 @@ __device__ __forceinline__ void producer(const params &p, unsigned char *smem, b
         sMeta[s] = entry_pack(tile, flags);
         load_kv(br.k_full(s), &p.tm_k, smem + T::OFF_K + s * T::KV_BYTES, flags, h, j0, b);
         if (kv_iter >= T::STAGES) fmh::mbar_wait(br.v_empty(s), ph ^ 1);
-        const long long released = INSTR ? clock64() : 0; /* INSTR: when the stage came free */
         load_kv(br.v_full(s), &p.tm_v, smem + T::OFF_V + s * T::KV_BYTES, flags, h, j0, b);
-        if (INSTR) { /* after the copy is issued: the record stays off its path */
-          if (kv_iter >= T::STAGES) clk.record_at(s, released);
-          sStageTile[s] = (flags & F_EMPTY) ? -1 : instr_base + tile;
-        }
       } else {
         fmh::mbar_arrive(br.k_full(s)); /* this thread's slice columns are written */
+      }
+      /* INSTR: the observer waits for the release this entry's V copy waits for,
+         after its own K-full arrival: the release of the entry after this one
+         needs that arrival, so the stage cannot run a phase ahead of it; the
+         consumers need its next arrival one tile later, not at once */
+      if (INSTR && pw == OBSERVER && lane == 0) {
+        if (kv_iter >= T::STAGES) fmh::mbar_wait(br.v_empty(s), ph ^ 1);
+        clk.note(kv_iter, (flags & F_EMPTY) ? -1 : instr_base + tile, clock64());
+        clk.flush(kv_iter);
       }
       __syncwarp();
       kv_iter++;
@@ -288,7 +295,7 @@ __device__ __forceinline__ void producer(const params &p, unsigned char *smem, b
         cls = fm_classify_minmax(&tb, r0, r1);
         keep = VAR == FM_VARIANT_NOSKIP || cls != FM_TILE_MASKED;
       }
-      if (INSTR && pw == 0) {
+      if (INSTR && pw == CLASS_WRITER) {
         p.tile_class[instr_base + t] = (uint8_t)cls;
         if (!keep) p.tile_cycles[instr_base + t] = 0;
       }
