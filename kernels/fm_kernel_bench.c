@@ -3,7 +3,7 @@
  *
  *   fm_kernel_bench [--kernels sm90,sm80] [--head-dim 128] [--seqlens 8192,32768,131072]
  *                   [--families all|a,b,...] [--warmup 1] [--reps 5] [--reps-long 3]
- *                   [--no-noskip] [--no-instr] [--no-validate] [--pass fwd|bwd|both]
+ *                   [--no-noskip] [--no-instr] [--no-validate] [--pass fwd|bwd|both] [--control]
  *                   [--sm90-modes 1,2,3,4] [--sm90-orders 1,2,3] [--json FILE] [--seed N]
  *
  * 1. Validation: a few small cases through fm_attn_check_run (CPU fp64
@@ -21,7 +21,9 @@
  *    Columns: the first kernel's skip time, TFLOP/s by the paper's count
  *    4 * B * H * S * S * D * (1 - rho), efficiency against its own full-mask
  *    TFLOP/s, noskip and the speed-up next to 1 / (1 - rho), the instrumented
- *    build and its overhead; then each other kernel's skip time and the ratio
+ *    build and its overhead (--control: the plain launch once more, timed the
+ *    same way: its "overhead" is the timing method's floor, A/A); then each
+ *    other kernel's skip time and the ratio
  *    (first / other); then, for sm90, the pipelining modes and work orders
  *    asked for (fm_attn_tuning), as times.
  */
@@ -137,7 +139,7 @@ static void usage(void) {
   printf("usage: fm_kernel_bench [--kernels sm90,sm80] [--head-dim 128] [--seqlens 8192,32768,131072]\n"
          "       [--families all|a,b] [--warmup 1] [--reps 5] [--reps-long 3] [--no-noskip]\n"
          "       [--no-instr] [--no-validate] [--sm90-modes 1,2,3,4] [--sm90-orders 1,2,3]\n"
-         "       [--pass fwd|bwd|both] [--json FILE] [--seed N]\n");
+         "       [--pass fwd|bwd|both] [--control] [--json FILE] [--seed N]\n");
 }
 
 typedef struct bench_opts {
@@ -145,6 +147,7 @@ typedef struct bench_opts {
   fm_pass pass; /* FM_PASS_FWD (0), FM_PASS_BWD or FM_PASS_BOTH */
   fm_kernel_id kernels[FM_NKERNELS];
   int nkernels, head_dim, warmup, reps, reps_long, noskip, instr, validate;
+  int control; /* --control: the plain launch again, timed like the instrumented one (A/A) */
   int modes[MAX_LIST], nmodes, orders[MAX_LIST], norders;
   unsigned long long seed;
 } bench_opts;
@@ -158,7 +161,7 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
       {"json", required_argument, 0, 'j'},     {"seed", required_argument, 0, 'S'},
       {"no-validate", no_argument, 0, 'V'},    {"kernels", required_argument, 0, 'k'},
       {"sm90-modes", required_argument, 0, 'm'}, {"sm90-orders", required_argument, 0, 'o'},
-      {"pass", required_argument, 0, 'p'},
+      {"pass", required_argument, 0, 'p'},    {"control", no_argument, 0, 'C'},
       {"help", no_argument, 0, 'h'},
       {0, 0, 0, 0}};
   *o = (bench_opts){.seqlens = "8192,32768,131072", .families = "all", .head_dim = 128, .warmup = 1,
@@ -176,6 +179,7 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
       case 'w': o->warmup = atoi(optarg); break;
       case 'N': o->noskip = 0; break;
       case 'I': o->instr = 0; break;
+      case 'C': o->control = 1; break;
       case 'j': o->json_path = optarg; break;
       case 'S': o->seed = strtoull(optarg, NULL, 10); break;
       case 'V': o->validate = 0; break;
@@ -226,6 +230,10 @@ static int make_columns(const bench_opts *o, column *cols) {
   if (o->instr) {
     cols[n++] = (column){.kernel = o->kernels[0], .variant = FM_VARIANT_SKIP, .instr = 1};
     snprintf(cols[n - 1].label, sizeof cols[0].label, "%s/instr", k0);
+  }
+  if (o->control) { /* the floor of the overhead's method: plain against plain */
+    cols[n++] = (column){.kernel = o->kernels[0], .variant = FM_VARIANT_SKIP};
+    snprintf(cols[n - 1].label, sizeof cols[0].label, "%s/again", k0);
   }
   if (o->noskip) {
     cols[n++] = (column){.kernel = o->kernels[0], .variant = FM_VARIANT_NOSKIP};
@@ -466,7 +474,8 @@ int main(int argc, char **argv) {
       const double tflops = flops / (t[0] * 1e-3) / 1e12;
       if (fi == 0) full_tflops = tflops;
       const double eff = full_tflops > 0 ? tflops / full_tflops : NAN;
-      const double t_noskip = o.noskip ? t[o.instr ? 2 : 1] : NAN;
+      const double t_noskip = o.noskip ? t[1 + o.instr + o.control] : NAN;
+      const double again = o.control ? ratio[1 + o.instr] - 1.0 : NAN; /* A/A: the method's floor */
       const double over = o.instr ? ratio[1] - 1.0 : NAN; /* column 1 shares column 0's group */
       if (fi > 0 && eff < worst_eff) worst_eff = eff;
       if (o.instr) {
@@ -476,8 +485,10 @@ int main(int argc, char **argv) {
       }
       printf("%-22s %6.3f %9.3f %8.1f %5.1f%%", fam, rho, t[0], tflops, 100 * eff);
       for (int c = 1; c < ncols; c++) printf(" %12.3f", t[c]);
-      printf(" %7.2f %9.2f %6.2f%% %9.0f %8.2f\n", t_noskip / t[0], 1.0 / (1.0 - rho), 100 * over,
+      printf(" %7.2f %9.2f %6.2f%% %9.0f %8.2f", t_noskip / t[0], 1.0 / (1.0 - rho), 100 * over,
              visited, kv_gb);
+      if (o.control) printf("  A/A %+.2f%%", 100 * again);
+      printf("\n");
       fflush(stdout);
       fm_json_object(&j, NULL);
       fm_json_string(&j, "family", fam);
@@ -492,6 +503,7 @@ int main(int argc, char **argv) {
       fm_json_double(&j, "efficiency_vs_full", eff);
       fm_json_double(&j, "ideal_speedup", 1.0 / (1.0 - rho));
       fm_json_double(&j, "instrumentation_overhead", over);
+      if (o.control) fm_json_double(&j, "control_overhead", again);
       fm_json_double(&j, "tiles_visited", visited);
       fm_json_double(&j, "kv_gbytes_model", kv_gb);
       fm_json_object(&j, "ms");
