@@ -31,8 +31,7 @@
 #   FM_SANITIZE_ARGS arguments of the sanitized `fmsim verify --quick --kernel sm90`
 #   FM_STEPS       steps to run, from: env stage fa4 build sass selftest trace verify ctest
 #                  ceilings sanitize kbench bench bench64 overhead overheadbwd probe peer peer64
-#                  merge merge64 calib
-#                  heldout fit validate. stage copies .fa4a/ (FlexAttention's FLASH backend wheels,
+#                  merge merge64 calib heldout fit validate. stage copies .fa4a/ (FlexAttention's FLASH backend wheels,
 #                  part 1) into /tmp/stage; fa4 adds .fa4b/ and installs them into
 #                  /tmp/site (they exceed one call's 64 MiB carry).
 # The .device/ carry folder holds the .debs of Criterion, its run-time libraries and

@@ -264,22 +264,30 @@ __device__ __forceinline__ void producer(const params &p, unsigned char *smem, b
             sMask[(s * T::MASK_WARPS + w) * T::BC + c] = (uint16_t)row_slice(r0 + 16 * w, lts, lte, us, ue);
         }
       }
+      /* INSTR: the observer waits for the release that this entry's V copy waits
+         for, and notes the clock. No phase of v_empty(s) can pass it unseen: the
+         next one (this entry's release) needs the consumers' P V of this entry,
+         which they issue only after the next entry's K-full (the observer's next
+         arrival, made after this wait), except for an item's last entry, whose
+         P V follows no K-full: there the observer waits before its own arrival
+         (one wait on the consumers' path per item, none per tile) */
+      const bool observe = INSTR && pw == OBSERVER && lane == 0;
+      auto observe_release = [&]() {
+        if (kv_iter >= T::STAGES) fmh::mbar_wait(br.v_empty(s), ph ^ 1);
+        clk.note(kv_iter, (flags & F_EMPTY) ? -1 : instr_base + tile, clock64());
+        clk.flush(kv_iter);
+      };
       if (pw == 0 && lane == 0) {
         sMeta[s] = entry_pack(tile, flags);
         load_kv(br.k_full(s), &p.tm_k, smem + T::OFF_K + s * T::KV_BYTES, flags, h, j0, b);
         if (kv_iter >= T::STAGES) fmh::mbar_wait(br.v_empty(s), ph ^ 1);
         load_kv(br.v_full(s), &p.tm_v, smem + T::OFF_V + s * T::KV_BYTES, flags, h, j0, b);
-      } else {
-        fmh::mbar_arrive(br.k_full(s)); /* this thread's slice columns are written */
-      }
-      /* INSTR: the observer waits for the release this entry's V copy waits for,
-         after its own K-full arrival: the release of the entry after this one
-         needs that arrival, so the stage cannot run a phase ahead of it; the
-         consumers need its next arrival one tile later, not at once */
-      if (INSTR && pw == OBSERVER && lane == 0) {
-        if (kv_iter >= T::STAGES) fmh::mbar_wait(br.v_empty(s), ph ^ 1);
-        clk.note(kv_iter, (flags & F_EMPTY) ? -1 : instr_base + tile, clock64());
-        clk.flush(kv_iter);
+      } else { /* this thread's slice columns are written; the observer's arrival
+                  comes after its wait at an item's last entry, before it elsewhere */
+        const bool wait_first = observe && (flags & F_LAST);
+        if (!wait_first) fmh::mbar_arrive(br.k_full(s));
+        if (observe) observe_release();
+        if (wait_first) fmh::mbar_arrive(br.k_full(s));
       }
       __syncwarp();
       kv_iter++;
