@@ -30,7 +30,8 @@
 #   FM_VERIFY_ARGS arguments of `fmsim verify` (default: none, the full verification)
 #   FM_SANITIZE_ARGS arguments of the sanitized `fmsim verify --quick --kernel sm90`
 #   FM_STEPS       steps to run, from: env stage fa4 build sass selftest trace verify ctest
-#                  ceilings sanitize kbench bench bench64 overhead overheadbwd probe peer peer64
+#                  ceilings sanitize kbench bench bench64 overhead overhead64 overheadbwd ncubwd
+#                  probe peer peer64
 #                  merge merge64 calib heldout fit validate. stage copies .fa4a/ (FlexAttention's FLASH backend wheels,
 #                  part 1) into /tmp/stage; fa4 adds .fa4b/ and installs them into
 #                  /tmp/site (they exceed one call's 64 MiB carry).
@@ -224,15 +225,25 @@ if want bench; then
 fi
 want bench64 && step bench64 120 "${C_ENV[@]}" "$FMSIM" bench --out "$R/bench64" "${BENCH_OPTS[@]}" \
   --head-dims 64 --seqlens 8192,32768 --pass fwd --sweep-draws 0
-# the instrumentation overhead alone (sm90 forward; no peer): 8 interleaved rounds, i.e.
-# the median over 4 pairs, per case; head dim 128 (the 36 cases) and 64 (8K and 32K)
-OVER_OPTS=(--kernel sm90 --pass fwd --warmup 1 --reps 1 --noskip-reps 0 --instrument-reps 8 --sweep-draws 0)
-want overhead && step overhead 300 "${C_ENV[@]}" "$FMSIM" bench --out "$R/overhead" "${OVER_OPTS[@]}"
-want overhead && step overhead64 200 "${C_ENV[@]}" "$FMSIM" bench --out "$R/overhead64" "${OVER_OPTS[@]}" \
+# the instrumentation overhead alone (sm90 forward; no peer): FM_OVER_REPS (default 8)
+# interleaved rounds, i.e. the median over half as many pairs, per case; head dim 128
+# (overhead: the 36 cases) and 64 (overhead64: 8K and 32K)
+OVER_OPTS=(--kernel sm90 --pass fwd --warmup 1 --reps 1 --noskip-reps 0 --instrument-reps "${FM_OVER_REPS:-8}"
+  --sweep-draws 0)
+want overhead && step overhead 400 "${C_ENV[@]}" "$FMSIM" bench --out "$R/overhead" "${OVER_OPTS[@]}"
+want overhead64 && step overhead64 200 "${C_ENV[@]}" "$FMSIM" bench --out "$R/overhead64" "${OVER_OPTS[@]}" \
   --head-dims 64 --seqlens 8192,32768
 # the same for the sm90 backward (head dim 128, the 36 cases)
 want overheadbwd && step overheadbwd 400 "${C_ENV[@]}" "$FMSIM" bench --out "$R/overheadbwd" \
   "${OVER_OPTS[@]/fwd/bwd}"
+# Nsight Compute on one sm90 backward launch (full mask, 8K, head dim 128, the paper's
+# shape; plain kernel): throughput, pipes, warp stalls (the harness, not fmsim: fmsim's
+# own CUPTI timing would contend with the profiler)
+want ncubwd && step ncubwd 120 "${C_ENV[@]}" ncu -k regex:bwd_kernel -c 1 --section SpeedOfLight \
+  --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section WarpStateStats \
+  --section SchedulerStats --section InstructionStats --section LaunchStats \
+  "$B/kernels/fm_kernel_bench" --pass bwd --seqlens 8192 --families full --warmup 0 --reps 1 \
+  --no-noskip --no-instr --no-validate
 # the timing model's worst held-out case (draw 2: qk_sparse S = 27635, head dim 128, seed
 # 201, measured 15.6% above its prediction) beside its sibling (seed 200) and causal, timed
 # alternately (is the gap repeatable?) and instrumented (per-tile cycles by class)

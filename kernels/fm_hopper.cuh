@@ -88,11 +88,11 @@ __device__ __forceinline__ void mbar_wait(uint64_t *bar, uint32_t parity) {
  * other, in ring order), read by the producer when it takes the stage again,
  * so that the consumers run the plain code. One producer thread owns it; its
  * state is a few words of shared memory (BYTES at `base`), so that it holds no
- * registers of the producer's small budget. The owner is either the thread
- * that issues the copies, which then flushes each release only once its next
- * copy is out (the backward), or a producer thread that issues none and only
- * observes the releases (the forward: warp 0, which issues them, runs the plain
- * code); kernels/PERF_NOTES.md, "instrumentation overhead":
+ * registers of the producer's small budget. The owner is a producer thread
+ * that issues no copy and only observes the releases (the forward's observer;
+ * warp 0, which issues the copies, runs the plain code; the backward's
+ * observer takes part in the release barrier instead and needs none of this);
+ * kernels/PERF_NOTES.md, "Third session":
  *   note(pos, rec, now)  ring entry pos (record index rec, -1: nothing to time)
  *                        was issued; `now`: when its stage came free (the
  *                        release of entry pos - S), read just before its copy

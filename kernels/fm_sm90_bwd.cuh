@@ -45,8 +45,10 @@
  *
  * Variants: SKIP and NOSKIP (a MASKED pair element-masked to -inf: P = 0, dS =
  * 0, exact zeros added). INSTR: the producer writes every pair's class (0
- * cycles for skipped pairs) and, per visited pair, the clock64 ticks between
- * the consumers' releases of consecutive ring stages.
+ * cycles for skipped pairs); the per visited pair clock64 ticks between the
+ * consumers' releases of consecutive ring stages are taken by an observer,
+ * lane 0 of producer warp 1, which issues no copy (observer() below), so that
+ * the producer's copies and the consumers run the plain code.
  *
  * Preprocessing (fm_sm90_bwd.cu): D = rowsum(dO * O) and LSE2 = LSE * log2 e
  * (+inf for a row with no visible key, so that its P is 0); the fp32 dQ
@@ -87,12 +89,13 @@ template <int HD> struct traits {
   static constexpr int OFF_DS = OFF_DO + STAGES * QT_BYTES;  /* 2 buffers (query-tile parity) */
   static constexpr int OFF_DQ = OFF_DS + 2 * DS_BYTES;       /* NCW buffers; dK, dV staged here */
   static constexpr int OFF_ROWS = OFF_DQ + NCW * DQ_BYTES;   /* STAGES x (LSE2[BR], D[BR]) fp32 */
-  static constexpr int OFF_META = OFF_ROWS + STAGES * 2 * BR * 4;
+  static constexpr int OFF_KEYS = OFF_ROWS + STAGES * 2 * BR * 4; /* consumer thread's key intervals, [8][256] */
+  static constexpr int KEYS_BYTES = 8 * NCW * 128 * 4;
+  static constexpr int OFF_META = OFF_KEYS + KEYS_BYTES;     /* [s]: entry; [STAGES + s]: item (INSTR) */
   static constexpr int OFF_BAR = OFF_META + 16 * STAGES;
   static constexpr int NBARS = 2 + 2 * STAGES;               /* kv full/empty, q full/empty */
   static constexpr int OFF_ITEM = OFF_BAR + 8 * NBARS;
-  static constexpr int OFF_CLOCK = OFF_ITEM + 16;            /* INSTR: fmh::stage_clock's words */
-  static constexpr int SMEM = OFF_CLOCK + fmh::stage_clock<STAGES>::BYTES + 1024;
+  static constexpr int SMEM = OFF_ITEM + 16 + 1024;          /* + alignment slack */
   static constexpr int REG_PRODUCER = 40, REG_CONSUMER = 232;
   /* dQ = dS K: head dim 128 splits the columns between the warpgroups (64 each);
      head dim 64 has one column block and splits the keys (the reduction) */
@@ -111,6 +114,7 @@ enum : int32_t {
   F_NEEDMASK = 1 << 0, /* element mask (partial pair, a MASKED pair in NOSKIP, cut tiles) */
   F_LAST = 1 << 1,     /* the item's last visited query tile */
   F_EMPTY = 1 << 2,    /* no visited query tile: dK = dV = 0 */
+  F_END = 1 << 3,      /* INSTR: no more items (for the observer; the consumers leave at item -1) */
   TILE_MASK = (1 << FLAG_SHIFT) - 1
 };
 enum : int { BAR_CONSUMERS = 1, BAR_WG = 2 }; /* named barriers: both consumers; 2, 3 per warpgroup */
@@ -162,9 +166,6 @@ __device__ __forceinline__ void producer(const params &p, unsigned char *smem, b
   int32_t *sItem = reinterpret_cast<int32_t *>(smem + T::OFF_ITEM);
   int32_t *sMeta = reinterpret_cast<int32_t *>(smem + T::OFF_META);
   float *sRows = reinterpret_cast<float *>(smem + T::OFF_ROWS);
-  /* INSTR: cycles between releases of Q stages, kept by lane 0 behind its copies */
-  fmh::stage_clock<T::STAGES> clk{smem + T::OFF_CLOCK, p.tile_cycles};
-  if (INSTR && lane == 0) clk.start();
   int q_iter = 0; /* ring position over all items */
   for (int it_n = 0;; it_n++) {
     int32_t item = 0;
@@ -184,19 +185,26 @@ __device__ __forceinline__ void producer(const params &p, unsigned char *smem, b
     }
     item = __shfl_sync(0xffffffffu, item, 0);
     if (item < 0) {
-      if (INSTR && lane == 0) clk.drain(q_iter, [&](int s) { return br.q_empty(s); });
+      if (INSTR) { /* the observer's end mark, through the ring like an entry */
+        const int s = q_iter % T::STAGES;
+        if (q_iter >= T::STAGES) fmh::mbar_wait(br.q_empty(s), ((q_iter / T::STAGES) & 1) ^ 1);
+        if (lane == 0) sMeta[s] = (F_END | F_EMPTY) << FLAG_SHIFT;
+        __syncwarp();
+        fmh::mbar_arrive(br.q_full(s));
+      }
       return;
     }
     const int n = item % p.Tc, bh = item / p.Tc, b = bh / p.H, h = bh % p.H;
     const int set = set_of(p, b, h);
-    const fm_tile_bounds tb = p.bounds[(int64_t)set * p.Tc + n];
+    /* the key tile's 8 bounds, re-read (L1) per 32 query tiles: held in registers
+       across the item they would spill at the producer's 40 */
+    const fm_tile_bounds *tbp = p.bounds + (int64_t)set * p.Tc + n;
     const bool cut = (n + 1) * T::BC > p.Sk;
 
     auto issue = [&](int32_t m, int32_t flags) {
       const int s = q_iter % T::STAGES;
       const uint32_t ph = (q_iter / T::STAGES) & 1;
       if (q_iter >= T::STAGES) fmh::mbar_wait(br.q_empty(s), ph ^ 1);
-      const long long released = INSTR ? clock64() : 0; /* INSTR: when the stage came free */
       if (!(flags & F_EMPTY)) { /* the rows' LSE2 and D */
         float *rows = sRows + s * 2 * T::BR;
         const int64_t base = (int64_t)bh * p.Sq + (int64_t)m * T::BR;
@@ -212,6 +220,7 @@ __device__ __forceinline__ void producer(const params &p, unsigned char *smem, b
         fmh::mbar_arrive(br.q_full(s)); /* this lane's rows are written */
       } else {
         sMeta[s] = m | (flags << FLAG_SHIFT);
+        if (INSTR) sMeta[T::STAGES + s] = item;
         if (flags & F_EMPTY) {
           fmh::mbar_arrive(br.q_full(s));
         } else {
@@ -221,10 +230,6 @@ __device__ __forceinline__ void producer(const params &p, unsigned char *smem, b
           fmh::tma_load_rows(smem + T::OFF_DO + s * T::QT_BYTES, &p.tm_do, br.q_full(s), T::DBLK, T::BR, h,
                              m * T::BR, b);
         }
-        if (INSTR) { /* behind the copies: this entry's release noted, the previous one's written */
-          clk.note(q_iter, (flags & F_EMPTY) ? -1 : ((int64_t)bh * p.Tr + m) * p.Tc + n, released);
-          clk.flush(q_iter - 1);
-        }
       }
       __syncwarp();
       q_iter++;
@@ -233,6 +238,7 @@ __device__ __forceinline__ void producer(const params &p, unsigned char *smem, b
     /* classify the query tiles, 32 a step, and issue the visited ones in order,
        the last with F_LAST (fmd::warp_compact) */
     auto decide = [&](int m, int32_t *fl) {
+      const fm_tile_bounds tb = fmd::load_bounds(tbp);
       const int cls = fm_classify_minmax(&tb, m * T::BR, min((m + 1) * T::BR, p.Sq));
       const bool keep = VAR == FM_VARIANT_NOSKIP || cls != FM_TILE_MASKED;
       if (INSTR) {
@@ -263,13 +269,62 @@ __device__ __forceinline__ void producer(const params &p, unsigned char *smem, b
   }
 }
 
+/* ------------------------------------------------------------------ observer */
+
+/* INSTR only: lane 0 of producer warp 1. For every ring entry, in ring order:
+ * waits for it (Q-full), reads it, arrives on its Q-empty (whose count includes
+ * this one arrival, so the phase cannot complete, and the producer cannot
+ * overwrite the entry, before it is read), waits for the consumers' release
+ * (the phase's completion) and writes the clock64 ticks since the previous
+ * release as the pair's cycles. Its arrival comes about one pair before the
+ * consumers' release, so it delays nobody; and since every phase of Q-empty
+ * needs it, no phase can pass it unseen (no parity aliasing). It ends at the
+ * producer's F_END entry. */
+template <int HD>
+__device__ __forceinline__ void observer(const params &p, unsigned char *smem, bars<HD> br) {
+  using T = traits<HD>;
+  const volatile int32_t *sMeta = reinterpret_cast<const volatile int32_t *>(smem + T::OFF_META);
+  long long last = clock64();
+  for (int q_iter = 0;; q_iter++) {
+    const int s = q_iter % T::STAGES;
+    const uint32_t ph = (q_iter / T::STAGES) & 1;
+    fmh::mbar_wait(br.q_full(s), ph);
+    const int32_t entry = sMeta[s], item = sMeta[T::STAGES + s];
+    const int m = entry & TILE_MASK, flags = entry >> FLAG_SHIFT;
+    if (flags & F_END) return;
+    fmh::mbar_arrive(br.q_empty(s));
+    fmh::mbar_wait(br.q_empty(s), ph);
+    const long long now = clock64();
+    if (!(flags & F_EMPTY)) {
+      const int n = item % p.Tc, bh = item / p.Tc;
+      p.tile_cycles[((int64_t)bh * p.Tr + m) * p.Tc + n] = now - last;
+    }
+    last = now;
+  }
+}
+
 /* ----------------------------------------------------------------- consumers */
 
 /* The two keys of this thread as (start, length) interval pairs, causal folded;
- * a key past Sk hides every query row. */
+ * a key past Sk hides every query row. Kept in shared memory for the item
+ * (word w of consumer thread c at [w][c], conflict-free) and read only by
+ * the pairs that mask: in registers for the whole item they would push the
+ * consumers, at their 232, into spilling. */
 struct key_iv {
   int32_t ls[2], ll[2], us[2], ul[2];
+  __device__ __forceinline__ void store(int32_t *keys, int c) const {
+    const int32_t *w = ls;
+#pragma unroll
+    for (int i = 0; i < 8; i++) keys[i * 256 + c] = w[i];
+  }
+  __device__ __forceinline__ void load(const int32_t *keys, int c) {
+    int32_t *w = ls;
+#pragma unroll
+    for (int i = 0; i < 8; i++) w[i] = keys[i * 256 + c];
+  }
 };
+static_assert(sizeof(key_iv) == 8 * 4 && traits<128>::NCW * 128 == 256 && traits<64>::NCW * 128 == 256,
+              "key_iv: 8 words per consumer thread, 256 consumer threads");
 
 template <int HD, int VAR, bool INSTR>
 __device__ __forceinline__ void consumer(const params &p, unsigned char *smem, bars<HD> br, int cw) {
@@ -279,6 +334,8 @@ __device__ __forceinline__ void consumer(const params &p, unsigned char *smem, b
   const int32_t *sItem = reinterpret_cast<const int32_t *>(smem + T::OFF_ITEM);
   const int32_t *sMeta = reinterpret_cast<const int32_t *>(smem + T::OFF_META);
   const float *sRows = reinterpret_cast<const float *>(smem + T::OFF_ROWS);
+  int32_t *sKeys = reinterpret_cast<int32_t *>(smem + T::OFF_KEYS);
+  const int ctid = threadIdx.x - 128; /* 0 .. 255 */
   const uint32_t k_base = fmh::smem_addr(smem + T::OFF_K), v_base = fmh::smem_addr(smem + T::OFF_V);
   /* this warpgroup's 64 keys: rows 64 cw .. of each 128-row column block */
   const uint32_t kw_base = k_base + cw * 64 * 128, vw_base = v_base + cw * 64 * 128;
@@ -290,8 +347,8 @@ __device__ __forceinline__ void consumer(const params &p, unsigned char *smem, b
     if (item < 0) break;
     const int n = item % p.Tc, bh = item / p.Tc, b = bh / p.H, h = bh % p.H;
     /* the thread's keys: rows 16 warp + g (+ 8) of this warpgroup's 64 */
-    key_iv kv;
     {
+      key_iv kv;
       const int32_t *gv = p.intervals + (int64_t)set_of(p, b, h) * 4 * p.Sk;
 #pragma unroll
       for (int hr = 0; hr < 2; hr++) {
@@ -308,6 +365,7 @@ __device__ __forceinline__ void consumer(const params &p, unsigned char *smem, b
         kv.us[hr] = us;
         kv.ul[hr] = max(ue - us, 0);
       }
+      kv.store(sKeys, ctid); /* read back by this thread only */
     }
     float dk[HD / 2], dv[HD / 2];
 #pragma unroll
@@ -344,6 +402,8 @@ __device__ __forceinline__ void consumer(const params &p, unsigned char *smem, b
       /* ---- P^T and dS^T; the element mask on the thread's keys */
       const float *lse2 = sRows + s * 2 * T::BR, *dsum = lse2 + T::BR;
       const int i0 = m * T::BR + 2 * c4;
+      key_iv kv;
+      if (flags & F_NEEDMASK) kv.load(sKeys, ctid);
 #pragma unroll
       for (int nb = 0; nb < 8; nb++) {
         const float2 l2 = *reinterpret_cast<const float2 *>(lse2 + 8 * nb + 2 * c4);
@@ -484,7 +544,7 @@ __global__ void __launch_bounds__(traits<HD>::THREADS, 1) bwd_kernel(const __gri
     fmh::mbar_init(br.kv_empty(), T::NCW * 128);  /* every consumer thread */
     for (int s = 0; s < T::STAGES; s++) {
       fmh::mbar_init(br.q_full(s), 32);           /* the producer's lanes: rows; lane 0: entry, Q, dO */
-      fmh::mbar_init(br.q_empty(s), T::NCW * 128);
+      fmh::mbar_init(br.q_empty(s), T::NCW * 128 + (INSTR ? 1 : 0)); /* + the observer */
     }
     fmh::fence_barrier_init();
   }
@@ -492,6 +552,7 @@ __global__ void __launch_bounds__(traits<HD>::THREADS, 1) bwd_kernel(const __gri
   if (wg == 0) {
     fmh::setmaxnreg_dec<T::REG_PRODUCER>();
     if (threadIdx.x < 32) producer<HD, VAR, INSTR>(p, smem, br);
+    else if (INSTR && threadIdx.x == 32) observer<HD>(p, smem, br);
   } else {
     fmh::setmaxnreg_inc<T::REG_CONSUMER>();
     consumer<HD, VAR, INSTR>(p, smem, br, wg - 1);
