@@ -30,7 +30,7 @@
 #   FM_VERIFY_ARGS arguments of `fmsim verify` (default: none, the full verification)
 #   FM_SANITIZE_ARGS arguments of the sanitized `fmsim verify --quick --kernel sm90`
 #   FM_STEPS       steps to run, from: env stage fa4 build sass selftest trace verify ctest
-#                  ceilings sanitize kbench bench bench64 overhead overhead64 overheadbwd ncubwd
+#                  ceilings sanitize kbench bench bench64 overhead overhead64 overheadbwd ncubwd abbwd
 #                  probe peer peer64
 #                  merge merge64 calib heldout fit validate. stage copies .fa4a/ (FlexAttention's FLASH backend wheels,
 #                  part 1) into /tmp/stage; fa4 adds .fa4b/ and installs them into
@@ -244,6 +244,27 @@ want ncubwd && step ncubwd 120 "${C_ENV[@]}" ncu -k regex:bwd_kernel -c 1 --sect
   --section SchedulerStats --section InstructionStats --section LaunchStats \
   "$B/kernels/fm_kernel_bench" --pass bwd --seqlens 8192 --families full --warmup 0 --reps 1 \
   --no-noskip --no-instr --no-validate
+# A/B of two kernel versions in one call: the tree in .ab/old.tgz (git archive of the
+# earlier commit, carried) built beside this one, then both harnesses run alternately
+# (FM_AB_ARGS: fm_kernel_bench arguments; FM_AB_ROUNDS rounds, old first)
+if want abbwd; then
+  if [ -f .ab/old.tgz ]; then
+    rm -rf /tmp/fm_old && mkdir -p /tmp/fm_old && tar xzf .ab/old.tgz -C /tmp/fm_old
+    step ab_configure 60 "${C_ENV[@]}" cmake -S /tmp/fm_old -B /tmp/fm_old_build -G Ninja \
+      -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$PREFIX/usr" -DFM_VIEWER=OFF
+    step ab_build 240 "${C_ENV[@]}" cmake --build /tmp/fm_old_build -j "$(nproc)" --target fm_kernel_bench
+    AB_ARGS=${FM_AB_ARGS:---pass bwd --seqlens 8192,131072 --families full,causal --no-validate --no-noskip --no-instr --reps 3 --reps-long 2}
+    for r in $(seq 1 "${FM_AB_ROUNDS:-2}"); do
+      # shellcheck disable=SC2086
+      step "ab_old_$r" 150 "${C_ENV[@]}" /tmp/fm_old_build/kernels/fm_kernel_bench $AB_ARGS
+      # shellcheck disable=SC2086
+      step "ab_new_$r" 150 "${C_ENV[@]}" "$B/kernels/fm_kernel_bench" $AB_ARGS
+    done
+  else
+    echo "== abbwd: no .ab/old.tgz (carry it)"
+    FAILED=1
+  fi
+fi
 # the timing model's worst held-out case (draw 2: qk_sparse S = 27635, head dim 128, seed
 # 201, measured 15.6% above its prediction) beside its sibling (seed 200) and causal, timed
 # alternately (is the gap repeatable?) and instrumented (per-tile cycles by class)

@@ -22,16 +22,25 @@
  *                LSE2), dS^T = P^T (dP^T - D)
  *                dV  += P^T dO           A = P^T from registers (bf16), dO MN-major
  *                dK  += dS^T Q           the same with dS^T and Q
- *                dS^T to shared memory (both warpgroups' 128 keys), then
- *                dQ_w = dS K             head dim 128: warpgroup w the columns
- *                                        64 w .. 64 w + 63 over all 128 keys; head
- *                                        dim 64: warpgroup w its own 64 keys, all
- *                                        columns (two additions to one place);
- *                                        A = dS MN-major from smem
+ *                dQ_w = dS K             of the PREVIOUS query tile (below); head
+ *                                        dim 128: warpgroup w the columns 64 w ..
+ *                                        64 w + 63 over all 128 keys; head dim 64:
+ *                                        warpgroup w its own 64 keys, all columns
+ *                                        (two additions to one place); A = dS
+ *                                        MN-major from smem
+ *                dS^T to shared memory (this warpgroup's 64 keys of the 128)
  *                dQ_w * scale staged in fp32 and added to the fp32 dQ accumulator
  *                in global memory by the copy engine (cp.reduce.async.bulk .add):
  *                one bulk reduction per (key tile, query tile, warpgroup) instead
  *                of 8192 atomics.
+ *              The two warpgroups take turns at the tensor cores (named barriers,
+ *              FA3's ping-pong): S/dP of warpgroup 1, S/dP of 2, dV/dK/dQ of 1,
+ *              dV/dK/dQ of 2, ..., so that one's softmax and staging run while
+ *              the other's GEMMs do. dQ needs both warpgroups' dS, which the
+ *              second writes only after the first's turn: so each warpgroup adds
+ *              the dQ of query tile t in its turn of tile t + 1 (and of an item's
+ *              last tile after it), from two dS buffers handed on by mbarriers
+ *              (ds_full: both halves written; ds_empty: both dQ GEMMs read it).
  *              At the end of the item: dK * scale and dV, bf16, by TMA stores.
  *
  * Determinism: in the default mode the fp32 dQ additions of different key tiles
@@ -93,7 +102,7 @@ template <int HD> struct traits {
   static constexpr int KEYS_BYTES = 8 * NCW * 128 * 4;
   static constexpr int OFF_META = OFF_KEYS + KEYS_BYTES;     /* [s]: entry; [STAGES + s]: item (INSTR) */
   static constexpr int OFF_BAR = OFF_META + 16 * STAGES;
-  static constexpr int NBARS = 2 + 2 * STAGES;               /* kv full/empty, q full/empty */
+  static constexpr int NBARS = 2 + 2 * STAGES + 4;           /* kv full/empty, q full/empty, ds full/empty */
   static constexpr int OFF_ITEM = OFF_BAR + 8 * NBARS;
   static constexpr int SMEM = OFF_ITEM + 16 + 1024;          /* + alignment slack */
   static constexpr int REG_PRODUCER = 40, REG_CONSUMER = 232;
@@ -117,7 +126,7 @@ enum : int32_t {
   F_END = 1 << 3,      /* INSTR: no more items (for the observer; the consumers leave at item -1) */
   TILE_MASK = (1 << FLAG_SHIFT) - 1
 };
-enum : int { BAR_CONSUMERS = 1, BAR_WG = 2 }; /* named barriers: both consumers; 2, 3 per warpgroup */
+enum : int { BAR_WG = 2, BAR_TURN = 4 }; /* named barriers: 2, 3 per warpgroup; 4, 5 its tensor-core turn */
 
 struct params : fmd::attn_base { /* Tr query tiles of BR, Tc key tiles of BC */
   CUtensorMap tm_q, tm_do;   /* (B, Sq, H, D) bf16, boxes 64 x BR */
@@ -137,6 +146,8 @@ template <int HD> struct bars {
   __device__ uint64_t *kv_empty() const { return b + 1; }
   __device__ uint64_t *q_full(int s) const { return b + 2 + s; }
   __device__ uint64_t *q_empty(int s) const { return b + 2 + traits<HD>::STAGES + s; }
+  __device__ uint64_t *ds_full(int d) const { return b + 2 + 2 * traits<HD>::STAGES + d; }
+  __device__ uint64_t *ds_empty(int d) const { return b + 4 + 2 * traits<HD>::STAGES + d; }
 };
 
 using fmd::fast_exp2;
@@ -340,7 +351,51 @@ __device__ __forceinline__ void consumer(const params &p, unsigned char *smem, b
   /* this warpgroup's 64 keys: rows 64 cw .. of each 128-row column block */
   const uint32_t kw_base = k_base + cw * 64 * 128, vw_base = v_base + cw * 64 * 128;
   unsigned char *dq_stage = smem + T::OFF_DQ + cw * T::DQ_BYTES;
+  const int my_turn = BAR_TURN + cw, other_turn = BAR_TURN + (cw ^ 1);
+  /* dQ_w = dS K_w, dS^T at ds_base: 64 queries x 64 head-dim columns, keys are the reduction */
+  const int k0 = T::DQ_SPLIT_KEYS ? cw * T::DQ_KSTEPS : 0;                /* first key step */
+  const uint32_t kb = k_base + (T::DQ_SPLIT_KEYS ? 0 : cw) * T::BC * 128; /* column block */
+  auto issue_dq = [&](float (&dq)[32], uint32_t ds_base) {
+#pragma unroll
+    for (int kk = 0; kk < T::DQ_KSTEPS; kk++)
+      fmh::wgmma_ss_n64<1, 1>(dq, fmh::desc_mnmajor(ds_base, T::BC, k0 + kk), fmh::desc_mnmajor(kb, T::BC, k0 + kk),
+                              kk > 0);
+  };
+  /* dQ * scale of query tile mq, fp32, staged as two 32-column SW128 boxes, reduced by the copy engine */
+  auto reduce_dq = [&](const float (&dq)[32], int mq, int n, int bh, int b, int h) {
+    if (tid == 0) fmh::bulk_wait_read(); /* the previous reduction has read the staging */
+    fmh::named_sync(BAR_WG + cw, 128);
+#pragma unroll
+    for (int nb = 0; nb < 8; nb++)
+#pragma unroll
+      for (int hr = 0; hr < 2; hr++) {
+        const int row = warp * 16 + g + 8 * hr, col = 8 * nb + 2 * c4;
+        const int box = col >> 5, cc = col & 31;
+        float2 v = make_float2(dq[4 * nb + 2 * hr] * p.scale, dq[4 * nb + 2 * hr + 1] * p.scale);
+        *reinterpret_cast<float2 *>(dq_stage + box * T::BR * 128 + row * 128 + (((cc >> 2) ^ (row & 7)) << 4) +
+                                    (cc & 3) * 4) = v;
+      }
+    fmh::fence_proxy_async();
+    fmh::named_sync(BAR_WG + cw, 128);
+    if (tid == 0) {
+      const int d0 = T::DQ_SPLIT_KEYS ? 0 : cw * 64;
+      int32_t *c = p.sem + ((int64_t)bh * p.Tr + mq) * T::NCW + (T::DQ_SPLIT_KEYS ? 0 : cw);
+      const int32_t turn = T::DQ_SPLIT_KEYS ? T::NCW * n + cw : n;
+      if (p.deterministic) sem_wait(c, turn);
+      fmh::tma_reduce_add_4d(&p.tm_dq, dq_stage, d0, h, mq * T::BR, b);
+      fmh::tma_reduce_add_4d(&p.tm_dq, dq_stage + T::BR * 128, d0 + 32, h, mq * T::BR, b);
+      fmh::bulk_commit();
+      if (p.deterministic) {
+        fmh::bulk_wait_all(); /* the additions are done before the turn passes */
+        __threadfence();
+        sem_pass(c, turn + 1);
+      }
+    }
+  };
+  /* the tensor cores' turns go round, warpgroup 0 first: its predecessor hands it the first */
+  if (cw == T::NCW - 1) fmh::named_arrive(BAR_TURN + 0, 256);
   int q_iter = 0;
+  int ds_iter = 0; /* dS^T tiles written so far: buffer ds_iter & 1, phase (ds_iter >> 1) & 1 */
   for (int it_n = 0;; it_n++) {
     fmh::mbar_wait(br.kv_full(), it_n & 1);
     const int32_t item = __shfl_sync(0xffffffffu, *sItem, 0);
@@ -371,7 +426,16 @@ __device__ __forceinline__ void consumer(const params &p, unsigned char *smem, b
 #pragma unroll
     for (int i = 0; i < HD / 2; i++) dk[i] = dv[i] = 0.f;
 
-    for (int t = 0;; t++) {
+    /* The visited query tiles; each adds, in its tensor-core turn, the dQ of the one
+       before it (its dS^T in buffer (ds_iter - 1) & 1). An item's first tile has none
+       pending: its dQ GEMM reads the item's K tile (in place, stable) as a stand-in for
+       dS^T and is discarded, so that every wgmma is issued unconditionally (under a
+       branch, ptxas serializes them); the same for the last dQ of an empty item. */
+    int prev_m = -1; /* the query tile whose dQ is pending; -1: none */
+    auto dq_source = [&](bool pend) {
+      return pend ? fmh::smem_addr(smem + T::OFF_DS + ((ds_iter - 1) & 1) * T::DS_BYTES) : k_base;
+    };
+    for (;;) {
       const int s = q_iter % T::STAGES;
       const uint32_t ph = (q_iter / T::STAGES) & 1;
       fmh::mbar_wait(br.q_full(s), ph);
@@ -384,8 +448,13 @@ __device__ __forceinline__ void consumer(const params &p, unsigned char *smem, b
       }
       const uint32_t q_base = fmh::smem_addr(smem + T::OFF_Q + s * T::QT_BYTES);
       const uint32_t do_base = fmh::smem_addr(smem + T::OFF_DO + s * T::QT_BYTES);
-      /* ---- S^T = K_w Q^T and dP^T = V_w dO^T (64 keys x 64 queries each) */
+      /* the dS^T buffer this tile writes (below) is free once both warpgroups' dQ GEMMs
+         have read what it held (waited for unconditionally: a fresh barrier passes
+         parity 1 at once, so the first two pass) */
+      fmh::mbar_wait(br.ds_empty(ds_iter & 1), ((ds_iter >> 1) & 1) ^ 1);
+      /* ---- S^T = K_w Q^T and dP^T = V_w dO^T (64 keys x 64 queries each), in this warpgroup's turn */
       float st[32], dpt[32];
+      fmh::named_sync(my_turn, 256);
       fmh::wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < HD / 16; kk++)
@@ -396,6 +465,7 @@ __device__ __forceinline__ void consumer(const params &p, unsigned char *smem, b
         fmh::wgmma_ss_n64<0, 0>(dpt, fmh::desc_kmajor(vw_base, T::BC, kk), fmh::desc_kmajor(do_base, T::BR, kk),
                                 kk > 0);
       fmh::wgmma_commit();
+      fmh::named_arrive(other_turn, 256);
       fmh::wgmma_wait<0>();
       fmh::reg_fence(st);
       fmh::reg_fence(dpt);
@@ -431,15 +501,28 @@ __device__ __forceinline__ void consumer(const params &p, unsigned char *smem, b
         fmd::pack_frag(st + 8 * kk, pa[kk]);
         fmd::pack_frag(dpt + 8 * kk, da[kk]);
       }
-      /* ---- dV += P^T dO, dK += dS^T Q (queries are the reduction dim) */
+      /* ---- in this warpgroup's turn: dV += P^T dO, dK += dS^T Q (queries are the
+         reduction dim) and the pending dQ, once both halves of its dS^T are written
+         (with none pending, a completed phase: no wait) */
+      const bool pend = prev_m >= 0;
+      const int db = ds_iter & 1, pb = db ^ 1; /* this tile's dS^T buffer; the pending one's */
+      fmh::mbar_wait(br.ds_full(pb), ((ds_iter - 1) >> 1) & 1);
+      float dq[32];
+      fmh::named_sync(my_turn, 256);
       fmh::wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < 4; kk++) fmh::pv_mma<HD>::run(dv, pa[kk], fmh::desc_mnmajor(do_base, T::BR, kk));
 #pragma unroll
       for (int kk = 0; kk < 4; kk++) fmh::pv_mma<HD>::run(dk, da[kk], fmh::desc_mnmajor(q_base, T::BR, kk));
       fmh::wgmma_commit();
-      /* ---- dS^T (bf16) to shared memory, SW128: (128 keys, 64 queries) */
-      unsigned char *ds = smem + T::OFF_DS + (t & 1) * T::DS_BYTES;
+      fmh::wgmma_fence();
+      issue_dq(dq, dq_source(pend));
+      fmh::wgmma_commit();
+      fmh::named_arrive(other_turn, 256);
+      /* ---- dS^T (bf16) of this query tile to buffer db, SW128: (128 keys, 64 queries),
+         while the GEMMs run (written before the turn instead, it leaves ptxas too few
+         registers: it serializes the wgmma, C7512) */
+      unsigned char *ds = smem + T::OFF_DS + db * T::DS_BYTES;
 #pragma unroll
       for (int kk = 0; kk < 4; kk++)
 #pragma unroll
@@ -449,17 +532,7 @@ __device__ __forceinline__ void consumer(const params &p, unsigned char *smem, b
               da[kk][r];
         }
       fmh::fence_proxy_async();
-      fmh::named_sync(BAR_CONSUMERS, 256); /* both warpgroups' dS^T are written */
-      /* ---- dQ_w = dS K_w: 64 queries x 64 head-dim columns, keys are the reduction */
-      float dq[32];
-      const int k0 = T::DQ_SPLIT_KEYS ? cw * T::DQ_KSTEPS : 0;  /* first key step */
-      const uint32_t kb = k_base + (T::DQ_SPLIT_KEYS ? 0 : cw) * T::BC * 128; /* column block */
-      fmh::wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < T::DQ_KSTEPS; kk++)
-        fmh::wgmma_ss_n64<1, 1>(dq, fmh::desc_mnmajor(fmh::smem_addr(ds), T::BC, k0 + kk),
-                                fmh::desc_mnmajor(kb, T::BC, k0 + kk), kk > 0);
-      fmh::wgmma_commit();
+      fmh::mbar_arrive(br.ds_full(db)); /* every thread: its part of dS^T is written */
       fmh::wgmma_wait<0>();
       fmh::reg_fence(dq);
       fmh::reg_fence(dk);
@@ -467,36 +540,28 @@ __device__ __forceinline__ void consumer(const params &p, unsigned char *smem, b
       fmh::reg_fence(pa);
       fmh::reg_fence(da);
       fmh::mbar_arrive(br.q_empty(s)); /* every thread: Q, dO, the entry and the rows are free */
-      /* ---- dQ * scale, fp32, staged as two 32-column SW128 boxes, reduced by the copy engine */
-      if (tid == 0) fmh::bulk_wait_read(); /* the previous reduction has read the staging */
-      fmh::named_sync(BAR_WG + cw, 128);
-#pragma unroll
-      for (int nb = 0; nb < 8; nb++)
-#pragma unroll
-        for (int hr = 0; hr < 2; hr++) {
-          const int row = warp * 16 + g + 8 * hr, col = 8 * nb + 2 * c4;
-          const int box = col >> 5, cc = col & 31;
-          float2 v = make_float2(dq[4 * nb + 2 * hr] * p.scale, dq[4 * nb + 2 * hr + 1] * p.scale);
-          *reinterpret_cast<float2 *>(dq_stage + box * T::BR * 128 + row * 128 + (((cc >> 2) ^ (row & 7)) << 4) +
-                                      (cc & 3) * 4) = v;
-        }
-      fmh::fence_proxy_async();
-      fmh::named_sync(BAR_WG + cw, 128);
-      if (tid == 0) {
-        const int d0 = T::DQ_SPLIT_KEYS ? 0 : cw * 64;
-        int32_t *c = p.sem + ((int64_t)bh * p.Tr + m) * T::NCW + (T::DQ_SPLIT_KEYS ? 0 : cw);
-        const int32_t turn = T::DQ_SPLIT_KEYS ? T::NCW * n + cw : n;
-        if (p.deterministic) sem_wait(c, turn);
-        fmh::tma_reduce_add_4d(&p.tm_dq, dq_stage, d0, h, m * T::BR, b);
-        fmh::tma_reduce_add_4d(&p.tm_dq, dq_stage + T::BR * 128, d0 + 32, h, m * T::BR, b);
-        fmh::bulk_commit();
-        if (p.deterministic) {
-          fmh::bulk_wait_all(); /* the additions are done before the turn passes */
-          __threadfence();
-          sem_pass(c, turn + 1);
-        }
+      if (pend) {
+        fmh::mbar_arrive(br.ds_empty(pb)); /* every thread: its dQ GEMM has read the buffer */
+        reduce_dq(dq, prev_m, n, bh, b, h);
       }
+      prev_m = m;
+      ds_iter++;
       if (flags & F_LAST) break;
+    }
+    /* ---- the item's last dQ (K is still in place) */
+    {
+      const bool pend = prev_m >= 0;
+      fmh::mbar_wait(br.ds_full((ds_iter - 1) & 1), ((ds_iter - 1) >> 1) & 1);
+      float dq[32];
+      fmh::wgmma_fence();
+      issue_dq(dq, dq_source(pend));
+      fmh::wgmma_commit();
+      fmh::wgmma_wait<0>();
+      fmh::reg_fence(dq);
+      if (pend) {
+        fmh::mbar_arrive(br.ds_empty((ds_iter - 1) & 1));
+        reduce_dq(dq, prev_m, n, bh, b, h);
+      }
     }
     /* ---- end of the item: K and V are no longer read */
     fmh::mbar_arrive(br.kv_empty()); /* every thread: it read the item number */
@@ -545,6 +610,10 @@ __global__ void __launch_bounds__(traits<HD>::THREADS, 1) bwd_kernel(const __gri
     for (int s = 0; s < T::STAGES; s++) {
       fmh::mbar_init(br.q_full(s), 32);           /* the producer's lanes: rows; lane 0: entry, Q, dO */
       fmh::mbar_init(br.q_empty(s), T::NCW * 128 + (INSTR ? 1 : 0)); /* + the observer */
+    }
+    for (int d = 0; d < 2; d++) {
+      fmh::mbar_init(br.ds_full(d), T::NCW * 128);  /* every consumer thread: its dS^T part */
+      fmh::mbar_init(br.ds_empty(d), T::NCW * 128); /* every consumer thread: its dQ GEMM read it */
     }
     fmh::fence_barrier_init();
   }
