@@ -27,6 +27,7 @@
 #   FM_BENCH_ARGS  extra arguments for `fmsim bench` (head dim 128 table)
 #   FM_PEER_ARGS   extra arguments for bench/peer_flex.py
 #   FM_PEER_SDPA   1 (default): the peer also times SDPA FA2 / cuDNN on full and causal
+#   FM_PEER_PASS   the passes the peer times for the head dim 128 table: both (default), fwd, bwd
 #   FM_VERIFY_ARGS arguments of `fmsim verify` (default: none, the full verification)
 #   FM_SANITIZE_ARGS arguments of the sanitized `fmsim verify --quick --kernel sm90`
 #   FM_STEPS       steps to run, from: env stage fa4 build sass selftest trace verify ctest
@@ -297,7 +298,7 @@ peer() { # NAME BENCH_DIR PASS LIMIT
   step "$1" "$l" python3 bench/peer_flex.py --index "$idx" --out "$R/$2/peer.json" --resume \
     --pass "$3" ${SDPA_FLAG} --budget-s $((l - 60)) ${FM_PEER_ARGS:-}
 }
-want peer && peer peer bench both 9999
+want peer && peer peer bench "${FM_PEER_PASS:-both}" 9999
 want peer64 && peer peer64 bench64 fwd 9999
 want merge && step merge 30 python3 bench/merge.py "$R/bench" "$R/bench/peer.json"
 want merge64 && step merge64 30 python3 bench/merge.py "$R/bench64" "$R/bench64/peer.json"

@@ -124,6 +124,12 @@ fm_status launch_sm90_bwd(const pass_launch &l, fm_err *err) {
   e = cudaGetLastError();
   if (e == cudaSuccess) e = cudaMemsetAsync(dq_acc, 0, (size_t)nq * 4, l.stream);
   if (e == cudaSuccess) e = cudaMemsetAsync(counter, 0, 256 + (size_t)up(nsem * 4), l.stream);
+  if (e == cudaSuccess && l.instrumented) { /* the pairs the kernel skips: MASKED (0), 0 cycles */
+    static_assert(FM_TILE_MASKED == 0, "the skipped pairs' class is written as zero bytes");
+    const size_t pairs = (size_t)B * H * l.base.Tr * l.base.Tc;
+    e = cudaMemsetAsync(kp.tile_class, 0, pairs, l.stream);
+    if (e == cudaSuccess) e = cudaMemsetAsync(kp.tile_cycles, 0, pairs * 8, l.stream);
+  }
   if (e == cudaSuccess) {
     what = "sm90 backward kernel launch";
     const int grid = (int)(nitems64 < l.sms ? nitems64 : l.sms);

@@ -124,6 +124,7 @@ enum : int32_t {
   F_LAST = 1 << 1,     /* the item's last visited query tile */
   F_EMPTY = 1 << 2,    /* no visited query tile: dK = dV = 0 */
   F_END = 1 << 3,      /* INSTR: no more items (for the observer; the consumers leave at item -1) */
+  F_CLS_SHIFT = 4,     /* INSTR: bits 4, 5 of the flags: the pair's class (fm_tile_class), for the observer */
   TILE_MASK = (1 << FLAG_SHIFT) - 1
 };
 enum : int { BAR_WG = 2, BAR_TURN = 4 }; /* named barriers: 2, 3 per warpgroup; 4, 5 its tensor-core turn */
@@ -252,11 +253,6 @@ __device__ __forceinline__ void producer(const params &p, unsigned char *smem, b
       const fm_tile_bounds tb = fmd::load_bounds(tbp);
       const int cls = fm_classify_minmax(&tb, m * T::BR, min((m + 1) * T::BR, p.Sq));
       const bool keep = VAR == FM_VARIANT_NOSKIP || cls != FM_TILE_MASKED;
-      if (INSTR) {
-        const int64_t at = ((int64_t)bh * p.Tr + m) * p.Tc + n;
-        p.tile_class[at] = (uint8_t)cls;
-        if (!keep) p.tile_cycles[at] = 0;
-      }
       /* deterministic: the dQ turns of the query tiles this key tile skips */
       if (p.deterministic && !keep) {
         int32_t *c = p.sem + ((int64_t)bh * p.Tr + m) * T::NCW;
@@ -270,7 +266,7 @@ __device__ __forceinline__ void producer(const params &p, unsigned char *smem, b
           }
         }
       }
-      *fl = (cls != FM_TILE_UNMASKED || cut) ? F_NEEDMASK : 0;
+      *fl = ((cls != FM_TILE_UNMASKED || cut) ? F_NEEDMASK : 0) | (INSTR ? cls << F_CLS_SHIFT : 0);
       return keep;
     };
     fmd::warp_compact(p.Tr, decide, [&](int32_t m, int32_t fl, bool last) {
@@ -286,8 +282,12 @@ __device__ __forceinline__ void producer(const params &p, unsigned char *smem, b
  * waits for it (Q-full), reads it, arrives on its Q-empty (whose count includes
  * this one arrival, so the phase cannot complete, and the producer cannot
  * overwrite the entry, before it is read), waits for the consumers' release
- * (the phase's completion) and writes the clock64 ticks since the previous
- * release as the pair's cycles. Its arrival comes about one pair before the
+ * (the phase's completion) and writes the pair's class (from the entry) and
+ * the clock64 ticks since the previous release as its cycles. The pairs it
+ * never sees (skipped) keep the class MASKED and 0 cycles that the launch
+ * wrote beforehand (fm_sm90_bwd.cu), so that the producer's walk over the
+ * query tiles stores nothing: at a key tile of a sparse mask it passes
+ * hundreds of masked tiles for each one it issues. Its arrival comes about one pair before the
  * consumers' release, so it delays nobody; and since every phase of Q-empty
  * needs it, no phase can pass it unseen (no parity aliasing). It ends at the
  * producer's F_END entry. */
@@ -308,7 +308,9 @@ __device__ __forceinline__ void observer(const params &p, unsigned char *smem, b
     const long long now = clock64();
     if (!(flags & F_EMPTY)) {
       const int n = item % p.Tc, bh = item / p.Tc;
-      p.tile_cycles[((int64_t)bh * p.Tr + m) * p.Tc + n] = now - last;
+      const int64_t at = ((int64_t)bh * p.Tr + m) * p.Tc + n;
+      p.tile_class[at] = (uint8_t)((flags >> F_CLS_SHIFT) & 3);
+      p.tile_cycles[at] = now - last;
     }
     last = now;
   }
