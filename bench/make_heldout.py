@@ -19,7 +19,9 @@ refitted with the batched calibration masks. Draw 3 (default) validates the prof
 refitted with long paper-shaped causal and QK-sparse calibration masks, and times every
 pass after 250 ms idle (settle_ms): draw 2's worst miss (qk_sparse S = 27635, head dim 128,
 +15.6%) was a forward timed right after a long backward, at the clock the backward left;
-the same mask timed alone ran 11% faster (bench/results/h200-sm90/README.md).
+the same mask timed alone ran 11% faster (bench/results/h200-sm90/README.md). Draw 4
+(default) validates the profile refitted after the backward's ping-pong (version 2 of the
+sm90 backward, 2026-11-23, fourth session).
 """
 import argparse
 import math
@@ -69,7 +71,7 @@ def params(rng, family, S):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default=os.path.join(ROOT, "scenarios", "heldout.yaml"))
-    ap.add_argument("--draw", type=int, default=3, help="which held-out draw (default 3)")
+    ap.add_argument("--draw", type=int, default=4, help="which held-out draw (default 4)")
     args = ap.parse_args()
     if args.draw < 1:
         ap.error("--draw counts from 1")

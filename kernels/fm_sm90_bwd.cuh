@@ -53,11 +53,12 @@
  * in increasing order and a CTA waits only for lower items, so the waits end.
  *
  * Variants: SKIP and NOSKIP (a MASKED pair element-masked to -inf: P = 0, dS =
- * 0, exact zeros added). INSTR: the producer writes every pair's class (0
- * cycles for skipped pairs); the per visited pair clock64 ticks between the
- * consumers' releases of consecutive ring stages are taken by an observer,
- * lane 0 of producer warp 1, which issues no copy (observer() below), so that
- * the producer's copies and the consumers run the plain code.
+ * 0, exact zeros added). INSTR: an observer, lane 0 of producer warp 1, which
+ * issues no copy (observer() below), writes every visited pair's class (carried
+ * in its ring entry) and the clock64 ticks between the consumers' releases of
+ * consecutive ring stages; the skipped pairs keep the MASKED class and 0 cycles
+ * the launch wrote beforehand. The producer's copies and walk and the consumers
+ * run the plain code.
  *
  * Preprocessing (fm_sm90_bwd.cu): D = rowsum(dO * O) and LSE2 = LSE * log2 e
  * (+inf for a row with no visible key, so that its P is 0); the fp32 dQ
