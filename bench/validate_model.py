@@ -260,6 +260,9 @@ def validate(args):
         cases = [c for run in args.runs for c in read_run(run)  # the profile's kernel, or unnamed;
                  if c["kernel"] in (None, prof["kernel"])       # passes and head dims it has a fit of
                  and (c["pass"], c["head_dim"]) in tiles and c["tile"] in (None, tiles[(c["pass"], c["head_dim"])])]
+    if not cases:
+        raise SystemExit("no case of %s: none of the runs timed kernel %s at a pass and head dim the "
+                         "profile fits" % (", ".join(args.runs), prof["kernel"]))
     rows = []
     for c in cases:
         pred = c["predicted_ms"] if args.from_index else predict(args.fmsim, args.profile, prof["kernel"], c)
