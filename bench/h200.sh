@@ -28,6 +28,9 @@
 #   FM_PEER_ARGS   extra arguments for bench/peer_flex.py
 #   FM_PEER_SDPA   1 (default): the peer also times SDPA FA2 / cuDNN on full and causal
 #   FM_PEER_PASS   the passes the peer times for the head dim 128 table: both (default), fwd, bwd
+#   FM_OVER_REPS   interleaved rounds of the overhead steps (default 8)
+#   FM_AB_ARGS, FM_AB_ROUNDS  the abbwd step's fm_kernel_bench arguments and rounds (default 2);
+#                  it builds the tree of .ab/old.tgz (git archive of an earlier commit, carried)
 #   FM_VERIFY_ARGS arguments of `fmsim verify` (default: none, the full verification)
 #   FM_SANITIZE_ARGS arguments of the sanitized `fmsim verify --quick --kernel sm90`
 #   FM_STEPS       steps to run, from: env stage fa4 build sass selftest trace verify ctest
