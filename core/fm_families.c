@@ -738,3 +738,6 @@ fm_status fm_family_build(const fm_family_request *req, fm_colmask **out, fm_fam
   *out = m;
   return FM_OK;
 }
+
+size_t fm_family_request_size(void) { return sizeof(fm_family_request); }
+size_t fm_family_used_size(void) { return sizeof(fm_family_used); }

@@ -22,6 +22,7 @@
 #ifndef FM_FAMILIES_H
 #define FM_FAMILIES_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "fm_colmask.h"
@@ -109,6 +110,11 @@ typedef struct fm_family_used {
 /* Builds the mask; the caller owns *out. `used` may be NULL. */
 fm_status fm_family_build(const fm_family_request *req, fm_colmask **out, fm_family_used *used,
                           fm_err *err);
+
+/* sizeof of the two structs above, so that bindings mirroring them (the
+ * Python package's fmsim.family) can check their copies at load time. */
+size_t fm_family_request_size(void);
+size_t fm_family_used_size(void);
 
 /* Parses a document list "len,len,..." where each item is [prefix:]len or
  * [prefix:]question+answer+answer... (share_question: at most

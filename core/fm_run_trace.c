@@ -65,7 +65,8 @@ void fm_timing_json(fm_json *j, const char *key, const fm_timing *t) {
   fm_json_string(j, "note", t->note);
   FIELDS(j, I("warmup", t->warmup), I("reps", t->reps), B("l2_flushed", t->l2_flushed),
          D("median_ms", t->median_ms), D("min_ms", t->min_ms), D("max_ms", t->max_ms),
-         D("mean_ms", t->mean_ms), D("events_median_ms", t->events_median_ms));
+         D("mean_ms", t->mean_ms), D("events_median_ms", t->events_median_ms),
+         D("clock_mhz", t->clock_mhz), D("power_w", t->power_w), D("window_ms", t->window_ms));
   fm_json_array(j, "kernels");
   for (int k = 0; k < t->nkernels && k < FM_TIMING_MAX_KERNELS; k++)
     kernel_stat_json(j, &t->kernels[k]);

@@ -60,6 +60,9 @@ typedef struct fm_timing {
   int32_t warmup, reps, l2_flushed;
   double median_ms, min_ms, max_ms, mean_ms; /* of one forward call (all its kernels) */
   double events_median_ms; /* CUDA events around the same launches (cross-check), NaN if none */
+  double clock_mhz, power_w; /* median SM clock and board power read through NVML while the
+                                timed launches ran; NaN when not read (no NVML) */
+  double window_ms;        /* wall time the timed launches covered */
   int32_t nkernels;
   fm_kernel_stat kernels[FM_TIMING_MAX_KERNELS];
 } fm_timing;

@@ -71,6 +71,34 @@ __global__ void fill_random_kernel(__nv_bfloat16 *dst, int64_t n, uint64_t seed)
   }
 }
 
+
+/* Paddle's startend_row_indices (sets, Sk, k) int32 to the kernels' interval
+ * vectors (sets, 4, Sk): LTS, LTE, UTS, UTE with the form's implied values
+ * (fm_attn.h, fm_attn_intervals_from_startend). Read as fm_intervals_load reads
+ * a file: an index above Sq is Sq, an interval whose start is not before its
+ * end is the canonical empty one (LT [Sq, Sq), UT [0, 0)); a negative index,
+ * which the loader refuses, is taken as 0 here (no host round trip). */
+__global__ void startend_kernel(const int32_t *__restrict__ sri, int32_t *__restrict__ out,
+                                int64_t nsets, int32_t Sq, int32_t Sk, int k, int causal) {
+  const int64_t n = nsets * Sk;
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t set = i / Sk, j = i % Sk;
+    const int32_t *v = sri + i * k;
+    int32_t a = v[0], e = Sq, c = 0, d = 0; /* causal-1 */
+    if (k == 2 && causal) e = v[1];          /* causal-2: [LTS, LTE] */
+    if (k == 2 && !causal) d = v[1];         /* bidir-2: [LTS, UTE] */
+    if (k == 4) e = v[1], c = v[2], d = v[3];
+    a = min(max(a, 0), Sq), e = min(max(e, 0), Sq), c = min(max(c, 0), Sq), d = min(max(d, 0), Sq);
+    if (a >= e) a = e = Sq;
+    if (c >= d) c = d = 0;
+    int32_t *o = out + set * 4 * (int64_t)Sk + j;
+    o[0] = a;
+    o[Sk] = e;
+    o[2 * (int64_t)Sk] = c;
+    o[3 * (int64_t)Sk] = d;
+  }
+}
 }  // namespace fmk
 
 extern "C" void fm_attn_problem_init(fm_attn_problem *p, const fm_colmask *m, int32_t batch,
@@ -279,4 +307,32 @@ extern "C" fm_status fm_attn_launch_run(void *user, void *stream, fm_err *err) {
   if (l->pass != FM_PASS_FWD && l->pass != FM_PASS_BWD)
     return fm_fail(err, FM_EINVAL, "a launch runs one pass (fwd or bwd), not %d", (int)l->pass);
   return run_pass(&l->p, l->pass, l->variant, l->instrumented, stream, err);
+}
+
+extern "C" size_t fm_attn_problem_size(void) { return sizeof(fm_attn_problem); }
+
+extern "C" fm_status fm_attn_intervals_from_startend(const int32_t *startend, int32_t k, int64_t nsets,
+                                                     int32_t seqlen_q, int32_t seqlen_k, int causal,
+                                                     int32_t *intervals, void *stream, fm_err *err) {
+  if (!startend || !intervals) return fm_fail(err, FM_EINVAL, "startend_row_indices: NULL pointer");
+  if (nsets < 1 || seqlen_q < 1 || seqlen_k < 1)
+    return fm_fail(err, FM_EINVAL, "startend_row_indices: sets, Sq and Sk must be >= 1");
+  if (causal ? (k != 1 && k != 2) : (k != 2 && k != 4))
+    return fm_fail(err, FM_EINVAL,
+                   "startend_row_indices: its last dimension is %d; a %s mask takes %s", (int)k,
+                   causal ? "causal" : "bidirectional", causal ? "1 or 2" : "2 or 4");
+  const int64_t n = nsets * seqlen_k;
+  int64_t blocks = (n + 255) / 256;
+  if (blocks > 65536) blocks = 65536;
+  fmk::startend_kernel<<<(unsigned)blocks, 256, 0, (cudaStream_t)stream>>>(
+      startend, intervals, nsets, seqlen_q, seqlen_k, (int)k, causal ? 1 : 0);
+  cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess) return cuda_fail(err, e, "startend_row_indices conversion kernel launch");
+  return FM_OK;
+}
+
+extern "C" fm_status fm_attn_use_device(int32_t device, fm_err *err) {
+  cudaError_t e = cudaSetDevice(device);
+  if (e != cudaSuccess) return cuda_fail(err, e, "cudaSetDevice");
+  return FM_OK;
 }

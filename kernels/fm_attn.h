@@ -31,6 +31,7 @@
 #ifndef FM_ATTN_H
 #define FM_ATTN_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "fm_colmask.h"
@@ -114,6 +115,30 @@ fm_status fm_attn_launch_run(void *user, void *stream, fm_err *err);
  * never all zeros. For benchmarks and checks that need large random inputs
  * without a host round trip. Asynchronous on `stream`. */
 fm_status fm_attn_fill_random_bf16(void *dst, int64_t n, uint64_t seed, void *stream, fm_err *err);
+
+/* Paddle's startend_row_indices to the kernels' interval vectors, on the
+ * device and on `stream` (asynchronous, no host synchronisation):
+ *   startend   (nsets, Sk, k) int32, Paddle's [B or 1, H or 1, Sk, k] with the sets
+ *              flattened in the same order as fm_colmask's (batch-major)
+ *   intervals  (nsets, 4, Sk) int32, written: LTS, LTE, UTS, UTE
+ * k: 1 (causal-1: LTS) or 2 (causal-2: LTS, LTE) when causal; 2 (bidir-2: LTS,
+ * UTE) or 4 (bidir-4) otherwise; another k is FM_EINVAL. Values are read as
+ * fm_intervals_load reads a file (docs/DESIGN.md, "Semantics"): above Sq is Sq,
+ * start not before end is empty; a negative value, which a file may not hold,
+ * is taken as 0 (checking it would need a host round trip: callers that want
+ * the check validate on the host). Allocates nothing. */
+fm_status fm_attn_intervals_from_startend(const int32_t *startend, int32_t k, int64_t nsets,
+                                          int32_t seqlen_q, int32_t seqlen_k, int causal,
+                                          int32_t *intervals, void *stream, fm_err *err);
+
+/* sizeof(fm_attn_problem), so that bindings that mirror the struct (the
+ * Python package's fmsim.torch) can check their copy at load time. */
+size_t fm_attn_problem_size(void);
+
+/* Makes `device` this thread's current CUDA device for the launches that
+ * follow (cudaSetDevice in this library's runtime: a caller with its own CUDA
+ * runtime, such as PyTorch, names the device of its tensors before each call). */
+fm_status fm_attn_use_device(int32_t device, fm_err *err);
 
 /* FM_OK when a CUDA device some registry kernel runs on is present (sm80:
  * compute capability 8.0 or newer; sm90: 9.0); desc (may be NULL) receives

@@ -12,6 +12,7 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <cxxabi.h>
+#include <dlfcn.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -419,6 +420,7 @@ extern "C" fm_status fm_time_interleaved(int n, const fm_launch_fn *fns, void *c
     }
   for (int i = 0; i < n; i++) {
     memset(&out[i], 0, sizeof out[i]);
+    out[i].clock_mhz = out[i].power_w = NAN; /* not read for interleaved rounds */
     out[i].warmup = o->warmup;
     out[i].reps = o->reps;
     out[i].l2_flushed = o->flush_l2;
@@ -431,11 +433,94 @@ extern "C" fm_status fm_time_interleaved(int n, const fm_launch_fn *fns, void *c
   return FM_OK;
 }
 
+
+/* ---- NVML: the SM clock and board power while launches run ------------------------------ */
+/* The driver's libnvidia-ml, opened with dlopen (no link-time dependency);
+ * the device is found by its PCI bus id, so that it is the CUDA device. */
+namespace {
+struct nvml_reader {
+  void *lib = nullptr, *dev = nullptr;
+  int (*clock)(void *, int, unsigned *) = nullptr;
+  int (*power)(void *, unsigned *) = nullptr;
+  bool ok() const { return dev != nullptr; }
+};
+nvml_reader nvml_open() {
+  nvml_reader r;
+  void *lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!lib) return r;
+  auto init = (int (*)(void))dlsym(lib, "nvmlInit_v2");
+  auto by_bus = (int (*)(const char *, void **))dlsym(lib, "nvmlDeviceGetHandleByPciBusId_v2");
+  r.clock = (int (*)(void *, int, unsigned *))dlsym(lib, "nvmlDeviceGetClockInfo");
+  r.power = (int (*)(void *, unsigned *))dlsym(lib, "nvmlDeviceGetPowerUsage");
+  int dev = 0;
+  char bus[32] = "";
+  if (!init || !by_bus || !r.clock || !r.power || init() != 0 || cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetPCIBusId(bus, sizeof bus, dev) != cudaSuccess || by_bus(bus, &r.dev) != 0) {
+    r.dev = nullptr;
+    return r;
+  }
+  r.lib = lib;
+  return r;
+}
+/* Reads clock (MHz) and power (W) every ~10 ms until the stream has drained;
+ * their medians (NaN without NVML). Returns the stream's status. */
+cudaError_t nvml_until_done(cudaStream_t s, double *mhz, double *watts) {
+  static nvml_reader nv = nvml_open();
+  std::vector<double> c, p;
+  cudaError_t e;
+  while ((e = cudaStreamQuery(s)) == cudaErrorNotReady) {
+    unsigned v = 0;
+    if (nv.ok() && nv.clock(nv.dev, 1 /* NVML_CLOCK_SM */, &v) == 0) c.push_back(v);
+    if (nv.ok() && nv.power(nv.dev, &v) == 0) p.push_back(v / 1000.0);
+    struct timespec ts = {0, 10 * 1000 * 1000};
+    nanosleep(&ts, nullptr);
+  }
+  *mhz = c.empty() ? NAN : median_of(c);
+  *watts = p.empty() ? NAN : median_of(p);
+  return e == cudaSuccess ? cudaStreamSynchronize(s) : e;
+}
+}  // namespace
+
+/* The protocol's warm-up by time (o->sustain_ms > 0): launches back to back in
+ * chunks that each last ~50 ms, so the GPU never idles, until warmup_min_ms;
+ * *est_ms receives one launch's time (CUDA events) for sizing the timed part. */
+static fm_status warm_back_to_back(fm_launch_fn fn, void *user, cudaStream_t s, const fm_time_opts *o,
+                                   double *est_ms, fm_err *err) {
+  cudaEvent_t a, b;
+  cudaError_t e = cudaEventCreate(&a);
+  if (e == cudaSuccess) e = cudaEventCreate(&b);
+  if (e != cudaSuccess) return cuda_fail(err, e, "cudaEventCreate");
+  fm_status st = FM_OK;
+  if (o->flush_l2) st = fm_l2_flush(s, err);
+  cudaEventRecord(a, s);
+  if (st == FM_OK) st = fn(user, s, err);
+  cudaEventRecord(b, s);
+  float ms = 1.f;
+  if (st == FM_OK && (e = cudaEventSynchronize(b)) == cudaSuccess) cudaEventElapsedTime(&ms, a, b);
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  if (st != FM_OK) return st;
+  if (e != cudaSuccess) return cuda_fail(err, e, "warm-up");
+  *est_ms = ms > 1e-3f ? ms : 1e-3;
+  const int chunk = std::max(1, (int)(50.0 / *est_ms));
+  const auto t0 = std::chrono::steady_clock::now();
+  while (std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() <
+         o->warmup_min_ms) {
+    for (int i = 0; i < chunk && st == FM_OK; i++) {
+      if (o->flush_l2 && (st = fm_l2_flush(s, err)) != FM_OK) break;
+      st = fn(user, s, err);
+    }
+    if (st != FM_OK) return st;
+    if ((e = cudaStreamSynchronize(s)) != cudaSuccess) return cuda_fail(err, e, "warm-up");
+  }
+  return FM_OK;
+}
+
 extern "C" fm_status fm_time_launches(fm_launch_fn fn, void *user, void *stream,
                                       const fm_time_opts *o, fm_timing *out,
                                       fm_timeline *timeline, fm_err *err) {
   memset(out, 0, sizeof *out);
-  out->events_median_ms = NAN;
+  out->events_median_ms = out->clock_mhz = out->power_w = NAN;
   if (o->reps < 1 || o->warmup < 0)
     return fm_fail(err, FM_EINVAL, "timing needs reps >= 1 and warmup >= 0 (got %d, %d)", o->reps,
                    o->warmup);
@@ -459,7 +544,12 @@ extern "C" fm_status fm_time_launches(fm_launch_fn fn, void *user, void *stream,
   }
   if (result == FM_OK && (e = cudaStreamSynchronize(s)) != cudaSuccess)
     result = cuda_fail(err, e, "warm-up");
-  if (o->warmup_min_ms > 0) {
+  int reps = o->reps;
+  if (o->sustain_ms > 0 && result == FM_OK) {
+    double est = 1.0;
+    result = warm_back_to_back(fn, user, s, o, &est, err);
+    reps = (int)std::min(20000.0, std::max((double)o->reps, ceil(o->sustain_ms / est)));
+  } else if (o->warmup_min_ms > 0) {
     const auto t0 = std::chrono::steady_clock::now();
     while (result == FM_OK &&
            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() <
@@ -472,26 +562,29 @@ extern "C" fm_status fm_time_launches(fm_launch_fn fn, void *user, void *stream,
 #ifdef FM_HAVE_CUPTI
   if (activity && result == FM_OK) activity_take(nullptr); /* drop the warm-up records */
 #endif
-  std::vector<cudaEvent_t> ev((size_t)o->reps * 2 + 1, nullptr);
+  std::vector<cudaEvent_t> ev((size_t)reps * 2 + 1, nullptr);
   for (size_t i = 0; i < ev.size() && result == FM_OK; i++)
     if ((e = cudaEventCreate(&ev[i])) != cudaSuccess) result = cuda_fail(err, e, "cudaEventCreate");
-  if (result == FM_OK && (e = cudaEventRecord(ev[2 * o->reps], s)) != cudaSuccess)
+  const auto w0 = std::chrono::steady_clock::now();
+  if (result == FM_OK && (e = cudaEventRecord(ev[2 * reps], s)) != cudaSuccess)
     result = cuda_fail(err, e, "cudaEventRecord");
-  for (int i = 0; i < o->reps && result == FM_OK; i++) {
+  for (int i = 0; i < reps && result == FM_OK; i++) {
     if (o->flush_l2 && (result = fm_l2_flush(s, err)) != FM_OK) break;
     cudaEventRecord(ev[2 * i], s);
     if ((result = fn(user, s, err)) != FM_OK) break;
     cudaEventRecord(ev[2 * i + 1], s);
   }
-  e = cudaStreamSynchronize(s);
+  double mhz = NAN, watts = NAN;
+  e = nvml_until_done(s, &mhz, &watts);
+  const double window = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - w0).count();
   if (result == FM_OK && e != cudaSuccess) result = cuda_fail(err, e, "timed launches");
   std::vector<double> ev_ms;
   std::vector<fm_timeline_event> ev_timeline;
   if (result == FM_OK)
-    for (int i = 0; i < o->reps; i++) {
+    for (int i = 0; i < reps; i++) {
       float ms = 0, t0 = 0;
       if ((e = cudaEventElapsedTime(&ms, ev[2 * i], ev[2 * i + 1])) != cudaSuccess ||
-          (e = cudaEventElapsedTime(&t0, ev[2 * o->reps], ev[2 * i])) != cudaSuccess) {
+          (e = cudaEventElapsedTime(&t0, ev[2 * reps], ev[2 * i])) != cudaSuccess) {
         result = cuda_fail(err, e, "cudaEventElapsedTime");
         break;
       }
@@ -514,12 +607,15 @@ extern "C" fm_status fm_time_launches(fm_launch_fn fn, void *user, void *stream,
     activity_take(&recs);
     activity_stop();
     if (result == FM_OK)
-      from_activity = group_records(recs, o->reps, out, timeline, note, sizeof note);
+      from_activity = group_records(recs, reps, out, timeline, note, sizeof note);
   }
 #endif
   if (result != FM_OK) return result;
   out->warmup = o->warmup;
-  out->reps = o->reps;
+  out->reps = reps;
+  out->clock_mhz = mhz;
+  out->power_w = watts;
+  out->window_ms = window;
   out->l2_flushed = o->flush_l2;
   out->events_median_ms = median_of(ev_ms);
   if (from_activity) {

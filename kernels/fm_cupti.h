@@ -58,9 +58,15 @@ typedef struct fm_time_opts {
                            time has passed, so that clocks have ramped (0: no minimum) */
   int flush_l2;         /* flush before every launch (warm-up included) */
   int use_cupti;        /* 0: CUDA events only */
+  double sustain_ms;    /* > 0: the protocol's sustained figure (docs/DESIGN.md, "How we
+                           measure"): the warm-up by time runs back to back (no idle gap),
+                           and the timed launches, back to back, go on until they cover at
+                           least this long (at least `reps` of them) */
 } fm_time_opts;
 
-/* Times `reps` launches of fn after `warmup` ones. The timing is the median
+/* Times `reps` launches of fn after `warmup` ones (more under o->sustain_ms);
+ * out->clock_mhz and power_w are read through NVML while they run (NaN
+ * without the driver's NVML library). The timing is the median
  * over the launches of one launch's span (first kernel start to last kernel
  * end, activity records) or of the events around it (fallback). timeline,
  * when not NULL, receives the timed launches' kernel records (pid 0, flush

@@ -5,6 +5,7 @@
  *                   [--families all|a,b,...] [--warmup 1] [--reps 5] [--reps-long 3]
  *                   [--no-noskip] [--no-instr] [--no-validate] [--pass fwd|bwd|both] [--control]
  *                   [--sm90-modes 1,2,3,4] [--sm90-orders 1,2,3] [--json FILE] [--seed N]
+ *                   [--sustained MS]
  *
  * 1. Validation: a few small cases through fm_attn_check_run (CPU fp64
  *    reference, skip == noskip, instrumented classes == core) on every kernel
@@ -25,7 +26,11 @@
  *    same way: its "overhead" is the timing method's floor, A/A); then each
  *    other kernel's skip time and the ratio
  *    (first / other); then, for sm90, the pipelining modes and work orders
- *    asked for (fm_attn_tuning), as times.
+ *    asked for (fm_attn_tuning), as times. --sustained MS: one more line per
+ *    family and pass, the first kernel's sustained figure under the timing
+ *    protocol (docs/DESIGN.md, "How we measure": 1 s of back-to-back warm-up,
+ *    then at least MS of back-to-back launches, median, SM clock and power
+ *    from NVML), the figure fmsim.protocol must reproduce within 2%.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <cuda_runtime_api.h>
@@ -139,7 +144,7 @@ static void usage(void) {
   printf("usage: fm_kernel_bench [--kernels sm90,sm80] [--head-dim 128] [--seqlens 8192,32768,131072]\n"
          "       [--families all|a,b] [--warmup 1] [--reps 5] [--reps-long 3] [--no-noskip]\n"
          "       [--no-instr] [--no-validate] [--sm90-modes 1,2,3,4] [--sm90-orders 1,2,3]\n"
-         "       [--pass fwd|bwd|both] [--control] [--json FILE] [--seed N]\n");
+         "       [--pass fwd|bwd|both] [--control] [--json FILE] [--seed N] [--sustained MS]\n");
 }
 
 typedef struct bench_opts {
@@ -150,6 +155,7 @@ typedef struct bench_opts {
   int control; /* --control: the plain launch again, timed like the instrumented one (A/A) */
   int modes[MAX_LIST], nmodes, orders[MAX_LIST], norders;
   unsigned long long seed;
+  double sustain_ms; /* --sustained MS: the protocol's sustained figure of the first kernel too */
 } bench_opts;
 
 static int parse_opts(int argc, char **argv, bench_opts *o) {
@@ -162,6 +168,7 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
       {"no-validate", no_argument, 0, 'V'},    {"kernels", required_argument, 0, 'k'},
       {"sm90-modes", required_argument, 0, 'm'}, {"sm90-orders", required_argument, 0, 'o'},
       {"pass", required_argument, 0, 'p'},    {"control", no_argument, 0, 'C'},
+      {"sustained", required_argument, 0, 'T'},
       {"help", no_argument, 0, 'h'},
       {0, 0, 0, 0}};
   *o = (bench_opts){.seqlens = "8192,32768,131072", .families = "all", .head_dim = 128, .warmup = 1,
@@ -180,6 +187,7 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
       case 'N': o->noskip = 0; break;
       case 'I': o->instr = 0; break;
       case 'C': o->control = 1; break;
+      case 'T': o->sustain_ms = strtod(optarg, NULL); break;
       case 'j': o->json_path = optarg; break;
       case 'S': o->seed = strtoull(optarg, NULL, 10); break;
       case 'V': o->validate = 0; break;
@@ -211,6 +219,10 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
   }
   if (o->head_dim != 64 && o->head_dim != 128) {
     fprintf(stderr, "fm_kernel_bench: --head-dim must be 64 or 128\n");
+    return 2;
+  }
+  if (!(o->sustain_ms >= 0 && o->sustain_ms <= 60000)) {
+    fprintf(stderr, "fm_kernel_bench: --sustained takes milliseconds in 0..60000\n");
     return 2;
   }
   if (o->reps < 1 || o->reps_long < 1 || o->warmup < 0 || o->nmodes < 0 || o->norders < 0 || o->nkernels < 1) {
@@ -335,6 +347,32 @@ static double bench_backward(fm_attn_problem *pr, const fm_colmask *m, int64_t B
   fm_json_double(j, "ms_skip_deterministic", t[3]);
   fm_json_end(j);
   return tflops;
+}
+
+
+/* The protocol's sustained figure (docs/DESIGN.md, "How we measure") of the
+ * first kernel's skip launch for `pass`: 1 s of back-to-back warm-up, then
+ * back-to-back launches covering at least sustain_ms, L2 flushed before each,
+ * median; the SM clock and power read through NVML meanwhile. One line, and
+ * a "sustained" member in the JSON record. */
+static void sustained_line(const fm_attn_problem *pr, fm_pass pass, double sustain_ms, fm_json *j) {
+  fm_attn_launch l = {.p = *pr, .pass = pass, .variant = FM_VARIANT_SKIP};
+  fm_time_opts to = {.warmup = 1, .reps = 2, .warmup_min_ms = 1000, .flush_l2 = 1, .sustain_ms = sustain_ms};
+  fm_timing t;
+  fm_err err;
+  if (fm_time_launches(fm_attn_launch_run, &l, NULL, &to, &t, NULL, &err) != FM_OK) {
+    fprintf(stderr, "fm_kernel_bench: sustained %s: %s\n", fm_pass_name(pass), err.msg);
+    return;
+  }
+  printf("  %-20s sustained %s %9.3f ms (median of %d launches over %.0f ms) @ %.0f MHz, %.0f W\n", "",
+         fm_pass_name(pass), t.median_ms, t.reps, t.window_ms, t.clock_mhz, t.power_w);
+  fm_json_object(j, pass == FM_PASS_BWD ? "sustained_bwd" : "sustained_fwd");
+  fm_json_double(j, "median_ms", t.median_ms);
+  fm_json_int(j, "launches", t.reps);
+  fm_json_double(j, "window_ms", t.window_ms);
+  fm_json_double(j, "clock_mhz", t.clock_mhz);
+  fm_json_double(j, "power_w", t.power_w);
+  fm_json_end(j);
 }
 
 int main(int argc, char **argv) {
@@ -509,6 +547,7 @@ int main(int argc, char **argv) {
       fm_json_object(&j, "ms");
       for (int c = 0; c < ncols; c++) fm_json_double(&j, cols[c].label, t[c]);
       fm_json_end(&j);
+      if (o.sustain_ms > 0 && o.pass != FM_PASS_BWD) sustained_line(&pr, FM_PASS_FWD, o.sustain_ms, &j);
       if (o.pass & FM_PASS_BWD) {
         /* the forward outputs the backward reads */
         if (fm_attn_forward(&pr, FM_VARIANT_SKIP, 0, NULL, &err) != FM_OK) {
@@ -517,6 +556,7 @@ int main(int argc, char **argv) {
         }
         const double bt = bench_backward(&pr, m, B, H, S, warm, nrep, bwd_full_tflops, &j);
         if (fi == 0) bwd_full_tflops = bt;
+        if (o.sustain_ms > 0) sustained_line(&pr, FM_PASS_BWD, o.sustain_ms, &j);
       }
       fm_json_end(&j);
       CUDA_OK(cudaFree(iv));

@@ -6,15 +6,20 @@
     r.analyze(128, 64).rho                                   # block sparsity at 128 x 64
     print(r.to_string())                                     # the tile map
     r.render("mask.png")                                     # the `fmsim render` figure
+    m = fmsim.family("causal_document", 32768)               # a paper family, as the CLI builds it
+
+On a GPU, fmsim.torch.flashmask_attention runs fmsim's kernels as a PyTorch op
+(it imports torch; `import fmsim` never does).
 
 The C core (libfmsim, built by the project's CMake) does the work through
 ctypes; see python/README.md.
 """
 from ._native import LIBRARY, FmsimError, binary_path
 from .api import check, from_mask_mod, from_paddle
+from .families import family, family_names
 from .mask import Analysis, CheckResult, ColumnRuns, Mask, tile_text
 from .palette import LEGEND, PALETTE, TILE_COLORS
 
-__all__ = ["from_mask_mod", "check", "from_paddle", "Mask", "CheckResult", "Analysis", "ColumnRuns",
+__all__ = ["from_mask_mod", "check", "from_paddle", "family", "family_names", "Mask", "CheckResult", "Analysis", "ColumnRuns",
            "FmsimError", "tile_text", "binary_path", "LIBRARY", "PALETTE", "TILE_COLORS", "LEGEND"]
 __version__ = "0.1.0"

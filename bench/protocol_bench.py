@@ -1,0 +1,356 @@
+#!/usr/bin/env python3
+"""fmsim's kernels against their peers under one timing protocol, in one process.
+
+For each case of the paper's kernel table (the twelve families at the given
+lengths, B = tokens / S, H = hidden / D) and each pass, fmsim (through
+fmsim.torch, its PyTorch op) and the peers (bench/peers.py: FlexAttention's
+Triton and FLASH backends on the very same interval vectors, SDPA's cuDNN on
+the full and causal masks) are first checked against each other on the same
+inputs, then timed by fmsim.protocol.measure: interleaved, the same warm-up,
+L2 flush and windows, sustained and burst figures apart, with the SM clock and
+power read through NVML (docs/DESIGN.md, "How we measure"). The backward is
+torch.autograd.grad(out, (q, k, v), dout, retain_graph=True) on one recorded
+forward for every implementation alike.
+
+    python3 bench/protocol_bench.py --out runs.json [--seqlens 8192,32768,131072]
+        [--families all] [--head-dim 128] [--passes fwd,bwd] [--peers triton,flash,cudnn]
+        [--budget-s S] [--resume]
+    python3 bench/protocol_bench.py --table runs.json [more.json ...] > table.md   # no GPU needed
+
+The JSON is rewritten after every case and pass (temporary file, renamed), so a
+run cut short keeps what it measured; --resume measures only what it lacks.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+
+FAMILIES = ("full", "causal", "sliding_window", "causal_document", "document", "share_question",
+            "global_sliding_window", "causal_blockwise", "prefix_lm_document", "prefix_lm_causal",
+            "qk_sparse", "random_eviction")
+PEERS = {"triton": "flex-triton", "flash": "flex-flash", "cudnn": "cudnn"}
+
+
+def save(path: str, doc: dict) -> None:
+    tmp = f"{path}.tmp.{os.getpid()}"
+    with open(tmp, "w") as f:
+        json.dump(doc, f, indent=1)
+    os.replace(tmp, path)
+
+
+def paper_flops(B, H, S, D, rho, pass_):
+    f = 4.0 * B * H * S * S * D * (1.0 - rho)
+    return 2.5 * f if pass_ == "bwd" else f
+
+
+def rel_err(a, b) -> float:
+    a, b = a.float(), b.float()
+    return float((a - b).norm() / max(b.norm().item(), 1e-30))
+
+
+class Case:
+    """One mask and its inputs: fmsim's (B, S, H, D) tensors and the peers' (B, H, S, D) copies."""
+
+    def __init__(self, fam, S, D, args):
+        import numpy as np
+        import torch
+
+        import fmsim
+        from fmsim.torch import _tile
+        self.fam, self.S, self.D = fam, S, D
+        self.B, self.H = max(1, args.tokens // S), max(1, args.hidden // D)
+        self.id = f"{fam}-{S}-d{D}"
+        m = fmsim.family(fam, S, batch=self.B, heads=self.H, seed=args.seed)
+        self.causal = m.causal
+        sri, causal = m.to_paddle()
+        assert causal == m.causal
+        self.sri = torch.as_tensor(sri, device="cuda")
+        nb, nh = m.batch, m.heads
+        self.nb, self.nh = nb, nh
+        self.vec = np.ascontiguousarray(m.vectors().reshape(nb * nh, 4, S))
+        self.rho = {"128x128": m.analyze(128, 128).rho}
+        for p, code in (("fwd", 1), ("bwd", 2)):
+            br, bc = _tile(1, code, D)
+            self.rho[p] = m.analyze(br, bc).rho
+            self.rho[p + "_tile"] = f"{br}x{bc}"
+        g = torch.Generator(device="cuda").manual_seed(args.seed)
+        shape = (self.B, S, self.H, D)
+        self.qb, self.kb, self.vb, self.dob = (torch.randn(shape, device="cuda", dtype=torch.bfloat16,
+                                                           generator=g) for _ in range(4))
+        self.qh, self.kh, self.vh, self.doh = (t.transpose(1, 2).contiguous()
+                                               for t in (self.qb, self.kb, self.vb, self.dob))
+
+
+def forward_impls(c: Case, peers, flexm):
+    import torch
+
+    from fmsim.torch import flashmask_attention
+    import peers as P
+
+    def nograd(fn):
+        def run():
+            with torch.no_grad():
+                return fn()
+        return run
+
+    impls = {"fmsim": nograd(lambda: flashmask_attention(c.qb, c.kb, c.vb, c.sri, c.causal))}
+    for p in peers:
+        if p in ("triton", "flash") and flexm is not None:
+            impls[PEERS[p]] = nograd(P.flex_call(p.upper(), flexm, c.qh, c.kh, c.vh))
+        if p == "cudnn" and c.fam in ("full", "causal"):
+            impls["cudnn"] = nograd(P.cudnn_call(c.fam == "causal", c.qh, c.kh, c.vh))
+    return impls
+
+
+def with_inputs(c: Case, peers, flexm):
+    """Forward callables that take (q, k, v): what backward_impls records a forward of."""
+    from fmsim.torch import flashmask_attention
+    import peers as P
+    fns = {"fmsim": lambda q, k, v: flashmask_attention(q, k, v, c.sri, c.causal)}
+    for p in peers:
+        if p in ("triton", "flash") and flexm is not None:
+            fns[PEERS[p]] = (lambda q, k, v, b=p.upper(): P.flex_call(b, flexm, q, k, v)())
+        if p == "cudnn" and c.fam in ("full", "causal"):
+            fns["cudnn"] = (lambda q, k, v: P.cudnn_call(c.fam == "causal", q, k, v)())
+    return fns
+
+
+def check_outputs(c: Case, impls: dict) -> dict:
+    """Every forward against fmsim's on the same inputs: relative error (bf16: ~1e-2 at most)."""
+    import torch
+    ref = impls["fmsim"]().transpose(1, 2)
+    errs = {}
+    for n, fn in impls.items():
+        if n != "fmsim":
+            try:
+                errs[n] = rel_err(fn(), ref)
+            except Exception as e:  # noqa: BLE001
+                errs[n] = repr(e)[:200]
+    torch.cuda.synchronize()
+    return errs
+
+
+def record(c: Case, pass_: str, figs: dict, errs: dict) -> dict:
+    rec = dict(id=c.id, family=c.fam, seqlen=c.S, head_dim=c.D, batch=c.B, heads=c.H, mask_sets=c.nb * c.nh,
+               pass_=pass_, rho=c.rho, check_rel_err_vs_fmsim=errs, impls={})
+    for n, f in figs.items():
+        if "error" in f:
+            rec["impls"][n] = {"error": f["error"]}
+            continue
+        rho = c.rho[pass_] if n == "fmsim" else c.rho["128x128"]
+        fl = paper_flops(c.B, c.H, c.S, c.D, rho, pass_)
+        rec["impls"][n] = {m: dict(f[m].to_dict(), tflops=fl / (f[m].median_ms * 1e-3) / 1e12)
+                           for m in ("sustained", "burst")}
+    return rec
+
+
+def run_case(c: Case, passes, peers, args, log):
+    import torch
+
+    from fmsim.protocol import measure
+    import peers as P
+    flexm = None
+    if any(p in ("triton", "flash") for p in peers):
+        try:
+            flexm = P.flex_mask(c.vec, c.causal, c.B, c.H, c.nb, c.nh, c.S)
+        except Exception as e:  # noqa: BLE001
+            log(f"{c.id}: BlockMask failed: {e!r}"[:300])
+    kw = dict(warmup_s=args.warmup_s, sustain_s=args.sustain_s, burst=args.burst, idle_s=args.idle_s)
+    recs = []
+    fwd = forward_impls(c, peers, flexm)
+    if "fwd" in passes:
+        errs = check_outputs(c, fwd)
+        recs.append(record(c, "fwd", measure(fwd, log=log, **kw), errs))
+    if "bwd" in passes:
+        fns = with_inputs(c, peers, flexm)
+        bwd = {}
+        for n, fn in fns.items():
+            q, k, v = ((c.qb, c.kb, c.vb) if n == "fmsim" else (c.qh, c.kh, c.vh))
+            q, k, v = (t.detach().requires_grad_() for t in (q, k, v))
+            d = c.dob if n == "fmsim" else c.doh
+            try:
+                o = fn(q, k, v)
+                bwd[n] = (lambda o=o, q=q, k=k, v=v, d=d: torch.autograd.grad(o, (q, k, v), d, retain_graph=True))
+            except Exception as e:  # noqa: BLE001
+                log(f"{c.id} {n} recorded forward failed: {e!r}"[:300])
+        g = {n: f() for n, f in bwd.items()}
+        errs = {}
+        if "fmsim" in g:
+            for n, gr in g.items():
+                if n != "fmsim":
+                    errs[n] = [rel_err(a.transpose(1, 2), b) for a, b in zip(gr, g["fmsim"])]
+        del g
+        recs.append(record(c, "bwd", measure(bwd, log=log, **kw), errs))
+    if flexm is not None:
+        del flexm
+    torch.cuda.empty_cache()
+    return recs
+
+
+def measure_main(args) -> int:
+    import torch
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from fmsim.protocol import PROTOCOL, Nvml
+    import peers as P
+    peers = [p for p in args.peers.split(",") if p]
+    for p in peers:
+        if p not in PEERS:
+            raise SystemExit(f"--peers: unknown peer {p!r} (known: {', '.join(PEERS)})")
+    if "flash" in peers and P.flash_backend_error():
+        print("protocol_bench: " + P.flash_backend_error() + "; FLASH left out", file=sys.stderr)
+        peers.remove("flash")
+    passes = [p for p in args.passes.split(",") if p]
+    fams = FAMILIES if args.families == "all" else tuple(args.families.split(","))
+    doc = dict(format="fmsim-protocol-bench", version=1, torch=torch.__version__,
+               device=torch.cuda.get_device_name(), nvml=Nvml().ok,
+               protocol=dict(PROTOCOL, warmup_s=args.warmup_s, sustain_s=args.sustain_s, burst=args.burst,
+                             idle_s=args.idle_s),
+               commit=os.environ.get("FM_COMMIT", ""), command=" ".join(sys.argv), records=[])
+    done = set()
+    if args.resume and os.path.isfile(args.out):
+        with open(args.out) as f:
+            doc["records"] = json.load(f).get("records", [])
+        done = {(r["id"], r["pass_"]) for r in doc["records"]}
+    t0 = time.time()
+    log = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731
+    for S in (int(x) for x in args.seqlens.split(",")):
+        for fam in fams:
+            todo = [p for p in passes if (f"{fam}-{S}-d{args.head_dim}", p) not in done]
+            if not todo:
+                continue
+            if args.budget_s and time.time() - t0 > args.budget_s:
+                log(f"budget spent: {fam} {S} not started")
+                continue
+            w0 = time.time()
+            try:
+                recs = run_case(Case(fam, S, args.head_dim, args), todo, peers, args, log)
+            except Exception as e:  # noqa: BLE001  (a case's failure is recorded, the run goes on)
+                recs = [dict(id=f"{fam}-{S}-d{args.head_dim}", family=fam, seqlen=S, head_dim=args.head_dim,
+                             pass_=p, error=repr(e)[:300]) for p in todo]
+                torch.cuda.empty_cache()
+            for r in recs:
+                r["wall_s"] = round(time.time() - w0, 1)
+                doc["records"].append(r)
+                print(one_line(r), flush=True)
+            save(args.out, doc)
+    return 0
+
+
+def one_line(r: dict) -> str:
+    if "error" in r:
+        return f"{r['id']} {r['pass_']}: error {r['error']}"
+    parts = [f"{r['id']} {r['pass_']}:"]
+    for n, f in r["impls"].items():
+        if "error" in f:
+            parts.append(f"{n} error")
+        else:
+            s, b = f["sustained"], f["burst"]
+            parts.append(f"{n} {s['median_ms']:.3f}/{b['median_ms']:.3f} ms @{s['clock_mhz']}/{b['clock_mhz']} MHz")
+    return " ".join(parts)
+
+
+# ---- the curated table (no GPU) --------------------------------------------------------------
+
+def geomean(xs):
+    xs = [x for x in xs if x and x > 0]
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
+
+
+def table(paths) -> str:
+    recs, meta = [], []
+    for p in paths:
+        with open(p) as f:
+            d = json.load(f)
+        recs += [r for r in d["records"] if "impls" in r]
+        meta.append(d)
+    out = []
+    m0 = meta[0]
+    out.append(f"Device: {m0['device']}; torch {m0['torch']}; NVML clocks: {'yes' if m0['nvml'] else 'no'}; "
+               f"commit {m0.get('commit') or '?'}.")
+    out.append("Protocol (fmsim.protocol, docs/DESIGN.md \"How we measure\"): " +
+               ", ".join(f"{k} {v}" for k, v in m0["protocol"].items()) + ".")
+    out.append("")
+    keys = sorted({(r["head_dim"], r["pass_"]) for r in recs}, key=lambda x: (-x[0], x[1] != "fwd"))
+    for D, pass_ in keys:
+        rows = [r for r in recs if r["head_dim"] == D and r["pass_"] == pass_]
+        names = [n for n in ("fmsim", "flex-triton", "flex-flash", "cudnn") if any(n in r["impls"] for r in rows)]
+        for mode in ("sustained", "burst"):
+            out.append(f"### head dim {D}, {pass_}, {mode}")
+            out.append("")
+            hdr = ["case", "rho", "fmsim ms", "fmsim TF/s", "MHz", "W"] + [f"{n} ms" for n in names[1:]] + \
+                  [f"fmsim/{n}" for n in names[1:]]
+            out.append("| " + " | ".join(hdr) + " |")
+            out.append("|" + "---|" * len(hdr))
+            ratios = {n: [] for n in names[1:]}
+            best = []
+            for r in rows:
+                f = r["impls"].get("fmsim", {})
+                if mode not in f:
+                    continue
+                fm = f[mode]
+                cells = [r["id"], f"{r['rho'][pass_]:.3f}", f"{fm['median_ms']:.3f}", f"{fm['tflops']:.0f}",
+                         f"{fm['clock_mhz']:.0f}" if fm["clock_mhz"] else "-",
+                         f"{fm['power_w']:.0f}" if fm["power_w"] else "-"]
+                peer_ms = []
+                for n in names[1:]:
+                    g = r["impls"].get(n, {})
+                    cells.append(f"{g[mode]['median_ms']:.3f}" if mode in g else ("err" if g else ""))
+                for n in names[1:]:
+                    g = r["impls"].get(n, {})
+                    if mode in g:
+                        q = fm["median_ms"] / g[mode]["median_ms"]
+                        ratios[n].append(q)
+                        peer_ms.append(g[mode]["median_ms"])
+                        cells.append(f"{q:.3f}")
+                    else:
+                        cells.append("")
+                if peer_ms:
+                    best.append(fm["median_ms"] / min(peer_ms))
+                out.append("| " + " | ".join(cells) + " |")
+            out.append("")
+            summ = [f"fmsim/{n}: geomean {geomean(v):.3f}, worst {max(v):.3f} ({len(v)} cases)"
+                    for n, v in ratios.items() if v]
+            if best:
+                summ.append(f"fmsim/fastest peer: worst {max(best):.3f}, geomean {geomean(best):.3f}")
+            out.append("; ".join(summ) + ".")
+            out.append("")
+    return "\n".join(out)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", help="JSON output (measure mode)")
+    ap.add_argument("--table", nargs="+", help="print the markdown table of these JSON runs (no GPU)")
+    ap.add_argument("--seqlens", default="8192,32768,131072")
+    ap.add_argument("--families", default="all", help="comma list, or all (the paper's twelve)")
+    ap.add_argument("--head-dim", type=int, default=128, choices=(64, 128))
+    ap.add_argument("--passes", default="fwd,bwd")
+    ap.add_argument("--peers", default="triton,flash,cudnn")
+    ap.add_argument("--tokens", type=int, default=131072, help="B = tokens / S")
+    ap.add_argument("--hidden", type=int, default=4096, help="H = hidden / D")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--warmup-s", type=float, default=1.0)
+    ap.add_argument("--sustain-s", type=float, default=1.0)
+    ap.add_argument("--burst", type=int, default=2)
+    ap.add_argument("--idle-s", type=float, default=0.5)
+    ap.add_argument("--budget-s", type=float, default=0.0, help="start no case after this many seconds")
+    ap.add_argument("--resume", action="store_true")
+    args = ap.parse_args()
+    if args.table:
+        print(table(args.table))
+        return 0
+    if not args.out:
+        ap.error("--out is required to measure (or --table to print a table)")
+    for p in args.passes.split(","):
+        if p not in ("fwd", "bwd"):
+            ap.error(f"--passes: {p!r} is not fwd or bwd")
+    return measure_main(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

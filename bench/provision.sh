@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# bench/provision.sh — optional: bring fmsim and the peers' wheels to a GPU machine that
+# has no package registry and no compiler setup of its own (bench/gpu.sh needs neither
+# where fmsim builds there and pip works). Three verbs:
+#
+#   bench/provision.sh pack-build BUILD DEST     # here: fmsim's libraries and fm_kernel_bench
+#                                                #   with the shared libraries they need that a
+#                                                #   CUDA image may lack (libyaml), into DEST/
+#   bench/provision.sh pack-wheels SRC A B [MB]  # here: the wheels of SRC split over folders A
+#                                                #   and B, each under MB (default 60) MiB, a wheel
+#                                                #   too large for one cut in parts (x.whl.part-aa ...)
+#   bench/provision.sh install SITE FOLDER...    # there: the wheels of the folders (parts joined)
+#                                                #   installed into SITE with pip --target
+#
+# Then, there: export PYTHONPATH=SITE:SITE/nvidia_cutlass_dsl/dsl_packages (pip --target does
+# not run the CUTLASS DSL's .pth file) and, for a packed build,
+#   FM_BUILD=DEST FMSIM_LIBRARY=DEST/core/libfmsim.so FMSIM_CUDA_LIBRARY=DEST/kernels/libfmsim_cuda.so
+#   LD_LIBRARY_PATH=DEST/lib:$LD_LIBRARY_PATH.
+# The wheels FlexAttention's FLASH backend needs on torch 2.11: ../shared/peers/FA4.md.
+set -euo pipefail
+verb=${1:-}
+case $verb in
+  pack-build)
+    B=${2:?pack-build BUILD DEST}
+    D=${3:?pack-build BUILD DEST}
+    mkdir -p "$D/core" "$D/kernels" "$D/lib"
+    cp "$B/core/libfmsim.so" "$D/core/"
+    cp "$B/kernels/libfmsim_cuda.so" "$B/kernels/fm_kernel_bench" "$D/kernels/"
+    for f in "$B/core/libfmsim.so" "$B/kernels/libfmsim_cuda.so"; do
+      ldd "$f" | awk '/libyaml/ { print $3 }' | xargs -r -I{} cp -L {} "$D/lib/"
+    done
+    du -sh "$D"
+    ;;
+  pack-wheels)
+    S=${2:?pack-wheels SRC A B [MB]}
+    A=${3:?pack-wheels SRC A B [MB]}
+    Z=${4:?pack-wheels SRC A B [MB]}
+    mb=${5:-60}
+    mkdir -p "$A" "$Z"
+    used=0
+    for w in "$S"/*.whl; do
+      size=$(($(stat -c %s "$w") / 1048576 + 1))
+      if [ "$size" -ge "$mb" ]; then
+        split -b "$(((mb - 8) * 1048576))" "$w" "$Z/$(basename "$w").part-"
+        mv "$Z/$(basename "$w").part-aa" "$A/"
+        used=$((used + mb - 8))
+      elif [ $((used + size)) -lt "$mb" ]; then
+        cp "$w" "$A/" && used=$((used + size))
+      else
+        cp "$w" "$Z/"
+      fi
+    done
+    du -sh "$A" "$Z"
+    ;;
+  install)
+    T=${2:?install SITE FOLDER...}
+    shift 2
+    stage=$(mktemp -d)
+    for f in "$@"; do cp "$f"/* "$stage/"; done
+    for p in "$stage"/*.whl.part-aa; do
+      [ -e "$p" ] || continue
+      w=${p%.part-aa}
+      cat "$w".part-* >"$w" && rm -f "$w".part-*
+    done
+    python3 -m pip install -q --no-index --no-deps --no-compile --target "$T" "$stage"/*.whl
+    rm -rf "$stage"
+    echo "installed into $T"
+    ;;
+  *)
+    sed -n '2,21p' "$0" >&2
+    exit 2
+    ;;
+esac

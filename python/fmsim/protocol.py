@@ -1,0 +1,224 @@
+"""fmsim.protocol: the one timing protocol for fmsim and every peer
+(docs/DESIGN.md, "How we measure"). Needs torch with CUDA; NVML is optional.
+
+    from fmsim.protocol import measure
+    figs = measure({"fmsim": f, "cudnn": g})      # f, g: callables that launch one pass
+    figs["fmsim"]["sustained"].median_ms, figs["fmsim"]["burst"].clock_mhz
+
+For one case, every implementation is timed in the same process, interleaved,
+under the same rules:
+
+1. First calls (compilation, autotuning) untimed; then ``warmup_s`` of
+   back-to-back launches cycling through the implementations, so the GPU's
+   clock has settled at what its power limit allows before anything is timed.
+2. Sustained: ``rounds`` rounds, implementations in order in even rounds and
+   reversed in odd ones; in each round each gets a window of back-to-back
+   launches lasting ``sustain_s / rounds`` (at least ``min_launches``). Every
+   launch is preceded by the same L2 flush (a kernel that reads a buffer of
+   4x the L2) and bracketed by CUDA events; the figure is the median over all
+   of an implementation's launches, at least ``sustain_s`` of them in all.
+3. Burst: ``burst`` rounds; in each, each implementation (order alternating)
+   runs one launch after ``idle_s`` of idle GPU, the L2 flushed; the figure is
+   the median of those single launches: the boost-clock figure.
+
+The two figures are never mixed: a ratio is sustained/sustained or
+burst/burst. The SM clock (MHz) and the board power (W) are read through NVML
+while each sustained window runs (every ~10 ms, median kept) and just before
+each burst launch, and are reported with the time. A callable that raises
+during its first call is reported as an error and left out of the rest.
+"""
+from __future__ import annotations
+
+import ctypes as C
+import math
+import statistics
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Callable, Optional
+
+import torch
+
+__all__ = ["Figure", "Nvml", "measure", "PROTOCOL"]
+
+PROTOCOL = dict(warmup_s=1.0, sustain_s=1.0, rounds=2, min_launches=2, burst=2, idle_s=0.5,
+                l2_flush="read of 4x the L2 before every launch", timer="CUDA events per launch",
+                statistic="median")
+
+
+@dataclass
+class Figure:
+    """One implementation's figure under one mode ("sustained" or "burst")."""
+    mode: str
+    median_ms: float
+    min_ms: float
+    max_ms: float
+    launches: int
+    clock_mhz: Optional[float]  # median SM clock read during the launches (NVML); None without NVML
+    power_w: Optional[float]    # median board power (NVML)
+    window_s: float = 0.0       # wall time the timed launches covered (sustained)
+    samples_ms: list = field(default_factory=list, repr=False)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d.pop("samples_ms")
+        return d
+
+
+class Nvml:
+    """The SM clock and board power of one GPU through libnvidia-ml (ctypes,
+    the driver's library); ``ok`` is False, and reads give None, without it."""
+    _CLOCK_SM = 1
+
+    def __init__(self, device: Optional[torch.device] = None):
+        self.ok, self._h = False, C.c_void_p()
+        try:
+            self._lib = C.CDLL("libnvidia-ml.so.1")
+            if self._lib.nvmlInit_v2() != 0:
+                return
+            props = torch.cuda.get_device_properties(device or torch.cuda.current_device())
+            uuid = ("GPU-" + str(props.uuid)).encode()
+            if self._lib.nvmlDeviceGetHandleByUUID(C.c_char_p(uuid), C.byref(self._h)) != 0:
+                return
+            self.ok = True
+        except (OSError, AttributeError):
+            self.ok = False
+
+    def read(self) -> tuple[Optional[float], Optional[float]]:
+        if not self.ok:
+            return None, None
+        mhz, mw = C.c_uint(0), C.c_uint(0)
+        a = self._lib.nvmlDeviceGetClockInfo(self._h, self._CLOCK_SM, C.byref(mhz))
+        b = self._lib.nvmlDeviceGetPowerUsage(self._h, C.byref(mw))
+        return (float(mhz.value) if a == 0 else None), (mw.value / 1000.0 if b == 0 else None)
+
+
+class _Sampler:
+    """Reads NVML every `period_s` on a thread between start() and stop()."""
+
+    def __init__(self, nvml: Nvml, period_s: float = 0.01):
+        self.nvml, self.period = nvml, period_s
+        self.clock, self.power = [], []
+        self._stop = threading.Event()
+        self._t = None
+
+    def start(self):
+        if self.nvml.ok:
+            self._t = threading.Thread(target=self._run, daemon=True)
+            self._t.start()
+        return self
+
+    def _run(self):
+        while not self._stop.is_set():
+            c, p = self.nvml.read()
+            if c is not None:
+                self.clock.append(c)
+            if p is not None:
+                self.power.append(p)
+            self._stop.wait(self.period)
+
+    def stop(self):
+        self._stop.set()
+        if self._t:
+            self._t.join()
+        return (statistics.median(self.clock) if self.clock else None,
+                statistics.median(self.power) if self.power else None)
+
+
+class _Flush:
+    """The L2 flush: a reduction that reads 4x the L2 (reads only: no dirty line
+    of the flush is written back during the measured launch)."""
+
+    def __init__(self, device):
+        l2 = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 64 << 20) or (64 << 20)
+        self.buf = torch.ones(max(4 * l2, 64 << 20) // 4, dtype=torch.float32, device=device)
+
+    def __call__(self):
+        self.buf.sum()
+
+
+def _launches(fn, n: int, flush: _Flush):
+    """n back-to-back launches of fn, each after the flush, between CUDA events:
+    their times in ms (synchronizes once, at the end)."""
+    ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(n)]
+    for a, b in ev:
+        flush()
+        a.record()
+        fn()
+        b.record()
+    torch.cuda.synchronize()
+    return [a.elapsed_time(b) for a, b in ev]
+
+
+def _count(window_s: float, est_ms: float, lo: int, hi: int = 4000) -> int:
+    return int(min(hi, max(lo, math.ceil(window_s * 1e3 / max(est_ms, 1e-3)))))
+
+
+def measure(impls: dict, *, warmup_s: float = PROTOCOL["warmup_s"], sustain_s: float = PROTOCOL["sustain_s"],
+            rounds: int = PROTOCOL["rounds"], min_launches: int = PROTOCOL["min_launches"],
+            burst: int = PROTOCOL["burst"], idle_s: float = PROTOCOL["idle_s"],
+            device=None, log: Optional[Callable[[str], None]] = None) -> dict:
+    """Times every callable of impls under the protocol. Returns {name: {"sustained":
+    Figure, "burst": Figure}} or {name: {"error": "..."}} for one that failed."""
+    device = torch.device(device or torch.cuda.current_device())
+    flush, nvml = _Flush(device), Nvml(device)
+    out, est = {}, {}
+    live = {}
+    for name, fn in impls.items():  # first calls: compilation and autotuning, untimed
+        try:
+            fn()
+            torch.cuda.synchronize()
+            est[name] = statistics.median(_launches(fn, 2, flush))
+            live[name] = fn
+        except Exception as e:  # noqa: BLE001  (an implementation's failure is its record)
+            torch.cuda.synchronize()
+            out[name] = {"error": ("out of memory: " if "out of memory" in str(e).lower() else "") + repr(e)[:300]}
+            if log:
+                log(f"{name}: {out[name]['error']}")
+    names = list(live)
+    if not names:
+        return out
+    t0 = time.perf_counter()  # warm-up: back-to-back load until the clock has settled
+    while time.perf_counter() - t0 < warmup_s:
+        for n in names:
+            _launches(live[n], _count(warmup_s / (2 * len(names)), est[n], 1), flush)
+    samples = {n: [] for n in names}
+    clocks = {n: ([], []) for n in names}
+    span = {n: 0.0 for n in names}
+    for r in range(rounds):
+        for n in (names if r % 2 == 0 else names[::-1]):
+            s = _Sampler(nvml).start()
+            w0 = time.perf_counter()
+            ms = _launches(live[n], _count(sustain_s / rounds, est[n], min_launches), flush)
+            span[n] += time.perf_counter() - w0
+            c, p = s.stop()
+            samples[n] += ms
+            if c is not None:
+                clocks[n][0].append(c)
+            if p is not None:
+                clocks[n][1].append(p)
+    for n in names:
+        ms = samples[n]
+        c, p = clocks[n]
+        out[n] = {"sustained": Figure("sustained", statistics.median(ms), min(ms), max(ms), len(ms),
+                                      statistics.median(c) if c else None,
+                                      statistics.median(p) if p else None, span[n], ms)}
+    bms = {n: [] for n in names}
+    bclk = {n: ([], []) for n in names}
+    for r in range(burst):
+        for n in (names if r % 2 == 0 else names[::-1]):
+            torch.cuda.synchronize()
+            time.sleep(idle_s)
+            c, p = nvml.read()
+            bms[n] += _launches(live[n], 1, flush)
+            if c is not None:
+                bclk[n][0].append(c)
+            if p is not None:
+                bclk[n][1].append(p)
+    for n in names:
+        ms = bms[n]
+        c, p = bclk[n]
+        out[n]["burst"] = Figure("burst", statistics.median(ms), min(ms), max(ms), len(ms),
+                                 statistics.median(c) if c else None,
+                                 statistics.median(p) if p else None, 0.0, ms)
+    return out
