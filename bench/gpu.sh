@@ -65,7 +65,7 @@ env_info() {
   ls -la "$FMSIM_LIBRARY" "$FMSIM_CUDA_LIBRARY" "$KBENCH"
 }
 
-crosscheck() {
+crosscheck() { # (run through bash -c: `timeout` runs programs, not functions)
   local fams=full,causal_document lens=8192,32768
   "$KBENCH" --no-validate --no-noskip --no-instr --warmup 0 --reps 1 --pass both --families "$fams" \
     --seqlens "$lens" --sustained 1000 --json "$OUT/crosscheck_c.json" &&
@@ -82,7 +82,10 @@ for e in "$@"; do
     torchtest) run torchtest python3 tests/test_torch_op.py ;;
     overhead) run overhead python3 bench/torch_overhead.py --out "$OUT/overhead.json" ;;
     probe) run probe python3 bench/burst_probe.py --out "$OUT/probe.json" ;;
-    crosscheck) run crosscheck crosscheck ;;
+    crosscheck)
+      export -f crosscheck
+      export KBENCH OUT
+      run crosscheck bash -c crosscheck ;;
     table)
       # shellcheck disable=SC2086  # FM_TABLE_ARGS is a list of arguments
       run table python3 bench/protocol_bench.py ${FM_TABLE_ARGS:-} --resume \

@@ -2,11 +2,11 @@
 """What the PyTorch op (fmsim.torch.flashmask_attention) costs over the bare launch.
 
 Host side: the time per call of the op against fm_attn_forward called through
-ctypes with a problem built once (the bare launch: the library's own host work,
-the preprocessing kernels and the kernel launch), both in bursts of N calls that
-start on an idle GPU with a small problem, so the host and not the GPU sets the
-pace (N x 6 launches stay inside the launch queue). GPU side: CUDA events around
-N calls of each on a mid-size problem (the op adds one conversion kernel).
+ctypes with a problem built once and the intervals converted once (the bare
+launch: the library's own host work, the preprocessing kernels and the kernel
+launch), in bursts of N calls queued behind a 50 ms sleep kernel, so that the
+host's work alone is timed. GPU side: CUDA events around N calls of each on a
+problem of a few ms (the op adds one conversion kernel and an allocation).
 Prints one line per figure and writes --out JSON.
 
     python3 bench/torch_overhead.py [--out overhead.json]
@@ -24,26 +24,35 @@ import fmsim.torch as ft
 
 
 def bare_launcher(q, k, v, sri, causal):
-    """fm_attn_forward with everything the op computes per call done once."""
-    pp = ft._prepare(q, k, v, sri, causal, None, "bshd", "auto")
-    s = pp.shape
-    o = torch.empty((s.B, s.Sq, s.H, s.D), dtype=torch.bfloat16, device="cuda")
-    lse = torch.empty((s.B, s.H, s.Sq), dtype=torch.float32, device="cuda")
-    p = ft._problem(s, pp.scale, causal, pp.iv, pp.nb, pp.nh, pp.kid)
+    """fm_attn_forward with everything the op computes per call done once: the
+    problem filled, the intervals converted, o and lse allocated."""
+    pl = ft._make_plan(q, k, v, sri, causal, None, "bshd", "auto", "skip", False)
+    s = pl.shape
+    stream = ft._stream(pl.device)
+    iv = torch.empty((pl.problem.mask_nb * pl.problem.mask_nh, 4, s.Sk), dtype=torch.int32, device="cuda")
+    ft._check(ft._lib.fm_attn_intervals_from_startend(sri.data_ptr(), pl.k, iv.shape[0], s.Sq, s.Sk,
+                                                      int(causal), iv.data_ptr(), stream, ft._errp))
+    o = torch.empty(pl.o_shape, dtype=torch.bfloat16, device="cuda")
+    lse = torch.empty(pl.lse_shape, dtype=torch.float32, device="cuda")
+    p = ft._Problem.from_buffer_copy(pl.problem)
     p.q, p.k, p.v, p.o, p.lse = q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), lse.data_ptr()
-    err, ref, stream = ft.N.Err(), C.byref(p), pp.stream
+    p.intervals = iv.data_ptr()
+    err, ref = ft.N.Err(), C.byref(p)
     fwd = ft._lib.fm_attn_forward
 
     def run():
         if fwd(ref, 0, 0, stream, C.byref(err)) != 0:
             raise RuntimeError(err.msg.decode())
-    return run, (o, lse, pp)
+    return run, (o, lse, iv)
 
 
-def host_us(fn, n=100, rounds=30):
+def host_us(fn, n=40, rounds=25):
+    """Host time per call while the GPU is busy (a 50 ms sleep kernel queued first),
+    so that the host's work alone is timed: n calls stay inside the launch queue."""
     per = []
     for _ in range(rounds):
         torch.cuda.synchronize()
+        torch.cuda._sleep(100_000_000)  # ~50 ms of GPU time at ~2 GHz
         t0 = time.perf_counter()
         for _ in range(n):
             fn()
@@ -52,7 +61,7 @@ def host_us(fn, n=100, rounds=30):
     return statistics.median(per)
 
 
-def gpu_ms(fn, n=50, rounds=5):
+def gpu_ms(fn, n=20, rounds=5):
     out = []
     for _ in range(rounds):
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -97,9 +106,24 @@ def main():
         res.setdefault("host_us_op_autograd", []).append(host_us(op_grad))
     for key in ("host_us_bare", "host_us_op", "host_us_op_autograd"):
         res[key] = statistics.median(res[key])
+    # where the op's host time goes: its parts, each timed alone the same way
+    pl = ft._plan(q, k, v, sri, causal, None, "bshd", "auto", "skip", False)
+    o = torch.empty(pl.o_shape, dtype=torch.bfloat16, device="cuda")
+    lse = torch.empty(pl.lse_shape, dtype=torch.float32, device="cuda")
+
+    def c_entry():
+        ft._check(ft._lib.fm_attn_forward_startend(pl.problem, pl.device, pl.k, sri.data_ptr(), q.data_ptr(),
+                                                   k.data_ptr(), v.data_ptr(), o.data_ptr(), lse.data_ptr(),
+                                                   0, ft._stream(pl.device), ft._errp))
+    parts = {"plan lookup": lambda: ft._plan(q, k, v, sri, causal, None, "bshd", "auto", "skip", False),
+             "two torch.empty": lambda: (torch.empty(pl.o_shape, dtype=torch.bfloat16, device="cuda"),
+                                         torch.empty(pl.lse_shape, dtype=torch.float32, device="cuda")),
+             "current stream": lambda: ft._stream(pl.device),
+             "C entry (conversion + fm_attn_forward)": c_entry}
+    res["parts_us"] = {n: host_us(f) for n, f in parts.items()}
     res["overhead_us"] = res["host_us_op"] - res["host_us_bare"]
     res["overhead_us_autograd"] = res["host_us_op_autograd"] - res["host_us_bare"]
-    q, k, v, sri, causal = case(4096, 8)
+    q, k, v, sri, causal = case(16384, 16)
     bare, keep = bare_launcher(q, k, v, sri, causal)
 
     def op2():
@@ -111,7 +135,8 @@ def main():
     print(f"host per call: bare fm_attn_forward {res['host_us_bare']:.1f} us, op {res['host_us_op']:.1f} us "
           f"(no_grad), {res['host_us_op_autograd']:.1f} us (autograd): overhead {res['overhead_us']:.1f} / "
           f"{res['overhead_us_autograd']:.1f} us")
-    print(f"GPU per call (S=4096, H=8): bare {res['gpu_ms_bare']:.4f} ms, op {res['gpu_ms_op']:.4f} ms: "
+    print("parts: " + ", ".join(f"{n} {t:.1f} us" for n, t in res["parts_us"].items()))
+    print(f"GPU per call (S=16384, H=16): bare {res['gpu_ms_bare']:.4f} ms, op {res['gpu_ms_op']:.4f} ms: "
           f"{res['gpu_overhead_us']:.1f} us")
     if args.out:
         with open(args.out, "w") as f:

@@ -84,11 +84,14 @@ __global__ void startend_kernel(const int32_t *__restrict__ sri, int32_t *__rest
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
        i += (int64_t)gridDim.x * blockDim.x) {
     const int64_t set = i / Sk, j = i % Sk;
-    const int32_t *v = sri + i * k;
-    int32_t a = v[0], e = Sq, c = 0, d = 0; /* causal-1 */
-    if (k == 2 && causal) e = v[1];          /* causal-2: [LTS, LTE] */
-    if (k == 2 && !causal) d = v[1];         /* bidir-2: [LTS, UTE] */
-    if (k == 4) e = v[1], c = v[2], d = v[3];
+    int32_t a = Sq, e = Sq, c = 0, d = 0; /* no startend: no interval */
+    if (sri) {
+      const int32_t *v = sri + i * k;
+      a = v[0];                          /* causal-1: [LTS] */
+      if (k == 2 && causal) e = v[1];    /* causal-2: [LTS, LTE] */
+      if (k == 2 && !causal) d = v[1];   /* bidir-2: [LTS, UTE] */
+      if (k == 4) e = v[1], c = v[2], d = v[3];
+    }
     a = min(max(a, 0), Sq), e = min(max(e, 0), Sq), c = min(max(c, 0), Sq), d = min(max(d, 0), Sq);
     if (a >= e) a = e = Sq;
     if (c >= d) c = d = 0;
@@ -314,10 +317,10 @@ extern "C" size_t fm_attn_problem_size(void) { return sizeof(fm_attn_problem); }
 extern "C" fm_status fm_attn_intervals_from_startend(const int32_t *startend, int32_t k, int64_t nsets,
                                                      int32_t seqlen_q, int32_t seqlen_k, int causal,
                                                      int32_t *intervals, void *stream, fm_err *err) {
-  if (!startend || !intervals) return fm_fail(err, FM_EINVAL, "startend_row_indices: NULL pointer");
+  if (!intervals) return fm_fail(err, FM_EINVAL, "startend_row_indices: NULL destination");
   if (nsets < 1 || seqlen_q < 1 || seqlen_k < 1)
     return fm_fail(err, FM_EINVAL, "startend_row_indices: sets, Sq and Sk must be >= 1");
-  if (causal ? (k != 1 && k != 2) : (k != 2 && k != 4))
+  if (startend && (causal ? (k != 1 && k != 2) : (k != 2 && k != 4)))
     return fm_fail(err, FM_EINVAL,
                    "startend_row_indices: its last dimension is %d; a %s mask takes %s", (int)k,
                    causal ? "causal" : "bidirectional", causal ? "1 or 2" : "2 or 4");
@@ -335,4 +338,50 @@ extern "C" fm_status fm_attn_use_device(int32_t device, fm_err *err) {
   cudaError_t e = cudaSetDevice(device);
   if (e != cudaSuccess) return cuda_fail(err, e, "cudaSetDevice");
   return FM_OK;
+}
+
+/* The bindings' entry: shape's scalars with these pointers, the intervals
+ * converted from Paddle's layout into a stream-ordered workspace. */
+static fm_status run_startend(const fm_attn_problem *shape, fm_pass pass, int32_t device, int32_t k,
+                              const int32_t *startend, const void *const *ptr, int variant, void *stream,
+                              fm_err *err) {
+  if (!shape) return fm_fail(err, FM_EINVAL, "fm_attn_%s_startend: problem is NULL", fm_pass_name(pass));
+  int cur = -1;
+  cudaError_t e = cudaGetDevice(&cur);
+  if (e == cudaSuccess && cur != device) e = cudaSetDevice(device);
+  if (e != cudaSuccess) return cuda_fail(err, e, "cudaSetDevice");
+  fm_attn_problem p = *shape;
+  p.q = ptr[0], p.k = ptr[1], p.v = ptr[2], p.o = (void *)ptr[3], p.lse = (float *)ptr[4];
+  if (pass == FM_PASS_BWD) p.dout = ptr[5], p.dq = (void *)ptr[6], p.dk = (void *)ptr[7], p.dv = (void *)ptr[8];
+  p.tile_class = NULL, p.tile_cycles = NULL;
+  const int64_t nsets = startend ? (int64_t)p.mask_nb * p.mask_nh : 1;
+  if (!startend) p.mask_nb = p.mask_nh = 1;
+  int32_t *iv = NULL;
+  cudaStream_t s = (cudaStream_t)stream;
+  e = cudaMallocAsync((void **)&iv, (size_t)nsets * 4 * p.seqlen_k * sizeof(int32_t), s);
+  if (e != cudaSuccess) return cuda_fail(err, e, "cudaMallocAsync (intervals)");
+  fm_status st = fm_attn_intervals_from_startend(startend, k, nsets, p.seqlen_q, p.seqlen_k, p.causal, iv,
+                                                 stream, err);
+  p.intervals = iv;
+  if (st == FM_OK) st = run_pass(&p, pass, (fm_variant)variant, 0, stream, err);
+  e = cudaFreeAsync(iv, s);
+  if (st == FM_OK && e != cudaSuccess) return cuda_fail(err, e, "cudaFreeAsync (intervals)");
+  return st;
+}
+
+extern "C" fm_status fm_attn_forward_startend(const fm_attn_problem *shape, int32_t device, int32_t k,
+                                              const int32_t *startend, const void *q, const void *kk,
+                                              const void *v, void *o, float *lse, int variant, void *stream,
+                                              fm_err *err) {
+  const void *ptr[5] = {q, kk, v, o, lse};
+  return run_startend(shape, FM_PASS_FWD, device, k, startend, ptr, variant, stream, err);
+}
+
+extern "C" fm_status fm_attn_backward_startend(const fm_attn_problem *shape, int32_t device, int32_t k,
+                                               const int32_t *startend, const void *q, const void *kk,
+                                               const void *v, const void *o, const float *lse,
+                                               const void *dout, void *dq, void *dk, void *dv, int variant,
+                                               void *stream, fm_err *err) {
+  const void *ptr[9] = {q, kk, v, o, lse, dout, dq, dk, dv};
+  return run_startend(shape, FM_PASS_BWD, device, k, startend, ptr, variant, stream, err);
 }

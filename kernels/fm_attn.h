@@ -122,7 +122,8 @@ fm_status fm_attn_fill_random_bf16(void *dst, int64_t n, uint64_t seed, void *st
  *              flattened in the same order as fm_colmask's (batch-major)
  *   intervals  (nsets, 4, Sk) int32, written: LTS, LTE, UTS, UTE
  * k: 1 (causal-1: LTS) or 2 (causal-2: LTS, LTE) when causal; 2 (bidir-2: LTS,
- * UTE) or 4 (bidir-4) otherwise; another k is FM_EINVAL. Values are read as
+ * UTE) or 4 (bidir-4) otherwise; another k is FM_EINVAL; startend NULL writes
+ * the vectors of no interval (LT = [Sq, Sq), UT = [0, 0)). Values are read as
  * fm_intervals_load reads a file (docs/DESIGN.md, "Semantics"): above Sq is Sq,
  * start not before end is empty; a negative value, which a file may not hold,
  * is taken as 0 (checking it would need a host round trip: callers that want
@@ -130,6 +131,25 @@ fm_status fm_attn_fill_random_bf16(void *dst, int64_t n, uint64_t seed, void *st
 fm_status fm_attn_intervals_from_startend(const int32_t *startend, int32_t k, int64_t nsets,
                                           int32_t seqlen_q, int32_t seqlen_k, int causal,
                                           int32_t *intervals, void *stream, fm_err *err);
+
+/* The entry points of bindings that hold Paddle's layout (the Python package's
+ * fmsim.torch): one call per pass, no struct to fill per call. `shape` gives
+ * every scalar member (batch, heads, Sq, Sk, head dim, scale, causal, mask
+ * sets nb x nh, kernel, tuning, deterministic); its pointers are ignored. The
+ * device pointers come as arguments; startend is Paddle's (nb * nh, Sk, k)
+ * int32 (fm_attn_intervals_from_startend), or NULL for no interval (the full
+ * or the causal mask: nb and nh are then taken as 1). Makes `device` the
+ * current device when it is not, converts the intervals into a stream-ordered
+ * workspace (4 int32 per key column per set, freed on the stream) and
+ * launches the pass as fm_attn_forward / fm_attn_backward do (not
+ * instrumented). Asynchronous; the same status codes. */
+fm_status fm_attn_forward_startend(const fm_attn_problem *shape, int32_t device, int32_t k,
+                                   const int32_t *startend, const void *q, const void *kk, const void *v,
+                                   void *o, float *lse, int variant, void *stream, fm_err *err);
+fm_status fm_attn_backward_startend(const fm_attn_problem *shape, int32_t device, int32_t k,
+                                    const int32_t *startend, const void *q, const void *kk, const void *v,
+                                    const void *o, const float *lse, const void *dout, void *dq, void *dk,
+                                    void *dv, int variant, void *stream, fm_err *err);
 
 /* sizeof(fm_attn_problem), so that bindings that mirror the struct (the
  * Python package's fmsim.torch) can check their copy at load time. */

@@ -41,7 +41,7 @@ import torch
 
 __all__ = ["Figure", "Nvml", "measure", "PROTOCOL"]
 
-PROTOCOL = dict(warmup_s=1.0, sustain_s=1.0, rounds=2, min_launches=2, burst=2, idle_s=0.5,
+PROTOCOL = dict(warmup_s=1.0, sustain_s=1.0, rounds=2, min_launches=2, burst=2, idle_s=0.3,
                 l2_flush="read of 4x the L2 before every launch", timer="CUDA events per launch",
                 statistic="median")
 

@@ -95,6 +95,10 @@ def _load():
         "fm_attn_problem_size": (C.c_size_t, []),
         "fm_attn_forward": (C.c_int, [C.POINTER(_Problem), C.c_int, C.c_int, vp, perr]),
         "fm_attn_backward": (C.c_int, [C.POINTER(_Problem), C.c_int, C.c_int, vp, perr]),
+        "fm_attn_forward_startend": (C.c_int, [C.POINTER(_Problem), i32, i32, vp, vp, vp, vp, vp, vp,
+                                               C.c_int, vp, perr]),
+        "fm_attn_backward_startend": (C.c_int, [C.POINTER(_Problem), i32, i32, vp, vp, vp, vp, vp, vp, vp,
+                                                vp, vp, vp, C.c_int, vp, perr]),
         "fm_attn_intervals_from_startend": (C.c_int, [vp, i32, i64, i32, i32, C.c_int, vp, vp, perr]),
         "fm_attn_use_device": (C.c_int, [i32, perr]),
         "fm_attn_device_kernel": (C.c_int, [C.c_int, C.POINTER(C.c_int), perr]),
@@ -111,8 +115,16 @@ def _load():
 
 _lib = _load()
 _err = N.Err()  # one message buffer; the op is called from one thread per process in practice
+_errp = C.byref(_err)
 _kernel_of_device: dict = {}
-_empty_intervals: dict = {}
+_plans: dict = {}
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+
+
+def _stream(index: int) -> int:
+    if _raw_stream is not None:
+        return _raw_stream(index)
+    return torch.cuda.current_stream(index).cuda_stream
 
 
 def _check(status: int) -> None:
@@ -126,16 +138,16 @@ def _resolve_kernel(kernel: str, device: torch.device) -> int:
     if kid is None:
         if kernel not in _KERNELS:
             raise ValueError(f"kernel {kernel!r}: expected one of {', '.join(_KERNELS)}")
-        _check(_lib.fm_attn_use_device(device.index, C.byref(_err)))
+        _check(_lib.fm_attn_use_device(device.index, _errp))
         out = C.c_int(0)
-        _check(_lib.fm_attn_device_kernel(_KERNELS[kernel], C.byref(out), C.byref(_err)))
+        _check(_lib.fm_attn_device_kernel(_KERNELS[kernel], C.byref(out), _errp))
         kid = _kernel_of_device[key] = out.value
     return kid
 
 
 def _tile(kid: int, pass_: int, d: int) -> tuple[int, int]:
     br, bc = C.c_int32(0), C.c_int32(0)
-    _check(_lib.fm_kernel_tile_size(kid, pass_, d, C.byref(br), C.byref(bc), C.byref(_err)))
+    _check(_lib.fm_kernel_tile_size(kid, pass_, d, C.byref(br), C.byref(bc), _errp))
     return br.value, bc.value
 
 
@@ -148,14 +160,14 @@ def _bshd(name: str, t, layout: str) -> torch.Tensor:
     if not t.is_cuda:
         raise ValueError(f"{name}: on {t.device}; fmsim's kernels need a CUDA tensor")
     if t.dim() != 4:
-        raise ValueError(f"{name}: {t.dim()} dimensions; expected 4, {'(B, H, S, D)' if layout == 'bhsd' else '(B, S, H, D)'}")
+        want = "(B, H, S, D)" if layout == "bhsd" else "(B, S, H, D)"
+        raise ValueError(f"{name}: {t.dim()} dimensions; expected 4, {want}")
     x = t.transpose(1, 2) if layout == "bhsd" else t
     if not x.is_contiguous():
+        seen = " seen as (B, H, S, D)" if layout == "bhsd" else ""
         raise ValueError(f"{name}: strides {tuple(t.stride())} for shape {tuple(t.shape)} are not a "
-                         f"contiguous (B, S, H, D) buffer{' seen as (B, H, S, D)' if layout == 'bhsd' else ''};"
-                         " fmsim copies nothing: pass .contiguous() or the other layout=")
-    if x.data_ptr() % 16:
-        raise ValueError(f"{name}: data pointer not 16-byte aligned (the kernels load with TMA)")
+                         f"contiguous (B, S, H, D) buffer{seen}; fmsim copies nothing: pass .contiguous() "
+                         "or the other layout=")
     return x
 
 
@@ -167,139 +179,124 @@ class _Shape(NamedTuple):
     D: int
 
 
-def _shapes(q, k, v) -> _Shape:
-    B, Sq, H, D = q.shape
-    if k.shape != v.shape or k.shape[0] != B or k.shape[2] != H or k.shape[3] != D:
-        raise ValueError(f"k {tuple(k.shape)} and v {tuple(v.shape)} must be (B={B}, Sk, H={H}, D={D}) "
-                         f"like q {tuple(q.shape)} (in (B, S, H, D) order)")
+class _Plan(NamedTuple):
+    """What one call needs once its arguments are checked (cached by their shapes)."""
+    shape: _Shape
+    problem: _Problem  # the scalars; its pointers are set per call by the C entry
+    k: int             # startend's last dimension (0: no startend)
+    device: int
+    kid: int
+    layout: str
+    variant: int
+    o_shape: tuple
+    lse_shape: tuple
+
+
+def _sri_tensor(sri, device):
+    if sri is None:
+        return None
+    if not isinstance(sri, torch.Tensor):
+        sri = torch.as_tensor(np.asarray(sri))
+    if sri.device != device:
+        sri = sri.to(device)
+    return sri if sri.is_contiguous() else sri.contiguous()
+
+
+def _make_plan(q, k, v, sri, causal, scale, layout, kernel, variant, deterministic) -> _Plan:
+    if layout not in ("bshd", "bhsd"):
+        raise ValueError(f"layout {layout!r}: expected 'bshd' (the kernels' own) or 'bhsd'")
+    if variant not in _VARIANTS:
+        raise ValueError(f"variant {variant!r}: expected 'skip' or 'noskip'")
+    qb, kb, vb = _bshd("q", q, layout), _bshd("k", k, layout), _bshd("v", v, layout)
+    B, Sq, H, D = qb.shape
+    if kb.shape != vb.shape or kb.shape[0] != B or kb.shape[2] != H or kb.shape[3] != D:
+        raise ValueError(f"k {tuple(kb.shape)} and v {tuple(vb.shape)} must be (B={B}, Sk, H={H}, D={D}) "
+                         f"like q {tuple(qb.shape)} (in (B, S, H, D) order)")
     if D not in (64, 128):
         raise ValueError(f"head dim {D}: fmsim's kernels take 64 or 128")
     if not (q.device == k.device == v.device):
         raise ValueError(f"q, k, v on {q.device}, {k.device}, {v.device}: expected one device")
     if B * H > 65535:
         raise ValueError(f"batch * heads = {B * H}: the kernels take at most 65535")
-    return _Shape(B, Sq, k.shape[1], H, D)
-
-
-def _intervals(sri, s: _Shape, causal: bool, device: torch.device, stream: int):
-    """(intervals (nsets, 4, Sk) int32 on the device, nb, nh) from Paddle's layout."""
-    if sri is None:
-        key = (device.index, s.Sq, s.Sk)
-        iv = _empty_intervals.get(key)
-        if iv is None:
-            iv = torch.empty((1, 4, s.Sk), dtype=torch.int32, device=device)
-            iv[:, 0:2] = s.Sq  # LT = [Sq, Sq), UT = [0, 0): nothing masked but the causal triangle
-            iv[:, 2:4] = 0
-            _empty_intervals[key] = iv
-        return iv, 1, 1
-    if not isinstance(sri, torch.Tensor):
-        sri = torch.as_tensor(np.asarray(sri))
-    if sri.dtype != torch.int32:
-        raise TypeError(f"startend_row_indices: dtype {sri.dtype}; expected torch.int32 (Paddle's layout)")
-    if sri.dim() != 4:
-        raise ValueError(f"startend_row_indices: shape {tuple(sri.shape)}; expected [B or 1, H or 1, Sk, k]")
-    nb, nh, sk, kk = sri.shape
-    if nb not in (1, s.B) or nh not in (1, s.H) or sk != s.Sk:
-        raise ValueError(f"startend_row_indices: shape {tuple(sri.shape)}; expected [1 or {s.B}, 1 or {s.H}, "
-                         f"{s.Sk}, k] for B={s.B}, H={s.H}, Sk={s.Sk}")
-    if (causal and kk not in (1, 2)) or (not causal and kk not in (2, 4)):
-        raise ValueError(f"startend_row_indices: k = {kk}; a {'causal' if causal else 'bidirectional'} "
-                         f"mask takes {'1 or 2' if causal else '2 or 4'}")
-    if sri.device != device:
-        sri = sri.to(device)
-    sri = sri.contiguous()
-    iv = torch.empty((nb * nh, 4, s.Sk), dtype=torch.int32, device=device)
-    _check(_lib.fm_attn_intervals_from_startend(sri.data_ptr(), kk, nb * nh, s.Sq, s.Sk, int(causal),
-                                                iv.data_ptr(), stream, C.byref(_err)))
-    return iv, nb, nh
-
-
-def _problem(s: _Shape, scale: float, causal: bool, iv, nb: int, nh: int, kid: int) -> _Problem:
-    p = _Problem()
-    p.batch, p.heads, p.seqlen_q, p.seqlen_k, p.head_dim = s.B, s.H, s.Sq, s.Sk, s.D
-    p.softmax_scale, p.causal, p.mask_nb, p.mask_nh = scale, int(causal), nb, nh
-    p.intervals, p.kernel = iv.data_ptr(), kid
-    return p
-
-
-class _Prepared(NamedTuple):
-    q: torch.Tensor
-    k: torch.Tensor
-    v: torch.Tensor
-    shape: _Shape
-    iv: torch.Tensor
-    nb: int
-    nh: int
-    kid: int
-    scale: float
-    stream: int
-
-
-def _prepare(q, k, v, sri, causal, softmax_scale, layout, kernel) -> _Prepared:
-    if layout not in ("bshd", "bhsd"):
-        raise ValueError(f"layout {layout!r}: expected 'bshd' (the kernels' own) or 'bhsd'")
-    q, k, v = _bshd("q", q, layout), _bshd("k", k, layout), _bshd("v", v, layout)
-    s = _shapes(q, k, v)
+    s = _Shape(B, Sq, kb.shape[1], H, D)
+    nb = nh = kk = 1
+    if sri is not None:
+        if sri.dtype != torch.int32:
+            raise TypeError(f"startend_row_indices: dtype {sri.dtype}; expected torch.int32 (Paddle's layout)")
+        if sri.dim() != 4:
+            raise ValueError(f"startend_row_indices: shape {tuple(sri.shape)}; expected [B or 1, H or 1, Sk, k]")
+        nb, nh, sk, kk = sri.shape
+        if nb not in (1, B) or nh not in (1, H) or sk != s.Sk:
+            raise ValueError(f"startend_row_indices: shape {tuple(sri.shape)}; expected [1 or {B}, 1 or {H}, "
+                             f"{s.Sk}, k] for B={B}, H={H}, Sk={s.Sk}")
+        if (causal and kk not in (1, 2)) or (not causal and kk not in (2, 4)):
+            raise ValueError(f"startend_row_indices: k = {kk}; a {'causal' if causal else 'bidirectional'} "
+                             f"mask takes {'1 or 2' if causal else '2 or 4'}")
+    sc = float(scale) if scale is not None else 1.0 / math.sqrt(D)
+    if not sc > 0:
+        raise ValueError(f"softmax_scale {scale}: expected a positive number")
     dev = q.device
     kid = _resolve_kernel(kernel, dev)
-    _check(_lib.fm_attn_use_device(dev.index, C.byref(_err)))
-    stream = torch.cuda.current_stream(dev).cuda_stream
-    iv, nb, nh = _intervals(sri, s, bool(causal), dev, stream)
-    scale = float(softmax_scale) if softmax_scale is not None else 1.0 / math.sqrt(s.D)
-    if not scale > 0:
-        raise ValueError(f"softmax_scale {softmax_scale}: expected a positive number")
-    return _Prepared(q, k, v, s, iv, nb, nh, kid, scale, stream)
+    p = _Problem(batch=B, heads=H, seqlen_q=Sq, seqlen_k=s.Sk, head_dim=D, softmax_scale=sc,
+                 causal=int(bool(causal)), mask_nb=nb, mask_nh=nh, kernel=kid,
+                 deterministic=int(bool(deterministic)))
+    return _Plan(s, p, kk if sri is not None else 0, dev.index, kid, layout, _VARIANTS[variant],
+                 (B, Sq, H, D), (B, H, Sq))
 
 
-def _forward(pp: _Prepared, causal: bool, variant: int, tiles=None):
-    s = pp.shape
-    o = torch.empty((s.B, s.Sq, s.H, s.D), dtype=torch.bfloat16, device=pp.q.device)
-    lse = torch.empty((s.B, s.H, s.Sq), dtype=torch.float32, device=pp.q.device)
-    p = _problem(s, pp.scale, causal, pp.iv, pp.nb, pp.nh, pp.kid)
-    p.q, p.k, p.v, p.o, p.lse = pp.q.data_ptr(), pp.k.data_ptr(), pp.v.data_ptr(), o.data_ptr(), lse.data_ptr()
-    if tiles is not None:
-        p.tile_class, p.tile_cycles = tiles[0].data_ptr(), tiles[1].data_ptr()
-    _check(_lib.fm_attn_forward(C.byref(p), variant, int(tiles is not None), pp.stream, C.byref(_err)))
+def _plan(q, k, v, sri, causal, scale, layout, kernel, variant, deterministic) -> _Plan:
+    key = (q.shape, q.stride(), q.dtype, q.device, k.shape, k.stride(), k.dtype, k.device, v.shape,
+           v.stride(), v.dtype, v.device, None if sri is None else (sri.shape, sri.dtype), causal, scale,
+           layout, kernel, variant, deterministic)
+    pl = _plans.get(key)
+    if pl is None:
+        pl = _make_plan(q, k, v, sri, causal, scale, layout, kernel, variant, deterministic)
+        if len(_plans) > 4096:
+            _plans.clear()
+        _plans[key] = pl
+    return pl
+
+
+def _fwd(pl: _Plan, q, k, v, sri):
+    qp, kp, vp = q.data_ptr(), k.data_ptr(), v.data_ptr()
+    if (qp | kp | vp) & 15:
+        raise ValueError("q, k, v: data pointers must be 16-byte aligned (the kernels load with TMA)")
+    o = torch.empty(pl.o_shape, dtype=torch.bfloat16, device=q.device)
+    lse = torch.empty(pl.lse_shape, dtype=torch.float32, device=q.device)
+    _check(_lib.fm_attn_forward_startend(pl.problem, pl.device, pl.k, sri.data_ptr() if sri is not None else None,
+                                         qp, kp, vp, o.data_ptr(), lse.data_ptr(), pl.variant,
+                                         _stream(pl.device), _errp))
     return o, lse
 
 
-def _backward(pp: _Prepared, causal: bool, variant: int, o, lse, dout, deterministic: bool, tiles=None):
-    s = pp.shape
+def _bwd(pl: _Plan, q, k, v, sri, o, lse, dout):
     if dout.dtype != torch.bfloat16:
         dout = dout.to(torch.bfloat16)
-    dout = dout.contiguous()
-    dq, dk, dv = torch.empty_like(pp.q), torch.empty_like(pp.k), torch.empty_like(pp.v)
-    p = _problem(s, pp.scale, causal, pp.iv, pp.nb, pp.nh, pp.kid)
-    p.q, p.k, p.v, p.o, p.lse = pp.q.data_ptr(), pp.k.data_ptr(), pp.v.data_ptr(), o.data_ptr(), lse.data_ptr()
-    p.dout, p.dq, p.dk, p.dv, p.deterministic = dout.data_ptr(), dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), int(deterministic)
-    if tiles is not None:
-        p.tile_class, p.tile_cycles = tiles[0].data_ptr(), tiles[1].data_ptr()
-    _check(_lib.fm_attn_use_device(pp.q.device.index, C.byref(_err)))
-    stream = torch.cuda.current_stream(pp.q.device).cuda_stream
-    _check(_lib.fm_attn_backward(C.byref(p), variant, int(tiles is not None), stream, C.byref(_err)))
+    db = dout.transpose(1, 2) if pl.layout == "bhsd" else dout
+    if not db.is_contiguous():
+        db = db.contiguous()
+    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)  # q's strides: q's layout
+    _check(_lib.fm_attn_backward_startend(pl.problem, pl.device, pl.k, sri.data_ptr() if sri is not None else None,
+                                          q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), lse.data_ptr(),
+                                          db.data_ptr(), dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), pl.variant,
+                                          _stream(pl.device), _errp))
     return dq, dk, dv
 
 
 class _FlashMask(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, q, k, v, pp, causal, variant, deterministic, layout):
-        o, lse = _forward(pp, causal, variant)
-        ctx.save_for_backward(q, k, v, o, lse, pp.iv)
-        ctx.meta = (pp._replace(q=None, k=None, v=None, iv=None), causal, variant, deterministic, layout)
+    def forward(ctx, q, k, v, sri, pl):
+        o, lse = _fwd(pl, q, k, v, sri)
+        ctx.save_for_backward(q, k, v, o, lse, sri)
+        ctx.plan = pl
         ctx.mark_non_differentiable(lse)
-        return (o.transpose(1, 2) if layout == "bhsd" else o), lse
+        return (o.transpose(1, 2) if pl.layout == "bhsd" else o), lse
 
     @staticmethod
     def backward(ctx, dout, _dlse):
-        q, k, v, o, lse, iv = ctx.saved_tensors
-        meta, causal, variant, deterministic, layout = ctx.meta
-        if layout == "bhsd":
-            q, k, v, dout = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), dout.transpose(1, 2)
-        pp = meta._replace(q=q, k=k, v=v, iv=iv)
-        dq, dk, dv = _backward(pp, causal, variant, o, lse, dout, deterministic)
-        if layout == "bhsd":
-            dq, dk, dv = dq.transpose(1, 2), dk.transpose(1, 2), dv.transpose(1, 2)
-        return dq, dk, dv, None, None, None, None, None
+        q, k, v, o, lse, sri = ctx.saved_tensors
+        dq, dk, dv = _bwd(ctx.plan, q, k, v, sri, o, lse, dout)
+        return dq, dk, dv, None, None
 
 
 def flashmask_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, startend_row_indices=None,
@@ -310,11 +307,22 @@ def flashmask_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, start
     with return_lse. variant "noskip" visits every tile (the baseline; its
     output and, with deterministic, its gradients are bit-identical to skip's);
     kernel "auto" is the fastest the device runs (sm90 on Hopper; sm80 has no
-    backward)."""
-    if variant not in _VARIANTS:
-        raise ValueError(f"variant {variant!r}: expected 'skip' or 'noskip'")
-    pp = _prepare(q, k, v, startend_row_indices, causal, softmax_scale, layout, kernel)
-    o, lse = _FlashMask.apply(q, k, v, pp, bool(causal), _VARIANTS[variant], bool(deterministic), layout)
+    backward). The checks of a call's shapes run once per distinct shape."""
+    causal = bool(causal)
+    if not (isinstance(q, torch.Tensor) and isinstance(k, torch.Tensor) and isinstance(v, torch.Tensor)):
+        _bshd("q", q, layout), _bshd("k", k, layout), _bshd("v", v, layout)  # raises the one-line error
+    sri = startend_row_indices
+    if sri is not None and not (isinstance(sri, torch.Tensor) and sri.is_cuda and sri.is_contiguous()):
+        sri = _sri_tensor(sri, q.device)
+    pl = _plan(q, k, v, sri, causal, softmax_scale, layout, kernel, variant, deterministic)
+    if sri is not None and sri.device != q.device:
+        raise ValueError(f"startend_row_indices on {sri.device}, q on {q.device}: expected one device")
+    if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
+        o, lse = _FlashMask.apply(q, k, v, sri, pl)
+    else:
+        o, lse = _fwd(pl, q, k, v, sri)
+        if layout == "bhsd":
+            o = o.transpose(1, 2)
     return (o, lse) if return_lse else o
 
 
@@ -336,10 +344,23 @@ class Profile(NamedTuple):
     tile_cycles_bwd: Optional[torch.Tensor] = None
 
 
-def _tile_tensors(s: _Shape, br: int, bc: int, device):
+def _instrumented(pl: _Plan, pass_: int, ptrs: dict, iv, stream):
+    """One instrumented pass through fm_attn_forward/backward: (tile, class, cycles)."""
+    s = pl.shape
+    br, bc = _tile(pl.kid, pass_, s.D)
     tr, tc = -(-s.Sq // br), -(-s.Sk // bc)
-    return (torch.zeros((s.B, s.H, tr, tc), dtype=torch.uint8, device=device),
-            torch.zeros((s.B, s.H, tr, tc), dtype=torch.int64, device=device))
+    dev = torch.device("cuda", pl.device)
+    cls = torch.zeros((s.B, s.H, tr, tc), dtype=torch.uint8, device=dev)
+    cyc = torch.zeros((s.B, s.H, tr, tc), dtype=torch.int64, device=dev)
+    p = _Problem.from_buffer_copy(pl.problem)
+    if pl.k == 0:
+        p.mask_nb = p.mask_nh = 1
+    p.intervals, p.tile_class, p.tile_cycles = iv.data_ptr(), cls.data_ptr(), cyc.data_ptr()
+    for name, ptr in ptrs.items():
+        setattr(p, name, ptr)
+    run = _lib.fm_attn_forward if pass_ == _PASS_FWD else _lib.fm_attn_backward
+    _check(run(C.byref(p), pl.variant, 1, stream, _errp))
+    return (br, bc), cls, cyc
 
 
 def flashmask_attention_profile(q, k, v, startend_row_indices=None, causal: bool = False, *,
@@ -349,19 +370,26 @@ def flashmask_attention_profile(q, k, v, startend_row_indices=None, causal: bool
     """The instrumented forward (and backward when dout is given) on the same
     arguments as flashmask_attention: outputs, gradients and per-tile classes
     and cycles as tensors (no autograd). Asynchronous like the op."""
-    pp = _prepare(q, k, v, startend_row_indices, causal, softmax_scale, layout, kernel)
-    s, dev = pp.shape, pp.q.device
-    ft = _tile(pp.kid, _PASS_FWD, s.D)
-    tiles = _tile_tensors(s, *ft, dev)
-    o, lse = _forward(pp, bool(causal), 0, tiles)
-    prof = dict(out=o.transpose(1, 2) if layout == "bhsd" else o, lse=lse, tile=ft,
-                tile_class=tiles[0], tile_cycles=tiles[1])
+    causal = bool(causal)
+    sri = _sri_tensor(startend_row_indices, q.device)
+    pl = _make_plan(q, k, v, sri, causal, softmax_scale, layout, kernel, "skip", deterministic)
+    s, dev = pl.shape, q.device
+    _check(_lib.fm_attn_use_device(pl.device, _errp))
+    stream = _stream(pl.device)
+    nsets = pl.problem.mask_nb * pl.problem.mask_nh if sri is not None else 1
+    iv = torch.empty((nsets, 4, s.Sk), dtype=torch.int32, device=dev)
+    _check(_lib.fm_attn_intervals_from_startend(sri.data_ptr() if sri is not None else None, pl.k, nsets,
+                                                s.Sq, s.Sk, int(causal), iv.data_ptr(), stream, _errp))
+    o = torch.empty(pl.o_shape, dtype=torch.bfloat16, device=dev)
+    lse = torch.empty(pl.lse_shape, dtype=torch.float32, device=dev)
+    base = dict(q=q.data_ptr(), k=k.data_ptr(), v=v.data_ptr(), o=o.data_ptr(), lse=lse.data_ptr())
+    ft, fcls, fcyc = _instrumented(pl, _PASS_FWD, base, iv, stream)
+    prof = dict(out=o.transpose(1, 2) if layout == "bhsd" else o, lse=lse, tile=ft, tile_class=fcls,
+                tile_cycles=fcyc)
     if dout is not None:
-        d = dout.transpose(1, 2) if layout == "bhsd" else dout
-        bt = _tile(pp.kid, _PASS_BWD, s.D)
-        btiles = _tile_tensors(s, *bt, dev)
-        dq, dk, dv = _backward(pp, bool(causal), 0, o, lse, d, deterministic, btiles)
-        if layout == "bhsd":
-            dq, dk, dv = dq.transpose(1, 2), dk.transpose(1, 2), dv.transpose(1, 2)
-        prof.update(dq=dq, dk=dk, dv=dv, tile_bwd=bt, tile_class_bwd=btiles[0], tile_cycles_bwd=btiles[1])
+        db = (dout.transpose(1, 2) if layout == "bhsd" else dout).to(torch.bfloat16).contiguous()
+        dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+        ptrs = dict(base, dout=db.data_ptr(), dq=dq.data_ptr(), dk=dk.data_ptr(), dv=dv.data_ptr())
+        bt, bcls, bcyc = _instrumented(pl, _PASS_BWD, ptrs, iv, stream)
+        prof.update(dq=dq, dk=dk, dv=dv, tile_bwd=bt, tile_class_bwd=bcls, tile_cycles_bwd=bcyc)
     return Profile(**prof)
