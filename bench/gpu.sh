@@ -77,7 +77,10 @@ crosscheck() { # (run through bash -c: `timeout` runs programs, not functions)
 [ $# -gt 0 ] || { echo "usage: bash bench/gpu.sh EXPERIMENT...; the experiments:$EXPERIMENTS" >&2; exit 2; }
 for e in "$@"; do
   case $e in
-    env) run env env_info ;;
+    env)
+      export -f env_info
+      export KBENCH
+      run env bash -c env_info ;;
     sass) run sass bash bench/sass_check.sh "$BUILD" ;;
     torchtest) run torchtest python3 tests/test_torch_op.py ;;
     overhead) run overhead python3 bench/torch_overhead.py --out "$OUT/overhead.json" ;;

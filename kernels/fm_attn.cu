@@ -340,12 +340,10 @@ extern "C" fm_status fm_attn_use_device(int32_t device, fm_err *err) {
   return FM_OK;
 }
 
-/* The bindings' entry: shape's scalars with these pointers, the intervals
- * converted from Paddle's layout into a stream-ordered workspace. */
-static fm_status run_startend(const fm_attn_problem *shape, fm_pass pass, int32_t device, int32_t k,
-                              const int32_t *startend, const void *const *ptr, int variant, void *stream,
-                              fm_err *err) {
-  if (!shape) return fm_fail(err, FM_EINVAL, "fm_attn_%s_startend: problem is NULL", fm_pass_name(pass));
+/* The bindings' entry: shape's scalars with these pointers and intervals. */
+static fm_status run_ptrs(const fm_attn_problem *shape, fm_pass pass, int32_t device, const int32_t *intervals,
+                          const void *const *ptr, int variant, void *stream, fm_err *err) {
+  if (!shape) return fm_fail(err, FM_EINVAL, "fm_attn_%s_ptrs: problem is NULL", fm_pass_name(pass));
   int cur = -1;
   cudaError_t e = cudaGetDevice(&cur);
   if (e == cudaSuccess && cur != device) e = cudaSetDevice(device);
@@ -353,35 +351,22 @@ static fm_status run_startend(const fm_attn_problem *shape, fm_pass pass, int32_
   fm_attn_problem p = *shape;
   p.q = ptr[0], p.k = ptr[1], p.v = ptr[2], p.o = (void *)ptr[3], p.lse = (float *)ptr[4];
   if (pass == FM_PASS_BWD) p.dout = ptr[5], p.dq = (void *)ptr[6], p.dk = (void *)ptr[7], p.dv = (void *)ptr[8];
+  p.intervals = intervals;
   p.tile_class = NULL, p.tile_cycles = NULL;
-  const int64_t nsets = startend ? (int64_t)p.mask_nb * p.mask_nh : 1;
-  if (!startend) p.mask_nb = p.mask_nh = 1;
-  int32_t *iv = NULL;
-  cudaStream_t s = (cudaStream_t)stream;
-  e = cudaMallocAsync((void **)&iv, (size_t)nsets * 4 * p.seqlen_k * sizeof(int32_t), s);
-  if (e != cudaSuccess) return cuda_fail(err, e, "cudaMallocAsync (intervals)");
-  fm_status st = fm_attn_intervals_from_startend(startend, k, nsets, p.seqlen_q, p.seqlen_k, p.causal, iv,
-                                                 stream, err);
-  p.intervals = iv;
-  if (st == FM_OK) st = run_pass(&p, pass, (fm_variant)variant, 0, stream, err);
-  e = cudaFreeAsync(iv, s);
-  if (st == FM_OK && e != cudaSuccess) return cuda_fail(err, e, "cudaFreeAsync (intervals)");
-  return st;
+  return run_pass(&p, pass, (fm_variant)variant, 0, stream, err);
 }
 
-extern "C" fm_status fm_attn_forward_startend(const fm_attn_problem *shape, int32_t device, int32_t k,
-                                              const int32_t *startend, const void *q, const void *kk,
-                                              const void *v, void *o, float *lse, int variant, void *stream,
-                                              fm_err *err) {
-  const void *ptr[5] = {q, kk, v, o, lse};
-  return run_startend(shape, FM_PASS_FWD, device, k, startend, ptr, variant, stream, err);
+extern "C" fm_status fm_attn_forward_ptrs(const fm_attn_problem *shape, int32_t device, const int32_t *intervals,
+                                          const void *q, const void *k, const void *v, void *o, float *lse,
+                                          int variant, void *stream, fm_err *err) {
+  const void *ptr[5] = {q, k, v, o, lse};
+  return run_ptrs(shape, FM_PASS_FWD, device, intervals, ptr, variant, stream, err);
 }
 
-extern "C" fm_status fm_attn_backward_startend(const fm_attn_problem *shape, int32_t device, int32_t k,
-                                               const int32_t *startend, const void *q, const void *kk,
-                                               const void *v, const void *o, const float *lse,
-                                               const void *dout, void *dq, void *dk, void *dv, int variant,
-                                               void *stream, fm_err *err) {
-  const void *ptr[9] = {q, kk, v, o, lse, dout, dq, dk, dv};
-  return run_startend(shape, FM_PASS_BWD, device, k, startend, ptr, variant, stream, err);
+extern "C" fm_status fm_attn_backward_ptrs(const fm_attn_problem *shape, int32_t device, const int32_t *intervals,
+                                           const void *q, const void *k, const void *v, const void *o,
+                                           const float *lse, const void *dout, void *dq, void *dk, void *dv,
+                                           int variant, void *stream, fm_err *err) {
+  const void *ptr[9] = {q, k, v, o, lse, dout, dq, dk, dv};
+  return run_ptrs(shape, FM_PASS_BWD, device, intervals, ptr, variant, stream, err);
 }

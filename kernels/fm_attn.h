@@ -132,24 +132,21 @@ fm_status fm_attn_intervals_from_startend(const int32_t *startend, int32_t k, in
                                           int32_t seqlen_q, int32_t seqlen_k, int causal,
                                           int32_t *intervals, void *stream, fm_err *err);
 
-/* The entry points of bindings that hold Paddle's layout (the Python package's
- * fmsim.torch): one call per pass, no struct to fill per call. `shape` gives
- * every scalar member (batch, heads, Sq, Sk, head dim, scale, causal, mask
- * sets nb x nh, kernel, tuning, deterministic); its pointers are ignored. The
- * device pointers come as arguments; startend is Paddle's (nb * nh, Sk, k)
- * int32 (fm_attn_intervals_from_startend), or NULL for no interval (the full
- * or the causal mask: nb and nh are then taken as 1). Makes `device` the
- * current device when it is not, converts the intervals into a stream-ordered
- * workspace (4 int32 per key column per set, freed on the stream) and
+/* The entry points of bindings (the Python package's fmsim.torch): one call
+ * per pass and no struct to fill per call. `shape` gives every scalar member
+ * (batch, heads, Sq, Sk, head dim, scale, causal, mask sets nb x nh, kernel,
+ * tuning, deterministic); its pointers are ignored. The device pointers come
+ * as arguments, `intervals` (nb * nh, 4, Sk) as fm_attn_intervals_from_startend
+ * writes them. Makes `device` the current device when it is not, then
  * launches the pass as fm_attn_forward / fm_attn_backward do (not
  * instrumented). Asynchronous; the same status codes. */
-fm_status fm_attn_forward_startend(const fm_attn_problem *shape, int32_t device, int32_t k,
-                                   const int32_t *startend, const void *q, const void *kk, const void *v,
-                                   void *o, float *lse, int variant, void *stream, fm_err *err);
-fm_status fm_attn_backward_startend(const fm_attn_problem *shape, int32_t device, int32_t k,
-                                    const int32_t *startend, const void *q, const void *kk, const void *v,
-                                    const void *o, const float *lse, const void *dout, void *dq, void *dk,
-                                    void *dv, int variant, void *stream, fm_err *err);
+fm_status fm_attn_forward_ptrs(const fm_attn_problem *shape, int32_t device, const int32_t *intervals,
+                               const void *q, const void *k, const void *v, void *o, float *lse, int variant,
+                               void *stream, fm_err *err);
+fm_status fm_attn_backward_ptrs(const fm_attn_problem *shape, int32_t device, const int32_t *intervals,
+                                const void *q, const void *k, const void *v, const void *o, const float *lse,
+                                const void *dout, void *dq, void *dk, void *dv, int variant, void *stream,
+                                fm_err *err);
 
 /* sizeof(fm_attn_problem), so that bindings that mirror the struct (the
  * Python package's fmsim.torch) can check their copy at load time. */

@@ -26,9 +26,12 @@ Arguments follow PaddlePaddle's ``flashmask_attention``:
   bit-identical gradients run to run and between skip and noskip).
 
 The op launches on the current CUDA stream of the tensors' device with no host
-synchronisation: a conversion of the intervals into the kernels' vectors, the
-tile-bounds preprocessing and the kernel (fm_attn_forward); the backward runs
-fm_attn_backward. A row that sees no key gives output 0 and no gradient.
+synchronisation: the tile-bounds preprocessing and the kernel (fm_attn_forward);
+the backward runs fm_attn_backward. The intervals are converted into the
+kernels' vectors on the device once per startend tensor and version (a change
+made in place through torch is seen; one made behind torch's back, through a
+raw pointer, is not: pass a new tensor then) and kept while that tensor lives.
+A row that sees no key gives output 0 and no gradient.
 
 ``flashmask_attention_profile`` runs the instrumented kernels and returns the
 per-tile classes and clock64 cycles as tensors (``Profile``).
@@ -44,6 +47,7 @@ from __future__ import annotations
 import ctypes as C
 import math
 import os
+import weakref
 from typing import NamedTuple, Optional
 
 import numpy as np
@@ -95,10 +99,10 @@ def _load():
         "fm_attn_problem_size": (C.c_size_t, []),
         "fm_attn_forward": (C.c_int, [C.POINTER(_Problem), C.c_int, C.c_int, vp, perr]),
         "fm_attn_backward": (C.c_int, [C.POINTER(_Problem), C.c_int, C.c_int, vp, perr]),
-        "fm_attn_forward_startend": (C.c_int, [C.POINTER(_Problem), i32, i32, vp, vp, vp, vp, vp, vp,
-                                               C.c_int, vp, perr]),
-        "fm_attn_backward_startend": (C.c_int, [C.POINTER(_Problem), i32, i32, vp, vp, vp, vp, vp, vp, vp,
-                                                vp, vp, vp, C.c_int, vp, perr]),
+        "fm_attn_forward_ptrs": (C.c_int, [C.POINTER(_Problem), i32, vp, vp, vp, vp, vp, vp, C.c_int, vp,
+                                           perr]),
+        "fm_attn_backward_ptrs": (C.c_int, [C.POINTER(_Problem), i32, vp, vp, vp, vp, vp, vp, vp, vp, vp, vp,
+                                            C.c_int, vp, perr]),
         "fm_attn_intervals_from_startend": (C.c_int, [vp, i32, i64, i32, i32, C.c_int, vp, vp, perr]),
         "fm_attn_use_device": (C.c_int, [i32, perr]),
         "fm_attn_device_kernel": (C.c_int, [C.c_int, C.POINTER(C.c_int), perr]),
@@ -118,6 +122,8 @@ _err = N.Err()  # one message buffer; the op is called from one thread per proce
 _errp = C.byref(_err)
 _kernel_of_device: dict = {}
 _plans: dict = {}
+_converted = weakref.WeakKeyDictionary()  # startend tensor -> (version, (Sq, causal, stream), intervals)
+_no_intervals: dict = {}  # (device, Sq, Sk, stream) -> the intervals of no interval
 _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
 
 
@@ -257,46 +263,73 @@ def _plan(q, k, v, sri, causal, scale, layout, kernel, variant, deterministic) -
     return pl
 
 
-def _fwd(pl: _Plan, q, k, v, sri):
+def _intervals(pl: _Plan, sri, causal: bool, stream: int):
+    """The kernels' vectors (nsets, 4, Sk) int32 of sri, converted on the device once
+    per startend tensor and version (an in-place change through torch bumps the
+    version and converts again) and per stream."""
+    s = pl.shape
+    if sri is None:
+        key = (pl.device, s.Sq, s.Sk, stream)
+        iv = _no_intervals.get(key)
+        if iv is None:
+            iv = _no_intervals[key] = _convert(None, pl, 1, causal, stream)
+        return iv
+    ent = _converted.get(sri)
+    tag = (s.Sq, causal, stream)
+    if ent is not None and ent[0] == sri._version and ent[1] == tag:
+        return ent[2]
+    iv = _convert(sri, pl, sri.shape[0] * sri.shape[1], causal, stream)
+    _converted[sri] = (sri._version, tag, iv)
+    return iv
+
+
+def _convert(sri, pl: _Plan, nsets: int, causal: bool, stream: int):
+    s = pl.shape
+    iv = torch.empty((nsets, 4, s.Sk), dtype=torch.int32, device=torch.device("cuda", pl.device))
+    _check(_lib.fm_attn_intervals_from_startend(sri.data_ptr() if sri is not None else None, pl.k, nsets, s.Sq,
+                                                s.Sk, int(causal), iv.data_ptr(), stream, _errp))
+    return iv
+
+
+def _fwd(pl: _Plan, q, k, v, iv, stream):
+    """o (in q's layout: the (B, S, H, D) buffer) and lse."""
     qp, kp, vp = q.data_ptr(), k.data_ptr(), v.data_ptr()
     if (qp | kp | vp) & 15:
         raise ValueError("q, k, v: data pointers must be 16-byte aligned (the kernels load with TMA)")
-    o = torch.empty(pl.o_shape, dtype=torch.bfloat16, device=q.device)
+    o = torch.empty_like(q)
     lse = torch.empty(pl.lse_shape, dtype=torch.float32, device=q.device)
-    _check(_lib.fm_attn_forward_startend(pl.problem, pl.device, pl.k, sri.data_ptr() if sri is not None else None,
-                                         qp, kp, vp, o.data_ptr(), lse.data_ptr(), pl.variant,
-                                         _stream(pl.device), _errp))
+    _check(_lib.fm_attn_forward_ptrs(pl.problem, pl.device, iv.data_ptr(), qp, kp, vp, o.data_ptr(),
+                                     lse.data_ptr(), pl.variant, stream, _errp))
     return o, lse
 
 
-def _bwd(pl: _Plan, q, k, v, sri, o, lse, dout):
+def _bwd(pl: _Plan, q, k, v, iv, o, lse, dout):
     if dout.dtype != torch.bfloat16:
         dout = dout.to(torch.bfloat16)
     db = dout.transpose(1, 2) if pl.layout == "bhsd" else dout
     if not db.is_contiguous():
         db = db.contiguous()
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)  # q's strides: q's layout
-    _check(_lib.fm_attn_backward_startend(pl.problem, pl.device, pl.k, sri.data_ptr() if sri is not None else None,
-                                          q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), lse.data_ptr(),
-                                          db.data_ptr(), dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), pl.variant,
-                                          _stream(pl.device), _errp))
+    _check(_lib.fm_attn_backward_ptrs(pl.problem, pl.device, iv.data_ptr(), q.data_ptr(), k.data_ptr(),
+                                      v.data_ptr(), o.data_ptr(), lse.data_ptr(), db.data_ptr(), dq.data_ptr(),
+                                      dk.data_ptr(), dv.data_ptr(), pl.variant, _stream(pl.device), _errp))
     return dq, dk, dv
 
 
 class _FlashMask(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, q, k, v, sri, pl):
-        o, lse = _fwd(pl, q, k, v, sri)
-        ctx.save_for_backward(q, k, v, o, lse, sri)
+    def forward(ctx, q, k, v, iv, pl, stream):
+        o, lse = _fwd(pl, q, k, v, iv, stream)
+        ctx.save_for_backward(q, k, v, o, lse, iv)
         ctx.plan = pl
         ctx.mark_non_differentiable(lse)
-        return (o.transpose(1, 2) if pl.layout == "bhsd" else o), lse
+        return o, lse
 
     @staticmethod
     def backward(ctx, dout, _dlse):
-        q, k, v, o, lse, sri = ctx.saved_tensors
-        dq, dk, dv = _bwd(ctx.plan, q, k, v, sri, o, lse, dout)
-        return dq, dk, dv, None, None
+        q, k, v, o, lse, iv = ctx.saved_tensors
+        dq, dk, dv = _bwd(ctx.plan, q, k, v, iv, o, lse, dout)
+        return dq, dk, dv, None, None, None
 
 
 def flashmask_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, startend_row_indices=None,
@@ -317,12 +350,12 @@ def flashmask_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, start
     pl = _plan(q, k, v, sri, causal, softmax_scale, layout, kernel, variant, deterministic)
     if sri is not None and sri.device != q.device:
         raise ValueError(f"startend_row_indices on {sri.device}, q on {q.device}: expected one device")
+    stream = _stream(pl.device)
+    iv = _intervals(pl, sri, causal, stream)
     if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
-        o, lse = _FlashMask.apply(q, k, v, sri, pl)
+        o, lse = _FlashMask.apply(q, k, v, iv, pl, stream)
     else:
-        o, lse = _fwd(pl, q, k, v, sri)
-        if layout == "bhsd":
-            o = o.transpose(1, 2)
+        o, lse = _fwd(pl, q, k, v, iv, stream)
     return (o, lse) if return_lse else o
 
 
@@ -353,8 +386,6 @@ def _instrumented(pl: _Plan, pass_: int, ptrs: dict, iv, stream):
     cls = torch.zeros((s.B, s.H, tr, tc), dtype=torch.uint8, device=dev)
     cyc = torch.zeros((s.B, s.H, tr, tc), dtype=torch.int64, device=dev)
     p = _Problem.from_buffer_copy(pl.problem)
-    if pl.k == 0:
-        p.mask_nb = p.mask_nh = 1
     p.intervals, p.tile_class, p.tile_cycles = iv.data_ptr(), cls.data_ptr(), cyc.data_ptr()
     for name, ptr in ptrs.items():
         setattr(p, name, ptr)
@@ -373,13 +404,10 @@ def flashmask_attention_profile(q, k, v, startend_row_indices=None, causal: bool
     causal = bool(causal)
     sri = _sri_tensor(startend_row_indices, q.device)
     pl = _make_plan(q, k, v, sri, causal, softmax_scale, layout, kernel, "skip", deterministic)
-    s, dev = pl.shape, q.device
+    dev = q.device
     _check(_lib.fm_attn_use_device(pl.device, _errp))
     stream = _stream(pl.device)
-    nsets = pl.problem.mask_nb * pl.problem.mask_nh if sri is not None else 1
-    iv = torch.empty((nsets, 4, s.Sk), dtype=torch.int32, device=dev)
-    _check(_lib.fm_attn_intervals_from_startend(sri.data_ptr() if sri is not None else None, pl.k, nsets,
-                                                s.Sq, s.Sk, int(causal), iv.data_ptr(), stream, _errp))
+    iv = _intervals(pl, sri, causal, stream)
     o = torch.empty(pl.o_shape, dtype=torch.bfloat16, device=dev)
     lse = torch.empty(pl.lse_shape, dtype=torch.float32, device=dev)
     base = dict(q=q.data_ptr(), k=k.data_ptr(), v=v.data_ptr(), o=o.data_ptr(), lse=lse.data_ptr())
