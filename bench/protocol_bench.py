@@ -71,7 +71,7 @@ class Case:
         self.sri = torch.as_tensor(sri, device="cuda")
         nb, nh = m.batch, m.heads
         self.nb, self.nh = nb, nh
-        self.vec = np.ascontiguousarray(m.vectors().reshape(nb * nh, 4, S))
+        self.vec = np.array(m.vectors().reshape(nb * nh, 4, S), copy=True)  # m owns the view: copy
         self.rho = {"128x128": m.analyze(128, 128).rho}
         for p, code in (("fwd", 1), ("bwd", 2)):
             br, bc = _tile(1, code, D)

@@ -122,7 +122,7 @@ _err = N.Err()  # one message buffer; the op is called from one thread per proce
 _errp = C.byref(_err)
 _kernel_of_device: dict = {}
 _plans: dict = {}
-_converted = weakref.WeakKeyDictionary()  # startend tensor -> (version, (Sq, causal, stream), intervals)
+_converted: dict = {}  # id(startend) -> (weakref to it, version, (Sq, causal, stream), intervals)
 _no_intervals: dict = {}  # (device, Sq, Sk, stream) -> the intervals of no interval
 _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
 
@@ -274,12 +274,15 @@ def _intervals(pl: _Plan, sri, causal: bool, stream: int):
         if iv is None:
             iv = _no_intervals[key] = _convert(None, pl, 1, causal, stream)
         return iv
-    ent = _converted.get(sri)
+    key = id(sri)
+    ent = _converted.get(key)
     tag = (s.Sq, causal, stream)
-    if ent is not None and ent[0] == sri._version and ent[1] == tag:
-        return ent[2]
+    if ent is not None and ent[0]() is sri and ent[1] == sri._version and ent[2] == tag:
+        return ent[3]
     iv = _convert(sri, pl, sri.shape[0] * sri.shape[1], causal, stream)
-    _converted[sri] = (sri._version, tag, iv)
+    if ent is None or ent[0]() is not sri:  # the entry goes with the tensor
+        weakref.finalize(sri, _converted.pop, key, None)
+    _converted[key] = (weakref.ref(sri), sri._version, tag, iv)
     return iv
 
 
