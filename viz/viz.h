@@ -208,7 +208,9 @@ typedef struct viz_scene viz_scene;
 typedef struct viz_scene_opts {
   const char *path;       /* TRACE_DIR, MASK.npy (any dtype of fm_dense.h, fitting an interval
                              form or not) or INTERVALS.npy (int32/int64); NULL: families */
-  int causal;             /* INTERVALS.npy: the intervals are of a causal mask */
+  int causal;             /* INTERVALS.npy: the intervals are of a causal mask (k = 2; k = 1
+                             and 4 say it themselves unless causal_given) */
+  int causal_given;       /* 1: --causal or --bidir gave `causal`: a k against it is an error */
   int true_masked;        /* MASK.npy: true means masked (default: true means may attend) */
   int reading;            /* MASK.npy of a float dtype: an fm_dense_reading (--bool, --additive) */
   int strict;             /* INTERVALS.npy: refuse what Paddle reads leniently (fm_intervals_io.h) */

@@ -114,6 +114,7 @@ void viz_source_free(viz_source *src);
 /* How a file is read: the options of `fmsim view` and `fmsim render`. */
 typedef struct viz_source_opts {
   int causal;              /* INTERVALS.npy with k = 2 is causal-2 */
+  int causal_given;        /* the flag was given: a k = 1 or 4 against it is an error */
   int true_masked;         /* MASK.npy: true means masked */
   int strict;              /* INTERVALS.npy: refuse what Paddle reads leniently */
   fm_dense_reading reading; /* MASK.npy of a float dtype: --bool / --additive */

@@ -34,7 +34,8 @@ fm_status viz_scene_create(const viz_scene_opts *o, viz_state *s, viz_scene **ou
   sc->have_samples = 1;
   if (o->path) {
     viz_source src;
-    viz_source_opts vo = {.causal = o->causal, .true_masked = o->true_masked, .strict = o->strict,
+    viz_source_opts vo = {.causal = o->causal, .causal_given = o->causal_given,
+                          .true_masked = o->true_masked, .strict = o->strict,
                           .reading = (fm_dense_reading)o->reading};
     st = viz_load_source(o->path, &vo, &src, err);
     if (st != FM_OK) {
