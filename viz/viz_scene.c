@@ -97,6 +97,15 @@ void viz_scene_destroy(viz_scene *sc) {
 
 const fm_colmask *viz_scene_mask(const viz_scene *sc) { return sc->mask; }
 const fm_tile_counts *viz_scene_counts(const viz_scene *sc) { return &sc->counts; }
+const fm_tile_counts *viz_scene_subset_counts(const viz_scene *sc) {
+  return sc->misfit ? &sc->subset_counts : NULL;
+}
+void viz_scene_bytes(const viz_scene *sc, int64_t *dense, int64_t *block_mask, int64_t *intervals) {
+  *dense = sc->bytes.dense;
+  *block_mask = sc->bytes.block_mask;
+  *intervals = sc->bytes.intervals;
+}
+void viz_state_caption(const viz_state *s, char *buf, size_t cap) { viz_caption(s, buf, cap); }
 const char *viz_scene_label(const viz_scene *sc) { return sc->label; }
 
 void viz_scene_tile_class(const viz_scene *sc, int32_t rt, int32_t ct, int *minmax, int *exact) {
