@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "fm_dense.h"
+#include "fm_intervals_io.h"
 #include "fm_limits.h"
 #include "fm_tiles.h"
 
@@ -109,6 +110,21 @@ int cli_causal_flag(const char *cmd, int is_causal, int *causal) {
   }
   *causal = is_causal;
   return 0;
+}
+
+int cli_intervals_causal(const char *cmd, const char *path, cli_flag_rule rule, int *causal) {
+  if (*causal >= 0) return 0;
+  if (rule == CLI_FLAG_WHEN_AMBIGUOUS) {
+    fm_npy_header h;
+    if (fm_npy_read_header_path(path, &h, NULL) != FM_OK || !fm_intervals_header_fits(&h))
+      return 0; /* a dense mask or no file: not an interval file's question */
+    if (h.shape[3] != 2) {
+      *causal = h.shape[3] == 1; /* k = 1 is causal-1, k = 4 bidir-4 */
+      return 0;
+    }
+  }
+  cli_error(cmd, "%s: " CLI_INTERVALS_NEED_FLAG, path);
+  return FM_EXIT_USAGE;
 }
 
 void cli_getopt_reset(void) {

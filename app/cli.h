@@ -35,6 +35,21 @@ int cli_bad_option(const char *cmd, int opt, char *const argv[]);
  * both given is a usage error (printed). 0 on success. */
 int cli_causal_flag(const char *cmd, int is_causal, int *causal);
 
+/* The causal flag of an interval file, one check and one message for every
+ * command that reads one: *causal as --causal (1) or --bidir (0) gave it;
+ * without either (-1), CLI_FLAG_REQUIRED (check --intervals, analyze
+ * --intervals, predict --mask, expand: the option names an interval file)
+ * refuses, and CLI_FLAG_WHEN_AMBIGUOUS (render and view, whose operand may be a
+ * dense mask or a trace too) takes k = 1 as causal-1 and k = 4 as bidir-4,
+ * refuses k = 2 (causal-2 or bidir-2), and leaves *causal at -1 for anything
+ * that is not an interval file. The refusal is "PATH: " CLI_INTERVALS_NEED_FLAG,
+ * the same line from every command. 0, or FM_EXIT_USAGE after printing. */
+#define CLI_INTERVALS_NEED_FLAG                                                                \
+  "say whether the intervals are causal: --causal or --bidir (the flag is not stored in the " \
+  "file)"
+typedef enum cli_flag_rule { CLI_FLAG_REQUIRED, CLI_FLAG_WHEN_AMBIGUOUS } cli_flag_rule;
+int cli_intervals_causal(const char *cmd, const char *path, cli_flag_rule rule, int *causal);
+
 /* Resets getopt for a command's parse (each command parses argv from 1). */
 void cli_getopt_reset(void);
 

@@ -294,10 +294,6 @@ static int file_usage(const char *cmd, const file_opts *f, const cli_mask_opts *
     cli_error(cmd, "%s: a mask file goes without --family and --paper-table", file);
     return -1;
   }
-  if (f->intervals && f->causal < 0) {
-    cli_error(cmd, "--intervals needs --causal or --bidir (the flag is not stored in the file)");
-    return -1;
-  }
   if (!f->intervals && (f->causal >= 0 || f->sq)) {
     cli_error(cmd, "--causal, --bidir and --seqlen-q go with --intervals");
     return -1;
@@ -358,6 +354,8 @@ int cmd_analyze(int argc, char **argv) {
     return FM_EXIT_USAGE;
   }
   if (file_usage(cmd, &f, &o, table)) return FM_EXIT_USAGE;
+  if (f.intervals && cli_intervals_causal(cmd, f.intervals, CLI_FLAG_REQUIRED, &f.causal))
+    return FM_EXIT_USAGE;
   if (gpu && !o.family) {
     cli_error(cmd, "--gpu goes with --family (an interval file: fmsim predict --mask FILE)");
     return FM_EXIT_USAGE;

@@ -181,10 +181,8 @@ int cmd_check(int argc, char **argv) {
       cli_error(cmd, "unexpected argument '%s' (--intervals names the file)", argv[optind]);
       return FM_EXIT_USAGE;
     }
-    if (co.io.causal < 0) {
-      cli_error(cmd, "--intervals needs --causal or --bidir (the flag is not stored in the file)");
+    if (cli_intervals_causal(cmd, co.intervals, CLI_FLAG_REQUIRED, &co.io.causal))
       return FM_EXIT_USAGE;
-    }
     if (co.masked_true || co.reading != FM_DENSE_READ_AUTO) {
       cli_error(cmd, "--masked-true, --bool and --additive apply to dense masks, not to --intervals");
       return FM_EXIT_USAGE;

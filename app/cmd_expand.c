@@ -79,10 +79,7 @@ int cmd_expand(int argc, char **argv) {
   if (bad) return bad;
   int causal = io.causal;
   int64_t sq = io.sq;
-  if (causal < 0) {
-    cli_error(cmd, "--causal or --bidir is required (the flag is not stored in the file)");
-    return FM_EXIT_USAGE;
-  }
+  if (cli_intervals_causal(cmd, path, CLI_FLAG_REQUIRED, &causal)) return FM_EXIT_USAGE;
   if (!out) {
     cli_error(cmd, "-o DENSE.npy is required");
     return FM_EXIT_USAGE;

@@ -135,10 +135,8 @@ static int parse_opts(int argc, char **argv, pred_opts *o) {
     cli_error(cmd, "give one mask: --family NAME, --mask FILE or --trace DIR");
     return -1;
   }
-  if (o->mask_file && o->io.causal < 0) {
-    cli_error(cmd, "--mask %s: say whether the intervals are causal: --causal or --bidir", o->mask_file);
+  if (o->mask_file && cli_intervals_causal(cmd, o->mask_file, CLI_FLAG_REQUIRED, &o->io.causal))
     return -1;
-  }
   if (!o->mask_file && (o->io.causal >= 0 || o->io.sq || o->io.strict)) {
     cli_error(cmd, "--causal, --bidir, --seqlen-q and --strict go with --mask (a family or a "
               "trace fixes them)");

@@ -49,6 +49,10 @@ static const char *help =
     "  --no-grid            no tile grid lines\n"
     "  --no-hatch           no hatching of min/max-vs-exact disagreements\n"
     "  --no-text            draw no text at all (font-independent reference images)\n"
+    "  --json               also print the drawing's numbers on stdout, one JSON object: its\n"
+    "                       caption, the tile counts and rho of the side panel (over every\n"
+    "                       (batch, head) pair; the sub-mask's rho of a mask no form holds),\n"
+    "                       the pairs and the one drawn, the mask memory\n"
     "\nsize (figures for papers: fonts are in points, so a figure sized in inches or points\n"
     "keeps text readable at that size; a figure too small for its side panel shows a\n"
     "compact legend instead, and text that cannot fit is shortened, never clipped):\n"
@@ -102,7 +106,7 @@ static int parse_range(const char *cmd, const char *opt, const char *text, int64
 /* What the command line says besides the source. */
 typedef struct render_opts {
   const char *out, *keys, *rows, *figure, *title;
-  int no_panel, no_grid, no_hatch, no_text, no_title, gallery;
+  int no_panel, no_grid, no_hatch, no_text, no_title, gallery, json;
   int64_t dpi, pair;
   double width_in, height_in; /* 0: not given */
   viz_cli_source src;
@@ -126,6 +130,7 @@ static int parse_args(int argc, char **argv, render_opts *ro) {
                                            {"no-title", no_argument, 0, 3011},
                                            {"width-in", required_argument, 0, 3012},
                                            {"height-in", required_argument, 0, 3013},
+                                           {"json", no_argument, 0, 3014},
                                            {"help", no_argument, 0, 'h'},
                                            {0, 0, 0, 0}};
   const char *cmd = "render";
@@ -159,6 +164,7 @@ static int parse_args(int argc, char **argv, render_opts *ro) {
                          opt == 3012 ? &ro->width_in : &ro->height_in))
         return FM_EXIT_USAGE;
       break;
+    case 3014: ro->json = 1; break;
     case 'h': print_help(); return -1;
     default: return cli_bad_option(cmd, opt, argv);
     }
@@ -234,6 +240,49 @@ static int resolve_size(const char *cmd, render_opts *ro, const viz_figure *fig,
   return 0;
 }
 
+static void counts_json(fm_json *j, const char *key, const fm_tile_counts *c, int exact) {
+  const int64_t *n = exact ? c->exact : c->minmax;
+  fm_json_object(j, key);
+  fm_json_int(j, "total", c->total);
+  fm_json_int(j, "masked", n[FM_TILE_MASKED]);
+  fm_json_int(j, "partial", n[FM_TILE_PARTIAL]);
+  fm_json_int(j, "unmasked", n[FM_TILE_UNMASKED]);
+  fm_json_double(j, "sparsity", exact ? c->sparsity_exact : c->sparsity);
+  fm_json_end(j);
+}
+
+/* --json: what the drawing of s says, in numbers (the caption, the side panel's). */
+static void print_numbers(const viz_state *s, const viz_scene *sc) {
+  char caption[1024];
+  viz_state_caption(s, caption, sizeof caption);
+  fm_json j;
+  fm_json_init(&j, 1);
+  fm_json_object(&j, NULL);
+  fm_json_string(&j, "caption", caption);
+  fm_json_string(&j, "label", viz_scene_label(sc));
+  fm_json_int(&j, "seqlen_q", s->facts.sq);
+  fm_json_int(&j, "seqlen_k", s->facts.sk);
+  fm_json_int(&j, "br", s->br);
+  fm_json_int(&j, "bc", s->bc);
+  fm_json_int(&j, "pairs", s->facts.npairs);
+  fm_json_int(&j, "pair_drawn", s->pair);
+  fm_json_bool(&j, "fits", !s->facts.misfit);
+  const fm_tile_counts *c = viz_scene_counts(sc), *sub = viz_scene_subset_counts(sc);
+  if (!s->facts.misfit) counts_json(&j, "tiles", c, 0);
+  else fm_json_null(&j, "tiles");
+  counts_json(&j, "exact", c, 1);
+  if (sub) fm_json_double(&j, "subset_sparsity", sub->sparsity);
+  else fm_json_null(&j, "subset_sparsity");
+  int64_t b[3];
+  viz_scene_bytes(sc, &b[0], &b[1], &b[2]);
+  fm_json_object(&j, "bytes");
+  fm_json_int(&j, "dense", b[0]);
+  fm_json_int(&j, "block_mask", b[1]);
+  fm_json_int(&j, "intervals", b[2]);
+  fm_json_end(&j);
+  cli_print_json(&j);
+}
+
 /* The drawing of a source (a family or a file), as the viewer draws it. */
 static int render_source(const char *cmd, render_opts *ro, viz_format fmt, double w, double h) {
   viz_state s;
@@ -264,6 +313,8 @@ static int render_source(const char *cmd, render_opts *ro, viz_format fmt, doubl
     if (viz_write_figure(ro->out, fmt, w, h, (double)ro->dpi, viz_draw_state_fn, &s, &err) != FM_OK) {
       cli_error(cmd, "%s", err.msg);
       rc = FM_EXIT_USAGE;
+    } else if (ro->json) {
+      print_numbers(&s, sc);
     }
   }
   viz_scene_destroy(sc);
@@ -290,6 +341,10 @@ int cmd_render(int argc, char **argv) {
   double w, h;
   if (!fig || resolve_size(cmd, &ro, fig, fmt, &w, &h)) return FM_EXIT_USAGE;
   if (!ro.figure) return render_source(cmd, &ro, fmt, w, h);
+  if (ro.json) {
+    cli_error(cmd, "--json goes with the drawing of a mask source, not with --figure %s", ro.figure);
+    return FM_EXIT_USAGE;
+  }
   viz_figure_opts fo = {.seqlen = ro.src.mask.seqlen, .br = (int32_t)ro.src.mask.br,
                         .bc = (int32_t)ro.src.mask.bc, .sample = ro.src.mask.sample,
                         .seed = ro.src.mask.seed, .samples_path = ro.src.mask.samples_path,

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "dense_report.h"
 #include "fm_families.h"
@@ -17,6 +18,7 @@
 void viz_cli_source_init(viz_cli_source *src) {
   memset(src, 0, sizeof *src);
   cli_mask_opts_init(&src->mask);
+  src->causal = -1;
 }
 
 int viz_cli_source_opt(const char *cmd, viz_cli_source *src, int opt, const char *arg) {
@@ -27,7 +29,8 @@ int viz_cli_source_opt(const char *cmd, viz_cli_source *src, int opt, const char
     return r;
   }
   switch (opt) {
-  case 2001: src->causal = 1; return 1;
+  case 2001:
+  case 2008: return cli_causal_flag(cmd, opt == 2001, &src->causal) ? -1 : 1;
   case 2002: src->true_masked = 1; return 1;
   case 2004: src->strict = 1; return 1;
   case 2005:
@@ -57,6 +60,10 @@ int viz_cli_operand(const char *cmd, viz_cli_source *src, int argc, char **argv)
     cli_error(cmd, "unexpected argument '%s' (one source at most)", argv[optind]);
     return FM_EXIT_USAGE;
   }
+  /* an interval file's form, before any work (view: before the display) */
+  struct stat sb;
+  if (src->path && stat(src->path, &sb) == 0 && !S_ISDIR(sb.st_mode))
+    return cli_intervals_causal(cmd, src->path, CLI_FLAG_WHEN_AMBIGUOUS, &src->causal);
   return 0;
 }
 
@@ -147,7 +154,8 @@ int viz_cli_open(const char *cmd, viz_cli_source *src, viz_state *s, viz_scene *
     for (int i = 0; i < fm_family_count(); i++)
       if (fm_family_at(i) == f) s->family = i;
   }
-  viz_scene_opts so = {.path = src->path, .causal = src->causal, .true_masked = src->true_masked,
+  viz_scene_opts so = {.path = src->path, .causal = src->causal > 0,
+                       .causal_given = src->causal >= 0, .true_masked = src->true_masked,
                        .strict = src->strict, .reading = src->reading,
                        .batch = o->batch, .heads = o->heads, .param_family = o->family,
                        .params = o->params, .nparams = o->nparams,

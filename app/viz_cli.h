@@ -10,9 +10,11 @@
       {"true-masked", no_argument, 0, 2002}, {"head-dim", required_argument, 0, 2003},        \
       {"strict", no_argument, 0, 2004}, {"layer", required_argument, 0, 'l'},                \
       {"size", required_argument, 0, 'z'}, {"bool", no_argument, 0, 2005},                     \
-      {"additive", no_argument, 0, 2006}, {"gpu", required_argument, 0, 2007}
+      {"additive", no_argument, 0, 2006}, {"gpu", required_argument, 0, 2007},                \
+      {"bidir", no_argument, 0, 2008}
 #define VIZ_CLI_SOURCE_HELP                                                                     \
-  "  --causal             INTERVALS.npy with k = 2 is causal-2, not bidir-2 (k = 1, 4 say it)\n" \
+  "  --causal | --bidir   INTERVALS.npy: the causal flag, needed when k = 2 (causal-2 or\n"    \
+  "                       bidir-2; k = 1 is causal-1 and k = 4 bidir-4 without it)\n"         \
   "  --masked-true        MASK.npy: true means masked (default: true means may attend);\n"      \
   "                       --true-masked is an alias\n"                                       \
   "  --bool               MASK.npy of floats: read like a bool mask (non-zero = may attend)\n"  \
@@ -36,7 +38,7 @@ typedef struct viz_cli_source {
   cli_mask_opts mask;      /* --family and the shared mask options */
   int br_given, bc_given;  /* --br / --bc on the command line (else a trace's own) */
   const char *path;        /* TRACE_DIR, MASK.npy or INTERVALS.npy */
-  int causal;              /* --causal: INTERVALS.npy holds a causal mask */
+  int causal;              /* --causal 1, --bidir 0, -1 neither: INTERVALS.npy's causal flag */
   int true_masked;         /* --true-masked: MASK.npy true means masked */
   int strict;              /* --strict: INTERVALS.npy read strictly */
   int reading;             /* --bool / --additive: an fm_dense_reading (0: auto) */
@@ -53,8 +55,9 @@ void viz_cli_source_init(viz_cli_source *src);
 int viz_cli_source_opt(const char *cmd, viz_cli_source *src, int opt, const char *arg);
 int viz_cli_source_opt_any(const char *cmd, void *src, int opt, const char *arg); /* for cli_next_opt */
 
-/* The operands after the options: at most one source path. 0, or
- * FM_EXIT_USAGE after printing. */
+/* The operands after the options: at most one source path; an interval file
+ * gets its causal flag from --causal/--bidir or its k (cli_intervals_causal:
+ * k = 2 without a flag is refused). 0, or FM_EXIT_USAGE after printing. */
 int viz_cli_operand(const char *cmd, viz_cli_source *src, int argc, char **argv);
 
 /* A length in inches: a number in 0.1..227 (16384 points). Prints the error;

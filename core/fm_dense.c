@@ -1087,7 +1087,10 @@ static int sets_equal(const fm_colmask *m, int32_t a, int32_t b) {
   return 1;
 }
 
-/* The exact tile classes of an interval mask (fm_classify), into the report. */
+/* The exact tile classes of an interval mask (fm_classify), into the report.
+ * They are the only count: the row pass (colmask_rows, through row_runs)
+ * counts tiles only while tile_acc exists, so it is freed here, else every
+ * tile would be counted twice when the rows are expanded. */
 static fm_status colmask_tiles(builder *bd, const fm_colmask *m, const fm_dense_opts *o,
                                fm_err *err) {
   if (!o || o->br <= 0 || o->bc <= 0) return FM_OK;
@@ -1096,6 +1099,8 @@ static fm_status colmask_tiles(builder *bd, const fm_colmask *m, const fm_dense_
   fm_tile_counts counts;
   if (st == FM_OK) st = fm_classify(m, o->br, o->bc, &counts, NULL, bd->tiles, err);
   if (st != FM_OK) return st;
+  free(bd->tile_acc);
+  bd->tile_acc = NULL;
   for (int c = 0; c < FM_TILE_NCLASSES; c++) bd->rep.tiles.count[c] = counts.exact[c];
   return FM_OK;
 }

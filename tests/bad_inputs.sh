@@ -27,6 +27,7 @@ cd "$scratch" || exit 2
 "$fmsim" analyze --family causal --seqlen 64 --br 16 --bc 16 --out trace >/dev/null || exit 2
 "$fmsim" expand trace/columns.npy --bidir -o causal.npy >/dev/null || exit 2      # dense bool [1,1,64,64]
 "$fmsim" convert causal.npy -o iv.npy >/dev/null || exit 2                        # causal-1 intervals
+"$fmsim" convert causal.npy -o iv2.npy --form bidir-2 >/dev/null || exit 2        # k = 2: causal-2 or bidir-2
 "$fmsim" analyze --family random_eviction --seqlen 64 --out ev >/dev/null || exit 2
 "$fmsim" expand ev/columns.npy --bidir -o evict.npy >/dev/null || exit 2
 printf 'not a numpy file\n' > text.npy

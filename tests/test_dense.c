@@ -1126,6 +1126,43 @@ Test(dense, exact_tiles_agree_with_intervals) {
   }
 }
 
+/* fm_dense_check_colmask (check --intervals, fmsim.from_paddle(...).check):
+ * its tile counts are fm_classify's exact classes, once, whether the rows
+ * are expanded (small masks) or not, causal and bidirectional, at tile sizes
+ * that divide S and that do not; the counts add up to the total and rho is
+ * in [0, 1]. */
+Test(dense, colmask_check_counts_each_tile_once) {
+  static const char *fams[] = {"causal_document", "document", "sliding_window", "causal",
+                               "qk_sparse", "random_eviction"};
+  static const int32_t sizes[][2] = {{128, 128}, {64, 64}, {48, 80}, {7, 5}};
+  static const int64_t limits[] = {(int64_t)1 << 30, 0}; /* rows expanded, not expanded */
+  for (size_t f = 0; f < sizeof fams / sizeof fams[0]; f++) {
+    fm_colmask *m = family(fams[f], 1000, 2, NULL);
+    for (size_t z = 0; z < 4; z++)
+      for (size_t l = 0; l < 2; l++) {
+        fm_dense_opts o = {.br = sizes[z][0], .bc = sizes[z][1]};
+        fm_dense_result *res = NULL;
+        fm_err err;
+        cr_assert_eq(fm_dense_check_colmask(m, limits[l], &o, &res, &err), FM_OK, "%s", err.msg);
+        fm_tile_counts counts;
+        cr_assert_eq(fm_classify(m, sizes[z][0], sizes[z][1], &counts, NULL, NULL, &err), FM_OK);
+        const fm_dense_tiles *t = &fm_dense_result_report(res)->tiles;
+        cr_assert_eq(t->total, counts.total);
+        int64_t sum = 0;
+        for (int c = 0; c < 3; c++) {
+          cr_assert_eq(t->count[c], counts.exact[c], "%s at %d x %d (rows %s), class %d: %lld, not %lld",
+                       fams[f], sizes[z][0], sizes[z][1], l ? "not expanded" : "expanded", c,
+                       (long long)t->count[c], (long long)counts.exact[c]);
+          sum += t->count[c];
+        }
+        cr_assert_eq(sum, t->total);
+        cr_assert(t->sparsity >= 0 && t->sparsity <= 1, "rho %g", t->sparsity);
+        fm_dense_result_destroy(res);
+      }
+    fm_colmask_destroy(m);
+  }
+}
+
 /* fm_dense_scan_rows: a block of rows, and the attend convention */
 Test(dense, scan_rows_blocks_and_attend) {
   dense d = gen_random(2, 2, 30, 41, 21);

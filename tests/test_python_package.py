@@ -304,3 +304,51 @@ def test_palette_matches_render():
     for kind in fmsim.LEGEND.values():
         for text, _ in kind:
             assert f'"{text}"' in draw or f'"partial tile: visible element" : "{text}"' in draw, text
+
+
+def test_to_string_names_what_its_rho_counts():
+    """The header's rho is the (batch, head) pair's own, and the all-pairs
+    figure is named with its number of pairs; an index out of range is an
+    IndexError, never clamped (issue 20, defect 3)."""
+    fn = lambda b, h, q, k: (q >= k) & (q - k < 1024 * (h + 1))  # noqa: E731
+    r = fmsim.from_mask_mod(fn, 1, 4, 4096)
+    masked = ~dense_eval(fn, 1, 4, 4096)
+    own = [np.mean(exact_tiles(masked[0, h], 1024, 1024) == 0) for h in range(4)]
+    assert len(set(own)) > 1, "the heads differ"
+    for h in range(4):
+        head = r.to_string(1024, 1024, head=h, exact=True).splitlines()[0]
+        assert f"(batch 0, head {h}): rho = {own[h]:.4f}" in head, head
+        assert f"all 4 (batch, head) pairs: rho = {np.mean(own):.4f}" in head, head
+    for bad in (dict(head=4), dict(head=7), dict(head=-1), dict(batch=1)):
+        with pytest.raises(IndexError, match="out of range"):
+            r.to_string(1024, 1024, **bad)
+    one = fmsim.from_mask_mod(lambda b, h, q, k: q >= k, 1, 1, 256).to_string(64, 64)
+    assert "pairs" not in one.splitlines()[0]
+
+
+class _UsersOwnError(Exception):
+    pass
+
+
+def test_a_mask_mods_own_exception_comes_back():
+    """The mask_mod's own exception, with its traceback, comes back from
+    from_mask_mod; torch is named only when a torch call failed (issue 20)."""
+    def broken(b, h, q, k):
+        raise _UsersOwnError("my mask_mod is broken")
+
+    with pytest.raises(_UsersOwnError, match="my mask_mod is broken") as info:
+        fmsim.from_mask_mod(broken, 1, 1, 64)
+    assert any(t.name == "broken" for t in info.traceback), "the traceback reaches the mask_mod"
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        assert "torch" not in str(info.value) and "torch" not in " ".join(getattr(info.value, "__notes__", []))
+
+    def late(b, h, q, k):  # fails on a later chunk, not in the probe
+        if int(np.max(q)) >= 40:
+            raise KeyError("row 40")
+        return q >= k
+
+    with pytest.raises(KeyError, match="row 40") as info:
+        fmsim.from_mask_mod(late, 1, 1, 64, chunk_rows=8, backend="numpy")
+    assert any("query rows [40, 48)" in n for n in getattr(info.value, "__notes__", [])), info.value

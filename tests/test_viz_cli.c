@@ -511,6 +511,60 @@ Test(viz_cli, dense_and_interval_sources) {
   fm_colmask_destroy(causal);
 }
 
+/* An interval file with k = 2 holds causal-2 or bidir-2: without --causal or
+ * --bidir every command that reads one refuses it, exit 2, with one and the
+ * same line after "fmsim CMD: "; with the flag render and view draw it; k = 1
+ * and k = 4 name their form, and a flag against them is refused. */
+Test(viz_cli, ambiguous_interval_file_is_refused_alike) {
+  const char *d = tmpdir("ambiguous");
+  fm_colmask *m = NULL;
+  fm_family_request req = {"causal_document", 256, 1, 1, 0, -1, NULL, 0, NULL};
+  cr_assert_eq(fm_family_build(&req, &m, NULL, NULL), FM_OK);
+  char iv2[600], iv1[600];
+  snprintf(iv2, sizeof iv2, "%s/k2.npy", d);
+  snprintf(iv1, sizeof iv1, "%s/k1.npy", d);
+  cr_assert_eq(fm_colmask_save_npy(m, iv2, FM_FORM_CAUSAL2, NULL, NULL), FM_OK);
+  cr_assert_eq(fm_colmask_save_npy(m, iv1, FM_FORM_CAUSAL1, NULL, NULL), FM_OK);
+  fm_colmask_destroy(m);
+  static const char *cmds[][2] = {{"check", "check --intervals %s"},
+                                  {"analyze", "analyze --intervals %s"},
+                                  {"predict", "predict --mask %s"},
+                                  {"expand", "expand %s -o %s.dense.npy"},
+                                  {"render", "render %s -o %s.png"},
+                                  {"view", "view %s --bench-frames 2"}};
+  char first[1024] = "";
+  for (size_t c = 0; c < sizeof cmds / sizeof cmds[0]; c++) {
+    fmt_result *r = run(cmds[c][1], iv2, iv2);
+    cr_assert_eq(r->status, 2, "%s: exit %d: %s", cmds[c][0], r->status, r->err);
+    cr_assert_eq(r->err_lines, 1, "%s: %s", cmds[c][0], r->err);
+    char prefix[64];
+    snprintf(prefix, sizeof prefix, "fmsim %s: ", cmds[c][0]);
+    cr_assert(!strncmp(r->err, prefix, strlen(prefix)), "%s", r->err);
+    const char *line = r->err + strlen(prefix);
+    cr_assert(strstr(line, "--causal or --bidir"), "%s", r->err);
+    if (!first[0]) snprintf(first, sizeof first, "%s", line);
+    cr_assert_str_eq(line, first, "%s says it differently", cmds[c][0]);
+    free(r);
+  }
+  char png[700];
+  snprintf(png, sizeof png, "%s.png", iv2);
+  cr_assert_not(access(png, F_OK) == 0, "nothing written on a refusal");
+  /* the flag decides; k = 1 says it itself and refuses --bidir */
+  fmt_result *r = run("render %s --causal --layer mask -o %s/c.png", iv2, d);
+  cr_assert_eq(r->status, 0, "%s", r->err);
+  free(r);
+  r = run("render %s --bidir --layer mask -o %s/b.png", iv2, d);
+  cr_assert_eq(r->status, 0, "%s", r->err);
+  free(r);
+  r = run("render %s --layer mask -o %s/k1.png", iv1, d);
+  cr_assert_eq(r->status, 0, "%s", r->err);
+  free(r);
+  r = run("render %s --bidir -o %s/k1b.png", iv1, d);
+  cr_assert_eq(r->status, 2, "%s", r->err);
+  cr_assert(strstr(r->err, "causal-1"), "%s", r->err);
+  free(r);
+}
+
 Test(viz_cli, bench_frames_prints_percentiles) {
   fmt_result *r = run("view --family causal_document --seqlen 131072 --br 128 --bc 64 --bench-frames 48");
   cr_assert_eq(r->status, 0, "%s", r->err);

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "fm_dense.h"
 #include "fm_families.h"
 #include "fm_intervals_io.h"
 #include "fm_npy.h"
@@ -658,6 +659,144 @@ Test(viz_render, every_figure_fits_one_paper_column) {
   cairo_destroy(k->cr);
   cairo_surface_destroy(k->surf);
   free(k);
+}
+
+/* ---- captions at paper sizes keep their numbers whole ----------------------------- */
+
+/* Every string drawn on k, joined by " | " (the caption's lines are separate strings). */
+static void ink_text(const inked *k, char *buf, size_t cap) {
+  size_t n = 0;
+  buf[0] = 0;
+  for (int i = 0; i < k->log.count && i < k->log.cap && n + 4 < cap; i++)
+    if (k->items[i].text[0]) n += (size_t)snprintf(buf + n, cap - n, "%s | ", k->items[i].text);
+}
+
+/* want (a number with its words, e.g. "ρ = 0.812") is drawn whole, and no
+ * drawn string cuts a number ("ρ = 0…"). */
+static void assert_drawn_whole(const inked *k, const char *what, const char *want) {
+  static char text[65536];
+  ink_text(k, text, sizeof text);
+  cr_assert(strstr(text, want), "%s: '%s' is not drawn whole; drawn: %s", what, want, text);
+  for (const char *p = strstr(text, "\xE2\x80\xA6"); p; p = strstr(p + 1, "\xE2\x80\xA6"))
+    cr_assert(p == text || (!(p[-1] >= '0' && p[-1] <= '9') && strncmp(p - 2, "= ", 2) &&
+                            strncmp(p - 1, ".", 1)),
+              "%s: a number is cut: ...%.40s", what, p > text + 20 ? p - 20 : text);
+}
+
+/* The tiles figure of a state at the registry's paper size (3.3 in wide). */
+static inked *ink_tiles_figure(viz_state *s) {
+  const viz_figure *f = viz_figure_find("tiles");
+  double w = f->width_in * 72, h = f->height_in * 72;
+  inked *k = ink_begin(w, h);
+  s->font_pt = 8;
+  s->width = (int)w;
+  s->height = (int)h;
+  viz_draw(k->cr, s, w, h);
+  return k;
+}
+
+static void ink_free(inked *k) {
+  cairo_destroy(k->cr);
+  cairo_surface_destroy(k->surf);
+  free(k);
+}
+
+/* Each figure drawn at 3.3 in: the caption keeps rho (over all pairs, named
+ * with their number; the pair drawn), S and the tiles whole, shortening the
+ * words and the file name instead; a mask no form holds keeps FlashMask's
+ * rho (its tightest fitting sub-mask's) although the side panel is gone. */
+Test(viz_render, captions_at_one_paper_column_keep_their_numbers) {
+  char want[160];
+  /* families, one pair and several (a per-head family), and an unequal Sq x Sk is a file */
+  static const struct { const char *family; int64_t s, b, h; } fams[] = {
+      {"causal_document", 8192, 1, 1}, {"random_eviction", 4096, 2, 4}, {"qk_sparse", 4096, 1, 1}};
+  for (size_t q = 0; q < sizeof fams / sizeof fams[0]; q++) {
+    viz_state s;
+    viz_state_init(&s, 238, 202);
+    viz_scene_opts o = {.batch = fams[q].b, .heads = fams[q].h};
+    viz_scene *sc = NULL;
+    cr_assert_eq(viz_scene_create(&o, &s, &sc, NULL), FM_OK);
+    for (int i = 0; i < fm_family_count(); i++)
+      if (!strcmp(fm_family_at(i)->name, fams[q].family)) s.family = i;
+    s.seqlen = fams[q].s;
+    s.pair = (int32_t)(fams[q].b * fams[q].h - 1);
+    cr_assert_eq(viz_scene_sync(sc, &s, NULL), FM_OK);
+    fm_tile_counts c;
+    cr_assert_eq(fm_classify(viz_scene_mask(sc), 128, 128, &c, NULL, NULL, NULL), FM_OK);
+    inked *k = ink_tiles_figure(&s);
+    assert_drawn_whole(k, fams[q].family, "S = ");
+    snprintf(want, sizeof want, "S = %lld", (long long)fams[q].s);
+    assert_drawn_whole(k, fams[q].family, want);
+    assert_drawn_whole(k, fams[q].family, "128 \xC3\x97 128");
+    snprintf(want, sizeof want, "\xCF\x81 = %.3f", c.sparsity);
+    assert_drawn_whole(k, fams[q].family, want);
+    if (fabs(c.sparsity - c.sparsity_exact) >= 5e-4) {
+      snprintf(want, sizeof want, "exact %.3f", c.sparsity_exact);
+      assert_drawn_whole(k, fams[q].family, want);
+    }
+    if (fams[q].b * fams[q].h > 1) {
+      snprintf(want, sizeof want, "over %lld", (long long)(fams[q].b * fams[q].h));
+      assert_drawn_whole(k, fams[q].family, want);
+      snprintf(want, sizeof want, "batch %lld, head %lld", (long long)(fams[q].b - 1),
+               (long long)(fams[q].h - 1));
+      assert_drawn_whole(k, fams[q].family, want);
+    }
+    ink_free(k);
+    viz_scene_destroy(sc);
+  }
+  /* a mask no interval form holds, under a long file name */
+  char path[512];
+  snprintf(path, sizeof path, "%s/viz_render_a_long_name_of_a_mask_that_fits_no_form.npy", FM_TEST_TMP_DIR);
+  write_misfit(path, 256);
+  viz_state s;
+  viz_state_init(&s, 238, 202);
+  viz_scene_opts o = {.path = path};
+  viz_scene *sc = NULL;
+  fm_err err;
+  cr_assert_eq(viz_scene_create(&o, &s, &sc, &err), FM_OK, "%s", err.msg);
+  s.br = s.bc = 16;
+  cr_assert_eq(viz_scene_sync(sc, &s, &err), FM_OK, "%s", err.msg);
+  cr_assert(s.facts.misfit);
+  /* the reference: the tightest fitting sub-mask from the dense checker, classified */
+  fm_dense_opts dopt = {.keep_intervals = 1};
+  fm_dense_result *res = NULL;
+  fm_colmask *sub = NULL;
+  fm_tile_counts c;
+  cr_assert_eq(fm_dense_check_file(path, &dopt, &res, &err), FM_OK, "%s", err.msg);
+  cr_assert_eq(fm_dense_result_subset_colmask(res, &sub, &err), FM_OK, "%s", err.msg);
+  cr_assert_eq(fm_classify(sub, 16, 16, &c, NULL, NULL, NULL), FM_OK);
+  cr_assert_gt(c.sparsity, 0.1, "a sub-mask worth naming");
+  inked *k = ink_tiles_figure(&s);
+  snprintf(want, sizeof want, "FlashMask \xCF\x81 = %.3f", c.sparsity);
+  assert_drawn_whole(k, "a mask no form holds", want);
+  snprintf(want, sizeof want, "\xCF\x81 = %.3f", viz_scene_counts(sc)->sparsity_exact);
+  assert_drawn_whole(k, "a mask no form holds", want);
+  assert_drawn_whole(k, "a mask no form holds", "S = 256");
+  ink_free(k);
+  fm_colmask_destroy(sub);
+  fm_dense_result_destroy(res);
+  viz_scene_destroy(sc);
+  /* the memory figure and the gallery (a square column: twelve panels) */
+  viz_figure_opts fo = {.seqlen = 8192, .br = 128, .bc = 128, .sample = -1, .text = 1};
+  k = ink_begin(3.3 * 72, 2.5 * 72);
+  cr_assert_eq(viz_figure_find("memory")->draw(k->cr, 3.3 * 72, 2.5 * 72, &fo, &err), FM_OK, "%s", err.msg);
+  assert_drawn_whole(k, "memory", "Bc = 128");
+  ink_free(k);
+  k = ink_begin(3.3 * 72, 3.3 * 72);
+  cr_assert_eq(viz_figure_find("gallery")->draw(k->cr, 3.3 * 72, 3.3 * 72, &fo, &err), FM_OK, "%s", err.msg);
+  assert_drawn_whole(k, "gallery", "S = 8192");
+  assert_drawn_whole(k, "gallery", "128 \xC3\x97 128");
+  for (int i = 0; i < fm_family_count() && i < 12; i++) {
+    fm_family_request req = {fm_family_at(i)->name, 8192, 1, 1, 0, -1, NULL, 0, NULL};
+    fm_colmask *m = NULL;
+    if (fm_family_at(i)->uses_docs) continue; /* the paper's documents: not drawn here */
+    cr_assert_eq(fm_family_build(&req, &m, NULL, NULL), FM_OK);
+    cr_assert_eq(fm_classify(m, 128, 128, &c, NULL, NULL, NULL), FM_OK);
+    snprintf(want, sizeof want, "\xCF\x81 = %.3f", c.sparsity);
+    assert_drawn_whole(k, fm_family_at(i)->name, want);
+    fm_colmask_destroy(m);
+  }
+  ink_free(k);
 }
 
 /* A gallery of a scenario's masks: panels from traces, in a single column. */

@@ -208,7 +208,9 @@ typedef struct viz_scene viz_scene;
 typedef struct viz_scene_opts {
   const char *path;       /* TRACE_DIR, MASK.npy (any dtype of fm_dense.h, fitting an interval
                              form or not) or INTERVALS.npy (int32/int64); NULL: families */
-  int causal;             /* INTERVALS.npy: the intervals are of a causal mask */
+  int causal;             /* INTERVALS.npy: the intervals are of a causal mask (k = 2; k = 1
+                             and 4 say it themselves unless causal_given) */
+  int causal_given;       /* 1: --causal or --bidir gave `causal`: a k against it is an error */
   int true_masked;        /* MASK.npy: true means masked (default: true means may attend) */
   int reading;            /* MASK.npy of a float dtype: an fm_dense_reading (--bool, --additive) */
   int strict;             /* INTERVALS.npy: refuse what Paddle reads leniently (fm_intervals_io.h) */
@@ -242,6 +244,13 @@ fm_status viz_scene_sync(viz_scene *sc, viz_state *s, fm_err *err);
 /* Read-only views of the scene for reports and tests. */
 const fm_colmask *viz_scene_mask(const viz_scene *sc);
 const fm_tile_counts *viz_scene_counts(const viz_scene *sc); /* over every vector set */
+/* A mask no interval form holds: its tightest fitting sub-mask's counts (what
+ * FlashMask could skip), over every set; NULL for a mask that fits. */
+const fm_tile_counts *viz_scene_subset_counts(const viz_scene *sc);
+/* Bytes of the mask (dense, block mask, intervals; of the sub-mask when it fits no form). */
+void viz_scene_bytes(const viz_scene *sc, int64_t *dense, int64_t *block_mask, int64_t *intervals);
+/* The state's default caption (or its title), whole: what a figure of it says. */
+void viz_state_caption(const viz_state *s, char *buf, size_t cap);
 const char *viz_scene_label(const viz_scene *sc);            /* family name or file name */
 /* D of the modelled bytes and the predicted time: the option's, else the
  * trace's, else 128 (after a sync). */

@@ -118,9 +118,10 @@ static fm_status gallery_panel(const viz_figure_opts *o, int k, viz_state *s, vi
 
 /* The default title: the families' (with their S, tiles and documents) or
  * the scenario's masks (with S and the tiles when every panel has the same:
- * s > 0). */
+ * s > 0). Shorter by level (0..2): the words around the numbers go first,
+ * the numbers stay whole. */
 static void gallery_title(const viz_figure_opts *o, int sample_shown, int64_t s, int32_t br,
-                          int32_t bc, char *buf, size_t cap) {
+                          int32_t bc, int level, char *buf, size_t cap) {
   if (o->title) {
     snprintf(buf, cap, "%s", o->no_title ? "" : o->title);
     return;
@@ -129,19 +130,37 @@ static void gallery_title(const viz_figure_opts *o, int sample_shown, int64_t s,
     buf[0] = 0;
     return;
   }
+  const char *rule = level == 0 ? " (classes by the min/max rule)" : "";
+  char at[96] = "";
+  if (o->nitems && s <= 0) at[0] = 0;
+  else if (level < 2)
+    snprintf(at, sizeof at, " at S = %lld  \xC2\xB7  tiles Br \xC3\x97 Bc = %d \xC3\x97 %d",
+             (long long)(o->nitems ? s : o->seqlen), o->nitems ? br : o->br, o->nitems ? bc : o->bc);
+  else
+    snprintf(at, sizeof at, "  \xC2\xB7  S = %lld  \xC2\xB7  %d \xC3\x97 %d tiles",
+             (long long)(o->nitems ? s : o->seqlen), o->nitems ? br : o->br, o->nitems ? bc : o->bc);
   if (o->nitems) {
-    char at[96] = "";
-    if (s > 0)
-      snprintf(at, sizeof at, " at S = %lld  \xC2\xB7  tiles Br \xC3\x97 Bc = %d \xC3\x97 %d", (long long)s,
-               br, bc);
-    snprintf(buf, cap, "The %d mask%s of %s%s (classes by the min/max rule)", o->nitems,
-             o->nitems == 1 ? "" : "s", o->items_name ? o->items_name : "the scenario", at);
+    snprintf(buf, cap, level < 2 ? "The %d mask%s of %.200s%s%s" : "%d mask%s of %.200s%s%s",
+             o->nitems, o->nitems == 1 ? "" : "s", o->items_name ? o->items_name : "the scenario",
+             at, rule);
     return;
   }
   char docs[64] = "";
-  if (sample_shown >= 0) snprintf(docs, sizeof docs, "  \xC2\xB7  documents: sample %d of the paper", sample_shown);
-  snprintf(buf, cap, "The twelve mask families at S = %lld  \xC2\xB7  tiles Br \xC3\x97 Bc = %d \xC3\x97 %d "
-           "(classes by the min/max rule)%s", (long long)o->seqlen, o->br, o->bc, docs);
+  if (sample_shown >= 0 && level == 0)
+    snprintf(docs, sizeof docs, "  \xC2\xB7  documents: sample %d of the paper", sample_shown);
+  snprintf(buf, cap, "%s%s%s%s", level < 2 ? "The twelve mask families" : "12 families", at, rule,
+           docs);
+}
+
+/* The gallery's title at the first level that fits two lines of maxw whole. */
+static void gallery_title_fit(cairo_t *cr, const viz_figure_opts *o, int sample_shown, int64_t s,
+                              int32_t br, int32_t bc, double maxw, double font, char *buf,
+                              size_t cap) {
+  viz_set_font(cr, 1.15 * font, 1);
+  for (int level = 0; level < 3; level++) {
+    gallery_title(o, sample_shown, s, br, bc, level, buf, cap);
+    if (!o->text || o->title || o->no_title || viz_text_wraps_into(cr, buf, maxw, 2)) return;
+  }
 }
 
 static const legend_item gallery_legend[] = {
@@ -181,7 +200,8 @@ static fm_status draw_gallery(cairo_t *cr, double w, double h, void *ctx, fm_err
   for (int f = 0; f < n && !o->nitems; f++)
     if (fm_family_at(f)->uses_docs) sample_shown = o->sample >= 0 ? o->sample : 0;
   /* measured with S and the tiles in (the title drawn says them when the panels agree) */
-  gallery_title(o, sample_shown, o->seqlen > 0 ? o->seqlen : 1048576, o->br, o->bc, title, sizeof title);
+  gallery_title_fit(cr, o, sample_shown, o->seqlen > 0 ? o->seqlen : 1048576, o->br, o->bc, cw, font,
+                    title, sizeof title);
   double th = title_height(cr, title, cw, font, 2, o->text, &tlines);
   double top = th > 0 ? round(margin + th + 0.3 * font) : margin;
   int lrows = legend_rows(cr, gallery_legend, GALLERY_LEGEND, cw, font, o->text, &brief);
@@ -236,7 +256,7 @@ static fm_status draw_gallery(cairo_t *cr, double w, double h, void *ctx, fm_err
   }
   legend_flow(cr, gallery_legend, GALLERY_LEGEND, margin, h - bottom + 0.6 * font, cw, font, o->text,
               brief, 1);
-  gallery_title(o, sample_shown, same_s, same_br, same_bc, title, sizeof title);
+  gallery_title_fit(cr, o, sample_shown, same_s, same_br, same_bc, cw, font, title, sizeof title);
   title_draw(cr, title, margin, margin + 1.15 * font * 0.95, cw, font, tlines, o->text);
   return FM_OK;
 }

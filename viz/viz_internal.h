@@ -114,6 +114,7 @@ void viz_source_free(viz_source *src);
 /* How a file is read: the options of `fmsim view` and `fmsim render`. */
 typedef struct viz_source_opts {
   int causal;              /* INTERVALS.npy with k = 2 is causal-2 */
+  int causal_given;        /* the flag was given: a k = 1 or 4 against it is an error */
   int true_masked;         /* MASK.npy: true means masked */
   int strict;              /* INTERVALS.npy: refuse what Paddle reads leniently */
   fm_dense_reading reading; /* MASK.npy of a float dtype: --bool / --additive */
@@ -237,6 +238,9 @@ double viz_text_estimate(const char *t, double size, int bold);
  * breaks at "  ·  " separators where it can, else at spaces; the last line
  * takes the rest. Returns the lines written into lines (512 bytes each). */
 int viz_text_wrap(cairo_t *cr, const char *t, double maxw, int max_lines, char (*lines)[512]);
+/* 1 when t wraps (viz_text_wrap) into at most max_lines lines of maxw at the
+ * current font, none shrunk or cut. */
+int viz_text_wraps_into(cairo_t *cr, const char *t, double maxw, int max_lines);
 /* Wraps (at most 8 lines) and draws them from baseline y, line_h apart, each
  * fitted to maxw. Returns the lines drawn. */
 int viz_text_lines_draw(cairo_t *cr, double x, double y, double line_h, const char *t, double maxw,
@@ -262,7 +266,15 @@ typedef struct viz_legend_entry {
 int viz_legend_entries(const viz_state *s, viz_legend_entry *out);
 
 /* The default caption of a state: mask (and what a file holds), S, tiles,
- * rho; s->title when set; "" with no_title or no scene. */
+ * rho (over all (batch, head) pairs, with their number, and the pair drawn;
+ * for a mask no form holds also what FlashMask's tightest fitting sub-mask
+ * skips); s->title when set; "" with no_title or no scene. viz_caption_at
+ * gives it shorter by level (0 .. VIZ_CAPTION_LEVELS - 1): the documents and
+ * what a file holds go first, then the file name is shortened and the words
+ * around the numbers, then the name is cut shorter and at last left out; every number stays whole at every
+ * level. viz_caption is level 0. */
+#define VIZ_CAPTION_LEVELS 5
+void viz_caption_at(const viz_state *s, int level, char *buf, size_t cap);
 void viz_caption(const viz_state *s, char *buf, size_t cap);
 /* Draw calls of viz_draw (viz_notes.c): the caption in its lines, the compact
  * legend in l->legend, the strip of columns no interval form holds. */

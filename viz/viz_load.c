@@ -300,7 +300,8 @@ fm_status viz_load_source(const char *path, const viz_source_opts *o, viz_source
    * only bidir-4 */
   if (fm_intervals_header_fits(&h)) {
     out->kind = "intervals";
-    fm_intervals_opts io = {.causal = o->causal, .causal_from_k = 1, .strict = o->strict};
+    fm_intervals_opts io = {.causal = o->causal, .causal_from_k = !o->causal_given,
+                            .strict = o->strict};
     st = fm_intervals_load(path, &io, &out->mask, &out->note, err);
     if (st == FM_OK)
       snprintf(out->what, sizeof out->what, "Paddle intervals, %s",

@@ -14,7 +14,45 @@
 
 /* ---- caption ---------------------------------------------------------------- */
 
-void viz_caption(const viz_state *s, char *buf, size_t cap) {
+#define DOT "  \xC2\xB7  "
+#define RHO "\xCF\x81"
+
+/* name, at most max bytes: its start and end (the extension) around an
+ * ellipsis, never splitting a UTF-8 character. */
+static void short_name(const char *name, size_t max, char *out, size_t cap) {
+  size_t n = strlen(name);
+  if (n <= max || max < 8) {
+    snprintf(out, cap, "%s", name);
+    return;
+  }
+  size_t head = (max - 3) / 2, tail = max - 3 - head;
+  while (head > 0 && ((unsigned char)name[head] & 0xC0) == 0x80) head--;
+  size_t from = n - tail;
+  while (from < n && ((unsigned char)name[from] & 0xC0) == 0x80) from++;
+  snprintf(out, cap, "%.*s\xE2\x80\xA6%s", (int)head, name, name + from);
+}
+
+/* The rho part: over every pair (with their number), and for a mask no form
+ * holds the exact figure and what FlashMask's tightest fitting sub-mask skips. */
+static void caption_rho(const viz_state *s, int brief, char *buf, size_t cap) {
+  const viz_scene *sc = s->scene;
+  char over[64] = "";
+  if (s->facts.npairs > 1)
+    snprintf(over, sizeof over, brief ? " over %d pairs" : " over %d (batch, head) pairs",
+             s->facts.npairs);
+  if (sc->misfit)
+    snprintf(buf, cap, brief ? "exact " RHO " = %.3f%s" DOT "FlashMask " RHO " = %.3f"
+                             : RHO " = %.3f%s (exact classes)" DOT
+                               "FlashMask with the tightest fitting sub-mask: " RHO " = %.3f",
+             sc->counts.sparsity_exact, over, sc->subset_counts.sparsity);
+  else if (fabs(sc->counts.sparsity - sc->counts.sparsity_exact) >= 5e-4)
+    snprintf(buf, cap, RHO " = %.3f (exact %.3f)%s", sc->counts.sparsity, sc->counts.sparsity_exact,
+             over);
+  else
+    snprintf(buf, cap, RHO " = %.3f%s", sc->counts.sparsity, over);
+}
+
+void viz_caption_at(const viz_state *s, int level, char *buf, size_t cap) {
   const viz_scene *sc = s->scene;
   buf[0] = 0;
   if (s->no_title) return;
@@ -23,39 +61,42 @@ void viz_caption(const viz_state *s, char *buf, size_t cap) {
     return;
   }
   if (!sc || !sc->valid || !sc->classes_valid) return;
-  char dims[96], rho[96], what[480];
+  char dims[96], tiles[96], rho[200], what[512] = "", name[260], pair[96] = "", docs[200] = "";
   int32_t sq = fm_colmask_sq(sc->mask), sk = fm_colmask_sk(sc->mask);
   if (sq == sk) snprintf(dims, sizeof dims, "S = %d", sk);
   else snprintf(dims, sizeof dims, "Sq \xC3\x97 Sk = %d \xC3\x97 %d", sq, sk);
-  if (sc->misfit)
-    snprintf(rho, sizeof rho, "\xCF\x81 = %.3f (exact classes)", sc->counts.sparsity_exact);
-  else if (fabs(sc->counts.sparsity - sc->counts.sparsity_exact) >= 5e-4)
-    snprintf(rho, sizeof rho, "\xCF\x81 = %.3f (exact %.3f)", sc->counts.sparsity,
-             sc->counts.sparsity_exact);
+  snprintf(tiles, sizeof tiles, level >= 2 ? "%d \xC3\x97 %d tiles" : "Br \xC3\x97 Bc = %d \xC3\x97 %d",
+           sc->br, sc->bc);
+  caption_rho(s, level >= 2, rho, sizeof rho);
+  short_name(sc->label, level >= 3 ? 12 : level == 2 ? 20 : sizeof name, name, sizeof name);
+  if (level >= 4) what[0] = 0;
+  else if (level == 0 && !s->use_family && sc->file_what[0])
+    snprintf(what, sizeof what, "%.255s (%.199s)" DOT, name, sc->file_what);
   else
-    snprintf(rho, sizeof rho, "\xCF\x81 = %.3f", sc->counts.sparsity);
-  if (!s->use_family && sc->file_what[0])
-    snprintf(what, sizeof what, "%s (%s)", sc->label, sc->file_what);
-  else
-    snprintf(what, sizeof what, "%s", sc->label);
-  int n = snprintf(buf, cap, "%s  \xC2\xB7  %s  \xC2\xB7  Br \xC3\x97 Bc = %d \xC3\x97 %d  \xC2\xB7  %s",
-                   what, dims, sc->br, sc->bc, rho);
-  if (sc->used.docs_source[0] && n >= 0 && (size_t)n < cap)
-    n += snprintf(buf + n, cap - (size_t)n, "  \xC2\xB7  documents: %s", sc->used.docs_source);
-  if (s->facts.npairs > 1 && n >= 0 && (size_t)n < cap)
-    snprintf(buf + n, cap - (size_t)n, "  \xC2\xB7  batch %d, head %d", (int)(s->pair / sc->heads),
-             (int)(s->pair % sc->heads));
+    snprintf(what, sizeof what, "%.255s" DOT, name);
+  if (level == 0 && sc->used.docs_source[0])
+    snprintf(docs, sizeof docs, DOT "documents: %s", sc->used.docs_source);
+  if (s->facts.npairs > 1)
+    snprintf(pair, sizeof pair, DOT "%sbatch %d, head %d", level >= 2 ? "" : "drawn: ",
+             (int)(s->pair / sc->heads), (int)(s->pair % sc->heads));
+  snprintf(buf, cap, "%s%s" DOT "%s" DOT "%s%s%s", what, dims, tiles, rho, pair, docs);
 }
 
+void viz_caption(const viz_state *s, char *buf, size_t cap) { viz_caption_at(s, 0, buf, cap); }
+
+/* The caption at the first level (viz_caption_at) that fits its lines whole. */
 void viz_draw_caption(cairo_t *cr, const viz_state *s, const viz_layout *l, double w) {
   char text[1024];
   viz_caption(s, text, sizeof text);
   if (!text[0] || l->caption_lines < 1) return;
   viz_set_rgb(cr, VIZ_RGB_TEXT);
   viz_set_font(cr, 1.1 * l->font, 1);
-  double x = l->caption_x;
-  viz_text_lines_draw(cr, x, l->caption_y, l->caption_line_h, text, w - x - round(1.2 * l->font),
-                      l->caption_lines, 0);
+  double x = l->caption_x, maxw = w - x - round(1.2 * l->font);
+  for (int level = 1; level < VIZ_CAPTION_LEVELS && !s->title[0] &&
+                      !viz_text_wraps_into(cr, text, maxw, l->caption_lines);
+       level++)
+    viz_caption_at(s, level, text, sizeof text);
+  viz_text_lines_draw(cr, x, l->caption_y, l->caption_line_h, text, maxw, l->caption_lines, 0);
 }
 
 /* ---- legend ----------------------------------------------------------------- */

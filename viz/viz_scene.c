@@ -34,7 +34,8 @@ fm_status viz_scene_create(const viz_scene_opts *o, viz_state *s, viz_scene **ou
   sc->have_samples = 1;
   if (o->path) {
     viz_source src;
-    viz_source_opts vo = {.causal = o->causal, .true_masked = o->true_masked, .strict = o->strict,
+    viz_source_opts vo = {.causal = o->causal, .causal_given = o->causal_given,
+                          .true_masked = o->true_masked, .strict = o->strict,
                           .reading = (fm_dense_reading)o->reading};
     st = viz_load_source(o->path, &vo, &src, err);
     if (st != FM_OK) {
@@ -96,6 +97,15 @@ void viz_scene_destroy(viz_scene *sc) {
 
 const fm_colmask *viz_scene_mask(const viz_scene *sc) { return sc->mask; }
 const fm_tile_counts *viz_scene_counts(const viz_scene *sc) { return &sc->counts; }
+const fm_tile_counts *viz_scene_subset_counts(const viz_scene *sc) {
+  return sc->misfit ? &sc->subset_counts : NULL;
+}
+void viz_scene_bytes(const viz_scene *sc, int64_t *dense, int64_t *block_mask, int64_t *intervals) {
+  *dense = sc->bytes.dense;
+  *block_mask = sc->bytes.block_mask;
+  *intervals = sc->bytes.intervals;
+}
+void viz_state_caption(const viz_state *s, char *buf, size_t cap) { viz_caption(s, buf, cap); }
 const char *viz_scene_label(const viz_scene *sc) { return sc->label; }
 
 void viz_scene_tile_class(const viz_scene *sc, int32_t rt, int32_t ct, int *minmax, int *exact) {

@@ -167,6 +167,17 @@ int viz_text_wrap(cairo_t *cr, const char *t, double maxw, int max_lines, char (
   return n;
 }
 
+int viz_text_wraps_into(cairo_t *cr, const char *t, double maxw, int max_lines) {
+  char lines[8][512];
+  if (max_lines < 1) return 0;
+  if (strlen(t) >= sizeof lines[0]) return 0;
+  int n = viz_text_wrap(cr, t, maxw, 8, lines);
+  if (n > max_lines) return 0;
+  for (int i = 0; i < n; i++) /* the last line holds the rest: it may still be too wide */
+    if (viz_text_width(cr, lines[i]) > maxw + 1e-6 * (1 + fabs(maxw))) return 0;
+  return 1;
+}
+
 int viz_text_lines_draw(cairo_t *cr, double x, double y, double line_h, const char *t, double maxw,
                         int max_lines, double align) {
   char lines[8][512];

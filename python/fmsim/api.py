@@ -79,13 +79,21 @@ def _pick_backend(fn: MaskMod, backend: str, sk: int, rows: int) -> str:
     if backend != "auto":
         return backend
     try:
-        _as_block(fn(*_Indexer("numpy", sk).args(0, 0, 0, rows)), rows, sk)
-        return "numpy"
+        out = fn(*_Indexer("numpy", sk).args(0, 0, 0, rows))
     except Exception as e:  # noqa: BLE001 - any failure of the user's function under numpy
-        if _torch() is None:
-            raise TypeError(f"mask_mod failed on numpy index arrays ({type(e).__name__}: {e}) "
-                            "and torch is not installed") from e
+        if _torch() is None:  # the user's own exception, with its traceback
+            _note(e, "fmsim: raised by the mask_mod called with numpy int32 index arrays "
+                     f"(q_idx ({rows}, 1), kv_idx (1, {sk}))")
+            raise
         return "torch"
+    _as_block(out, rows, sk)  # fmsim's own check of what it returned
+    return "numpy"
+
+
+def _note(e: BaseException, text: str) -> None:
+    """Adds a line to the traceback of e (Python 3.11 and newer)."""
+    if hasattr(e, "add_note"):
+        e.add_note(text)
 
 
 def from_mask_mod(fn: MaskMod, B: Optional[int] = 1, H: Optional[int] = 1, Sq: int = 0,
@@ -116,11 +124,19 @@ def from_mask_mod(fn: MaskMod, B: Optional[int] = 1, H: Optional[int] = 1, Sq: i
     if not callable(fn):
         raise TypeError("from_mask_mod: fn must be callable as fn(b, h, q_idx, kv_idx)")
     ix = _Indexer(_pick_backend(fn, backend, Sk, min(chunk_rows, 2)), Sk)
+    how = ("numpy int32 index arrays" if ix.backend == "numpy" else "torch int32 index tensors"
+           + (" (numpy index arrays failed first)" if backend == "auto" else ""))
     scan = _Scan(B, H, Sq, Sk, _opts(False, keep_runs, tiles, keep_tiles=keep_tiles))
 
     def evaluate(job):
         b, h, r0, r1 = job
-        return _as_block(fn(*ix.args(b, h, r0, r1)), r1 - r0, Sk)
+        try:
+            out = fn(*ix.args(b, h, r0, r1))
+        except Exception as e:  # noqa: BLE001 - the user's own, with where it was called
+            _note(e, f"fmsim: raised by the mask_mod at batch {b}, head {h}, query rows "
+                     f"[{r0}, {r1}) with {how}")
+            raise
+        return _as_block(out, r1 - r0, Sk)
 
     jobs = ((b, h, r0, min(Sq, r0 + chunk_rows)) for b in range(B) for h in range(H)
             for r0 in range(0, Sq, chunk_rows))

@@ -189,14 +189,31 @@ class Mask:
 
     def to_string(self, br: int = 128, bc: int = 128, *, batch: int = 0, head: int = 0,
                   exact: bool = False, max_size: int = 64) -> str:
-        """A text map of the tiles, like FlexAttention's BlockMask.to_string():
-        one character per tile ('█' unmasked, '░' partial, ' ' masked: skipped),
-        tiles grouped when the grid is larger than max_size x max_size."""
-        cls = self.tile_classes(br, bc, exact)[min(batch, self.batch - 1), min(head, self.heads - 1)]
-        a = self.analyze(br, bc)
-        rho = a.rho_exact if exact else a.rho
+        """A text map of the tiles of one (batch, head) pair, like FlexAttention's
+        BlockMask.to_string(): one character per tile ('█' unmasked, '░' partial,
+        ' ' masked: skipped), tiles grouped when the grid is larger than
+        max_size x max_size. The header gives that pair's own rho and, when the
+        mask stores several (batch, head) sets, rho over all of them with their
+        number. batch and head index the stored sets (0 <= batch < self.batch,
+        0 <= head < self.heads); anything else is an IndexError."""
+        return self._tile_map(br, bc, batch, head, exact, max_size, self.batch, self.heads)
+
+    def _tile_map(self, br: int, bc: int, batch: int, head: int, exact: bool, max_size: int,
+                  nb: int, nh: int) -> str:
+        """to_string of pair (batch, head) of a B = nb, H = nh mask whose stored
+        sets may be shared (a set per batch and head only where the mask has them)."""
+        for name, v, n in (("batch", batch, nb), ("head", head, nh)):
+            if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or not 0 <= v < n:
+                raise IndexError(f"to_string: {name} {v!r} is out of range: the mask has {n} "
+                                 f"{'batch entries' if name == 'batch' else 'heads'} ({name} 0..{n - 1})")
+        cls = self.tile_classes(br, bc, exact)[batch if self.batch > 1 else 0,
+                                               head if self.heads > 1 else 0]
+        rho = float(np.count_nonzero(cls == TILE_MASKED)) / cls.size
         head_line = (f"{'exact' if exact else 'min/max rule'} tiles {br} x {bc} of Sq={self.seqlen_q} "
                      f"x Sk={self.seqlen_k} (batch {batch}, head {head}): rho = {rho:.4f}")
+        if nb * nh > 1:
+            a = self.analyze(br, bc)
+            head_line += f"; all {nb * nh} (batch, head) pairs: rho = {a.rho_exact if exact else a.rho:.4f}"
         return head_line + "\n" + tile_text(cls, max_size)
 
     # --- figures ---------------------------------------------------------------
@@ -352,8 +369,12 @@ class CheckResult:
     def analyze(self, br: int = 128, bc: int = 128) -> Analysis:
         return self._need_mask("analyze").analyze(br, bc)
 
-    def to_string(self, br: int = 128, bc: int = 128, **kw) -> str:
-        return self._need_mask("to_string").to_string(br, bc, **kw)
+    def to_string(self, br: int = 128, bc: int = 128, *, batch: int = 0, head: int = 0,
+                  exact: bool = False, max_size: int = 64) -> str:
+        """Mask.to_string of pair (batch, head) of the checked B x H mask (heads
+        sharing one set included); out of range is an IndexError."""
+        return self._need_mask("to_string")._tile_map(br, bc, batch, head, exact, max_size,
+                                                      self.batch, self.heads)
 
     def render(self, path: str, **kw) -> str:
         return self._need_mask("render").render(path, **kw)
