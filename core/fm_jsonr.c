@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fm_input.h"
+
 #define MAX_DEPTH 64
 
 struct fm_jv {
@@ -292,8 +294,10 @@ fm_status fm_jdoc_parse(const char *text, size_t len, const char *name, fm_jdoc 
 
 fm_status fm_jdoc_load(const char *path, fm_jdoc **out, fm_err *err) {
   *out = NULL;
-  FILE *f = fopen(path, "rb");
-  if (!f) return fm_fail(err, FM_EIO, "cannot open %s: %s", path, strerror(errno));
+  FILE *f;
+  fm_status ost = fm_input_open(path, &f, err);
+  if (ost == FM_EIO) return fm_fail(err, FM_EIO, "cannot open %s: %s", path, strerror(errno));
+  if (ost != FM_OK) return ost;
   char *buf = NULL;
   size_t n = 0, cap = 0;
   for (;;) {
