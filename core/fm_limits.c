@@ -236,8 +236,7 @@ static fm_status check_held(int64_t bytes, int64_t held, const char *what, fm_er
   int64_t lim;
   int env = env_limit(&lim);
   if (env < 0) return fm_mem_env_check(err);
-  if (bytes >= 0 && bytes <= FM_MEM_SMALL && held <= FM_MEM_SMALL) {
-    /* only FMSIM_MEM_LIMIT can refuse these */
+  if (bytes >= 0 && bytes <= FM_MEM_SMALL) { /* only FMSIM_MEM_LIMIT can refuse these */
     if (env == 0 || fm_mem_add(held, bytes) <= lim) return FM_OK;
   }
   mem_figures f;

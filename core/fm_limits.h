@@ -91,7 +91,8 @@ typedef enum fm_mem_source {
 
 typedef struct fm_mem_limit {
   int64_t bytes;        /* what may be allocated now (4/5 of the figure read,
-                           FMSIM_MEM_LIMIT as is); INT64_MAX when unknown */
+                           FMSIM_MEM_LIMIT as is; the totals less what is
+                           reserved); INT64_MAX when unknown */
   fm_mem_source source; /* which of the limits above gave `bytes` */
   int64_t cgroup_max;   /* the cgroup's limit, 0 when none is set */
 } fm_mem_limit;
