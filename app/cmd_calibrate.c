@@ -135,7 +135,7 @@ static int record_pass(const fm_jv *rec, fm_pass *out) {
 }
 
 static int64_t num(const fm_jv *obj, const char *key, int64_t dflt) {
-  return (int64_t)fm_jv_number(fm_jv_get(obj, key), (double)dflt);
+  return fm_jv_int64(fm_jv_get(obj, key), dflt); /* no float-to-int overflow */
 }
 
 /* One pass's record k (the kernel's record kr itself, or its "bwd" object) of

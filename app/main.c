@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "fm_limits.h"
 #include "commands.h"
 
 /* The commands: one row each (name, one line for the help). */
@@ -45,6 +46,11 @@ static void usage(FILE *f) {
 }
 
 int main(int argc, char **argv) {
+  fm_err env_err; /* a malformed FMSIM_MEM_LIMIT is refused before any command (fm_limits.h) */
+  if (fm_mem_env_check(&env_err) != FM_OK) {
+    cli_error(NULL, "%s", env_err.msg);
+    return FM_EXIT_USAGE;
+  }
   if (argc < 2) {
     cli_error(NULL, "a command is required (fmsim --help lists them)");
     return FM_EXIT_USAGE;

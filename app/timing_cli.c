@@ -16,9 +16,11 @@
 #define FM_DATA_DIR "data"
 #endif
 
+/* Anything but a folder: a FIFO or device is then refused by the reader
+ * with what it is (fm_input.h), not reported missing. */
 static int is_file(const char *path) {
   struct stat sb;
-  return stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
+  return stat(path, &sb) == 0 && !S_ISDIR(sb.st_mode);
 }
 
 /* The profiles in data/gpu, "a, b, c" (or "none"). */
@@ -214,8 +216,8 @@ int timing_load_trace(const char *cmd, const char *dir, fm_colmask **out, int64_
   }
   const fm_jv *root = fm_jdoc_root(d);
   int causal = fm_jv_bool(fm_jv_get(root, "causal"), -1);
-  *batch = (int64_t)fm_jv_number(fm_jv_get(root, "batch"), 1);
-  *heads = (int64_t)fm_jv_number(fm_jv_get(root, "heads"), 1);
+  *batch = fm_jv_int64(fm_jv_get(root, "batch"), 1); /* no float-to-int overflow */
+  *heads = fm_jv_int64(fm_jv_get(root, "heads"), 1);
   fm_jdoc_free(d);
   if (causal < 0) {
     cli_error(cmd, "--trace %s: summary.json has no causal flag (not an fmsim trace?)", dir);

@@ -11,6 +11,7 @@ struct fm_colmask {
   int32_t sq, sk, nb, nh;
   int causal;
   int32_t *data; /* (nb, nh, 4, Sk) int32 row indices */
+  int64_t reserved; /* bytes of data held in the memory budget (fm_limits.h) */
 };
 
 fm_status fm_colmask_create(int64_t sq, int64_t sk, int64_t nb, int64_t nh, int causal,
@@ -32,12 +33,14 @@ fm_status fm_colmask_create(int64_t sq, int64_t sk, int64_t nb, int64_t nh, int 
                    "interval vectors would take %.1f GiB (limit %.0f GiB): use fewer per-head sets "
                    "or a shorter sequence",
                    (double)bytes / (1 << 30), (double)FM_MAX_ALLOC_BYTES / (1 << 30));
-  if (fm_mem_check(bytes, "the mask's interval vectors", err) != FM_OK) return FM_ENOMEM;
+  fm_status st = fm_mem_reserve(bytes, "the mask's interval vectors", err);
+  if (st != FM_OK) return st;
   fm_colmask *m = calloc(1, sizeof *m);
   int32_t *data = malloc((size_t)bytes);
   if (!m || !data) {
     free(m);
     free(data);
+    fm_mem_release(bytes);
     return fm_fail(err, FM_ENOMEM, "cannot allocate %lld bytes of interval vectors",
                    (long long)bytes);
   }
@@ -47,6 +50,7 @@ fm_status fm_colmask_create(int64_t sq, int64_t sk, int64_t nb, int64_t nh, int 
   m->nh = (int32_t)nh;
   m->causal = causal ? 1 : 0;
   m->data = data;
+  m->reserved = bytes;
   for (int32_t s = 0; s < m->nb * m->nh; s++) {
     int32_t *lts = fm_colmask_vec(m, s, FM_LTS), *lte = fm_colmask_vec(m, s, FM_LTE);
     for (int32_t j = 0; j < m->sk; j++) lts[j] = lte[j] = m->sq;
@@ -59,6 +63,7 @@ fm_status fm_colmask_create(int64_t sq, int64_t sk, int64_t nb, int64_t nh, int 
 
 void fm_colmask_destroy(fm_colmask *m) {
   if (!m) return;
+  fm_mem_release(m->reserved);
   free(m->data);
   free(m);
 }

@@ -32,7 +32,11 @@ typedef enum fm_vec { FM_LTS = 0, FM_LTE = 1, FM_UTS = 2, FM_UTE = 3 } fm_vec;
 typedef struct fm_colmask fm_colmask;
 
 /* A new mask with every interval empty in canonical position (LT = [Sq, Sq),
- * UT = [0, 0)). The caller owns *out and frees it with fm_colmask_destroy. */
+ * UT = [0, 0)). The caller owns *out and frees it with fm_colmask_destroy.
+ * Allocates nb x nh x 4 x Sk int32, reserved in the memory budget
+ * (fm_mem_reserve, fm_limits.h) until fm_colmask_destroy: FM_ENOMEM when
+ * that exceeds FM_MAX_ALLOC_BYTES or what the machine can give in total,
+ * FM_EINVAL for bad lengths or counts (or a malformed FMSIM_MEM_LIMIT). */
 fm_status fm_colmask_create(int64_t sq, int64_t sk, int64_t nb, int64_t nh, int causal,
                             fm_colmask **out, fm_err *err);
 void fm_colmask_destroy(fm_colmask *m); /* NULL is a no-op */

@@ -28,6 +28,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "fm_input.h"
 #include "fm_intervals_io.h"
 #include "fm_limits.h"
 #include "fm_tile_rule.h"
@@ -80,6 +81,7 @@ typedef struct builder {
   int32_t *best;       /* keep_intervals: (nsets, Sk, 2, 2) two longest runs, row order */
   int64_t *tile_acc;   /* br > 0: (Tc,) masked elements of the current row tile */
   uint8_t *tiles;      /* keep_tiles: (nsets, Tr, Tc) exact classes */
+  int64_t reserved;    /* bytes of the arrays above held in the memory budget (fm_limits.h) */
 } builder;
 
 struct fm_dense_result {
@@ -89,6 +91,7 @@ struct fm_dense_result {
   uint8_t *tiles;
   int64_t *all_start; /* keep_all_runs: (nsets*Sk + 1,) */
   int32_t *all_runs;  /* keep_all_runs: (all_start[nsets*Sk], 2) */
+  int64_t reserved;   /* bytes of the arrays above held in the memory budget */
 };
 
 static fm_status check_dims(int64_t batch, int64_t heads, int64_t sq, int64_t sk, fm_err *err) {
@@ -107,7 +110,15 @@ static fm_status check_dims(int64_t batch, int64_t heads, int64_t sq, int64_t sk
 static void builder_free(builder *bd) {
   void *owned[] = {bd->sets, bd->nruns, bd->runs, bd->best, bd->tile_acc, bd->tiles};
   for (size_t i = 0; i < sizeof owned / sizeof owned[0]; i++) free(owned[i]);
+  fm_mem_release(bd->reserved);
   memset(bd, 0, sizeof *bd);
+}
+
+/* Reserves `bytes` more for the builder's arrays (released by builder_free). */
+static fm_status builder_reserve(builder *bd, int64_t bytes, const char *what, fm_err *err) {
+  fm_status st = fm_mem_reserve(bytes, what, err);
+  if (st == FM_OK) bd->reserved = fm_mem_add(bd->reserved, bytes);
+  return st;
 }
 
 /* The tile grid of opts (br, bc > 0), its accumulator and kept classes. */
@@ -121,6 +132,11 @@ static fm_status builder_tiles(builder *bd, const fm_dense_opts *o, fm_err *err)
   t->tr = (int32_t)((bd->rep.sq + o->br - 1) / o->br);
   t->tc = (int32_t)((bd->rep.sk + o->bc - 1) / o->bc);
   t->total = bd->rep.nsets * t->tr * t->tc;
+  char what[160];
+  snprintf(what, sizeof what, "the tile counters of %d x %d tiles (Sk = %lld)", t->br, t->bc,
+           (long long)bd->rep.sk);
+  st = builder_reserve(bd, fm_mem_mul(t->tc, (int64_t)sizeof *bd->tile_acc), what, err);
+  if (st != FM_OK) return st;
   bd->tile_acc = calloc((size_t)t->tc, sizeof *bd->tile_acc);
   if (!bd->tile_acc) return fm_fail(err, FM_ENOMEM, "cannot allocate %d tile counters", t->tc);
   if (o->keep_tiles) {
@@ -128,6 +144,9 @@ static fm_status builder_tiles(builder *bd, const fm_dense_opts *o, fm_err *err)
       return fm_fail(err, FM_ENOMEM, "%lld tiles of %d x %d are too many to keep (limit %lld); "
                      "use larger tiles", (long long)t->total, t->br, t->bc,
                      (long long)FM_MAX_ALLOC_BYTES);
+    snprintf(what, sizeof what, "the classes of %lld tiles of %d x %d", (long long)t->total,
+             t->br, t->bc);
+    if ((st = builder_reserve(bd, t->total, what, err)) != FM_OK) return st;
     bd->tiles = malloc((size_t)t->total);
     if (!bd->tiles) return fm_fail(err, FM_ENOMEM, "cannot allocate %lld tile classes",
                                    (long long)t->total);
@@ -161,6 +180,12 @@ static fm_status builder_init(builder *bd, int64_t batch, int64_t heads, int64_t
       builder_free(bd);
       return fm_fail(err, FM_ENOMEM, "keeping the runs of %.0f columns needs more than %lld GiB",
                      cols, (long long)(FM_MAX_ALLOC_BYTES >> 30));
+    }
+    char what[96];
+    snprintf(what, sizeof what, "keeping the runs of %.0f columns", cols);
+    if ((st = builder_reserve(bd, (int64_t)(cols * (1 + 2 * KR + 4) * 4), what, err)) != FM_OK) {
+      builder_free(bd);
+      return st;
     }
     bd->nruns = calloc((size_t)cols, sizeof *bd->nruns);
     bd->runs = calloc((size_t)cols * KR * 2, sizeof *bd->runs);
@@ -340,6 +365,10 @@ static fm_status b_result(builder *bd, fm_dense_result **out, fm_err *err) {
   /* the arrays change hands: the builder's pointers are cleared before it is freed */
   *res = (fm_dense_result){.rep = bd->rep, .sets = bd->sets, .nruns = bd->nruns, .runs = bd->runs,
                            .best = bd->best, .tiles = bd->tiles};
+  /* the kept arrays stay reserved with the result; the tile counters go with the builder */
+  const int64_t acc = bd->tile_acc ? fm_mem_mul(bd->rep.tiles.tc, (int64_t)sizeof *bd->tile_acc) : 0;
+  res->reserved = bd->reserved - acc;
+  bd->reserved = acc;
   res->rep.sets = res->sets;
   bd->sets = NULL;
   bd->nruns = bd->runs = bd->best = NULL;
@@ -357,6 +386,7 @@ size_t fm_dense_report_size(void) { return sizeof(fm_dense_report); }
 
 void fm_dense_result_destroy(fm_dense_result *r) {
   if (!r) return;
+  fm_mem_release(r->reserved);
   void *owned[] = {r->sets, r->nruns, r->runs, r->best, r->tiles, r->all_start, r->all_runs, r};
   for (size_t i = 0; i < sizeof owned / sizeof owned[0]; i++) free(owned[i]);
 }
@@ -447,11 +477,13 @@ typedef struct run_store {
   int64_t *cursor; /* (Sk,) */
   fm_status st;    /* FM_ENOMEM once the runs outgrew the machine: the scan fails */
   fm_err err;
+  int64_t reserved; /* bytes of the arrays above held in the memory budget */
 } run_store;
 
 static void run_store_free(run_store *rs) {
   void *owned[] = {rs->pend, rs->start, rs->items, rs->cursor};
   for (size_t i = 0; i < sizeof owned / sizeof owned[0]; i++) free(owned[i]);
+  fm_mem_release(rs->reserved);
   memset(rs, 0, sizeof *rs);
 }
 
@@ -461,8 +493,10 @@ static fm_status run_store_init(run_store *rs, int64_t nsets, int64_t sk, fm_err
   rs->sk = sk;
   char what[96];
   snprintf(what, sizeof what, "the run index of %lld columns", (long long)(nsets * sk));
-  fm_status st = fm_mem_check(fm_mem_mul(fm_mem_add(nsets * sk, sk + 1), 8), what, err);
+  const int64_t bytes = fm_mem_mul(fm_mem_add(nsets * sk, sk + 1), 8);
+  fm_status st = fm_mem_reserve(bytes, what, err);
   if (st != FM_OK) return st;
+  rs->reserved = bytes;
   rs->start = calloc((size_t)(nsets * sk + 1), sizeof *rs->start);
   rs->cursor = malloc((size_t)sk * sizeof *rs->cursor);
   if (!rs->start || !rs->cursor) {
@@ -480,12 +514,13 @@ static int run_grow(run_store *rs, void **buf, int64_t *cap, int64_t need, int64
   if (rs->st != FM_OK) return 0;
   int64_t ncap = *cap ? *cap * 2 : 4096;
   while (ncap < need) ncap *= 2;
-  int64_t held = fm_mem_add(fm_mem_mul(rs->pend_cap, 12), fm_mem_mul(rs->cap, 8));
   char what[160];
   snprintf(what, sizeof what, "keeping more than %lld masked runs (every run of every column, "
            "to draw a mask that fits no interval form)", (long long)(rs->count + rs->npend));
-  rs->st = fm_mem_check(fm_mem_add(held, fm_mem_mul(ncap - *cap, size)), what, &rs->err);
+  const int64_t more = fm_mem_mul(ncap - *cap, size); /* what is held is in the budget */
+  rs->st = fm_mem_reserve(more, what, &rs->err);
   void *n = rs->st == FM_OK ? realloc(*buf, (size_t)(ncap * size)) : NULL;
+  if (rs->st == FM_OK) rs->reserved = fm_mem_add(rs->reserved, more);
   if (!n) {
     if (rs->st == FM_OK)
       rs->st = fm_fail(&rs->err, FM_ENOMEM, "cannot keep %lld masked runs", (long long)need);
@@ -549,6 +584,7 @@ struct fm_dense_scan {
   int32_t *ref_tr;         /* (Sk, NTRANS) */
   uint64_t *ref_hash;      /* (Sk,) */
   run_store all;           /* keep_all_runs */
+  int64_t reserved;        /* bytes of the arrays above held in the memory budget */
 };
 
 void fm_dense_scan_destroy(fm_dense_scan *s) {
@@ -565,7 +601,25 @@ void fm_dense_scan_destroy(fm_dense_scan *s) {
   free(s->ref_tr);
   free(s->ref_hash);
   run_store_free(&s->all);
+  fm_mem_release(s->reserved);
   free(s);
+}
+
+/* Bytes of the scan state for Sk columns (the arrays of fm_dense_scan). */
+static int64_t scan_state_bytes(int64_t sk, int64_t heads) {
+  int64_t per = 2 + 4 + NTRANS * 4 + 4 + 16;      /* buf x 2, nt, tr, start, best */
+  if (heads > 1) per += 8 + 4 + NTRANS * 4 + 8;   /* hash, ref_nt, ref_tr, ref_hash */
+  return fm_mem_add(fm_mem_mul(sk, per), 32);
+}
+
+static fm_status scan_reserve(fm_dense_scan *s, fm_err *err) {
+  const int64_t bytes = scan_state_bytes(s->sk, s->heads);
+  char what[160];
+  snprintf(what, sizeof what, "the scan state of Sk = %lld key columns (%lld bytes each)",
+           (long long)s->sk, (long long)(bytes / s->sk));
+  fm_status st = fm_mem_reserve(bytes, what, err);
+  if (st == FM_OK) s->reserved = bytes;
+  return st;
 }
 
 fm_status fm_dense_scan_create(int64_t batch, int64_t heads, int64_t sq, int64_t sk,
@@ -584,6 +638,10 @@ fm_status fm_dense_scan_create(int64_t batch, int64_t heads, int64_t sq, int64_t
   s->sq = sq;
   s->sk = sk;
   s->rows_total = batch * heads * sq;
+  if ((st = scan_reserve(s, err)) != FM_OK) {
+    fm_dense_scan_destroy(s);
+    return st;
+  }
   size_t n = (size_t)sk;
   s->buf[0] = calloc(n + 16, 1);
   s->buf[1] = calloc(n + 16, 1);
@@ -794,6 +852,11 @@ static fm_status scan_finish_sized(fm_dense_scan *s, int64_t element_size, fm_de
   if (st == FM_OK && s->all.on) {
     (*out)->all_start = s->all.start;
     (*out)->all_runs = s->all.items;
+    /* their reservations go with them; the pending runs and cursor stay with the store */
+    const int64_t moved = fm_mem_add(fm_mem_mul(s->all.sk * (s->rows_total / s->sq) + 1, 8),
+                                     fm_mem_mul(s->all.cap, 8));
+    (*out)->reserved = fm_mem_add((*out)->reserved, moved);
+    s->all.reserved -= moved;
     s->all.start = NULL;
     s->all.items = NULL;
   }
@@ -964,9 +1027,22 @@ static fm_status scan_file_rows(fm_dense_scan *s, value_reader *vr, int fd, cons
   int64_t per = READ_CHUNK / row_bytes; /* rows per read */
   if (per < 1) per = 1;
   if (per > rows) per = rows;
-  uint8_t *chunk = malloc((size_t)(per * row_bytes)); /* (per, Sk) elements as stored */
-  if (!chunk) return fm_fail(err, FM_ENOMEM, "%s: cannot allocate a read buffer", path);
-  fm_status st = FM_OK;
+  /* a few MiB of rows; only one row when the memory budget is tight */
+  fm_status st = fm_mem_reserve(per * row_bytes, "the read buffer", err);
+  if (st != FM_OK && per > 1) {
+    char what[4300];
+    snprintf(what, sizeof what, "%s: a read buffer of one row of %lld bytes", path,
+             (long long)row_bytes);
+    per = 1;
+    st = fm_mem_reserve(row_bytes, what, err);
+  }
+  if (st != FM_OK) return st;
+  const int64_t bytes = per * row_bytes;
+  uint8_t *chunk = malloc((size_t)bytes); /* (per, Sk) elements as stored */
+  if (!chunk) {
+    fm_mem_release(bytes);
+    return fm_fail(err, FM_ENOMEM, "%s: cannot allocate a read buffer", path);
+  }
   for (int64_t r = 0; r < rows && st == FM_OK;) {
     int64_t nr = rows - r < per ? rows - r : per, want = nr * row_bytes, got = 0;
     while (got < want) {
@@ -990,6 +1066,7 @@ static fm_status scan_file_rows(fm_dense_scan *s, value_reader *vr, int fd, cons
     r += nr;
   }
   free(chunk);
+  fm_mem_release(bytes);
   return st;
 }
 
@@ -1018,14 +1095,22 @@ fm_status fm_dense_check_file(const char *path, const fm_dense_opts *o, fm_dense
   *out = NULL;
   fm_dense_opts opts = {0};
   if (o) opts = *o;
-  FILE *f = fopen(path, "rb");
-  if (!f) return fm_fail(err, FM_EIO, "%s: cannot open: %s", path, strerror(errno));
+  FILE *f;
+  fm_status ost = fm_input_open(path, &f, err);
+  if (ost != FM_OK) return ost;
   fm_npy_header h;
   int64_t dims[4] = {0, 0, 0, 0};
   fm_status st = fm_npy_read_header(f, path, &h, err);
   if (st == FM_OK) st = dense_header(path, &h, &opts, dims, err);
   fm_dense_scan *s = NULL;
-  if (st == FM_OK) st = fm_dense_scan_create(dims[0], dims[1], dims[2], dims[3], &opts, &s, err);
+  if (st == FM_OK) {
+    st = fm_dense_scan_create(dims[0], dims[1], dims[2], dims[3], &opts, &s, err);
+    if (st == FM_ENOMEM && err) { /* name the file: the estimate came from its header */
+      char msg[sizeof err->msg];
+      snprintf(msg, sizeof msg, "%s", err->msg);
+      fm_fail(err, st, "%s: %s", path, msg);
+    }
+  }
   if (st != FM_OK) {
     fclose(f);
     return st;
@@ -1133,6 +1218,10 @@ fm_status fm_dense_check_colmask(const fm_colmask *m, int64_t max_row_elements,
   int rows = (double)nb * (double)nh * (double)sq * (double)sk <= (double)max_row_elements;
   uint8_t *buf = NULL;     /* (8 + Sk + 8): one expanded row at +8, 0 before it */
   int32_t *climit = NULL;  /* (Sk,) */
+  if (rows && (st = fm_mem_check(fm_mem_mul(sk, 5), "a row of the expanded mask", err)) != FM_OK) {
+    builder_free(&bd);
+    return st;
+  }
   if (rows) {
     buf = calloc((size_t)sk + 16, 1);
     climit = causal_limits(m);
@@ -1357,11 +1446,12 @@ fm_status fm_dense_expand(const fm_colmask *m, const char *path, const fm_dense_
   if (rank >= 3) shape[nd++] = heads;
   shape[nd++] = sq;
   shape[nd++] = sk;
+  fm_status st = fm_mem_check(fm_mem_mul(sk, 1 + esize + 4), "a row of the dense mask", err);
+  if (st != FM_OK) return st;
   uint8_t *fl = malloc((size_t)sk);                /* (Sk,) flags */
   void *vals = malloc((size_t)(sk * esize));       /* (Sk,) values as stored */
   int32_t *climit = causal_limits(m);              /* (Sk,) */
   fm_npy_writer *w = NULL;
-  fm_status st = FM_OK;
   if (!fl || !vals || !climit) st = fm_fail(err, FM_ENOMEM, "%s: out of memory", path);
   if (st == FM_OK) st = fm_npy_writer_open(path, opt.dtype, nd, shape, &w, err);
   const uint8_t flip = opt.masked_true ? 0 : 1;

@@ -167,9 +167,16 @@ typedef struct fm_dense_report {
 typedef struct fm_dense_result fm_dense_result;
 
 /* Reads and analyses a dense mask file. Never loads it: buffered reads of
- * whole rows (a few MiB) and O(Sk) state. The caller owns *out (destroy with
- * fm_dense_result_destroy). An interval file given here is recognised and
- * named as such. */
+ * whole rows (a few MiB, at least one row) and O(Sk) state (the scanner's,
+ * below). The caller owns *out (destroy with fm_dense_result_destroy). An
+ * interval file given here is recognised and named as such.
+ * Memory: the scan state, the read buffer and what the options keep are
+ * reserved in the memory budget (fm_mem_reserve, fm_limits.h) before they are
+ * allocated, from the file's header alone; a mask too wide for the limit is
+ * refused (FM_ENOMEM, one line naming the estimate and the limit) before
+ * any data is read. The kept arrays stay reserved until
+ * fm_dense_result_destroy. The path is opened with fm_input_open
+ * (fm_input.h): a FIFO, socket or device is refused at once (FM_EIO). */
 fm_status fm_dense_check_file(const char *path, const fm_dense_opts *o, fm_dense_result **out,
                               fm_err *err);
 
@@ -232,7 +239,13 @@ size_t fm_dense_report_size(void);
 
 typedef struct fm_dense_scan fm_dense_scan;
 
-/* batch, heads >= 1; the scan expects batch*heads*sq rows of sk flags. */
+/* batch, heads >= 1; the scan expects batch*heads*sq rows of sk flags.
+ * Allocates about 50 bytes per key column (90 when heads > 1), plus what o
+ * keeps (keep_intervals: 60 bytes per column of every set; keep_tiles: a
+ * byte per tile; keep_all_runs: 8 bytes per column of every set and the runs
+ * as they come), all reserved in the memory budget (fm_limits.h) until
+ * fm_dense_scan_destroy / _finish (the kept arrays: until the result is
+ * destroyed). FM_ENOMEM, before allocating, when that exceeds the limit. */
 fm_status fm_dense_scan_create(int64_t batch, int64_t heads, int64_t sq, int64_t sk,
                                const fm_dense_opts *o, fm_dense_scan **out, fm_err *err);
 /* One row (Sk,) uint8: non-zero = masked. */
@@ -255,7 +268,8 @@ typedef struct fm_dense_expand_opts {
   int64_t max_bytes; /* refuse larger outputs; 0 = FM_DENSE_EXPAND_MAX_BYTES */
 } fm_dense_expand_opts;
 
-/* Writes m as a dense mask, one row at a time (O(Sk) memory), atomically.
+/* Writes m as a dense mask, one row at a time (O(Sk) memory, checked with
+ * fm_mem_check), atomically.
  * Refuses (FM_ENOMEM) an output above max_bytes or above the free space of
  * the target's folder. Additive dtypes get 0 and -inf. */
 fm_status fm_dense_expand(const fm_colmask *m, const char *path, const fm_dense_expand_opts *o,

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fm_limits.h"
+
 /* Which fm_vec each stored slot (last dimension, k of them) holds, per form. */
 static const fm_vec slots[FM_FORM_COUNT][4] = {
     {FM_LTS}, {FM_LTS, FM_LTE}, {FM_LTS, FM_UTE}, {FM_LTS, FM_LTE, FM_UTS, FM_UTE}};
@@ -165,6 +167,11 @@ fm_status fm_colmask_save_npy(const fm_colmask *m, const char *path, fm_form f, 
   if (st != FM_OK) return st;
   int k = fm_form_k(f);
   int64_t sk = fm_colmask_sk(r), ns = fm_colmask_nsets(r);
+  st = fm_mem_check(fm_mem_mul(ns * sk * k, (int64_t)sizeof(int32_t)), "the interval file's data", err);
+  if (st != FM_OK) {
+    fm_colmask_destroy(r);
+    return st;
+  }
   int32_t *buf = malloc(sizeof(int32_t) * (size_t)(ns * sk * k));
   if (!buf) {
     fm_colmask_destroy(r);

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fm_input.h"
+
 #define MAX_DEPTH 64
 
 struct fm_jv {
@@ -237,8 +239,10 @@ static fm_status parse_value(parser *p, int depth, int64_t *out) {
     int b;
   } words[] = {{"true", FM_JV_BOOL, 1}, {"false", FM_JV_BOOL, 0}, {"null", FM_JV_NULL, 0}};
   fm_jv_type t = c == '{' ? FM_JV_OBJECT : c == '[' ? FM_JV_ARRAY : c == '"' ? FM_JV_STRING : FM_JV_NUMBER;
-  for (size_t w = 0; w < sizeof words / sizeof words[0]; w++)
-    if (!strncmp(p->s + p->at, words[w].word, strlen(words[w].word))) t = words[w].type;
+  for (size_t w = 0; w < sizeof words / sizeof words[0]; w++) { /* the text is not NUL-terminated */
+    const size_t wl = strlen(words[w].word);
+    if (p->len - p->at >= wl && !memcmp(p->s + p->at, words[w].word, wl)) t = words[w].type;
+  }
   int64_t v = new_node(p, t);
   if (v < 0) return fm_fail(p->err, FM_ENOMEM, "out of memory parsing %s", p->name);
   *out = v;
@@ -292,8 +296,10 @@ fm_status fm_jdoc_parse(const char *text, size_t len, const char *name, fm_jdoc 
 
 fm_status fm_jdoc_load(const char *path, fm_jdoc **out, fm_err *err) {
   *out = NULL;
-  FILE *f = fopen(path, "rb");
-  if (!f) return fm_fail(err, FM_EIO, "cannot open %s: %s", path, strerror(errno));
+  FILE *f;
+  fm_status ost = fm_input_open(path, &f, err);
+  if (ost == FM_EIO) return fm_fail(err, FM_EIO, "cannot open %s: %s", path, strerror(errno));
+  if (ost != FM_OK) return ost;
   char *buf = NULL;
   size_t n = 0, cap = 0;
   for (;;) {
@@ -352,6 +358,22 @@ const fm_jv *fm_jv_get(const fm_jv *v, const char *key) {
 double fm_jv_number(const fm_jv *v, double dflt) {
   return v && v->type == FM_JV_NUMBER ? v->number : dflt;
 }
+int64_t fm_jv_int64(const fm_jv *v, int64_t dflt) {
+  if (!v || v->type != FM_JV_NUMBER || v->number != v->number) return dflt;
+  if (v->number >= 9223372036854775807.0) return INT64_MAX; /* 2^63: the first double past it */
+  if (v->number <= -9223372036854775808.0) return INT64_MIN;
+  return (int64_t)v->number;
+}
+
+int fm_jv_int_in(const fm_jv *v, int64_t lo, int64_t hi, int64_t *out) {
+  if (!v || v->type != FM_JV_NUMBER || !(v->number >= (double)lo && v->number <= (double)hi))
+    return -1;
+  int64_t i = fm_jv_int64(v, 0);
+  if ((double)i != v->number || i < lo || i > hi) return -1;
+  *out = i;
+  return 0;
+}
+
 const char *fm_jv_string(const fm_jv *v) { return v && v->type == FM_JV_STRING ? v->str : NULL; }
 int fm_jv_bool(const fm_jv *v, int dflt) { return v && v->type == FM_JV_BOOL ? v->boolean : dflt; }
 

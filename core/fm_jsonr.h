@@ -60,6 +60,12 @@ const char *fm_jv_key(const fm_jv *member); /* NULL for array elements */
 int64_t fm_jv_count(const fm_jv *v);        /* children of an array or object, else 0 */
 
 double fm_jv_number(const fm_jv *v, double dflt); /* dflt unless a number */
+/* A number as an integer without undefined conversion: dflt unless a
+ * number; truncated toward zero and saturated to [INT64_MIN, INT64_MAX]
+ * (callers range-check the result; JSON has no NaN or infinity). */
+int64_t fm_jv_int64(const fm_jv *v, int64_t dflt);
+/* 0 and *out when v is a number holding an integer in [lo, hi]; else -1. */
+int fm_jv_int_in(const fm_jv *v, int64_t lo, int64_t hi, int64_t *out);
 const char *fm_jv_string(const fm_jv *v);         /* NULL unless a string (UTF-8) */
 int fm_jv_bool(const fm_jv *v, int dflt);         /* dflt unless true/false */
 

@@ -3,6 +3,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -154,31 +155,94 @@ static int64_t rlimit_bytes(void) {
   return best;
 }
 
-void fm_mem_limit_get(fm_mem_limit *out) {
-  out->bytes = INT64_MAX;
-  out->source = FM_MEM_UNKNOWN;
-  out->cgroup_max = 0;
-  int64_t cand[4] = {meminfo_available(), cgroup_limit(&out->cgroup_max), rlimit_bytes(), -1};
-  const char *env = getenv("FMSIM_MEM_LIMIT");
-  if (env && *env) fm_mem_parse(env, &cand[3]);
-  static const fm_mem_source src[4] = {FM_MEM_AVAILABLE, FM_MEM_CGROUP, FM_MEM_RLIMIT, FM_MEM_ENV};
-  for (int i = 0; i < 3; i++) /* a fifth stays for the rest of the machine */
-    if (cand[i] >= 0) cand[i] = cand[i] / 5 * 4;
-  for (int i = 0; i < 4; i++)
-    if (cand[i] >= 0 && cand[i] < out->bytes) {
-      out->bytes = cand[i];
-      out->source = src[i];
-    }
+/* The running budget (fm_limits.h, "Global state"). */
+static _Atomic int64_t reserved_bytes;
+
+int64_t fm_mem_reserved(void) { return atomic_load(&reserved_bytes); }
+
+void fm_mem_release(int64_t bytes) {
+  if (bytes <= 0) return;
+  int64_t cur = atomic_load(&reserved_bytes);
+  while (!atomic_compare_exchange_weak(&reserved_bytes, &cur, cur > bytes ? cur - bytes : 0)) {
+  }
 }
 
-fm_status fm_mem_check(int64_t bytes, const char *what, fm_err *err) {
-  if (bytes >= 0 && bytes <= FM_MEM_SMALL) { /* only FMSIM_MEM_LIMIT can refuse these */
-    const char *env = getenv("FMSIM_MEM_LIMIT");
-    int64_t lim;
-    if (!env || !*env || fm_mem_parse(env, &lim) != 0 || bytes <= lim) return FM_OK;
+/* FMSIM_MEM_LIMIT: 0 unset, 1 read into *v, -1 malformed (set but not a size). */
+static int env_limit(int64_t *v) {
+  const char *env = getenv("FMSIM_MEM_LIMIT");
+  if (!env) return 0;
+  return fm_mem_parse(env, v) == 0 ? 1 : -1;
+}
+
+fm_status fm_mem_env_check(fm_err *err) {
+  int64_t v;
+  if (env_limit(&v) >= 0) return FM_OK;
+  char shown[48];
+  const char *env = getenv("FMSIM_MEM_LIMIT");
+  snprintf(shown, sizeof shown, "%.40s%s", env, strlen(env) > 40 ? "..." : "");
+  for (char *c = shown; *c; c++) /* one line, whatever the variable holds */
+    if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?';
+  return fm_fail(err, FM_EINVAL,
+                 "FMSIM_MEM_LIMIT=%s: not a size (expected a byte count with an optional K, M, G "
+                 "or T suffix, e.g. 4G)", shown);
+}
+
+/* The limits read now: the process totals (FMSIM_MEM_LIMIT, ulimit) and the
+ * room now (MemAvailable, cgroup), each -1 when absent. */
+typedef struct mem_figures {
+  int64_t cand[4]; /* MemAvailable, cgroup room, rlimit (4/5 each), FMSIM_MEM_LIMIT */
+  int64_t cgroup_max;
+} mem_figures;
+
+static const fm_mem_source fig_source[4] = {FM_MEM_AVAILABLE, FM_MEM_CGROUP, FM_MEM_RLIMIT,
+                                            FM_MEM_ENV};
+static const int fig_is_total[4] = {0, 0, 1, 1};
+
+static void mem_figures_read(mem_figures *f) {
+  f->cgroup_max = 0;
+  f->cand[0] = meminfo_available();
+  f->cand[1] = cgroup_limit(&f->cgroup_max);
+  f->cand[2] = rlimit_bytes();
+  f->cand[3] = -1;
+  if (env_limit(&f->cand[3]) <= 0) f->cand[3] = -1;
+  for (int i = 0; i < 3; i++) /* a fifth stays for the rest of the machine */
+    if (f->cand[i] >= 0) f->cand[i] = f->cand[i] / 5 * 4;
+}
+
+/* What may be allocated now: each total less what is reserved, each room as
+ * it is; the smallest wins. */
+static void limit_from(const mem_figures *f, int64_t held, fm_mem_limit *out) {
+  out->bytes = INT64_MAX;
+  out->source = FM_MEM_UNKNOWN;
+  out->cgroup_max = f->cgroup_max;
+  for (int i = 0; i < 4; i++) {
+    if (f->cand[i] < 0) continue;
+    int64_t v = f->cand[i];
+    if (fig_is_total[i]) v = v > held ? v - held : 0;
+    if (v < out->bytes) {
+      out->bytes = v;
+      out->source = fig_source[i];
+    }
   }
+}
+
+void fm_mem_limit_get(fm_mem_limit *out) {
+  mem_figures f;
+  mem_figures_read(&f);
+  limit_from(&f, fm_mem_reserved(), out);
+}
+
+static fm_status check_held(int64_t bytes, int64_t held, const char *what, fm_err *err) {
+  int64_t lim;
+  int env = env_limit(&lim);
+  if (env < 0) return fm_mem_env_check(err);
+  if (bytes >= 0 && bytes <= FM_MEM_SMALL) { /* only FMSIM_MEM_LIMIT can refuse these */
+    if (env == 0 || fm_mem_add(held, bytes) <= lim) return FM_OK;
+  }
+  mem_figures f;
+  mem_figures_read(&f);
   fm_mem_limit l;
-  fm_mem_limit_get(&l);
+  limit_from(&f, held, &l);
   if (bytes >= 0 && bytes <= l.bytes) return FM_OK;
   char need[32], have[32], cg[32];
   if (bytes < 0 || bytes == INT64_MAX) snprintf(need, sizeof need, "more than 8 EiB");
@@ -195,6 +259,19 @@ fm_status fm_mem_check(int64_t bytes, const char *what, fm_err *err) {
   case FM_MEM_ENV: snprintf(why, sizeof why, "FMSIM_MEM_LIMIT"); break;
   default: snprintf(why, sizeof why, "MemAvailable"); break;
   }
-  return fm_fail(err, FM_ENOMEM, "%s would take about %s; this machine can give %s now (%s)", what, need,
-                 have, why);
+  char more[64] = "";
+  if (held > 0 && (l.source == FM_MEM_ENV || l.source == FM_MEM_RLIMIT))
+    snprintf(more, sizeof more, ", %s already reserved", fm_mem_format(held, cg, sizeof cg));
+  return fm_fail(err, FM_ENOMEM, "%s would take about %s; this machine can give %s now (%s%s)", what,
+                 need, have, why, more);
+}
+
+fm_status fm_mem_check(int64_t bytes, const char *what, fm_err *err) {
+  return check_held(bytes, fm_mem_reserved(), what, err);
+}
+
+fm_status fm_mem_reserve(int64_t bytes, const char *what, fm_err *err) {
+  fm_status st = check_held(bytes, fm_mem_reserved(), what, err);
+  if (st == FM_OK && bytes > 0) atomic_fetch_add(&reserved_bytes, bytes);
+  return st;
 }

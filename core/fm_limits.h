@@ -23,10 +23,38 @@
  * is unknown and only the environment variable applies.
  *
  * The figures are read fresh on every call that needs them (a few small files
- * in /proc and /sys: tens of microseconds); nothing is cached, core keeps no
- * global state. Requests up to FM_MEM_SMALL are granted without reading them
- * (only FMSIM_MEM_LIMIT can refuse those), so that checking every allocation
- * that depends on input costs nothing for the small ones.
+ * in /proc and /sys: tens of microseconds); nothing is cached. Requests up to
+ * FM_MEM_SMALL are granted without reading them (only FMSIM_MEM_LIMIT and
+ * what is already reserved can refuse those), so that checking every
+ * allocation that depends on input costs nothing for the small ones.
+ *
+ * The limit is a total, not a per-allocation cap. fmsim keeps a running
+ * budget: fm_mem_reserve adds a request to it once the check passed, and
+ * fm_mem_release takes it back when the memory is freed. A check compares
+ *   - reserved + bytes with the limits that bound the whole process
+ *     (FMSIM_MEM_LIMIT, RLIMIT_AS / RLIMIT_DATA), and
+ *   - bytes alone with MemAvailable and the cgroup's room, which are already
+ *     net of what this process holds.
+ * Who reserves: the owners of large buffers whose size comes from input keep
+ * them reserved for their lifetime and release them in their _destroy (the
+ * interval vectors of fm_colmask, the dense scanner's state and read buffer,
+ * the dense result's kept runs and tiles, the viewer's scene); a buffer that
+ * is handed to a caller who frees it with free() (fm_npy_load, the document
+ * samples) is checked against the total but not kept in it.
+ *
+ * Global state (docs/DESIGN.md, Style rule 3): the running budget is the one
+ * piece of global state in core besides what the C library keeps. It has to
+ * be: the limit it is compared with (FMSIM_MEM_LIMIT, ulimit) is a property
+ * of the process, not of any handle, and threading a budget handle through
+ * every reader's signature would change the whole public API for one
+ * counter. It is a C11 atomic (threads see one total), it only moves through
+ * fm_mem_reserve / fm_mem_release pairs, and fm_mem_reserved reads it (tests).
+ *
+ * A malformed FMSIM_MEM_LIMIT ("2X", "-1", "", "lots") is an error, never
+ * ignored: fm_mem_env_check gives the one line, every fm_mem_check and
+ * fm_mem_reserve fails with it (FM_EINVAL), and `fmsim` checks it before any
+ * command runs (one line on stderr, exit 2). Set-but-empty counts as
+ * malformed; unset means no such limit.
  *
  * Usage, before an allocation whose size depends on input:
  *
@@ -63,19 +91,40 @@ typedef enum fm_mem_source {
 
 typedef struct fm_mem_limit {
   int64_t bytes;        /* what may be allocated now (4/5 of the figure read,
-                           FMSIM_MEM_LIMIT as is); INT64_MAX when unknown */
+                           FMSIM_MEM_LIMIT as is; the totals less what is
+                           reserved); INT64_MAX when unknown */
   fm_mem_source source; /* which of the limits above gave `bytes` */
   int64_t cgroup_max;   /* the cgroup's limit, 0 when none is set */
 } fm_mem_limit;
 
-/* Reads the current limit (never fails; unknown parts are left out). */
+/* Reads the current limit (never fails; unknown parts are left out, and so
+ * is a malformed FMSIM_MEM_LIMIT: fm_mem_env_check reports that). */
 void fm_mem_limit_get(fm_mem_limit *out);
 
-/* FM_OK when `bytes` fits the current limit; else FM_ENOMEM with the message
- * "WHAT would take about X; this machine can give Y now (SOURCE)" in err.
+/* FM_OK when FMSIM_MEM_LIMIT is unset or a size fm_mem_parse reads; else
+ * FM_EINVAL with the one line "FMSIM_MEM_LIMIT=VALUE: not a size (expected
+ * a byte count with an optional K, M, G or T suffix, e.g. 4G)". */
+fm_status fm_mem_env_check(fm_err *err);
+
+/* FM_OK when `bytes` more fit the current limit, counting what is reserved
+ * (see above); else FM_ENOMEM with the message
+ * "WHAT would take about X; this machine can give Y now (SOURCE)" in err
+ * (Y: the limit less what is reserved, where the limit is a total).
  * `what` names the allocation for the user ("the column runs of S = ...");
- * bytes < 0 (an overflowed estimate) is refused as "more than 8 EiB". */
+ * bytes < 0 (an overflowed estimate) is refused as "more than 8 EiB".
+ * FM_EINVAL when FMSIM_MEM_LIMIT is malformed. Reserves nothing: for a
+ * buffer freed before the next check, or handed to a caller. */
 fm_status fm_mem_check(int64_t bytes, const char *what, fm_err *err);
+
+/* fm_mem_check, and on FM_OK `bytes` are added to the running budget; the
+ * caller gives them back with fm_mem_release(bytes) when it frees them. */
+fm_status fm_mem_reserve(int64_t bytes, const char *what, fm_err *err);
+
+/* Takes `bytes` out of the running budget (never below 0; <= 0: nothing). */
+void fm_mem_release(int64_t bytes);
+
+/* The bytes reserved now (the running budget). */
+int64_t fm_mem_reserved(void);
 
 /* Saturating arithmetic for estimates: INT64_MAX on overflow (or when an
  * operand is negative), so that a checked estimate can never wrap around. */

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "fm_fileio.h"
+#include "fm_input.h"
 #include "fm_limits.h"
 
 static const struct {
@@ -201,8 +202,9 @@ fm_status fm_npy_read_header(FILE *f, const char *path, fm_npy_header *h, fm_err
 }
 
 fm_status fm_npy_read_header_path(const char *path, fm_npy_header *h, fm_err *err) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return fm_fail(err, FM_EIO, "%s: cannot open: %s", path, strerror(errno));
+  FILE *f;
+  fm_status ost = fm_input_open(path, &f, err);
+  if (ost != FM_OK) return ost;
   fm_status st = fm_npy_read_header(f, path, h, err);
   fclose(f);
   return st;
@@ -211,8 +213,9 @@ fm_status fm_npy_read_header_path(const char *path, fm_npy_header *h, fm_err *er
 fm_status fm_npy_load(const char *path, fm_npy_header *h, void **data, int64_t max_bytes,
                       fm_err *err) {
   *data = NULL;
-  FILE *f = fopen(path, "rb");
-  if (!f) return fm_fail(err, FM_EIO, "%s: cannot open: %s", path, strerror(errno));
+  FILE *f;
+  fm_status ost = fm_input_open(path, &f, err);
+  if (ost != FM_OK) return ost;
   fm_status st = fm_npy_read_header(f, path, h, err);
   int64_t bytes = st == FM_OK ? h->count * dtypes[h->dtype].size : 0;
   char what[4200];

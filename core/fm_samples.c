@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fm_input.h"
 #include "fm_limits.h"
 
 /* Text of data/kernel_test_seq_info.txt, generated into the build by CMake. */
@@ -182,8 +183,9 @@ fm_status fm_samples_parse(const char *text, const char *name, fm_sample_set *ou
 
 fm_status fm_samples_load(const char *path, fm_sample_set *out, fm_err *err) {
   memset(out, 0, sizeof *out);
-  FILE *f = fopen(path, "rb");
-  if (!f) return fm_fail(err, FM_EIO, "%s: cannot open sample file: %s", path, strerror(errno));
+  FILE *f;
+  fm_status ost = fm_input_open(path, &f, err);
+  if (ost != FM_OK) return ost;
   char *buf = NULL;
   size_t n = 0, cap = 0;
   for (;;) {

@@ -4,8 +4,11 @@
 #include "fm_timing.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "fm_limits.h"
 
 /* ------------------------------------------------------------ kernels */
 
@@ -55,6 +58,12 @@ fm_status fm_timing_work_init(fm_timing_work *w, const fm_colmask *m, int32_t br
   w->nh = fm_colmask_nh(m);
   w->causal = fm_colmask_causal(m);
   size_t ns = (size_t)w->nb * (size_t)w->nh;
+  char what[96];
+  snprintf(what, sizeof what, "the work of %zu sets of %d x %d tiles", ns, w->tr, w->tc);
+  st = fm_mem_check(fm_mem_mul((int64_t)ns, fm_mem_add(fm_mem_mul(w->tr, (int64_t)sizeof *w->rows),
+                                                       fm_mem_mul(w->tc, (int64_t)sizeof *w->cols))),
+                    what, err);
+  if (st != FM_OK) return st;
   w->rows = malloc(sizeof *w->rows * ns * (size_t)w->tr);
   w->cols = malloc(sizeof *w->cols * ns * (size_t)w->tc);
   w->kv_cols = calloc(ns, sizeof *w->kv_cols);

@@ -99,7 +99,11 @@ static fm_status read_coef(const reader *r, const fm_jv *e, fm_kernel_id kernel,
                           (st = get_number(r, e, "throttle", 1, 4, &c->throttle)) != FM_OK))
     return st;
   const fm_jv *fit = fm_jv_get(e, "fit");
-  c->fit_cases = (int32_t)fm_jv_number(fm_jv_get(fit, "cases"), 0);
+  const fm_jv *cases = fm_jv_get(fit, "cases");
+  int64_t ncases = 0;
+  if (cases && fm_jv_int_in(cases, 0, INT32_MAX, &ncases) != 0)
+    return bad(r, cases, "fit.cases", "a count from 0 to 2147483647");
+  c->fit_cases = (int32_t)ncases;
   c->fit_median_err = fm_jv_number(fm_jv_get(fit, "median_abs_error"), NAN);
   c->fit_worst_err = fm_jv_number(fm_jv_get(fit, "worst_abs_error"), NAN);
   c->fit_boost_p = -1; /* the fit's test is calibrate's report, not the profile's */

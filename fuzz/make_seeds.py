@@ -117,6 +117,16 @@ def main():
         b"drag 300 300 900 500\nkey left\nkey 0\nresize 800 600\n# done\nkey q\n")
     put("viz_script", "extreme", b"\xff\xff\xff\xff" + b"drag -1048576 -1048576 1048576 1048576\n"
         b"wheel -1000\nwheel 1000 0 0\n")
+    # GPU profiles: the committed ones, and the inputs of issue 20's hostile pass
+    for fn in sorted(os.listdir(os.path.join(ROOT, "data", "gpu"))):
+        if fn.endswith(".json"):
+            with open(os.path.join(ROOT, "data", "gpu", fn), "rb") as f:
+                put("profile", fn[:-5], f.read())
+    put("profile", "one-byte-t", b"t")
+    put("profile", "words", b'[true, false, null, tru, fals, nul]')
+    with open(os.path.join(ROOT, "data", "gpu", "h200-sm80.json"), "rb") as f:
+        sm80 = f.read()
+    put("profile", "fit-cases-huge", sm80.replace(b'"cases": ', b'"cases": 1e300, "x": ', 1))
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ build=${1:?usage: fuzz/run.sh BUILD_DIR [NAME...]}
 shift
 here=$(cd "$(dirname "$0")" && pwd)
 names=("$@")
-[ ${#names[@]} -gt 0 ] || names=(npy intervals dense samples params scenario trace viz_script)
+[ ${#names[@]} -gt 0 ] || names=(npy intervals dense samples params scenario profile trace viz_script)
 seconds=${FUZZ_SECONDS:-60}
 runs=${FUZZ_RUNS:--1}
 mkdir -p "$build/artifacts" "$build/logs"

@@ -47,6 +47,11 @@ printf '{"format": "fmsim-gpu-profile", broken' > broken_profile.json
 printf '{"format": "something else"}\n' > other_profile.json
 printf 'name: cpu\nseqlen: 256\nrun: [analyze]\nmasks:\n  - family: causal\n' > cpu.yaml
 "$fmsim" run cpu.yaml --out cpu_run >/dev/null 2>&1 || exit 2                  # a run no GPU timed
+# issue 20: a [1, 2^22] bool mask, sparse (4 MiB of zeros; its scan state is
+# 200 MiB), and FIFOs that no process writes to (refused at once, never waited on)
+printf '\x93NUMPY\x01\x00\x76\x00%s%52s\n' "{'descr': '|b1', 'fortran_order': False, 'shape': (1, 4194304), }" '' > wide.npy
+truncate -s $((128 + 4194304)) wide.npy
+mkfifo fifo.npy fifo.json fifo.txt
 printf 'hello\n' > existing.txt
 ln -s existing.txt link.txt
 ln -s nowhere dangling.npy

@@ -4,8 +4,13 @@
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include "fm_dense.h"
 #include "fm_families.h"
+#include "fm_jsonr.h"
+#include "fm_limits.h"
+#include "fm_samples.h"
 #include "fm_intervals_io.h"
 #include "fm_tiles.h"
 #include "fm_npy.h"
@@ -484,4 +489,126 @@ Test(limits, sample_count_beyond_the_file_is_refused) {
                                 "s.txt", &s, &err),
                FM_OK, "%s", err.msg);
   fm_samples_free(&s);
+}
+
+/* issue 20: the limit was checked per allocation (10.5 GB used under 8.5 GB). */
+Test(limits, the_limit_is_a_total_not_per_allocation) {
+  setenv("FMSIM_MEM_LIMIT", "100K", 1);
+  fm_colmask *a = NULL, *b = NULL;
+  fm_err err;
+  const int64_t held = fm_mem_reserved();
+  cr_assert_eq(fm_colmask_create(64, 4096, 1, 1, 0, &a, &err), FM_OK, "%s", err.msg); /* 64 KiB */
+  cr_assert_eq(fm_mem_reserved(), held + 65536);
+  cr_assert_eq(fm_colmask_create(64, 4096, 1, 1, 0, &b, &err), FM_ENOMEM, "a second 64 KiB under 100K");
+  cr_assert(strstr(err.msg, "64.0 KiB already reserved"), "%s", err.msg);
+  cr_assert_eq(fm_mem_check(40 << 10, "40 KiB more", &err), FM_ENOMEM, "%s", err.msg);
+  cr_assert_eq(fm_mem_check(30 << 10, "30 KiB more", &err), FM_OK, "%s", err.msg);
+  fm_colmask_destroy(a); /* gives its 64 KiB back */
+  cr_assert_eq(fm_mem_reserved(), held);
+  cr_assert_eq(fm_colmask_create(64, 4096, 1, 1, 0, &b, &err), FM_OK, "%s", err.msg);
+  fm_colmask_destroy(b);
+  cr_assert_eq(fm_mem_reserved(), held);
+  unsetenv("FMSIM_MEM_LIMIT");
+}
+
+/* issue 20: a malformed FMSIM_MEM_LIMIT was silently ignored. */
+Test(limits, malformed_environment_is_an_error) {
+  static const char *bad[] = {"12x", "", "-1", "lots", "4G ", "1.5G"};
+  for (int i = 0; i < 6; i++) {
+    setenv("FMSIM_MEM_LIMIT", bad[i], 1);
+    fm_err err;
+    cr_assert_eq(fm_mem_env_check(&err), FM_EINVAL, "'%s'", bad[i]);
+    char want[64];
+    snprintf(want, sizeof want, "FMSIM_MEM_LIMIT=%s: not a size", bad[i]);
+    cr_assert(strstr(err.msg, want), "%s", err.msg);
+    cr_assert_eq(fm_mem_check(10, "ten bytes", &err), FM_EINVAL, "'%s'", bad[i]);
+    cr_assert_eq(fm_mem_check((int64_t)2 << 20, "2 MiB", &err), FM_EINVAL, "'%s'", bad[i]);
+  }
+  setenv("FMSIM_MEM_LIMIT", "4G", 1);
+  cr_assert_eq(fm_mem_env_check(NULL), FM_OK);
+  unsetenv("FMSIM_MEM_LIMIT");
+  cr_assert_eq(fm_mem_env_check(NULL), FM_OK);
+}
+
+/* A [1, Sk] bool .npy header over a sparse file of zeros (no data written). */
+static void wide_bool_npy(const char *path, int64_t sk) {
+  char dict[128], hdr[128];
+  int n = snprintf(dict, sizeof dict, "{'descr': '|b1', 'fortran_order': False, 'shape': (1, %lld), }",
+                   (long long)sk);
+  int pad = (64 - (10 + n + 1) % 64) % 64;
+  int hlen = n + pad + 1;
+  memcpy(hdr, "\x93NUMPY\x01\x00", 8);
+  hdr[8] = (char)(hlen & 0xff);
+  hdr[9] = (char)(hlen >> 8);
+  memcpy(hdr + 10, dict, (size_t)n);
+  memset(hdr + 10 + n, ' ', (size_t)pad);
+  hdr[10 + n + pad] = '\n';
+  FILE *f = fopen(path, "wb");
+  cr_assert(f);
+  cr_assert_eq(fwrite(hdr, 1, (size_t)(10 + hlen), f), (size_t)(10 + hlen));
+  fclose(f);
+  cr_assert_eq(truncate(path, 10 + hlen + sk), 0);
+}
+
+/* issue 20: a [1, 2^29] bool mask grew to 22.8 GB: the scan state (about 50
+ * bytes per key column) was allocated without a check. */
+Test(limits, wide_dense_mask_is_refused_before_allocating) {
+  char path[512];
+  tmp_path(path, sizeof path, "wide.npy");
+  wide_bool_npy(path, (int64_t)1 << 24); /* 16 MiB of data, 800 MiB of scan state */
+  setenv("FMSIM_MEM_LIMIT", "256M", 1);
+  fm_dense_result *r = NULL;
+  fm_err err;
+  fm_dense_opts o = {.br = 128, .bc = 128};
+  cr_assert_eq(fm_dense_check_file(path, &o, &r, &err), FM_ENOMEM);
+  cr_assert(strstr(err.msg, "wide.npy: the scan state of Sk = 16777216 key columns") &&
+            strstr(err.msg, "FMSIM_MEM_LIMIT"), "%s", err.msg);
+  cr_assert_null(r);
+  cr_assert_eq(fm_mem_reserved(), 0, "a refusal gives back what it reserved");
+  unsetenv("FMSIM_MEM_LIMIT");
+  unlink(path);
+}
+
+/* issue 20: FIFO inputs blocked forever (open waited for a writer). */
+Test(input, fifo_is_refused_at_once, .timeout = 20) {
+  char path[512];
+  tmp_path(path, sizeof path, "input.fifo");
+  unlink(path);
+  cr_assert_eq(mkfifo(path, 0600), 0);
+  fm_err err;
+  fm_npy_header h;
+  void *data = NULL;
+  cr_assert_eq(fm_npy_load(path, &h, &data, 1 << 20, &err), FM_EUNSUPPORTED);
+  cr_assert(strstr(err.msg, "input.fifo: is a FIFO or pipe, not a regular file"), "%s", err.msg);
+  cr_assert_eq(fm_npy_read_header_path(path, &h, &err), FM_EUNSUPPORTED);
+  fm_dense_result *r = NULL;
+  cr_assert_eq(fm_dense_check_file(path, NULL, &r, &err), FM_EUNSUPPORTED, "%s", err.msg);
+  fm_jdoc *d = NULL;
+  cr_assert_eq(fm_jdoc_load(path, &d, &err), FM_EUNSUPPORTED, "%s", err.msg);
+  fm_sample_set s;
+  cr_assert_eq(fm_samples_load(path, &s, &err), FM_EUNSUPPORTED, "%s", err.msg);
+  fm_colmask *m = NULL;
+  fm_intervals_opts lo = {.causal = 1};
+  cr_assert_neq(fm_intervals_load(path, &lo, &m, NULL, &err), FM_OK);
+  cr_assert(strstr(err.msg, "FIFO or pipe"), "%s", err.msg);
+  unlink(path);
+}
+
+/* issue 20: a .npy on a pipe was refused as "too short to be a .npy file". */
+Test(input, pipe_is_refused_with_what_it_is, .timeout = 20) {
+  int fds[2];
+  cr_assert_eq(pipe(fds), 0);
+  char path[64];
+  snprintf(path, sizeof path, "/proc/self/fd/%d", fds[0]);
+  const char npy[] = "\x93NUMPY\x01\x00\x76\x00{'descr': '|b1', 'fortran_order': False, "
+                     "'shape': (1, 1), }";
+  cr_assert(write(fds[1], npy, sizeof npy - 1) > 0);
+  fm_dense_result *r = NULL;
+  fm_err err;
+  cr_assert_eq(fm_dense_check_file(path, NULL, &r, &err), FM_EUNSUPPORTED);
+  cr_assert(strstr(err.msg, "is a FIFO or pipe, not a regular file; fmsim reads its inputs from "
+                            "regular files"), "%s", err.msg);
+  cr_assert_null(strstr(err.msg, "too short"));
+  close(fds[0]);
+  close(fds[1]);
 }

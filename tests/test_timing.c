@@ -1116,3 +1116,60 @@ Test(scenario_sets, heldout_is_what_its_script_writes) {
   fmt_slurp(out, b, sizeof b);
   cr_assert_str_eq(a, b, "scenarios/heldout.yaml differs from bench/make_heldout.py's output");
 }
+
+/* issue 20: "t" (1 byte) made the reader compare "true" past the text (a
+ * heap over-read under ASan); "true" cut to 3 bytes was read as true. */
+Test(json, words_are_not_read_past_the_text) {
+  static const char *words[] = {"true", "false", "null"};
+  for (int w = 0; w < 3; w++)
+    for (size_t n = 1; n < strlen(words[w]); n++) {
+      char *exact = malloc(n); /* exactly n bytes, no NUL after them */
+      memcpy(exact, words[w], n);
+      fm_jdoc *d = NULL;
+      fm_err err;
+      fm_status st = fm_jdoc_parse(exact, n, "w.json", &d, &err);
+      cr_assert_neq(st, FM_OK, "'%.*s' (%zu bytes) was read as a value", (int)n, words[w], n);
+      cr_assert(strstr(err.msg, "w.json:1:1"), "%s", err.msg);
+      fm_jdoc_free(d);
+      free(exact);
+    }
+  fm_jdoc *d = NULL;
+  cr_assert_neq(fm_jdoc_parse("true", 3, "w.json", &d, NULL), FM_OK, "'tru' read as true");
+  cr_assert_neq(fm_jdoc_parse("[null]", 4, "w.json", &d, NULL), FM_OK, "'[nul' read as [null");
+  cr_assert_eq(fm_jdoc_parse("[true,null]", 11, "w.json", &d, NULL), FM_OK);
+  cr_assert_eq(fm_jv_bool(fm_jv_first(fm_jdoc_root(d)), 0), 1);
+  fm_jdoc_free(d);
+}
+
+/* issue 20: "fit": {"cases": 1e300} was converted to int32 (undefined). */
+Test(profile, fit_cases_out_of_range_is_refused) {
+  static const char *bad_cases[] = {"1e300", "-1", "2.5", "2147483648", "-1e300"};
+  for (int i = 0; i < 5; i++) {
+    fm_gpu_profile p;
+    fm_err err;
+    char to[64];
+    snprintf(to, sizeof to, "\"cases\": %s", bad_cases[i]);
+    cr_assert_eq(parse_edited("\"cases\": 72", to, &p, &err), FM_EFORMAT, "cases %s", bad_cases[i]);
+    cr_assert(strstr(err.msg, "'fit.cases': expected a count from 0 to 2147483647"), "%s", err.msg);
+  }
+  fm_gpu_profile p;
+  fm_err err;
+  cr_assert_eq(parse_edited("\"cases\": 72", "\"cases\": 2147483647", &p, &err), FM_OK, "%s", err.msg);
+  cr_assert_eq(p.fwd[0].fit_cases, INT32_MAX);
+  cr_assert_eq(parse_edited("\"cases\": 72, ", "", &p, &err), FM_OK, "%s", err.msg); /* optional */
+}
+
+Test(json, integers_saturate_instead_of_overflowing) {
+  fm_jdoc *d = NULL;
+  const char *t = "[1e300, -1e300, 12.9, -3.5, 9223372036854775807, \"x\"]";
+  cr_assert_eq(fm_jdoc_parse(t, strlen(t), "i.json", &d, NULL), FM_OK);
+  const fm_jv *v = fm_jv_first(fm_jdoc_root(d));
+  int64_t want[] = {INT64_MAX, INT64_MIN, 12, -3, INT64_MAX, 7};
+  for (int i = 0; v; v = fm_jv_next(v), i++) cr_assert_eq(fm_jv_int64(v, 7), want[i], "element %d", i);
+  int64_t out = 0;
+  v = fm_jv_first(fm_jdoc_root(d));
+  cr_assert_eq(fm_jv_int_in(v, 0, INT64_MAX, &out), -1);
+  v = fm_jv_next(fm_jv_next(v));
+  cr_assert_eq(fm_jv_int_in(v, 0, 100, &out), -1, "12.9 is no integer");
+  fm_jdoc_free(d);
+}

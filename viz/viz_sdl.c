@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "fm_fileio.h"
+#include "fm_input.h"
 #include "viz_internal.h"
 
 /* SDL event -> viz event; 0 when SDL's event means nothing to the viewer. */
@@ -197,8 +198,8 @@ static void set_title(SDL_Window *win, const viz_state *s) {
 fm_status viz_window_run(viz_state *s, const viz_window_opts *o, fm_err *err) {
   script sc = {NULL, o->script, 0};
   if (o->script) {
-    sc.f = fopen(o->script, "r");
-    if (!sc.f) return fm_fail(err, FM_EIO, "%s: cannot open: %s", o->script, strerror(errno));
+    fm_status ost = fm_input_open(o->script, &sc.f, err); /* a FIFO is refused, never waited on */
+    if (ost != FM_OK) return ost;
   }
   /* no SDL_VIDEODRIVER (or an empty one): try only the displays the
      environment names, so that SDL neither probes Wayland without one (its
