@@ -12,13 +12,29 @@
 #include "fm_limits.h"
 #include "fm_tiles.h"
 
+/* How many errors cli_error printed (app state, not core's: one process, one command). */
+static int errors_printed;
+
 void cli_error(const char *cmd, const char *fmt, ...) {
+  errors_printed++;
   va_list ap;
   va_start(ap, fmt);
   fprintf(stderr, "fmsim%s%s: ", cmd ? " " : "", cmd ? cmd : "");
   vfprintf(stderr, fmt, ap);
   fputc('\n', stderr);
   va_end(ap);
+}
+
+int cli_finish_stdout(int rc) {
+  errno = 0;
+  int bad = fflush(stdout) != 0;
+  int saved = errno;
+  bad |= ferror(stdout) != 0;
+  if (!bad) return rc;
+  if (rc != FM_EXIT_OK && errors_printed) return FM_EXIT_USAGE; /* its one line is out */
+  cli_error(NULL, "cannot write to standard output: %s",
+            saved ? strerror(saved) : "a write failed (disk full or output closed?)");
+  return FM_EXIT_USAGE;
 }
 
 int cli_bad_option(const char *cmd, int opt, char *const argv[]) {

@@ -26,6 +26,15 @@ void cli_error(const char *cmd, const char *fmt, ...)
 #endif
     ;
 
+/* Every report of every command goes to stdout through stdio, and a write
+ * error there (a full disk, a closed descriptor) is sticky on the stream:
+ * app/main.c passes each command's exit code through this once, after the
+ * command returned. It flushes stdout; when a write failed it prints one line
+ * ("fmsim: cannot write to standard output: No space left on device") unless
+ * the command already failed with its own error line, and returns
+ * FM_EXIT_USAGE. Otherwise it returns rc. */
+int cli_finish_stdout(int rc);
+
 /* What getopt_long (optstring starting with ':') returned for a bad option:
  * ':' a missing value, anything else an unknown option. Prints the error
  * (argv[optind - 1] names the option) and returns FM_EXIT_USAGE. */

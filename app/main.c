@@ -44,7 +44,7 @@ static void usage(FILE *f) {
   fprintf(f, "\n'fmsim help COMMAND' (or 'fmsim COMMAND --help', '-h') describes a command.\n");
 }
 
-int main(int argc, char **argv) {
+static int dispatch(int argc, char **argv) {
   if (argc < 2) {
     cli_error(NULL, "a command is required (fmsim --help lists them)");
     return FM_EXIT_USAGE;
@@ -74,3 +74,7 @@ int main(int argc, char **argv) {
   cli_error(NULL, "unknown command '%s' (fmsim --help lists them)", argv[1]);
   return FM_EXIT_USAGE;
 }
+
+/* Every command returns through here: a report lost to a full disk or a
+ * closed stdout is one line and exit 2, never a silent exit 0 (cli.h). */
+int main(int argc, char **argv) { return cli_finish_stdout(dispatch(argc, argv)); }
