@@ -24,6 +24,12 @@ static struct {
   char path[FM_CLEANUP_PATH];
 } cleanup_slots[FM_CLEANUP_SLOTS];
 static volatile sig_atomic_t cleanup_installed;
+/* The signals whose default action ends the process and that a user, a shell
+ * or the kernel sends to a writer: interrupt, terminate, hang-up, quit (core),
+ * file size limit (RLIMIT_FSIZE, core), CPU limit, a closed pipe, an alarm. */
+static const int cleanup_signals[] = {SIGINT,  SIGTERM, SIGHUP,  SIGQUIT,
+                                      SIGXFSZ, SIGXCPU, SIGPIPE, SIGALRM};
+#define FM_CLEANUP_NSIGNALS ((int)(sizeof cleanup_signals / sizeof cleanup_signals[0]))
 
 static void remove_tree(const char *dir) {
 #ifdef __linux__
@@ -74,16 +80,15 @@ static void on_signal(int sig) {
 static void cleanup_install(void) {
   if (cleanup_installed) return;
   cleanup_installed = 1;
-  static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
-  for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
+  for (int i = 0; i < FM_CLEANUP_NSIGNALS; i++) {
     struct sigaction old, sa;
-    if (sigaction(sigs[i], NULL, &old) != 0) continue;
+    if (sigaction(cleanup_signals[i], NULL, &old) != 0) continue;
     if ((old.sa_flags & SA_SIGINFO) || old.sa_handler != SIG_DFL) continue; /* ignored, or someone else's */
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = SA_RESETHAND;
-    sigaction(sigs[i], &sa, NULL);
+    sigaction(cleanup_signals[i], &sa, NULL);
   }
 }
 
@@ -104,16 +109,14 @@ void fm_cleanup_forget(int slot) {
   if (slot >= 0 && slot < FM_CLEANUP_SLOTS) cleanup_slots[slot].kind = 0;
 }
 
-/* Runs create(tmpl) with SIGINT/SIGTERM/SIGHUP blocked and registers the
+/* Runs create(tmpl) with the cleanup signals blocked and registers the
  * result, so that no signal can fall between the creation and the
  * registration. Returns create's result (an fd, or 0 for a folder; -1 on
  * failure with errno kept). */
 static int create_registered(char *tmpl, fm_cleanup_kind kind, int *slot) {
   sigset_t block, old;
   sigemptyset(&block);
-  sigaddset(&block, SIGINT);
-  sigaddset(&block, SIGTERM);
-  sigaddset(&block, SIGHUP);
+  for (int i = 0; i < FM_CLEANUP_NSIGNALS; i++) sigaddset(&block, cleanup_signals[i]);
   cleanup_install();
   sigprocmask(SIG_BLOCK, &block, &old);
   int r = kind == FM_CLEANUP_FILE ? mkstemp(tmpl) : mkdtemp(tmpl) ? 0 : -1;

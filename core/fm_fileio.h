@@ -45,8 +45,9 @@
  *    flush are still checked, so `> /dev/full` fails with "No space left on
  *    device"). Without the flag "-" is an ordinary file name.
  * 6. Interruption. Temporary files (and the staging folders of fm_trace) are
- *    registered in a small process-wide table that a SIGINT, SIGTERM or SIGHUP
- *    handler empties (removes) before the process dies of the signal; the
+ *    registered in a small process-wide table that a handler of SIGINT,
+ *    SIGTERM, SIGHUP, SIGQUIT, SIGXFSZ (a file size limit), SIGXCPU, SIGPIPE
+ *    and SIGALRM empties (removes) before the process dies of the signal; the
  *    handler is installed on first use only for signals whose disposition is
  *    still the default. A program that installs its own handler for these
  *    signals calls fm_cleanup_now() from it (it is async-signal-safe).

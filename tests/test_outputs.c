@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include "fm_fileio.h"
@@ -155,4 +156,73 @@ Test(stdout, a_full_disk_is_one_line_and_exit_2_on_every_command, .timeout = 300
   run_to(&r, dir, "families", "&-");
   cr_assert_eq(r.status, 2, "fmsim families >&-: exit %d (%s)", r.status, r.err);
   cr_assert_eq(r.err_lines, 1, "%s", r.err);
+}
+
+/* ---- the temporary goes with the process, whatever signal ends it ----------- */
+
+/* In a child: an atomic output is open with data in its temporary when `sig`
+ * arrives (SIGXFSZ for real: the file outgrows RLIMIT_FSIZE). The child dies of
+ * sig and its folder is left empty. */
+static void signal_leaves_no_temporary(int sig, const char *name) {
+  char dir[512], path[700];
+  scratch(dir, sizeof dir, name);
+  snprintf(path, sizeof path, "%s/out.bin", dir);
+  pid_t p = fork();
+  if (p == 0) {
+    struct rlimit no_core = {.rlim_cur = 0, .rlim_max = 0};
+    setrlimit(RLIMIT_CORE, &no_core);
+    fm_atomic_file af;
+    if (fm_atomic_open(&af, path, NULL) != FM_OK) _exit(3);
+    fm_atomic_write(&af, "partial", 7, NULL);
+    fflush(af.f);
+    if (sig == SIGXFSZ) {
+      struct rlimit small = {.rlim_cur = 4096, .rlim_max = 4096};
+      setrlimit(RLIMIT_FSIZE, &small);
+      static char block[8192];
+      for (int i = 0; i < 4; i++)
+        if (write(fileno(af.f), block, sizeof block) < 0) break;
+    } else {
+      raise(sig);
+    }
+    _exit(4); /* not reached: the handler re-raises with the default action */
+  }
+  int st;
+  waitpid(p, &st, 0);
+  cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == sig, "%s: status %d", name, st);
+  DIR *d = opendir(dir);
+  struct dirent *e;
+  while ((e = readdir(d)))
+    cr_assert(!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."), "%s left %s", name, e->d_name);
+  closedir(d);
+}
+
+Test(signals, sigquit_removes_the_temporary) { signal_leaves_no_temporary(SIGQUIT, "sigquit"); }
+Test(signals, sigxfsz_of_a_file_size_limit_removes_the_temporary) {
+  signal_leaves_no_temporary(SIGXFSZ, "sigxfsz");
+}
+Test(signals, sigpipe_sigxcpu_sigalrm_remove_the_temporary) {
+  signal_leaves_no_temporary(SIGPIPE, "sigpipe");
+  signal_leaves_no_temporary(SIGXCPU, "sigxcpu");
+  signal_leaves_no_temporary(SIGALRM, "sigalrm");
+}
+
+/* The command itself under a file size limit (ulimit -f): expand of a 1 GiB
+ * dense mask dies of SIGXFSZ and leaves neither the output nor its temporary. */
+Test(signals, expand_over_a_file_size_limit_leaves_nothing, .timeout = 60) {
+  char dir[512];
+  scratch(dir, sizeof dir, "ulimit");
+  run_out r;
+  run_to(&r, dir, "analyze --family causal --seqlen 4096 --out big", "/dev/null");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  char cmd[2048];
+  snprintf(cmd, sizeof cmd, "cd '%s' && ulimit -c 0 && ulimit -f 64 && exec %s expand big/columns.npy --bidir "
+           "-o dense.npy 2>/dev/null", dir, FMSIM_BIN);
+  int st = system(cmd);
+  /* the shell exec'd fmsim: system() sees its death by the signal itself */
+  cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGXFSZ, "status %d", st);
+  DIR *d = opendir(dir);
+  struct dirent *e;
+  while ((e = readdir(d)))
+    cr_assert(strncmp(e->d_name, "dense.npy", 9) != 0, "left %s", e->d_name);
+  closedir(d);
 }
