@@ -51,6 +51,18 @@ ln -s existing.txt link.txt
 ln -s nowhere dangling.npy
 ln -s nowhere dangling.png
 mkdir -p outdir emptydir outdir.png
+# output folders with a planted link (refused before any work) and scenario
+# files a reader must not guess at (duplicate keys, two documents, a name
+# that leaves out/)
+mkdir -p planted_cases planted_index planted_trace planted_lock
+ln -s ../emptydir planted_cases/cases
+ln -s ../existing.txt planted_index/index.csv
+ln -s ../existing.txt planted_trace/tiles.npy
+ln -s ../existing.txt planted_lock/.fmsim.lock
+printf 'name: x\nseqlen: 64\nseqlen: 128\nrun: [analyze]\nmasks:\n  - family: causal\n' > dup_key.yaml
+printf 'name: x\nseqlen: 64\nrun: [analyze]\nmasks:\n  - family: sliding_window\n    params: {w: 8, w: 16}\n' > dup_param.yaml
+printf 'name: x\nseqlen: 64\nrun: [analyze]\nmasks:\n  - family: causal\n---\nname: y\n' > two_docs.yaml
+printf 'name: ../../escaped\nseqlen: 64\nrun: [analyze]\nmasks:\n  - family: causal\n' > escape_name.yaml
 # -o onto a character device: as root, private nodes of /dev/null and /dev/full
 # (a regressed guard would otherwise rename a file over the machine's own);
 # the rows name /dev/null and /dev/full and are rewritten to these
