@@ -226,3 +226,87 @@ Test(signals, expand_over_a_file_size_limit_leaves_nothing, .timeout = 60) {
     cr_assert(strncmp(e->d_name, "dense.npy", 9) != 0, "left %s", e->d_name);
   closedir(d);
 }
+
+/* ---- output folders: one writer at a time (fm_fileio.h rule 7) ------------------------ */
+
+static int entries(const char *dir, const char *part) {
+  DIR *d = opendir(dir);
+  int n = 0;
+  struct dirent *e;
+  while (d && (e = readdir(d))) n += strstr(e->d_name, part) != NULL;
+  if (d) closedir(d);
+  return n;
+}
+
+/* Another process holds DIR/.fmsim.lock: analyze --out and run --out into DIR
+ * are refused in one line before any work, and leave DIR as it was. */
+Test(outdir, a_held_lock_refuses_a_second_writer) {
+  char dir[512], trace[700], lock[800];
+  scratch(dir, sizeof dir, "lock");
+  snprintf(trace, sizeof trace, "%s/trace", dir);
+  mkdir(trace, 0755);
+  snprintf(lock, sizeof lock, "%s/.fmsim.lock", trace);
+  int fd = open(lock, O_RDWR | O_CREAT, 0644);
+  cr_assert_eq(flock(fd, LOCK_EX | LOCK_NB), 0);
+  const char *cmds[] = {"analyze --family causal --seqlen 64 --out trace",
+                        "run --family causal --seqlen 64 --cpu --out trace"};
+  run_out r;
+  for (int i = 0; i < 2; i++) {
+    run_to(&r, dir, cmds[i], "/dev/null");
+    cr_assert_eq(r.status, 2, "%s: exit %d (%s)", cmds[i], r.status, r.err);
+    cr_assert_eq(r.err_lines, 1, "%s: %s", cmds[i], r.err);
+    cr_assert(strstr(r.err, "another fmsim run is writing this folder"), "%s", r.err);
+    cr_assert_eq(entries(trace, ".npy") + entries(trace, ".json") + entries(trace, ".staging."), 0,
+                 "%s wrote into a locked folder", cmds[i]);
+    cr_assert_eq(access(lock, F_OK), 0, "the holder's lock file is not removed");
+  }
+  close(fd);
+  run_to(&r, dir, cmds[0], "/dev/null");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_assert_eq(entries(trace, ".fmsim.lock"), 0, "a finished run removes its lock file");
+}
+
+/* Two real runs into one folder: the second, started while the first
+ * computes, is refused; the first writes its whole trace. */
+Test(outdir, two_runs_into_one_folder_do_not_mix, .timeout = 120) {
+  char dir[512], trace[700], lock[800];
+  scratch(dir, sizeof dir, "two_runs");
+  snprintf(trace, sizeof trace, "%s/trace", dir);
+  snprintf(lock, sizeof lock, "%s/.fmsim.lock", trace);
+  pid_t p = fork();
+  if (p == 0) {
+    int null = open("/dev/null", O_WRONLY);
+    dup2(null, 1);
+    execl(FMSIM_BIN, FMSIM_BIN, "analyze", "--family", "random_eviction", "--seqlen", "131072",
+          "--br", "16", "--bc", "16", "--out", trace, (char *)NULL);
+    _exit(127);
+  }
+  for (int i = 0; i < 3000 && access(lock, F_OK) != 0; i++) usleep(1000);
+  cr_assert_eq(access(lock, F_OK), 0, "the first run never took its lock");
+  run_out r;
+  run_to(&r, dir, "analyze --family causal --seqlen 64 --out trace", "/dev/null");
+  int st;
+  waitpid(p, &st, 0);
+  cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the first run: status %d", st);
+  cr_assert_eq(r.status, 2, "the second run: exit %d (%s)", r.status, r.err);
+  cr_assert_eq(r.err_lines, 1, "%s", r.err);
+  char summary[900], text[4096];
+  snprintf(summary, sizeof summary, "%s/summary.json", trace);
+  fmt_slurp(summary, text, sizeof text);
+  cr_assert(strstr(text, "random_eviction") && strstr(text, "131072"), "the first run's trace: %s", text);
+  cr_assert_eq(entries(trace, ".fmsim.lock") + entries(trace, ".staging."), 0);
+}
+
+/* A killed writer's lock is no lock: flock dies with the process. */
+Test(outdir, a_killed_writers_lock_file_does_not_block) {
+  char dir[512], trace[700], lock[800];
+  scratch(dir, sizeof dir, "stale_lock");
+  snprintf(trace, sizeof trace, "%s/trace", dir);
+  mkdir(trace, 0755);
+  snprintf(lock, sizeof lock, "%s/.fmsim.lock", trace);
+  close(open(lock, O_RDWR | O_CREAT, 0644)); /* what SIGKILL leaves: the file, no lock */
+  run_out r;
+  run_to(&r, dir, "analyze --family causal --seqlen 64 --out trace", "/dev/null");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_assert_eq(entries(trace, ".fmsim.lock"), 0);
+}
