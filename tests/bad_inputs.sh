@@ -55,6 +55,9 @@ mkdir -p outdir emptydir outdir.png
 # files a reader must not guess at (duplicate keys, two documents, a name
 # that leaves out/)
 mkdir -p planted_cases planted_index planted_trace planted_lock
+# a trace whose columns.npy (S = 64) is not the mask its summary.json (S = 128) describes
+"$fmsim" analyze --family causal --seqlen 128 --out mixed >/dev/null || exit 2
+cp trace/columns.npy mixed/columns.npy
 ln -s ../emptydir planted_cases/cases
 ln -s ../existing.txt planted_index/index.csv
 ln -s ../existing.txt planted_trace/tiles.npy
