@@ -24,6 +24,7 @@
 #include "fm_json.h"
 #include "fm_jsonr.h"
 #include "fm_timing.h"
+#include "timing_cli.h"
 
 static const char *cmd = "calibrate";
 
@@ -53,7 +54,11 @@ static const char *help =
     "                      `throttle` times slower: the clock the power limit allows),\n"
     "                      kept only where it lowers the residual significantly\n"
     "  --source TEXT       what the profile was fitted from (default: the RUN arguments)\n"
-    "  --json              the fit as JSON on stdout instead of the table\n";
+    "  --json              the fit as JSON on stdout instead of the table\n"
+    "  --long-run          fit cases above the work bound: the cases' batch x heads x\n"
+    "                      tiles per pair (row tiles fwd, key tiles bwd), summed, above\n"
+    "                      2^28 = 268435456 work items (about ten seconds per pass of the fit,\n"
+    "                      which makes dozens) is refused without it\n";
 
 /* ------------------------------------------------------------ records */
 
@@ -510,6 +515,7 @@ typedef struct cal_opts {
   int64_t sms, ctas;
   double hbm;
   int json;
+  int long_run;     /* --long-run: work above TIMING_MAX_ITEMS confirmed */
   unsigned window;  /* fm_pass bits: the passes that may get a boost window */
   fm_fit_options fit;
 } cal_opts;
@@ -632,7 +638,7 @@ static int parse_opts(int argc, char **argv, cal_opts *o) {
       {"ctas-per-sm", required_argument, 0, 'c'}, {"source", required_argument, 0, 'S'},
       {"fix", required_argument, 0, 'F'},      {"boost-window", required_argument, 0, 'W'},
       {"json", no_argument, 0, 'j'},           {"help", no_argument, 0, 'h'},
-      {0, 0, 0, 0}};
+      {"long-run", no_argument, 0, 'L'},       {0, 0, 0, 0}};
   int opt;
   int64_t v;
   cli_getopt_reset();
@@ -650,6 +656,7 @@ static int parse_opts(int argc, char **argv, cal_opts *o) {
     case 'd': o->date = optarg; break;
     case 'S': o->source = optarg; break;
     case 'j': o->json = 1; break;
+    case 'L': o->long_run = 1; break;
     case 'F':
       if (parse_fix(optarg, &o->fit)) return -1;
       break;
@@ -687,6 +694,20 @@ static int parse_opts(int argc, char **argv, cal_opts *o) {
   return 0;
 }
 
+/* One pass of the fit over the cases against the timing model's work bound
+ * (timing_cli.h), before the fit's dozens of passes start. */
+static int work_check(const cal_state *st, int confirmed) {
+  double items = 0;
+  for (int i = 0; i < st->set.n; i++) {
+    const cal_case *c = &st->set.v[i];
+    const fm_timing_work *w = &st->works[i];
+    items += timing_items(c->pass, w->sq, w->sk, w->br, w->bc, c->batch, c->heads);
+  }
+  char what[64];
+  snprintf(what, sizeof what, "%d cases", st->set.n);
+  return timing_work_check(cmd, what, items, confirmed);
+}
+
 int cmd_calibrate(int argc, char **argv) {
   cal_opts o = {.window = FM_PASS_FWD};
   int r = parse_opts(argc, argv, &o);
@@ -717,6 +738,7 @@ int cmd_calibrate(int argc, char **argv) {
   }
   for (int i = 0; i < st.set.n; i++)
     if (case_work(&st.set.v[i], st.kernel, &st.works[i])) goto done;
+  if (work_check(&st, o.long_run)) goto done;
   o.fit.ctas_per_sm = (int32_t)o.ctas;
   if (fit_all(&st, &o.fit, o.window)) goto done;
   fm_err err;

@@ -275,3 +275,22 @@ int timing_load_trace(const char *cmd, const char *dir, fm_colmask **out, int64_
   *heads = t.heads;
   return 0;
 }
+
+double timing_items(fm_pass pass, int64_t sq, int64_t sk, int32_t br, int32_t bc, int64_t batch,
+                    int64_t heads) {
+  double per_pair = pass == FM_PASS_BWD ? (double)((sk + bc - 1) / bc) : (double)((sq + br - 1) / br);
+  return per_pair * (double)batch * (double)heads;
+}
+
+int timing_work_check(const char *cmd, const char *what, double items, int confirmed) {
+  if (items <= TIMING_MAX_ITEMS || confirmed) return 0;
+  double s = items / 30e6; /* about 30 M items a second (one core) */
+  char eta[32];
+  if (s < 3600) snprintf(eta, sizeof eta, "%.0f minutes", s / 60);
+  else if (s < 3 * 86400) snprintf(eta, sizeof eta, "%.1f hours", s / 3600);
+  else snprintf(eta, sizeof eta, "%.0f days", s / 86400);
+  cli_error(cmd, "%s: %.3g work items for the timing model, above the bound of 2^28 (%.0f, about "
+            "ten seconds); pass %s to run it (about %s)", what, items, TIMING_MAX_ITEMS,
+            TIMING_CONFIRM_FLAG, eta);
+  return -1;
+}
