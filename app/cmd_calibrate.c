@@ -8,7 +8,7 @@
  * committed H200 results), or a measurements file ("format":
  * "fmsim-measurements", written by bench/validate_model.py from tables that
  * exist only as text). */
-#define _POSIX_C_SOURCE 200809L
+#define _XOPEN_SOURCE 700 /* realpath */
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -129,6 +129,31 @@ static int join_path(char *out, size_t cap, const char *dir, const char *name) {
   return 0;
 }
 
+/* A file a run's record names inside the run folder (a case's columns.npy)
+ * into out: a relative path without a ".." component that, links resolved,
+ * stays in dir. A record is data from outside: it does not send calibrate to
+ * read files elsewhere. 0, or -1 after printing (one line). */
+static int run_member(char *out, size_t cap, const char *dir, const char *name, const char *id) {
+  int escapes = name[0] == '/' || !name[0];
+  for (const char *p = name; *p && !escapes; p = strchr(p, '/') ? strchr(p, '/') + 1 : p + strlen(p))
+    escapes = !strncmp(p, "..", 2) && (p[2] == '/' || !p[2]);
+  if (!escapes && join_path(out, cap, dir, name)) {
+    cli_error(cmd, "%s: case path too long", dir);
+    return -1;
+  }
+  char *real_dir = escapes ? NULL : realpath(dir, NULL), *real = escapes ? NULL : realpath(out, NULL);
+  if (real_dir && real) {
+    size_t n = strlen(real_dir);
+    escapes = strncmp(real, real_dir, n) != 0 || (real[n] != '/' && strcmp(real_dir, "/") != 0);
+  }
+  free(real_dir);
+  free(real);
+  if (!escapes) return 0;
+  cli_error(cmd, "case %.120s: its columns file '%.200s' is outside the run folder %.200s (a run's "
+            "files stay in its folder)", id ? id : "?", name, dir);
+  return -1;
+}
+
 /* A record's "pass" ("fwd" when absent); -1 for an unknown one. */
 static int record_pass(const fm_jv *rec, fm_pass *out) {
   const char *p = fm_jv_string(fm_jv_get(rec, "pass"));
@@ -163,11 +188,7 @@ static int scenario_case(cal_set *s, const fm_jv *r, const fm_jv *kr, const fm_j
   c->causal = fm_jv_bool(fm_jv_get(r, "causal"), 0);
   c->time_ms = ms;
   c->trace_columns = 1;
-  if (join_path(c->mask_path, sizeof c->mask_path, dir, columns)) {
-    cli_error(cmd, "%s: case path too long", dir);
-    return -1;
-  }
-  return 0;
+  return run_member(c->mask_path, sizeof c->mask_path, dir, columns, fm_jv_string(fm_jv_get(r, "id")));
 }
 
 /* A scenario run (fmsim run, fmsim bench): one case per row, kernel and pass
@@ -231,8 +252,8 @@ static int read_bench(const fm_jv *root, const char *dir, cal_set *s) {
     if (!c) return -1;
     const char *cols = fm_jv_string(fm_jv_get(r, "columns_file"));
     struct stat sb;
-    if (!cols || join_path(c->mask_path, sizeof c->mask_path, dir, cols) || stat(c->mask_path, &sb) != 0)
-      c->mask_path[0] = 0; /* rebuilt from the family */
+    if (cols && run_member(c->mask_path, sizeof c->mask_path, dir, cols, c->id)) return -1;
+    if (!cols || stat(c->mask_path, &sb) != 0) c->mask_path[0] = 0; /* rebuilt from the family */
     c->causal = fm_jv_bool(fm_jv_get(r, "causal"), 0);
   }
   const fm_jv *set = fm_jv_get(root, "settings"), *sw = fm_jv_get(root, "sweep");

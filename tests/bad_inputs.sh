@@ -57,6 +57,12 @@ mkdir -p outdir emptydir outdir.png
 mkdir -p planted_cases planted_index planted_trace planted_lock
 # a measurements file whose one case is hours of timing-model work (B = H = 65535)
 printf '{"format": "fmsim-measurements", "version": 1, "gpu": "NVIDIA H200", "kernel": "sm80", "cases": [{"id": "a", "family": "causal", "params": [], "seqlen": 8192, "batch": 65535, "heads": 65535, "head_dim": 128, "seed": 0, "time_ms": 1}, {"id": "b", "family": "full", "params": [], "seqlen": 4096, "batch": 1, "heads": 4, "head_dim": 128, "seed": 0, "time_ms": 0.2}]}\n' > huge_work.json
+# scenario runs whose records send calibrate outside the run folder: "../", and a link
+mkdir -p escape_run link_run
+rec='"causal": true, "batch": 1, "heads": 1, "head_dim": 128, "kernels": [{"kernel": "sm80", "br": 128, "bc": 64, "time_ms": 1}]'
+printf '[{"id": "a", "columns": "../trace/columns.npy", %s}, {"id": "b", "columns": "../trace/columns.npy", %s}]\n' "$rec" "$rec" > escape_run/index.json
+printf '[{"id": "a", "columns": "outside.npy", %s}, {"id": "b", "columns": "outside.npy", %s}]\n' "$rec" "$rec" > link_run/index.json
+ln -s ../trace/columns.npy link_run/outside.npy
 # a trace whose columns.npy (S = 64) is not the mask its summary.json (S = 128) describes
 "$fmsim" analyze --family causal --seqlen 128 --out mixed >/dev/null || exit 2
 cp trace/columns.npy mixed/columns.npy
