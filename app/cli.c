@@ -25,7 +25,29 @@ void cli_error(const char *cmd, const char *fmt, ...) {
   va_end(ap);
 }
 
+/* Notes held until the command's outcome is known (cli_note). */
+#define CLI_NOTES 4
+static char notes[CLI_NOTES][1200];
+static int nnotes;
+
+void cli_note(const char *cmd, const char *fmt, ...) {
+  if (nnotes == CLI_NOTES) return;
+  int at = snprintf(notes[nnotes], sizeof notes[0], "fmsim%s%s: note: ", cmd ? " " : "", cmd ? cmd : "");
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(notes[nnotes] + at, sizeof notes[0] - (size_t)at, fmt, ap);
+  va_end(ap);
+  nnotes++;
+}
+
+void cli_notes_flush(void) {
+  for (int i = 0; i < nnotes; i++) fprintf(stderr, "%s\n", notes[i]);
+  nnotes = 0;
+}
+
 int cli_finish_stdout(int rc) {
+  if (rc != FM_EXIT_OK && errors_printed) nnotes = 0; /* the refusal is the one line */
+  cli_notes_flush();
   errno = 0;
   int bad = fflush(stdout) != 0;
   int saved = errno;

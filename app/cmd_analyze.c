@@ -213,7 +213,7 @@ static int load_file(const char *cmd, const file_opts *f, const cli_mask_opts *o
     fm_intervals_opts lo = {.causal = f->causal, .sq = f->sq};
     fm_intervals_note note;
     if (fm_intervals_load(f->intervals, &lo, m, &note, &err) == FM_OK) {
-      if (note.text[0]) fprintf(stderr, "fmsim %s: note: %s\n", cmd, note.text);
+      if (note.text[0]) cli_note(cmd, "%s", note.text);
       return 0;
     }
     cli_error(cmd, "%s", err.msg);

@@ -748,7 +748,7 @@ int cmd_calibrate(int argc, char **argv) {
     goto done;
   }
   if (empty)
-    fprintf(stderr, "fmsim calibrate: note: %d run%s without a measured case (%s%s) left out\n", empty,
+    cli_note(cmd, "%d run%s without a measured case (%s%s) left out", empty,
             empty == 1 ? "" : "s", argv[first_empty], empty > 1 ? ", ..." : "");
   if (profile_header(&st, &o, argc, argv, optind)) goto done;
   st.works = calloc((size_t)st.set.n, sizeof *st.works);

@@ -171,7 +171,7 @@ static fm_colmask *build_mask(pred_opts *o) {
     cli_error(cmd, "%s", err.msg);
     return NULL;
   }
-  if (note.text[0]) fprintf(stderr, "fmsim %s: note: %s\n", cmd, note.text);
+  if (note.text[0]) cli_note(cmd, "%s", note.text);
   if (!o->batch_given) o->mask.batch = fm_colmask_nb(m);
   if (!o->heads_given) o->mask.heads = fm_colmask_nh(m);
   return m;

@@ -63,6 +63,9 @@ rec='"causal": true, "batch": 1, "heads": 1, "head_dim": 128, "kernels": [{"kern
 printf '[{"id": "a", "columns": "../trace/columns.npy", %s}, {"id": "b", "columns": "../trace/columns.npy", %s}]\n' "$rec" "$rec" > escape_run/index.json
 printf '[{"id": "a", "columns": "outside.npy", %s}, {"id": "b", "columns": "outside.npy", %s}]\n' "$rec" "$rec" > link_run/index.json
 ln -s ../trace/columns.npy link_run/outside.npy
+# a causal-1 interval file as Paddle writes it (S + 1 = 5 for "never", S = 4): read with a note
+hdr="{'descr': '<i4', 'fortran_order': False, 'shape': (1, 1, 4, 1), }"
+printf '\x93NUMPY\x01\x00\x76\x00%-117s\n\x05\x00\x00\x00\x05\x00\x00\x00\x05\x00\x00\x00\x05\x00\x00\x00' "$hdr" > paddle.npy
 # a trace whose columns.npy (S = 64) is not the mask its summary.json (S = 128) describes
 "$fmsim" analyze --family causal --seqlen 128 --out mixed >/dev/null || exit 2
 cp trace/columns.npy mixed/columns.npy
