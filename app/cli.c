@@ -13,13 +13,51 @@
 #include "fm_limits.h"
 #include "fm_tiles.h"
 
+/* How many errors cli_error printed (app state, not core's: one process, one command). */
+static int errors_printed;
+
 void cli_error(const char *cmd, const char *fmt, ...) {
+  errors_printed++;
   va_list ap;
   va_start(ap, fmt);
   fprintf(stderr, "fmsim%s%s: ", cmd ? " " : "", cmd ? cmd : "");
   vfprintf(stderr, fmt, ap);
   fputc('\n', stderr);
   va_end(ap);
+}
+
+/* Notes held until the command's outcome is known (cli_note). */
+#define CLI_NOTES 4
+static char notes[CLI_NOTES][1200];
+static int nnotes;
+
+void cli_note(const char *cmd, const char *fmt, ...) {
+  if (nnotes == CLI_NOTES) return;
+  int at = snprintf(notes[nnotes], sizeof notes[0], "fmsim%s%s: note: ", cmd ? " " : "", cmd ? cmd : "");
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(notes[nnotes] + at, sizeof notes[0] - (size_t)at, fmt, ap);
+  va_end(ap);
+  nnotes++;
+}
+
+void cli_notes_flush(void) {
+  for (int i = 0; i < nnotes; i++) fprintf(stderr, "%s\n", notes[i]);
+  nnotes = 0;
+}
+
+int cli_finish_stdout(int rc) {
+  if (rc != FM_EXIT_OK && errors_printed) nnotes = 0; /* the refusal is the one line */
+  cli_notes_flush();
+  errno = 0;
+  int bad = fflush(stdout) != 0;
+  int saved = errno;
+  bad |= ferror(stdout) != 0;
+  if (!bad) return rc;
+  if (rc != FM_EXIT_OK && errors_printed) return FM_EXIT_USAGE; /* its one line is out */
+  cli_error(NULL, "cannot write to standard output: %s",
+            saved ? strerror(saved) : "a write failed (disk full or output closed?)");
+  return FM_EXIT_USAGE;
 }
 
 int cli_bad_option(const char *cmd, int opt, char *const argv[]) {

@@ -26,6 +26,27 @@ void cli_error(const char *cmd, const char *fmt, ...)
 #endif
     ;
 
+/* A note on stderr about the input ("read as Paddle does: ..."), held until
+ * the command's outcome is known: printed when it returns (or at
+ * cli_notes_flush, e.g. before a window opens) unless it failed with an
+ * error line, so that a refusal stays one line. At most 4 notes are kept. */
+void cli_note(const char *cmd, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+void cli_notes_flush(void);
+
+/* Every report of every command goes to stdout through stdio, and a write
+ * error there (a full disk, a closed descriptor) is sticky on the stream:
+ * app/main.c passes each command's exit code through this once, after the
+ * command returned. It flushes stdout; when a write failed it prints one line
+ * ("fmsim: cannot write to standard output: No space left on device") unless
+ * the command already failed with its own error line, and returns
+ * FM_EXIT_USAGE. Otherwise it returns rc. It prints the held notes first
+ * (cli_note). */
+int cli_finish_stdout(int rc);
+
 /* What getopt_long (optstring starting with ':') returned for a bad option:
  * ':' a missing value, anything else an unknown option. Prints the error
  * (argv[optind - 1] names the option) and returns FM_EXIT_USAGE. */

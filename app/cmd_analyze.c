@@ -12,6 +12,7 @@
 #include "commands.h"
 #include "dense_report.h"
 #include "fm_dense.h"
+#include "fm_fileio.h"
 #include "fm_forms.h"
 #include "fm_intervals_io.h"
 #include "fm_json.h"
@@ -212,7 +213,7 @@ static int load_file(const char *cmd, const file_opts *f, const cli_mask_opts *o
     fm_intervals_opts lo = {.causal = f->causal, .sq = f->sq};
     fm_intervals_note note;
     if (fm_intervals_load(f->intervals, &lo, m, &note, &err) == FM_OK) {
-      if (note.text[0]) fprintf(stderr, "fmsim %s: note: %s\n", cmd, note.text);
+      if (note.text[0]) cli_note(cmd, "%s", note.text);
       return 0;
     }
     cli_error(cmd, "%s", err.msg);
@@ -305,6 +306,9 @@ static int file_usage(const char *cmd, const file_opts *f, const cli_mask_opts *
   return 0;
 }
 
+static int analyze_family(const char *cmd, cli_mask_opts *op, int json, const char *out_dir,
+                          const fm_gpu_profile *prof);
+
 int cmd_analyze(int argc, char **argv) {
   static const struct option longopts[] = {CLI_MASK_LONGOPTS,
                                            {"json", no_argument, 0, 'j'},
@@ -364,7 +368,6 @@ int cmd_analyze(int argc, char **argv) {
   char note[8];
   if (gpu && timing_profile_load(cmd, gpu, FM_KERNEL_AUTO, 128, &prof, note, sizeof note))
     return FM_EXIT_USAGE;
-  if (f.path || f.intervals) return analyze_file(cmd, &f, &o, json, out_dir);
   if (table) {
     if (o.family || out_dir) {
       cli_error(cmd, "--paper-table takes no --family or --out");
@@ -372,11 +375,29 @@ int cmd_analyze(int argc, char **argv) {
     }
     return paper_table(&o, json);
   }
-  if (!o.family) {
+  if (!f.path && !f.intervals && !o.family) {
     cli_error(cmd, "--family is required, or a mask file, or --intervals FILE (fmsim families "
               "lists the families)");
     return FM_EXIT_USAGE;
   }
+  /* the trace folder: locked and checked for planted links before any work (fm_fileio.h rule 7) */
+  fm_outdir_lock lock = {.held = 0};
+  fm_err err;
+  if (out_dir && fm_outdir_lock_take(&lock, out_dir, 1, &err) != FM_OK) {
+    cli_error(cmd, "%s", err.msg);
+    return FM_EXIT_USAGE;
+  }
+  int rc = f.path || f.intervals ? analyze_file(cmd, &f, &o, json, out_dir)
+                                 : analyze_family(cmd, &o, json, out_dir, gpu ? &prof : NULL);
+  fm_outdir_lock_release(&lock);
+  return rc;
+}
+
+/* A family's analysis (and its trace in out_dir, its prediction on prof). */
+static int analyze_family(const char *cmd, cli_mask_opts *op, int json, const char *out_dir,
+                          const fm_gpu_profile *prof) {
+  cli_mask_opts o = *op;
+  const int gpu = prof != NULL;
   fm_colmask *m = NULL;
   fm_family_used used;
   fm_analysis a;
@@ -401,13 +422,13 @@ int cmd_analyze(int argc, char **argv) {
       fm_json_object(&j, NULL);
       fm_analysis_json(&a, &j);
       if (out_dir) fm_json_string(&j, "trace", out_dir);
-      if (gpu && timing_cli_predict_mask(cmd, &prof, m, o.batch, o.heads, 128, &j)) rc = FM_EXIT_USAGE;
+      if (gpu && timing_cli_predict_mask(cmd, prof, m, o.batch, o.heads, 128, &j)) rc = FM_EXIT_USAGE;
       if (rc == FM_EXIT_OK) cli_print_json(&j);
       else fm_json_free(&j);
     } else {
       print_human(&a);
       if (out_dir) printf("trace       %s\n", out_dir);
-      if (gpu && timing_cli_predict_mask(cmd, &prof, m, o.batch, o.heads, 128, NULL)) rc = FM_EXIT_USAGE;
+      if (gpu && timing_cli_predict_mask(cmd, prof, m, o.batch, o.heads, 128, NULL)) rc = FM_EXIT_USAGE;
     }
   }
   free(classes);

@@ -8,7 +8,7 @@
  * committed H200 results), or a measurements file ("format":
  * "fmsim-measurements", written by bench/validate_model.py from tables that
  * exist only as text). */
-#define _POSIX_C_SOURCE 200809L
+#define _XOPEN_SOURCE 700 /* realpath */
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -24,6 +24,7 @@
 #include "fm_json.h"
 #include "fm_jsonr.h"
 #include "fm_timing.h"
+#include "timing_cli.h"
 
 static const char *cmd = "calibrate";
 
@@ -53,7 +54,11 @@ static const char *help =
     "                      `throttle` times slower: the clock the power limit allows),\n"
     "                      kept only where it lowers the residual significantly\n"
     "  --source TEXT       what the profile was fitted from (default: the RUN arguments)\n"
-    "  --json              the fit as JSON on stdout instead of the table\n";
+    "  --json              the fit as JSON on stdout instead of the table\n"
+    "  --long-run          fit cases above the work bound: the cases' batch x heads x\n"
+    "                      tiles per pair (row tiles fwd, key tiles bwd), summed, above\n"
+    "                      2^28 = 268435456 work items (about ten seconds per pass of the fit,\n"
+    "                      which makes dozens) is refused without it\n";
 
 /* ------------------------------------------------------------ records */
 
@@ -124,6 +129,31 @@ static int join_path(char *out, size_t cap, const char *dir, const char *name) {
   return 0;
 }
 
+/* A file a run's record names inside the run folder (a case's columns.npy)
+ * into out: a relative path without a ".." component that, links resolved,
+ * stays in dir. A record is data from outside: it does not send calibrate to
+ * read files elsewhere. 0, or -1 after printing (one line). */
+static int run_member(char *out, size_t cap, const char *dir, const char *name, const char *id) {
+  int escapes = name[0] == '/' || !name[0];
+  for (const char *p = name; *p && !escapes; p = strchr(p, '/') ? strchr(p, '/') + 1 : p + strlen(p))
+    escapes = !strncmp(p, "..", 2) && (p[2] == '/' || !p[2]);
+  if (!escapes && join_path(out, cap, dir, name)) {
+    cli_error(cmd, "%s: case path too long", dir);
+    return -1;
+  }
+  char *real_dir = escapes ? NULL : realpath(dir, NULL), *real = escapes ? NULL : realpath(out, NULL);
+  if (real_dir && real) {
+    size_t n = strlen(real_dir);
+    escapes = strncmp(real, real_dir, n) != 0 || (real[n] != '/' && strcmp(real_dir, "/") != 0);
+  }
+  free(real_dir);
+  free(real);
+  if (!escapes) return 0;
+  cli_error(cmd, "case %.120s: its columns file '%.200s' is outside the run folder %.200s (a run's "
+            "files stay in its folder)", id ? id : "?", name, dir);
+  return -1;
+}
+
 /* A record's "pass" ("fwd" when absent); -1 for an unknown one. */
 static int record_pass(const fm_jv *rec, fm_pass *out) {
   const char *p = fm_jv_string(fm_jv_get(rec, "pass"));
@@ -158,11 +188,7 @@ static int scenario_case(cal_set *s, const fm_jv *r, const fm_jv *kr, const fm_j
   c->causal = fm_jv_bool(fm_jv_get(r, "causal"), 0);
   c->time_ms = ms;
   c->trace_columns = 1;
-  if (join_path(c->mask_path, sizeof c->mask_path, dir, columns)) {
-    cli_error(cmd, "%s: case path too long", dir);
-    return -1;
-  }
-  return 0;
+  return run_member(c->mask_path, sizeof c->mask_path, dir, columns, fm_jv_string(fm_jv_get(r, "id")));
 }
 
 /* A scenario run (fmsim run, fmsim bench): one case per row, kernel and pass
@@ -226,8 +252,8 @@ static int read_bench(const fm_jv *root, const char *dir, cal_set *s) {
     if (!c) return -1;
     const char *cols = fm_jv_string(fm_jv_get(r, "columns_file"));
     struct stat sb;
-    if (!cols || join_path(c->mask_path, sizeof c->mask_path, dir, cols) || stat(c->mask_path, &sb) != 0)
-      c->mask_path[0] = 0; /* rebuilt from the family */
+    if (cols && run_member(c->mask_path, sizeof c->mask_path, dir, cols, c->id)) return -1;
+    if (!cols || stat(c->mask_path, &sb) != 0) c->mask_path[0] = 0; /* rebuilt from the family */
     c->causal = fm_jv_bool(fm_jv_get(r, "causal"), 0);
   }
   const fm_jv *set = fm_jv_get(root, "settings"), *sw = fm_jv_get(root, "sweep");
@@ -510,6 +536,7 @@ typedef struct cal_opts {
   int64_t sms, ctas;
   double hbm;
   int json;
+  int long_run;     /* --long-run: work above TIMING_MAX_ITEMS confirmed */
   unsigned window;  /* fm_pass bits: the passes that may get a boost window */
   fm_fit_options fit;
 } cal_opts;
@@ -632,7 +659,7 @@ static int parse_opts(int argc, char **argv, cal_opts *o) {
       {"ctas-per-sm", required_argument, 0, 'c'}, {"source", required_argument, 0, 'S'},
       {"fix", required_argument, 0, 'F'},      {"boost-window", required_argument, 0, 'W'},
       {"json", no_argument, 0, 'j'},           {"help", no_argument, 0, 'h'},
-      {0, 0, 0, 0}};
+      {"long-run", no_argument, 0, 'L'},       {0, 0, 0, 0}};
   int opt;
   int64_t v;
   cli_getopt_reset();
@@ -650,6 +677,7 @@ static int parse_opts(int argc, char **argv, cal_opts *o) {
     case 'd': o->date = optarg; break;
     case 'S': o->source = optarg; break;
     case 'j': o->json = 1; break;
+    case 'L': o->long_run = 1; break;
     case 'F':
       if (parse_fix(optarg, &o->fit)) return -1;
       break;
@@ -687,6 +715,20 @@ static int parse_opts(int argc, char **argv, cal_opts *o) {
   return 0;
 }
 
+/* One pass of the fit over the cases against the timing model's work bound
+ * (timing_cli.h), before the fit's dozens of passes start. */
+static int work_check(const cal_state *st, int confirmed) {
+  double items = 0;
+  for (int i = 0; i < st->set.n; i++) {
+    const cal_case *c = &st->set.v[i];
+    const fm_timing_work *w = &st->works[i];
+    items += timing_items(c->pass, w->sq, w->sk, w->br, w->bc, c->batch, c->heads);
+  }
+  char what[64];
+  snprintf(what, sizeof what, "%d cases", st->set.n);
+  return timing_work_check(cmd, what, items, confirmed);
+}
+
 int cmd_calibrate(int argc, char **argv) {
   cal_opts o = {.window = FM_PASS_FWD};
   int r = parse_opts(argc, argv, &o);
@@ -706,7 +748,7 @@ int cmd_calibrate(int argc, char **argv) {
     goto done;
   }
   if (empty)
-    fprintf(stderr, "fmsim calibrate: note: %d run%s without a measured case (%s%s) left out\n", empty,
+    cli_note(cmd, "%d run%s without a measured case (%s%s) left out", empty,
             empty == 1 ? "" : "s", argv[first_empty], empty > 1 ? ", ..." : "");
   if (profile_header(&st, &o, argc, argv, optind)) goto done;
   st.works = calloc((size_t)st.set.n, sizeof *st.works);
@@ -717,6 +759,7 @@ int cmd_calibrate(int argc, char **argv) {
   }
   for (int i = 0; i < st.set.n; i++)
     if (case_work(&st.set.v[i], st.kernel, &st.works[i])) goto done;
+  if (work_check(&st, o.long_run)) goto done;
   o.fit.ctas_per_sm = (int32_t)o.ctas;
   if (fit_all(&st, &o.fit, o.window)) goto done;
   fm_err err;

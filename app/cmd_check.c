@@ -102,7 +102,7 @@ static int check_intervals(const char *cmd, const check_opts *co) {
   fm_intervals_opts lo = {.causal = co->io.causal, .sq = co->io.sq, .strict = co->io.strict};
   fm_intervals_note note;
   fm_status st = fm_intervals_load(path, &lo, &m, &note, &err);
-  if (st == FM_OK && note.text[0]) fprintf(stderr, "fmsim %s: note: %s\n", cmd, note.text);
+  if (st == FM_OK && note.text[0]) cli_note(cmd, "%s", note.text);
   if (st != FM_OK) {
     cli_error(cmd, "%s", err.msg);
     if (st != FM_ERANGE) return FM_EXIT_USAGE;

@@ -91,7 +91,7 @@ int cmd_expand(int argc, char **argv) {
     cli_error(cmd, "%s", err.msg);
     return FM_EXIT_USAGE;
   }
-  if (note.text[0]) fprintf(stderr, "fmsim %s: note: %s\n", cmd, note.text);
+  if (note.text[0]) cli_note(cmd, "%s", note.text);
   int to_stdout = strcmp(out, "-") == 0;
   if (to_stdout && isatty(STDOUT_FILENO)) {
     cli_error(cmd, "-o -: standard output is a terminal; redirect it to a file or a pipe");

@@ -43,7 +43,12 @@ static const char *help =
     "  --gpu PROFILE        a profile name in data/gpu (e.g. h200-sm80) or a file (default:\n"
     "                       the H200 profile of the kernel)\n"
     "  --pass P             fwd, bwd or both (default fwd; the backward needs a backward profile)\n"
-    "  --json               one JSON object on stdout\n";
+    "  --json               one JSON object on stdout\n"
+    "  --long-run           run a prediction above the work bound: batch x heads x the\n"
+    "                       pass's tiles per pair (row tiles fwd, key tiles bwd) x 3 (skip,\n"
+    "                       noskip, full mask) x the tile sizes, summed over the passes,\n"
+    "                       above 2^28 = 268435456 work items (about ten seconds) is\n"
+    "                       refused without it (--batch 65535 --heads 65535: hours)\n";
 
 #define MAX_TILES 16
 
@@ -57,6 +62,7 @@ typedef struct pred_opts {
   fm_pass pass;
   int64_t br[MAX_TILES], bc[MAX_TILES];
   int nbr, nbc;
+  int long_run; /* --long-run: work above TIMING_MAX_ITEMS confirmed */
 } pred_opts;
 
 typedef struct pred_row {
@@ -87,6 +93,7 @@ static int predict_opt(pred_opts *o, int opt, const char *arg) {
   case 'd': return cli_int(cmd, "--head-dim", arg, 1, 1024, &o->head_dim) ? -1 : 1;
   case 'g': o->gpu = arg; return 1;
   case 'j': o->json = 1; return 1;
+  case 'L': o->long_run = 1; return 1;
   case 'K':
     if (fm_kernel_parse(arg, &o->kernel, &err) == FM_OK) return 1;
     cli_error(cmd, "--kernel: %s", err.msg);
@@ -108,7 +115,7 @@ static int parse_opts(int argc, char **argv, pred_opts *o) {
       {"head-dim", required_argument, 0, 'd'}, {"kernel", required_argument, 0, 'K'},
       {"gpu", required_argument, 0, 'g'},      {"pass", required_argument, 0, 'P'},
       {"json", no_argument, 0, 'j'},           {"help", no_argument, 0, 'h'},
-      {0, 0, 0, 0}};
+      {"long-run", no_argument, 0, 'L'},       {0, 0, 0, 0}};
   memset(o, 0, sizeof *o);
   cli_mask_opts_init(&o->mask);
   o->io.causal = -1;
@@ -162,7 +169,7 @@ static fm_colmask *build_mask(pred_opts *o) {
     cli_error(cmd, "%s", err.msg);
     return NULL;
   }
-  if (note.text[0]) fprintf(stderr, "fmsim %s: note: %s\n", cmd, note.text);
+  if (note.text[0]) cli_note(cmd, "%s", note.text);
   if (!o->batch_given) o->mask.batch = fm_colmask_nb(m);
   if (!o->heads_given) o->mask.heads = fm_colmask_nh(m);
   return m;
@@ -322,6 +329,25 @@ static pred_row *predict_pass(const pred_opts *o, const fm_gpu_profile *prof, co
   return rows;
 }
 
+/* Every prediction asked for (three per tile: skip, noskip, full mask; per
+ * pass) against the timing model's work bound (timing_cli.h). */
+static int work_check(const pred_opts *o, const fm_gpu_profile *prof, const fm_colmask *m) {
+  static const fm_pass passes[2] = {FM_PASS_FWD, FM_PASS_BWD};
+  double items = 0;
+  for (int k = 0; k < 2; k++) {
+    if (!(o->pass & passes[k])) continue;
+    int32_t tiles[1 + MAX_TILES * MAX_TILES][2];
+    int n = tile_list(o, fm_profile_coef(prof, passes[k], (int32_t)o->head_dim), tiles);
+    for (int i = 0; i < n; i++)
+      items += 3 * timing_items(passes[k], fm_colmask_sq(m), fm_colmask_sk(m), tiles[i][0],
+                                tiles[i][1], o->mask.batch, o->mask.heads);
+  }
+  char what[96];
+  snprintf(what, sizeof what, "batch %lld x heads %lld", (long long)o->mask.batch,
+           (long long)o->mask.heads);
+  return timing_work_check(cmd, what, items, o->long_run);
+}
+
 int cmd_predict(int argc, char **argv) {
   pred_opts o;
   int r = parse_opts(argc, argv, &o);
@@ -338,6 +364,10 @@ int cmd_predict(int argc, char **argv) {
   }
   fm_colmask *m = build_mask(&o);
   if (!m) return FM_EXIT_USAGE;
+  if (work_check(&o, &prof, m)) {
+    fm_colmask_destroy(m);
+    return FM_EXIT_USAGE;
+  }
   static const fm_pass passes[2] = {FM_PASS_FWD, FM_PASS_BWD};
   pred_row *rows[2] = {NULL, NULL};
   int nrows[2] = {0, 0}, rc = FM_EXIT_OK;

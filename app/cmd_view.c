@@ -140,6 +140,7 @@ int cmd_view(int argc, char **argv) {
   } else {
 #ifdef FM_HAVE_VIZ_SDL
     viz_window_opts wo = {.out_dir = out_dir, .script = script, .export_dpi = (double)export_dpi};
+    cli_notes_flush(); /* the window runs until closed: its notes now */
     fm_status st = viz_window_run(&s, &wo, &err);
     if (st != FM_OK) {
       cli_error(cmd, "%s", err.msg);

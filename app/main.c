@@ -45,7 +45,7 @@ static void usage(FILE *f) {
   fprintf(f, "\n'fmsim help COMMAND' (or 'fmsim COMMAND --help', '-h') describes a command.\n");
 }
 
-int main(int argc, char **argv) {
+static int dispatch(int argc, char **argv) {
   fm_err env_err; /* a malformed FMSIM_MEM_LIMIT is refused before any command (fm_limits.h) */
   if (fm_mem_env_check(&env_err) != FM_OK) {
     cli_error(NULL, "%s", env_err.msg);
@@ -80,3 +80,7 @@ int main(int argc, char **argv) {
   cli_error(NULL, "unknown command '%s' (fmsim --help lists them)", argv[1]);
   return FM_EXIT_USAGE;
 }
+
+/* Every command returns through here: a report lost to a full disk or a
+ * closed stdout is one line and exit 2, never a silent exit 0 (cli.h). */
+int main(int argc, char **argv) { return cli_finish_stdout(dispatch(argc, argv)); }

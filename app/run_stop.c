@@ -2,6 +2,8 @@
 #define _GNU_SOURCE
 #include "run_stop.h"
 
+#include "fm_fileio.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -131,6 +133,7 @@ static void *watch(void *unused) {
     struct timespec ts = {.tv_sec = 0, .tv_nsec = 20 * 1000000L};
     nanosleep(&ts, NULL);
     if (case_dir[0]) run_stop_sweep(case_dir, case_unfinished);
+    fm_cleanup_now(); /* registered temporaries and the output folder's lock file */
     say();
     _exit(128 + sig);
   }

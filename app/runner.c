@@ -13,7 +13,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -157,32 +156,6 @@ static int preflight(runner_ctx *rc, const fm_scn_case *cases, int n) {
 
 /* ---- the output folder ------------------------------------------------------------------ */
 
-/* One run at a time writes a folder: OUT/.fmsim.lock, held while it runs. */
-static int lock_out(runner_ctx *rc, int *fd) {
-  char path[4300];
-  snprintf(path, sizeof path, "%s/.fmsim.lock", rc->o->out);
-  *fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (*fd < 0) {
-    cli_error(rc->o->cmd, "%s: cannot write into the folder: %s", rc->o->out, strerror(errno));
-    return -1;
-  }
-  if (flock(*fd, LOCK_EX | LOCK_NB) != 0) {
-    cli_error(rc->o->cmd, "%s: another fmsim run is writing this folder", rc->o->out);
-    close(*fd);
-    *fd = -1;
-    return -1;
-  }
-  return 0;
-}
-
-static void unlock_out(runner_ctx *rc, int fd) {
-  char path[4300];
-  if (fd < 0) return;
-  snprintf(path, sizeof path, "%s/.fmsim.lock", rc->o->out);
-  unlink(path);
-  close(fd);
-}
-
 /* What a killed run left behind: staging folders and temporary files, and
  * case folders it had not finished (no row.tsv). */
 static void sweep_stale(runner_ctx *rc) {
@@ -325,10 +298,9 @@ static int run_scenario(runner_ctx *rc, const fm_scn_case *cases, int n) {
     return FM_EXIT_USAGE;
   }
   snprintf(path, sizeof path, "%s/cases", rc->o->out);
-  int lock = -1, reused = 0, code;
-  int made = fm_mkdir_p(path, &err) == FM_OK;
-  if (!made) cli_error(rc->o->cmd, "%s", err.msg);
-  if (!made || lock_out(rc, &lock)) {
+  int reused = 0, code;
+  if (fm_mkdir_p(path, &err) != FM_OK) {
+    cli_error(rc->o->cmd, "%s", err.msg);
     gpu_step_close(&g);
     return FM_EXIT_USAGE;
   }
@@ -336,7 +308,6 @@ static int run_scenario(runner_ctx *rc, const fm_scn_case *cases, int n) {
   case_row *rows = calloc((size_t)n, sizeof *rows);
   if (!rows || run_stop_begin()) {
     free(rows);
-    unlock_out(rc, lock);
     gpu_step_close(&g);
     cli_error(rc->o->cmd, "out of memory");
     return FM_EXIT_FAIL;
@@ -351,7 +322,6 @@ static int run_scenario(runner_ctx *rc, const fm_scn_case *cases, int n) {
   if (code == FM_EXIT_OK && !rc->o->quiet)
     printf("%d cases (%d from an earlier run) -> %s/report.md\n", n, reused, rc->o->out);
   free(rows);
-  unlock_out(rc, lock);
   return code;
 }
 
@@ -454,7 +424,15 @@ int runner_run(const fm_scenario *s, const runner_opts *o) {
     code = FM_EXIT_USAGE;
   }
   if (code == FM_EXIT_OK && gpu_step_profile_load(&rc)) code = FM_EXIT_USAGE;
+  /* the folder is locked and checked for planted links before any work
+     (fm_fileio.h rule 7): a scenario's cases/ID/FILE, a trace's members */
+  fm_outdir_lock lock = {.held = 0};
+  if (code == FM_EXIT_OK && fm_outdir_lock_take(&lock, o->out, o->single ? 1 : 3, &err) != FM_OK) {
+    cli_error(o->cmd, "%s", err.msg);
+    code = FM_EXIT_USAGE;
+  }
   if (code == FM_EXIT_OK) code = o->single ? run_single(&rc, &cases[0]) : run_scenario(&rc, cases, kept);
+  fm_outdir_lock_release(&lock);
   free(cases);
   free(rc.profile);
   fm_samples_free(&rc.samples);

@@ -11,6 +11,8 @@
 #include "cli.h"
 #include "fm_intervals_io.h"
 #include "fm_jsonr.h"
+#include "fm_npy.h"
+#include "fm_trace.h"
 
 #ifndef FM_DATA_DIR
 #define FM_DATA_DIR "data"
@@ -200,12 +202,17 @@ int timing_cli_predict_mask(const char *cmd, const fm_gpu_profile *prof, const f
   return 0;
 }
 
-int timing_load_trace(const char *cmd, const char *dir, fm_colmask **out, int64_t *batch,
-                      int64_t *heads) {
+/* What a trace's summary.json says of its mask (docs/DESIGN.md, "Traces"). */
+typedef struct trace_shape {
+  int causal;                   /* -1: absent */
+  int64_t sq, sk, batch, heads, sets; /* sets 0: absent */
+} trace_shape;
+
+/* Reads the summary's format, version and mask shape; 0, or -1 after printing. */
+static int trace_summary(const char *cmd, const char *dir, trace_shape *t) {
   char path[4096];
   fm_err err;
   fm_jdoc *d = NULL;
-  *out = NULL;
   if (snprintf(path, sizeof path, "%s/summary.json", dir) >= (int)sizeof path) {
     cli_error(cmd, "--trace %s: path too long", dir);
     return -1;
@@ -215,19 +222,78 @@ int timing_load_trace(const char *cmd, const char *dir, fm_colmask **out, int64_
     return -1;
   }
   const fm_jv *root = fm_jdoc_root(d);
-  int causal = fm_jv_bool(fm_jv_get(root, "causal"), -1);
-  *batch = fm_jv_int64(fm_jv_get(root, "batch"), 1); /* no float-to-int overflow */
-  *heads = fm_jv_int64(fm_jv_get(root, "heads"), 1);
+  const char *format = fm_jv_string(fm_jv_get(root, "format"));
+  double version = fm_jv_number(fm_jv_get(root, "version"), 0);
+  t->causal = fm_jv_bool(fm_jv_get(root, "causal"), -1);
+  /* integers read saturating: no float-to-int overflow (fm_jsonr.h) */
+  t->sk = fm_jv_int64(fm_jv_get(root, "seqlen_k"), 0);
+  t->sq = fm_jv_int64(fm_jv_get(root, "seqlen_q"), t->sk);
+  t->batch = fm_jv_int64(fm_jv_get(root, "batch"), 1);
+  t->heads = fm_jv_int64(fm_jv_get(root, "heads"), 1);
+  t->sets = fm_jv_int64(fm_jv_get(root, "mask_sets"), 0);
+  int fmt_ok = format && !strcmp(format, FM_TRACE_FORMAT);
   fm_jdoc_free(d);
-  if (causal < 0) {
-    cli_error(cmd, "--trace %s: summary.json has no causal flag (not an fmsim trace?)", dir);
+  const char *why = !fmt_ok ? "its \"format\" is not \"" FM_TRACE_FORMAT "\" (not an fmsim trace?)"
+                    : version > FM_TRACE_VERSION ? "its version is newer than this fmsim reads"
+                    : t->causal < 0 ? "it has no causal flag (not an fmsim trace?)"
+                    : t->sk < 1 || t->sq < 1 || t->sk > FM_MAX_SEQLEN || t->sq > FM_MAX_SEQLEN
+                        ? "its seqlen_q / seqlen_k are missing or out of range"
+                    : t->batch < 1 || t->heads < 1 ? "its batch / heads are out of range" : NULL;
+  if (!why) return 0;
+  cli_error(cmd, "--trace %s: summary.json: %s", dir, why);
+  return -1;
+}
+
+int timing_load_trace(const char *cmd, const char *dir, fm_colmask **out, int64_t *batch,
+                      int64_t *heads) {
+  char path[4096];
+  fm_err err;
+  trace_shape t;
+  *out = NULL;
+  if (trace_summary(cmd, dir, &t)) return -1;
+  snprintf(path, sizeof path, "%s/columns.npy", dir);
+  /* the files of one trace agree: columns.npy ([nb, nh, Sk, 4]) is the mask
+     summary.json describes, checked on its header before it is read */
+  fm_npy_header h;
+  if (fm_npy_read_header_path(path, &h, &err) != FM_OK) {
+    cli_error(cmd, "--trace %s: %s", dir, err.msg);
     return -1;
   }
-  snprintf(path, sizeof path, "%s/columns.npy", dir);
-  fm_intervals_opts lo = {.causal = causal, .strict = 1, .four_vectors = 1};
+  int64_t nb = h.ndim == 4 ? h.shape[0] : 0, nh = h.ndim == 4 ? h.shape[1] : 0;
+  int64_t sk = h.ndim == 4 ? h.shape[2] : 0;
+  if (h.ndim != 4 || sk != t.sk || (nb != 1 && nb != t.batch) || (nh != 1 && nh != t.heads) ||
+      (t.sets && nb * nh != t.sets)) {
+    cli_error(cmd, "--trace %s: columns.npy holds %lld x %lld vector sets of Sk = %lld, but "
+              "summary.json says Sk = %lld, batch %lld, heads %lld, %lld mask sets (files of "
+              "different runs?)", dir, (long long)nb, (long long)nh, (long long)sk, (long long)t.sk,
+              (long long)t.batch, (long long)t.heads, (long long)t.sets);
+    return -1;
+  }
+  fm_intervals_opts lo = {.causal = t.causal, .sq = t.sq, .strict = 1, .four_vectors = 1};
   if (fm_intervals_load(path, &lo, out, NULL, &err) != FM_OK) {
     cli_error(cmd, "--trace %s: %s", dir, err.msg);
     return -1;
   }
+  *batch = t.batch;
+  *heads = t.heads;
   return 0;
+}
+
+double timing_items(fm_pass pass, int64_t sq, int64_t sk, int32_t br, int32_t bc, int64_t batch,
+                    int64_t heads) {
+  double per_pair = pass == FM_PASS_BWD ? (double)((sk + bc - 1) / bc) : (double)((sq + br - 1) / br);
+  return per_pair * (double)batch * (double)heads;
+}
+
+int timing_work_check(const char *cmd, const char *what, double items, int confirmed) {
+  if (items <= TIMING_MAX_ITEMS || confirmed) return 0;
+  double s = items / 30e6; /* about 30 M items a second (one core) */
+  char eta[32];
+  if (s < 3600) snprintf(eta, sizeof eta, "%.0f minutes", s / 60);
+  else if (s < 3 * 86400) snprintf(eta, sizeof eta, "%.1f hours", s / 3600);
+  else snprintf(eta, sizeof eta, "%.0f days", s / 86400);
+  cli_error(cmd, "%s: %.3g work items for the timing model, above the bound of 2^28 (%.0f, about "
+            "ten seconds); pass %s to run it (about %s)", what, items, TIMING_MAX_ITEMS,
+            TIMING_CONFIRM_FLAG, eta);
+  return -1;
 }

@@ -57,6 +57,24 @@ fm_status timing_predict(const fm_gpu_profile *prof, const fm_colmask *m, const 
 int timing_cli_predict_mask(const char *cmd, const fm_gpu_profile *prof, const fm_colmask *m,
                             int64_t batch, int64_t heads, int32_t head_dim, fm_json *j);
 
+/* The bound on the work one command asks of the timing model. Its cost is the
+ * work items it schedules over the SMs: batch x heads x the items of one
+ * (batch, head) pair (row tiles forward, key tiles backward), per
+ * prediction; about 30 M items a second on one core. Above TIMING_MAX_ITEMS
+ * (2^28: about ten seconds) a command refuses unless confirmed with
+ * TIMING_CONFIRM_FLAG, so that a batch or head count typed by mistake
+ * (--batch 65535 --heads 65535: hours) is one line, not a silent wait. */
+#define TIMING_MAX_ITEMS ((double)(1 << 28))
+#define TIMING_CONFIRM_FLAG "--long-run"
+/* Items of one prediction of the pass on a (sq x sk) mask at br x bc, batch x heads. */
+double timing_items(fm_pass pass, int64_t sq, int64_t sk, int32_t br, int32_t bc, int64_t batch,
+                    int64_t heads);
+/* 0 when items <= TIMING_MAX_ITEMS or confirmed; else one line on stderr
+ * ("what: N work items for the timing model, above the bound of 2^28
+ * (268435456, about ten seconds); pass --long-run to run it (about T)")
+ * and -1. */
+int timing_work_check(const char *cmd, const char *what, double items, int confirmed);
+
 /* The mask of a trace folder (summary.json and columns.npy), its batch and
  * heads. Prints the error; -1 on failure. */
 int timing_load_trace(const char *cmd, const char *dir, fm_colmask **out, int64_t *batch,

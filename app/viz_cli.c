@@ -171,7 +171,7 @@ int viz_cli_open(const char *cmd, viz_cli_source *src, viz_state *s, viz_scene *
     cli_error(cmd, "%s", err.msg);
     return -1;
   }
-  if (viz_scene_note(*sc)[0]) fprintf(stderr, "fmsim %s: note: %s\n", cmd, viz_scene_note(*sc));
+  if (viz_scene_note(*sc)[0]) cli_note(cmd, "%s", viz_scene_note(*sc));
   /* a trace keeps its own tile size unless --br/--bc say otherwise */
   if (src->br_given) s->br = (int32_t)o->br;
   if (src->bc_given) s->bc = (int32_t)o->bc;

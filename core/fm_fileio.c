@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #ifdef __linux__
@@ -24,6 +25,12 @@ static struct {
   char path[FM_CLEANUP_PATH];
 } cleanup_slots[FM_CLEANUP_SLOTS];
 static volatile sig_atomic_t cleanup_installed;
+/* The signals whose default action ends the process and that a user, a shell
+ * or the kernel sends to a writer: interrupt, terminate, hang-up, quit (core),
+ * file size limit (RLIMIT_FSIZE, core), CPU limit, a closed pipe, an alarm. */
+static const int cleanup_signals[] = {SIGINT,  SIGTERM, SIGHUP,  SIGQUIT,
+                                      SIGXFSZ, SIGXCPU, SIGPIPE, SIGALRM};
+#define FM_CLEANUP_NSIGNALS ((int)(sizeof cleanup_signals / sizeof cleanup_signals[0]))
 
 static void remove_tree(const char *dir) {
 #ifdef __linux__
@@ -74,16 +81,15 @@ static void on_signal(int sig) {
 static void cleanup_install(void) {
   if (cleanup_installed) return;
   cleanup_installed = 1;
-  static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
-  for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
+  for (int i = 0; i < FM_CLEANUP_NSIGNALS; i++) {
     struct sigaction old, sa;
-    if (sigaction(sigs[i], NULL, &old) != 0) continue;
+    if (sigaction(cleanup_signals[i], NULL, &old) != 0) continue;
     if ((old.sa_flags & SA_SIGINFO) || old.sa_handler != SIG_DFL) continue; /* ignored, or someone else's */
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = SA_RESETHAND;
-    sigaction(sigs[i], &sa, NULL);
+    sigaction(cleanup_signals[i], &sa, NULL);
   }
 }
 
@@ -104,16 +110,14 @@ void fm_cleanup_forget(int slot) {
   if (slot >= 0 && slot < FM_CLEANUP_SLOTS) cleanup_slots[slot].kind = 0;
 }
 
-/* Runs create(tmpl) with SIGINT/SIGTERM/SIGHUP blocked and registers the
+/* Runs create(tmpl) with the cleanup signals blocked and registers the
  * result, so that no signal can fall between the creation and the
  * registration. Returns create's result (an fd, or 0 for a folder; -1 on
  * failure with errno kept). */
 static int create_registered(char *tmpl, fm_cleanup_kind kind, int *slot) {
   sigset_t block, old;
   sigemptyset(&block);
-  sigaddset(&block, SIGINT);
-  sigaddset(&block, SIGTERM);
-  sigaddset(&block, SIGHUP);
+  for (int i = 0; i < FM_CLEANUP_NSIGNALS; i++) sigaddset(&block, cleanup_signals[i]);
   cleanup_install();
   sigprocmask(SIG_BLOCK, &block, &old);
   int r = kind == FM_CLEANUP_FILE ? mkstemp(tmpl) : mkdtemp(tmpl) ? 0 : -1;
@@ -377,4 +381,132 @@ fm_status fm_mkdir_p(const char *path, fm_err *err) {
   if (stat(buf, &sb) != 0 || !S_ISDIR(sb.st_mode))
     return fm_fail(err, FM_EINVAL, "%s: exists and is not a directory", buf);
   return FM_OK;
+}
+
+/* ---- output folders (rule 7) ------------------------------------------------------ */
+
+/* The first symbolic link among dir's entries, `depth` levels deep (staging
+ * folders included: they are fmsim's own). FM_EINVAL naming it. */
+static fm_status no_links(const char *dir, int depth, fm_err *err) {
+  DIR *d = opendir(dir);
+  if (!d) return FM_OK; /* a folder that cannot be listed shows when it is written */
+  fm_status st = FM_OK;
+  struct dirent *e;
+  char p[4600];
+  while (st == FM_OK && (e = readdir(d))) {
+    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+    if ((size_t)snprintf(p, sizeof p, "%s/%s", dir, e->d_name) >= sizeof p) continue;
+    struct stat sb;
+    if (lstat(p, &sb) != 0) continue;
+    if (S_ISLNK(sb.st_mode))
+      st = fm_fail(err, FM_EINVAL, "%s: is a symbolic link in the output folder; fmsim does not "
+                   "write through links it did not create (remove it, or choose another folder)", p);
+    else if (S_ISDIR(sb.st_mode) && depth > 1)
+      st = no_links(p, depth - 1, err);
+  }
+  closedir(d);
+  return st;
+}
+
+/* Opens and flocks l->path; 0, 1 when another process holds it, -1 on error
+ * (errno). Retries when the file was replaced between open and flock. */
+static int lock_file(fm_outdir_lock *l) {
+  for (int round = 0; round < 16; round++) {
+    sigset_t block, old;
+    sigemptyset(&block);
+    for (int i = 0; i < FM_CLEANUP_NSIGNALS; i++) sigaddset(&block, cleanup_signals[i]);
+    cleanup_install();
+    sigprocmask(SIG_BLOCK, &block, &old); /* no signal between creating and registering */
+    int fd = open(l->path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+    int saved = errno;
+    l->slot = fd >= 0 ? fm_cleanup_add(l->path, FM_CLEANUP_FILE) : -1;
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    if (fd < 0) {
+      errno = saved;
+      return -1;
+    }
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      saved = errno;
+      fm_cleanup_forget(l->slot); /* the file is the holder's: never remove it */
+      l->slot = -1;
+      close(fd);
+      if (saved == EWOULDBLOCK) return 1;
+      errno = saved;
+      return -1;
+    }
+    struct stat held, now;
+    if (fstat(fd, &held) == 0 && lstat(l->path, &now) == 0 && held.st_dev == now.st_dev &&
+        held.st_ino == now.st_ino) {
+      l->fd = fd;
+      return 0;
+    }
+    fm_cleanup_forget(l->slot); /* a released lock's file, unlinked by its holder: again */
+    l->slot = -1;
+    close(fd);
+  }
+  errno = EAGAIN;
+  return -1;
+}
+
+fm_status fm_outdir_lock_take(fm_outdir_lock *l, const char *dir, int depth, fm_err *err) {
+  memset(l, 0, sizeof *l);
+  l->fd = l->slot = l->dir_slot = -1;
+  if (!*dir) return fm_fail(err, FM_EINVAL, "empty output folder name");
+  if (strlen(dir) >= sizeof l->dir - 16) return fm_fail(err, FM_EINVAL, "%.200s...: path too long", dir);
+  snprintf(l->dir, sizeof l->dir, "%s", dir);
+  snprintf(l->path, sizeof l->path, "%s/.fmsim.lock", dir);
+  struct stat sb;
+  l->created_dir = stat(dir, &sb) != 0 && errno == ENOENT;
+  if (!l->created_dir && !S_ISDIR(sb.st_mode))
+    return fm_fail(err, FM_EINVAL, "%s: exists and is not a directory", dir);
+  for (size_t n = 1; l->created_dir && !l->top[0]; n++) { /* the first missing component */
+    if (dir[n] != '/' && dir[n] != 0) continue;
+    snprintf(l->top, sizeof l->top, "%.*s", (int)n, dir);
+    if (stat(l->top, &sb) == 0) l->top[0] = 0;
+    if (!dir[n]) break;
+  }
+  fm_status st = fm_mkdir_p(dir, err);
+  if (st != FM_OK) return st;
+  if (l->created_dir) l->dir_slot = fm_cleanup_add(dir, FM_CLEANUP_EMPTY_DIR);
+  l->held = 1; /* from here on release undoes what take did */
+  int r = lock_file(l);
+  if (r != 0) {
+    int saved = errno;
+    fm_outdir_lock_release(l);
+    if (r == 1)
+      return fm_fail(err, FM_EINVAL, "%s: another fmsim run is writing this folder (%s/.fmsim.lock "
+                     "is locked); wait for it or choose another folder", dir, dir);
+    if (saved == ELOOP)
+      return fm_fail(err, FM_EINVAL, "%s/.fmsim.lock: is a symbolic link; fmsim does not follow "
+                     "links it did not create (remove it first)", dir);
+    return fm_fail(err, FM_EIO, "%s: cannot write into the folder: %s", dir, strerror(saved));
+  }
+  st = no_links(dir, depth, err);
+  if (st != FM_OK) fm_outdir_lock_release(l);
+  return st;
+}
+
+void fm_outdir_lock_release(fm_outdir_lock *l) {
+  if (!l->held) return;
+  l->held = 0;
+  if (l->fd >= 0) {
+    unlink(l->path); /* while still held: a waiter that locked it sees it gone and retries */
+    close(l->fd);
+    l->fd = -1;
+  }
+  fm_cleanup_forget(l->slot);
+  l->slot = -1;
+  if (l->created_dir && l->top[0]) { /* only where empty: a refusal leaves nothing behind */
+    char p[4096];
+    snprintf(p, sizeof p, "%s", l->dir);
+    for (;;) {
+      while (strlen(p) > 1 && p[strlen(p) - 1] == '/') p[strlen(p) - 1] = 0;
+      if (rmdir(p) != 0 || strlen(p) <= strlen(l->top)) break;
+      char *slash = strrchr(p, '/');
+      if (!slash) break;
+      *slash = 0;
+    }
+  }
+  fm_cleanup_forget(l->dir_slot);
+  l->dir_slot = -1;
 }

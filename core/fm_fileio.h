@@ -45,8 +45,9 @@
  *    flush are still checked, so `> /dev/full` fails with "No space left on
  *    device"). Without the flag "-" is an ordinary file name.
  * 6. Interruption. Temporary files (and the staging folders of fm_trace) are
- *    registered in a small process-wide table that a SIGINT, SIGTERM or SIGHUP
- *    handler empties (removes) before the process dies of the signal; the
+ *    registered in a small process-wide table that a handler of SIGINT,
+ *    SIGTERM, SIGHUP, SIGQUIT, SIGXFSZ (a file size limit), SIGXCPU, SIGPIPE
+ *    and SIGALRM empties (removes) before the process dies of the signal; the
  *    handler is installed on first use only for signals whose disposition is
  *    still the default. A program that installs its own handler for these
  *    signals calls fm_cleanup_now() from it (it is async-signal-safe).
@@ -55,6 +56,11 @@
  *    writer process no longer exists (the PID in the name; same user only).
  *    This table is the one piece of global state in core: a signal handler can
  *    reach nothing else. Register and unregister from one thread.
+ * 7. Output folders. A command that writes a folder (analyze --out, run
+ *    --out, a scenario's output) takes fm_outdir_lock before any work: one
+ *    writer per folder (a second is refused at once, not mixed in), and a
+ *    folder holding a planted symbolic link is refused before anything is
+ *    computed or written, not after.
  */
 #ifndef FM_FILEIO_H
 #define FM_FILEIO_H
@@ -130,6 +136,38 @@ void fm_cleanup_now(void);
  * between (no window where an interruption leaves it behind); *slot receives
  * the slot. Returns tmpl, or NULL with errno set. */
 char *fm_mkdtemp_registered(char *tmpl, int *slot);
+
+/* ---- output folders (rule 7) ---------------------------------------------- */
+
+typedef struct fm_outdir_lock {
+  int held;         /* 1 between a successful take and its release */
+  int fd;           /* the lock file, open and flock'ed */
+  int slot;         /* its cleanup slot (FM_CLEANUP_FILE), -1: none */
+  int dir_slot;     /* the folder's (FM_CLEANUP_EMPTY_DIR) when the lock created it */
+  int created_dir;  /* the folder did not exist: release removes it when empty */
+  char dir[4096];
+  char top[4096];   /* the shallowest folder take created (dir or a parent), "" : none */
+  char path[4200];  /* DIR/.fmsim.lock */
+} fm_outdir_lock;
+
+/* Creates DIR (and parents) when missing, then takes DIR/.fmsim.lock: created
+ * without following a link (O_NOFOLLOW), held with flock(LOCK_EX) so that the
+ * kernel releases it on any exit, SIGKILL included, re-checked to be the file
+ * still at that path (a lock on a file another writer just removed does not
+ * count), and registered for removal on the signals of rule 6. Then scans the
+ * folder `depth` levels deep (1: its entries; 3: a scenario's cases/ID/FILE)
+ * and refuses any symbolic link among the entries (a name fmsim will write
+ * there could be redirected; the folder path itself may be a link: the
+ * user's business, rule 4).
+ * FM_EINVAL: another process holds the lock ("DIR: another fmsim run is
+ * writing this folder"), DIR exists and is not a directory, or a planted link
+ * (named); FM_EIO: the folder or the lock file cannot be created. On failure
+ * nothing is left: no lock file, no folder it created. */
+fm_status fm_outdir_lock_take(fm_outdir_lock *l, const char *dir, int depth, fm_err *err);
+/* Removes the lock file and releases the lock; removes the folder, and the
+ * parents take created for it, where they are empty. Does nothing unless held (a zeroed
+ * struct, a failed take, a second release). */
+void fm_outdir_lock_release(fm_outdir_lock *l);
 
 /* Removes leftovers of killed writers: in `dir`, entries named
  * PREFIX<pid>.<6 chars> whose <pid> is not a live process, owned by this

@@ -109,6 +109,22 @@ static const char *scalar(const yaml_node_t *n) {
 
 static const yaml_node_t *node(ctx *c, int index) { return yaml_document_get_node(c->doc, index); }
 
+/* A key given twice in one mapping is refused (YAML says keys are unique;
+ * libyaml keeps both, and a silent choice would run another experiment).
+ * p: a pair of mapping n; checks the pairs before it. */
+static fm_status once(ctx *c, const yaml_node_t *n, const yaml_node_pair_t *p) {
+  const yaml_node_t *kn = node(c, p->key);
+  const char *ks = scalar(kn);
+  if (!ks) return FM_OK;
+  for (const yaml_node_pair_t *q = n->data.mapping.pairs.start; q < p; q++) {
+    const yaml_node_t *qn = node(c, q->key);
+    const char *qs = scalar(qn);
+    if (qs && !strcmp(qs, ks))
+      return bad(c, kn, ks, "given twice in one mapping (first at line %d); keep one", line_of(qn));
+  }
+  return FM_OK;
+}
+
 /* Edit distance for "did you mean". */
 static int distance(const char *a, const char *b) {
   int la = (int)strlen(a), lb = (int)strlen(b), d[64][64];
@@ -200,6 +216,20 @@ static fm_status p_string(ctx *c, const yaml_node_t *v, const key_row *k, void *
   return FM_OK;
 }
 
+/* name: also the default output folder out/NAME, so one folder name: no '/',
+ * not starting with '.' (no "..", no hidden folder), no control character. */
+static fm_status p_name(ctx *c, const yaml_node_t *v, const key_row *k, void *field) {
+  fm_status st = p_string(c, v, k, field);
+  if (st != FM_OK) return st;
+  const char *name = field;
+  int ctrl = 0;
+  for (const char *p = name; *p; p++) ctrl |= (unsigned char)*p < 0x20 || *p == 0x7f;
+  if (!*name || name[0] == '.' || strchr(name, '/') || strchr(name, '\\') || ctrl)
+    return bad(c, v, k->name, "'%.80s' is not a folder name (it names out/NAME: no '/', no "
+               "leading '.', no control characters; output: sets another folder)", name);
+  return FM_OK;
+}
+
 /* A path relative to the scenario's folder (absolute paths stay as they are). */
 static fm_status p_path(ctx *c, const yaml_node_t *v, const key_row *k, void *field) {
   const char *rel = scalar(v);
@@ -217,7 +247,8 @@ static fm_status parse_range(ctx *c, const yaml_node_t *n, const key_row *k, fm_
   for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
     const yaml_node_t *kn = node(c, p->key), *v = node(c, p->value);
     const char *ks = scalar(kn);
-    fm_status st;
+    fm_status st = once(c, n, p);
+    if (st != FM_OK) return st;
     if (ks && !strcmp(ks, "from")) st = parse_int(c, v, "from", k->lo, k->hi, &from), have_from = 1;
     else if (ks && !strcmp(ks, "to")) st = parse_int(c, v, "to", k->lo, k->hi, &to), have_to = 1;
     else if (ks && !strcmp(ks, "factor")) st = parse_int(c, v, "factor", 2, 1 << 20, &factor);
@@ -415,12 +446,14 @@ static fm_status p_params(ctx *c, const yaml_node_t *v, const key_row *k, void *
   for (yaml_node_pair_t *q = v->data.mapping.pairs.start; q < v->data.mapping.pairs.top; q++) {
     const char *pk = scalar(node(c, q->key)), *pv = scalar(node(c, q->value));
     if (!pk || !pv) return bad(c, v, k->name, "parameters are key: value scalars");
+    fm_status st = once(c, v, q);
+    if (st != FM_OK) return st;
     size_t n = strlen(pk) + strlen(pv) + 2;
     char *kv = malloc(n);
     if (!kv) return fm_fail(c->err, FM_ENOMEM, "out of memory");
     snprintf(kv, n, "%s=%s", pk, pv);
     fm_err e;
-    fm_status st = fm_scn_add_param(c->s, c->mask, kv, &e);
+    st = fm_scn_add_param(c->s, c->mask, kv, &e);
     free(kv);
     if (st != FM_OK) return bad(c, v, pk, "%s", e.msg);
   }
@@ -441,7 +474,7 @@ static fm_status p_file(ctx *c, const yaml_node_t *v, const key_row *k, void *fi
 #define BOTH (AT_ROOT | AT_MASK)
 
 static const key_row keys[] = {
-    {"name", AT_ROOT, p_string, R(name), NO, 0, CAP(fm_scenario, name)},
+    {"name", AT_ROOT, p_name, R(name), NO, 0, CAP(fm_scenario, name)},
     {"description", AT_ROOT, p_string, R(description), NO, 0, CAP(fm_scenario, description)},
     {"output", AT_ROOT, p_string, R(output), NO, 0, CAP(fm_scenario, output)},
     {"seqlen", BOTH, p_int_list, R(seqlen), M(seqlen), 1, 1 << 30},
@@ -493,6 +526,8 @@ static fm_status parse_mapping(ctx *c, const yaml_node_t *n, unsigned where, uin
     const yaml_node_t *k = node(c, p->key), *v = node(c, p->value);
     const char *ks = scalar(k);
     if (!ks) return bad(c, k, where == AT_ROOT ? "?" : "masks", "keys are words");
+    fm_status st = once(c, n, p);
+    if (st != FM_OK) return st;
     int row = -1;
     for (int i = 0; i < NKEYS && row < 0; i++)
       if ((keys[i].where & where) && !strcmp(keys[i].name, ks)) row = i;
@@ -506,7 +541,7 @@ static fm_status parse_mapping(ctx *c, const yaml_node_t *n, unsigned where, uin
     const key_row *kr = &keys[row];
     ptrdiff_t off = where == AT_ROOT ? kr->root_off : kr->mask_off;
     void *field = kr->parse == p_masks ? (void *)masks_node : base + off;
-    fm_status st = kr->parse(c, v, kr, field);
+    st = kr->parse(c, v, kr, field);
     if (st != FM_OK) return st;
     *seen |= 1ull << row;
   }
@@ -535,6 +570,8 @@ static fm_status parse_mask(ctx *c, const yaml_node_t *n, fm_scn_mask *m) {
     return bad(c, n, "masks", "an entry needs family:, intervals: or dense:");
   if (m->family[0] && m->file[0])
     return bad(c, n, "masks", "an entry has either family: or a file, not both");
+  if (key_seen(seen, "intervals") && key_seen(seen, "dense"))
+    return bad(c, n, "masks", "an entry has either intervals: or dense:, not both");
   if (m->is_intervals && !key_seen(seen, "causal"))
     return bad(c, n, "intervals", "an interval file needs causal: true or false beside it");
   if (m->nparams && !m->family[0]) return bad(c, n, "params", "parameters belong to a family");
@@ -591,6 +628,21 @@ static fm_status check_depth(const char *text, size_t len, const char *label, fm
   return FM_OK;
 }
 
+/* A scenario is one YAML document: a second one (after `---`) would be read by
+ * nobody, so a file holding two experiments is refused rather than half run. */
+static fm_status no_second_document(yaml_parser_t *parser, const char *label, fm_err *err) {
+  yaml_document_t next;
+  if (!yaml_parser_load(parser, &next))
+    return fm_fail(err, FM_EFORMAT, "%s:%d: YAML syntax error: %s", label,
+                   (int)parser->problem_mark.line + 1, parser->problem ? parser->problem : "?");
+  const yaml_node_t *root = yaml_document_get_root_node(&next);
+  int line = root ? (int)next.start_mark.line + 1 : 0;
+  yaml_document_delete(&next);
+  if (!root) return FM_OK;
+  return fm_fail(err, FM_EINVAL, "%s:%d: a second YAML document ('---'); a scenario file holds one "
+                 "(write each experiment in its own file)", label, line);
+}
+
 fm_status fm_scenario_parse(const char *text, size_t len, const char *label, const char *dir,
                             fm_scenario *s, fm_err *err) {
   fm_scenario_defaults(s);
@@ -615,6 +667,7 @@ fm_status fm_scenario_parse(const char *text, size_t len, const char *label, con
   st = parse_root(&c, yaml_document_get_root_node(&doc));
   if (st == FM_OK && !s->output[0]) snprintf(s->output, sizeof s->output, "out/%s", s->name);
   yaml_document_delete(&doc);
+  if (st == FM_OK) st = no_second_document(&parser, label, err);
   yaml_parser_delete(&parser);
   return st;
 }

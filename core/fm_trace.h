@@ -10,7 +10,8 @@
  * (DIR/.staging.PID.XXXXXX) and move them into place only on commit
  * (summary.json last), so a failure while writing leaves the target as it was
  * and never a half-written file. The staging folder (and the target folder
- * when the writer created it) is removed on SIGINT/SIGTERM/SIGHUP, and a
+ * when the writer created it) is removed on the signals of fm_fileio.h rule 6
+ * (SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGXFSZ, ...), and a
  * staging folder left by a killed writer (SIGKILL) is swept by the next
  * fm_trace_begin on the same target (fm_fileio.h, rule 6). A member of the
  * target that is not a regular file (a symbolic link, a folder, a device) is

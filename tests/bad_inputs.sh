@@ -57,6 +57,32 @@ ln -s existing.txt link.txt
 ln -s nowhere dangling.npy
 ln -s nowhere dangling.png
 mkdir -p outdir emptydir outdir.png
+# output folders with a planted link (refused before any work) and scenario
+# files a reader must not guess at (duplicate keys, two documents, a name
+# that leaves out/)
+mkdir -p planted_cases planted_index planted_trace planted_lock
+# a measurements file whose one case is hours of timing-model work (B = H = 65535)
+printf '{"format": "fmsim-measurements", "version": 1, "gpu": "NVIDIA H200", "kernel": "sm80", "cases": [{"id": "a", "family": "causal", "params": [], "seqlen": 8192, "batch": 65535, "heads": 65535, "head_dim": 128, "seed": 0, "time_ms": 1}, {"id": "b", "family": "full", "params": [], "seqlen": 4096, "batch": 1, "heads": 4, "head_dim": 128, "seed": 0, "time_ms": 0.2}]}\n' > huge_work.json
+# scenario runs whose records send calibrate outside the run folder: "../", and a link
+mkdir -p escape_run link_run
+rec='"causal": true, "batch": 1, "heads": 1, "head_dim": 128, "kernels": [{"kernel": "sm80", "br": 128, "bc": 64, "time_ms": 1}]'
+printf '[{"id": "a", "columns": "../trace/columns.npy", %s}, {"id": "b", "columns": "../trace/columns.npy", %s}]\n' "$rec" "$rec" > escape_run/index.json
+printf '[{"id": "a", "columns": "outside.npy", %s}, {"id": "b", "columns": "outside.npy", %s}]\n' "$rec" "$rec" > link_run/index.json
+ln -s ../trace/columns.npy link_run/outside.npy
+# a causal-1 interval file as Paddle writes it (S + 1 = 5 for "never", S = 4): read with a note
+hdr="{'descr': '<i4', 'fortran_order': False, 'shape': (1, 1, 4, 1), }"
+printf '\x93NUMPY\x01\x00\x76\x00%-117s\n\x05\x00\x00\x00\x05\x00\x00\x00\x05\x00\x00\x00\x05\x00\x00\x00' "$hdr" > paddle.npy
+# a trace whose columns.npy (S = 64) is not the mask its summary.json (S = 128) describes
+"$fmsim" analyze --family causal --seqlen 128 --out mixed >/dev/null || exit 2
+cp trace/columns.npy mixed/columns.npy
+ln -s ../emptydir planted_cases/cases
+ln -s ../existing.txt planted_index/index.csv
+ln -s ../existing.txt planted_trace/tiles.npy
+ln -s ../existing.txt planted_lock/.fmsim.lock
+printf 'name: x\nseqlen: 64\nseqlen: 128\nrun: [analyze]\nmasks:\n  - family: causal\n' > dup_key.yaml
+printf 'name: x\nseqlen: 64\nrun: [analyze]\nmasks:\n  - family: sliding_window\n    params: {w: 8, w: 16}\n' > dup_param.yaml
+printf 'name: x\nseqlen: 64\nrun: [analyze]\nmasks:\n  - family: causal\n---\nname: y\n' > two_docs.yaml
+printf 'name: ../../escaped\nseqlen: 64\nrun: [analyze]\nmasks:\n  - family: causal\n' > escape_name.yaml
 # -o onto a character device: as root, private nodes of /dev/null and /dev/full
 # (a regressed guard would otherwise rename a file over the machine's own);
 # the rows name /dev/null and /dev/full and are rewritten to these
