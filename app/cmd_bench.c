@@ -17,8 +17,8 @@
  * double the sweep's time).
  *
  * Output: DIR/paper-kernel-table/ and DIR/sparsity-sweep/ (scenario runs:
- * traces with each case's interval vectors, index.json that
- * bench/peer_flex.py reads, report.md, tables/), and DIR/table.txt (the
+ * traces with each case's interval vectors, index.json, report.md, tables/),
+ * and DIR/table.txt (the
  * kernel table and the fit, also printed).
  */
 #define _POSIX_C_SOURCE 200809L
@@ -57,8 +57,8 @@ static void print_help(const fm_scenario *t, const fm_scenario *w) {
          "1 - rho. Both are the shipped scenarios scenarios/paper-kernel-table.yaml and\n"
          "scenarios/sparsity-sweep.yaml (built in), run as `fmsim run` runs a scenario, into\n"
          "DIR/paper-kernel-table/ and DIR/sparsity-sweep/; the options below override their keys.\n"
-         "bench/peer_flex.py reads DIR/paper-kernel-table/index.json; bench/merge.py DIR PEER.json\n"
-         "joins the peer's figures. DIR/table.txt holds the kernel table and the fit.\n\n",
+         "fmsim against FlexAttention and cuDNN: bench/protocol_bench.py (one process, one timing\n"
+         "protocol). DIR/table.txt holds the kernel table and the fit.\n\n",
          fm_pass_name(t->pass));
   printf("  --out DIR             output folder (required)\n"
          "  --kernel LIST         kernels (sm80, sm90, auto), a column group each (default %s)\n"

@@ -1,6 +1,6 @@
 /* index_write.c — the one index writer of the scenario runner: OUT/index.csv
- * and OUT/index.json (one row per case: the notebooks and bench/peer_flex.py
- * read it; each row names the case's interval vectors, columns.npy in its
+ * and OUT/index.json (one row per case: the notebooks and bench/merge.py read
+ * it; each row names the case's interval vectors, columns.npy in its
  * trace), and OUT/run.json (the run: scenario, device, GPU settings). */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>

@@ -510,8 +510,8 @@ static void summary(FILE *f, runner_ctx *rc, const case_row *rows, int n) {
             fm_variant_name(s->variant),
             (long long)s->reps, (long long)s->warmup, s->warmup == 1 ? "" : "es");
   if (s->run & FM_SCN_PEER)
-    fprintf(f, "- The FlexAttention peer runs through `fmsim bench` and `bench/peer_flex.py` "
-               "(bench/h200.sh), not in scenarios.\n");
+    fprintf(f, "- The FlexAttention and cuDNN peers are timed with fmsim in one process by "
+               "`bench/protocol_bench.py` (bench/gpu.sh), not in scenarios.\n");
   if (s->report == FM_SCN_REPORT_PAPER_TABLE) summary_paper(f, rows, n);
   if (s->report == FM_SCN_REPORT_SWEEP) summary_sweep(f, rows, n);
   if (s->report == FM_SCN_REPORT_MEMORY) summary_memory(f, rows, n);

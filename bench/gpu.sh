@@ -37,8 +37,8 @@ export FMSIM_LIBRARY=${FMSIM_LIBRARY:-$BUILD/core/libfmsim.so}
 export FMSIM_CUDA_LIBRARY=${FMSIM_CUDA_LIBRARY:-$BUILD/kernels/libfmsim_cuda.so}
 KBENCH=${FM_KERNEL_BENCH:-$BUILD/kernels/fm_kernel_bench}
 export FM_COMMIT=${FM_COMMIT:-$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)}
-# NVLink multicast stays off in every process this script starts (KINDS.md: multicast can
-# take a shared host's GPUs out of service)
+# NVLink multicast stays off in every process this script starts (a program that uses it
+# can take a shared host's GPUs out of service)
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 FAILED=0
 

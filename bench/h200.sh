@@ -4,7 +4,7 @@
 # run: build, the sm90 self-test, `fmsim verify`, `ctest -L gpu`, compute-sanitizer,
 # a trace, the kernels' dev harness, `fmsim bench` (the paper's kernel table, both
 # passes, both kernels, and the sweep; head dim 128, and head dim 64 at 8K/32K), the
-# FlexAttention / SDPA peer on the masks the bench exported, the merge into one table
+# merge of the bench's tables (the FlexAttention / cuDNN peers: bench/gpu.sh table)
 # with the issues' bars, and the timing model's calibration and held-out runs. Results
 # collect under $OUT (results.tar.gz holds everything; small text files beside it).
 #
@@ -17,7 +17,7 @@
 # call ran what):
 #   call 1 (carry .fa4a .device): env stage build selftest trace verify ctest ceilings
 #   call 2 (carry .fa4b .device): fa4 bench bench64
-#   call 3 (carry .device):       peer peer64 merge merge64   (peer resumes: rerun if cut)
+#   call 3 (carry .device):       merge merge64 (the peers: bench/gpu.sh table)
 #   call 4 (carry .device):       calib heldout fit validate sanitize
 #
 # Environment:
@@ -25,9 +25,6 @@
 #   FM_BUDGET_S    seconds the whole call may take (default 540); each step gets a share
 #                  and is cut by `timeout` past it, later steps still run
 #   FM_BENCH_ARGS  extra arguments for `fmsim bench` (head dim 128 table)
-#   FM_PEER_ARGS   extra arguments for bench/peer_flex.py
-#   FM_PEER_SDPA   1 (default): the peer also times SDPA FA2 / cuDNN on full and causal
-#   FM_PEER_PASS   the passes the peer times for the head dim 128 table: both (default), fwd, bwd
 #   FM_OVER_REPS   interleaved rounds of the overhead steps (default 8)
 #   FM_AB_ARGS, FM_AB_ROUNDS  the abbwd step's fm_kernel_bench arguments and rounds (default 2);
 #                  it builds the tree of .ab/old.tgz (git archive of an earlier commit, carried)
@@ -35,7 +32,7 @@
 #   FM_SANITIZE_ARGS arguments of the sanitized `fmsim verify --quick --kernel sm90`
 #   FM_STEPS       steps to run, from: env stage fa4 build sass selftest trace verify ctest
 #                  ceilings sanitize kbench bench bench64 overhead overhead64 overheadbwd ncubwd abbwd
-#                  probe peer peer64
+#                  probe
 #                  merge merge64 calib heldout fit validate. stage copies .fa4a/ (FlexAttention's FLASH backend wheels,
 #                  part 1) into /tmp/stage; fa4 adds .fa4b/ and installs them into
 #                  /tmp/site (they exceed one call's 64 MiB carry).
@@ -51,7 +48,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT" || exit 1
 OUTDIR=${OUT:-$ROOT/out/h200}
 BUDGET=${FM_BUDGET_S:-540}
-STEPS=${FM_STEPS:-"env build verify ctest trace bench peer merge"}
+STEPS=${FM_STEPS:-"env build verify ctest trace bench merge"}
 R=/tmp/fm_h200
 B=/tmp/fm_h200_build
 case " $STEPS " in *" env "*) FM_FRESH=1 ;; esac
@@ -291,20 +288,11 @@ if want probe; then
 fi
 SDPA_FLAG=--sdpa
 [ "${FM_PEER_SDPA:-1}" = 1 ] || SDPA_FLAG=
-# the peer resumes from what an earlier call measured; it starts no case past its budget
-peer() { # NAME BENCH_DIR PASS LIMIT
-  local idx="$R/$2/paper-kernel-table/index.json" l
-  [ -f "$idx" ] || { echo "== $1: no $idx (run the bench step first)"; FAILED=1; return 1; }
-  l=$(left)
-  l=$((l < $4 ? l : $4))
-  # shellcheck disable=SC2086
-  step "$1" "$l" python3 bench/peer_flex.py --index "$idx" --out "$R/$2/peer.json" --resume \
-    --pass "$3" ${SDPA_FLAG} --budget-s $((l - 60)) ${FM_PEER_ARGS:-}
-}
-want peer && peer peer bench "${FM_PEER_PASS:-both}" 9999
-want peer64 && peer peer64 bench64 fwd 9999
-want merge && step merge 30 python3 bench/merge.py "$R/bench" "$R/bench/peer.json"
-want merge64 && step merge64 30 python3 bench/merge.py "$R/bench64" "$R/bench64/peer.json"
+# The peers (FlexAttention, cuDNN) are timed with fmsim in one process under the one
+# timing protocol by bench/protocol_bench.py (bench/gpu.sh, experiment `table`); the
+# peer/peer64 steps of earlier sessions, which timed them apart, are gone.
+want merge && step merge 30 python3 bench/merge.py "$R/bench"
+want merge64 && step merge64 30 python3 bench/merge.py "$R/bench64"
 # the timing model: its calibration set and its held-out set (scenarios/), then the fit
 if want calib; then
   step calib 320 "${C_ENV[@]}" "$FMSIM" run scenarios/calibration.yaml --out "$R/calib"

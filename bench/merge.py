@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
-"""Joins `fmsim bench` (its scenario runs under DIR) and the peer
-(bench/peer_flex.py's JSON) into one table, and checks the bars of the Hopper
-kernel's issue and, where the backward ran, those of the backward's issue.
+"""Joins `fmsim bench` (its scenario runs under DIR) and, optionally, a peer file
+of the earlier peer harness's layout into one table, and checks the bars of the
+Hopper kernel's issue and, where the backward ran, those of the backward's issue.
+fmsim against its peers is now timed in one process under the one protocol by
+bench/protocol_bench.py, whose tables stand on their own; this tool keeps the
+C harness's figures (no-skip speed-up, instrumentation overhead, bytes, sweep).
 
 `fmsim bench --out DIR` writes two scenario runs: DIR/paper-kernel-table/
 (index.json: one row per case, with one record per kernel: time, TFLOP/s by

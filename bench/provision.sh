@@ -16,7 +16,13 @@
 # not run the CUTLASS DSL's .pth file) and, for a packed build,
 #   FM_BUILD=DEST FMSIM_LIBRARY=DEST/core/libfmsim.so FMSIM_CUDA_LIBRARY=DEST/kernels/libfmsim_cuda.so
 #   LD_LIBRARY_PATH=DEST/lib:$LD_LIBRARY_PATH.
-# The wheels FlexAttention's FLASH backend needs on torch 2.11: ../shared/peers/FA4.md.
+# The wheels FlexAttention's FLASH backend (FlashAttention-4's CuTe-DSL kernels) needs on
+# torch 2.11, fetched where pip works for the GPU machine's Python (3.12, x86-64):
+#   pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+#     --platform manylinux_2_28_x86_64 --platform manylinux_2_24_x86_64 -d SRC \
+#     flash-attn-4==4.0.0b36 nvidia-cutlass-dsl==4.8.1 nvidia-cutlass-dsl-libs-base==4.8.1 \
+#     nvidia-cutlass-dsl-libs-core==4.8.1 nvidia-cutlass-dsl-libs-cu12==4.8.1 apache-tvm-ffi \
+#     torch-c-dlpack-ext quack-kernels        # about 100 MB; libs-cu12 alone is 92 MB
 set -euo pipefail
 verb=${1:-}
 case $verb in
@@ -67,7 +73,7 @@ case $verb in
     echo "installed into $T"
     ;;
   *)
-    sed -n '2,21p' "$0" >&2
+    sed -n '2,25p' "$0" >&2
     exit 2
     ;;
 esac

@@ -124,7 +124,7 @@ int64_t fm_cost_tile_bytes(const fm_cost_shape *s, int cls, int32_t rows, int32_
 fm_status fm_cost_compute(const fm_colmask *m, const fm_cost_shape *s, const uint8_t *classes,
                           int64_t *tile_bytes, fm_cost *out, fm_err *err);
 
-/* The paper's FLOP count (docs/DESIGN.md, "Measuring performance"): the
+/* The paper's FLOP count (docs/DESIGN.md, "How we measure"): the
  * forward pass does two matmuls of 2*Sq*Sk*D FLOPs per (batch, head) on the
  * tiles it does not skip, 4*B*H*Sq*Sk*D*(1-rho); the backward does five, 2.5
  * times the forward's; FM_PASS_BOTH counts both (3.5 times). rho is the block

@@ -5,7 +5,8 @@ The C code is built by the project's own CMake, never by setuptools:
   2. $FMSIM_BUILD_DIR (default: the checkout's build/) holds core/libfmsim.so, or
   3. CMake configures a private build folder and builds the targets fmsim_shared
      and fmsim (needs cmake and a C compiler; cairo for render()).
-The files are copied into fmsim/_native/ of the wheel.
+The files are copied into fmsim/_native/ of the wheel, with libfmsim_cuda.so (the
+kernels, for fmsim.torch) where the build made it ($FMSIM_CUDA_LIBRARY overrides).
 """
 import os
 import shutil
@@ -59,6 +60,10 @@ class BuildWithNative(build_py):
         shutil.copy2(lib, os.path.join(dest, "libfmsim.so"))
         if exe and os.path.isfile(exe):
             shutil.copy2(exe, os.path.join(dest, "fmsim"))
+        cuda = os.environ.get("FMSIM_CUDA_LIBRARY") or os.path.join(
+            os.environ.get("FMSIM_BUILD_DIR", os.path.join(ROOT, "build")), "kernels", "libfmsim_cuda.so")
+        if os.path.isfile(cuda):  # fmsim.torch's kernels, where the build had nvcc
+            shutil.copy2(cuda, os.path.join(dest, "libfmsim_cuda.so"))
 
 
 class BinaryDistribution(Distribution):
