@@ -166,6 +166,13 @@ class Families(Oracle):
         sri1 = sri[:1]  # one batch row shared by the batch, per head
         self.run_case(np.ascontiguousarray(sri1), causal, B, H, S, S, 128, what="[1, H]")
 
+    def test_a_mask_mod_in_three_lines(self):
+        def window(b, h, q_idx, kv_idx):  # attention-gym style
+            return (q_idx >= kv_idx) & (q_idx - kv_idx < 200)
+        sri, causal = fmsim.from_mask_mod(window, B=1, H=1, Sq=1024).to_paddle()
+        self.assertTrue(causal)
+        self.run_case(sri, causal, 1, 2, 1024, 1024, 128, what="mask_mod")
+
     def test_full_and_causal_without_intervals(self):
         for causal in (False, True):
             self.run_case(None, causal, 2, 2, 1024, 1024, 128, what=f"none causal={causal}")
