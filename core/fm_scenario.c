@@ -4,6 +4,7 @@
  * here, a field in fm_scenario.h and a test in tests/test_scenario.c. */
 #define _POSIX_C_SOURCE 200809L
 #include "fm_scenario.h"
+#include "fm_input.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -677,8 +678,10 @@ fm_status fm_scenario_parse(const char *text, size_t len, const char *label, con
 /* Reads the whole file, refusing one larger than a scenario can be before
  * reading it. */
 static fm_status read_scenario_text(const char *path, char **text, size_t *len, fm_err *err) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return fm_fail(err, FM_EIO, "%s: cannot open scenario: %s", path, strerror(errno));
+  FILE *f = NULL; /* a regular file only: a FIFO is refused at once, never waited on (fm_input.h) */
+  fm_status st = fm_input_open(path, &f, err);
+  if (st == FM_EIO) return fm_fail(err, FM_EIO, "%s: cannot open scenario: %s", path, strerror(errno));
+  if (st != FM_OK) return st;
   struct stat sb;
   if (fstat(fileno(f), &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size > FM_SCN_MAX_FILE_BYTES) {
     fclose(f);

@@ -51,7 +51,7 @@ printf 'name: cpu\nseqlen: 256\nrun: [analyze]\nmasks:\n  - family: causal\n' > 
 # 200 MiB), and FIFOs that no process writes to (refused at once, never waited on)
 printf '\x93NUMPY\x01\x00\x76\x00%s%52s\n' "{'descr': '|b1', 'fortran_order': False, 'shape': (1, 4194304), }" '' > wide.npy
 truncate -s $((128 + 4194304)) wide.npy
-mkfifo fifo.npy fifo.json fifo.txt
+mkfifo fifo.npy fifo.json fifo.txt fifo.yaml
 printf 'hello\n' > existing.txt
 ln -s existing.txt link.txt
 ln -s nowhere dangling.npy
