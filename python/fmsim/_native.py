@@ -150,16 +150,22 @@ _SIGNATURES = {
 }
 
 
-def _load():
-    path = library_path()
+def load_library(path: str, signatures: dict, who: str = "fmsim") -> C.CDLL:
+    """CDLL(path) with every function of signatures {name: (restype, argtypes)} typed;
+    ImportError with one line when it cannot be loaded."""
     try:
         lib = C.CDLL(path)
     except OSError as e:
-        raise ImportError(f"fmsim: cannot load {path}: {e}") from None
-    for name, (res, args) in _SIGNATURES.items():
+        raise ImportError(f"{who}: cannot load {path}: {e}") from None
+    for name, (res, args) in signatures.items():
         fn = getattr(lib, name)
-        fn.restype = res
-        fn.argtypes = args
+        fn.restype, fn.argtypes = res, args
+    return lib
+
+
+def _load():
+    path = library_path()
+    lib = load_library(path, _SIGNATURES)
     if lib.fm_dense_report_size() != C.sizeof(DenseReport):
         raise ImportError(f"fmsim: {path} does not match this package (fm_dense_report is "
                           f"{lib.fm_dense_report_size()} bytes there, {C.sizeof(DenseReport)} here): "

@@ -12,7 +12,7 @@ import os
 import subprocess
 import tempfile
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional, Sequence, Union
+from typing import Any, Optional, Sequence
 
 import numpy as np
 

@@ -154,17 +154,17 @@ def _count(window_s: float, est_ms: float, lo: int, hi: int = 4000) -> int:
     return int(min(hi, max(lo, math.ceil(window_s * 1e3 / max(est_ms, 1e-3)))))
 
 
-def measure(impls: dict, *, warmup_s: float = PROTOCOL["warmup_s"], sustain_s: float = PROTOCOL["sustain_s"],
-            rounds: int = PROTOCOL["rounds"], min_launches: int = PROTOCOL["min_launches"],
-            burst: int = PROTOCOL["burst"], idle_s: float = PROTOCOL["idle_s"],
-            device=None, log: Optional[Callable[[str], None]] = None) -> dict:
-    """Times every callable of impls under the protocol. Returns {name: {"sustained":
-    Figure, "burst": Figure}} or {name: {"error": "..."}} for one that failed."""
-    device = torch.device(device or torch.cuda.current_device())
-    flush, nvml = _Flush(device), Nvml(device)
-    out, est = {}, {}
-    live = {}
-    for name, fn in impls.items():  # first calls: compilation and autotuning, untimed
+def _figure(mode: str, ms: list, clock: list, power: list, window_s: float = 0.0) -> Figure:
+    return Figure(mode, statistics.median(ms), min(ms), max(ms), len(ms),
+                  statistics.median(clock) if clock else None,
+                  statistics.median(power) if power else None, window_s, ms)
+
+
+def _first_calls(impls: dict, flush: _Flush, out: dict, log) -> tuple[dict, dict]:
+    """Compilation and autotuning, untimed; then one launch's time of each (for the
+    windows' launch counts). An implementation that fails is recorded and left out."""
+    live, est = {}, {}
+    for name, fn in impls.items():
         try:
             fn()
             torch.cuda.synchronize()
@@ -175,50 +175,56 @@ def measure(impls: dict, *, warmup_s: float = PROTOCOL["warmup_s"], sustain_s: f
             out[name] = {"error": ("out of memory: " if "out of memory" in str(e).lower() else "") + repr(e)[:300]}
             if log:
                 log(f"{name}: {out[name]['error']}")
+    return live, est
+
+
+def _sustained(live: dict, est: dict, flush, nvml, sustain_s, rounds, min_launches) -> dict:
     names = list(live)
-    if not names:
-        return out
-    t0 = time.perf_counter()  # warm-up: back-to-back load until the clock has settled
-    while time.perf_counter() - t0 < warmup_s:
-        for n in names:
-            _launches(live[n], _count(warmup_s / (2 * len(names)), est[n], 1), flush)
-    samples = {n: [] for n in names}
-    clocks = {n: ([], []) for n in names}
-    span = {n: 0.0 for n in names}
+    ms, clock, power, span = ({n: [] for n in names} for _ in range(4))
     for r in range(rounds):
         for n in (names if r % 2 == 0 else names[::-1]):
             s = _Sampler(nvml).start()
             w0 = time.perf_counter()
-            ms = _launches(live[n], _count(sustain_s / rounds, est[n], min_launches), flush)
-            span[n] += time.perf_counter() - w0
+            ms[n] += _launches(live[n], _count(sustain_s / rounds, est[n], min_launches), flush)
+            span[n].append(time.perf_counter() - w0)
             c, p = s.stop()
-            samples[n] += ms
-            if c is not None:
-                clocks[n][0].append(c)
-            if p is not None:
-                clocks[n][1].append(p)
-    for n in names:
-        ms = samples[n]
-        c, p = clocks[n]
-        out[n] = {"sustained": Figure("sustained", statistics.median(ms), min(ms), max(ms), len(ms),
-                                      statistics.median(c) if c else None,
-                                      statistics.median(p) if p else None, span[n], ms)}
-    bms = {n: [] for n in names}
-    bclk = {n: ([], []) for n in names}
+            clock[n] += [c] if c is not None else []
+            power[n] += [p] if p is not None else []
+    return {n: _figure("sustained", ms[n], clock[n], power[n], sum(span[n])) for n in names}
+
+
+def _burst(live: dict, flush, nvml, burst, idle_s) -> dict:
+    names = list(live)
+    ms, clock, power = ({n: [] for n in names} for _ in range(3))
     for r in range(burst):
         for n in (names if r % 2 == 0 else names[::-1]):
             torch.cuda.synchronize()
             time.sleep(idle_s)
             c, p = nvml.read()
-            bms[n] += _launches(live[n], 1, flush)
-            if c is not None:
-                bclk[n][0].append(c)
-            if p is not None:
-                bclk[n][1].append(p)
-    for n in names:
-        ms = bms[n]
-        c, p = bclk[n]
-        out[n]["burst"] = Figure("burst", statistics.median(ms), min(ms), max(ms), len(ms),
-                                 statistics.median(c) if c else None,
-                                 statistics.median(p) if p else None, 0.0, ms)
+            ms[n] += _launches(live[n], 1, flush)
+            clock[n] += [c] if c is not None else []
+            power[n] += [p] if p is not None else []
+    return {n: _figure("burst", ms[n], clock[n], power[n]) for n in names}
+
+
+def measure(impls: dict, *, warmup_s: float = PROTOCOL["warmup_s"], sustain_s: float = PROTOCOL["sustain_s"],
+            rounds: int = PROTOCOL["rounds"], min_launches: int = PROTOCOL["min_launches"],
+            burst: int = PROTOCOL["burst"], idle_s: float = PROTOCOL["idle_s"],
+            device=None, log: Optional[Callable[[str], None]] = None) -> dict:
+    """Times every callable of impls under the protocol. Returns {name: {"sustained":
+    Figure, "burst": Figure}} or {name: {"error": "..."}} for one that failed."""
+    device = torch.device(device or torch.cuda.current_device())
+    flush, nvml = _Flush(device), Nvml(device)
+    out: dict = {}
+    live, est = _first_calls(impls, flush, out, log)
+    if not live:
+        return out
+    t0 = time.perf_counter()  # warm-up: back-to-back load until the clock has settled
+    while time.perf_counter() - t0 < warmup_s:
+        for n, fn in live.items():
+            _launches(fn, _count(warmup_s / (2 * len(live)), est[n], 1), flush)
+    sus = _sustained(live, est, flush, nvml, sustain_s, rounds, min_launches)
+    bur = _burst(live, flush, nvml, burst, idle_s)
+    for n in live:
+        out[n] = {"sustained": sus[n], "burst": bur[n]}
     return out

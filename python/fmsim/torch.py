@@ -90,10 +90,6 @@ def library_path() -> str:
 
 def _load():
     path = library_path()
-    try:
-        lib = C.CDLL(path)
-    except OSError as e:
-        raise ImportError(f"fmsim.torch: cannot load {path}: {e}") from None
     vp, i32, i64, perr = C.c_void_p, C.c_int32, C.c_int64, C.POINTER(N.Err)
     sig = {
         "fm_attn_problem_size": (C.c_size_t, []),
@@ -108,9 +104,7 @@ def _load():
         "fm_attn_device_kernel": (C.c_int, [C.c_int, C.POINTER(C.c_int), perr]),
         "fm_kernel_tile_size": (C.c_int, [C.c_int, C.c_int, i32, C.POINTER(i32), C.POINTER(i32), perr]),
     }
-    for name, (res, args) in sig.items():
-        fn = getattr(lib, name)
-        fn.restype, fn.argtypes = res, args
+    lib = N.load_library(path, sig, "fmsim.torch")
     if lib.fm_attn_problem_size() != C.sizeof(_Problem):
         raise ImportError(f"fmsim.torch: {path} does not match this package (fm_attn_problem is "
                           f"{lib.fm_attn_problem_size()} bytes there, {C.sizeof(_Problem)} here)")

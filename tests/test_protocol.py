@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""fmsim.protocol's rules, without a GPU (ctest: protocol, label python): a stand-in
+for the few torch calls the protocol makes (CUDA events that read the host clock,
+synchronize, a buffer for the flush) and implementations that take a known time,
+so the windows, the interleaving, the figures and the failure records are checked
+on any machine. The GPU side (real events, NVML) runs in bench/gpu.sh crosscheck.
+"""
+import os
+import sys
+import time
+import types
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+
+
+def fake_torch():
+    t = types.ModuleType("torch")
+
+    class Event:
+        def __init__(self, enable_timing=False):
+            self.t = None
+
+        def record(self):
+            self.t = time.perf_counter()
+
+        def elapsed_time(self, other):
+            return (other.t - self.t) * 1e3
+
+    class Buf:
+        def sum(self):
+            return 0.0
+
+    class Props:
+        L2_cache_size = 1 << 20
+        uuid = "fake"
+
+    cuda = types.SimpleNamespace(Event=Event, synchronize=lambda: None, current_device=lambda: 0,
+                                 get_device_properties=lambda d: Props())
+    t.cuda = cuda
+    t.device = lambda d: d
+    t.float32 = "float32"
+    t.ones = lambda *a, **k: Buf()
+    return t
+
+
+sys.modules.setdefault("torch", fake_torch())
+from fmsim import protocol  # noqa: E402
+
+
+class Protocol(unittest.TestCase):
+    def test_windows_interleaving_and_figures(self):
+        calls = []
+
+        def impl(name, ms):
+            def run():
+                calls.append(name)
+                time.sleep(ms / 1e3)
+            return run
+        kw = dict(warmup_s=0.05, sustain_s=0.2, rounds=2, min_launches=2, burst=2, idle_s=0.01)
+        figs = protocol.measure({"a": impl("a", 2.0), "b": impl("b", 6.0)}, **kw)
+        for n in ("a", "b"):
+            s, b = figs[n]["sustained"], figs[n]["burst"]
+            self.assertEqual((s.mode, b.mode), ("sustained", "burst"))
+            self.assertGreaterEqual(s.launches, 2 * kw["min_launches"])
+            self.assertEqual(b.launches, kw["burst"])
+            self.assertGreaterEqual(s.window_s, 0.8 * kw["sustain_s"])  # the windows cover sustain_s
+            self.assertIsNone(s.clock_mhz)  # no NVML here: no clock, never a made-up one
+        ratio = figs["b"]["sustained"].median_ms / figs["a"]["sustained"].median_ms
+        self.assertTrue(2.0 < ratio < 4.5, ratio)  # 6 ms against 2 ms, with the sleeps' slack
+        # the sustained rounds alternate the order (a b, then b a), and so do the bursts
+        tail = calls[-kw["burst"] * 2:]
+        self.assertEqual(tail, ["a", "b", "b", "a"])
+
+    def test_a_failing_implementation_is_a_record_not_a_crash(self):
+        def bad():
+            raise RuntimeError("CUDA out of memory. Tried to allocate")
+        figs = protocol.measure({"ok": lambda: time.sleep(0.001), "bad": bad},
+                                warmup_s=0.01, sustain_s=0.02, burst=1, idle_s=0.0)
+        self.assertIn("sustained", figs["ok"])
+        self.assertTrue(figs["bad"]["error"].startswith("out of memory: "))
+
+    def test_nothing_runs_gives_only_errors(self):
+        def bad():
+            raise ValueError("no")
+        self.assertEqual(list(protocol.measure({"bad": bad}, warmup_s=0.01)), ["bad"])
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
