@@ -14,12 +14,12 @@ fixed (tests/test_timing.c checks both files).
 Draws: each validation of a refitted profile takes a fresh draw (--draw), so that no
 held-out set is measured twice against profiles shaped by looking at it. Draw 1 (the
 default before 2026-11-24) validated the version-2 profile of 2026-11-23 and showed its
-misses (data/gpu/validation/h200-sm90-heldout-draw1.json); draw 2 validates the profile
+misses (its error table is in git's history: bench/results/timing-model.md); draw 2 validates the profile
 refitted with the batched calibration masks. Draw 3 (default) validates the profile
 refitted with long paper-shaped causal and QK-sparse calibration masks, and times every
 pass after 250 ms idle (settle_ms): draw 2's worst miss (qk_sparse S = 27635, head dim 128,
 +15.6%) was a forward timed right after a long backward, at the clock the backward left;
-the same mask timed alone ran 11% faster (bench/results/h200-sm90/README.md). Draw 4
+the same mask timed alone ran 11% faster (data/gpu/README.md). Draw 4
 (default) validates the profile refitted after the backward's ping-pong (version 2 of the
 sm90 backward, 2026-11-23, fourth session).
 """

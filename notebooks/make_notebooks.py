@@ -144,7 +144,7 @@ NOTEBOOKS = {
                  "    ax.set_xlabel('1 - rho'); ax.set_ylabel('kernel time (ms)'); ax.legend(); ax.set_title(os.path.basename(path))\n"
                  "    print(f'{path}: {len(recs)} masks, time = {a:.3f} ms * (1 - rho) + {b:.3f} ms, R^2 = {r2:.4f}')\n"
                  "if not found:\n"
-                 "    print('no H200 sweep data: run bench/h200.sh on a GPU machine (see README)')"),
+                 "    print('no H200 sweep data: run bash bench/gpu.sh bench on a GPU machine (see README)')"),
     ],
     "03-memory-scaling.ipynb": [
         ("md", "# Mask memory against sequence length (the paper's Figure 4b)\n\nFrom the index of "
@@ -258,14 +258,14 @@ NOTEBOOKS = {
                "H200 profiles `data/gpu/h200-sm90.json` (forward and backward) and `h200-sm80.json` were "
                "fitted from one run of `scenarios/calibration.yaml` (2026-11-23) and checked once on what "
                "the fit never saw: the held-out set `scenarios/heldout.yaml` (256 masks, both passes) and "
-               "the paper's 36 kernel-table cases of the same session, and the sm80 profile on the older "
-               "committed runs too (`data/gpu/refit-h200.sh` makes all of it). This notebook reads the "
+               "the paper's 36 kernel-table cases of the same session (`data/gpu/refit-h200.sh` makes all of "
+               "it; bench/results/timing-model.md is the curated table). This notebook reads the "
                "committed error tables (`data/gpu/validation/`) and plots every case's predicted time "
                "against its measured one. The bar (issue 14): median |error| at most 5%, worst at most 15%."),
         ("code", COMMON),
         ("code", "VAL = os.path.join(ROOT, \"data\", \"gpu\", \"validation\")\n"
                  "TABLES = {\"sm90 held-out\": \"h200-sm90-heldout\", \"sm90 paper\": \"h200-sm90-paper\",\n"
-                 "          \"sm80 paper\": \"h200-sm80-paper\", \"sm80 older runs\": \"h200-sm80-runs-2026-11-21\"}\n"
+                 "          \"sm80 paper\": \"h200-sm80-paper\"}\n"
                  "tables = {}\n"
                  "for name, stem in TABLES.items():\n"
                  "    with open(os.path.join(VAL, stem + \".json\")) as f:\n"

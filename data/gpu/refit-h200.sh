@@ -2,19 +2,20 @@
 # Refits data/gpu/h200-sm90.json (forward and backward) and h200-sm80.json from one
 # H200 run of the timing model's calibration set, then validates them once on the
 # held-out set and the paper's kernel table of the same run, writing the error
-# tables in data/gpu/validation/ (and the sm80 one on the older committed runs).
+# tables in data/gpu/validation/ (bench/results/timing-model.md is their curated table).
 # Run from the repository root after building
 # (FMSIM defaults to build/app/fmsim):
 #   data/gpu/refit-h200.sh DIR
-# DIR is what bench/h200.sh's call 4 left (results.tar.gz unpacked): calib/
-# (scenarios/calibration.yaml), heldout/ (scenarios/heldout.yaml) and
-# bench/paper-kernel-table/, each a scenario run with its index.json and cases.
-# The fit sees calib/ alone; heldout/ and the paper's cases only check it.
+# DIR is the results folder of `bash bench/gpu.sh calib heldout bench` on the GPU
+# (bench/gpu.sh's OUT): calib/ (scenarios/calibration.yaml), heldout/
+# (scenarios/heldout.yaml) and bench/paper-kernel-table/, each a scenario run with its
+# index.json and cases. The fit sees calib/ alone; heldout/ and the paper's cases only
+# check it.
 set -eu
-DIR=${1:?usage: data/gpu/refit-h200.sh DIR (a bench/h200.sh run: calib/, heldout/, bench/paper-kernel-table/)}
+DIR=${1:?usage: data/gpu/refit-h200.sh DIR (the OUT of bench/gpu.sh: calib/, heldout/, bench/paper-kernel-table/)}
 FMSIM=${FMSIM:-build/app/fmsim}
 PY=${PY:-python3}
-SOURCE=${SOURCE:-"scenarios/calibration.yaml (with the batched masks) on NVIDIA H200, 2026-11-23, fmsim bench/h200.sh call A"}
+SOURCE=${SOURCE:-"scenarios/calibration.yaml on NVIDIA H200, bench/gpu.sh calib"}
 for k in sm90 sm80; do
   "$FMSIM" calibrate "$DIR/calib" --kernel "$k" --source "$SOURCE" --out "data/gpu/h200-$k.json"
 done
@@ -26,7 +27,3 @@ validate() { # PROFILE RUN TABLE
 validate h200-sm90 heldout h200-sm90-heldout
 validate h200-sm90 bench/paper-kernel-table h200-sm90-paper
 validate h200-sm80 bench/paper-kernel-table h200-sm80-paper
-# the sm80 profile on the older committed H200 runs of 2026-11-21 too (none of them fitted it)
-$PY bench/validate_model.py bench/results/h200/summary.json bench/results/h200_hd64/merged.txt \
-  kernels/PERF_NOTES.md --profile data/gpu/h200-sm80.json --fmsim "$FMSIM" \
-  --out data/gpu/validation/h200-sm80-runs-2026-11-21.json
