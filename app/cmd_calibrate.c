@@ -4,8 +4,7 @@
  * Runs are read through one adapter (read_run) that turns whatever wrote
  * them into per-case records: a scenario run of `fmsim run` or `fmsim bench`
  * (its folder: index.json with each kernel's time, run.json, the cases'
- * columns.npy), an older bench summary.json (cases and sweep points, the
- * committed H200 results), or a measurements file ("format":
+ * columns.npy) or a measurements file ("format":
  * "fmsim-measurements", written by bench/validate_model.py from tables that
  * exist only as text). */
 #define _XOPEN_SOURCE 700 /* realpath */
@@ -35,8 +34,7 @@ static const char *help =
     "of the relative error on each case's critical work, and prints every case's measured\n"
     "and fitted time (tens of seconds for a hundred large cases). RUN is a scenario run\n"
     "folder (fmsim run, fmsim bench: index.json, its kernels' times, the cases' columns.npy),\n"
-    "an older bench summary.json (its cases and sweep points) or a measurements JSON file\n"
-    "(bench/validate_model.py --export).\n"
+    "or a measurements JSON file (bench/validate_model.py --export).\n"
     "scenarios/calibration.yaml is the calibration set: masks chosen to separate the\n"
     "coefficients.\n\n"
     "  --out FILE          the profile to write (data/gpu/GPU-KERNEL.json for fmsim predict)\n"
@@ -98,7 +96,7 @@ static cal_case *set_add(cal_set *s) {
   return c;
 }
 
-/* "w=512 seed=3 docs=..." (bench and scenario records): seed= is the draw's
+/* "w=512 seed=3 docs=..." (measurement and scenario records): seed= is the draw's
  * seed, the rest are family parameters. */
 static void set_params(cal_case *c, const char *text) {
   size_t at = 0;
@@ -214,7 +212,7 @@ static int read_scenario(const fm_jv *rows, const char *dir, cal_set *s) {
   return 0;
 }
 
-/* Fields that bench cases and measurement records share. */
+/* The fields of a measurement record. */
 static cal_case *family_case(cal_set *s, const fm_jv *r, double ms) {
   cal_case *c = set_add(s);
   if (!c) return NULL;
@@ -237,44 +235,6 @@ static cal_case *family_case(cal_set *s, const fm_jv *r, double ms) {
   }
   set_params(c, fm_jv_type_of(pv) == FM_JV_ARRAY ? joined : fm_jv_string(pv));
   return c;
-}
-
-/* A bench summary.json: every timed case (skip variant), then the sweep,
- * whose masks bench draws with seed + 1000 + draw and docs_min = docs_max. */
-static int read_bench(const fm_jv *root, const char *dir, cal_set *s) {
-  copy_str(s->gpu, sizeof s->gpu, fm_jv_string(fm_jv_get(root, "device")));
-  int32_t hd0 = 0;
-  for (const fm_jv *r = fm_jv_first(fm_jv_get(root, "cases")); r; r = fm_jv_next(r)) {
-    double ms = fm_jv_number(fm_jv_get(fm_jv_get(r, "skip"), "median_ms"), NAN);
-    if (!hd0) hd0 = (int32_t)num(r, "head_dim", 128);
-    if (!isfinite(ms)) continue;
-    cal_case *c = family_case(s, r, ms);
-    if (!c) return -1;
-    const char *cols = fm_jv_string(fm_jv_get(r, "columns_file"));
-    struct stat sb;
-    if (cols && run_member(c->mask_path, sizeof c->mask_path, dir, cols, c->id)) return -1;
-    if (!cols || stat(c->mask_path, &sb) != 0) c->mask_path[0] = 0; /* rebuilt from the family */
-    c->causal = fm_jv_bool(fm_jv_get(r, "causal"), 0);
-  }
-  const fm_jv *set = fm_jv_get(root, "settings"), *sw = fm_jv_get(root, "sweep");
-  int64_t S = num(sw, "seqlen", 0), tokens = num(set, "tokens", 0), hidden = num(set, "hidden", 0);
-  for (const fm_jv *p = fm_jv_first(fm_jv_get(sw, "points")); p && S > 0 && hd0 > 0; p = fm_jv_next(p)) {
-    double ms = fm_jv_number(fm_jv_get(p, "median_ms"), NAN);
-    if (!isfinite(ms)) continue;
-    cal_case *c = family_case(s, p, ms);
-    if (!c) return -1;
-    int64_t draw = num(p, "draw", 0), docs = num(p, "docs", 1);
-    snprintf(c->id, sizeof c->id, "sweep_%s_%lld", c->family, (long long)draw);
-    char params[96];
-    snprintf(params, sizeof params, "docs_min=%lld docs_max=%lld", (long long)docs, (long long)docs);
-    set_params(c, params);
-    c->seqlen = S;
-    c->batch = tokens / S;
-    c->heads = hidden / hd0;
-    c->head_dim = hd0;
-    c->seed = (uint64_t)num(set, "seed", 0) + 1000 + (uint64_t)draw;
-  }
-  return 0;
 }
 
 /* A measurements file: {"format": "fmsim-measurements", "gpu", "kernel",
@@ -302,7 +262,6 @@ static int read_run(const char *arg, cal_set *out) {
   snprintf(dir, sizeof dir, "%s", arg);
   if (stat(arg, &sb) == 0 && S_ISDIR(sb.st_mode)) {
     snprintf(path, sizeof path, "%s/index.json", arg);
-    if (stat(path, &sb) != 0) snprintf(path, sizeof path, "%s/summary.json", arg);
   } else {
     snprintf(path, sizeof path, "%s", arg);
     char *slash = strrchr(dir, '/'); /* the file's folder: what its relative paths start from */
@@ -317,15 +276,12 @@ static int read_run(const char *arg, cal_set *out) {
   }
   const fm_jv *root = fm_jdoc_root(d);
   const char *format = fm_jv_string(fm_jv_get(root, "format"));
-  const char *kind = fm_jv_string(fm_jv_get(root, "kind"));
   int rc, before = out->n;
   if (fm_jv_type_of(root) == FM_JV_ARRAY) rc = read_scenario(root, dir, out);
-  else if (format && !strcmp(format, "fmsim-trace") && kind && !strcmp(kind, "bench"))
-    rc = read_bench(root, dir, out);
   else if (format && !strcmp(format, "fmsim-measurements")) rc = read_measurements(root, out);
   else {
-    cli_error(cmd, "%s: not a run output (expected a scenario index.json, a bench summary.json "
-              "or an fmsim-measurements file)", path);
+    cli_error(cmd, "%s: not a run output (expected a scenario index.json or an "
+              "fmsim-measurements file)", path);
     rc = -1;
   }
   fm_jdoc_free(d);
@@ -699,7 +655,7 @@ static int parse_opts(int argc, char **argv, cal_opts *o) {
     }
   }
   if (optind >= argc) {
-    cli_error(cmd, "give at least one RUN (a scenario run folder, a bench summary.json or a "
+    cli_error(cmd, "give at least one RUN (a scenario run folder or a "
               "measurements file)");
     return -1;
   }
