@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench/provision.sh — optional: bring fmsim and the peers' wheels to a GPU machine that
 # has no package registry and no compiler setup of its own (bench/gpu.sh needs neither
-# where fmsim builds there and pip works). Three verbs:
+# where fmsim builds there and pip works). Four verbs:
 #
 #   bench/provision.sh pack-build BUILD DEST     # here: fmsim's libraries and fm_kernel_bench
 #                                                #   with the shared libraries they need that a
@@ -11,6 +11,16 @@
 #                                                #   too large for one cut in parts (x.whl.part-aa ...)
 #   bench/provision.sh install SITE FOLDER...    # there: the wheels of the folders (parts joined)
 #                                                #   installed into SITE with pip --target
+#   bench/provision.sh debs PREFIX FOLDER...     # there: the .debs of the folders unpacked into
+#                                                #   PREFIX (dpkg -x, beside /, never into it):
+#                                                #   Criterion for ctest, libyaml for fmsim
+#
+# The .debs for `debs`, fetched where apt works for the GPU machine's release (Ubuntu 24.04):
+#   apt-get download libcriterion3 libcriterion-dev libgit2-1.5 libnanomsg5 libffi8 \
+#     libhttp-parser2.9 libmbedcrypto7 libmbedtls14 libmbedx509-1 libssh2-1 libgssapi-krb5-2 \
+#     libkrb5-3 libk5crypto3 libkrb5support0 libkeyutils1 libcom-err2 libssl3 libyaml-0-2 libyaml-dev
+# then, there: FM_PREFIX=PREFIX bash bench/gpu.sh build ... (bench/gpu.sh puts PREFIX's
+# libraries on LD_LIBRARY_PATH and PREFIX/usr on CMAKE_PREFIX_PATH).
 #
 # Then, there: export PYTHONPATH=SITE:SITE/nvidia_cutlass_dsl/dsl_packages (pip --target does
 # not run the CUTLASS DSL's .pth file) and, for a packed build,
@@ -72,8 +82,23 @@ case $verb in
     rm -rf "$stage"
     echo "installed into $T"
     ;;
+  debs)
+    P=${2:?debs PREFIX FOLDER...}
+    shift 2
+    [ $# -gt 0 ] || { echo "provision.sh: debs PREFIX FOLDER...: no folder given" >&2; exit 2; }
+    mkdir -p "$P"
+    n=0
+    for d in "$@"; do
+      for f in "$d"/*.deb; do
+        [ -f "$f" ] || continue
+        dpkg -x "$f" "$P" && n=$((n + 1))
+      done
+    done
+    [ "$n" -gt 0 ] || { echo "provision.sh: debs: no .deb in $*" >&2; exit 2; }
+    echo "unpacked $n .debs into $P"
+    ;;
   *)
-    sed -n '2,25p' "$0" >&2
+    echo "usage: bench/provision.sh pack-build|pack-wheels|install|debs ... (its header says how)" >&2
     exit 2
     ;;
 esac
