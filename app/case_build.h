@@ -9,11 +9,6 @@
 #include "gpu_step.h"
 #include "runner_ctx.h"
 
-/* runner_case's results besides 0 and -1 (a failure on the CPU side, or in
- * writing): a stop asked for between two steps; a GPU run that failed. */
-#define RUNNER_STOPPED 2
-#define RUNNER_GPU_FAILED (-2)
-
 /* One case while it runs: the mask, its classes at the case's tile
  * ((sets, Tr, Tc) each), the model, the kernels' runs. */
 typedef struct case_work {

@@ -10,6 +10,12 @@
 #include "fm_samples.h"
 #include "fm_scenario.h"
 
+/* The results of runner_case (case_build.h) and of the GPU step on a case
+ * (gpu_step.h) besides 0 and -1 (a failure on the CPU side, or in writing):
+ * a stop asked for between two steps; a GPU run that failed. */
+#define RUNNER_STOPPED 2
+#define RUNNER_GPU_FAILED (-2)
+
 /* A run of one scenario. */
 typedef struct runner_opts {
   const char *cmd;         /* "run" or "bench": the prefix of every message */
