@@ -9,7 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "case_work.h"
+#include "case_build.h"
+
+#include "chunk_study.h"
 #include "cli.h"
 #include "fm_dense.h"
 #include "fm_fileio.h"
@@ -19,6 +21,7 @@
 #include "fm_tiles.h"
 #include "gpu_step.h"
 #include "run_stop.h"
+#include "single_report.h"
 
 int case_build_mask(runner_ctx *rc, const fm_scn_case *c, fm_colmask **out, fm_family_used *used) {
   const fm_scenario *s = rc->s;

@@ -1,4 +1,4 @@
-/* case_row.c — a case's row (runner.h): written last into the case folder as
+/* case_row.c — a case's row (case_row.h): written last into the case folder as
  * row.tsv, it marks the case finished; a rerun reads it instead of running
  * the case again. One "name\tvalue" line per field of case_row. */
 #define _POSIX_C_SOURCE 200809L
@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runner.h"
+#include "case_row.h"
 
 #define PASS_FIELDS(X, i, q)                                                                    \
   X(I, k[i].p[q].br) X(I, k[i].p[q].bc) X(D, k[i].p[q].rho) X(D, k[i].p[q].flops)                \

@@ -5,9 +5,9 @@
 #include <math.h>
 #include <stdio.h>
 
-#include "case_work.h"
+#include "chunk_study.h"
+
 #include "fm_tile_rule.h"
-#include "report.h"
 
 /* Over the diagonal C x C blocks: the fraction of br x bc tiles the min/max
  * rule masks, and the document boundaries strictly inside a chunk, per chunk. */

@@ -304,8 +304,8 @@ int cli_mask_opt_any(const char *cmd, void *o, int opt, const char *arg) {
   return cli_mask_opt(cmd, o, opt, arg);
 }
 
-fm_status cli_family_build(const cli_mask_opts *o, fm_colmask **out, fm_family_used *used,
-                           fm_err *err) {
+fm_status cli_build_family_err(const cli_mask_opts *o, fm_colmask **out, fm_family_used *used,
+                               fm_err *err) {
   fm_sample_set samples;
   fm_status st = o->samples_path ? fm_samples_load(o->samples_path, &samples, err)
                                  : fm_samples_builtin(&samples, err);
@@ -321,7 +321,7 @@ fm_status cli_family_build(const cli_mask_opts *o, fm_colmask **out, fm_family_u
 int cli_build_family(const char *cmd, const cli_mask_opts *o, fm_colmask **out,
                      fm_family_used *used) {
   fm_err err;
-  if (cli_family_build(o, out, used, &err) != FM_OK) {
+  if (cli_build_family_err(o, out, used, &err) != FM_OK) {
     cli_error(cmd, "%s", err.msg);
     return -1;
   }

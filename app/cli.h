@@ -172,9 +172,10 @@ void cli_mask_opts_init(cli_mask_opts *o);
 int cli_mask_opt(const char *cmd, cli_mask_opts *o, int opt, const char *arg);
 int cli_mask_opt_any(const char *cmd, void *o, int opt, const char *arg); /* a cli_shared_opt_fn */
 
-/* Loads the samples and builds the family mask; the message goes to err. */
-fm_status cli_family_build(const cli_mask_opts *o, fm_colmask **out, fm_family_used *used,
-                           fm_err *err);
+/* Loads the samples and builds the family mask; the message goes to err
+ * (cli_build_family below prints it instead). */
+fm_status cli_build_family_err(const cli_mask_opts *o, fm_colmask **out, fm_family_used *used,
+                               fm_err *err);
 /* The same, printing the error as one line; 0 on success. */
 int cli_build_family(const char *cmd, const cli_mask_opts *o, fm_colmask **out,
                      fm_family_used *used);

@@ -334,7 +334,7 @@ static int case_work(const cal_case *c, fm_kernel_id kernel, fm_timing_work *w) 
                        .bc = bc, .batch = c->batch, .heads = c->heads, .seed = c->seed};
     const char *p = c->params;
     for (int k = 0; k < c->nparams; k++, p += strlen(p) + 1) o.params[o.nparams++] = p;
-    st = cli_family_build(&o, &m, NULL, &err);
+    st = cli_build_family_err(&o, &m, NULL, &err);
   }
   if (st == FM_OK) st = fm_timing_work_init(w, m, br, bc, &err);
   fm_colmask_destroy(m);

@@ -2,7 +2,6 @@
 #define _POSIX_C_SOURCE 200809L
 #include "gpu_step.h"
 
-#include "case_work.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -18,7 +18,10 @@
 #ifndef FM_GPU_STEP_H
 #define FM_GPU_STEP_H
 
-#include "runner.h"
+#include "case_row.h"
+#include "fm_cost.h"
+#include "fm_run_trace.h"
+#include "runner_ctx.h"
 
 struct gpu_step {
   int wanted;            /* the scenario (or the single form) asks for kernels */

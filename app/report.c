@@ -6,10 +6,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "chunk_study.h"
 #include "cli.h"
 #include "fm_fileio.h"
 #include "fm_paper.h"
 #include "fm_timing.h"
+#include "gpu_step.h"
+#include "report_figures.h"
 
 /* ---- tables ------------------------------------------------------------------------------ */
 

@@ -7,8 +7,9 @@
 #ifndef FM_REPORT_H
 #define FM_REPORT_H
 
-#include "gpu_step.h"
+#include "case_row.h"
 #include "report_table.h"
+#include "runner_ctx.h"
 
 /* report.md and OUT/tables/; 0, or -1 after printing the error. */
 int report_write(runner_ctx *rc, const case_row *rows, int n);
@@ -17,7 +18,6 @@ int report_write(runner_ctx *rc, const case_row *rows, int n);
 void report_cases_table(const case_row *rows, int n, rpt_table *t);
 void report_kernel_table(const case_row *rows, int n, rpt_table *t);
 void report_fit_table(const case_row *rows, int n, rpt_table *t);
-void report_chunk_table(const case_row *rows, int n, int64_t chunk, rpt_table *t);
 
 /* Least squares time = a + b (1 - rho) over the rows of one kernel record's
  * pass (RUN_FWD, RUN_BWD; family NULL: every family); n points, R^2 NAN when
@@ -27,13 +27,5 @@ typedef struct report_fit {
   double intercept_ms, slope_ms, r2;
 } report_fit;
 report_fit report_fit_time(const case_row *rows, int n, int kernel, int pass, const char *family);
-
-/* The scenario's figures under OUT/figures (report_figures.c); names of the
- * files written (relative to OUT) go to names[]. 0, or -1 after printing. */
-#define REPORT_MAX_FIGURES 24
-int report_figures(runner_ctx *rc, const case_row *rows, int n, char names[][80], int *nnames);
-/* Every name of the figures: key is in the registry (without cairo: not
- * checked, the figures are skipped). 0, or -1 after printing. */
-int report_figures_check(runner_ctx *rc);
 
 #endif

@@ -1,4 +1,4 @@
-/* report_figures.c — a scenario's figures (report.h): each name of its
+/* report_figures.c — a scenario's figures (report_figures.h): each name of its
  * figures: key is a row of the figure registry (viz/viz_figures.c), drawn as
  * PNG under OUT/figures at the registry's size; a per-case figure is drawn
  * once per case trace (the first 16: a report, not an archive); the gallery
@@ -10,7 +10,7 @@
 
 #include "cli.h"
 #include "fm_fileio.h"
-#include "report.h"
+#include "report_figures.h"
 #ifdef FM_HAVE_VIZ
 #include "viz.h"
 #endif

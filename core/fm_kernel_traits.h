@@ -11,7 +11,7 @@
 #ifndef FM_KERNEL_TRAITS_H
 #define FM_KERNEL_TRAITS_H
 
-/* sm80: the portable mma.sync kernel (kernels/fm_attn_kernel.cuh). One CTA of
+/* sm80: the portable mma.sync kernel (kernels/fm_sm80_fwd.cuh). One CTA of
  * 4 warps owns 128 query rows; key tiles of 64 columns for both head dims. */
 #define FM_SM80_BR 128
 #define FM_SM80_BC_HD64 64

@@ -1,4 +1,4 @@
-/* fuzz_dense — the dense-mask checker (fm_dense.c): fm_dense_check_file reads
+/* fuzz_dense — the dense-mask checker (fm_dense.h): fm_dense_check_file reads
  * a bool/int/float .npy row by row and finds the smallest interval form;
  * fm_dense_result_to_colmask then converts into each form. Byte 0: bit 0 is
  * --masked-true. */

@@ -1,15 +1,13 @@
-/* case_work.h — what the runner's files share about the case in progress
- * (runner.h lists the files). */
-#ifndef FM_CASE_WORK_H
-#define FM_CASE_WORK_H
+/* case_build.h — the runner's case builder (case_build.c, runner.h lists the
+ * runner's files): a case's mask, its analysis, its kernels' runs and its
+ * folder, and the case in progress they share. */
+#ifndef FM_CASE_BUILD_H
+#define FM_CASE_BUILD_H
 
+#include "case_row.h"
 #include "fm_families.h"
 #include "gpu_step.h"
-
-/* runner_case's results besides 0 and -1 (a failure on the CPU side, or in
- * writing): a stop asked for between two steps; a GPU run that failed. */
-#define RUNNER_STOPPED 2
-#define RUNNER_GPU_FAILED (-2)
+#include "runner_ctx.h"
 
 /* One case while it runs: the mask, its classes at the case's tile
  * ((sets, Tr, Tc) each), the model, the kernels' runs. */
@@ -38,9 +36,5 @@ int case_row_save(runner_ctx *rc, const fm_scn_case *c, const char *dir, const c
  * RUNNER_GPU_FAILED on a failure (printed), RUNNER_STOPPED when interrupted
  * between steps. */
 int runner_case(runner_ctx *rc, const fm_scn_case *c, const char *dir, case_row *row);
-
-/* Intra-chunk study (chunkwise linear RNNs), chunk_study.c. */
-void chunk_study(const fm_colmask *m, const uint8_t *classes, int64_t br, int64_t bc, int64_t chunk,
-                 double *rho, double *boundaries);
 
 #endif
