@@ -16,7 +16,50 @@ static const char *help =
     "(the paper's benchmark values; S is the sequence length) and a one-line meaning\n"
     "(definitions: docs/FAMILIES.md).\n"
     "Give parameters to other commands as --param key=value.\n\n"
-    "  --json   one JSON array instead of the listing\n";
+    "  --json   one JSON array instead of the listing: per family its name, causal, form,\n"
+    "           per_head, uses_docs, seeded (its mask depends on --seed), meaning and params,\n"
+    "           each with name, default, meaning and kind (\"int\", \"docs\" or \"spans\"); an\n"
+    "           \"int\" parameter also has its range, lo and hi (hi \"S\": up to the length)\n";
+
+static const char *kind_name(fm_param_kind k) {
+  return k == FM_PARAM_INT ? "int" : k == FM_PARAM_DOCS ? "docs" : "spans";
+}
+
+/* The --json listing; scripts read it (bench/make_heldout.py, fuzz/make_seeds.py). */
+static void print_json(void) {
+  fm_json j;
+  fm_json_init(&j, 1);
+  fm_json_array(&j, NULL);
+  for (int i = 0; i < fm_family_count(); i++) {
+    const fm_family_info *f = fm_family_at(i);
+    fm_json_object(&j, NULL);
+    fm_json_string(&j, "name", f->name);
+    fm_json_bool(&j, "causal", f->causal);
+    fm_json_string(&j, "form", f->form);
+    fm_json_bool(&j, "per_head", f->per_head);
+    fm_json_bool(&j, "uses_docs", f->uses_docs);
+    fm_json_bool(&j, "seeded", f->uses_docs || f->per_head || f->reports_seed);
+    fm_json_string(&j, "meaning", f->meaning);
+    fm_json_array(&j, "params");
+    for (int p = 0; p < f->nparams; p++) {
+      const fm_param_info *q = &f->params[p];
+      fm_json_object(&j, NULL);
+      fm_json_string(&j, "name", q->name);
+      fm_json_string(&j, "default", q->default_text);
+      fm_json_string(&j, "meaning", q->meaning);
+      fm_json_string(&j, "kind", kind_name(q->kind));
+      if (q->kind == FM_PARAM_INT) {
+        fm_json_int(&j, "lo", q->lo);
+        if (q->hi == FM_PARAM_HI_S) fm_json_string(&j, "hi", "S");
+        else fm_json_int(&j, "hi", q->hi);
+      }
+      fm_json_end(&j);
+    }
+    fm_json_end(&j);
+    fm_json_end(&j);
+  }
+  cli_print_json(&j);
+}
 
 int cmd_families(int argc, char **argv) {
   static const struct option longopts[] = {{"json", no_argument, 0, 'j'},
@@ -35,29 +78,7 @@ int cmd_families(int argc, char **argv) {
   }
   if (cli_no_operands("families", argc, argv)) return FM_EXIT_USAGE;
   if (json) {
-    fm_json j;
-    fm_json_init(&j, 1);
-    fm_json_array(&j, NULL);
-    for (int i = 0; i < fm_family_count(); i++) {
-      const fm_family_info *f = fm_family_at(i);
-      fm_json_object(&j, NULL);
-      fm_json_string(&j, "name", f->name);
-      fm_json_bool(&j, "causal", f->causal);
-      fm_json_string(&j, "form", f->form);
-      fm_json_bool(&j, "per_head", f->per_head);
-      fm_json_string(&j, "meaning", f->meaning);
-      fm_json_array(&j, "params");
-      for (int p = 0; p < f->nparams; p++) {
-        fm_json_object(&j, NULL);
-        fm_json_string(&j, "name", f->params[p].name);
-        fm_json_string(&j, "default", f->params[p].default_text);
-        fm_json_string(&j, "meaning", f->params[p].meaning);
-        fm_json_end(&j);
-      }
-      fm_json_end(&j);
-      fm_json_end(&j);
-    }
-    cli_print_json(&j);
+    print_json();
     return FM_EXIT_OK;
   }
   for (int i = 0; i < fm_family_count(); i++) {

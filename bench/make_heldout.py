@@ -9,7 +9,12 @@ vary from case to case), per-head masks from random eviction. None of them is in
 scenarios/calibration.yaml, whose lengths are powers of two and whose parameters are
 fixed (tests/test_timing.c checks both files).
 
-    python3 bench/make_heldout.py [--out scenarios/heldout.yaml] [--draw N]
+    python3 bench/make_heldout.py [--out scenarios/heldout.yaml] [--draw N] [--fmsim BIN]
+
+The families, in registry order, and which of them draw from the seed come from
+`fmsim families --json` (BIN: $FMSIM_BIN, else the checkout's build/app/fmsim, else
+PATH), so a new family needs no edit here: its integer parameters are drawn in their
+ranges and its documents as every document family's, unless params() tunes them.
 
 Draws: each validation of a refitted profile takes a fresh draw (--draw), so that no
 held-out set is measured twice against profiles shaped by looking at it. Draw 1 (the
@@ -24,17 +29,29 @@ the same mask timed alone ran 11% faster (data/gpu/README.md). Draw 4
 sm90 backward, 2026-11-23, fourth session).
 """
 import argparse
+import json
 import math
 import os
 import random
+import shutil
+import subprocess
+import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-FAMILIES = ["full", "causal", "sliding_window", "causal_document", "document", "share_question",
-            "global_sliding_window", "causal_blockwise", "prefix_lm_document", "prefix_lm_causal",
-            "qk_sparse", "random_eviction"]
 EXTRA = ["random_eviction", "random_eviction", "sliding_window", "document"]
-# families whose mask does not depend on the seed
-DETERMINISTIC = {"full", "causal", "sliding_window", "global_sliding_window", "prefix_lm_causal"}
+
+
+def fmsim_families(exe):
+    """The registry's families (`fmsim families --json`), in its order."""
+    if not exe:
+        exe = os.environ.get("FMSIM_BIN") or os.path.join(ROOT, "build", "app", "fmsim")
+        if not os.access(exe, os.X_OK):
+            exe = shutil.which("fmsim") or exe
+    try:
+        out = subprocess.run([exe, "families", "--json"], check=True, capture_output=True, text=True)
+    except (OSError, subprocess.CalledProcessError) as e:
+        sys.exit("make_heldout: cannot run `%s families --json` (build fmsim or give --fmsim): %s" % (exe, e))
+    return json.loads(out.stdout)
 
 
 def odd_length(rng):
@@ -48,7 +65,19 @@ def docs(rng, S):
     return {"docs_min": lo, "docs_max": lo + rng.randint(0, 2 * lo)}
 
 
-def params(rng, family, S):
+def generic_params(rng, fam, S):
+    """A family params() does not tune: documents as every document family's, each other
+    integer parameter uniform in its range (capped at S)."""
+    p = docs(rng, S) if fam["uses_docs"] else {}
+    for q in fam["params"]:
+        if q["kind"] == "int" and q["name"] not in ("docs_min", "docs_max"):
+            hi = S if q["hi"] == "S" else min(q["hi"], S)
+            p[q["name"]] = rng.randint(q["lo"], max(q["lo"], hi))
+    return p
+
+
+def params(rng, fam, S):
+    family = fam["name"]
     if family == "sliding_window":
         return {"w": rng.randint(16, max(16, S // 4))}
     if family == "global_sliding_window":
@@ -62,19 +91,19 @@ def params(rng, family, S):
         a = rng.randint(1, 4)
         p.update({"answers_min": a, "answers_max": a + rng.randint(0, 4)})
         return p
-    if family in ("causal_document", "document", "causal_blockwise", "prefix_lm_document",
-                  "qk_sparse"):
-        return docs(rng, S)
-    return {}
+    return generic_params(rng, fam, S)
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default=os.path.join(ROOT, "scenarios", "heldout.yaml"))
     ap.add_argument("--draw", type=int, default=4, help="which held-out draw (default 4)")
+    ap.add_argument("--fmsim", help="the fmsim binary (default $FMSIM_BIN, build/app/fmsim, PATH)")
     args = ap.parse_args()
     if args.draw < 1:
         ap.error("--draw counts from 1")
+    registry = {f["name"]: f for f in fmsim_families(args.fmsim)}
+    families = list(registry)
     # draw 1 is the first set's generator and mask seed, kept so that it can be rewritten
     rng = random.Random(20261122 if args.draw == 1 else 20261122 + 1000 * args.draw)
     mask_seed = 0 if args.draw == 1 else 100 * args.draw
@@ -109,21 +138,22 @@ def main():
         "report: cases",
         "masks:",
     ]
-    entries = [f for _ in range(5) for f in FAMILIES] + EXTRA
+    entries = [f for _ in range(5) for f in families] + EXTRA
     for family in entries:
+        fam = registry[family]
         lines.append("  - family: %s" % family)
-        if family in DETERMINISTIC:  # no seed in the mask: two lengths instead of two draws
+        if not fam["seeded"]:  # no seed in the mask: two lengths instead of two draws
             S = sorted(odd_length(rng) for _ in range(2))
-            p = params(rng, family, S[0])
+            p = params(rng, fam, S[0])
             seqlen = "[%d, %d]" % tuple(S)
         else:
             S = odd_length(rng)
-            p = params(rng, family, S)
+            p = params(rng, fam, S)
             seqlen = "%d" % S
         if p:
             lines.append("    params: {%s}" % ", ".join("%s: %d" % kv for kv in p.items()))
         lines.append("    seqlen: %s" % seqlen)
-        if family in DETERMINISTIC:
+        if not fam["seeded"]:
             lines.append("    draws: 1")
     tmp = args.out + ".tmp"
     with open(tmp, "w") as f:

@@ -13,7 +13,7 @@
 
 struct fm_jv {
   fm_jv_type type;
-  int boolean, line, col;
+  int boolean, integer, line, col; /* integer: a number without fraction or exponent */
   double number;
   int64_t count;
   int64_t first_i, next_i, last_i, str_i, key_i; /* while parsing; -1 for none */
@@ -225,6 +225,7 @@ static fm_status parse_number(parser *p, int64_t v) {
     p->at = a;
     return fail_at(p, "malformed number");
   }
+  p->d->nodes[v].integer = strpbrk(buf, ".eE") == NULL;
   return FM_OK;
 }
 
@@ -364,6 +365,8 @@ int64_t fm_jv_int64(const fm_jv *v, int64_t dflt) {
   if (v->number <= -9223372036854775808.0) return INT64_MIN;
   return (int64_t)v->number;
 }
+
+int fm_jv_is_integer(const fm_jv *v) { return v && v->type == FM_JV_NUMBER && v->integer; }
 
 int fm_jv_int_in(const fm_jv *v, int64_t lo, int64_t hi, int64_t *out) {
   if (!v || v->type != FM_JV_NUMBER || !(v->number >= (double)lo && v->number <= (double)hi))

@@ -64,6 +64,11 @@ double fm_jv_number(const fm_jv *v, double dflt); /* dflt unless a number */
  * number; truncated toward zero and saturated to [INT64_MIN, INT64_MAX]
  * (callers range-check the result; JSON has no NaN or infinity). */
 int64_t fm_jv_int64(const fm_jv *v, int64_t dflt);
+/* 1 when v is a number written as an integer (no fraction and no exponent:
+ * "64", not "64.0" or "6.4e1"), else 0; its value is fm_jv_int64's. Readers
+ * of formats whose integers are written that way (trace summaries) tell a
+ * mistyped member from a number with it. */
+int fm_jv_is_integer(const fm_jv *v);
 /* 0 and *out when v is a number holding an integer in [lo, hi]; else -1. */
 int fm_jv_int_in(const fm_jv *v, int64_t lo, int64_t hi, int64_t *out);
 const char *fm_jv_string(const fm_jv *v);         /* NULL unless a string (UTF-8) */

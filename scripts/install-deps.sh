@@ -7,7 +7,7 @@ set -euo pipefail
 
 packages=(build-essential cmake pkg-config libcriterion-dev libcairo2-dev libsdl2-dev libyaml-dev
   python3-numpy python3-matplotlib python3-nbclient python3-nbformat python3-ipykernel
-  libjansson-dev xvfb xauth poppler-utils libxml2-utils
+  xvfb xauth poppler-utils libxml2-utils
   python3-pytest python3-venv python3-pip python3-setuptools python3-wheel)
 # `scripts/install-deps.sh fuzz` (make fuzz only): clang and its libFuzzer runtime too
 if [ "${1:-}" = fuzz ]; then packages+=(clang libclang-rt-dev); fi

@@ -45,6 +45,11 @@ Test(cli, families_lists_all_twelve) {
   cr_assert_eq(res.status, 0);
   cr_assert(strstr(res.out, "\"name\": \"random_eviction\""));
   cr_assert(strstr(res.out, "\"per_head\": true"));
+  /* what bench/make_heldout.py and fuzz/make_seeds.py read */
+  cr_assert(strstr(res.out, "\"seeded\": false") && strstr(res.out, "\"seeded\": true"));
+  cr_assert(strstr(res.out, "\"uses_docs\": true"));
+  cr_assert(strstr(res.out, "\"kind\": \"int\",\n        \"lo\": 1,\n        \"hi\": \"S\""), "%s", res.out);
+  cr_assert(strstr(res.out, "\"kind\": \"docs\""));
 }
 
 Test(cli, analyze_json_has_the_promised_keys) {

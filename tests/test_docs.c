@@ -151,6 +151,131 @@ Test(docs, every_cited_document_and_section_exists) {
   cr_assert_gt(checked, 20, "only %d citations found: is the tree where the test looks?", checked);
 }
 
+/* ---- docs/DESIGN.md, "How to add ...": what each step names exists ---------- */
+
+/* A backticked token of a step: a repository path (it has a '/' and an
+ * extension, no placeholder NAME or wildcard) or a C/Python name (letters,
+ * digits, '_', optionally followed by "()" or "[]", at least 4 characters);
+ * anything else (commands, code with spaces, placeholders) is prose. */
+enum { TOK_PROSE, TOK_PATH, TOK_NAME };
+
+static int token_kind(char *tok) {
+  size_t n = strlen(tok);
+  if (strstr(tok, "NAME") || strchr(tok, '*') || strchr(tok, ' ')) return TOK_PROSE;
+  if (strchr(tok, '/')) return strchr(strrchr(tok, '/'), '.') ? TOK_PATH : TOK_PROSE;
+  if (n > 2 && (!strcmp(tok + n - 2, "()") || !strcmp(tok + n - 2, "[]"))) tok[n -= 2] = 0;
+  if (n < 4 || !(isalpha((unsigned char)tok[0]) || tok[0] == '_')) return TOK_PROSE;
+  for (size_t i = 0; i < n; i++)
+    if (!isalnum((unsigned char)tok[i]) && tok[i] != '_') return TOK_PROSE;
+  return TOK_NAME;
+}
+
+/* Checks one numbered step (text up to the next step or section): every
+ * path it names exists, and every name it names occurs in one of those
+ * files. Returns the number of tokens checked; *why says what failed. */
+static int check_step(const char *root, const char *step, size_t len, char *why, size_t cap) {
+  char toks[32][160], *files[32];
+  int kinds[32], nt = 0, nf = 0, checked_here = 0;
+  why[0] = 0;
+  for (const char *p = step; p < step + len && nt < 32; p++) {
+    if (*p != '`') continue;
+    const char *e = memchr(p + 1, '`', (size_t)(step + len - p - 1));
+    if (!e) break;
+    size_t n = (size_t)(e - p - 1);
+    if (n > 0 && n < sizeof toks[0]) {
+      memcpy(toks[nt], p + 1, n);
+      toks[nt][n] = 0;
+      kinds[nt] = token_kind(toks[nt]);
+      nt++;
+    }
+    p = e;
+  }
+  for (int t = 0; t < nt; t++) {
+    if (kinds[t] != TOK_PATH) continue;
+    char path[1200];
+    snprintf(path, sizeof path, "%.1000s/%.159s", root, toks[t]);
+    files[nf] = slurp(path, NULL);
+    if (!files[nf]) {
+      snprintf(why, cap, "%.159s does not exist", toks[t]);
+      break;
+    }
+    nf++;
+    checked_here++;
+  }
+  for (int t = 0; !why[0] && t < nt; t++) {
+    if (kinds[t] != TOK_NAME || nf == 0) continue;
+    int found = 0;
+    for (int f = 0; f < nf && !found; f++) found = strstr(files[f], toks[t]) != NULL;
+    if (!found) snprintf(why, cap, "`%.159s` is in none of the files the step names", toks[t]);
+    checked_here++;
+  }
+  for (int f = 0; f < nf; f++) free(files[f]);
+  return checked_here;
+}
+
+/* Walks the numbered steps of every "### Adding ..." section of text;
+ * returns the tokens checked and fails on the first bad step. */
+static int check_howto(const char *root, const char *text, int *sections) {
+  int total = 0;
+  *sections = 0;
+  for (const char *s = text; (s = strstr(s, "\n### Adding ")) != NULL; s++) {
+    const char *end = strstr(s + 1, "\n## ");
+    const char *next = strstr(s + 1, "\n### ");
+    if (!end || (next && next < end)) end = next;
+    if (!end) end = s + strlen(s);
+    (*sections)++;
+    const char *title_end = strchr(s + 1, '\n');
+    for (const char *p = s; p && p < end; p = strstr(p + 1, "\n")) {
+      if (!isdigit((unsigned char)p[1]) || p[2] != '.') continue; /* "\n1. " starts a step */
+      const char *q = p + 1;
+      const char *stop = q;
+      while ((stop = strchr(stop + 1, '\n')) && stop < end && !(isdigit((unsigned char)stop[1]) && stop[2] == '.') &&
+             stop[1] != '\n')
+        ;
+      if (!stop || stop > end) stop = end;
+      char why[256];
+      total += check_step(root, q, (size_t)(stop - q), why, sizeof why);
+      cr_assert(why[0] == 0, "docs/DESIGN.md: section \"%.*s\", step %c: %s", (int)(title_end - s - 5),
+                s + 5, q[0], why);
+    }
+  }
+  return total;
+}
+
+Test(docs, every_how_to_step_names_what_exists) {
+  char root[1024], path[1100];
+  snprintf(root, sizeof root, "%s/..", FM_TEST_SOURCE_DIR);
+  snprintf(path, sizeof path, "%s/docs/DESIGN.md", root);
+  char *design = slurp(path, NULL);
+  cr_assert_not_null(design, "%s", path);
+  int sections = 0, tokens = check_howto(root, design, &sections);
+  const char *want[] = {"a family", "a kernel", "a kernel variant", "a figure", "a command",
+                        "a scenario key"};
+  for (size_t w = 0; w < sizeof want / sizeof want[0]; w++) {
+    char h[64];
+    snprintf(h, sizeof h, "Adding %s", want[w]);
+    cr_assert(has_heading(design, h), "docs/DESIGN.md has no section \"%s\"", h);
+  }
+  cr_assert_geq(sections, 6);
+  cr_assert_gt(tokens, 40, "only %d files and names checked", tokens);
+  free(design);
+}
+
+/* The step checker itself: a missing file or name is caught. */
+Test(docs, the_how_to_checker_sees_a_missing_file_or_name) {
+  char root[1024], why[256];
+  snprintf(root, sizeof root, "%s/..", FM_TEST_SOURCE_DIR);
+  const char *ok = "1. `app/main.c`: one row `X(NAME, \"...\")` in `COMMANDS`.";
+  cr_assert_eq(check_step(root, ok, strlen(ok), why, sizeof why), 2, "%s", why);
+  cr_assert_eq(why[0], 0, "%s", why);
+  const char *no_file = "1. `app/cmd_nosuch.c`: `int cmd_NAME(int argc)`.";
+  check_step(root, no_file, strlen(no_file), why, sizeof why);
+  cr_assert(strstr(why, "app/cmd_nosuch.c does not exist"), "%s", why);
+  const char *no_name = "1. `app/main.c`: a row in `COMMANDZ`, read by `params()`.";
+  check_step(root, no_name, strlen(no_name), why, sizeof why);
+  cr_assert(strstr(why, "`COMMANDZ` is in none"), "%s", why);
+}
+
 /* The checker itself: a missing heading is caught. */
 Test(docs, the_checker_sees_a_bad_section) {
   const char *doc = "# T\n\n## Semantics\n\ntext\n### Adding a family\n";

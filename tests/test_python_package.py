@@ -352,3 +352,22 @@ def test_a_mask_mods_own_exception_comes_back():
     with pytest.raises(KeyError, match="row 40") as info:
         fmsim.from_mask_mod(late, 1, 1, 64, chunk_rows=8, backend="numpy")
     assert any("query rows [40, 48)" in n for n in getattr(info.value, "__notes__", [])), info.value
+
+
+# ----------------------------------------------------------------- struct mirrors
+
+def test_every_struct_mirror_is_size_checked():
+    import ctypes
+    mirrored = {c for c in vars(_native).values()
+                if isinstance(c, type) and issubclass(c, ctypes.Structure)}
+    assert mirrored == set(_native.MIRRORS.values()), "a ctypes mirror missing from MIRRORS"
+    for name, cls in _native.MIRRORS.items():
+        assert _native.lib.fm_struct_size(name.encode()) == ctypes.sizeof(cls), name
+    assert _native.lib.fm_struct_size(b"no_such_struct") == 0
+
+    class Short(ctypes.Structure):  # a mirror that lost a field
+        _fields_ = [("msg", ctypes.c_char * 511)]
+    with pytest.raises(ImportError, match=r"^fmsim: .* \(fm_err is 512 bytes there, 511 here\)"):
+        _native.check_mirrors(_native.lib, "libfmsim.so", {"fm_err": Short})
+    with pytest.raises(ImportError, match=r"fm_nosuch is unknown there"):
+        _native.check_mirrors(_native.lib, "libfmsim.so", {"fm_nosuch": Short})

@@ -1173,3 +1173,16 @@ Test(json, integers_saturate_instead_of_overflowing) {
   cr_assert_eq(fm_jv_int_in(v, 0, 100, &out), -1, "12.9 is no integer");
   fm_jdoc_free(d);
 }
+
+/* Integers as written: a trace summary's "br": 64.0 is a mistyped member. */
+Test(json, integer_literals_are_told_from_other_numbers) {
+  fm_jdoc *d = NULL;
+  const char *t = "[64, -3, 0, 64.0, 6.4e1, 1E2, \"64\", true]";
+  cr_assert_eq(fm_jdoc_parse(t, strlen(t), "i.json", &d, NULL), FM_OK);
+  int want[] = {1, 1, 1, 0, 0, 0, 0, 0}, i = 0;
+  for (const fm_jv *v = fm_jv_first(fm_jdoc_root(d)); v; v = fm_jv_next(v), i++)
+    cr_assert_eq(fm_jv_is_integer(v), want[i], "element %d", i);
+  cr_assert_eq(i, 8);
+  cr_assert_eq(fm_jv_is_integer(NULL), 0);
+  fm_jdoc_free(d);
+}

@@ -1,5 +1,5 @@
 /* viz_load.c — what `fmsim view` and `fmsim render` can open: a trace folder
- * (fm_trace.h: summary.json read with jansson, tiles.npy, tiles_exact.npy,
+ * (fm_trace.h: summary.json read with fm_jsonr.h, tiles.npy, tiles_exact.npy,
  * columns.npy, optional tile_cycles.npy; a run trace's backward, when its
  * summary has one, in tiles_bwd.npy, tiles_exact_bwd.npy and optional
  * tile_cycles_bwd.npy at its own tile), a dense mask .npy (any dtype of
@@ -15,13 +15,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#ifdef FM_VIZ_HAVE_JANSSON
-#include <jansson.h>
-#endif
-
 #include "fm_dense.h"
 #include "fm_forms.h"
 #include "fm_intervals_io.h"
+#include "fm_jsonr.h"
 #include "fm_npy.h"
 #include "fm_trace.h"
 #include "viz_internal.h"
@@ -80,17 +77,17 @@ static fm_status load_dense(const char *path, const viz_source_opts *vo, viz_sou
 
 /* ---- traces ------------------------------------------------------------------ */
 
-#ifdef FM_VIZ_HAVE_JANSSON
-static fm_status json_int(json_t *root, const char *file, const char *key, int64_t lo, int64_t hi,
-                          int64_t *out, int required, fm_err *err) {
-  json_t *v = json_object_get(root, key);
+/* An integer member written as one (no fraction or exponent) in [lo, hi]. */
+static fm_status json_int(const fm_jv *root, const char *file, const char *key, int64_t lo,
+                          int64_t hi, int64_t *out, int required, fm_err *err) {
+  const fm_jv *v = fm_jv_get(root, key);
   if (!v) {
     if (!required) return FM_OK;
     return fm_fail(err, FM_EFORMAT, "%s: member \"%s\" is missing", file, key);
   }
-  if (!json_is_integer(v))
+  if (!fm_jv_is_integer(v))
     return fm_fail(err, FM_EFORMAT, "%s: \"%s\" must be an integer", file, key);
-  json_int_t x = json_integer_value(v);
+  int64_t x = fm_jv_int64(v, 0);
   if (x < lo || x > hi)
     return fm_fail(err, FM_ERANGE, "%s: \"%s\" = %lld is outside %lld..%lld", file, key,
                    (long long)x, (long long)lo, (long long)hi);
@@ -98,9 +95,9 @@ static fm_status json_int(json_t *root, const char *file, const char *key, int64
   return FM_OK;
 }
 
-static void json_str(json_t *root, const char *key, char *buf, size_t cap) {
-  json_t *v = json_object_get(root, key);
-  snprintf(buf, cap, "%s", json_is_string(v) ? json_string_value(v) : "");
+static void json_str(const fm_jv *root, const char *key, char *buf, size_t cap) {
+  const char *v = fm_jv_string(fm_jv_get(root, key));
+  snprintf(buf, cap, "%s", v ? v : "");
 }
 
 /* Loads a uint8 tile array of pass tt, [sets, Tr, Tc] (analysis traces) or
@@ -181,39 +178,32 @@ static fm_status load_pass(const char *dir, const char *suffix, viz_trace *t, vi
 
 /* The backward's tile from summary.json's "backward" object (0 x 0 when the
  * trace has none: null or absent). */
-static fm_status backward_tile(json_t *root, const char *path, viz_trace_tiles *tt, fm_err *err) {
-  json_t *b = json_object_get(root, "backward");
+static fm_status backward_tile(const fm_jv *root, const char *path, viz_trace_tiles *tt,
+                               fm_err *err) {
+  const fm_jv *b = fm_jv_get(root, "backward");
   int64_t br = 0, bc = 0;
-  if (!json_is_object(b)) return FM_OK;
+  if (fm_jv_type_of(b) != FM_JV_OBJECT) return FM_OK;
   fm_status st = json_int(b, path, "br", 1, 65536, &br, 1, err);
   if (st == FM_OK) st = json_int(b, path, "bc", 1, 65536, &bc, 1, err);
   tt->br = (int32_t)br;
   tt->bc = (int32_t)bc;
   return st;
 }
-#endif
 
 fm_status viz_load_trace(const char *dir, viz_trace *t, fm_colmask **mask, fm_err *err) {
   memset(t, 0, sizeof *t);
   *mask = NULL;
-#ifndef FM_VIZ_HAVE_JANSSON
-  return fm_fail(err, FM_EUNSUPPORTED, "%s: this fmsim was built without jansson and cannot read traces",
-                 dir);
-#else
   char path[4200];
   snprintf(path, sizeof path, "%s/summary.json", dir);
-  json_error_t jerr;
-  json_t *root = json_load_file(path, 0, &jerr);
-  if (!root) {
-    if (jerr.line < 1) return fm_fail(err, FM_EIO, "%s: %s", path, jerr.text);
-    return fm_fail(err, FM_EFORMAT, "%s:%d:%d: %s", path, jerr.line, jerr.column, jerr.text);
-  }
-  fm_status st = FM_OK;
-  json_t *fmt = json_object_get(root, "format");
+  fm_jdoc *doc = NULL;
+  fm_status st = fm_jdoc_load(path, &doc, err); /* one line: "cannot open ..." or "PATH:L:C: ..." */
+  if (st != FM_OK) return st;
+  const fm_jv *root = fm_jdoc_root(doc);
+  const char *fmt = fm_jv_string(fm_jv_get(root, "format"));
   int64_t version = 0, sq = 0, sk = 0, br = 0, bc = 0, causal = 0, hd = 0;
-  if (!json_is_object(root))
+  if (fm_jv_type_of(root) != FM_JV_OBJECT)
     st = fm_fail(err, FM_EFORMAT, "%s: expected a JSON object", path);
-  else if (!json_is_string(fmt) || strcmp(json_string_value(fmt), FM_TRACE_FORMAT) != 0)
+  else if (!fmt || strcmp(fmt, FM_TRACE_FORMAT) != 0)
     st = fm_fail(err, FM_EFORMAT, "%s: \"format\" is not \"%s\"; not an fmsim trace", path,
                  FM_TRACE_FORMAT);
   if (st == FM_OK) st = json_int(root, path, "version", 1, 1 << 30, &version, 1, err);
@@ -225,16 +215,17 @@ fm_status viz_load_trace(const char *dir, viz_trace *t, fm_colmask **mask, fm_er
   if (st == FM_OK) st = json_int(root, path, "br", 1, 65536, &br, 1, err);
   if (st == FM_OK) st = json_int(root, path, "bc", 1, 65536, &bc, 1, err);
   if (st == FM_OK) st = json_int(root, path, "head_dim", 1, 4096, &hd, 0, err);
-  json_t *kernel = json_object_get(root, "kernel"); /* run traces: "kernel": {"head_dim": D} */
-  if (st == FM_OK && json_is_object(kernel))
+  const fm_jv *kernel = fm_jv_get(root, "kernel"); /* run traces: "kernel": {"head_dim": D} */
+  if (st == FM_OK && fm_jv_type_of(kernel) == FM_JV_OBJECT)
     st = json_int(kernel, path, "head_dim", 0, 4096, &hd, 0, err);
   t->batch = t->heads = 1;
   if (st == FM_OK) st = json_int(root, path, "batch", 1, 1 << 20, &t->batch, 0, err);
   if (st == FM_OK) st = json_int(root, path, "heads", 1, 1 << 20, &t->heads, 0, err);
   if (st == FM_OK) {
-    json_t *c = json_object_get(root, "causal");
-    if (!json_is_boolean(c)) st = fm_fail(err, FM_EFORMAT, "%s: \"causal\" must be true or false", path);
-    else causal = json_is_true(c);
+    const fm_jv *c = fm_jv_get(root, "causal");
+    if (fm_jv_type_of(c) != FM_JV_BOOL)
+      st = fm_fail(err, FM_EFORMAT, "%s: \"causal\" must be true or false", path);
+    else causal = fm_jv_bool(c, 0);
   }
   if (st == FM_OK) st = backward_tile(root, path, &t->pass[VIZ_BWD], err);
   if (st == FM_OK) {
@@ -242,7 +233,7 @@ fm_status viz_load_trace(const char *dir, viz_trace *t, fm_colmask **mask, fm_er
     json_str(root, "params", t->params, sizeof t->params);
     json_str(root, "device", t->device, sizeof t->device);
   }
-  json_decref(root);
+  fm_jdoc_free(doc);
   if (st != FM_OK) return st;
   t->seqlen_q = sq;
   t->seqlen_k = sk;
@@ -276,7 +267,6 @@ fm_status viz_load_trace(const char *dir, viz_trace *t, fm_colmask **mask, fm_er
   }
   *mask = m;
   return FM_OK;
-#endif
 }
 
 fm_status viz_load_source(const char *path, const viz_source_opts *o, viz_source *out, fm_err *err) {

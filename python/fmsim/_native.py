@@ -1,10 +1,11 @@
 """ctypes bindings of libfmsim (the C core built by the project's CMake).
 
 Only this module knows the C side: the library's location, the function
-signatures and the structs mirrored from core/fm_dense.h, fm_tiles.h and
-fm_memory.h. The mirrored report is checked against the library's own
-sizeof at load time, so a header change that is not mirrored here fails at
-import with one clear line instead of reading garbage.
+signatures and the structs mirrored from core/fm_status.h, fm_dense.h,
+fm_tiles.h and fm_memory.h. Every mirrored struct is checked against the
+library's own sizeof (fm_struct_size, core/fm_sizes.h) at load time, so a
+header change that is not mirrored here fails at import with one clear line
+naming the struct instead of reading garbage.
 """
 from __future__ import annotations
 
@@ -118,7 +119,7 @@ VP = C.c_void_p  # opaque handles: fm_colmask*, fm_dense_scan*, fm_dense_result*
 _SIGNATURES = {
     "fm_status_str": (C.c_char_p, [C.c_int]),
     "fm_form_name": (C.c_char_p, [C.c_int]),
-    "fm_dense_report_size": (C.c_size_t, []),
+    "fm_struct_size": (C.c_size_t, [C.c_char_p]),
     "fm_dense_scan_create": (C.c_int, [i64, i64, i64, i64, P(DenseOpts), P(VP), P(Err)]),
     "fm_dense_scan_rows": (None, [VP, VP, i64, C.c_int]),
     "fm_dense_scan_finish": (C.c_int, [VP, P(VP), P(Err)]),
@@ -163,13 +164,28 @@ def load_library(path: str, signatures: dict, who: str = "fmsim") -> C.CDLL:
     return lib
 
 
+# every struct mirrored above, by its C name (core/fm_sizes.h)
+MIRRORS = {"fm_err": Err, "fm_dense_opts": DenseOpts, "fm_dense_column": DenseColumn,
+           "fm_dense_set": DenseSet, "fm_dense_advice": DenseAdvice, "fm_dense_tiles": DenseTiles,
+           "fm_dense_report": DenseReport, "fm_tile_counts": TileCounts,
+           "fm_mask_bytes": MaskBytes}
+
+
+def check_mirrors(lib: C.CDLL, path: str, mirrors: dict, who: str = "fmsim") -> None:
+    """ImportError with one line naming the first struct of mirrors {C name:
+    ctypes class} whose size differs from the library's fm_struct_size."""
+    for name, cls in mirrors.items():
+        there = lib.fm_struct_size(name.encode())
+        if there != C.sizeof(cls):
+            have = f"{there} bytes there" if there else "unknown there"
+            raise ImportError(f"{who}: {path} does not match this package ({name} is {have}, "
+                              f"{C.sizeof(cls)} here): reinstall the package from the same checkout")
+
+
 def _load():
     path = library_path()
     lib = load_library(path, _SIGNATURES)
-    if lib.fm_dense_report_size() != C.sizeof(DenseReport):
-        raise ImportError(f"fmsim: {path} does not match this package (fm_dense_report is "
-                          f"{lib.fm_dense_report_size()} bytes there, {C.sizeof(DenseReport)} here): "
-                          "reinstall the package from the same checkout")
+    check_mirrors(lib, path, MIRRORS)
     return lib, path
 
 
