@@ -28,7 +28,7 @@
 #define FM_SM90_BR_HD128 128
 #define FM_SM90_BC_HD128 128
 /* CTAs resident per SM, forward and backward: the kernels' __launch_bounds__
- * minimum (static_asserts in kernels/fm_sm90.cu, fm_sm90_bwd.cu); their
+ * minimum (static_asserts in kernels/fm_sm90_fwd.cuh, fm_sm90_bwd.cuh); their
  * persistent grids launch at most this many per SM. */
 #define FM_SM90_CTAS_PER_SM 1
 #define FM_SM90_BWD_CTAS_PER_SM 1
