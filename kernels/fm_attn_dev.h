@@ -22,7 +22,8 @@ enum {
   FM_SM90_ORDER_HEAD = 4      /* heads in order, heaviest first inside each head (the default) */
 };
 typedef struct fm_attn_tuning {
-  int32_t sm90_mode;  /* 1 + pipelining mode: 1 plain, 2 overlap, 3 ping-pong, 4 both (fm_sm90_launch.cuh); 0: default */
+  int32_t sm90_mode;  /* 1 + pipelining mode: 1 plain, 2 overlap, 3 ping-pong, 4 both
+                         (fm_sm90_launch.cuh); 0: the default */
   int32_t sm90_order; /* work order: FM_SM90_ORDER_*; 0: the default (FM_SM90_ORDER_HEAD) */
 } fm_attn_tuning;
 
