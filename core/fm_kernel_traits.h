@@ -16,6 +16,9 @@
 #define FM_SM80_BR 128
 #define FM_SM80_BC_HD64 64
 #define FM_SM80_BC_HD128 64
+/* CTAs resident per SM: the kernel's __launch_bounds__ minimum (static_assert in
+ * kernels/fm_sm80.cu); the registry's schedule of the pass. */
+#define FM_SM80_CTAS_PER_SM 2
 
 /* sm90: the Hopper kernel (kernels/fm_sm90_fwd.cuh): consumer warpgroups of 64
  * query rows each (wgmma m64), two at head dim 128 and three at head dim 64,
@@ -24,6 +27,11 @@
 #define FM_SM90_BC_HD64 128
 #define FM_SM90_BR_HD128 128
 #define FM_SM90_BC_HD128 128
+/* CTAs resident per SM, forward and backward: the kernels' __launch_bounds__
+ * minimum (static_asserts in kernels/fm_sm90_fwd.cuh, fm_sm90_bwd.cuh); their
+ * persistent grids launch at most this many per SM. */
+#define FM_SM90_CTAS_PER_SM 1
+#define FM_SM90_BWD_CTAS_PER_SM 1
 /* sm90 backward (kernels/fm_sm90_bwd.cuh): one CTA per key tile of 128 columns
  * (two consumer warpgroups of 64 key rows each) steps through the query tiles
  * that are not fully masked, 64 query rows a step. */

@@ -10,24 +10,35 @@
 
 #define TILE(d, r, c) {.head_dim = d, .br = r, .bc = c}
 #define TILE2(d, r, c, br2, bc2) {.head_dim = d, .br = r, .bc = c, .bwd_br = br2, .bwd_bc = bc2}
+#define NO_PASS {.kind = FM_KSCHED_NONE, .ctas_per_sm = 0}
 
-/* One row per kernel: identity, what it needs, its tiles, what it implements. */
+/* One row per kernel: identity, what it needs, its tiles, what it implements,
+ * how each pass is scheduled. */
 static const fm_kernel_desc registry[FM_NKERNELS] = {
     [FM_KERNEL_SM80] = {.id = FM_KERNEL_SM80, .name = "sm80",
         .summary = "portable mma.sync kernel (FlashAttention-2 class), sm_80 and up",
         .cc_major = 8, .cc_minor = 0, .cc_exact = 0, .preference = 1, .ntiles = 2,
         .tiles = {TILE(64, FM_SM80_BR, FM_SM80_BC_HD64), TILE(128, FM_SM80_BR, FM_SM80_BC_HD128)},
-        .variants = ALL_VARIANTS, .passes = FM_PASS_FWD},
+        .variants = ALL_VARIANTS, .passes = FM_PASS_FWD,
+        /* grid (Tr, B*H), row tiles of a head from the last (kernels/fm_sm80_fwd.cuh) */
+        .fwd_sched = {.kind = FM_KSCHED_GRID, .ctas_per_sm = FM_SM80_CTAS_PER_SM},
+        .bwd_sched = NO_PASS},
     [FM_KERNEL_SM90] = {.id = FM_KERNEL_SM90, .name = "sm90",
         .summary = "Hopper kernel: TMA, wgmma, warp specialization (sm_90a only)",
         .cc_major = 9, .cc_minor = 0, .cc_exact = 1, .preference = 2, .ntiles = 2,
         .tiles = {TILE2(64, FM_SM90_BR_HD64, FM_SM90_BC_HD64, FM_SM90_BWD_BR_HD64, FM_SM90_BWD_BC_HD64),
                   TILE2(128, FM_SM90_BR_HD128, FM_SM90_BC_HD128, FM_SM90_BWD_BR_HD128,
                         FM_SM90_BWD_BC_HD128)},
-        .variants = ALL_VARIANTS, .passes = FM_PASS_BOTH},
+        .variants = ALL_VARIANTS, .passes = FM_PASS_BOTH,
+        /* persistent grids of at most one CTA per SM: the forward's row tiles in
+           kernels/fm_sm90.cu's default order, the backward's key tiles in index
+           order (kernels/fm_sm90_bwd.cu) */
+        .fwd_sched = {.kind = FM_KSCHED_PERSISTENT_HEAD, .ctas_per_sm = FM_SM90_CTAS_PER_SM},
+        .bwd_sched = {.kind = FM_KSCHED_PERSISTENT_INDEX, .ctas_per_sm = FM_SM90_BWD_CTAS_PER_SM}},
 };
 #undef TILE
 #undef TILE2
+#undef NO_PASS
 
 static const char *variant_names[FM_NVARIANTS] = {"skip", "noskip", "dense"};
 

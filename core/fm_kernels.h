@@ -4,7 +4,8 @@
  * --export-only` use the tile of the kernel that would run. The launchers
  * live in kernels/ (fm_attn.h), indexed by the same fm_kernel_id.
  *
- * Adding a kernel: a row here (fm_kernels.c), its tile macros in
+ * Adding a kernel: a row here (fm_kernels.c: tiles, variants, passes and the
+ * schedule of each pass), its tile and CTAs-per-SM macros in
  * fm_kernel_traits.h, its launcher row in kernels/fm_attn.cu; nothing else
  * (docs/DESIGN.md, "Adding a kernel").
  */
@@ -46,6 +47,23 @@ typedef enum fm_kernel_id {
 
 #define FM_KERNEL_MAX_TILES 4
 
+/* How one pass of a kernel spreads its work items over the SMs (the timing
+ * model's fm_sched, core/fm_timing.h, follows from it). */
+typedef enum fm_kernel_sched_kind {
+  FM_KSCHED_NONE = 0,             /* the kernel has no such pass */
+  FM_KSCHED_GRID = 1,             /* one CTA per work item, hardware block dispatch */
+  FM_KSCHED_PERSISTENT_HEAD = 2,  /* a persistent grid: heads in order, heaviest first in each */
+  FM_KSCHED_PERSISTENT_INDEX = 3  /* a persistent grid: heads in order, items in index order */
+} fm_kernel_sched_kind;
+
+/* The schedule facts of one pass. ctas_per_sm is the kernel's
+ * __launch_bounds__ minimum of resident CTAs, a macro of fm_kernel_traits.h
+ * that the kernel static_asserts against. */
+typedef struct fm_kernel_sched {
+  fm_kernel_sched_kind kind;
+  int32_t ctas_per_sm; /* resident CTAs per SM; 0 with FM_KSCHED_NONE */
+} fm_kernel_sched;
+
 typedef struct fm_kernel_tile {
   int32_t head_dim, br, bc; /* forward: query rows x key columns of one CTA's tile */
   int32_t bwd_br, bwd_bc;   /* backward: query rows of one step x key columns of one CTA
@@ -63,6 +81,7 @@ typedef struct fm_kernel_desc {
   fm_kernel_tile tiles[FM_KERNEL_MAX_TILES];
   uint32_t variants;    /* bit (1u << fm_variant) per variant it implements */
   uint32_t passes;      /* FM_PASS_* bits it implements */
+  fm_kernel_sched fwd_sched, bwd_sched; /* per pass; bwd_sched.kind FM_KSCHED_NONE without a backward */
 } fm_kernel_desc;
 
 /* The registry row of id (NULL when out of range). Static storage. */

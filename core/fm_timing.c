@@ -12,32 +12,27 @@
 
 /* ------------------------------------------------------------ kernels */
 
-/* How each kernel of the registry schedules its items, per pass (fm_kernels.h
- * ids; ctas_per_sm 0: the kernel has no such pass). */
-static const struct {
-  fm_sched kind;
-  int32_t ctas_per_sm;
-} kernel_sched[FM_NKERNELS][2] = {
-    /* grid (Tr, B*H), __launch_bounds__(128, 2); no backward */
-    [FM_KERNEL_SM80] = {{FM_SCHED_GRID, 2}, {FM_SCHED_GRID, 0}},
-    /* one CTA per SM: the forward's row tiles by kernels/fm_sm90.cu's default
-       order (FM_SM90_ORDER_HEAD), the backward's key tiles in index order
-       (kernels/fm_sm90_bwd.cu) */
-    [FM_KERNEL_SM90] = {{FM_SCHED_PERSISTENT_HEAD, 1}, {FM_SCHED_PERSISTENT_INDEX, 1}},
-};
-
+/* How kernel id schedules the items of one pass: the schedule facts of its
+ * registry row (fm_kernel_desc.fwd_sched, bwd_sched; core/fm_kernels.c), as
+ * the timing model's fm_sched. */
 fm_status fm_timing_kernel_sched(fm_kernel_id id, fm_pass pass, fm_sched *kind,
                                  int32_t *ctas_per_sm, fm_err *err) {
-  if ((int)id < 0 || (int)id >= FM_NKERNELS)
-    return fm_fail(err, FM_EINVAL, "no schedule for kernel id %d", (int)id);
+  const fm_kernel_desc *d = fm_kernel_get(id);
+  if (!d) return fm_fail(err, FM_EINVAL, "no schedule for kernel id %d", (int)id);
   if (pass != FM_PASS_FWD && pass != FM_PASS_BWD)
     return fm_fail(err, FM_EINVAL, "a schedule belongs to one pass, fwd or bwd");
-  int p = pass == FM_PASS_BWD;
-  if (!kernel_sched[id][p].ctas_per_sm)
-    return fm_fail(err, FM_EUNSUPPORTED, "kernel %s has no %s pass to schedule",
-                   fm_kernel_get(id)->name, fm_pass_name(pass));
-  if (kind) *kind = kernel_sched[id][p].kind;
-  if (ctas_per_sm) *ctas_per_sm = kernel_sched[id][p].ctas_per_sm;
+  const fm_kernel_sched *ks = pass == FM_PASS_BWD ? &d->bwd_sched : &d->fwd_sched;
+  fm_sched k;
+  switch (ks->kind) {
+  case FM_KSCHED_GRID: k = FM_SCHED_GRID; break;
+  case FM_KSCHED_PERSISTENT_HEAD: k = FM_SCHED_PERSISTENT_HEAD; break;
+  case FM_KSCHED_PERSISTENT_INDEX: k = FM_SCHED_PERSISTENT_INDEX; break;
+  default: k = FM_SCHED_GRID; break;
+  }
+  if (ks->kind == FM_KSCHED_NONE || ks->ctas_per_sm < 1)
+    return fm_fail(err, FM_EUNSUPPORTED, "kernel %s has no %s pass to schedule", d->name, fm_pass_name(pass));
+  if (kind) *kind = k;
+  if (ctas_per_sm) *ctas_per_sm = ks->ctas_per_sm;
   return FM_OK;
 }
 

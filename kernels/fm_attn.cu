@@ -218,7 +218,8 @@ static void fill_base(const fm_attn_problem *p, fm_variant variant, bool instrum
  * launches the bounds preprocessing; *bounds (freed by the caller on the
  * stream) is NULL for DENSE. */
 static fm_status prepare(const fm_attn_problem *p, fm_pass pass, fm_variant variant, int instrumented,
-                         void *stream, fmk::pass_launch *l, fm_tile_bounds **bounds, fm_err *err) {
+                         const fm_attn_tuning *tuning, void *stream, fmk::pass_launch *l, fm_tile_bounds **bounds,
+                         fm_err *err) {
   *bounds = NULL;
   if (!p) return fm_fail(err, FM_EINVAL, "fm_attn_%s: problem is NULL", fm_pass_name(pass));
   const fm_kernel_desc *kd = fm_kernel_get(p->kernel);
@@ -256,6 +257,8 @@ static fm_status prepare(const fm_attn_problem *p, fm_pass pass, fm_variant vari
   l->br = br;
   l->bc = bc;
   l->nsets = p->mask_nb * p->mask_nh;
+  if (tuning) l->tuning = *tuning;
+  else memset(&l->tuning, 0, sizeof l->tuning);
   fill_base(p, variant, instrumented != 0, br, bc, &l->base);
   int dev = 0;
   l->sms = 0;
@@ -275,12 +278,13 @@ static fm_status prepare(const fm_attn_problem *p, fm_pass pass, fm_variant vari
   return FM_OK;
 }
 
-/* The pass of problem p: prepare, the kernel's launcher, the bounds freed. */
+/* The pass of problem p: prepare, the kernel's launcher, the bounds freed.
+ * tuning NULL: the library's choices. */
 static fm_status run_pass(const fm_attn_problem *p, fm_pass pass, fm_variant variant, int instrumented,
-                          void *stream, fm_err *err) {
+                          const fm_attn_tuning *tuning, void *stream, fm_err *err) {
   fmk::pass_launch l;
   fm_tile_bounds *bounds = NULL;
-  fm_status st = prepare(p, pass, variant, instrumented, stream, &l, &bounds, err);
+  fm_status st = prepare(p, pass, variant, instrumented, tuning, stream, &l, &bounds, err);
   if (st == FM_OK) {
     st = fm_fail(err, FM_EUNSUPPORTED, "kernel %s has no %s launcher", fm_kernel_get(p->kernel)->name,
                  fm_pass_name(pass));
@@ -297,19 +301,27 @@ static fm_status run_pass(const fm_attn_problem *p, fm_pass pass, fm_variant var
 
 extern "C" fm_status fm_attn_forward(const fm_attn_problem *p, fm_variant variant, int instrumented,
                                      void *stream, fm_err *err) {
-  return run_pass(p, FM_PASS_FWD, variant, instrumented, stream, err);
+  return run_pass(p, FM_PASS_FWD, variant, instrumented, NULL, stream, err);
 }
 
 extern "C" fm_status fm_attn_backward(const fm_attn_problem *p, fm_variant variant, int instrumented,
                                       void *stream, fm_err *err) {
-  return run_pass(p, FM_PASS_BWD, variant, instrumented, stream, err);
+  return run_pass(p, FM_PASS_BWD, variant, instrumented, NULL, stream, err);
 }
 
 extern "C" fm_status fm_attn_launch_run(void *user, void *stream, fm_err *err) {
   const fm_attn_launch *l = (const fm_attn_launch *)user;
   if (l->pass != FM_PASS_FWD && l->pass != FM_PASS_BWD)
     return fm_fail(err, FM_EINVAL, "a launch runs one pass (fwd or bwd), not %d", (int)l->pass);
-  return run_pass(&l->p, l->pass, l->variant, l->instrumented, stream, err);
+  return run_pass(&l->p, l->pass, l->variant, l->instrumented, NULL, stream, err);
+}
+
+extern "C" fm_status fm_attn_tuned_launch_run(void *user, void *stream, fm_err *err) {
+  const fm_attn_tuned_launch *t = (const fm_attn_tuned_launch *)user;
+  const fm_attn_launch *l = &t->launch;
+  if (l->pass != FM_PASS_FWD && l->pass != FM_PASS_BWD)
+    return fm_fail(err, FM_EINVAL, "a launch runs one pass (fwd or bwd), not %d", (int)l->pass);
+  return run_pass(&l->p, l->pass, l->variant, l->instrumented, &t->tuning, stream, err);
 }
 
 extern "C" size_t fm_attn_problem_size(void) { return sizeof(fm_attn_problem); }
@@ -353,7 +365,7 @@ static fm_status run_ptrs(const fm_attn_problem *shape, fm_pass pass, int32_t de
   if (pass == FM_PASS_BWD) p.dout = ptr[5], p.dq = (void *)ptr[6], p.dk = (void *)ptr[7], p.dv = (void *)ptr[8];
   p.intervals = intervals;
   p.tile_class = NULL, p.tile_cycles = NULL;
-  return run_pass(&p, pass, (fm_variant)variant, 0, stream, err);
+  return run_pass(&p, pass, (fm_variant)variant, 0, NULL, stream, err);
 }
 
 extern "C" fm_status fm_attn_forward_ptrs(const fm_attn_problem *shape, int32_t device, const int32_t *intervals,

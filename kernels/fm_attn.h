@@ -42,19 +42,6 @@
 extern "C" {
 #endif
 
-/* Development knobs of the kernels (fm_kernel_bench); all zero = the library's
- * choices, which every other caller uses. */
-enum {
-  FM_SM90_ORDER_INDEX = 1,    /* heads in order, row tiles of a head from the last */
-  FM_SM90_ORDER_EXACT = 2,    /* heaviest first over all heads */
-  FM_SM90_ORDER_BUCKETED = 3, /* heaviest first in buckets of Tc / 16 tiles, heads in order inside */
-  FM_SM90_ORDER_HEAD = 4      /* heads in order, heaviest first inside each head (the default) */
-};
-typedef struct fm_attn_tuning {
-  int32_t sm90_mode;  /* 1 + pipelining mode: 1 plain, 2 overlap, 3 ping-pong, 4 both (fm_sm90_launch.cuh) */
-  int32_t sm90_order; /* work order: FM_SM90_ORDER_* */
-} fm_attn_tuning;
-
 typedef struct fm_attn_problem {
   int32_t batch, heads, seqlen_q, seqlen_k, head_dim; /* head_dim 64 or 128 */
   float softmax_scale;                                /* usually 1/sqrt(head_dim) */
@@ -69,7 +56,6 @@ typedef struct fm_attn_problem {
   int64_t *tile_cycles; /* NULL unless instrumented */
   int dense_per_set;    /* 0: dense_mask (Sq, Sk) shared by all heads; 1: (nsets, Sq, Sk) */
   fm_kernel_id kernel;  /* which kernel runs (a registry id, not FM_KERNEL_AUTO) */
-  fm_attn_tuning tuning; /* zero: the library's choices */
   /* backward only (fm_attn_backward): o and lse above are its inputs (the forward's) */
   const void *dout;     /* (B, Sq, H, D) bf16 */
   void *dq, *dk, *dv;   /* (B, Sq, H, D), (B, Sk, H, D) x 2 bf16 */
@@ -135,7 +121,7 @@ fm_status fm_attn_intervals_from_startend(const int32_t *startend, int32_t k, in
 /* The entry points of bindings (the Python package's fmsim.torch): one call
  * per pass and no struct to fill per call. `shape` gives every scalar member
  * (batch, heads, Sq, Sk, head dim, scale, causal, mask sets nb x nh, kernel,
- * tuning, deterministic); its pointers are ignored. The device pointers come
+ * deterministic); its pointers are ignored. The device pointers come
  * as arguments, `intervals` (nb * nh, 4, Sk) as fm_attn_intervals_from_startend
  * writes them. Makes `device` the current device when it is not, then
  * launches the pass as fm_attn_forward / fm_attn_backward do (not

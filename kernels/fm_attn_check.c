@@ -310,76 +310,258 @@ done:
   return st;
 }
 
+/* The forward check's shape and host buffers. */
+typedef struct fwd_case {
+  const fm_check_case *c;
+  const fm_colmask *m;
+  int32_t B, H, D, sq, sk, nsets, tr, tc;
+  int64_t nq, nk, nlse, ntiles;
+  uint16_t *q, *k, *v;    /* inputs */
+  double *o64, *l64;      /* fp64 reference */
+  double *osp, *lsp;      /* CPU at the kernel's precision */
+  uint16_t *o_skip, *o_other;
+  float *l_skip, *l_other;
+  uint8_t *cls, *cpu_cls; /* GPU classes (B, H, Tr, Tc); core's (nsets, Tr, Tc) */
+  int64_t *cyc;
+} fwd_case;
+
+/* Phase "upload": the device buffers of the inputs, the outputs and the
+ * instrumentation, inputs and intervals copied. */
+static fm_status upload(const fwd_case *f, dev_bufs *dv, fm_err *err) {
+  fm_status st = FM_OK;
+  CK(cudaMalloc(&dv->q, (size_t)f->nq * 2), "cudaMalloc q");
+  CK(cudaMalloc(&dv->k, (size_t)f->nk * 2), "cudaMalloc k");
+  CK(cudaMalloc(&dv->v, (size_t)f->nk * 2), "cudaMalloc v");
+  CK(cudaMalloc(&dv->o, (size_t)f->nq * 2), "cudaMalloc o");
+  CK(cudaMalloc((void **)&dv->lse, (size_t)f->nlse * 4), "cudaMalloc lse");
+  CK(cudaMalloc((void **)&dv->iv, (size_t)f->nsets * 4 * f->sk * 4), "cudaMalloc intervals");
+  CK(cudaMalloc((void **)&dv->cls, (size_t)f->ntiles), "cudaMalloc classes");
+  CK(cudaMalloc((void **)&dv->cyc, (size_t)f->ntiles * 8), "cudaMalloc cycles");
+  CK(cudaMemcpy(dv->q, f->q, (size_t)f->nq * 2, cudaMemcpyHostToDevice), "copy q");
+  CK(cudaMemcpy(dv->k, f->k, (size_t)f->nk * 2, cudaMemcpyHostToDevice), "copy k");
+  CK(cudaMemcpy(dv->v, f->v, (size_t)f->nk * 2, cudaMemcpyHostToDevice), "copy v");
+  /* the mask stores its sets as (nsets, 4, Sk) int32, the kernel's layout (fm_colmask.h) */
+  CK(cudaMemcpy(dv->iv, fm_colmask_cvec(f->m, 0, FM_LTS), (size_t)f->nsets * 4 * f->sk * 4,
+                cudaMemcpyHostToDevice), "copy intervals");
+done:
+  return st;
+}
+
+/* Phase 1: skip's output (o_skip, l_skip) against the fp64 reference. */
+static void check_reference(const fwd_case *f, fm_check_result *r) {
+  const int32_t sq = f->sq, H = f->H, D = f->D;
+  const int64_t nq = f->nq, nlse = f->nlse;
+  char where[128];
+  fm_compare_result co, csp, cl;
+  const fm_ref_tol to = fm_ref_tolerance(FM_REF_Q_O), tl = fm_ref_tolerance(FM_REF_Q_LSE);
+  fm_compare_bf16(f->o_skip, f->o64, nq, to.atol, to.rtol, &co);
+  fm_compare_f64(f->osp, f->o64, nq, to.atol, to.rtol, &csp);
+  fm_compare_f32(f->l_skip, f->l64, nlse, tl.atol, tl.rtol, &cl);
+  r->err_gpu = co.max_abs_err;
+  r->err_cpu = csp.max_abs_err;
+  r->lse_err = cl.max_abs_err;
+  /* rows with no visible key: exactly 0 and -inf */
+  for (int64_t idx = 0; idx < nlse; idx++) {
+    if (!isinf(f->l64[idx])) continue;
+    int64_t i = idx % sq, h = (idx / sq) % H, b = idx / ((int64_t)sq * H);
+    int exact = isinf(f->l_skip[idx]) && f->l_skip[idx] < 0;
+    for (int32_t d = 0; d < D && exact; d++)
+      exact = fm_bf16_to_f32(f->o_skip[((b * sq + i) * H + h) * D + d]) == 0.0f;
+    if (!exact) {
+      lse_where(where, sizeof where, idx, sq, H);
+      fail_once(r, "row with no visible key at %s: LSE %g (want -inf) or O not exactly 0",
+                where, (double)f->l_skip[idx]);
+      break;
+    }
+  }
+  if (co.bad) {
+    o_where(where, sizeof where, co.first_bad, sq, H, D);
+    fail_once(r, "O outside tolerance (or unwritten) at %s: gpu %.6g, fp64 %.6g (%lld bad of %lld)",
+              where, (double)fm_bf16_to_f32(f->o_skip[co.first_bad]), f->o64[co.first_bad],
+              (long long)co.bad, (long long)nq);
+  }
+  if (cl.bad) {
+    lse_where(where, sizeof where, cl.first_bad, sq, H);
+    fail_once(r, "LSE outside tolerance (or unwritten) at %s: gpu %.7g, fp64 %.7g (%lld bad)",
+              where, (double)f->l_skip[cl.first_bad], f->l64[cl.first_bad], (long long)cl.bad);
+  }
+  if (csp.bad) {
+    o_where(where, sizeof where, csp.first_bad, sq, H, D);
+    fail_once(r, "CPU same-precision O outside tolerance at %s (%.6g vs %.6g): the tolerance "
+              "is too tight for this case", where, f->osp[csp.first_bad], f->o64[csp.first_bad]);
+  }
+  if (!fm_ref_within_twice(&co, &csp)) {
+    o_where(where, sizeof where, co.worst, sq, H, D);
+    fail_once(r, "GPU max error %.3g exceeds 2x the CPU same-precision error %.3g (worst at %s)",
+              co.max_abs_err, csp.max_abs_err, where);
+  }
+}
+
+/* Phase 3, for one instrumented build: its classes against core's and its
+ * cycles (0 for skipped tiles, > 0 for visited ones). */
+static void check_classes(const fwd_case *f, int pass, const char *vname, fm_check_result *r) {
+  const int32_t tr = f->tr, tc = f->tc, H = f->H;
+  for (int32_t b = 0; b < f->B && r->classes_identical && r->cycles_ok; b++)
+    for (int32_t h = 0; h < H && r->classes_identical && r->cycles_ok; h++) {
+      int32_t set = fm_colmask_set_index(f->m, b, h);
+      for (int64_t t = 0; t < (int64_t)tr * tc; t++) {
+        uint8_t want = f->cpu_cls[(int64_t)set * tr * tc + t];
+        int64_t gi = ((int64_t)b * H + h) * tr * tc + t;
+        if (f->cls[gi] != want) {
+          r->classes_identical = 0;
+          fail_once(r, "instrumented %s: tile class at b=%d h=%d row tile %lld key tile %lld "
+                    "is %d, core fm_classify says %d", vname, b, h, (long long)(t / tc),
+                    (long long)(t % tc), f->cls[gi], want);
+          break;
+        }
+        int skipped = pass == 0 && want == FM_TILE_MASKED;
+        if (skipped ? f->cyc[gi] != 0 : f->cyc[gi] <= 0) {
+          r->cycles_ok = 0;
+          fail_once(r, "instrumented %s: tile b=%d h=%d (%lld, %lld) has %lld cycles (%s)",
+                    vname, b, h, (long long)(t / tc), (long long)(t % tc), (long long)f->cyc[gi],
+                    skipped ? "skipped: want 0" : "visited: want > 0");
+          break;
+        }
+      }
+    }
+}
+
+/* Phase 3: the instrumented builds (skip, noskip) give skip's output, core's
+ * classes and plausible cycles. */
+static fm_status check_instrumented(const fwd_case *f, fm_attn_problem *pr, fm_check_result *r, fm_err *err) {
+  char where[128];
+  r->instr_identical = 1;
+  r->classes_identical = 1;
+  r->cycles_ok = 1;
+  for (int pass = 0; pass < 2; pass++) {
+    fm_variant var = pass == 0 ? FM_VARIANT_SKIP : FM_VARIANT_NOSKIP;
+    const char *vname = pass == 0 ? "skip" : "noskip";
+    fm_status st = run_variant(pr, var, 1, f->nq, f->nlse, f->ntiles, f->o_other, f->l_other, f->cls, f->cyc, err);
+    if (st != FM_OK) return st;
+    int64_t io = first_diff(f->o_skip, f->o_other, f->nq, 2), il = first_diff(f->l_skip, f->l_other, f->nlse, 4);
+    if (io >= 0 || il >= 0) {
+      r->instr_identical = 0;
+      if (io >= 0) o_where(where, sizeof where, io, f->sq, f->H, f->D);
+      else lse_where(where, sizeof where, il, f->sq, f->H);
+      fail_once(r, "instrumented %s output differs from plain skip at %s (%s)", vname, where,
+                io >= 0 ? "O" : "LSE");
+    }
+    check_classes(f, pass, vname, r);
+  }
+  return FM_OK;
+}
+
+/* Phase 4: dense == noskip bit for bit (the dense mask expanded on the host,
+ * uploaded to dv->dense). */
+static fm_status check_dense(const fwd_case *f, fm_attn_problem *pr, dev_bufs *dv, fm_check_result *r,
+                             fm_err *err) {
+  fm_status st = FM_OK;
+  const int32_t sq = f->sq, sk = f->sk, nsets = f->nsets;
+  const int64_t nd = (int64_t)nsets * sq * sk;
+  uint16_t *o_ns = NULL;
+  float *l_ns = NULL;
+  uint8_t *dense = malloc((size_t)nd);
+  if (!dense) {
+    st = fm_fail(err, FM_ENOMEM, "case %s: cannot allocate the dense mask", f->c->name);
+    goto done;
+  }
+  for (int32_t s = 0; s < nsets; s++)
+    for (int32_t i = 0; i < sq; i++)
+      for (int32_t j = 0; j < sk; j++)
+        dense[((int64_t)s * sq + i) * sk + j] = (uint8_t)fm_colmask_masked(f->m, s, i, j);
+  CK(cudaMalloc((void **)&dv->dense, (size_t)nd), "cudaMalloc dense");
+  CK(cudaMemcpy(dv->dense, dense, (size_t)nd, cudaMemcpyHostToDevice), "copy dense");
+  pr->dense_mask = dv->dense;
+  pr->dense_per_set = nsets > 1;
+  o_ns = malloc((size_t)f->nq * 2);
+  l_ns = malloc((size_t)f->nlse * 4);
+  if (!o_ns || !l_ns) {
+    st = fm_fail(err, FM_ENOMEM, "case %s: cannot allocate host buffers", f->c->name);
+    goto done;
+  }
+  st = run_variant(pr, FM_VARIANT_NOSKIP, 0, f->nq, f->nlse, f->ntiles, o_ns, l_ns, NULL, NULL, err);
+  if (st == FM_OK)
+    st = run_variant(pr, FM_VARIANT_DENSE, 0, f->nq, f->nlse, f->ntiles, f->o_other, f->l_other, NULL, NULL, err);
+  if (st == FM_OK)
+    r->dense_identical = same_output(r, "dense", "noskip", f->o_other, o_ns, f->l_other, l_ns, f->nq, f->nlse,
+                                     sq, f->H, f->D);
+done:
+  free(o_ns);
+  free(l_ns);
+  free(dense);
+  return st;
+}
+
+/* Phase 0: the inputs (seeded normals), the two CPU references and core's
+ * classes; the case's counts into r. */
+static fm_status cpu_side(fwd_case *f, int32_t br, int32_t bc, double scale, fm_check_result *r, fm_err *err) {
+  fm_rng rng;
+  fm_rng_seed(&rng, f->c->seed, 0x51ab);
+  fill_normal_bf16(f->q, f->nq, &rng);
+  fill_normal_bf16(f->k, f->nk, &rng);
+  fill_normal_bf16(f->v, f->nk, &rng);
+  fm_ref_problem rp = {f->B, f->H, f->D, scale, f->m, f->q, f->k, f->v};
+  fm_status st = fm_reference_forward(&rp, FM_REF_FP64, f->o64, f->l64, err);
+  if (st != FM_OK) return st;
+  st = fm_reference_forward(&rp, FM_REF_BF16_FP32, f->osp, f->lsp, err);
+  if (st != FM_OK) return st;
+  fm_tile_counts counts;
+  st = fm_classify(f->m, br, bc, &counts, f->cpu_cls, NULL, err);
+  if (st != FM_OK) return st;
+  r->tiles = counts.total;
+  r->tiles_masked = counts.minmax[FM_TILE_MASKED];
+  r->tiles_partial = counts.minmax[FM_TILE_PARTIAL];
+  for (int64_t i = 0; i < f->nlse; i++) r->rows_empty += isinf(f->l64[i]) ? 1 : 0;
+  return FM_OK;
+}
+
+static void fwd_case_free(fwd_case *f) {
+  free(f->q), free(f->k), free(f->v), free(f->o64), free(f->l64), free(f->osp), free(f->lsp);
+  free(f->o_skip), free(f->o_other), free(f->l_skip), free(f->l_other), free(f->cls), free(f->cpu_cls);
+  free(f->cyc);
+}
+
+/* The checks in order: CPU side, upload, 1. skip against the reference,
+ * 2. noskip == skip, 3. the instrumented builds, 4. dense == noskip,
+ * 5-7. the backward (check_backward). */
 fm_status fm_attn_check_run(const fm_check_case *c, fm_check_result *r, fm_err *err) {
   memset(r, 0, sizeof *r);
   r->ok = 1;
   r->dense_identical = -1;
   const fm_colmask *m = c->mask;
-  const int32_t B = c->batch, H = c->heads, D = c->head_dim;
-  const int32_t sq = fm_colmask_sq(m), sk = fm_colmask_sk(m), nsets = fm_colmask_nsets(m);
+  fwd_case f = {.c = c, .m = m, .B = c->batch, .H = c->heads, .D = c->head_dim};
+  const int32_t B = f.B, H = f.H, D = f.D;
+  f.sq = fm_colmask_sq(m), f.sk = fm_colmask_sk(m), f.nsets = fm_colmask_nsets(m);
   const int32_t nb = fm_colmask_nb(m), nh = fm_colmask_nh(m);
   if ((nb != 1 && nb != B) || (nh != 1 && nh != H))
     return fm_fail(err, FM_EINVAL, "case %s: mask sets %d x %d do not fit B=%d, H=%d", c->name,
                    nb, nh, B, H);
   int32_t br = 0, bc = 0;
   if (fm_kernel_tile_size(c->kernel, FM_PASS_FWD, D, &br, &bc, err) != FM_OK) return FM_EUNSUPPORTED;
-  const int32_t tr = (sq + br - 1) / br, tc = (sk + bc - 1) / bc;
-  const int64_t nq = (int64_t)B * sq * H * D, nk = (int64_t)B * sk * H * D;
-  const int64_t nlse = (int64_t)B * H * sq, ntiles = (int64_t)B * H * tr * tc;
-  const int64_t nsettiles = (int64_t)nsets * tr * tc;
+  f.tr = (f.sq + br - 1) / br, f.tc = (f.sk + bc - 1) / bc;
+  f.nq = (int64_t)B * f.sq * H * D, f.nk = (int64_t)B * f.sk * H * D;
+  f.nlse = (int64_t)B * H * f.sq, f.ntiles = (int64_t)B * H * f.tr * f.tc;
+  const int64_t nsettiles = (int64_t)f.nsets * f.tr * f.tc;
   const double scale = 1.0 / sqrt((double)D);
 
   fm_status st = FM_OK;
   dev_bufs dv;
   memset(&dv, 0, sizeof dv);
-  uint16_t *q = malloc((size_t)nq * 2), *k = malloc((size_t)nk * 2), *v = malloc((size_t)nk * 2);
-  double *o64 = malloc((size_t)nq * 8), *l64 = malloc((size_t)nlse * 8);
-  double *osp = malloc((size_t)nq * 8), *lsp = malloc((size_t)nlse * 8);
-  uint16_t *o_skip = malloc((size_t)nq * 2), *o_other = malloc((size_t)nq * 2);
-  float *l_skip = malloc((size_t)nlse * 4), *l_other = malloc((size_t)nlse * 4);
-  uint8_t *cls = malloc((size_t)ntiles), *cpu_cls = malloc((size_t)nsettiles);
-  int64_t *cyc = malloc((size_t)ntiles * 8);
-  uint8_t *dense = NULL;
-  if (!q || !k || !v || !o64 || !l64 || !osp || !lsp || !o_skip || !o_other || !l_skip ||
-      !l_other || !cls || !cpu_cls || !cyc) {
+  f.q = malloc((size_t)f.nq * 2), f.k = malloc((size_t)f.nk * 2), f.v = malloc((size_t)f.nk * 2);
+  f.o64 = malloc((size_t)f.nq * 8), f.l64 = malloc((size_t)f.nlse * 8);
+  f.osp = malloc((size_t)f.nq * 8), f.lsp = malloc((size_t)f.nlse * 8);
+  f.o_skip = malloc((size_t)f.nq * 2), f.o_other = malloc((size_t)f.nq * 2);
+  f.l_skip = malloc((size_t)f.nlse * 4), f.l_other = malloc((size_t)f.nlse * 4);
+  f.cls = malloc((size_t)f.ntiles), f.cpu_cls = malloc((size_t)nsettiles);
+  f.cyc = malloc((size_t)f.ntiles * 8);
+  if (!f.q || !f.k || !f.v || !f.o64 || !f.l64 || !f.osp || !f.lsp || !f.o_skip || !f.o_other || !f.l_skip ||
+      !f.l_other || !f.cls || !f.cpu_cls || !f.cyc) {
     st = fm_fail(err, FM_ENOMEM, "case %s: cannot allocate host buffers", c->name);
     goto done;
   }
-
-  /* ---- inputs and the CPU side */
-  fm_rng rng;
-  fm_rng_seed(&rng, c->seed, 0x51ab);
-  fill_normal_bf16(q, nq, &rng);
-  fill_normal_bf16(k, nk, &rng);
-  fill_normal_bf16(v, nk, &rng);
-  fm_ref_problem rp = {B, H, D, scale, m, q, k, v};
-  st = fm_reference_forward(&rp, FM_REF_FP64, o64, l64, err);
+  st = cpu_side(&f, br, bc, scale, r, err);
+  if (st == FM_OK) st = upload(&f, &dv, err);
   if (st != FM_OK) goto done;
-  st = fm_reference_forward(&rp, FM_REF_BF16_FP32, osp, lsp, err);
-  if (st != FM_OK) goto done;
-  fm_tile_counts counts;
-  st = fm_classify(m, br, bc, &counts, cpu_cls, NULL, err);
-  if (st != FM_OK) goto done;
-  r->tiles = counts.total;
-  r->tiles_masked = counts.minmax[FM_TILE_MASKED];
-  r->tiles_partial = counts.minmax[FM_TILE_PARTIAL];
-  for (int64_t i = 0; i < nlse; i++) r->rows_empty += isinf(l64[i]) ? 1 : 0;
-
-  /* ---- device buffers */
-  CK(cudaMalloc(&dv.q, (size_t)nq * 2), "cudaMalloc q");
-  CK(cudaMalloc(&dv.k, (size_t)nk * 2), "cudaMalloc k");
-  CK(cudaMalloc(&dv.v, (size_t)nk * 2), "cudaMalloc v");
-  CK(cudaMalloc(&dv.o, (size_t)nq * 2), "cudaMalloc o");
-  CK(cudaMalloc((void **)&dv.lse, (size_t)nlse * 4), "cudaMalloc lse");
-  CK(cudaMalloc((void **)&dv.iv, (size_t)nsets * 4 * sk * 4), "cudaMalloc intervals");
-  CK(cudaMalloc((void **)&dv.cls, (size_t)ntiles), "cudaMalloc classes");
-  CK(cudaMalloc((void **)&dv.cyc, (size_t)ntiles * 8), "cudaMalloc cycles");
-  CK(cudaMemcpy(dv.q, q, (size_t)nq * 2, cudaMemcpyHostToDevice), "copy q");
-  CK(cudaMemcpy(dv.k, k, (size_t)nk * 2, cudaMemcpyHostToDevice), "copy k");
-  CK(cudaMemcpy(dv.v, v, (size_t)nk * 2, cudaMemcpyHostToDevice), "copy v");
-  /* the mask stores its sets as (nsets, 4, Sk) int32, the kernel's layout (fm_colmask.h) */
-  CK(cudaMemcpy(dv.iv, fm_colmask_cvec(m, 0, FM_LTS), (size_t)nsets * 4 * sk * 4,
-                cudaMemcpyHostToDevice), "copy intervals");
 
   fm_attn_problem pr;
   fm_attn_problem_init(&pr, m, B, H, D, (float)scale);
@@ -392,149 +574,26 @@ fm_status fm_attn_check_run(const fm_check_case *c, fm_check_result *r, fm_err *
   pr.intervals = dv.iv;
   pr.tile_class = dv.cls;
   pr.tile_cycles = dv.cyc;
-  char where[128];
 
   /* ---- 1. skip against the fp64 reference */
-  st = run_variant(&pr, FM_VARIANT_SKIP, 0, nq, nlse, ntiles, o_skip, l_skip, NULL, NULL, err);
+  st = run_variant(&pr, FM_VARIANT_SKIP, 0, f.nq, f.nlse, f.ntiles, f.o_skip, f.l_skip, NULL, NULL, err);
   if (st != FM_OK) goto done;
-  {
-    fm_compare_result co, csp, cl;
-    const fm_ref_tol to = fm_ref_tolerance(FM_REF_Q_O), tl = fm_ref_tolerance(FM_REF_Q_LSE);
-    fm_compare_bf16(o_skip, o64, nq, to.atol, to.rtol, &co);
-    fm_compare_f64(osp, o64, nq, to.atol, to.rtol, &csp);
-    fm_compare_f32(l_skip, l64, nlse, tl.atol, tl.rtol, &cl);
-    r->err_gpu = co.max_abs_err;
-    r->err_cpu = csp.max_abs_err;
-    r->lse_err = cl.max_abs_err;
-    /* rows with no visible key: exactly 0 and -inf */
-    for (int64_t idx = 0; idx < nlse; idx++) {
-      if (!isinf(l64[idx])) continue;
-      int64_t i = idx % sq, h = (idx / sq) % H, b = idx / ((int64_t)sq * H);
-      int exact = isinf(l_skip[idx]) && l_skip[idx] < 0;
-      for (int32_t d = 0; d < D && exact; d++)
-        exact = fm_bf16_to_f32(o_skip[((b * sq + i) * H + h) * D + d]) == 0.0f;
-      if (!exact) {
-        lse_where(where, sizeof where, idx, sq, H);
-        fail_once(r, "row with no visible key at %s: LSE %g (want -inf) or O not exactly 0",
-                  where, (double)l_skip[idx]);
-        break;
-      }
-    }
-    if (co.bad) {
-      o_where(where, sizeof where, co.first_bad, sq, H, D);
-      fail_once(r, "O outside tolerance (or unwritten) at %s: gpu %.6g, fp64 %.6g (%lld bad of %lld)",
-                where, (double)fm_bf16_to_f32(o_skip[co.first_bad]), o64[co.first_bad],
-                (long long)co.bad, (long long)nq);
-    }
-    if (cl.bad) {
-      lse_where(where, sizeof where, cl.first_bad, sq, H);
-      fail_once(r, "LSE outside tolerance (or unwritten) at %s: gpu %.7g, fp64 %.7g (%lld bad)",
-                where, (double)l_skip[cl.first_bad], l64[cl.first_bad], (long long)cl.bad);
-    }
-    if (csp.bad) {
-      o_where(where, sizeof where, csp.first_bad, sq, H, D);
-      fail_once(r, "CPU same-precision O outside tolerance at %s (%.6g vs %.6g): the tolerance "
-                "is too tight for this case", where, osp[csp.first_bad], o64[csp.first_bad]);
-    }
-    if (!fm_ref_within_twice(&co, &csp)) {
-      o_where(where, sizeof where, co.worst, sq, H, D);
-      fail_once(r, "GPU max error %.3g exceeds 2x the CPU same-precision error %.3g (worst at %s)",
-                co.max_abs_err, csp.max_abs_err, where);
-    }
-  }
-
+  check_reference(&f, r);
   /* ---- 2. noskip == skip bit for bit */
-  st = run_variant(&pr, FM_VARIANT_NOSKIP, 0, nq, nlse, ntiles, o_other, l_other, NULL, NULL, err);
+  st = run_variant(&pr, FM_VARIANT_NOSKIP, 0, f.nq, f.nlse, f.ntiles, f.o_other, f.l_other, NULL, NULL, err);
   if (st != FM_OK) goto done;
   r->skip_noskip_identical =
-      same_output(r, "noskip", "skip", o_other, o_skip, l_other, l_skip, nq, nlse, sq, H, D);
-
+      same_output(r, "noskip", "skip", f.o_other, f.o_skip, f.l_other, f.l_skip, f.nq, f.nlse, f.sq, H, D);
   /* ---- 3. instrumented builds: same output, classes == core, cycles */
-  r->instr_identical = 1;
-  r->classes_identical = 1;
-  r->cycles_ok = 1;
-  for (int pass = 0; pass < 2; pass++) {
-    fm_variant var = pass == 0 ? FM_VARIANT_SKIP : FM_VARIANT_NOSKIP;
-    const char *vname = pass == 0 ? "skip" : "noskip";
-    st = run_variant(&pr, var, 1, nq, nlse, ntiles, o_other, l_other, cls, cyc, err);
-    if (st != FM_OK) goto done;
-    int64_t io = first_diff(o_skip, o_other, nq, 2), il = first_diff(l_skip, l_other, nlse, 4);
-    if (io >= 0 || il >= 0) {
-      r->instr_identical = 0;
-      if (io >= 0) o_where(where, sizeof where, io, sq, H, D);
-      else lse_where(where, sizeof where, il, sq, H);
-      fail_once(r, "instrumented %s output differs from plain skip at %s (%s)", vname, where,
-                io >= 0 ? "O" : "LSE");
-    }
-    for (int32_t b = 0; b < B && r->classes_identical && r->cycles_ok; b++)
-      for (int32_t h = 0; h < H && r->classes_identical && r->cycles_ok; h++) {
-        int32_t set = fm_colmask_set_index(m, b, h);
-        for (int64_t t = 0; t < (int64_t)tr * tc; t++) {
-          uint8_t want = cpu_cls[(int64_t)set * tr * tc + t];
-          int64_t gi = ((int64_t)b * H + h) * tr * tc + t;
-          if (cls[gi] != want) {
-            r->classes_identical = 0;
-            fail_once(r, "instrumented %s: tile class at b=%d h=%d row tile %lld key tile %lld "
-                      "is %d, core fm_classify says %d", vname, b, h, (long long)(t / tc),
-                      (long long)(t % tc), cls[gi], want);
-            break;
-          }
-          int skipped = pass == 0 && want == FM_TILE_MASKED;
-          if (skipped ? cyc[gi] != 0 : cyc[gi] <= 0) {
-            r->cycles_ok = 0;
-            fail_once(r, "instrumented %s: tile b=%d h=%d (%lld, %lld) has %lld cycles (%s)",
-                      vname, b, h, (long long)(t / tc), (long long)(t % tc), (long long)cyc[gi],
-                      skipped ? "skipped: want 0" : "visited: want > 0");
-            break;
-          }
-        }
-      }
-  }
-
+  st = check_instrumented(&f, &pr, r, err);
   /* ---- 4. dense == noskip bit for bit */
-  if (c->check_dense) {
-    const int64_t nd = (int64_t)nsets * sq * sk;
-    dense = malloc((size_t)nd);
-    if (!dense) {
-      st = fm_fail(err, FM_ENOMEM, "case %s: cannot allocate the dense mask", c->name);
-      goto done;
-    }
-    for (int32_t s = 0; s < nsets; s++)
-      for (int32_t i = 0; i < sq; i++)
-        for (int32_t j = 0; j < sk; j++)
-          dense[((int64_t)s * sq + i) * sk + j] = (uint8_t)fm_colmask_masked(m, s, i, j);
-    CK(cudaMalloc((void **)&dv.dense, (size_t)nd), "cudaMalloc dense");
-    CK(cudaMemcpy(dv.dense, dense, (size_t)nd, cudaMemcpyHostToDevice), "copy dense");
-    pr.dense_mask = dv.dense;
-    pr.dense_per_set = nsets > 1;
-    uint16_t *o_ns = malloc((size_t)nq * 2);
-    float *l_ns = malloc((size_t)nlse * 4);
-    if (!o_ns || !l_ns) {
-      free(o_ns);
-      free(l_ns);
-      st = fm_fail(err, FM_ENOMEM, "case %s: cannot allocate host buffers", c->name);
-      goto done;
-    }
-    st = run_variant(&pr, FM_VARIANT_NOSKIP, 0, nq, nlse, ntiles, o_ns, l_ns, NULL, NULL, err);
-    if (st == FM_OK)
-      st = run_variant(&pr, FM_VARIANT_DENSE, 0, nq, nlse, ntiles, o_other, l_other, NULL, NULL,
-                       err);
-    if (st == FM_OK)
-      r->dense_identical =
-          same_output(r, "dense", "noskip", o_other, o_ns, l_other, l_ns, nq, nlse, sq, H, D);
-    free(o_ns);
-    free(l_ns);
-    if (st != FM_OK) goto done;
-  }
-
+  if (st == FM_OK && c->check_dense) st = check_dense(&f, &pr, &dv, r, err);
   /* ---- 5-7. the backward */
-  if (c->pass & FM_PASS_BWD) st = check_backward(c, &pr, q, k, v, r, err);
+  if (st == FM_OK && (c->pass & FM_PASS_BWD)) st = check_backward(c, &pr, f.q, f.k, f.v, r, err);
 
 done:
   dev_free(&dv);
-  free(q), free(k), free(v), free(o64), free(l64), free(osp), free(lsp);
-  free(o_skip), free(o_other), free(l_skip), free(l_other), free(cls), free(cpu_cls), free(cyc);
-  free(dense);
+  fwd_case_free(&f);
   if (st != FM_OK) r->ok = 0;
   return st;
 }

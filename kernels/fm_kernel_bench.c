@@ -26,7 +26,7 @@
  *    same way: its "overhead" is the timing method's floor, A/A); then each
  *    other kernel's skip time and the ratio
  *    (first / other); then, for sm90, the pipelining modes and work orders
- *    asked for (fm_attn_tuning), as times. --sustained MS: one more line per
+ *    asked for (fm_attn_tuning, fm_attn_dev.h), as times. --sustained MS: one more line per
  *    family and pass, the first kernel's sustained figure under the timing
  *    protocol (docs/DESIGN.md, "How we measure": 1 s of back-to-back warm-up,
  *    then at least MS of back-to-back launches, median, SM clock and power
@@ -41,6 +41,7 @@
 #include <string.h>
 
 #include "fm_attn.h"
+#include "fm_attn_dev.h"
 #include "fm_attn_check.h"
 #include "fm_cupti.h"
 #include "fm_families.h"
@@ -274,15 +275,15 @@ static void time_columns(const column *cols, int ncols, const fm_attn_problem *p
                          double *t, double *ratio) {
   for (int c0 = 0; c0 < ncols; c0 += 8) {
     const int n = ncols - c0 < 8 ? ncols - c0 : 8;
-    fm_attn_launch lc[8];
+    fm_attn_tuned_launch lc[8];
     fm_launch_fn fns[8];
     void *users[8];
     for (int i = 0; i < n; i++) {
       const column *c = &cols[c0 + i];
-      lc[i] = (fm_attn_launch){.p = *pr, .pass = FM_PASS_FWD, .variant = c->variant, .instrumented = c->instr};
-      lc[i].p.kernel = c->kernel;
-      lc[i].p.tuning = c->tuning;
-      fns[i] = fm_attn_launch_run;
+      lc[i].launch = (fm_attn_launch){.p = *pr, .pass = FM_PASS_FWD, .variant = c->variant, .instrumented = c->instr};
+      lc[i].launch.p.kernel = c->kernel;
+      lc[i].tuning = c->tuning;
+      fns[i] = fm_attn_tuned_launch_run;
       users[i] = &lc[i];
     }
     fm_time_opts to = {.warmup = warmup, .reps = reps, .warmup_min_ms = 60, .flush_l2 = 1};
@@ -375,28 +376,245 @@ static void sustained_line(const fm_attn_problem *pr, fm_pass pass, double susta
   fm_json_end(j);
 }
 
-int main(int argc, char **argv) {
-  bench_opts o;
-  int prc = parse_opts(argc, argv, &o);
-  if (prc) return prc;
+/* The device buffers of every case: inputs and outputs at the largest shape
+ * (tokens x H x D), the backward's when it runs. */
+typedef struct bench_bufs {
+  void *q, *k, *v, *out, *dout, *dq, *dk, *dv;
+  float *lse;
+} bench_bufs;
+
+/* Running figures of the summary line. */
+typedef struct bench_totals {
+  double worst_eff, worst_over, sum_over;
+  int n_over;
+} bench_totals;
+
+/* What every family row of one S shares. */
+typedef struct bench_case {
+  const bench_opts *o;
+  const column *cols;
+  int ncols;
+  const fm_sample_set *samples;
+  const bench_bufs *bufs;
+  int64_t S, B, H;
+  int head_dim, warm, nrep;
+  int32_t br, bc;
+  uint8_t *cls;
+  int64_t *cyc;
+} bench_case;
+
+/* Allocates the buffers and fills q, k, v (and dout) with random bf16; 1 on failure. */
+static int alloc_buffers(const bench_opts *o, int64_t nelem, int64_t rows, bench_bufs *bb) {
   fm_err err;
-  char dev[256];
-  if (fm_attn_device_info(dev, sizeof dev, &err) != FM_OK) {
+  memset(bb, 0, sizeof *bb);
+  CUDA_OK(cudaMalloc(&bb->q, (size_t)nelem * 2));
+  CUDA_OK(cudaMalloc(&bb->k, (size_t)nelem * 2));
+  CUDA_OK(cudaMalloc(&bb->v, (size_t)nelem * 2));
+  CUDA_OK(cudaMalloc(&bb->out, (size_t)nelem * 2));
+  CUDA_OK(cudaMalloc((void **)&bb->lse, (size_t)rows * 4));
+  if (o->pass & FM_PASS_BWD) {
+    CUDA_OK(cudaMalloc(&bb->dout, (size_t)nelem * 2));
+    CUDA_OK(cudaMalloc(&bb->dq, (size_t)nelem * 2));
+    CUDA_OK(cudaMalloc(&bb->dk, (size_t)nelem * 2));
+    CUDA_OK(cudaMalloc(&bb->dv, (size_t)nelem * 2));
+    if (fm_attn_fill_random_bf16(bb->dout, nelem, o->seed * 3 + 7, NULL, &err) != FM_OK) {
+      fprintf(stderr, "fm_kernel_bench: %s\n", err.msg);
+      return 1;
+    }
+  }
+  if (fm_attn_fill_random_bf16(bb->q, nelem, o->seed * 3 + 0, NULL, &err) != FM_OK ||
+      fm_attn_fill_random_bf16(bb->k, nelem, o->seed * 3 + 1, NULL, &err) != FM_OK ||
+      fm_attn_fill_random_bf16(bb->v, nelem, o->seed * 3 + 2, NULL, &err) != FM_OK) {
+    fprintf(stderr, "fm_kernel_bench: %s\n", err.msg);
+    return 1;
+  }
+  CUDA_OK(cudaDeviceSynchronize());
+  return 0;
+}
+
+/* The device check, the kernels' availability and the built-in samples; the
+ * exit status on failure, 0 otherwise. */
+static int bench_setup(const bench_opts *o, char *dev, int cap, fm_sample_set *samples) {
+  fm_err err;
+  if (fm_attn_device_info(dev, cap, &err) != FM_OK) {
     fprintf(stderr, "fm_kernel_bench: no GPU: %s\n", err.msg);
     return 2;
   }
-  for (int k = 0; k < o.nkernels; k++) {
+  for (int k = 0; k < o->nkernels; k++) {
     fm_kernel_id id;
-    if (fm_attn_device_kernel(o.kernels[k], &id, &err) != FM_OK) {
+    if (fm_attn_device_kernel(o->kernels[k], &id, &err) != FM_OK) {
       fprintf(stderr, "fm_kernel_bench: %s\n", err.msg);
       return 2;
     }
   }
-  fm_sample_set samples;
-  if (fm_samples_builtin(&samples, &err) != FM_OK) {
+  if (fm_samples_builtin(samples, &err) != FM_OK) {
     fprintf(stderr, "fm_kernel_bench: %s\n", err.msg);
     return 1;
   }
+  return 0;
+}
+
+/* The forward row of one family (its columns' times, the napkin math) and its
+ * JSON members. */
+static void forward_row(const bench_case *bc, const char *fam, int fi, const fm_tile_counts *counts, int32_t nsets,
+                        fm_attn_problem *pr, double *full_tflops, bench_totals *tot, fm_json *j) {
+  const bench_opts *o = bc->o;
+  const double B = (double)bc->B, H = (double)bc->H, S = (double)bc->S;
+  const double rho = counts->sparsity;
+  const double flops = 4.0 * B * H * S * S * bc->head_dim * (1.0 - rho);
+  /* visited tiles over every (b, h): sets broadcast over the batch/heads they cover */
+  const double visited = (double)(counts->total - counts->minmax[FM_TILE_MASKED]) * (B * H / nsets);
+  const double kv_gb = visited * bc->bc * bc->head_dim * 2.0 * 2.0 / 1e9;
+  double t[MAX_COLS], ratio[MAX_COLS];
+  time_columns(bc->cols, bc->ncols, pr, bc->warm, bc->nrep, t, ratio);
+  const double tflops = flops / (t[0] * 1e-3) / 1e12;
+  if (fi == 0) *full_tflops = tflops;
+  const double eff = *full_tflops > 0 ? tflops / *full_tflops : NAN;
+  const double t_noskip = o->noskip ? t[1 + o->instr + o->control] : NAN;
+  const double again = o->control ? ratio[1 + o->instr] - 1.0 : NAN; /* A/A: the method's floor */
+  const double over = o->instr ? ratio[1] - 1.0 : NAN; /* column 1 shares column 0's group */
+  if (fi > 0 && eff < tot->worst_eff) tot->worst_eff = eff;
+  if (o->instr) {
+    if (over > tot->worst_over) tot->worst_over = over;
+    tot->sum_over += over;
+    tot->n_over++;
+  }
+  printf("%-22s %6.3f %9.3f %8.1f %5.1f%%", fam, rho, t[0], tflops, 100 * eff);
+  for (int c = 1; c < bc->ncols; c++) printf(" %12.3f", t[c]);
+  printf(" %7.2f %9.2f %6.2f%% %9.0f %8.2f", t_noskip / t[0], 1.0 / (1.0 - rho), 100 * over, visited, kv_gb);
+  if (o->control) printf("  A/A %+.2f%%", 100 * again);
+  printf("\n");
+  fflush(stdout);
+  fm_json_double(j, "rho", rho);
+  fm_json_double(j, "flops_paper", flops);
+  fm_json_double(j, "tflops", tflops);
+  fm_json_double(j, "efficiency_vs_full", eff);
+  fm_json_double(j, "ideal_speedup", 1.0 / (1.0 - rho));
+  fm_json_double(j, "instrumentation_overhead", over);
+  if (o->control) fm_json_double(j, "control_overhead", again);
+  fm_json_double(j, "tiles_visited", visited);
+  fm_json_double(j, "kv_gbytes_model", kv_gb);
+  fm_json_object(j, "ms");
+  for (int c = 0; c < bc->ncols; c++) fm_json_double(j, bc->cols[c].label, t[c]);
+  fm_json_end(j);
+}
+
+/* One family at one S: its mask, the forward row, the sustained and backward
+ * lines asked for; one JSON case. 1 on a failure that stops the bench. */
+static int bench_family(const bench_case *bc, int fi, double *full_tflops, double *bwd_full_tflops,
+                        bench_totals *tot, fm_json *j) {
+  const bench_opts *o = bc->o;
+  const char *fam = fm_family_at(fi)->name;
+  fm_err err;
+  fm_colmask *m = NULL;
+  fm_family_request req = {fam, bc->S, bc->B, bc->H, o->seed, -1, bc->samples, 0, NULL};
+  fm_family_used used;
+  fm_tile_counts counts;
+  if (fm_family_build(&req, &m, &used, &err) != FM_OK ||
+      fm_classify(m, bc->br, bc->bc, &counts, NULL, NULL, &err) != FM_OK) {
+    fprintf(stderr, "fm_kernel_bench: %s: %s\n", fam, err.msg);
+    return 1;
+  }
+  const int32_t nsets = fm_colmask_nsets(m);
+  int32_t *iv = NULL; /* (nsets, 4, S) int32, the mask's own layout (fm_colmask.h) */
+  CUDA_OK(cudaMalloc((void **)&iv, (size_t)nsets * 4 * bc->S * 4));
+  CUDA_OK(cudaMemcpy(iv, fm_colmask_cvec(m, 0, FM_LTS), (size_t)nsets * 4 * bc->S * 4, cudaMemcpyHostToDevice));
+  const bench_bufs *bb = bc->bufs;
+  fm_attn_problem pr;
+  fm_attn_problem_init(&pr, m, (int32_t)bc->B, (int32_t)bc->H, bc->head_dim, 1.0f / sqrtf((float)bc->head_dim));
+  pr.q = bb->q, pr.k = bb->k, pr.v = bb->v, pr.o = bb->out, pr.lse = bb->lse;
+  pr.intervals = iv;
+  pr.tile_class = bc->cls;
+  pr.tile_cycles = bc->cyc;
+  pr.kernel = o->kernels[0];
+  pr.dout = bb->dout, pr.dq = bb->dq, pr.dk = bb->dk, pr.dv = bb->dv;
+  fm_json_object(j, NULL);
+  fm_json_string(j, "family", fam);
+  fm_json_string(j, "params", used.params);
+  fm_json_int(j, "seqlen", bc->S);
+  fm_json_int(j, "batch", bc->B);
+  fm_json_int(j, "heads", bc->H);
+  fm_json_int(j, "mask_sets", nsets);
+  forward_row(bc, fam, fi, &counts, nsets, &pr, full_tflops, tot, j);
+  if (o->sustain_ms > 0 && o->pass != FM_PASS_BWD) sustained_line(&pr, FM_PASS_FWD, o->sustain_ms, j);
+  if (o->pass & FM_PASS_BWD) {
+    /* the forward outputs the backward reads */
+    if (fm_attn_forward(&pr, FM_VARIANT_SKIP, 0, NULL, &err) != FM_OK) {
+      fprintf(stderr, "fm_kernel_bench: %s\n", err.msg);
+      return 1;
+    }
+    const double bt = bench_backward(&pr, m, bc->B, bc->H, bc->S, bc->warm, bc->nrep, *bwd_full_tflops, j);
+    if (fi == 0) *bwd_full_tflops = bt;
+    if (o->sustain_ms > 0) sustained_line(&pr, FM_PASS_BWD, o->sustain_ms, j);
+  }
+  fm_json_end(j);
+  CUDA_OK(cudaFree(iv));
+  fm_colmask_destroy(m);
+  return 0;
+}
+
+/* Every family at sequence length S (B = tokens / S): the table's header and
+ * rows. 1 on a failure that stops the bench. */
+static int bench_seqlen(bench_case *bc, int64_t tokens, bench_totals *tot, fm_json *j) {
+  const bench_opts *o = bc->o;
+  const int64_t S = bc->S;
+  bc->B = tokens / S;
+  const int long_run = S >= 65536;
+  bc->warm = long_run ? (o->warmup > 0 ? 1 : 0) : o->warmup;
+  bc->nrep = long_run ? o->reps_long : o->reps;
+  /* instrumentation buffers at the smallest tile of any kernel */
+  const int64_t ntiles = bc->B * bc->H * ((S + 63) / 64) * ((S + 63) / 64);
+  bc->cls = NULL;
+  bc->cyc = NULL;
+  CUDA_OK(cudaMalloc((void **)&bc->cls, (size_t)ntiles));
+  CUDA_OK(cudaMalloc((void **)&bc->cyc, (size_t)ntiles * 8));
+  printf("\nS=%lld B=%lld H=%lld D=%d, %s tile %dx%d, paper count 4*B*H*S*S*D*(1-rho); ms, median of %d%s\n",
+         (long long)S, (long long)bc->B, (long long)bc->H, bc->head_dim, fm_kernel_get(o->kernels[0])->name, bc->br,
+         bc->bc, bc->nrep, bc->warm ? " after warm-up" : "");
+  printf("%-22s %6s %9s %8s %6s", "family", "rho", bc->cols[0].label, "TFLOP/s", "eff");
+  for (int c = 1; c < bc->ncols; c++) printf(" %12s", bc->cols[c].label);
+  printf(" %7s %9s %7s %9s %8s\n", "speedup", "1/(1-rho)", "overhd", "visited", "K/V GB");
+  double full_tflops = 0, bwd_full_tflops = 0;
+  for (int fi = 0; fi < fm_family_count(); fi++) {
+    if (fi > 0 && !in_list(o->families, fm_family_at(fi)->name)) continue;
+    if (bench_family(bc, fi, &full_tflops, &bwd_full_tflops, tot, j)) return 1;
+  }
+  CUDA_OK(cudaFree(bc->cls));
+  CUDA_OK(cudaFree(bc->cyc));
+  return 0;
+}
+
+/* The summary line and members; writes --json. The exit status. */
+static int bench_finish(const bench_opts *o, const bench_totals *tot, fm_json *j) {
+  fm_err err;
+  fm_json_end(j);
+  fm_json_double(j, "worst_efficiency_vs_full", tot->worst_eff);
+  fm_json_double(j, "worst_instrumentation_overhead", tot->worst_over);
+  fm_json_double(j, "mean_instrumentation_overhead", tot->n_over ? tot->sum_over / tot->n_over : NAN);
+  fm_json_end(j);
+  printf("\nworst family efficiency vs full: %.1f%%; instrumentation overhead mean %.2f%%, worst %.2f%%\n",
+         100 * tot->worst_eff, tot->n_over ? 100 * tot->sum_over / tot->n_over : NAN, 100 * tot->worst_over);
+  if (o->json_path) {
+    if (j->oom) {
+      fprintf(stderr, "fm_kernel_bench: %s: out of memory building the JSON\n", o->json_path);
+      return 1;
+    }
+    if (fm_write_file_atomic(o->json_path, j->buf, j->len, &err) != FM_OK) {
+      fprintf(stderr, "fm_kernel_bench: %s\n", err.msg);
+      return 1;
+    }
+  }
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  bench_opts o;
+  int prc = parse_opts(argc, argv, &o);
+  if (prc) return prc;
+  char dev[256];
+  fm_sample_set samples;
+  prc = bench_setup(&o, dev, sizeof dev, &samples);
+  if (prc) return prc;
   const int head_dim = o.head_dim;
   printf("fm_kernel_bench on %s, head dim %d\n", dev, head_dim);
   if (o.validate && validate(o.kernels, o.nkernels, head_dim, o.pass, &samples)) {
@@ -404,9 +622,9 @@ int main(int argc, char **argv) {
     return 1;
   }
   column cols[MAX_COLS];
-  const int ncols = make_columns(&o, cols);
-  int32_t br, bc;
-  fm_kernel_tile_size(o.kernels[0], FM_PASS_FWD, head_dim, &br, &bc, NULL);
+  bench_case bc = {.o = &o, .cols = cols, .ncols = make_columns(&o, cols), .samples = &samples,
+                   .head_dim = head_dim};
+  fm_kernel_tile_size(o.kernels[0], FM_PASS_FWD, head_dim, &bc.br, &bc.bc, NULL);
 
   /* the memory pool keeps the kernels' stream-ordered workspaces between launches */
   cudaMemPool_t pool;
@@ -415,32 +633,10 @@ int main(int argc, char **argv) {
   CUDA_OK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &thresh));
 
   const int64_t tokens = 131072, H = 4096 / head_dim;
-  const int64_t nelem = tokens * H * head_dim;
-  void *q, *k, *v, *out;
-  float *lse;
-  CUDA_OK(cudaMalloc(&q, (size_t)nelem * 2));
-  CUDA_OK(cudaMalloc(&k, (size_t)nelem * 2));
-  CUDA_OK(cudaMalloc(&v, (size_t)nelem * 2));
-  CUDA_OK(cudaMalloc(&out, (size_t)nelem * 2));
-  CUDA_OK(cudaMalloc((void **)&lse, (size_t)tokens * H * 4));
-  void *dout = NULL, *dq = NULL, *dk = NULL, *dv = NULL; /* the backward's */
-  if (o.pass & FM_PASS_BWD) {
-    CUDA_OK(cudaMalloc(&dout, (size_t)nelem * 2));
-    CUDA_OK(cudaMalloc(&dq, (size_t)nelem * 2));
-    CUDA_OK(cudaMalloc(&dk, (size_t)nelem * 2));
-    CUDA_OK(cudaMalloc(&dv, (size_t)nelem * 2));
-    if (fm_attn_fill_random_bf16(dout, nelem, o.seed * 3 + 7, NULL, &err) != FM_OK) {
-      fprintf(stderr, "fm_kernel_bench: %s\n", err.msg);
-      return 1;
-    }
-  }
-  if (fm_attn_fill_random_bf16(q, nelem, o.seed * 3 + 0, NULL, &err) != FM_OK ||
-      fm_attn_fill_random_bf16(k, nelem, o.seed * 3 + 1, NULL, &err) != FM_OK ||
-      fm_attn_fill_random_bf16(v, nelem, o.seed * 3 + 2, NULL, &err) != FM_OK) {
-    fprintf(stderr, "fm_kernel_bench: %s\n", err.msg);
-    return 1;
-  }
-  CUDA_OK(cudaDeviceSynchronize());
+  bench_bufs bufs;
+  if (alloc_buffers(&o, tokens * H * head_dim, tokens * H, &bufs)) return 1;
+  bc.bufs = &bufs;
+  bc.H = H;
 
   fm_json j;
   fm_json_init(&j, 1);
@@ -448,140 +644,21 @@ int main(int argc, char **argv) {
   fm_json_string(&j, "device", dev);
   fm_json_int(&j, "head_dim", head_dim);
   fm_json_string(&j, "kernel", fm_kernel_get(o.kernels[0])->name);
-  fm_json_int(&j, "tile_rows", br);
-  fm_json_int(&j, "tile_cols", bc);
+  fm_json_int(&j, "tile_rows", bc.br);
+  fm_json_int(&j, "tile_cols", bc.bc);
   fm_json_string(&j, "timing", "fm_time_interleaved: CUDA events, median, L2 flushed, columns interleaved");
   fm_json_array(&j, "cases");
 
-  double worst_eff = 1e9, worst_over = -1e9, sum_over = 0;
-  int n_over = 0;
+  bench_totals tot = {.worst_eff = 1e9, .worst_over = -1e9};
   for (const char *sp = o.seqlens; *sp;) {
     int64_t S = strtoll(sp, NULL, 10);
     const char *comma = strchr(sp, ',');
     sp = comma ? comma + 1 : sp + strlen(sp);
     if (S < 1 || S > tokens) continue;
-    const int64_t B = tokens / S;
-    const int long_run = S >= 65536;
-    const int warm = long_run ? (o.warmup > 0 ? 1 : 0) : o.warmup, nrep = long_run ? o.reps_long : o.reps;
-    /* instrumentation buffers at the smallest tile of any kernel */
-    const int64_t ntiles = B * H * ((S + 63) / 64) * ((S + 63) / 64);
-    uint8_t *cls = NULL;
-    int64_t *cyc = NULL;
-    CUDA_OK(cudaMalloc((void **)&cls, (size_t)ntiles));
-    CUDA_OK(cudaMalloc((void **)&cyc, (size_t)ntiles * 8));
-    printf("\nS=%lld B=%lld H=%lld D=%d, %s tile %dx%d, paper count 4*B*H*S*S*D*(1-rho); ms, median of %d%s\n",
-           (long long)S, (long long)B, (long long)H, head_dim, fm_kernel_get(o.kernels[0])->name, br, bc,
-           nrep, warm ? " after warm-up" : "");
-    printf("%-22s %6s %9s %8s %6s", "family", "rho", cols[0].label, "TFLOP/s", "eff");
-    for (int c = 1; c < ncols; c++) printf(" %12s", cols[c].label);
-    printf(" %7s %9s %7s %9s %8s\n", "speedup", "1/(1-rho)", "overhd", "visited", "K/V GB");
-    double full_tflops = 0, bwd_full_tflops = 0;
-    for (int fi = 0; fi < fm_family_count(); fi++) {
-      const char *fam = fm_family_at(fi)->name;
-      if (fi > 0 && !in_list(o.families, fam)) continue;
-      fm_colmask *m = NULL;
-      fm_family_request req = {fam, S, B, H, o.seed, -1, &samples, 0, NULL};
-      fm_family_used used;
-      fm_tile_counts counts;
-      if (fm_family_build(&req, &m, &used, &err) != FM_OK ||
-          fm_classify(m, br, bc, &counts, NULL, NULL, &err) != FM_OK) {
-        fprintf(stderr, "fm_kernel_bench: %s: %s\n", fam, err.msg);
-        return 1;
-      }
-      const int32_t nsets = fm_colmask_nsets(m);
-      int32_t *iv = NULL; /* (nsets, 4, S) int32, the mask's own layout (fm_colmask.h) */
-      CUDA_OK(cudaMalloc((void **)&iv, (size_t)nsets * 4 * S * 4));
-      CUDA_OK(cudaMemcpy(iv, fm_colmask_cvec(m, 0, FM_LTS), (size_t)nsets * 4 * S * 4,
-                         cudaMemcpyHostToDevice));
-      fm_attn_problem pr;
-      fm_attn_problem_init(&pr, m, (int32_t)B, (int32_t)H, head_dim, 1.0f / sqrtf((float)head_dim));
-      pr.q = q, pr.k = k, pr.v = v, pr.o = out, pr.lse = lse;
-      pr.intervals = iv;
-      pr.tile_class = cls;
-      pr.tile_cycles = cyc;
-      pr.kernel = o.kernels[0];
-      pr.dout = dout, pr.dq = dq, pr.dk = dk, pr.dv = dv;
-      const double rho = counts.sparsity;
-      const double flops = 4.0 * B * H * (double)S * S * head_dim * (1.0 - rho);
-      /* visited tiles over every (b, h): sets broadcast over the batch/heads they cover */
-      const double visited =
-          (double)(counts.total - counts.minmax[FM_TILE_MASKED]) * ((double)B * H / nsets);
-      const double kv_gb = visited * bc * head_dim * 2.0 * 2.0 / 1e9;
-      double t[MAX_COLS], ratio[MAX_COLS];
-      time_columns(cols, ncols, &pr, warm, nrep, t, ratio);
-      const double tflops = flops / (t[0] * 1e-3) / 1e12;
-      if (fi == 0) full_tflops = tflops;
-      const double eff = full_tflops > 0 ? tflops / full_tflops : NAN;
-      const double t_noskip = o.noskip ? t[1 + o.instr + o.control] : NAN;
-      const double again = o.control ? ratio[1 + o.instr] - 1.0 : NAN; /* A/A: the method's floor */
-      const double over = o.instr ? ratio[1] - 1.0 : NAN; /* column 1 shares column 0's group */
-      if (fi > 0 && eff < worst_eff) worst_eff = eff;
-      if (o.instr) {
-        if (over > worst_over) worst_over = over;
-        sum_over += over;
-        n_over++;
-      }
-      printf("%-22s %6.3f %9.3f %8.1f %5.1f%%", fam, rho, t[0], tflops, 100 * eff);
-      for (int c = 1; c < ncols; c++) printf(" %12.3f", t[c]);
-      printf(" %7.2f %9.2f %6.2f%% %9.0f %8.2f", t_noskip / t[0], 1.0 / (1.0 - rho), 100 * over,
-             visited, kv_gb);
-      if (o.control) printf("  A/A %+.2f%%", 100 * again);
-      printf("\n");
-      fflush(stdout);
-      fm_json_object(&j, NULL);
-      fm_json_string(&j, "family", fam);
-      fm_json_string(&j, "params", used.params);
-      fm_json_int(&j, "seqlen", S);
-      fm_json_int(&j, "batch", B);
-      fm_json_int(&j, "heads", H);
-      fm_json_int(&j, "mask_sets", nsets);
-      fm_json_double(&j, "rho", rho);
-      fm_json_double(&j, "flops_paper", flops);
-      fm_json_double(&j, "tflops", tflops);
-      fm_json_double(&j, "efficiency_vs_full", eff);
-      fm_json_double(&j, "ideal_speedup", 1.0 / (1.0 - rho));
-      fm_json_double(&j, "instrumentation_overhead", over);
-      if (o.control) fm_json_double(&j, "control_overhead", again);
-      fm_json_double(&j, "tiles_visited", visited);
-      fm_json_double(&j, "kv_gbytes_model", kv_gb);
-      fm_json_object(&j, "ms");
-      for (int c = 0; c < ncols; c++) fm_json_double(&j, cols[c].label, t[c]);
-      fm_json_end(&j);
-      if (o.sustain_ms > 0 && o.pass != FM_PASS_BWD) sustained_line(&pr, FM_PASS_FWD, o.sustain_ms, &j);
-      if (o.pass & FM_PASS_BWD) {
-        /* the forward outputs the backward reads */
-        if (fm_attn_forward(&pr, FM_VARIANT_SKIP, 0, NULL, &err) != FM_OK) {
-          fprintf(stderr, "fm_kernel_bench: %s\n", err.msg);
-          return 1;
-        }
-        const double bt = bench_backward(&pr, m, B, H, S, warm, nrep, bwd_full_tflops, &j);
-        if (fi == 0) bwd_full_tflops = bt;
-        if (o.sustain_ms > 0) sustained_line(&pr, FM_PASS_BWD, o.sustain_ms, &j);
-      }
-      fm_json_end(&j);
-      CUDA_OK(cudaFree(iv));
-      fm_colmask_destroy(m);
-    }
-    CUDA_OK(cudaFree(cls));
-    CUDA_OK(cudaFree(cyc));
+    bc.S = S;
+    if (bench_seqlen(&bc, tokens, &tot, &j)) return 1;
   }
-  fm_json_end(&j);
-  fm_json_double(&j, "worst_efficiency_vs_full", worst_eff);
-  fm_json_double(&j, "worst_instrumentation_overhead", worst_over);
-  fm_json_double(&j, "mean_instrumentation_overhead", n_over ? sum_over / n_over : NAN);
-  fm_json_end(&j);
-  printf("\nworst family efficiency vs full: %.1f%%; instrumentation overhead mean %.2f%%, worst %.2f%%\n",
-         100 * worst_eff, n_over ? 100 * sum_over / n_over : NAN, 100 * worst_over);
-  if (o.json_path) {
-    if (j.oom) {
-      fprintf(stderr, "fm_kernel_bench: %s: out of memory building the JSON\n", o.json_path);
-      return 1;
-    }
-    if (fm_write_file_atomic(o.json_path, j.buf, j.len, &err) != FM_OK) {
-      fprintf(stderr, "fm_kernel_bench: %s\n", err.msg);
-      return 1;
-    }
-  }
+  if (bench_finish(&o, &tot, &j)) return 1;
   fm_json_free(&j);
   fm_samples_free(&samples);
   fm_cupti_shutdown();

@@ -3,12 +3,13 @@
  * problem, resolves the registry kernel's tile for the pass (core/fm_kernels.h),
  * computes the per-key-tile bounds once, and calls the launcher of
  * problem.kernel from its table. */
-#ifndef FM_FWD_LAUNCH_CUH
-#define FM_FWD_LAUNCH_CUH
+#ifndef FM_PASS_LAUNCH_CUH
+#define FM_PASS_LAUNCH_CUH
 
 #include <cuda_runtime.h>
 
 #include "fm_attn.h"
+#include "fm_attn_dev.h"
 #include "fm_device.cuh"
 #include "fm_tile_rule.h"
 
@@ -24,6 +25,7 @@ struct pass_launch {
   fmd::attn_base base;          /* what every kernel's parameters start with: the tile grid
                                    Tr x Tc at (br, bc), bounds (nsets, Tc) at bc, ... */
   int32_t sms;                  /* multiprocessors of the device (persistent grids) */
+  fm_attn_tuning tuning;        /* development knobs (fm_attn_dev.h); zero: the library's choices */
 };
 
 /* Enqueues the kernel (and its own preprocessing) on l.stream. */

@@ -11,6 +11,11 @@
 static_assert(FM_SM80_BR == fmk::BR && FM_SM80_BC_HD64 == fmk::tile_cfg<64>::BC &&
                   FM_SM80_BC_HD128 == fmk::tile_cfg<128>::BC,
               "core/fm_kernel_traits.h must match the sm80 kernel's tiles");
+static_assert(FM_SM80_CTAS_PER_SM == fmk::CTAS_PER_SM &&
+                  fmk::CTAS_PER_SM * fmk::smem_bytes<128>() <= 227 * 1024 &&
+                  fmk::CTAS_PER_SM * fmk::smem_bytes<64>() <= 227 * 1024,
+              "core/fm_kernel_traits.h must match the sm80 kernel's launch bounds "
+              "(2 CTAs of its shared memory fit an sm_90 SM)");
 
 namespace fmk {
 

@@ -57,6 +57,7 @@ constexpr int BR = 128;       /* query rows per CTA */
 constexpr int NWARPS = 4;
 constexpr int NTHREADS = 128;
 constexpr int LISTCAP = 2048; /* key tiles classified per chunk (shared-memory list) */
+constexpr int CTAS_PER_SM = 2; /* __launch_bounds__ minimum (FM_SM80_CTAS_PER_SM, fm_sm80.cu) */
 
 /* Key columns per tile. Head dim 64 also takes 64: with 128 (FA2's choice) the
  * 128 fp32 scores per thread left ptxas packing the element-mask predicates
@@ -195,7 +196,7 @@ __device__ __forceinline__ void mask_intervals(float (&s)[2][NB_S][4], const int
 enum { MASK_NONE = 0, MASK_COLS = 1, MASK_INTERVALS = 2, MASK_DENSE = 3 };
 
 template <int HD, int VAR, bool INSTR>
-__global__ void __launch_bounds__(NTHREADS, 2) fwd_kernel(const fwd_params p) {
+__global__ void __launch_bounds__(NTHREADS, CTAS_PER_SM) fwd_kernel(const fwd_params p) {
   constexpr int BC = tile_cfg<HD>::BC;
   constexpr int NB_S = BC / 8;  /* n8 blocks of S per row tile */
   constexpr int NB_O = HD / 8;  /* n8 blocks of O */

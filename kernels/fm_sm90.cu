@@ -142,7 +142,7 @@ fm_status launch_sm90(const pass_launch &l, fm_err *err) {
   kp.nitems = nitems;
 
   /* workspace: counts, keys x2, items x2, the counter, CUB's scratch */
-  const int order = p->tuning.sm90_order ? p->tuning.sm90_order : FM_SM90_ORDER_HEAD;
+  const int order = l.tuning.sm90_order ? l.tuning.sm90_order : FM_SM90_ORDER_HEAD;
   const bool sorted = order != FM_SM90_ORDER_INDEX && l.variant == FM_VARIANT_SKIP;
   const int shift = bucket_shift(l.base.Tc, order), by_head = order == FM_SM90_ORDER_HEAD;
   int end_bit = 1;
@@ -195,7 +195,7 @@ fm_status launch_sm90(const pass_launch &l, fm_err *err) {
     kp.next_item = counter;
     what = "sm90 forward kernel launch";
     const int grid = nitems < l.sms ? nitems : l.sms;
-    const int mode = p->tuning.sm90_mode ? p->tuning.sm90_mode - 1 : fm90::MODE_DEFAULT;
+    const int mode = l.tuning.sm90_mode ? l.tuning.sm90_mode - 1 : fm90::MODE_DEFAULT;
     e = D == 128 ? fm90::launch<128>(kp, (int)l.variant, l.instrumented, mode, grid, l.stream)
                  : fm90::launch<64>(kp, (int)l.variant, l.instrumented, mode, grid, l.stream);
   }

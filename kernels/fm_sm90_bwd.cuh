@@ -118,6 +118,10 @@ static_assert(traits<128>::BR == FM_SM90_BWD_BR_HD128 && traits<128>::BC == FM_S
 static_assert(traits<128>::SMEM <= 227 * 1024, "one CTA per SM: at most 227 KiB of shared memory");
 static_assert(traits<128>::DQ_BYTES >= 64 * 128 * 2 && traits<64>::DQ_BYTES >= 64 * 64 * 2,
               "a warpgroup's dQ staging must hold its 64 keys of dK (or dV) in bf16");
+/* resident CTAs per SM: the kernel's __launch_bounds__ minimum, the registry's schedule */
+constexpr int CTAS_PER_SM = 1;
+static_assert(CTAS_PER_SM == FM_SM90_BWD_CTAS_PER_SM,
+              "core/fm_kernel_traits.h must match the sm90 backward kernel's launch bounds");
 
 enum : int32_t {
   FLAG_SHIFT = 24,
@@ -599,7 +603,7 @@ __device__ __forceinline__ void consumer(const params &p, unsigned char *smem, b
 }
 
 template <int HD, int VAR, bool INSTR>
-__global__ void __launch_bounds__(traits<HD>::THREADS, 1) bwd_kernel(const __grid_constant__ params p) {
+__global__ void __launch_bounds__(traits<HD>::THREADS, CTAS_PER_SM) bwd_kernel(const __grid_constant__ params p) {
   using T = traits<HD>;
   extern __shared__ unsigned char smem_raw[];
   unsigned char *smem = fmh::smem_aligned_1k(smem_raw);

@@ -114,6 +114,10 @@ static_assert(128 * (traits<64>::REG_PRODUCER + traits<64>::NCW * traits<64>::RE
                   128 * (traits<128>::REG_PRODUCER + traits<128>::NCW * traits<128>::REG_CONSUMER) <= 65536,
               "register budgets must fit the register file");
 static_assert(sizeof(fm_tile_bounds) == 32, "the bounds are read as two int4");
+/* resident CTAs per SM: the kernel's __launch_bounds__ minimum, the registry's schedule */
+constexpr int CTAS_PER_SM = 1;
+static_assert(CTAS_PER_SM == FM_SM90_CTAS_PER_SM,
+              "core/fm_kernel_traits.h must match the sm90 kernel's launch bounds");
 
 /* Named barriers (0 is __syncthreads): 1..3 the consumer warpgroups' GEMM
  * turns (PINGPONG, round robin), 4..6 their epilogues, 7 the producer warps. */
@@ -707,7 +711,7 @@ __device__ __forceinline__ void consumer(const params &p, unsigned char *smem, b
 /* ------------------------------------------------------------------- kernel */
 
 template <int HD, int VAR, bool INSTR, bool OVERLAP, bool PINGPONG>
-__global__ void __launch_bounds__(traits<HD>::THREADS, 1) fwd_kernel(const __grid_constant__ params p) {
+__global__ void __launch_bounds__(traits<HD>::THREADS, CTAS_PER_SM) fwd_kernel(const __grid_constant__ params p) {
   using T = traits<HD>;
   extern __shared__ unsigned char smem_raw[];
   unsigned char *smem = fmh::smem_aligned_1k(smem_raw);

@@ -1,4 +1,4 @@
-/* Head dim 64 instantiations of the sm90 forward kernel (tile 128 x 128). */
+/* Head dim 64 instantiations of the sm90 forward kernel (tile 192 x 128: three consumer warpgroups). */
 #include "fm_sm90_launch.cuh"
 
 namespace fm90 {

@@ -73,7 +73,7 @@ class _Problem(C.Structure):  # mirrors fm_attn_problem (kernels/fm_attn.h), siz
                 ("q", C.c_void_p), ("k", C.c_void_p), ("v", C.c_void_p), ("o", C.c_void_p),
                 ("lse", C.c_void_p), ("intervals", C.c_void_p), ("dense_mask", C.c_void_p),
                 ("tile_class", C.c_void_p), ("tile_cycles", C.c_void_p), ("dense_per_set", C.c_int),
-                ("kernel", C.c_int), ("tuning", _Tuning), ("dout", C.c_void_p), ("dq", C.c_void_p),
+                ("kernel", C.c_int), ("dout", C.c_void_p), ("dq", C.c_void_p),
                 ("dk", C.c_void_p), ("dv", C.c_void_p), ("deterministic", C.c_int)]
 
 

@@ -1,0 +1,43 @@
+/* fm_attn_dev.h — development knobs of the kernels (C-callable), for the
+ * kernels' harness fm_kernel_bench only: the sm90 pipelining modes and work
+ * orders it compares (kernels/PERF_NOTES.md, "sm90 forward: versions"). Not
+ * part of the library's interface (fm_attn.h): every other caller gets the
+ * library's choices, which a zero fm_attn_tuning also gives.
+ */
+#ifndef FM_ATTN_DEV_H
+#define FM_ATTN_DEV_H
+
+#include <stdint.h>
+
+#include "fm_attn.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum {
+  FM_SM90_ORDER_INDEX = 1,    /* heads in order, row tiles of a head from the last */
+  FM_SM90_ORDER_EXACT = 2,    /* heaviest first over all heads */
+  FM_SM90_ORDER_BUCKETED = 3, /* heaviest first in buckets of Tc / 16 tiles, heads in order inside */
+  FM_SM90_ORDER_HEAD = 4      /* heads in order, heaviest first inside each head (the default) */
+};
+typedef struct fm_attn_tuning {
+  int32_t sm90_mode;  /* 1 + pipelining mode: 1 plain, 2 overlap, 3 ping-pong, 4 both
+                         (fm_sm90_launch.cuh); 0: the default */
+  int32_t sm90_order; /* work order: FM_SM90_ORDER_*; 0: the default (FM_SM90_ORDER_HEAD) */
+} fm_attn_tuning;
+
+/* One pass with knobs, as a launch function of the timing harness
+ * (fm_launch_fn, fm_cupti.h): fm_attn_tuned_launch_run(user, ...) with user an
+ * fm_attn_tuned_launch runs launch as fm_attn_launch_run does, with `tuning`
+ * in place of the library's choices. */
+typedef struct fm_attn_tuned_launch {
+  fm_attn_launch launch;
+  fm_attn_tuning tuning;
+} fm_attn_tuned_launch;
+fm_status fm_attn_tuned_launch_run(void *user, void *stream, fm_err *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
