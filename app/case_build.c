@@ -159,7 +159,7 @@ static void fill_row(runner_ctx *rc, const case_work *w, case_row *row) {
   }
   snprintf(row->steps, sizeof row->steps, "analyze%s%s%s", s->run & FM_SCN_SIMULATE ? ",simulate" : "",
            !g->wanted ? "" : row->gpu_ran ? ",gpu" : ",gpu:skipped",
-           s->run & FM_SCN_PEER ? ",peer:skipped(bench/h200.sh runs the peer)" : "");
+           s->run & FM_SCN_PEER ? ",peer:skipped(bench/protocol_bench.py times the peers)" : "");
 }
 
 /* One pass of a kernel run in gpu.json: its run members and, when timed, the

@@ -109,8 +109,8 @@ typedef enum fm_sched {
 } fm_sched;
 
 /* How kernel id schedules the work of one pass, and how many CTAs share an
- * SM by default (a profile may say otherwise per head dim). The table lives
- * in fm_timing.c, keyed by fm_kernel_id and pass. FM_EINVAL for an unknown id
+ * SM by default (a profile may say otherwise per head dim): the kernel's
+ * registry row (fm_kernel_desc.fwd_sched / bwd_sched, core/fm_kernels.h). FM_EINVAL for an unknown id
  * or FM_PASS_BOTH, FM_EUNSUPPORTED when the kernel has no such pass. */
 fm_status fm_timing_kernel_sched(fm_kernel_id id, fm_pass pass, fm_sched *kind,
                                  int32_t *ctas_per_sm, fm_err *err);

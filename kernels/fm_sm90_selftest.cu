@@ -22,8 +22,8 @@
  *            `ring-lane0` is the form the kernels used before: __syncwarp,
  *            then lane 0 alone arrives; correct values, but the other lanes'
  *            accesses are not released by an arrive of their own, and
- *            compute-sanitizer's racecheck reports them (bench/h200.sh's
- *            sanitize steps run both; kernels/PERF_NOTES.md)
+ *            compute-sanitizer's racecheck reports them (bench/gpu.sh's
+ *            sanitize experiment runs both; kernels/PERF_NOTES.md)
  *
  * Exit 0 when every check passes, 1 on a mismatch (the first one printed), 2
  * when no sm_90 device is present, 3 for an unknown check name. A gpu-labelled test (ctest).

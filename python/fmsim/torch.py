@@ -62,10 +62,6 @@ _VARIANTS = {"skip": 0, "noskip": 1}
 _PASS_FWD, _PASS_BWD = 1, 2
 
 
-class _Tuning(C.Structure):
-    _fields_ = [("sm90_mode", C.c_int32), ("sm90_order", C.c_int32)]
-
-
 class _Problem(C.Structure):  # mirrors fm_attn_problem (kernels/fm_attn.h), size-checked at load
     _fields_ = [("batch", C.c_int32), ("heads", C.c_int32), ("seqlen_q", C.c_int32),
                 ("seqlen_k", C.c_int32), ("head_dim", C.c_int32), ("softmax_scale", C.c_float),
