@@ -58,16 +58,16 @@ class Protocol(unittest.TestCase):
                 time.sleep(ms / 1e3)
             return run
         kw = dict(warmup_s=0.05, sustain_s=0.2, rounds=2, min_launches=2, burst=2, idle_s=0.01)
-        figs = protocol.measure({"a": impl("a", 2.0), "b": impl("b", 6.0)}, **kw)
+        figs = protocol.measure({"a": impl("a", 5.0), "b": impl("b", 20.0)}, **kw)
         for n in ("a", "b"):
             s, b = figs[n]["sustained"], figs[n]["burst"]
             self.assertEqual((s.mode, b.mode), ("sustained", "burst"))
             self.assertGreaterEqual(s.launches, 2 * kw["min_launches"])
             self.assertEqual(b.launches, kw["burst"])
-            self.assertGreaterEqual(s.window_s, 0.8 * kw["sustain_s"])  # the windows cover sustain_s
+            self.assertGreaterEqual(s.window_s, kw["sustain_s"])  # the windows cover sustain_s
             self.assertIsNone(s.clock_mhz)  # no NVML here: no clock, never a made-up one
         ratio = figs["b"]["sustained"].median_ms / figs["a"]["sustained"].median_ms
-        self.assertTrue(2.0 < ratio < 4.5, ratio)  # 6 ms against 2 ms, with the sleeps' slack
+        self.assertTrue(2.0 < ratio < 6.0, ratio)  # 20 ms against 5 ms, with the sleeps' slack
         # the sustained rounds alternate the order (a b, then b a), and so do the bursts
         tail = calls[-kw["burst"] * 2:]
         self.assertEqual(tail, ["a", "b", "b", "a"])

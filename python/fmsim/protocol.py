@@ -13,7 +13,8 @@ under the same rules:
    clock has settled at what its power limit allows before anything is timed.
 2. Sustained: ``rounds`` rounds, implementations in order in even rounds and
    reversed in odd ones; in each round each gets a window of back-to-back
-   launches lasting ``sustain_s / rounds`` (at least ``min_launches``). Every
+   launches lasting at least ``sustain_s / rounds`` of wall time (and at least
+   ``min_launches`` launches). Every
    launch is preceded by the same L2 flush (a kernel that reads a buffer of
    4x the L2) and bracketed by CUDA events; the figure is the median over all
    of an implementation's launches, at least ``sustain_s`` of them in all.
@@ -154,6 +155,20 @@ def _count(window_s: float, est_ms: float, lo: int, hi: int = 4000) -> int:
     return int(min(hi, max(lo, math.ceil(window_s * 1e3 / max(est_ms, 1e-3)))))
 
 
+def _window(fn, target_s: float, est_ms: float, min_launches: int, flush) -> tuple[list, float]:
+    """Back-to-back launches until they cover target_s of wall time and number at
+    least min_launches (in chunks sized from est_ms, so a wrong estimate only adds
+    a chunk): their times and the wall time covered."""
+    ms: list = []
+    t0 = time.perf_counter()
+    while True:
+        left = target_s - (time.perf_counter() - t0)
+        need = min_launches - len(ms)
+        if left <= 0 and need <= 0:
+            return ms, time.perf_counter() - t0
+        ms += _launches(fn, max(need, _count(left, est_ms, 1)), flush)
+
+
 def _figure(mode: str, ms: list, clock: list, power: list, window_s: float = 0.0) -> Figure:
     return Figure(mode, statistics.median(ms), min(ms), max(ms), len(ms),
                   statistics.median(clock) if clock else None,
@@ -184,9 +199,9 @@ def _sustained(live: dict, est: dict, flush, nvml, sustain_s, rounds, min_launch
     for r in range(rounds):
         for n in (names if r % 2 == 0 else names[::-1]):
             s = _Sampler(nvml).start()
-            w0 = time.perf_counter()
-            ms[n] += _launches(live[n], _count(sustain_s / rounds, est[n], min_launches), flush)
-            span[n].append(time.perf_counter() - w0)
+            got, wall = _window(live[n], sustain_s / rounds, est[n], min_launches, flush)
+            ms[n] += got
+            span[n].append(wall)
             c, p = s.stop()
             clock[n] += [c] if c is not None else []
             power[n] += [p] if p is not None else []
