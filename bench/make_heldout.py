@@ -29,29 +29,15 @@ the same mask timed alone ran 11% faster (data/gpu/README.md). Draw 4
 sm90 backward, 2026-11-23, fourth session).
 """
 import argparse
-import json
 import math
 import os
 import random
-import shutil
-import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+import fmsim_registry  # noqa: E402  (scripts/: the registry as fmsim prints it)
 EXTRA = ["random_eviction", "random_eviction", "sliding_window", "document"]
-
-
-def fmsim_families(exe):
-    """The registry's families (`fmsim families --json`), in its order."""
-    if not exe:
-        exe = os.environ.get("FMSIM_BIN") or os.path.join(ROOT, "build", "app", "fmsim")
-        if not os.access(exe, os.X_OK):
-            exe = shutil.which("fmsim") or exe
-    try:
-        out = subprocess.run([exe, "families", "--json"], check=True, capture_output=True, text=True)
-    except (OSError, subprocess.CalledProcessError) as e:
-        sys.exit("make_heldout: cannot run `%s families --json` (build fmsim or give --fmsim): %s" % (exe, e))
-    return json.loads(out.stdout)
 
 
 def odd_length(rng):
@@ -102,7 +88,7 @@ def main():
     args = ap.parse_args()
     if args.draw < 1:
         ap.error("--draw counts from 1")
-    registry = {f["name"]: f for f in fmsim_families(args.fmsim)}
+    registry = {f["name"]: f for f in fmsim_registry.families(args.fmsim, "make_heldout")}
     families = list(registry)
     # draw 1 is the first set's generator and mask seed, kept so that it can be rewritten
     rng = random.Random(20261122 if args.draw == 1 else 20261122 + 1000 * args.draw)

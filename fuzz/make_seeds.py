@@ -6,16 +6,15 @@ regenerated. Needs numpy (Debian's python3-numpy) and a built fmsim, whose
 `fmsim families --json` lists the families ($FMSIM_BIN, else the checkout's
 build/app/fmsim, else PATH): a new family gets its seed with no edit here."""
 import io
-import json
 import os
-import shutil
-import subprocess
 import sys
 
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+import fmsim_registry  # noqa: E402  (scripts/: the registry as fmsim prints it)
 SEP = b"\n#FILE#\n"
 
 
@@ -57,18 +56,6 @@ def intervals(sk, k, sq, rng):
     return a
 
 
-def family_names():
-    """The registry's families in its order: the fuzzer picks family byte 0 % count."""
-    exe = os.environ.get("FMSIM_BIN") or os.path.join(ROOT, "build", "app", "fmsim")
-    if not os.access(exe, os.X_OK):
-        exe = shutil.which("fmsim") or exe
-    try:
-        out = subprocess.run([exe, "families", "--json"], check=True, capture_output=True, text=True)
-    except (OSError, subprocess.CalledProcessError) as e:
-        sys.exit("make_seeds: cannot run `%s families --json` (build fmsim or set FMSIM_BIN): %s" % (exe, e))
-    return [f["name"] for f in json.loads(out.stdout)]
-
-
 def main():
     rng = np.random.default_rng(0)
     # .npy reader
@@ -103,7 +90,7 @@ def main():
     put("samples", "huge-count",
         "Total length: 1073741824\nSample 1, num_docs 1073741824: [(0, 1)]# [0]\n")
     # family parameters: family index, S (2 bytes, little-endian, mod 4096), B/H byte, lines
-    names = family_names()
+    names = [f["name"] for f in fmsim_registry.families(None, "make_seeds")]  # the fuzzer picks byte 0 % count
     # seeds that reach past the defaults; any other family is seeded with its defaults
     params = {"sliding_window": "w=16", "causal_document": "docs=100,50,106",
               "document": "docs=3:100,156", "share_question": "docs=10+5+5,20+10\ndocs_min=2",
