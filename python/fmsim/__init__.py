@@ -17,9 +17,9 @@ ctypes; see python/README.md.
 from ._native import LIBRARY, FmsimError, binary_path
 from .api import check, from_mask_mod, from_paddle
 from .families import family, family_names
-from .mask import Analysis, CheckResult, ColumnRuns, Mask, tile_text
+from .mask import Analysis, CheckResult, ColumnRuns, Mask, Prediction, tile_text
 from .palette import LEGEND, PALETTE, TILE_COLORS
 
-__all__ = ["from_mask_mod", "check", "from_paddle", "family", "family_names", "Mask", "CheckResult", "Analysis", "ColumnRuns",
+__all__ = ["from_mask_mod", "check", "from_paddle", "family", "family_names", "Mask", "CheckResult", "Prediction", "Analysis", "ColumnRuns",
            "FmsimError", "tile_text", "binary_path", "LIBRARY", "PALETTE", "TILE_COLORS", "LEGEND"]
 __version__ = "0.1.0"

@@ -37,9 +37,18 @@ def _as_block(out: Any, rows: int, sk: int) -> np.ndarray:
         out = out.detach().cpu().numpy()
     out = np.asarray(out)
     if out.dtype != np.bool_:
-        if out.dtype.kind not in "biu":
-            raise TypeError(f"mask_mod returned {out.dtype} values; expected bool (True = may attend)")
-        out = out != 0
+        if out.dtype.kind == "f":
+            # an additive mask (0 = attend, -inf or <= -10000 = masked), read as `fmsim check` reads it
+            if out.size and not ((out != 0) & (out != 1)).any() and (out == 1).any():
+                raise TypeError(f"mask_mod returned {out.dtype} values of only 0 and 1: as an additive "
+                                "mask nothing would be masked; return bool (True = may attend) or "
+                                "an additive mask (0 = attend, -inf = masked)")
+            out = out > -10000.0
+        elif out.dtype.kind not in "biu":
+            raise TypeError(f"mask_mod returned {out.dtype} values; expected bool (True = may attend) "
+                            "or an additive float mask (0 = attend, -inf = masked)")
+        else:
+            out = out != 0
     if out.shape != (rows, sk):
         try:
             out = np.broadcast_to(out, (rows, sk))
@@ -99,7 +108,8 @@ def _note(e: BaseException, text: str) -> None:
 def from_mask_mod(fn: MaskMod, B: Optional[int] = 1, H: Optional[int] = 1, Sq: int = 0,
                   Sk: Optional[int] = None, *, chunk_rows: Optional[int] = None,
                   backend: str = "auto", tiles: Optional[tuple[int, int]] = (128, 128),
-                  keep_runs: bool = True, keep_tiles: bool = False) -> CheckResult:
+                  keep_runs: bool = True, keep_tiles: bool = False, name: Optional[str] = None,
+                  verify_heads: bool = False, seed: Optional[int] = None) -> CheckResult:
     """Evaluates an attention-gym / FlexAttention mask_mod and checks the mask.
 
     fn(b, h, q_idx, kv_idx) -> True where query q_idx may attend key kv_idx. It is
@@ -109,9 +119,17 @@ def from_mask_mod(fn: MaskMod, B: Optional[int] = 1, H: Optional[int] = 1, Sq: i
     scalars. Memory is O(chunk_rows * Sk), never O(Sq * Sk): each chunk is streamed
     through libfmsim's dense checker (core/fm_dense.h) and dropped.
 
-    B, H: None means 1 (as in create_block_mask). Evaluating B*H*Sq*Sk elements
-    costs time: give H = 1 when the mask_mod ignores h (heads sharing one mask are
-    found either way: result.h_mask). Sk defaults to Sq. chunk_rows defaults to
+    fn may return bool / integer (non-zero = may attend) or an additive float mask
+    (0 = attend, -inf or <= -10000 = masked), read as `fmsim check` reads it.
+
+    B, H: None means 1 (as in create_block_mask). Heads sharing one mask are found
+    early: with H >= 3, heads 0, 1 and a random third are evaluated first (every
+    row); when they agree, every other head is only sampled (a few chunks of rows
+    compared with head 0) and head 0's mask stands for all H, so a mask_mod that
+    ignores h costs 3 heads, not H. verify_heads=True evaluates every head in full
+    (a mask_mod that differs per head only outside the sampled rows is then seen).
+    seed: the random third head and the sampled rows (default: fixed). Sk defaults to Sq.
+    name: the caption of figures (default: fn.__name__). chunk_rows defaults to
     about 4M elements a chunk. tiles: the (Br, Bc) at which the mask's own tiles
     are classified (None: not). keep_runs keeps every column's runs (44 bytes a
     column): result.mask, result.subset, result.nruns need it.
@@ -126,7 +144,10 @@ def from_mask_mod(fn: MaskMod, B: Optional[int] = 1, H: Optional[int] = 1, Sq: i
     ix = _Indexer(_pick_backend(fn, backend, Sk, min(chunk_rows, 2)), Sk)
     how = ("numpy int32 index arrays" if ix.backend == "numpy" else "torch int32 index tensors"
            + (" (numpy index arrays failed first)" if backend == "auto" else ""))
-    scan = _Scan(B, H, Sq, Sk, _opts(False, keep_runs, tiles, keep_tiles=keep_tiles))
+    opts = _opts(False, keep_runs, tiles, keep_tiles=keep_tiles)
+    if name is None:
+        name = getattr(fn, "__name__", None)
+        name = "mask_mod" if not name or name == "<lambda>" else name
 
     def evaluate(job):
         b, h, r0, r1 = job
@@ -138,18 +159,95 @@ def from_mask_mod(fn: MaskMod, B: Optional[int] = 1, H: Optional[int] = 1, Sq: i
             raise
         return _as_block(out, r1 - r0, Sk)
 
-    jobs = ((b, h, r0, min(Sq, r0 + chunk_rows)) for b in range(B) for h in range(H)
-            for r0 in range(0, Sq, chunk_rows))
-    # the next chunk is evaluated (numpy or torch, GIL released) while libfmsim
-    # scans this one (ctypes releases the GIL): two chunks alive at most
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        pending = pool.submit(evaluate, next(jobs))
-        for job in jobs:
-            block = pending.result()
-            pending = pool.submit(evaluate, job)
+    def source(heads=range(H)):
+        for b in range(B):
+            for h in heads:
+                for r0 in range(0, Sq, chunk_rows):
+                    yield evaluate((b, h, r0, min(Sq, r0 + chunk_rows)))
+
+    res = None
+    if H >= 3 and not verify_heads:
+        res = _shared_heads(evaluate, B, H, Sq, Sk, chunk_rows, opts, keep_runs, seed)
+    if res is None:
+        scan = _Scan(B, H, Sq, Sk, opts)
+        jobs = ((b, h, r0, min(Sq, r0 + chunk_rows)) for b in range(B) for h in range(H)
+                for r0 in range(0, Sq, chunk_rows))
+        # the next chunk is evaluated (numpy or torch, GIL released) while libfmsim
+        # scans this one (ctypes releases the GIL): two chunks alive at most
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            pending = pool.submit(evaluate, next(jobs))
+            for job in jobs:
+                block = pending.result()
+                pending = pool.submit(evaluate, job)
+                scan.rows(block, attend=True)
+            scan.rows(pending.result(), attend=True)
+        res = _result(scan.finish(), keep_runs)
+        res._source = source
+    else:
+        def shared_source():  # head 0 stands for every head
+            for b in range(B):
+                for _ in range(H):
+                    for r0 in range(0, Sq, chunk_rows):
+                        yield evaluate((b, 0, r0, min(Sq, r0 + chunk_rows)))
+        res._source = shared_source
+    res.name = name
+    if res.mask is not None:
+        res.mask.name = name
+    return res
+
+
+# the chunks of rows of every other head compared with head 0 when heads 0, 1 and a third agree
+_SAMPLED_CHUNKS = 2
+_SAMPLED_ROWS = 64
+
+
+def _shared_heads(evaluate, B, H, Sq, Sk, chunk_rows, opts, keep_runs, seed) -> Optional[CheckResult]:
+    """Heads 0, 1 and a random third evaluated in full (head 0 scanned as the mask of
+    every head); the other heads sampled. None as soon as two differ (the caller then
+    evaluates every head)."""
+    rng = np.random.default_rng(0 if seed is None else seed)
+    third = int(rng.integers(2, H))
+    scan = _Scan(B, 1, Sq, Sk, opts)
+    for b in range(B):
+        for r0 in range(0, Sq, chunk_rows):
+            job = (r0, min(Sq, r0 + chunk_rows))
+            block = evaluate((b, 0) + job)
+            for h in (1, third):
+                if not np.array_equal(evaluate((b, h) + job), block):
+                    return None
             scan.rows(block, attend=True)
-        scan.rows(pending.result(), attend=True)
-    return _result(scan.finish(), keep_runs)
+        for h in range(2, H):
+            if h == third:
+                continue
+            for _ in range(_SAMPLED_CHUNKS):
+                r0 = int(rng.integers(0, max(1, Sq - _SAMPLED_ROWS + 1)))
+                job = (r0, min(Sq, r0 + _SAMPLED_ROWS))
+                if not np.array_equal(evaluate((b, h) + job), evaluate((b, 0) + job)):
+                    return None
+    return _widen_heads(_result(scan.finish(), keep_runs), H)
+
+
+def _widen_heads(r: CheckResult, H: int) -> CheckResult:
+    """A B x 1 result as the B x H one of H heads sharing its mask."""
+    r.heads, r.h_mask, r.shared_across_heads = H, 1, True
+    r.masked *= H
+    r.masked_diagonal *= H
+    r.misfits = {k: v * H for k, v in r.misfits.items()}
+    if r.rows_without_visible_key is not None:
+        r.rows_without_visible_key *= H
+    if r.tiles:
+        for k in ("total", "masked", "partial", "unmasked"):
+            r.tiles[k] *= H
+    a = r.advice
+    a["columns_by_runs"] = [v * H for v in a["columns_by_runs"]]
+    for k in ("sets_fit", "sets", "subset_masked", "element_mask_elements"):
+        a[k] *= H
+    r.memory["dense_bool_bytes"] *= H
+    for k in ("nruns", "runs", "tile_classes"):
+        v = getattr(r, k)
+        if v is not None:
+            setattr(r, k, np.repeat(v, H, axis=1))
+    return r
 
 
 def _dense_shape(shape: tuple) -> tuple[int, int, int, int]:
@@ -183,7 +281,12 @@ def check(dense: Union[np.ndarray, str, os.PathLike], *, masked_true: bool = Fal
         res, err = C.c_void_p(), N.Err()
         N.check(N.lib.fm_dense_check_file(os.fsencode(dense), C.byref(opts), C.byref(res),
                                           C.byref(err)), err)
-        return _result(res, keep_runs)
+        out = _result(res, keep_runs)
+        path = os.fspath(dense)
+        out.name = os.path.basename(path)
+        out._source = lambda: (blk.astype(bool) if att else ~blk.astype(bool) for blk, att in
+                               _dense_blocks(np.load(path, mmap_mode="r"), reading, masked_true))
+        return out
     a = np.asarray(dense)
     B, H, Sq, Sk = _dense_shape(a.shape)
     kind = a.dtype.kind
@@ -199,8 +302,19 @@ def check(dense: Union[np.ndarray, str, os.PathLike], *, masked_true: bool = Fal
     elif reading not in (None, "auto"):
         raise ValueError(f"check: reading={reading!r} is for float masks; this one is {a.dtype}")
     scan = _Scan(B, H, Sq, Sk, opts)
-    rows = a.reshape(B * H * Sq, Sk)
-    step = max(1, _CHUNK_ELEMENTS // Sk)
+    for block, attend in _dense_blocks(a, reading, masked_true):
+        scan.rows(np.ascontiguousarray(block).view(np.uint8), attend)
+    out = _result(scan.finish(), keep_runs)
+    out._source = lambda: (blk.astype(bool) if att else ~blk.astype(bool)
+                           for blk, att in _dense_blocks(a, reading, masked_true))
+    return out
+
+
+def _dense_blocks(a: np.ndarray, reading, masked_true):
+    """(flags, attend) blocks of rows of a dense mask in storage order."""
+    kind = a.dtype.kind
+    rows = a.reshape(-1, a.shape[-1])
+    step = max(1, _CHUNK_ELEMENTS // a.shape[-1])
     for r0 in range(0, rows.shape[0], step):
         block = rows[r0:r0 + step]
         if kind == "f":
@@ -209,8 +323,7 @@ def check(dense: Union[np.ndarray, str, os.PathLike], *, masked_true: bool = Fal
             attend = not masked_true
             if block.dtype not in (np.bool_, np.uint8, np.int8):
                 block = block != 0
-        scan.rows(np.ascontiguousarray(block).view(np.uint8), attend)
-    return _result(scan.finish(), keep_runs)
+        yield block, attend
 
 
 def from_paddle(startend_row_indices: Any, causal: bool, seqlen_q: Optional[int] = None) -> Mask:

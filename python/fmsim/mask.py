@@ -8,6 +8,8 @@ PyTorch's convention: True = may attend.
 from __future__ import annotations
 
 import ctypes as C
+import io
+import json
 import os
 import subprocess
 import tempfile
@@ -71,11 +73,18 @@ class Mask:
             raise ValueError("Mask needs a libfmsim handle")
         self._h = handle
 
-    def __del__(self):
+    # bound at class creation: at interpreter exit module globals (N, N.lib) may
+    # already be None when __del__ runs, which printed AttributeError noise
+    def __del__(self, _destroy=N.lib.fm_colmask_destroy):
         h = getattr(self, "_h", None)
         if h:
-            N.lib.fm_colmask_destroy(h)
+            _destroy(h)
             self._h = None
+
+    name: Optional[str] = None  # the caption's name (from_mask_mod: the mask_mod's __name__)
+
+    def _repr_png_(self) -> Optional[bytes]:
+        return _figure_png(self)
 
     # --- shape ---------------------------------------------------------------
     @property
@@ -218,32 +227,59 @@ class Mask:
 
     # --- figures ---------------------------------------------------------------
     def render(self, path: str, *, br: int = 128, bc: int = 128, layer: str = "both",
-               size: Optional[str] = None, extra: Sequence[str] = ()) -> str:
+               size: Optional[str] = None, width_in: Optional[float] = None,
+               height_in: Optional[float] = None, title: Any = True, dpi: Optional[int] = None,
+               extra: Sequence[str] = ()) -> str:
         """Draws the mask into path (.png, .svg or .pdf) with `fmsim render`: the same
-        figure, palette and legend as the command line. FmsimError when the fmsim
-        binary is not found or was built without cairo."""
-        exe = N.binary_path()
-        if exe is None:
-            raise FmsimError("render: the fmsim binary was not found (set FMSIM_BIN, or build the "
-                             "checkout's fmsim with cairo)")
+        figure, palette and legend as the command line. width_in / height_in (inches:
+        3.3 is one column of a two-column paper), size ("WxH" points), dpi and title
+        are render's --width-in, --height-in, --size, --dpi and --title (title=None or
+        False: --no-title; True: the caption with this mask's name). FmsimError when the
+        fmsim binary is not found or was built without cairo."""
         with tempfile.TemporaryDirectory(prefix="fmsim-render-") as tmp:
             iv = os.path.join(tmp, "intervals.npy")
             used, err = C.c_int(), N.Err()
             N.check(N.lib.fm_colmask_save_npy(self._h, iv.encode(), -1, C.byref(used), C.byref(err)), err)
-            cmd = [exe, "render", iv, "-o", os.fspath(path), "--br", str(br), "--bc", str(bc),
-                   "--layer", layer]
+            src = [iv]
             if N.FORM_CAUSAL[N.FORMS[used.value]] and N.FORM_K[N.FORMS[used.value]] == 2:
-                cmd.append("--causal")
-            if size:
-                cmd += ["--size", size]
-            cmd += list(extra)
-            r = subprocess.run(cmd, capture_output=True, text=True)
-        if r.returncode != 0:
-            msg = (r.stderr.strip().splitlines() or [f"exit {r.returncode}"])[-1]
-            if "unknown command" in msg:
-                msg = f"{exe} was built without cairo: render is not available"
-            raise FmsimError(f"render: {msg}")
-        return os.fspath(path)
+                src.append("--causal")
+            return _render_cli(src, path, self.name, br=br, bc=bc, layer=layer, size=size,
+                               width_in=width_in, height_in=height_in, title=title, dpi=dpi,
+                               extra=extra)
+
+    def plot(self, ax=None, *, br: int = 128, bc: int = 128, batch: int = 0, head: int = 0,
+             title: Any = True, legend: bool = True):
+        """A matplotlib Figure of one (batch, head): the mask (aggregated per pixel:
+        masked, visible, or both inside the pixel) with the Br x Bc tile classes
+        (min/max rule) over it, in render's palette and legend (fmsim.palette). ax: an
+        Axes to draw into (its figure is returned); None makes a new figure."""
+        return _plot(ax, self.seqlen_q, self.seqlen_k, br, bc,
+                     lambda ps: self.tile_classes(ps, ps, exact=True)[min(batch, self.batch - 1),
+                                                                      min(head, self.heads - 1)],
+                     self.tile_classes(br, bc)[min(batch, self.batch - 1), min(head, self.heads - 1)],
+                     _caption(self.name, title, self.seqlen_q, br, bc), legend)
+
+    def predict(self, gpu: str = "h200-sm90", *, heads: Optional[int] = None,
+                batch: Optional[int] = None, passes: str = "fwd", head_dim: int = 128,
+                kernel: str = "auto") -> "Prediction":
+        """Predicted kernel time of this mask on a GPU profile (`fmsim predict --json`
+        on its intervals: the C core's timing model, core/fm_timing.h). gpu: a profile
+        name of data/gpu or a file; heads / batch default to the mask's sets; passes:
+        "fwd", "bwd" or "both"."""
+        with tempfile.TemporaryDirectory(prefix="fmsim-predict-") as tmp:
+            iv = os.path.join(tmp, "intervals.npy")
+            used, err = C.c_int(), N.Err()
+            N.check(N.lib.fm_colmask_save_npy(self._h, iv.encode(), -1, C.byref(used), C.byref(err)), err)
+            form = N.FORMS[used.value]
+            cmd = ["predict", "--mask", iv, "--causal" if N.FORM_CAUSAL[form] else "--bidir",
+                   "--seqlen-q", str(self.seqlen_q), "--gpu", str(gpu), "--pass", passes,
+                   "--head-dim", str(head_dim), "--kernel", kernel, "--json"]
+            if heads is not None:
+                cmd += ["--heads", str(int(heads))]
+            if batch is not None:
+                cmd += ["--batch", str(int(batch))]
+            out = _run_cli("predict", cmd)
+        return Prediction._from_json(json.loads(out))
 
     def to_block_mask(self, block_size: int = 128, device: str = "cpu"):
         """A FlexAttention BlockMask of this mask (needs torch with flex_attention):
@@ -295,6 +331,162 @@ def tile_text(cls: np.ndarray, max_size: int = 64) -> str:
     return "\n".join(lines) + f"\n{note}█ unmasked  ░ partial  ' ' masked (skipped)"
 
 
+def _run_cli(what: str, args: list) -> str:
+    """Runs the fmsim binary; its stdout, or FmsimError with its last stderr line."""
+    exe = N.binary_path()
+    if exe is None:
+        raise FmsimError(f"{what}: the fmsim binary was not found (set FMSIM_BIN, or build the "
+                         "checkout's fmsim" + (" with cairo)" if what == "render" else ")"))
+    r = subprocess.run([exe] + args, capture_output=True, text=True)
+    if r.returncode != 0:
+        msg = (r.stderr.strip().splitlines() or [f"exit {r.returncode}"])[-1]
+        if "unknown command" in msg:
+            msg = f"{exe} was built without cairo: render is not available"
+        raise FmsimError(f"{what}: {msg}")
+    return r.stdout
+
+
+def _caption_title(name: Optional[str], title: Any) -> Optional[list]:
+    if title is None or title is False:
+        return ["--no-title"]
+    if isinstance(title, str):
+        return ["--title", title]
+    return None  # the CLI's caption, with the name put in below
+
+
+def _render_cli(src: list, path, name: Optional[str], *, br, bc, layer, size, width_in, height_in,
+                title, dpi, extra) -> str:
+    cmd = ["render"] + list(src) + ["-o", os.fspath(path), "--br", str(br), "--bc", str(bc),
+                                    "--layer", layer]
+    for flag, v in (("--size", size), ("--width-in", width_in), ("--height-in", height_in),
+                    ("--dpi", dpi)):
+        if v is not None:
+            cmd += [flag, str(v)]
+    t = _caption_title(name, title)
+    if t is None and name:
+        # the CLI's own caption names its input file (a temporary one here): ask it for the
+        # caption (--json) and put the mask's name in place of the file name
+        info = json.loads(_run_cli("render", cmd + list(extra) + ["--json"]))
+        cap, label = str(info.get("caption", "")), str(info.get("label", ""))
+        head, sep, rest = cap.partition("  \u00b7  ")
+        if label and head.startswith(label):
+            head = name + head[len(label):].replace("Paddle intervals, ", "")
+        else:
+            head = f"{name} ({head})" if head else name
+        t = ["--title", head + sep + rest]
+    _run_cli("render", cmd + (t or []) + list(extra))
+    return os.fspath(path)
+
+
+def _caption(name: Optional[str], title: Any, sq: int, br: int, bc: int) -> Optional[str]:
+    if title is None or title is False:
+        return None
+    if isinstance(title, str):
+        return title
+    return f"{name or 'mask'}, S = {sq}, tiles {br} x {bc}"
+
+
+def _plot(ax, sq: int, sk: int, br: int, bc: int, pixels, tiles: np.ndarray, caption, legend: bool):
+    """The mask aggregated to at most 512 x 512 pixels (pixels(ps): exact classes of
+    ps x ps tiles) with the tile classes over it, as render draws them."""
+    import matplotlib
+    from matplotlib.colors import ListedColormap
+    from . import palette as P
+    if ax is None:
+        from matplotlib.figure import Figure
+        fig = Figure(figsize=(5.0, 4.6), dpi=100)
+        ax = fig.add_subplot(1, 1, 1)
+    else:
+        fig = ax.figure
+    ps = max(1, -(-max(sq, sk) // 512))
+    pix = pixels(ps)
+    # pixel: all masked, partly masked (render's masked-inside-partial colour), all visible
+    ax.imshow(pix, cmap=ListedColormap([P.PALETTE["masked"], P.PALETTE["partial_masked"],
+                                        P.PALETTE["visible"]]), vmin=0, vmax=2,
+              interpolation="nearest", extent=(0, sk, sq, 0), aspect="auto")
+    # tiles: partial tiles outlined in the partial colour, the grid where it is readable
+    tr, tc = tiles.shape
+    part = np.ma.masked_where(tiles != 1, np.ones_like(tiles, dtype=float))
+    ax.imshow(part, cmap=ListedColormap([P.PALETTE["partial"]]), alpha=0.45, vmin=0, vmax=1,
+              interpolation="nearest", extent=(0, tc * bc, tr * br, 0), aspect="auto")
+    if tr <= 64 and tc <= 64:
+        ax.set_xticks(np.arange(0, sk + 1, bc), minor=True)
+        ax.set_yticks(np.arange(0, sq + 1, br), minor=True)
+        ax.grid(which="minor", color="#FFFFFF", linewidth=0.4)
+    ax.set_xlim(0, sk)
+    ax.set_ylim(sq, 0)
+    ax.set_xlabel("key j")
+    ax.set_ylabel("query i")
+    if caption:
+        ax.set_title(caption, fontsize=9, color=P.PALETTE["text"])
+    if legend:
+        P.legend(ax, "tiles", loc="upper right", fontsize=7)
+    del matplotlib
+    return fig
+
+
+def _figure_png(obj) -> Optional[bytes]:
+    """PNG bytes of obj.plot() for Jupyter, or None (no matplotlib: Jupyter shows the repr)."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return None
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    fig = obj.plot()
+    FigureCanvasAgg(fig)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    return buf.getvalue()
+
+
+@dataclass
+class Prediction:
+    """fmsim predict's numbers for a mask (at the kernel's own tile size).
+
+    time_ms / tflops: forward (and backward_ms / backward_tflops when asked for);
+    speedup_over_full_mask and speedup_over_noskip: the forward's; passes: every
+    pass's full record as `fmsim predict --json` prints it; gpu / profile: the
+    profile used."""
+    gpu: str
+    profile: str
+    time_ms: Optional[float]
+    tflops: Optional[float]
+    speedup_over_full_mask: Optional[float]
+    speedup_over_noskip: Optional[float]
+    rho: Optional[float]
+    backward_ms: Optional[float]
+    backward_tflops: Optional[float]
+    batch: int
+    heads: int
+    passes: dict = field(repr=False, default_factory=dict)
+
+    @classmethod
+    def _from_json(cls, j: dict) -> "Prediction":
+        own = {}
+        for p in j.get("passes", []):
+            t = [x for x in p.get("tiles", []) if not x.get("what_if")]
+            if t:
+                own[p["pass"]] = t[0]
+        f, b = own.get("fwd", {}), own.get("bwd", {})
+        return cls(gpu=j["profile"].get("gpu", ""), profile=j["profile"].get("name", ""),
+                   time_ms=f.get("time_ms"), tflops=f.get("tflops"),
+                   speedup_over_full_mask=f.get("speedup_over_full_mask"),
+                   speedup_over_noskip=f.get("speedup_over_noskip"),
+                   rho=f.get("rho", b.get("rho")), backward_ms=b.get("time_ms"),
+                   backward_tflops=b.get("tflops"), batch=int(j["batch"]), heads=int(j["heads"]),
+                   passes=own)
+
+    def __str__(self) -> str:
+        parts = []
+        if self.time_ms is not None:
+            parts.append(f"forward {self.time_ms:.4f} ms, {self.tflops:.1f} TFLOP/s, "
+                         f"x{self.speedup_over_full_mask:.2f} over the full mask, "
+                         f"x{self.speedup_over_noskip:.2f} over noskip")
+        if self.backward_ms is not None:
+            parts.append(f"backward {self.backward_ms:.4f} ms, {self.backward_tflops:.1f} TFLOP/s")
+        return f"{self.profile} ({self.gpu}): " + "; ".join(parts)
+
+
 @dataclass
 class ColumnRuns:
     """One column that some form cannot hold: its masked runs (the first three)."""
@@ -342,7 +534,49 @@ class CheckResult:
     nruns: Optional[np.ndarray] = None
     runs: Optional[np.ndarray] = None
     tile_classes: Optional[np.ndarray] = None
+    name: Optional[str] = None
     _keep: Any = field(default=None, repr=False)
+    # rows(): the checked mask again, (rows, Sk) bool blocks (True = may attend) in
+    # storage order: what draws a mask that fits no form exactly (to_string, plot, render)
+    _source: Any = field(default=None, repr=False)
+
+    def __repr__(self) -> str:
+        nm = f"{self.name!r}: " if self.name else ""
+        verdict = (f"fits {self.form}, H_mask = {self.h_mask}" if self.fits else
+                   f"does not fit (closest {self.closest_form}, up to {self.max_runs} runs a column)")
+        rho = f", rho = {self.tiles['sparsity']:.4f} at {self.tiles['br']} x {self.tiles['bc']}" \
+            if self.tiles else ""
+        return (f"<fmsim.CheckResult {nm}B={self.batch} H={self.heads} Sq={self.seqlen_q} "
+                f"Sk={self.seqlen_k}, {verdict}{rho}>")
+
+    def _repr_png_(self) -> Optional[bytes]:
+        return _figure_png(self)
+
+    def _rescan(self, br: int, bc: int) -> np.ndarray:
+        """Exact Br x Bc tile classes of the checked mask, uint8 [B, H, Tr, Tc], by
+        checking it again from its source (a mask that fits no form has no intervals)."""
+        if self._source is None:
+            raise FmsimError("the mask does not fit any interval form and its source is gone; "
+                             "result.subset is the tightest mask that fits")
+        scan = _Scan(self.batch, self.heads, self.seqlen_q, self.seqlen_k,
+                     _opts(False, False, (br, bc), keep_tiles=True))
+        for block in self._source():
+            scan.rows(np.ascontiguousarray(block).view(np.uint8), True)
+        r = _result(scan.finish(), False)
+        return r.tile_classes
+
+    def _dense_npy(self, path: str) -> None:
+        """The checked mask as a bool .npy [B, H, Sq, Sk] (True = may attend), streamed."""
+        if self._source is None:
+            self._rescan(1, 1)  # the one-line error
+        shape = (self.batch, self.heads, self.seqlen_q, self.seqlen_k)
+        out = np.lib.format.open_memmap(path, mode="w+", dtype=np.bool_, shape=shape)
+        flat, r0 = out.reshape(-1, self.seqlen_k), 0
+        for block in self._source():
+            flat[r0:r0 + block.shape[0]] = block
+            r0 += block.shape[0]
+        out.flush()
+        del flat, out
 
     @property
     def causal(self) -> Optional[bool]:
@@ -372,12 +606,58 @@ class CheckResult:
     def to_string(self, br: int = 128, bc: int = 128, *, batch: int = 0, head: int = 0,
                   exact: bool = False, max_size: int = 64) -> str:
         """Mask.to_string of pair (batch, head) of the checked B x H mask (heads
-        sharing one set included); out of range is an IndexError."""
-        return self._need_mask("to_string")._tile_map(br, bc, batch, head, exact, max_size,
-                                                      self.batch, self.heads)
+        sharing one set included); out of range is an IndexError. A mask that fits
+        no form is drawn exactly (its exact tile classes, checked again from its
+        source), as `fmsim render` draws it."""
+        if self.fits:
+            if self.mask.name is None:
+                self.mask.name = self.name
+            return self.mask._tile_map(br, bc, batch, head, exact, max_size, self.batch, self.heads)
+        for nm, v, n in (("batch", batch, self.batch), ("head", head, self.heads)):
+            if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or not 0 <= v < n:
+                raise IndexError(f"to_string: {nm} {v!r} is out of range: the mask has {n} "
+                                 f"{'batch entries' if nm == 'batch' else 'heads'} ({nm} 0..{n - 1})")
+        cls = self._rescan(br, bc)[batch, head]
+        rho = float(np.count_nonzero(cls == TILE_MASKED)) / cls.size
+        return (f"exact tiles {br} x {bc} of Sq={self.seqlen_q} x Sk={self.seqlen_k} (batch {batch}, "
+                f"head {head}), no interval form holds the mask: rho = {rho:.4f}\n"
+                + tile_text(cls, max_size))
 
-    def render(self, path: str, **kw) -> str:
-        return self._need_mask("render").render(path, **kw)
+    def render(self, path: str, *, br: int = 128, bc: int = 128, layer: str = "both",
+               size: Optional[str] = None, width_in: Optional[float] = None,
+               height_in: Optional[float] = None, title: Any = True, dpi: Optional[int] = None,
+               extra: Sequence[str] = ()) -> str:
+        """Mask.render's figure; captioned with the mask_mod's name. A mask that fits
+        no form is written as a dense .npy (in a temporary folder) and drawn by
+        `fmsim render` exactly, with the columns no form holds marked."""
+        kw = dict(br=br, bc=bc, layer=layer, size=size, width_in=width_in, height_in=height_in,
+                  title=title, dpi=dpi, extra=extra)
+        if self.fits:
+            if self.mask.name is None:
+                self.mask.name = self.name
+            return self.mask.render(path, **kw)
+        with tempfile.TemporaryDirectory(prefix="fmsim-render-") as tmp:
+            dense = os.path.join(tmp, "mask.npy")
+            self._dense_npy(dense)
+            return _render_cli([dense], path, self.name, **kw)
+
+    def plot(self, ax=None, *, br: int = 128, bc: int = 128, batch: int = 0, head: int = 0,
+             title: Any = True, legend: bool = True):
+        """Mask.plot's figure (a matplotlib Figure; ax: an Axes to draw into). A mask
+        that fits no form is drawn exactly from its source, with exact tile classes."""
+        if self.fits:
+            if self.mask.name is None:
+                self.mask.name = self.name
+            return self.mask.plot(ax, br=br, bc=bc, batch=batch, head=head, title=title, legend=legend)
+        return _plot(ax, self.seqlen_q, self.seqlen_k, br, bc,
+                     lambda ps: self._rescan(ps, ps)[batch, head], self._rescan(br, bc)[batch, head],
+                     _caption(self.name, title, self.seqlen_q, br, bc), legend)
+
+    def predict(self, gpu: str = "h200-sm90", **kw) -> "Prediction":
+        """Mask.predict of the checked mask (its heads and batch by default)."""
+        kw.setdefault("heads", self.heads)
+        kw.setdefault("batch", self.batch)
+        return self._need_mask("predict").predict(gpu, **kw)
 
     def to_block_mask(self, block_size: int = 128, device: str = "cpu"):
         return self._need_mask("to_block_mask").to_block_mask(block_size, device)
