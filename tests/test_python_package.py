@@ -144,8 +144,12 @@ def test_from_mask_mod_bad_inputs():
         fmsim.from_mask_mod(None, 1, 1, 8)
     with pytest.raises(ValueError, match="broadcast"):
         fmsim.from_mask_mod(lambda b, h, q, k: np.ones((3, 3), bool), 1, 1, 8, backend="numpy")
-    with pytest.raises(TypeError, match="float"):
-        fmsim.from_mask_mod(lambda b, h, q, k: (q - k) * 0.5, 1, 1, 8, backend="numpy")
+    # a float result is an additive mask, read as check reads the same values
+    soft = fmsim.from_mask_mod(lambda b, h, q, k: (q - k) * 0.5, 1, 1, 8, backend="numpy")
+    ref = fmsim.check(((np.arange(8)[:, None] - np.arange(8)[None, :]) * 0.5).astype(np.float64))
+    assert soft.masked == ref.masked == 0 and soft.fits == ref.fits
+    with pytest.raises(TypeError, match="only 0 and 1"):
+        fmsim.from_mask_mod(lambda b, h, q, k: (q >= k) * 1.0, 1, 1, 8, backend="numpy")
     # None means 1, as in create_block_mask; a mask_mod that only uses kv broadcasts
     r = fmsim.from_mask_mod(lambda b, h, q, k: k < 3, None, None, 8)
     assert r.fits and r.batch == 1 and r.heads == 1
@@ -272,8 +276,9 @@ def test_render_png_and_clean_errors(tmp_path, monkeypatch):
     out = tmp_path / "m.png"
     assert r.render(str(out), br=64, bc=64, size="400x300") == str(out)
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    with pytest.raises(fmsim.FmsimError, match="does not fit"):
-        fmsim.from_mask_mod(dilated, 1, 1, 64).render(str(tmp_path / "x.png"))
+    # a mask no form holds is drawn too (exactly, from its dense mask), as the CLI draws it
+    assert fmsim.from_mask_mod(dilated, 1, 1, 64).render(str(tmp_path / "x.png")) == str(tmp_path / "x.png")
+    assert (tmp_path / "x.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     monkeypatch.setattr(_native, "binary_path", lambda: None)
     with pytest.raises(fmsim.FmsimError, match="binary was not found"):
         r.render(str(tmp_path / "y.png"))
@@ -371,3 +376,198 @@ def test_every_struct_mirror_is_size_checked():
         _native.check_mirrors(_native.lib, "libfmsim.so", {"fm_err": Short})
     with pytest.raises(ImportError, match=r"fm_nosuch is unknown there"):
         _native.check_mirrors(_native.lib, "libfmsim.so", {"fm_nosuch": Short})
+
+
+# ----------------------------------------------------------------- the paper-and-course user's day (issue 27)
+
+def readme_blocks():
+    """The mask_mod and the five lines of the README's Python section, as written there."""
+    text = open(os.path.join(ROOT, "README.md")).read()
+    blocks = re.findall(r"```python\n(.*?)```", text, re.S)
+    mod = next(b for b in blocks if b.startswith("def per_head_window("))
+    five = next(b for b in blocks if "r.predict(" in b and "r.render(" in b and "r.plot()" in b)
+    return mod, five
+
+
+def test_readme_five_lines(tmp_path, monkeypatch):
+    from matplotlib.figure import Figure
+    exe = fmsim_bin()
+    if not re.search(r"^\s+render\s", subprocess.run([exe, "--help"], capture_output=True,
+                                                     text=True).stdout, re.M):
+        pytest.skip("fmsim built without cairo")
+    mod, five = readme_blocks()
+    lines = [l for l in five.strip().splitlines() if l.strip()]
+    assert len(lines) <= 5
+    monkeypatch.chdir(tmp_path)
+    ns = {}
+    exec(mod, ns)
+    exec(five, ns)
+    r, fig, t = ns["r"], ns["fig"], ns["t"]
+    # an inline figure: a matplotlib Figure, and the result shows itself in Jupyter
+    assert isinstance(fig, Figure) and fig.axes
+    assert r._repr_png_()[:8] == b"\x89PNG\r\n\x1a\n"
+    # a paper-size PDF: 3.3 inches = 237.6 points wide
+    pdf = (tmp_path / "per_head_window.pdf").read_bytes()
+    assert pdf[:5] == b"%PDF-"
+    box = re.search(rb"/MediaBox \[\s*0 0 ([0-9.]+) ([0-9.]+)", pdf)
+    assert box and float(box.group(1)) == pytest.approx(237.6, abs=0.5)
+    # an H200 time: what `fmsim predict` says of the same intervals
+    iv, causal = r.to_paddle()
+    np.save(tmp_path / "iv.npy", iv)
+    cli = json.loads(subprocess.run([exe, "predict", "--mask", str(tmp_path / "iv.npy"), "--causal",
+                                     "--gpu", "h200-sm90", "--heads", "4", "--json"],
+                                    capture_output=True, text=True, check=True).stdout)
+    fwd = cli["passes"][0]["tiles"][0]
+    assert t.time_ms == pytest.approx(fwd["time_ms"]) and t.tflops == pytest.approx(fwd["tflops"])
+    assert t.speedup_over_full_mask == pytest.approx(fwd["speedup_over_full_mask"])
+    assert t.gpu == "NVIDIA H200" and t.heads == 4 and r.h_mask == 4
+
+
+def test_plot_draws_the_mask_and_tiles():
+    from matplotlib.figure import Figure
+    S = 64
+    r = fmsim.from_mask_mod(per_head, B=1, H=2, Sq=S, name="my window")
+    attend = dense_eval(per_head, 1, 2, S)[0, 1]
+    fig = r.plot(br=16, bc=16, head=1)
+    assert isinstance(fig, Figure)
+    ax = fig.axes[0]
+    assert "my window" in ax.get_title()
+    pix, tiles = ax.images[0].get_array(), ax.images[1].get_array()
+    assert np.array_equal(np.asarray(pix), np.where(attend, 2, 0))  # 1 pixel per element here
+    want = r.mask.tile_classes(16, 16)[0, 1] == 1
+    assert np.array_equal(~np.ma.getmaskarray(tiles), want)
+    # into a given axis
+    f2 = Figure()
+    ax2 = f2.add_subplot(1, 2, 2)
+    assert r.plot(ax2) is f2 and ax2.images
+    # a mask no form holds: drawn exactly from its source
+    d = fmsim.from_mask_mod(dilated, 1, 1, S)
+    px = np.asarray(d.plot(br=16, bc=16).axes[0].images[0].get_array())
+    assert np.array_equal(px, np.where(dense_eval(dilated, 1, 1, S)[0, 0], 2, 0))
+    # short reprs naming the mask_mod
+    assert len(repr(r)) < 200 and "my window" in repr(r) and "fits causal-1" in repr(r)
+    assert len(repr(d)) < 200 and "'dilated'" in repr(d) and "does not fit" in repr(d)
+
+
+def test_misfit_to_string_is_exact():
+    S = 64
+    d = fmsim.from_mask_mod(dilated, 1, 1, S)
+    text = d.to_string(8, 8)
+    want = exact_tiles(~dense_eval(dilated, 1, 1, S)[0, 0], 8, 8)
+    rows = [l[1:-1] for l in text.splitlines() if l.startswith("|")]
+    assert rows == ["".join(" ░█"[c] for c in row) for row in want]
+    assert f"rho = {(want == 0).mean():.4f}" in text.splitlines()[0]
+    # from check() of an array and of a file too
+    arr = dense_eval(dilated, 1, 1, S)[0, 0]
+    assert fmsim.check(arr).to_string(8, 8).splitlines()[1:] == text.splitlines()[1:]
+
+
+def test_render_keywords_and_caption(tmp_path, monkeypatch):
+    exe = fmsim_bin()
+    if not re.search(r"^\s+render\s", subprocess.run([exe, "--help"], capture_output=True,
+                                                     text=True).stdout, re.M):
+        pytest.skip("fmsim built without cairo")
+    from fmsim import mask as M
+    seen, real = [], subprocess.run
+
+    def spy(cmd, **kw):
+        seen.append(cmd)
+        return real(cmd, **kw)
+    monkeypatch.setattr(M.subprocess, "run", spy)
+
+    def per_head_window(b, h, q, k):
+        return (q >= k) & (q - k < 64 * (h + 1))
+    r = fmsim.from_mask_mod(per_head_window, 1, 1, 512)
+    out = tmp_path / "w.png"
+    r.render(str(out), width_in=2, height_in=1.5, dpi=100)
+    cmd = seen[-1]
+    assert cmd[cmd.index("--width-in") + 1] == "2" and cmd[cmd.index("--height-in") + 1] == "1.5"
+    assert cmd[cmd.index("--dpi") + 1] == "100"
+    cap = cmd[cmd.index("--title") + 1]
+    assert cap.startswith("per_head_window") and "intervals.npy" not in cap
+    png = out.read_bytes()
+    assert (int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")) == (200, 150)
+    r.render(str(out), title="Mine")
+    assert seen[-1][seen[-1].index("--title") + 1] == "Mine"
+    r.render(str(out), title=None)
+    assert "--no-title" in seen[-1]
+    d = fmsim.from_mask_mod(dilated, 1, 1, 64)
+    d.render(str(out))
+    cap = seen[-1][seen[-1].index("--title") + 1]
+    assert cap.startswith("dilated") and "mask.npy" not in cap
+
+
+def test_predict_fields(tmp_path):
+    exe = fmsim_bin()
+    r = fmsim.from_mask_mod(lambda b, h, q, k: (q >= k) & (q - k < 1000), 1, 2, 4096)
+    p = r.predict(gpu="h200-sm90", passes="both")
+    iv, _ = r.to_paddle()
+    np.save(tmp_path / "iv.npy", iv)
+    cli = json.loads(subprocess.run([exe, "predict", "--mask", str(tmp_path / "iv.npy"), "--causal",
+                                     "--heads", "2", "--pass", "both", "--json"],
+                                    capture_output=True, text=True, check=True).stdout)
+    f, b = (x["tiles"][0] for x in cli["passes"])
+    assert p.heads == 2 and p.profile == "h200-sm90"
+    assert (p.time_ms, p.tflops, p.speedup_over_noskip) == pytest.approx(
+        (f["time_ms"], f["tflops"], f["speedup_over_noskip"]))
+    assert (p.backward_ms, p.backward_tflops) == pytest.approx((b["time_ms"], b["tflops"]))
+    assert "TFLOP/s" in str(p)
+    p8 = r.predict(heads=8)  # heads passed through: 4 x the work
+    assert p8.heads == 8 and p8.time_ms > p.time_ms and p8.passes["fwd"]["items"] == 4 * p.passes["fwd"]["items"]
+    with pytest.raises(fmsim.FmsimError, match="does not fit"):
+        fmsim.from_mask_mod(dilated, 1, 1, 64).predict()
+
+
+def test_additive_float_mask_mod():
+    S = 128
+    base = fmsim.from_mask_mod(lambda b, h, q, k: (q >= k) & (q - k < 9), 1, 1, S)
+    for dt in (np.float32, np.float64, np.float16):
+        add = fmsim.from_mask_mod(lambda b, h, q, k: np.where((q >= k) & (q - k < 9), 0, -np.inf).astype(dt),
+                                  1, 1, S)
+        assert add.fits and add.mask == base.mask and add.masked == base.masked
+    big = fmsim.from_mask_mod(lambda b, h, q, k: np.where(q >= k, 0.0, -1e9), 1, 1, S)
+    assert big.form == "causal-1"
+
+
+def test_head_sharing_found_early_saves_evaluations():
+    calls = {}
+
+    def shared(b, h, q, k):
+        calls[int(h)] = calls.get(int(h), 0) + q.shape[0]
+        return (q >= k) & (q - k < 100)
+    S, H = 1024, 16
+    r = fmsim.from_mask_mod(shared, 1, H, S, chunk_rows=128)
+    full = [h for h, n in calls.items() if n >= S]
+    assert 0 in full and 1 in full and len(full) == 3  # heads 0, 1 and one random third
+    assert sum(calls.values()) <= 3 * S + 2 * S + (H - 3) * 2 * 64  # the others only sampled
+    calls.clear()
+    v = fmsim.from_mask_mod(shared, 1, H, S, chunk_rows=128, verify_heads=True)
+    assert all(calls[h] >= S for h in range(H))  # every head in full (head 0 also probed once)
+    for k in ("masked", "misfits", "tiles", "advice", "memory", "h_mask", "shared_across_heads",
+              "rows_without_visible_key", "masked_diagonal", "heads", "form"):
+        assert getattr(r, k) == getattr(v, k), k
+    assert np.array_equal(r.nruns, v.nruns) and np.array_equal(r.runs, v.runs)
+    assert r.mask == v.mask and r.h_mask == 1 and r.heads == H
+
+
+def test_head_sharing_still_finds_a_per_head_mask():
+    S, H = 64, 6
+    r = fmsim.from_mask_mod(per_head, 2, H, S, chunk_rows=16)
+    assert r.h_mask == H and not r.shared_across_heads
+    attend = dense_eval(per_head, 2, H, S)
+    for b in range(2):
+        for h in range(H):
+            assert np.array_equal(r.mask.to_dense(b, h), attend[b, h])
+    # a head that differs from the others (not head 0, 1 or the third) is caught by sampling rows
+    odd = fmsim.from_mask_mod(lambda b, h, q, k: (q >= k) & ((h != 4) | (q - k < 3)), 1, H, S)
+    assert odd.h_mask == H and odd.mask.to_dense(0, 4).sum() < odd.mask.to_dense(0, 0).sum()
+
+
+def test_no_noise_at_interpreter_exit():
+    # masks held by a module that the interpreter clears after fmsim's own (as a Jupyter
+    # kernel or torch holds objects): their __del__ ran with fmsim._native already gone
+    code = ("import ctypes, fmsim\n"
+            "r = fmsim.from_mask_mod(lambda b, h, q, k: q >= k, 1, 2, 64)\n"
+            "ctypes.zz_keep = [r, r.mask, r.subset, fmsim.from_paddle(r.intervals, True)]\n")
+    p = subprocess.run([os.sys.executable, "-c", code], capture_output=True, text=True)
+    assert p.returncode == 0 and p.stderr == "", p.stderr

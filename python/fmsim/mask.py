@@ -769,6 +769,6 @@ class _Scan:
         N.check(N.lib.fm_dense_scan_finish(h, C.byref(res), C.byref(err)), err)
         return res
 
-    def __del__(self):
+    def __del__(self, _destroy=N.lib.fm_dense_scan_destroy):  # bound early, as Mask.__del__
         if getattr(self, "h", None):
-            N.lib.fm_dense_scan_destroy(self.h)
+            _destroy(self.h)
