@@ -5,7 +5,9 @@
     r.fits, r.form, r.intervals                              # Paddle startend_row_indices
     r.analyze(128, 64).rho                                   # block sparsity at 128 x 64
     print(r.to_string())                                     # the tile map
-    r.render("mask.png")                                     # the `fmsim render` figure
+    r.plot()                                                 # a matplotlib Figure (Jupyter: `r` shows it)
+    r.render("mask.pdf", width_in=3.3)                       # the `fmsim render` figure, paper size
+    r.predict(gpu="h200-sm90").time_ms                       # predicted kernel time (fmsim predict)
     m = fmsim.family("causal_document", 32768)               # a paper family, as the CLI builds it
 
 On a GPU, fmsim.torch.flashmask_attention runs fmsim's kernels as a PyTorch op
