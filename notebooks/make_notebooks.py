@@ -188,18 +188,13 @@ NOTEBOOKS = {
                  "          f\"tokens that cannot see themselves={r.masked_diagonal}\")\n"
                  "assert results['right'].form == 'causal-1' and results['right'].masked_diagonal == 0\n"
                  "assert results['wrong'].masked_diagonal == S and not results['dilated'].fits"),
-        ("md", "## The masks\n\nIn the colours of `fmsim render`: a token (row) that cannot see itself has a "
-               "grey diagonal cell."),
+        ("md", "## The masks\n\n`result.plot(ax)` draws each one as `fmsim render` does (its palette and "
+               "legend): the mask aggregated per pixel, partial 32 x 32 tiles shaded. A token (row) that cannot "
+               "see itself has a grey diagonal cell. The dilated window, which no interval form holds, is drawn "
+               "exactly too (its mask_mod is evaluated again)."),
         ("fig", "fig, axes = plt.subplots(1, 3, figsize=(11, 3.9))\n"
-                 "for ax, (name, r) in zip(axes, results.items()):\n"
-                 "    if r.fits:\n"
-                 "        dense = r.mask.to_dense()  # True = may attend\n"
-                 "    else:  # no intervals hold it: the mask_mod itself, small enough to draw\n"
-                 "        dense = dilated(0, 0, np.arange(S)[:, None], np.arange(S)[None, :])\n"
-                 "    ax.imshow(dense, cmap=mask_cmap(), vmin=0, vmax=1, interpolation='nearest')\n"
-                 "    ax.set_title(f\"{name}: {r.form or 'does not fit'}\", fontsize=9)\n"
-                 "    ax.set_xlabel('key j'); ax.set_ylabel('query i')\n"
-                 "legend(axes[0], 'mask', loc='lower left', bbox_to_anchor=(0, 1.12))\n"
+                 "for i, (ax, (name, r)) in enumerate(zip(axes, results.items())):\n"
+                 "    r.plot(ax, br=32, bc=32, title=f\"{name}: {r.form or 'does not fit'}\", legend=i == 2)\n"
                  "fig.tight_layout()"),
         ("md", "## The same verdict from the command line\n\n`fmsim check` on the dense mask saved as .npy "
                "gives the form and the Paddle intervals that `from_mask_mod` gave."),
