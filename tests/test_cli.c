@@ -155,7 +155,7 @@ Test(cli, bad_inputs_get_one_clear_line) {
   expect_usage_error("analyze --family causal --seqlen 0", "sequence length");
   expect_usage_error("analyze --family causal --seqlen -5", "sequence length");
   expect_usage_error("analyze --family causal --seqlen 4294967296", "int32");
-  expect_usage_error("analyze --family causal --seqlen 12x", "not an integer");
+  expect_usage_error("analyze --family causal --seqlen 12x", "not a size");
   expect_usage_error("analyze --family causal --br 0", "--br");
   expect_usage_error("analyze --family causal --bc -64", "--bc");
   expect_usage_error("analyze --family document --sample 9", "sample 9 does not exist");
@@ -164,6 +164,45 @@ Test(cli, bad_inputs_get_one_clear_line) {
   expect_usage_error("analyze --family document --samples /nonexistent/s.txt", "cannot open");
   expect_usage_error("analyze --family causal --out /proc/fmsim_cannot_write", "cannot");
   expect_usage_error("analyze --paper-table --family causal", "--paper-table takes no");
+}
+
+/* issue 27: "did you mean" for families and commands, from the registries */
+Test(cli, typos_get_did_you_mean) {
+  expect_usage_error("analyze --family casual", "unknown family 'casual' (did you mean 'causal'?)");
+  expect_usage_error("analyze --family slidingwindow",
+                     "unknown family 'slidingwindow' (did you mean 'sliding_window'?)");
+  expect_usage_error("anlyze --family causal", "unknown command 'anlyze' (did you mean 'analyze'?)");
+  expect_usage_error("help chek", "unknown command 'chek' (did you mean 'check'?)");
+  expect_usage_error("bench --families causal,casual", "(did you mean 'causal'?)");
+  /* nothing close: the list, as before */
+  expect_usage_error("analyze --family nosuch", "unknown family 'nosuch' (known: full, causal");
+  expect_usage_error("xyzzy", "unknown command 'xyzzy' (fmsim --help lists them)");
+}
+
+/* issue 27: sizes with k/K/M suffixes (binary: 32k = 32768, as the paper writes 32K) */
+Test(cli, sizes_take_k_and_m_suffixes) {
+  fmt_run(&res, "analyze --family causal --seqlen 32k --json");
+  cr_assert_eq(res.status, 0, "%s", res.err);
+  cr_assert(strstr(res.out, "\"seqlen\": 32768"), "%s", res.out);
+  fmt_run(&res, "analyze --family causal --seqlen 2K --br 64 --bc 64 --json");
+  cr_assert_eq(res.status, 0, "%s", res.err);
+  cr_assert(strstr(res.out, "\"seqlen\": 2048"), "%s", res.out);
+  fmt_run(&res, "analyze --family causal --seqlen 1M --br 4096 --bc 4096 --json");
+  cr_assert_eq(res.status, 0, "%s", res.err);
+  cr_assert(strstr(res.out, "\"seqlen\": 1048576"), "%s", res.out);
+  expect_usage_error("analyze --family causal --seqlen 1m", "not a size");
+  expect_usage_error("analyze --family causal --seqlen 1.5k", "not a size");
+  expect_usage_error("analyze --family causal --seqlen 2048M", "sequence length must be in");
+  expect_usage_error("analyze --family causal --seqlen 99999999999999999k", "out of range");
+  expect_usage_error("bench --seqlens 1k,2x", "--seqlens: '2x' is not a size");
+}
+
+/* issue 27: a family name where a file goes suggests --family */
+Test(cli, positional_family_suggests_the_flag) {
+  expect_usage_error("analyze causal", "'causal' is a mask family, not a file: give --family causal");
+  expect_usage_error("analyze casual", "give --family causal");
+  expect_usage_error("render sliding_window -o x.png", "give --family sliding_window");
+  expect_usage_error("analyze nosuchfile.npy", "nosuchfile.npy: cannot open");
 }
 
 Test(cli, malformed_sample_file) {
