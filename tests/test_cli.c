@@ -487,6 +487,29 @@ Test(robust, interrupted_render_leaves_no_temporary, .timeout = 120) {
   interrupts_leave_nothing(argv, dir, "big.png.tmp.", "big.png", out);
 }
 
+/* issue 27: render says what it wrote, one line on stdout as convert and expand do
+ * (with --json it prints the numbers only) */
+Test(robust, render_says_what_it_wrote) {
+  char dir[512], args[2048], want[800];
+  scratch(dir, sizeof dir, "render_wrote");
+  snprintf(args, sizeof args, "render --family causal --seqlen 256 -o %s/m.png", dir);
+  fmt_run(&res, args);
+  if (strstr(res.err, "built without cairo")) cr_skip_test("no cairo: no render");
+  cr_assert_eq(res.status, 0, "%s", res.err);
+  snprintf(want, sizeof want, "wrote %s/m.png\n", dir);
+  cr_assert_str_eq(res.out, want);
+  cr_assert_eq(res.err[0], 0, "%s", res.err);
+  snprintf(args, sizeof args, "render --figure memory -o %s/f.svg", dir);
+  fmt_run(&res, args);
+  cr_assert_eq(res.status, 0, "%s", res.err);
+  snprintf(want, sizeof want, "wrote %s/f.svg\n", dir);
+  cr_assert_str_eq(res.out, want);
+  snprintf(args, sizeof args, "render --family causal --seqlen 256 --json -o %s/j.png", dir);
+  fmt_run(&res, args);
+  cr_assert_eq(res.status, 0, "%s", res.err);
+  cr_assert(res.out[0] == '{' && !strstr(res.out, "wrote"), "%s", res.out);
+}
+
 Test(robust, interrupted_convert_leaves_no_temporary, .timeout = 120) {
   char dir[512], mask[700], out[700];
   scratch(dir, sizeof dir, "int_convert");
