@@ -487,6 +487,49 @@ Test(robust, interrupted_render_leaves_no_temporary, .timeout = 120) {
   interrupts_leave_nothing(argv, dir, "big.png.tmp.", "big.png", out);
 }
 
+/* The line of text that starts with key ("forward ..."), copied into buf. */
+static const char *line_of(const char *text, const char *key, char *buf, size_t cap) {
+  const char *p = strstr(text, key);
+  cr_assert(p, "no '%s' in %s", key, text);
+  size_t n = strcspn(p, "\n");
+  snprintf(buf, cap, "%.*s", (int)n, p);
+  return buf;
+}
+
+/* issue 27: predict --mask takes a dense mask, streamed as check reads it and
+ * converted to its smallest form; a mask no form holds gets one line */
+Test(robust, predict_reads_a_dense_mask) {
+  char dir[512], args[2048], want[1200], got[400];
+  scratch(dir, sizeof dir, "predict_dense");
+  small_masks(dir);
+  snprintf(args, sizeof args, "predict --mask %s/iv.npy --causal", dir);
+  fmt_run(&res, args);
+  cr_assert_eq(res.status, 0, "%s", res.err);
+  line_of(res.out, "forward", want, sizeof want);
+  snprintf(args, sizeof args, "predict --mask %s/mask.npy", dir);
+  fmt_run(&res, args);
+  cr_assert_eq(res.status, 0, "%s", res.err);
+  cr_assert_str_eq(line_of(res.out, "forward", got, sizeof got), want);
+  snprintf(args, sizeof args, "predict --mask %s/mask.npy --causal", dir);
+  fmt_run(&res, args);
+  cr_assert_eq(res.status, 2);
+  cr_assert(strstr(res.err, "is a dense mask: --causal"), "%s", res.err);
+  /* a checkerboard: four masked runs per column, no form holds it */
+  uint8_t board[64];
+  for (int i = 0; i < 64; i++) board[i] = (uint8_t)((i / 8 + i % 8) & 1);
+  int64_t shape[2] = {8, 8};
+  fm_err err;
+  snprintf(args, sizeof args, "%s/board.npy", dir);
+  cr_assert_eq(fm_npy_save(args, FM_DT_BOOL, 2, shape, board, &err), FM_OK, "%s", err.msg);
+  snprintf(want, sizeof want, "predict --mask %s/board.npy", dir);
+  fmt_run(&res, want);
+  cr_assert_eq(res.status, 2);
+  cr_assert_eq(res.err_lines, 1, "%s", res.err);
+  cr_assert(strstr(res.err, "no interval form holds this mask") && strstr(res.err, "fmsim check"),
+            "%s", res.err);
+  cr_assert_eq(res.out[0], 0);
+}
+
 /* issue 27: render says what it wrote, one line on stdout as convert and expand do
  * (with --json it prints the numbers only) */
 Test(robust, render_says_what_it_wrote) {
