@@ -7,11 +7,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "fm_dense.h"
 #include "fm_intervals_io.h"
 #include "fm_limits.h"
 #include "fm_tiles.h"
+#include "fm_words.h"
 
 /* How many errors cli_error printed (app state, not core's: one process, one command). */
 static int errors_printed;
@@ -24,6 +26,12 @@ void cli_error(const char *cmd, const char *fmt, ...) {
   vfprintf(stderr, fmt, ap);
   fputc('\n', stderr);
   va_end(ap);
+}
+
+void cli_unknown_name(const char *cmd, const char *prefix, const char *what, const char *name,
+                      const char *best, const char *otherwise) {
+  if (best) cli_error(cmd, "%sunknown %s '%s' (did you mean '%s'?)", prefix, what, name, best);
+  else cli_error(cmd, "%sunknown %s '%s' (%s)", prefix, what, name, otherwise);
 }
 
 /* Notes held until the command's outcome is known (cli_note). */
@@ -84,6 +92,16 @@ int cli_no_operands(const char *cmd, int argc, char **argv) {
   return FM_EXIT_USAGE;
 }
 
+int cli_family_operand(const char *cmd, const char *path) {
+  struct stat sb;
+  if (!path || lstat(path, &sb) == 0 || errno != ENOENT) return 0;
+  const char *fam = fm_family_find(path) ? path : fm_family_closest(path);
+  if (!fam) return 0;
+  if (fam == path) cli_error(cmd, "'%s' is a mask family, not a file: give --family %s", path, fam);
+  else cli_error(cmd, "'%s': no such file (the family '%s'? give --family %s)", path, fam, fam);
+  return FM_EXIT_USAGE;
+}
+
 int cli_one_file(const char *cmd, const char *what, int argc, char **argv, const char **path) {
   if (optind == argc) {
     cli_error(cmd, "%s is required (see fmsim %s --help)", what, cmd);
@@ -106,7 +124,7 @@ int cli_interval_opt(const char *cmd, void *o, int opt, const char *arg) {
     return 1;
   }
   if (opt != 'q') return 0;
-  return cli_int(cmd, "--seqlen-q", arg, 1, FM_MAX_SEQLEN, &io->sq) ? -1 : 1;
+  return cli_size(cmd, "--seqlen-q", arg, 1, FM_MAX_SEQLEN, &io->sq) ? -1 : 1;
 }
 
 int cli_int_pair(const char *text, char sep, long long *a, long long *b) {
@@ -198,11 +216,36 @@ typedef struct list_arg {
   const char *cmd, *opt;
   int64_t lo, hi, *out;
   fm_kernel_id *kernels;
+  int sizes; /* 1: cli_size, 0: cli_int */
 } list_arg;
 
 static int one_int(const char *tok, int i, void *arg) {
   list_arg *a = arg;
-  return cli_int(a->cmd, a->opt, tok, a->lo, a->hi, &a->out[i]);
+  return (a->sizes ? cli_size : cli_int)(a->cmd, a->opt, tok, a->lo, a->hi, &a->out[i]);
+}
+
+int cli_size_list(const char *cmd, const char *opt, const char *text, int64_t lo, int64_t hi,
+                  int64_t *out, int *n, int max) {
+  list_arg a = {.cmd = cmd, .opt = opt, .lo = lo, .hi = hi, .out = out, .sizes = 1};
+  return each_token(cmd, opt, text, max, n, one_int, &a);
+}
+
+int cli_size(const char *cmd, const char *opt, const char *text, int64_t lo, int64_t hi,
+             int64_t *out) {
+  int64_t v;
+  int r = fm_parse_size(text, &v);
+  if (r == -1 && (*text == '-' || *text == '+')) return cli_int(cmd, opt, text, lo, hi, out);
+  if (r == -1) {
+    cli_error(cmd, "%s: '%s' is not a size (an integer, or with a suffix: 32k = 32768, "
+              "1M = 1048576)", opt, text);
+    return -1;
+  }
+  if (r == -2 || v < lo || v > hi) {
+    cli_error(cmd, "%s: %s is out of range (%lld..%lld)", opt, text, (long long)lo, (long long)hi);
+    return -1;
+  }
+  *out = v;
+  return 0;
 }
 
 int cli_int_list(const char *cmd, const char *opt, const char *text, int64_t lo, int64_t hi,
@@ -256,7 +299,7 @@ int cli_mask_opt(const char *cmd, cli_mask_opts *o, int opt, const char *arg) {
   case 'f': o->family = arg; return 1;
   case 's':
     /* parsed wide so that "too large for int32 indices" gets its own message */
-    if (cli_int(cmd, "--seqlen", arg, INT64_MIN / 2, INT64_MAX / 2, &v)) return -1;
+    if (cli_size(cmd, "--seqlen", arg, INT64_MIN / 2, INT64_MAX / 2, &v)) return -1;
     if (v < 1 || v > FM_MAX_SEQLEN) {
       cli_error(cmd, "--seqlen %lld: sequence length must be in 1..%d (int32 row indices)",
                 (long long)v, FM_MAX_SEQLEN);

@@ -19,6 +19,13 @@ enum {
   FM_EXIT_USAGE = 2    /* bad input or usage */
 };
 
+/* "fmsim CMD: PREFIXunknown WHAT 'NAME' (did you mean 'BEST'?)" when best is
+ * not NULL (fm_closest, fm_family_closest in core), else "... (OTHERWISE)":
+ * the one line for every name looked up in a registry (families, commands,
+ * figures). prefix may be "" ("--families: "). */
+void cli_unknown_name(const char *cmd, const char *prefix, const char *what, const char *name,
+                      const char *best, const char *otherwise);
+
 /* Prints "fmsim CMD: message" on stderr (one line). */
 void cli_error(const char *cmd, const char *fmt, ...)
 #if defined(__GNUC__)
@@ -88,6 +95,13 @@ int cli_next_opt(const char *cmd, int argc, char **argv, const char *shortopts,
  * "unexpected argument" (what, where: the first one left). */
 int cli_no_operands(const char *cmd, int argc, char **argv);
 
+/* The file operand of a command that also takes --family (analyze, view,
+ * render): when no file of that name exists and it names a family (or is a
+ * typo of one), prints "'causal' is a mask family, not a file: give --family
+ * causal" and returns FM_EXIT_USAGE; else 0 (a missing file is the reader's
+ * error, as before). path may be NULL. */
+int cli_family_operand(const char *cmd, const char *path);
+
 /* The single file operand of check, convert, expand ("a mask file", "an interval
  * file"): 0 with *path, else FM_EXIT_USAGE after printing what is missing or extra. */
 int cli_one_file(const char *cmd, const char *what, int argc, char **argv, const char **path);
@@ -125,6 +139,15 @@ void cli_print_json(fm_json *j);
 /* Strict integer parsing: the whole string, in [lo, hi]. Prints the error. */
 int cli_int(const char *cmd, const char *opt, const char *text, int64_t lo, int64_t hi,
             int64_t *out);
+
+/* A size (a sequence length): cli_int that also takes a k/K (x1024) or M
+ * (x1048576) suffix, "32k" = 32768 (fm_parse_size in core/fm_words.h); every
+ * size option parses through it. Prints the error. */
+int cli_size(const char *cmd, const char *opt, const char *text, int64_t lo, int64_t hi,
+             int64_t *out);
+/* A comma list of sizes (cli_size), at most max of them. */
+int cli_size_list(const char *cmd, const char *opt, const char *text, int64_t lo, int64_t hi,
+                  int64_t *out, int *n, int max);
 
 /* A comma list of integers in [lo, hi], at most max of them. Prints the error. */
 int cli_int_list(const char *cmd, const char *opt, const char *text, int64_t lo, int64_t hi,

@@ -345,7 +345,7 @@ int cmd_analyze(int argc, char **argv) {
       if (cli_causal_flag(cmd, opt == 'c', &f.causal)) return FM_EXIT_USAGE;
       break;
     case 'q':
-      if (cli_int(cmd, "--seqlen-q", optarg, 1, FM_MAX_SEQLEN, &f.sq)) return FM_EXIT_USAGE;
+      if (cli_size(cmd, "--seqlen-q", optarg, 1, FM_MAX_SEQLEN, &f.sq)) return FM_EXIT_USAGE;
       break;
     case 'm': f.masked_true = 1; break;
     case 'h': fputs(help, stdout); return FM_EXIT_OK;
@@ -357,6 +357,7 @@ int cmd_analyze(int argc, char **argv) {
     cli_error(cmd, "unexpected argument '%s' (one mask file at a time)", argv[optind]);
     return FM_EXIT_USAGE;
   }
+  if (cli_family_operand(cmd, f.path)) return FM_EXIT_USAGE;
   if (file_usage(cmd, &f, &o, table)) return FM_EXIT_USAGE;
   if (f.intervals && cli_intervals_causal(cmd, f.intervals, CLI_FLAG_REQUIRED, &f.causal))
     return FM_EXIT_USAGE;

@@ -118,7 +118,8 @@ static int families_option(bench_opts *o, const char *text) {
   for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
     const fm_family_info *f = fm_family_find(t);
     if (!f) {
-      cli_error(cmd, "--families: unknown family '%s' (fmsim families lists them)", t);
+      cli_unknown_name(cmd, "--families: ", "family", t, fm_family_closest(t),
+                       "fmsim families lists them");
       return -1;
     }
     if (o->nfam == MAX_LIST) {
@@ -165,7 +166,8 @@ static int64_t *int_option(bench_opts *o, int opt, const char **name, int64_t *l
 static int bench_option(bench_opts *o, int opt, char **argv) {
   const char *name;
   int64_t lo, hi, *field = int_option(o, opt, &name, &lo, &hi);
-  if (field) return cli_int(cmd, name, optarg, lo, hi, field);
+  if (field) /* sequence lengths and token counts are sizes (32k) */
+    return (opt == O_SWS || opt == O_TOK ? cli_size : cli_int)(cmd, name, optarg, lo, hi, field);
   switch (opt) {
   case O_OUT: o->out = optarg; return 0;
   case O_HD:
@@ -176,7 +178,7 @@ static int bench_option(bench_opts *o, int opt, char **argv) {
         return -1;
       }
     return 0;
-  case O_SEQ: return cli_int_list(cmd, "--seqlens", optarg, 1, FM_MAX_SEQLEN, o->seq, &o->nseq, MAX_LIST);
+  case O_SEQ: return cli_size_list(cmd, "--seqlens", optarg, 1, FM_MAX_SEQLEN, o->seq, &o->nseq, MAX_LIST);
   case O_FAM: return families_option(o, optarg);
   case O_NOBYTES: o->no_bytes = 1; return 0;
   case O_NOCUPTI: o->no_cupti = 1; return 0;

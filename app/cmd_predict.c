@@ -10,6 +10,7 @@
 
 #include "cli.h"
 #include "commands.h"
+#include "fm_dense.h"
 #include "fm_intervals_io.h"
 #include "fm_json.h"
 #include "fm_timing.h"
@@ -34,7 +35,9 @@ static const char *help =
     "  --mask FILE          an interval file (Paddle startend_row_indices .npy) instead of\n"
     "                       a family; --causal or --bidir says which it is; --seqlen-q N\n"
     "                       sets Sq (default Sk); --strict refuses indices above Sq;\n"
-    "                       batch and heads default to its sets\n"
+    "                       batch and heads default to its sets. A dense mask (.npy,\n"
+    "                       [B,H,Sq,Sk] or [Sq,Sk], read as fmsim check reads it) is\n"
+    "                       converted to its smallest interval form (no flags needed)\n"
     "  --trace DIR          the mask of an fmsim trace folder (columns.npy, summary.json);\n"
     "                       batch and heads default to the trace's\n"
     "  --head-dim D         64 or 128 (default 128)\n"
@@ -63,7 +66,16 @@ typedef struct pred_opts {
   int64_t br[MAX_TILES], bc[MAX_TILES];
   int nbr, nbc;
   int long_run; /* --long-run: work above TIMING_MAX_ITEMS confirmed */
+  int dense;    /* --mask names a dense mask (not an interval file) */
 } pred_opts;
+
+/* A .npy that is not an interval file: a dense mask for the dense checker
+ * (which gives the error of a file it cannot read). */
+static int is_dense(const char *path) {
+  fm_npy_header h;
+  if (fm_npy_read_header_path(path, &h, NULL) != FM_OK) return 0;
+  return !fm_intervals_header_fits(&h);
+}
 
 typedef struct pred_row {
   int32_t br, bc;
@@ -142,14 +154,42 @@ static int parse_opts(int argc, char **argv, pred_opts *o) {
     cli_error(cmd, "give one mask: --family NAME, --mask FILE or --trace DIR");
     return -1;
   }
-  if (o->mask_file && cli_intervals_causal(cmd, o->mask_file, CLI_FLAG_REQUIRED, &o->io.causal))
+  if (o->mask_file && is_dense(o->mask_file)) {
+    if (o->io.causal >= 0 || o->io.sq || o->io.strict) {
+      cli_error(cmd, "%s is a dense mask: --causal, --bidir, --seqlen-q and --strict go with an "
+                "interval file", o->mask_file);
+      return -1;
+    }
+    o->dense = 1;
+  } else if (o->mask_file &&
+             cli_intervals_causal(cmd, o->mask_file, CLI_FLAG_REQUIRED, &o->io.causal)) {
     return -1;
+  }
   if (!o->mask_file && (o->io.causal >= 0 || o->io.sq || o->io.strict)) {
     cli_error(cmd, "--causal, --bidir, --seqlen-q and --strict go with --mask (a family or a "
               "trace fixes them)");
     return -1;
   }
   return 0;
+}
+
+/* The mask of a dense file, streamed as check reads it, in its smallest
+ * interval form; NULL after one line when no form holds it. */
+static fm_colmask *dense_mask(const char *path) {
+  fm_dense_opts dopts = {.keep_intervals = 1};
+  fm_dense_result *r;
+  if (cli_dense_scan(cmd, path, &dopts, &r)) return NULL;
+  const fm_dense_report *rep = fm_dense_result_report(r);
+  fm_colmask *m = NULL;
+  fm_err err;
+  if (rep->form == FM_FORM_NONE)
+    cli_error(cmd, "%s: no interval form holds this mask (%lld columns misfit even %s), so "
+              "FlashMask cannot run it; 'fmsim check %s' says where and what to do",
+              path, (long long)rep->bad_columns, fm_form_name(rep->closest), path);
+  else if (fm_dense_result_to_colmask(r, rep->form, &m, &err) != FM_OK)
+    cli_error(cmd, "%s", err.msg);
+  fm_dense_result_destroy(r);
+  return m;
 }
 
 static fm_colmask *build_mask(pred_opts *o) {
@@ -162,6 +202,12 @@ static fm_colmask *build_mask(pred_opts *o) {
     return m;
   }
   if (!o->mask_file) return cli_build_family(cmd, &o->mask, &m, NULL) ? NULL : m;
+  if (o->dense && !(m = dense_mask(o->mask_file))) return NULL;
+  if (o->dense) {
+    if (!o->batch_given) o->mask.batch = fm_colmask_nb(m);
+    if (!o->heads_given) o->mask.heads = fm_colmask_nh(m);
+    return m;
+  }
   fm_err err;
   fm_intervals_opts lo = {.causal = o->io.causal, .sq = o->io.sq, .strict = o->io.strict};
   fm_intervals_note note;

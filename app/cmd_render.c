@@ -315,6 +315,8 @@ static int render_source(const char *cmd, render_opts *ro, viz_format fmt, doubl
       rc = FM_EXIT_USAGE;
     } else if (ro->json) {
       print_numbers(&s, sc);
+    } else {
+      printf("wrote %s\n", ro->out); /* as convert and expand say theirs (--json: the numbers only) */
     }
   }
   viz_scene_destroy(sc);
@@ -353,6 +355,7 @@ int cmd_render(int argc, char **argv) {
     cli_error(cmd, "%s", err.msg);
     return FM_EXIT_USAGE;
   }
+  printf("wrote %s\n", ro.out);
   return FM_EXIT_OK;
 }
 #endif

@@ -165,7 +165,8 @@ static int parse_opts(int argc, char **argv, verify_opts *o) {
         char name[64];
         snprintf(name, sizeof name, "%.*s", (int)(c ? c - p : (long)strlen(p)), p);
         if (strcmp(name, "custom") && !fm_family_find(name)) {
-          cli_error("verify", "--families: unknown family '%s' (fmsim families lists them; or custom)", name);
+          cli_unknown_name("verify", "--families: ", "family", name, fm_family_closest(name),
+                           "fmsim families lists them; or custom");
           return FM_EXIT_USAGE;
         }
         p = c ? c + 1 : p + strlen(p);

@@ -4,6 +4,7 @@
 
 #include "cli.h"
 #include "fm_limits.h"
+#include "fm_words.h"
 #include "commands.h"
 
 /* The commands: one row each (name, one line for the help). */
@@ -45,6 +46,14 @@ static void usage(FILE *f) {
   fprintf(f, "\n'fmsim help COMMAND' (or 'fmsim COMMAND --help', '-h') describes a command.\n");
 }
 
+/* The command closest to a typo, NULL when none is close. */
+static const char *closest_command(const char *word) {
+  const char *names[NCOMMANDS + 1];
+  for (int i = 0; i < NCOMMANDS; i++) names[i] = commands[i].name;
+  names[NCOMMANDS] = "help";
+  return fm_closest(word, names, NCOMMANDS + 1, fm_suggest_distance(word));
+}
+
 static int dispatch(int argc, char **argv) {
   fm_err env_err; /* a malformed FMSIM_MEM_LIMIT is refused before any command (fm_limits.h) */
   if (fm_mem_env_check(&env_err) != FM_OK) {
@@ -64,7 +73,8 @@ static int dispatch(int argc, char **argv) {
         char *args[] = {argv[2], (char *)"--help", NULL};
         return commands[i].run(2, args);
       }
-    cli_error(NULL, "help: unknown command '%s' (fmsim --help lists them)", argv[2]);
+    cli_unknown_name(NULL, "help: ", "command", argv[2], closest_command(argv[2]),
+                     "fmsim --help lists them");
     return FM_EXIT_USAGE;
   }
   if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
@@ -77,7 +87,8 @@ static int dispatch(int argc, char **argv) {
   }
   for (int i = 0; i < NCOMMANDS; i++)
     if (!strcmp(argv[1], commands[i].name)) return commands[i].run(argc - 1, argv + 1);
-  cli_error(NULL, "unknown command '%s' (fmsim --help lists them)", argv[1]);
+  cli_unknown_name(NULL, "", "command", argv[1], argv[1][0] == '-' ? NULL : closest_command(argv[1]),
+                   "fmsim --help lists them");
   return FM_EXIT_USAGE;
 }
 

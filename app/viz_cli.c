@@ -60,6 +60,7 @@ int viz_cli_operand(const char *cmd, viz_cli_source *src, int argc, char **argv)
     cli_error(cmd, "unexpected argument '%s' (one source at most)", argv[optind]);
     return FM_EXIT_USAGE;
   }
+  if (cli_family_operand(cmd, src->path)) return FM_EXIT_USAGE;
   /* an interval file's form, before any work (view: before the display) */
   struct stat sb;
   if (src->path && stat(src->path, &sb) == 0 && !S_ISDIR(sb.st_mode))
@@ -148,7 +149,8 @@ int viz_cli_open(const char *cmd, viz_cli_source *src, viz_state *s, viz_scene *
   if (o->family) {
     const fm_family_info *f = fm_family_find(o->family);
     if (!f) {
-      cli_error(cmd, "unknown family '%s' (fmsim families lists them)", o->family);
+      cli_unknown_name(cmd, "", "family", o->family, fm_family_closest(o->family),
+                       "fmsim families lists them");
       return -1;
     }
     for (int i = 0; i < fm_family_count(); i++)

@@ -2,6 +2,7 @@
  * then the table of rows, then the driver that parses parameters and calls a
  * row's build function for every vector set. */
 #include "fm_families.h"
+#include "fm_words.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -667,6 +668,12 @@ const fm_family_info *fm_family_find(const char *name) {
   return NULL;
 }
 
+const char *fm_family_closest(const char *name) {
+  const char *names[NFAMILIES];
+  for (int i = 0; i < NFAMILIES; i++) names[i] = families[i].name;
+  return fm_closest(name, names, NFAMILIES, fm_suggest_distance(name));
+}
+
 /* ---- the driver ---- */
 
 static fm_status check_request(const fm_family_request *req, const fm_family_info *fam,
@@ -676,6 +683,10 @@ static fm_status check_request(const fm_family_request *req, const fm_family_inf
     for (int i = 0; i < NFAMILIES; i++)
       snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "",
                families[i].name);
+    const char *best = fm_family_closest(req->family);
+    if (best)
+      return fm_fail(err, FM_ENOTFOUND, "unknown family '%s' (did you mean '%s'?)", req->family,
+                     best);
     return fm_fail(err, FM_ENOTFOUND, "unknown family '%s' (known: %s)",
                    req->family ? req->family : "", list);
   }

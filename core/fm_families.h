@@ -88,6 +88,9 @@ typedef struct fm_family_info {
 int fm_family_count(void);
 const fm_family_info *fm_family_at(int i);             /* NULL when out of range */
 const fm_family_info *fm_family_find(const char *name); /* NULL when unknown */
+/* The family name closest to a typo ("casual" -> "causal"; fm_closest in
+ * fm_words.h), NULL when none is close or name is known. */
+const char *fm_family_closest(const char *name);
 
 typedef struct fm_family_request {
   const char *family;

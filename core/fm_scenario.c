@@ -4,6 +4,7 @@
  * here, a field in fm_scenario.h and a test in tests/test_scenario.c. */
 #define _POSIX_C_SOURCE 200809L
 #include "fm_scenario.h"
+#include "fm_words.h"
 #include "fm_input.h"
 
 #include <errno.h>
@@ -126,35 +127,9 @@ static fm_status once(ctx *c, const yaml_node_t *n, const yaml_node_pair_t *p) {
   return FM_OK;
 }
 
-/* Edit distance for "did you mean". */
-static int distance(const char *a, const char *b) {
-  int la = (int)strlen(a), lb = (int)strlen(b), d[64][64];
-  if (la > 63 || lb > 63) return 99;
-  for (int i = 0; i <= la; i++) d[i][0] = i;
-  for (int j = 0; j <= lb; j++) d[0][j] = j;
-  for (int i = 1; i <= la; i++)
-    for (int j = 1; j <= lb; j++) {
-      int sub = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
-      int del = d[i - 1][j] + 1, ins = d[i][j - 1] + 1;
-      d[i][j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
-    }
-  return d[la][lb];
-}
-
-/* The closest of n names to word (NULL when none is within max_distance). */
-static const char *closest(const char *word, const char *const *names, int n, int max_distance) {
-  const char *best = NULL;
-  int bestd = max_distance + 1;
-  for (int k = 0; k < n; k++) {
-    int dd = distance(word, names[k]);
-    if (dd < bestd) bestd = dd, best = names[k];
-  }
-  return best;
-}
-
 static fm_status unknown_key(ctx *c, const yaml_node_t *n, const char *key,
                              const char *const *known, int nknown, const char *where) {
-  const char *best = closest(key, known, nknown, 3);
+  const char *best = fm_closest(key, known, nknown, 3);
   if (best) return bad(c, n, key, "unknown key in %s (did you mean '%s'?)", where, best);
   return bad(c, n, key, "unknown key in %s", where);
 }
@@ -336,7 +311,7 @@ static fm_status match_word(ctx *c, const yaml_node_t *w, const char *key, const
       *out = i;
       return FM_OK;
     }
-  const char *best = s ? closest(s, words, nwords, 3) : NULL;
+  const char *best = s ? fm_closest(s, words, nwords, 3) : NULL;
   if (best) return bad(c, w, key, "unknown value '%s' (did you mean '%s'?)", s, best);
   return bad(c, w, key, "unknown value '%s'", s ? s : "(not a word)");
 }
@@ -433,10 +408,7 @@ static fm_status p_family(ctx *c, const yaml_node_t *v, const key_row *k, void *
   fm_status st = p_string(c, v, k, field);
   const char *name = field;
   if (st != FM_OK || fm_family_find(name)) return st;
-  const char *names[64];
-  int n = 0;
-  for (int f = 0; f < fm_family_count() && n < 64; f++) names[n++] = fm_family_at(f)->name;
-  const char *best = closest(name, names, n, 4);
+  const char *best = fm_family_closest(name);
   return best ? bad(c, v, k->name, "unknown family '%s' (did you mean '%s'?)", name, best)
               : bad(c, v, k->name, "unknown family '%s' (fmsim families lists them)", name);
 }

@@ -136,9 +136,10 @@ extern "C" fm_status fm_attn_fill_random_bf16(void *dst, int64_t n, uint64_t see
 static fm_status current_device(cudaDeviceProp *prop, int *dev, fm_err *err) {
   int n = 0;
   cudaError_t e = cudaGetDeviceCount(&n);
-  if (e != cudaSuccess)
-    return fm_fail(err, FM_EUNSUPPORTED, "no usable CUDA device: %s", cudaGetErrorString(e));
-  if (n == 0) return fm_fail(err, FM_EUNSUPPORTED, "no CUDA device present");
+  char why[200];
+  if (e != cudaSuccess || n == 0)
+    return fm_fail(err, FM_EUNSUPPORTED, "no usable CUDA device: %s",
+                   fm_cuda_no_device_reason(e, why, sizeof why));
   e = cudaGetDevice(dev);
   if (e != cudaSuccess) return cuda_fail(err, e, "cudaGetDevice");
   e = cudaGetDeviceProperties(prop, *dev);

@@ -51,7 +51,7 @@ extern "C" int fm_gpu_probe(char *name, int name_cap, char *why, int why_cap) {
   if (why && why_cap > 0) why[0] = 0;
   if (e != cudaSuccess || n == 0) {
     if (why && why_cap > 0)
-      snprintf(why, (size_t)why_cap, "%s", e != cudaSuccess ? cudaGetErrorString(e) : "no CUDA device");
+      fm_cuda_no_device_reason(e, why, why_cap);
     return 0;
   }
   cudaDeviceProp p;

@@ -31,6 +31,10 @@ cd "$scratch" || exit 2
 "$fmsim" analyze --family random_eviction --seqlen 64 --out ev >/dev/null || exit 2
 "$fmsim" expand ev/columns.npy --bidir -o evict.npy >/dev/null || exit 2
 printf 'not a numpy file\n' > text.npy
+# issue 27: an 8 x 8 bool checkerboard, four masked runs per column: no interval form holds it
+hdr8="{'descr': '|b1', 'fortran_order': False, 'shape': (8, 8), }"
+{ printf '\x93NUMPY\x01\x00\x76\x00%-117s\n' "$hdr8"
+  for _ in 1 2 3 4; do printf '\x01\x00\x01\x00\x01\x00\x01\x00\x00\x01\x00\x01\x00\x01\x00\x01'; done; } > board.npy
 head -c 40 causal.npy > truncated.npy
 printf '\x93NUMPY\x01\x00\xff\xff{' > hugeheader.npy
 printf '\x93NUMPY\x01\x00\x46\x00{'"'"'descr'"'"': '"'"'|b1'"'"', '"'"'fortran_order'"'"': False, '"'"'shape'"'"': (100000, 100000), }        \n' > hugeshape.npy

@@ -155,7 +155,7 @@ Test(cli, bad_inputs_get_one_clear_line) {
   expect_usage_error("analyze --family causal --seqlen 0", "sequence length");
   expect_usage_error("analyze --family causal --seqlen -5", "sequence length");
   expect_usage_error("analyze --family causal --seqlen 4294967296", "int32");
-  expect_usage_error("analyze --family causal --seqlen 12x", "not an integer");
+  expect_usage_error("analyze --family causal --seqlen 12x", "not a size");
   expect_usage_error("analyze --family causal --br 0", "--br");
   expect_usage_error("analyze --family causal --bc -64", "--bc");
   expect_usage_error("analyze --family document --sample 9", "sample 9 does not exist");
@@ -164,6 +164,45 @@ Test(cli, bad_inputs_get_one_clear_line) {
   expect_usage_error("analyze --family document --samples /nonexistent/s.txt", "cannot open");
   expect_usage_error("analyze --family causal --out /proc/fmsim_cannot_write", "cannot");
   expect_usage_error("analyze --paper-table --family causal", "--paper-table takes no");
+}
+
+/* issue 27: "did you mean" for families and commands, from the registries */
+Test(cli, typos_get_did_you_mean) {
+  expect_usage_error("analyze --family casual", "unknown family 'casual' (did you mean 'causal'?)");
+  expect_usage_error("analyze --family slidingwindow",
+                     "unknown family 'slidingwindow' (did you mean 'sliding_window'?)");
+  expect_usage_error("anlyze --family causal", "unknown command 'anlyze' (did you mean 'analyze'?)");
+  expect_usage_error("help chek", "unknown command 'chek' (did you mean 'check'?)");
+  expect_usage_error("bench --families causal,casual", "(did you mean 'causal'?)");
+  /* nothing close: the list, as before */
+  expect_usage_error("analyze --family nosuch", "unknown family 'nosuch' (known: full, causal");
+  expect_usage_error("xyzzy", "unknown command 'xyzzy' (fmsim --help lists them)");
+}
+
+/* issue 27: sizes with k/K/M suffixes (binary: 32k = 32768, as the paper writes 32K) */
+Test(cli, sizes_take_k_and_m_suffixes) {
+  fmt_run(&res, "analyze --family causal --seqlen 32k --json");
+  cr_assert_eq(res.status, 0, "%s", res.err);
+  cr_assert(strstr(res.out, "\"seqlen\": 32768"), "%s", res.out);
+  fmt_run(&res, "analyze --family causal --seqlen 2K --br 64 --bc 64 --json");
+  cr_assert_eq(res.status, 0, "%s", res.err);
+  cr_assert(strstr(res.out, "\"seqlen\": 2048"), "%s", res.out);
+  fmt_run(&res, "analyze --family causal --seqlen 1M --br 4096 --bc 4096 --json");
+  cr_assert_eq(res.status, 0, "%s", res.err);
+  cr_assert(strstr(res.out, "\"seqlen\": 1048576"), "%s", res.out);
+  expect_usage_error("analyze --family causal --seqlen 1m", "not a size");
+  expect_usage_error("analyze --family causal --seqlen 1.5k", "not a size");
+  expect_usage_error("analyze --family causal --seqlen 2048M", "sequence length must be in");
+  expect_usage_error("analyze --family causal --seqlen 99999999999999999k", "out of range");
+  expect_usage_error("bench --seqlens 1k,2x", "--seqlens: '2x' is not a size");
+}
+
+/* issue 27: a family name where a file goes suggests --family */
+Test(cli, positional_family_suggests_the_flag) {
+  expect_usage_error("analyze causal", "'causal' is a mask family, not a file: give --family causal");
+  expect_usage_error("analyze casual", "give --family causal");
+  expect_usage_error("render sliding_window -o x.png", "give --family sliding_window");
+  expect_usage_error("analyze nosuchfile.npy", "nosuchfile.npy: cannot open");
 }
 
 Test(cli, malformed_sample_file) {
@@ -446,6 +485,72 @@ Test(robust, interrupted_render_leaves_no_temporary, .timeout = 120) {
   const char *argv[] = {FMSIM_BIN, "render", "--family", "causal", "--seqlen", "4096", "--size",
                         "4000x4000", "-o", out, NULL};
   interrupts_leave_nothing(argv, dir, "big.png.tmp.", "big.png", out);
+}
+
+/* The line of text that starts with key ("forward ..."), copied into buf. */
+static const char *line_of(const char *text, const char *key, char *buf, size_t cap) {
+  const char *p = strstr(text, key);
+  cr_assert(p, "no '%s' in %s", key, text);
+  size_t n = strcspn(p, "\n");
+  snprintf(buf, cap, "%.*s", (int)n, p);
+  return buf;
+}
+
+/* issue 27: predict --mask takes a dense mask, streamed as check reads it and
+ * converted to its smallest form; a mask no form holds gets one line */
+Test(robust, predict_reads_a_dense_mask) {
+  char dir[512], args[2048], want[1200], got[400];
+  scratch(dir, sizeof dir, "predict_dense");
+  small_masks(dir);
+  snprintf(args, sizeof args, "predict --mask %s/iv.npy --causal", dir);
+  fmt_run(&res, args);
+  cr_assert_eq(res.status, 0, "%s", res.err);
+  line_of(res.out, "forward", want, sizeof want);
+  snprintf(args, sizeof args, "predict --mask %s/mask.npy", dir);
+  fmt_run(&res, args);
+  cr_assert_eq(res.status, 0, "%s", res.err);
+  cr_assert_str_eq(line_of(res.out, "forward", got, sizeof got), want);
+  snprintf(args, sizeof args, "predict --mask %s/mask.npy --causal", dir);
+  fmt_run(&res, args);
+  cr_assert_eq(res.status, 2);
+  cr_assert(strstr(res.err, "is a dense mask: --causal"), "%s", res.err);
+  /* a checkerboard: four masked runs per column, no form holds it */
+  uint8_t board[64];
+  for (int i = 0; i < 64; i++) board[i] = (uint8_t)((i / 8 + i % 8) & 1);
+  int64_t shape[2] = {8, 8};
+  fm_err err;
+  snprintf(args, sizeof args, "%s/board.npy", dir);
+  cr_assert_eq(fm_npy_save(args, FM_DT_BOOL, 2, shape, board, &err), FM_OK, "%s", err.msg);
+  snprintf(want, sizeof want, "predict --mask %s/board.npy", dir);
+  fmt_run(&res, want);
+  cr_assert_eq(res.status, 2);
+  cr_assert_eq(res.err_lines, 1, "%s", res.err);
+  cr_assert(strstr(res.err, "no interval form holds this mask") && strstr(res.err, "fmsim check"),
+            "%s", res.err);
+  cr_assert_eq(res.out[0], 0);
+}
+
+/* issue 27: render says what it wrote, one line on stdout as convert and expand do
+ * (with --json it prints the numbers only) */
+Test(robust, render_says_what_it_wrote) {
+  char dir[512], args[2048], want[800];
+  scratch(dir, sizeof dir, "render_wrote");
+  snprintf(args, sizeof args, "render --family causal --seqlen 256 -o %s/m.png", dir);
+  fmt_run(&res, args);
+  if (strstr(res.err, "built without cairo")) cr_skip_test("no cairo: no render");
+  cr_assert_eq(res.status, 0, "%s", res.err);
+  snprintf(want, sizeof want, "wrote %s/m.png\n", dir);
+  cr_assert_str_eq(res.out, want);
+  cr_assert_eq(res.err[0], 0, "%s", res.err);
+  snprintf(args, sizeof args, "render --figure memory -o %s/f.svg", dir);
+  fmt_run(&res, args);
+  cr_assert_eq(res.status, 0, "%s", res.err);
+  snprintf(want, sizeof want, "wrote %s/f.svg\n", dir);
+  cr_assert_str_eq(res.out, want);
+  snprintf(args, sizeof args, "render --family causal --seqlen 256 --json -o %s/j.png", dir);
+  fmt_run(&res, args);
+  cr_assert_eq(res.status, 0, "%s", res.err);
+  cr_assert(res.out[0] == '{' && !strstr(res.out, "wrote"), "%s", res.out);
 }
 
 Test(robust, interrupted_convert_leaves_no_temporary, .timeout = 120) {
