@@ -38,7 +38,8 @@ run: deps
 	   cmake --build $(BUILD) -j $(JOBS) --target fmsim; } > $(RUN_LOG) 2>&1 || \
 	 { tail -n 20 $(RUN_LOG); echo "make run: the build failed; the whole log is $(RUN_LOG)" >&2; exit 1; }
 	$(FMSIM) run scenarios/default.yaml --out out
-	@echo; cat out/tables/paper-table.txt
+	@echo; echo "Block sparsity by the min/max rule, fmsim beside the paper (out/tables/paper-table.txt):"; \
+	  cat out/tables/paper-table.txt
 
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
