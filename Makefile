@@ -12,16 +12,34 @@ all: build
 deps:
 	@scripts/install-deps.sh
 
+# `make test` (and CI, .ci/run) builds everything, the CUDA kernels included
+# wherever nvcc is found (FM_CUDA=ON), so that no kernel can break unseen.
 configure: deps
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DFM_CUDA=ON
 
 build: configure
 	cmake --build $(BUILD) -j $(JOBS)
 
 # The main job: scenarios/default.yaml (the paper's sparsity table, the gallery,
-# the memory figure; the kernels too where there is a GPU) into out/report.md.
-run: build
+# the memory figure; the kernels too where there is a GPU) into out/report.md,
+# then the paper table. It builds only the fmsim binary, quietly (the log is
+# $(BUILD)/run-build.log), in the same folder as `make test`, and compiles the
+# CUDA kernels only where a GPU is present (nvidia-smi lists one) or asked for
+# (make run FM_CUDA=ON). A folder already configured keeps its choice (after
+# `make test` the kernels are built already), unless FM_CUDA is given.
+GPU_PRESENT := $(shell nvidia-smi -L 2>/dev/null | grep -q '^GPU ' && echo ON || echo OFF)
+FM_CUDA ?= $(GPU_PRESENT)
+RUN_CUDA = $(if $(filter command line environment,$(origin FM_CUDA))$(if $(wildcard $(BUILD)/CMakeCache.txt),,new),-DFM_CUDA=$(FM_CUDA))
+RUN_LOG = $(BUILD)/run-build.log
+run: deps
+	@mkdir -p $(BUILD)
+	@echo "make run: building $(FMSIM) (GPU present: $(GPU_PRESENT); log: $(RUN_LOG))"
+	@{ cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(RUN_CUDA) && \
+	   cmake --build $(BUILD) -j $(JOBS) --target fmsim; } > $(RUN_LOG) 2>&1 || \
+	 { tail -n 20 $(RUN_LOG); echo "make run: the build failed; the whole log is $(RUN_LOG)" >&2; exit 1; }
 	$(FMSIM) run scenarios/default.yaml --out out
+	@echo; echo "Block sparsity by the min/max rule, fmsim beside the paper (out/tables/paper-table.txt):"; \
+	  cat out/tables/paper-table.txt
 
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)

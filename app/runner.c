@@ -165,33 +165,21 @@ static int refresh_predictions(runner_ctx *rc, const fm_scn_case *c, const char 
   return case_row_save(rc, c, dir, row);
 }
 
-/* One line per case (a bar on a terminal); with the kernels' times when timed. */
+/* One progress line: cases done / total, elapsed, ETA. On a terminal it is
+ * rewritten in place (with the case just finished); elsewhere a line at each
+ * quarter of the run and at its end, so that a log gets a few lines. */
 static void progress(const char *cmd, int done, int total, const case_row *r, double elapsed,
                      int tty) {
   double eta = done ? elapsed / done * (total - done) : 0;
   if (tty) {
-    int width = 30, filled = total ? done * width / total : width;
-    fprintf(stderr, "\r[%.*s%*s] %d/%d  ETA %4.0fs  %-60.60s", filled,
-            "==============================", width - filled, "", done, total, eta, r->id);
+    fprintf(stderr, "\rfmsim %s: %d/%d cases done (elapsed %.1f s, ETA %.0f s)  %-40.40s", cmd, done,
+            total, elapsed, eta, r->id);
     if (done == total) fputc('\n', stderr);
     return;
   }
-  char times[600] = "", pred[48];
-  for (int k = 0; k < r->nkernels; k++)
-    for (int q = 0; q < RUN_NPASSES; q++) {
-      const run_pass_rec *x = &r->k[k].p[q];
-      size_t at = strlen(times);
-      const char *name = r->k[k].kernel, *pass = q == RUN_BWD ? " bwd" : "";
-      pred[0] = 0;
-      if (isfinite(x->pred_ms)) snprintf(pred, sizeof pred, ", predicted %.3f ms", x->pred_ms);
-      if (isfinite(x->ms))
-        snprintf(times + at, sizeof times - at, " %s%s %.3f ms (%.1f TFLOP/s%s)", name, pass, x->ms,
-                 x->tflops, pred);
-      else if (isfinite(x->pred_ms))
-        snprintf(times + at, sizeof times - at, " %s%s predicted %.3f ms", name, pass, x->pred_ms);
-    }
-  fprintf(stderr, "fmsim %s: [%d/%d] %s rho %.3f%s (elapsed %.1fs, ETA %.0fs)\n", cmd, done, total,
-          r->id, r->rho, times, elapsed, eta);
+  if (done != total && done * 4 / total == (done - 1) * 4 / total) return;
+  fprintf(stderr, "fmsim %s: %d/%d cases done (elapsed %.1f s, ETA %.0f s)\n", cmd, done, total,
+          elapsed, eta);
 }
 
 /* ---- the loops ---------------------------------------------------------------------------- */

@@ -639,7 +639,9 @@ Test(run_cli, scenario_profile_writes_what_predict_gives) {
              "    params: {docs: '300,500,200'}\n  - family: random_eviction\n", strrchr(prof, '/') + 1);
   fclose(f);
   run_ok("run %s --cpu --out %s", scn, dir);
-  cr_assert(strstr(res.err, "sm90 predicted "), "the progress line says it: %s", res.err);
+  snprintf(path, sizeof path, "%s/report.md", dir); /* the progress line is one line: the report says it */
+  fmt_slurp(path, text, sizeof text);
+  cr_assert(strstr(text, "sm90 predicted ms"), "the report's kernel table says it: %s", text);
   cr_assert_eq(check_index_predictions(dir, prof, "sm90", 0), 3);
   snprintf(path, sizeof path, "%s/run.json", dir);
   fmt_slurp(path, text, sizeof text);

@@ -296,16 +296,17 @@ static const struct mem_series {
   int dashed;
 } mem_series[MEM_NSERIES] = {
     {"dense bool mask (Sq \xC3\x97 Sk bytes)", "dense bool", 0xD55E00, 0},
-    {"FlexAttention block mask (128 \xC3\x97 128 blocks)", "FlexAttention block mask", 0x0072B2, 0},
-    {"FlashMask intervals, bidir-4 (4 int32 per key + tile bounds)", "FlashMask, bidir-4", 0xCC79A7, 1},
-    {"FlashMask intervals, causal-1 (1 int32 per key + tile bounds)", "FlashMask, causal-1", 0x009E73, 0}};
+    {"FlexAttention BlockMask (128\xC2\xB2 blocks; kv and q indices, partial and full: 4 int32 per "
+     "block pair)", "BlockMask, 128\xC2\xB2", 0x0072B2, 0},
+    {"FlashMask intervals, bidir-4 (4 int32 per key + tile bounds)", "FlashMask bidir-4", 0xCC79A7, 1},
+    {"FlashMask intervals, causal-1 (1 int32 per key + tile bounds)", "FlashMask causal-1", 0x009E73, 0}};
 
 /* The memory figure's frame: the font, the plot, the title's lines, the
  * log2 ranges and whether the legend takes the brief words. */
 typedef struct mem_frame {
   double font, margin;
   viz_rect p;
-  int title_lines, brief;
+  int title_lines, brief, legend_cols;
   char title[400];
   int e_lo, e_hi;
   double value[MEM_NSERIES][MEM_NS];
@@ -353,13 +354,20 @@ static fm_status mem_layout(cairo_t *cr, const viz_figure_opts *o, double w, dou
   f->p.x = round(0.5 * f->margin + 1.3 * font + ylab + 0.8 * font);
   f->p.y = th > 0 ? round(f->margin + th + 0.6 * font) : round(f->margin + 0.5 * font);
   f->p.w = w - f->p.x - round(fmax(0.8 * font, xlab / 2 + 0.5 * font));
-  f->p.h = h - f->p.y - round(3.9 * font);
+  /* the legend below the axis title, off the lines: the full words one item a
+     row when they fit, else the brief ones two a row (or one a row) */
+  double widest = 0, brief = 0, room = w - 2 * f->margin;
+  for (int q = 0; q < MEM_NSERIES; q++) {
+    widest = fmax(widest, mem_width(cr, mem_series[q].name, 0.9 * font, o->text));
+    brief = fmax(brief, mem_width(cr, mem_series[q].brief, 0.9 * font, o->text));
+  }
+  f->brief = widest + 3.4 * font > room || MEM_NSERIES * 1.4 * font > 0.2 * h;
+  f->legend_cols = f->brief && 2 * (brief + 4.0 * font) <= room ? 2 : 1;
+  int rows = MEM_NSERIES / f->legend_cols + f->brief; /* brief: a line says what BlockMask counts */
+  f->p.h = h - f->p.y - round(3.9 * font + rows * 1.4 * font);
   if (f->p.w < 10 * font || f->p.h < 8 * font)
     return fm_fail(err, FM_EINVAL, "size %gx%g pt (%.2f x %.2f in) is too small for the memory figure",
                    w, h, w / 72, h / 72);
-  double widest = 0;
-  for (int q = 0; q < MEM_NSERIES; q++) widest = fmax(widest, mem_width(cr, mem_series[q].name, 0.9 * font, o->text));
-  f->brief = widest + 4.4 * font > f->p.w - 1.0 * font;
   return FM_OK;
 }
 
@@ -432,20 +440,12 @@ static void mem_lines(cairo_t *cr, const mem_frame *f) {
   }
 }
 
-/* The legend in the upper left, inside the plot, on a white box. */
-static void mem_legend(cairo_t *cr, const mem_frame *f, int text) {
-  double font = f->font, lx = f->p.x + 1.0 * font, ly = f->p.y + 1.0 * font, lh = 1.5 * font;
-  double maxw = f->p.w - 5.4 * font, lw = 0;
-  viz_set_font(cr, 0.9 * font, 0);
-  for (int q = 0; q < MEM_NSERIES && text; q++)
-    lw = fmax(lw, viz_text_width(cr, f->brief ? mem_series[q].brief : mem_series[q].name));
-  if (text) {
-    cairo_set_source_rgba(cr, 1, 1, 1, 0.92);
-    cairo_rectangle(cr, lx - 0.5 * font, ly - 0.5 * font, fmin(lw, maxw) + 4.4 * font, MEM_NSERIES * lh + 0.4 * font);
-    cairo_fill(cr);
-  }
+/* The legend below the plot and its axis title, in f->legend_cols columns. */
+static void mem_legend(cairo_t *cr, const mem_frame *f, double w, int text) {
+  double font = f->font, lh = 1.4 * font, top = f->p.y + f->p.h + 3.9 * font;
+  double colw = (w - 2 * f->margin) / f->legend_cols;
   for (int q = 0; q < MEM_NSERIES; q++) {
-    double y = ly + q * lh + 0.5 * font;
+    double lx = f->margin + (q % f->legend_cols) * colw, y = top + (q / f->legend_cols) * lh;
     mem_line_style(cr, q, font);
     cairo_move_to(cr, lx, y);
     cairo_line_to(cr, lx + 2.6 * font, y);
@@ -456,9 +456,17 @@ static void mem_legend(cairo_t *cr, const mem_frame *f, int text) {
     viz_ink_mark(cr, lx, y - 0.4 * font, 2.6 * font, 0.8 * font);
     if (text) {
       viz_set_rgb(cr, VIZ_RGB_TEXT);
+      viz_set_font(cr, 0.9 * font, 0);
       viz_text_fit(cr, lx + 3.4 * font, y + 0.33 * font, f->brief ? mem_series[q].brief : mem_series[q].name,
-                   maxw, 0);
+                   colw - 3.8 * font, 0);
     }
+  }
+  if (text && f->brief) {
+    viz_set_rgb(cr, VIZ_RGB_TEXT);
+    viz_set_font(cr, 0.8 * font, 0);
+    viz_text_fit(cr, f->margin, top + (MEM_NSERIES / f->legend_cols) * lh + 0.2 * font,
+                 "BlockMask: 4 int32 per block pair (kv and q indices, partial and full)",
+                 w - 2 * f->margin, 0);
   }
 }
 
@@ -473,7 +481,7 @@ static fm_status draw_memory(cairo_t *cr, double w, double h, void *ctx, fm_err 
   cairo_paint(cr);
   mem_grid(cr, &f, o->text);
   mem_lines(cr, &f);
-  mem_legend(cr, &f, o->text);
+  mem_legend(cr, &f, w, o->text);
   if (!o->text) return FM_OK;
   viz_set_rgb(cr, VIZ_RGB_TEXT);
   viz_set_font(cr, 0.95 * font, 0);
