@@ -392,7 +392,8 @@ NOTEBOOKS = {
                "items: B x H x row tiles for the forward, key tiles for the backward). The calibration set "
                "has B x H = 16 throughout, so its launches of short items are launches of few items; the "
                "held-out set has hundreds to thousands of (b, h) pairs, and the forward's largest errors "
-               "(over-predictions) are its launches of tens of thousands of items of a few us each."),
+               "(over-predictions) are its launches of tens of thousands of items of 50-100 us each "
+               "on their SM (the conclusion below gives the counts)."),
         ("code", "for name, t in tables.items():\n"
                  "    print(name)\n"
                  "    for c in sorted(t[\"cases\"], key=lambda c: -abs(c[\"error\"]))[:5]:\n"
