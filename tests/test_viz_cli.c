@@ -84,6 +84,30 @@ Test(viz_cli, svg_is_valid_xml) {
   free(r);
 }
 
+/* SVG text is <text> elements an editor can change, not glyph outlines: the
+ * caption, the tick labels and the rotated axis title are there as strings,
+ * and cairo's glyph definitions are not. */
+Test(viz_cli, svg_text_is_editable_text) {
+  if (!have_tool("xmllint")) cr_skip_test("xmllint not found (apt-get install libxml2-utils; scripts/install-deps.sh)");
+  const char *d = tmpdir("svgtext");
+  fmt_result *r = run("render --family causal_document --seqlen 8192 -o %s/t.svg", d);
+  cr_assert_eq(r->status, 0, "%s", r->err);
+  char cmd[1024];
+  snprintf(cmd, sizeof cmd, "xmllint --noout '%s/t.svg'", d);
+  cr_assert_eq(system(cmd), 0, "xmllint rejects the SVG");
+  static const char *const queries[] = {
+      "count(//*[local-name()='text']) >= 10",
+      "count(//*[local-name()='text'][contains(., 'causal_document')]) = 1",
+      "count(//*[local-name()='text'][.='8K']) >= 2",
+      "count(//*[local-name()='text'][contains(., 'query row')][starts-with(@transform, 'rotate(-90')]) = 1",
+      "count(//*[contains(@id, 'glyph')]) = 0"};
+  for (size_t i = 0; i < sizeof queries / sizeof queries[0]; i++) {
+    snprintf(cmd, sizeof cmd, "xmllint --xpath \"%s\" '%s/t.svg' | grep -qx true", queries[i], d);
+    cr_assert_eq(system(cmd), 0, "the SVG fails: %s", queries[i]);
+  }
+  free(r);
+}
+
 Test(viz_cli, pdf_is_valid_and_reproducible) {
   if (!have_tool("pdfinfo") || !have_tool("pdftoppm"))
     cr_skip_test("pdfinfo/pdftoppm not found (apt-get install poppler-utils; scripts/install-deps.sh)");

@@ -39,6 +39,24 @@ static cairo_status_t sink_write(void *closure, const unsigned char *data, unsig
   return k->st == FM_OK ? CAIRO_STATUS_SUCCESS : CAIRO_STATUS_WRITE_ERROR;
 }
 
+/* The SVG kept in memory, its <text> elements added, into the file. */
+static fm_status svg_out(sink *k, const viz_svg_buf *svg, const viz_svg_buf *texts, const char *path,
+                         fm_err *err) {
+  viz_svg_buf out;
+  fm_status st = viz_svg_text_compose(svg, texts, &out, err);
+  if (st != FM_OK) {
+    if (err) {
+      fm_err e = *err;
+      fm_fail(err, st, "%s: %s", path, e.msg);
+    }
+    return st;
+  }
+  if (sink_write(k, (const unsigned char *)out.data, (unsigned)out.len) != CAIRO_STATUS_SUCCESS && err)
+    *err = k->err;
+  free(out.data);
+  return k->st;
+}
+
 /* Pixels per layout unit of mask rasters on vector pages (read by viz_draw). */
 const cairo_user_data_key_t viz_raster_scale_key = {0};
 
@@ -59,6 +77,7 @@ fm_status viz_write_figure_ex(const char *path, unsigned out_flags, viz_format f
                    dpi, pw, ph, VIZ_MAX_PIXELS);
   sink k;
   memset(&k, 0, sizeof k);
+  viz_svg_buf svg = {0}, svg_texts = {0};
   fm_status st = fm_atomic_open_ex(&k.af, path, out_flags, err);
   if (st != FM_OK) return st;
   cairo_surface_t *surf = NULL;
@@ -70,9 +89,10 @@ fm_status viz_write_figure_ex(const char *path, unsigned out_flags, viz_format f
     /* a fixed date keeps the file reproducible (docs/DESIGN.md, "Style", rule 8: no timestamps) */
     cairo_pdf_surface_set_metadata(surf, CAIRO_PDF_METADATA_CREATE_DATE, "2000-01-01T00:00:00Z");
     cairo_pdf_surface_set_metadata(surf, CAIRO_PDF_METADATA_MOD_DATE, "2000-01-01T00:00:00Z");
-  } else {
-    surf = cairo_svg_surface_create_for_stream(sink_write, &k, w, h);
+  } else { /* kept in memory: the text goes in as <text> elements at the end (viz_svg_text.c) */
+    surf = cairo_svg_surface_create_for_stream(viz_svg_buf_write, &svg, w, h);
     cairo_svg_surface_restrict_to_version(surf, CAIRO_SVG_VERSION_1_1);
+    cairo_surface_set_user_data(surf, &viz_svg_text_key, &svg_texts, NULL);
   }
   if (cairo_surface_status(surf) != CAIRO_STATUS_SUCCESS) {
     st = fm_fail(err, FM_ENOMEM, "%s: cannot create the drawing surface: %s", path,
@@ -102,6 +122,9 @@ fm_status viz_write_figure_ex(const char *path, unsigned out_flags, viz_format f
     st = fm_fail(err, FM_EIO, "%s: writing failed: %s", path,
                  cairo_status_to_string(cairo_surface_status(surf)));
   cairo_surface_destroy(surf);
+  if (st == FM_OK && fmt == VIZ_FMT_SVG) st = svg_out(&k, &svg, &svg_texts, path, err);
+  free(svg.data);
+  free(svg_texts.data);
   if (st == FM_OK && k.st != FM_OK) {
     st = k.st;
     if (err) *err = k.err;

@@ -228,6 +228,27 @@ void viz_set_rgb(cairo_t *cr, uint32_t c);
 void viz_set_font(cairo_t *cr, double size, int bold);
 double viz_text_width(cairo_t *cr, const char *t);
 void viz_text_at(cairo_t *cr, double x, double y, const char *t, double align); /* 0 left .. 1 right */
+
+/* Text on SVG pages as <text> elements (viz_svg_text.c). A growable buffer;
+ * `failed` once an allocation failed (nothing more is added). */
+typedef struct viz_svg_buf {
+  char *data; /* NUL-terminated; owned, free() it */
+  size_t len, cap;
+  int failed;
+} viz_svg_buf;
+/* The surface user-data key of the collector (a viz_svg_buf of <text> elements)
+ * that viz_write_figure_ex attaches to an SVG surface. */
+extern const cairo_user_data_key_t viz_svg_text_key;
+/* 1 when cr draws on an SVG surface with a collector: the string t, its origin
+ * (x, y) in user space, was recorded as a <text> element (device position,
+ * angle, size, weight, colour) and must not be drawn; 0 otherwise. */
+int viz_svg_text_record(cairo_t *cr, double x, double y, const char *t);
+/* cairo's SVG stream into a viz_svg_buf (closure). */
+cairo_status_t viz_svg_buf_write(void *closure, const unsigned char *data, unsigned int len);
+/* out = svg with the <text> elements of texts before its closing </svg>;
+ * FM_ENOMEM or FM_EIO (no </svg>) with err set. The caller frees out->data. */
+fm_status viz_svg_text_compose(const viz_svg_buf *svg, const viz_svg_buf *texts, viz_svg_buf *out,
+                               fm_err *err);
 /* Draws t within maxw: as it is when it fits, else shrunk (down to 80%) and
  * then cut with an ellipsis: never past maxw. */
 void viz_text_fit(cairo_t *cr, double x, double y, const char *t, double maxw, double align);

@@ -65,8 +65,10 @@ void viz_text_at(cairo_t *cr, double x, double y, const char *t, double align) {
   cairo_text_extents_t e;
   cairo_text_extents(cr, t, &e);
   double x0 = x - align * e.x_advance;
-  cairo_move_to(cr, x0, y);
-  cairo_show_text(cr, t);
+  if (!viz_svg_text_record(cr, x0, y, t)) { /* an SVG page takes it as <text> (viz_svg_text.c) */
+    cairo_move_to(cr, x0, y);
+    cairo_show_text(cr, t);
+  }
   if (e.width > 0) ink_add(cr, t, x0 + e.x_bearing, y + e.y_bearing, e.width, e.height);
 }
 
