@@ -64,14 +64,22 @@ static fmt_result *run(const char *fmt, ...) {
 
 /* ---- valid files ------------------------------------------------------------ */
 
-Test(viz_cli, svg_is_valid_xml) {
+/* Renders `args` (a `render` command line with one %s: the folder d) and
+ * checks the SVG is valid XML; skips the test without xmllint. */
+static void render_valid_svg(const char *d, const char *args, const char *file) {
   if (!have_tool("xmllint")) cr_skip_test("xmllint not found (apt-get install libxml2-utils; scripts/install-deps.sh)");
-  const char *d = tmpdir("svg");
-  fmt_result *r = run("render --family share_question --seqlen 8192 --br 64 --bc 64 -o %s/f.svg", d);
+  fmt_result *r = run(args, d);
   cr_assert_eq(r->status, 0, "%s", r->err);
+  free(r);
   char cmd[1024];
-  snprintf(cmd, sizeof cmd, "xmllint --noout '%s/f.svg'", d);
-  cr_assert_eq(system(cmd), 0, "xmllint rejects the SVG");
+  snprintf(cmd, sizeof cmd, "xmllint --noout '%s/%s'", d, file);
+  cr_assert_eq(system(cmd), 0, "xmllint rejects %s", file);
+}
+
+Test(viz_cli, svg_is_valid_xml) {
+  const char *d = tmpdir("svg");
+  render_valid_svg(d, "render --family share_question --seqlen 8192 --br 64 --bc 64 -o %s/f.svg", "f.svg");
+  char cmd[1024];
   /* the root is an SVG document with the page size in points: by default the
    * paper size of the registry (inches x 72), not a screen's */
   const viz_figure *f = viz_figure_find("tiles");
@@ -81,20 +89,15 @@ Test(viz_cli, svg_is_valid_xml) {
   snprintf(cmd, sizeof cmd,
            "xmllint --xpath \"string(/*[local-name()='svg']/@width)\" '%s/f.svg' | grep -qx '%s'", d, want);
   cr_assert_eq(system(cmd), 0, "the SVG's width is not %s", want);
-  free(r);
 }
 
 /* SVG text is <text> elements an editor can change, not glyph outlines: the
  * caption, the tick labels and the rotated axis title are there as strings,
  * and cairo's glyph definitions are not. */
 Test(viz_cli, svg_text_is_editable_text) {
-  if (!have_tool("xmllint")) cr_skip_test("xmllint not found (apt-get install libxml2-utils; scripts/install-deps.sh)");
   const char *d = tmpdir("svgtext");
-  fmt_result *r = run("render --family causal_document --seqlen 8192 -o %s/t.svg", d);
-  cr_assert_eq(r->status, 0, "%s", r->err);
+  render_valid_svg(d, "render --family causal_document --seqlen 8192 -o %s/t.svg", "t.svg");
   char cmd[1024];
-  snprintf(cmd, sizeof cmd, "xmllint --noout '%s/t.svg'", d);
-  cr_assert_eq(system(cmd), 0, "xmllint rejects the SVG");
   static const char *const queries[] = {
       "count(//*[local-name()='text']) >= 10",
       "count(//*[local-name()='text'][contains(., 'causal_document')]) = 1",
@@ -105,7 +108,6 @@ Test(viz_cli, svg_text_is_editable_text) {
     snprintf(cmd, sizeof cmd, "xmllint --xpath \"%s\" '%s/t.svg' | grep -qx true", queries[i], d);
     cr_assert_eq(system(cmd), 0, "the SVG fails: %s", queries[i]);
   }
-  free(r);
 }
 
 Test(viz_cli, pdf_is_valid_and_reproducible) {
