@@ -203,6 +203,7 @@ static void row_json(fm_json *j, const case_row *r) {
 #define S_(key, kind, field) {key, kind, offsetof(fm_scenario, field)}
 static const member settings_members[] = {
     S_("warmup", 'I', warmup), S_("reps", 'I', reps), S_("settle_ms", 'I', settle_ms),
+    S_("sustained_ms", 'I', sustained_ms),
     S_("noskip_reps", 'I', noskip_reps),
     S_("instrument_reps", 'I', instrument_reps), S_("count_bytes", 'b', count_bytes),
     S_("cupti", 'b', cupti), S_("tokens", 'I', tokens), S_("hidden", 'I', hidden),

@@ -34,7 +34,7 @@ ceilings       60    bench/ceilings.py: bf16 GEMM and device-copy ceilings (PyTo
 torchtest      240   tests/test_torch_op.py: fmsim.torch against SDPA-math, gradients, training
 overhead       90    bench/torch_overhead.py: the op over the bare launch (host and GPU)
 probe          60    bench/burst_probe.py: idle pause vs single-launch time and clock
-crosscheck     240   fm_kernel_bench --sustained against fmsim.protocol: same sustained figure within 2%
+crosscheck     300   fm_kernel_bench --sustained and fmsim bench --sustained against fmsim.protocol: same sustained figure within 2%
 table          540   bench/protocol_bench.py $FM_TABLE_ARGS (--resume into $OUT/table.json)
 '
 # Environment:
@@ -218,7 +218,11 @@ crosscheck() { # (run through bash -c: `timeout` runs programs, not functions)
     --seqlens "$lens" --sustained 1000 --json "$OUT/crosscheck_c.json" &&
     python3 bench/protocol_bench.py --peers '' --families "$fams" --seqlens "$lens" --seed 1 \
       --out "$OUT/crosscheck_py.json" &&
-    python3 bench/protocol_crosscheck.py "$OUT/crosscheck_c.json" "$OUT/crosscheck_py.json"
+    python3 bench/protocol_crosscheck.py "$OUT/crosscheck_c.json" "$OUT/crosscheck_py.json" &&
+    "$FMSIM" bench --kernel sm90 --pass both --families "$fams" --seqlens "$lens" --sustained 1000 \
+      --noskip-reps 0 --instrument-reps 0 --no-bytes --sweep-draws 0 --out "$OUT/crosscheck_bench" &&
+    python3 bench/protocol_crosscheck.py "$OUT/crosscheck_bench/paper-kernel-table/index.json" \
+      "$OUT/crosscheck_py.json"
 }
 
 fn() { # fn NAME FUNCTION [ARGS...]: a function of this script under run's budget

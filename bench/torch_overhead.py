@@ -110,17 +110,17 @@ def main():
     pl = ft._plan(q, k, v, sri, causal, None, "bshd", "auto", "skip", False)
     o = torch.empty(pl.o_shape, dtype=torch.bfloat16, device="cuda")
     lse = torch.empty(pl.lse_shape, dtype=torch.float32, device="cuda")
-
     stream = ft._stream(pl.device)
     iv = ft._intervals(pl, sri, causal, stream)
 
     def c_entry():
-        ft._check(ft._lib.fm_attn_forward_ptrs(pl.problem, pl.device, iv.data_ptr(), q.data_ptr(), k.data_ptr(),
+        ft._check(ft._lib.fm_attn_forward_ptrs(pl.pref, pl.device, iv.data_ptr(), q.data_ptr(), k.data_ptr(),
                                                v.data_ptr(), o.data_ptr(), lse.data_ptr(), 0, stream, ft._errp))
+    dev = pl.torch_device
     parts = {"plan lookup": lambda: ft._plan(q, k, v, sri, causal, None, "bshd", "auto", "skip", False),
              "intervals lookup": lambda: ft._intervals(pl, sri, causal, stream),
-             "o and lse allocated": lambda: (torch.empty_like(q),
-                                             torch.empty(pl.lse_shape, dtype=torch.float32, device="cuda")),
+             "o allocated": lambda: torch.empty(pl.o_shape, dtype=torch.bfloat16, device=dev),
+             "lse allocated (autograd)": lambda: torch.empty(pl.lse_shape, dtype=torch.float32, device=dev),
              "current stream": lambda: ft._stream(pl.device),
              "C entry (fm_attn_forward_ptrs)": c_entry}
     res["parts_us"] = {n: host_us(f) for n, f in parts.items()}

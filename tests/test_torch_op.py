@@ -219,6 +219,30 @@ class Properties(unittest.TestCase):
         self.assertTrue(torch.equal(qg.grad.transpose(1, 2), outs["skip"][1]))
         self.assertTrue(torch.equal(vg.grad.transpose(1, 2), outs["skip"][3]))
 
+    def test_every_call_path_gives_the_same_bits(self):
+        """The op's four paths (no autograd or autograd, with or without the lse; the
+        first keeps its lse in a per-stream scratch buffer) on the current stream and on
+        a side stream: the same output bits, and the same lse where one comes back."""
+        B, H, S, D = 1, 2, 1024, 64
+        sri, causal = fmsim.family("sliding_window", S).to_paddle()
+        sri = torch.as_tensor(sri, device="cuda")
+        q, k, v, _ = inputs(B, S, S, H, D, seed=5)
+        ref, ref_lse = flashmask_attention(q, k, v, sri, causal, return_lse=True)
+        side = torch.cuda.Stream()
+        for stream in (torch.cuda.current_stream(), side):
+            with torch.cuda.stream(stream):
+                outs = [flashmask_attention(q, k, v, sri, causal)]
+                qg = q.clone().requires_grad_()
+                outs.append(flashmask_attention(qg, k, v, sri, causal))
+                o, lse = flashmask_attention(qg, k, v, sri, causal, return_lse=True)
+                outs.append(o)
+                outs.append(flashmask_attention(q, k, v, sri, causal))  # the scratch lse again
+            stream.synchronize()
+            for i, o in enumerate(outs):
+                self.assertTrue(torch.equal(o.detach(), ref), f"path {i} on {stream}: output differs")
+            self.assertTrue(torch.equal(lse, ref_lse), "the autograd path's lse differs")
+            self.assertFalse(lse.requires_grad, "the lse is not differentiable")
+
     def test_directional_finite_difference(self):
         """fmsim's gradient against central finite differences of the fp64 reference loss
         L = sum(out * dout) along a random direction (the kernel is bf16, so the
