@@ -500,3 +500,129 @@ Test(linrnn, trace_round_trip_and_refusals) {
   free(cyc);
   fm_colmask_destroy(m);
 }
+
+/* ---- fmsim linrnn ----------------------------------------------------------------- */
+
+#include "fm_jsonr.h"
+
+/* Runs fmsim with args; its stdout (any size) parsed as JSON. */
+static fm_jdoc *run_json(const char *args) {
+  char path[600], line[2000];
+  snprintf(path, sizeof path, "%s/linrnn_json_%d.json", FM_TEST_TMP_DIR, (int)getpid());
+  snprintf(line, sizeof line, "%s %s > %s 2>/dev/null", FMSIM_BIN, args, path);
+  int st = system(line);
+  cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "fmsim %s: status %d", args, st);
+  fm_jdoc *d = NULL;
+  fm_err err;
+  cr_assert_eq(fm_jdoc_load(path, &d, &err), FM_OK, "%s", err.msg);
+  unlink(path);
+  return d;
+}
+
+static int64_t jint(const fm_jv *v, const char *path) {
+  char buf[200];
+  snprintf(buf, sizeof buf, "%s", path);
+  for (char *save = NULL, *k = strtok_r(buf, ".", &save); k; k = strtok_r(NULL, ".", &save)) v = fm_jv_get(v, k);
+  cr_assert(fm_jv_type_of(v) == FM_JV_NUMBER || fm_jv_type_of(v) == FM_JV_BOOL, "%s missing", path);
+  return fm_jv_type_of(v) == FM_JV_BOOL ? fm_jv_bool(v, 0) : fm_jv_int64(v, -1);
+}
+
+Test(linrnn, cli_cpu_reports_the_counts_and_the_reference) {
+  fm_jdoc *d = run_json("linrnn --cpu --json --doc-len 16 --tokens 4096 --heads 2 --verify-tokens 300");
+  const fm_jv *r = fm_jdoc_root(d);
+  cr_assert_eq(jint(r, "tiles"), 32 * 64);
+  cr_assert_eq(jint(r, "tiles_masked"), 32 * 56);
+  cr_assert_eq(jint(r, "variants.skip.tiles_visited"), 32 * 8);
+  cr_assert_eq(jint(r, "variants.causal.tiles_visited"), 32 * 36);
+  cr_assert_eq(jint(r, "memory.mask_bytes"), 16 * 4096);
+  cr_assert_eq(jint(r, "reference.tokens"), 300);
+  cr_assert_eq(jint(r, "reference.pass"), 1);
+  cr_assert_eq(jint(r, "reference.variants_bit_identical"), 1);
+  cr_assert_leq(fm_jv_number(fm_jv_get(fm_jv_get(r, "reference"), "chunkwise_vs_recurrent"), 1), 1e-12);
+  fm_jdoc_free(d);
+  d = run_json("linrnn --cpu --json --doc-mean 64 --tokens 8192 --variant skip --seed 3");
+  r = fm_jdoc_root(d);
+  cr_assert_null(fm_jv_get(fm_jv_get(r, "variants"), "noskip"), "--variant skip reports skip alone");
+  cr_assert_geq(jint(r, "ndocs"), 127);
+  fm_jdoc_free(d);
+}
+
+Test(linrnn, cli_sweep_covers_every_shape_and_length) {
+  fm_jdoc *d = run_json("linrnn --sweep --json --tokens 16384");
+  const fm_jv *rows = fm_jv_get(fm_jdoc_root(d), "rows");
+  cr_assert_eq(fm_jv_count(rows), 9 * 6 * 2, "C x c x mean length x fixed/drawn");
+  int seen = 0;
+  for (const fm_jv *row = fm_jv_first(rows); row; row = fm_jv_next(row))
+    if (jint(row, "chunk") == 128 && jint(row, "sub") == 16 && jint(row, "mean_len") == 16) {
+      cr_assert_float_eq(fm_jv_number(fm_jv_get(row, "rho"), 0), 0.875, 1e-12);
+      cr_assert_float_eq(fm_jv_number(fm_jv_get(row, "rho_estimate"), 0), 77.0 / 64, 1e-9);
+      seen++;
+    }
+  cr_assert_eq(seen, 2, "fixed and drawn");
+  fm_jdoc_free(d);
+}
+
+/* masked_diagonal of `fmsim check --intervals FILE --causal --json`. */
+static int64_t checked_diagonal(const char *file, int64_t *empty_rows) {
+  char args[1200];
+  snprintf(args, sizeof args, "check --intervals %s --causal --json", file);
+  fm_jdoc *d = run_json(args);
+  int64_t n = jint(fm_jdoc_root(d), "masked_diagonal");
+  *empty_rows = jint(fm_jdoc_root(d), "rows_without_visible_key");
+  fm_jdoc_free(d);
+  return n;
+}
+
+Test(linrnn, fmsim_check_finds_the_diagonal_the_proposals_vectors_mask) {
+  char file[600], args[1400];
+  snprintf(file, sizeof file, "%s/linrnn_iv_%d.npy", FM_TEST_TMP_DIR, (int)getpid());
+  fmt_result r;
+  snprintf(args, sizeof args, "linrnn --doc-len 100 --tokens 1000 --intervals %s --proposal", file);
+  fmt_run(&r, args);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  int64_t empty;
+  cr_assert_eq(checked_diagonal(file, &empty), 1000, "every token's own key is masked");
+  cr_assert_eq(empty, 100, "the first document's rows see nothing (later rows see earlier documents)");
+  snprintf(args, sizeof args, "linrnn --doc-len 100 --tokens 1000 --intervals %s", file);
+  fmt_run(&r, args);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_assert_eq(checked_diagonal(file, &empty), 0, "the right vectors: LTS = the end of the document");
+  cr_assert_eq(empty, 0);
+  unlink(file);
+}
+
+Test(linrnn, cli_trace_holds_the_cpu_classes) {
+  char dir[600], args[1400];
+  snprintf(dir, sizeof dir, "%s/linrnn_cli_trace_%d", FM_TEST_TMP_DIR, (int)getpid());
+  snprintf(args, sizeof args, "linrnn --cpu --doc-mean 40 --tokens 3000 --heads 1 --trace %s --show-chunk 5",
+           dir);
+  fmt_result r;
+  fmt_run(&r, args);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  fm_lr_trace t;
+  fm_err err;
+  cr_assert_eq(fm_lr_trace_load(dir, &t, &err), FM_OK, "%s", err.msg);
+  cr_assert(t.tokens == 3000 && t.chunk == 128 && t.sub == 16 && t.record_heads == 1 && t.shown_chunk == 5);
+  cr_assert_null(t.tile_cycles, "no cycles on the CPU");
+  cr_assert_str_eq(t.device, "cpu");
+  fm_colmask *m = doc_mask(t.cu_seqlens, t.ndocs);
+  int64_t n = fm_lr_class_len(3000, 128, 16);
+  uint8_t *cls = malloc((size_t)n);
+  cr_assert_eq(fm_lr_classify(m, 128, 16, cls, NULL), FM_OK);
+  cr_assert(!memcmp(cls, t.tile_class, (size_t)n));
+  free(cls);
+  fm_colmask_destroy(m);
+  fm_lr_trace_free(&t);
+  snprintf(args, sizeof args, "rm -rf '%s'", dir);
+  cr_assert_eq(system(args), 0);
+}
+
+Test(linrnn, cli_gpu_path_without_a_gpu_is_one_line) {
+  fmt_result r;
+  fmt_run(&r, "linrnn --doc-len 16 --tokens 1024");
+  if (r.status == 0 || r.status == 1) cr_skip_test("a GPU ran the kernel");
+  cr_assert_eq(r.status, 2);
+  cr_assert_eq(r.err_lines, 1, "%s", r.err);
+  cr_assert(strstr(r.err, "CUDA") || strstr(r.err, "GPU"), "%s", r.err);
+  cr_assert_eq(r.out[0], 0, "nothing on stdout");
+}
