@@ -332,19 +332,6 @@ static void print_case_text(const lr_opts *o, const lr_case *lc) {
          cli_bytes(c->mask_bytes, b1, sizeof b1), cli_bytes(c->scratch_bytes, b2, sizeof b2));
 }
 
-static void work_json(fm_json *j, const char *key, const fm_lr_work *w, double heads) {
-  fm_json_object(j, key);
-  fm_json_int(j, "tiles_visited", w->tiles_visited);
-  fm_json_int(j, "tiles_elementwise", w->tiles_elementwise);
-  fm_json_int(j, "inter_blocks", w->inter_blocks);
-  fm_json_int(j, "state_rows", w->state_rows);
-  fm_json_double(j, "flops", w->flops * heads);
-  fm_json_double(j, "flops_intra", w->flops_intra * heads);
-  fm_json_double(j, "flops_inter", w->flops_inter * heads);
-  fm_json_double(j, "flops_state", w->flops_state * heads);
-  fm_json_end(j);
-}
-
 /* The counts of one case as members of the open object (FLOPs over every head). */
 static void case_json(fm_json *j, const lr_case *lc, int64_t heads, unsigned variants) {
   const fm_lr_counts *c = &lc->counts;
@@ -365,7 +352,7 @@ static void case_json(fm_json *j, const lr_case *lc, int64_t heads, unsigned var
   fm_json_double(j, "flops_useful", c->flops_useful * (double)heads);
   fm_json_object(j, "variants");
   for (int v = 0; v < FM_LR_NVARIANTS; v++)
-    if (variants & (1u << v)) work_json(j, fm_lr_variant_name(v), &c->work[v], (double)heads);
+    if (variants & (1u << v)) fm_lr_work_json(j, fm_lr_variant_name(v), &c->work[v], (double)heads);
   fm_json_end(j);
   fm_json_object(j, "fla_aligned");
   fm_json_int(j, "tokens_padded", lc->aligned.tokens_padded);

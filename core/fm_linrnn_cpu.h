@@ -155,7 +155,11 @@ int64_t fm_lr_class_len(int64_t tokens, int32_t chunk, int32_t sub);
 
 /* The class of every sub-tile, one head: classes is (nchunks, C/c, C/c)
  * uint8 FM_TILE_* (caller-allocated, fm_lr_class_len), the layout of the
- * kernel's tile_class for one head. m passes fm_lr_mask_check. */
+ * kernel's tile_class for one head. m passes fm_lr_mask_check. The kernel's
+ * instrumented record holds these classes in every variant (as fmsim's
+ * attention kernels record the rule's class under noskip); what a variant
+ * visited is fm_lr_tile_visited of them, and its tile_cycles are 0 exactly
+ * on the tiles it skipped. */
 fm_status fm_lr_classify(const fm_colmask *m, int32_t chunk, int32_t sub, uint8_t *classes,
                          fm_err *err);
 
@@ -281,6 +285,12 @@ typedef struct fm_lr_trace {
   uint8_t *tile_class;  /* (record_heads, nchunks, n, n) */
   int64_t *tile_cycles; /* the same shape, or NULL */
 } fm_lr_trace;
+
+/* One variant's work as a JSON object `key` in the open object: tiles_visited,
+ * tiles_elementwise, inter_blocks, state_rows, flops, flops_intra,
+ * flops_inter, flops_state (the FLOPs times `heads`). */
+struct fm_json;
+void fm_lr_work_json(struct fm_json *j, const char *key, const fm_lr_work *w, double heads);
 
 /* The chunk with the most document boundaries inside it (the first such). */
 int32_t fm_lr_busiest_chunk(const int32_t *cu, int32_t ndocs, int32_t chunk);

@@ -13,16 +13,16 @@
 
 #define LR_KIND "linrnn"
 
-static void work_json(fm_json *j, const char *key, const fm_lr_work *w) {
+void fm_lr_work_json(fm_json *j, const char *key, const fm_lr_work *w, double heads) {
   fm_json_object(j, key);
   fm_json_int(j, "tiles_visited", w->tiles_visited);
   fm_json_int(j, "tiles_elementwise", w->tiles_elementwise);
   fm_json_int(j, "inter_blocks", w->inter_blocks);
   fm_json_int(j, "state_rows", w->state_rows);
-  fm_json_double(j, "flops_intra", w->flops_intra);
-  fm_json_double(j, "flops_inter", w->flops_inter);
-  fm_json_double(j, "flops_state", w->flops_state);
-  fm_json_double(j, "flops", w->flops);
+  fm_json_double(j, "flops", w->flops * heads);
+  fm_json_double(j, "flops_intra", w->flops_intra * heads);
+  fm_json_double(j, "flops_inter", w->flops_inter * heads);
+  fm_json_double(j, "flops_state", w->flops_state * heads);
   fm_json_end(j);
 }
 
@@ -40,7 +40,7 @@ static void counts_json(fm_json *j, const fm_lr_counts *c) {
   fm_json_double(j, "flops_useful", c->flops_useful);
   fm_json_int(j, "mask_bytes", c->mask_bytes);
   fm_json_object(j, "variants");
-  for (int v = 0; v < FM_LR_NVARIANTS; v++) work_json(j, fm_lr_variant_name(v), &c->work[v]);
+  for (int v = 0; v < FM_LR_NVARIANTS; v++) fm_lr_work_json(j, fm_lr_variant_name(v), &c->work[v], 1);
   fm_json_end(j);
   fm_json_object(j, "estimate");
   fm_json_double(j, "boundaries_per_chunk", e.m);

@@ -626,3 +626,40 @@ Test(linrnn, cli_gpu_path_without_a_gpu_is_one_line) {
   cr_assert(strstr(r.err, "CUDA") || strstr(r.err, "GPU"), "%s", r.err);
   cr_assert_eq(r.out[0], 0, "nothing on stdout");
 }
+
+Test(linrnn, the_chunks_report_shows_the_exact_visited_tiles_beside_the_estimate) {
+  char dir[600], yaml[700], args[1500];
+  snprintf(dir, sizeof dir, "%s/linrnn_scn_%d", FM_TEST_TMP_DIR, (int)getpid());
+  snprintf(yaml, sizeof yaml, "%s.yaml", dir);
+  FILE *f = fopen(yaml, "w");
+  cr_assert(f);
+  fputs("name: lr\nseqlen: 4096\nbr: 16\nbc: 16\nchunk: 128\nrun: [analyze]\nreport: chunks\nmasks:\n"
+        "  - family: causal_document\n    params: {docs_min: 128, docs_max: 128}\n", f);
+  fclose(f);
+  snprintf(args, sizeof args, "run %s --out %s", yaml, dir);
+  fmt_result r;
+  fmt_run(&r, args);
+  if (r.status == 2 && strstr(r.err, "libyaml")) cr_skip_test("built without libyaml");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  char path[700];
+  snprintf(path, sizeof path, "%s/index.json", dir);
+  fm_jdoc *d = NULL;
+  fm_err err;
+  cr_assert_eq(fm_jdoc_load(path, &d, &err), FM_OK, "%s", err.msg);
+  const fm_jv *cases = fm_jdoc_root(d); /* an array of the cases */
+  cr_assert_geq(fm_jv_count(cases), 1);
+  for (const fm_jv *c = fm_jv_first(cases); c; c = fm_jv_next(c)) {
+    double skipped = fm_jv_number(fm_jv_get(c, "chunk_sparsity"), NAN);
+    double visited = fm_jv_number(fm_jv_get(c, "chunk_visited"), NAN);
+    cr_assert_float_eq(visited, 1 - skipped, 1e-9, "fm_linrnn's skip variant visits what the rule does not mask");
+    double work = fm_jv_number(fm_jv_get(c, "chunk_work"), NAN);
+    cr_assert(work > 0 && work < 1, "skip's work over noskip's: %g", work);
+  }
+  fm_jdoc_free(d);
+  snprintf(path, sizeof path, "%s/report.md", dir);
+  static char report[1 << 16];
+  fmt_slurp(path, report, sizeof report);
+  cr_assert(strstr(report, "visited (fm_linrnn, exact)"), "the chunks table has the exact column");
+  snprintf(args, sizeof args, "rm -rf '%s' '%s'", dir, yaml);
+  cr_assert_eq(system(args), 0);
+}
