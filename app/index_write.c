@@ -166,7 +166,8 @@ static const member row_members[] = {
     F("sparsity_128", 'D', rho_128), F("bytes", '{', id), F("dense", 'I', dense_bytes),
     F("block_mask", 'I', block_mask_bytes), F("intervals", 'I', interval_bytes),
     F(NULL, '}', id), F("chunk_sparsity", 'D', chunk_rho),
-    F("chunk_boundaries", 'D', chunk_boundaries),
+    F("chunk_boundaries", 'D', chunk_boundaries), F("chunk_visited", 'D', chunk_visited),
+    F("chunk_partial", 'D', chunk_partial), F("chunk_work", 'D', chunk_work),
 };
 #undef F
 

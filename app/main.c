@@ -19,6 +19,7 @@
   X(run, "run the kernel on a family mask (GPU, or the CPU simulation), or a scenario file")     \
   X(bench, "the paper's kernel table and sparsity sweep on the GPU (masks for the peer)")        \
   X(verify, "check the GPU kernels against the CPU reference on every family")                  \
+  X(linrnn, "chunkwise linear RNN over packed documents: sub-chunk tiles, references, kernel")  \
   X(view, "interactive window: mask, tile classes, bounds, live numbers (SDL2)")                \
   X(render, "the viewer's figure into PNG/SVG/PDF; --gallery; --figure NAME")
 

@@ -82,6 +82,7 @@ static const struct {
     {"verify", "verify --quick --families causal --json"},
     {"view", "view --family causal --seqlen 64"},
     {"render", "render --family causal --seqlen 64 -o fig.png"},
+    {"linrnn", "linrnn --cpu --doc-len 16 --tokens 1024 --verify-tokens 64"},
 };
 
 static void stdout_fixtures(const char *dir) {

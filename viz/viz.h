@@ -370,6 +370,8 @@ typedef struct viz_figure {
   viz_draw_fn draw;      /* ctx: a const viz_figure_opts */
   int per_case;          /* 1: drawn from one mask or trace (a source, opts.trace), the
                             viewer's own drawing; 0: a figure with masks of its own */
+  int takes_trace;       /* 1: `render --figure NAME TRACE_DIR` draws that trace (opts.trace;
+                            a figure of its own without one) */
 } viz_figure;
 
 int viz_figure_count(void);
