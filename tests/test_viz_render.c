@@ -509,6 +509,7 @@ static const struct {
     {"gallery", "gallery", 800, 700},
     {"memory", "memory", 500, 350},
     {"tiles", "causal_document_both", 480, 320},
+    {"cp-plan", "cp_plan", 500, 350},
 };
 
 Test(viz_render, reference_images_of_the_figures) {

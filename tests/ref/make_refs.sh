@@ -55,3 +55,4 @@ r cycles_overlay "$tmp/trace" --layer cycles --size 480x320
 
 r gallery --gallery --size 800x700
 r memory --figure memory --size 500x350
+r cp_plan --figure cp-plan --size 500x350
