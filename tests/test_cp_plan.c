@@ -10,7 +10,8 @@
  *   - K/V needs equal a brute force over the tile maps; ranks aligned to
  *     documents need no remote K/V;
  *   - mask-aware beats contiguous on causal_document at 1M; the exact
- *     solver is never worse than greedy and equals a brute force. */
+ *     solver is never worse than greedy and equals a brute force;
+ *   - the command's JSON parses and says what its table says. */
 #include "fm_test_util.h" /* first: it sets _POSIX_C_SOURCE */
 
 #include <criterion/criterion.h>
@@ -454,4 +455,83 @@ Test(cp_plan, bad_options_are_refused) {
   cr_assert_eq(bits, 1u << FM_CP_ZIGZAG);
   cr_assert_eq(fm_cp_shardings_parse("diagonal", &bits, &err), FM_EINVAL);
   cr_assert_str_eq(err.msg, "unknown sharding 'diagonal' (expected contiguous, zigzag, mask-aware, or all)");
+}
+
+/* ---- the command --------------------------------------------------------------------------- */
+
+Test(cp_plan_cli, json_parses_and_equals_the_table) {
+  const char *args = "cp-plan --family causal_document --seqlen 131072 --ranks 3 --gpu h200-sm90";
+  fmt_result text, json;
+  char a[512];
+  fmt_run(&text, args);
+  cr_assert_eq(text.status, 0, "%s", text.err);
+  snprintf(a, sizeof a, "%s --json", args);
+  fmt_run(&json, a);
+  cr_assert_eq(json.status, 0, "%s", json.err);
+  char path[512], txt[512], cmd[4096];
+  snprintf(path, sizeof path, "%s/cp_plan.json", FM_TEST_TMP_DIR);
+  snprintf(txt, sizeof txt, "%s/cp_plan.txt", FM_TEST_TMP_DIR);
+  FILE *f = fopen(path, "w");
+  fputs(json.out, f);
+  fclose(f);
+  f = fopen(txt, "w");
+  fputs(text.out, f);
+  fclose(f);
+  /* every rank row of the table: rank rows segs 6 tile counts, fwd ms, bwd ms, compute ms, MiB, from */
+  snprintf(cmd, sizeof cmd,
+           "python3 - '%s' '%s' <<'PY'\n"
+           "import json, sys\n"
+           "d = json.load(open(sys.argv[1]))\n"
+           "assert d['format'] == 'fmsim-cp-plan' and d['ranks'] == 3, d['format']\n"
+           "rows, blocks = [], []\n"
+           "for line in open(sys.argv[2]):\n"
+           "    w = line.split()\n"
+           "    if w and w[0] in ('contiguous,', 'zigzag,', 'mask-aware,'): blocks.append(w[0][:-1])\n"
+           "    if len(w) == 14 and w[0].isdigit(): rows.append(w)\n"
+           "assert blocks == [s['name'] for s in d['shardings']], blocks\n"
+           "assert len(rows) == 9, len(rows)\n"
+           "k = 0\n"
+           "for s in d['shardings']:\n"
+           "    for r in s['ranks']:\n"
+           "        w = rows[k]; k += 1\n"
+           "        t = r['tiles']\n"
+           "        want = [r['rank'], r['rows'], r['segments'], t['fwd']['masked'], t['fwd']['partial'],\n"
+           "                t['fwd']['unmasked'], t['bwd']['masked'], t['bwd']['partial'], t['bwd']['unmasked']]\n"
+           "        assert [int(x) for x in w[:9]] == want, (w, want)\n"
+           "        for i, key in ((9, 'fwd_ms'), (10, 'bwd_ms'), (11, 'compute_ms')):\n"
+           "            assert abs(float(w[i]) - r[key]) <= 0.0005, (w[i], r[key])\n"
+           "        assert abs(float(w[12]) - r['kv_recv_bytes'] / 2**20) <= 0.05, (w[12], r['kv_recv_bytes'])\n"
+           "        assert int(w[13]) == r['kv_sources']\n"
+           "print('ok')\n"
+           "PY",
+           path, txt);
+  FILE *py = popen(cmd, "r");
+  char out[256] = "";
+  size_t n = fread(out, 1, sizeof out - 1, py);
+  out[n] = 0;
+  int st = pclose(py);
+  cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0 && strstr(out, "ok"), "the table and the JSON differ: %s", out);
+}
+
+Test(cp_plan_cli, help_and_one_line_errors) {
+  fmt_result r;
+  fmt_run(&r, "cp-plan --help");
+  cr_assert_eq(r.status, 0);
+  cr_assert(strstr(r.out, "--sharding NAME") && strstr(r.out, "--exact"), "%s", r.out);
+  fmt_run(&r, "--help");
+  cr_assert(strstr(r.out, "  cp-plan "), "fmsim --help lists cp-plan: %s", r.out);
+  fmt_run(&r, "cp-plan --family causal --seqlen 4096");
+  cr_assert_eq(r.status, 2);
+  cr_assert_eq(r.err_lines, 1, "%s", r.err);
+  cr_assert(strstr(r.err, "--ranks P is required"), "%s", r.err);
+  fmt_run(&r, "cp-plan --family causal --seqlen 4096 --ranks 2 --sharding diagonal");
+  cr_assert_eq(r.status, 2);
+  cr_assert(strstr(r.err, "expected contiguous, zigzag, mask-aware, or all"), "%s", r.err);
+  fmt_run(&r, "cp-plan --family causal_document --seqlen 65536 --ranks 2 --exact");
+  cr_assert_eq(r.status, 2);
+  cr_assert_eq(r.err_lines, 1, "%s", r.err);
+  cr_assert(strstr(r.err, "--exact solves at most 24 chunks"), "%s", r.err);
+  fmt_run(&r, "cp-plan --family causal_document --seqlen 65536 --ranks 2 --exact --chunk 4096 --json");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_assert(strstr(r.out, "\"solver\": \"exact\""), "%s", r.out);
 }
