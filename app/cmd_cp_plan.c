@@ -203,8 +203,12 @@ static void print_rank(const fm_cp_rank *rk, int32_t r) {
   for (int k = 0; k < FM_CP_NPASSES; k++)
     printf(" %10lld %8lld %9lld", (long long)rk->tiles[k].minmax[FM_TILE_MASKED],
            (long long)rk->tiles[k].minmax[FM_TILE_PARTIAL], (long long)rk->tiles[k].minmax[FM_TILE_UNMASKED]);
-  printf(" %10.3f %10.3f %10.3f %10.1f %5d\n", rk->ms[FM_CP_FWD], rk->ms[FM_CP_BWD], rk->compute_ms,
-         (double)rk->kv_recv_bytes / (1 << 20), rk->kv_sources);
+  const double ms[3] = {rk->ms[FM_CP_FWD], rk->ms[FM_CP_BWD], rk->compute_ms};
+  for (int k = 0; k < 3; k++) {
+    if (isnan(ms[k])) printf(" %10s", "-"); /* no fit for the pass */
+    else printf(" %10.3f", ms[k]);
+  }
+  printf(" %10.1f %5d\n", (double)rk->kv_recv_bytes / (1 << 20), rk->kv_sources);
 }
 
 static void print_sharding(const fm_cp_summary *s, const fm_cp_sharding_plan *sp) {

@@ -234,7 +234,8 @@ static fm_status shard_mask_aware(const shard_ctx *c, fm_cp_segment **segs, int3
   *exact = c->o->exact;
   if (n < c->ranks)
     return fm_fail(err, FM_EINVAL, "--ranks %d: mask-aware needs a chunk per rank, S = %d has %d "
-                   "chunks of %d rows (a smaller --chunk gives more)", c->ranks, c->seqlen, n, chunk);
+                   "chunk%s of %d rows (a smaller --chunk gives more)", c->ranks, c->seqlen, n,
+                   n == 1 ? "" : "s", chunk);
   if (c->o->exact && n > FM_CP_EXACT_MAX_CHUNKS)
     return fm_fail(err, FM_EUNSUPPORTED, "--exact solves at most %d chunks; S = %d has %d chunks of "
                    "%d rows (a larger --chunk, or the greedy assignment without --exact)",

@@ -33,7 +33,9 @@ static fm_status default_plan(const viz_figure_opts *o, fm_cp_plan **out, fm_err
   fm_colmask *m = NULL;
   st = fm_family_build(&req, &m, NULL, err);
   fm_samples_free(&samples);
-  fm_cp_options co = {.ranks = 4};
+  /* chunks of 2048 rows, fewer below 8K tokens so that every rank gets one */
+  int64_t quarter = req.seqlen / 4 / 128 * 128;
+  fm_cp_options co = {.ranks = 4, .chunk = req.seqlen >= 8192 ? 0 : (int32_t)(quarter > 128 ? quarter : 128)};
   if (st == FM_OK) st = fm_cp_plan_create(m, &co, out, err);
   fm_colmask_destroy(m);
   return st;
