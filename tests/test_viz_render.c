@@ -511,6 +511,7 @@ static const struct {
     {"memory", "memory", 500, 350},
     {"tiles", "causal_document_both", 480, 320},
     {"linrnn_chunk", "linrnn_chunk", 420, 460},
+    {"cp-plan", "cp_plan", 500, 350},
 };
 
 Test(viz_render, reference_images_of_the_figures) {

@@ -358,6 +358,9 @@ typedef struct viz_figure_opts {
   const viz_gallery_item *items; /* gallery: these masks (a scenario's), not the families */
   int nitems;
   const char *items_name;   /* gallery of items: whose masks, for the default title */
+  const struct fm_cp_plan *cp_plan; /* cp-plan: the plan drawn (core/fm_cp_plan.h; borrowed);
+                               NULL: its default, causal_document at seqlen on 4 ranks,
+                               every sharding, visited tiles (no GPU profile) */
 } viz_figure_opts;
 
 /* A row of the registry. Adding a figure is a row and its draw function in

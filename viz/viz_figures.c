@@ -16,9 +16,9 @@
 /* ---- titles and legends measured in place ------------------------------------ */
 
 /* The height a title of at most max_lines takes at font*1.15 bold (0 when
- * none), the lines into *lines. */
-static double title_height(cairo_t *cr, const char *t, double maxw, double font, int max_lines,
-                           int text, int *lines) {
+ * none), the lines into *lines (viz_internal.h). */
+double viz_title_height(cairo_t *cr, const char *t, double maxw, double font, int max_lines,
+                        int text, int *lines) {
   char buf[3][512];
   *lines = 0;
   if (!t || !t[0]) return 0;
@@ -31,8 +31,8 @@ static double title_height(cairo_t *cr, const char *t, double maxw, double font,
   return *lines * 1.35 * 1.15 * font;
 }
 
-static void title_draw(cairo_t *cr, const char *t, double x, double y, double maxw, double font,
-                       int lines, int text) {
+void viz_title_draw(cairo_t *cr, const char *t, double x, double y, double maxw, double font,
+                    int lines, int text) {
   if (!text || lines < 1) return;
   viz_set_rgb(cr, VIZ_RGB_TEXT);
   viz_set_font(cr, 1.15 * font, 1);
@@ -204,7 +204,7 @@ static fm_status draw_gallery(cairo_t *cr, double w, double h, void *ctx, fm_err
   /* measured with S and the tiles in (the title drawn says them when the panels agree) */
   gallery_title_fit(cr, o, sample_shown, o->seqlen > 0 ? o->seqlen : 1048576, o->br, o->bc, cw, font,
                     title, sizeof title);
-  double th = title_height(cr, title, cw, font, 2, o->text, &tlines);
+  double th = viz_title_height(cr, title, cw, font, 2, o->text, &tlines);
   double top = th > 0 ? round(margin + th + 0.3 * font) : margin;
   int lrows = legend_rows(cr, gallery_legend, GALLERY_LEGEND, cw, font, o->text, &brief);
   double bottom = round(lrows * 1.5 * font + 0.9 * font);
@@ -259,7 +259,7 @@ static fm_status draw_gallery(cairo_t *cr, double w, double h, void *ctx, fm_err
   legend_flow(cr, gallery_legend, GALLERY_LEGEND, margin, h - bottom + 0.6 * font, cw, font, o->text,
               brief, 1);
   gallery_title_fit(cr, o, sample_shown, same_s, same_br, same_bc, cw, font, title, sizeof title);
-  title_draw(cr, title, margin, margin + 1.15 * font * 0.95, cw, font, tlines, o->text);
+  viz_title_draw(cr, title, margin, margin + 1.15 * font * 0.95, cw, font, tlines, o->text);
   return FM_OK;
 }
 
@@ -350,7 +350,7 @@ static fm_status mem_layout(cairo_t *cr, const viz_figure_opts *o, double w, dou
   if (o->title) snprintf(f->title, sizeof f->title, "%s", o->no_title ? "" : o->title);
   else if (o->no_title) f->title[0] = 0;
   else snprintf(f->title, sizeof f->title, "Mask memory against sequence length  \xC2\xB7  tile bounds at Bc = %d", o->bc);
-  double th = title_height(cr, f->title, w - 2 * f->margin, font, 2, o->text, &f->title_lines);
+  double th = viz_title_height(cr, f->title, w - 2 * f->margin, font, 2, o->text, &f->title_lines);
   /* the y labels ("512 GiB") and the rotated axis title to their left */
   double ylab = mem_width(cr, "512 GiB", 0.9 * font, o->text), xlab = mem_width(cr, "1M", 0.9 * font, o->text);
   f->p.x = round(0.5 * f->margin + 1.3 * font + ylab + 0.8 * font);
@@ -499,7 +499,7 @@ static fm_status draw_memory(cairo_t *cr, double w, double h, void *ctx, fm_err 
   cairo_rotate(cr, -M_PI / 2);
   viz_text_fit(cr, 0, 0, yt, p->h + 2 * fmin(p->y, h - p->y - p->h) - f.margin, 0.5);
   cairo_restore(cr);
-  title_draw(cr, f.title, f.margin, f.margin + 1.15 * font * 0.95, w - 2 * f.margin, font, f.title_lines, 1);
+  viz_title_draw(cr, f.title, f.margin, f.margin + 1.15 * font * 0.95, w - 2 * f.margin, font, f.title_lines, 1);
   return FM_OK;
 }
 
@@ -789,6 +789,11 @@ static const viz_figure figures[] = {
                 "linrnn trace, or a built-in example)",
      .width = 700, .height = 760, .width_in = 3.3, .height_in = 3.6, .draw = draw_linrnn_chunk,
      .per_case = 0, .takes_trace = 1},
+    {.name = "cp-plan",
+     .summary = "a context-parallel plan (fmsim cp-plan -o): per sharding the tile grid coloured by "
+                "owner and the ranks' work as bars; default causal_document on 4 ranks",
+     .width = 1000, .height = 700, .width_in = 3.3, .height_in = 2.5, .draw = viz_draw_cp_plan,
+     .per_case = 0},
 };
 #define NFIGURES ((int)(sizeof figures / sizeof figures[0]))
 

@@ -83,3 +83,4 @@ r linrnn_chunk_cycles --figure linrnn_chunk "$tmp/lr" --size 420x460
 
 r gallery --gallery --size 800x700
 r memory --figure memory --size 500x350
+r cp_plan --figure cp-plan --size 500x350
