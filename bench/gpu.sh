@@ -213,16 +213,19 @@ validate() { # each fitted profile on the held-out run (sm90 alone: the set time
 }
 
 crosscheck() { # (run through bash -c: `timeout` runs programs, not functions)
-  local fams=full,causal_document lens=8192,32768
+  local fams=full,causal_document lens=8192,32768 rc=0
   "$KBENCH" --no-validate --no-noskip --no-instr --warmup 0 --reps 1 --pass both --families "$fams" \
-    --seqlens "$lens" --sustained 1000 --json "$OUT/crosscheck_c.json" &&
-    python3 bench/protocol_bench.py --peers '' --families "$fams" --seqlens "$lens" --seed 1 \
-      --out "$OUT/crosscheck_py.json" &&
-    python3 bench/protocol_crosscheck.py "$OUT/crosscheck_c.json" "$OUT/crosscheck_py.json" &&
-    "$FMSIM" bench --kernel sm90 --pass both --families "$fams" --seqlens "$lens" --sustained 1000 \
-      --noskip-reps 0 --instrument-reps 0 --no-bytes --sweep-draws 0 --out "$OUT/crosscheck_bench" &&
-    python3 bench/protocol_crosscheck.py "$OUT/crosscheck_bench/paper-kernel-table/index.json" \
-      "$OUT/crosscheck_py.json"
+    --seqlens "$lens" --sustained 1000 --json "$OUT/crosscheck_c.json" || return 1
+  python3 bench/protocol_bench.py --peers '' --families "$fams" --seqlens "$lens" --seed 1 \
+    --out "$OUT/crosscheck_py.json" || return 1
+  "$FMSIM" bench --kernel sm90 --pass both --families "$fams" --seqlens "$lens" --sustained 1000 \
+    --noskip-reps 0 --instrument-reps 0 --no-bytes --sweep-draws 0 --out "$OUT/crosscheck_bench" || return 1
+  echo "fm_kernel_bench --sustained against the protocol:"
+  python3 bench/protocol_crosscheck.py "$OUT/crosscheck_c.json" "$OUT/crosscheck_py.json" || rc=1
+  echo "fmsim bench --sustained against the protocol:"
+  python3 bench/protocol_crosscheck.py "$OUT/crosscheck_bench/paper-kernel-table/index.json" \
+    "$OUT/crosscheck_py.json" || rc=1
+  return $rc
 }
 
 fn() { # fn NAME FUNCTION [ARGS...]: a function of this script under run's budget

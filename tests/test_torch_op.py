@@ -315,6 +315,61 @@ class Instrumented(unittest.TestCase):
         self.assertTrue(torch.equal(ref, p.out), "the instrumented forward's output differs")
 
 
+def linrnn_reference(q, k, v, g, lens, scale):
+    """fp64 token-by-token recurrence (no fmsim code): o (T, H, dv), final states (ndocs, H, dk, dv)."""
+    T, H, dk = q.shape
+    dv = v.shape[2]
+    q, k, v, g = q.double(), k.double(), v.double(), g.double()
+    o = torch.zeros(T, H, dv, dtype=torch.float64, device=q.device)
+    finals, t = [], 0
+    for L in lens:
+        S = torch.zeros(H, dk, dv, dtype=torch.float64, device=q.device)
+        for i in range(t, t + L):
+            if i > t:
+                S = S * torch.exp(g[i])[:, None, None]
+            S = S + k[i][:, :, None] * v[i][:, None, :]
+            o[i] = scale * torch.einsum("hk,hkv->hv", q[i], S)
+        finals.append(S)
+        t += L
+    return o, torch.stack(finals)
+
+
+class LinearRnn(unittest.TestCase):
+    """fmsim.linrnn (the chunkwise linear-attention kernel) against an fp64 recurrence
+    written here: outputs within 1e-3 of the largest |o| beyond the output's own bf16
+    rounding, final states within 1e-3, the variants bit for bit."""
+    def test_against_the_recurrence(self):
+        try:
+            from fmsim.linrnn import chunk_linear_attention
+        except ImportError as e:
+            self.skipTest(f"fmsim.linrnn: {e}")
+        gen = torch.Generator(device="cuda").manual_seed(9)
+        for dk, dv, chunk, sub, lens in ((64, 64, 64, 16, [5, 16, 17, 90, 128]),
+                                         (128, 256, 64, 16, [16] * 8 + [200]),
+                                         (128, 128, 128, 32, [300, 1, 2, 33]),
+                                         (64, 128, 128, 64, [333])):
+            T, H = sum(lens), 2
+            q, k = (torch.randn(T, H, dk, device="cuda", generator=gen).bfloat16() for _ in range(2))
+            v = torch.randn(T, H, dv, device="cuda", generator=gen).bfloat16()
+            g = torch.nn.functional.logsigmoid(torch.randn(T, H, device="cuda", generator=gen) + 2)
+            cu = torch.tensor([0] + list(np.cumsum(lens)), dtype=torch.int32, device="cuda")
+            what = f"dk {dk} dv {dv} C {chunk} c {sub} lengths {lens}"
+            ref, ref_final = linrnn_reference(q, k, v, g, lens, dk ** -0.5)
+            outs = {}
+            for var in ("skip", "causal", "noskip"):
+                outs[var] = chunk_linear_attention(q, k, v, g, cu, chunk=chunk, sub=sub, variant=var,
+                                                   output_final_state=True)
+            o, final = outs["skip"]
+            for var in ("causal", "noskip"):
+                self.assertTrue(torch.equal(outs[var][0], o) and torch.equal(outs[var][1], final),
+                                f"{what}: {var} differs from skip")
+            bf16_err = float((ref.bfloat16().double() - ref).abs().max())
+            err = float((o.double() - ref).abs().max())
+            self.assertLessEqual(err, bf16_err + 1e-3 * float(ref.abs().max()), f"{what}: output error {err:.3g}")
+            ferr = float((final.double() - ref_final).abs().max() / ref_final.abs().max())
+            self.assertLess(ferr, 1e-3, f"{what}: final state error {ferr:.3g}")
+
+
 class Errors(unittest.TestCase):
     def test_refusals(self):
         q, k, v, _ = inputs(1, 256, 256, 2, 128)

@@ -735,7 +735,7 @@ static fm_status draw_linrnn_chunk(cairo_t *cr, double w, double h, void *ctx, f
   char title[400], label[32];
   lr_title(o, &v, title, sizeof title);
   int tlines, brief;
-  double th = title_height(cr, title, w - 2 * margin, font, 2, o->text, &tlines);
+  double th = viz_title_height(cr, title, w - 2 * margin, font, 2, o->text, &tlines);
   legend_item items[6];
   int ni = 0;
   for (int i = 0; i < 5; i++)
@@ -760,7 +760,7 @@ static fm_status draw_linrnn_chunk(cairo_t *cr, double w, double h, void *ctx, f
   if (o->text) lr_axes(cr, &v, &p, font);
   if (o->text) lr_stats(cr, &v, margin, p.y + p.h + 4.0 * font, w - 2 * margin, font);
   legend_flow(cr, items, ni, margin, p.y + p.h + 4.7 * font, w - 2 * margin, font, o->text, brief, 1);
-  title_draw(cr, title, margin, margin + 1.15 * font * 0.95, w - 2 * margin, font, tlines, o->text);
+  viz_title_draw(cr, title, margin, margin + 1.15 * font * 0.95, w - 2 * margin, font, tlines, o->text);
   lr_view_close(&v, o->trace != NULL);
   return FM_OK;
 }
