@@ -34,14 +34,28 @@ static bool shape_built(const fm_linrnn_problem *p) {
 /* Warps per CTA: 8 (value blocks of 128 columns) at C = 128 when dv allows, else 4. */
 static int warps_of(const fm_linrnn_problem *p) { return p->chunk == 128 && p->dv % 128 == 0 ? 8 : 4; }
 
-/* Lays the workspace out from base (NULL: only sizes it) into k; returns its bytes. */
-static size_t carve(const fm_linrnn_problem *p, char *base, fmlr::params *k) {
+/* Checkpoint spacing in chunks (0: none), a function of the shape alone (so
+ * every variant and device takes the same): when the documents are long
+ * (8 chunks or more on average) and too few to fill the GPU one CTA per
+ * document, head and value block (under 512 such CTAs), the state is
+ * checkpointed every kseg chunks so that about 1024 CTAs share the walk. */
+static int auto_kseg(const fm_linrnn_problem *p) {
+  const int64_t nch = ((int64_t)p->tokens + p->chunk - 1) / p->chunk, ndvb = p->dv / (16 * warps_of(p));
+  if (nch < 8 * (int64_t)p->ndocs || (int64_t)p->ndocs * p->heads * ndvb >= 512) return 0;
+  const int64_t k = (nch * p->heads * ndvb + 1023) / 1024;
+  return (int)(k < 4 ? 4 : k);
+}
+
+/* Lays the workspace out from base (NULL: only sizes it) into k; returns its
+ * bytes. kseg > 0 adds the checkpoint states and decays. */
+static size_t carve(const fm_linrnn_problem *p, int kseg, char *base, fmlr::params *k) {
   const int64_t T = p->tokens, H = p->heads, C = p->chunk, nch = (T + C - 1) / C, tpad = nch * C;
-  const int64_t bytes[6] = {4 * T, 4 * tpad, 4 * nch, 4 * H * tpad, 4 * H * nch * (C / 16),
-                            (int64_t)fmlr::CLS_STRIDE * nch};
-  char *at[6];
+  const int64_t slots = kseg > 0 ? (nch - 1) / kseg + 1 : 0;
+  const int64_t bytes[8] = {4 * T, 4 * tpad, 4 * nch, 4 * H * tpad, 4 * H * nch * (C / 16),
+                            (int64_t)fmlr::CLS_STRIDE * nch, 4 * slots * H * p->dk * p->dv, 4 * slots * H};
+  char *at[8];
   size_t off = 0;
-  for (int i = 0; i < 6; i++) {
+  for (int i = 0; i < 8; i++) {
     at[i] = base ? base + off : NULL;
     off += ((size_t)bytes[i] + 255) & ~(size_t)255;
   }
@@ -52,6 +66,8 @@ static size_t carve(const fm_linrnn_problem *p, char *base, fmlr::params *k) {
     k->lp2 = (float *)at[3];
     k->pre2 = (float *)at[4];
     k->tclass = (uint8_t *)at[5];
+    k->ck_s = (float *)at[6];
+    k->ck_a = (float *)at[7];
   }
   return off;
 }
@@ -89,8 +105,8 @@ static fm_status check_problem(const fm_linrnn_problem *p, fm_linrnn_variant var
 }
 
 extern "C" size_t fm_linrnn_workspace_bytes(const fm_linrnn_problem *p) {
-  if (!p || p->tokens < 1 || p->heads < 1 || !shape_built(p)) return 0;
-  return carve(p, NULL, NULL);
+  if (!p || p->tokens < 1 || p->heads < 1 || p->ndocs < 1 || !shape_built(p)) return 0;
+  return carve(p, auto_kseg(p), NULL, NULL);
 }
 
 /* The current device must be sm_90 (the kernels are built for sm_90a only). */
@@ -135,26 +151,43 @@ static void fill_params(const fm_linrnn_problem *p, fm_linrnn_variant variant, i
   k->tile_cycles = instrumented ? p->tile_cycles : NULL;
 }
 
-extern "C" fm_status fm_linrnn_forward(const fm_linrnn_problem *p, fm_linrnn_variant variant, int instrumented,
-                                       void *stream, fm_err *err) {
+/* The forward with checkpoints every kseg chunks (0: none, -1: auto_kseg):
+ * preprocessing, the checkpoint pass and its scan when kseg > 0, the forward. */
+fm_status fm_linrnn_forward_kseg(const fm_linrnn_problem *p, fm_linrnn_variant variant, int instrumented, int kseg,
+                                 void *stream, fm_err *err) {
   fm_status st = check_problem(p, variant, instrumented, err);
   if (st == FM_OK) st = check_device(err);
   if (st != FM_OK) return st;
+  if (kseg < 0) kseg = auto_kseg(p);
   cudaStream_t s = (cudaStream_t)stream;
   fmlr::params k;
   fill_params(p, variant, instrumented, &k);
+  k.kseg = kseg;
   char *ws = NULL;
-  cudaError_t e = cudaMallocAsync((void **)&ws, carve(p, NULL, NULL), s);
+  cudaError_t e = cudaMallocAsync((void **)&ws, carve(p, kseg, NULL, NULL), s);
   if (e != cudaSuccess) return cuda_fail(err, e, "cudaMallocAsync (linrnn workspace)");
-  carve(p, ws, &k);
+  carve(p, kseg, ws, &k);
+  const char *what = "linrnn preprocessing launch";
   e = fmlr::launch_prep(k, s);
-  if (e != cudaSuccess) st = cuda_fail(err, e, "linrnn preprocessing launch");
-  if (st == FM_OK) {
+  if (e == cudaSuccess && kseg > 0) {
+    k.mode = fmlr::MODE_CKPT;
+    what = "linrnn checkpoint launch";
+    e = p->dk == 64 ? fmlr::launch_fwd_dk64(k, warps_of(p), false, s) : fmlr::launch_fwd_dk128(k, warps_of(p), false, s);
+    if (e == cudaSuccess) e = fmlr::launch_scan(k, s);
+    k.mode = fmlr::MODE_MAIN;
+  }
+  if (e == cudaSuccess) {
+    what = "linrnn forward launch";
     e = p->dk == 64 ? fmlr::launch_fwd_dk64(k, warps_of(p), instrumented != 0, s)
                     : fmlr::launch_fwd_dk128(k, warps_of(p), instrumented != 0, s);
-    if (e != cudaSuccess) st = cuda_fail(err, e, "linrnn forward launch");
   }
+  if (e != cudaSuccess) st = cuda_fail(err, e, what);
   e = cudaFreeAsync(ws, s);
   if (st == FM_OK && e != cudaSuccess) st = cuda_fail(err, e, "cudaFreeAsync (linrnn workspace)");
   return st;
+}
+
+extern "C" fm_status fm_linrnn_forward(const fm_linrnn_problem *p, fm_linrnn_variant variant, int instrumented,
+                                       void *stream, fm_err *err) {
+  return fm_linrnn_forward_kseg(p, variant, instrumented, -1, stream, err);
 }

@@ -33,6 +33,15 @@
  * walks the same items. The grid is one CTA per (chunk, head, value block);
  * those whose chunk starts no item return at once.
  *
+ * Checkpoints (kseg > 0, chosen by the host for long, few documents): a live
+ * chunk c with c % kseg == 0 is a checkpoint: an item starts there with S_in
+ * read from ck_s. A first launch of fwd_kernel in MODE_CKPT has the CTA of
+ * each checkpoint walk the state-only steps of the segment before it (from
+ * c - kseg, or from its document's first chunk) and store the state at its end
+ * and the segment's decay (ck_a, -1 when the document began inside the
+ * segment); ckpt_scan_kernel then adds, in chunk order, each dependent
+ * checkpoint's predecessor times that decay.
+ *
  * Decays (log2 units, g clamped at G_FLOOR, the g of a document's first token
  * taken as 0): per chunk and head the preprocessing stores lp2[t], the
  * inclusive sum of g over t's 16-token block up to t, and pre2[b], the sum over
@@ -100,7 +109,9 @@ namespace fmlr {
 /* Variant values: fm_linrnn_variant (fm_linrnn.h). */
 enum : int32_t { VAR_SKIP = 0, VAR_CAUSAL = 1, VAR_NOSKIP = 2 };
 /* Per-chunk flags of the preprocessing. */
-enum : int32_t { FLAG_ITEM_START = 1, FLAG_PRELUDE = 2, FLAG_LIVE = 4 };
+enum : int32_t { FLAG_ITEM_START = 1, FLAG_PRELUDE = 2, FLAG_LIVE = 4, FLAG_CKPT = 8 };
+/* What a launch of fwd_kernel does (params.mode). */
+enum : int32_t { MODE_MAIN = 0, MODE_CKPT = 1 };
 constexpr float G_FLOOR = -64.f; /* g below it counts as it: exp(-64) ~ 1.6e-28 */
 constexpr float LOG2E = 1.4426950408889634f;
 constexpr int CLS_STRIDE = 64; /* bytes of sub-tile classes per chunk: (C/c)^2 <= 64 */
@@ -114,6 +125,7 @@ constexpr int CLS_STRIDE = 64; /* bytes of sub-tile classes per chunk: (C/c)^2 <
  *   flags    (nchunks) int32       FLAG_* */
 struct params {
   int32_t T, H, dk, dv, C, c, ndocs, nchunks, variant, ndvb;
+  int32_t kseg, mode; /* checkpoint spacing in chunks (0: none); MODE_* */
   float scale;
   const int32_t *cu;
   const uint16_t *q, *k, *v; /* bf16 bits */
@@ -125,6 +137,8 @@ struct params {
   int32_t *docidx, *docstart, *flags;
   float *lp2, *pre2;
   uint8_t *tclass;
+  float *ck_s; /* (nchunks / kseg + 1, H, dk, dv) fp32 checkpoint states, kseg > 0 only */
+  float *ck_a; /* (nchunks / kseg + 1, H) the decay across each checkpoint's segment, -1: none */
 };
 
 /* ------------------------------------------------------------ primitives */
@@ -237,8 +251,10 @@ template <int C> FMLR_DEV void prep_docs(const params &p, int ch, unsigned char 
   if (tid == 0) {
     /* ds is the document start of token c0: S_in is live when it lies before */
     const bool live = ch > 0 && ds < c0;
-    const bool start = !live || ds > c0 - C; /* began inside chunk ch-1: a new item with a prelude */
-    p.flags[ch] = (start ? FLAG_ITEM_START : 0) | (live && start ? FLAG_PRELUDE : 0) | (live ? FLAG_LIVE : 0);
+    const bool ckpt = live && p.kseg > 0 && ch % p.kseg == 0; /* S_in from the checkpoint pass */
+    const bool prelude = live && !ckpt && ds > c0 - C;      /* began inside chunk ch-1 */
+    p.flags[ch] = (!live || ckpt || prelude ? FLAG_ITEM_START : 0) | (prelude ? FLAG_PRELUDE : 0) |
+                  (live ? FLAG_LIVE : 0) | (ckpt ? FLAG_CKPT : 0);
   }
 }
 
@@ -555,17 +571,19 @@ FMLR_DEV void state_step(const step &s, int kk, int rlo, int el, float (&st)[DK 
   }
 }
 
-/* Document d's state into final_state (d, h, dk, dv). */
+/* The state of the warp's columns from (to) a (dk, dv) fp32 matrix at base,
+ * in the accumulators' layout (S^T: rows the warp's 16 columns, dk across). */
 template <int DK, int NW>
-FMLR_DEV void store_final(const params &p, const step &s, int d, const float (&st)[DK / 8][4]) {
+FMLR_DEV void state_io(const params &p, float *base, int dvb, float (&st)[DK / 8][4], bool load) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c4 = lane & 3;
-  float *base = p.final_state + ((int64_t)d * p.H + s.h) * DK * p.dv;
 #pragma unroll
   for (int nt = 0; nt < DK / 8; nt++)
 #pragma unroll
     for (int r = 0; r < 4; r++) {
-      const int row = nt * 8 + 2 * c4 + (r & 1), col = s.dvb * NW * 16 + warp * 16 + g + 8 * (r >> 1);
-      base[(int64_t)row * p.dv + col] = st[nt][r];
+      const int row = nt * 8 + 2 * c4 + (r & 1), col = dvb * NW * 16 + warp * 16 + g + 8 * (r >> 1);
+      float *x = base + (int64_t)row * p.dv + col;
+      if (load) st[nt][r] = *x;
+      else *x = st[nt][r];
     }
 }
 
@@ -592,7 +610,7 @@ FMLR_DEV void state_phase(const params &p, const step &s, float (&st)[DK / 8][4]
       for (int r = 0; r < 4; r++) st[nt][r] = uses_in ? st[nt][r] * alpha : 0.f;
     const int k0 = p.variant == VAR_SKIP ? rlo >> 4 : 0, k1 = p.variant == VAR_SKIP ? el >> 4 : K::N16 - 1;
     for (int kk = k0; kk <= k1; kk++) state_step<DK, C, NW>(s, kk, rlo, el, st, sm, sb);
-    if (fin) store_final<DK, NW>(p, s, d, st);
+    if (fin) state_io<DK, NW>(p, p.final_state + ((int64_t)d * p.H + s.h) * DK * p.dv, s.dvb, st, false);
   }
 }
 
@@ -617,28 +635,19 @@ FMLR_DEV void record_tiles(const params &p, const step &s, unsigned char *sm) {
   for (int idx = lane; idx < K::N16 * K::N16; idx += 32) cyc[idx] = 0;
 }
 
-/* The forward: one CTA per (chunk, head, value block), 32 NW threads. */
+/* The walk of one CTA: chunk steps first .. (the item's end), full from ch0 on
+ * (MODE_MAIN), or state-only steps first .. ch0 - 1 (MODE_CKPT). st holds the
+ * state carried in (loaded: a checkpoint's). Returns the log2 decay summed over
+ * the steps' whole chunks (the checkpoint pass's segment decay). */
 template <int DK, int C, int NW, bool INSTR>
-FMLR_KERNEL void FMLR_BOUNDS((cfg<DK, C, NW>::NT), (cfg<DK, C, NW>::MINB)) fwd_kernel(const params p) {
+FMLR_DEV float walk(const params &p, int h, int dvb, int ch0, int first, bool loaded, float (&st)[DK / 8][4],
+                    unsigned char *sm, uint32_t sb) {
   using K = cfg<DK, C, NW>;
-  FMLR_SMEM(sm);
-  const uint32_t sb = smem_addr(sm);
-  const int dvb = (int)(blockIdx.x % (unsigned)p.ndvb), rest = (int)(blockIdx.x / (unsigned)p.ndvb);
-  const int h = rest % p.H, ch0 = rest / p.H;
-  const int32_t f0 = p.flags[ch0];
-  if (!(f0 & FLAG_ITEM_START)) return;
-  float st[DK / 8][4]; /* S^T of the warp's 16 value columns (fp32) */
-#pragma unroll
-  for (int nt = 0; nt < DK / 8; nt++)
-#pragma unroll
-    for (int r = 0; r < 4; r++) st[nt][r] = 0.f;
-  if (INSTR)
-    for (int idx = threadIdx.x; idx < K::N16 * K::N16; idx += K::NT)
-      reinterpret_cast<int64_t *>(sm + K::CYC_OFF)[idx] = 0;
+  float la2 = 0.f;
   step s;
   s.h = h;
   s.dvb = dvb;
-  s.ch = (f0 & FLAG_PRELUDE) ? ch0 - 1 : ch0;
+  s.ch = first;
   issue_stage<DK, C, NW>(p, s.ch, h, s.ch >= ch0, 0, sb);
   if (K::VST == 2) issue_v<DK, C, NW>(p, s.ch, h, dvb, 0, sb);
   cp_commit();
@@ -647,14 +656,16 @@ FMLR_KERNEL void FMLR_BOUNDS((cfg<DK, C, NW>::NT), (cfg<DK, C, NW>::MINB)) fwd_k
     s.c0 = s.ch * C;
     s.c1 = min(s.c0 + C, p.T);
     s.full = s.ch >= ch0;
+    /* the next chunk continues this walk's state; `more`: this CTA steps on to it */
     s.has_next = s.ch < ch0 || (s.ch + 1 < p.nchunks && !(p.flags[s.ch + 1] & FLAG_ITEM_START));
-    s.live_in = s.full && (p.flags[s.ch] & FLAG_LIVE);
+    const bool more = s.has_next && !(p.mode == MODE_CKPT && s.ch + 1 == ch0);
+    s.live_in = (p.flags[s.ch] & FLAG_LIVE) && (s.ch > first || loaded);
     if (K::VST == 1) {
       issue_v<DK, C, NW>(p, s.ch, h, dvb, 0, sb);
       cp_commit();
     }
-    if (s.has_next) {
-      issue_stage<DK, C, NW>(p, s.ch + 1, h, true, s.st ^ 1, sb);
+    if (more) {
+      issue_stage<DK, C, NW>(p, s.ch + 1, h, s.ch + 1 >= ch0, s.st ^ 1, sb);
       if (K::VST == 2) issue_v<DK, C, NW>(p, s.ch + 1, h, dvb, s.st ^ 1, sb);
     }
     cp_commit();
@@ -676,11 +687,69 @@ FMLR_KERNEL void FMLR_BOUNDS((cfg<DK, C, NW>::NT), (cfg<DK, C, NW>::MINB)) fwd_k
     }
     state_phase<DK, C, NW>(p, s, st, sm, sb);
     if (INSTR && s.full && dvb == 0 && threadIdx.x < 32) record_tiles<DK, C, NW>(p, s, sm);
+    const float *lp = reinterpret_cast<const float *>(sm + s.st * K::STAGE + K::M_LP);
+    la2 += reinterpret_cast<const float *>(sm + s.st * K::STAGE + K::M_PRE)[K::N16 - 1] + lp[C - 1];
     bar();
-    if (!s.has_next) break;
+    if (!more) break;
     s.ch++;
   }
   cp_wait<0>();
+  return la2;
+}
+
+/* The forward, one CTA per (chunk, head, value block), 32 NW threads.
+ * MODE_MAIN: a CTA whose chunk ch0 starts an item walks it (after a prelude
+ * step over chunk ch0 - 1, or from a checkpoint's state). MODE_CKPT: a CTA
+ * whose chunk ch0 is a checkpoint walks the segment before it (from ch0 - kseg,
+ * or from its document's first chunk) and stores the state at its end and,
+ * when the document began before the segment, the segment's decay. */
+template <int DK, int C, int NW, bool INSTR>
+FMLR_KERNEL void FMLR_BOUNDS((cfg<DK, C, NW>::NT), (cfg<DK, C, NW>::MINB)) fwd_kernel(const params p) {
+  using K = cfg<DK, C, NW>;
+  FMLR_SMEM(sm);
+  const uint32_t sb = smem_addr(sm);
+  const int dvb = (int)(blockIdx.x % (unsigned)p.ndvb), rest = (int)(blockIdx.x / (unsigned)p.ndvb);
+  const int h = rest % p.H, ch0 = rest / p.H;
+  const int32_t f0 = p.flags[ch0];
+  if (!(f0 & (p.mode == MODE_CKPT ? FLAG_CKPT : FLAG_ITEM_START))) return;
+  float st[DK / 8][4]; /* S^T of the warp's 16 value columns (fp32) */
+#pragma unroll
+  for (int nt = 0; nt < DK / 8; nt++)
+#pragma unroll
+    for (int r = 0; r < 4; r++) st[nt][r] = 0.f;
+  if (INSTR)
+    for (int idx = threadIdx.x; idx < K::N16 * K::N16; idx += K::NT)
+      reinterpret_cast<int64_t *>(sm + K::CYC_OFF)[idx] = 0;
+  const int slot = p.kseg > 0 ? ch0 / p.kseg : 0;
+  float *ck = p.ck_s + ((int64_t)slot * p.H + h) * DK * p.dv;
+  int first = ch0;
+  if (p.mode == MODE_CKPT) first = max(ch0 - p.kseg, p.docstart[ch0 * C] / C);
+  else if (f0 & FLAG_CKPT) state_io<DK, NW>(p, ck, dvb, st, true);
+  else if (f0 & FLAG_PRELUDE) first = ch0 - 1;
+  const float la2 = walk<DK, C, NW, INSTR>(p, h, dvb, ch0, first, p.mode == MODE_MAIN && (f0 & FLAG_CKPT), st, sm, sb);
+  if (p.mode == MODE_CKPT) {
+    state_io<DK, NW>(p, ck, dvb, st, false);
+    if (dvb == 0 && threadIdx.x == 0)
+      p.ck_a[(int64_t)slot * p.H + h] = p.docstart[ch0 * C] < first * C ? ex2(la2) : -1.f;
+  }
+}
+
+/* The checkpoints' scan (after MODE_CKPT, before MODE_MAIN): in chunk order,
+ * a checkpoint whose document began before its segment adds its predecessor's
+ * state times the segment's decay. One thread per (head, state element). */
+static FMLR_KERNEL void FMLR_BOUNDS(256, 1) ckpt_scan_kernel(const params p) {
+  const int64_t per = (int64_t)p.dk * p.dv, idx = (int64_t)blockIdx.x * 256 + threadIdx.x;
+  if (idx >= per * p.H) return;
+  const int h = (int)(idx / per);
+  float prev = 0.f;
+  for (int slot = 0; (int64_t)slot * p.kseg < p.nchunks; slot++) {
+    if (!(p.flags[slot * p.kseg] & FLAG_CKPT)) continue;
+    const float a = p.ck_a[(int64_t)slot * p.H + h];
+    float *x = p.ck_s + ((int64_t)slot * p.H + h) * per + idx % per;
+    const float v = a >= 0.f ? *x + a * prev : *x;
+    *x = v;
+    prev = v;
+  }
 }
 
 }  // namespace fmlr

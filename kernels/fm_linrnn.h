@@ -40,7 +40,11 @@
  * adds exact zeros). Sub-tiles wider than 16 are computed whole, in 16 x 16
  * blocks. One CTA carries a document's state through its chunks in
  * registers, so a document of n chunks is n chunk steps of one CTA in
- * sequence (in every variant).
+ * sequence, unless the documents are long (8 chunks or more on average) and
+ * too few to fill the GPU (under 512 (document, head, value block) walks):
+ * then a state-only pass computes the state every kseg chunks and a scan
+ * chains them, so that about 1024 CTAs share the walk. The choice depends on
+ * the shape alone; every variant takes the same.
  *
  * Numerics: fp32 accumulation; every tensor-core product has one operand
  * exact in bf16 (q, k, v) and the other (P, the state, the decay-weighted v)
@@ -78,7 +82,8 @@
  * exists or it is not sm_90 (the kernels are built for sm_90a only).
  * Workspace: stream-ordered, allocated and freed on `stream` (its size:
  * fm_linrnn_workspace_bytes, O(T H): per token its document and the in-block
- * decay sums, per chunk its sub-tile classes and flags; no per-chunk states).
+ * decay sums, per chunk its sub-tile classes and flags; with checkpoints one
+ * dk x dv fp32 state per checkpoint and head, nchunks / kseg of them).
  * Design, costs and measurements: kernels/PERF_NOTES.md, "Linear RNN".
  */
 #ifndef FM_LINRNN_H

@@ -4,11 +4,15 @@
  *   fm_linrnn_check            every case below; one line per case, a summary
  *   fm_linrnn_check --quick    the first case of each shape and layout group
  *   fm_linrnn_check --case N   case N only (as numbered in the output)
+ *   fm_linrnn_check --kseg K   one checkpoint spacing only (-1 the library's choice,
+ *                              0 none, K chunks), instead of all three below
  *   fm_linrnn_check --bench    the timing table (kernels/PERF_NOTES.md, "Linear RNN")
  *
  * Each case draws bf16 q, k, v (seeded) and g by its mode, packs documents of
  * the case's lengths with cu_seqlens, runs the three variants and their
- * instrumented builds, and checks, each named in the output:
+ * instrumented builds three times (state checkpoints as the library chooses,
+ * none, and every 3 chunks: fm_linrnn_forward_kseg), and checks each time, each
+ * check named in the output:
  *   o      against a token-by-token fp64 recurrence written here (S_t = e^g_t
  *          S_{t-1} + k_t v_t^T, reset at document starts, o_t = scale S_t^T q_t):
  *          the error beyond the output's own bf16 rounding, max over elements of
@@ -48,6 +52,7 @@
 #endif
 #include "fm_bf16.h"
 #include "fm_linrnn.h"
+#include "fm_linrnn_launch.cuh"
 #include "fm_tile_rule.h"
 
 #define CK(call)                                                                                 \
@@ -264,7 +269,7 @@ struct result {
 /* One launch of variant v (instrumented or not), synchronized and read back.
  * o and the instrumentation buffers are filled with a pattern first, so that
  * an element the kernel does not write shows. */
-static bool run(const fm_linrnn_problem &pb, const dbuf &b, int v, int instr, size_t ntiles, result &r) {
+static bool run(const fm_linrnn_problem &pb, const dbuf &b, int v, int instr, int kseg, size_t ntiles, result &r) {
   const size_t no = (size_t)pb.tokens * pb.heads * pb.dv, nf = (size_t)pb.ndocs * pb.heads * pb.dk * pb.dv;
   CK(cudaMemset(b.o, 0xff, no * 2));
   CK(cudaMemset(b.fs, 0xff, nf * 4));
@@ -272,11 +277,12 @@ static bool run(const fm_linrnn_problem &pb, const dbuf &b, int v, int instr, si
   CK(cudaMemset(b.ty, 0xff, ntiles * 8));
   fm_err e;
   e.msg[0] = 0;
-  fm_status st = fm_linrnn_forward(&pb, (fm_linrnn_variant)v, instr, NULL, &e);
+  fm_status st = kseg == -1 ? fm_linrnn_forward(&pb, (fm_linrnn_variant)v, instr, NULL, &e)
+                            : fm_linrnn_forward_kseg(&pb, (fm_linrnn_variant)v, instr, kseg, NULL, &e);
   cudaError_t ce = cudaDeviceSynchronize();
   if (st != FM_OK || ce != cudaSuccess) {
-    snprintf(r.err, sizeof r.err, "%s %s: %s", fm_linrnn_variant_name((fm_linrnn_variant)v),
-             instr ? "instrumented" : "plain", st != FM_OK ? e.msg : cudaGetErrorString(ce));
+    snprintf(r.err, sizeof r.err, "%s %s, checkpoints %d: %s", fm_linrnn_variant_name((fm_linrnn_variant)v),
+             instr ? "instrumented" : "plain", kseg, st != FM_OK ? e.msg : cudaGetErrorString(ce));
     return false;
   }
   r.o.resize(no);
@@ -403,6 +409,9 @@ static void check_record(const tcase &tc, int v, const result &r, const std::vec
 
 /* ------------------------------------------------------------------ one case */
 
+/* --kseg K: only checkpoint spacing K (-1 auto, 0 none); -2: all three. */
+static int g_kseg_only = -2;
+
 static const char *docs_name(const tcase &tc, char *buf, size_t cap) {
   if (tc.docs == DOCS_ONE) snprintf(buf, cap, "one document");
   else if (tc.docs == DOCS_RANDOM) snprintf(buf, cap, "log-normal lengths, mean %d", tc.L);
@@ -433,24 +442,34 @@ static bool run_case(int idx, const tcase &tc) {
   pb.scale = scale, pb.cu_seqlens = b.cu, pb.q = b.q, pb.k = b.k, pb.v = b.v, pb.g = b.g, pb.o = b.o;
   pb.final_state = b.fs, pb.tile_class = b.tc, pb.tile_cycles = b.ty;
   static result r[FM_LINRNN_NVARIANTS], ri[FM_LINRNN_NVARIANTS];
-  bool ran = true;
-  for (int v = 0; v < FM_LINRNN_NVARIANTS && ran; v++) {
-    ran = run(pb, b, v, 0, ntiles, r[v]);
-    if (!ran) vd.fail(" launch failed: %s;", r[v].err);
-    else if (!(ran = run(pb, b, v, 1, ntiles, ri[v]))) vd.fail(" launch failed: %s;", ri[v].err);
-  }
-  double excess = NAN, raw = NAN, fserr = NAN;
-  if (ran) {
-    compare_o(tc, r[FM_LINRNN_SKIP].o, oref, &excess, &raw, vd);
-    fserr = compare_fs(tc, r[FM_LINRNN_SKIP].fs, fsref, vd);
-    same_bits(r[FM_LINRNN_SKIP], r[FM_LINRNN_CAUSAL], "skip and causal", vd);
-    same_bits(r[FM_LINRNN_SKIP], r[FM_LINRNN_NOSKIP], "skip and noskip", vd);
-    for (int v = 0; v < FM_LINRNN_NVARIANTS; v++) {
-      check_record(tc, v, ri[v], cpu, vd);
-      char what[64];
-      snprintf(what, sizeof what, "%s instrumented and plain", fm_linrnn_variant_name((fm_linrnn_variant)v));
-      same_bits(r[v], ri[v], what, vd);
+  double excess = 0, raw = 0, fserr = 0;
+  for (int m = 0; m < 3; m++) {
+    const int kseg = g_kseg_only != -2 ? g_kseg_only : m == 0 ? -1 : m == 1 ? 0 : 3;
+    if (g_kseg_only != -2 && m > 0) break;
+    char pre[64];
+    snprintf(pre, sizeof pre, " [checkpoints %s]", kseg == -1 ? "auto" : kseg == 0 ? "none" : "every 3 chunks");
+    verdict vm;
+    bool ran = true;
+    for (int v = 0; v < FM_LINRNN_NVARIANTS && ran; v++) {
+      ran = run(pb, b, v, 0, kseg, ntiles, r[v]);
+      if (!ran) vm.fail(" launch failed: %s;", r[v].err);
+      else if (!(ran = run(pb, b, v, 1, kseg, ntiles, ri[v]))) vm.fail(" launch failed: %s;", ri[v].err);
     }
+    if (ran) {
+      double ex, rw;
+      compare_o(tc, r[FM_LINRNN_SKIP].o, oref, &ex, &rw, vm);
+      excess = std::max(excess, ex), raw = std::max(raw, rw);
+      fserr = std::max(fserr, compare_fs(tc, r[FM_LINRNN_SKIP].fs, fsref, vm));
+      same_bits(r[FM_LINRNN_SKIP], r[FM_LINRNN_CAUSAL], "skip and causal", vm);
+      same_bits(r[FM_LINRNN_SKIP], r[FM_LINRNN_NOSKIP], "skip and noskip", vm);
+      for (int v = 0; v < FM_LINRNN_NVARIANTS; v++) {
+        check_record(tc, v, ri[v], cpu, vm);
+        char what[64];
+        snprintf(what, sizeof what, "%s instrumented and plain", fm_linrnn_variant_name((fm_linrnn_variant)v));
+        same_bits(r[v], ri[v], what, vm);
+      }
+    }
+    if (!vm.ok) vd.fail("%s%s", pre, vm.why);
   }
   size_t masked = 0;
   for (uint8_t k : cpu) masked += k == FM_TILE_MASKED;
@@ -459,7 +478,8 @@ static bool run_case(int idx, const tcase &tc) {
          "%.1e) | final %.1e | rho %.3f%s%s\n",
          idx, vd.ok ? "ok  " : "FAIL", tc.dk, tc.dv, tc.C, tc.c, tc.T, tc.H, docs_name(tc, dn, sizeof dn), nd,
          g_names[tc.gmode], excess, raw, fserr, (double)masked / (double)cpu.size(),
-         vd.ok ? " | skip = causal = noskip, classes, instrumented: same" : "\n   ", vd.why);
+         vd.ok ? " | skip = causal = noskip, classes, instrumented: same (checkpoints auto, none, every 3)" : "\n   ",
+         vd.why);
   fflush(stdout);
   const void *bufs[9] = {b.q, b.k, b.v, b.g, b.cu, b.o, b.fs, b.tc, b.ty};
   for (const void *x : bufs) CK(cudaFree((void *)x));
@@ -509,9 +529,16 @@ static int bench_one(fm_linrnn_problem pb, int L, cudaStream_t s, double nominal
     }
     ms[v] = t.median_ms;
     const double ns = t.median_ms * 1e6 / ((double)pb.tokens * pb.heads);
-    printf("C %3d c %2d L %5d %-6s %9.3f ms %7.3f ns/token/head %7.1f TFLOP/s  %4.0f MHz  %3d launches (%s)\n",
+    char kern[256] = "", *kp = kern; /* per kernel (CUPTI): the preprocessing is the classification */
+    for (int i = 0; i < t.nkernels && kp < kern + 200; i++) {
+      const char *n = t.kernels[i].name;
+      const char *label = strstr(n, "prep_kernel") ? "prep" : strstr(n, "ckpt_scan") ? "scan" : "fwd";
+      kp += snprintf(kp, 40, " %s %.3f", label, t.kernels[i].median_ms);
+    }
+    printf("C %3d c %2d L %5d %-6s %9.3f ms %7.3f ns/token/head %7.1f TFLOP/s  %4.0f MHz  %3d launches (%s)%s%s\n",
            pb.chunk, pb.sub, L, fm_linrnn_variant_name((fm_linrnn_variant)v), t.median_ms, ns,
-           nominal_flop / (t.median_ms * 1e-3) / 1e12, t.clock_mhz, t.reps, t.source);
+           nominal_flop / (t.median_ms * 1e-3) / 1e12, t.clock_mhz, t.reps, t.source, kern[0] ? "; kernels (ms):" : "",
+           kern);
     fflush(stdout);
   }
   launch_ctx pair[2] = {{pb, FM_LINRNN_SKIP, 0}, {pb, FM_LINRNN_SKIP, 1}};
@@ -565,7 +592,8 @@ static int bench() {
   const double nominal = (double)T * H * (4.0 * dk * dv + 64.0 * (dk + dv));
   printf("T %d H %d dk %d dv %d, bf16, g in [-0.5, 0], final states not written; median of back-to-back launches "
          "over >= 1 s after 1 s of warm-up, L2 flushed before each (fm_time_launches, sustained); TFLOP/s of the "
-         "nominal work T H (4 dk dv + 64 (dk + dv)) = %.3g FLOP\n",
+         "nominal work T H (4 dk dv + 64 (dk + dv)) = %.3g FLOP; kernels: each kernel's median (CUPTI), fwd over "
+         "both of its launches where checkpoints run (the state-only pass and the forward)\n",
          T, H, dk, dv, nominal);
   const int Ls[7] = {16, 32, 64, 128, 256, 2048, 65536};
   int bad = 0;
@@ -599,8 +627,9 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[i], "--quick")) quick = true;
     else if (!strcmp(argv[i], "--bench")) do_bench = true;
     else if (!strcmp(argv[i], "--case") && i + 1 < argc) only = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--kseg") && i + 1 < argc) g_kseg_only = atoi(argv[++i]);
     else {
-      fprintf(stderr, "fm_linrnn_check: unknown argument '%s' (--quick, --case N, --bench)\n", argv[i]);
+      fprintf(stderr, "fm_linrnn_check: unknown argument '%s' (--quick, --case N, --kseg K, --bench)\n", argv[i]);
       return 3;
     }
   }

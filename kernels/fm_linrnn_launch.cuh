@@ -5,6 +5,7 @@
 #define FM_LINRNN_LAUNCH_CUH
 
 #include "fm_linrnn.cuh"
+#include "fm_linrnn.h"
 
 #ifdef FM_LINRNN_SIM
 #define FMLR_LAUNCH(fn, grid, block, smem, stream, arg) \
@@ -46,6 +47,19 @@ inline cudaError_t launch_prep(const params &p, cudaStream_t s) {
   return cudaGetLastError();
 }
 
+/* The checkpoints' scan: one thread per (head, state element). */
+inline cudaError_t launch_scan(const params &p, cudaStream_t s) {
+  const int64_t n = (int64_t)p.H * p.dk * p.dv;
+  FMLR_LAUNCH(ckpt_scan_kernel, (unsigned)((n + 255) / 256), 256, 0, s, p);
+  return cudaGetLastError();
+}
+
 }  // namespace fmlr
+
+/* fm_linrnn_forward with the checkpoint spacing chosen by the caller: kseg
+ * chunks, 0 none, -1 the library's choice (fm_linrnn.cu, auto_kseg). For the
+ * check, which runs every path. */
+fm_status fm_linrnn_forward_kseg(const fm_linrnn_problem *p, fm_linrnn_variant variant, int instrumented, int kseg,
+                                 void *stream, fm_err *err);
 
 #endif

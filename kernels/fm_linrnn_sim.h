@@ -5,7 +5,7 @@
  *
  * Compiled with a host C++20 compiler and -DFM_LINRNN_SIM, in place of the CUDA
  * runtime: blocks run one after the other, each CUDA thread of a block is a
- * fiber (ucontext) of one host thread, switched only at barriers; __syncthreads
+ * fiber of one host thread, switched only at barriers; __syncthreads
  * is a barrier of the block's fibers; the warp collectives (shuffles, ldmatrix,
  * mma.sync m16n8k16) exchange values through per-warp buffers behind a barrier
  * of the warp's 32 fibers, with the fragment layouts of the PTX ISA (mma m16n8k16 .bf16, ldmatrix .x4 with and
@@ -33,6 +33,7 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <csetjmp>
 #include <ucontext.h>
 #include <vector>
 
@@ -83,7 +84,8 @@ struct idx3 {
   unsigned x = 0, y = 0, z = 0;
 };
 
-/* A CUDA thread: a fiber with its own stack, switched by swapcontext. */
+/* A CUDA thread: a fiber with its own stack, started with setcontext and
+ * switched with _setjmp/_longjmp (no signal-mask system call per switch). */
 struct pending_copy {
   uint32_t dst;
   const void *src;
@@ -91,6 +93,8 @@ struct pending_copy {
 };
 struct fiber {
   ucontext_t ctx;
+  jmp_buf jb;
+  bool started = false;
   std::unique_ptr<char[]> stack;
   idx3 tid, bid;
   std::vector<std::vector<pending_copy>> groups; /* committed cp.async groups */
@@ -115,12 +119,14 @@ struct block_state {
 };
 inline block_state *g_block = nullptr;
 inline fiber *g_cur = nullptr;
-inline ucontext_t g_main;
+inline jmp_buf g_main_jb;
 inline idx3 g_dim, b_dim;
 inline unsigned long g_progress = 0;
 inline const std::function<void()> *g_body = nullptr;
 
-inline void yield() { swapcontext(&g_cur->ctx, &g_main); }
+inline void yield() {
+  if (!_setjmp(g_cur->jb)) _longjmp(g_main_jb, 1);
+}
 inline void arrive_and_wait(barrier_state &b) {
   const unsigned gen = b.gen;
   if (++b.count == b.expected) {
@@ -239,6 +245,19 @@ inline void fiber_entry() {
   cp_wait(0);
   g_cur->done = true;
   g_progress++;
+  _longjmp(g_main_jb, 1);
+}
+
+/* Runs fiber x until it yields or ends. */
+__attribute__((noinline)) inline void run_fiber(fiber &x) {
+  g_cur = &x;
+  if (!_setjmp(g_main_jb)) {
+    if (!x.started) {
+      x.started = true;
+      setcontext(&x.ctx);
+    }
+    _longjmp(x.jb, 1);
+  }
 }
 
 /* Runs grid x block threads of body(), one block at a time, the block's threads
@@ -270,7 +289,7 @@ inline void launch(dim3 grid, dim3 block, size_t smem_bytes, const std::function
           getcontext(&x.ctx);
           x.ctx.uc_stack.ss_sp = x.stack.get();
           x.ctx.uc_stack.ss_size = 1 << 17;
-          x.ctx.uc_link = &g_main;
+          x.ctx.uc_link = nullptr;
           makecontext(&x.ctx, fiber_entry, 0);
         }
         std::vector<int> order((size_t)nt);
@@ -287,8 +306,7 @@ inline void launch(dim3 grid, dim3 block, size_t smem_bytes, const std::function
           for (int t : order) {
             fiber &x = f[(size_t)t];
             if (x.done) continue;
-            g_cur = &x;
-            swapcontext(&g_main, &x.ctx);
+            run_fiber(x);
             live += !x.done;
           }
           if (live && g_progress == before) {
