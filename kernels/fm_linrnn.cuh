@@ -156,6 +156,8 @@ template <int N> FMLR_DEV void cp_wait() { sim::cp_wait(N); }
 FMLR_DEV void bar() { sim::syncthreads(); }
 FMLR_DEV void wsync() { sim::warp_exchange(nullptr, 0, [](auto) {}); }
 FMLR_DEV float shfl_up16(float v, int d) { return sim::shfl_up(v, (unsigned)d, 16); }
+FMLR_DEV uint32_t ballot(bool v) { return sim::ballot(v); }
+FMLR_DEV int ctz64(uint64_t m) { return __builtin_ctzll(m); }
 FMLR_DEV long long clk() { return sim::clock64(); }
 FMLR_DEV float ex2(float x) { return exp2f(x); }
 FMLR_DEV uint32_t pack2(float lo, float hi) {
@@ -177,6 +179,8 @@ template <int N> FMLR_DEV void cp_wait() { fmk::cp_async_wait<N>(); }
 FMLR_DEV void bar() { __syncthreads(); }
 FMLR_DEV void wsync() { __syncwarp(); }
 FMLR_DEV float shfl_up16(float v, int d) { return __shfl_up_sync(0xffffffffu, v, (unsigned)d, 16); }
+FMLR_DEV uint32_t ballot(bool v) { return __ballot_sync(0xffffffffu, v); }
+FMLR_DEV int ctz64(uint64_t m) { return __ffsll((long long)m) - 1; }
 FMLR_DEV long long clk() { return clock64(); }
 FMLR_DEV float ex2(float x) { return fmd::fast_exp2(x); }
 FMLR_DEV uint32_t pack2(float lo, float hi) { return fmd::pack_bf16(lo, hi); }
@@ -318,6 +322,7 @@ template <int DK, int C, int NW> struct cfg {
 struct step {
   int ch, c0, c1, st, h, dvb;
   bool full, has_next, live_in;
+  uint64_t vis; /* the 16 x 16 blocks the variant visits: bit bi N16 + bj (full steps) */
 };
 
 /* Issues the copies of chunk ch's Q (when full), K and metadata into stage st. */
@@ -361,12 +366,23 @@ FMLR_DEV void issue_v(const params &p, int ch, int h, int dvb, int vb, uint32_t 
   }
 }
 
-/* Whether the variant visits 16 x 16 block (bi, bj): the sub-tile holding it
- * (spc 16-blocks a side, n sub-tiles a row) is visited whole. */
-FMLR_DEV bool visits(int variant, const uint8_t *cls, int bi, int bj, int spc, int n) {
-  const int i = bi / spc, j = bj / spc;
-  if (variant == VAR_SKIP) return cls[i * n + j] != FM_TILE_MASKED;
-  return variant == VAR_NOSKIP || j <= i;
+/* The 16 x 16 blocks the variant visits in a chunk, bit bi N16 + bj (N16^2 <= 64):
+ * the sub-tile holding a block (c/16 blocks a side) is visited whole; SKIP
+ * visits the sub-tiles the rule does not call MASKED, CAUSAL those on and below
+ * the diagonal, NOSKIP all. Each lane decides two blocks, two ballots. */
+template <int C> FMLR_DEV uint64_t visit_mask(const params &p, const uint8_t *cls) {
+  constexpr int N16 = C / 16;
+  const int lane = threadIdx.x & 31, sl = p.c == 16 ? 0 : p.c == 32 ? 1 : 2, n = C / p.c;
+  uint64_t m = 0;
+#pragma unroll
+  for (int half = 0; half < 2; half++) {
+    const int e = lane + 32 * half, i = (e / N16) >> sl, j = (e % N16) >> sl;
+    bool v = false;
+    if (e < N16 * N16)
+      v = p.variant == VAR_SKIP ? cls[i * n + j] != FM_TILE_MASKED : (p.variant == VAR_NOSKIP || j <= i);
+    m |= (uint64_t)ballot(v) << (32 * half);
+  }
+  return m;
 }
 
 /* Scores one 16 x 16 block: P = scale (Q_bi K_bj^T) o D, stored split when on or
@@ -423,17 +439,16 @@ FMLR_DEV void score_phase(const params &p, const step &s, unsigned char *sm, uin
   using K = cfg<DK, C, NW>;
   const int warp = threadIdx.x >> 5;
   const uint8_t *cls = sm + s.st * K::STAGE + K::M_CLS;
-  const int spc = p.c / 16, n = C / p.c;
+  const int sl = p.c == 16 ? 0 : p.c == 32 ? 1 : 2, n = C / p.c;
   int64_t *cyc = reinterpret_cast<int64_t *>(sm + K::CYC_OFF);
   int k = 0;
-  for (int bi = 0; bi < K::N16; bi++)
-    for (int bj = 0; bj < K::N16; bj++) {
-      if (!visits(p.variant, cls, bi, bj, spc, n)) continue;
-      if (k++ % NW != warp) continue;
-      const long long t0 = INSTR ? clk() : 0;
-      score_block<DK, C, NW>(p, s, bi, bj, cls[(bi / spc) * n + bj / spc] != FM_TILE_UNMASKED, sm, sb);
-      if (INSTR && (threadIdx.x & 31) == 0) cyc[bi * K::N16 + bj] = clk() - t0;
-    }
+  for (uint64_t m = s.vis; m; m &= m - 1, k++) {
+    if (k % NW != warp) continue;
+    const int e = ctz64(m), bi = e / K::N16, bj = e % K::N16;
+    const long long t0 = INSTR ? clk() : 0;
+    score_block<DK, C, NW>(p, s, bi, bj, cls[(bi >> sl) * n + (bj >> sl)] != FM_TILE_UNMASKED, sm, sb);
+    if (INSTR && (threadIdx.x & 31) == 0) cyc[e] = clk() - t0;
+  }
 }
 
 /* The inter term: O = scale exp(G_t) Q S_in on the rows whose document began
@@ -495,8 +510,6 @@ FMLR_DEV void intra_phase(const params &p, const step &s, float (&o)[C / 16][2][
                           uint32_t sb) {
   using K = cfg<DK, C, NW>;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c4 = lane & 3;
-  const uint8_t *cls = sm + s.st * K::STAGE + K::M_CLS;
-  const int spc = p.c / 16, n = C / p.c;
   const uint32_t va = sb + K::V_OFF + (K::VST == 2 ? s.st : 0) * K::VB, pa = sb + K::P_OFF;
   const int pr = (lane & 7) + ((lane >> 3) & 1) * 8;
   const uint32_t poff = (uint32_t)pblk(pr, (lane >> 4) * 8);
@@ -505,7 +518,7 @@ FMLR_DEV void intra_phase(const params &p, const step &s, float (&o)[C / 16][2][
     ldsm_t(va + swz(j * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, warp * 2 + (lane >> 4), K::DVB) * 2, b);
 #pragma unroll
     for (int i = 0; i < K::N16; i++) {
-      if (!visits(p.variant, cls, i, j, spc, n)) continue;
+      if (!((s.vis >> (i * K::N16 + j)) & 1u)) continue;
       uint32_t ah[4] = {0u, 0u, 0u, 0u}, al[4] = {0u, 0u, 0u, 0u};
       if (j <= i) {
         const uint32_t blk = pa + (uint32_t)(i * (i + 1) / 2 + j) * 512 + poff;
@@ -672,7 +685,10 @@ FMLR_DEV float walk(const params &p, int h, int dvb, int ch0, int first, bool lo
     if (K::VST == 1) cp_wait<2>();
     else cp_wait<1>();
     bar();
-    if (s.full) score_phase<DK, C, NW, INSTR>(p, s, sm, sb);
+    if (s.full) {
+      s.vis = visit_mask<C>(p, sm + s.st * K::STAGE + K::M_CLS);
+      score_phase<DK, C, NW, INSTR>(p, s, sm, sb);
+    }
     if (K::VST == 1) cp_wait<1>();
     bar();
     if (s.full) {

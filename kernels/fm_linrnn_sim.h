@@ -164,6 +164,13 @@ template <class T> inline T shfl_up(T v, unsigned d, int width) {
   return shfl_from(v, seg >= (int)d ? l - (int)d : l);
 }
 template <class T> inline T shfl_xor(T v, int m) { return shfl_from(v, lane() ^ m); }
+inline uint32_t ballot(bool v) {
+  uint32_t bits = 0;
+  warp_exchange(&v, sizeof v, [&](auto at) {
+    for (int l = 0; l < 32; l++) bits |= (uint32_t)(*(const bool *)at(l)) << l;
+  });
+  return bits;
+}
 
 /* ldmatrix .x4 (.trans): lanes 8i..8i+7 give the row addresses of matrix i. */
 inline void ldmatrix(uint32_t addr, uint32_t (&r)[4], bool trans) {
