@@ -6,7 +6,7 @@
  * and walks a run of consecutive chunks (an "item") in order, carrying the
  * state S (dk x DVB, fp32) in registers from chunk to chunk; warp w owns value
  * columns [16 w, 16 w + 16) of the block and keeps S^T for them (16 x dk, the
- * accumulator layout of mma m16n8k16, 4 dk/8 registers a thread). Per chunk
+ * accumulator layout of mma m16n8k16, dk/2 registers a thread). Per chunk
  * of C tokens (c0 .. c0 + C):
  *   score  P = scale (Q K^T) o D for the 16 x 16 blocks the variant visits,
  *          D_ts = exp(G_t - G_s) for s <= t of one document, 0 otherwise;
@@ -25,9 +25,9 @@
  * would give ~2e-3, above the check's bar (PERF_NOTES.md).
  *
  * Items. S_in of chunk c is live when token c C is not a document start (flag
- * LIVE). Chunk c starts an item unless it is live and its document began at or
- * before chunk c-1's first token (then it must follow chunk c-1 in the same
- * CTA); an item that starts at a live chunk (its document began inside chunk
+ * LIVE). Chunk c starts an item unless it is live, not a checkpoint (below),
+ * and its document began at or before chunk c-1's first token (then it must
+ * follow chunk c-1 in the same CTA); an item that starts at a live chunk (its document began inside chunk
  * c-1) first runs a state-only step over chunk c-1 (the "prelude": that
  * document's rows there). Items depend only on cu_seqlens, so every variant
  * walks the same items. The grid is one CTA per (chunk, head, value block);
@@ -66,9 +66,10 @@
  *           all zero: the score products are done, then zero fragments feed P V).
  * A skipped block adds exact zeros in the others (P and weights are selected to
  * +0, a dead inter row is selected to +0), so all three give the same bits; the
- * one exception would be an accumulator that is exactly -0.0 before a zero is
- * added (needs exact cancellation to a signed zero: not seen with data drawn at
- * random). Sub-tiles wider than 16 are visited whole (every 16 x 16 block in them).
+ * one exception would be an accumulator that is exactly -0.0 when another
+ * variant adds a zero to it and nothing nonzero follows (every term -0 or an
+ * underflowed negative): not seen with data drawn at random. Sub-tiles wider
+ * than 16 are visited whole (every 16 x 16 block in them).
  *
  * Instrumented build (INSTR): the CTA of value block 0 writes, per chunk, the
  * class of every c x c sub-tile and its cycles: the sum, over the sub-tile's
