@@ -8,7 +8,7 @@
  *   o_t = scale * S_t^T q_t
  *   S_{t-1} = 0 when t is the first token of a document (cu_seqlens)
  *
- * computed chunkwise (docs/LINRNN.md): the T tokens are cut into chunks of C
+ * computed chunkwise: the T tokens are cut into chunks of C
  * tokens from token 0, with no regard for document boundaries (documents are
  * packed without chunk alignment). Inside a chunk, the intra-chunk term
  * (Q K^T * D) V runs over c x c sub-chunk tiles, D_ts = exp(G_t - G_s) for s
@@ -19,33 +19,72 @@
  * causal_document mask: key s is visible to rows [s, end of s's document)),
  * restricted to the diagonal C x C blocks:
  *   FM_TILE_MASKED    every (t, s) of the tile crosses a boundary or lies above
- *                     the diagonal: no load, no math (variant SKIP)
+ *                     the diagonal: no math (variant SKIP; the chunk's q, k, v
+ *                     are loaded once for all its tiles and terms)
  *   FM_TILE_PARTIAL   masked element-wise (D_ts = 0 where masked)
  *   FM_TILE_UNMASKED  plain
- * Variants (fm_linrnn_variant): SKIP skips FlashMask's masked tiles and the
- * inter-chunk term of row blocks whose documents all begin inside the chunk;
- * CAUSAL skips only the tiles above the diagonal (what chunkwise kernels do
- * today); NOSKIP visits every tile. All three give bit-identical outputs and
- * final states (a skipped tile adds exact zeros).
+ * Variants (fm_linrnn_variant; every variant walks the same chunks in the
+ * same order, and accumulates in the same order, so a skipped product is
+ * exactly a zero the others add):
+ *   SKIP    the c x c sub-tiles the rule calls MASKED are not computed; the
+ *           inter-chunk term runs only on 16-row blocks holding a row whose
+ *           document began before the chunk; a state is computed only where it
+ *           is read (the next chunk continues its document, or final_state
+ *           asks for it), over the 16-token steps of its own document.
+ *   CAUSAL  what chunkwise kernels do today inside a chunk: the sub-tiles on
+ *           and below the diagonal, the inter-chunk term on every row, the
+ *           state of the chunk's last document over every token of the chunk
+ *           (weights 0 outside the document).
+ *   NOSKIP  CAUSAL and the sub-tiles above the diagonal too (the baseline).
+ * All three give bit-identical outputs and final states (a skipped product
+ * adds exact zeros). Sub-tiles wider than 16 are computed whole, in 16 x 16
+ * blocks. One CTA carries a document's state through its chunks in
+ * registers, so a document of n chunks is n chunk steps of one CTA in
+ * sequence, unless the documents are long (8 chunks or more on average) and
+ * too few to fill the GPU (under 512 (document, head, value block) walks):
+ * then a state-only pass computes the state every kseg chunks and a scan
+ * chains them, so that about 1024 CTAs share the walk. The choice depends on
+ * the shape alone; every variant takes the same.
+ *
+ * Numerics: fp32 accumulation; every tensor-core product has one operand
+ * exact in bf16 (q, k, v) and the other (P, the state, the decay-weighted v)
+ * split into two bf16 halves, so the result is within ~1e-5 of the fp64
+ * recurrence before the output's own bf16 rounding (2^-9 relative). Decays are
+ * computed in fp32 as exp of sums of non-positive log-decays (never the
+ * difference of two long sums); g is clamped at -64 (exp(-64) ~ 1.6e-28; -inf
+ * is allowed) and a document's first g is not used. g > 0 is not checked.
  *
  * Layouts (device pointers), packed tokens T, heads H (one batch: documents
  * are packed along T, as flash-linear-attention's cu_seqlens path does):
- *   q, k        (T, H, dk) bf16 (uint16_t bit patterns)
- *   v, o        (T, H, dv) bf16
+ *   q, k        (T, H, dk) bf16 (uint16_t bit patterns), 16-byte aligned
+ *   v, o        (T, H, dv) bf16; v 16-byte aligned, o 4-byte aligned
  *   g           (T, H) fp32 log decay, g <= 0 (alpha_t = exp(g_t)); the g of a
  *               document's first token multiplies a zero state (no effect)
  *   cu_seqlens  (ndocs + 1) int32: 0 = cu[0] < cu[1] < ... < cu[ndocs] = T
- *   final_state (ndocs, H, dk, dv) fp32 or NULL: S at each document's last token
- *   tile_class  (H, nchunks, C/c, C/c) uint8 FM_TILE_* (instrumented only)
- *   tile_cycles (H, nchunks, C/c, C/c) int64 clock64 cycles of the tile's work
- *               (0 for skipped tiles; instrumented only)
- * nchunks = ceil(T / C). Head dims: dk 64 or 128, dv 64, 128 or 256; chunk C
- * in {64, 128, 256}, sub-chunk c in {16, 32, 64}, c <= C (a combination this
- * build does not instantiate is FM_EUNSUPPORTED, with the list in the message).
- * CUDA runtime failures are FM_EIO with the CUDA error in the message;
- * FM_EUNSUPPORTED when no usable device exists. Workspace: stream-ordered,
- * allocated and freed on `stream` (its size: fm_linrnn_workspace_bytes, O(T)
- * mask data plus the per-chunk states).
+ *               (read on the device only: not checked; a violation is undefined)
+ *   final_state (ndocs, H, dk, dv) fp32 or NULL: S at each document's last
+ *               token, every document written
+ *   tile_class  (H, nchunks, C/c, C/c) uint8 FM_TILE_* (instrumented only):
+ *               the rule's class of each sub-tile (a sub-tile past T: MASKED);
+ *               every element written by the launch
+ *   tile_cycles (H, nchunks, C/c, C/c) int64 (instrumented only): clock64
+ *               cycles spent scoring the sub-tile (Q K^T, decay, mask, the
+ *               split and store of P), summed over its 16 x 16 blocks, as seen
+ *               by the CTA of the first 16 value columns; 0 exactly for
+ *               sub-tiles the variant does not visit (its P V products are
+ *               issued by every warp, interleaved, and are not timed)
+ * nchunks = ceil(T / C); T need not be a multiple of C. Head dims: dk 64 or
+ * 128, dv 64, 128 or 256; chunk C 64 or 128 (256 is not built: its tiles do
+ * not fit the shared memory of one CTA); sub-chunk c in {16, 32, 64}, c <= C
+ * (anything else is FM_EUNSUPPORTED, with the list in the message). Bad
+ * arguments are FM_EINVAL, one line each. CUDA runtime failures are FM_EIO
+ * with the CUDA error in the message; FM_EUNSUPPORTED when no usable device
+ * exists or it is not sm_90 (the kernels are built for sm_90a only).
+ * Workspace: stream-ordered, allocated and freed on `stream` (its size:
+ * fm_linrnn_workspace_bytes, O(T H): per token its document and the in-block
+ * decay sums, per chunk its sub-tile classes and flags; with checkpoints one
+ * dk x dv fp32 state per checkpoint and head, nchunks / kseg of them).
+ * Design, costs and measurements: kernels/PERF_NOTES.md, "Linear RNN".
  */
 #ifndef FM_LINRNN_H
 #define FM_LINRNN_H

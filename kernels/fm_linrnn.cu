@@ -1,0 +1,193 @@
+/* fm_linrnn.cu — host side of the chunkwise linear-attention forward
+ * (fm_linrnn.h): argument checks, the stream-ordered workspace, the
+ * preprocessing launch and the choice of the forward's instantiation. The
+ * kernels: fm_linrnn.cuh; their instantiations: fm_linrnn_hd64.cu and
+ * fm_linrnn_hd128.cu (one translation unit per head dim dk). */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "fm_cuda_status.cuh"
+#include "fm_linrnn.cuh"
+#include "fm_linrnn.h"
+#include "fm_linrnn_launch.cuh"
+
+extern "C" const char *fm_linrnn_variant_name(fm_linrnn_variant v) {
+  static const char *const names[FM_LINRNN_NVARIANTS] = {"skip", "causal", "noskip"};
+  return (unsigned)v < FM_LINRNN_NVARIANTS ? names[v] : NULL;
+}
+
+extern "C" size_t fm_linrnn_problem_size(void) { return sizeof(fm_linrnn_problem); }
+
+static_assert((int)FM_LINRNN_SKIP == fmlr::VAR_SKIP && (int)FM_LINRNN_CAUSAL == fmlr::VAR_CAUSAL &&
+                  (int)FM_LINRNN_NOSKIP == fmlr::VAR_NOSKIP,
+              "fm_linrnn_variant values are the kernel's");
+
+/* The shape this build instantiates (fm_linrnn.h): dk 64/128, dv 64/128/256,
+ * C 64/128, c 16/32/64 with c <= C. */
+static bool shape_built(const fm_linrnn_problem *p) {
+  return (p->dk == 64 || p->dk == 128) && (p->dv == 64 || p->dv == 128 || p->dv == 256) &&
+         (p->chunk == 64 || p->chunk == 128) && (p->sub == 16 || p->sub == 32 || p->sub == 64) &&
+         p->sub <= p->chunk;
+}
+
+/* Warps per CTA: 8 (value blocks of 128 columns) at C = 128 when dv allows, else 4. */
+static int warps_of(const fm_linrnn_problem *p) { return p->chunk == 128 && p->dv % 128 == 0 ? 8 : 4; }
+
+/* Checkpoint spacing in chunks (0: none), a function of the shape alone (so
+ * every variant and device takes the same): when the documents are long
+ * (8 chunks or more on average) and too few to fill the GPU one CTA per
+ * document, head and value block (under 512 such CTAs), the state is
+ * checkpointed every kseg chunks so that about 1024 CTAs share the walk. */
+static int auto_kseg(const fm_linrnn_problem *p) {
+  const int64_t nch = ((int64_t)p->tokens + p->chunk - 1) / p->chunk, ndvb = p->dv / (16 * warps_of(p));
+  if (nch < 8 * (int64_t)p->ndocs || (int64_t)p->ndocs * p->heads * ndvb >= 512) return 0;
+  const int64_t k = (nch * p->heads * ndvb + 1023) / 1024;
+  return (int)(k < 4 ? 4 : k);
+}
+
+/* Lays the workspace out from base (NULL: only sizes it) into k; returns its
+ * bytes. kseg > 0 adds the checkpoint states and decays. */
+static size_t carve(const fm_linrnn_problem *p, int kseg, char *base, fmlr::params *k) {
+  const int64_t T = p->tokens, H = p->heads, C = p->chunk, nch = (T + C - 1) / C, tpad = nch * C;
+  const int64_t slots = kseg > 0 ? (nch - 1) / kseg + 1 : 0;
+  const int64_t bytes[8] = {4 * T, 4 * tpad, 4 * nch, 4 * H * tpad, 4 * H * nch * (C / 16),
+                            (int64_t)fmlr::CLS_STRIDE * nch, 4 * slots * H * p->dk * p->dv, 4 * slots * H};
+  char *at[8];
+  size_t off = 0;
+  for (int i = 0; i < 8; i++) {
+    at[i] = base ? base + off : NULL;
+    off += ((size_t)bytes[i] + 255) & ~(size_t)255;
+  }
+  if (k) {
+    k->docidx = (int32_t *)at[0];
+    k->docstart = (int32_t *)at[1];
+    k->flags = (int32_t *)at[2];
+    k->lp2 = (float *)at[3];
+    k->pre2 = (float *)at[4];
+    k->tclass = (uint8_t *)at[5];
+    k->ck_s = (float *)at[6];
+    k->ck_a = (float *)at[7];
+  }
+  return off;
+}
+
+/* Every check that needs no device; one line each. */
+static fm_status check_problem(const fm_linrnn_problem *p, fm_linrnn_variant variant, int instrumented,
+                               fm_err *err) {
+  if (!p) return fm_fail(err, FM_EINVAL, "fm_linrnn_forward: problem is NULL");
+  if (p->tokens < 1 || p->heads < 1 || p->tokens > (1 << 30) || p->heads > 65534)
+    return fm_fail(err, FM_EINVAL, "fm_linrnn: tokens must be in [1, 2^30] and heads in [1, 65534] (got %d, %d)",
+                   p->tokens, p->heads);
+  if (p->ndocs < 1 || p->ndocs > p->tokens)
+    return fm_fail(err, FM_EINVAL, "fm_linrnn: ndocs must be in [1, tokens = %d] (got %d)", p->tokens, p->ndocs);
+  if (!shape_built(p))
+    return fm_fail(err, FM_EUNSUPPORTED,
+                   "fm_linrnn: dk %d, dv %d, chunk %d, sub %d is not built; supported: dk 64 or 128, dv 64, "
+                   "128 or 256, chunk 64 or 128, sub 16, 32 or 64 with sub <= chunk",
+                   p->dk, p->dv, p->chunk, p->sub);
+  if (!(p->scale > 0.f) || isinf(p->scale))
+    return fm_fail(err, FM_EINVAL, "fm_linrnn: scale must be finite and > 0 (got %g)", (double)p->scale);
+  if (!p->cu_seqlens || !p->q || !p->k || !p->v || !p->g || !p->o)
+    return fm_fail(err, FM_EINVAL, "fm_linrnn: cu_seqlens, q, k, v, g and o must be device pointers (one is NULL)");
+  if (((uintptr_t)p->q | (uintptr_t)p->k | (uintptr_t)p->v) & 15 || ((uintptr_t)p->o | (uintptr_t)p->g) & 3 ||
+      (uintptr_t)p->final_state & 3)
+    return fm_fail(err, FM_EINVAL, "fm_linrnn: q, k and v must be 16-byte aligned, o, g and final_state 4-byte aligned");
+  if ((unsigned)variant >= FM_LINRNN_NVARIANTS)
+    return fm_fail(err, FM_EINVAL, "fm_linrnn: variant %d is not skip (0), causal (1) or noskip (2)", (int)variant);
+  if (instrumented && (!p->tile_class || !p->tile_cycles))
+    return fm_fail(err, FM_EINVAL, "fm_linrnn: the instrumented build needs tile_class and tile_cycles");
+  const int64_t nch = ((int64_t)p->tokens + p->chunk - 1) / p->chunk;
+  const int64_t ctas = nch * p->heads * (p->dv / (16 * warps_of(p)));
+  if (ctas > 0x7fffffffLL)
+    return fm_fail(err, FM_EUNSUPPORTED, "fm_linrnn: %lld CTAs exceed the grid limit 2^31 - 1", (long long)ctas);
+  return FM_OK;
+}
+
+extern "C" size_t fm_linrnn_workspace_bytes(const fm_linrnn_problem *p) {
+  if (!p || p->tokens < 1 || p->heads < 1 || p->ndocs < 1 || !shape_built(p)) return 0;
+  return carve(p, auto_kseg(p), NULL, NULL);
+}
+
+/* The current device must be sm_90 (the kernels are built for sm_90a only). */
+static fm_status check_device(fm_err *err) {
+  int n = 0, dev = 0, major = 0, minor = 0;
+  cudaError_t e = cudaGetDeviceCount(&n);
+  char why[200];
+  if (e != cudaSuccess || n == 0)
+    return fm_fail(err, FM_EUNSUPPORTED, "fm_linrnn: no usable CUDA device: %s",
+                   fm_cuda_no_device_reason(e, why, sizeof why));
+  CUDA_TRY(cudaGetDevice(&dev), "cudaGetDevice");
+  CUDA_TRY(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev), "compute capability");
+  CUDA_TRY(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev), "compute capability");
+  if (major != 9 || minor != 0)
+    return fm_fail(err, FM_EUNSUPPORTED, "fm_linrnn: device %d is sm_%d%d; the kernel is built for sm_90a only", dev,
+                   major, minor);
+  return FM_OK;
+}
+
+/* The kernels' parameters from the problem (the workspace pointers are carved). */
+static void fill_params(const fm_linrnn_problem *p, fm_linrnn_variant variant, int instrumented, fmlr::params *k) {
+  memset(k, 0, sizeof *k);
+  k->T = p->tokens;
+  k->H = p->heads;
+  k->dk = p->dk;
+  k->dv = p->dv;
+  k->C = p->chunk;
+  k->c = p->sub;
+  k->ndocs = p->ndocs;
+  k->nchunks = (p->tokens + p->chunk - 1) / p->chunk;
+  k->variant = (int32_t)variant;
+  k->ndvb = p->dv / (16 * warps_of(p));
+  k->scale = p->scale;
+  k->cu = p->cu_seqlens;
+  k->q = (const uint16_t *)p->q;
+  k->k = (const uint16_t *)p->k;
+  k->v = (const uint16_t *)p->v;
+  k->g = p->g;
+  k->o = (uint16_t *)p->o;
+  k->final_state = p->final_state;
+  k->tile_class = instrumented ? p->tile_class : NULL;
+  k->tile_cycles = instrumented ? p->tile_cycles : NULL;
+}
+
+/* The forward with checkpoints every kseg chunks (0: none, -1: auto_kseg):
+ * preprocessing, the checkpoint pass and its scan when kseg > 0, the forward. */
+fm_status fm_linrnn_forward_kseg(const fm_linrnn_problem *p, fm_linrnn_variant variant, int instrumented, int kseg,
+                                 void *stream, fm_err *err) {
+  fm_status st = check_problem(p, variant, instrumented, err);
+  if (st == FM_OK) st = check_device(err);
+  if (st != FM_OK) return st;
+  if (kseg < 0) kseg = auto_kseg(p);
+  cudaStream_t s = (cudaStream_t)stream;
+  fmlr::params k;
+  fill_params(p, variant, instrumented, &k);
+  k.kseg = kseg;
+  char *ws = NULL;
+  cudaError_t e = cudaMallocAsync((void **)&ws, carve(p, kseg, NULL, NULL), s);
+  if (e != cudaSuccess) return cuda_fail(err, e, "cudaMallocAsync (linrnn workspace)");
+  carve(p, kseg, ws, &k);
+  const char *what = "linrnn preprocessing launch";
+  e = fmlr::launch_prep(k, s);
+  if (e == cudaSuccess && kseg > 0) {
+    k.mode = fmlr::MODE_CKPT;
+    what = "linrnn checkpoint launch";
+    e = p->dk == 64 ? fmlr::launch_fwd_dk64(k, warps_of(p), false, s) : fmlr::launch_fwd_dk128(k, warps_of(p), false, s);
+    if (e == cudaSuccess) e = fmlr::launch_scan(k, s);
+    k.mode = fmlr::MODE_MAIN;
+  }
+  if (e == cudaSuccess) {
+    what = "linrnn forward launch";
+    e = p->dk == 64 ? fmlr::launch_fwd_dk64(k, warps_of(p), instrumented != 0, s)
+                    : fmlr::launch_fwd_dk128(k, warps_of(p), instrumented != 0, s);
+  }
+  if (e != cudaSuccess) st = cuda_fail(err, e, what);
+  e = cudaFreeAsync(ws, s);
+  if (st == FM_OK && e != cudaSuccess) st = cuda_fail(err, e, "cudaFreeAsync (linrnn workspace)");
+  return st;
+}
+
+extern "C" fm_status fm_linrnn_forward(const fm_linrnn_problem *p, fm_linrnn_variant variant, int instrumented,
+                                       void *stream, fm_err *err) {
+  return fm_linrnn_forward_kseg(p, variant, instrumented, -1, stream, err);
+}

@@ -1,0 +1,774 @@
+/* fm_linrnn.cuh — the chunkwise linear-attention forward (private to kernels/;
+ * the contract: fm_linrnn.h; the design and its numbers: kernels/PERF_NOTES.md,
+ * "Linear RNN").
+ *
+ * One fused pass. A CTA owns one (head h, block of DVB = 16 NW value columns)
+ * and walks a run of consecutive chunks (an "item") in order, carrying the
+ * state S (dk x DVB, fp32) in registers from chunk to chunk; warp w owns value
+ * columns [16 w, 16 w + 16) of the block and keeps S^T for them (16 x dk, the
+ * accumulator layout of mma m16n8k16, dk/2 registers a thread). Per chunk
+ * of C tokens (c0 .. c0 + C):
+ *   score  P = scale (Q K^T) o D for the 16 x 16 blocks the variant visits,
+ *          D_ts = exp(G_t - G_s) for s <= t of one document, 0 otherwise;
+ *          blocks spread over the warps, P stored in shared memory as two bf16
+ *          planes (hi + lo = P to ~2^-16; the lower triangle only)
+ *   inter  O = scale exp(G_t) Q S_in for the rows whose document began before
+ *          the chunk (S split the same way, straight from the accumulators)
+ *   intra  O += P V over the visited blocks, then O is stored (bf16)
+ *   state  for each document of the chunk whose state is needed (the last one
+ *          when the next chunk of the item continues it; those that end here
+ *          when final states are asked for): S = exp(G_e) S_in (first document,
+ *          when it began before the chunk) or 0, then S^T += (w V)^T K over its
+ *          16-token steps, w_s = exp(G_e - G_s) (w V split hi + lo).
+ * Every product has one exact bf16 operand (q, k, v) and one split in two bf16
+ * halves, so the arithmetic error is ~1e-5 of the output; a single bf16 operand
+ * would give ~2e-3, above the check's bar (PERF_NOTES.md).
+ *
+ * Items. S_in of chunk c is live when token c C is not a document start (flag
+ * LIVE). Chunk c starts an item unless it is live, not a checkpoint (below),
+ * and its document began at or before chunk c-1's first token (then it must
+ * follow chunk c-1 in the same CTA); an item that starts at a live chunk (its document began inside chunk
+ * c-1) first runs a state-only step over chunk c-1 (the "prelude": that
+ * document's rows there). Items depend only on cu_seqlens, so every variant
+ * walks the same items. The grid is one CTA per (chunk, head, value block);
+ * those whose chunk starts no item return at once.
+ *
+ * Checkpoints (kseg > 0, chosen by the host for long, few documents): a live
+ * chunk c with c % kseg == 0 is a checkpoint: an item starts there with S_in
+ * read from ck_s. A first launch of fwd_kernel in MODE_CKPT has the CTA of
+ * each checkpoint walk the state-only steps of the segment before it (from
+ * c - kseg, or from its document's first chunk) and store the state at its end
+ * and the segment's decay (ck_a, -1 when the document began inside the
+ * segment); ckpt_scan_kernel then adds, in chunk order, each dependent
+ * checkpoint's predecessor times that decay.
+ *
+ * Decays (log2 units, g clamped at G_FLOOR, the g of a document's first token
+ * taken as 0): per chunk and head the preprocessing stores lp2[t], the
+ * inclusive sum of g over t's 16-token block up to t, and pre2[b], the sum over
+ * the blocks before b. Every exponent is a sum of non-positive terms (never a
+ * difference of two long sums), so its rounding is relative to itself:
+ *   same block:        lp2[t] - lp2[s]
+ *   block bt > bs:     lp2[t] + sum_{bs<k<bt} tot[k] + (tot[bs] - lp2[s])
+ *   from chunk start:  pre2[bt] + lp2[t]            (tot[k] = lp2 of block k's last token)
+ *
+ * Variants (runtime, uniform branches; the arithmetic of a visited block is
+ * the same in all, and accumulation orders are fixed: inter term first, then
+ * key blocks in order; state steps in order):
+ *   SKIP    visits the c x c sub-tiles the tile rule (fm_classify_minmax on the
+ *           causal_document intervals, computed by the preprocessing) does not
+ *           call MASKED; runs the inter term only on 16-row blocks holding a
+ *           row whose document began before the chunk; computes a state only
+ *           where it is needed, over the 16-token steps of its document.
+ *   CAUSAL  visits the sub-tiles on and below the diagonal; the inter term on
+ *           every row block; the last document's state in every chunk, over
+ *           every 16-token step (weights 0 outside the document).
+ *   NOSKIP  as CAUSAL, and the sub-tiles above the diagonal too (their P is
+ *           all zero: the score products are done, then zero fragments feed P V).
+ * A skipped block adds exact zeros in the others (P and weights are selected to
+ * +0, a dead inter row is selected to +0), so all three give the same bits; the
+ * one exception would be an accumulator that is exactly -0.0 when another
+ * variant adds a zero to it and nothing nonzero follows (every term -0 or an
+ * underflowed negative): not seen with data drawn at random. Sub-tiles wider
+ * than 16 are visited whole (every 16 x 16 block in them).
+ *
+ * Instrumented build (INSTR): the CTA of value block 0 writes, per chunk, the
+ * class of every c x c sub-tile and its cycles: the sum, over the sub-tile's
+ * 16 x 16 blocks, of the clock64 cycles the warp that scored the block spent on
+ * it (Q K^T, decay, mask, split, store); 0 for sub-tiles not visited. The P V
+ * products of a block are issued by every warp, interleaved, and are not timed.
+ *
+ * FM_LINRNN_SIM: compiled by a host C++ compiler against fm_linrnn_sim.h (a host
+ * emulation of the primitives below), for development without a GPU. */
+#ifndef FM_LINRNN_CUH
+#define FM_LINRNN_CUH
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fm_tile_rule.h"
+
+#ifdef FM_LINRNN_SIM
+#include "fm_bf16.h"
+#include "fm_linrnn_sim.h"
+#define FMLR_DEV inline
+#define FMLR_KERNEL inline
+#define FMLR_BOUNDS(nt, mb)
+#define FMLR_SMEM(name) unsigned char *name = sim::smem()
+#else
+#include <cuda_runtime.h>
+
+#include "fm_device.cuh"
+#include "fm_sm80_fwd.cuh"
+#define FMLR_DEV __device__ __forceinline__
+#define FMLR_KERNEL __global__
+#define FMLR_BOUNDS(nt, mb) __launch_bounds__(nt, mb)
+#define FMLR_SMEM(name) extern __shared__ __align__(128) unsigned char name[]
+#endif
+
+namespace fmlr {
+
+/* Variant values: fm_linrnn_variant (fm_linrnn.h). */
+enum : int32_t { VAR_SKIP = 0, VAR_CAUSAL = 1, VAR_NOSKIP = 2 };
+/* Per-chunk flags of the preprocessing. */
+enum : int32_t { FLAG_ITEM_START = 1, FLAG_PRELUDE = 2, FLAG_LIVE = 4, FLAG_CKPT = 8 };
+/* What a launch of fwd_kernel does (params.mode). */
+enum : int32_t { MODE_MAIN = 0, MODE_CKPT = 1 };
+constexpr float G_FLOOR = -64.f; /* g below it counts as it: exp(-64) ~ 1.6e-28 */
+constexpr float LOG2E = 1.4426950408889634f;
+constexpr int CLS_STRIDE = 64; /* bytes of sub-tile classes per chunk: (C/c)^2 <= 64 */
+
+/* What the kernels read (device pointers). Workspace arrays, O(T):
+ *   docidx   (T) int32             document of each token
+ *   docstart (nchunks C) int32     first token of its document (padding rows: themselves)
+ *   lp2      (H, nchunks C) fp32   in-block inclusive log2-decay sums
+ *   pre2     (H, nchunks, C/16)    log2 decay from the chunk start to each block
+ *   tclass   (nchunks, CLS_STRIDE) uint8 FM_TILE_* of the chunk's c x c sub-tiles
+ *   flags    (nchunks) int32       FLAG_* */
+struct params {
+  int32_t T, H, dk, dv, C, c, ndocs, nchunks, variant, ndvb;
+  int32_t kseg, mode; /* checkpoint spacing in chunks (0: none); MODE_* */
+  float scale;
+  const int32_t *cu;
+  const uint16_t *q, *k, *v; /* bf16 bits */
+  const float *g;
+  uint16_t *o;
+  float *final_state;
+  uint8_t *tile_class;
+  int64_t *tile_cycles;
+  int32_t *docidx, *docstart, *flags;
+  float *lp2, *pre2;
+  uint8_t *tclass;
+  float *ck_s; /* (nchunks / kseg + 1, H, dk, dv) fp32 checkpoint states, kseg > 0 only */
+  float *ck_a; /* (nchunks / kseg + 1, H) the decay across each checkpoint's segment, -1: none */
+};
+
+/* ------------------------------------------------------------ primitives */
+
+#ifdef FM_LINRNN_SIM
+using std::max;
+using std::min;
+FMLR_DEV uint32_t smem_addr(const unsigned char *) { return 0; }
+FMLR_DEV void ldsm(uint32_t a, uint32_t (&r)[4]) { sim::ldmatrix(a, r, false); }
+FMLR_DEV void ldsm_t(uint32_t a, uint32_t (&r)[4]) { sim::ldmatrix(a, r, true); }
+FMLR_DEV void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) { sim::mma(d, a, b0, b1); }
+FMLR_DEV void cp16(uint32_t dst, const void *src, bool ok) { sim::cp_async(dst, src, 16, ok ? 16 : 0); }
+FMLR_DEV void cp_commit() { sim::cp_commit(); }
+template <int N> FMLR_DEV void cp_wait() { sim::cp_wait(N); }
+FMLR_DEV void bar() { sim::syncthreads(); }
+FMLR_DEV void wsync() { sim::warp_exchange(nullptr, 0, [](auto) {}); }
+FMLR_DEV float shfl_up16(float v, int d) { return sim::shfl_up(v, (unsigned)d, 16); }
+FMLR_DEV uint32_t ballot(bool v) { return sim::ballot(v); }
+FMLR_DEV int ctz64(uint64_t m) { return __builtin_ctzll(m); }
+FMLR_DEV long long clk() { return sim::clock64(); }
+FMLR_DEV float ex2(float x) { return exp2f(x); }
+FMLR_DEV uint32_t pack2(float lo, float hi) {
+  return (uint32_t)fm_f32_to_bf16(lo) | ((uint32_t)fm_f32_to_bf16(hi) << 16);
+}
+FMLR_DEV float bits_f32(uint32_t u) {
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+#else
+FMLR_DEV uint32_t smem_addr(const unsigned char *p) { return fmk::smem_u32(p); }
+FMLR_DEV void ldsm(uint32_t a, uint32_t (&r)[4]) { fmk::ldmatrix_x4(a, r[0], r[1], r[2], r[3]); }
+FMLR_DEV void ldsm_t(uint32_t a, uint32_t (&r)[4]) { fmk::ldmatrix_x4_trans(a, r[0], r[1], r[2], r[3]); }
+FMLR_DEV void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) { fmk::mma_bf16(d, a, b0, b1); }
+FMLR_DEV void cp16(uint32_t dst, const void *src, bool ok) { fmk::cp_async16(dst, src, ok ? 16 : 0); }
+FMLR_DEV void cp_commit() { fmk::cp_async_commit(); }
+template <int N> FMLR_DEV void cp_wait() { fmk::cp_async_wait<N>(); }
+FMLR_DEV void bar() { __syncthreads(); }
+FMLR_DEV void wsync() { __syncwarp(); }
+FMLR_DEV float shfl_up16(float v, int d) { return __shfl_up_sync(0xffffffffu, v, (unsigned)d, 16); }
+FMLR_DEV uint32_t ballot(bool v) { return __ballot_sync(0xffffffffu, v); }
+FMLR_DEV int ctz64(uint64_t m) { return __ffsll((long long)m) - 1; }
+FMLR_DEV long long clk() { return clock64(); }
+FMLR_DEV float ex2(float x) { return fmd::fast_exp2(x); }
+FMLR_DEV uint32_t pack2(float lo, float hi) { return fmd::pack_bf16(lo, hi); }
+FMLR_DEV float bits_f32(uint32_t u) { return __uint_as_float(u); }
+#endif
+
+/* The two bf16 halves of a packed pair, as floats. */
+FMLR_DEV float bf_lo(uint32_t r) { return bits_f32(r << 16); }
+FMLR_DEV float bf_hi(uint32_t r) { return bits_f32(r & 0xffff0000u); }
+
+/* x0, x1 as bf16 pairs hi (rounded) and lo (the rounding's remainder, rounded). */
+FMLR_DEV void split2(float x0, float x1, uint32_t &hi, uint32_t &lo) {
+  hi = pack2(x0, x1);
+  lo = pack2(x0 - bf_lo(hi), x1 - bf_hi(hi));
+}
+
+/* Element offset of 16-byte chunk `chunk` of row `row` in a shared-memory tile
+ * of rows of `len` bf16 (len >= 64): chunk ^ (row & 7), as fm_sm80_fwd.cuh. */
+FMLR_DEV int swz(int row, int chunk, int len) { return row * len + ((chunk ^ (row & 7)) << 3); }
+
+/* Byte offset of (row, col) inside a 16 x 16 block of P (32-byte rows, the two
+ * 16-byte chunks swapped on rows 4-7 and 12-15: ldmatrix and the fragment
+ * stores are free of bank conflicts). */
+FMLR_DEV int pblk(int row, int col) { return (row * 16 + (((col >> 3) ^ ((row >> 2) & 1)) << 3) + (col & 7)) * 2; }
+
+/* -------------------------------------------------------- preprocessing */
+
+/* The last document d with cu[d] <= t (cu[0] = 0 <= t < cu[ndocs]). */
+FMLR_DEV int32_t doc_of(const int32_t *cu, int32_t ndocs, int32_t t) {
+  int32_t lo = 0, hi = ndocs - 1;
+  while (lo < hi) {
+    const int32_t mid = (lo + hi + 1) >> 1;
+    if (cu[mid] <= t) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
+}
+
+/* Chunk ch's documents, sub-tile classes and flags (one thread per token). */
+template <int C> FMLR_DEV void prep_docs(const params &p, int ch, unsigned char *sm) {
+  const int tid = threadIdx.x, c0 = ch * C, t = c0 + tid;
+  int32_t *ends = reinterpret_cast<int32_t *>(sm);
+  fm_tile_bounds *bnd = reinterpret_cast<fm_tile_bounds *>(sm + 4 * C);
+  int32_t ds = t, de = p.T;
+  if (t < p.T) {
+    const int32_t d = doc_of(p.cu, p.ndocs, t);
+    ds = p.cu[d];
+    de = p.cu[d + 1];
+    p.docidx[t] = d;
+  }
+  p.docstart[t] = ds;
+  ends[tid] = de;
+  bar();
+  const int n = C / p.c;
+  if (tid < n) { /* the bounds of key sub-tile tid: causal_document's columns,
+                    LTS = the document's end, LTE = T, the causal triangle folded */
+    fm_tile_bounds b;
+    fm_bounds_reset(&b);
+    for (int32_t j = c0 + tid * p.c; j < c0 + (tid + 1) * p.c && j < p.T; j++) {
+      int32_t us, ue;
+      fm_effective_upper(0, 0, 1, j, p.T, p.T, &us, &ue);
+      fm_bounds_add(&b, ends[j - c0], p.T, us, ue);
+    }
+    bnd[tid] = b;
+  }
+  bar();
+  for (int idx = tid; idx < n * n; idx += C) {
+    const int i = idx / n, j = idx % n, r0 = c0 + i * p.c, r1 = min(r0 + p.c, p.T);
+    const int cls = (r0 >= p.T || c0 + j * p.c >= p.T) ? FM_TILE_MASKED : fm_classify_minmax(&bnd[j], r0, r1);
+    p.tclass[(int64_t)ch * CLS_STRIDE + idx] = (uint8_t)cls;
+  }
+  if (tid == 0) {
+    /* ds is the document start of token c0: S_in is live when it lies before */
+    const bool live = ch > 0 && ds < c0;
+    const bool ckpt = live && p.kseg > 0 && ch % p.kseg == 0; /* S_in from the checkpoint pass */
+    const bool prelude = live && !ckpt && ds > c0 - C;      /* began inside chunk ch-1 */
+    p.flags[ch] = (!live || ckpt || prelude ? FLAG_ITEM_START : 0) | (prelude ? FLAG_PRELUDE : 0) |
+                  (live ? FLAG_LIVE : 0) | (ckpt ? FLAG_CKPT : 0);
+  }
+}
+
+/* Chunk ch's in-block log2-decay sums of head h (one thread per token). */
+template <int C> FMLR_DEV void prep_decay(const params &p, int ch, int h, unsigned char *sm) {
+  const int tid = threadIdx.x, t = ch * C + tid;
+  float *tot = reinterpret_cast<float *>(sm);
+  bool first = true; /* a document's first token (or padding): its g multiplies a zero state */
+  if (t < p.T) first = p.cu[doc_of(p.cu, p.ndocs, t)] == t;
+  float x = first ? 0.f : fmaxf(p.g[(int64_t)t * p.H + h], G_FLOOR) * LOG2E;
+#pragma unroll
+  for (int off = 1; off < 16; off <<= 1) {
+    const float y = shfl_up16(x, off);
+    if ((tid & 15) >= off) x += y;
+  }
+  p.lp2[(int64_t)h * p.nchunks * C + t] = x;
+  if ((tid & 15) == 15) tot[tid >> 4] = x;
+  bar();
+  if (tid == 0) {
+    float pre = 0.f; /* a sum of non-positive terms, in order */
+    for (int b = 0; b < C / 16; b++) {
+      p.pre2[((int64_t)h * p.nchunks + ch) * (C / 16) + b] = pre;
+      pre += tot[b];
+    }
+  }
+}
+
+/* Grid (nchunks, H + 1), C threads: y = 0 the documents, y = h + 1 head h's decays. */
+template <int C> FMLR_KERNEL void FMLR_BOUNDS(C, 1) prep_kernel(const params p) {
+  FMLR_SMEM(sm);
+  if (blockIdx.y == 0) prep_docs<C>(p, (int)blockIdx.x, sm);
+  else prep_decay<C>(p, (int)blockIdx.x, (int)blockIdx.y - 1, sm);
+}
+
+/* Dynamic shared memory of prep_kernel. */
+constexpr int prep_smem(int C) { return 4 * C + 8 * (int)sizeof(fm_tile_bounds); }
+
+/* ------------------------------------------------------------ the forward */
+
+/* Shared-memory layout and shape constants of one instantiation. Two stages of
+ * (Q, K, lp2, docstart, pre2, classes), VST of V, P (hi and lo planes of the
+ * NTRI lower-triangle 16 x 16 blocks), the cycles of the 16 x 16 blocks. */
+template <int DK, int C, int NW> struct cfg {
+  static constexpr int NT = NW * 32, DVB = NW * 16, N16 = C / 16, NTRI = N16 * (N16 + 1) / 2;
+  static constexpr int VST = C == 64 ? 2 : 1; /* V double-buffered where it fits */
+  static constexpr int MINB = C == 64 ? 2 : 1; /* CTAs per SM (__launch_bounds__) */
+  static constexpr int QB = C * DK * 2;
+  static constexpr int M_LP = 2 * QB, M_DS = M_LP + 4 * C, M_PRE = M_DS + 4 * C, M_CLS = M_PRE + 64;
+  static constexpr int STAGE = M_CLS + CLS_STRIDE;
+  static constexpr int V_OFF = 2 * STAGE, VB = C * DVB * 2;
+  static constexpr int P_OFF = V_OFF + VST * VB, PB = NTRI * 512;
+  static constexpr int CYC_OFF = P_OFF + 2 * PB;
+  static constexpr int SMEM = CYC_OFF + N16 * N16 * 8;
+  static_assert(STAGE % 128 == 0 && VB % 128 == 0 && PB % 128 == 0, "128-byte aligned regions");
+  static_assert(SMEM <= 227 * 1024, "shared memory of one CTA");
+  static_assert((C * DK / 8) % NT == 0 && (C * DVB / 8) % NT == 0, "16-byte copies divide among the threads");
+  static_assert(C / 2 + C / 64 + 4 <= NT, "one metadata copy per thread");
+};
+
+/* One step of a CTA's walk: chunk ch, full (outputs) or a prelude (state only). */
+struct step {
+  int ch, c0, c1, st, h, dvb;
+  bool full, has_next, live_in;
+  uint64_t vis; /* the 16 x 16 blocks the variant visits: bit bi N16 + bj (full steps) */
+};
+
+/* Issues the copies of chunk ch's Q (when full), K and metadata into stage st. */
+template <int DK, int C, int NW>
+FMLR_DEV void issue_stage(const params &p, int ch, int h, bool full, int st, uint32_t sb) {
+  using K = cfg<DK, C, NW>;
+  constexpr int CH = DK / 8, N16 = C / 16;
+  const int tid = threadIdx.x, c0 = ch * C;
+  const uint32_t base = sb + st * K::STAGE;
+#pragma unroll 4
+  for (int it = 0; it < C * CH / K::NT; it++) {
+    const int idx = it * K::NT + tid, r = idx / CH, cc = idx % CH, t = c0 + r;
+    const bool ok = t < p.T;
+    const int64_t off = ok ? ((int64_t)t * p.H + h) * DK + cc * 8 : 0;
+    const uint32_t so = (uint32_t)swz(r, cc, DK) * 2;
+    if (full) cp16(base + so, p.q + off, ok);
+    cp16(base + K::QB + so, p.k + off, ok);
+  }
+  const int64_t tpad = (int64_t)p.nchunks * C;
+  if (tid < C / 4) cp16(base + K::M_LP + tid * 16, p.lp2 + h * tpad + c0 + tid * 4, true);
+  else if (tid < C / 2) cp16(base + K::M_DS + (tid - C / 4) * 16, p.docstart + c0 + (tid - C / 4) * 4, true);
+  else if (tid < C / 2 + N16 / 4)
+    cp16(base + K::M_PRE + (tid - C / 2) * 16, p.pre2 + ((int64_t)h * p.nchunks + ch) * N16 + (tid - C / 2) * 4, true);
+  else if (tid < C / 2 + N16 / 4 + CLS_STRIDE / 16)
+    cp16(base + K::M_CLS + (tid - C / 2 - N16 / 4) * 16,
+         p.tclass + (int64_t)ch * CLS_STRIDE + (tid - C / 2 - N16 / 4) * 16, true);
+}
+
+/* Issues the copies of chunk ch's value block dvb into V buffer vb. */
+template <int DK, int C, int NW>
+FMLR_DEV void issue_v(const params &p, int ch, int h, int dvb, int vb, uint32_t sb) {
+  using K = cfg<DK, C, NW>;
+  constexpr int CH = K::DVB / 8;
+  const int tid = threadIdx.x, c0 = ch * C;
+#pragma unroll 4
+  for (int it = 0; it < C * CH / K::NT; it++) {
+    const int idx = it * K::NT + tid, r = idx / CH, cc = idx % CH, t = c0 + r;
+    const bool ok = t < p.T;
+    const int64_t off = ok ? ((int64_t)t * p.H + h) * p.dv + (int64_t)dvb * K::DVB + cc * 8 : 0;
+    cp16(sb + K::V_OFF + vb * K::VB + swz(r, cc, K::DVB) * 2, p.v + off, ok);
+  }
+}
+
+/* The 16 x 16 blocks the variant visits in a chunk, bit bi N16 + bj (N16^2 <= 64):
+ * the sub-tile holding a block (c/16 blocks a side) is visited whole; SKIP
+ * visits the sub-tiles the rule does not call MASKED, CAUSAL those on and below
+ * the diagonal, NOSKIP all. Each lane decides two blocks, two ballots. */
+template <int C> FMLR_DEV uint64_t visit_mask(const params &p, const uint8_t *cls) {
+  constexpr int N16 = C / 16;
+  const int lane = threadIdx.x & 31, sl = p.c == 16 ? 0 : p.c == 32 ? 1 : 2, n = C / p.c;
+  uint64_t m = 0;
+#pragma unroll
+  for (int half = 0; half < 2; half++) {
+    const int e = lane + 32 * half, i = (e / N16) >> sl, j = (e % N16) >> sl;
+    bool v = false;
+    if (e < N16 * N16)
+      v = p.variant == VAR_SKIP ? cls[i * n + j] != FM_TILE_MASKED : (p.variant == VAR_NOSKIP || j <= i);
+    m |= (uint64_t)ballot(v) << (32 * half);
+  }
+  return m;
+}
+
+/* Scores one 16 x 16 block: P = scale (Q_bi K_bj^T) o D, stored split when on or
+ * below the diagonal (above it P is all zero and is not stored). */
+template <int DK, int C, int NW>
+FMLR_DEV void score_block(const params &p, const step &s, int bi, int bj, bool masked_elems, unsigned char *sm,
+                          uint32_t sb) {
+  using K = cfg<DK, C, NW>;
+  const int lane = threadIdx.x & 31, g = lane >> 2, c4 = lane & 3;
+  const uint32_t qa = sb + s.st * K::STAGE, ka = qa + K::QB;
+  const float *lp = reinterpret_cast<const float *>(sm + s.st * K::STAGE + K::M_LP);
+  const int32_t *ds = reinterpret_cast<const int32_t *>(sm + s.st * K::STAGE + K::M_DS);
+  float acc[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+#pragma unroll
+  for (int kk = 0; kk < DK / 16; kk++) {
+    uint32_t a[4], b[4];
+    ldsm(qa + swz(bi * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, kk * 2 + (lane >> 4), DK) * 2, a);
+    ldsm(ka + swz(bj * 16 + (lane & 7) + (lane >> 4) * 8, kk * 2 + ((lane >> 3) & 1), DK) * 2, b);
+    mma(acc[0], a, b[0], b[1]);
+    mma(acc[1], a, b[2], b[3]);
+  }
+  if (bj > bi) return;
+  float mid = 0.f; /* the blocks strictly between bj and bi */
+  for (int kb = bj + 1; kb < bi; kb++) mid += lp[kb * 16 + 15];
+  const float tot_j = lp[bj * 16 + 15];
+  unsigned char *phi = sm + K::P_OFF + (bi * (bi + 1) / 2 + bj) * 512;
+#pragma unroll
+  for (int hr = 0; hr < 2; hr++) {
+    const int t = bi * 16 + g + 8 * hr, dsl = ds[t] - s.c0;
+    const float rowt = bi > bj ? lp[t] + mid : lp[t];
+#pragma unroll
+    for (int n8 = 0; n8 < 2; n8++) {
+      float x[2];
+#pragma unroll
+      for (int cc = 0; cc < 2; cc++) {
+        const int sl = bj * 16 + n8 * 8 + 2 * c4 + cc;
+        const float colt = bi > bj ? tot_j - lp[sl] : -lp[sl];
+        const float v = acc[n8][2 * hr + cc] * p.scale * ex2(rowt + colt);
+        x[cc] = (!masked_elems || (sl <= t && sl >= dsl)) ? v : 0.f;
+      }
+      uint32_t hi, lo;
+      split2(x[0], x[1], hi, lo);
+      const int off = pblk(g + 8 * hr, n8 * 8 + 2 * c4);
+      *reinterpret_cast<uint32_t *>(phi + off) = hi;
+      *reinterpret_cast<uint32_t *>(phi + K::PB + off) = lo;
+    }
+  }
+}
+
+/* The score phase: the visited blocks, in row-major order, dealt round-robin
+ * to the warps. */
+template <int DK, int C, int NW, bool INSTR>
+FMLR_DEV void score_phase(const params &p, const step &s, unsigned char *sm, uint32_t sb) {
+  using K = cfg<DK, C, NW>;
+  const int warp = threadIdx.x >> 5;
+  const uint8_t *cls = sm + s.st * K::STAGE + K::M_CLS;
+  const int sl = p.c == 16 ? 0 : p.c == 32 ? 1 : 2, n = C / p.c;
+  int64_t *cyc = reinterpret_cast<int64_t *>(sm + K::CYC_OFF);
+  int k = 0;
+  for (uint64_t m = s.vis; m; m &= m - 1, k++) {
+    if (k % NW != warp) continue;
+    const int e = ctz64(m), bi = e / K::N16, bj = e % K::N16;
+    const long long t0 = INSTR ? clk() : 0;
+    score_block<DK, C, NW>(p, s, bi, bj, cls[(bi >> sl) * n + (bj >> sl)] != FM_TILE_UNMASKED, sm, sb);
+    if (INSTR && (threadIdx.x & 31) == 0) cyc[e] = clk() - t0;
+  }
+}
+
+/* The inter term: O = scale exp(G_t) Q S_in on the rows whose document began
+ * before the chunk (+0 elsewhere); SKIP computes only the row blocks that hold
+ * such a row (nlive of them). */
+template <int DK, int C, int NW>
+FMLR_DEV void inter_phase(const params &p, const step &s, const float (&st)[DK / 8][4],
+                          float (&o)[C / 16][2][4], int nlive, unsigned char *sm, uint32_t sb) {
+  using K = cfg<DK, C, NW>;
+  const int lane = threadIdx.x & 31, g = lane >> 2;
+  const uint32_t qa = sb + s.st * K::STAGE;
+#pragma unroll
+  for (int i = 0; i < K::N16; i++)
+#pragma unroll
+    for (int nb = 0; nb < 2; nb++)
+#pragma unroll
+      for (int r = 0; r < 4; r++) o[i][nb][r] = 0.f;
+#pragma unroll
+  for (int kk = 0; kk < DK / 16; kk++) {
+    /* B fragments of S (k = dk, n = the warp's 16 columns) from the S^T accumulators */
+    uint32_t bh[2][2], bl[2][2];
+#pragma unroll
+    for (int nb = 0; nb < 2; nb++)
+#pragma unroll
+      for (int r = 0; r < 2; r++) split2(st[2 * kk + r][2 * nb], st[2 * kk + r][2 * nb + 1], bh[nb][r], bl[nb][r]);
+#pragma unroll
+    for (int i = 0; i < K::N16; i++) {
+      if (i >= nlive) continue;
+      uint32_t a[4];
+      ldsm(qa + swz(i * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, kk * 2 + (lane >> 4), DK) * 2, a);
+#pragma unroll
+      for (int nb = 0; nb < 2; nb++) {
+        mma(o[i][nb], a, bh[nb][0], bh[nb][1]);
+        mma(o[i][nb], a, bl[nb][0], bl[nb][1]);
+      }
+    }
+  }
+  const float *lp = reinterpret_cast<const float *>(sm + s.st * K::STAGE + K::M_LP);
+  const float *pre = reinterpret_cast<const float *>(sm + s.st * K::STAGE + K::M_PRE);
+  const int32_t *ds = reinterpret_cast<const int32_t *>(sm + s.st * K::STAGE + K::M_DS);
+#pragma unroll
+  for (int i = 0; i < K::N16; i++)
+#pragma unroll
+    for (int hr = 0; hr < 2; hr++) {
+      const int t = i * 16 + g + 8 * hr;
+      const bool live = ds[t] < s.c0;
+      const float f = live ? p.scale * ex2(pre[i] + lp[t]) : 0.f;
+#pragma unroll
+      for (int nb = 0; nb < 2; nb++)
+#pragma unroll
+        for (int cc = 0; cc < 2; cc++) o[i][nb][2 * hr + cc] = live ? o[i][nb][2 * hr + cc] * f : 0.f;
+    }
+}
+
+/* The intra term O += P V over the visited blocks (key blocks in order), then
+ * O stored as bf16. */
+template <int DK, int C, int NW>
+FMLR_DEV void intra_phase(const params &p, const step &s, float (&o)[C / 16][2][4], unsigned char *sm,
+                          uint32_t sb) {
+  using K = cfg<DK, C, NW>;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c4 = lane & 3;
+  const uint32_t va = sb + K::V_OFF + (K::VST == 2 ? s.st : 0) * K::VB, pa = sb + K::P_OFF;
+  const int pr = (lane & 7) + ((lane >> 3) & 1) * 8;
+  const uint32_t poff = (uint32_t)pblk(pr, (lane >> 4) * 8);
+  for (int j = 0; j < K::N16; j++) {
+    uint32_t b[4];
+    ldsm_t(va + swz(j * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, warp * 2 + (lane >> 4), K::DVB) * 2, b);
+#pragma unroll
+    for (int i = 0; i < K::N16; i++) {
+      if (!((s.vis >> (i * K::N16 + j)) & 1u)) continue;
+      uint32_t ah[4] = {0u, 0u, 0u, 0u}, al[4] = {0u, 0u, 0u, 0u};
+      if (j <= i) {
+        const uint32_t blk = pa + (uint32_t)(i * (i + 1) / 2 + j) * 512 + poff;
+        ldsm(blk, ah);
+        ldsm(blk + K::PB, al);
+      }
+#pragma unroll
+      for (int nb = 0; nb < 2; nb++) {
+        mma(o[i][nb], ah, b[2 * nb], b[2 * nb + 1]);
+        mma(o[i][nb], al, b[2 * nb], b[2 * nb + 1]);
+      }
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < K::N16; i++)
+#pragma unroll
+    for (int hr = 0; hr < 2; hr++) {
+      const int t = s.c0 + i * 16 + g + 8 * hr;
+      if (t >= p.T) continue;
+      uint16_t *row = p.o + ((int64_t)t * p.H + s.h) * p.dv + s.dvb * K::DVB + warp * 16 + 2 * c4;
+#pragma unroll
+      for (int nb = 0; nb < 2; nb++)
+        *reinterpret_cast<uint32_t *>(row + nb * 8) = pack2(o[i][nb][2 * hr], o[i][nb][2 * hr + 1]);
+    }
+}
+
+/* One 16-token step of a state: S^T += (w V)^T K over tokens 16 kk .. 16 kk + 15,
+ * w_s = exp(G_e - G_s) for s in [rlo, el] (chunk rows), 0 elsewhere. */
+template <int DK, int C, int NW>
+FMLR_DEV void state_step(const step &s, int kk, int rlo, int el, float (&st)[DK / 8][4], unsigned char *sm,
+                         uint32_t sb) {
+  using K = cfg<DK, C, NW>;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, c4 = lane & 3;
+  const float *lp = reinterpret_cast<const float *>(sm + s.st * K::STAGE + K::M_LP);
+  const uint32_t va = sb + K::V_OFF + (K::VST == 2 ? s.st : 0) * K::VB, ka = sb + s.st * K::STAGE + K::QB;
+  const int q = lane >> 3, be = el >> 4;
+  uint32_t a[4]; /* A = V^T (m = the warp's 16 columns, k = the 16 tokens) */
+  ldsm_t(va + swz(kk * 16 + (q >> 1) * 8 + (lane & 7), warp * 2 + (q & 1), K::DVB) * 2, a);
+  float mid = 0.f;
+  for (int kb = kk + 1; kb < be; kb++) mid += lp[kb * 16 + 15];
+  const float rowt = kk == be ? lp[el] : lp[el] + mid, tot = lp[kk * 16 + 15];
+  float w[4]; /* tokens 2 c4, 2 c4 + 1, 2 c4 + 8, 2 c4 + 9 of the step */
+#pragma unroll
+  for (int e = 0; e < 4; e++) {
+    const int sl = kk * 16 + 2 * c4 + (e & 1) + 8 * (e >> 1);
+    const float colt = kk == be ? -lp[sl] : tot - lp[sl];
+    w[e] = (sl >= rlo && sl <= el) ? ex2(rowt + colt) : 0.f;
+  }
+  uint32_t ah[4], al[4];
+#pragma unroll
+  for (int r = 0; r < 4; r++) {
+    const float wl = w[(r >> 1) * 2], wh = w[(r >> 1) * 2 + 1];
+    split2(bf_lo(a[r]) * wl, bf_hi(a[r]) * wh, ah[r], al[r]);
+  }
+#pragma unroll
+  for (int np = 0; np < DK / 16; np++) {
+    uint32_t b[4];
+    ldsm_t(ka + swz(kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, np * 2 + (lane >> 4), DK) * 2, b);
+    mma(st[2 * np], ah, b[0], b[1]);
+    mma(st[2 * np], al, b[0], b[1]);
+    mma(st[2 * np + 1], ah, b[2], b[3]);
+    mma(st[2 * np + 1], al, b[2], b[3]);
+  }
+}
+
+/* The state of the warp's columns from (to) a (dk, dv) fp32 matrix at base,
+ * in the accumulators' layout (S^T: rows the warp's 16 columns, dk across). */
+template <int DK, int NW>
+FMLR_DEV void state_io(const params &p, float *base, int dvb, float (&st)[DK / 8][4], bool load) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c4 = lane & 3;
+#pragma unroll
+  for (int nt = 0; nt < DK / 8; nt++)
+#pragma unroll
+    for (int r = 0; r < 4; r++) {
+      const int row = nt * 8 + 2 * c4 + (r & 1), col = dvb * NW * 16 + warp * 16 + g + 8 * (r >> 1);
+      float *x = base + (int64_t)row * p.dv + col;
+      if (load) st[nt][r] = *x;
+      else *x = st[nt][r];
+    }
+}
+
+/* The state phase: the documents of the chunk whose state is needed, in order.
+ * A prelude step (not full) serves only the chunk's last document. */
+template <int DK, int C, int NW>
+FMLR_DEV void state_phase(const params &p, const step &s, float (&st)[DK / 8][4], unsigned char *sm,
+                          uint32_t sb) {
+  using K = cfg<DK, C, NW>;
+  const float *lp = reinterpret_cast<const float *>(sm + s.st * K::STAGE + K::M_LP);
+  const float *pre = reinterpret_cast<const float *>(sm + s.st * K::STAGE + K::M_PRE);
+  const int32_t df = p.docidx[s.c0], dl = p.docidx[s.c1 - 1];
+  for (int32_t d = s.full ? df : dl; d <= dl; d++) {
+    const int32_t sd = p.cu[d], ed = p.cu[d + 1];
+    const bool fin = s.full && p.final_state && ed <= s.c1;
+    const bool carry = ed > s.c1 && s.has_next;
+    if (!fin && !carry && !(p.variant != VAR_SKIP && d == dl)) continue;
+    const int rlo = max(sd, s.c0) - s.c0, el = min(ed, s.c1) - 1 - s.c0;
+    const bool uses_in = d == df && s.live_in;
+    const float alpha = ex2(pre[el >> 4] + lp[el]);
+#pragma unroll
+    for (int nt = 0; nt < DK / 8; nt++)
+#pragma unroll
+      for (int r = 0; r < 4; r++) st[nt][r] = uses_in ? st[nt][r] * alpha : 0.f;
+    const int k0 = p.variant == VAR_SKIP ? rlo >> 4 : 0, k1 = p.variant == VAR_SKIP ? el >> 4 : K::N16 - 1;
+    for (int kk = k0; kk <= k1; kk++) state_step<DK, C, NW>(s, kk, rlo, el, st, sm, sb);
+    if (fin) state_io<DK, NW>(p, p.final_state + ((int64_t)d * p.H + s.h) * DK * p.dv, s.dvb, st, false);
+  }
+}
+
+/* The instrumented build's record of chunk s.ch (warp 0 of value block 0):
+ * classes and the cycles of the sub-tiles; the block cycles reset for the next. */
+template <int DK, int C, int NW>
+FMLR_DEV void record_tiles(const params &p, const step &s, unsigned char *sm) {
+  using K = cfg<DK, C, NW>;
+  const int lane = threadIdx.x & 31, spc = p.c / 16, n = C / p.c;
+  const uint8_t *cls = sm + s.st * K::STAGE + K::M_CLS;
+  int64_t *cyc = reinterpret_cast<int64_t *>(sm + K::CYC_OFF);
+  for (int idx = lane; idx < n * n; idx += 32) {
+    const int i = idx / n, j = idx % n;
+    int64_t sum = 0;
+    for (int bi = i * spc; bi < (i + 1) * spc; bi++)
+      for (int bj = j * spc; bj < (j + 1) * spc; bj++) sum += cyc[bi * K::N16 + bj];
+    const int64_t at = ((int64_t)s.h * p.nchunks + s.ch) * n * n + idx;
+    p.tile_class[at] = cls[idx];
+    p.tile_cycles[at] = sum;
+  }
+  wsync();
+  for (int idx = lane; idx < K::N16 * K::N16; idx += 32) cyc[idx] = 0;
+}
+
+/* The walk of one CTA: chunk steps first .. (the item's end), full from ch0 on
+ * (MODE_MAIN), or state-only steps first .. ch0 - 1 (MODE_CKPT). st holds the
+ * state carried in (loaded: a checkpoint's). Returns the log2 decay summed over
+ * the steps' whole chunks (the checkpoint pass's segment decay). */
+template <int DK, int C, int NW, bool INSTR>
+FMLR_DEV float walk(const params &p, int h, int dvb, int ch0, int first, bool loaded, float (&st)[DK / 8][4],
+                    unsigned char *sm, uint32_t sb) {
+  using K = cfg<DK, C, NW>;
+  float la2 = 0.f;
+  step s;
+  s.h = h;
+  s.dvb = dvb;
+  s.ch = first;
+  issue_stage<DK, C, NW>(p, s.ch, h, s.ch >= ch0, 0, sb);
+  if (K::VST == 2) issue_v<DK, C, NW>(p, s.ch, h, dvb, 0, sb);
+  cp_commit();
+  for (int n = 0;; n++) {
+    s.st = n & 1;
+    s.c0 = s.ch * C;
+    s.c1 = min(s.c0 + C, p.T);
+    s.full = s.ch >= ch0;
+    /* the next chunk continues this walk's state; `more`: this CTA steps on to it */
+    s.has_next = s.ch < ch0 || (s.ch + 1 < p.nchunks && !(p.flags[s.ch + 1] & FLAG_ITEM_START));
+    const bool more = s.has_next && !(p.mode == MODE_CKPT && s.ch + 1 == ch0);
+    s.live_in = (p.flags[s.ch] & FLAG_LIVE) && (s.ch > first || loaded);
+    if (K::VST == 1) {
+      issue_v<DK, C, NW>(p, s.ch, h, dvb, 0, sb);
+      cp_commit();
+    }
+    if (more) {
+      issue_stage<DK, C, NW>(p, s.ch + 1, h, s.ch + 1 >= ch0, s.st ^ 1, sb);
+      if (K::VST == 2) issue_v<DK, C, NW>(p, s.ch + 1, h, dvb, s.st ^ 1, sb);
+    }
+    cp_commit();
+    if (K::VST == 1) cp_wait<2>();
+    else cp_wait<1>();
+    bar();
+    if (s.full) {
+      s.vis = visit_mask<C>(p, sm + s.st * K::STAGE + K::M_CLS);
+      score_phase<DK, C, NW, INSTR>(p, s, sm, sb);
+    }
+    if (K::VST == 1) cp_wait<1>();
+    bar();
+    if (s.full) {
+      float o[K::N16][2][4];
+      int nlive = K::N16;
+      if (p.variant == VAR_SKIP) {
+        const int ef = min(p.cu[p.docidx[s.c0] + 1], s.c1) - s.c0;
+        nlive = s.live_in ? (ef + 15) >> 4 : 0;
+      }
+      inter_phase<DK, C, NW>(p, s, st, o, nlive, sm, sb);
+      intra_phase<DK, C, NW>(p, s, o, sm, sb);
+    }
+    state_phase<DK, C, NW>(p, s, st, sm, sb);
+    if (INSTR && s.full && dvb == 0 && threadIdx.x < 32) record_tiles<DK, C, NW>(p, s, sm);
+    const float *lp = reinterpret_cast<const float *>(sm + s.st * K::STAGE + K::M_LP);
+    la2 += reinterpret_cast<const float *>(sm + s.st * K::STAGE + K::M_PRE)[K::N16 - 1] + lp[C - 1];
+    bar();
+    if (!more) break;
+    s.ch++;
+  }
+  cp_wait<0>();
+  return la2;
+}
+
+/* The forward, one CTA per (chunk, head, value block), 32 NW threads.
+ * MODE_MAIN: a CTA whose chunk ch0 starts an item walks it (after a prelude
+ * step over chunk ch0 - 1, or from a checkpoint's state). MODE_CKPT: a CTA
+ * whose chunk ch0 is a checkpoint walks the segment before it (from ch0 - kseg,
+ * or from its document's first chunk) and stores the state at its end and,
+ * when the document began before the segment, the segment's decay. */
+template <int DK, int C, int NW, bool INSTR>
+FMLR_KERNEL void FMLR_BOUNDS((cfg<DK, C, NW>::NT), (cfg<DK, C, NW>::MINB)) fwd_kernel(const params p) {
+  using K = cfg<DK, C, NW>;
+  FMLR_SMEM(sm);
+  const uint32_t sb = smem_addr(sm);
+  const int dvb = (int)(blockIdx.x % (unsigned)p.ndvb), rest = (int)(blockIdx.x / (unsigned)p.ndvb);
+  const int h = rest % p.H, ch0 = rest / p.H;
+  const int32_t f0 = p.flags[ch0];
+  if (!(f0 & (p.mode == MODE_CKPT ? FLAG_CKPT : FLAG_ITEM_START))) return;
+  float st[DK / 8][4]; /* S^T of the warp's 16 value columns (fp32) */
+#pragma unroll
+  for (int nt = 0; nt < DK / 8; nt++)
+#pragma unroll
+    for (int r = 0; r < 4; r++) st[nt][r] = 0.f;
+  if (INSTR)
+    for (int idx = threadIdx.x; idx < K::N16 * K::N16; idx += K::NT)
+      reinterpret_cast<int64_t *>(sm + K::CYC_OFF)[idx] = 0;
+  const int slot = p.kseg > 0 ? ch0 / p.kseg : 0;
+  float *ck = p.ck_s + ((int64_t)slot * p.H + h) * DK * p.dv;
+  int first = ch0;
+  if (p.mode == MODE_CKPT) first = max(ch0 - p.kseg, p.docstart[ch0 * C] / C);
+  else if (f0 & FLAG_CKPT) state_io<DK, NW>(p, ck, dvb, st, true);
+  else if (f0 & FLAG_PRELUDE) first = ch0 - 1;
+  const float la2 = walk<DK, C, NW, INSTR>(p, h, dvb, ch0, first, p.mode == MODE_MAIN && (f0 & FLAG_CKPT), st, sm, sb);
+  if (p.mode == MODE_CKPT) {
+    state_io<DK, NW>(p, ck, dvb, st, false);
+    if (dvb == 0 && threadIdx.x == 0)
+      p.ck_a[(int64_t)slot * p.H + h] = p.docstart[ch0 * C] < first * C ? ex2(la2) : -1.f;
+  }
+}
+
+/* The checkpoints' scan (after MODE_CKPT, before MODE_MAIN): in chunk order,
+ * a checkpoint whose document began before its segment adds its predecessor's
+ * state times the segment's decay. One thread per (head, state element). */
+static FMLR_KERNEL void FMLR_BOUNDS(256, 1) ckpt_scan_kernel(const params p) {
+  const int64_t per = (int64_t)p.dk * p.dv, idx = (int64_t)blockIdx.x * 256 + threadIdx.x;
+  if (idx >= per * p.H) return;
+  const int h = (int)(idx / per);
+  float prev = 0.f;
+  for (int slot = 0; (int64_t)slot * p.kseg < p.nchunks; slot++) {
+    if (!(p.flags[slot * p.kseg] & FLAG_CKPT)) continue;
+    const float a = p.ck_a[(int64_t)slot * p.H + h];
+    float *x = p.ck_s + ((int64_t)slot * p.H + h) * per + idx % per;
+    const float v = a >= 0.f ? *x + a * prev : *x;
+    *x = v;
+    prev = v;
+  }
+}
+
+}  // namespace fmlr
+
+#endif

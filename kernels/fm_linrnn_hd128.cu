@@ -1,0 +1,7 @@
+/* fm_linrnn_hd128.cu — the linear-RNN forward's instantiations at head dim dk = 128
+ * (fm_linrnn_launch.cuh). */
+#include "fm_linrnn_launch.cuh"
+
+cudaError_t fmlr::launch_fwd_dk128(const params &p, int nw, bool instr, cudaStream_t s) {
+  return launch_fwd_dk<128>(p, nw, instr, s);
+}
