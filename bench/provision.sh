@@ -44,6 +44,7 @@ case $verb in
     mkdir -p "$D/core" "$D/kernels" "$D/lib" "$D/app"
     cp "$B/core/libfmsim.so" "$D/core/"
     cp "$B/kernels/libfmsim_cuda.so" "$B/kernels/fm_kernel_bench" "$D/kernels/"
+    [ -x "$B/kernels/fm_linrnn_check" ] && cp "$B/kernels/fm_linrnn_check" "$D/kernels/"
     # the fmsim binary too where it was built without the viewer (FM_VIEWER=OFF: no cairo,
     # SDL2 or X libraries to carry), for the experiments that run it (bench, crosscheck)
     if [ -x "$B/app/fmsim" ] && ! ldd "$B/app/fmsim" | grep -q libcairo; then cp "$B/app/fmsim" "$D/app/"; fi
