@@ -398,16 +398,21 @@ FMLR_DEV void score_block(const params &p, const step &s, int bi, int bj, bool m
   const uint32_t qa = sb + s.st * K::STAGE, ka = qa + K::QB;
   const float *lp = reinterpret_cast<const float *>(sm + s.st * K::STAGE + K::M_LP);
   const int32_t *ds = reinterpret_cast<const int32_t *>(sm + s.st * K::STAGE + K::M_DS);
-  float acc[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+  /* two accumulators a key half, even and odd k-steps: four HMMA chains, not two */
+  float acc[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}}, odd[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
 #pragma unroll
   for (int kk = 0; kk < DK / 16; kk++) {
     uint32_t a[4], b[4];
     ldsm(qa + swz(bi * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, kk * 2 + (lane >> 4), DK) * 2, a);
     ldsm(ka + swz(bj * 16 + (lane & 7) + (lane >> 4) * 8, kk * 2 + ((lane >> 3) & 1), DK) * 2, b);
-    mma(acc[0], a, b[0], b[1]);
-    mma(acc[1], a, b[2], b[3]);
+    mma(kk & 1 ? odd[0] : acc[0], a, b[0], b[1]);
+    mma(kk & 1 ? odd[1] : acc[1], a, b[2], b[3]);
   }
   if (bj > bi) return;
+#pragma unroll
+  for (int n8 = 0; n8 < 2; n8++)
+#pragma unroll
+    for (int r = 0; r < 4; r++) acc[n8][r] += odd[n8][r];
   float mid = 0.f; /* the blocks strictly between bj and bi */
   for (int kb = bj + 1; kb < bi; kb++) mid += lp[kb * 16 + 15];
   const float tot_j = lp[bj * 16 + 15];
