@@ -91,6 +91,7 @@
 #include "fm_bf16.h"
 #include "fm_linrnn_sim.h"
 #define FMLR_DEV inline
+#define FMLR_HDC constexpr
 #define FMLR_KERNEL inline
 #define FMLR_BOUNDS(nt, mb)
 #define FMLR_SMEM(name) unsigned char *name = sim::smem()
@@ -100,6 +101,7 @@
 #include "fm_device.cuh"
 #include "fm_sm80_fwd.cuh"
 #define FMLR_DEV __device__ __forceinline__
+#define FMLR_HDC __host__ __device__ constexpr
 #define FMLR_KERNEL __global__
 #define FMLR_BOUNDS(nt, mb) __launch_bounds__(nt, mb)
 #define FMLR_SMEM(name) extern __shared__ __align__(128) unsigned char name[]
@@ -396,16 +398,21 @@ FMLR_DEV void score_block(const params &p, const step &s, int bi, int bj, bool m
   const uint32_t qa = sb + s.st * K::STAGE, ka = qa + K::QB;
   const float *lp = reinterpret_cast<const float *>(sm + s.st * K::STAGE + K::M_LP);
   const int32_t *ds = reinterpret_cast<const int32_t *>(sm + s.st * K::STAGE + K::M_DS);
-  float acc[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+  /* two accumulators a key half, even and odd k-steps: four HMMA chains, not two */
+  float acc[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}}, odd[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
 #pragma unroll
   for (int kk = 0; kk < DK / 16; kk++) {
     uint32_t a[4], b[4];
     ldsm(qa + swz(bi * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, kk * 2 + (lane >> 4), DK) * 2, a);
     ldsm(ka + swz(bj * 16 + (lane & 7) + (lane >> 4) * 8, kk * 2 + ((lane >> 3) & 1), DK) * 2, b);
-    mma(acc[0], a, b[0], b[1]);
-    mma(acc[1], a, b[2], b[3]);
+    mma(kk & 1 ? odd[0] : acc[0], a, b[0], b[1]);
+    mma(kk & 1 ? odd[1] : acc[1], a, b[2], b[3]);
   }
   if (bj > bi) return;
+#pragma unroll
+  for (int n8 = 0; n8 < 2; n8++)
+#pragma unroll
+    for (int r = 0; r < 4; r++) acc[n8][r] += odd[n8][r];
   float mid = 0.f; /* the blocks strictly between bj and bi */
   for (int kb = bj + 1; kb < bi; kb++) mid += lp[kb * 16 + 15];
   const float tot_j = lp[bj * 16 + 15];
@@ -452,6 +459,34 @@ FMLR_DEV void score_phase(const params &p, const step &s, unsigned char *sm, uin
   }
 }
 
+/* O += Q S_in (S split hi + lo) on the first nlive row blocks; ALL: every row
+ * block, with no branch between the blocks (so that ptxas interleaves them). */
+template <int DK, int C, int NW, bool ALL>
+FMLR_DEV void inter_mma(const float (&st)[DK / 8][4], float (&o)[C / 16][2][4], int nlive, uint32_t qa) {
+  using K = cfg<DK, C, NW>;
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int kk = 0; kk < DK / 16; kk++) {
+    /* B fragments of S (k = dk, n = the warp's 16 columns) from the S^T accumulators */
+    uint32_t bh[2][2], bl[2][2];
+#pragma unroll
+    for (int nb = 0; nb < 2; nb++)
+#pragma unroll
+      for (int r = 0; r < 2; r++) split2(st[2 * kk + r][2 * nb], st[2 * kk + r][2 * nb + 1], bh[nb][r], bl[nb][r]);
+#pragma unroll
+    for (int i = 0; i < K::N16; i++) {
+      if (!ALL && i >= nlive) continue;
+      uint32_t a[4];
+      ldsm(qa + swz(i * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, kk * 2 + (lane >> 4), DK) * 2, a);
+#pragma unroll
+      for (int nb = 0; nb < 2; nb++) {
+        mma(o[i][nb], a, bh[nb][0], bh[nb][1]);
+        mma(o[i][nb], a, bl[nb][0], bl[nb][1]);
+      }
+    }
+  }
+}
+
 /* The inter term: O = scale exp(G_t) Q S_in on the rows whose document began
  * before the chunk (+0 elsewhere); SKIP computes only the row blocks that hold
  * such a row (nlive of them). */
@@ -467,26 +502,8 @@ FMLR_DEV void inter_phase(const params &p, const step &s, const float (&st)[DK /
     for (int nb = 0; nb < 2; nb++)
 #pragma unroll
       for (int r = 0; r < 4; r++) o[i][nb][r] = 0.f;
-#pragma unroll
-  for (int kk = 0; kk < DK / 16; kk++) {
-    /* B fragments of S (k = dk, n = the warp's 16 columns) from the S^T accumulators */
-    uint32_t bh[2][2], bl[2][2];
-#pragma unroll
-    for (int nb = 0; nb < 2; nb++)
-#pragma unroll
-      for (int r = 0; r < 2; r++) split2(st[2 * kk + r][2 * nb], st[2 * kk + r][2 * nb + 1], bh[nb][r], bl[nb][r]);
-#pragma unroll
-    for (int i = 0; i < K::N16; i++) {
-      if (i >= nlive) continue;
-      uint32_t a[4];
-      ldsm(qa + swz(i * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, kk * 2 + (lane >> 4), DK) * 2, a);
-#pragma unroll
-      for (int nb = 0; nb < 2; nb++) {
-        mma(o[i][nb], a, bh[nb][0], bh[nb][1]);
-        mma(o[i][nb], a, bl[nb][0], bl[nb][1]);
-      }
-    }
-  }
+  if (nlive == K::N16) inter_mma<DK, C, NW, true>(st, o, nlive, qa);
+  else if (nlive > 0) inter_mma<DK, C, NW, false>(st, o, nlive, qa);
   const float *lp = reinterpret_cast<const float *>(sm + s.st * K::STAGE + K::M_LP);
   const float *pre = reinterpret_cast<const float *>(sm + s.st * K::STAGE + K::M_PRE);
   const int32_t *ds = reinterpret_cast<const int32_t *>(sm + s.st * K::STAGE + K::M_DS);
@@ -504,22 +521,29 @@ FMLR_DEV void inter_phase(const params &p, const step &s, const float (&st)[DK /
     }
 }
 
-/* The intra term O += P V over the visited blocks (key blocks in order), then
- * O stored as bf16. */
-template <int DK, int C, int NW>
-FMLR_DEV void intra_phase(const params &p, const step &s, float (&o)[C / 16][2][4], unsigned char *sm,
-                          uint32_t sb) {
+/* The 16 x 16 blocks on and below the diagonal, as a visit mask. */
+template <int N16> FMLR_HDC uint64_t lower_mask() {
+  uint64_t m = 0;
+  for (int i = 0; i < N16; i++)
+    for (int j = 0; j <= i; j++) m |= 1ull << (i * N16 + j);
+  return m;
+}
+
+/* O += P V over the blocks of vis, key blocks j in order (P split hi + lo;
+ * blocks above the diagonal take zero fragments). LOWER: vis is the lower
+ * triangle, unrolled with no branch between the blocks. */
+template <int DK, int C, int NW, bool LOWER>
+FMLR_DEV void intra_mma(uint64_t vis, float (&o)[C / 16][2][4], uint32_t va, uint32_t pa) {
   using K = cfg<DK, C, NW>;
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c4 = lane & 3;
-  const uint32_t va = sb + K::V_OFF + (K::VST == 2 ? s.st : 0) * K::VB, pa = sb + K::P_OFF;
-  const int pr = (lane & 7) + ((lane >> 3) & 1) * 8;
-  const uint32_t poff = (uint32_t)pblk(pr, (lane >> 4) * 8);
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const uint32_t poff = (uint32_t)pblk((lane & 7) + ((lane >> 3) & 1) * 8, (lane >> 4) * 8);
+#pragma unroll
   for (int j = 0; j < K::N16; j++) {
     uint32_t b[4];
     ldsm_t(va + swz(j * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, warp * 2 + (lane >> 4), K::DVB) * 2, b);
 #pragma unroll
-    for (int i = 0; i < K::N16; i++) {
-      if (!((s.vis >> (i * K::N16 + j)) & 1u)) continue;
+    for (int i = LOWER ? j : 0; i < K::N16; i++) {
+      if (!LOWER && !((vis >> (i * K::N16 + j)) & 1u)) continue;
       uint32_t ah[4] = {0u, 0u, 0u, 0u}, al[4] = {0u, 0u, 0u, 0u};
       if (j <= i) {
         const uint32_t blk = pa + (uint32_t)(i * (i + 1) / 2 + j) * 512 + poff;
@@ -533,6 +557,18 @@ FMLR_DEV void intra_phase(const params &p, const step &s, float (&o)[C / 16][2][
       }
     }
   }
+}
+
+/* The intra term O += P V over the visited blocks (key blocks in order), then
+ * O stored as bf16. */
+template <int DK, int C, int NW>
+FMLR_DEV void intra_phase(const params &p, const step &s, float (&o)[C / 16][2][4], unsigned char *sm,
+                          uint32_t sb) {
+  using K = cfg<DK, C, NW>;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c4 = lane & 3;
+  const uint32_t va = sb + K::V_OFF + (K::VST == 2 ? s.st : 0) * K::VB, pa = sb + K::P_OFF;
+  if (s.vis == lower_mask<K::N16>()) intra_mma<DK, C, NW, true>(s.vis, o, va, pa);
+  else intra_mma<DK, C, NW, false>(s.vis, o, va, pa);
 #pragma unroll
   for (int i = 0; i < K::N16; i++)
 #pragma unroll

@@ -30,6 +30,11 @@
  *   instr  instrumented o and final states byte-equal to the plain build's;
  *          cycles 0 exactly on the sub-tiles the variant skips (skip: MASKED;
  *          causal: above the diagonal; noskip: none)
+ * The cases: every built (dk, dv, C, c) with log-normal, fixed-17 and single
+ * documents (T 1000, g in [-0.5, 0]); three shapes with every layout (lengths 1,
+ * 2, 15, 16, 17, 64, 100, 2048, log-normal, one document) and every g mode
+ * (in [-0.5, 0], 0, strongly negative with -inf); edges (T of 1, 17, 65, 129,
+ * 130, 191, 383, 640 with lengths that end documents on chunk ends).
  * Exit 0 when every case passes, 1 on any failure, 2 when there is no sm_90
  * device (ctest: skipped), 3 on bad arguments. */
 #include <math.h>
@@ -138,6 +143,17 @@ static std::vector<tcase> make_cases() {
         if (x.L == 2048) x.T = 4200;
         v.push_back(x);
       }
+  /* edges: one token, a chunk and a bit, one head, documents of one token at chunk ends */
+  const int edges[8][7] = {{64, 64, 64, 16, 1, 1, DOCS_ONE},       {64, 64, 64, 16, 17, 1, DOCS_RANDOM},
+                           {64, 128, 64, 32, 65, 2, DOCS_ONE},      {128, 64, 128, 16, 129, 1, DOCS_ONE},
+                           {128, 256, 128, 64, 130, 2, DOCS_RANDOM}, {128, 256, 64, 16, 191, 1, DOCS_FIXED},
+                           {64, 256, 128, 16, 383, 3, DOCS_FIXED},   {128, 128, 64, 64, 640, 2, DOCS_FIXED}};
+  for (int e = 0; e < 8; e++) {
+    tcase x = {edges[e][0], edges[e][1], edges[e][2], edges[e][3], edges[e][4], edges[e][5], edges[e][6],
+               e == 5 ? 63 : e == 6 ? 127 : e == 7 ? 64 : 5, G_SMALL, ++seed};
+    if (e == 7) x.gmode = G_STRONG;
+    v.push_back(x);
+  }
   return v;
 }
 
