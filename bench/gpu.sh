@@ -36,6 +36,8 @@ overhead       90    bench/torch_overhead.py: the op over the bare launch (host 
 probe          60    bench/burst_probe.py: idle pause vs single-launch time and clock
 crosscheck     300   fm_kernel_bench --sustained and fmsim bench --sustained against fmsim.protocol: same sustained figure within 2%
 table          540   bench/protocol_bench.py $FM_TABLE_ARGS (--resume into $OUT/table.json)
+linrnncheck    300   fm_linrnn_check (every case against the fp64 recurrence), then fm_linrnn_check --bench
+linrnnbench    540   bench/linrnn_bench.py $FM_LINRNN_ARGS: the linear-RNN kernel against flash-linear-attention
 '
 # Environment:
 #   OUT                 results folder (default out/gpu)
@@ -58,6 +60,7 @@ table          540   bench/protocol_bench.py $FM_TABLE_ARGS (--resume into $OUT/
 #   FM_AB_ROUNDS        abbwd's rounds, earlier tree first (default 2)
 #   FM_TABLE_ARGS       arguments of bench/protocol_bench.py for `table` (default: the
 #                       paper's table, head dim 128, both passes, every peer)
+#   FM_LINRNN_ARGS      arguments of bench/linrnn_bench.py for `linrnnbench` (default --chunks 128)
 #   FM_TABLE_JSON       its JSON (default $OUT/table.json; --resume reads it back)
 #   FM_BUDGET_S         overrides every experiment's budget (seconds)
 # Optional provisioning for a machine without a package registry (carried wheels, .debs of
@@ -75,6 +78,7 @@ export PYTHONUNBUFFERED=1 PYTHONPATH="$ROOT/python${PYTHONPATH:+:$PYTHONPATH}"
 export FMSIM_LIBRARY=${FMSIM_LIBRARY:-$BUILD/core/libfmsim.so}
 export FMSIM_CUDA_LIBRARY=${FMSIM_CUDA_LIBRARY:-$BUILD/kernels/libfmsim_cuda.so}
 KBENCH=${FM_KERNEL_BENCH:-$BUILD/kernels/fm_kernel_bench}
+LRCHECK=$BUILD/kernels/fm_linrnn_check
 FMSIM=$BUILD/app/fmsim
 export FM_COMMIT=${FM_COMMIT:-$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)}
 # NVLink multicast stays off in every process this script starts (a program that uses it
@@ -276,6 +280,10 @@ for e in "$@"; do
     overhead) run overhead python3 bench/torch_overhead.py --out "$OUT/overhead.json" ;;
     probe) run probe python3 bench/burst_probe.py --out "$OUT/probe.json" ;;
     crosscheck) fn crosscheck crosscheck ;;
+    linrnncheck) need linrnncheck "$LRCHECK" && run linrnncheck bash -c '"$0" && "$0" --bench' "$LRCHECK" ;;
+    linrnnbench)
+      run linrnnbench python3 bench/linrnn_bench.py ${FM_LINRNN_ARGS:---chunks 128} \
+        --budget-s $(($(budget linrnnbench) - 120)) --out "$OUT/linrnn.json" ;;
     table)
       run table python3 bench/protocol_bench.py ${FM_TABLE_ARGS:-} --resume \
         --budget-s $(($(budget table) - 120)) --out "${FM_TABLE_JSON:-$OUT/table.json}" ;;
