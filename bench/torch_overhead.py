@@ -66,6 +66,22 @@ def host_us(fns: dict, n=10, rounds=40) -> dict:
     return {name: statistics.median(v) for name, v in per.items()}
 
 
+class _Floor(torch.autograd.Function):
+    """What any autograd op of this signature costs in PyTorch: o and lse allocated,
+    the inputs and o saved, no kernel (the floor under the op's autograd path)."""
+    @staticmethod
+    def forward(ctx, q, k, v, shapes):
+        o = torch.empty(shapes[0], dtype=torch.bfloat16, device=q.device)
+        lse = torch.empty(shapes[1], dtype=torch.float32, device=q.device)
+        ctx.save_for_backward(q, k, v, o)
+        ctx.lse = lse
+        return o
+
+    @staticmethod
+    def backward(ctx, dout):
+        return dout, None, None, None
+
+
 class _NoKernel:
     """ft._lib with the forward's C entry replaced by a no-op: the op's own Python work."""
     def __init__(self, lib):
@@ -135,6 +151,16 @@ def main():
              "current stream": lambda: ft._stream(pl.device),
              "C entry (fm_attn_forward_ptrs)": c_entry,
              "bare (again, beside the parts)": bare}
+    shapes = (pl.o_shape, pl.lse_shape)
+    qh, kh, vh = (t.transpose(1, 2) for t in (q, k, v))
+    qgh = qg.transpose(1, 2)
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    parts.update({
+        "autograd floor (Function: o, lse, save; no kernel)": lambda: _Floor.apply(qg, k, v, shapes),
+        "no-grad floor (o and lse allocated)": lambda: (torch.empty(pl.o_shape, dtype=torch.bfloat16, device=dev),
+                                                        torch.empty(pl.lse_shape, dtype=torch.float32, device=dev)),
+        "SDPA no_grad (PyTorch's own op, causal)": lambda: sdpa(qh, kh, vh, is_causal=True),
+        "SDPA autograd (causal)": lambda: sdpa(qgh, kh, vh, is_causal=True)})
     res["parts_us"] = host_us(parts)
     real = ft._lib
     ft._lib = _NoKernel(real)

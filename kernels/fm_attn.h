@@ -97,7 +97,7 @@ typedef struct fm_attn_launch {
 fm_status fm_attn_launch_run(void *user, void *stream, fm_err *err);
 
 /* Fills n bf16 values at dst (device) with a deterministic function of (seed,
- * index): approximately standard normal (sum of four uniforms, rescaled),
+ * index): standard normal (Box-Muller, the distribution of torch.randn),
  * never all zeros. For benchmarks and checks that need large random inputs
  * without a host round trip. Asynchronous on `stream`. */
 fm_status fm_attn_fill_random_bf16(void *dst, int64_t n, uint64_t seed, void *stream, fm_err *err);
