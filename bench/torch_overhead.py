@@ -95,17 +95,22 @@ class _NoKernel:
         return 0
 
 
-def gpu_ms(fn, n=20, rounds=5):
-    out = []
-    for _ in range(rounds):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        for _ in range(n):
-            fn()
-        b.record()
-        torch.cuda.synchronize()
-        out.append(a.elapsed_time(b) / n)
-    return statistics.median(out)
+def gpu_ms(fns: dict, n=20, rounds=10) -> dict:
+    """GPU time per call of each function (CUDA events around n calls), the
+    functions interleaved round by round in alternating order, so that the
+    clock's drift reaches them alike; median over the rounds."""
+    out = {name: [] for name in fns}
+    items = list(fns.items())
+    for r in range(rounds):
+        for name, fn in (items if r % 2 == 0 else items[::-1]):
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            for _ in range(n):
+                fn()
+            b.record()
+            torch.cuda.synchronize()
+            out[name].append(a.elapsed_time(b) / n)
+    return {name: statistics.median(v) for name, v in out.items()}
 
 
 def case(S, H, fam="causal_document"):
@@ -176,8 +181,9 @@ def main():
 
     def op2():
         return ft.flashmask_attention(q, k, v, sri, causal)
-    gpu_ms(bare, rounds=1), gpu_ms(op2, rounds=1)  # warm-up
-    res["gpu_ms_bare"], res["gpu_ms_op"] = gpu_ms(bare), gpu_ms(op2)
+    gpu_ms({"bare": bare, "op": op2}, rounds=2)  # warm-up
+    got = gpu_ms({"bare": bare, "op": op2})
+    res["gpu_ms_bare"], res["gpu_ms_op"] = got["bare"], got["op"]
     res["gpu_overhead_us"] = 1e3 * (res["gpu_ms_op"] - res["gpu_ms_bare"])
     print(f"host per call: bare fm_attn_forward {res['host_us_bare']:.1f} us, op {res['host_us_op']:.1f} us "
           f"(no_grad), {res['host_us_op_autograd']:.1f} us (autograd): overhead {res['overhead_us']:.1f} / "
