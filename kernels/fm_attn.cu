@@ -56,10 +56,10 @@ __global__ void __launch_bounds__(256) tile_bounds_kernel(const int32_t *__restr
  * an H100 in one process (kernels/PERF_NOTES.md, "The C harness against the
  * protocol"), the earlier sum of four uniforms (bounded at 3.46) made the sm90
  * forward 2.0-2.6% slower on causal_document than torch.randn's values did. */
-__global__ void fill_random_kernel(__nv_bfloat16 *dst, int64_t n, uint64_t seed) {
+__global__ void fill_random_kernel(__nv_bfloat16 *dst, int64_t n, uint64_t seed, int64_t first) {
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
        i += (int64_t)gridDim.x * blockDim.x) {
-    uint64_t x = (uint64_t)i * 0x9e3779b97f4a7c15ull ^ seed;
+    uint64_t x = (uint64_t)(first + i) * 0x9e3779b97f4a7c15ull ^ seed;
     x ^= x >> 30;
     x *= 0xbf58476d1ce4e5b9ull;
     x ^= x >> 27;
@@ -121,12 +121,18 @@ extern "C" void fm_attn_problem_init(fm_attn_problem *p, const fm_colmask *m, in
 
 extern "C" fm_status fm_attn_fill_random_bf16(void *dst, int64_t n, uint64_t seed, void *stream,
                                               fm_err *err) {
-  if (!dst || n < 0) return fm_fail(err, FM_EINVAL, "fill: NULL destination or negative count");
+  return fm_attn_fill_random_bf16_at(dst, n, seed, 0, stream, err);
+}
+
+extern "C" fm_status fm_attn_fill_random_bf16_at(void *dst, int64_t n, uint64_t seed, int64_t first,
+                                                 void *stream, fm_err *err) {
+  if (!dst || n < 0 || first < 0)
+    return fm_fail(err, FM_EINVAL, "fill: NULL destination or negative count or offset");
   if (n == 0) return FM_OK;
   int64_t blocks = (n + 255) / 256;
   if (blocks > 65536) blocks = 65536;
   fmk::fill_random_kernel<<<(unsigned)blocks, 256, 0, (cudaStream_t)stream>>>(
-      (__nv_bfloat16 *)dst, n, seed * 0xd1b54a32d192ed03ull + 1);
+      (__nv_bfloat16 *)dst, n, seed * 0xd1b54a32d192ed03ull + 1, first);
   cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return cuda_fail(err, e, "fill kernel launch");
   return FM_OK;
