@@ -570,6 +570,8 @@ static fm_status post_pass(rank_run *rk, int pass, fm_err *err) {
   }
   if (ag && pass == FM_CP_BWD) kv_item[0] = -1;
   rk->sent[pass] = rk->recvd[pass] = 0;
+  CK(cudaStreamSynchronize(rk->cs), "cudaStreamSynchronize (before the barrier)");
+  CK(cudaStreamSynchronize(rk->xs), "cudaStreamSynchronize (before the barrier)");
   NK(nccl.AllReduce(rk->bar, rk->bar, 1, ncclFloat, ncclSum, rk->comm, rk->xs), "ncclAllReduce (barrier)");
   CK(cudaStreamSynchronize(rk->xs), "cudaStreamSynchronize (barrier)");
   CK(cudaEventRecord(rk->ev_start[pass], rk->cs), "cudaEventRecord");
