@@ -140,9 +140,12 @@ fm_status fm_cp_colmask_subset(const fm_colmask *m, const fm_cp_move *cols, int3
 void fm_cp_lse_merge(int64_t batch, int64_t heads, int64_t rows, int64_t head_dim, double *o,
                      double *lse, const double *o_p, const double *lse_p);
 
-/* The bf16 inputs of a run as a function of (seed, global index): the CPU
- * twin of the GPU's fm_attn_fill_random_bf16_at (kernels/fm_attn.h), bit for
- * bit: dst[i] = value(seed, first + i) for 0 <= i < n. */
+/* The bf16 inputs of a run as a function of (seed, global index): dst[i] =
+ * value(seed, first + i) for 0 <= i < n, standard normal. The CPU twin of the
+ * GPU's fm_attn_fill_random_bf16_at (kernels/fm_attn.h): the same hash and
+ * Box-Muller transform, equal but for the last bit of the GPU's logf and
+ * cospif, which changes a bf16 value rarely (the CPU and GPU runs each use
+ * their own, consistently: a run never mixes them). */
 void fm_cp_fill_bf16(uint16_t *dst, int64_t n, uint64_t seed, int64_t first);
 
 /* Seeds of the four inputs of a run from the user's seed (Q, K, V, dO). */

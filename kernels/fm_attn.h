@@ -105,7 +105,8 @@ fm_status fm_attn_fill_random_bf16(void *dst, int64_t n, uint64_t seed, void *st
  * that a slice of a tensor filled alone equals that slice of the whole
  * (context parallelism: each rank fills its own rows from their global
  * indices). fm_attn_fill_random_bf16 is first = 0. core/fm_cp_run.h,
- * fm_cp_fill_bf16, is its CPU twin, value for value. */
+ * fm_cp_fill_bf16, is its CPU twin (equal but for the last bit of logf and
+ * cospif). */
 fm_status fm_attn_fill_random_bf16_at(void *dst, int64_t n, uint64_t seed, int64_t first, void *stream,
                                       fm_err *err);
 
