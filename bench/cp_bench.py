@@ -51,25 +51,24 @@ H100_MARGIN = 1.3  # the estimate's factor over the H200 profile's prediction
 STARTUP_S = {"fmsim": 20.0, "torch": 40.0}  # processes, NCCL, inputs
 
 # ---- fmsim cp-run's JSON: the one place that reads it ------------------------------------
-# "fmsim-cp-run" is not final; these are the keys assumed (adapt here only):
-#   error          a failed run's message (a line with "out of memory" is an OOM)
-#   step           {sustained_ms, burst_ms}: the slowest rank's time per launch, median
-#   ranks          [{rank, fwd_ms, bwd_ms}]: each rank's kernel (compute) time per launch,
-#                  waits for the exchange excluded (what cp-plan's per-rank times predict);
-#                  bwd_ms only with --pass both; also clock_mhz, power_w (kept if present)
-#   check          {passed: bool, ...} with --check, else absent or null
-
+# parse_cp_run reads the keys of docs/DESIGN.md ("cp-run"): step_ms {fwd, bwd, total},
+# rank_results[].measured.{fwd,bwd}.compute_ms, check {pass, reference, ...}.
 
 def parse_cp_run(doc: dict, pass_: str) -> dict:
-    """The record's fields from one cp-run JSON (KeyError on a JSON without them)."""
+    """The record's fields from one `fmsim cp-run --json` (format "fmsim-cp-run", keys in
+    docs/DESIGN.md, "cp-run"; KeyError on a JSON without them). cp-run times N
+    back-to-back steps after its warm-up (at these sizes each step lasts seconds: a
+    sustained figure); it has no burst figure and records no clock."""
     if doc.get("error"):
         return dict(status=status_of(doc["error"]), error=doc["error"])
-    compute = [r["fwd_ms"] + (r["bwd_ms"] if pass_ == "both" else 0.0) for r in doc["ranks"]]
+    step = doc["step_ms"]
+    meas = [r["measured"] for r in doc["rank_results"]]
+    compute = [m["fwd"]["compute_ms"] + (m["bwd"]["compute_ms"] if pass_ == "both" else 0.0) for m in meas]
+    chk = doc.get("check")
     return dict(status="ok", error="",
-                step_ms=dict(sustained=doc["step"]["sustained_ms"], burst=doc["step"]["burst_ms"]),
-                rank_compute_ms=compute, check=doc.get("check"),
-                rank_clock_mhz=[r.get("clock_mhz") for r in doc["ranks"]],
-                rank_power_w=[r.get("power_w") for r in doc["ranks"]])
+                step_ms=dict(sustained=step["total"] if pass_ == "both" else step["fwd"], burst=None),
+                rank_compute_ms=compute, check=None if chk is None else dict(chk, passed=bool(chk["pass"])),
+                rank_clock_mhz=[None] * len(meas), rank_power_w=[None] * len(meas))
 
 
 def status_of(error: str) -> str:
@@ -255,9 +254,14 @@ def torch_records(args, j: dict, left_s: float, doc: dict) -> list:
         status = "timeout" if rc is None else status_of(last_line(err))
         return [dict(base, id=j["id"], exchange="-", **{"pass": "-"}, status=status, error=last_line(err))]
     doc["torch"] = got["torch"]
+    return peer_records(base, j["id"], got)
+
+
+def peer_records(base: dict, job_id: str, got: dict) -> list:
+    """The records of one peer JSON (bench/cp_torch_peer.py), one per pass and implementation."""
     out = []
     for r in got["records"]:
-        rec = dict(base, id=f"{j['id']}:{r['impl']}:{r['pass']}", exchange=TORCH_EXCHANGE[r["rotate"]],
+        rec = dict(base, id=f"{job_id}:{r['impl']}:{r['pass']}", exchange=TORCH_EXCHANGE[r["rotate"]],
                    backend=r["backend"], status=r["status"], error=r["error"], finite=r.get("finite"),
                    check=(got["check"] or {}).get(r["impl"]), **{"pass": r["pass"]})
         if r["status"] == "ok":

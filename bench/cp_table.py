@@ -201,10 +201,13 @@ def header(doc) -> list:
         f"- **Commit**: {doc.get('commit') or '?'}.",
         f"- **Command** (`bash bench/gpu.sh cpbench` runs it): {cmds}; this table: "
         "`python3 bench/cp_table.py JSON`.",
-        f"- **Protocol**: fmsim.protocol (docs/DESIGN.md, \"How we measure\"): warm-up "
-        f"{doc['protocol']['warmup_s']} s, sustained windows of {doc['protocol']['sustain_s']} s in all, L2 flushed; "
-        "every rank launches together after a barrier, the step is the slowest rank's; sustained figures "
-        "(ms) below, burst ones and the clocks per rank in the JSON.",
+        "- **Timing**: fmsim by `fmsim cp-run` itself: warm-up passes (as many on every rank), then "
+        "`--iters` passes back to back, forward and backward timed apart on every rank (CUDA events), the "
+        "median per rank, the step the slowest rank's (at 1M tokens a pass lasts 0.1-16 s: sustained "
+        "figures); the one-GPU time by `--baseline`, the same way on device 0. torch by fmsim.protocol "
+        f"(docs/DESIGN.md, \"How we measure\"): warm-up {doc['protocol']['warmup_s']} s, sustained windows "
+        f"of {doc['protocol']['sustain_s']} s in all, L2 flushed, every rank launching together after a "
+        "barrier, the step the slowest rank's; its burst figures and the clocks per rank are in the JSON.",
         f"- **Shape**: self-attention, B = 1, H = {doc['heads']}, D = {doc['head_dim']}, bf16; predictions: "
         f"`fmsim cp-plan` on the {profile} profile. Efficiency = T1 / (P x TP), T1 the one-GPU time of the same pass.",
         ""]

@@ -138,13 +138,16 @@ class Table(unittest.TestCase):
 
 class Bench(unittest.TestCase):
     def test_parse_cp_run(self):
-        doc = dict(format="fmsim-cp-run", step=dict(sustained_ms=10.0, burst_ms=9.0),
-                   ranks=[dict(rank=0, fwd_ms=2.0, bwd_ms=5.0), dict(rank=1, fwd_ms=3.0, bwd_ms=6.0)],
-                   check=dict(passed=True))
+        def rank(i, f, b):
+            return dict(rank=i, measured=dict(fwd=dict(compute_ms=f, wall_ms=f + 1), bwd=dict(compute_ms=b)))
+        doc = dict(format="fmsim-cp-run", step_ms=dict(fwd=4.0, bwd=6.0, total=10.0),
+                   rank_results=[rank(0, 2.0, 5.0), rank(1, 3.0, 6.0)], check={"pass": True, "reference": "one-gpu"})
         r = cp_bench.parse_cp_run(doc, "both")
         self.assertEqual(r["rank_compute_ms"], [7.0, 9.0])
         self.assertEqual(cp_bench.parse_cp_run(doc, "fwd")["rank_compute_ms"], [2.0, 3.0])
-        self.assertEqual(r["step_ms"], dict(sustained=10.0, burst=9.0))
+        self.assertEqual(r["step_ms"], dict(sustained=10.0, burst=None))
+        self.assertEqual(cp_bench.parse_cp_run(doc, "fwd")["step_ms"]["sustained"], 4.0)
+        self.assertTrue(r["check"]["passed"])
         self.assertEqual(cp_bench.parse_cp_run({"error": "CUDA error: out of memory"}, "fwd")["status"], "oom")
 
     def test_plan_summary(self):
