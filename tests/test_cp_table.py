@@ -12,6 +12,7 @@ import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
 import cp_bench  # noqa: E402
+import cp_collect  # noqa: E402
 import cp_table  # noqa: E402
 import cp_torch_peer  # noqa: E402
 
@@ -178,6 +179,38 @@ class Bench(unittest.TestCase):
             f"fmsim:causal_document:{M}:1:-:-:both", f"fmsim:causal_document:{M}:4:mask-aware:ring:both",
             f"fmsim:causal_document:{M}:4:contiguous:ring:both"})
         self.assertTrue(all(j["check"] == (j["seqlen"] == 131072 and j["ranks"] > 1) for j in js))
+
+
+class Collect(unittest.TestCase):
+    def test_run_records(self):
+        """A cp-run file with --baseline gives P's records and the one-GPU ones, per pass."""
+        import json
+        import tempfile
+
+        def rank(i, f, b):
+            return dict(rank=i, measured=dict(fwd=dict(compute_ms=f), bwd=dict(compute_ms=b)))
+        run = dict(format="fmsim-cp-run", mask=dict(family="causal"), seqlen=M, ranks=2, heads=4, head_dim=128,
+                   sharding="mask-aware", exchange="ring", passes="both", step_ms=dict(fwd=5.0, bwd=15.0, total=20.0),
+                   rank_results=[rank(0, 4.0, 14.0), rank(1, 4.5, 14.5)], check=None,
+                   baseline=dict(fwd_ms=9.0, bwd_ms=27.0, total_ms=36.0, efficiency=0.9))
+        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+            json.dump(run, f)
+        doc = dict(heads=0, head_dim=128)
+        try:
+            recs = {(r["ranks"], r["pass"]): r for r in cp_collect.run_records(f.name, doc)}
+        finally:
+            os.unlink(f.name)
+        self.assertEqual(sorted(recs), [(1, "both"), (1, "fwd"), (2, "both"), (2, "fwd")])
+        self.assertEqual(recs[(2, "both")]["step_ms"]["sustained"], 20.0)
+        self.assertEqual(recs[(2, "fwd")]["rank_compute_ms"], [4.0, 4.5])
+        self.assertEqual(recs[(2, "both")]["rank_compute_ms"], [18.0, 19.0])
+        self.assertEqual((recs[(1, "fwd")]["step_ms"]["sustained"], recs[(1, "both")]["step_ms"]["sustained"]),
+                         (9.0, 36.0))
+        # the table's efficiency from these records: 36 / (2 x 20) = 0.9, cp-run's own figure
+        t = dict(records=list(recs.values()), plans={})
+        self.assertAlmostEqual(cp_table.efficiency(cp_table.one_gpu_ms(t, "causal", M, "both"),
+                                                   cp_table.ms(recs[(2, "both")]), 2), 0.9)
+        self.assertEqual(doc["heads"], 4)
 
 
 class Peer(unittest.TestCase):
