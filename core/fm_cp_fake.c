@@ -15,6 +15,8 @@
 typedef struct fake_rank {
   fm_colmask *local;          /* its rows against every key (fm_cp_rank_mask) */
   uint16_t *q, *k, *v, *dout; /* (B, R, H, D) compact */
+  uint16_t *kg, *vg;          /* allgather: (B, S, H, D), its own rows at their global rows, NaN
+                                 elsewhere (the GPU's buffer that it sends from) */
   double *o, *lse;            /* (B, R, H, D), (B, H, R): the merged forward */
   double *dq, *dk, *dv;       /* (B, R, H, D) */
 } fake_rank;
@@ -28,7 +30,7 @@ typedef struct fake {
   uint16_t *kbuf, *vbuf;      /* a receiver's K/V buffer (allgather: S rows; ring: two steps) */
   double *op, *lp, *dqp, *dkp, *dvp; /* one launch's outputs */
   double *back;               /* partial dK/dV received back by an owner (2 tensors) */
-  int64_t moved[2];
+  int64_t moved[2], messages[2];
   int32_t launches;
 } fake;
 
@@ -58,7 +60,7 @@ static void add_rows(double *dst, int64_t dst_n, int64_t dst_off, const double *
 
 static void rank_free(fake_rank *r) {
   fm_colmask_destroy(r->local);
-  free(r->q), free(r->k), free(r->v), free(r->dout);
+  free(r->q), free(r->k), free(r->v), free(r->dout), free(r->kg), free(r->vg);
   free(r->o), free(r->lse), free(r->dq), free(r->dk), free(r->dv);
 }
 
@@ -75,6 +77,10 @@ static fm_status rank_init(fake *f, const fm_cp_sharding_plan *sp, int32_t r, fm
   k->dq = alloc_n(n, 8, &oom);
   k->dk = alloc_n(n, 8, &oom);
   k->dv = alloc_n(n, 8, &oom);
+  if (f->s->exchange == FM_CP_ALLGATHER) {
+    k->kg = alloc_n(f->B * f->S * f->HD, 2, &oom);
+    k->vg = alloc_n(f->B * f->S * f->HD, 2, &oom);
+  }
   if (oom) return fm_fail(err, FM_ENOMEM, "fake: cannot allocate the buffers of rank %d", r);
   for (int t = 0; t < 4; t++)
     for (int64_t b = 0; b < f->B; b++)
@@ -83,6 +89,12 @@ static fm_status rank_init(fake *f, const fm_cp_sharding_plan *sp, int32_t r, fm
         fm_cp_fill_bf16(*in[t] + (b * rs->rows + mv->local0) * f->HD, (mv->row1 - mv->row0) * f->HD,
                         fm_cp_input_seed(f->o->seed, t), (b * f->S + mv->row0) * f->HD);
       }
+  for (int64_t e = 0; k->kg && e < f->B * f->S * f->HD; e++) k->kg[e] = k->vg[e] = BF16_NAN;
+  for (int32_t g = 0; k->kg && g < rs->nown; g++) {
+    const fm_cp_move *mv = &rs->own[g];
+    copy_rows(k->kg, f->S, mv->row0, k->k, rs->rows, mv->local0, mv->row1 - mv->row0, f, 2);
+    copy_rows(k->vg, f->S, mv->row0, k->v, rs->rows, mv->local0, mv->row1 - mv->row0, f, 2);
+  }
   return fm_cp_rank_mask(f->m, sp->segments, sp->nsegments, r, &k->local, err);
 }
 
@@ -100,42 +112,49 @@ static fm_status launch(fake *f, int32_t r, const fm_colmask *lm, const uint16_t
   return fm_reference_backward_given(&p, k->dout, k->o, k->lse, f->dqp, f->dkp, f->dvp, err);
 }
 
-/* K and V of `n` moves from their owner p into rank buffers (B, nrows, H,
- * D), whose room is cap rows per batch. */
-static fm_status receive(fake *f, int32_t p, const fm_cp_move *mv, int32_t n, int64_t nrows,
-                         int64_t cap, uint16_t *kb, uint16_t *vb, fm_err *err) {
-  const int32_t R = f->s->rank[p].rows;
-  for (int32_t i = 0; i < n; i++) {
-    int64_t rows = mv[i].row1 - mv[i].row0;
-    if (mv[i].off < 0 || mv[i].off + rows > nrows || nrows > cap)
-      return fm_fail(err, FM_EINVAL, "schedule: rows [%d, %lld) past a buffer of %lld rows", mv[i].off,
-                     (long long)(mv[i].off + rows), (long long)cap);
-    copy_rows(kb, nrows, mv[i].off, f->rk[p].k, R, mv[i].local0, rows, f, 2);
-    copy_rows(vb, nrows, mv[i].off, f->rk[p].v, R, mv[i].local0, rows, f, 2);
-    f->moved[0] += rows;
+/* The K/V messages of link l from their owner p (its buffer: ring compact,
+ * R rows; allgather its S-row buffer) into rank buffers (B, nrows, H, D),
+ * whose room is cap rows per batch. */
+static fm_status receive(fake *f, int32_t p, const fm_cp_link *l, int64_t nrows, int64_t cap,
+                         uint16_t *kb, uint16_t *vb, fm_err *err) {
+  const fake_rank *o = &f->rk[p];
+  const int ag = f->s->exchange == FM_CP_ALLGATHER;
+  const int64_t n_src = ag ? f->S : f->s->rank[p].rows;
+  for (int32_t i = 0; i < l->nkv; i++) {
+    const fm_cp_msg *m = &l->kv[i];
+    if (m->dst < 0 || m->dst + m->rows > nrows || nrows > cap || m->src < 0 || m->src + m->rows > n_src)
+      return fm_fail(err, FM_EINVAL, "schedule: rows [%d, %d) past a buffer of %lld rows", m->dst,
+                     m->dst + m->rows, (long long)cap);
+    copy_rows(kb, nrows, m->dst, ag ? o->kg : o->k, n_src, m->src, m->rows, f, 2);
+    copy_rows(vb, nrows, m->dst, ag ? o->vg : o->v, n_src, m->src, m->rows, f, 2);
+    f->moved[0] += m->rows;
+    f->messages[0] += 2 * f->B;
   }
   return FM_OK;
 }
 
-/* The partial dK/dV of `n` moves (rows at off in f->dkp, f->dvp, n_src rows)
- * sent back to their owner p, which adds them to its own (through its
- * receive buffer of cap rows, f->back). */
-static fm_status send_back(fake *f, int32_t p, const fm_cp_move *mv, int32_t n, int64_t n_src,
-                           int64_t cap, fm_err *err) {
+/* The partial dK/dV of link l (this rank's in-link from p; rows at the
+ * messages' src in f->dkp, f->dvp of n_src rows) sent back to their owner p
+ * by the link's messages into its receive buffer of cap rows (f->back); the
+ * owner adds every move's rows to its own. */
+static fm_status send_back(fake *f, int32_t p, const fm_cp_link *l, int64_t n_src, int64_t cap,
+                           fm_err *err) {
   fake_rank *o = &f->rk[p];
   const int32_t R = f->s->rank[p].rows;
   double *bk = f->back, *bv = f->back + f->B * cap * f->HD;
-  int64_t at = 0;
-  for (int32_t i = 0; i < n; i++) {
-    int64_t rows = mv[i].row1 - mv[i].row0;
-    if (at + rows > cap)
+  for (int32_t i = 0; i < l->nback; i++) {
+    const fm_cp_msg *m = &l->back[i];
+    if (m->dst < 0 || m->dst + m->rows > cap || m->src < 0 || m->src + m->rows > n_src)
       return fm_fail(err, FM_EINVAL, "schedule: partial dK/dV past a buffer of %lld rows", (long long)cap);
-    copy_rows(bk, cap, at, f->dkp, n_src, mv[i].off, rows, f, 8);
-    copy_rows(bv, cap, at, f->dvp, n_src, mv[i].off, rows, f, 8);
-    add_rows(o->dk, R, mv[i].local0, bk, cap, at, rows, f);
-    add_rows(o->dv, R, mv[i].local0, bv, cap, at, rows, f);
-    at += rows;
-    f->moved[1] += rows;
+    copy_rows(bk, cap, m->dst, f->dkp, n_src, m->src, m->rows, f, 8);
+    copy_rows(bv, cap, m->dst, f->dvp, n_src, m->src, m->rows, f, 8);
+    f->moved[1] += m->rows;
+    f->messages[1] += 2 * f->B;
+  }
+  for (int32_t i = 0, at = 0; i < l->n; at += l->move[i].row1 - l->move[i].row0, i++) {
+    int64_t rows = l->move[i].row1 - l->move[i].row0;
+    add_rows(o->dk, R, l->move[i].local0, bk, cap, at, rows, f);
+    add_rows(o->dv, R, l->move[i].local0, bv, cap, at, rows, f);
   }
   return FM_OK;
 }
@@ -146,16 +165,12 @@ static fm_status send_back(fake *f, int32_t p, const fm_cp_move *mv, int32_t n, 
 static fm_status allgather_rank(fake *f, int32_t r, int backward, fm_err *err) {
   const fm_cp_rank_schedule *rs = &f->s->rank[r];
   fake_rank *k = &f->rk[r];
-  int64_t n = f->B * f->S * f->HD;
-  for (int64_t e = 0; e < n; e++) f->kbuf[e] = f->vbuf[e] = BF16_NAN;
-  for (int32_t g = 0; g < rs->nown; g++) { /* its own rows, at their global rows */
-    const fm_cp_move *mv = &rs->own[g];
-    copy_rows(f->kbuf, f->S, mv->row0, k->k, rs->rows, mv->local0, mv->row1 - mv->row0, f, 2);
-    copy_rows(f->vbuf, f->S, mv->row0, k->v, rs->rows, mv->local0, mv->row1 - mv->row0, f, 2);
-  }
+  int64_t n = f->B * f->S * f->HD; /* its own rows at their global rows, NaN elsewhere */
+  memcpy(f->kbuf, k->kg, sizeof *f->kbuf * (size_t)n);
+  memcpy(f->vbuf, k->vg, sizeof *f->vbuf * (size_t)n);
   fm_status st = FM_OK;
   for (int32_t q = 0; q < f->s->ranks && st == FM_OK; q++)
-    st = receive(f, q, rs->in[q].move, rs->in[q].n, f->S, f->S, f->kbuf, f->vbuf, err);
+    st = receive(f, q, &rs->in[q], f->S, f->S, f->kbuf, f->vbuf, err);
   if (st == FM_OK) st = launch(f, r, k->local, f->kbuf, f->vbuf, backward, err);
   if (st != FM_OK) return st;
   if (!backward) {
@@ -170,7 +185,7 @@ static fm_status allgather_rank(fake *f, int32_t r, int backward, fm_err *err) {
     add_rows(k->dv, rs->rows, mv->local0, f->dvp, f->S, mv->row0, mv->row1 - mv->row0, f);
   }
   for (int32_t q = 0; q < f->s->ranks && st == FM_OK; q++)
-    st = send_back(f, q, rs->in[q].move, rs->in[q].n, f->S, f->s->rank[q].send_rows_max, err);
+    st = send_back(f, q, &rs->in[q], f->S, f->s->rank[q].send_rows_max, err);
   return st;
 }
 
@@ -190,7 +205,7 @@ static fm_status ring_step(fake *f, int32_t r, const fm_cp_step *st, int backwar
     kb = f->kbuf + which * half;
     vb = f->vbuf + which * half;
     for (int64_t e = 0; e < half; e++) kb[e] = vb[e] = BF16_NAN;
-    s = receive(f, st->source, cols, n, st->ncols, cap, kb, vb, err);
+    s = receive(f, st->source, &rs->in[st->source], st->ncols, cap, kb, vb, err);
   }
   fm_colmask *sub = NULL;
   if (s == FM_OK) s = fm_cp_colmask_subset(k->local, cols, n, &sub, err);
@@ -213,7 +228,7 @@ static fm_status ring_step(fake *f, int32_t r, const fm_cp_step *st, int backwar
     add_rows(k->dv, R, 0, f->dvp, R, 0, R, f);
     return FM_OK;
   }
-  return send_back(f, st->source, cols, n, st->ncols, f->s->rank[st->source].send_rows_max, err);
+  return send_back(f, st->source, &rs->in[st->source], st->ncols, f->s->rank[st->source].send_rows_max, err);
 }
 
 /* One pass over every rank: the all-gather rank by rank, the ring step by
@@ -354,6 +369,8 @@ fm_status fm_cp_fake_run(const fm_colmask *m, const fm_cp_sharding_plan *sp,
   if (st == FM_OK) {
     r->sent_rows[0] = f.moved[0] / (o->backward ? 2 : 1); /* both passes move the K/V */
     r->sent_rows[1] = f.moved[1];
+    r->messages[0] = f.messages[0] / (o->backward ? 2 : 1);
+    r->messages[1] = f.messages[1];
     compare(&f, &w, r);
   }
   for (int32_t k = 0; f.rk && k < s->ranks; k++) rank_free(&f.rk[k]);

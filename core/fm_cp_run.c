@@ -16,6 +16,7 @@ typedef struct sched_impl {
   fm_cp_rank_schedule *rank; /* (P,) */
   fm_cp_link *links;         /* (2, P, P): in[r][q], then out[r][t] */
   fm_cp_move *moves;         /* every received segment: in-lists by rank, then source */
+  fm_cp_msg *msgs;           /* (2, moves): K/V messages, then partials' messages */
   fm_cp_move *own;           /* every segment, grouped by owner */
   fm_cp_step *steps;         /* (P, P) at most */
 } sched_impl;
@@ -26,6 +27,7 @@ void fm_cp_schedule_destroy(fm_cp_schedule *s) {
   free(x->rank);
   free(x->links);
   free(x->moves);
+  free(x->msgs);
   free(x->own);
   free(x->steps);
   free(x);
@@ -77,7 +79,7 @@ static void fill_in(sched_impl *x, const fm_cp_sharding_plan *sp, int32_t P, int
       m[n++] = (fm_cp_move){g->row0, g->row1, loc[k], ring ? rows : g->row0};
       rows += g->row1 - g->row0;
     }
-    in[q] = (fm_cp_link){n, m, rows};
+    in[q] = (fm_cp_link){.n = n, .move = m, .rows = rows};
     *nm += n;
     rs->recv_rows += rows;
   }
@@ -92,6 +94,34 @@ static void fill_in(sched_impl *x, const fm_cp_sharding_plan *sp, int32_t P, int
   }
   rs->step = st;
   rs->in = in;
+}
+
+/* Appends the message of rows [src, src + rows) -> [dst, dst + rows) to
+ * m[0..*n), extending the last one when both sides continue it. */
+static void msg_add(fm_cp_msg *m, int32_t *n, int32_t src, int32_t dst, int32_t rows) {
+  fm_cp_msg *l = *n ? &m[*n - 1] : NULL;
+  if (l && l->src + l->rows == src && l->dst + l->rows == dst) l->rows += rows;
+  else m[(*n)++] = (fm_cp_msg){src, dst, rows};
+}
+
+/* The messages of every link (fm_cp_link says what src and dst are):
+ * link i's at msgs + first move's index (K/V) and + nneed (partials). */
+static void fill_msgs(sched_impl *x, int32_t P, int ring, int64_t nneed) {
+  for (int64_t l = 0; l < (int64_t)P * P; l++) {
+    fm_cp_link *k = &x->links[l];
+    if (!k->n) continue;
+    int64_t first = k->move - x->moves;
+    fm_cp_msg *kv = x->msgs + first, *back = x->msgs + nneed + first;
+    int32_t nkv = 0, nback = 0, run = 0;
+    for (int32_t i = 0; i < k->n; i++) {
+      const fm_cp_move *mv = &k->move[i];
+      int32_t rows = mv->row1 - mv->row0;
+      msg_add(kv, &nkv, ring ? mv->local0 : mv->row0, mv->off, rows);
+      msg_add(back, &nback, mv->off, run, rows);
+      run += rows;
+    }
+    k->nkv = nkv, k->nback = nback, k->kv = kv, k->back = back;
+  }
 }
 
 fm_status fm_cp_schedule_create(const fm_cp_sharding_plan *sp, int32_t seqlen, int32_t ranks,
@@ -111,10 +141,11 @@ fm_status fm_cp_schedule_create(const fm_cp_sharding_plan *sp, int32_t seqlen, i
     x->rank = calloc((size_t)P, sizeof *x->rank);
     x->links = calloc(2 * (size_t)P * (size_t)P, sizeof *x->links);
     x->moves = malloc(sizeof *x->moves * (size_t)(nneed > 0 ? nneed : 1));
+    x->msgs = malloc(sizeof *x->msgs * 2 * (size_t)(nneed > 0 ? nneed : 1));
     x->own = malloc(sizeof *x->own * (size_t)(nseg > 0 ? nseg : 1));
     x->steps = malloc(sizeof *x->steps * (size_t)P * (size_t)P);
   }
-  int rc = x && loc && first && x->rank && x->links && x->moves && x->own && x->steps
+  int rc = x && loc && first && x->rank && x->links && x->moves && x->msgs && x->own && x->steps
                ? fill_own(x, sp, P, loc, first) : -2;
   if (rc) {
     fm_cp_schedule_destroy(x ? &x->pub : NULL);
@@ -129,6 +160,7 @@ fm_status fm_cp_schedule_create(const fm_cp_sharding_plan *sp, int32_t seqlen, i
     x->rank[r].nown = first[r + 1] - first[r];
     fill_in(x, sp, P, r, loc, xch == FM_CP_RING, &nm);
   }
+  fill_msgs(x, P, xch == FM_CP_RING, nneed);
   for (int32_t r = 0; r < P; r++) { /* out[r][t] is in[t][r]: the same moves */
     fm_cp_link *o = x->links + (size_t)P * P + (size_t)r * P;
     for (int32_t t = 0; t < P; t++) {

@@ -18,6 +18,8 @@
  * elements [(b * n + off) * H * D, (b * n + off + rows) * H * D) of batch b.
  *
  * The two exchanges (fm_cp_exchange):
+ * Every link's moves travel as its messages (fm_cp_msg: moves contiguous on
+ * both sides coalesced), one NCCL message per batch, message and tensor.
  *   FM_CP_ALLGATHER  one group of point-to-point messages: rank r receives
  *     every segment its `need` row names into a (B, S, H, D) K/V buffer at
  *     its global rows (dst off = row0; its own rows are filled there too);
@@ -71,11 +73,30 @@ typedef struct fm_cp_move {
                          (ncols rows, the needed segments concatenated); allgather: row0 */
 } fm_cp_move;
 
-/* What one rank receives from one peer, or sends to one (moves by row). */
+/* One message of a link: rows [src, src + rows) of the sender's buffer into
+ * rows [dst, dst + rows) of the receiver's, in every batch (one message per
+ * batch and tensor). */
+typedef struct fm_cp_msg {
+  int32_t src, dst, rows;
+} fm_cp_msg;
+
+/* What one rank receives from one peer, or sends to one (moves by row), and
+ * the messages that carry it: consecutive moves whose rows are contiguous in
+ * the sender's buffer AND in the receiver's become one message
+ * (fm_cp_schedule_create). K/V (owner to receiver): src is the owner's row
+ * (ring: local0 of its compact K/V; allgather: row0 of its S-row buffer), dst
+ * the move's off. Partials back (receiver to owner): src the move's off in
+ * the receiver's partial buffer, dst the running row of the move in the
+ * owner's receive area of this link (ring: = off; allgather: the link's
+ * slice of the buffer of every peer's partials). The all-gather's global
+ * rows are never contiguous for two moves of one owner (the plan merges
+ * adjacent segments of one owner), so only the ring coalesces. */
 typedef struct fm_cp_link {
   int32_t n;              /* moves */
   const fm_cp_move *move; /* (n,) owned by the schedule */
   int32_t rows;           /* their rows in all */
+  int32_t nkv, nback;     /* messages of K/V and of partials back (per batch and tensor) */
+  const fm_cp_msg *kv, *back; /* (nkv,), (nback,) owned by the schedule */
 } fm_cp_link;
 
 /* One ring step of a rank. */
@@ -169,6 +190,8 @@ typedef struct fm_cp_fake_result {
   fm_cp_fake_cmp cmp[5];   /* O, LSE, dQ, dK, dV (fm_ref_quantity order); dQ.. when backward */
   int ok;                  /* every compared tensor has bad == 0 */
   int64_t sent_rows[2];    /* K/V rows moved in all (forward), partial dK/dV rows moved back */
+  int64_t messages[2];     /* messages of one pass's K/V, and of the partials back (x batch x 2
+                              tensors): what the GPU executor posts to NCCL */
   int32_t steps;           /* kernel launches per pass summed over ranks (ring: steps) */
 } fm_cp_fake_result;
 

@@ -447,26 +447,22 @@ static fm_status attn_launch(rank_run *rk, int pass, int32_t i, fm_err *err) {
   return ag ? FM_OK : seg_launch(rk, rk->cs, rk->dq_acc, rk->dq_p, rk->whole, i > 0, err);
 }
 
-/* Where a move's rows sit in a buffer: its global rows, its owner's compact
- * rows, the receiver's step offset, or a running offset from `at`. */
-enum { AT_ROW0, AT_LOCAL0, AT_OFF, AT_RUN };
-
-/* One side's messages of a link: K and V (or dK and dV partials) of its
- * moves, one message per (batch, move, tensor) in buffers a, b of `base`
- * rows per batch. */
-static fm_status post_moves(rank_run *rk, const fm_cp_link *l, int32_t peer, int send, const void *a,
-                            const void *b, int64_t base, int where, int64_t at, int64_t *bytes,
-                            fm_err *err) {
+/* Messages of one side of a link (fm_cp_link: K/V or partials back, coalesced
+ * by the schedule): one per (batch, message, tensor), from rows at + src
+ * (send) or into rows at + dst (receive) of buffers a, b of `base` rows per
+ * batch. */
+static fm_status post_msgs(rank_run *rk, const fm_cp_msg *m, int32_t n, int32_t peer, int send,
+                           const void *a, const void *b, int64_t base, int64_t at, int64_t *bytes,
+                           fm_err *err) {
   for (int32_t bt = 0; bt < rk->B; bt++)
-    for (int32_t i = 0, run = 0; i < l->n; run += l->move[i].row1 - l->move[i].row0, i++) {
-      const fm_cp_move *mv = &l->move[i];
-      int64_t row = where == AT_RUN ? at + run : where == AT_ROW0 ? mv->row0 : where == AT_LOCAL0 ? mv->local0 : mv->off;
-      int64_t off = ((int64_t)bt * base + row) * rk->HD, n = (int64_t)(mv->row1 - mv->row0) * rk->HD * 2;
+    for (int32_t i = 0; i < n; i++) {
+      int64_t row = at + (send ? m[i].src : m[i].dst);
+      int64_t off = ((int64_t)bt * base + row) * rk->HD, nb = (int64_t)m[i].rows * rk->HD * 2;
       for (int t = 0; t < 2; t++) {
         char *ptr = (char *)(t ? b : a) + off * 2;
-        if (send) NK(nccl.Send(ptr, (size_t)n, ncclChar, peer, rk->comm, rk->xs), "ncclSend");
-        else NK(nccl.Recv(ptr, (size_t)n, ncclChar, peer, rk->comm, rk->xs), "ncclRecv");
-        *bytes += n;
+        if (send) NK(nccl.Send(ptr, (size_t)nb, ncclChar, peer, rk->comm, rk->xs), "ncclSend");
+        else NK(nccl.Recv(ptr, (size_t)nb, ncclChar, peer, rk->comm, rk->xs), "ncclRecv");
+        *bytes += nb;
       }
     }
   return FM_OK;
@@ -480,26 +476,29 @@ static fm_status post_group(rank_run *rk, int pass, const comm_item &c, int64_t 
   NK(nccl.GroupStart(), "ncclGroupStart");
   if (ag) {
     for (int32_t q = 0, at = 0; q < P; at += rs->out[q].rows, q++) {
+      const fm_cp_link *in = &rs->in[q], *out = &rs->out[q];
       if (pass == FM_CP_FWD) { /* K/V at their global rows of the S-row buffers, both ways */
-        TRY(post_moves(rk, &rs->in[q], q, 0, rk->kx[0], rk->vx[0], rk->S, AT_ROW0, 0, rb, err));
-        TRY(post_moves(rk, &rs->out[q], q, 1, rk->kx[0], rk->vx[0], rk->S, AT_ROW0, 0, sb, err));
+        TRY(post_msgs(rk, in->kv, in->nkv, q, 0, rk->kx[0], rk->vx[0], rk->S, 0, rb, err));
+        TRY(post_msgs(rk, out->kv, out->nkv, q, 1, rk->kx[0], rk->vx[0], rk->S, 0, sb, err));
       } else { /* partials of received rows back; ours from every peer, one after the other */
-        TRY(post_moves(rk, &rs->in[q], q, 1, rk->pk[0], rk->pv[0], rk->S, AT_ROW0, 0, sb, err));
-        TRY(post_moves(rk, &rs->out[q], q, 0, rk->rk_, rk->rv_, rs->send_rows, AT_RUN, at, rb, err));
+        TRY(post_msgs(rk, in->back, in->nback, q, 1, rk->pk[0], rk->pv[0], rk->S, 0, sb, err));
+        TRY(post_msgs(rk, out->back, out->nback, q, 0, rk->rk_, rk->rv_, rs->send_rows, at, rb, err));
       }
     }
   } else if (c.kind == IT_KV) {
     int32_t src = (r - c.s + P) % P, dst = (r + c.s) % P;
+    const fm_cp_link *in = &rs->in[src], *out = &rs->out[dst];
     if (c.step >= 0)
-      TRY(post_moves(rk, &rs->in[src], src, 0, rk->kx[c.step % 2], rk->vx[c.step % 2],
-                     rs->step[c.step].ncols, AT_OFF, 0, rb, err));
-    TRY(post_moves(rk, &rs->out[dst], dst, 1, rk->k, rk->v, rk->R, AT_LOCAL0, 0, sb, err));
+      TRY(post_msgs(rk, in->kv, in->nkv, src, 0, rk->kx[c.step % 2], rk->vx[c.step % 2],
+                    rs->step[c.step].ncols, 0, rb, err));
+    TRY(post_msgs(rk, out->kv, out->nkv, dst, 1, rk->k, rk->v, rk->R, 0, sb, err));
   } else { /* DKV: this step's partials to their owner, ours from the rank that used them */
     int32_t src = (r - c.s + P) % P, dst = (r + c.s) % P;
+    const fm_cp_link *in = &rs->in[src], *out = &rs->out[dst];
     if (c.step >= 0)
-      TRY(post_moves(rk, &rs->in[src], src, 1, rk->pk[c.step % 2], rk->pv[c.step % 2],
-                     rs->step[c.step].ncols, AT_OFF, 0, sb, err));
-    TRY(post_moves(rk, &rs->out[dst], dst, 0, rk->rk_, rk->rv_, rs->out[dst].rows, AT_OFF, 0, rb, err));
+      TRY(post_msgs(rk, in->back, in->nback, src, 1, rk->pk[c.step % 2], rk->pv[c.step % 2],
+                    rs->step[c.step].ncols, 0, sb, err));
+    TRY(post_msgs(rk, out->back, out->nback, dst, 0, rk->rk_, rk->rv_, out->rows, 0, rb, err));
   }
   NK(nccl.GroupEnd(), "ncclGroupEnd");
   return FM_OK;

@@ -8,7 +8,10 @@
  *   - the inputs' fill by global index: a slice filled at an offset equals
  *     the same slice of the whole;
  *   - the schedule: in-lists are the plan's need rows, out-lists their
- *     transpose, ring steps in ring order, buffer sizes as declared;
+ *     transpose, ring steps in ring order, buffer sizes as declared; its
+ *     messages carry exactly the moves' rows, coalesced where both sides are
+ *     contiguous (counts derived by hand for a contiguous split and for a
+ *     mask-aware causal split);
  *   - the fake of the exchange (fm_cp_fake_run): every sharding x exchange on
  *     causal, causal_document, sliding_window, full, share_question, a
  *     per-head mask and a mask with rows that see no key, forward and
@@ -291,6 +294,115 @@ Test(cp_run, schedule_follows_the_plan) {
   fm_colmask_destroy(m);
 }
 
+/* ---- the messages ------------------------------------------------------------------ */
+
+/* The messages of link l carry its moves' rows exactly, in order (K/V: from
+ * the owner's rows, ring local0 / allgather row0, to off; back: from off to
+ * the running row), and no two consecutive messages could have been one. */
+static void check_msgs(const fm_cp_link *l, int ring) {
+  for (int side = 0; side < 2; side++) {
+    const fm_cp_msg *m = side ? l->back : l->kv;
+    int32_t n = side ? l->nback : l->nkv, i = 0, o = 0, run = 0, rows = 0;
+    for (int32_t j = 0; j < l->n; j++) {
+      const fm_cp_move *mv = &l->move[j];
+      int32_t src = side ? mv->off : ring ? mv->local0 : mv->row0, dst = side ? run : mv->off;
+      cr_assert_lt(i, n, "more moves than messages carry");
+      cr_assert_eq(m[i].src + o, src, "side %d move %d: source row", side, j);
+      cr_assert_eq(m[i].dst + o, dst, "side %d move %d: destination row", side, j);
+      o += mv->row1 - mv->row0;
+      run += mv->row1 - mv->row0;
+      cr_assert_leq(o, m[i].rows);
+      if (o == m[i].rows) i++, o = 0;
+    }
+    cr_assert_eq(i, n, "every message carries moves");
+    for (int32_t k = 0; k < n; k++) rows += m[k].rows;
+    cr_assert_eq(rows, l->rows, "the rows moved are the moves'");
+    for (int32_t k = 0; k + 1 < n; k++)
+      cr_assert(m[k].src + m[k].rows != m[k + 1].src || m[k].dst + m[k].rows != m[k + 1].dst,
+                "messages %d and %d are one", k, k + 1);
+  }
+}
+
+static void link_counts(const fm_cp_schedule *sc, int64_t *kv, int64_t *back) {
+  *kv = *back = 0;
+  for (int32_t r = 0; r < sc->ranks; r++)
+    for (int32_t q = 0; q < sc->ranks; q++) {
+      check_msgs(&sc->rank[r].in[q], sc->exchange == FM_CP_RING);
+      *kv += sc->rank[r].in[q].nkv;
+      *back += sc->rank[r].in[q].nback;
+    }
+}
+
+Test(cp_run, messages_of_a_contiguous_split) {
+  /* one segment per owner: every link is at most one move, so one message per
+   * source, tensor and batch, both ways, whatever the exchange */
+  fm_colmask *m = family("causal_document", 2048, NULL);
+  fm_cp_plan *p = plan_of(m, 4, FM_CP_CONTIGUOUS, 128);
+  const fm_cp_sharding_plan *sp = fm_cp_plan_sharding(p, FM_CP_CONTIGUOUS);
+  for (int x = 0; x < FM_CP_NEXCHANGES; x++) {
+    fm_cp_schedule *sc = NULL;
+    cr_assert_eq(fm_cp_schedule_create(sp, 2048, 4, (fm_cp_exchange)x, &sc, NULL), FM_OK);
+    int64_t kv, back, sources = 0;
+    link_counts(sc, &kv, &back);
+    for (int32_t r = 0; r < 4; r++) {
+      sources += sp->ranks[r].kv_sources;
+      for (int32_t q = 0; q < 4; q++) cr_assert_eq(sc->rank[r].in[q].nkv, sc->rank[r].in[q].n > 0);
+    }
+    cr_assert_gt(sources, 0);
+    cr_assert_eq(kv, sources);
+    cr_assert_eq(back, sources);
+    fm_cp_schedule_destroy(sc);
+  }
+  fm_cp_plan_destroy(p);
+  fm_colmask_destroy(m);
+}
+
+Test(cp_run, messages_of_a_mask_aware_causal_split) {
+  /* causal, S = 1024, chunks of 128 (8 chunks c0..c7), 2 ranks, sm90 (forward
+   * tile 128 x 128): chunk j visits j + 1 forward tiles. Greedy, largest
+   * first onto the least-loaded rank (ties: fewer chunks, then the lower
+   * rank): c7 -> r0 (8), c6 -> r1 (7), c5 -> r1 (13), c4 -> r0 (13), c3 -> r0
+   * (17; tie at 13 with two chunks each), c2 -> r1 (16), c1 -> r1 (18), c0 ->
+   * r0 (18). Segments: A [0, 128) r0, B [128, 384) r1, C [384, 640) r0, D
+   * [640, 896) r1, E [896, 1024) r0; r0 stores A, C, E at local rows 0, 128,
+   * 384, r1 B, D at 0, 256. Causally r0's C needs B and its E needs B and D;
+   * r1's B needs A and its D needs A and C. Each link moves two segments that
+   * are consecutive in the owner's storage: the ring (off: concatenated)
+   * sends each as one message, the all-gather (global rows 128, 640 and 0,
+   * 384) as two. The partials go back from the receiver's off (ring:
+   * concatenated; all-gather: global rows) to a concatenated buffer: one
+   * message per link for the ring, two for the all-gather. */
+  fm_colmask *m = family("causal", 1024, NULL);
+  fm_cp_plan *p = plan_of(m, 2, FM_CP_MASK_AWARE, 128);
+  const fm_cp_sharding_plan *sp = fm_cp_plan_sharding(p, FM_CP_MASK_AWARE);
+  const fm_cp_segment want[] = {{0, 128, 0}, {128, 384, 1}, {384, 640, 0}, {640, 896, 1}, {896, 1024, 0}};
+  cr_assert_eq(sp->nsegments, 5);
+  cr_assert(!memcmp(sp->segments, want, sizeof want), "the greedy assignment derived above");
+  for (int x = 0; x < FM_CP_NEXCHANGES; x++) {
+    fm_cp_schedule *sc = NULL;
+    cr_assert_eq(fm_cp_schedule_create(sp, 1024, 2, (fm_cp_exchange)x, &sc, NULL), FM_OK);
+    int64_t kv, back;
+    link_counts(sc, &kv, &back);
+    cr_assert_eq(sc->rank[0].in[1].n, 2);
+    cr_assert_eq(sc->rank[1].in[0].n, 2);
+    cr_assert_eq(sc->rank[0].in[1].rows, 512);
+    cr_assert_eq(sc->rank[1].in[0].rows, 384);
+    cr_assert_eq(kv, x == FM_CP_RING ? 2 : 4, "%s", fm_cp_exchange_name((fm_cp_exchange)x));
+    cr_assert_eq(back, x == FM_CP_RING ? 2 : 4, "%s", fm_cp_exchange_name((fm_cp_exchange)x));
+    fm_cp_fake_opts o = {.batch = 2, .heads = 1, .head_dim = 128, .seed = 4, .backward = 1};
+    fm_cp_fake_result r;
+    fm_err err;
+    cr_assert_eq(fm_cp_fake_run(m, sp, sc, &o, &r, &err), FM_OK, "%s", err.msg);
+    cr_assert(r.ok);
+    cr_assert_eq(r.messages[0], kv * 2 * 2, "K and V of 2 batches");
+    cr_assert_eq(r.messages[1], back * 2 * 2);
+    cr_assert_eq(r.sent_rows[0], 512 + 384);
+    fm_cp_schedule_destroy(sc);
+  }
+  fm_cp_plan_destroy(p);
+  fm_colmask_destroy(m);
+}
+
 /* ---- the fake of the exchange ------------------------------------------------------ */
 
 static void run_fake(const fm_colmask *m, const char *what, int32_t P, int32_t B, int32_t H, int32_t D) {
@@ -314,6 +426,10 @@ static void run_fake(const fm_colmask *m, const char *what, int32_t P, int32_t B
       for (int32_t k = 0; k < P; k++) recv += sp->ranks[k].kv_recv_rows;
       cr_assert_eq(r.sent_rows[0], recv, "K/V moved = the plan's needs");
       cr_assert_eq(r.sent_rows[1], recv, "as many partial rows go back");
+      int64_t kv, back;
+      link_counts(sc, &kv, &back);
+      cr_assert_eq(r.messages[0], kv * 2 * B, "the executor posts the schedule's messages");
+      cr_assert_eq(r.messages[1], back * 2 * B);
       fm_cp_schedule_destroy(sc);
     }
     fm_cp_plan_destroy(p);
