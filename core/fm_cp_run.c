@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "fm_bf16.h"
+#include "fm_rng.h"
 #include "fm_tile_rule.h"
 
 /* The schedule and everything it points to. */
@@ -248,14 +249,8 @@ void fm_cp_lse_merge(int64_t batch, int64_t heads, int64_t rows, int64_t head_di
  * Box-Muller transform (in double here: the GPU's logf and cospif may differ
  * in a float's last bit, which changes a bf16 value rarely). */
 void fm_cp_fill_bf16(uint16_t *dst, int64_t n, uint64_t seed, int64_t first) {
-  const uint64_t sd = seed * 0xd1b54a32d192ed03ull + 1;
   for (int64_t i = 0; i < n; i++) {
-    uint64_t x = (uint64_t)(first + i) * 0x9e3779b97f4a7c15ull ^ sd;
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ull;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebull;
-    x ^= x >> 31;
+    const uint64_t x = fm_fill_bits(seed, (uint64_t)(first + i));
     const float u1 = ((float)(uint32_t)(x & 0xffffffffu) + 1.f) * 0x1.0p-32f; /* (0, 1] */
     const float u2 = (float)(uint32_t)(x >> 32) * 0x1.0p-32f;                /* [0, 1) */
     dst[i] = fm_f32_to_bf16((float)(sqrt(-2.0 * log((double)u1)) * cos(2.0 * 3.14159265358979323846 * u2)));
