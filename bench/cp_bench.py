@@ -346,7 +346,8 @@ def main() -> int:
     ap.add_argument("--shardings", default=",".join(SHARDINGS))
     ap.add_argument("--exchanges", default=",".join(EXCHANGES))
     ap.add_argument("--passes", default="fwd,both")
-    ap.add_argument("--heads", type=int, default=32)
+    ap.add_argument("--heads", type=int, default=4,
+                    help="H (the table in bench/results/cp-scaling.md: 4; at 32 the matrix takes about a day)")
     ap.add_argument("--gpu", default="", help="the profile of cp-plan's prediction and cp-run (default: theirs)")
     ap.add_argument("--check-seqlens", default="131072", help="lengths checked against the one-GPU kernel")
     ap.add_argument("--peer-impls", default="cudnn-allgather,flash-allgather",

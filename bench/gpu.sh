@@ -64,7 +64,7 @@ cpbench        540   bench/cp_bench.py $FM_CP_ARGS (--resume into $FM_CP_JSON): 
 #   FM_LINRNN_ARGS      arguments of bench/linrnn_bench.py for `linrnnbench` (default --chunks 128)
 #   FM_TABLE_JSON       its JSON (default $OUT/table.json; --resume reads it back)
 #   FM_CP_ARGS          arguments of bench/cp_bench.py for `cpbench` (default: every family at
-#                       128K, 512K and 1M tokens, H = 32, P = 1, 2, 4 as far as GPUs are visible)
+#                       128K, 512K and 1M tokens, H = 4, P = 1, 2, 4 as far as GPUs are visible)
 #   FM_CP_JSON          its JSON (default $OUT/cp.json; --resume reads it back)
 #   FM_BUDGET_S         overrides every experiment's budget (seconds)
 # Optional provisioning for a machine without a package registry (carried wheels, .debs of
