@@ -92,6 +92,27 @@ int cli_next_opt(const char *cmd, int argc, char **argv, const char *shortopts,
   return -1;
 }
 
+int cli_parse_opts(const char *cmd, int argc, char **argv, const char *shortopts,
+                   const struct option *longopts, cli_shared_opt_fn shared, cli_shared_opt_fn own,
+                   void *opts, const char *help) {
+  int opt;
+  cli_getopt_reset();
+  while ((opt = cli_next_opt(cmd, argc, argv, shortopts, longopts, shared, opts, NULL)) != -1) {
+    if (opt == CLI_OPT_ERROR) return -1;
+    if (opt == 'h') {
+      fputs(help, stdout);
+      return 1;
+    }
+    int r = own(cmd, opts, opt, optarg);
+    if (r < 0) return -1;
+    if (r == 0) {
+      cli_bad_option(cmd, opt, argv);
+      return -1;
+    }
+  }
+  return cli_no_operands(cmd, argc, argv) ? -1 : 0;
+}
+
 int cli_no_operands(const char *cmd, int argc, char **argv) {
   if (optind >= argc) return 0;
   cli_error(cmd, "unexpected argument '%s'", argv[optind]);

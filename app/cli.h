@@ -91,6 +91,14 @@ int cli_next_opt(const char *cmd, int argc, char **argv, const char *shortopts,
                  const struct option *longopts, cli_shared_opt_fn shared, void *opts,
                  int *longindex);
 
+/* A command's whole option loop: cli_next_opt with `shared`, then `own` for
+ * the rest (both cli_shared_opt_fn over the same opts; own returns 0 for an
+ * option it does not know: "unknown option"); -h/--help prints `help`; no
+ * operand may be left. 0 parsed, 1 help printed, -1 bad usage (printed). */
+int cli_parse_opts(const char *cmd, int argc, char **argv, const char *shortopts,
+                   const struct option *longopts, cli_shared_opt_fn shared, cli_shared_opt_fn own,
+                   void *opts, const char *help);
+
 /* No operand left after the options: 0, else FM_EXIT_USAGE after printing
  * "unexpected argument" (what, where: the first one left). */
 int cli_no_operands(const char *cmd, int argc, char **argv);
