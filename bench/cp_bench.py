@@ -275,7 +275,8 @@ def one_line(r: dict) -> str:
     what = f"{r['id']}:"
     if r["status"] != "ok":
         return f"{what} {r['status']} {r.get('error', '')}"
-    return f"{what} {r['step_ms']['sustained']:.3f} ms sustained, {r['step_ms']['burst']:.3f} burst ({r['wall_s']} s)"
+    ms = {k: (f"{v:.3f}" if v is not None else "-") for k, v in r["step_ms"].items()}
+    return f"{what} {ms.get('sustained', '-')} ms sustained, {ms.get('burst', '-')} burst ({r['wall_s']} s)"
 
 
 def save(path: str, doc: dict) -> None:
