@@ -106,8 +106,9 @@ def model_bar(doc, S) -> tuple:
 
 def bars(doc) -> list:
     """Issue 24's Must-reach items that a number decides: (item, number, verdict)."""
-    checked = [r for r in doc["records"] if r["tool"] == "fmsim" and isinstance(r.get("check"), dict)]
-    passed = sum(1 for r in checked if r["check"].get("passed"))
+    checked = [r["check"] for r in doc["records"] if r["tool"] == "fmsim" and isinstance(r.get("check"), dict)]
+    checked += doc.get("check_runs", [])
+    passed = sum(1 for c in checked if c.get("passed"))
     out = [("outputs and gradients equal to the one-GPU kernel's within its tolerance rule",
             f"{passed} of {len(checked)} checked runs passed", verdict(passed == len(checked) if checked else None))]
     q = mask_aware_ratio(doc, "causal_document", LONG, 4, "both")
@@ -286,6 +287,12 @@ def combine(docs: list, files: list = None) -> dict:
     return out
 
 
+def with_checks(doc: dict, runs: list) -> dict:
+    """doc with the check runs of fmsim-cp-checks files (each a run with 'passed') counted by the
+    bars beside the records' own checks."""
+    return dict(doc, check_runs=[dict(passed=bool(r.get("passed"))) for r in runs]) if runs else doc
+
+
 def render(doc) -> str:
     out = header(doc)
     for S in seqlens(doc):
@@ -308,11 +315,19 @@ def main() -> int:
     if len(sys.argv) < 2:
         print("usage: python3 bench/cp_table.py CP.json [MORE.json ...] > table.md", file=sys.stderr)
         return 2
-    docs = []
+    docs, files, checks = [], [], []
     for path in sys.argv[1:]:
         with open(path) as f:
-            docs.append(json.load(f))
-    sys.stdout.write(render(combine(docs, sys.argv[1:])))
+            d = json.load(f)
+        if d.get("format") == "fmsim-cp-checks":  # cp-run --check runs made outside the driver
+            checks += d["runs"]
+        else:
+            docs.append(d)
+            files.append(path)
+    if not docs:
+        print("cp_table: no cp_bench JSON among the files (only check files)", file=sys.stderr)
+        return 2
+    sys.stdout.write(render(with_checks(combine(docs, files), checks)))
     return 0
 
 

@@ -121,6 +121,14 @@ class Table(unittest.TestCase):
         self.assertEqual((n, v), (f"fmsim/torch {62000 / 70000:.3f} (torch cudnn, allgather)", "met"))
         self.assertEqual(self.bar("causal, 1M tokens, 4 GPUs: faster")[1], "not measured")
 
+    def test_check_files_count(self):
+        # the records' 3 checks (2 passed) and 2 runs of a check file, both passed: 4 of 5
+        d = cp_table.with_checks(self.doc, [dict(passed=True, family="x"), dict(passed=True)])
+        bars = {item: (n, v) for item, n, v in cp_table.bars(d)}
+        (key,) = [k for k in bars if k.startswith("outputs and gradients")]
+        self.assertEqual(bars[key], ("4 of 5 checked runs passed", "not met"))
+        self.assertIs(cp_table.with_checks(self.doc, []), self.doc)
+
     def test_render(self):
         md = cp_table.render(self.doc)
         self.assertIn("NVIDIA H100 80GB HBM3 x 4", md)
