@@ -37,6 +37,15 @@ The kernels' scratch memory (the backward's fp32 dQ accumulator, 4 bytes per
 element of q) comes from a pool of fmsim's own that keeps it between calls;
 ``trim_workspace`` gives it back (PyTorch's allocator does not see it).
 
+When autograd records a call, the op is a C++ ``torch::autograd::Function``
+(fmsim/csrc/autograd_op.cpp, built on the first such call by
+``torch.utils.cpp_extension.load`` and cached in torch's extension folder) or,
+when that cannot be built, the Python ``torch.autograd.Function`` below: the
+same library calls with the same arguments, so the same bits.
+``FMSIM_TORCH_CPP=0`` keeps the Python Function, ``=1`` makes a failed build an
+error; unset, a failed build falls back silently (``autograd_backend()`` says
+which runs and why). ``import fmsim.torch`` compiles nothing.
+
 ``flashmask_attention_profile`` runs the instrumented kernels and returns the
 per-tile classes and clock64 cycles as tensors (``Profile``).
 
@@ -49,8 +58,11 @@ does, and needs libfmsim_cuda.so (the CMake target ``fmsim_cuda``), found at
 from __future__ import annotations
 
 import ctypes as C
+import logging
 import math
 import os
+import threading
+import warnings
 import weakref
 from typing import NamedTuple, Optional
 
@@ -59,7 +71,8 @@ import torch
 
 from . import _native as N
 
-__all__ = ["flashmask_attention", "flashmask_attention_profile", "Profile", "library_path", "trim_workspace"]
+__all__ = ["flashmask_attention", "flashmask_attention_profile", "Profile", "library_path", "trim_workspace",
+           "autograd_backend"]
 
 _KERNELS = {"sm80": 0, "sm90": 1, "auto": -1}
 _VARIANTS = {"skip": 0, "noskip": 1}
@@ -185,7 +198,7 @@ class _Plan:
     A plain object, not a tuple: torch.autograd.Function.apply flattens tuple
     arguments as pytrees on every call, and the op passes its plan through it."""
     __slots__ = ("shape", "problem", "pref", "k", "device", "torch_device", "kid", "layout", "variant",
-                 "o_shape", "lse_shape", "scratch")
+                 "o_shape", "lse_shape", "scratch", "cpp")
 
     def __init__(self, shape, problem, k, device, kid, layout, variant, o_shape, lse_shape):
         self.shape = shape
@@ -200,6 +213,7 @@ class _Plan:
         self.o_shape = o_shape
         self.lse_shape = lse_shape
         self.scratch = {}               # stream -> an lse nobody reads (calls without autograd)
+        self.cpp = None                 # the C++ op's copy of this plan (made at its first autograd call)
 
 
 def _sri_tensor(sri, device):
@@ -378,6 +392,95 @@ class _FlashMaskLse(torch.autograd.Function):
         return (*_bwd(c.plan, q, k, v, c.iv, o, lse, dout), None)
 
 
+# The autograd op in C++ (fmsim/csrc/autograd_op.cpp): Function.apply of a Python
+# torch.autograd.Function alone costs more than issue 21's 20 us over the bare launch
+# (bench/torch_overhead.py, "autograd floor"); torch::autograd::Function behind a
+# plain pybind11 function does not go through Python for the graph's bookkeeping.
+_CPP_ENV = "FMSIM_TORCH_CPP"
+_CPP_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "csrc", "autograd_op.cpp")
+_cpp = None          # the built extension module while the C++ op is in use, else None
+_cpp_state = None    # None until the first autograd call decides: then (backend, reason)
+_cpp_lock = threading.Lock()
+
+
+def _cpp_build(verbose: bool = False):
+    """Builds (or finds in torch's extension cache) and imports the C++ op."""
+    if not os.path.isfile(_CPP_SOURCE):
+        raise FileNotFoundError(f"{_CPP_SOURCE} is not in this installation")
+    from torch.utils import cpp_extension  # imported here: `import fmsim.torch` compiles nothing
+    tag = "".join(c if c.isalnum() else "_" for c in torch.__version__)  # one build per torch version
+    mod = cpp_extension.load(name=f"fmsim_autograd_op_{tag}", sources=[_CPP_SOURCE],
+                             extra_cflags=["-O2"], verbose=verbose)
+    mod.set_error_type(N.FmsimError)
+    return mod
+
+
+def _build_failure(e: Exception) -> str:
+    """One line of a failed build: cpp_extension's first line without the build
+    log, and the log's first line that says what went wrong."""
+    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+    head = lines[0].split(": [", 1)[0] if lines else ""
+    detail = next((ln for ln in lines[1:] if not ln.startswith(("FAILED", "ninja:", "[")) and " -c " not in ln
+                   and any(w in ln.lower() for w in ("error", "not found", "no such file"))), None)
+    return f"{type(e).__name__}: {head}" + (f": {detail}" if detail else "")
+
+
+def _cpp_decide():
+    """At the first autograd call: the C++ op (built now) or None (the Python
+    Function), by $FMSIM_TORCH_CPP: "0" the Python Function; "1" the C++ op, a
+    failed build raising; unset (or "auto") the C++ op where it builds, else the
+    Python Function, silently (autograd_backend() gives the reason)."""
+    global _cpp, _cpp_state
+    with _cpp_lock:
+        if _cpp_state is not None:
+            return _cpp
+        want = os.environ.get(_CPP_ENV, "").strip().lower()
+        if want not in ("", "auto", "0", "1"):
+            raise ValueError(f"{_CPP_ENV}={os.environ[_CPP_ENV]!r}: expected 0 (the Python autograd Function), "
+                             "1 (the C++ one, a failed build an error) or unset (the C++ one where it builds)")
+        if want == "0":
+            _cpp_state = ("python", f"{_CPP_ENV}=0")
+            return None
+        try:
+            if want == "1":
+                mod = _cpp_build(verbose=bool(os.environ.get("FMSIM_TORCH_CPP_VERBOSE")))
+            else:  # silently: cpp_extension's warnings and log lines too
+                log = logging.getLogger("torch.utils.cpp_extension")
+                level = log.level
+                log.setLevel(logging.ERROR)
+                try:
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore")
+                        mod = _cpp_build()
+                finally:
+                    log.setLevel(level)
+        except Exception as e:  # no compiler, no headers, no ninja, a torch without them
+            why = _build_failure(e)
+            if want == "1":
+                raise RuntimeError(f"fmsim.torch: {_CPP_ENV}=1 but the C++ autograd op did not build ({why})") from e
+            _cpp_state = ("python", f"the C++ autograd op did not build ({why})")
+            return None
+        _cpp, _cpp_state = mod, ("cpp", "built" if want == "" or want == "auto" else f"{_CPP_ENV}=1")
+        return mod
+
+
+def _cpp_plan(cpp, pl: _Plan):
+    """The C++ op's copy of a plan: the fm_attn_problem's bytes, the two entry
+    points' addresses (the same functions torch.py calls through ctypes)."""
+    return cpp.make_plan(bytes(pl.problem), C.cast(_lib.fm_attn_forward_ptrs, C.c_void_p).value,
+                         C.cast(_lib.fm_attn_backward_ptrs, C.c_void_p).value, pl.device, pl.variant,
+                         pl.layout == "bhsd", list(pl.o_shape), list(pl.lse_shape), C.sizeof(N.Err))
+
+
+def autograd_backend(reason: bool = False):
+    """Which autograd Function the op uses: "cpp" (fmsim/csrc/autograd_op.cpp) or
+    "python" (decided, and the C++ op built, on the first call that needs it:
+    asking here decides). With reason=True, (backend, why)."""
+    if _cpp_state is None:
+        _cpp_decide()
+    return _cpp_state if reason else _cpp_state[0]
+
+
 def flashmask_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, startend_row_indices=None,
                         causal: bool = False, *, softmax_scale: Optional[float] = None,
                         return_lse: bool = False, deterministic: bool = False, layout: str = "bshd",
@@ -399,6 +502,14 @@ def flashmask_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, start
     stream = _stream(pl.device)
     iv = _intervals(pl, sri, causal, stream)
     if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
+        cpp = _cpp if _cpp_state is not None else _cpp_decide()
+        if cpp is not None:
+            cp = pl.cpp
+            if cp is None:
+                cp = pl.cpp = _cpp_plan(cpp, pl)
+            if return_lse:
+                return cpp.forward_lse(cp, q, k, v, iv, stream)
+            return cpp.forward(cp, q, k, v, iv, stream)
         if return_lse:
             return _FlashMaskLse.apply(q, k, v, _Call(pl, iv, stream))
         return _FlashMask.apply(q, k, v, _Call(pl, iv, stream))
