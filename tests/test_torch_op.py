@@ -9,9 +9,15 @@ every element within the kernels' tolerance (core/fm_reference.c: O atol 3e-3
 rtol 1.5e-2; gradients atol 3e-2 rtol 2e-2), fmsim's largest error at most
 twice that of the same-precision run (the kernels' rule 3: torch computing as
 the kernel rounds, `same_precision`), no NaN anywhere.
+
+The op records autograd through its C++ Function (fmsim/csrc/autograd_op.cpp)
+where that builds, so the tests above run it; `CppAutograd` compares it bit for
+bit with the Python Function and checks FMSIM_TORCH_CPP=0. A C++ op that does not
+build fails that class (with the build's reason) unless FMSIM_TORCH_CPP=0.
 """
 import math
 import os
+import subprocess
 import sys
 import unittest
 
@@ -27,10 +33,12 @@ if torch.cuda.get_device_capability() != (9, 0):
     print("SKIP: fmsim's sm90 kernels need an sm_90 GPU (got sm_%d%d)" % torch.cuda.get_device_capability())
     sys.exit(77)
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+PYDIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python")
+sys.path.insert(0, PYDIR)
 import numpy as np  # noqa: E402
 
 import fmsim  # noqa: E402
+import fmsim.torch as ft  # noqa: E402
 from fmsim.torch import flashmask_attention, flashmask_attention_profile  # noqa: E402
 
 TOL = {"o": (3e-3, 1.5e-2), "grad": (3e-2, 2e-2)}
@@ -398,6 +406,136 @@ class Workspace(unittest.TestCase):
             self.assertTrue(torch.equal(a, b), "gradients after trim_workspace differ")
         with self.assertRaises(ValueError):
             trim_workspace(keep_bytes=-1)
+
+
+class CppAutograd(unittest.TestCase):
+    """The C++ autograd Function against the Python one: the same library calls with
+    the same arguments, so the same bits (outputs, lse, gradients, strides), and the
+    environment switch."""
+    @classmethod
+    def setUpClass(cls):
+        cls.backend, cls.why = ft.autograd_backend(reason=True)
+        cls.cpp = ft._cpp
+
+    def setUp(self):
+        if self.backend != "cpp":
+            if os.environ.get("FMSIM_TORCH_CPP", "").strip() == "0":
+                self.skipTest("FMSIM_TORCH_CPP=0: the Python autograd Function only")
+            self.fail(f"the C++ autograd op is not in use: {self.why}")
+
+    def tearDown(self):
+        ft._cpp = self.cpp
+
+    def run_path(self, cpp, q, k, v, sri, causal, do, **kw):
+        ft._cpp = self.cpp if cpp else None
+        qg, kg, vg = (t.detach().clone().requires_grad_() for t in (q, k, v))  # clone keeps a bhsd view's strides
+        out = flashmask_attention(qg, kg, vg, sri, causal, **kw)
+        o, lse = out if kw.get("return_lse") else (out, None)
+        want = "CppNode<fmsim::FlashMask" if cpp else "_FlashMask"
+        self.assertIn(want, o.grad_fn.name())
+        o.backward(do)
+        return {"o": o.detach(), "lse": lse, "dq": qg.grad, "dk": kg.grad, "dv": vg.grad}
+
+    def assert_same(self, a, b, what):
+        for name in a:
+            if a[name] is None:
+                self.assertIsNone(b[name], f"{what}: {name}")
+                continue
+            x, y = a[name], b[name]
+            self.assertEqual((x.dtype, tuple(x.shape), x.stride()), (y.dtype, tuple(y.shape), y.stride()),
+                             f"{what}: {name}'s dtype, shape or strides differ")
+            self.assertTrue(torch.equal(x, y), f"{what}: {name} differs (max {max_err(x, y):.3g})")
+
+    def test_bits_equal_the_python_function(self):
+        rng = np.random.default_rng(21)
+
+        def random_sri(Sq, Sk, causal, k):
+            a = rng.integers(0, Sq + 1, size=(1, 1, Sk, 1))
+            cols = [a, np.minimum(a + rng.integers(0, Sq // 2 + 1, size=a.shape), Sq)]
+            if not causal:
+                cols += [np.zeros_like(a), rng.integers(0, Sq // 3 + 1, size=a.shape)]
+            sri = np.concatenate(cols, -1)[..., {1: [0], 2: [0, 1] if causal else [0, 3], 4: [0, 1, 2, 3]}[k]]
+            return torch.as_tensor(np.ascontiguousarray(sri).astype(np.int32), device="cuda")
+
+        fam = lambda name, S, **kw: torch.as_tensor(fmsim.family(name, S, **kw).to_paddle()[0], device="cuda")  # noqa: E731
+        cases = [  # (what, B, H, Sq, Sk, D, sri, causal, layout, return_lse, dout dtype)
+            ("causal_document", 2, 2, 1024, 1024, 128, fam("causal_document", 1024), True, "bshd", False, torch.bfloat16),
+            ("document bidir", 1, 2, 1024, 1024, 64, fam("document", 1024), False, "bhsd", True, torch.bfloat16),
+            ("per-head", 2, 3, 512, 512, 128, fam("random_eviction", 512, batch=2, heads=3, seed=5), True, "bshd",
+             True, torch.float32),
+            ("causal Sq<Sk", 1, 2, 768, 1024, 128, random_sri(768, 1024, True, 2), True, "bhsd", False, torch.float32),
+            ("bidir Sq>Sk", 1, 2, 1024, 640, 128, random_sri(1024, 640, False, 4), False, "bshd", True, torch.bfloat16),
+            ("causal-1 Sq<Sk", 2, 1, 300, 1000, 64, random_sri(300, 1000, True, 1), True, "bshd", False, torch.bfloat16),
+            ("bidir-2 Sq<Sk", 1, 2, 512, 896, 64, random_sri(512, 896, False, 2), False, "bhsd", False, torch.bfloat16),
+            ("no intervals, causal", 1, 2, 640, 1024, 128, None, True, "bhsd", True, torch.bfloat16),
+            ("no intervals, full", 1, 2, 1024, 512, 128, None, False, "bshd", False, torch.bfloat16),
+        ]
+        for what, B, H, Sq, Sk, D, sri, causal, layout, lse, dt in cases:
+            with self.subTest(case=what, layout=layout):
+                q, k, v, do = inputs(B, Sq, Sk, H, D, seed=len(what))
+                if layout == "bhsd":
+                    q, k, v, do = (t.transpose(1, 2) for t in (q, k, v, do))
+                do = do.to(dt)
+                kw = dict(return_lse=lse, deterministic=True, layout=layout)
+                py = self.run_path(False, q, k, v, sri, causal, do, **kw)
+                cc = self.run_path(True, q, k, v, sri, causal, do, **kw)
+                self.assert_same(py, cc, f"{what} {layout}")
+
+    def test_on_a_side_stream_and_noskip(self):
+        B, H, S, D = 1, 2, 1024, 128
+        sri = torch.as_tensor(fmsim.family("sliding_window", S).to_paddle()[0], device="cuda")
+        q, k, v, do = inputs(B, S, S, H, D, seed=4)
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            res = [self.run_path(cpp, q, k, v, sri, True, do, variant="noskip", deterministic=True, return_lse=True)
+                   for cpp in (False, True)]
+        torch.cuda.current_stream().wait_stream(side)
+        torch.cuda.synchronize()
+        self.assert_same(res[0], res[1], "side stream, noskip")
+
+    def test_not_deterministic_outputs_equal(self):
+        """Without deterministic, dQ's atomics may order differently run to run: the
+        outputs and lse are the same bits, the gradients agree to the kernels' tolerance."""
+        B, H, S, D = 2, 2, 1024, 128
+        sri = torch.as_tensor(fmsim.family("causal_document", S).to_paddle()[0], device="cuda")
+        q, k, v, do = inputs(B, S, S, H, D, seed=6)
+        py, cc = (self.run_path(cpp, q, k, v, sri, True, do, return_lse=True) for cpp in (False, True))
+        for name in ("o", "lse"):
+            self.assertTrue(torch.equal(py[name], cc[name]), f"{name} differs")
+        for name in ("dq", "dk", "dv"):
+            ref = py[name].float()
+            self.assertLessEqual(max_err(py[name], cc[name]), 3e-2 + 2e-2 * float(ref.abs().max()), name)
+
+    def run_child(self, env: dict, code: str) -> str:
+        e = dict(os.environ, **env)
+        e["PYTHONPATH"] = PYDIR + (os.pathsep + e["PYTHONPATH"] if e.get("PYTHONPATH") else "")
+        r = subprocess.run([sys.executable, "-c", code], env=e, capture_output=True, text=True, timeout=300)
+        self.assertEqual(r.returncode, 0, r.stderr[-2000:])
+        return r.stdout.strip()
+
+    def test_env_zero_gives_the_python_function(self):
+        code = (
+            "import sys, torch, fmsim.torch as ft\n"
+            "assert ft._cpp_state is None, 'import decided the backend'\n"
+            "q, k, v = (torch.randn(1, 256, 2, 64, device='cuda', dtype=torch.bfloat16) for _ in range(3))\n"
+            "qg = q.clone().requires_grad_()\n"
+            "o = ft.flashmask_attention(qg, k, v, None, True)\n"
+            "o.float().sum().backward()\n"
+            "print(ft.autograd_backend(), o.grad_fn.name(), any(m.startswith('fmsim_autograd_op') for m in sys.modules))\n")
+        backend, node, loaded = self.run_child({"FMSIM_TORCH_CPP": "0"}, code).split()
+        self.assertEqual(backend, "python")
+        self.assertIn("_FlashMask", node)
+        self.assertEqual(loaded, "False", "FMSIM_TORCH_CPP=0 still loaded the C++ op")
+        backend, node, _ = self.run_child({"FMSIM_TORCH_CPP": "1"}, code).split()
+        self.assertEqual(backend, "cpp")
+        self.assertIn("CppNode<fmsim::FlashMask", node)
+
+    def test_import_compiles_nothing(self):
+        out = self.run_child({}, "import sys, fmsim, fmsim.torch as ft\n"
+                                 "print(ft._cpp_state is None, ft._cpp is None, "
+                                 "any(m.startswith('fmsim_autograd_op') for m in sys.modules))")
+        self.assertEqual(out, "True True False")
 
 
 class Errors(unittest.TestCase):
