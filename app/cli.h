@@ -111,7 +111,7 @@ typedef struct cli_opts_def {
 int cli_parse_opts(const char *cmd, int argc, char **argv, const cli_opts_def *def, void *opts);
 
 /* The pieces of the option loops that commands not yet on cli_parse_opts
- * still call (analyze, check, convert, expand, calibrate, run, view, render);
+ * still call (run, view, render);
  * they go once every command is on it. */
 int cli_bad_option(const char *cmd, int opt, char *const argv[]);
 void cli_getopt_reset(void);
