@@ -107,28 +107,6 @@ int cli_parse_opts(const char *cmd, int argc, char **argv, const cli_opts_def *d
   return 0;
 }
 
-int cli_bad_option(const char *cmd, int opt, char *const argv[]) {
-  bad_option(cmd, opt, argv);
-  return FM_EXIT_USAGE;
-}
-
-void cli_getopt_reset(void) {
-  opterr = 0;
-  optind = 1;
-}
-
-int cli_next_opt(const char *cmd, int argc, char **argv, const char *shortopts,
-                 const struct option *longopts, cli_shared_opt_fn shared, void *opts,
-                 int *longindex) {
-  int opt;
-  while ((opt = getopt_long(argc, argv, shortopts, longopts, longindex)) != -1) {
-    int r = shared ? shared(cmd, opts, opt, optarg) : 0;
-    if (r < 0) return CLI_OPT_ERROR;
-    if (r == 0) return opt;
-  }
-  return -1;
-}
-
 int cli_family_operand(const char *cmd, const char *path) {
   struct stat sb;
   if (!path || lstat(path, &sb) == 0 || errno != ENOENT) return 0;
@@ -173,9 +151,9 @@ int cli_int_pair(const char *text, char sep, long long *a, long long *b) {
   return end != q && *end == 0 ? 0 : -1;
 }
 
-int cli_unavailable(const char *cmd, int argc, char **argv, void (*help)(void), const char *why) {
+int cli_unavailable(const char *cmd, int argc, char **argv, cli_help_fn *help, const char *why) {
   if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
-    help();
+    help(NULL);
     return FM_EXIT_OK;
   }
   cli_error(cmd, "%s", why);

@@ -110,16 +110,6 @@ typedef struct cli_opts_def {
  * line printed). */
 int cli_parse_opts(const char *cmd, int argc, char **argv, const cli_opts_def *def, void *opts);
 
-/* The pieces of the option loops that commands not yet on cli_parse_opts
- * still call (run, view, render);
- * they go once every command is on it. */
-int cli_bad_option(const char *cmd, int opt, char *const argv[]);
-void cli_getopt_reset(void);
-#define CLI_OPT_ERROR (-2)
-int cli_next_opt(const char *cmd, int argc, char **argv, const char *shortopts,
-                 const struct option *longopts, cli_shared_opt_fn shared, void *opts,
-                 int *longindex);
-
 /* The file operand of a command that also takes --family (analyze, view,
  * render): when no file of that name exists and it names a family (or is a
  * typo of one), prints "'causal' is a mask family, not a file: give --family
@@ -147,9 +137,9 @@ int cli_interval_opt(const char *cmd, void *o, int opt, const char *arg);
  * 0, or -1 when text is not of that shape. */
 int cli_int_pair(const char *text, char sep, long long *a, long long *b);
 
-/* A command this build lacks: --help/-h prints help() and exits 0; anything
+/* A command this build lacks: --help/-h prints help(NULL) and exits 0; anything
  * else prints "why" as the error, exit 2. */
-int cli_unavailable(const char *cmd, int argc, char **argv, void (*help)(void), const char *why);
+int cli_unavailable(const char *cmd, int argc, char **argv, cli_help_fn *help, const char *why);
 
 /* Scans a dense mask file (fm_dense_check_file with options o) into *res
  * (the caller destroys it); 0, or FM_EXIT_USAGE after printing the error. */
