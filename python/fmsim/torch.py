@@ -44,7 +44,9 @@ when that cannot be built, the Python ``torch.autograd.Function`` below: the
 same library calls with the same arguments, so the same bits.
 ``FMSIM_TORCH_CPP=0`` keeps the Python Function, ``=1`` makes a failed build an
 error; unset, a failed build falls back silently (``autograd_backend()`` says
-which runs and why). ``import fmsim.torch`` compiles nothing.
+which runs and why). ``import fmsim.torch`` compiles nothing. The C++ op
+also looks up a call's plan and intervals itself when a call like it ran before
+(its fast path: no Python work per call beyond one function call).
 
 ``flashmask_attention_profile`` runs the instrumented kernels and returns the
 per-tile classes and clock64 cycles as tensors (``Profile``).
@@ -399,6 +401,7 @@ class _FlashMaskLse(torch.autograd.Function):
 _CPP_ENV = "FMSIM_TORCH_CPP"
 _CPP_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "csrc", "autograd_op.cpp")
 _cpp = None          # the built extension module while the C++ op is in use, else None
+_fast = None         # its fast path (_cpp.fast) while in use, else None
 _cpp_state = None    # None until the first autograd call decides: then (backend, reason)
 _cpp_lock = threading.Lock()
 
@@ -460,7 +463,8 @@ def _cpp_decide():
                 raise RuntimeError(f"fmsim.torch: {_CPP_ENV}=1 but the C++ autograd op did not build ({why})") from e
             _cpp_state = ("python", f"the C++ autograd op did not build ({why})")
             return None
-        _cpp, _cpp_state = mod, ("cpp", "built" if want == "" or want == "auto" else f"{_CPP_ENV}=1")
+        _use_cpp(mod)
+        _cpp_state = ("cpp", "built" if want == "" or want == "auto" else f"{_CPP_ENV}=1")
         return mod
 
 
@@ -469,7 +473,17 @@ def _cpp_plan(cpp, pl: _Plan):
     points' addresses (the same functions torch.py calls through ctypes)."""
     return cpp.make_plan(bytes(pl.problem), C.cast(_lib.fm_attn_forward_ptrs, C.c_void_p).value,
                          C.cast(_lib.fm_attn_backward_ptrs, C.c_void_p).value, pl.device, pl.variant,
-                         pl.layout == "bhsd", list(pl.o_shape), list(pl.lse_shape), C.sizeof(N.Err))
+                         pl.layout == "bhsd", list(pl.o_shape), list(pl.lse_shape), C.sizeof(N.Err),
+                         seqlen_q=pl.shape.Sq, seqlen_k=pl.shape.Sk)
+
+
+def _use_cpp(mod, fast: bool = True) -> None:
+    """Which autograd Function the op uses from now on: the C++ op `mod` (with its
+    fast path unless fast=False) or the Python Function (None). For the tests and
+    bench/torch_overhead.py, which compare them in one process."""
+    global _cpp, _fast
+    _cpp = mod
+    _fast = mod.fast if mod is not None and fast and getattr(mod, "has_fast", False) else None
 
 
 def autograd_backend(reason: bool = False):
@@ -490,6 +504,14 @@ def flashmask_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, start
     output and, with deterministic, its gradients are bit-identical to skip's);
     kernel "auto" is the fastest the device runs (sm90 on Hopper; sm80 has no
     backward). The checks of a call's shapes run once per distinct shape."""
+    if _fast is not None and torch.is_grad_enabled() and (getattr(q, "requires_grad", False) or getattr(
+            k, "requires_grad", False) or getattr(v, "requires_grad", False)):
+        # autograd through the C++ op, its plan and intervals looked up in C++ (a call
+        # like one that ran before); None: anything else, which the path below takes
+        r = _fast(q, k, v, startend_row_indices, causal, softmax_scale, return_lse, deterministic, layout,
+                  kernel, variant)
+        if r is not None:
+            return r
     causal = bool(causal)
     if not (isinstance(q, torch.Tensor) and isinstance(k, torch.Tensor) and isinstance(v, torch.Tensor)):
         _bshd("q", q, layout), _bshd("k", k, layout), _bshd("v", v, layout)  # raises the one-line error
@@ -507,6 +529,9 @@ def flashmask_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, start
             cp = pl.cpp
             if cp is None:
                 cp = pl.cpp = _cpp_plan(cpp, pl)
+            if _fast is not None and sri is startend_row_indices:  # the next such call takes the fast path
+                cpp.remember(q, k, v, sri, causal, softmax_scale, deterministic, layout, kernel, variant, cp, iv,
+                             stream)
             if return_lse:
                 return cpp.forward_lse(cp, q, k, v, iv, stream)
             return cpp.forward(cp, q, k, v, iv, stream)
