@@ -424,17 +424,43 @@ class CppAutograd(unittest.TestCase):
             self.fail(f"the C++ autograd op is not in use: {self.why}")
 
     def tearDown(self):
-        ft._cpp = self.cpp
+        ft._use_cpp(self.cpp)
 
-    def run_path(self, cpp, q, k, v, sri, causal, do, **kw):
-        ft._cpp = self.cpp if cpp else None
+    def run_path(self, path, q, k, v, sri, causal, do, expect=None, **kw):
+        """One forward and backward through `path`: "python" (the Python Function),
+        "cpp" (the C++ Function, the plan and intervals looked up by Python) or "fast"
+        (the default: the C++ Function from the C++ caches where they hold the call;
+        expect="hit" or "miss" says which this call must be)."""
+        ft._use_cpp(None if path == "python" else self.cpp, fast=path == "fast")
+        before = self.cpp.cache_stats()
         qg, kg, vg = (t.detach().clone().requires_grad_() for t in (q, k, v))  # clone keeps a bhsd view's strides
         out = flashmask_attention(qg, kg, vg, sri, causal, **kw)
+        after = self.cpp.cache_stats()
+        hits = after["hits"] - before["hits"]
+        if path != "fast":
+            self.assertEqual(hits, 0, f"{path}: the fast path ran")
+        elif expect is not None:
+            self.assertEqual(hits, int(expect == "hit"), f"expected a {expect}: {before} -> {after}")
+            if expect == "miss":
+                self.assertEqual(after["remembered"] - before["remembered"], 1, "the miss was not remembered")
         o, lse = out if kw.get("return_lse") else (out, None)
-        want = "CppNode<fmsim::FlashMask" if cpp else "_FlashMask"
+        want = "CppNode<fmsim::FlashMask" if path != "python" else "_FlashMask"
         self.assertIn(want, o.grad_fn.name())
         o.backward(do)
         return {"o": o.detach(), "lse": lse, "dq": qg.grad, "dk": kg.grad, "dv": vg.grad}
+
+    def paths(self, q, k, v, sri, causal, do, **kw):
+        """The Python Function, the C++ one, and the fast path's miss then hit."""
+        self.cpp.clear_caches()
+        return {"python": self.run_path("python", q, k, v, sri, causal, do, **kw),
+                "cpp": self.run_path("cpp", q, k, v, sri, causal, do, **kw),
+                "fast miss": self.run_path("fast", q, k, v, sri, causal, do, expect="miss", **kw),
+                "fast hit": self.run_path("fast", q, k, v, sri, causal, do, expect="hit", **kw)}
+
+    def assert_all_same(self, res, what):
+        for name, r in res.items():
+            if name != "python":
+                self.assert_same(res["python"], r, f"{what}: {name}")
 
     def assert_same(self, a, b, what):
         for name in a:
@@ -477,9 +503,7 @@ class CppAutograd(unittest.TestCase):
                     q, k, v, do = (t.transpose(1, 2) for t in (q, k, v, do))
                 do = do.to(dt)
                 kw = dict(return_lse=lse, deterministic=True, layout=layout)
-                py = self.run_path(False, q, k, v, sri, causal, do, **kw)
-                cc = self.run_path(True, q, k, v, sri, causal, do, **kw)
-                self.assert_same(py, cc, f"{what} {layout}")
+                self.assert_all_same(self.paths(q, k, v, sri, causal, do, **kw), f"{what} {layout}")
 
     def test_on_a_side_stream_and_noskip(self):
         B, H, S, D = 1, 2, 1024, 128
@@ -488,11 +512,10 @@ class CppAutograd(unittest.TestCase):
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
-            res = [self.run_path(cpp, q, k, v, sri, True, do, variant="noskip", deterministic=True, return_lse=True)
-                   for cpp in (False, True)]
+            res = self.paths(q, k, v, sri, True, do, variant="noskip", deterministic=True, return_lse=True)
         torch.cuda.current_stream().wait_stream(side)
         torch.cuda.synchronize()
-        self.assert_same(res[0], res[1], "side stream, noskip")
+        self.assert_all_same(res, "side stream, noskip")
 
     def test_not_deterministic_outputs_equal(self):
         """Without deterministic, dQ's atomics may order differently run to run: the
@@ -500,19 +523,89 @@ class CppAutograd(unittest.TestCase):
         B, H, S, D = 2, 2, 1024, 128
         sri = torch.as_tensor(fmsim.family("causal_document", S).to_paddle()[0], device="cuda")
         q, k, v, do = inputs(B, S, S, H, D, seed=6)
-        py, cc = (self.run_path(cpp, q, k, v, sri, True, do, return_lse=True) for cpp in (False, True))
+        py, cc = (self.run_path(path, q, k, v, sri, True, do, return_lse=True) for path in ("python", "fast"))
         for name in ("o", "lse"):
             self.assertTrue(torch.equal(py[name], cc[name]), f"{name} differs")
         for name in ("dq", "dk", "dv"):
             ref = py[name].float()
             self.assertLessEqual(max_err(py[name], cc[name]), 3e-2 + 2e-2 * float(ref.abs().max()), name)
 
-    def run_child(self, env: dict, code: str) -> str:
+    def test_fast_path_in_place_change_freed_startend_streams(self):
+        """The fast path's caches against the Python Function, call by call: a startend
+        changed in place converts again, a new startend at a freed one's id is not taken
+        for it, another stream converts there; each call's bits equal the Python path's."""
+        B, H, S, D = 1, 2, 512, 128
+        q, k, v, do = inputs(B, S, S, H, D, seed=8)
+        fam = lambda name, **kw: torch.as_tensor(fmsim.family(name, S, **kw).to_paddle()[0], device="cuda")  # noqa: E731
+        self.cpp.clear_caches()
+
+        def check(sri, expect, what, causal=True):
+            py = self.run_path("python", q, k, v, sri, causal, do, deterministic=True, return_lse=True)
+            fa = self.run_path("fast", q, k, v, sri, causal, do, expect=expect, deterministic=True, return_lse=True)
+            self.assert_same(py, fa, what)
+            return py
+
+        sri = fam("causal_document")
+        check(sri, "miss", "first call")
+        first = check(sri, "hit", "second call")
+        sri.copy_(fam("sliding_window"))  # in place: the version moves
+        changed = check(sri, "miss", "after an in-place change")
+        self.assertFalse(torch.equal(first["o"], changed["o"]), "the in-place change did not change the output")
+        check(sri, "hit", "after an in-place change, again")
+        old = id(sri)
+        del sri
+        for i in range(100):  # a new startend tensor, very likely at the freed one's id at some point
+            sri = fam("random_eviction", seed=i)
+            check(sri, "miss", f"a new startend tensor ({i})")
+            if id(sri) == old:
+                break
+        check(sri, "hit", "the new startend, again")
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            check(sri, "miss", "on a side stream")
+            check(sri, "hit", "on a side stream, again")
+        torch.cuda.current_stream().wait_stream(side)
+        check(sri, "hit", "back on the current stream")
+        check(None, "miss", "no startend")
+        check(None, "hit", "no startend, again")
+        check(None, "miss", "no startend, bidirectional", causal=False)
+        torch.cuda.synchronize()
+        st = self.cpp.cache_stats()
+        self.assertEqual(st["refused"], 0, st)
+
+    def test_fast_path_declines(self):
+        """Calls the fast path leaves to Python: no autograd, a CPU or NumPy startend (copied
+        per call), a non-contiguous one; Python's path still gives the same bits."""
+        B, H, S, D = 1, 2, 256, 64
+        q, k, v, do = inputs(B, S, S, H, D, seed=9)
+        sri = torch.as_tensor(fmsim.family("causal_document", S).to_paddle()[0], device="cuda")
+        self.cpp.clear_caches()
+        ft._use_cpp(self.cpp)
+        for what, s in (("cpu", sri.cpu()), ("numpy", sri.cpu().numpy()),
+                        ("non-contiguous", sri.repeat(1, 1, 1, 2)[..., :1])):
+            with self.subTest(startend=what):
+                for _ in range(2):
+                    res = [self.run_path(p, q, k, v, s, True, do, deterministic=True) for p in ("python", "fast")]
+                    self.assert_same(res[0], res[1], what)
+                self.assertEqual(self.cpp.cache_stats()["hits"], 0, what)
+        with torch.no_grad():
+            before = self.cpp.cache_stats()
+            flashmask_attention(q.requires_grad_(), k, v, sri, True)
+            self.assertEqual(self.cpp.cache_stats(), before, "a no-grad call reached the fast path")
+        q.requires_grad_(False)
+
+    def run_child(self, env: dict, code: str, drop=()) -> str:
+        """The last line the child prints (a build may print before it)."""
         e = dict(os.environ, **env)
+        for name in ("FMSIM_TORCH_CPP_VERBOSE", *drop):
+            e.pop(name, None)
         e["PYTHONPATH"] = PYDIR + (os.pathsep + e["PYTHONPATH"] if e.get("PYTHONPATH") else "")
         r = subprocess.run([sys.executable, "-c", code], env=e, capture_output=True, text=True, timeout=300)
         self.assertEqual(r.returncode, 0, r.stderr[-2000:])
-        return r.stdout.strip()
+        lines = r.stdout.strip().splitlines()
+        self.assertTrue(lines, f"the child printed nothing; stderr: {r.stderr[-2000:]}")
+        return lines[-1]
 
     def test_env_zero_gives_the_python_function(self):
         code = (
@@ -522,14 +615,43 @@ class CppAutograd(unittest.TestCase):
             "qg = q.clone().requires_grad_()\n"
             "o = ft.flashmask_attention(qg, k, v, None, True)\n"
             "o.float().sum().backward()\n"
-            "print(ft.autograd_backend(), o.grad_fn.name(), any(m.startswith('fmsim_autograd_op') for m in sys.modules))\n")
-        backend, node, loaded = self.run_child({"FMSIM_TORCH_CPP": "0"}, code).split()
+            "o2 = ft.flashmask_attention(qg, k, v, None, True)\n"
+            "hits = ft._cpp.cache_stats()['hits'] if ft._cpp is not None else -1\n"
+            "print(ft.autograd_backend(), o.grad_fn.name(), any(m.startswith('fmsim_autograd_op') for m in sys.modules),\n"
+            "      o2.grad_fn.name(), hits)\n")
+        backend, node, loaded, node2, hits = self.run_child({"FMSIM_TORCH_CPP": "0"}, code).split()
         self.assertEqual(backend, "python")
         self.assertIn("_FlashMask", node)
+        self.assertIn("_FlashMask", node2)
         self.assertEqual(loaded, "False", "FMSIM_TORCH_CPP=0 still loaded the C++ op")
-        backend, node, _ = self.run_child({"FMSIM_TORCH_CPP": "1"}, code).split()
+        backend, node, _, node2, hits = self.run_child({"FMSIM_TORCH_CPP": "1"}, code).split()
         self.assertEqual(backend, "cpp")
         self.assertIn("CppNode<fmsim::FlashMask", node)
+        self.assertIn("CppNode<fmsim::FlashMask", node2)
+        self.assertEqual(hits, "1", "the second call did not take the fast path")
+
+    def test_failed_build_warns_once(self):
+        """FMSIM_TORCH_CPP unset and a build that fails (a compiler that does not exist, a
+        fresh extension folder): one RuntimeWarning that names FMSIM_TORCH_CPP=0, and the
+        Python Function."""
+        import tempfile
+        code = ("import warnings, torch, fmsim.torch as ft\n"
+                "warnings.simplefilter('always')\n"
+                "q, k, v = (torch.randn(1, 256, 2, 64, device='cuda', dtype=torch.bfloat16) for _ in range(3))\n"
+                "qg = q.clone().requires_grad_()\n"
+                "with warnings.catch_warnings(record=True) as w:\n"
+                "    warnings.simplefilter('always')\n"
+                "    for _ in range(3):\n"
+                "        o = ft.flashmask_attention(qg, k, v, None, True)\n"
+                "    ft.autograd_backend()\n"
+                "ours = [x for x in w if 'fmsim.torch' in str(x.message)]\n"
+                "print(len(ours), ours[0].category.__name__ if ours else '-', 'FMSIM_TORCH_CPP=0' in str(ours[0].message) "
+                "if ours else '-', ft.autograd_backend(), o.grad_fn.name())\n")
+        with tempfile.TemporaryDirectory() as d:
+            env = {"TORCH_EXTENSIONS_DIR": d, "CXX": os.path.join(d, "no-such-c++")}
+            out = self.run_child(env, code, drop=("FMSIM_TORCH_CPP",)).split()
+        self.assertEqual(out[:4], ["1", "RuntimeWarning", "True", "python"], out)
+        self.assertIn("_FlashMask", out[4])
 
     def test_import_compiles_nothing(self):
         out = self.run_child({}, "import sys, fmsim, fmsim.torch as ft\n"
