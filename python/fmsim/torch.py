@@ -43,8 +43,10 @@ When autograd records a call, the op is a C++ ``torch::autograd::Function``
 when that cannot be built, the Python ``torch.autograd.Function`` below: the
 same library calls with the same arguments, so the same bits.
 ``FMSIM_TORCH_CPP=0`` keeps the Python Function, ``=1`` makes a failed build an
-error; unset, a failed build falls back silently (``autograd_backend()`` says
-which runs and why). ``import fmsim.torch`` compiles nothing. The C++ op
+error; unset, a failed build falls back to the Python Function with one
+RuntimeWarning (``autograd_backend()`` says which runs and why). ``import
+fmsim.torch`` compiles nothing; ``python3 -m fmsim.torch build`` (or
+``build_autograd_op()``) compiles the C++ op ahead, at install time. The C++ op
 also looks up a call's plan and intervals itself when a call like it ran before
 (its fast path: no Python work per call beyond one function call).
 
@@ -64,6 +66,7 @@ import logging
 import math
 import os
 import threading
+import time
 import warnings
 import weakref
 from typing import NamedTuple, Optional
@@ -74,7 +77,7 @@ import torch
 from . import _native as N
 
 __all__ = ["flashmask_attention", "flashmask_attention_profile", "Profile", "library_path", "trim_workspace",
-           "autograd_backend"]
+           "autograd_backend", "build_autograd_op"]
 
 _KERNELS = {"sm80": 0, "sm90": 1, "auto": -1}
 _VARIANTS = {"skip": 0, "noskip": 1}
@@ -432,7 +435,8 @@ def _cpp_decide():
     """At the first autograd call: the C++ op (built now) or None (the Python
     Function), by $FMSIM_TORCH_CPP: "0" the Python Function; "1" the C++ op, a
     failed build raising; unset (or "auto") the C++ op where it builds, else the
-    Python Function, silently (autograd_backend() gives the reason)."""
+    Python Function with one RuntimeWarning that says why (autograd_backend()
+    gives the reason too). Decided once per process: the warning comes once."""
     global _cpp, _cpp_state
     with _cpp_lock:
         if _cpp_state is not None:
@@ -447,7 +451,7 @@ def _cpp_decide():
         try:
             if want == "1":
                 mod = _cpp_build(verbose=bool(os.environ.get("FMSIM_TORCH_CPP_VERBOSE")))
-            else:  # silently: cpp_extension's warnings and log lines too
+            else:  # quietly: cpp_extension's warnings and log lines (a failure warns once, below)
                 log = logging.getLogger("torch.utils.cpp_extension")
                 level = log.level
                 log.setLevel(logging.ERROR)
@@ -462,6 +466,11 @@ def _cpp_decide():
             if want == "1":
                 raise RuntimeError(f"fmsim.torch: {_CPP_ENV}=1 but the C++ autograd op did not build ({why})") from e
             _cpp_state = ("python", f"the C++ autograd op did not build ({why})")
+            warnings.warn(f"fmsim.torch: the C++ autograd op did not build ({why}); autograd runs through the "
+                          f"Python Function instead, about 25 us more host time per call (python/README.md). "
+                          f"{_CPP_ENV}=0 uses it without trying the build and silences this; "
+                          f"`python3 -m fmsim.torch build` retries the build and shows why", RuntimeWarning,
+                          stacklevel=3)
             return None
         _use_cpp(mod)
         _cpp_state = ("cpp", "built" if want == "" or want == "auto" else f"{_CPP_ENV}=1")
@@ -493,6 +502,26 @@ def autograd_backend(reason: bool = False):
     if _cpp_state is None:
         _cpp_decide()
     return _cpp_state if reason else _cpp_state[0]
+
+
+def build_autograd_op(verbose: bool = False) -> str:
+    """Builds the C++ autograd op now, or finds it built, in torch's extension
+    cache ($TORCH_EXTENSIONS_DIR or ~/.cache/torch_extensions): the compile
+    (~30-60 s) then happens here, at install time, rather than in the first
+    training step. The command line does the same: `python3 -m fmsim.torch build`.
+    Prints where the module is and how long it took; returns its path. A failed
+    build raises RuntimeError with the compiler's first error (verbose=True, or
+    FMSIM_TORCH_CPP_VERBOSE=1, shows the whole build). One build per torch
+    version, made again when fmsim/csrc/autograd_op.cpp changes."""
+    t0 = time.perf_counter()
+    try:
+        mod = _cpp_build(verbose=verbose or bool(os.environ.get("FMSIM_TORCH_CPP_VERBOSE")))
+    except Exception as e:
+        raise RuntimeError(f"fmsim.torch: the C++ autograd op did not build ({_build_failure(e)})") from e
+    path = os.path.abspath(mod.__file__)
+    print(f"fmsim.torch: the C++ autograd op is built: {path} ({time.perf_counter() - t0:.1f} s, "
+          f"torch {torch.__version__})")
+    return path
 
 
 def flashmask_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, startend_row_indices=None,
@@ -620,3 +649,23 @@ def trim_workspace(device=None, keep_bytes: int = 0) -> None:
     if keep_bytes < 0:
         raise ValueError(f"keep_bytes {keep_bytes}: expected 0 or more")
     _check(_lib.fm_attn_trim_workspace(index, keep_bytes, _errp))
+
+
+def _main(argv=None) -> int:
+    import argparse
+    import sys
+    ap = argparse.ArgumentParser(prog="python3 -m fmsim.torch", description="fmsim.torch's tools")
+    sub = ap.add_subparsers(dest="command", required=True)
+    b = sub.add_parser("build", help="build the C++ autograd op into torch's extension cache now (install time)")
+    b.add_argument("--verbose", action="store_true", help="show the build's log")
+    args = ap.parse_args(argv)
+    try:
+        build_autograd_op(verbose=args.verbose)
+    except RuntimeError as e:
+        print(e, file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(_main())
