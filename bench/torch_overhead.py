@@ -148,8 +148,10 @@ def main():
     has_fast = ft._fast is not None
 
     def with_backend(mod, fast, fn):  # the op through one autograd path (the switch costs each alike)
+        fast_fn = mod.fast if fast else None
+
         def run():
-            ft._use_cpp(mod, fast=fast)
+            ft._cpp, ft._fast = mod, fast_fn
             return fn()
         return run
     paths = {"op_autograd_python": with_backend(None, False, op_grad)}
