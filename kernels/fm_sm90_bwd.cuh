@@ -396,23 +396,38 @@ template <int HD> __device__ __forceinline__ uint32_t dq_source(const ctx<HD> &c
 }
 
 /* dQ * scale of query tile mq, fp32, staged as two 32-column SW128 boxes and
- * added to the fp32 accumulator by the copy engine (deterministic: on its turn). */
+ * added to the fp32 accumulator by the copy engine (deterministic: on its turn).
+ * The staging stores are 8 bytes a lane, which shared memory serves a half-warp
+ * (16 lanes, 128 bytes) per wavefront at best. In store step (nb, hr) the lanes
+ * of an even g write their column block nb, those of an odd g block nb ^ 2 (so
+ * each lane still writes each of its 8 blocks once, to the same address): with
+ * every lane on block nb, rows g and g ^ 1 of a half-warp hit the same 32-byte
+ * column of the swizzle, a 2-way bank conflict, 4 wavefronts a store instead of
+ * 2 (Nsight Compute, full 8K: all 1.07e9 excessive shared wavefronts of the
+ * kernel); with the odd rows two blocks over, the four rows of a half-warp hit
+ * four different 32-byte columns. tests/test_bwd_smem_banks.c checks both. */
 template <int HD>
 __device__ __forceinline__ void reduce_dq(const params &p, const ctx<HD> &c, const float (&dq)[32], int mq, int n,
                                           int bh, int b, int h) {
   using T = traits<HD>;
   const int cw = c.cw, warp = c.warp, g = c.g, c4 = c.c4;
+  const bool odd = g & 1;
+  /* element (row, col) of the (BR, 64) part sits in box col / 32, at row, 16-byte
+     chunk ((col % 32) / 4) ^ (row % 8), word col % 4; for this lane's column block
+     (nb, or nb ^ 2 for an odd g) that chunk is (2 (nb % 4)) ^ xr, xr fixed per lane */
+  const int xr = g ^ (c4 >> 1) ^ (odd ? 4 : 0);
+  unsigned char *const base = c.dq_stage + (warp * 16 + g) * 128 + (c4 & 1) * 8;
   if (c.tid == 0) fmh::bulk_wait_read(); /* the previous reduction has read the staging */
   fmh::named_sync(BAR_WG + cw, 128);
 #pragma unroll
   for (int nb = 0; nb < 8; nb++)
 #pragma unroll
     for (int hr = 0; hr < 2; hr++) {
-      const int row = warp * 16 + g + 8 * hr, col = 8 * nb + 2 * c4;
-      const int box = col >> 5, cc = col & 31;
-      float2 v = make_float2(dq[4 * nb + 2 * hr] * p.scale, dq[4 * nb + 2 * hr + 1] * p.scale);
-      *reinterpret_cast<float2 *>(c.dq_stage + box * T::BR * 128 + row * 128 + (((cc >> 2) ^ (row & 7)) << 4) +
-                                  (cc & 3) * 4) = v;
+      /* this lane's column block in this step: nb, or nb ^ 2 for an odd g */
+      const float x0 = odd ? dq[4 * (nb ^ 2) + 2 * hr] : dq[4 * nb + 2 * hr];
+      const float x1 = odd ? dq[4 * (nb ^ 2) + 2 * hr + 1] : dq[4 * nb + 2 * hr + 1];
+      float2 v = make_float2(x0 * p.scale, x1 * p.scale);
+      *reinterpret_cast<float2 *>(base + (nb >> 2) * T::BR * 128 + hr * 8 * 128 + (((2 * (nb & 3)) ^ xr) << 4)) = v;
     }
   fmh::fence_proxy_async();
   fmh::named_sync(BAR_WG + cw, 128);
