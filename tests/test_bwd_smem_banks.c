@@ -17,7 +17,7 @@
  * store wavefronts, and all 1,073,741,824 excessive shared wavefronts of the
  * kernel are those ST.E.64's. The model gives the same per instruction
  * (old_mapping_matches_the_profile); with the new dQ mapping 2 (fm_sm90_bwd.cuh,
- * reduce_dq).
+ * stage_dq, called reduce_dq before the dQ writers of branch bwddq).
  *
  * Each store map is a copy of the kernel's index arithmetic (keep them in step);
  * the lane's data comes from the wgmma fragment layouts of fm_hopper.cuh, the
@@ -106,7 +106,7 @@ static st_lane dq_old(int w, int lane, int step) {
                4 * nb + 2 * hr};
   return s;
 }
-/* reduce_dq, now: the lanes of an odd g store column block nb ^ 2 in step nb. */
+/* stage_dq (reduce_dq until bwddq), now: the lanes of an odd g store column block nb ^ 2 in step nb. */
 static st_lane dq_new(int w, int lane, int step) {
   const int nb = step / 2, hr = step % 2, g = lane >> 2, c4 = lane & 3;
   const int odd = g & 1;
