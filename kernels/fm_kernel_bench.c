@@ -626,12 +626,6 @@ int main(int argc, char **argv) {
                    .head_dim = head_dim};
   fm_kernel_tile_size(o.kernels[0], FM_PASS_FWD, head_dim, &bc.br, &bc.bc, NULL);
 
-  /* the memory pool keeps the kernels' stream-ordered workspaces between launches */
-  cudaMemPool_t pool;
-  CUDA_OK(cudaDeviceGetDefaultMemPool(&pool, 0));
-  uint64_t thresh = UINT64_MAX;
-  CUDA_OK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &thresh));
-
   const int64_t tokens = 131072, H = 4096 / head_dim;
   bench_bufs bufs;
   if (alloc_buffers(&o, tokens * H * head_dim, tokens * H, &bufs)) return 1;
