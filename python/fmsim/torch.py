@@ -223,7 +223,7 @@ class _Plan:
         self.lse_shape = lse_shape
         self.scratch = {}               # stream -> an lse nobody reads (calls without autograd; the C++
                                         # fast path's no-grad calls keep their own in the C++ plan)
-        self.cpp = None                 # the C++ op's copy of this plan (made at its first autograd call)
+        self.cpp = None                 # the C++ op's copy of this plan (made at its first call through the C++ op)
 
 
 def _sri_tensor(sri, device):
