@@ -5,7 +5,10 @@ Host side: the time per call of the op against fm_attn_forward called through
 ctypes with a problem built once and the intervals converted once (the bare
 launch: the library's own host work, the preprocessing kernels and the kernel
 launch), in bursts of N calls queued behind a 50 ms sleep kernel, so that the
-host's work alone is timed. The op recording autograd is timed three ways,
+host's work alone is timed. The op without autograd is timed two ways,
+interleaved: as it runs by default (the C++ fast path's forward alone where the C++
+op built: "op") and through Python's lookups and _fwd ("op_nograd_python"). The
+op recording autograd is timed three ways,
 interleaved: as it runs by default, the C++ Function (fmsim/csrc/autograd_op.cpp,
 built here first if it builds) reached through its fast path (the plan and the
 intervals looked up in C++: "cpp_fast"); the C++ Function with Python's lookups
@@ -154,21 +157,26 @@ def main():
             ft._cpp, ft._fast = mod, fast_fn
             return fn()
         return run
+    # no autograd: the default (the fast path's forward where it is in use) and Python's path
+    nograd = {"op": with_backend(cpp, has_fast, op), "op_nograd_python": with_backend(None, False, op)}
     paths = {"op_autograd_python": with_backend(None, False, op_grad)}
     if cpp is not None:
         paths["op_autograd_cpp"] = with_backend(cpp, False, op_grad)
         if has_fast:
             paths["op_autograd_cpp_fast"] = with_backend(cpp, True, op_grad)
-    for f in (bare, op, *paths.values()):
+    for f in (bare, *nograd.values(), *paths.values()):
         f()
     torch.cuda.synchronize()
-    hits0 = cpp.cache_stats()["hits"] if has_fast else 0
-    got = host_us({"bare": bare, "op": op, **paths})
+    st0 = cpp.cache_stats() if has_fast else {}
+    got = host_us({"bare": bare, **nograd, **paths})
     ft._use_cpp(cpp)
     if has_fast:  # every timed call of the fast path was a hit (a miss runs Python's path)
-        res["fast_path_hits"] = cpp.cache_stats()["hits"] - hits0
-        res["fast_path_stats"] = cpp.cache_stats()
+        st = cpp.cache_stats()
+        res["fast_path_hits"] = st["hits"] - st0["hits"]
+        res["fast_path_hits_nograd"] = st["hits_nograd"] - st0["hits_nograd"]
+        res["fast_path_stats"] = st
     res["host_us_bare"], res["host_us_op"] = got["bare"], got["op"]
+    res["host_us_op_nograd_python"] = got["op_nograd_python"]
     for name in paths:
         res[f"host_us_{name}"] = got[name]
     # the op as it runs by default: the C++ Function through its fast path where it built
@@ -203,9 +211,9 @@ def main():
              "current stream": lambda: ft._stream(pl.device),
              "C entry (fm_attn_forward_ptrs)": c_entry,
              "bare (again, beside the parts)": bare}
-    if has_fast:  # the fast path's own cost before Function::apply: one call, its arguments read, no lookup
-        parts["fast path call, declined (no input needs grad)"] = \
-            lambda: cpp.fast(q, k, v, sri, causal, None, False, False, "bshd", "auto", "skip")
+    if has_fast:  # the fast path's own cost: one call, its arguments read, no lookup (the last one declines)
+        parts["fast path call, declined (an unknown variant)"] = \
+            lambda: cpp.fast(q, k, v, sri, causal, None, False, False, "bshd", "auto", "declined")
     shapes = (pl.o_shape, pl.lse_shape)
     qh, kh, vh = (t.transpose(1, 2) for t in (q, k, v))
     qgh = qg.transpose(1, 2)
@@ -227,6 +235,7 @@ def main():
         ft._lib = real
         ft._use_cpp(cpp)
     res["overhead_us"] = res["host_us_op"] - res["host_us_bare"]
+    res["overhead_us_nograd_python"] = res["host_us_op_nograd_python"] - res["host_us_bare"]
     res["overhead_us_autograd"] = res["host_us_op_autograd"] - res["host_us_bare"]
     for name in paths:
         res[f"overhead_us_{name.replace('op_', '')}"] = res[f"host_us_{name}"] - res["host_us_bare"]
@@ -240,7 +249,9 @@ def main():
     res["gpu_ms_bare"], res["gpu_ms_op"] = got["bare"], got["op"]
     res["gpu_overhead_us"] = 1e3 * (res["gpu_ms_op"] - res["gpu_ms_bare"])
     print(f"host per call: bare fm_attn_forward {res['host_us_bare']:.1f} us, op {res['host_us_op']:.1f} us "
-          f"(no_grad): overhead {res['overhead_us']:.1f} us")
+          f"(no_grad{', the C++ fast path' if has_fast else ''}): overhead {res['overhead_us']:.1f} us; "
+          f"Python's no-grad path {res['host_us_op_nograd_python']:.1f} us: overhead "
+          f"{res['overhead_us_nograd_python']:.1f} us")
     words = {"python": "the Python Function", "cpp": "the C++ Function, Python's lookups",
              "cpp_fast": "the C++ Function, its fast path (the default)"}
     for name in paths:
@@ -253,7 +264,8 @@ def main():
     elif not has_fast:
         print("the C++ fast path was not timed: this torch's c10::Stream has no native_handle()")
     else:
-        print(f"the fast path's timed calls: {res['fast_path_hits']} hits; caches {res['fast_path_stats']}")
+        print(f"the fast path's timed calls: {res['fast_path_hits']} autograd hits, "
+              f"{res['fast_path_hits_nograd']} no-grad hits; caches {res['fast_path_stats']}")
     print("parts: " + ", ".join(f"{n} {t:.1f} us" for n, t in res["parts_us"].items()))
     print(f"GPU per call (S=16384, H=16): bare {res['gpu_ms_bare']:.4f} ms, op {res['gpu_ms_op']:.4f} ms: "
           f"{res['gpu_overhead_us']:.1f} us")

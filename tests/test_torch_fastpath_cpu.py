@@ -2,7 +2,8 @@
 """The C++ autograd op's fast path (python/fmsim/csrc/autograd_op.cpp: fast,
 remember) on the CPU, no GPU and no libfmsim_cuda: its caches' keys, hits and
 misses, with the library's entry points replaced by ctypes callbacks that record
-which intervals and stream each launch got. The GPU twin, against the real
+which intervals and stream each launch got (and, for the calls without autograd,
+which o and lse buffers). The GPU twin, against the real
 kernels and the Python path's bits, is tests/test_torch_op.py, CppAutograd.
 
 Builds the extension with torch.utils.cpp_extension.load (into torch's
@@ -44,12 +45,25 @@ FWD = C.CFUNCTYPE(C.c_int, C.c_void_p, C.c_int32, C.c_void_p, C.c_void_p, C.c_vo
 BWD = C.CFUNCTYPE(C.c_int, C.c_void_p, C.c_int32, C.c_void_p, C.c_void_p, C.c_void_p, C.c_void_p, C.c_void_p,
                   C.c_void_p, C.c_void_p, C.c_void_p, C.c_void_p, C.c_void_p, C.c_int, C.c_void_p, C.c_void_p)
 LAUNCHES = []  # (pass, intervals pointer, stream) of each "kernel launch"
+BUFFERS = []   # (o, lse) pointers of each forward launch
+FAIL = []      # a status (and message) the next forward launch returns
 
 
 @FWD
 def fake_fwd(shape, device, iv, q, k, v, o, lse, variant, stream, err):
     LAUNCHES.append(("fwd", iv, stream or 0))
+    BUFFERS.append((o, lse))
+    if FAIL:
+        status, msg = FAIL.pop()
+        C.memmove(err, msg, len(msg) + 1)
+        return status
     return 0
+
+
+class FakeFmsimError(Exception):  # fmsim.FmsimError's signature: (message, status)
+    def __init__(self, msg, status):
+        super().__init__(msg)
+        self.status = status
 
 
 @BWD
@@ -85,6 +99,8 @@ class FastPath(unittest.TestCase):
         M._cpu_check(True, 0)
         M.clear_caches()
         LAUNCHES.clear()
+        BUFFERS.clear()
+        FAIL.clear()
 
     def tearDown(self):
         M._cpu_check(False, 0)
@@ -160,27 +176,31 @@ class FastPath(unittest.TestCase):
         q, k, v = qkv()
         sri, iv = sri_of(), self.iv()
         self.assertTrue(self.remember(q, k, v, sri, make_plan(), iv))
-        cases = {
-            "no grad needed": (qkv(grad=False), {}),
-            "numpy startend": ((q, k, v), dict(sri=sri.numpy())),
-            "non-contiguous startend": ((q, k, v), dict(sri=sri_of(k=2)[..., :1])),
-            "a bad layout": ((q, k, v), dict(layout="bsdh")),
-            "a layout not a str": ((q, k, v), dict(layout=["bshd"])),
-            "a bad scale": ((q, k, v), dict(scale="x")),
-            "a causal that cannot be bool": ((q, k, v), dict(causal=torch.ones(2))),
-            "q a subclass": ((q.detach().as_subclass(Sub).requires_grad_(), k, v), {}),
-            "q not a tensor": ((q.detach().float().numpy(), k, v), {}),
-        }
-        for what, (t, kw) in cases.items():
-            with self.subTest(case=what):
-                before = self.stats()["declined"]
-                kw.setdefault("sri", sri)
-                self.assertIsNone(self.fast(*t, kw.pop("sri"), **kw))
-                self.assertEqual(self.stats()["declined"], before + 1)
-                self.assertIsNone(sys.exc_info()[0])
-        with torch.no_grad():
-            self.assertIsNone(self.fast(q, k, v, sri))
+
+        def cases(q, k, v):
+            return {
+                "numpy startend": ((q, k, v), dict(sri=sri.numpy())),
+                "non-contiguous startend": ((q, k, v), dict(sri=sri_of(k=2)[..., :1])),
+                "a bad layout": ((q, k, v), dict(layout="bsdh")),
+                "a layout not a str": ((q, k, v), dict(layout=["bshd"])),
+                "a bad scale": ((q, k, v), dict(scale="x")),
+                "a causal that cannot be bool": ((q, k, v), dict(causal=torch.ones(2))),
+                "a return_lse that cannot be bool": ((q, k, v), dict(lse=torch.ones(2))),
+                "q a subclass": ((q.detach().as_subclass(Sub).requires_grad_(q.requires_grad), k, v), {}),
+                "q not a tensor": ((q.detach().float().numpy(), k, v), {}),
+            }
+        # with autograd, and without: inputs needing no grad, or grad mode off
+        for grad, (qq, kk, vv) in (("autograd", (q, k, v)), ("no grad needed", qkv(grad=False)),
+                                   ("no_grad()", (q, k, v))):
+            for what, (t, kw) in cases(qq, kk, vv).items():
+                with self.subTest(case=what, grad=grad), torch.set_grad_enabled(grad != "no_grad()"):
+                    before = self.stats()["declined"]
+                    self.assertIsNone(self.fast(*t, kw.pop("sri", sri), **kw))
+                    self.assertEqual(self.stats()["declined"], before + 1)
+                    self.assertIsNone(sys.exc_info()[0])
+        self.assertEqual(LAUNCHES, [])
         self.assertIsNotNone(self.fast(q, k, v, sri))
+        self.assertEqual((self.stats()["hits"], self.stats()["hits_nograd"]), (1, 0))
 
     def test_in_place_change_converts_again(self):
         q, k, v = qkv()
@@ -284,6 +304,142 @@ class FastPath(unittest.TestCase):
                            False, [B, S, H, D], [B, H, S], 512, cuda=False)
         self.assertFalse(self.remember(q, k, v, sri_of(), plan, self.iv()))
         self.assertEqual(self.stats()["refused"], 1)
+
+    # ---- calls without autograd: the forward alone (torch.py's _fwd), from the same caches ----
+
+    def test_nograd_miss_then_remembered_then_hit(self):
+        q, k, v = qkv(grad=False)
+        sri, iv, plan = sri_of(), self.iv(), make_plan()
+        self.assertIsNone(self.fast(q, k, v, sri))
+        self.assertEqual(self.stats()["no_plan"], 1)
+        self.assertTrue(self.remember(q, k, v, sri, plan, iv))
+        o = self.fast(q, k, v, sri)
+        self.assertIsInstance(o, torch.Tensor)
+        st = self.stats()
+        self.assertEqual((st["hits_nograd"], st["hits"], st["scratch"]), (1, 0, 1), st)
+        self.assertIsNone(o.grad_fn)
+        self.assertFalse(o.requires_grad)
+        self.assertEqual((tuple(o.shape), o.stride(), o.dtype), (tuple(q.shape), q.stride(), torch.bfloat16))
+        self.assertEqual(LAUNCHES, [("fwd", iv.data_ptr(), 0)])
+        self.assertEqual(BUFFERS[-1][0], o.data_ptr())
+        # inputs that need grad under no_grad(): the same route; the plan and intervals are shared
+        # with the autograd calls (one key), which hit afterwards
+        qg, kg, vg = qkv()
+        with torch.no_grad():
+            o2 = self.fast(qg, kg, vg, sri)
+        self.assertIsNone(o2.grad_fn)
+        self.assertEqual(self.stats()["hits_nograd"], 2)
+        og = self.fast(qg, kg, vg, sri)
+        self.assertIn("CppNode<fmsim::FlashMask>", og.grad_fn.name())
+        self.assertEqual((self.stats()["hits"], self.stats()["hits_nograd"]), (1, 2))
+        with torch.inference_mode():  # grad mode off too; o an inference tensor, as torch.empty makes there
+            o3 = self.fast(q, k, v, sri)
+        self.assertTrue(o3.is_inference())
+        self.assertEqual(self.stats()["hits_nograd"], 3)
+        # an autograd call's remember serves a no-grad call (the keys are the same)
+        M.clear_caches()
+        self.assertIsNone(self.fast(qg, kg, vg, None))
+        self.assertTrue(self.remember(qg, kg, vg, None, plan, iv))
+        self.assertIsNotNone(self.fast(q, k, v, None))
+        self.assertEqual(self.stats()["hits_nograd"], 1)
+
+    def test_nograd_misses(self):
+        q, k, v = qkv(grad=False)
+        sri, iv = sri_of(), self.iv()
+        self.assertTrue(self.remember(q, k, v, sri, make_plan(), iv))
+        self.assertIsNone(self.fast(q, k, v, sri, causal=False))  # another plan key
+        self.assertEqual(self.stats()["no_plan"], 1)
+        sri.add_(1)  # an in-place change: the intervals again
+        self.assertIsNone(self.fast(q, k, v, sri))
+        self.assertEqual(self.stats()["no_intervals"], 1)
+        self.assertIsNone(self.fast(q, k, v, sri_of()))  # another startend tensor
+        M._cpu_check(True, 7)  # another stream
+        self.assertIsNone(self.fast(q, k, v, sri))
+        self.assertEqual(self.stats()["no_intervals"], 3)
+        st = self.stats()
+        self.assertEqual((st["hits_nograd"], st["scratch"], LAUNCHES), (0, 0, []), st)
+
+    def test_nograd_scratch_once_per_plan_and_stream(self):
+        """The lse nobody reads goes to a buffer of the plan's, made at its first call on
+        a stream and reused there (stream order makes that safe), as torch.py's _fwd does."""
+        q, k, v = qkv(grad=False)
+        plan, plan2 = make_plan(), make_plan()
+        ivs = {0: self.iv(), 7: self.iv()}
+        for stream, iv in ivs.items():  # no startend: one entry per stream, both kept
+            M._cpu_check(True, stream)
+            self.assertTrue(self.remember(q, k, v, None, plan, iv, stream=stream))
+        lse_of = {}
+        for stream in (0, 0, 7, 7, 0, 7):
+            M._cpu_check(True, stream)
+            o = self.fast(q, k, v, None)
+            self.assertIsNotNone(o)
+            self.assertEqual(LAUNCHES[-1], ("fwd", ivs[stream].data_ptr(), stream))
+            self.assertEqual(BUFFERS[-1][0], o.data_ptr())
+            lse = BUFFERS[-1][1]
+            self.assertEqual(lse_of.setdefault(stream, lse), lse, f"stream {stream}: another scratch lse")
+        self.assertNotEqual(lse_of[0], lse_of[7], "two streams share a scratch lse")
+        self.assertEqual(self.stats()["scratch"], 2)
+        # o is new at every call
+        self.assertEqual(len({b[0] for b in BUFFERS}), len(BUFFERS))
+        # another plan (another key: causal=False) has its own
+        M._cpu_check(True, 0)
+        self.assertTrue(self.remember(q, k, v, None, plan2, self.iv(), causal=False))
+        self.assertIsNotNone(self.fast(q, k, v, None, causal=False))
+        self.assertNotIn(BUFFERS[-1][1], lse_of.values())
+        self.assertEqual(self.stats()["scratch"], 3)
+        # the plan keeps its buffers through a cleared cache (Python's plan holds the same C++ plan)
+        M.clear_caches()
+        self.assertTrue(self.remember(q, k, v, None, plan, ivs[0]))
+        self.fast(q, k, v, None)
+        self.assertEqual((BUFFERS[-1][1], self.stats()["scratch"]), (lse_of[0], 0))
+
+    def test_nograd_return_lse_and_bhsd(self):
+        q, k, v = (t.transpose(1, 2) for t in qkv(grad=False))  # (B, H, S, D) views
+        sri, iv = sri_of(), self.iv()
+        self.assertTrue(self.remember(q, k, v, sri, make_plan(bhsd=True), iv, layout="bhsd"))
+        seen, kept = set(), []
+        for _ in range(2):
+            o, lse = self.fast(q, k, v, sri, lse=True, layout="bhsd")
+            self.assertEqual((tuple(o.shape), o.stride()), (tuple(q.shape), q.stride()))  # empty_like(q)
+            self.assertEqual((tuple(lse.shape), lse.dtype, lse.is_contiguous()), ((B, H, S), torch.float32, True))
+            self.assertEqual(BUFFERS[-1], (o.data_ptr(), lse.data_ptr()))
+            self.assertIsNone(lse.grad_fn)
+            seen.add(lse.data_ptr())
+            kept.append((o, lse))  # kept alive: a freed lse's memory could come back
+        self.assertEqual(len(seen), 2, "return_lse: a new lse per call")
+        self.assertEqual((self.stats()["hits_nograd"], self.stats()["scratch"]), (2, 0))
+        o = self.fast(q, k, v, sri, layout="bhsd")  # without the lse: o alone, the scratch written
+        self.assertIsInstance(o, torch.Tensor)
+        self.assertEqual(o.stride(), q.stride())
+        self.assertEqual(self.stats()["scratch"], 1)
+
+    def test_nograd_per_head_sq_ne_sk(self):
+        q, k, v = qkv(Sq=S, Sk=3 * S, grad=False)
+        sri = torch.zeros((B, H, 3 * S, 2), dtype=torch.int32)
+        iv = self.iv(nsets=B * H, Sk=3 * S)
+        self.assertTrue(self.remember(q, k, v, sri, make_plan(Sq=S, Sk=3 * S), iv))
+        o, lse = self.fast(q, k, v, sri, lse=True)
+        self.assertEqual((tuple(o.shape), tuple(lse.shape)), ((B, S, H, D), (B, H, S)))
+        self.assertEqual(LAUNCHES[-1], ("fwd", iv.data_ptr(), 0))
+
+    def test_nograd_alignment_and_library_error(self):
+        q, k, v = qkv(grad=False)
+        sri, iv = sri_of(), self.iv()
+        self.assertTrue(self.remember(q, k, v, sri, make_plan(), iv))
+        odd = torch.zeros(q.numel() + 1, dtype=torch.bfloat16)[1:].view(q.shape)  # 2 bytes off: the same key
+        for grad in (False, True):
+            with self.subTest(grad=grad):
+                qq = odd.detach().requires_grad_(grad)
+                with self.assertRaisesRegex(ValueError, "16-byte aligned"):
+                    self.fast(qq, k, v, sri)
+        self.assertEqual(LAUNCHES, [])
+        self.assertEqual(self.stats()["scratch"], 0)  # refused before any allocation
+        M.set_error_type(FakeFmsimError)
+        FAIL.append((7, b"fake launch failure"))
+        with self.assertRaises(FakeFmsimError) as cm:
+            self.fast(q, k, v, sri)
+        self.assertEqual((str(cm.exception), cm.exception.status), ("fake launch failure", 7))
+        self.assertIsNotNone(self.fast(q, k, v, sri))  # and the next call runs
 
 
 if __name__ == "__main__":

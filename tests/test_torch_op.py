@@ -472,7 +472,9 @@ class CppAutograd(unittest.TestCase):
                              f"{what}: {name}'s dtype, shape or strides differ")
             self.assertTrue(torch.equal(x, y), f"{what}: {name} differs (max {max_err(x, y):.3g})")
 
-    def test_bits_equal_the_python_function(self):
+    @staticmethod
+    def bit_cases():
+        """(what, B, H, Sq, Sk, D, sri, causal, layout, return_lse, dout dtype) of the bits tests."""
         rng = np.random.default_rng(21)
 
         def random_sri(Sq, Sk, causal, k):
@@ -496,7 +498,10 @@ class CppAutograd(unittest.TestCase):
             ("no intervals, causal", 1, 2, 640, 1024, 128, None, True, "bhsd", True, torch.bfloat16),
             ("no intervals, full", 1, 2, 1024, 512, 128, None, False, "bshd", False, torch.bfloat16),
         ]
-        for what, B, H, Sq, Sk, D, sri, causal, layout, lse, dt in cases:
+        return cases
+
+    def test_bits_equal_the_python_function(self):
+        for what, B, H, Sq, Sk, D, sri, causal, layout, lse, dt in self.bit_cases():
             with self.subTest(case=what, layout=layout):
                 q, k, v, do = inputs(B, Sq, Sk, H, D, seed=len(what))
                 if layout == "bhsd":
@@ -504,6 +509,136 @@ class CppAutograd(unittest.TestCase):
                 do = do.to(dt)
                 kw = dict(return_lse=lse, deterministic=True, layout=layout)
                 self.assert_all_same(self.paths(q, k, v, sri, causal, do, **kw), f"{what} {layout}")
+
+    # ---- calls without autograd: the fast path's forward alone against Python's _fwd ----
+
+    def run_nograd(self, path, q, k, v, sri, causal, expect=None, how="no_grad", **kw):
+        """One call without autograd through `path`: "python" (Python's lookups and _fwd)
+        or "fast" (the C++ fast path where its caches hold the call; expect="hit" or
+        "miss" says which this call must be). how="no_grad": inputs that require grad,
+        under torch.no_grad(); "plain": inputs that require none."""
+        ft._use_cpp(self.cpp, fast=path == "fast")
+        before = self.cpp.cache_stats()
+        if how == "no_grad":
+            qg, kg, vg = (t.detach().clone().requires_grad_() for t in (q, k, v))
+            with torch.no_grad():
+                out = flashmask_attention(qg, kg, vg, sri, causal, **kw)
+        else:
+            out = flashmask_attention(q.detach(), k.detach(), v.detach(), sri, causal, **kw)
+        after = self.cpp.cache_stats()
+        self.assertEqual(after["hits"], before["hits"], "a no-grad call took the autograd route")
+        hits = after["hits_nograd"] - before["hits_nograd"]
+        if path != "fast":
+            self.assertEqual(hits, 0, f"{path}: the fast path ran")
+        elif expect is not None:
+            self.assertEqual(hits, int(expect == "hit"), f"expected a {expect}: {before} -> {after}")
+            if expect == "miss":
+                self.assertEqual(after["remembered"] - before["remembered"], 1, "the miss was not remembered")
+        o, lse = out if kw.get("return_lse") else (out, None)
+        self.assertIsNone(o.grad_fn)
+        self.assertFalse(o.requires_grad)
+        if lse is not None:
+            self.assertFalse(lse.requires_grad)
+        return {"o": o, "lse": lse}
+
+    def nograd_paths(self, q, k, v, sri, causal, **kw):
+        """Python's no-grad path, and the fast path's miss then hits (under no_grad(), and
+        with inputs that need no grad)."""
+        self.cpp.clear_caches()
+        return {"python": self.run_nograd("python", q, k, v, sri, causal, **kw),
+                "fast miss": self.run_nograd("fast", q, k, v, sri, causal, expect="miss", **kw),
+                "fast hit": self.run_nograd("fast", q, k, v, sri, causal, expect="hit", **kw),
+                "fast hit, plain": self.run_nograd("fast", q, k, v, sri, causal, expect="hit", how="plain", **kw)}
+
+    def test_nograd_bits_equal_the_python_path(self):
+        """Every bits case (both layouts, Sq != Sk, per-head masks, no intervals), with and
+        without return_lse (the lse returned, or written to the scratch buffer)."""
+        for what, B, H, Sq, Sk, D, sri, causal, layout, _, _ in self.bit_cases():
+            q, k, v, _ = inputs(B, Sq, Sk, H, D, seed=len(what))
+            if layout == "bhsd":
+                q, k, v = (t.transpose(1, 2) for t in (q, k, v))
+            for lse in (False, True):
+                with self.subTest(case=what, layout=layout, return_lse=lse):
+                    kw = dict(return_lse=lse, layout=layout)
+                    res = self.nograd_paths(q, k, v, sri, causal, **kw)
+                    self.assert_all_same(res, f"no grad: {what} {layout}")
+                    if lse:  # an autograd call hits what the no-grad miss remembered (one key): o and lse alike
+                        ag = self.run_path("fast", q, k, v, sri, causal, torch.zeros_like(q), expect="hit", **kw)
+                        self.assert_same(res["python"], {"o": ag["o"], "lse": ag["lse"]}, f"autograd: {what}")
+
+    def test_nograd_on_a_side_stream_and_noskip(self):
+        B, H, S, D = 1, 2, 1024, 128
+        sri = torch.as_tensor(fmsim.family("sliding_window", S).to_paddle()[0], device="cuda")
+        q, k, v, _ = inputs(B, S, S, H, D, seed=4)
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        res = {}
+        with torch.cuda.stream(side):
+            for lse in (False, True):
+                res[lse] = self.nograd_paths(q, k, v, sri, True, variant="noskip", return_lse=lse)
+        torch.cuda.current_stream().wait_stream(side)
+        torch.cuda.synchronize()
+        for lse, r in res.items():
+            self.assert_all_same(r, f"no grad, side stream, noskip, return_lse={lse}")
+
+    def test_nograd_scratch_once_per_plan_and_stream(self):
+        """The lse of a no-grad call without return_lse goes to the C++ plan's buffer for
+        the current stream: made at the plan's first hit on that stream, then reused there;
+        each call's o equals Python's path's on that stream."""
+        B, H, S, D = 1, 3, 384, 64  # a plan of its own (Python's plans emptied too, below)
+        q, k, v, _ = inputs(B, S, S, H, D, seed=12)
+        sri = torch.as_tensor(fmsim.family("causal_document", S).to_paddle()[0], device="cuda")
+        ft._plans.clear()  # fresh plans: no scratch from an earlier test
+        self.cpp.clear_caches()
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        main = torch.cuda.current_stream()
+
+        def call(stream, s, expect, scratch):
+            with torch.cuda.stream(stream):
+                py = self.run_nograd("python", q, k, v, s, True)
+                fa = self.run_nograd("fast", q, k, v, s, True, expect=expect)
+            self.assert_same(py, fa, f"{expect} on {stream}")
+            self.assertEqual(self.cpp.cache_stats()["scratch"], scratch, f"{expect} on {stream}")
+
+        # no startend: one intervals entry per stream, so both streams keep hitting
+        call(main, None, "miss", 0)
+        call(main, None, "hit", 1)
+        call(main, None, "hit", 1)
+        call(side, None, "miss", 1)
+        call(side, None, "hit", 2)
+        call(side, None, "hit", 2)
+        call(main, None, "hit", 2)
+        call(side, None, "hit", 2)
+        # a startend (another plan key): its own buffers, once per stream again
+        call(main, sri, "miss", 2)
+        call(main, sri, "hit", 3)
+        call(main, sri, "hit", 3)
+        call(side, sri, "miss", 3)  # one intervals entry per startend, as in Python
+        call(side, sri, "hit", 4)
+        call(side, sri, "hit", 4)
+        # return_lse: a new lse per call, no scratch
+        with torch.cuda.stream(side):
+            a = self.run_nograd("fast", q, k, v, sri, True, expect="hit", return_lse=True)
+            b = self.run_nograd("fast", q, k, v, sri, True, expect="hit", return_lse=True)
+        self.assertNotEqual(a["lse"].data_ptr(), b["lse"].data_ptr())
+        self.assertTrue(torch.equal(a["lse"], b["lse"]))
+        self.assertEqual(self.cpp.cache_stats()["scratch"], 4)
+        torch.cuda.synchronize()
+
+    def test_nograd_misaligned_refused_like_python(self):
+        B, H, S, D = 1, 2, 256, 64
+        q, k, v, _ = inputs(B, S, S, H, D, seed=13)
+        odd = torch.empty(q.numel() + 8, dtype=q.dtype, device="cuda")[1:1 + q.numel()].view(q.shape).copy_(q)
+        self.assertEqual(odd.stride(), q.stride())
+        self.cpp.clear_caches()
+        ft._use_cpp(self.cpp)
+        self.run_nograd("fast", q, k, v, None, True, expect="miss")
+        for path in ("python", "fast"):
+            ft._use_cpp(self.cpp, fast=path == "fast")
+            with self.subTest(path=path), self.assertRaisesRegex(ValueError, "16-byte aligned"):
+                flashmask_attention(odd, k, v, None, True)
+        self.assertEqual(self.cpp.cache_stats()["hits_nograd"], 1, "the misaligned call was not a hit")
 
     def test_on_a_side_stream_and_noskip(self):
         B, H, S, D = 1, 2, 1024, 128
@@ -589,12 +724,11 @@ class CppAutograd(unittest.TestCase):
                 for _ in range(2):
                     res = [self.run_path(p, q, k, v, s, True, do, deterministic=True) for p in ("python", "fast")]
                     self.assert_same(res[0], res[1], what)
-                self.assertEqual(self.cpp.cache_stats()["hits"], 0, what)
-        with torch.no_grad():
-            before = self.cpp.cache_stats()
-            flashmask_attention(q.requires_grad_(), k, v, sri, True)
-            self.assertEqual(self.cpp.cache_stats(), before, "a no-grad call reached the fast path")
-        q.requires_grad_(False)
+                    for how in ("no_grad", "plain"):  # without autograd: declined alike
+                        res = [self.run_nograd(p, q, k, v, s, True, how=how) for p in ("python", "fast")]
+                        self.assert_same(res[0], res[1], f"{what}, no grad ({how})")
+                st = self.cpp.cache_stats()
+                self.assertEqual((st["hits"], st["hits_nograd"], st["remembered"]), (0, 0, 0), what)
 
     def run_child(self, env: dict, code: str, drop=()) -> str:
         """The last line the child prints (a build may print before it)."""
@@ -653,6 +787,19 @@ class CppAutograd(unittest.TestCase):
             out = self.run_child(env, code, drop=("FMSIM_TORCH_CPP",)).split()
         self.assertEqual(out[:4], ["1", "RuntimeWarning", "True", "python"], out)
         self.assertIn("_FlashMask", out[4])
+
+    def test_nograd_call_builds_nothing(self):
+        """A call without autograd never decides the backend (never builds the C++ op); once
+        it is in use (autograd_backend() here), no-grad calls take its fast path."""
+        code = ("import sys, torch, fmsim.torch as ft\n"
+                "q, k, v = (torch.randn(1, 256, 2, 64, device='cuda', dtype=torch.bfloat16) for _ in range(3))\n"
+                "o = [ft.flashmask_attention(q, k, v, None, True) for _ in range(2)]\n"
+                "none = (ft._cpp_state is None, any(m.startswith('fmsim_autograd_op') for m in sys.modules))\n"
+                "ft.autograd_backend()\n"
+                "o += [ft.flashmask_attention(q, k, v, None, True) for _ in range(2)]\n"
+                "print(*none, ft._cpp.cache_stats()['hits_nograd'], all(torch.equal(o[0], x) for x in o))\n")
+        out = self.run_child({"FMSIM_TORCH_CPP": "1"}, code).split()
+        self.assertEqual(out, ["True", "False", "1", "True"])
 
     def test_import_compiles_nothing(self):
         out = self.run_child({}, "import sys, fmsim, fmsim.torch as ft\n"

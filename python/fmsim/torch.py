@@ -48,7 +48,11 @@ RuntimeWarning (``autograd_backend()`` says which runs and why). ``import
 fmsim.torch`` compiles nothing; ``python3 -m fmsim.torch build`` (or
 ``build_autograd_op()``) compiles the C++ op ahead, at install time. The C++ op
 also looks up a call's plan and intervals itself when a call like it ran before
-(its fast path: no Python work per call beyond one function call).
+(its fast path: no Python work per call beyond one function call), for calls
+without autograd too once it is in use (after the first autograd call, or
+``autograd_backend()``; a call without autograd never builds it): it then runs
+the forward as the Python path does, the lse in a scratch buffer of its own per
+plan and stream.
 
 ``flashmask_attention_profile`` runs the instrumented kernels and returns the
 per-tile classes and clock64 cycles as tensors (``Profile``).
@@ -217,8 +221,9 @@ class _Plan:
         self.variant = variant
         self.o_shape = o_shape
         self.lse_shape = lse_shape
-        self.scratch = {}               # stream -> an lse nobody reads (calls without autograd)
-        self.cpp = None                 # the C++ op's copy of this plan (made at its first autograd call)
+        self.scratch = {}               # stream -> an lse nobody reads (calls without autograd; the C++
+                                        # fast path's no-grad calls keep their own in the C++ plan)
+        self.cpp = None                 # the C++ op's copy of this plan (made at its first call through the C++ op)
 
 
 def _sri_tensor(sri, device):
@@ -533,10 +538,10 @@ def flashmask_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, start
     output and, with deterministic, its gradients are bit-identical to skip's);
     kernel "auto" is the fastest the device runs (sm90 on Hopper; sm80 has no
     backward). The checks of a call's shapes run once per distinct shape."""
-    if _fast is not None and torch.is_grad_enabled() and (getattr(q, "requires_grad", False) or getattr(
-            k, "requires_grad", False) or getattr(v, "requires_grad", False)):
-        # autograd through the C++ op, its plan and intervals looked up in C++ (a call
-        # like one that ran before); None: anything else, which the path below takes
+    if _fast is not None:
+        # the C++ op's plan and intervals looked up in C++ (a call like one that ran
+        # before), then its autograd Function or, when autograd does not record, the
+        # forward alone (_fwd's work); None: anything else, which the path below takes
         r = _fast(q, k, v, startend_row_indices, causal, softmax_scale, return_lse, deterministic, layout,
                   kernel, variant)
         if r is not None:
@@ -552,15 +557,19 @@ def flashmask_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, start
         raise ValueError(f"startend_row_indices on {sri.device}, q on {q.device}: expected one device")
     stream = _stream(pl.device)
     iv = _intervals(pl, sri, causal, stream)
-    if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
-        cpp = _cpp if _cpp_state is not None else _cpp_decide()
+    grad = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
+    # the C++ op: decided (and built) by the first autograd call; a no-grad call uses it
+    # once it is in use but never builds it
+    cpp = _cpp if _cpp_state is not None or not grad else _cpp_decide()
+    if cpp is not None and (grad or _fast is not None):
+        cp = pl.cpp
+        if cp is None:
+            cp = pl.cpp = _cpp_plan(cpp, pl)
+        if _fast is not None and sri is startend_row_indices:  # the next such call takes the fast path
+            cpp.remember(q, k, v, sri, causal, softmax_scale, deterministic, layout, kernel, variant, cp, iv,
+                         stream)
+    if grad:
         if cpp is not None:
-            cp = pl.cpp
-            if cp is None:
-                cp = pl.cpp = _cpp_plan(cpp, pl)
-            if _fast is not None and sri is startend_row_indices:  # the next such call takes the fast path
-                cpp.remember(q, k, v, sri, causal, softmax_scale, deterministic, layout, kernel, variant, cp, iv,
-                             stream)
             if return_lse:
                 return cpp.forward_lse(cp, q, k, v, iv, stream)
             return cpp.forward(cp, q, k, v, iv, stream)

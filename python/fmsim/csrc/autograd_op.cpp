@@ -113,6 +113,9 @@ struct Plan : torch::CustomClassHolder {
   std::vector<int64_t> o_shape, lse_shape;
   at::TensorOptions o_opts, lse_opts;
   int64_t seqlen_q = 0, seqlen_k = 0;  // the fast path's interval keys (0: a plan made without them)
+  // The fast path's no-grad calls: stream -> an lse nobody reads (torch.py's _Plan.scratch), made
+  // once per stream, reused in stream order; touched only with the GIL held.
+  std::unordered_map<int64_t, at::Tensor> scratch;
 
   const void *shape() const { return problem.data(); }
 };
@@ -160,15 +163,25 @@ void *current_stream(const Plan &p, const at::Tensor &like, int64_t fallback) {
   return native_handle(s, fallback);
 }
 
-// torch.py's _fwd with keep_lse: o in q's layout and the lse, one library call.
-std::pair<at::Tensor, at::Tensor> fwd(const Call &c, const at::Tensor &q, const at::Tensor &k,
-                                      const at::Tensor &v) {
-  const Plan &p = *c.plan;
+// torch.py's _fwd's check, with its message.
+void check_aligned(const at::Tensor &q, const at::Tensor &k, const at::Tensor &v) {
   const auto qp = reinterpret_cast<uintptr_t>(q.data_ptr()), kp = reinterpret_cast<uintptr_t>(k.data_ptr()),
              vp = reinterpret_cast<uintptr_t>(v.data_ptr());
   if ((qp | kp | vp) & 15)
     throw py::value_error("q, k, v: data pointers must be 16-byte aligned (the kernels load with TMA)");
-  at::Tensor o = p.bhsd ? at::empty_like(q) : at::empty(p.o_shape, p.o_opts);
+}
+
+// o as torch.py's _fwd allocates it: in q's layout ((B, S, H, D), or empty_like(q) for bhsd).
+at::Tensor new_o(const Plan &p, const at::Tensor &q) {
+  return p.bhsd ? at::empty_like(q) : at::empty(p.o_shape, p.o_opts);
+}
+
+// torch.py's _fwd with keep_lse: o in q's layout and the lse, one library call.
+std::pair<at::Tensor, at::Tensor> fwd(const Call &c, const at::Tensor &q, const at::Tensor &k,
+                                      const at::Tensor &v) {
+  const Plan &p = *c.plan;
+  check_aligned(q, k, v);
+  at::Tensor o = new_o(p, q);
   at::Tensor lse = at::empty(p.lse_shape, p.lse_opts);
   ErrBuf err;
   err.msg[0] = '\0';
@@ -276,18 +289,20 @@ c10::intrusive_ptr<Plan> make_plan(py::bytes problem, int64_t fwd_addr, int64_t 
   return p;
 }
 
-// ---- The fast path: flashmask_attention's autograd call without Python's per-call work ----
-// torch.py's flashmask_attention, when autograd records, looks up its plan (_plan), its
-// interval vectors (_intervals) and the current stream, then calls forward/forward_lse
-// above: about 5 us of Python per call. fast() does those lookups here, in caches that
-// hold only what Python's path made and checked: a miss (or any argument it does not
-// take as it is) returns None, Python runs its own path, which checks the arguments
-// (one source of truth: _make_plan) and then hands its plan and intervals to
-// remember(), so that the next such call is a hit. Keys: torch.py's, field for field.
+// ---- The fast path: flashmask_attention's call without Python's per-call work ----
+// torch.py's flashmask_attention looks up its plan (_plan), its interval vectors
+// (_intervals) and the current stream, then, when autograd records, calls
+// forward/forward_lse above, else _fwd: about 5 us of Python per call. fast() does those
+// lookups here, in caches that hold only what Python's path made and checked, and runs
+// either (forward_nograd is _fwd): a miss (or any argument it does not take as it is)
+// returns None, Python runs its own path, which checks the arguments (one source of
+// truth: _make_plan) and then hands its plan and intervals to remember(), so that the
+// next such call, with or without autograd, is a hit. Keys: torch.py's, field for field.
 //
-// Thread safety: the caches are touched only with the GIL held (fast() and remember()
-// are pybind11 functions; fast() releases the GIL only around Function::apply, with
-// its own references to the plan and the intervals).
+// Thread safety: the caches and the plans' scratch buffers are touched only with the GIL
+// held (fast() and remember() are pybind11 functions; fast() releases the GIL only around
+// Function::apply or forward_nograd's allocations and library call, with its own
+// references to the plan and the intervals).
 
 constexpr size_t kCacheMax = 4096;  // torch.py's bound: a cache past it is cleared
 
@@ -330,6 +345,7 @@ struct Caches {
   std::unordered_map<const c10::TensorImpl *, SriEntry> sri;
   std::unordered_map<NoneKey, at::Tensor, WordsHash> none;
   int64_t hits = 0, no_plan = 0, no_intervals = 0, declined = 0, remembered = 0, refused = 0;
+  int64_t hits_nograd = 0, scratch = 0;  // no-grad hits; scratch lse buffers made (once per plan and stream)
 };
 
 // Never freed: tensors (CUDA memory) must not be released by static destructors at exit.
@@ -487,20 +503,60 @@ const at::Tensor *find_intervals(const Args &a, const Plan &p, int64_t stream) {
   return &e.iv;
 }
 
-// flashmask_attention's autograd call: the output (or (o, lse)), or None when the
-// call is not one the caches hold (Python's path then runs and remembers it).
+// torch.py's no-autograd call (flashmask_attention's last lines, _fwd with keep_lse =
+// return_lse): o allocated as _fwd does; the lse a new tensor when returned, else the
+// plan's scratch buffer for this stream (made here once, with the GIL held); one call of
+// the same entry point with the same arguments.
+py::object forward_nograd(const c10::intrusive_ptr<Plan> &plan, const at::Tensor &iv, int64_t stream,
+                          const Args &a, bool return_lse) {
+  Plan &p = *plan;
+  check_aligned(a.q, a.k, a.v);
+  float *scratch = nullptr;
+  if (!return_lse) {
+    at::Tensor &t = p.scratch[stream];
+    if (!t.defined()) {
+      t = at::empty(p.lse_shape, p.lse_opts);
+      ++caches().scratch;
+    }
+    scratch = t.data_ptr<float>();
+  }
+  at::Tensor o, lse;
+  int status;
+  ErrBuf err;
+  err.msg[0] = '\0';
+  {
+    py::gil_scoped_release nogil;  // as ctypes releases it around the call
+    o = new_o(p, a.q);
+    float *lp = scratch;
+    if (return_lse) {
+      lse = at::empty(p.lse_shape, p.lse_opts);
+      lp = lse.data_ptr<float>();
+    }
+    status = p.fwd(p.shape(), p.device, iv.data_ptr<int32_t>(), a.q.data_ptr(), a.k.data_ptr(), a.v.data_ptr(),
+                   o.data_ptr(), lp, p.variant, reinterpret_cast<void *>(stream), &err);
+  }
+  check(status, err);
+  if (return_lse)
+    return py::make_tuple(std::move(o), std::move(lse));
+  return py::cast(std::move(o));
+}
+
+// flashmask_attention's call, autograd recording it or not: the output (or (o, lse)),
+// or None when the call is not one the caches hold (Python's path then runs and
+// remembers it). With grad mode off or no input requiring grad, the forward alone
+// (forward_nograd); else the C++ Function.
 py::object fast(py::handle q, py::handle k, py::handle v, py::handle sri, py::handle causal, py::handle scale,
                 py::handle return_lse, py::handle deterministic, py::handle layout, py::handle kernel,
                 py::handle variant) {
   Caches &c = caches();
   Args a;
   int rl = 0;
-  if (!at::GradMode::is_enabled() ||
-      !read_args(a, q, k, v, sri, causal, scale, deterministic, layout, kernel, variant) ||
-      !(a.q.requires_grad() || a.k.requires_grad() || a.v.requires_grad()) || (rl = truth(return_lse)) < 0) {
+  if (!read_args(a, q, k, v, sri, causal, scale, deterministic, layout, kernel, variant) ||
+      (rl = truth(return_lse)) < 0) {
     ++c.declined;
     return py::none();
   }
+  const bool grad = at::GradMode::is_enabled() && (a.q.requires_grad() || a.k.requires_grad() || a.v.requires_grad());
   const auto pit = c.plans.find(plan_key(a));
   if (pit == c.plans.end()) {
     ++c.no_plan;
@@ -514,6 +570,10 @@ py::object fast(py::handle q, py::handle k, py::handle v, py::handle sri, py::ha
     return py::none();
   }
   const at::Tensor iv = *found;
+  if (!grad) {
+    ++c.hits_nograd;
+    return forward_nograd(plan, iv, stream, a, rl);
+  }
   ++c.hits;
   const Call call{plan.get(), &iv, stream};
   if (rl) {
@@ -576,6 +636,8 @@ py::dict cache_stats() {
   d["declined"] = c.declined;
   d["remembered"] = c.remembered;
   d["refused"] = c.refused;
+  d["hits_nograd"] = c.hits_nograd;
+  d["scratch"] = c.scratch;
   d["plans"] = c.plans.size();
   d["startend"] = c.sri.size();
   d["no_startend"] = c.none.size();
@@ -587,7 +649,7 @@ void clear_caches() {
   c.plans.clear();
   c.sri.clear();
   c.none.clear();
-  c.hits = c.no_plan = c.no_intervals = c.declined = c.remembered = c.refused = 0;
+  c.hits = c.no_plan = c.no_intervals = c.declined = c.remembered = c.refused = c.hits_nograd = c.scratch = 0;
 }
 
 }  // namespace fmsim
@@ -622,7 +684,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("fast", &fast, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("startend_row_indices"),
         py::arg("causal"), py::arg("softmax_scale"), py::arg("return_lse"), py::arg("deterministic"),
         py::arg("layout"), py::arg("kernel"), py::arg("variant"),
-        "flashmask_attention's autograd call from the caches: o or (o, lse); None on a miss");
+        "flashmask_attention's call from the caches (autograd recording it or not): o or (o, lse); None on a "
+        "miss");
   m.def("remember", &remember, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("startend_row_indices"),
         py::arg("causal"), py::arg("softmax_scale"), py::arg("deterministic"), py::arg("layout"),
         py::arg("kernel"), py::arg("variant"), py::arg("plan"), py::arg("intervals"), py::arg("stream"),
