@@ -52,10 +52,11 @@
  *              That is schedule 1 (SCHED_PINGPONG). Schedule 2 (SCHED_CONCURRENT,
  *              FlashAttention-4's Hopper order on the same tile) has no turns:
  *              both warpgroups issue S^T and dP^T, wait for S^T only and compute
- *              P^T under the dP^T GEMM; then dS^T, stored to shared memory; dV;
- *              one 256-thread barrier (head dim 128: both halves of dS^T are
- *              written); dQ of THIS query tile and dK; wait for dQ, stage it for
- *              the writer while dK runs; wait for dK, release the stage. No dQ
+ *              P^T under the dP^T GEMM; dV (its first query steps before the dP^T
+ *              wait); then dS^T, stored to shared memory; one 256-thread barrier
+ *              (head dim 128: both halves of dS^T are written); dQ of THIS query
+ *              tile and dK; wait for dQ, stage it for the writer while dK runs;
+ *              wait for dK, release the stage. No dQ
  *              deferral, no stand-in GEMM, no ds_full / ds_empty (the two dS^T
  *              buffers stay: a warpgroup writes buffer t & 1 only after the
  *              barrier of tile t - 1, which the other passed after its dQ GEMM
@@ -739,10 +740,11 @@ __device__ __forceinline__ void init_ctx(ctx<HD> &c, unsigned char *smem, bars<H
  * flash_bwd_sm90.py, on fmsim's 64 x 128 tile), one warpgroup's view:
  *   issue_s_dp_overlap   S^T and dP^T issued, two commit groups; wait for S^T only
  *   softmax_p            mask and P^T = exp2(..) under the dP^T GEMM
- *   issue_dv_half<0>     dV += P^T dO, query steps 0, 1 (pins those exp2 above the wait)
+ *   issue_dv_steps       dV += P^T dO, the first DV_EARLY query steps (pins their exp2
+ *                        above the wait; head dim 128: 3 of 4, head dim 64: all)
  *   ds_of_p              wait for dP^T; dS^T = P^T (dP^T - D)
  *   write_ds_sa          dS^T to buffer ds_iter & 1 (fenced for the async proxy)
- *   issue_dv_half<1>     dV, query steps 2, 3
+ *   issue_dv_steps       dV, the other query steps (head dim 128)
  *   issue_dq_dk          [head dim 128: BAR_DS, both halves written] dQ_w = dS K of
  *                        THIS tile, dK += dS^T Q; wait for dV and dQ
  *   stage_dq_sa          dQ_w * scale to the writer while dK runs
@@ -812,7 +814,7 @@ __device__ __forceinline__ void softmax_p(const params &p, const ctx<HD> &c, flo
 template <int HD>
 __device__ __forceinline__ void ds_of_p(const ctx<HD> &c, const float (&st)[32], float (&dpt)[32], int s) {
   using T = traits<HD>;
-  fmh::wgmma_wait<1>(); /* dV's first half (issued after dP^T) stays in flight */
+  fmh::wgmma_wait<1>(); /* dV's early steps (issued after dP^T) stay in flight */
   fmh::reg_fence(dpt);
   const uint32_t dsum = c.sa + T::OFF_ROWS + (s * 2 * T::BR + T::BR + 2 * c.c4) * 4;
 #pragma unroll
@@ -828,22 +830,27 @@ __device__ __forceinline__ void ds_of_p(const ctx<HD> &c, const float (&st)[32],
   }
 }
 
-/* Half H of dV += P^T dO (query steps 2 H, 2 H + 1; A = P^T from registers, dO
- * MN-major), its own commit group. Half 0 is issued before the dP^T wait: the
- * wgmma reads pa[0], pa[1], so ptxas must compute those exp2 before it (the
- * wait is no barrier to its scheduler: issued after the dS^T stores instead,
- * every exp2 sank below the wait). All of dV there would need P^T in fp32 and
- * bf16 at once (+8 registers: at head dim 128 ptxas then serializes the wgmma
- * at 232, C7512). The two halves add in query-step order, as schedule 1's one
- * group does: the same bits. */
-template <int HD, int H>
-__device__ __forceinline__ void issue_dv_half(const ctx<HD> &c, float (&dv)[HD / 2], const uint32_t (&pa)[4][4],
-                                              uint32_t do_base) {
+/* Query steps K0 .. K1 - 1 of dV += P^T dO (A = P^T from registers, dO
+ * MN-major), one commit group. The first DV_EARLY steps are issued before the
+ * dP^T wait: the wgmma reads their P^T fragments, so ptxas must compute those
+ * exp2 before it (the wait is no barrier to its scheduler: with all of dV
+ * after the dS^T stores, every exp2 sank below the wait). Head dim 128 issues
+ * three of the four early (in its SASS all 32 exp2 then sit above the wait;
+ * with two, 24): the fourth too holds P^T in fp32 and bf16 at once, and ptxas
+ * then serializes the wgmma at 232 (C7512); head dim 64 has the room for all
+ * four. The steps add in query-step order, as schedule 1's one group does:
+ * the same bits. */
+template <int HD> constexpr int DV_EARLY = HD == 64 ? 4 : 3;
+template <int HD, int K0, int K1>
+__device__ __forceinline__ void issue_dv_steps(const ctx<HD> &c, float (&dv)[HD / 2], const uint32_t (&pa)[4][4],
+                                               uint32_t do_base) {
   using T = traits<HD>;
-  fmh::wgmma_fence();
+  if constexpr (K0 < K1) {
+    fmh::wgmma_fence();
 #pragma unroll
-  for (int kk = 2 * H; kk < 2 * H + 2; kk++) fmh::pv_mma<HD>::run(dv, pa[kk], fmh::desc_mnmajor(do_base, T::BR, kk));
-  fmh::wgmma_commit();
+    for (int kk = K0; kk < K1; kk++) fmh::pv_mma<HD>::run(dv, pa[kk], fmh::desc_mnmajor(do_base, T::BR, kk));
+    fmh::wgmma_commit();
+  }
 }
 
 /* dQ_w = dS K of this query tile (issue_dq: dS^T buffer db) and dK += dS^T Q,
@@ -985,17 +992,17 @@ __device__ __forceinline__ void consumer_concurrent(const params &p, unsigned ch
       softmax_p<HD>(p, c, st, kv, s, m, flags);
       uint32_t pa[4][4], da[4][4]; /* P^T and dS^T as bf16 A fragments */
 #pragma unroll
-      for (int kk = 0; kk < 2; kk++) fmd::pack_frag(st + 8 * kk, pa[kk]);
-      issue_dv_half<HD, 0>(c, dv, pa, do_base); /* before the dP^T wait: pins the exp2 above it */
+      for (int kk = 0; kk < DV_EARLY<HD>; kk++) fmd::pack_frag(st + 8 * kk, pa[kk]);
+      issue_dv_steps<HD, 0, DV_EARLY<HD>>(c, dv, pa, do_base); /* before the dP^T wait: pins the exp2 above it */
       ds_of_p<HD>(c, st, dpt, s);
 #pragma unroll
       for (int kk = 0; kk < 4; kk++) fmd::pack_frag(dpt + 8 * kk, da[kk]);
 #pragma unroll
-      for (int kk = 2; kk < 4; kk++) fmd::pack_frag(st + 8 * kk, pa[kk]);
+      for (int kk = DV_EARLY<HD>; kk < 4; kk++) fmd::pack_frag(st + 8 * kk, pa[kk]);
       const int db = ds_iter & 1;
       write_ds_sa<HD>(c, da, db);
       fmh::fence_proxy_async(); /* for the dQ wgmma of both warpgroups (issue_dq_dk) */
-      issue_dv_half<HD, 1>(c, dv, pa, do_base);
+      issue_dv_steps<HD, DV_EARLY<HD>, 4>(c, dv, pa, do_base);
       float dq[32];
       issue_dq_dk<HD>(c, dq, dk, da, q_base, db);
       fmh::reg_fence(dv); /* dV is done too (the group before dQ's): P^T is free */
