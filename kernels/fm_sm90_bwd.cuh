@@ -49,6 +49,18 @@
  *              (ds_full: both halves written; ds_empty: both dQ GEMMs read it).
  *              At the end of the item: dK * scale and dV, bf16, staged in turn
  *              and stored by the writer (TMA).
+ *              That is schedule 1 (SCHED_PINGPONG). Schedule 2 (SCHED_CONCURRENT,
+ *              FlashAttention-4's Hopper order on the same tile) has no turns:
+ *              both warpgroups issue S^T and dP^T, wait for S^T only and compute
+ *              P^T under the dP^T GEMM; dV (its first query steps before the dP^T
+ *              wait); then dS^T, stored to shared memory; one 256-thread barrier
+ *              (head dim 128: both halves of dS^T are written); dQ of THIS query
+ *              tile and dK; wait for dQ, stage it for the writer while dK runs;
+ *              wait for dK, release the stage. No dQ
+ *              deferral, no stand-in GEMM, no ds_full / ds_empty (the two dS^T
+ *              buffers stay: a warpgroup writes buffer t & 1 only after the
+ *              barrier of tile t - 1, which the other passed after its dQ GEMM
+ *              of tile t - 2 had read that buffer).
  *
  * Determinism: in the default mode the fp32 dQ additions of different key tiles
  * land in whatever order the CTAs reach them. With deterministic = 1 every
@@ -120,6 +132,8 @@ template <int HD> struct traits {
   static constexpr int OFF_ITEM = OFF_BAR + 8 * NBARS;
   static constexpr int SMEM = OFF_ITEM + 16 + 1024;          /* + alignment slack */
   static constexpr int REG_PRODUCER = 40, REG_CONSUMER = 232;
+  /* schedule 2: 32 / 240 (FA3's MMA warpgroups have 240); 32 + 2 x 240 = 512 per thread slot */
+  static constexpr int REG_PRODUCER_S2 = 40, REG_CONSUMER_S2 = 232;
   /* dQ = dS K: head dim 128 splits the columns between the warpgroups (64 each);
      head dim 64 has one column block and splits the keys (the reduction) */
   static constexpr bool DQ_SPLIT_KEYS = HD == 64;
@@ -149,8 +163,13 @@ enum : int32_t {
   F_CLS_SHIFT = 4,     /* INSTR: bits 4, 5 of the flags: the pair's class (fm_tile_class), for the observer */
   TILE_MASK = (1 << FLAG_SHIFT) - 1
 };
-/* named barriers: 2, 3 a consumer warpgroup's own (at an item's end, store_dkdv); 4, 5 its tensor-core turn */
-enum : int { BAR_WG = 2, BAR_TURN = 4 };
+/* named barriers: 2, 3 a consumer warpgroup's own (at an item's end, store_dkdv); 4, 5 its tensor-core turn
+   (schedule 1); 6 both consumer warpgroups' dS^T halves written (schedule 2, head dim 128) */
+enum : int { BAR_WG = 2, BAR_TURN = 4, BAR_DS = 6 };
+/* The consumers' schedule (a template parameter of the kernel; the launch picks it,
+   fm_attn_tuning.sm90_bwd_sched): 1 FA3's ping-pong with dQ deferred by a tile
+   (consumer), 2 FA4's order, both warpgroups at once (consumer_concurrent). */
+enum : int { SCHED_PINGPONG = 1, SCHED_CONCURRENT = 2 };
 
 struct params : fmd::attn_base { /* Tr query tiles of BR, Tc key tiles of BC */
   CUtensorMap tm_q, tm_do;   /* (B, Sq, H, D) bf16, boxes 64 x BR */
@@ -166,16 +185,26 @@ struct params : fmd::attn_base { /* Tr query tiles of BR, Tc key tiles of BC */
 
 template <int HD> struct bars {
   uint64_t *b;
-  __device__ uint64_t *kv_full() const { return b; }
-  __device__ uint64_t *kv_empty() const { return b + 1; }
-  __device__ uint64_t *q_full(int s) const { return b + 2 + s; }
-  __device__ uint64_t *q_empty(int s) const { return b + 2 + traits<HD>::STAGES + s; }
-  __device__ uint64_t *ds_full(int d) const { return b + 2 + 2 * traits<HD>::STAGES + d; }
-  __device__ uint64_t *ds_empty(int d) const { return b + 4 + 2 * traits<HD>::STAGES + d; }
+  /* the barriers' indices in the array at OFF_BAR */
+  static constexpr int KV_FULL = 0, KV_EMPTY = 1, Q_FULL = 2, Q_EMPTY = 2 + traits<HD>::STAGES,
+                       DS_FULL = 2 + 2 * traits<HD>::STAGES, DS_EMPTY = 4 + 2 * traits<HD>::STAGES,
+                       DQ_FULL = 6 + 2 * traits<HD>::STAGES, DQ_EMPTY = 6 + 2 * traits<HD>::STAGES + traits<HD>::NCW;
+  __device__ uint64_t *kv_full() const { return b + KV_FULL; }
+  __device__ uint64_t *kv_empty() const { return b + KV_EMPTY; }
+  __device__ uint64_t *q_full(int s) const { return b + Q_FULL + s; }
+  __device__ uint64_t *q_empty(int s) const { return b + Q_EMPTY + s; }
+  __device__ uint64_t *ds_full(int d) const { return b + DS_FULL + d; }
+  __device__ uint64_t *ds_empty(int d) const { return b + DS_EMPTY + d; }
   /* consumer warpgroup w's staging buffer: written (dq_full), read by the copy engine (dq_empty) */
-  __device__ uint64_t *dq_full(int w) const { return b + 6 + 2 * traits<HD>::STAGES + w; }
-  __device__ uint64_t *dq_empty(int w) const { return b + 6 + 2 * traits<HD>::STAGES + traits<HD>::NCW + w; }
+  __device__ uint64_t *dq_full(int w) const { return b + DQ_FULL + w; }
+  __device__ uint64_t *dq_empty(int w) const { return b + DQ_EMPTY + w; }
 };
+static_assert(bars<128>::DQ_EMPTY + FMBQ_NCW == traits<128>::NBARS && bars<64>::DQ_EMPTY + FMBQ_NCW == traits<64>::NBARS,
+              "the barrier array holds every barrier");
+/* Schedule 2 (consumer_concurrent) reaches the same barriers at 32-bit
+ * shared-window addresses from one base (fewer registers than 64-bit
+ * pointers): barrier i of the array at sa + bar_at<HD>(i). */
+template <int HD> __device__ __forceinline__ constexpr uint32_t bar_at(int i) { return traits<HD>::OFF_BAR + 8 * i; }
 
 using fmd::fast_exp2;
 using fmd::pack_bf16;
@@ -404,6 +433,14 @@ struct key_iv {
 #pragma unroll
     for (int i = 0; i < 8; i++) w[i] = keys[i * 256 + c];
   }
+  /* schedule 2: key hr's words through the shared window (at = the keys' 32-bit
+     address + 4 c), the starts as i0 - start (softmax_p) */
+  __device__ __forceinline__ void load_key_sa(uint32_t at, int hr, int i0) {
+    ls[hr] = i0 - fmh::ld_shared_s32(at + (0 + hr) * 256 * 4);
+    ll[hr] = fmh::ld_shared_s32(at + (2 + hr) * 256 * 4);
+    us[hr] = i0 - fmh::ld_shared_s32(at + (4 + hr) * 256 * 4);
+    ul[hr] = fmh::ld_shared_s32(at + (6 + hr) * 256 * 4);
+  }
 };
 static_assert(sizeof(key_iv) == 8 * 4 && traits<128>::NCW * 128 == 256 && traits<64>::NCW * 128 == 256,
               "key_iv: 8 words per consumer thread, 256 consumer threads");
@@ -438,6 +475,7 @@ template <int HD> struct ctx {
   int my_turn, other_turn;        /* named barriers: this warpgroup's tensor-core turn, the other's */
   int k0;                         /* dQ: the first key step of this warpgroup */
   uint32_t kb;                    /* dQ: K's column block of this warpgroup */
+  uint32_t sa;                    /* schedule 2: shared memory's 32-bit address (LDS, not generic loads) */
 };
 
 /* Issues dQ_w = dS K_w (not committed); dS^T at ds_base: 64 queries x 64
@@ -619,11 +657,10 @@ __device__ __forceinline__ void issue_dv_dk_dq(const ctx<HD> &c, float (&dv)[HD 
   fmh::named_arrive(c.other_turn, 256);
 }
 
-/* dS^T (bf16) of this query tile to buffer db, SW128: (128 keys, 64 queries),
- * while the GEMMs run (written before the turn instead, it leaves ptxas too few
- * registers: it serializes the wgmma, C7512); then ds_full. */
+/* This thread's part of dS^T (bf16) to buffer db, SW128: (128 keys, 64
+ * queries; this warpgroup's rows 64 cw ..), conflict-free 32-bit stores. */
 template <int HD>
-__device__ __forceinline__ void store_ds(const ctx<HD> &c, const uint32_t (&da)[4][4], int db) {
+__device__ __forceinline__ void write_ds(const ctx<HD> &c, const uint32_t (&da)[4][4], int db) {
   using T = traits<HD>;
   unsigned char *ds = c.smem + T::OFF_DS + db * T::DS_BYTES;
 #pragma unroll
@@ -633,6 +670,14 @@ __device__ __forceinline__ void store_ds(const ctx<HD> &c, const uint32_t (&da)[
       const int key = c.cw * 64 + c.warp * 16 + c.g + 8 * (r & 1), q = 16 * kk + 8 * (r >> 1) + 2 * c.c4;
       *reinterpret_cast<uint32_t *>(ds + key * 128 + (((q >> 3) ^ (key & 7)) << 4) + (q & 7) * 2) = da[kk][r];
     }
+}
+
+/* dS^T (bf16) of this query tile to buffer db, SW128: (128 keys, 64 queries),
+ * while the GEMMs run (written before the turn instead, it leaves ptxas too few
+ * registers: it serializes the wgmma, C7512); then ds_full. */
+template <int HD>
+__device__ __forceinline__ void store_ds(const ctx<HD> &c, const uint32_t (&da)[4][4], int db) {
+  write_ds<HD>(c, da, db);
   fmh::fence_proxy_async();
   fmh::mbar_arrive(c.br.ds_full(db)); /* every thread: its part of dS^T is written */
 }
@@ -667,14 +712,10 @@ __device__ __forceinline__ void store_dkdv(const params &p, const ctx<HD> &c, co
   fmh::named_sync(BAR_WG + c.cw, 128); /* every thread's dV stores are before the next dQ stores */
 }
 
-/* The consumer warpgroups: items until the producer announces none; per item
- * its visited query tiles (issue_s_dp, softmax_ds, issue_dv_dk_dq, store_ds,
- * stage_dq of the previous tile), the last dQ, then store_dkdv; at the end the
- * writer's END job. */
-template <int HD, int VAR, bool INSTR>
-__device__ __forceinline__ void consumer(const params &p, unsigned char *smem, bars<HD> br, int cw) {
+/* A consumer warpgroup's view (ctx), filled once per kernel. */
+template <int HD>
+__device__ __forceinline__ void init_ctx(ctx<HD> &c, unsigned char *smem, bars<HD> br, int cw) {
   using T = traits<HD>;
-  ctx<HD> c;
   c.smem = smem;
   c.br = br;
   c.cw = cw;
@@ -691,6 +732,304 @@ __device__ __forceinline__ void consumer(const params &p, unsigned char *smem, b
   c.my_turn = BAR_TURN + cw, c.other_turn = BAR_TURN + (cw ^ 1);
   c.k0 = T::DQ_SPLIT_KEYS ? cw * T::DQ_KSTEPS : 0;
   c.kb = c.k_base + (T::DQ_SPLIT_KEYS ? 0 : cw) * T::BC * 128;
+}
+
+/* ---------------------------------- schedule 2: FlashAttention-4's order, no turns
+ *
+ * Per visited query tile, both consumer warpgroups at once (FA4's Hopper backward,
+ * flash_bwd_sm90.py, on fmsim's 64 x 128 tile), one warpgroup's view:
+ *   issue_s_dp_overlap   S^T and dP^T issued, two commit groups; wait for S^T only
+ *   softmax_p            mask and P^T = exp2(..) under the dP^T GEMM
+ *   issue_dv_steps       dV += P^T dO, the first DV_EARLY query steps (pins their exp2
+ *                        above the wait; head dim 128: 3 of 4, head dim 64: all)
+ *   ds_of_p              wait for dP^T; dS^T = P^T (dP^T - D)
+ *   write_ds_sa          dS^T to buffer ds_iter & 1 (fenced for the async proxy)
+ *   issue_dv_steps       dV, the other query steps (head dim 128)
+ *   issue_dq_dk          [head dim 128: BAR_DS, both halves written] dQ_w = dS K of
+ *                        THIS tile, dK += dS^T Q; wait for dV and dQ
+ *   stage_dq_sa          dQ_w * scale to the writer while dK runs
+ *   wait for dK; release the ring stage (q_empty, per thread as in schedule 1)
+ * dV and dK are the same wgmma on the same fragments in the same tile order as in
+ * schedule 1, and so is each tile's dQ part (the same split, issue_dq): the
+ * gradients are the same bits (dQ: in deterministic mode). */
+
+/* S^T = K_w Q^T and dP^T = V_w dO^T, one commit group each, issued without a
+ * turn; waits for S^T only, so dP^T runs under the exp2. */
+template <int HD>
+__device__ __forceinline__ void issue_s_dp_overlap(const ctx<HD> &c, float (&st)[32], float (&dpt)[32],
+                                                   uint32_t q_base, uint32_t do_base) {
+  using T = traits<HD>;
+  fmh::wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < HD / 16; kk++)
+    fmh::wgmma_ss_n64<0, 0>(st, fmh::desc_kmajor(c.kw_base, T::BC, kk), fmh::desc_kmajor(q_base, T::BR, kk), kk > 0);
+  fmh::wgmma_commit();
+#pragma unroll
+  for (int kk = 0; kk < HD / 16; kk++)
+    fmh::wgmma_ss_n64<0, 0>(dpt, fmh::desc_kmajor(c.vw_base, T::BC, kk), fmh::desc_kmajor(do_base, T::BR, kk),
+                            kk > 0);
+  fmh::wgmma_commit();
+  fmh::wgmma_wait<1>();
+  fmh::reg_fence(st);
+}
+
+/* P^T = exp2(S^T scale log2 e - LSE2) in place, the element mask on the
+ * thread's keys (kv, loaded when the entry needs it) first: softmax_ds's first
+ * half, the same arithmetic; stage s holds query tile m's LSE2. */
+template <int HD>
+__device__ __forceinline__ void softmax_p(const params &p, const ctx<HD> &c, float (&st)[32], key_iv &kv, int s,
+                                          int m, int flags) {
+  using T = traits<HD>;
+  const int c4 = c.c4;
+  const uint32_t lse2 = c.sa + T::OFF_ROWS + (s * 2 * T::BR + 2 * c4) * 4;
+  const uint32_t keys = c.sa + T::OFF_KEYS + c.ctid * 4;
+  const int i0 = m * T::BR + 2 * c4;
+  /* key by key (hr), so that only one key's interval words are held; row i =
+     i0 + 8 nb + e is masked for the key when i - ls < ll or i - us < ul
+     (unsigned), computed as (i0 - ls) + (8 nb + e): the same values mod 2^32 */
+#pragma unroll
+  for (int hr = 0; hr < 2; hr++) {
+    if (flags & F_NEEDMASK) kv.load_key_sa(keys, hr, i0);
+#pragma unroll
+    for (int nb = 0; nb < 8; nb++) {
+      const float2 l2 = fmh::ld_shared_f2(lse2 + 8 * nb * 4);
+#pragma unroll
+      for (int e = 0; e < 2; e++) {
+        const int idx = 4 * nb + 2 * hr + e;
+        float x = st[idx];
+        if (flags & F_NEEDMASK) {
+          const uint32_t o = (uint32_t)(8 * nb + e);
+          const bool mk = ((uint32_t)kv.ls[hr] + o < (uint32_t)kv.ll[hr]) ||
+                          ((uint32_t)kv.us[hr] + o < (uint32_t)kv.ul[hr]);
+          x = mk ? -INFINITY : x;
+        }
+        st[idx] = fast_exp2(fmaf(x, p.scale_log2, -(e ? l2.y : l2.x)));
+      }
+    }
+  }
+}
+
+/* Waits for dP^T (all of this warpgroup's wgmma), then dS^T = P^T (dP^T - D)
+ * in place: softmax_ds's second half, the same arithmetic. */
+template <int HD>
+__device__ __forceinline__ void ds_of_p(const ctx<HD> &c, const float (&st)[32], float (&dpt)[32], int s) {
+  using T = traits<HD>;
+  fmh::wgmma_wait<1>(); /* dV's early steps (issued after dP^T) stay in flight */
+  fmh::reg_fence(dpt);
+  const uint32_t dsum = c.sa + T::OFF_ROWS + (s * 2 * T::BR + T::BR + 2 * c.c4) * 4;
+#pragma unroll
+  for (int nb = 0; nb < 8; nb++) {
+    const float2 dd = fmh::ld_shared_f2(dsum + 8 * nb * 4);
+#pragma unroll
+    for (int hr = 0; hr < 2; hr++)
+#pragma unroll
+      for (int e = 0; e < 2; e++) {
+        const int idx = 4 * nb + 2 * hr + e;
+        dpt[idx] = st[idx] * (dpt[idx] - (e ? dd.y : dd.x));
+      }
+  }
+}
+
+/* Query steps K0 .. K1 - 1 of dV += P^T dO (A = P^T from registers, dO
+ * MN-major), one commit group. The first DV_EARLY steps are issued before the
+ * dP^T wait: the wgmma reads their P^T fragments, so ptxas must compute those
+ * exp2 before it (the wait is no barrier to its scheduler: with all of dV
+ * after the dS^T stores, every exp2 sank below the wait). Head dim 128 issues
+ * three of the four early (in its SASS all 32 exp2 then sit above the wait;
+ * with two, 24): the fourth too holds P^T in fp32 and bf16 at once, and ptxas
+ * then serializes the wgmma at 232 (C7512); head dim 64 has the room for all
+ * four. The steps add in query-step order, as schedule 1's one group does:
+ * the same bits. */
+template <int HD> constexpr int DV_EARLY = HD == 64 ? 4 : 3;
+template <int HD, int K0, int K1>
+__device__ __forceinline__ void issue_dv_steps(const ctx<HD> &c, float (&dv)[HD / 2], const uint32_t (&pa)[4][4],
+                                               uint32_t do_base) {
+  using T = traits<HD>;
+  if constexpr (K0 < K1) {
+    fmh::wgmma_fence();
+#pragma unroll
+    for (int kk = K0; kk < K1; kk++) fmh::pv_mma<HD>::run(dv, pa[kk], fmh::desc_mnmajor(do_base, T::BR, kk));
+    fmh::wgmma_commit();
+  }
+}
+
+/* dQ_w = dS K of this query tile (issue_dq: dS^T buffer db) and dK += dS^T Q,
+ * one commit group each; then waits until dV and dQ are done (dK stays in
+ * flight under the dQ staging). Head dim 128: warpgroup w's dQ columns need
+ * both warpgroups' halves of dS^T, so a 256-thread barrier first (each thread
+ * fenced its stores for the async proxy before it); head dim 64: the
+ * warpgroup's dQ reads only its own keys' half, no barrier. */
+template <int HD>
+__device__ __forceinline__ void issue_dq_dk(const ctx<HD> &c, float (&dq)[32], float (&dk)[HD / 2],
+                                            const uint32_t (&da)[4][4], uint32_t q_base, int db) {
+  using T = traits<HD>;
+  if (!T::DQ_SPLIT_KEYS) fmh::named_sync(BAR_DS, T::NCW * 128);
+  fmh::wgmma_fence();
+  issue_dq<HD>(c, dq, c.sa + T::OFF_DS + db * T::DS_BYTES);
+  fmh::wgmma_commit();
+#pragma unroll
+  for (int kk = 0; kk < 4; kk++) fmh::pv_mma<HD>::run(dk, da[kk], fmh::desc_mnmajor(q_base, T::BR, kk));
+  fmh::wgmma_commit();
+  fmh::wgmma_wait<1>();
+  fmh::reg_fence(dq);
+}
+
+/* Schedule 2's shared-memory side, through 32-bit shared-window addresses from
+ * c.sa (schedule 1's functions use 64-bit generic pointers; at head dim 128
+ * schedule 2 holds P^T in fp32 and bf16 at once, and those pointers' registers
+ * are what it lacks): the same maps, barriers and order as write_ds,
+ * take_stage, hand_stage, stage_dq and store_dkdv, whose comments hold. */
+template <int HD> __device__ __forceinline__ void write_ds_sa(const ctx<HD> &c, const uint32_t (&da)[4][4], int db) {
+  using T = traits<HD>;
+  const uint32_t ds = c.sa + T::OFF_DS + db * T::DS_BYTES;
+#pragma unroll
+  for (int kk = 0; kk < 4; kk++)
+#pragma unroll
+    for (int r = 0; r < 4; r++) {
+      const int key = c.cw * 64 + c.warp * 16 + c.g + 8 * (r & 1), q = 16 * kk + 8 * (r >> 1) + 2 * c.c4;
+      fmh::st_shared_u32(ds + key * 128 + (((q >> 3) ^ (key & 7)) << 4) + (q & 7) * 2, da[kk][r]);
+    }
+}
+template <int HD> __device__ __forceinline__ void take_stage_sa(const ctx<HD> &c, int u) {
+  fmh::mbar_wait_sa(c.sa + bar_at<HD>(bars<HD>::DQ_EMPTY + c.cw), fmbq_empty_parity(u));
+}
+template <int HD> __device__ __forceinline__ void hand_stage_sa(const ctx<HD> &c, int32_t code, int32_t item) {
+  fmh::fence_proxy_async();
+  if (c.tid == 0) fmh::st_shared_v2(c.sa + traits<HD>::OFF_JOB + 8 * c.cw, (uint32_t)code, (uint32_t)item);
+  fmh::mbar_arrive_sa(c.sa + bar_at<HD>(bars<HD>::DQ_FULL + c.cw));
+}
+template <int HD>
+__device__ __forceinline__ void stage_dq_sa(const params &p, const ctx<HD> &c, const float (&dq)[32], int mq,
+                                            int32_t item, int u) {
+  using T = traits<HD>;
+  const int warp = c.warp, g = c.g, c4 = c.c4;
+  const bool odd = g & 1;
+  const int xr = g ^ (c4 >> 1) ^ (odd ? 4 : 0);
+  const uint32_t base = c.sa + T::OFF_DQ + c.cw * T::DQ_BYTES + (warp * 16 + g) * 128 + (c4 & 1) * 8;
+  take_stage_sa<HD>(c, u);
+#pragma unroll
+  for (int nb = 0; nb < 8; nb++)
+#pragma unroll
+    for (int hr = 0; hr < 2; hr++) {
+      const float x0 = odd ? dq[4 * (nb ^ 2) + 2 * hr] : dq[4 * nb + 2 * hr];
+      const float x1 = odd ? dq[4 * (nb ^ 2) + 2 * hr + 1] : dq[4 * nb + 2 * hr + 1];
+      fmh::st_shared_f2(base + (nb >> 2) * T::BR * 128 + hr * 8 * 128 + (((2 * (nb & 3)) ^ xr) << 4),
+                        make_float2(x0 * p.scale, x1 * p.scale));
+    }
+  hand_stage_sa<HD>(c, mq, item);
+}
+template <int HD>
+__device__ __forceinline__ void store_dkdv_sa(const params &p, const ctx<HD> &c, const float (&dk)[HD / 2],
+                                              const float (&dv)[HD / 2], int32_t item, int u) {
+  const int warp = c.warp, g = c.g, c4 = c.c4;
+  const uint32_t stage = c.sa + traits<HD>::OFF_DQ + c.cw * traits<HD>::DQ_BYTES;
+#pragma unroll
+  for (int which = 0; which < 2; which++) {
+    take_stage_sa<HD>(c, u + which);
+    if (which == 0) fmh::named_sync(BAR_WG + c.cw, 128);
+    const float *acc = which ? dv : dk;
+    const float f = which ? 1.f : p.scale;
+#pragma unroll
+    for (int nb = 0; nb < HD / 8; nb++)
+#pragma unroll
+      for (int hr = 0; hr < 2; hr++) {
+        const int row = warp * 16 + g + 8 * hr, col = nb * 8 + 2 * c4, blk = col >> 6, chunk = (col & 63) >> 3;
+        fmh::st_shared_u32(stage + blk * 64 * 128 + row * 128 + ((chunk ^ (row & 7)) << 4) + (col & 7) * 2,
+                           pack_bf16(acc[4 * nb + 2 * hr] * f, acc[4 * nb + 2 * hr + 1] * f));
+      }
+    hand_stage_sa<HD>(c, which ? FMBQ_JOB_DV : FMBQ_JOB_DK, item);
+  }
+  fmh::named_sync(BAR_WG + c.cw, 128);
+}
+
+/* Schedule 2's consumer warpgroups: items until the producer announces none;
+ * per item store_keys, the visited query tiles (the phases above), then
+ * store_dkdv; at the end the writer's END job. The ring, the item protocol,
+ * the staging uses (fmbq_use from ds_iter and it_n) and the item's end are
+ * schedule 1's. */
+template <int HD, int VAR, bool INSTR>
+__device__ __forceinline__ void consumer_concurrent(const params &p, unsigned char *smem, bars<HD> br, int cw) {
+  using T = traits<HD>;
+  ctx<HD> c;
+  init_ctx<HD>(c, smem, br, cw);
+  c.sa = fmh::smem_addr(smem);
+  int ds_iter = 0; /* dS^T tiles written (= dQ parts staged) so far: buffer ds_iter & 1 */
+  for (int it_n = 0, q_iter = 0;; it_n++) { /* q_iter: ring position over all items */
+    fmh::mbar_wait_sa(c.sa + bar_at<HD>(bars<HD>::KV_FULL), it_n & 1);
+    const int32_t item = __shfl_sync(0xffffffffu, fmh::ld_shared_s32(c.sa + T::OFF_ITEM), 0);
+    if (item < 0) { /* the writer's END job, once its last copy has read the buffer */
+      take_stage_sa<HD>(c, fmbq_use(ds_iter, it_n));
+      hand_stage_sa<HD>(c, FMBQ_JOB_END, -1);
+      break;
+    }
+    const int n = item % p.Tc, bh = item / p.Tc, b = bh / p.H, h = bh % p.H;
+    {
+      key_iv kv;
+      store_keys<HD>(p, c, kv, n, b, h);
+    }
+    float dk[HD / 2], dv[HD / 2];
+#pragma unroll
+    for (int i = 0; i < HD / 2; i++) dk[i] = dv[i] = 0.f;
+    for (;;) {
+      const int s = q_iter % T::STAGES;
+      const uint32_t ph = (q_iter / T::STAGES) & 1;
+      fmh::mbar_wait_sa(c.sa + bar_at<HD>(bars<HD>::Q_FULL + s), ph);
+      const int32_t entry = __shfl_sync(0xffffffffu, fmh::ld_shared_s32(c.sa + T::OFF_META + 4 * s), 0);
+      const int m = entry & TILE_MASK, flags = entry >> FLAG_SHIFT;
+      q_iter++;
+      if (flags & F_EMPTY) {
+        fmh::mbar_arrive_sa(c.sa + bar_at<HD>(bars<HD>::Q_EMPTY + s)); /* every thread: it read the entry */
+        break;
+      }
+      const uint32_t q_base = c.sa + T::OFF_Q + s * T::QT_BYTES;
+      const uint32_t do_base = c.sa + T::OFF_DO + s * T::QT_BYTES;
+      float st[32], dpt[32];
+      issue_s_dp_overlap<HD>(c, st, dpt, q_base, do_base);
+      /* the thread's keys, loaded by softmax_p when the entry masks; zero otherwise, so
+         that their registers are not live around the loop (uninitialized, they were:
+         8 registers held through every GEMM) */
+      key_iv kv = {};
+      softmax_p<HD>(p, c, st, kv, s, m, flags);
+      uint32_t pa[4][4], da[4][4]; /* P^T and dS^T as bf16 A fragments */
+#pragma unroll
+      for (int kk = 0; kk < DV_EARLY<HD>; kk++) fmd::pack_frag(st + 8 * kk, pa[kk]);
+      issue_dv_steps<HD, 0, DV_EARLY<HD>>(c, dv, pa, do_base); /* before the dP^T wait: pins the exp2 above it */
+      ds_of_p<HD>(c, st, dpt, s);
+#pragma unroll
+      for (int kk = 0; kk < 4; kk++) fmd::pack_frag(dpt + 8 * kk, da[kk]);
+#pragma unroll
+      for (int kk = DV_EARLY<HD>; kk < 4; kk++) fmd::pack_frag(st + 8 * kk, pa[kk]);
+      const int db = ds_iter & 1;
+      write_ds_sa<HD>(c, da, db);
+      fmh::fence_proxy_async(); /* for the dQ wgmma of both warpgroups (issue_dq_dk) */
+      issue_dv_steps<HD, DV_EARLY<HD>, 4>(c, dv, pa, do_base);
+      float dq[32];
+      issue_dq_dk<HD>(c, dq, dk, da, q_base, db);
+      fmh::reg_fence(dv); /* dV is done too (the group before dQ's): P^T is free */
+      fmh::reg_fence(pa);
+      stage_dq_sa<HD>(p, c, dq, m, item, fmbq_use(ds_iter, it_n)); /* while dK runs */
+      fmh::wgmma_wait<0>();
+      fmh::reg_fence(dk);
+      fmh::reg_fence(da);
+      fmh::mbar_arrive_sa(c.sa + bar_at<HD>(bars<HD>::Q_EMPTY + s)); /* every thread: Q, dO, the entry, the rows */
+      ds_iter++;
+      if (flags & F_LAST) break;
+    }
+    /* ---- end of the item: K and V are no longer read */
+    fmh::mbar_arrive_sa(c.sa + bar_at<HD>(bars<HD>::KV_EMPTY)); /* every thread: it read the item number */
+    store_dkdv_sa<HD>(p, c, dk, dv, item, fmbq_use(ds_iter, it_n));
+  }
+}
+
+/* The consumer warpgroups: items until the producer announces none; per item
+ * its visited query tiles (issue_s_dp, softmax_ds, issue_dv_dk_dq, store_ds,
+ * stage_dq of the previous tile), the last dQ, then store_dkdv; at the end the
+ * writer's END job. */
+template <int HD, int VAR, bool INSTR>
+__device__ __forceinline__ void consumer(const params &p, unsigned char *smem, bars<HD> br, int cw) {
+  using T = traits<HD>;
+  ctx<HD> c;
+  init_ctx<HD>(c, smem, br, cw);
   /* the tensor cores' turns go round, warpgroup 0 first: its predecessor hands it the first */
   if (cw == T::NCW - 1) fmh::named_arrive(BAR_TURN + 0, 256);
   int ds_iter = 0; /* dS^T tiles written so far: buffer ds_iter & 1, phase (ds_iter >> 1) & 1 */
@@ -788,7 +1127,7 @@ __device__ __forceinline__ void consumer(const params &p, unsigned char *smem, b
   }
 }
 
-template <int HD, int VAR, bool INSTR>
+template <int HD, int VAR, bool INSTR, int SCHED>
 __global__ void __launch_bounds__(traits<HD>::THREADS, CTAS_PER_SM) bwd_kernel(const __grid_constant__ params p) {
   using T = traits<HD>;
   extern __shared__ unsigned char smem_raw[];
@@ -816,14 +1155,15 @@ __global__ void __launch_bounds__(traits<HD>::THREADS, CTAS_PER_SM) bwd_kernel(c
   }
   __syncthreads();
   if (wg == 0) {
-    fmh::setmaxnreg_dec<T::REG_PRODUCER>();
+    fmh::setmaxnreg_dec<SCHED == SCHED_CONCURRENT ? T::REG_PRODUCER_S2 : T::REG_PRODUCER>();
     const int warp = threadIdx.x >> 5;
     if (warp == 0) producer<HD, VAR, INSTR>(p, smem, br);
     else if (INSTR && threadIdx.x == 32) observer<HD>(p, smem, br);
     else if (warp >= FMBQ_WRITER_WARP0 && (threadIdx.x & 31) == 0) dq_writer<HD>(p, smem, br, warp - FMBQ_WRITER_WARP0);
   } else {
-    fmh::setmaxnreg_inc<T::REG_CONSUMER>();
-    consumer<HD, VAR, INSTR>(p, smem, br, wg - 1);
+    fmh::setmaxnreg_inc<SCHED == SCHED_CONCURRENT ? T::REG_CONSUMER_S2 : T::REG_CONSUMER>();
+    if constexpr (SCHED == SCHED_CONCURRENT) consumer_concurrent<HD, VAR, INSTR>(p, smem, br, wg - 1);
+    else consumer<HD, VAR, INSTR>(p, smem, br, wg - 1);
   }
 }
 

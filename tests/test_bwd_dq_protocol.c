@@ -22,6 +22,12 @@
  * was added once per warpgroup, every dK and dV stored once. The negative
  * tests (mutations of the protocol) show that each check can fail.
  *
+ * Both consumer schedules (cfg_t.sched): 1, the ping-pong (consumer), and 2,
+ * both warpgroups at once with one 256-thread barrier per tile at head dim 128
+ * and this tile's dQ staged before the release (consumer_concurrent); for 2
+ * the model also checks that no warpgroup writes a dS^T buffer that a dQ
+ * wgmma is still reading (the two buffers and BAR_DS).
+ *
  * Model choices: a consumer warpgroup is one agent whose 128 threads arrive
  * together (FMBQ_WG_THREADS arrivals in one step); the tensor-core turns of
  * the two warpgroups alternate strictly (named barriers 4, 5); the ds_full /
@@ -44,7 +50,7 @@
 
 enum { MAXK = 5, MAXC = 3, MAXI = 3, MAXT = 4, NW = FMBQ_NCW, STAGES = 2, MAXOPS = 4 };
 enum { M_NONE, M_EMPTY_PARITY, M_ARRIVE_BEFORE_READ, M_PASS_BEFORE_DONE, M_JOB_AFTER_ARRIVE, M_ITEM_USES,
-       M_SKIP_PASS, M_FULL_HALF };
+       M_SKIP_PASS, M_FULL_HALF, M_ONE_DS_BUFFER };
 
 typedef struct {
   int split, det;                 /* split keys (head dim 64), deterministic mode */
@@ -53,6 +59,7 @@ typedef struct {
   int tr, batch;                  /* query tiles; the producer classifies `batch` at a time (32) */
   unsigned visit[MAXK];           /* per key tile: bit m = query tile m visited */
   int n0;                         /* lowest key tile modelled; the stub stands for those below */
+  int sched;                      /* the consumers' schedule: 1 (0 too) ping-pong, 2 concurrent */
   int mutation;
 } cfg_t;
 
@@ -70,7 +77,7 @@ typedef struct {
 
 enum { EMPTY_ENTRY = -2 };
 enum { C_ITEM, C_QFULL, C_TURN1, C_TURN2, C_RELEASE, C_NEXT, C_LASTDQ, C_KVEMPTY, C_DV, C_ITEMDONE, C_END,
-       C_DONE, S_TAKE, S_WRITE, S_JOB, S_ARRIVE };
+       C_DONE, S_TAKE, S_WRITE, S_JOB, S_ARRIVE, C_WDS, C_BAR, C_BARWAIT, C_DQDONE, C_REL2 };
 enum { W_FULL, W_JOB, W_SEM, W_ISSUE, W_READ, W_EMPTY, W_ALL, W_PASS, W_FIN, W_DONE };
 enum { P_SKIP, P_EMIT, P_LAST, P_NEXT, P_DONE };
 
@@ -85,6 +92,7 @@ typedef struct {
   /* consumer warpgroups */
   uint8_t c_pc[NW], c_it[NW], c_q[NW], c_ds[NW], c_k[NW], c_last[NW], c_ret[NW], c_u[NW];
   int8_t c_prev[NW], c_m[NW], c_code[NW];
+  int8_t c_rd[NW]; /* schedule 2: the dS^T buffer warpgroup w's dQ wgmma is reading, -1 none */
   /* writers */
   uint8_t w_pc[NW], w_u[NW], w_n[NW];
   int8_t w_code[NW];
@@ -136,6 +144,7 @@ static void init_state(const cfg_t *g, state_t *s) {
     t->p_pend = -1;
     for (int w = 0; w < NW; w++) {
       t->c_prev[w] = -1;
+      t->c_rd[w] = -1;
       t->full[w].pending = (uint8_t)full_count(g);
       t->empty[w].pending = FMBQ_EMPTY_COUNT;
       t->buf[w] = -1;
@@ -284,10 +293,42 @@ static int consumer_move(const cfg_t *g, state_t *s, int c, int w) {
       t->c_pc[w] = C_LASTDQ;
     } else {
       t->c_m[w] = (int8_t)m;
-      t->c_pc[w] = C_TURN1;
+      t->c_pc[w] = g->sched == 2 ? C_WDS : C_TURN1;
     }
     return 1;
   }
+  /* schedule 2 (consumer_concurrent): write this warpgroup's half of dS^T to
+     buffer ds_iter & 1; head dim 128: BAR_DS (both warpgroups) before the dQ
+     wgmma, which reads both halves (head dim 64: its own half, no barrier)
+     until the wait that precedes the staging; this tile's dQ staged; release */
+  case C_WDS: {
+    const int b = g->mutation == M_ONE_DS_BUFFER ? 0 : t->c_ds[w] & 1;
+    for (int v = 0; v < NW; v++)
+      if (t->c_rd[v] == b && (v == w || !g->split))
+        violation("dS^T buffer written while a dQ wgmma reads it", c, w);
+    if (g->split) {
+      t->c_rd[w] = (int8_t)b;
+      t->c_pc[w] = C_DQDONE;
+    } else {
+      t->c_k[w]++; /* arrives on BAR_DS */
+      t->c_pc[w] = C_BARWAIT;
+    }
+    return 1;
+  }
+  case C_BARWAIT:
+    if (t->c_k[w ^ 1] < t->c_k[w]) return 0;
+    t->c_rd[w] = (int8_t)(g->mutation == M_ONE_DS_BUFFER ? 0 : t->c_ds[w] & 1);
+    t->c_pc[w] = C_DQDONE;
+    return 1;
+  case C_DQDONE:
+    t->c_rd[w] = -1;
+    stage(t, w, t->c_m[w], use_of(g, t->c_ds[w], t->c_it[w]), C_REL2);
+    return 1;
+  case C_REL2:
+    t->q_rel[w]++;
+    t->c_ds[w]++;
+    t->c_pc[w] = t->c_last[w] ? C_LASTDQ : C_QFULL;
+    return 1;
   case C_TURN1:
   case C_TURN2:
     if (t->pp != 2 * t->c_k[w] + w) return 0;
@@ -736,6 +777,20 @@ Test(bwd_dq_protocol, one_cta_every_interleaving) {
     }
 }
 
+/* Schedule 2 (consumer_concurrent), every interleaving of one CTA: both modes,
+ * both counter layouts (head dim 64: no barrier between the warpgroups). */
+Test(bwd_dq_protocol, one_cta_every_interleaving_sched2) {
+  for (int split = 0; split < 2; split++)
+    for (int det = 0; det < 2; det++) {
+      cfg_t g = one_cta(split, det);
+      g.sched = 2;
+      const result_t r = explore_all(&g);
+      cr_assert(r.ok, "schedule 2, split %d det %d: %s", split, det, g_why);
+      cr_assert_gt(r.states, 1000);
+      printf("schedule 2, one CTA, split %d det %d: %zu states, no violation, no deadlock\n", split, det, r.states);
+    }
+}
+
 /* Several CTAs on one head, along random schedules: the chain of turns across
  * CTAs (and a CTA taking a later key tile of the same head), random masks. */
 Test(bwd_dq_protocol, ctas_random_schedules) {
@@ -745,10 +800,17 @@ Test(bwd_dq_protocol, ctas_random_schedules) {
       const cfg_t g = two_ctas(split, det);
       cr_assert(explore_random(&g, 400, lcg(&seed)), "two CTAs, split %d det %d: %s", split, det, g_why);
     }
-  for (int round = 0; round < 8; round++)
+  for (int split = 0; split < 2; split++)
+    for (int det = 0; det < 2; det++) {
+      cfg_t g = two_ctas(split, det);
+      g.sched = 2;
+      cr_assert(explore_random(&g, 400, lcg(&seed)), "schedule 2, two CTAs, split %d det %d: %s", split, det, g_why);
+    }
+  for (int round = 0; round < 16; round++)
     for (int split = 0; split < 2; split++) {
       cfg_t g;
       memset(&g, 0, sizeof g);
+      g.sched = 1 + (round & 1);
       g.split = split, g.det = 1, g.nctas = 3, g.tr = 4, g.batch = 2;
       g.nitems[0] = 2, g.nitems[1] = g.nitems[2] = 1; /* CTA 0 takes key tiles 0 and 3 */
       g.items[0][0] = 0, g.items[1][0] = 1, g.items[2][0] = 2, g.items[0][1] = 3;
@@ -782,6 +844,15 @@ Test(bwd_dq_protocol, mutations_are_caught) {
   expect_caught(one_cta(0, 0), M_FULL_HALF, "dq_full counting half the threads");
   /* head dim 64: a skipped tile passing only the first warpgroup's turn */
   expect_caught(two_ctas(1, 1), M_SKIP_PASS, "skip passes turn + 1 at head dim 64");
+  /* schedule 2 with one dS^T buffer: the next tile's stores overwrite what the
+     other warpgroup's dQ wgmma still reads */
+  cfg_t g1 = one_cta(0, 0);
+  g1.sched = 2;
+  expect_caught(g1, M_ONE_DS_BUFFER, "schedule 2 with one dS^T buffer");
+  g1.split = 1; /* head dim 64 reads only its own half: one buffer would do there, but a
+                   warpgroup still may not overwrite its own half before its dQ wgmma read it */
+  g1.mutation = M_ONE_DS_BUFFER;
+  cr_assert(explore_all(&g1).ok, "schedule 2, head dim 64, one dS^T buffer: %s", g_why);
   /* the random schedules find a mutation too */
   cfg_t g = two_ctas(0, 1);
   g.mutation = M_PASS_BEFORE_DONE;
