@@ -1,26 +1,27 @@
 /* The dQ hand-off of the sm90 backward (kernels/fm_sm90_bwd.cuh: the
  * consumers' stage_dq / store_dkdv / END, the writers' dq_writer, the
- * producer's turns of skipped tiles), host only: a state machine of the
- * agents of one or more CTAs, explored over every interleaving (depth-first,
- * visited states hashed) or along random schedules, in both modes and both
- * ways of sharing the deterministic counters (head dim 128: a counter per
- * warpgroup; head dim 64: one counter, turns 2 n + w).
+ * producer's ring), host only: a state machine of the agents of one or more
+ * CTAs, explored over every interleaving (depth-first, visited states hashed)
+ * or along random schedules, in both modes and both ways of sharing the
+ * deterministic counters (head dim 128: a counter per warpgroup; head dim 64:
+ * one counter, turns 2 t + w, t the key tile's rank among the query tile's
+ * visitors in take order, kernels/fm_sm90_bwd_order.h).
  *
- * What comes from the kernel's own header (kernels/fm_sm90_bwd_dq.h, which
- * the kernel uses for the same purposes): the barrier counts and who arrives
- * how often, the wait parities, the use index of every staging use, the
- * deterministic counter slots, turns and passes, the job codes. What is a
- * copy of the kernel's code (keep in step): the order of the steps of each
- * agent, listed at each agent below.
+ * What comes from the kernel's own header (kernels/fm_sm90_bwd_dq.h, which the
+ * kernel uses for the same purposes): the barrier counts and who arrives how
+ * often, the wait parities, the use index of every staging use, the
+ * deterministic counter slots, turns and passes, the job codes. What is a copy
+ * of the kernel's code (keep in step): the order of the steps of each agent,
+ * listed at each agent below.
  *
  * Checked at every step: no consumer writes a staging buffer while a copy of
  * it is being read by the copy engine; the writer reads the job word of the
  * use it waited for and copies a buffer that holds that use; in deterministic
- * mode, every (query tile, column part)'s dQ additions complete in key-tile
- * order. At the end of every schedule: nobody waits forever (a state where no
- * agent can move and one has not finished is a deadlock), every visited pair
- * was added once per warpgroup, every dK and dV stored once. The negative
- * tests (mutations of the protocol) show that each check can fail.
+ * mode, every (query tile, column part)'s dQ additions complete in the rule's
+ * take order. At the end of every schedule: nobody waits forever (a state
+ * where no agent can move and one has not finished is a deadlock), every
+ * visited pair was added once per warpgroup, every dK and dV stored once. The
+ * negative tests (mutations of the protocol) show that each check can fail.
  *
  * Model choices: a consumer warpgroup is one agent whose 128 threads arrive
  * together (FMBQ_WG_THREADS arrivals in one step); the tensor-core turns of
