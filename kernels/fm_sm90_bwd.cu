@@ -3,9 +3,10 @@
  * accumulator and its conversion to bf16, tensor maps, launch.
  *
  * Work items are the key tiles of every (b, h), in index order (heads in
- * order, key tiles ascending): the deterministic mode needs every CTA to wait
- * only for lower items, and for causal masks the first key tiles of a head are
- * the heaviest, so index order is heaviest first within each head.
+ * order, key tiles ascending; for causal masks the first key tiles of a head
+ * are the heaviest, so index order is heaviest first within each head). The
+ * deterministic mode takes them in the order of fm_sm90_bwd_order.h instead,
+ * whose tables the order kernels below build from the tile bounds first.
  */
 #include <cuda.h>
 #include <cuda_bf16.h>
@@ -48,6 +49,44 @@ __global__ void __launch_bounds__(256) prep_kernel(const __nv_bfloat16 *__restri
   }
 }
 
+/* The deterministic order's tables (fm_sm90_bwd_order.h), in three passes
+ * over the (nsets, Tc) tile bounds: each key tile's key; each key tile's take
+ * position (its rank by fmbo_before, O(Tc) a thread) into take; each (set,
+ * query tile)'s turns, one warp walking the take order 32 key tiles a step. */
+__global__ void order_key_kernel(const fm_tile_bounds *__restrict__ bounds, int32_t *__restrict__ key, int64_t n_all,
+                                 int32_t br, int32_t sq) {
+  const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n_all) key[i] = fmbo_key(&bounds[i], br, sq);
+}
+__global__ void order_take_kernel(const int32_t *__restrict__ key, int32_t *__restrict__ take, int64_t n_all,
+                                  int32_t tc) {
+  const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n_all) return;
+  const int64_t set = i / tc;
+  const int32_t n = (int32_t)(i % tc), kn = key[i];
+  const int32_t *ks = key + set * tc;
+  int32_t rank = 0;
+  for (int32_t j = 0; j < tc; j++) rank += fmbo_before(ks[j], j, kn, n);
+  take[fmbo_take_at((int32_t)set, tc, rank)] = n;
+}
+__global__ void order_turn_kernel(const fm_tile_bounds *__restrict__ bounds, const int32_t *__restrict__ take,
+                                  int16_t *__restrict__ turns, int32_t nsets, int32_t tr, int32_t tc, int32_t br,
+                                  int32_t sq) {
+  const int64_t w = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+  const int lane = threadIdx.x & 31;
+  if (w >= (int64_t)nsets * tr) return;
+  const int32_t set = (int32_t)(w / tr), m = (int32_t)(w % tr);
+  int32_t base = 0;
+  for (int32_t k0 = 0; k0 < tc; k0 += 32) {
+    const int32_t k = k0 + lane, n = k < tc ? take[fmbo_take_at(set, tc, k)] : 0;
+    const bool v = k < tc && fmbo_visits(&bounds[(int64_t)set * tc + n], m, br, sq);
+    const unsigned bal = __ballot_sync(0xffffffffu, v);
+    if (k < tc)
+      turns[fmbo_turn_at(set, tr, tc, m, n)] = (int16_t)(v ? base + __popc(bal & ((1u << lane) - 1u)) : FMBO_NONE);
+    base += __popc(bal);
+  }
+}
+
 /* dq (bf16) = the fp32 accumulator, four elements a thread. */
 __global__ void dq_convert_kernel(const float4 *__restrict__ acc, uint2 *__restrict__ dq, int64_t n4) {
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n4; i += (int64_t)gridDim.x * blockDim.x) {
@@ -55,6 +94,19 @@ __global__ void dq_convert_kernel(const float4 *__restrict__ acc, uint2 *__restr
     __nv_bfloat162 a = __floats2bfloat162_rn(v.x, v.y), c = __floats2bfloat162_rn(v.z, v.w);
     dq[i] = make_uint2(*reinterpret_cast<uint32_t *>(&a), *reinterpret_cast<uint32_t *>(&c));
   }
+}
+
+/* Deterministic mode: the order's tables from the tile bounds (nsets x Tc at
+ * BC), in the workspace at key (scratch), take and turns. */
+static cudaError_t build_order(const fmd::attn_base &b, int32_t *key, int32_t *take, int16_t *turns,
+                               cudaStream_t s) {
+  const int32_t nsets = b.nb * b.nh;
+  const int64_t nk = (int64_t)nsets * b.Tc, warps = (int64_t)nsets * b.Tr;
+  order_key_kernel<<<(unsigned)((nk + 255) / 256), 256, 0, s>>>(b.bounds, key, nk, traits<128>::BR, b.Sq);
+  order_take_kernel<<<(unsigned)((nk + 255) / 256), 256, 0, s>>>(key, take, nk, b.Tc);
+  order_turn_kernel<<<(unsigned)((warps * 32 + 255) / 256), 256, 0, s>>>(b.bounds, take, turns, nsets, b.Tr, b.Tc,
+                                                                          traits<128>::BR, b.Sq);
+  return cudaGetLastError();
 }
 
 template <int HD, int VAR, bool INSTR, int SCHED>
@@ -88,9 +140,10 @@ static cudaError_t launch(const params &p, int variant, bool instr, int sched, i
  * (fm_attn_dev.h: fm_kernel_bench --sm90-bwd-scheds), else the environment's
  * FMSIM_SM90_BWD_SCHED (1 or 2; a development switch, so that `fmsim verify`
  * and bench/bwd_bits.py check either schedule from one build), else
- * FM_SM90_BWD_SCHED (compile time, default 1). 0 for a value out of range. */
+ * FM_SM90_BWD_SCHED (compile time, default 2: measured 4-7% faster than the ping-pong
+ * on an H100, kernels/PERF_NOTES.md "Schedule 2"). 0 for a value out of range. */
 #ifndef FM_SM90_BWD_SCHED
-#define FM_SM90_BWD_SCHED 1
+#define FM_SM90_BWD_SCHED 2
 #endif
 static int pick_sched(int32_t knob) {
   int v = knob;
@@ -122,9 +175,15 @@ fm_status launch_sm90_bwd(const pass_launch &l, fm_err *err) {
   const int64_t rows = (int64_t)B * H * Sq, nq = (int64_t)B * Sq * H * D;
   const int64_t nitems64 = (int64_t)B * H * l.base.Tc, nsem = p->deterministic ? (int64_t)B * H * l.base.Tr * 2 : 0;
   if (nitems64 >= (1ll << 31)) return fm_fail(err, FM_EUNSUPPORTED, "sm90 backward: too many key tiles");
+  if (p->deterministic && (l.base.Tc > FMBO_MAX_TC || !l.base.bounds))
+    return fm_fail(err, FM_EUNSUPPORTED, "sm90 backward, deterministic: at most %d key tiles and tile bounds",
+                   FMBO_MAX_TC);
+  /* deterministic: the order's tables (fm_sm90_bwd_order.h) */
+  const int64_t nord = p->deterministic ? (int64_t)l.base.nb * l.base.nh * l.base.Tc : 0;
   auto up = [](int64_t x) { return 256 * ((x + 255) / 256); };
   const int64_t off_d = up(rows * 4), off_dq = off_d + up(rows * 4), off_cnt = off_dq + up(nq * 4);
-  const int64_t off_sem = off_cnt + 256, ws_bytes = off_sem + up(nsem * 4);
+  const int64_t off_sem = off_cnt + 256, off_key = off_sem + up(nsem * 4), off_take = off_key + up(nord * 4);
+  const int64_t off_turn = off_take + up(nord * 4), ws_bytes = off_turn + up(nord * l.base.Tr * 2);
   unsigned char *ws = nullptr;
   cudaError_t e = fm_ws_alloc((void **)&ws, (size_t)ws_bytes, l.stream);
   if (e != cudaSuccess) return cuda_fail(err, e, "workspace allocation (sm90 backward workspace)");
@@ -146,6 +205,8 @@ fm_status launch_sm90_bwd(const pass_launch &l, fm_err *err) {
   kp.dsum = dsum;
   kp.next_item = counter;
   kp.sem = sem;
+  kp.take = (const int32_t *)(ws + off_take);
+  kp.turns = (const int16_t *)(ws + off_turn);
   kp.nitems = (int32_t)nitems64;
   kp.deterministic = p->deterministic ? 1 : 0;
   fm90b::prep_kernel<<<(unsigned)((rows * 32 + 255) / 256), 256, 0, l.stream>>>(
@@ -153,6 +214,9 @@ fm_status launch_sm90_bwd(const pass_launch &l, fm_err *err) {
   e = cudaGetLastError();
   if (e == cudaSuccess) e = cudaMemsetAsync(dq_acc, 0, (size_t)nq * 4, l.stream);
   if (e == cudaSuccess) e = cudaMemsetAsync(counter, 0, 256 + (size_t)up(nsem * 4), l.stream);
+  if (e == cudaSuccess && p->deterministic)
+    e = fm90b::build_order(l.base, (int32_t *)(ws + off_key), (int32_t *)(ws + off_take), (int16_t *)(ws + off_turn),
+                           l.stream);
   if (e == cudaSuccess && l.instrumented) { /* the pairs the kernel skips: MASKED (0), 0 cycles */
     static_assert(FM_TILE_MASKED == 0, "the skipped pairs' class is written as zero bytes");
     const size_t pairs = (size_t)B * H * l.base.Tr * l.base.Tc;

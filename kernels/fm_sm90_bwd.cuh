@@ -12,8 +12,8 @@
  *              masks is heaviest first), loads K and V by TMA, classifies the
  *              query tiles and feeds the visited ones through a two-stage ring:
  *              Q and dO by TMA, the rows' LSE (log2 domain) and D = rowsum(dO O)
- *              by the lanes; in deterministic mode it also takes the dQ turn of
- *              the query tiles it skips (below).
+ *              by the lanes; in deterministic mode it takes the items in the
+ *              take order of fm_sm90_bwd_order.h (det_item).
  *              Warps 2 and 3, thread 0: the writers of consumer warpgroups 1
  *              and 2 (dq_writer): each issues the copy-engine operations that
  *              read its warpgroup's staging buffer (dQ reductions, dK and dV
@@ -63,17 +63,20 @@
  *              of tile t - 2 had read that buffer).
  *
  * Determinism: in the default mode the fp32 dQ additions of different key tiles
- * land in whatever order the CTAs reach them. With deterministic = 1 every
- * (batch, head, query tile) has a counter in global memory (head dim 128: one
- * per warpgroup's columns, turns n; head dim 64: one, turns 2 n + w), and the
- * CTA of key tile n adds its dQ part only on its turn (its writer waits), then
- * passes it on once the addition has completed; the producer takes the turns of
- * the query tiles this key tile skips. So dQ is summed in key-tile order, and
- * NOSKIP (which adds exact zeros where SKIP adds nothing) gives bit-identical
- * gradients. Items are handed out in increasing order and a CTA waits only for
- * lower items (within a CTA at head dim 64, the second consumer warpgroup's
- * writer also for the first's, which never waits for the second), so the waits
- * end; tests/test_bwd_dq_protocol.c models it.
+ * land in whatever order the CTAs reach them. With deterministic = 1 the order
+ * of kernels/fm_sm90_bwd_order.h: the items are taken in its take order, and
+ * every (batch, head, query tile) has a counter in global memory (head dim
+ * 128: one per warpgroup's columns, turns t; head dim 64: one, turns 2 t + w)
+ * on which the key tiles that visit the query tile add their dQ parts in take
+ * order: the writer of the visitor with turn t (from the order's table) waits
+ * for t, adds, and passes t + 1 once the addition has completed. Key tiles
+ * that skip the query tile take no turn; NOSKIP's writers leave the MASKED
+ * pairs (turn FMBO_NONE) out of the sum, so deterministic SKIP and NOSKIP add
+ * the same terms in the same order: bit-identical gradients. Every wait is for
+ * a key tile taken earlier (within a CTA at head dim 64, the second consumer
+ * warpgroup's writer also for the first's, which never waits for the second),
+ * so the waits end; tests/test_bwd_dq_protocol.c models the hand-off,
+ * tests/test_bwd_det_order.c the order on the persistent grid.
  *
  * Variants: SKIP and NOSKIP (a MASKED pair element-masked to -inf: P = 0, dS =
  * 0, exact zeros added). INSTR: an observer, lane 0 of producer warp 1, which
@@ -101,6 +104,7 @@
 #include "fm_kernel_traits.h"
 #include "fm_kernels.h"
 #include "fm_sm90_bwd_dq.h"
+#include "fm_sm90_bwd_order.h"
 #include "fm_tile_rule.h"
 
 namespace fm90b {
@@ -180,6 +184,8 @@ struct params : fmd::attn_base { /* Tr query tiles of BR, Tc key tiles of BC */
   const float *dsum;         /* (B, H, Sq) D = rowsum(dO * O) */
   int32_t *next_item;        /* atomic counter, zero at launch */
   int32_t *sem;              /* deterministic: (B * H * Tr * NCW) counters, zero at launch */
+  const int32_t *take;       /* deterministic: (nsets, Tc) key tile at each take position (fm_sm90_bwd_order.h) */
+  const int16_t *turns;      /* deterministic: (nsets, Tr, Tc) a pair's dQ turn, FMBO_NONE for a MASKED pair */
   int32_t nitems, deterministic;
 };
 
@@ -210,18 +216,34 @@ using fmd::fast_exp2;
 using fmd::pack_bf16;
 using fmd::set_of;
 
-/* Deterministic dQ turns: wait until the counter says `turn` (acquire). */
-__device__ __forceinline__ void sem_wait(const int32_t *c, int32_t turn) {
+/* Deterministic dQ turns: the counter's value (acquire). */
+__device__ __forceinline__ int32_t sem_load(const int32_t *c) {
   int32_t v;
-  for (;;) {
-    asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(c) : "memory");
-    if (v == turn) return;
+  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(c) : "memory");
+  return v;
+}
+/* Waits until the counter says `turn`, its first read `v` already taken (so
+ * that the first read can be issued beside the load of the turn itself). */
+__device__ __forceinline__ void sem_wait_from(const int32_t *c, int32_t turn, int32_t v) {
+  while (v != turn) {
     __nanosleep(64);
+    v = sem_load(c);
   }
 }
 /* Passes the turn on (release: the reduction this thread waited for is visible first). */
 __device__ __forceinline__ void sem_pass(int32_t *c, int32_t next) {
   asm volatile("st.release.gpu.global.b32 [%0], %1;\n" ::"l"(c), "r"(next) : "memory");
+}
+
+/* Deterministic mode: item k of the atomic counter in take order
+ * (fm_sm90_bwd_order.h, rule 2): its (batch, head) and the key tile at its
+ * take position, as the item number bh Tc + n that the rest of the kernel
+ * reads. */
+__device__ __forceinline__ int32_t det_item(const params &p, int32_t k) {
+  int32_t bh, pos;
+  fmbo_item(k, p.B * p.H, p.Tc, &bh, &pos);
+  const int b = bh / p.H, h = bh % p.H;
+  return bh * p.Tc + __ldg(p.take + fmbo_take_at(set_of(p, b, h), p.Tc, pos));
 }
 
 /* ------------------------------------------------------------------ producer */
@@ -239,7 +261,8 @@ __device__ __forceinline__ void producer(const params &p, unsigned char *smem, b
     if (lane == 0) {
       if (it_n > 0) fmh::mbar_wait(br.kv_empty(), (it_n - 1) & 1);
       const int32_t k = atomicAdd(p.next_item, 1);
-      item = k < p.nitems ? k : -1; /* items in index order (determinism needs it) */
+      item = k < p.nitems ? k : -1; /* items in index order; deterministic: in take order */
+      if (p.deterministic && item >= 0) item = det_item(p, k);
       *sItem = item;
       if (item >= 0) {
         const int n = item % p.Tc, bh = item / p.Tc, b = bh / p.H, h = bh % p.H;
@@ -308,14 +331,6 @@ __device__ __forceinline__ void producer(const params &p, unsigned char *smem, b
       const fm_tile_bounds tb = fmd::load_bounds(tbp);
       const int cls = fm_classify_minmax(&tb, m * T::BR, min((m + 1) * T::BR, p.Sq));
       const bool keep = VAR == FM_VARIANT_NOSKIP || cls != FM_TILE_MASKED;
-      /* deterministic: the dQ turns of the query tiles this key tile skips */
-      if (p.deterministic && !keep) {
-        for (int s = 0; s < fmbq_skip_slots(T::DQ_SPLIT_KEYS); s++) {
-          int32_t *c = p.sem + fmbq_sem_slot(T::DQ_SPLIT_KEYS, bh, p.Tr, m, s);
-          sem_wait(c, fmbq_turn(T::DQ_SPLIT_KEYS, n, s));
-          sem_pass(c, fmbq_skip_pass(T::DQ_SPLIT_KEYS, n, s));
-        }
-      }
       *fl = ((cls != FM_TILE_UNMASKED || cut) ? F_NEEDMASK : 0) | (INSTR ? cls << F_CLS_SHIFT : 0);
       return keep;
     };
@@ -390,12 +405,19 @@ __device__ __forceinline__ void dq_writer(const params &p, unsigned char *smem, 
     if (code == FMBQ_JOB_END) break;
     const int n = j.y % p.Tc, bh = j.y / p.Tc, b = bh / p.H, h = bh % p.H;
     int32_t *sc = nullptr;
+    int32_t turn = 0; /* deterministic: the pair's turn; FMBO_NONE (NOSKIP's MASKED pairs): no addition */
     if (code >= 0) { /* dQ of query tile `code`: this warpgroup's columns (head dim 64: all) */
-      sc = p.sem + fmbq_sem_slot(T::DQ_SPLIT_KEYS, bh, p.Tr, code, w);
-      if (p.deterministic) sem_wait(sc, fmbq_turn(T::DQ_SPLIT_KEYS, n, w));
-      const int d0 = T::DQ_SPLIT_KEYS ? 0 : w * 64;
-      fmh::tma_reduce_add_4d(&p.tm_dq, stage, d0, h, code * T::BR, b);
-      fmh::tma_reduce_add_4d(&p.tm_dq, stage + T::BR * 128, d0 + 32, h, code * T::BR, b);
+      if (p.deterministic) {
+        sc = p.sem + fmbq_sem_slot(T::DQ_SPLIT_KEYS, bh, p.Tr, code, w);
+        turn = __ldg(p.turns + fmbo_turn_at(set_of(p, b, h), p.Tr, p.Tc, code, n));
+        const int32_t v = sem_load(sc); /* in flight beside the turn's load: one round trip */
+        if (turn != FMBO_NONE) sem_wait_from(sc, fmbq_turn(T::DQ_SPLIT_KEYS, turn, w), v);
+      }
+      if (turn != FMBO_NONE) {
+        const int d0 = T::DQ_SPLIT_KEYS ? 0 : w * 64;
+        fmh::tma_reduce_add_4d(&p.tm_dq, stage, d0, h, code * T::BR, b);
+        fmh::tma_reduce_add_4d(&p.tm_dq, stage + T::BR * 128, d0 + 32, h, code * T::BR, b);
+      }
     } else { /* dK or dV of this warpgroup's 64 keys */
 #pragma unroll
       for (int d = 0; d < T::DBLK; d++)
@@ -405,10 +427,10 @@ __device__ __forceinline__ void dq_writer(const params &p, unsigned char *smem, 
     fmh::bulk_commit();
     fmh::bulk_wait_read(); /* the copy engine has read the buffer */
     fmh::mbar_arrive(br.dq_empty(w));
-    if (p.deterministic && code >= 0) {
+    if (p.deterministic && code >= 0 && turn != FMBO_NONE) {
       fmh::bulk_wait_all(); /* the addition is done before the turn passes */
       __threadfence();
-      sem_pass(sc, fmbq_turn_after(T::DQ_SPLIT_KEYS, n, w));
+      sem_pass(sc, fmbq_turn_after(T::DQ_SPLIT_KEYS, turn, w));
     }
   }
   fmh::bulk_wait_all();

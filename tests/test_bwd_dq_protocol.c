@@ -1,26 +1,27 @@
 /* The dQ hand-off of the sm90 backward (kernels/fm_sm90_bwd.cuh: the
  * consumers' stage_dq / store_dkdv / END, the writers' dq_writer, the
- * producer's turns of skipped tiles), host only: a state machine of the
- * agents of one or more CTAs, explored over every interleaving (depth-first,
- * visited states hashed) or along random schedules, in both modes and both
- * ways of sharing the deterministic counters (head dim 128: a counter per
- * warpgroup; head dim 64: one counter, turns 2 n + w).
+ * producer's ring), host only: a state machine of the agents of one or more
+ * CTAs, explored over every interleaving (depth-first, visited states hashed)
+ * or along random schedules, in both modes and both ways of sharing the
+ * deterministic counters (head dim 128: a counter per warpgroup; head dim 64:
+ * one counter, turns 2 t + w, t the key tile's rank among the query tile's
+ * visitors in take order, kernels/fm_sm90_bwd_order.h).
  *
- * What comes from the kernel's own header (kernels/fm_sm90_bwd_dq.h, which
- * the kernel uses for the same purposes): the barrier counts and who arrives
- * how often, the wait parities, the use index of every staging use, the
- * deterministic counter slots, turns and passes, the job codes. What is a
- * copy of the kernel's code (keep in step): the order of the steps of each
- * agent, listed at each agent below.
+ * What comes from the kernel's own header (kernels/fm_sm90_bwd_dq.h, which the
+ * kernel uses for the same purposes): the barrier counts and who arrives how
+ * often, the wait parities, the use index of every staging use, the
+ * deterministic counter slots, turns and passes, the job codes. What is a copy
+ * of the kernel's code (keep in step): the order of the steps of each agent,
+ * listed at each agent below.
  *
  * Checked at every step: no consumer writes a staging buffer while a copy of
  * it is being read by the copy engine; the writer reads the job word of the
  * use it waited for and copies a buffer that holds that use; in deterministic
- * mode, every (query tile, column part)'s dQ additions complete in key-tile
- * order. At the end of every schedule: nobody waits forever (a state where no
- * agent can move and one has not finished is a deadlock), every visited pair
- * was added once per warpgroup, every dK and dV stored once. The negative
- * tests (mutations of the protocol) show that each check can fail.
+ * mode, every (query tile, column part)'s dQ additions complete in the rule's
+ * take order. At the end of every schedule: nobody waits forever (a state
+ * where no agent can move and one has not finished is a deadlock), every
+ * visited pair was added once per warpgroup, every dK and dV stored once. The
+ * negative tests (mutations of the protocol) show that each check can fail.
  *
  * Both consumer schedules (cfg_t.sched): 1, the ping-pong (consumer), and 2,
  * both warpgroups at once with one 256-thread barrier per tile at head dim 128
@@ -50,7 +51,7 @@
 
 enum { MAXK = 5, MAXC = 3, MAXI = 3, MAXT = 4, NW = FMBQ_NCW, STAGES = 2, MAXOPS = 4 };
 enum { M_NONE, M_EMPTY_PARITY, M_ARRIVE_BEFORE_READ, M_PASS_BEFORE_DONE, M_JOB_AFTER_ARRIVE, M_ITEM_USES,
-       M_SKIP_PASS, M_FULL_HALF, M_ONE_DS_BUFFER };
+       M_TURN_BY_KEY, M_TURN_DESC, M_FULL_HALF, M_ONE_DS_BUFFER };
 
 typedef struct {
   int split, det;                 /* split keys (head dim 64), deterministic mode */
@@ -60,6 +61,7 @@ typedef struct {
   unsigned visit[MAXK];           /* per key tile: bit m = query tile m visited */
   int n0;                         /* lowest key tile modelled; the stub stands for those below */
   int sched;                      /* the consumers' schedule: 1 (0 too) ping-pong, 2 concurrent */
+  int pos[MAXK];                  /* take position of each key tile (fm_sm90_bwd_order.h; the stub's: below all) */
   int mutation;
 } cfg_t;
 
@@ -130,9 +132,22 @@ static void arrive(mbar_t *b, int times, int count) {
       b->pending = (uint8_t)count;
     }
 }
-static int key_of(const cfg_t *g, int n, int w) { return g->split ? FMBQ_NCW * n + w : n; }
 static int part_of(const cfg_t *g, int w) { return g->split ? 0 : w; }
 static int visited(const cfg_t *g, int n, int m) { return (g->visit[n] >> m) & 1; }
+/* the rule's order of additions: take position (head dim 64: both warpgroups of a key tile in turn) */
+static int key_of(const cfg_t *g, int n, int w) { return g->split ? FMBQ_NCW * g->pos[n] + w : g->pos[n]; }
+/* The turn of key tile n at query tile m (fm_sm90_bwd_order.h, rule 3): its rank among m's
+ * visitors in take order, after the stub's n0 (which visit every tile). Mutations: the
+ * earlier kernel's turn n without the skipped tiles' passes; ranks in reverse take order. */
+static int turn_of(const cfg_t *g, int n, int m) {
+  if (g->mutation == M_TURN_BY_KEY) return n;
+  int t = g->n0;
+  for (int k = g->n0; k < MAXK; k++)
+    if (k != n && visited(g, k, m) && (g->mutation == M_TURN_DESC ? g->pos[k] > g->pos[n] : g->pos[k] < g->pos[n]))
+      t++;
+  return t;
+}
+static int sem_slots(const cfg_t *g) { return g->split ? 1 : NW; }
 static int sem_index(const cfg_t *g, int m, int s) { return (int)fmbq_sem_slot(g->split, 0, g->tr, m, s); }
 
 /* dq_full's arrivals per phase (M_FULL_HALF: half the warpgroup's threads) */
@@ -152,7 +167,7 @@ static void init_state(const cfg_t *g, state_t *s) {
     }
   }
   for (int m = 0; m < MAXT; m++)
-    for (int p = 0; p < NW; p++) s->last_add[m][p] = (int8_t)(g->n0 > 0 ? key_of(g, g->n0 - 1, NW - 1) : -1);
+    for (int p = 0; p < NW; p++) s->last_add[m][p] = -1; /* the stub's additions come first */
   if (g->n0 == 0 || !g->det) /* no stub: nothing below, or nobody waits for it */
     for (int m = 0; m < g->tr; m++) s->stub[m] = 1;
 }
@@ -160,11 +175,11 @@ static void init_state(const cfg_t *g, state_t *s) {
 /* --------------------------------------------------------------- producer */
 
 /* The kernel's producer (fm_sm90_bwd.cuh, producer and fmd::warp_compact): per
- * item, per batch of query tiles, first every skipped tile's turns (deterministic
- * mode; one lane per tile, in any order; per counter: wait for fmbq_turn, pass
- * fmbq_skip_pass), then the batch's visited tiles into the ring, one behind (the
- * last is held until the next one or the end, F_LAST); an item with none: an
- * EMPTY entry. The next item after both warpgroups' kv_empty. */
+ * item, per batch of query tiles, the batch's visited tiles into the ring, one
+ * behind (the last is held until the next one or the end, F_LAST); an item
+ * with none: an EMPTY entry. The next item after both warpgroups' kv_empty. A
+ * skipped tile takes no turn (fm_sm90_bwd_order.h): the P_SKIP stage of the
+ * earlier kernel, which passed them, has nothing left to do. */
 static int ring_issue(cta_t *t, int m, int last) {
   const int lo = t->q_rel[0] < t->q_rel[1] ? t->q_rel[0] : t->q_rel[1];
   if (t->q_issued >= lo + STAGES) return 0;
@@ -173,7 +188,7 @@ static int ring_issue(cta_t *t, int m, int last) {
   t->q_issued++;
   return 1;
 }
-static int skip_task(const cfg_t *g, int n, int m) { return g->det && !visited(g, n, m); }
+static int skip_task(const cfg_t *g, int n, int m) { return (void)g, (void)n, (void)m, 0; }
 /* the producer's moves that wait for nobody, done at once */
 static void producer_settle(const cfg_t *g, int c, cta_t *t) {
   for (;;) {
@@ -181,7 +196,7 @@ static void producer_settle(const cfg_t *g, int c, cta_t *t) {
       const int n = g->items[c][t->p_item], lo = t->p_batch * g->batch;
       int left = 0;
       for (int m = lo; m < lo + g->batch && m < g->tr; m++)
-        left |= skip_task(g, n, m) && t->p_slot[m] < fmbq_skip_slots(g->split);
+        left |= skip_task(g, n, m) && t->p_slot[m] < sem_slots(g);
       if (left) return;
       t->p_stage = P_EMIT;
       t->p_emit = 0;
@@ -211,12 +226,8 @@ static int producer_step(const cfg_t *g, state_t *s, int c, int choice) {
   switch (t->p_stage) {
   case P_SKIP: { /* choice: the tile whose lane moves */
     const int m = t->p_batch * g->batch + choice;
-    if (choice >= g->batch || m >= g->tr || !skip_task(g, n, m) || t->p_slot[m] >= fmbq_skip_slots(g->split))
-      return 0;
-    const int sl = t->p_slot[m], i = sem_index(g, m, sl);
-    if (s->sem[i] != fmbq_turn(g->split, n, sl)) return 0;
-    s->sem[i] = (uint8_t)(g->mutation == M_SKIP_PASS ? fmbq_turn(g->split, n, sl) + 1
-                                                     : fmbq_skip_pass(g->split, n, sl));
+    (void)s;
+    if (choice >= g->batch || m >= g->tr || !skip_task(g, n, m) || t->p_slot[m] >= sem_slots(g)) return 0;
     t->p_slot[m]++;
     break;
   }
@@ -439,7 +450,7 @@ static int writer_step(const cfg_t *g, state_t *s, int c, int w) {
     t->w_pc[w] = g->det && t->w_code[w] >= 0 ? W_SEM : W_ISSUE;
     return 1;
   case W_SEM:
-    if (s->sem[sem_index(g, code, w)] != fmbq_turn(g->split, n, w)) return 0;
+    if (s->sem[sem_index(g, code, w)] != fmbq_turn(g->split, turn_of(g, n, code), w)) return 0;
     t->w_pc[w] = W_ISSUE;
     return 1;
   case W_ISSUE: {
@@ -481,7 +492,7 @@ static int writer_step(const cfg_t *g, state_t *s, int c, int w) {
     t->w_pc[w] = W_PASS;
     return 1;
   case W_PASS:
-    s->sem[sem_index(g, code, w)] = (uint8_t)fmbq_turn_after(g->split, n, w);
+    s->sem[sem_index(g, code, w)] = (uint8_t)fmbq_turn_after(g->split, turn_of(g, n, code), w);
     t->w_u[w]++;
     t->w_pc[w] = W_FULL;
     return 1;
@@ -510,7 +521,7 @@ static int op_step(const cfg_t *g, state_t *s, int c, int w, int i) {
   }
   if (o->code >= 0) { /* the dQ addition lands */
     const int p = part_of(g, w), k = key_of(g, o->n, w);
-    if (g->det && s->last_add[o->code][p] >= k) violation("deterministic dQ additions out of key-tile order", c, w);
+    if (g->det && s->last_add[o->code][p] >= k) violation("deterministic dQ additions out of take order", c, w);
     if (s->last_add[o->code][p] < k) s->last_add[o->code][p] = (int8_t)k;
     if (s->added[o->n][o->code] & (1u << w)) violation("a dQ part added twice", c, w);
     s->added[o->n][o->code] |= (uint8_t)(1u << w);
@@ -528,7 +539,7 @@ static int op_step(const cfg_t *g, state_t *s, int c, int w, int i) {
    turns, tile by tile in any order, at any time */
 static int stub_step(const cfg_t *g, state_t *s, int m) {
   if (m >= g->tr || s->stub[m]) return 0;
-  for (int sl = 0; sl < fmbq_skip_slots(g->split); sl++)
+  for (int sl = 0; sl < sem_slots(g); sl++)
     s->sem[sem_index(g, m, sl)] = (uint8_t)fmbq_turn(g->split, g->n0, sl);
   s->stub[m] = 1;
   return 1;
@@ -731,6 +742,7 @@ static cfg_t one_cta(int split, int det) {
   g.split = split, g.det = det, g.nctas = 1, g.nitems[0] = 3;
   g.items[0][0] = 1, g.items[0][1] = 2, g.items[0][2] = 3;
   g.tr = 3, g.batch = 2, g.n0 = 1;
+  for (int n = 0; n < MAXK; n++) g.pos[n] = n;
   g.visit[1] = 0x5; /* tiles 0, 2 */
   g.visit[2] = 0x0; /* none: an EMPTY entry, dK = dV = 0 */
   g.visit[3] = 0x6; /* tiles 1, 2 */
@@ -743,6 +755,7 @@ static cfg_t two_ctas(int split, int det) {
   g.split = split, g.det = det, g.nctas = 2, g.nitems[0] = g.nitems[1] = 1;
   g.items[0][0] = 0, g.items[1][0] = 1;
   g.tr = 3, g.batch = 2, g.n0 = 0;
+  for (int n = 0; n < MAXK; n++) g.pos[n] = n;
   g.visit[0] = 0x3; /* tiles 0, 1 */
   g.visit[1] = 0x6; /* tiles 1, 2: skips 0 */
   return g;
@@ -757,7 +770,6 @@ Test(bwd_dq_protocol, the_header_is_the_kernels) {
   /* head dim 64: both warpgroups' turns in sequence, then the next key tile's */
   cr_assert_eq(fmbq_turn_after(1, 3, 0), fmbq_turn(1, 3, 1));
   cr_assert_eq(fmbq_turn_after(1, 3, 1), fmbq_turn(1, 4, 0));
-  cr_assert_eq(fmbq_skip_pass(1, 3, 0), fmbq_turn(1, 4, 0));
   cr_assert_eq(fmbq_turn_after(0, 3, 1), fmbq_turn(0, 4, 1));
   cr_assert_eq(fmbq_sem_slot(0, 5, 7, 2, 1), (5 * 7 + 2) * 2 + 1);
   cr_assert_eq(fmbq_sem_slot(1, 5, 7, 2, 1), (5 * 7 + 2) * 2);
@@ -815,6 +827,8 @@ Test(bwd_dq_protocol, ctas_random_schedules) {
       g.nitems[0] = 2, g.nitems[1] = g.nitems[2] = 1; /* CTA 0 takes key tiles 0 and 3 */
       g.items[0][0] = 0, g.items[1][0] = 1, g.items[2][0] = 2, g.items[0][1] = 3;
       for (int n = 0; n < 4; n++) g.visit[n] = (unsigned)lcg(&seed) & 0xf;
+      /* take order: key tiles 0 .. 3 or, every other round, 2 1 0 3 (a descending rule's) */
+      for (int n = 0; n < 4; n++) g.pos[n] = round & 1 && n < 3 ? 2 - n : n;
       cr_assert(explore_random(&g, 100, lcg(&seed)), "round %d split %d: %s", round, split, g_why);
       g.det = 0;
       cr_assert(explore_random(&g, 25, lcg(&seed)), "round %d split %d default: %s", round, split, g_why);
@@ -842,8 +856,15 @@ Test(bwd_dq_protocol, mutations_are_caught) {
   expect_caught(one_cta(0, 0), M_ITEM_USES, "one use per item instead of FMBQ_ITEM_USES");
   /* dq_full completing with half the warpgroup's arrivals */
   expect_caught(one_cta(0, 0), M_FULL_HALF, "dq_full counting half the threads");
-  /* head dim 64: a skipped tile passing only the first warpgroup's turn */
-  expect_caught(two_ctas(1, 1), M_SKIP_PASS, "skip passes turn + 1 at head dim 64");
+  /* the turn rule: the earlier kernel's turn n without the skipped tiles' passes (key tile 1
+     skips query tile 0, key tile 2 waits for it there forever) */
+  cfg_t d = one_cta(0, 1);
+  d.n0 = 0, d.nitems[0] = 3, d.items[0][0] = 0, d.items[0][1] = 1, d.items[0][2] = 2;
+  d.visit[0] = 0x1, d.visit[1] = 0x2, d.visit[2] = 0x1;
+  expect_caught(d, M_TURN_BY_KEY, "turn = key tile (no passes for skipped tiles)");
+  /* ranks against the take order: the later-taken key tile adds first */
+  expect_caught(two_ctas(0, 1), M_TURN_DESC, "turns in reverse take order");
+  expect_caught(two_ctas(1, 1), M_TURN_DESC, "turns in reverse take order (head dim 64)");
   /* schedule 2 with one dS^T buffer: the next tile's stores overwrite what the
      other warpgroup's dQ wgmma still reads */
   cfg_t g1 = one_cta(0, 0);
