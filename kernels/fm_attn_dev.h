@@ -1,6 +1,6 @@
 /* fm_attn_dev.h — development knobs of the kernels (C-callable), for the
  * kernels' harness fm_kernel_bench only: the sm90 pipelining modes, work
- * orders and backward schedules it compares (kernels/PERF_NOTES.md, "sm90 forward: versions"). Not
+ * orders it compares (kernels/PERF_NOTES.md, "sm90 forward: versions"). Not
  * part of the library's interface (fm_attn.h): every other caller gets the
  * library's choices, which a zero fm_attn_tuning also gives.
  */
@@ -25,8 +25,6 @@ typedef struct fm_attn_tuning {
   int32_t sm90_mode;  /* 1 + pipelining mode: 1 plain, 2 overlap, 3 ping-pong, 4 both
                          (fm_sm90_launch.cuh); 0: the default */
   int32_t sm90_order; /* work order: FM_SM90_ORDER_*; 0: the default (FM_SM90_ORDER_HEAD) */
-  int32_t sm90_bwd_sched; /* sm90 backward consumers' schedule (fm_sm90_bwd.cuh): 1 FA3's ping-pong, 2 FA4's
-                             order (both warpgroups at once); 0: the default (FMSIM_SM90_BWD_SCHED, else 1) */
 } fm_attn_tuning;
 
 /* One pass with knobs, as a launch function of the timing harness

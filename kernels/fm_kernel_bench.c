@@ -4,8 +4,8 @@
  *   fm_kernel_bench [--kernels sm90,sm80] [--head-dim 128] [--seqlens 8192,32768,131072]
  *                   [--families all|a,b,...] [--warmup 1] [--reps 5] [--reps-long 3]
  *                   [--no-noskip] [--no-instr] [--no-validate] [--pass fwd|bwd|both] [--control]
- *                   [--sm90-modes 1,2,3,4] [--sm90-orders 1,2,3] [--sm90-bwd-scheds 1,2]
- *                   [--json FILE] [--seed N] [--sustained MS]
+ *                   [--sm90-modes 1,2,3,4] [--sm90-orders 1,2,3] [--json FILE] [--seed N]
+ *                   [--sustained MS]
  *
  * 1. Validation: a few small cases through fm_attn_check_run (CPU fp64
  *    reference, skip == noskip, instrumented classes == core) on every kernel
@@ -26,10 +26,7 @@
  *    same way: its "overhead" is the timing method's floor, A/A); then each
  *    other kernel's skip time and the ratio
  *    (first / other); then, for sm90, the pipelining modes and work orders
- *    asked for (fm_attn_tuning, fm_attn_dev.h), as times; with --sm90-bwd-scheds, one
- *    more backward line: the skip and deterministic times under each consumer
- *    schedule asked for (at most 2; fm_sm90_bwd.cuh), timed interleaved with the
- *    backward's other columns. --sustained MS: one more line per
+ *    asked for (fm_attn_tuning, fm_attn_dev.h), as times. --sustained MS: one more line per
  *    family and pass, the first kernel's sustained figure under the timing
  *    protocol (docs/DESIGN.md, "How we measure": 1 s of back-to-back warm-up,
  *    then at least MS of back-to-back launches, median, SM clock and power
@@ -147,7 +144,7 @@ static int validate(const fm_kernel_id *kernels, int nk, int head_dim, fm_pass p
 static void usage(void) {
   printf("usage: fm_kernel_bench [--kernels sm90,sm80] [--head-dim 128] [--seqlens 8192,32768,131072]\n"
          "       [--families all|a,b] [--warmup 1] [--reps 5] [--reps-long 3] [--no-noskip]\n"
-         "       [--no-instr] [--no-validate] [--sm90-modes 1,2,3,4] [--sm90-orders 1,2,3] [--sm90-bwd-scheds 1,2]\n"
+         "       [--no-instr] [--no-validate] [--sm90-modes 1,2,3,4] [--sm90-orders 1,2,3]\n"
          "       [--pass fwd|bwd|both] [--control] [--json FILE] [--seed N] [--sustained MS]\n");
 }
 
@@ -158,7 +155,6 @@ typedef struct bench_opts {
   int nkernels, head_dim, warmup, reps, reps_long, noskip, instr, validate;
   int control; /* --control: the plain launch again, timed like the instrumented one (A/A) */
   int modes[MAX_LIST], nmodes, orders[MAX_LIST], norders;
-  int scheds[MAX_LIST], nscheds; /* --sm90-bwd-scheds: the backward's consumer schedules to time */
   unsigned long long seed;
   double sustain_ms; /* --sustained MS: the protocol's sustained figure of the first kernel too */
 } bench_opts;
@@ -173,7 +169,7 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
       {"no-validate", no_argument, 0, 'V'},    {"kernels", required_argument, 0, 'k'},
       {"sm90-modes", required_argument, 0, 'm'}, {"sm90-orders", required_argument, 0, 'o'},
       {"pass", required_argument, 0, 'p'},    {"control", no_argument, 0, 'C'},
-      {"sustained", required_argument, 0, 'T'}, {"sm90-bwd-scheds", required_argument, 0, 'B'},
+      {"sustained", required_argument, 0, 'T'},
       {"help", no_argument, 0, 'h'},
       {0, 0, 0, 0}};
   *o = (bench_opts){.seqlens = "8192,32768,131072", .families = "all", .head_dim = 128, .warmup = 1,
@@ -204,7 +200,6 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
         break;
       case 'm': o->nmodes = int_list(optarg, o->modes); break;
       case 'o': o->norders = int_list(optarg, o->orders); break;
-      case 'B': o->nscheds = int_list(optarg, o->scheds); break;
       case 'k': {
         o->nkernels = 0;
         char buf[64];
@@ -235,16 +230,6 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
     fprintf(stderr, "fm_kernel_bench: bad --reps, --warmup, --kernels, --sm90-modes or --sm90-orders\n");
     return 2;
   }
-  /* two columns a schedule (skip, deterministic) beside the backward's four: at most 8 interleaved */
-  if (o->nscheds < 0 || o->nscheds > 2) {
-    fprintf(stderr, "fm_kernel_bench: --sm90-bwd-scheds takes one or two of 1, 2\n");
-    return 2;
-  }
-  for (int i = 0; i < o->nscheds; i++)
-    if (o->scheds[i] != 1 && o->scheds[i] != 2) {
-      fprintf(stderr, "fm_kernel_bench: --sm90-bwd-scheds takes one or two of 1, 2\n");
-      return 2;
-    }
   return 0;
 }
 
@@ -316,11 +301,9 @@ static void time_columns(const column *cols, int ncols, const fm_attn_problem *p
 /* The backward of the first kernel on problem pr (forward outputs in place):
  * skip, instrumented, noskip and deterministic skip, one line next to the
  * forward's; TFLOP/s by 2.5x the paper's count at the backward's own tile.
- * With schedules asked for (sm90, --sm90-bwd-scheds), two more columns each,
- * skip and deterministic under that consumer schedule, launched interleaved
- * with the four, and one more line. Returns the skip TFLOP/s. */
-static double bench_backward(fm_attn_problem *pr, const fm_colmask *m, int64_t B, int64_t H, int64_t S, int warm,
-                             int nrep, double full_tflops, const int *scheds, int nscheds, fm_json *j) {
+ * Returns the skip TFLOP/s. */
+static double bench_backward(fm_attn_problem *pr, const fm_colmask *m, int64_t B,
+                             int64_t H, int64_t S, int warm, int nrep, double full_tflops, fm_json *j) {
   int32_t br, bc;
   fm_err err;
   fm_tile_counts counts;
@@ -331,44 +314,28 @@ static double bench_backward(fm_attn_problem *pr, const fm_colmask *m, int64_t B
   }
   const double rho = counts.sparsity;
   const double flops = 2.5 * 4.0 * B * H * (double)S * S * pr->head_dim * (1.0 - rho);
-  typedef struct { fm_variant var; int instr, det, sched; } bwd_run;
-  bwd_run runs[8] = {
-      {FM_VARIANT_SKIP, 0, 0, 0}, {FM_VARIANT_SKIP, 1, 0, 0}, {FM_VARIANT_NOSKIP, 0, 0, 0}, {FM_VARIANT_SKIP, 0, 1, 0}};
-  if (pr->kernel != FM_KERNEL_SM90) nscheds = 0;
-  const int nruns = 4 + 2 * nscheds;
-  for (int i = 0; i < nscheds; i++) {
-    runs[4 + 2 * i] = (bwd_run){FM_VARIANT_SKIP, 0, 0, scheds[i]};
-    runs[5 + 2 * i] = (bwd_run){FM_VARIANT_SKIP, 0, 1, scheds[i]};
-  }
-  double t[8];
-  fm_attn_tuned_launch lc[8];
-  fm_launch_fn fns[8];
-  void *users[8];
-  for (int r = 0; r < nruns; r++) {
-    lc[r] = (fm_attn_tuned_launch){
-        .launch = {.p = *pr, .pass = FM_PASS_BWD, .variant = runs[r].var, .instrumented = runs[r].instr},
-        .tuning = {.sm90_bwd_sched = runs[r].sched}};
-    lc[r].launch.p.deterministic = runs[r].det;
-    fns[r] = fm_attn_tuned_launch_run;
+  const struct { fm_variant var; int instr, det; } runs[4] = {
+      {FM_VARIANT_SKIP, 0, 0}, {FM_VARIANT_SKIP, 1, 0}, {FM_VARIANT_NOSKIP, 0, 0}, {FM_VARIANT_SKIP, 0, 1}};
+  double t[4];
+  fm_attn_launch lc[4];
+  fm_launch_fn fns[4];
+  void *users[4];
+  for (int r = 0; r < 4; r++) {
+    lc[r] = (fm_attn_launch){.p = *pr, .pass = FM_PASS_BWD, .variant = runs[r].var, .instrumented = runs[r].instr};
+    lc[r].p.deterministic = runs[r].det;
+    fns[r] = fm_attn_launch_run;
     users[r] = &lc[r];
   }
   fm_time_opts to = {.warmup = warm, .reps = nrep, .warmup_min_ms = 60, .flush_l2 = 1};
-  fm_timing tt[8];
-  double ratio[8]; /* per-round ratios to the plain skip launch, median */
-  const int ok = fm_time_interleaved(nruns, fns, users, NULL, &to, tt, ratio, &err) == FM_OK;
+  fm_timing tt[4];
+  double ratio[4]; /* per-round ratios to the plain skip launch, median */
+  const int ok = fm_time_interleaved(4, fns, users, NULL, &to, tt, ratio, &err) == FM_OK;
   if (!ok) fprintf(stderr, "fm_kernel_bench: backward: %s\n", err.msg);
-  for (int r = 0; r < nruns; r++) t[r] = ok ? tt[r].median_ms : NAN;
+  for (int r = 0; r < 4; r++) t[r] = ok ? tt[r].median_ms : NAN;
   const double tflops = flops / (t[0] * 1e-3) / 1e12;
   printf("  %-20s %6.3f %9.3f %8.1f %5.1f%% instr %9.3f (%+.2f%%) noskip %9.3f speedup %.2f (1/(1-rho) %.2f) "
          "deterministic %9.3f\n", "bwd", rho, t[0], tflops, 100 * tflops / (full_tflops > 0 ? full_tflops : tflops),
          t[1], ok ? 100 * (ratio[1] - 1) : NAN, t[2], t[2] / t[0], 1 / (1 - rho), t[3]);
-  if (nscheds) {
-    printf("  %-20s", "bwd schedules");
-    for (int i = 0; i < nscheds; i++)
-      printf(" sched%d %9.3f (%.3fx, round median) deterministic %9.3f", scheds[i], t[4 + 2 * i],
-             ok ? ratio[4 + 2 * i] : NAN, t[5 + 2 * i]);
-    printf("\n");
-  }
   fm_json_object(j, "backward");
   fm_json_int(j, "tile_rows", br);
   fm_json_int(j, "tile_cols", bc);
@@ -379,15 +346,6 @@ static double bench_backward(fm_attn_problem *pr, const fm_colmask *m, int64_t B
   fm_json_double(j, "ms_skip_instrumented", t[1]);
   fm_json_double(j, "ms_noskip", t[2]);
   fm_json_double(j, "ms_skip_deterministic", t[3]);
-  for (int i = 0; i < nscheds; i++) {
-    char key[48];
-    snprintf(key, sizeof key, "ms_skip_sched%d", scheds[i]);
-    fm_json_double(j, key, t[4 + 2 * i]);
-    snprintf(key, sizeof key, "ratio_sched%d", scheds[i]);
-    fm_json_double(j, key, ok ? ratio[4 + 2 * i] : NAN);
-    snprintf(key, sizeof key, "ms_skip_deterministic_sched%d", scheds[i]);
-    fm_json_double(j, key, t[5 + 2 * i]);
-  }
   fm_json_end(j);
   return tflops;
 }
@@ -591,8 +549,7 @@ static int bench_family(const bench_case *bc, int fi, double *full_tflops, doubl
       fprintf(stderr, "fm_kernel_bench: %s\n", err.msg);
       return 1;
     }
-    const double bt = bench_backward(&pr, m, bc->B, bc->H, bc->S, bc->warm, bc->nrep, *bwd_full_tflops, o->scheds,
-                                     o->nscheds, j);
+    const double bt = bench_backward(&pr, m, bc->B, bc->H, bc->S, bc->warm, bc->nrep, *bwd_full_tflops, j);
     if (fi == 0) *bwd_full_tflops = bt;
     if (o->sustain_ms > 0) sustained_line(&pr, FM_PASS_BWD, o->sustain_ms, j);
   }
