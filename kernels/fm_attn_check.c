@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "fm_attn.h"
+#include "fm_attn_dev.h"
 #include "fm_bf16.h"
 #include "fm_cuda_status.cuh"
 #include "fm_reference.h"
@@ -72,8 +73,10 @@ static void dev_free(dev_bufs *d) {
     }                                                   \
   } while (0)
 
-/* Runs one variant with poisoned outputs and copies the results back. */
-static fm_status run_variant(fm_attn_problem *pr, fm_variant var, int instr, int64_t nq,
+/* Runs one variant with poisoned outputs and copies the results back; mask:
+ * the sm90 forward's partial-tile mask method (FM_SM90_MASK_*, fm_attn_dev.h),
+ * 0 for the library's. */
+static fm_status run_variant(fm_attn_problem *pr, fm_variant var, int instr, int mask, int64_t nq,
                              int64_t nlse, int64_t ntiles, uint16_t *o, float *lse, uint8_t *cls,
                              int64_t *cyc, fm_err *err) {
   fm_status st = FM_OK;
@@ -83,7 +86,13 @@ static fm_status run_variant(fm_attn_problem *pr, fm_variant var, int instr, int
     CK(cudaMemset(pr->tile_class, 0xff, (size_t)ntiles), "poison classes");
     CK(cudaMemset(pr->tile_cycles, 0xff, (size_t)ntiles * 8), "poison cycles");
   }
-  st = fm_attn_forward(pr, var, instr, NULL, err);
+  if (mask) {
+    fm_attn_tuned_launch t = {.launch = {.p = *pr, .pass = FM_PASS_FWD, .variant = var, .instrumented = instr},
+                              .tuning = {.sm90_mask = mask}};
+    st = fm_attn_tuned_launch_run(&t, NULL, err);
+  } else {
+    st = fm_attn_forward(pr, var, instr, NULL, err);
+  }
   if (st != FM_OK) goto done;
   CK(cudaDeviceSynchronize(), "forward kernel");
   CK(cudaMemcpy(o, pr->o, (size_t)nq * 2, cudaMemcpyDeviceToHost), "copy O");
@@ -436,7 +445,7 @@ static fm_status check_instrumented(const fwd_case *f, fm_attn_problem *pr, fm_c
   for (int pass = 0; pass < 2; pass++) {
     fm_variant var = pass == 0 ? FM_VARIANT_SKIP : FM_VARIANT_NOSKIP;
     const char *vname = pass == 0 ? "skip" : "noskip";
-    fm_status st = run_variant(pr, var, 1, f->nq, f->nlse, f->ntiles, f->o_other, f->l_other, f->cls, f->cyc, err);
+    fm_status st = run_variant(pr, var, 1, 0, f->nq, f->nlse, f->ntiles, f->o_other, f->l_other, f->cls, f->cyc, err);
     if (st != FM_OK) return st;
     int64_t io = first_diff(f->o_skip, f->o_other, f->nq, 2), il = first_diff(f->l_skip, f->l_other, f->nlse, 4);
     if (io >= 0 || il >= 0) {
@@ -447,6 +456,25 @@ static fm_status check_instrumented(const fwd_case *f, fm_attn_problem *pr, fm_c
                 io >= 0 ? "O" : "LSE");
     }
     check_classes(f, pass, vname, r);
+  }
+  return FM_OK;
+}
+
+/* Phase 3b (sm90): the partial-tile mask method that the library does not
+ * use, built for skip (fm_sm90_launch.cuh), plain and instrumented: skip's
+ * output bit for bit, and core's classes. */
+static fm_status check_mask_methods(const fwd_case *f, fm_attn_problem *pr, fm_check_result *r, fm_err *err) {
+  const int other = FM_SM90_MASK_DEFAULT == FM_SM90_MASK_R2P ? FM_SM90_MASK_SLICES : FM_SM90_MASK_R2P;
+  const char *name = other == FM_SM90_MASK_R2P ? "skip with mask method r2p" : "skip with mask method slices";
+  r->mask_methods_identical = 1;
+  for (int instr = 0; instr < 2; instr++) {
+    fm_status st = run_variant(pr, FM_VARIANT_SKIP, instr, other, f->nq, f->nlse, f->ntiles, f->o_other,
+                               f->l_other, f->cls, f->cyc, err);
+    if (st != FM_OK) return st;
+    if (!same_output(r, name, "skip", f->o_other, f->o_skip, f->l_other, f->l_skip, f->nq, f->nlse, f->sq, f->H,
+                     f->D))
+      r->mask_methods_identical = 0;
+    if (instr) check_classes(f, 0, name, r);
   }
   return FM_OK;
 }
@@ -479,9 +507,9 @@ static fm_status check_dense(const fwd_case *f, fm_attn_problem *pr, dev_bufs *d
     st = fm_fail(err, FM_ENOMEM, "case %s: cannot allocate host buffers", f->c->name);
     goto done;
   }
-  st = run_variant(pr, FM_VARIANT_NOSKIP, 0, f->nq, f->nlse, f->ntiles, o_ns, l_ns, NULL, NULL, err);
+  st = run_variant(pr, FM_VARIANT_NOSKIP, 0, 0, f->nq, f->nlse, f->ntiles, o_ns, l_ns, NULL, NULL, err);
   if (st == FM_OK)
-    st = run_variant(pr, FM_VARIANT_DENSE, 0, f->nq, f->nlse, f->ntiles, f->o_other, f->l_other, NULL, NULL, err);
+    st = run_variant(pr, FM_VARIANT_DENSE, 0, 0, f->nq, f->nlse, f->ntiles, f->o_other, f->l_other, NULL, NULL, err);
   if (st == FM_OK)
     r->dense_identical = same_output(r, "dense", "noskip", f->o_other, o_ns, f->l_other, l_ns, f->nq, f->nlse,
                                      sq, f->H, f->D);
@@ -522,12 +550,14 @@ static void fwd_case_free(fwd_case *f) {
 }
 
 /* The checks in order: CPU side, upload, 1. skip against the reference,
- * 2. noskip == skip, 3. the instrumented builds, 4. dense == noskip,
+ * 2. noskip == skip, 3. the instrumented builds, 3b. sm90's other mask
+ * method == skip, 4. dense == noskip,
  * 5-7. the backward (check_backward). */
 fm_status fm_attn_check_run(const fm_check_case *c, fm_check_result *r, fm_err *err) {
   memset(r, 0, sizeof *r);
   r->ok = 1;
   r->dense_identical = -1;
+  r->mask_methods_identical = -1;
   const fm_colmask *m = c->mask;
   fwd_case f = {.c = c, .m = m, .B = c->batch, .H = c->heads, .D = c->head_dim};
   const int32_t B = f.B, H = f.H, D = f.D;
@@ -576,16 +606,18 @@ fm_status fm_attn_check_run(const fm_check_case *c, fm_check_result *r, fm_err *
   pr.tile_cycles = dv.cyc;
 
   /* ---- 1. skip against the fp64 reference */
-  st = run_variant(&pr, FM_VARIANT_SKIP, 0, f.nq, f.nlse, f.ntiles, f.o_skip, f.l_skip, NULL, NULL, err);
+  st = run_variant(&pr, FM_VARIANT_SKIP, 0, 0, f.nq, f.nlse, f.ntiles, f.o_skip, f.l_skip, NULL, NULL, err);
   if (st != FM_OK) goto done;
   check_reference(&f, r);
   /* ---- 2. noskip == skip bit for bit */
-  st = run_variant(&pr, FM_VARIANT_NOSKIP, 0, f.nq, f.nlse, f.ntiles, f.o_other, f.l_other, NULL, NULL, err);
+  st = run_variant(&pr, FM_VARIANT_NOSKIP, 0, 0, f.nq, f.nlse, f.ntiles, f.o_other, f.l_other, NULL, NULL, err);
   if (st != FM_OK) goto done;
   r->skip_noskip_identical =
       same_output(r, "noskip", "skip", f.o_other, f.o_skip, f.l_other, f.l_skip, f.nq, f.nlse, f.sq, H, D);
   /* ---- 3. instrumented builds: same output, classes == core, cycles */
   st = check_instrumented(&f, &pr, r, err);
+  /* ---- 3b. sm90: the other partial-tile mask method == skip bit for bit */
+  if (st == FM_OK && c->kernel == FM_KERNEL_SM90) st = check_mask_methods(&f, &pr, r, err);
   /* ---- 4. dense == noskip bit for bit */
   if (st == FM_OK && c->check_dense) st = check_dense(&f, &pr, &dv, r, err);
   /* ---- 5-7. the backward */

@@ -4,8 +4,8 @@
  *   fm_kernel_bench [--kernels sm90,sm80] [--head-dim 128] [--seqlens 8192,32768,131072]
  *                   [--families all|a,b,...] [--warmup 1] [--reps 5] [--reps-long 3]
  *                   [--no-noskip] [--no-instr] [--no-validate] [--pass fwd|bwd|both] [--control]
- *                   [--sm90-modes 1,2,3,4] [--sm90-orders 1,2,3] [--json FILE] [--seed N]
- *                   [--sustained MS]
+ *                   [--sm90-modes 1,2,3,4] [--sm90-orders 1,2,3] [--sm90-masks 1,2]
+ *                   [--json FILE] [--seed N] [--sustained MS]
  *
  * 1. Validation: a few small cases through fm_attn_check_run (CPU fp64
  *    reference, skip == noskip, instrumented classes == core) on every kernel
@@ -25,8 +25,12 @@
  *    build and its overhead (--control: the plain launch once more, timed the
  *    same way: its "overhead" is the timing method's floor, A/A); then each
  *    other kernel's skip time and the ratio
- *    (first / other); then, for sm90, the pipelining modes and work orders
- *    asked for (fm_attn_tuning, fm_attn_dev.h), as times. --sustained MS: one more line per
+ *    (first / other); then, for sm90, the pipelining modes, work orders and
+ *    partial-tile mask methods asked for (fm_attn_tuning, fm_attn_dev.h), as
+ *    times; with --sm90-masks also one line per method and family: the
+ *    instrumented skip launch's cycles per PARTIAL and per UNMASKED tile (the
+ *    kernel's own classes and clock64 record; two rounds, the methods in
+ *    alternating order). --sustained MS: one more line per
  *    family and pass, the first kernel's sustained figure under the timing
  *    protocol (docs/DESIGN.md, "How we measure": 1 s of back-to-back warm-up,
  *    then at least MS of back-to-back launches, median, SM clock and power
@@ -145,7 +149,8 @@ static void usage(void) {
   printf("usage: fm_kernel_bench [--kernels sm90,sm80] [--head-dim 128] [--seqlens 8192,32768,131072]\n"
          "       [--families all|a,b] [--warmup 1] [--reps 5] [--reps-long 3] [--no-noskip]\n"
          "       [--no-instr] [--no-validate] [--sm90-modes 1,2,3,4] [--sm90-orders 1,2,3]\n"
-         "       [--pass fwd|bwd|both] [--control] [--json FILE] [--seed N] [--sustained MS]\n");
+         "       [--sm90-masks 1,2] [--pass fwd|bwd|both] [--control] [--json FILE] [--seed N]\n"
+         "       [--sustained MS]\n");
 }
 
 typedef struct bench_opts {
@@ -155,6 +160,7 @@ typedef struct bench_opts {
   int nkernels, head_dim, warmup, reps, reps_long, noskip, instr, validate;
   int control; /* --control: the plain launch again, timed like the instrumented one (A/A) */
   int modes[MAX_LIST], nmodes, orders[MAX_LIST], norders;
+  int masks[MAX_LIST], nmasks; /* --sm90-masks: FM_SM90_MASK_* (fm_attn_dev.h) */
   unsigned long long seed;
   double sustain_ms; /* --sustained MS: the protocol's sustained figure of the first kernel too */
 } bench_opts;
@@ -168,6 +174,7 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
       {"json", required_argument, 0, 'j'},     {"seed", required_argument, 0, 'S'},
       {"no-validate", no_argument, 0, 'V'},    {"kernels", required_argument, 0, 'k'},
       {"sm90-modes", required_argument, 0, 'm'}, {"sm90-orders", required_argument, 0, 'o'},
+      {"sm90-masks", required_argument, 0, 'M'},
       {"pass", required_argument, 0, 'p'},    {"control", no_argument, 0, 'C'},
       {"sustained", required_argument, 0, 'T'},
       {"help", no_argument, 0, 'h'},
@@ -200,6 +207,7 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
         break;
       case 'm': o->nmodes = int_list(optarg, o->modes); break;
       case 'o': o->norders = int_list(optarg, o->orders); break;
+      case 'M': o->nmasks = int_list(optarg, o->masks); break;
       case 'k': {
         o->nkernels = 0;
         char buf[64];
@@ -226,10 +234,16 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
     fprintf(stderr, "fm_kernel_bench: --sustained takes milliseconds in 0..60000\n");
     return 2;
   }
-  if (o->reps < 1 || o->reps_long < 1 || o->warmup < 0 || o->nmodes < 0 || o->norders < 0 || o->nkernels < 1) {
-    fprintf(stderr, "fm_kernel_bench: bad --reps, --warmup, --kernels, --sm90-modes or --sm90-orders\n");
+  if (o->reps < 1 || o->reps_long < 1 || o->warmup < 0 || o->nmodes < 0 || o->norders < 0 || o->nmasks < 0 ||
+      o->nkernels < 1) {
+    fprintf(stderr, "fm_kernel_bench: bad --reps, --warmup, --kernels, --sm90-modes, --sm90-orders or --sm90-masks\n");
     return 2;
   }
+  for (int i = 0; i < o->nmasks; i++)
+    if (o->masks[i] != FM_SM90_MASK_SLICES && o->masks[i] != FM_SM90_MASK_R2P) {
+      fprintf(stderr, "fm_kernel_bench: --sm90-masks: %d is not 1 (slices) or 2 (r2p)\n", o->masks[i]);
+      return 2;
+    }
   return 0;
 }
 
@@ -263,6 +277,10 @@ static int make_columns(const bench_opts *o, column *cols) {
   for (int i = 0; i < o->norders && n < MAX_COLS; i++) {
     cols[n++] = (column){.kernel = FM_KERNEL_SM90, .variant = FM_VARIANT_SKIP, .tuning.sm90_order = o->orders[i]};
     snprintf(cols[n - 1].label, sizeof cols[0].label, "sm90/order%d", o->orders[i]);
+  }
+  for (int i = 0; i < o->nmasks && n < MAX_COLS; i++) {
+    cols[n++] = (column){.kernel = FM_KERNEL_SM90, .variant = FM_VARIANT_SKIP, .tuning.sm90_mask = o->masks[i]};
+    snprintf(cols[n - 1].label, sizeof cols[0].label, "sm90/mask%d", o->masks[i]);
   }
   return n;
 }
@@ -499,6 +517,82 @@ static void forward_row(const bench_case *bc, const char *fam, int fi, const fm_
   fm_json_end(j);
 }
 
+static int cmp_double(const void *a, const void *b) {
+  const double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* Mean and median of the cycles of the tiles of class `cls` (n tiles). */
+static void class_cycles(const uint8_t *cls, const int64_t *cyc, int64_t ntiles, int want, double *buf,
+                         double *mean, double *median, int64_t *n) {
+  double sum = 0;
+  *n = 0;
+  for (int64_t t = 0; t < ntiles; t++)
+    if (cls[t] == want) sum += buf[(*n)++] = (double)cyc[t];
+  qsort(buf, (size_t)*n, sizeof *buf, cmp_double);
+  *mean = *n ? sum / *n : NAN;
+  *median = *n ? (*n % 2 ? buf[*n / 2] : 0.5 * (buf[*n / 2 - 1] + buf[*n / 2])) : NAN;
+}
+
+/* --sm90-masks: each method's instrumented skip launch (a warm-up launch,
+ * then the one read), two rounds in alternating order; per method the mean
+ * over the rounds of the mean and median cycles of PARTIAL and UNMASKED tiles
+ * (kernels/PERF_NOTES.md, "R2P (issue 25): design and SASS"). */
+static void mask_cycles(const bench_case *bc, const fm_attn_problem *pr, fm_json *j) {
+  const bench_opts *o = bc->o;
+  const int64_t ntiles = bc->B * bc->H * ((bc->S + bc->br - 1) / bc->br) * ((bc->S + bc->bc - 1) / bc->bc);
+  uint8_t *cls = malloc((size_t)ntiles);
+  int64_t *cyc = malloc((size_t)ntiles * 8);
+  double *buf = malloc((size_t)ntiles * sizeof(double));
+  double st[MAX_LIST][4] = {{0}}; /* partial mean, median, unmasked mean, median: sums over rounds */
+  int64_t np = 0, nu = 0;
+  fm_err err;
+  if (!cls || !cyc || !buf) {
+    fprintf(stderr, "fm_kernel_bench: --sm90-masks: cannot allocate %lld tiles' records\n", (long long)ntiles);
+    goto done;
+  }
+  for (int round = 0; round < 2; round++)
+    for (int k = 0; k < o->nmasks; k++) {
+      const int i = round ? o->nmasks - 1 - k : k;
+      fm_attn_tuned_launch t = {.launch = {.p = *pr, .pass = FM_PASS_FWD, .variant = FM_VARIANT_SKIP, .instrumented = 1},
+                                .tuning = {.sm90_mask = o->masks[i]}};
+      for (int rep = 0; rep < 2; rep++)
+        if (fm_attn_tuned_launch_run(&t, NULL, &err) != FM_OK) {
+          fprintf(stderr, "fm_kernel_bench: --sm90-masks %d: %s\n", o->masks[i], err.msg);
+          goto done;
+        }
+      CUDA_OK(cudaDeviceSynchronize());
+      CUDA_OK(cudaMemcpy(cls, pr->tile_class, (size_t)ntiles, cudaMemcpyDeviceToHost));
+      CUDA_OK(cudaMemcpy(cyc, pr->tile_cycles, (size_t)ntiles * 8, cudaMemcpyDeviceToHost));
+      double mean, median;
+      class_cycles(cls, cyc, ntiles, FM_TILE_PARTIAL, buf, &mean, &median, &np);
+      st[i][0] += mean / 2, st[i][1] += median / 2;
+      class_cycles(cls, cyc, ntiles, FM_TILE_UNMASKED, buf, &mean, &median, &nu);
+      st[i][2] += mean / 2, st[i][3] += median / 2;
+    }
+  fm_json_object(j, "tile_cycles_by_mask");
+  for (int i = 0; i < o->nmasks; i++) {
+    printf("  %-20s mask%d cycles/tile: partial %.0f (median %.0f, %lld tiles), unmasked %.0f (median %.0f, "
+           "%lld tiles), partial/unmasked %.3f (medians %.3f)\n", "", o->masks[i], st[i][0], st[i][1],
+           (long long)np, st[i][2], st[i][3], (long long)nu, st[i][0] / st[i][2], st[i][1] / st[i][3]);
+    char key[16];
+    snprintf(key, sizeof key, "mask%d", o->masks[i]);
+    fm_json_object(j, key);
+    fm_json_double(j, "partial_mean", st[i][0]);
+    fm_json_double(j, "partial_median", st[i][1]);
+    fm_json_int(j, "partial_tiles", np);
+    fm_json_double(j, "unmasked_mean", st[i][2]);
+    fm_json_double(j, "unmasked_median", st[i][3]);
+    fm_json_int(j, "unmasked_tiles", nu);
+    fm_json_end(j);
+  }
+  fm_json_end(j);
+done:
+  free(cls);
+  free(cyc);
+  free(buf);
+}
+
 /* One family at one S: its mask, the forward row, the sustained and backward
  * lines asked for; one JSON case. 1 on a failure that stops the bench. */
 static int bench_family(const bench_case *bc, int fi, double *full_tflops, double *bwd_full_tflops,
@@ -536,6 +630,7 @@ static int bench_family(const bench_case *bc, int fi, double *full_tflops, doubl
   fm_json_int(j, "heads", bc->H);
   fm_json_int(j, "mask_sets", nsets);
   forward_row(bc, fam, fi, &counts, nsets, &pr, full_tflops, tot, j);
+  if (o->nmasks && o->kernels[0] == FM_KERNEL_SM90 && o->pass != FM_PASS_BWD) mask_cycles(bc, &pr, j);
   if (o->sustain_ms > 0 && o->pass != FM_PASS_BWD) sustained_line(&pr, FM_PASS_FWD, o->sustain_ms, j);
   if (o->pass & FM_PASS_BWD) {
     /* the forward outputs the backward reads */
