@@ -100,7 +100,9 @@ static int parse_opts(int argc, char **argv, plan_opts *o) {
       {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
   memset(o, 0, sizeof *o);
   cp_cli_init(&o->cp);
-  int r = cli_parse_opts(cmd, argc, argv, ":o:", longopts, cp_cli_mask_opt, plan_opt, o, help);
+  const cli_opts_def def = {.shortopts = ":o:", .longopts = longopts, .shared = cp_cli_mask_opt,
+                            .own = plan_opt, .help = help};
+  int r = cli_parse_opts(cmd, argc, argv, &def, o);
   return r ? r : cp_cli_check(cmd, &o->cp);
 }
 

@@ -152,7 +152,9 @@ static int parse_opts(int argc, char **argv, run_opts *o) {
   o->exchange = -1;
   o->both = 1;
   o->warmup_ms = -1;
-  int r = cli_parse_opts(cmd, argc, argv, ":", longopts, cp_cli_mask_opt, run_opt, o, help);
+  const cli_opts_def def = {.shortopts = ":", .longopts = longopts, .shared = cp_cli_mask_opt,
+                            .own = run_opt, .help = help};
+  int r = cli_parse_opts(cmd, argc, argv, &def, o);
   if (r) return r;
   if (cp_cli_check(cmd, &o->cp) || combo_check(o)) return -1;
   if (!o->cp.shardings) o->cp.shardings = 1u << FM_CP_MASK_AWARE;

@@ -108,7 +108,9 @@ static int parse_opts(int argc, char **argv, pred_opts *o) {
   o->head_dim = 128;
   o->kernel = FM_KERNEL_AUTO;
   o->pass = FM_PASS_FWD;
-  int r = cli_parse_opts(cmd, argc, argv, ":", longopts, shared_opt, predict_opt, o, help);
+  const cli_opts_def def = {.shortopts = ":", .longopts = longopts, .shared = shared_opt,
+                            .own = predict_opt, .help = help};
+  int r = cli_parse_opts(cmd, argc, argv, &def, o);
   return r ? r : timing_mask_check(cmd, &o->src);
 }
 

@@ -10,8 +10,9 @@
  * at every synchronization; a caller that synchronizes between calls (a
  * training step that reads its loss, a timing harness's idle pause) then paid
  * for mapping the backward's accumulator again on every call: 2 GiB at S 8K,
- * B 16, H 32, D 128, about 3-4 ms of the backward's burst time on the H200
- * (bench/results/sm90-vs-peers-h200.md, "The backward's burst figures").
+ * B 16, H 32, D 128, the likely cause of the backward's 2.4-3.9 ms burst
+ * penalty on the H200 (bench/results/sm90-vs-peers-h200.md, "The backward's
+ * burst figures"; not yet measured with this pool).
  * The price: the pool keeps as much as the largest call needed until
  * fm_attn_trim_workspace (kernels/fm_attn.h) gives it back. Another CUDA
  * runtime user (PyTorch's caching allocator) does not see this memory.

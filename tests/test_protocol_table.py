@@ -32,22 +32,22 @@ def rec(fam, fm, flash, cudnn=None, err_flash=1e-3, run=None):
     return r
 
 
-def write(d, name, records, commit="abc1234"):
-    path = os.path.join(d, name)
-    with open(path, "w") as f:
-        json.dump(dict(format="fmsim-protocol-bench", version=1, torch="2.x", device="GPU", nvml=True,
-                       protocol=dict(warmup_s=1.0), commit=commit, command="x", records=records), f)
-    return path
+def table_of(records, commit="abc1234"):
+    """protocol_bench's table of one file holding these records (the file's commit as given)."""
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "runs.json")
+        with open(path, "w") as f:
+            json.dump(dict(format="fmsim-protocol-bench", version=1, torch="2.x", device="GPU", nvml=True,
+                           protocol=dict(warmup_s=1.0), commit=commit, command="x", records=records), f)
+        return pb.table([path])
 
 
 class Table(unittest.TestCase):
     def test_ratios_and_a_wrong_peer(self):
-        with tempfile.TemporaryDirectory() as d:
-            # full: 10 / 8 = 1.25 (FLASH), 10 / 12.5 = 0.8 (cuDNN), fastest peer 8 -> 1.25;
-            # causal: 4 / 5 = 0.8; document: FLASH disagreed (0.5 > 0.02): no ratio
-            p = write(d, "a.json", [rec("full", 10.0, 8.0, cudnn=12.5), rec("causal", 4.0, 5.0),
-                                    rec("document", 3.0, 1.0, err_flash=0.5)])
-            t = pb.table([p])
+        # full: 10 / 8 = 1.25 (FLASH), 10 / 12.5 = 0.8 (cuDNN), fastest peer 8 -> 1.25;
+        # causal: 4 / 5 = 0.8; document: FLASH disagreed (0.5 > 0.02): no ratio
+        t = table_of([rec("full", 10.0, 8.0, cudnn=12.5), rec("causal", 4.0, 5.0),
+                      rec("document", 3.0, 1.0, err_flash=0.5)])
         self.assertIn("commit abc1234.", t)
         self.assertNotIn("| run |", t)
         self.assertIn("| full-8192-d128 | 0.500 | 10.000 |", t)
@@ -62,9 +62,7 @@ class Table(unittest.TestCase):
     def test_two_runs_named(self):
         a = dict(commit="1111111", date="2026-11-26", device="GPU")
         b = dict(commit="2222222", date="2026-11-27", device="GPU")
-        with tempfile.TemporaryDirectory() as d:
-            p = write(d, "a.json", [rec("full", 10.0, 8.0, run=a), rec("causal", 4.0, 5.0, run=b)])
-            t = pb.table([p])
+        t = table_of([rec("full", 10.0, 8.0, run=a), rec("causal", 4.0, 5.0, run=b)])
         self.assertIn("run a: 1111111 on 2026-11-26; run b: 2222222 on 2026-11-27.", t)
         self.assertIn("| case | run | rho |", t)
         self.assertIn("| full-8192-d128 | a | 0.500 |", t)
@@ -72,9 +70,7 @@ class Table(unittest.TestCase):
 
     def test_one_run_stamped(self):
         run = dict(commit="3333333", date="2026-11-27", device="GPU")
-        with tempfile.TemporaryDirectory() as d:
-            p = write(d, "a.json", [rec("full", 10.0, 8.0, run=run), rec("causal", 4.0, 5.0, run=run)])
-            t = pb.table([p])
+        t = table_of([rec("full", 10.0, 8.0, run=run), rec("causal", 4.0, 5.0, run=run)])
         self.assertIn("commit 3333333.", t)
         self.assertNotIn("| run |", t)
 
