@@ -58,7 +58,11 @@
  * in its ring entry) and the clock64 ticks between the consumers' releases of
  * consecutive ring stages; the skipped pairs keep the MASKED class and 0 cycles
  * the launch wrote beforehand. The producer's copies and walk and the consumers
- * run the plain code.
+ * run the plain code. MASK (FM_SM90_MASK_*, fm_attn_dev.h; one knob for both
+ * passes): how a partial pair's S^T is masked (kernels/fm_sm90_mask.h, the
+ * backward): SLICES (the default) an interval compare per element, R2P two
+ * per-thread words from the keys' intervals applied with R2P; the gradients
+ * are the same bit for bit.
  *
  * Preprocessing (fm_sm90_bwd.cu): D = rowsum(dO * O) and LSE2 = LSE * log2 e
  * (+inf for a row with no visible key, so that its P is 0); the fp32 dQ
@@ -73,10 +77,12 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+#include "fm_attn_dev.h"
 #include "fm_device.cuh"
 #include "fm_hopper.cuh"
 #include "fm_kernel_traits.h"
 #include "fm_kernels.h"
+#include "fm_sm90_mask.h"
 #include "fm_tile_rule.h"
 
 namespace fm90b {
@@ -116,6 +122,8 @@ static_assert(traits<128>::BR == FM_SM90_BWD_BR_HD128 && traits<128>::BC == FM_S
                   traits<64>::BR == FM_SM90_BWD_BR_HD64 && traits<64>::BC == FM_SM90_BWD_BC_HD64,
               "core/fm_kernel_traits.h must match the sm90 backward kernel");
 static_assert(traits<128>::SMEM <= 227 * 1024, "one CTA per SM: at most 227 KiB of shared memory");
+static_assert(traits<128>::BR == FM90M_T_ROWS && traits<64>::BR == FM90M_T_ROWS,
+              "kernels/fm_sm90_mask.h lays out the backward's R2P words for 64-query tiles");
 static_assert(traits<128>::DQ_BYTES >= 64 * 128 * 2 && traits<64>::DQ_BYTES >= 64 * 64 * 2,
               "a warpgroup's dQ staging must hold its 64 keys of dK (or dV) in bf16");
 /* resident CTAs per SM: the kernel's __launch_bounds__ minimum, the registry's schedule */
@@ -344,6 +352,27 @@ struct key_iv {
 static_assert(sizeof(key_iv) == 8 * 4 && traits<128>::NCW * 128 == 256 && traits<64>::NCW * 128 == 256,
               "key_iv: 8 words per consumer thread, 256 consumer threads");
 
+/* The R2P method's form of the same (fm_sm90_mask.h, the backward): per key
+ * hr, the bit positions of its lower interval's start and end and of its
+ * upper interval's at query tile 0 (fm90m_t_pos), kept and read like key_iv. */
+struct key_pos {
+  int32_t p[2][4];
+  __device__ __forceinline__ void store(int32_t *keys, int c) const {
+    const int32_t *w = &p[0][0];
+#pragma unroll
+    for (int i = 0; i < 8; i++) keys[i * 256 + c] = w[i];
+  }
+  __device__ __forceinline__ void load(const int32_t *keys, int c) {
+    int32_t *w = &p[0][0];
+#pragma unroll
+    for (int i = 0; i < 8; i++) w[i] = keys[i * 256 + c];
+  }
+};
+static_assert(sizeof(key_pos) == sizeof(key_iv), "key_pos: key_iv's 8 words");
+/* The thread's key form of mask method MASK (FM_SM90_MASK_*). */
+template <int MASK> struct mask_keys { using type = key_iv; };
+template <> struct mask_keys<FM_SM90_MASK_R2P> { using type = key_pos; };
+
 /* The consumer in phases (FlashAttention-3's backward, one warpgroup's view):
  * store_keys at the start of an item; per visited query tile issue_s_dp
  * (S^T, dP^T), softmax_ds (mask, P^T, dS^T), issue_dv_dk_dq (dV, dK and the
@@ -432,29 +461,48 @@ __device__ __forceinline__ void reduce_dq(const params &p, const ctx<HD> &c, con
   }
 }
 
-/* The thread's keys for the item's key tile n: rows 16 warp + g (+ 8) of this
- * warpgroup's 64, as key_iv intervals in shared memory (read back by this
- * thread only). */
+/* Key hr of this thread (row 16 warp + g + 8 hr of this warpgroup's 64) of
+ * the item's key tile n: its intervals as (start, length) pairs, causal
+ * folded; a key past Sk hides every query row. */
+template <int HD>
+__device__ __forceinline__ void key_intervals(const params &p, const ctx<HD> &c, const int32_t *gv, int n, int hr,
+                                              int32_t &ls, int32_t &ll, int32_t &us, int32_t &ul) {
+  const int j = n * traits<HD>::BC + c.cw * 64 + c.warp * 16 + c.g + 8 * hr;
+  int32_t lts = 0, lte = INT32_MAX, uts = 0, ute = 0;
+  if (j < p.Sk) {
+    lts = __ldg(gv + j);
+    lte = __ldg(gv + (int64_t)p.Sk + j);
+    fm_effective_upper(__ldg(gv + 2 * (int64_t)p.Sk + j), __ldg(gv + 3 * (int64_t)p.Sk + j), p.causal, j, p.Sq,
+                       p.Sk, &uts, &ute);
+  }
+  ls = lts;
+  ll = max(lte - lts, 0);
+  us = uts;
+  ul = max(ute - uts, 0);
+}
+
+/* The thread's keys for the item's key tile n, in shared memory (read back by
+ * this thread only): key_iv intervals (SLICES) or key_pos bit positions (R2P). */
 template <int HD>
 __device__ __forceinline__ void store_keys(const params &p, const ctx<HD> &c, key_iv &kv, int n, int b, int h) {
-  using T = traits<HD>;
+  const int32_t *gv = p.intervals + (int64_t)set_of(p, b, h) * 4 * p.Sk;
+#pragma unroll
+  for (int hr = 0; hr < 2; hr++) key_intervals<HD>(p, c, gv, n, hr, kv.ls[hr], kv.ll[hr], kv.us[hr], kv.ul[hr]);
+  kv.store(c.sKeys, c.ctid);
+}
+template <int HD>
+__device__ __forceinline__ void store_keys(const params &p, const ctx<HD> &c, key_pos &kp, int n, int b, int h) {
   const int32_t *gv = p.intervals + (int64_t)set_of(p, b, h) * 4 * p.Sk;
 #pragma unroll
   for (int hr = 0; hr < 2; hr++) {
-    const int j = n * T::BC + c.cw * 64 + c.warp * 16 + c.g + 8 * hr;
-    int32_t lts = 0, lte = INT32_MAX, us = 0, ue = 0;
-    if (j < p.Sk) {
-      lts = __ldg(gv + j);
-      lte = __ldg(gv + (int64_t)p.Sk + j);
-      fm_effective_upper(__ldg(gv + 2 * (int64_t)p.Sk + j), __ldg(gv + 3 * (int64_t)p.Sk + j), p.causal, j, p.Sq,
-                         p.Sk, &us, &ue);
-    }
-    kv.ls[hr] = lts;
-    kv.ll[hr] = max(lte - lts, 0);
-    kv.us[hr] = us;
-    kv.ul[hr] = max(ue - us, 0);
+    int32_t ls, ll, us, ul;
+    key_intervals<HD>(p, c, gv, n, hr, ls, ll, us, ul);
+    kp.p[hr][0] = fm90m_t_pos(ls, c.c4);
+    kp.p[hr][1] = fm90m_t_pos(fm90m_t_end(ls, ll), c.c4);
+    kp.p[hr][2] = fm90m_t_pos(us, c.c4);
+    kp.p[hr][3] = fm90m_t_pos(fm90m_t_end(us, ul), c.c4);
   }
-  kv.store(c.sKeys, c.ctid);
+  kp.store(c.sKeys, c.ctid);
 }
 
 /* S^T = K_w Q^T and dP^T = V_w dO^T (64 keys x 64 queries each) in this
@@ -479,17 +527,39 @@ __device__ __forceinline__ void issue_s_dp(const ctx<HD> &c, float (&st)[32], fl
   fmh::reg_fence(dpt);
 }
 
+/* The element mask of S^T at query tile m by the R2P method (fm_sm90_mask.h,
+ * the backward): the thread's two key words, applied a byte at a time (the
+ * byte's four tests stand together, so that ptxas sets their predicates with
+ * one R2P), one select per element. */
+__device__ __forceinline__ void mask_r2p_t(float (&st)[32], const key_pos &kp, int m) {
+  const uint32_t w[2] = {fm90m_t_key_word(kp.p[0], m), fm90m_t_key_word(kp.p[1], m)};
+#pragma unroll
+  for (int hr = 0; hr < 2; hr++)
+#pragma unroll
+    for (int nb = 0; nb < FM90M_T_NB; nb++) /* byte nb / 2 */
+#pragma unroll
+      for (int e = 0; e < 2; e++) {
+        const int idx = 4 * nb + 2 * hr + e;
+        st[idx] = (w[fm90m_t_word(idx)] & (1u << fm90m_t_bit(idx))) ? -INFINITY : st[idx];
+      }
+}
+
 /* P^T = exp2(S^T scale log2 e - LSE2) and dS^T = P^T (dP^T - D) in place, the
- * element mask on the thread's keys (kv, loaded when the entry needs it) first;
- * stage s holds the query tile m's LSE2 and D. */
-template <int HD>
+ * element mask on the thread's keys (kv, loaded when the entry needs it) first
+ * (MASK: per element from key_iv, or mask_r2p_t from key_pos); stage s holds
+ * the query tile m's LSE2 and D. */
+template <int HD, int MASK>
 __device__ __forceinline__ void softmax_ds(const params &p, const ctx<HD> &c, float (&st)[32], float (&dpt)[32],
-                                           key_iv &kv, int s, int m, int flags) {
+                                           typename mask_keys<MASK>::type &kv, int s, int m, int flags) {
   using T = traits<HD>;
+  constexpr bool R2P = MASK == FM_SM90_MASK_R2P;
   const int c4 = c.c4;
   const float *lse2 = c.sRows + s * 2 * T::BR, *dsum = lse2 + T::BR;
   const int i0 = m * T::BR + 2 * c4;
-  if (flags & F_NEEDMASK) kv.load(c.sKeys, c.ctid);
+  if (flags & F_NEEDMASK) {
+    kv.load(c.sKeys, c.ctid);
+    if constexpr (R2P) mask_r2p_t(st, kv, m);
+  }
 #pragma unroll
   for (int nb = 0; nb < 8; nb++) {
     const float2 l2 = *reinterpret_cast<const float2 *>(lse2 + 8 * nb + 2 * c4);
@@ -500,11 +570,15 @@ __device__ __forceinline__ void softmax_ds(const params &p, const ctx<HD> &c, fl
       for (int e = 0; e < 2; e++) {
         const int idx = 4 * nb + 2 * hr + e;
         float x = st[idx];
-        if (flags & F_NEEDMASK) {
-          const uint32_t i = (uint32_t)(i0 + 8 * nb + e);
-          const bool mk = (i - (uint32_t)kv.ls[hr] < (uint32_t)kv.ll[hr]) ||
-                          (i - (uint32_t)kv.us[hr] < (uint32_t)kv.ul[hr]);
-          x = mk ? -INFINITY : x;
+        if constexpr (!R2P) {
+          if (flags & F_NEEDMASK) {
+            const uint32_t i = (uint32_t)(i0 + 8 * nb + e);
+            /* fm90m_t_masked, written out: through the helper, ptxas orders two of the
+               compares differently (SASS checked against main's) */
+            const bool mk = (i - (uint32_t)kv.ls[hr] < (uint32_t)kv.ll[hr]) ||
+                            (i - (uint32_t)kv.us[hr] < (uint32_t)kv.ul[hr]);
+            x = mk ? -INFINITY : x;
+          }
         }
         const float pv = fast_exp2(fmaf(x, p.scale_log2, -(e ? l2.y : l2.x)));
         st[idx] = pv;
@@ -589,7 +663,7 @@ __device__ __forceinline__ void store_dkdv(const params &p, const ctx<HD> &c, co
 /* The consumer warpgroups: items until the producer announces none; per item
  * its visited query tiles (issue_s_dp, softmax_ds, issue_dv_dk_dq, store_ds,
  * reduce_dq of the previous tile), the last dQ, then store_dkdv. */
-template <int HD, int VAR, bool INSTR>
+template <int HD, int VAR, bool INSTR, int MASK>
 __device__ __forceinline__ void consumer(const params &p, unsigned char *smem, bars<HD> br, int cw) {
   using T = traits<HD>;
   ctx<HD> c;
@@ -618,7 +692,7 @@ __device__ __forceinline__ void consumer(const params &p, unsigned char *smem, b
     if (item < 0) break;
     const int n = item % p.Tc, bh = item / p.Tc, b = bh / p.H, h = bh % p.H;
     {
-      key_iv kv;
+      typename mask_keys<MASK>::type kv;
       store_keys<HD>(p, c, kv, n, b, h);
     }
     float dk[HD / 2], dv[HD / 2];
@@ -650,8 +724,8 @@ __device__ __forceinline__ void consumer(const params &p, unsigned char *smem, b
       fmh::mbar_wait(br.ds_empty(ds_iter & 1), ((ds_iter >> 1) & 1) ^ 1);
       float st[32], dpt[32];
       issue_s_dp<HD>(c, st, dpt, q_base, do_base);
-      key_iv kv; /* the thread's keys, loaded by softmax_ds when the entry masks */
-      softmax_ds<HD>(p, c, st, dpt, kv, s, m, flags);
+      typename mask_keys<MASK>::type kv; /* the thread's keys, loaded by softmax_ds when the entry masks */
+      softmax_ds<HD, MASK>(p, c, st, dpt, kv, s, m, flags);
       uint32_t pa[4][4], da[4][4]; /* P^T and dS^T as bf16 A fragments */
 #pragma unroll
       for (int kk = 0; kk < 4; kk++) {
@@ -703,7 +777,7 @@ __device__ __forceinline__ void consumer(const params &p, unsigned char *smem, b
   if (c.tid == 0) fmh::bulk_wait_all();
 }
 
-template <int HD, int VAR, bool INSTR>
+template <int HD, int VAR, bool INSTR, int MASK>
 __global__ void __launch_bounds__(traits<HD>::THREADS, CTAS_PER_SM) bwd_kernel(const __grid_constant__ params p) {
   using T = traits<HD>;
   extern __shared__ unsigned char smem_raw[];
@@ -732,7 +806,7 @@ __global__ void __launch_bounds__(traits<HD>::THREADS, CTAS_PER_SM) bwd_kernel(c
     else if (INSTR && threadIdx.x == 32) observer<HD>(p, smem, br);
   } else {
     fmh::setmaxnreg_inc<T::REG_CONSUMER>();
-    consumer<HD, VAR, INSTR>(p, smem, br, wg - 1);
+    consumer<HD, VAR, INSTR, MASK>(p, smem, br, wg - 1);
   }
 }
 

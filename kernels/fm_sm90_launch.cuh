@@ -37,8 +37,12 @@ template <int HD> cudaError_t launch(const params &p, int variant, bool instr, i
 static_assert(FM_SM90_MASK_DEFAULT == FM_SM90_MASK_SLICES || FM_SM90_MASK_DEFAULT == FM_SM90_MASK_R2P,
               "FM_SM90_MASK_DEFAULT names a mask method (fm_attn_dev.h)");
 
+/* The mask method the library does not use, built for SKIP beside it. */
+constexpr int MASK_OTHER = FM_SM90_MASK_DEFAULT == FM_SM90_MASK_R2P ? FM_SM90_MASK_SLICES : FM_SM90_MASK_R2P;
+
 /* Whether mask method `mask` (0: the default) is built for a launch of this
- * variant and mode (plain and instrumented alike). */
+ * variant and mode (plain and instrumented alike; the backward has only the
+ * default mode). */
 constexpr bool mask_built(int variant, int mode, int mask) {
   return mask == 0 || mask == FM_SM90_MASK_DEFAULT ||
          ((mask == FM_SM90_MASK_SLICES || mask == FM_SM90_MASK_R2P) && variant == FM_VARIANT_SKIP &&
@@ -62,7 +66,6 @@ template <int HD>
 cudaError_t launch_dispatch(const params &p, int variant, bool instr, int mode, int mask, int grid,
                             cudaStream_t s) {
   constexpr bool OV = (MODE_DEFAULT & MODE_OVERLAP) != 0, PP = (MODE_DEFAULT & MODE_PINGPONG) != 0;
-  constexpr int MASK_OTHER = FM_SM90_MASK_DEFAULT == FM_SM90_MASK_R2P ? FM_SM90_MASK_SLICES : FM_SM90_MASK_R2P;
   if (!mask_built(variant, mode, mask)) return cudaErrorInvalidValue;
   if (mask == MASK_OTHER)
     return instr ? launch_one<HD, FM_VARIANT_SKIP, true, OV, PP, MASK_OTHER>(p, grid, s)
