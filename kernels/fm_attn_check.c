@@ -149,8 +149,9 @@ static int same_output(fm_check_result *r, const char *what, const char *ref, co
 
 /* Runs the backward of pr (forward outputs in pr->o, pr->lse on the device)
  * with poisoned gradients; copies dQ, dK, dV (bf16) back; classes and cycles
- * when instrumented. */
-static fm_status run_backward(fm_attn_problem *pr, fm_variant var, int det, int instr, int64_t nq,
+ * when instrumented. mask: the sm90 partial-tile mask method
+ * (FM_SM90_MASK_*, fm_attn_dev.h), 0 for the library's. */
+static fm_status run_backward(fm_attn_problem *pr, fm_variant var, int det, int instr, int mask, int64_t nq,
                               int64_t nk, int64_t ntiles, uint16_t *g[3], uint8_t *cls, int64_t *cyc,
                               fm_err *err) {
   fm_status st = FM_OK;
@@ -162,7 +163,13 @@ static fm_status run_backward(fm_attn_problem *pr, fm_variant var, int det, int 
     CK(cudaMemset(pr->tile_cycles, 0xff, (size_t)ntiles * 8), "poison cycles");
   }
   pr->deterministic = det;
-  st = fm_attn_backward(pr, var, instr, NULL, err);
+  if (mask) {
+    fm_attn_tuned_launch t = {.launch = {.p = *pr, .pass = FM_PASS_BWD, .variant = var, .instrumented = instr},
+                              .tuning = {.sm90_mask = mask}};
+    st = fm_attn_tuned_launch_run(&t, NULL, err);
+  } else {
+    st = fm_attn_backward(pr, var, instr, NULL, err);
+  }
   if (st != FM_OK) goto done;
   CK(cudaDeviceSynchronize(), "backward kernel");
   CK(cudaMemcpy(g[0], pr->dq, (size_t)nq * 2, cudaMemcpyDeviceToHost), "copy dQ");
@@ -179,17 +186,89 @@ done:
 static const char *const grad_names[3] = {"dQ", "dK", "dV"};
 
 /* 1 when the three gradient buffers equal bit for bit; else a failure naming the first. */
-static int same_grads(fm_check_result *r, const char *what, const char *ref, uint16_t *a[3],
-                      uint16_t *b[3], const int64_t n[3]) {
-  for (int t = 0; t < 3; t++) {
+static int same_grads(fm_check_result *r, const char *what, const char *ref, uint16_t *const *a,
+                      uint16_t *const *b, const int64_t *n, int count) {
+  for (int t = 0; t < count; t++) {
     int64_t i = first_diff(a[t], b[t], n[t], 2);
     if (i >= 0) {
-      fail_once(r, "%s %s differs from %s at element %lld: 0x%04x vs 0x%04x", what, grad_names[t], ref,
+      fail_once(r, "%s %s differs from %s at element %lld: 0x%04x vs 0x%04x", what, grad_names[t + 3 - count], ref,
                 (long long)i, a[t][i], b[t][i]);
       return 0;
     }
   }
   return 1;
+}
+
+/* Phase 7's class and cycle check of one instrumented backward launch (what:
+ * its name in the failure): classes (B, H, tr, tc) == core's (nsets, tr,
+ * tc), skipped pairs 0 cycles, visited > 0. */
+static void bwd_classes(const fm_colmask *m, int32_t B, int32_t H, int32_t tr, int32_t tc, const uint8_t *cpu_cls,
+                        const uint8_t *cls, const int64_t *cyc, const char *what, fm_check_result *r) {
+  const int64_t npairs = (int64_t)tr * tc;
+  r->bwd_classes_identical = 1;
+  r->bwd_cycles_ok = 1;
+  for (int32_t b = 0; b < B; b++)
+    for (int32_t h = 0; h < H; h++) {
+      const int32_t set = fm_colmask_set_index(m, b, h);
+      for (int64_t t = 0; t < npairs; t++) {
+        const uint8_t want = cpu_cls[(int64_t)set * npairs + t];
+        const int64_t gi = ((int64_t)b * H + h) * npairs + t;
+        if (cls[gi] != want) {
+          r->bwd_classes_identical = 0;
+          fail_once(r, "%s: class at b=%d h=%d query tile %lld key tile %lld is %d, core says %d", what, b, h,
+                    (long long)(t / tc), (long long)(t % tc), cls[gi], want);
+          return;
+        }
+        const int skipped = want == FM_TILE_MASKED;
+        if (skipped ? cyc[gi] != 0 : cyc[gi] <= 0) {
+          r->bwd_cycles_ok = 0;
+          fail_once(r, "%s: pair b=%d h=%d (%lld, %lld) has %lld cycles (%s)", what, b, h, (long long)(t / tc),
+                    (long long)(t % tc), (long long)cyc[gi], skipped ? "skipped: want 0" : "visited: want > 0");
+          return;
+        }
+      }
+    }
+}
+
+/* The backward's buffers that phase 7b reads and reuses: sizes, core's and the
+ * GPU's classes, the library's gradients (ref: default mode, deterministic)
+ * and two scratch sets. */
+typedef struct bwd_bufs {
+  int64_t nq, nk, ntiles;
+  const uint8_t *cpu_cls;
+  uint8_t *cls;
+  int64_t *cyc;
+  uint16_t **ref[2];
+  uint16_t **scratch[2];
+} bwd_bufs;
+
+/* Phase 7b (sm90): skip's backward with the partial-tile mask method the
+ * library does not use (fm_sm90_bwd.cuh, MASK): deterministic, plain and
+ * instrumented, == the library's deterministic skip bit for bit (dQ, dK, dV),
+ * its classes == core's; in the default mode dK and dV bit for bit (dQ's
+ * additions land in whatever order the CTAs reach them). */
+static fm_status check_bwd_mask_methods(fm_attn_problem *pr, const fm_colmask *m, int32_t B, int32_t H, int32_t tr,
+                                        int32_t tc, const bwd_bufs *bb, fm_check_result *r, fm_err *err) {
+  const int other = FM_SM90_MASK_DEFAULT == FM_SM90_MASK_R2P ? FM_SM90_MASK_SLICES : FM_SM90_MASK_R2P;
+  const char *name = other == FM_SM90_MASK_R2P ? "backward with mask method r2p" : "backward with mask method slices";
+  const int64_t n[3] = {bb->nq, bb->nk, bb->nk};
+  char what[96];
+  r->bwd_mask_methods_identical = 1;
+  for (int det = 0; det < 2; det++)
+    for (int instr = 0; instr < 1 + det; instr++) {
+      uint16_t **g = bb->scratch[instr];
+      fm_status st = run_backward(pr, FM_VARIANT_SKIP, det, instr, other, bb->nq, bb->nk, bb->ntiles, g, bb->cls,
+                                  bb->cyc, err);
+      if (st != FM_OK) return st;
+      snprintf(what, sizeof what, "%s%s%s", instr ? "instrumented " : "", det ? "deterministic " : "", name);
+      uint16_t *a[3] = {g[0], g[1], g[2]}, *ref[3] = {bb->ref[det][0], bb->ref[det][1], bb->ref[det][2]};
+      /* default mode: dK and dV only (a and ref from index 1) */
+      const int from = det ? 0 : 1;
+      if (!same_grads(r, what, det ? "deterministic skip" : "skip", a + from, ref + from, n + from, 3 - from))
+        r->bwd_mask_methods_identical = 0;
+      if (instr) bwd_classes(m, B, H, tr, tc, bb->cpu_cls, bb->cls, bb->cyc, what, r);
+    }
+  return FM_OK;
 }
 
 /* Checks 5-7 of fm_attn_check.h. pr has the device inputs and the forward
@@ -218,6 +297,7 @@ static fm_status check_backward(const fm_check_case *c, fm_attn_problem *pr, con
     for (int w = 0; w < 2; w++) alloc_ok = alloc_ok && (ref[w][t] = malloc((size_t)n[t] * 8));
   }
   r->bwd_ran = 1;
+  r->bwd_mask_methods_identical = -1;
   if (!alloc_ok) {
     st = fm_fail(err, FM_ENOMEM, "case %s: cannot allocate the backward's host buffers", c->name);
     goto done;
@@ -249,7 +329,7 @@ static fm_status check_backward(const fm_check_case *c, fm_attn_problem *pr, con
   if (st != FM_OK) goto done;
   /* 5. skip (default mode) and 6. deterministic skip against the references */
   for (int det = 0; det < 2; det++) {
-    st = run_backward(pr, FM_VARIANT_SKIP, det, 0, nq, nk, ntiles, g[det], NULL, NULL, err);
+    st = run_backward(pr, FM_VARIANT_SKIP, det, 0, 0, nq, nk, ntiles, g[det], NULL, NULL, err);
     if (st != FM_OK) goto done;
     for (int t = 0; t < 3; t++) {
       const fm_ref_tol tol = fm_ref_tolerance((fm_ref_quantity)(FM_REF_Q_DQ + t));
@@ -274,37 +354,19 @@ static fm_status check_backward(const fm_check_case *c, fm_attn_problem *pr, con
     }
   }
   /* 6. deterministic noskip == deterministic skip, bit for bit */
-  st = run_backward(pr, FM_VARIANT_NOSKIP, 1, 0, nq, nk, ntiles, g[2], NULL, NULL, err);
+  st = run_backward(pr, FM_VARIANT_NOSKIP, 1, 0, 0, nq, nk, ntiles, g[2], NULL, NULL, err);
   if (st != FM_OK) goto done;
-  r->bwd_det_identical = same_grads(r, "deterministic noskip", "deterministic skip", g[2], g[1], n);
+  r->bwd_det_identical = same_grads(r, "deterministic noskip", "deterministic skip", g[2], g[1], n, 3);
   /* 7. instrumented (deterministic) == plain, classes == core, cycles */
-  st = run_backward(pr, FM_VARIANT_SKIP, 1, 1, nq, nk, ntiles, g[3], cls, cyc, err);
+  st = run_backward(pr, FM_VARIANT_SKIP, 1, 1, 0, nq, nk, ntiles, g[3], cls, cyc, err);
   if (st != FM_OK) goto done;
-  r->bwd_instr_identical = same_grads(r, "instrumented backward", "plain deterministic", g[3], g[1], n);
-  r->bwd_classes_identical = 1;
-  r->bwd_cycles_ok = 1;
-  for (int32_t b = 0; b < B && r->bwd_classes_identical && r->bwd_cycles_ok; b++)
-    for (int32_t h = 0; h < H && r->bwd_classes_identical && r->bwd_cycles_ok; h++) {
-      const int32_t set = fm_colmask_set_index(m, b, h);
-      for (int64_t t = 0; t < (int64_t)tr * tc; t++) {
-        const uint8_t want = cpu_cls[(int64_t)set * tr * tc + t];
-        const int64_t gi = ((int64_t)b * H + h) * tr * tc + t;
-        if (cls[gi] != want) {
-          r->bwd_classes_identical = 0;
-          fail_once(r, "instrumented backward: class at b=%d h=%d query tile %lld key tile %lld is %d, "
-                    "core says %d", b, h, (long long)(t / tc), (long long)(t % tc), cls[gi], want);
-          break;
-        }
-        const int skipped = want == FM_TILE_MASKED;
-        if (skipped ? cyc[gi] != 0 : cyc[gi] <= 0) {
-          r->bwd_cycles_ok = 0;
-          fail_once(r, "instrumented backward: pair b=%d h=%d (%lld, %lld) has %lld cycles (%s)", b, h,
-                    (long long)(t / tc), (long long)(t % tc), (long long)cyc[gi],
-                    skipped ? "skipped: want 0" : "visited: want > 0");
-          break;
-        }
-      }
-    }
+  r->bwd_instr_identical = same_grads(r, "instrumented backward", "plain deterministic", g[3], g[1], n, 3);
+  bwd_classes(m, B, H, tr, tc, cpu_cls, cls, cyc, "instrumented backward", r);
+  /* 7b. sm90: the other partial-tile mask method == the library's, bit for bit */
+  if (c->kernel == FM_KERNEL_SM90) {
+    const bwd_bufs bb = {nq, nk, ntiles, cpu_cls, cls, cyc, {g[0], g[1]}, {g[2], g[3]}};
+    st = check_bwd_mask_methods(pr, m, B, H, tr, tc, &bb, r, err);
+  }
 done:
   cudaFree(d_do);
   for (int t = 0; t < 3; t++) cudaFree(d_g[t]);
