@@ -30,7 +30,10 @@
  *    times; with --sm90-masks also one line per method and family: the
  *    instrumented skip launch's cycles per PARTIAL and per UNMASKED tile (the
  *    kernel's own classes and clock64 record; two rounds, the methods in
- *    alternating order). --sustained MS: one more line per
+ *    alternating order); with the backward (--pass bwd|both) each method's
+ *    skip backward timed in the bwd line (interleaved with its other
+ *    launches) and a line of its cycles per PARTIAL and UNMASKED pair.
+ *    --sustained MS: one more line per
  *    family and pass, the first kernel's sustained figure under the timing
  *    protocol (docs/DESIGN.md, "How we measure": 1 s of back-to-back warm-up,
  *    then at least MS of back-to-back launches, median, SM clock and power
@@ -317,11 +320,12 @@ static void time_columns(const column *cols, int ncols, const fm_attn_problem *p
 }
 
 /* The backward of the first kernel on problem pr (forward outputs in place):
- * skip, instrumented, noskip and deterministic skip, one line next to the
- * forward's; TFLOP/s by 2.5x the paper's count at the backward's own tile.
- * Returns the skip TFLOP/s. */
-static double bench_backward(fm_attn_problem *pr, const fm_colmask *m, int64_t B,
-                             int64_t H, int64_t S, int warm, int nrep, double full_tflops, fm_json *j) {
+ * skip, instrumented, noskip and deterministic skip and, for sm90, skip with
+ * each partial-tile mask method of --sm90-masks, all interleaved, one line
+ * next to the forward's; TFLOP/s by 2.5x the paper's count at the backward's
+ * own tile. Returns the skip TFLOP/s. */
+static double bench_backward(const bench_opts *o, fm_attn_problem *pr, const fm_colmask *m, int64_t B, int64_t H,
+                             int64_t S, int warm, int nrep, double full_tflops, fm_json *j) {
   int32_t br, bc;
   fm_err err;
   fm_tile_counts counts;
@@ -334,26 +338,33 @@ static double bench_backward(fm_attn_problem *pr, const fm_colmask *m, int64_t B
   const double flops = 2.5 * 4.0 * B * H * (double)S * S * pr->head_dim * (1.0 - rho);
   const struct { fm_variant var; int instr, det; } runs[4] = {
       {FM_VARIANT_SKIP, 0, 0}, {FM_VARIANT_SKIP, 1, 0}, {FM_VARIANT_NOSKIP, 0, 0}, {FM_VARIANT_SKIP, 0, 1}};
-  double t[4];
-  fm_attn_launch lc[4];
-  fm_launch_fn fns[4];
-  void *users[4];
-  for (int r = 0; r < 4; r++) {
-    lc[r] = (fm_attn_launch){.p = *pr, .pass = FM_PASS_BWD, .variant = runs[r].var, .instrumented = runs[r].instr};
-    lc[r].p.deterministic = runs[r].det;
-    fns[r] = fm_attn_launch_run;
+  const int nm = pr->kernel == FM_KERNEL_SM90 ? o->nmasks : 0, nr = 4 + nm;
+  double t[4 + MAX_LIST];
+  fm_attn_tuned_launch lc[4 + MAX_LIST];
+  fm_launch_fn fns[4 + MAX_LIST];
+  void *users[4 + MAX_LIST];
+  for (int r = 0; r < nr; r++) { /* runs 4 ..: skip with mask method o->masks[r - 4] */
+    const int k = r < 4 ? r : 0;
+    lc[r] = (fm_attn_tuned_launch){
+        .launch = {.p = *pr, .pass = FM_PASS_BWD, .variant = runs[k].var, .instrumented = runs[k].instr},
+        .tuning = {.sm90_mask = r < 4 ? 0 : o->masks[r - 4]}};
+    lc[r].launch.p.deterministic = runs[k].det;
+    fns[r] = fm_attn_tuned_launch_run;
     users[r] = &lc[r];
   }
   fm_time_opts to = {.warmup = warm, .reps = nrep, .warmup_min_ms = 60, .flush_l2 = 1};
-  fm_timing tt[4];
-  double ratio[4]; /* per-round ratios to the plain skip launch, median */
-  const int ok = fm_time_interleaved(4, fns, users, NULL, &to, tt, ratio, &err) == FM_OK;
+  fm_timing tt[4 + MAX_LIST];
+  double ratio[4 + MAX_LIST]; /* per-round ratios to the plain skip launch, median */
+  const int ok = fm_time_interleaved(nr, fns, users, NULL, &to, tt, ratio, &err) == FM_OK;
   if (!ok) fprintf(stderr, "fm_kernel_bench: backward: %s\n", err.msg);
-  for (int r = 0; r < 4; r++) t[r] = ok ? tt[r].median_ms : NAN;
+  for (int r = 0; r < nr; r++) t[r] = ok ? tt[r].median_ms : NAN;
   const double tflops = flops / (t[0] * 1e-3) / 1e12;
   printf("  %-20s %6.3f %9.3f %8.1f %5.1f%% instr %9.3f (%+.2f%%) noskip %9.3f speedup %.2f (1/(1-rho) %.2f) "
-         "deterministic %9.3f\n", "bwd", rho, t[0], tflops, 100 * tflops / (full_tflops > 0 ? full_tflops : tflops),
+         "deterministic %9.3f", "bwd", rho, t[0], tflops, 100 * tflops / (full_tflops > 0 ? full_tflops : tflops),
          t[1], ok ? 100 * (ratio[1] - 1) : NAN, t[2], t[2] / t[0], 1 / (1 - rho), t[3]);
+  for (int r = 4; r < nr; r++) /* the ratio to skip: the median of the rounds' ratios */
+    printf(" mask%d %9.3f (%.4fx)", o->masks[r - 4], t[r], ok ? ratio[r] : NAN);
+  printf("\n");
   fm_json_object(j, "backward");
   fm_json_int(j, "tile_rows", br);
   fm_json_int(j, "tile_cols", bc);
@@ -364,6 +375,13 @@ static double bench_backward(fm_attn_problem *pr, const fm_colmask *m, int64_t B
   fm_json_double(j, "ms_skip_instrumented", t[1]);
   fm_json_double(j, "ms_noskip", t[2]);
   fm_json_double(j, "ms_skip_deterministic", t[3]);
+  for (int r = 4; r < nr; r++) {
+    char key[32];
+    snprintf(key, sizeof key, "ms_skip_mask%d", o->masks[r - 4]);
+    fm_json_double(j, key, t[r]);
+    snprintf(key, sizeof key, "ratio_skip_mask%d", o->masks[r - 4]);
+    fm_json_double(j, key, ok ? ratio[r] : NAN);
+  }
   fm_json_end(j);
   return tflops;
 }
@@ -534,19 +552,25 @@ static void class_cycles(const uint8_t *cls, const int64_t *cyc, int64_t ntiles,
   *median = *n ? (*n % 2 ? buf[*n / 2] : 0.5 * (buf[*n / 2 - 1] + buf[*n / 2])) : NAN;
 }
 
-/* --sm90-masks: each method's instrumented skip launch (a warm-up launch,
- * then the one read), two rounds in alternating order; per method the mean
- * over the rounds of the mean and median cycles of PARTIAL and UNMASKED tiles
- * (kernels/PERF_NOTES.md, "R2P (issue 25): design and SASS"). */
-static void mask_cycles(const bench_case *bc, const fm_attn_problem *pr, fm_json *j) {
+/* --sm90-masks: each method's instrumented skip launch of `pass` (a warm-up
+ * launch, then the one read; the backward's forward outputs in place), two
+ * rounds in alternating order; per method the mean over the rounds of the
+ * mean and median cycles of PARTIAL and UNMASKED tiles (the backward: pairs,
+ * at its own tile) (kernels/PERF_NOTES.md, "R2P (issue 25): design and SASS"). */
+static void mask_cycles(const bench_case *bc, const fm_attn_problem *pr, fm_pass pass, fm_json *j) {
   const bench_opts *o = bc->o;
-  const int64_t ntiles = bc->B * bc->H * ((bc->S + bc->br - 1) / bc->br) * ((bc->S + bc->bc - 1) / bc->bc);
+  int32_t br = bc->br, bcols = bc->bc;
+  fm_err err;
+  if (pass == FM_PASS_BWD && fm_kernel_tile_size(pr->kernel, FM_PASS_BWD, pr->head_dim, &br, &bcols, &err) != FM_OK) {
+    fprintf(stderr, "fm_kernel_bench: --sm90-masks: %s\n", err.msg);
+    return;
+  }
+  const int64_t ntiles = bc->B * bc->H * ((bc->S + br - 1) / br) * ((bc->S + bcols - 1) / bcols);
   uint8_t *cls = malloc((size_t)ntiles);
   int64_t *cyc = malloc((size_t)ntiles * 8);
   double *buf = malloc((size_t)ntiles * sizeof(double));
   double st[MAX_LIST][4] = {{0}}; /* partial mean, median, unmasked mean, median: sums over rounds */
   int64_t np = 0, nu = 0;
-  fm_err err;
   if (!cls || !cyc || !buf) {
     fprintf(stderr, "fm_kernel_bench: --sm90-masks: cannot allocate %lld tiles' records\n", (long long)ntiles);
     goto done;
@@ -554,7 +578,7 @@ static void mask_cycles(const bench_case *bc, const fm_attn_problem *pr, fm_json
   for (int round = 0; round < 2; round++)
     for (int k = 0; k < o->nmasks; k++) {
       const int i = round ? o->nmasks - 1 - k : k;
-      fm_attn_tuned_launch t = {.launch = {.p = *pr, .pass = FM_PASS_FWD, .variant = FM_VARIANT_SKIP, .instrumented = 1},
+      fm_attn_tuned_launch t = {.launch = {.p = *pr, .pass = pass, .variant = FM_VARIANT_SKIP, .instrumented = 1},
                                 .tuning = {.sm90_mask = o->masks[i]}};
       for (int rep = 0; rep < 2; rep++)
         if (fm_attn_tuned_launch_run(&t, NULL, &err) != FM_OK) {
@@ -570,10 +594,10 @@ static void mask_cycles(const bench_case *bc, const fm_attn_problem *pr, fm_json
       class_cycles(cls, cyc, ntiles, FM_TILE_UNMASKED, buf, &mean, &median, &nu);
       st[i][2] += mean / 2, st[i][3] += median / 2;
     }
-  fm_json_object(j, "tile_cycles_by_mask");
+  fm_json_object(j, pass == FM_PASS_BWD ? "bwd_tile_cycles_by_mask" : "tile_cycles_by_mask");
   for (int i = 0; i < o->nmasks; i++) {
     printf("  %-20s mask%d cycles/tile: partial %.0f (median %.0f, %lld tiles), unmasked %.0f (median %.0f, "
-           "%lld tiles), partial/unmasked %.3f (medians %.3f)\n", "", o->masks[i], st[i][0], st[i][1],
+           "%lld tiles), partial/unmasked %.3f (medians %.3f)\n", pass == FM_PASS_BWD ? "bwd" : "", o->masks[i], st[i][0], st[i][1],
            (long long)np, st[i][2], st[i][3], (long long)nu, st[i][0] / st[i][2], st[i][1] / st[i][3]);
     char key[16];
     snprintf(key, sizeof key, "mask%d", o->masks[i]);
@@ -630,7 +654,7 @@ static int bench_family(const bench_case *bc, int fi, double *full_tflops, doubl
   fm_json_int(j, "heads", bc->H);
   fm_json_int(j, "mask_sets", nsets);
   forward_row(bc, fam, fi, &counts, nsets, &pr, full_tflops, tot, j);
-  if (o->nmasks && o->kernels[0] == FM_KERNEL_SM90 && o->pass != FM_PASS_BWD) mask_cycles(bc, &pr, j);
+  if (o->nmasks && o->kernels[0] == FM_KERNEL_SM90 && o->pass != FM_PASS_BWD) mask_cycles(bc, &pr, FM_PASS_FWD, j);
   if (o->sustain_ms > 0 && o->pass != FM_PASS_BWD) sustained_line(&pr, FM_PASS_FWD, o->sustain_ms, j);
   if (o->pass & FM_PASS_BWD) {
     /* the forward outputs the backward reads */
@@ -638,8 +662,9 @@ static int bench_family(const bench_case *bc, int fi, double *full_tflops, doubl
       fprintf(stderr, "fm_kernel_bench: %s\n", err.msg);
       return 1;
     }
-    const double bt = bench_backward(&pr, m, bc->B, bc->H, bc->S, bc->warm, bc->nrep, *bwd_full_tflops, j);
+    const double bt = bench_backward(o, &pr, m, bc->B, bc->H, bc->S, bc->warm, bc->nrep, *bwd_full_tflops, j);
     if (fi == 0) *bwd_full_tflops = bt;
+    if (o->nmasks && o->kernels[0] == FM_KERNEL_SM90) mask_cycles(bc, &pr, FM_PASS_BWD, j);
     if (o->sustain_ms > 0) sustained_line(&pr, FM_PASS_BWD, o->sustain_ms, j);
   }
   fm_json_end(j);
