@@ -44,27 +44,6 @@ __device__ __forceinline__ uint32_t smem_addr(const void *p) {
   return (uint32_t)__cvta_generic_to_shared(p);
 }
 
-/* 16 bytes from shared address `addr` (16-byte aligned) in one LDS.128. A
- * pointer the compiler cannot prove shared (one kept in a struct) is read by
- * generic loads, with their address arithmetic; this names the space.
- * Volatile with a memory clobber: it stays after the mbarrier wait that
- * hands the data on and is never merged with the same address's load of an
- * earlier ring round. */
-__device__ __forceinline__ uint4 lds_v4(uint32_t addr) {
-  uint4 v;
-  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "r"(addr)
-               : "memory");
-  return v;
-}
-
-/* Two bytes to shared address `addr` (2-byte aligned), STS.U16, for the same
- * reason (32-bit shared addresses instead of a 64-bit generic pointer). */
-__device__ __forceinline__ void sts_u16(uint32_t addr, uint16_t v) {
-  asm volatile("st.shared.u16 [%0], %1;" ::"r"(addr), "h"(v) : "memory");
-}
-
 /* ------------------------------------------------------------------ mbarrier */
 
 /* Initialises the barrier at bar to expect `count` arrivals per phase. */

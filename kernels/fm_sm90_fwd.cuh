@@ -182,7 +182,7 @@ constexpr int PRODUCER_THREADS = 128;
  * warp w expands columns 32 w .. 32 w + 31 of its intervals into one 16-row
  * bit slice per consumer warp (fm_sm90 "mask slices": (8, BC) uint16, bit r of
  * slice [cw][j] = row 16 cw + r of the row tile, column j of the tile, masked;
- * column j at slot fm90m_slot(MASK == R2P, j) of the warp's 128). Every warp
+ * the same layout for every MASK method). Every warp
  * arrives on the stage's K-full barrier once its slices are written (warp 0's
  * arrival carries the K bytes). */
 template <int HD, int VAR, bool INSTR, int MASK>
@@ -262,19 +262,9 @@ __device__ __forceinline__ void producer(const params &p, unsigned char *smem, b
             fm_effective_upper(__ldg(gv + 2 * (int64_t)p.Sk + j), __ldg(gv + 3 * (int64_t)p.Sk + j),
                                p.causal, j, p.Sq, p.Sk, &us, &ue);
           }
-          if (MASK == FM_SM90_MASK_R2P) {
-            /* the permuted layout, stored through 32-bit shared addresses: through
-               the generic pointer below, the permuted index cost the instrumented
-               head dim 64 producer (32 registers) a spill (PERF_NOTES, "R2P") */
-            const uint32_t a = fmh::smem_addr(sMask) + 2 * (s * T::MASK_WARPS * T::BC + fm90m_slot(1, c));
 #pragma unroll
-            for (int w = 0; w < T::MASK_WARPS; w++)
-              fmh::sts_u16(a + 2 * w * T::BC, (uint16_t)fm90m_row_slice(r0 + 16 * w, lts, lte, us, ue));
-          } else {
-#pragma unroll
-            for (int w = 0; w < T::MASK_WARPS; w++)
-              sMask[(s * T::MASK_WARPS + w) * T::BC + c] = (uint16_t)fm90m_row_slice(r0 + 16 * w, lts, lte, us, ue);
-          }
+          for (int w = 0; w < T::MASK_WARPS; w++)
+            sMask[(s * T::MASK_WARPS + w) * T::BC + c] = (uint16_t)fm90m_row_slice(r0 + 16 * w, lts, lte, us, ue);
         }
       }
       /* INSTR: the observer waits for the release that this entry's V copy waits
@@ -352,21 +342,32 @@ __device__ __forceinline__ void mask_slices(float (&s)[NB * 4], const uint16_t *
 }
 
 /* The element mask of one S tile by the R2P method (fm_sm90_mask.h): the
- * producer's slices in the R2P layout at shared address `warp_slices` (this
- * warp's 128 uint16); the thread's 16 words in four 128-bit loads, gathered
- * into three words whose bytes hold 6 (6, 4) predicate bits each, applied a
- * byte at a time: the tests of one byte's bits stand together, so that ptxas
- * sets their predicates with one R2P and the element needs one FSEL. */
-__device__ __forceinline__ void mask_r2p(float (&s)[64], uint32_t warp_slices, int g, int c4) {
+ * producer's slices exactly as mask_slices reads them (`slices`: this warp's
+ * 128 uint16, the same generic pointer), the thread's 16 words 4 n + c4
+ * loaded one by one, gathered into three words whose bytes hold 6 (6, 4)
+ * predicate bits each, applied a byte at a time: the tests of one byte's bits
+ * stand together, so that ptxas sets their predicates with one R2P and the
+ * element needs one FSEL.
+ *
+ * Why the loads look like this (PERF_NOTES, "R2P: the unmasked tiles"): the
+ * first build (a permuted layout, four ld.shared.v4 in volatile inline asm,
+ * the producer's STS.U16) made ptxas compile the rest of the kernel
+ * differently from SLICES, the unmasked tiles' path included (the S GEMM's
+ * issue at the loop top, other registers), and unmasked tiles measured about
+ * 1% dearer on an H100. Any inline asm load moved the loop top's schedule;
+ * plain 128-bit generic loads kept it but moved the registers (their
+ * destinations are aligned quads: the loop's entry went from R12 to R188).
+ * Plain 32-bit generic loads of the SLICES layout leave everything outside
+ * this block as SLICES compiles it. The move of the pointer to itself (no
+ * SASS instruction) hides the base's alignment from LLVM, which otherwise
+ * adds the offsets 16 n with OR, one 64-bit address pair per load as in
+ * mask_slices; as an add, ptxas folds them into the loads' immediates. */
+__device__ __forceinline__ void mask_r2p(float (&s)[64], const uint16_t *slices, int g, int c4) {
+  const uint32_t *w32 = reinterpret_cast<const uint32_t *>(slices) + fm90m_slices_word(0, c4);
+  asm("mov.b64 %0, %0;" : "+l"(w32));
   uint32_t w[FM90M_NB];
 #pragma unroll
-  for (int q = 0; q < FM90M_NB / 4; q++) {
-    const uint4 v = fmh::lds_v4(warp_slices + 4 * fm90m_r2p_word(4 * q, c4));
-    w[4 * q + 0] = v.x;
-    w[4 * q + 1] = v.y;
-    w[4 * q + 2] = v.z;
-    w[4 * q + 3] = v.w;
-  }
+  for (int n = 0; n < FM90M_NB; n++) w[n] = w32[fm90m_slices_word(n, 0)];
   uint32_t acc[FM90M_R2P_GROUPS];
   fm90m_r2p_words(w, g, acc);
 #pragma unroll
@@ -539,7 +540,8 @@ __device__ __forceinline__ void after_s(const ctx<HD> &c, const slot &e, float (
     if (VAR == FM_VARIANT_DENSE)
       mask_dense<16>(s, c.dm, c.p->Sk, c.p->Sq, c.i_lo, e.tile * T::BC + 2 * c.c4);
     else if (MASK == FM_SM90_MASK_R2P)
-      mask_r2p(s, fmh::smem_addr(c.smem + T::OFF_VEC) + (e.stg * T::MASK_WARPS + c.cw * 4 + c.warp) * T::BC * 2,
+      mask_r2p(s, reinterpret_cast<const uint16_t *>(c.smem + T::OFF_VEC) +
+                      (e.stg * T::MASK_WARPS + c.cw * 4 + c.warp) * T::BC,
                c.lane >> 2, c.c4);
     else
       mask_slices<16>(s, reinterpret_cast<const uint16_t *>(c.smem + T::OFF_VEC) +

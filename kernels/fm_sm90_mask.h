@@ -19,20 +19,23 @@
  *
  * Slices: for each consumer warp and tile column c the producer writes one
  * uint16, bit r set when row 16 cw4 + r is masked at column c
- * (fm90m_row_slice). The methods differ only in where a column's uint16 sits
- * inside the warp's 128 (fm90m_slot) and in how the consumer reads them:
+ * (fm90m_row_slice), column c at uint16 c of the warp's 128, for both
+ * methods; a thread reads the 32-bit word 4 n + c4 of each n8 block n
+ * (columns 8 n + 2 c4 and + 1; fm90m_slices_word). The methods differ only
+ * in how the thread turns its 16 words into predicates:
  *
- *   FM_SM90_MASK_SLICES  (the default) column c at uint16 c. The thread reads
- *       the 32-bit word 4 n + c4 of each n8 block (columns 8 n + 2 c4 and
- *       + 1), shifts it right by g and tests bits 0, 8, 16, 24 (one
- *       bit test and one select per element).
- *   FM_SM90_MASK_R2P     columns permuted so that the 16 words of thread c4
- *       are 4 runs of 4 (one 128-bit load each); the thread gathers its 64
- *       bits into three words (fm90m_r2p_gather: two instructions per 32-bit
- *       slice word) laid out so that each byte holds up to 6 consecutive
- *       predicate bits in bits 1..6, which ptxas applies with R2P (register
- *       to predicates: one instruction sets P1..P6 from one byte) and one
- *       select per element.
+ *   FM_SM90_MASK_SLICES  (the default) shifts each word right by g and tests
+ *       bits 0, 8, 16, 24 (one bit test and one select per element).
+ *   FM_SM90_MASK_R2P     gathers its 64 bits into three words
+ *       (fm90m_r2p_gather: two instructions per 32-bit slice word) laid out
+ *       so that each byte holds up to 6 consecutive predicate bits in bits
+ *       1..6, which ptxas applies with R2P (register to predicates: one
+ *       instruction sets P1..P6 from one byte) and one select per element.
+ *
+ * (A first R2P build permuted the columns so that a thread's 16 words were 4
+ * runs of 4, read by 128-bit shared loads; it made the unmasked tiles dearer
+ * through the code ptxas made of the rest of the kernel: PERF_NOTES, "R2P:
+ * the unmasked tiles".)
  *
  * The enum of methods is fm_attn_dev.h's (FM_SM90_MASK_*: the launch-time
  * knob of fm_attn_tuning); this header needs only the layouts.
@@ -83,21 +86,11 @@ FM_HD uint32_t fm90m_row_slice(int32_t base, int32_t lts, int32_t lte, int32_t u
   return ((1u << b0) - (1u << a0)) | ((1u << b1) - (1u << a1));
 }
 
-/* The R2P layout's 32-bit word of n8 block n for threads c4: the four blocks
- * 4 q .. 4 q + 3 of one c4 are one 16-byte run (word 16 q + 4 c4), so that a
- * thread reads its 16 words in 4 loads of 128 bits and the 4 runs of one q
- * are 64 consecutive bytes (no bank conflict). */
-FM_HD int fm90m_r2p_word(int n, int c4) { return (n >> 2) * 16 + c4 * 4 + (n & 3); }
-
-/* Where column c's uint16 sits among its warp's 128 (slot c for SLICES). */
-FM_HD int fm90m_slot(int r2p, int c) {
-  return r2p ? 2 * fm90m_r2p_word(c >> 3, (c >> 1) & 3) + (c & 1) : c;
-}
-
 /* -------------------------------------------------- consumer: SLICES */
 
-/* The SLICES thread's word of n8 block n (its warp's slices read as
- * uint32) and the bit of element (e, hr) in that word after the shift by g. */
+/* The thread's word of n8 block n (its warp's slices read as uint32; both
+ * methods) and, for SLICES, the bit of element (e, hr) in that word after
+ * the shift by g. */
 FM_HD int fm90m_slices_word(int n, int c4) { return 4 * n + c4; }
 FM_HD int fm90m_slices_bit(int e, int hr) { return 16 * e + 8 * hr; }
 

@@ -1,8 +1,8 @@
 /* Tests of the sm90 kernels' partial-tile mask methods (kernels/fm_sm90_mask.h),
  * on the host.
  *
- * Forward: the producer's slices written in both layouts, then every thread
- * of every consumer warp reads them back as the kernel does, and each
+ * Forward: the producer's slices (one layout for both methods), then every
+ * thread of every consumer warp reads them back as the kernel does, and each
  * method's decision for each of the thread's 64 accumulator elements must
  * equal the other's and the element rule (docs/DESIGN.md, "Semantics";
  * core/fm_colmask.h, core/fm_tile_rule.h). Tiles of 64, 128 and 192 rows x 128
@@ -26,11 +26,11 @@
 
 #define MAX_WARPS 12 /* 192 rows: three consumer warpgroups (head dim 64) */
 
-/* One tile's slices as the producer writes them: uint16 [warp][slot], in the
- * SLICES layout (sl) and the R2P layout (rp). Columns past Sk hide every row;
- * the causal triangle is folded into the upper interval (fm_sm90_fwd.cuh). */
+/* One tile's slices as the producer writes them: uint16 [warp][column], read
+ * by both methods. Columns past Sk hide every row; the causal triangle is
+ * folded into the upper interval (fm_sm90_fwd.cuh). */
 typedef struct tile_slices {
-  uint16_t sl[MAX_WARPS * FM90M_BC], rp[MAX_WARPS * FM90M_BC];
+  uint16_t sl[MAX_WARPS * FM90M_BC];
 } tile_slices;
 
 static void produce(const fm_colmask *m, int32_t r0, int nwarps, int32_t j0, tile_slices *t) {
@@ -46,8 +46,7 @@ static void produce(const fm_colmask *m, int32_t r0, int nwarps, int32_t j0, til
     }
     for (int w = 0; w < nwarps; w++) {
       const uint16_t v = (uint16_t)fm90m_row_slice(r0 + 16 * w, lts, lte, us, ue);
-      t->sl[w * FM90M_BC + fm90m_slot(0, c)] = v;
-      t->rp[w * FM90M_BC + fm90m_slot(1, c)] = v;
+      t->sl[w * FM90M_BC + c] = v;
     }
   }
 }
@@ -64,13 +63,12 @@ static int slices_masked(const uint16_t *warp, int lane, int idx) {
   return (x >> fm90m_slices_bit(e, hr)) & 1;
 }
 
-/* R2P (mask_r2p): the thread's four 128-bit loads of 4 consecutive words,
- * its three words, then one bit per element. */
+/* R2P (mask_r2p): the thread's 16 words, as SLICES reads them, gathered
+ * into its three words, then one bit per element. */
 static void r2p_words(const uint16_t *warp, int lane, uint32_t acc[FM90M_R2P_GROUPS]) {
   const int g = lane >> 2, c4 = lane & 3;
   uint32_t w[FM90M_NB];
-  for (int q = 0; q < FM90M_NB / 4; q++)
-    for (int t = 0; t < 4; t++) w[4 * q + t] = word32(warp, fm90m_r2p_word(4 * q, c4) + t);
+  for (int n = 0; n < FM90M_NB; n++) w[n] = word32(warp, fm90m_slices_word(n, c4));
   fm90m_r2p_words(w, g, acc);
 }
 static int r2p_masked(const uint32_t acc[FM90M_R2P_GROUPS], int idx) {
@@ -124,7 +122,7 @@ static void check_mask(const fm_colmask *m, int br, coverage *cv) {
       for (int w = 0; w < nwarps; w++)
         for (int lane = 0; lane < 32; lane++) {
           uint32_t acc[FM90M_R2P_GROUPS];
-          r2p_words(t.rp + w * FM90M_BC, lane, acc);
+          r2p_words(t.sl + w * FM90M_BC, lane, acc);
           for (int idx = 0; idx < 4 * FM90M_NB; idx++) {
             const int32_t i = r0 + 16 * w + fm90m_elem_row(lane, idx), j = j0 + fm90m_elem_col(lane, idx);
             const int a = slices_masked(t.sl + w * FM90M_BC, lane, idx), b = r2p_masked(acc, idx);
@@ -165,12 +163,17 @@ Test(sm90_mask, ownership_covers_the_tile_once) {
     for (int c = 0; c < FM90M_BC; c++) cr_assert_eq(seen[r][c], 1, "row %d col %d owned %d times", r, c, seen[r][c]);
 }
 
-Test(sm90_mask, layouts_are_permutations) {
-  for (int r2p = 0; r2p < 2; r2p++) {
-    int seen[FM90M_BC] = {0};
-    for (int c = 0; c < FM90M_BC; c++) seen[fm90m_slot(r2p, c)]++;
-    for (int k = 0; k < FM90M_BC; k++) cr_assert_eq(seen[k], 1, "layout %d slot %d", r2p, k);
-  }
+/* The four lanes c4 of a row group read the warp's 64 words once each, and
+ * word 4 n + c4 holds the columns of their block n (both methods). */
+Test(sm90_mask, thread_words_cover_the_warp_once) {
+  int seen[FM90M_BC / 2] = {0};
+  for (int c4 = 0; c4 < 4; c4++)
+    for (int n = 0; n < FM90M_NB; n++) {
+      const int k = fm90m_slices_word(n, c4);
+      seen[k]++;
+      for (int e = 0; e < 2; e++) cr_assert_eq(2 * k + e, fm90m_elem_col(c4, 4 * n + e), "n %d c4 %d e %d", n, c4, e);
+    }
+  for (int k = 0; k < FM90M_BC / 2; k++) cr_assert_eq(seen[k], 1, "word %d", k);
 }
 
 /* What lets ptxas use R2P: a group's bits of one byte are bits 1..len of that
