@@ -26,8 +26,25 @@ static void cost_json(fm_json *j, const char *key, const fm_cp_cost *c, int fits
   fm_json_double(j, "fwd_ms", c->ms[FM_CP_FWD]);
   fm_json_double(j, "bwd_ms", c->ms[FM_CP_BWD]);
   fm_json_double(j, "step_ms", c->step_ms);
+  fm_json_double(j, "compute_fwd_ms", c->compute_ms[FM_CP_FWD]);
+  fm_json_double(j, "compute_bwd_ms", c->compute_ms[FM_CP_BWD]);
   fm_json_int(j, "memory_bytes", c->mem_bytes);
   if (fits >= 0) fm_json_bool(j, "fits", fits);
+  fm_json_end(j);
+}
+
+/* A rank's ring steps are written up to this many ranks (P^2 objects). */
+#define FM_CP_JSON_MAX_STEP_RANKS 64
+
+static void step_json(fm_json *j, const fm_cp_ring_step *st) {
+  fm_json_object(j, NULL);
+  fm_json_int(j, "source", st->source);
+  fm_json_int(j, "s", st->s);
+  fm_json_int(j, "kv_bytes", st->kv_bytes);
+  fm_json_double(j, "fwd_ms", st->ms[FM_CP_FWD]);
+  fm_json_double(j, "bwd_ms", st->ms[FM_CP_BWD]);
+  fm_json_double(j, "ring_fwd_ms", st->ring_ms[FM_CP_FWD]);
+  fm_json_double(j, "ring_bwd_ms", st->ring_ms[FM_CP_BWD]);
   fm_json_end(j);
 }
 
@@ -52,6 +69,13 @@ static void rank_json(fm_json *j, const fm_cp_summary *s, const fm_cp_rank *rk, 
   fm_json_object(j, "exchanges");
   for (int x = 0; x < FM_CP_NEXCHANGES; x++) cost_json(j, fm_cp_exchange_name(x), &rk->cost[x], -1);
   fm_json_end(j);
+  if (s->ranks <= FM_CP_JSON_MAX_STEP_RANKS) {
+    fm_json_array(j, "steps");
+    for (int32_t i = 0; i < rk->nsteps; i++) step_json(j, &rk->steps[i]);
+    fm_json_end(j);
+  } else {
+    fm_json_null(j, "steps");
+  }
   fm_json_end(j);
 }
 
@@ -106,6 +130,7 @@ void fm_cp_plan_json(const fm_cp_plan *p, struct fm_json *j) {
   fm_json_object(j, "link");
   fm_json_double(j, "gbs", s->link_gbs);
   fm_json_double(j, "latency_us", s->link_us);
+  fm_json_double(j, "comm_sm_frac", s->comm_sm_frac);
   fm_json_end(j);
   fm_json_int(j, "memory_budget_bytes", s->mem_budget);
   fm_json_object(j, "tiles");

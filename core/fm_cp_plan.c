@@ -38,6 +38,7 @@ struct fm_cp_plan {
   fm_cp_segment *segs[FM_CP_NSHARDINGS];
   fm_cp_rank *ranks[FM_CP_NSHARDINGS];
   uint8_t *need[FM_CP_NSHARDINGS];
+  fm_cp_ring_step *steps[FM_CP_NSHARDINGS];
 };
 
 #define MAP_MAX 512
@@ -611,15 +612,51 @@ static void rank_memory(const eval_ctx *e, int32_t r) {
                                    (4 * cols + 4 * (cols > R ? cols : R) + 2 * e->send_max[r]) * u;
 }
 
+/* The ranks' steps from the model's sources and the ring's step windows
+ * (step_us, per pass; NULL: no times) into the plan (p->steps[sh]). */
+static fm_status keep_steps(fm_cp_plan *p, eval_ctx *e, fm_cp_sharding sh, double *const step_us[FM_CP_NPASSES],
+                            fm_err *err) {
+  fm_cp_ring_step *st = calloc((size_t)(e->nsrc > 0 ? e->nsrc : 1), sizeof *st);
+  if (!st) return fm_fail(err, FM_ENOMEM, "cannot allocate the ring steps of %d ranks", e->ranks);
+  p->steps[sh] = st;
+  for (int32_t r = 0; r < e->ranks; r++) {
+    fm_cp_rank *rk = &e->out[r];
+    rk->steps = st + e->src_start[r];
+    rk->nsteps = (int32_t)(e->src_start[r + 1] - e->src_start[r]);
+    for (int64_t k = e->src_start[r]; k < e->src_start[r + 1]; k++) {
+      const fm_cp_model_src *c = &e->src[k];
+      st[k] = (fm_cp_ring_step){.source = (r - c->s + e->ranks) % e->ranks, .s = c->s,
+                           .kv_bytes = (int64_t)c->bytes};
+      for (int pass = 0; pass < FM_CP_NPASSES; pass++) {
+        int times = step_us[pass] && !isnan(rk->ms[pass]);
+        st[k].ms[pass] = times ? c->us[pass] / 1e3 : NAN;
+        st[k].ring_ms[pass] = times ? step_us[pass][k] / 1e3 : NAN;
+      }
+    }
+  }
+  return FM_OK;
+}
+
+/* A rank's compute as cp-run measures it, per exchange and pass. */
+static void rank_compute(fm_cp_rank *rk) {
+  for (int pass = 0; pass < FM_CP_NPASSES; pass++) {
+    rk->cost[FM_CP_ALLGATHER].compute_ms[pass] = rk->ms[pass];
+    double t = isnan(rk->ms[pass]) ? NAN : 0;
+    for (int32_t i = 0; i < rk->nsteps; i++) t += rk->steps[i].ring_ms[pass];
+    rk->cost[FM_CP_RING].compute_ms[pass] = t;
+  }
+}
+
 /* Both exchanges' walls per rank and pass from the model (NaN for a pass
- * some rank has no time for) and their memory. */
-static fm_status exchange_costs(eval_ctx *e, fm_err *err) {
+ * some rank has no time for), their compute and their memory. */
+static fm_status exchange_costs(fm_cp_plan *p, eval_ctx *e, fm_cp_sharding sh, fm_err *err) {
   const int32_t P = e->ranks;
   const fm_cp_summary *s = &e->p->sum;
   fm_cp_model m = {.ranks = P, .start = e->src_start, .src = e->src, .link_gbs = s->link_gbs,
-                   .link_us = s->link_us, .rank = e->mrank};
+                   .link_us = s->link_us, .rank = e->mrank, .comm_sm_frac = s->comm_sm_frac};
   double *wall = malloc(sizeof *wall * (size_t)P), *comp = malloc(sizeof *comp * (size_t)P);
-  fm_status st = wall && comp ? FM_OK : fm_fail(err, FM_ENOMEM, "cannot allocate the costs of %d ranks", P);
+  double *step_us[FM_CP_NPASSES] = {NULL, NULL}, *buf = malloc(sizeof *buf * (size_t)(2 * e->nsrc + 1));
+  fm_status st = wall && comp && buf ? FM_OK : fm_fail(err, FM_ENOMEM, "cannot allocate the costs of %d ranks", P);
   for (int32_t r = 0; r < P; r++) rank_memory(e, r);
   for (int pass = 0; st == FM_OK && pass < FM_CP_NPASSES; pass++) {
     int times = 1;
@@ -627,22 +664,27 @@ static fm_status exchange_costs(eval_ctx *e, fm_err *err) {
       comp[r] = e->out[r].ms[pass] * 1e3;
       times &= !isnan(comp[r]);
     }
+    if (times) step_us[pass] = buf + pass * e->nsrc;
     for (int x = 0; st == FM_OK && x < FM_CP_NEXCHANGES; x++) {
       if (times)
-        st = x == FM_CP_RING ? fm_cp_model_ring(&m, pass, wall, err)
+        st = x == FM_CP_RING ? fm_cp_model_ring_steps(&m, pass, wall, step_us[pass], err)
                              : fm_cp_model_allgather(&m, pass, comp, wall, err);
       for (int32_t r = 0; st == FM_OK && r < P; r++) e->out[r].cost[x].ms[pass] = times ? wall[r] / 1e3 : NAN;
     }
   }
-  for (int32_t r = 0; r < P; r++)
+  if (st == FM_OK) st = keep_steps(p, e, sh, step_us, err);
+  for (int32_t r = 0; st == FM_OK && r < P; r++) {
+    rank_compute(&e->out[r]);
     for (int x = 0; x < FM_CP_NEXCHANGES; x++) {
       fm_cp_cost *c = &e->out[r].cost[x];
       c->step_ms = isnan(e->out[r].compute_ms) ? NAN : 0;
       for (int pass = 0; pass < FM_CP_NPASSES; pass++)
         if (!isnan(c->ms[pass]) && !isnan(c->step_ms)) c->step_ms += c->ms[pass];
     }
+  }
   free(wall);
   free(comp);
+  free(buf);
   return st;
 }
 
@@ -717,7 +759,7 @@ static void sharding_finish(const fm_cp_plan *p, fm_cp_sharding_plan *sp) {
   int32_t P = p->sum.ranks;
   double tmax = 0, tsum = 0, wmax = 0, wsum = 0;
   int times = p->sum.have_times;
-  for (int x = 0; x < FM_CP_NEXCHANGES; x++) sp->cost[x] = (fm_cp_cost){{0, 0}, 0, 0};
+  for (int x = 0; x < FM_CP_NEXCHANGES; x++) sp->cost[x] = (fm_cp_cost){{0, 0}, {0, 0}, 0, 0};
   for (int32_t r = 0; r < P; r++) {
     const fm_cp_rank *rk = &sp->ranks[r];
     if (!isnan(rk->compute_ms) && rk->compute_ms > tmax) tmax = rk->compute_ms;
@@ -728,7 +770,10 @@ static void sharding_finish(const fm_cp_plan *p, fm_cp_sharding_plan *sp) {
     if (rk->kv_recv_bytes > sp->kv_recv_bytes_max) sp->kv_recv_bytes_max = rk->kv_recv_bytes;
     for (int x = 0; x < FM_CP_NEXCHANGES; x++) {
       fm_cp_cost *c = &sp->cost[x];
-      for (int k = 0; k < FM_CP_NPASSES; k++) c->ms[k] = fmax(c->ms[k], rk->cost[x].ms[k]);
+      for (int k = 0; k < FM_CP_NPASSES; k++) {
+        c->ms[k] = fmax(c->ms[k], rk->cost[x].ms[k]);
+        c->compute_ms[k] = fmax(c->compute_ms[k], rk->cost[x].compute_ms[k]);
+      }
       if (rk->cost[x].mem_bytes > c->mem_bytes) c->mem_bytes = rk->cost[x].mem_bytes;
     }
   }
@@ -739,7 +784,7 @@ static void sharding_finish(const fm_cp_plan *p, fm_cp_sharding_plan *sp) {
   for (int x = 0; x < FM_CP_NEXCHANGES; x++) {
     sp->fits[x] = sp->cost[x].mem_bytes <= p->sum.mem_budget;
     for (int k = 0; k < FM_CP_NPASSES; k++) { /* a barrier between passes: the slowest of each */
-      if (!times || isnan(p->sum.one_gpu_ms[k])) sp->cost[x].ms[k] = NAN;
+      if (!times || isnan(p->sum.one_gpu_ms[k])) sp->cost[x].ms[k] = sp->cost[x].compute_ms[k] = NAN;
       if (!isnan(sp->cost[x].ms[k])) sp->cost[x].step_ms += sp->cost[x].ms[k];
     }
     if (!times) sp->cost[x].step_ms = NAN;
@@ -783,7 +828,7 @@ static fm_status sharding_eval(fm_cp_plan *p, const fm_cp_options *o, fm_cp_shar
       if (!isnan(rk->ms[pass])) rk->compute_ms = (isnan(rk->compute_ms) ? 0 : rk->compute_ms) + rk->ms[pass];
     if (st == FM_OK) st = rank_costs(&e, r, err);
   }
-  if (st == FM_OK) st = exchange_costs(&e, err);
+  if (st == FM_OK) st = exchange_costs(p, &e, s, err);
   eval_free(&e);
   sp->sharding = s;
   sp->segments = p->segs[s];
@@ -822,6 +867,9 @@ static fm_status plan_setup(fm_cp_plan *p, const fm_colmask *m, const fm_cp_opti
   s->heads = o->heads ? o->heads : 1;
   s->link_gbs = o->link_gbs > 0 ? o->link_gbs : FM_CP_DEFAULT_LINK_GBS;
   s->link_us = o->link_us > 0 ? o->link_us : FM_CP_DEFAULT_LINK_US;
+  if (o->comm_sm_frac >= 1)
+    return fm_fail(err, FM_EINVAL, "the SMs NCCL holds, %g of the GPU: expected less than 1", o->comm_sm_frac);
+  s->comm_sm_frac = o->comm_sm_frac > 0 ? o->comm_sm_frac : o->comm_sm_frac < 0 ? 0 : FM_CP_DEFAULT_COMM_SM_FRAC;
   s->mem_budget = o->mem_budget > 0 ? o->mem_budget : FM_CP_DEFAULT_MEM_BUDGET;
   s->kv_row_bytes = s->heads * s->head_dim * 2 * 2 * s->batch;
   fm_kernel_id k = o->kernel;
@@ -939,6 +987,7 @@ void fm_cp_plan_destroy(fm_cp_plan *p) {
     free(p->segs[s]);
     free(p->ranks[s]);
     free(p->need[s]);
+    free(p->steps[s]);
   }
   free(p->map);
   free(p->map_diff);

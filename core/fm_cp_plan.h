@@ -116,6 +116,8 @@ enum { FM_CP_FWD = 0, FM_CP_BWD = 1, FM_CP_NPASSES = 2 };
 #define FM_CP_DEFAULT_LINK_GBS 90.0    /* per GPU and direction: cp-run's measured K/V group
                                           rate on H200 NVLink (docs/DESIGN.md, "The exchange model") */
 #define FM_CP_DEFAULT_LINK_US 10.0     /* per message */
+#define FM_CP_DEFAULT_COMM_SM_FRAC 0.12 /* the SMs a ring group in flight holds, from the 2-GPU
+                                          timeline (docs/DESIGN.md, "The exchange model") */
 #define FM_CP_DEFAULT_MEM_BUDGET ((int64_t)120 << 30) /* bytes per GPU: an H200's 141 GB less room */
 
 /* "contiguous", "zigzag", "mask-aware"; "?" out of range. Static storage. */
@@ -139,6 +141,9 @@ typedef struct fm_cp_options {
                                     Borrowed during fm_cp_plan_create only */
   double link_gbs;        /* GB/s per GPU and direction; 0: FM_CP_DEFAULT_LINK_GBS */
   double link_us;         /* latency per message, us; 0: FM_CP_DEFAULT_LINK_US */
+  double comm_sm_frac;    /* the fraction of a GPU's SMs its NCCL kernels hold while a ring
+                             group is in flight, < 1; 0: FM_CP_DEFAULT_COMM_SM_FRAC;
+                             negative: none (fm_cp_model's comm_sm_frac) */
   int64_t mem_budget;     /* bytes per GPU; 0: FM_CP_DEFAULT_MEM_BUDGET */
 } fm_cp_options;
 
@@ -150,6 +155,10 @@ typedef struct fm_cp_segment {
 /* One exchange's cost for a rank (times NaN without a profile). */
 typedef struct fm_cp_cost {
   double ms[FM_CP_NPASSES]; /* the pass with its exchange: compute, waits, sends */
+  double compute_ms[FM_CP_NPASSES]; /* what cp-run measures as the pass's compute: the compute
+                                       stream's step windows summed (all-gather: the launch;
+                                       ring: every step with its merge or dQ sum, stretched
+                                       by the NCCL groups beside it) */
   double step_ms;           /* ms[FWD] + ms[BWD] */
   int64_t mem_bytes;        /* peak per GPU: its own tensors plus the exchange's buffers */
 } fm_cp_cost;
@@ -169,7 +178,20 @@ typedef struct fm_cp_rank {
                                          (cp-run's: per batch, tensor and run of segments
                                          contiguous on both sides) */
   fm_cp_cost cost[FM_CP_NEXCHANGES];  /* FM_CP_ALLGATHER, FM_CP_RING */
+  const struct fm_cp_ring_step *steps;     /* (nsteps,) its ring steps in order (own keys first); the
+                                         plan owns them */
+  int32_t nsteps;
 } fm_cp_rank;
+
+/* One ring step of a rank (times NaN without a profile). */
+typedef struct fm_cp_ring_step {
+  int32_t source, s;                  /* the source rank, (rank - s) mod P; s = 0: the own keys */
+  int64_t kv_bytes;                   /* K/V bytes received from it (0 for the own keys) */
+  double ms[FM_CP_NPASSES];           /* its compute alone: its share of the rank's visited
+                                         tiles, one more launch (s > 0), the merge or dQ sum */
+  double ring_ms[FM_CP_NPASSES];      /* its window in the ring's replay: ms stretched by the
+                                         rank's NCCL groups beside it (comm_sm_frac) */
+} fm_cp_ring_step;
 
 typedef struct fm_cp_sharding_plan {
   fm_cp_sharding sharding;
@@ -204,6 +226,7 @@ typedef struct fm_cp_summary {
   double one_gpu_total_ms;             /* the sum of those predicted */
   int64_t kv_row_bytes;                /* one K/V row: heads x head_dim x 2 (bf16) x 2 (K, V) x batch */
   double link_gbs, link_us;
+  double comm_sm_frac;                 /* 0: no contention modelled */
   int64_t mem_budget;
   int32_t map_rows, map_cols;          /* the work map's cells (fm_cp_plan_work_map) */
 } fm_cp_summary;
@@ -265,6 +288,9 @@ typedef struct fm_cp_model {
   const fm_cp_model_src *src;   /* by s, s = 0 first; a source that sends nothing is left out */
   double link_gbs, link_us;     /* GB/s per GPU and direction; us per message */
   const fm_cp_model_rank *rank; /* (P,); NULL: none of that work */
+  double comm_sm_frac;          /* ring: the fraction of a rank's SMs its NCCL kernels hold
+                                   while a group is posted and not yet moved, in [0, 1); a step
+                                   computing then progresses at 1 - comm_sm_frac (0: none) */
 } fm_cp_model;
 
 /* The walls (us, from the pass's barrier to the end of its conversions) of
@@ -279,6 +305,20 @@ typedef struct fm_cp_model {
  * partials of step i - 2 released); then tail_us. FM_EINVAL for sources not
  * in ring order; FM_ENOMEM. */
 fm_status fm_cp_model_ring(const fm_cp_model *m, int pass, double *wall, fm_err *err);
+/* The same, with each step's window on the compute stream (us, from its start
+ * to its end: its src us, stretched where the rank's NCCL groups are resident)
+ * into step_us (start[P],) unless NULL. With comm_sm_frac > 0 the pass is
+ * replayed until the walls settle (each replay's steps stretched by the
+ * previous one's residences: [the rank posts the group, its last transfer
+ * ends], the sums after it left out); FM_EINVAL for comm_sm_frac outside
+ * [0, 1). */
+fm_status fm_cp_model_ring_steps(const fm_cp_model *m, int pass, double *wall, double *step_us,
+                                 fm_err *err);
+/* When a step of `us` microseconds of the whole GPU's time, started at t0,
+ * ends where NCCL kernels hold the fraction f of the SMs during the intervals
+ * iv ([a, b) pairs, n of them, disjoint, in time order): it progresses at
+ * 1 - f inside them and at 1 outside (docs/DESIGN.md, "The exchange model"). */
+double fm_cp_stretch(double t0, double us, double f, const double *iv, int32_t n);
 /* The same for the all-gather as cp-run runs it: the forward's group (every
  * source at once; a transfer takes the larger load of its sender's outgoing
  * and its receiver's incoming link) before the one launch compute_us[r]; the

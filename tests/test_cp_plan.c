@@ -411,6 +411,63 @@ Test(cp_plan, exchange_model_by_hand) {
   cr_assert(strstr(err.msg, "ring order"), "%s", err.msg);
 }
 
+Test(cp_plan, exchange_model_contention_by_hand) {
+  /* A step beside an NCCL group progresses at 1 - f (fm_cp_stretch). f = 0.2,
+   * a group resident over [10, 60): 100 us of work from 0 runs 10 us at full
+   * rate, 50 us at 0.8 (40 us of work), the last 50 us after: ends at 110; 30
+   * us of work: 10, then 20 / 0.8 = 25 inside: ends at 35; from 70 (after the
+   * group): 70 + 100. */
+  const double iv[4] = {10, 60, 200, 210};
+  cr_assert_float_eq(fm_cp_stretch(0, 100, 0.2, iv, 1), 110, 1e-9);
+  cr_assert_float_eq(fm_cp_stretch(0, 30, 0.2, iv, 1), 35, 1e-9);
+  cr_assert_float_eq(fm_cp_stretch(70, 100, 0.2, iv, 1), 170, 1e-9);
+  /* two groups: 10 + 40 inside the first (50), 140 free to 200 (190), 8
+   * inside the second (its 10 us at 0.8), the last 2 after it: ends at 212 */
+  cr_assert_float_eq(fm_cp_stretch(0, 200, 0.2, iv, 2), 212, 1e-9);
+  cr_assert_float_eq(fm_cp_stretch(0, 200, 0, iv, 2), 200, 1e-9);
+  /* exchange_model_by_hand's two ranks with comm_sm_frac 0.2. Forward: the one
+   * group is resident on both ranks over [0, 22) (posted at 0, its last
+   * transfer done at 22: rank 1 waits for its send of 22 us). Rank 0's own
+   * step (10 us) runs inside it at 0.8: 12.5; its second (5 us) from 22, after
+   * the group: 5. Rank 1: 4 / 0.8 = 5, then 3. The walls are the groups' (27,
+   * 25), the windows grow: 12.5 + 5 and 5 + 3 where the steps alone are 10 +
+   * 5 and 4 + 3. */
+  const int64_t start[3] = {0, 2, 4};
+  const fm_cp_model_src src[4] = {
+      {.s = 0, .us = {10, 10}},
+      {.s = 1, .us = {5, 5}, .bytes = 20000, .msgs = {{6, 6}, {2, 2}}},
+      {.s = 0, .us = {4, 4}},
+      {.s = 1, .us = {3, 3}, .bytes = 2000, .msgs = {{2, 2}, {4, 2}}}};
+  fm_cp_model m = {.ranks = 2, .start = start, .src = src, .link_gbs = 1, .link_us = 1, .comm_sm_frac = 0.2};
+  double wall[2], step[4];
+  cr_assert_eq(fm_cp_model_ring_steps(&m, FM_CP_FWD, wall, step, NULL), FM_OK);
+  cr_assert_float_eq(wall[0], 27, 1e-9, "%g", wall[0]);
+  cr_assert_float_eq(wall[1], 25, 1e-9, "%g", wall[1]);
+  const double want[4] = {12.5, 5, 5, 3};
+  for (int k = 0; k < 4; k++) cr_assert_float_eq(step[k], want[k], 1e-9, "step %d: %g", k, step[k]);
+  /* Backward: KV(1) as above; DKV(1) is posted after each rank's step 1 (27,
+   * 25) and ends at 49 on both: no step runs beside it. The steps as in the
+   * forward; the walls stay 49. */
+  cr_assert_eq(fm_cp_model_ring_steps(&m, FM_CP_BWD, wall, step, NULL), FM_OK);
+  cr_assert_float_eq(wall[0], 49, 1e-9, "%g", wall[0]);
+  cr_assert_float_eq(wall[1], 49, 1e-9, "%g", wall[1]);
+  for (int k = 0; k < 4; k++) cr_assert_float_eq(step[k], want[k], 1e-9, "step %d: %g", k, step[k]);
+  /* Rank 1's own step of 30 us instead: inside [0, 22) it does 17.6 us of
+   * work, the other 12.4 after: ends at 34.4, its step 1 from 34.4 to 37.4.
+   * The group does not move (posted at 0 by both): rank 0 as before. */
+  fm_cp_model_src slow[4] = {src[0], src[1], src[2], src[3]};
+  slow[2].us[FM_CP_FWD] = 30;
+  m.src = slow;
+  cr_assert_eq(fm_cp_model_ring_steps(&m, FM_CP_FWD, wall, step, NULL), FM_OK);
+  cr_assert_float_eq(step[2], 34.4, 1e-9, "%g", step[2]);
+  cr_assert_float_eq(wall[1], 37.4, 1e-9, "%g", wall[1]);
+  cr_assert_float_eq(wall[0], 27, 1e-9, "%g", wall[0]);
+  /* f outside [0, 1) is refused */
+  m.comm_sm_frac = 1;
+  fm_err err;
+  cr_assert_eq(fm_cp_model_ring_steps(&m, FM_CP_FWD, wall, step, &err), FM_EINVAL);
+}
+
 Test(cp_plan, exchange_model_sums_by_hand) {
   /* The two ranks above, with the work outside the steps: rank 1 takes 3 us
    * to add the partials of its K/V that rank 0 sends back, rank 0 1 us for
@@ -494,6 +551,18 @@ Test(cp_plan, ring_extra_work_from_sizes_and_profile) {
                        ag->ms[FM_CP_BWD]);
     cr_assert_float_eq((ring->ms[FM_CP_FWD] - ag->ms[FM_CP_FWD]) * 1e3, fwd, 1e-5, "rank %d", r);
     cr_assert_float_eq((ring->ms[FM_CP_BWD] - ag->ms[FM_CP_BWD]) * 1e3, bwd, 1e-5, "rank %d", r);
+    /* the compute cp-run measures: the all-gather's launch, the ring's step
+     * windows (no group resides beside them on this link: their own times) */
+    cr_assert_eq(rk->nsteps, 2);
+    for (int k = 0; k < FM_CP_NPASSES; k++) {
+      cr_assert_float_eq(ag->compute_ms[k], rk->ms[k], 1e-12);
+      double sum = 0;
+      for (int i = 0; i < 2; i++) {
+        cr_assert_float_eq(rk->steps[i].ring_ms[k], rk->steps[i].ms[k], 1e-9);
+        sum += rk->steps[i].ring_ms[k];
+      }
+      cr_assert_float_eq(ring->compute_ms[k], sum, 1e-12);
+    }
   }
   fm_cp_plan_destroy(p);
   fm_colmask_destroy(m);

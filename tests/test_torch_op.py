@@ -9,9 +9,15 @@ every element within the kernels' tolerance (core/fm_reference.c: O atol 3e-3
 rtol 1.5e-2; gradients atol 3e-2 rtol 2e-2), fmsim's largest error at most
 twice that of the same-precision run (the kernels' rule 3: torch computing as
 the kernel rounds, `same_precision`), no NaN anywhere.
+
+The op records autograd through its C++ Function (fmsim/csrc/autograd_op.cpp)
+where that builds, so the tests above run it; `CppAutograd` compares it bit for
+bit with the Python Function and checks FMSIM_TORCH_CPP=0. A C++ op that does not
+build fails that class (with the build's reason) unless FMSIM_TORCH_CPP=0.
 """
 import math
 import os
+import subprocess
 import sys
 import unittest
 
@@ -27,10 +33,12 @@ if torch.cuda.get_device_capability() != (9, 0):
     print("SKIP: fmsim's sm90 kernels need an sm_90 GPU (got sm_%d%d)" % torch.cuda.get_device_capability())
     sys.exit(77)
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+PYDIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python")
+sys.path.insert(0, PYDIR)
 import numpy as np  # noqa: E402
 
 import fmsim  # noqa: E402
+import fmsim.torch as ft  # noqa: E402
 from fmsim.torch import flashmask_attention, flashmask_attention_profile  # noqa: E402
 
 TOL = {"o": (3e-3, 1.5e-2), "grad": (3e-2, 2e-2)}
@@ -398,6 +406,259 @@ class Workspace(unittest.TestCase):
             self.assertTrue(torch.equal(a, b), "gradients after trim_workspace differ")
         with self.assertRaises(ValueError):
             trim_workspace(keep_bytes=-1)
+
+
+class CppAutograd(unittest.TestCase):
+    """The C++ autograd Function against the Python one: the same library calls with
+    the same arguments, so the same bits (outputs, lse, gradients, strides), and the
+    environment switch."""
+    @classmethod
+    def setUpClass(cls):
+        cls.backend, cls.why = ft.autograd_backend(reason=True)
+        cls.cpp = ft._cpp
+
+    def setUp(self):
+        if self.backend != "cpp":
+            if os.environ.get("FMSIM_TORCH_CPP", "").strip() == "0":
+                self.skipTest("FMSIM_TORCH_CPP=0: the Python autograd Function only")
+            self.fail(f"the C++ autograd op is not in use: {self.why}")
+
+    def tearDown(self):
+        ft._use_cpp(self.cpp)
+
+    def run_path(self, path, q, k, v, sri, causal, do, expect=None, **kw):
+        """One forward and backward through `path`: "python" (the Python Function),
+        "cpp" (the C++ Function, the plan and intervals looked up by Python) or "fast"
+        (the default: the C++ Function from the C++ caches where they hold the call;
+        expect="hit" or "miss" says which this call must be)."""
+        ft._use_cpp(None if path == "python" else self.cpp, fast=path == "fast")
+        before = self.cpp.cache_stats()
+        qg, kg, vg = (t.detach().clone().requires_grad_() for t in (q, k, v))  # clone keeps a bhsd view's strides
+        out = flashmask_attention(qg, kg, vg, sri, causal, **kw)
+        after = self.cpp.cache_stats()
+        hits = after["hits"] - before["hits"]
+        if path != "fast":
+            self.assertEqual(hits, 0, f"{path}: the fast path ran")
+        elif expect is not None:
+            self.assertEqual(hits, int(expect == "hit"), f"expected a {expect}: {before} -> {after}")
+            if expect == "miss":
+                self.assertEqual(after["remembered"] - before["remembered"], 1, "the miss was not remembered")
+        o, lse = out if kw.get("return_lse") else (out, None)
+        want = "CppNode<fmsim::FlashMask" if path != "python" else "_FlashMask"
+        self.assertIn(want, o.grad_fn.name())
+        o.backward(do)
+        return {"o": o.detach(), "lse": lse, "dq": qg.grad, "dk": kg.grad, "dv": vg.grad}
+
+    def paths(self, q, k, v, sri, causal, do, **kw):
+        """The Python Function, the C++ one, and the fast path's miss then hit."""
+        self.cpp.clear_caches()
+        return {"python": self.run_path("python", q, k, v, sri, causal, do, **kw),
+                "cpp": self.run_path("cpp", q, k, v, sri, causal, do, **kw),
+                "fast miss": self.run_path("fast", q, k, v, sri, causal, do, expect="miss", **kw),
+                "fast hit": self.run_path("fast", q, k, v, sri, causal, do, expect="hit", **kw)}
+
+    def assert_all_same(self, res, what):
+        for name, r in res.items():
+            if name != "python":
+                self.assert_same(res["python"], r, f"{what}: {name}")
+
+    def assert_same(self, a, b, what):
+        for name in a:
+            if a[name] is None:
+                self.assertIsNone(b[name], f"{what}: {name}")
+                continue
+            x, y = a[name], b[name]
+            self.assertEqual((x.dtype, tuple(x.shape), x.stride()), (y.dtype, tuple(y.shape), y.stride()),
+                             f"{what}: {name}'s dtype, shape or strides differ")
+            self.assertTrue(torch.equal(x, y), f"{what}: {name} differs (max {max_err(x, y):.3g})")
+
+    def test_bits_equal_the_python_function(self):
+        rng = np.random.default_rng(21)
+
+        def random_sri(Sq, Sk, causal, k):
+            a = rng.integers(0, Sq + 1, size=(1, 1, Sk, 1))
+            cols = [a, np.minimum(a + rng.integers(0, Sq // 2 + 1, size=a.shape), Sq)]
+            if not causal:
+                cols += [np.zeros_like(a), rng.integers(0, Sq // 3 + 1, size=a.shape)]
+            sri = np.concatenate(cols, -1)[..., {1: [0], 2: [0, 1] if causal else [0, 3], 4: [0, 1, 2, 3]}[k]]
+            return torch.as_tensor(np.ascontiguousarray(sri).astype(np.int32), device="cuda")
+
+        fam = lambda name, S, **kw: torch.as_tensor(fmsim.family(name, S, **kw).to_paddle()[0], device="cuda")  # noqa: E731
+        cases = [  # (what, B, H, Sq, Sk, D, sri, causal, layout, return_lse, dout dtype)
+            ("causal_document", 2, 2, 1024, 1024, 128, fam("causal_document", 1024), True, "bshd", False, torch.bfloat16),
+            ("document bidir", 1, 2, 1024, 1024, 64, fam("document", 1024), False, "bhsd", True, torch.bfloat16),
+            ("per-head", 2, 3, 512, 512, 128, fam("random_eviction", 512, batch=2, heads=3, seed=5), True, "bshd",
+             True, torch.float32),
+            ("causal Sq<Sk", 1, 2, 768, 1024, 128, random_sri(768, 1024, True, 2), True, "bhsd", False, torch.float32),
+            ("bidir Sq>Sk", 1, 2, 1024, 640, 128, random_sri(1024, 640, False, 4), False, "bshd", True, torch.bfloat16),
+            ("causal-1 Sq<Sk", 2, 1, 300, 1000, 64, random_sri(300, 1000, True, 1), True, "bshd", False, torch.bfloat16),
+            ("bidir-2 Sq<Sk", 1, 2, 512, 896, 64, random_sri(512, 896, False, 2), False, "bhsd", False, torch.bfloat16),
+            ("no intervals, causal", 1, 2, 640, 1024, 128, None, True, "bhsd", True, torch.bfloat16),
+            ("no intervals, full", 1, 2, 1024, 512, 128, None, False, "bshd", False, torch.bfloat16),
+        ]
+        for what, B, H, Sq, Sk, D, sri, causal, layout, lse, dt in cases:
+            with self.subTest(case=what, layout=layout):
+                q, k, v, do = inputs(B, Sq, Sk, H, D, seed=len(what))
+                if layout == "bhsd":
+                    q, k, v, do = (t.transpose(1, 2) for t in (q, k, v, do))
+                do = do.to(dt)
+                kw = dict(return_lse=lse, deterministic=True, layout=layout)
+                self.assert_all_same(self.paths(q, k, v, sri, causal, do, **kw), f"{what} {layout}")
+
+    def test_on_a_side_stream_and_noskip(self):
+        B, H, S, D = 1, 2, 1024, 128
+        sri = torch.as_tensor(fmsim.family("sliding_window", S).to_paddle()[0], device="cuda")
+        q, k, v, do = inputs(B, S, S, H, D, seed=4)
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            res = self.paths(q, k, v, sri, True, do, variant="noskip", deterministic=True, return_lse=True)
+        torch.cuda.current_stream().wait_stream(side)
+        torch.cuda.synchronize()
+        self.assert_all_same(res, "side stream, noskip")
+
+    def test_not_deterministic_outputs_equal(self):
+        """Without deterministic, dQ's atomics may order differently run to run: the
+        outputs and lse are the same bits, the gradients agree to the kernels' tolerance."""
+        B, H, S, D = 2, 2, 1024, 128
+        sri = torch.as_tensor(fmsim.family("causal_document", S).to_paddle()[0], device="cuda")
+        q, k, v, do = inputs(B, S, S, H, D, seed=6)
+        py, cc = (self.run_path(path, q, k, v, sri, True, do, return_lse=True) for path in ("python", "fast"))
+        for name in ("o", "lse"):
+            self.assertTrue(torch.equal(py[name], cc[name]), f"{name} differs")
+        for name in ("dq", "dk", "dv"):
+            ref = py[name].float()
+            self.assertLessEqual(max_err(py[name], cc[name]), 3e-2 + 2e-2 * float(ref.abs().max()), name)
+
+    def test_fast_path_in_place_change_freed_startend_streams(self):
+        """The fast path's caches against the Python Function, call by call: a startend
+        changed in place converts again, a new startend at a freed one's id is not taken
+        for it, another stream converts there; each call's bits equal the Python path's."""
+        B, H, S, D = 1, 2, 512, 128
+        q, k, v, do = inputs(B, S, S, H, D, seed=8)
+        fam = lambda name, **kw: torch.as_tensor(fmsim.family(name, S, **kw).to_paddle()[0], device="cuda")  # noqa: E731
+        self.cpp.clear_caches()
+
+        def check(sri, expect, what, causal=True):
+            py = self.run_path("python", q, k, v, sri, causal, do, deterministic=True, return_lse=True)
+            fa = self.run_path("fast", q, k, v, sri, causal, do, expect=expect, deterministic=True, return_lse=True)
+            self.assert_same(py, fa, what)
+            return py
+
+        sri = fam("causal_document")
+        check(sri, "miss", "first call")
+        first = check(sri, "hit", "second call")
+        sri.copy_(fam("sliding_window"))  # in place: the version moves
+        changed = check(sri, "miss", "after an in-place change")
+        self.assertFalse(torch.equal(first["o"], changed["o"]), "the in-place change did not change the output")
+        check(sri, "hit", "after an in-place change, again")
+        old = id(sri)
+        del sri
+        for i in range(100):  # a new startend tensor, very likely at the freed one's id at some point
+            sri = fam("random_eviction", seed=i)
+            check(sri, "miss", f"a new startend tensor ({i})")
+            if id(sri) == old:
+                break
+        check(sri, "hit", "the new startend, again")
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            check(sri, "miss", "on a side stream")
+            check(sri, "hit", "on a side stream, again")
+        torch.cuda.current_stream().wait_stream(side)
+        check(sri, "miss", "back on the current stream")  # one entry per startend, as in Python: the side's
+        check(sri, "hit", "back on the current stream, again")
+        check(None, "miss", "no startend")
+        check(None, "hit", "no startend, again")
+        check(None, "miss", "no startend, bidirectional", causal=False)
+        torch.cuda.synchronize()
+        st = self.cpp.cache_stats()
+        self.assertEqual(st["refused"], 0, st)
+
+    def test_fast_path_declines(self):
+        """Calls the fast path leaves to Python: no autograd, a CPU or NumPy startend (copied
+        per call), a non-contiguous one; Python's path still gives the same bits."""
+        B, H, S, D = 1, 2, 256, 64
+        q, k, v, do = inputs(B, S, S, H, D, seed=9)
+        sri = torch.as_tensor(fmsim.family("causal_document", S).to_paddle()[0], device="cuda")
+        self.cpp.clear_caches()
+        ft._use_cpp(self.cpp)
+        for what, s in (("cpu", sri.cpu()), ("numpy", sri.cpu().numpy()),
+                        ("non-contiguous", sri.repeat(1, 1, 1, 2)[..., :1])):
+            with self.subTest(startend=what):
+                for _ in range(2):
+                    res = [self.run_path(p, q, k, v, s, True, do, deterministic=True) for p in ("python", "fast")]
+                    self.assert_same(res[0], res[1], what)
+                self.assertEqual(self.cpp.cache_stats()["hits"], 0, what)
+        with torch.no_grad():
+            before = self.cpp.cache_stats()
+            flashmask_attention(q.requires_grad_(), k, v, sri, True)
+            self.assertEqual(self.cpp.cache_stats(), before, "a no-grad call reached the fast path")
+        q.requires_grad_(False)
+
+    def run_child(self, env: dict, code: str, drop=()) -> str:
+        """The last line the child prints (a build may print before it)."""
+        e = dict(os.environ, **env)
+        for name in ("FMSIM_TORCH_CPP_VERBOSE", *drop):
+            e.pop(name, None)
+        e["PYTHONPATH"] = PYDIR + (os.pathsep + e["PYTHONPATH"] if e.get("PYTHONPATH") else "")
+        r = subprocess.run([sys.executable, "-c", code], env=e, capture_output=True, text=True, timeout=300)
+        self.assertEqual(r.returncode, 0, r.stderr[-2000:])
+        lines = r.stdout.strip().splitlines()
+        self.assertTrue(lines, f"the child printed nothing; stderr: {r.stderr[-2000:]}")
+        return lines[-1]
+
+    def test_env_zero_gives_the_python_function(self):
+        code = (
+            "import sys, torch, fmsim.torch as ft\n"
+            "assert ft._cpp_state is None, 'import decided the backend'\n"
+            "q, k, v = (torch.randn(1, 256, 2, 64, device='cuda', dtype=torch.bfloat16) for _ in range(3))\n"
+            "qg = q.clone().requires_grad_()\n"
+            "o = ft.flashmask_attention(qg, k, v, None, True)\n"
+            "o.float().sum().backward()\n"
+            "o2 = ft.flashmask_attention(qg, k, v, None, True)\n"
+            "hits = ft._cpp.cache_stats()['hits'] if ft._cpp is not None else -1\n"
+            "print(ft.autograd_backend(), o.grad_fn.name(), any(m.startswith('fmsim_autograd_op') for m in sys.modules),\n"
+            "      o2.grad_fn.name(), hits)\n")
+        backend, node, loaded, node2, hits = self.run_child({"FMSIM_TORCH_CPP": "0"}, code).split()
+        self.assertEqual(backend, "python")
+        self.assertIn("_FlashMask", node)
+        self.assertIn("_FlashMask", node2)
+        self.assertEqual(loaded, "False", "FMSIM_TORCH_CPP=0 still loaded the C++ op")
+        backend, node, _, node2, hits = self.run_child({"FMSIM_TORCH_CPP": "1"}, code).split()
+        self.assertEqual(backend, "cpp")
+        self.assertIn("CppNode<fmsim::FlashMask", node)
+        self.assertIn("CppNode<fmsim::FlashMask", node2)
+        self.assertEqual(hits, "1", "the second call did not take the fast path")
+
+    def test_failed_build_warns_once(self):
+        """FMSIM_TORCH_CPP unset and a build that fails (a compiler that does not exist, a
+        fresh extension folder): one RuntimeWarning that names FMSIM_TORCH_CPP=0, and the
+        Python Function."""
+        import tempfile
+        code = ("import warnings, torch, fmsim.torch as ft\n"
+                "warnings.simplefilter('always')\n"
+                "q, k, v = (torch.randn(1, 256, 2, 64, device='cuda', dtype=torch.bfloat16) for _ in range(3))\n"
+                "qg = q.clone().requires_grad_()\n"
+                "with warnings.catch_warnings(record=True) as w:\n"
+                "    warnings.simplefilter('always')\n"
+                "    for _ in range(3):\n"
+                "        o = ft.flashmask_attention(qg, k, v, None, True)\n"
+                "    ft.autograd_backend()\n"
+                "ours = [x for x in w if 'fmsim.torch' in str(x.message)]\n"
+                "print(len(ours), ours[0].category.__name__ if ours else '-', 'FMSIM_TORCH_CPP=0' in str(ours[0].message) "
+                "if ours else '-', ft.autograd_backend(), o.grad_fn.name())\n")
+        with tempfile.TemporaryDirectory() as d:
+            env = {"TORCH_EXTENSIONS_DIR": d, "CXX": os.path.join(d, "no-such-c++")}
+            out = self.run_child(env, code, drop=("FMSIM_TORCH_CPP",)).split()
+        self.assertEqual(out[:4], ["1", "RuntimeWarning", "True", "python"], out)
+        self.assertIn("_FlashMask", out[4])
+
+    def test_import_compiles_nothing(self):
+        out = self.run_child({}, "import sys, fmsim, fmsim.torch as ft\n"
+                                 "print(ft._cpp_state is None, ft._cpp is None, "
+                                 "any(m.startswith('fmsim_autograd_op') for m in sys.modules))")
+        self.assertEqual(out, "True True False")
 
 
 class Errors(unittest.TestCase):
