@@ -109,17 +109,25 @@ static cudaError_t build_order(const fmd::attn_base &b, int32_t *key, int32_t *t
   return cudaGetLastError();
 }
 
-template <int HD, int VAR, bool INSTR>
+template <int HD, int VAR, bool INSTR, int MASK = FM_SM90_MASK_DEFAULT>
 static cudaError_t launch_one(const params &p, int grid, cudaStream_t s) {
   constexpr int smem = traits<HD>::SMEM;
-  cudaError_t e = cudaFuncSetAttribute(bwd_kernel<HD, VAR, INSTR>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  cudaError_t e =
+      cudaFuncSetAttribute(bwd_kernel<HD, VAR, INSTR, MASK>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (e != cudaSuccess) return e;
-  bwd_kernel<HD, VAR, INSTR><<<grid, traits<HD>::THREADS, smem, s>>>(p);
+  bwd_kernel<HD, VAR, INSTR, MASK><<<grid, traits<HD>::THREADS, smem, s>>>(p);
   return cudaGetLastError();
 }
 
+/* The library's kernels (both variants, plain and instrumented, the default
+ * mask method) and the other mask method for SKIP (fm90::mask_built, as the
+ * forward's). */
 template <int HD>
-static cudaError_t launch(const params &p, int variant, bool instr, int grid, cudaStream_t s) {
+static cudaError_t launch(const params &p, int variant, bool instr, int mask, int grid, cudaStream_t s) {
+  if (!fm90::mask_built(variant, fm90::MODE_DEFAULT, mask)) return cudaErrorInvalidValue;
+  if (mask == fm90::MASK_OTHER)
+    return instr ? launch_one<HD, FM_VARIANT_SKIP, true, fm90::MASK_OTHER>(p, grid, s)
+                 : launch_one<HD, FM_VARIANT_SKIP, false, fm90::MASK_OTHER>(p, grid, s);
   if (variant == FM_VARIANT_SKIP)
     return instr ? launch_one<HD, FM_VARIANT_SKIP, true>(p, grid, s) : launch_one<HD, FM_VARIANT_SKIP, false>(p, grid, s);
   if (variant == FM_VARIANT_NOSKIP)
@@ -140,6 +148,11 @@ fm_status launch_sm90_bwd(const pass_launch &l, fm_err *err) {
                           (const void *)p->dk, (const void *)p->dv})
     if ((uintptr_t)ptr % 16) return fm_fail(err, FM_EINVAL, "sm90 backward: tensors must be 16-byte aligned (TMA)");
   const int32_t B = p->batch, H = p->heads, D = p->head_dim, Sq = p->seqlen_q, Sk = p->seqlen_k;
+  const int mask = l.tuning.sm90_mask;
+  if (!fm90::mask_built((int)l.variant, fm90::MODE_DEFAULT, mask))
+    return fm_fail(err, FM_EUNSUPPORTED,
+                   "sm90 backward: partial-tile mask method %d is not built for this launch (expected 1 or 2; the "
+                   "non-default one for the skip variant only)", mask);
   fm90b::params kp;
   memset(&kp, 0, sizeof kp);
   static_cast<fmd::attn_base &>(kp) = l.base;
@@ -198,8 +211,8 @@ fm_status launch_sm90_bwd(const pass_launch &l, fm_err *err) {
   if (e == cudaSuccess) {
     what = "sm90 backward kernel launch";
     const int grid = (int)(nitems64 < l.sms ? nitems64 : l.sms);
-    e = D == 128 ? fm90b::launch<128>(kp, (int)l.variant, l.instrumented, grid, l.stream)
-                 : fm90b::launch<64>(kp, (int)l.variant, l.instrumented, grid, l.stream);
+    e = D == 128 ? fm90b::launch<128>(kp, (int)l.variant, l.instrumented, mask, grid, l.stream)
+                 : fm90b::launch<64>(kp, (int)l.variant, l.instrumented, mask, grid, l.stream);
   }
   if (e == cudaSuccess) {
     what = "dQ conversion";

@@ -78,7 +78,11 @@
  * in its ring entry) and the clock64 ticks between the consumers' releases of
  * consecutive ring stages; the skipped pairs keep the MASKED class and 0 cycles
  * the launch wrote beforehand. The producer's copies and walk, the writers and
- * the consumers run the plain code.
+ * the consumers run the plain code. MASK (FM_SM90_MASK_*, fm_attn_dev.h; one
+ * knob for both passes): how a partial pair's S^T is masked
+ * (kernels/fm_sm90_mask.h, the backward): SLICES an interval compare per
+ * element, R2P two per-thread words from the keys' intervals applied with
+ * R2P (in softmax_p, key by key); the gradients are the same bit for bit.
  *
  * Preprocessing (fm_sm90_bwd.cu): D = rowsum(dO * O) and LSE2 = LSE * log2 e
  * (+inf for a row with no visible key, so that its P is 0); the fp32 dQ
@@ -93,12 +97,14 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+#include "fm_attn_dev.h"
 #include "fm_device.cuh"
 #include "fm_hopper.cuh"
 #include "fm_kernel_traits.h"
 #include "fm_kernels.h"
 #include "fm_sm90_bwd_dq.h"
 #include "fm_sm90_bwd_order.h"
+#include "fm_sm90_mask.h"
 #include "fm_tile_rule.h"
 
 namespace fm90b {
@@ -139,6 +145,8 @@ static_assert(traits<128>::BR == FM_SM90_BWD_BR_HD128 && traits<128>::BC == FM_S
                   traits<64>::BR == FM_SM90_BWD_BR_HD64 && traits<64>::BC == FM_SM90_BWD_BC_HD64,
               "core/fm_kernel_traits.h must match the sm90 backward kernel");
 static_assert(traits<128>::SMEM <= 227 * 1024, "one CTA per SM: at most 227 KiB of shared memory");
+static_assert(traits<128>::BR == FM90M_T_ROWS && traits<64>::BR == FM90M_T_ROWS,
+              "kernels/fm_sm90_mask.h lays out the backward's R2P words for 64-query tiles");
 static_assert(traits<128>::DQ_BYTES >= 64 * 128 * 2 && traits<64>::DQ_BYTES >= 64 * 64 * 2,
               "a warpgroup's dQ staging must hold its 64 keys of dK (or dV) in bf16");
 static_assert(FMBQ_NCW == traits<128>::NCW && FMBQ_NCW == traits<64>::NCW && FMBQ_WG_THREADS == 128 &&
@@ -450,6 +458,29 @@ struct key_iv {
 static_assert(sizeof(key_iv) == 8 * 4 && traits<128>::NCW * 128 == 256 && traits<64>::NCW * 128 == 256,
               "key_iv: 8 words per consumer thread, 256 consumer threads");
 
+/* The R2P method's form of the same (fm_sm90_mask.h, the backward): per key
+ * hr, the bit positions of its lower interval's start and end and of its
+ * upper interval's at query tile 0 (fm90m_t_pos), kept like key_iv (word
+ * 4 hr + k of consumer thread c at [4 hr + k][c]). */
+struct key_pos {
+  int32_t p[2][4];
+  __device__ __forceinline__ void store(int32_t *keys, int c) const {
+    const int32_t *w = &p[0][0];
+#pragma unroll
+    for (int i = 0; i < 8; i++) keys[i * 256 + c] = w[i];
+  }
+  /* key hr's four positions through the shared window (at = the keys' 32-bit
+     address + 4 c) */
+  __device__ __forceinline__ void load_key(uint32_t at, int hr) {
+#pragma unroll
+    for (int k = 0; k < 4; k++) p[hr][k] = fmh::ld_shared_s32(at + (4 * hr + k) * 256 * 4);
+  }
+};
+static_assert(sizeof(key_pos) == sizeof(key_iv), "key_pos: key_iv's 8 words");
+/* The thread's key form of mask method MASK (FM_SM90_MASK_*). */
+template <int MASK> struct mask_keys { using type = key_iv; };
+template <> struct mask_keys<FM_SM90_MASK_R2P> { using type = key_pos; };
+
 /* The consumer in phases, one warpgroup's view: store_keys at the start of an
  * item; per visited query tile the phases of FlashAttention-4's order (below:
  * issue_s_dp_overlap, softmax_p, issue_dv_steps, ds_of_p, write_ds,
@@ -510,6 +541,30 @@ __device__ __forceinline__ void store_keys(const params &p, const ctx<HD> &c, ke
   }
   kv.store(c.sKeys, c.ctid);
 }
+/* The same keys as key_pos bit positions (R2P): key_iv's intervals, then
+ * fm90m_t_pos of each interval's start and end. */
+template <int HD>
+__device__ __forceinline__ void store_keys(const params &p, const ctx<HD> &c, key_pos &kp, int n, int b, int h) {
+  using T = traits<HD>;
+  const int32_t *gv = p.intervals + (int64_t)set_of(p, b, h) * 4 * p.Sk;
+#pragma unroll
+  for (int hr = 0; hr < 2; hr++) {
+    const int j = n * T::BC + c.cw * 64 + c.warp * 16 + c.g + 8 * hr;
+    int32_t lts = 0, lte = INT32_MAX, us = 0, ue = 0;
+    if (j < p.Sk) {
+      lts = __ldg(gv + j);
+      lte = __ldg(gv + (int64_t)p.Sk + j);
+      fm_effective_upper(__ldg(gv + 2 * (int64_t)p.Sk + j), __ldg(gv + 3 * (int64_t)p.Sk + j), p.causal, j, p.Sq,
+                         p.Sk, &us, &ue);
+    }
+    const int32_t ll = max(lte - lts, 0), ul = max(ue - us, 0);
+    kp.p[hr][0] = fm90m_t_pos(lts, c.c4);
+    kp.p[hr][1] = fm90m_t_pos(fm90m_t_end(lts, ll), c.c4);
+    kp.p[hr][2] = fm90m_t_pos(us, c.c4);
+    kp.p[hr][3] = fm90m_t_pos(fm90m_t_end(us, ul), c.c4);
+  }
+  kp.store(c.sKeys, c.ctid);
+}
 
 /* A consumer warpgroup's view (ctx), filled once per kernel. */
 template <int HD>
@@ -567,11 +622,15 @@ __device__ __forceinline__ void issue_s_dp_overlap(const ctx<HD> &c, float (&st)
 
 /* P^T = exp2(S^T scale log2 e - LSE2) in place, the element mask on the
  * thread's keys (kv, loaded when the entry needs it) first; stage s holds
- * query tile m's LSE2. */
-template <int HD>
-__device__ __forceinline__ void softmax_p(const params &p, const ctx<HD> &c, float (&st)[32], key_iv &kv, int s,
-                                          int m, int flags) {
+ * query tile m's LSE2. MASK: SLICES compares per element from key_iv; R2P
+ * builds key hr's word (fm90m_t_key_word) from key_pos and applies it a byte
+ * at a time (the byte's four tests stand together, so that ptxas sets their
+ * predicates with one R2P), one select per element; the same elements. */
+template <int HD, int MASK>
+__device__ __forceinline__ void softmax_p(const params &p, const ctx<HD> &c, float (&st)[32],
+                                          typename mask_keys<MASK>::type &kv, int s, int m, int flags) {
   using T = traits<HD>;
+  constexpr bool R2P = MASK == FM_SM90_MASK_R2P;
   const int c4 = c.c4;
   const uint32_t lse2 = c.sa + T::OFF_ROWS + (s * 2 * T::BR + 2 * c4) * 4;
   const uint32_t keys = c.sa + T::OFF_KEYS + c.ctid * 4;
@@ -581,7 +640,21 @@ __device__ __forceinline__ void softmax_p(const params &p, const ctx<HD> &c, flo
      (unsigned), computed as (i0 - ls) + (8 nb + e): the same values mod 2^32 */
 #pragma unroll
   for (int hr = 0; hr < 2; hr++) {
-    if (flags & F_NEEDMASK) kv.load_key(keys, hr, i0);
+    if constexpr (R2P) {
+      if (flags & F_NEEDMASK) {
+        kv.load_key(keys, hr);
+        const uint32_t w = fm90m_t_key_word(kv.p[hr], m);
+#pragma unroll
+        for (int nb = 0; nb < FM90M_T_NB; nb++) /* byte nb / 2 */
+#pragma unroll
+          for (int e = 0; e < 2; e++) {
+            const int idx = 4 * nb + 2 * hr + e;
+            st[idx] = (w & (1u << fm90m_t_bit(idx))) ? -INFINITY : st[idx];
+          }
+      }
+    } else {
+      if (flags & F_NEEDMASK) kv.load_key(keys, hr, i0);
+    }
 #pragma unroll
     for (int nb = 0; nb < 8; nb++) {
       const float2 l2 = fmh::ld_shared_f2(lse2 + 8 * nb * 4);
@@ -589,11 +662,13 @@ __device__ __forceinline__ void softmax_p(const params &p, const ctx<HD> &c, flo
       for (int e = 0; e < 2; e++) {
         const int idx = 4 * nb + 2 * hr + e;
         float x = st[idx];
-        if (flags & F_NEEDMASK) {
-          const uint32_t o = (uint32_t)(8 * nb + e);
-          const bool mk = ((uint32_t)kv.ls[hr] + o < (uint32_t)kv.ll[hr]) ||
-                          ((uint32_t)kv.us[hr] + o < (uint32_t)kv.ul[hr]);
-          x = mk ? -INFINITY : x;
+        if constexpr (!R2P) {
+          if (flags & F_NEEDMASK) {
+            const uint32_t o = (uint32_t)(8 * nb + e);
+            const bool mk = ((uint32_t)kv.ls[hr] + o < (uint32_t)kv.ll[hr]) ||
+                            ((uint32_t)kv.us[hr] + o < (uint32_t)kv.ul[hr]);
+            x = mk ? -INFINITY : x;
+          }
         }
         st[idx] = fast_exp2(fmaf(x, p.scale_log2, -(e ? l2.y : l2.x)));
       }
@@ -771,7 +846,7 @@ __device__ __forceinline__ void store_dkdv(const params &p, const ctx<HD> &c, co
  * store_keys, the visited query tiles (the phases above), then store_dkdv; at
  * the end the writer's END job. The staging uses are counted by fmbq_use from
  * ds_iter and it_n. */
-template <int HD, int VAR, bool INSTR>
+template <int HD, int VAR, bool INSTR, int MASK>
 __device__ __forceinline__ void consumer(const params &p, unsigned char *smem, bars<HD> br, int cw) {
   using T = traits<HD>;
   ctx<HD> c;
@@ -788,7 +863,7 @@ __device__ __forceinline__ void consumer(const params &p, unsigned char *smem, b
     }
     const int n = item % p.Tc, bh = item / p.Tc, b = bh / p.H, h = bh % p.H;
     {
-      key_iv kv;
+      typename mask_keys<MASK>::type kv;
       store_keys<HD>(p, c, kv, n, b, h);
     }
     float dk[HD / 2], dv[HD / 2];
@@ -812,8 +887,8 @@ __device__ __forceinline__ void consumer(const params &p, unsigned char *smem, b
       /* the thread's keys, loaded by softmax_p when the entry masks; zero otherwise, so
          that their registers are not live around the loop (uninitialized, they were:
          8 registers held through every GEMM) */
-      key_iv kv = {};
-      softmax_p<HD>(p, c, st, kv, s, m, flags);
+      typename mask_keys<MASK>::type kv = {};
+      softmax_p<HD, MASK>(p, c, st, kv, s, m, flags);
       uint32_t pa[4][4], da[4][4]; /* P^T and dS^T as bf16 A fragments */
 #pragma unroll
       for (int kk = 0; kk < DV_EARLY<HD>; kk++) fmd::pack_frag(st + 8 * kk, pa[kk]);
@@ -845,7 +920,7 @@ __device__ __forceinline__ void consumer(const params &p, unsigned char *smem, b
   }
 }
 
-template <int HD, int VAR, bool INSTR>
+template <int HD, int VAR, bool INSTR, int MASK>
 __global__ void __launch_bounds__(traits<HD>::THREADS, CTAS_PER_SM) bwd_kernel(const __grid_constant__ params p) {
   using T = traits<HD>;
   extern __shared__ unsigned char smem_raw[];
@@ -882,7 +957,7 @@ __global__ void __launch_bounds__(traits<HD>::THREADS, CTAS_PER_SM) bwd_kernel(c
     else if (warp >= FMBQ_WRITER_WARP0 && (threadIdx.x & 31) == 0) dq_writer<HD>(p, smem, br, warp - FMBQ_WRITER_WARP0);
   } else {
     fmh::setmaxnreg_inc<T::REG_CONSUMER>();
-    consumer<HD, VAR, INSTR>(p, smem, br, wg - 1);
+    consumer<HD, VAR, INSTR, MASK>(p, smem, br, wg - 1);
   }
 }
 
