@@ -27,14 +27,17 @@ enum {
  * for both passes; kernels/fm_sm90_mask.h; PERF_NOTES.md, "R2P (issue 25):
  * design and SASS"): both methods mask the same elements and give the same
  * output (and gradients) bit for bit; the library's kernels use
- * FM_SM90_MASK_DEFAULT (SLICES unless the build defines it), the other
- * method is built for the skip variant (plain and instrumented). */
+ * FM_SM90_MASK_DEFAULT (R2P unless the build defines it: measured on an H100
+ * 4-8% faster in the backward, equal or 2-10% cheaper in the forward), the
+ * other method (SLICES) is built for the skip variant (plain and
+ * instrumented), so that one build times both (fm_kernel_bench --sm90-masks
+ * 1,2) and checks them against each other (fmsim verify, phases 3b, 7b). */
 enum {
   FM_SM90_MASK_SLICES = 1, /* forward: a bit test per element; backward: an interval compare per element */
   FM_SM90_MASK_R2P = 2     /* per-thread words applied by R2P, a select per element */
 };
 #ifndef FM_SM90_MASK_DEFAULT
-#define FM_SM90_MASK_DEFAULT FM_SM90_MASK_SLICES
+#define FM_SM90_MASK_DEFAULT FM_SM90_MASK_R2P
 #endif
 typedef struct fm_attn_tuning {
   int32_t sm90_mode;  /* 1 + pipelining mode: 1 plain, 2 overlap, 3 ping-pong, 4 both

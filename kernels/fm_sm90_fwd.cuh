@@ -57,8 +57,8 @@
  * the tile before it on the same SM (the first: since the CTA started); the
  * consumers run the plain code. MASK (FM_SM90_MASK_*, fm_attn_dev.h): how a
  * consumer thread turns the producer's bit slices into its elements' selects
- * (kernels/fm_sm90_mask.h): SLICES (the default) a bit test per element,
- * R2P per-thread words applied with R2P; the output is the same bit for bit.
+ * (kernels/fm_sm90_mask.h): SLICES a bit test per element, R2P (the default)
+ * per-thread words applied with R2P; the output is the same bit for bit.
  *
  * Rows with no visible key: max stays -inf, P = 0, l = 0: O = 0, LSE = -inf.
  * Design notes and measurements: kernels/PERF_NOTES.md.

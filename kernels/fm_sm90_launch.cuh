@@ -6,8 +6,8 @@
  * runs MODE_DEFAULT; the development harness (fm_kernel_bench --sm90-mode)
  * times the others for kernels/PERF_NOTES.md. Partial-tile mask methods
  * (template MASK, FM_SM90_MASK_* of fm_attn_dev.h): every variant runs
- * FM_SM90_MASK_DEFAULT (SLICES unless the build defines it, e.g.
- * -DFM_SM90_MASK_DEFAULT=2 in CMAKE_CUDA_FLAGS); the other method is built for
+ * FM_SM90_MASK_DEFAULT (R2P unless the build defines it, e.g.
+ * -DFM_SM90_MASK_DEFAULT=1 in CMAKE_CUDA_FLAGS and CMAKE_C_FLAGS); the other method is built for
  * SKIP in the default mode, plain and instrumented (fm_kernel_bench
  * --sm90-masks, fm_attn_check's method check). */
 #ifndef FM_SM90_LAUNCH_CUH

@@ -24,7 +24,7 @@
  * (columns 8 n + 2 c4 and + 1; fm90m_slices_word). The methods differ only
  * in how the thread turns its 16 words into predicates:
  *
- *   FM_SM90_MASK_SLICES  (the default) shifts each word right by g and tests
+ *   FM_SM90_MASK_SLICES  shifts each word right by g and tests
  *       bits 0, 8, 16, 24 (one bit test and one select per element).
  *   FM_SM90_MASK_R2P     gathers its 64 bits into three words
  *       (fm90m_r2p_gather: two instructions per 32-bit slice word) laid out
@@ -166,7 +166,7 @@ FM_STATIC_ASSERT(FM90M_NB == 16, "the R2P groups cover 16 n8 blocks (6 + 6 + 4)"
  * intervals, as (start, length) pairs (ls, ll) and (us, ul) with ll, ul >= 0
  * (key_iv), for the whole item.
  *
- *   SLICES  (the default) per element the interval compare fm90m_t_masked.
+ *   SLICES  per element the interval compare fm90m_t_masked.
  *   R2P     per key one 32-bit word, element (nb, e) at bit 4 nb + e + 1
  *       (fm90m_t_bit: bits 1, 2, 5, 6 of byte nb / 2, so one R2P sets the
  *       predicates of 4 elements). Along a key's word the queries increase,
