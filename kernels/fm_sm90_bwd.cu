@@ -109,49 +109,31 @@ static cudaError_t build_order(const fmd::attn_base &b, int32_t *key, int32_t *t
   return cudaGetLastError();
 }
 
-template <int HD, int VAR, bool INSTR, int SCHED>
+template <int HD, int VAR, bool INSTR, int MASK = FM_SM90_MASK_DEFAULT>
 static cudaError_t launch_one(const params &p, int grid, cudaStream_t s) {
   constexpr int smem = traits<HD>::SMEM;
   cudaError_t e =
-      cudaFuncSetAttribute(bwd_kernel<HD, VAR, INSTR, SCHED>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+      cudaFuncSetAttribute(bwd_kernel<HD, VAR, INSTR, MASK>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (e != cudaSuccess) return e;
-  bwd_kernel<HD, VAR, INSTR, SCHED><<<grid, traits<HD>::THREADS, smem, s>>>(p);
+  bwd_kernel<HD, VAR, INSTR, MASK><<<grid, traits<HD>::THREADS, smem, s>>>(p);
   return cudaGetLastError();
 }
 
-template <int HD, int SCHED>
-static cudaError_t launch_sched(const params &p, int variant, bool instr, int grid, cudaStream_t s) {
-  if (variant == FM_VARIANT_SKIP)
-    return instr ? launch_one<HD, FM_VARIANT_SKIP, true, SCHED>(p, grid, s)
-                 : launch_one<HD, FM_VARIANT_SKIP, false, SCHED>(p, grid, s);
-  if (variant == FM_VARIANT_NOSKIP)
-    return instr ? launch_one<HD, FM_VARIANT_NOSKIP, true, SCHED>(p, grid, s)
-                 : launch_one<HD, FM_VARIANT_NOSKIP, false, SCHED>(p, grid, s);
-  return cudaErrorInvalidValue;
-}
-
+/* The library's kernels (both variants, plain and instrumented, the default
+ * mask method) and the other mask method for SKIP (fm90::mask_built, as the
+ * forward's). */
 template <int HD>
-static cudaError_t launch(const params &p, int variant, bool instr, int sched, int grid, cudaStream_t s) {
-  return sched == SCHED_CONCURRENT ? launch_sched<HD, SCHED_CONCURRENT>(p, variant, instr, grid, s)
-                                   : launch_sched<HD, SCHED_PINGPONG>(p, variant, instr, grid, s);
-}
-
-/* The consumers' schedule (fm_sm90_bwd.cuh, SCHED_*): the tuning knob if set
- * (fm_attn_dev.h: fm_kernel_bench --sm90-bwd-scheds), else the environment's
- * FMSIM_SM90_BWD_SCHED (1 or 2; a development switch, so that `fmsim verify`
- * and bench/bwd_bits.py check either schedule from one build), else
- * FM_SM90_BWD_SCHED (compile time, default 2: measured 4-7% faster than the ping-pong
- * on an H100, kernels/PERF_NOTES.md "Schedule 2"). 0 for a value out of range. */
-#ifndef FM_SM90_BWD_SCHED
-#define FM_SM90_BWD_SCHED 2
-#endif
-static int pick_sched(int32_t knob) {
-  int v = knob;
-  if (v == 0) {
-    const char *env = getenv("FMSIM_SM90_BWD_SCHED");
-    v = env && *env ? atoi(env) : FM_SM90_BWD_SCHED;
-  }
-  return v == SCHED_PINGPONG || v == SCHED_CONCURRENT ? v : 0;
+static cudaError_t launch(const params &p, int variant, bool instr, int mask, int grid, cudaStream_t s) {
+  if (!fm90::mask_built(variant, fm90::MODE_DEFAULT, mask)) return cudaErrorInvalidValue;
+  if (mask == fm90::MASK_OTHER)
+    return instr ? launch_one<HD, FM_VARIANT_SKIP, true, fm90::MASK_OTHER>(p, grid, s)
+                 : launch_one<HD, FM_VARIANT_SKIP, false, fm90::MASK_OTHER>(p, grid, s);
+  if (variant == FM_VARIANT_SKIP)
+    return instr ? launch_one<HD, FM_VARIANT_SKIP, true>(p, grid, s) : launch_one<HD, FM_VARIANT_SKIP, false>(p, grid, s);
+  if (variant == FM_VARIANT_NOSKIP)
+    return instr ? launch_one<HD, FM_VARIANT_NOSKIP, true>(p, grid, s)
+                 : launch_one<HD, FM_VARIANT_NOSKIP, false>(p, grid, s);
+  return cudaErrorInvalidValue;
 }
 
 }  // namespace fm90b
@@ -162,12 +144,15 @@ fm_status launch_sm90_bwd(const pass_launch &l, fm_err *err) {
   const fm_attn_problem *p = l.p;
   if (l.variant != FM_VARIANT_SKIP && l.variant != FM_VARIANT_NOSKIP)
     return fm_fail(err, FM_EUNSUPPORTED, "the sm90 backward has the variants skip and noskip");
-  const int sched = fm90b::pick_sched(l.tuning.sm90_bwd_sched);
-  if (!sched) return fm_fail(err, FM_EINVAL, "sm90 backward: the schedule is 1 (ping-pong) or 2 (concurrent)");
   for (const void *ptr : {(const void *)p->q, (const void *)p->k, (const void *)p->v, (const void *)p->dout,
                           (const void *)p->dk, (const void *)p->dv})
     if ((uintptr_t)ptr % 16) return fm_fail(err, FM_EINVAL, "sm90 backward: tensors must be 16-byte aligned (TMA)");
   const int32_t B = p->batch, H = p->heads, D = p->head_dim, Sq = p->seqlen_q, Sk = p->seqlen_k;
+  const int mask = l.tuning.sm90_mask;
+  if (!fm90::mask_built((int)l.variant, fm90::MODE_DEFAULT, mask))
+    return fm_fail(err, FM_EUNSUPPORTED,
+                   "sm90 backward: partial-tile mask method %d is not built for this launch (expected 1 or 2; the "
+                   "non-default one for the skip variant only)", mask);
   fm90b::params kp;
   memset(&kp, 0, sizeof kp);
   static_cast<fmd::attn_base &>(kp) = l.base;
@@ -226,8 +211,8 @@ fm_status launch_sm90_bwd(const pass_launch &l, fm_err *err) {
   if (e == cudaSuccess) {
     what = "sm90 backward kernel launch";
     const int grid = (int)(nitems64 < l.sms ? nitems64 : l.sms);
-    e = D == 128 ? fm90b::launch<128>(kp, (int)l.variant, l.instrumented, sched, grid, l.stream)
-                 : fm90b::launch<64>(kp, (int)l.variant, l.instrumented, sched, grid, l.stream);
+    e = D == 128 ? fm90b::launch<128>(kp, (int)l.variant, l.instrumented, mask, grid, l.stream)
+                 : fm90b::launch<64>(kp, (int)l.variant, l.instrumented, mask, grid, l.stream);
   }
   if (e == cudaSuccess) {
     what = "dQ conversion";

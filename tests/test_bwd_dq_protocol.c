@@ -23,18 +23,15 @@
  * visited pair was added once per warpgroup, every dK and dV stored once. The
  * negative tests (mutations of the protocol) show that each check can fail.
  *
- * Both consumer schedules (cfg_t.sched): 1, the ping-pong (consumer), and 2,
- * both warpgroups at once with one 256-thread barrier per tile at head dim 128
- * and this tile's dQ staged before the release (consumer_concurrent); for 2
- * the model also checks that no warpgroup writes a dS^T buffer that a dQ
- * wgmma is still reading (the two buffers and BAR_DS).
+ * The consumers' schedule (consumer): both warpgroups at once with one
+ * 256-thread barrier per tile at head dim 128 and this tile's dQ staged before
+ * the release; the model also checks that no warpgroup writes a dS^T buffer
+ * that a dQ wgmma is still reading (the two buffers and BAR_DS). (The
+ * ping-pong schedule, whose model sat here beside it, was removed with the
+ * kernel's.)
  *
  * Model choices: a consumer warpgroup is one agent whose 128 threads arrive
- * together (FMBQ_WG_THREADS arrivals in one step); the tensor-core turns of
- * the two warpgroups alternate strictly (named barriers 4, 5); the ds_full /
- * ds_empty barriers are left out (their waits end without any of the agents
- * here moving: each is arrived before the arriving warpgroup's next wait on
- * anything); the copy engine finishes a group's read, then (deterministic dQ
+ * together (FMBQ_WG_THREADS arrivals in one step); the copy engine finishes a group's read, then (deterministic dQ
  * additions; every other copy's write with its read) its write, at any later
  * time; a warpgroup's steps that touch only its own state are taken together
  * with the step before them (they commute with every other agent's); key tiles
@@ -60,7 +57,6 @@ typedef struct {
   int tr, batch;                  /* query tiles; the producer classifies `batch` at a time (32) */
   unsigned visit[MAXK];           /* per key tile: bit m = query tile m visited */
   int n0;                         /* lowest key tile modelled; the stub stands for those below */
-  int sched;                      /* the consumers' schedule: 1 (0 too) ping-pong, 2 concurrent */
   int pos[MAXK];                  /* take position of each key tile (fm_sm90_bwd_order.h; the stub's: below all) */
   int mutation;
 } cfg_t;
@@ -78,7 +74,7 @@ typedef struct {
 } op_t;
 
 enum { EMPTY_ENTRY = -2 };
-enum { C_ITEM, C_QFULL, C_TURN1, C_TURN2, C_RELEASE, C_NEXT, C_LASTDQ, C_KVEMPTY, C_DV, C_ITEMDONE, C_END,
+enum { C_ITEM, C_QFULL, C_KVEMPTY, C_DV, C_ITEMDONE, C_END,
        C_DONE, S_TAKE, S_WRITE, S_JOB, S_ARRIVE, C_WDS, C_BAR, C_BARWAIT, C_DQDONE, C_REL2 };
 enum { W_FULL, W_JOB, W_SEM, W_ISSUE, W_READ, W_EMPTY, W_ALL, W_PASS, W_FIN, W_DONE };
 enum { P_SKIP, P_EMIT, P_LAST, P_NEXT, P_DONE };
@@ -90,11 +86,10 @@ typedef struct {
   uint8_t q_issued, q_rel[NW], kv_done[NW];
   int8_t ring_m[STAGES];
   uint8_t ring_last[STAGES];
-  uint8_t pp; /* tensor-core turns taken by both warpgroups */
   /* consumer warpgroups */
   uint8_t c_pc[NW], c_it[NW], c_q[NW], c_ds[NW], c_k[NW], c_last[NW], c_ret[NW], c_u[NW];
-  int8_t c_prev[NW], c_m[NW], c_code[NW];
-  int8_t c_rd[NW]; /* schedule 2: the dS^T buffer warpgroup w's dQ wgmma is reading, -1 none */
+  int8_t c_m[NW], c_code[NW];
+  int8_t c_rd[NW]; /* the dS^T buffer warpgroup w's dQ wgmma is reading, -1 none */
   /* writers */
   uint8_t w_pc[NW], w_u[NW], w_n[NW];
   int8_t w_code[NW];
@@ -158,7 +153,6 @@ static void init_state(const cfg_t *g, state_t *s) {
     cta_t *t = &s->cta[c];
     t->p_pend = -1;
     for (int w = 0; w < NW; w++) {
-      t->c_prev[w] = -1;
       t->c_rd[w] = -1;
       t->full[w].pending = (uint8_t)full_count(g);
       t->empty[w].pending = FMBQ_EMPTY_COUNT;
@@ -265,9 +259,9 @@ static int producer_step(const cfg_t *g, state_t *s, int c, int choice) {
 /* --------------------------------------------------------------- consumers */
 
 /* A consumer warpgroup (fm_sm90_bwd.cuh, consumer): per item, per ring entry:
- * q_full; EMPTY: release, end of the tile loop; else its two tensor-core turns,
- * the release of the entry, then the pending dQ staged (stage_dq, use
- * fmbq_use(ds_iter - 1, it_n)); then the item's last dQ, kv_empty, dK and dV
+ * q_full; EMPTY: release, end of the tile loop; else its half of dS^T written
+ * (head dim 128: BAR_DS), this tile's dQ staged (stage_dq, use
+ * fmbq_use(ds_iter, it_n)), the release of the entry; then kv_empty, dK and dV
  * (store_dkdv, uses fmbq_use(ds_iter, it_n) and the next); after the last
  * item the END job (fmbq_use(ds_iter, it_n)). A staging use (take_stage,
  * the stores, hand_stage): wait dq_empty at fmbq_empty_parity(u); write; the
@@ -291,7 +285,6 @@ static int consumer_move(const cfg_t *g, state_t *s, int c, int w) {
       return 1;
     }
     if (t->p_item < t->c_it[w]) return 0; /* kv_full: the producer has taken the item */
-    t->c_prev[w] = -1;
     t->c_pc[w] = C_QFULL;
     return 1;
   case C_QFULL: {
@@ -301,14 +294,14 @@ static int consumer_move(const cfg_t *g, state_t *s, int c, int w) {
     t->c_q[w]++;
     if (m == EMPTY_ENTRY) {
       t->q_rel[w]++;
-      t->c_pc[w] = C_LASTDQ;
+      t->c_pc[w] = C_KVEMPTY;
     } else {
       t->c_m[w] = (int8_t)m;
-      t->c_pc[w] = g->sched == 2 ? C_WDS : C_TURN1;
+      t->c_pc[w] = C_WDS;
     }
     return 1;
   }
-  /* schedule 2 (consumer_concurrent): write this warpgroup's half of dS^T to
+  /* write this warpgroup's half of dS^T to
      buffer ds_iter & 1; head dim 128: BAR_DS (both warpgroups) before the dQ
      wgmma, which reads both halves (head dim 64: its own half, no barrier)
      until the wait that precedes the staging; this tile's dQ staged; release */
@@ -338,28 +331,7 @@ static int consumer_move(const cfg_t *g, state_t *s, int c, int w) {
   case C_REL2:
     t->q_rel[w]++;
     t->c_ds[w]++;
-    t->c_pc[w] = t->c_last[w] ? C_LASTDQ : C_QFULL;
-    return 1;
-  case C_TURN1:
-  case C_TURN2:
-    if (t->pp != 2 * t->c_k[w] + w) return 0;
-    t->pp++;
-    t->c_k[w]++;
-    t->c_pc[w] = t->c_pc[w] == C_TURN1 ? C_TURN2 : C_RELEASE;
-    return 1;
-  case C_RELEASE:
-    t->q_rel[w]++;
-    if (t->c_prev[w] >= 0) stage(t, w, t->c_prev[w], use_of(g, t->c_ds[w] - 1, t->c_it[w]), C_NEXT);
-    else t->c_pc[w] = C_NEXT;
-    return 1;
-  case C_NEXT:
-    t->c_prev[w] = t->c_m[w];
-    t->c_ds[w]++;
-    t->c_pc[w] = t->c_last[w] ? C_LASTDQ : C_QFULL;
-    return 1;
-  case C_LASTDQ:
-    if (t->c_prev[w] >= 0) stage(t, w, t->c_prev[w], use_of(g, t->c_ds[w] - 1, t->c_it[w]), C_KVEMPTY);
-    else t->c_pc[w] = C_KVEMPTY;
+    t->c_pc[w] = t->c_last[w] ? C_KVEMPTY : C_QFULL;
     return 1;
   case C_KVEMPTY:
     t->kv_done[w]++;
@@ -409,7 +381,7 @@ static int consumer_move(const cfg_t *g, state_t *s, int c, int w) {
  * matters. */
 static int consumer_private(const cta_t *t, int w) {
   const int pc = t->c_pc[w];
-  return pc == C_NEXT || pc == C_LASTDQ || pc == C_DV || pc == C_ITEMDONE || pc == C_END ||
+  return pc == C_DV || pc == C_ITEMDONE || pc == C_END ||
          (pc == C_ITEM && t->p_item >= t->c_it[w]);
 }
 static int consumer_step(const cfg_t *g, state_t *s, int c, int w) {
@@ -776,8 +748,9 @@ Test(bwd_dq_protocol, the_header_is_the_kernels) {
 }
 
 /* Every interleaving of one CTA's agents, its predecessors' turns at any
- * time: both modes, both counter layouts. (Two CTAs' product is out of reach
- * of an exhaustive search: the tests below take random schedules for them.) */
+ * time: both modes, both counter layouts (head dim 64: no barrier between the
+ * warpgroups). (Two CTAs' product is out of reach of an exhaustive search: the
+ * tests below take random schedules for them.) */
 Test(bwd_dq_protocol, one_cta_every_interleaving) {
   for (int split = 0; split < 2; split++)
     for (int det = 0; det < 2; det++) {
@@ -786,20 +759,6 @@ Test(bwd_dq_protocol, one_cta_every_interleaving) {
       cr_assert(r.ok, "split %d det %d: %s", split, det, g_why);
       cr_assert_gt(r.states, 1000);
       printf("one CTA, split %d det %d: %zu states, no violation, no deadlock\n", split, det, r.states);
-    }
-}
-
-/* Schedule 2 (consumer_concurrent), every interleaving of one CTA: both modes,
- * both counter layouts (head dim 64: no barrier between the warpgroups). */
-Test(bwd_dq_protocol, one_cta_every_interleaving_sched2) {
-  for (int split = 0; split < 2; split++)
-    for (int det = 0; det < 2; det++) {
-      cfg_t g = one_cta(split, det);
-      g.sched = 2;
-      const result_t r = explore_all(&g);
-      cr_assert(r.ok, "schedule 2, split %d det %d: %s", split, det, g_why);
-      cr_assert_gt(r.states, 1000);
-      printf("schedule 2, one CTA, split %d det %d: %zu states, no violation, no deadlock\n", split, det, r.states);
     }
 }
 
@@ -812,17 +771,10 @@ Test(bwd_dq_protocol, ctas_random_schedules) {
       const cfg_t g = two_ctas(split, det);
       cr_assert(explore_random(&g, 400, lcg(&seed)), "two CTAs, split %d det %d: %s", split, det, g_why);
     }
-  for (int split = 0; split < 2; split++)
-    for (int det = 0; det < 2; det++) {
-      cfg_t g = two_ctas(split, det);
-      g.sched = 2;
-      cr_assert(explore_random(&g, 400, lcg(&seed)), "schedule 2, two CTAs, split %d det %d: %s", split, det, g_why);
-    }
   for (int round = 0; round < 16; round++)
     for (int split = 0; split < 2; split++) {
       cfg_t g;
       memset(&g, 0, sizeof g);
-      g.sched = 1 + (round & 1);
       g.split = split, g.det = 1, g.nctas = 3, g.tr = 4, g.batch = 2;
       g.nitems[0] = 2, g.nitems[1] = g.nitems[2] = 1; /* CTA 0 takes key tiles 0 and 3 */
       g.items[0][0] = 0, g.items[1][0] = 1, g.items[2][0] = 2, g.items[0][1] = 3;
@@ -865,15 +817,14 @@ Test(bwd_dq_protocol, mutations_are_caught) {
   /* ranks against the take order: the later-taken key tile adds first */
   expect_caught(two_ctas(0, 1), M_TURN_DESC, "turns in reverse take order");
   expect_caught(two_ctas(1, 1), M_TURN_DESC, "turns in reverse take order (head dim 64)");
-  /* schedule 2 with one dS^T buffer: the next tile's stores overwrite what the
-     other warpgroup's dQ wgmma still reads */
+  /* one dS^T buffer: the next tile's stores overwrite what the other
+     warpgroup's dQ wgmma still reads */
   cfg_t g1 = one_cta(0, 0);
-  g1.sched = 2;
-  expect_caught(g1, M_ONE_DS_BUFFER, "schedule 2 with one dS^T buffer");
+  expect_caught(g1, M_ONE_DS_BUFFER, "one dS^T buffer");
   g1.split = 1; /* head dim 64 reads only its own half: one buffer would do there, but a
                    warpgroup still may not overwrite its own half before its dQ wgmma read it */
   g1.mutation = M_ONE_DS_BUFFER;
-  cr_assert(explore_all(&g1).ok, "schedule 2, head dim 64, one dS^T buffer: %s", g_why);
+  cr_assert(explore_all(&g1).ok, "head dim 64, one dS^T buffer: %s", g_why);
   /* the random schedules find a mutation too */
   cfg_t g = two_ctas(0, 1);
   g.mutation = M_PASS_BEFORE_DONE;
