@@ -14,8 +14,12 @@ once per length).
 
 Several files are several run sets (different commits or days) of one device and shape:
 their records and plans are taken together, each run set named in the header (its commit,
-date when the file has one, commands and lengths); a case (family, S, P, sharding,
-exchange, pass) in two files, or two shapes, is refused.
+date when the file has one, commands and lengths). A case (family, S, P, sharding,
+exchange, pass) in two files is the later file's (a re-run, e.g. with a newer kernel); the
+earlier record stays its own run's. Every figure that divides two times takes both from one
+run set: an efficiency T1 / (P x TP) the fastest TP of T1's run, mask-aware / contiguous and
+fmsim / torch the latest run holding both sides, a compute ratio the record's run's plan. A
+case twice in one file, or two shapes, is refused.
 """
 import json
 import sys
@@ -35,9 +39,15 @@ def ms(r):
     return r["step_ms"]["sustained"] if r and r.get("status") == "ok" else None
 
 
-def find(doc, tool, fam, S, P, pass_, **match) -> list:
-    return [r for r in doc["records"] if r["tool"] == tool and r["family"] == fam and r["seqlen"] == S and
+def find(doc, tool, fam, S, P, pass_, every=False, **match) -> list:
+    """The current records of a case (every=True: the superseded ones of earlier runs too)."""
+    recs = doc["records"] + (doc.get("superseded", []) if every else [])
+    return [r for r in recs if r["tool"] == tool and r["family"] == fam and r["seqlen"] == S and
             r["ranks"] == P and r["pass"] == pass_ and all(r.get(k) == v for k, v in match.items())]
+
+
+def run_of(r) -> int:
+    return r.get("run", 0) if r else -1
 
 
 def fastest(recs: list):
@@ -58,14 +68,39 @@ def best(doc, fam, S, P, pass_, sharding=None):
     return fastest(find(doc, "fmsim", fam, S, P, pass_, **({"sharding": sharding} if sharding else {})))
 
 
+def scaled(doc, fam, S, P, pass_):
+    """(efficiency, the P-rank record): T1 the fastest one-GPU record, TP the fastest of T1's run."""
+    one = fastest(find(doc, "fmsim", fam, S, 1, pass_))
+    r = fastest([x for x in find(doc, "fmsim", fam, S, P, pass_, every=True) if run_of(x) == run_of(one)])
+    return efficiency(ms(one), ms(r), P), r
+
+
+def latest_pair(a_recs: list, b_recs: list):
+    """The fastest of each side from the latest run holding both (None, None if none)."""
+    for run in sorted({run_of(r) for r in a_recs} & {run_of(r) for r in b_recs}, reverse=True):
+        a = fastest([r for r in a_recs if run_of(r) == run])
+        b = fastest([r for r in b_recs if run_of(r) == run])
+        if a and b:
+            return a, b
+    return None, None
+
+
 def mask_aware_ratio(doc, fam, S, P, pass_):
-    a, c = ms(best(doc, fam, S, P, pass_, "mask-aware")), ms(best(doc, fam, S, P, pass_, "contiguous"))
-    return a / c if a and c else None
+    a, c = latest_pair(find(doc, "fmsim", fam, S, P, pass_, every=True, sharding="mask-aware"),
+                       find(doc, "fmsim", fam, S, P, pass_, every=True, sharding="contiguous"))
+    return ms(a) / ms(c) if ms(a) and ms(c) else None
+
+
+def against_torch(doc, fam, S, P, pass_):
+    """(fmsim's fastest record, torch's) from the latest run that timed both."""
+    return latest_pair(find(doc, "fmsim", fam, S, P, pass_, every=True),
+                       find(doc, "torch", fam, S, P, pass_, every=True))
 
 
 def compute_ratios(doc, r) -> list:
     """Each rank's measured compute time over cp-plan's prediction for it."""
-    plan = doc["plans"].get(f"{r['family']}:{r['seqlen']}:{r['ranks']}")
+    plans = doc.get("plans_by_run", {}).get(run_of(r), doc["plans"])
+    plan = plans.get(f"{r['family']}:{r['seqlen']}:{r['ranks']}")
     if ms(r) is None or not r.get("rank_compute_ms") or not plan or "error" in plan:
         return []
     if r["ranks"] == 1:
@@ -116,15 +151,14 @@ def bars(doc) -> list:
                 f"{num(q)}x", verdict(q <= MASK_AWARE_BAR if q is not None else None)))
     for fam in BAR_FAMILIES:
         for P, lo in EFFICIENCY_BAR.items():
-            r = best(doc, fam, LONG, P, "both")
-            e = efficiency(one_gpu_ms(doc, fam, LONG, "both"), ms(r), P)
+            e, r = scaled(doc, fam, LONG, P, "both")
             where = f" ({r['sharding']}, {r['exchange']})" if e is not None else ""
             out.append((f"{fam}, 1M tokens, {P} GPUs: scaling efficiency (fwd+bwd) at least {lo:.0%}",
                         pct(e) + where, verdict(e >= lo if e is not None else None)))
     for fam in ("full", "causal"):
         for P in EFFICIENCY_BAR:
-            f, t = ms(best(doc, fam, LONG, P, "both")), torch_best(doc, fam, LONG, P, "both")
-            q = f / ms(t) if f and ms(t) else None
+            fr, t = against_torch(doc, fam, LONG, P, "both")
+            q = ms(fr) / ms(t) if ms(fr) and ms(t) else None
             out.append((f"{fam}, 1M tokens, {P} GPUs: faster than PyTorch's context_parallel (fwd+bwd)",
                         f"fmsim/torch {num(q)}" + (f" (torch {t['backend']}, {t['exchange']})" if q else ""),
                         verdict(q < 1 if q is not None else None)))
@@ -133,14 +167,14 @@ def bars(doc) -> list:
     return out
 
 
-def cell(doc, fam, S, P, pass_, sh, ex, t1) -> str:
+def cell(doc, fam, S, P, pass_, sh, ex, t1, t1_run) -> str:
     recs = find(doc, "fmsim", fam, S, P, pass_, sharding=sh, exchange=ex)
     if not recs:
         return ""
     t = ms(recs[0])
     if t is None:
         return SHORT.get(recs[0]["status"], recs[0]["status"])
-    e = efficiency(t1, t, P)
+    e = efficiency(t1, t, P) if run_of(recs[0]) == t1_run else None  # a later run's time: no T1 of its own
     return f"{t:.1f}" + (f" ({pct(e)})" if e is not None else "")
 
 
@@ -160,14 +194,15 @@ def scaling_table(doc, S) -> list:
                 recs = find(doc, "fmsim", fam, S, P, pass_)
                 if not recs:
                     continue
-                t1 = one_gpu_ms(doc, fam, S, pass_)
+                one = fastest(find(doc, "fmsim", fam, S, 1, pass_))
+                t1 = ms(one)
                 t1_cell = num(t1, ".1f") if t1 else SHORT.get(recs[0]["status"], "-") if P == 1 else "-"
                 cells = [fam, str(P), pass_, t1_cell]
                 if P == 1:
                     cells += [""] * (len(pairs) + 2)
                 else:
-                    cells += [cell(doc, fam, S, P, pass_, s, x, t1) for s, x in pairs]
-                    cells += [pct(efficiency(t1, ms(best(doc, fam, S, P, pass_)), P)),
+                    cells += [cell(doc, fam, S, P, pass_, s, x, t1, run_of(one)) for s, x in pairs]
+                    cells += [pct(scaled(doc, fam, S, P, pass_)[0]),
                               num(mask_aware_ratio(doc, fam, S, P, pass_))]
                 out.append("| " + " | ".join(cells + [ratio_range(doc, recs)]) + " |")
     return out
@@ -186,8 +221,7 @@ def efficiency_table(doc) -> tuple:
     for fam in families(doc):
         cells = []
         for S in Ss:
-            r = best(doc, fam, S, Pmax, "both")
-            e = efficiency(one_gpu_ms(doc, fam, S, "both"), ms(r), Pmax)
+            e, r = scaled(doc, fam, S, Pmax, "both")
             cells.append(f"{pct(e)} ({r['sharding']}, {r['exchange']})" if e is not None else "-")
         out.append(f"| {fam} | " + " | ".join(cells) + " |")
     return out, Pmax
@@ -204,7 +238,7 @@ def torch_table(doc) -> list:
     keys = sorted({(r["family"], r["seqlen"], r["ranks"], r["pass"]) for r in doc["records"] if r["tool"] == "torch"},
                   key=lambda k: (k[0], k[1], k[2], k[3] != "fwd"))
     for fam, S, P, pass_ in keys:
-        f, t = best(doc, fam, S, P, pass_), torch_best(doc, fam, S, P, pass_)
+        f, t = against_torch(doc, fam, S, P, pass_)
         t1 = ms(torch_best(doc, fam, S, 1, pass_))
         checks = [f"{r['backend']}-{r['exchange']} {r['check']['out_rel']:.1e}"
                   for r in find(doc, "torch", fam, S, P, pass_) if r.get("check") and "out_rel" in r["check"]]
@@ -267,7 +301,8 @@ def combine(docs: list, files: list = None) -> dict:
     if len(docs) == 1:
         return docs[0]
     first = docs[0]
-    out = dict(first, records=[], plans={}, run_sets=[], torch=next((d["torch"] for d in docs if d.get("torch")), ""))
+    out = dict(first, records=[], superseded=[], plans={}, plans_by_run={}, run_sets=[],
+               torch=next((d["torch"] for d in docs if d.get("torch")), ""))
     seen = {}
     for k, d in enumerate(docs):
         if (d["device"], d["heads"], d["head_dim"]) != (first["device"], first["heads"], first["head_dim"]):
@@ -277,11 +312,16 @@ def combine(docs: list, files: list = None) -> dict:
         for r in d["records"]:
             key = (r["tool"], r["family"], r["seqlen"], r["ranks"], r["sharding"], r["exchange"], r["pass"],
                    r.get("backend"))
-            if key in seen:
-                raise SystemExit(f"cp_table: {r['id']} is in files {seen[key] + 1} and {k + 1}")
-            seen[key] = k
+            if key in seen and seen[key][0] == k:
+                raise SystemExit(f"cp_table: {r['id']} is twice in file {k + 1}")
+            r = dict(r, run=k)
+            if key in seen:  # a re-run: the later file's record is the case's
+                out["superseded"].append(seen[key][1])
+                out["records"].remove(seen[key][1])
+            seen[key] = (k, r)
             out["records"].append(r)
         out["plans"].update(d["plans"])
+        out["plans_by_run"][k] = d["plans"]
         out["run_sets"].append(dict(commit=d.get("commit"), date=d.get("date"), commands=d["commands"],
                                     seqlens=seqlens(d), file=files[k] if files else None))
     return out

@@ -194,10 +194,38 @@ class RunSets(unittest.TestCase):
         self.assertNotIn("per family and length", md)  # one length: no summary
 
     def test_refusals(self):
-        with self.assertRaises(SystemExit):  # a case in both files
-            cp_table.combine([synthetic(), synthetic()])
+        one = synthetic()
+        with self.assertRaises(SystemExit):  # a case twice in one file
+            cp_table.combine([dict(one, records=one["records"] + one["records"][-1:]), self.second()])
         with self.assertRaises(SystemExit):  # another shape
             cp_table.combine([synthetic(), dict(self.second(), heads=4)])
+
+    def test_a_later_run_supersedes(self):
+        """A re-run of cases (a newer kernel): its records are the cases'; every ratio takes
+        both times from one run."""
+        cd = "causal_document"
+        rerun = dict(synthetic(), commit="fed9876", records=[
+            fm(cd, 4, "mask-aware", "ring", "both", 4000.0),   # faster than the first run's 4200
+            fm("full", 2, "contiguous", "ring", "both", 60000.0),
+            tc("full", 2, "cudnn", "allgather", 66000.0)])
+        doc = cp_table.combine([synthetic(), rerun])
+        (cur,) = cp_table.find(doc, "fmsim", cd, M, 4, "both", sharding="mask-aware", exchange="ring")
+        self.assertEqual(cp_table.ms(cur), 4000.0)
+        self.assertEqual(len(doc["superseded"]), 3)
+        bars = {item: (n, v) for item, n, v in cp_table.bars(doc)}
+        # efficiency: T1 = 16000 is the first run's, so TP its fastest, 4200 (not the re-run's 4000):
+        # 16000 / (4 x 4200) = 95.2%
+        self.assertEqual(bars["causal_document, 1M tokens, 4 GPUs: scaling efficiency (fwd+bwd) at least 85%"][0],
+                         "95.2% (mask-aware, ring)")
+        # mask-aware / contiguous from the first run, the only one with both: 4200 / 5400
+        self.assertEqual(bars["causal_document, 1M tokens, 4 GPUs: mask-aware step (fwd+bwd) at most 0.6x "
+                              "contiguous's"][0], f"{4200 / 5400:.3f}x")
+        # fmsim / torch from the re-run, which has both: 60000 / 66000 = 0.909 (the first run's: 62000 / 70000)
+        self.assertEqual(bars["full, 1M tokens, 2 GPUs: faster than PyTorch's context_parallel (fwd+bwd)"],
+                         (f"fmsim/torch {60000 / 66000:.3f} (torch cudnn, allgather)", "met"))
+        md = cp_table.render(doc)
+        # the re-run's cell shows its time without an efficiency (its run has no one-GPU time)
+        self.assertIn("| 4000.0 |", md)
 
 
 class Bench(unittest.TestCase):
