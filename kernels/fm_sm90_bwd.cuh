@@ -517,49 +517,45 @@ __device__ __forceinline__ void issue_dq(const ctx<HD> &c, float (&dq)[32], uint
                             kk > 0);
 }
 
-/* The thread's keys for the item's key tile n: rows 16 warp + g (+ 8) of this
- * warpgroup's 64, as key_iv intervals in shared memory (read back by this
- * thread only). */
+/* Key hr of this thread (row 16 warp + g + 8 hr of this warpgroup's 64) of the
+ * item's key tile n: its lower interval's start and length, its upper
+ * interval's (causal folded in); a key past Sk hides every query row. */
+template <int HD>
+__device__ __forceinline__ void key_intervals(const params &p, const ctx<HD> &c, const int32_t *gv, int n, int hr,
+                                              int32_t &ls, int32_t &ll, int32_t &us, int32_t &ul) {
+  const int j = n * traits<HD>::BC + c.cw * 64 + c.warp * 16 + c.g + 8 * hr;
+  int32_t lts = 0, lte = INT32_MAX, uts = 0, ute = 0;
+  if (j < p.Sk) {
+    lts = __ldg(gv + j);
+    lte = __ldg(gv + (int64_t)p.Sk + j);
+    fm_effective_upper(__ldg(gv + 2 * (int64_t)p.Sk + j), __ldg(gv + 3 * (int64_t)p.Sk + j), p.causal, j, p.Sq,
+                       p.Sk, &uts, &ute);
+  }
+  ls = lts;
+  ll = max(lte - lts, 0);
+  us = uts;
+  ul = max(ute - uts, 0);
+}
+
+/* The thread's keys for the item's key tile n, in shared memory (read back by
+ * this thread only): key_iv intervals (SLICES) or key_pos bit positions (R2P:
+ * fm90m_t_pos of each interval's start and end). */
 template <int HD>
 __device__ __forceinline__ void store_keys(const params &p, const ctx<HD> &c, key_iv &kv, int n, int b, int h) {
-  using T = traits<HD>;
   const int32_t *gv = p.intervals + (int64_t)set_of(p, b, h) * 4 * p.Sk;
 #pragma unroll
-  for (int hr = 0; hr < 2; hr++) {
-    const int j = n * T::BC + c.cw * 64 + c.warp * 16 + c.g + 8 * hr;
-    int32_t lts = 0, lte = INT32_MAX, us = 0, ue = 0;
-    if (j < p.Sk) {
-      lts = __ldg(gv + j);
-      lte = __ldg(gv + (int64_t)p.Sk + j);
-      fm_effective_upper(__ldg(gv + 2 * (int64_t)p.Sk + j), __ldg(gv + 3 * (int64_t)p.Sk + j), p.causal, j, p.Sq,
-                         p.Sk, &us, &ue);
-    }
-    kv.ls[hr] = lts;
-    kv.ll[hr] = max(lte - lts, 0);
-    kv.us[hr] = us;
-    kv.ul[hr] = max(ue - us, 0);
-  }
+  for (int hr = 0; hr < 2; hr++) key_intervals<HD>(p, c, gv, n, hr, kv.ls[hr], kv.ll[hr], kv.us[hr], kv.ul[hr]);
   kv.store(c.sKeys, c.ctid);
 }
-/* The same keys as key_pos bit positions (R2P): key_iv's intervals, then
- * fm90m_t_pos of each interval's start and end. */
 template <int HD>
 __device__ __forceinline__ void store_keys(const params &p, const ctx<HD> &c, key_pos &kp, int n, int b, int h) {
-  using T = traits<HD>;
   const int32_t *gv = p.intervals + (int64_t)set_of(p, b, h) * 4 * p.Sk;
 #pragma unroll
   for (int hr = 0; hr < 2; hr++) {
-    const int j = n * T::BC + c.cw * 64 + c.warp * 16 + c.g + 8 * hr;
-    int32_t lts = 0, lte = INT32_MAX, us = 0, ue = 0;
-    if (j < p.Sk) {
-      lts = __ldg(gv + j);
-      lte = __ldg(gv + (int64_t)p.Sk + j);
-      fm_effective_upper(__ldg(gv + 2 * (int64_t)p.Sk + j), __ldg(gv + 3 * (int64_t)p.Sk + j), p.causal, j, p.Sq,
-                         p.Sk, &us, &ue);
-    }
-    const int32_t ll = max(lte - lts, 0), ul = max(ue - us, 0);
-    kp.p[hr][0] = fm90m_t_pos(lts, c.c4);
-    kp.p[hr][1] = fm90m_t_pos(fm90m_t_end(lts, ll), c.c4);
+    int32_t ls, ll, us, ul;
+    key_intervals<HD>(p, c, gv, n, hr, ls, ll, us, ul);
+    kp.p[hr][0] = fm90m_t_pos(ls, c.c4);
+    kp.p[hr][1] = fm90m_t_pos(fm90m_t_end(ls, ll), c.c4);
     kp.p[hr][2] = fm90m_t_pos(us, c.c4);
     kp.p[hr][3] = fm90m_t_pos(fm90m_t_end(us, ul), c.c4);
   }
