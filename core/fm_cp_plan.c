@@ -452,8 +452,37 @@ static double hbm_us(const eval_ctx *e, int64_t rows, int nu, int nl) {
   return prof && prof->hbm_gbs > 0 ? (double)rows * (nu * u + nl * l) / (prof->hbm_gbs * 1e3) : 0;
 }
 
+/* The stream operations of one sm90 launch besides its kernels priced by
+ * bytes (kernels/fm_attn.cu, fm_sm90.cu, fm_sm90_bwd.cu), each a small kernel
+ * or memset: OP_US its duration and the gap before the next one, GAP_US the
+ * gap alone (what a kernel priced by its bytes adds). Measured: CUPTI kernel
+ * records of 10 timed launches on an H200
+ * (notebooks/data/h200_causal_document_8k/timeline.json): tile_bounds_kernel
+ * 2.336 us (median), the next kernel 1.008 us after it. */
+#define OP_US (2.336 + 1.008)
+#define GAP_US 1.008
+/* CUB's radix sort of n items of end_bit bits (its tuning: one kernel up to
+ * a tile of 256 x 19 items; else histogram, exclusive sum, and a lookback
+ * memset and one onesweep kernel per 8-bit digit). */
+static int sort_ops(int64_t n, int end_bit) { return n <= 256 * 19 ? 1 : 2 + 2 * ((end_bit + 7) / 8); }
+
+/* Fixed microseconds of one more ring launch over the rank's rows, counted:
+ * forward, tile_bounds, row_work, item_keys, the sort (key: the head above 32
+ * bits), the counter memset, each OP_US, and the kernel and merge_kernel each
+ * GAP_US; backward, tile_bounds and the counter memset OP_US, prep_kernel, the
+ * dQ accumulator's memset, the kernel, dq_convert_kernel and the dQ sum each
+ * GAP_US (their bytes: BWDROWS, SUM). */
+double fm_cp_launch_ops_us(int pass, int64_t items, int64_t bh) {
+  if (pass == FM_CP_BWD) return 2 * OP_US + 5 * GAP_US;
+  int end_bit = 33;
+  while (end_bit < 64 && (bh >> (end_bit - 32))) end_bit++;
+  return (4 + sort_ops(items, end_bit)) * OP_US + 2 * GAP_US;
+}
+
 /* What one more launch over the rank's rows costs beyond its share of the
- * visited tiles: the timing model's launch_us; forward, every row tile's
+ * visited tiles: its fixed part, the timing model's launch_us (the intercept
+ * of the calibration's launches, whose spans hold the same operations) or
+ * the operations counted (fm_cp_launch_ops_us), the larger; forward, every row tile's
  * item again (one per row tile and (b, h), whatever the keys: its fixed
  * item_us over the profile's slots); backward, the launch's row work
  * (BWDROWS; its items are the key tiles, which the steps share out). */
@@ -461,8 +490,9 @@ static double ring_relaunch_us(const eval_ctx *e, int pass, int64_t rows, const 
   const fm_cp_summary *s = &e->p->sum;
   fm_pass fp = pass == FM_CP_FWD ? FM_PASS_FWD : FM_PASS_BWD;
   const fm_timing_coef *c = fm_profile_coef(e->o->profile, fp, s->head_dim);
-  if (pass == FM_CP_BWD) return res->launch_us + hbm_us(e, rows, BWDROWS_U, BWDROWS_L);
-  return res->launch_us + (res->slots > 0 ? (double)res->items * c->item_us / (double)res->slots : 0);
+  double fixed = fmax(res->launch_us, fm_cp_launch_ops_us(pass, res->items, (int64_t)s->batch * s->heads));
+  if (pass == FM_CP_BWD) return fixed + hbm_us(e, rows, BWDROWS_U, BWDROWS_L);
+  return fixed + (res->slots > 0 ? (double)res->items * c->item_us / (double)res->slots : 0);
 }
 
 /* One pass of rank r: its tiles, needs and, with a profile, its time on the

@@ -319,6 +319,13 @@ fm_status fm_cp_model_ring_steps(const fm_cp_model *m, int pass, double *wall, d
  * iv ([a, b) pairs, n of them, disjoint, in time order): it progresses at
  * 1 - f inside them and at 1 outside (docs/DESIGN.md, "The exchange model"). */
 double fm_cp_stretch(double t0, double us, double f, const double *iv, int32_t n);
+/* The fixed microseconds of one more sm90 launch that the code runs on the
+ * stream besides the attention kernel (pass FM_CP_FWD / FM_CP_BWD; items the
+ * forward's work items, B x H x row tiles; bh = B x H), each small kernel or
+ * memset at its measured duration and gap (core/fm_cp_plan.c; docs/DESIGN.md,
+ * "The exchange model"). A ring step past the first costs the larger of this
+ * and the profile's launch_us. */
+double fm_cp_launch_ops_us(int pass, int64_t items, int64_t bh);
 /* The same for the all-gather as cp-run runs it: the forward's group (every
  * source at once; a transfer takes the larger load of its sender's outgoing
  * and its receiver's incoming link) before the one launch compute_us[r]; the

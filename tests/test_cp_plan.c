@@ -411,6 +411,26 @@ Test(cp_plan, exchange_model_by_hand) {
   cr_assert(strstr(err.msg, "ring order"), "%s", err.msg);
 }
 
+Test(cp_plan, launch_ops_by_hand) {
+  /* One more sm90 launch's small operations (fm_cp_launch_ops_us): OP_US =
+   * 2.336 + 1.008 us a small kernel or memset, GAP_US = 1.008 a kernel priced
+   * by its bytes. Backward: tile_bounds and the counter memset (2 OP_US), prep,
+   * the dQ memset, the kernel, dq_convert and the dQ sum (5 GAP_US): 6.688 +
+   * 5.04 = 11.728. Forward at 128K, P = 4, H = 4 (1024 items, at most CUB's
+   * one tile of 256 x 19 = 4864): tile_bounds, row_work, item_keys, one sort
+   * kernel, the memset (5 OP_US) and the kernel and merge (2 GAP_US): 16.72 +
+   * 2.016 = 18.736. At 1M (8192 items), B x H = 4: the key's end bit is 35
+   * (33, then 4 >> 1 and 4 >> 2 are not 0), 5 digits of 8 bits: histogram,
+   * exclusive sum, 5 x (memset, onesweep) = 12 sort operations: 16 x 3.344 +
+   * 2.016 = 55.52. 4864 items: one tile still. */
+  cr_assert_float_eq(fm_cp_launch_ops_us(FM_CP_BWD, 1024, 4), 11.728, 1e-9);
+  cr_assert_float_eq(fm_cp_launch_ops_us(FM_CP_FWD, 1024, 4), 18.736, 1e-9);
+  cr_assert_float_eq(fm_cp_launch_ops_us(FM_CP_FWD, 8192, 4), 55.52, 1e-9);
+  cr_assert_float_eq(fm_cp_launch_ops_us(FM_CP_FWD, 4864, 4), 18.736, 1e-9);
+  /* B x H = 1: end bit 33, 5 digits still; 256: 41, 6 digits: 14 operations */
+  cr_assert_float_eq(fm_cp_launch_ops_us(FM_CP_FWD, 8192, 256), 18 * 3.344 + 2.016, 1e-9);
+}
+
 Test(cp_plan, exchange_model_contention_by_hand) {
   /* A step beside an NCCL group progresses at 1 - f (fm_cp_stretch). f = 0.2,
    * a group resident over [10, 60): 100 us of work from 0 runs 10 us at full
