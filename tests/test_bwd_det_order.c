@@ -297,15 +297,15 @@ static double family_table(int64_t S, int with_ascending) {
   return worst;
 }
 
-Test(bwd_det_order, every_family_8k, .timeout = 300) {
+Test(bwd_det_order, every_family_8k) {
   if (getenv("FM_DET_LC")) k_timing.lc = atof(getenv("FM_DET_LC"));
   printf("worst 8K: %.3f\n", family_table(8192, 1));
 }
-Test(bwd_det_order, every_family_32k, .timeout = 600) {
+Test(bwd_det_order, every_family_32k) {
   if (!getenv("FM_DET_ORDER_32K")) return;
   printf("worst 32K: %.3f\n", family_table(32768, 0));
 }
-Test(bwd_det_order, every_family_128k, .timeout = 900) {
+Test(bwd_det_order, every_family_128k) {
   printf("worst 128K: %.3f\n", family_table(131072, 0));
 }
 
@@ -339,7 +339,7 @@ Test(bwd_det_order, key_is_its_definition) {
 /* Scheduling independence: under random tile times the additions of every
  * (b, h, query tile) land in the rule's order, the same for every seed;
  * the default mode's order changes with the timings. */
-Test(bwd_det_order, order_is_the_rules_under_random_timings, .timeout = 300) {
+Test(bwd_det_order, order_is_the_rules_under_random_timings) {
   const char *fams[] = {"causal", "sliding_window", "document", "share_question", "random_eviction", "full"};
   for (size_t f = 0; f < sizeof fams / sizeof *fams; f++) {
     const int32_t B = 2, H = 4;
