@@ -396,11 +396,12 @@ class FastPath(unittest.TestCase):
         for stream, iv in ivs.items():  # no startend: one entry per stream, both kept
             M._cpu_check(True, stream)
             self.assertTrue(self.remember(q, k, v, None, plan, iv, stream=stream))
-        lse_of = {}
+        lse_of, kept = {}, []
         for stream in (0, 0, 7, 7, 0, 7):
             M._cpu_check(True, stream)
             o = self.fast(q, k, v, None)
             self.assertIsNotNone(o)
+            kept.append(o)  # alive: a freed o's memory can come back (the check below is of new buffers)
             self.assertEqual(LAUNCHES[-1], ("fwd", ivs[stream].data_ptr(), stream))
             self.assertEqual(BUFFERS[-1][0], o.data_ptr())
             lse = BUFFERS[-1][1]
