@@ -213,7 +213,7 @@ def main():
              "bare (again, beside the parts)": bare}
     if has_fast:  # the fast path's own cost: one call, its arguments read, no lookup (the last one declines)
         parts["fast path call, declined (an unknown variant)"] = \
-            lambda: cpp.fast(q, k, v, sri, causal, None, False, False, "bshd", "auto", "declined")
+            lambda: cpp.fast(q, k, v, sri, causal, None, False, False, "bshd", "auto", "declined", "auto")
     shapes = (pl.o_shape, pl.lse_shape)
     qh, kh, vh = (t.transpose(1, 2) for t in (q, k, v))
     qgh = qg.transpose(1, 2)

@@ -33,8 +33,8 @@ enum {
  * instrumented), so that one build times both (fm_kernel_bench --sm90-masks
  * 1,2) and checks them against each other (fmsim verify, phases 3b, 7b). */
 enum {
-  FM_SM90_MASK_SLICES = 1, /* forward: a bit test per element; backward: an interval compare per element */
-  FM_SM90_MASK_R2P = 2     /* per-thread words applied by R2P, a select per element */
+  FM_SM90_MASK_SLICES = FM_MASK_METHOD_SLICES, /* the public names: fm_mask_method, fm_attn.h */
+  FM_SM90_MASK_R2P = FM_MASK_METHOD_R2P
 };
 #ifndef FM_SM90_MASK_DEFAULT
 #define FM_SM90_MASK_DEFAULT FM_SM90_MASK_R2P
@@ -43,7 +43,8 @@ typedef struct fm_attn_tuning {
   int32_t sm90_mode;  /* 1 + pipelining mode: 1 plain, 2 overlap, 3 ping-pong, 4 both
                          (fm_sm90_launch.cuh); 0: the default */
   int32_t sm90_order; /* work order: FM_SM90_ORDER_*; 0: the default (FM_SM90_ORDER_HEAD) */
-  int32_t sm90_mask;  /* partial-tile mask, both passes: FM_SM90_MASK_*; 0: FM_SM90_MASK_DEFAULT */
+  int32_t sm90_mask;  /* partial-tile mask, both passes: FM_SM90_MASK_*; 0: the problem's
+                         mask_method (fm_attn.h), whose 0 is FM_SM90_MASK_DEFAULT */
 } fm_attn_tuning;
 
 /* One pass with knobs, as a launch function of the timing harness

@@ -45,6 +45,7 @@ FWD = C.CFUNCTYPE(C.c_int, C.c_void_p, C.c_int32, C.c_void_p, C.c_void_p, C.c_vo
 BWD = C.CFUNCTYPE(C.c_int, C.c_void_p, C.c_int32, C.c_void_p, C.c_void_p, C.c_void_p, C.c_void_p, C.c_void_p,
                   C.c_void_p, C.c_void_p, C.c_void_p, C.c_void_p, C.c_void_p, C.c_int, C.c_void_p, C.c_void_p)
 LAUNCHES = []  # (pass, intervals pointer, stream) of each "kernel launch"
+PROBLEMS = []  # the fm_attn_problem bytes each launch got (what carries the mask method)
 BUFFERS = []   # (o, lse) pointers of each forward launch
 FAIL = []      # a status (and message) the next forward launch returns
 
@@ -52,6 +53,7 @@ FAIL = []      # a status (and message) the next forward launch returns
 @FWD
 def fake_fwd(shape, device, iv, q, k, v, o, lse, variant, stream, err):
     LAUNCHES.append(("fwd", iv, stream or 0))
+    PROBLEMS.append(C.string_at(shape, PROBLEM_BYTES))
     BUFFERS.append((o, lse))
     if FAIL:
         status, msg = FAIL.pop()
@@ -69,14 +71,16 @@ class FakeFmsimError(Exception):  # fmsim.FmsimError's signature: (message, stat
 @BWD
 def fake_bwd(shape, device, iv, q, k, v, o, lse, dout, dq, dk, dv, variant, stream, err):
     LAUNCHES.append(("bwd", iv, stream or 0))
+    PROBLEMS.append(C.string_at(shape, PROBLEM_BYTES))
     return 0
 
 
 B, S, H, D = 1, 64, 2, 64
+PROBLEM_BYTES = 160
 
 
-def make_plan(Sq=S, Sk=S, bhsd=False):
-    problem = bytes(160)  # the bytes are the kernels' business; the callbacks ignore them
+def make_plan(Sq=S, Sk=S, bhsd=False, problem=bytes(PROBLEM_BYTES)):
+    # the bytes are the kernels' business (the callbacks record them: they must reach the call as made)
     return M.make_plan(problem, C.cast(fake_fwd, C.c_void_p).value, C.cast(fake_bwd, C.c_void_p).value, 0, 0,
                        bhsd, [B, Sq, H, D], [B, H, Sq], 512, cuda=False, seqlen_q=Sq, seqlen_k=Sk)
 
@@ -99,6 +103,7 @@ class FastPath(unittest.TestCase):
         M._cpu_check(True, 0)
         M.clear_caches()
         LAUNCHES.clear()
+        PROBLEMS.clear()
         BUFFERS.clear()
         FAIL.clear()
 
@@ -106,14 +111,15 @@ class FastPath(unittest.TestCase):
         M._cpu_check(False, 0)
         M.clear_caches()
 
-    # what torch.py passes: fast(q, k, v, sri, causal, scale, return_lse, deterministic, layout, kernel, variant)
+    # what torch.py passes: fast(q, k, v, sri, causal, scale, return_lse, deterministic, layout, kernel, variant,
+    # mask_method)
     def fast(self, q, k, v, sri, causal=True, scale=None, lse=False, det=False, layout="bshd", kernel="auto",
-             variant="skip"):
-        return M.fast(q, k, v, sri, causal, scale, lse, det, layout, kernel, variant)
+             variant="skip", mask="auto"):
+        return M.fast(q, k, v, sri, causal, scale, lse, det, layout, kernel, variant, mask)
 
     def remember(self, q, k, v, sri, plan, iv, stream=0, causal=True, scale=None, det=False, layout="bshd",
-                 kernel="auto", variant="skip"):
-        return M.remember(q, k, v, sri, causal, scale, det, layout, kernel, variant, plan, iv, stream)
+                 kernel="auto", variant="skip", mask="auto"):
+        return M.remember(q, k, v, sri, causal, scale, det, layout, kernel, variant, mask, plan, iv, stream)
 
     def iv(self, nsets=1, Sk=S):
         return torch.zeros(nsets, 4, Sk, dtype=torch.int32)
@@ -149,6 +155,7 @@ class FastPath(unittest.TestCase):
         others = {
             "causal": dict(causal=False), "scale": dict(scale=0.5), "deterministic": dict(det=True),
             "layout": dict(layout="bhsd"), "kernel": dict(kernel="sm90"), "variant": dict(variant="noskip"),
+            "mask_method r2p": dict(mask="r2p"), "mask_method slices": dict(mask="slices"),
         }
         for what, kw in others.items():
             with self.subTest(field=what):
@@ -172,6 +179,25 @@ class FastPath(unittest.TestCase):
         self.assertIsNotNone(self.fast(q, k, v, sri, scale=torch.tensor(0.125).item()))
         self.assertIsNotNone(self.fast(q, k, v, sri, scale=1 / 8))
 
+    def test_mask_method_keys_its_plan_whose_bytes_reach_the_call(self):
+        # one plan per method (torch.py's _make_plan writes the method into the problem's bytes: a
+        # marker here), each found under its own key, its bytes passed to both passes as they are
+        q, k, v = qkv()
+        sri, iv = sri_of(), self.iv()
+        marks = {m: bytes([i + 1]) * PROBLEM_BYTES for i, m in enumerate(("auto", "r2p", "slices"))}
+        for m, raw in marks.items():
+            self.assertTrue(self.remember(q, k, v, sri, make_plan(problem=raw), iv, mask=m))
+        self.assertEqual(self.stats()["plans"], 3)
+        for m in ("slices", "auto", "r2p", "slices"):
+            with self.subTest(mask_method=m):
+                PROBLEMS.clear()
+                o = self.fast(q, k, v, sri, mask=m)
+                o.sum().backward()
+                self.assertEqual(PROBLEMS, [marks[m], marks[m]])
+                o = self.fast(q.detach(), k.detach(), v.detach(), sri, mask=m)  # without autograd too
+                self.assertEqual(PROBLEMS[-1], marks[m])
+        self.assertEqual(self.stats()["no_plan"], 0)
+
     def test_declined(self):
         q, k, v = qkv()
         sri, iv = sri_of(), self.iv()
@@ -184,6 +210,8 @@ class FastPath(unittest.TestCase):
                 "a bad layout": ((q, k, v), dict(layout="bsdh")),
                 "a layout not a str": ((q, k, v), dict(layout=["bshd"])),
                 "a bad scale": ((q, k, v), dict(scale="x")),
+                "a bad mask_method": ((q, k, v), dict(mask="R2P")),
+                "a mask_method not a str": ((q, k, v), dict(mask=2)),
                 "a causal that cannot be bool": ((q, k, v), dict(causal=torch.ones(2))),
                 "a return_lse that cannot be bool": ((q, k, v), dict(lse=torch.ones(2))),
                 "q a subclass": ((q.detach().as_subclass(Sub).requires_grad_(q.requires_grad), k, v), {}),
@@ -368,11 +396,12 @@ class FastPath(unittest.TestCase):
         for stream, iv in ivs.items():  # no startend: one entry per stream, both kept
             M._cpu_check(True, stream)
             self.assertTrue(self.remember(q, k, v, None, plan, iv, stream=stream))
-        lse_of = {}
+        lse_of, kept = {}, []
         for stream in (0, 0, 7, 7, 0, 7):
             M._cpu_check(True, stream)
             o = self.fast(q, k, v, None)
             self.assertIsNotNone(o)
+            kept.append(o)  # alive: a freed o's memory can come back (the check below is of new buffers)
             self.assertEqual(LAUNCHES[-1], ("fwd", ivs[stream].data_ptr(), stream))
             self.assertEqual(BUFFERS[-1][0], o.data_ptr())
             lse = BUFFERS[-1][1]

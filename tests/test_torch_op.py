@@ -303,6 +303,67 @@ class Properties(unittest.TestCase):
         self.assertLess(losses[-1], 0.5 * losses[0], f"loss {losses[0]:.3f} -> {losses[-1]:.3f}")
 
 
+class MaskMethod(unittest.TestCase):
+    """mask_method (issue 25): R2P and slices mask the same elements of a partial
+    tile, so the output, the lse and (deterministic) the gradients are the same bits;
+    "auto" is the library's (R2P). Through the C++ op's fast path too: one plan per
+    method, each call running its own (the CPU twin: tests/test_torch_fastpath_cpu.py)."""
+
+    def run_method(self, q, k, v, do, sri, causal, method, **kw):
+        qg, kg, vg = (t.clone().requires_grad_() for t in (q, k, v))
+        o, lse = flashmask_attention(qg, kg, vg, sri, causal, return_lse=True, deterministic=True,
+                                     mask_method=method, **kw)
+        o.backward(do)
+        return o.detach(), lse, qg.grad, kg.grad, vg.grad
+
+    def test_methods_give_the_same_bits(self):
+        cases = [("causal_document", 2048, 2048, 128), ("sliding_window", 1024, 1024, 64),
+                 ("share_question", 1536, 1536, 128), ("random_eviction", 1024, 1024, 64),
+                 ("document", 1000, 1000, 128),  # a partial last tile in both directions
+                 ("causal", 700, 1900, 64)]      # Sq != Sk
+        for fam, Sq, Sk, D in cases:
+            with self.subTest(family=fam, Sq=Sq, Sk=Sk, D=D):
+                B, H = 2, 2
+                if fam == "causal":
+                    sri, causal = None, True
+                else:
+                    sri, causal = fmsim.family(fam, Sk, batch=B, heads=H, seed=4).to_paddle()
+                    sri = torch.as_tensor(sri, device="cuda")
+                q, k, v, do = inputs(B, Sq, Sk, H, D, seed=11)
+                got = {m: self.run_method(q, k, v, do, sri, causal, m) for m in ("r2p", "slices", "auto")}
+                for m in ("slices", "auto"):
+                    for name, a, b in zip(("o", "lse", "dq", "dk", "dv"), got["r2p"], got[m]):
+                        self.assertTrue(torch.equal(a, b), f"{name}: r2p and {m} differ")
+                # and right: against the oracle's tolerance, so that equal bits are not equally wrong
+                masked = dense_masked(sri if sri is not None else torch.zeros((1, 1, Sk, 1), dtype=torch.int32,
+                                                                                device="cuda") + Sq,
+                                      causal, B, H, Sq, Sk)
+                ref = sdpa(q, k, v, masked, torch.float32)
+                self.assertLess(max_err(got["slices"][0], ref), 3e-3 + 1.5e-2 * float(ref.abs().max()))
+
+    def test_no_grad_fast_path_alternating(self):
+        B, H, S, D = 1, 4, 2048, 128
+        sri, causal = fmsim.family("causal_blockwise", S).to_paddle()
+        sri = torch.as_tensor(sri, device="cuda")
+        q, k, v, _ = inputs(B, S, S, H, D, seed=12)
+        ref = flashmask_attention(q, k, v, sri, causal)
+        for m in ("r2p", "slices", "auto", "slices", "r2p") * 2:
+            self.assertTrue(torch.equal(flashmask_attention(q, k, v, sri, causal, mask_method=m), ref), m)
+
+    def test_refusals(self):
+        B, H, S, D = 1, 2, 512, 64
+        q, k, v, _ = inputs(B, S, S, H, D)
+        with self.assertRaisesRegex(ValueError, r"^mask_method 'R2P': expected 'auto', 'r2p' or 'slices'$"):
+            flashmask_attention(q, k, v, None, True, mask_method="R2P")
+        # the method that is not the library's is built for the skip variant alone
+        with self.assertRaisesRegex(fmsim.FmsimError, "mask method 1 is not built"):
+            flashmask_attention(q, k, v, None, True, variant="noskip", mask_method="slices")
+        o = flashmask_attention(q, k, v, None, True, variant="noskip", mask_method="r2p")  # the default: taken
+        self.assertTrue(torch.equal(o, flashmask_attention(q, k, v, None, True, mask_method="slices")))
+        with self.assertRaisesRegex(fmsim.FmsimError, r"^mask method r2p: kernel sm80 has one way"):
+            flashmask_attention(q, k, v, None, True, kernel="sm80", mask_method="r2p")
+
+
 class Instrumented(unittest.TestCase):
     def test_profile_classes_match_the_cpu(self):
         B, H, S, D = 1, 2, 2048, 128

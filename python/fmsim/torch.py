@@ -24,6 +24,13 @@ Arguments follow PaddlePaddle's ``flashmask_attention``:
   (B, H, Sq) fp32, natural log, -inf for a row that sees no key, not
   differentiable), ``deterministic`` (the backward's dQ added in a fixed order:
   bit-identical gradients run to run and between skip and noskip).
+* ``mask_method``: how the sm90 kernels mask the elements of a partial tile,
+  forward and backward: ``"auto"`` (the library's choice, R2P), ``"r2p"`` or
+  ``"slices"`` (kernels/fm_attn.h, fm_mask_method). Both give the same output
+  and gradients bit for bit; only their speed differs (issue 25: for timing them
+  against each other, bench/protocol_bench.py --fmsim-variants). The method that
+  is not the library's runs with ``variant="skip"`` only, and the sm80 kernel
+  takes ``"auto"`` only (the library refuses the launch: ``fmsim.FmsimError``).
 
 The op launches on the current CUDA stream of the tensors' device with no host
 synchronisation: the tile-bounds preprocessing and the kernel (fm_attn_forward);
@@ -85,6 +92,7 @@ __all__ = ["flashmask_attention", "flashmask_attention_profile", "Profile", "lib
 
 _KERNELS = {"sm80": 0, "sm90": 1, "auto": -1}
 _VARIANTS = {"skip": 0, "noskip": 1}
+_MASK_METHODS = {"auto": 0, "slices": 1, "r2p": 2}  # fm_mask_method (kernels/fm_attn.h)
 _PASS_FWD, _PASS_BWD = 1, 2
 
 
@@ -96,7 +104,8 @@ class _Problem(C.Structure):  # mirrors fm_attn_problem (kernels/fm_attn.h), siz
                 ("lse", C.c_void_p), ("intervals", C.c_void_p), ("dense_mask", C.c_void_p),
                 ("tile_class", C.c_void_p), ("tile_cycles", C.c_void_p), ("dense_per_set", C.c_int),
                 ("kernel", C.c_int), ("dout", C.c_void_p), ("dq", C.c_void_p),
-                ("dk", C.c_void_p), ("dv", C.c_void_p), ("deterministic", C.c_int)]
+                ("dk", C.c_void_p), ("dv", C.c_void_p), ("deterministic", C.c_int),
+                ("mask_method", C.c_int32)]
 
 
 def library_path() -> str:
@@ -115,6 +124,7 @@ def _load():
     vp, i32, i64, perr = C.c_void_p, C.c_int32, C.c_int64, C.POINTER(N.Err)
     sig = {
         "fm_attn_problem_size": (C.c_size_t, []),
+        "fm_attn_problem_member": (C.c_char_p, [i32, C.POINTER(C.c_size_t)]),
         "fm_attn_forward": (C.c_int, [C.POINTER(_Problem), C.c_int, C.c_int, vp, perr]),
         "fm_attn_backward": (C.c_int, [C.POINTER(_Problem), C.c_int, C.c_int, vp, perr]),
         "fm_attn_forward_ptrs": (C.c_int, [C.POINTER(_Problem), i32, vp, vp, vp, vp, vp, vp, C.c_int, vp,
@@ -128,10 +138,28 @@ def _load():
         "fm_kernel_tile_size": (C.c_int, [C.c_int, C.c_int, i32, C.POINTER(i32), C.POINTER(i32), perr]),
     }
     lib = N.load_library(path, sig, "fmsim.torch")
-    if lib.fm_attn_problem_size() != C.sizeof(_Problem):
-        raise ImportError(f"fmsim.torch: {path} does not match this package (fm_attn_problem is "
-                          f"{lib.fm_attn_problem_size()} bytes there, {C.sizeof(_Problem)} here)")
+    _check_mirror(lib, path, _Problem)
     return lib
+
+
+def _check_mirror(lib, path: str, mirror) -> None:
+    """ImportError unless `mirror` is fm_attn_problem of the library at `path` field
+    for field (names, order, offsets) and in size: a field added in the struct's tail
+    padding leaves its size as it was."""
+    def fail(what):
+        raise ImportError(f"fmsim.torch: {path} does not match this package ({what})")
+    if lib.fm_attn_problem_size() != C.sizeof(mirror):
+        fail(f"fm_attn_problem is {lib.fm_attn_problem_size()} bytes there, {C.sizeof(mirror)} here")
+    there, off = [], C.c_size_t(0)
+    while (name := lib.fm_attn_problem_member(len(there), C.byref(off))) is not None:
+        there.append((name.decode(), off.value))
+    here = [(name, getattr(mirror, name).offset) for name, *_ in mirror._fields_]
+    for i in range(max(len(there), len(here))):
+        a = there[i] if i < len(there) else None
+        b = here[i] if i < len(here) else None
+        if a != b:
+            fail(f"fm_attn_problem's member {i} is " + (f"{a[0]} at byte {a[1]}" if a else "none") +
+                 " there, " + (f"{b[0]} at byte {b[1]}" if b else "none") + " here")
 
 
 _lib = _load()
@@ -236,11 +264,13 @@ def _sri_tensor(sri, device):
     return sri if sri.is_contiguous() else sri.contiguous()
 
 
-def _make_plan(q, k, v, sri, causal, scale, layout, kernel, variant, deterministic) -> _Plan:
+def _make_plan(q, k, v, sri, causal, scale, layout, kernel, variant, deterministic, mask_method="auto") -> _Plan:
     if layout not in ("bshd", "bhsd"):
         raise ValueError(f"layout {layout!r}: expected 'bshd' (the kernels' own) or 'bhsd'")
     if variant not in _VARIANTS:
         raise ValueError(f"variant {variant!r}: expected 'skip' or 'noskip'")
+    if not isinstance(mask_method, str) or mask_method not in _MASK_METHODS:
+        raise ValueError(f"mask_method {mask_method!r}: expected 'auto', 'r2p' or 'slices'")
     qb, kb, vb = _bshd("q", q, layout), _bshd("k", k, layout), _bshd("v", v, layout)
     B, Sq, H, D = qb.shape
     if kb.shape != vb.shape or kb.shape[0] != B or kb.shape[2] != H or kb.shape[3] != D:
@@ -273,18 +303,18 @@ def _make_plan(q, k, v, sri, causal, scale, layout, kernel, variant, determinist
     kid = _resolve_kernel(kernel, dev)
     p = _Problem(batch=B, heads=H, seqlen_q=Sq, seqlen_k=s.Sk, head_dim=D, softmax_scale=sc,
                  causal=int(bool(causal)), mask_nb=nb, mask_nh=nh, kernel=kid,
-                 deterministic=int(bool(deterministic)))
+                 deterministic=int(bool(deterministic)), mask_method=_MASK_METHODS[mask_method])
     return _Plan(s, p, kk if sri is not None else 0, dev.index, kid, layout, _VARIANTS[variant],
                  (B, Sq, H, D), (B, H, Sq))
 
 
-def _plan(q, k, v, sri, causal, scale, layout, kernel, variant, deterministic) -> _Plan:
+def _plan(q, k, v, sri, causal, scale, layout, kernel, variant, deterministic, mask_method="auto") -> _Plan:
     key = (q.shape, q.stride(), q.dtype, q.device, k.shape, k.stride(), k.dtype, k.device, v.shape,
            v.stride(), v.dtype, v.device, None if sri is None else (sri.shape, sri.dtype), causal, scale,
-           layout, kernel, variant, deterministic)
+           layout, kernel, variant, deterministic, mask_method)
     pl = _plans.get(key)
     if pl is None:
-        pl = _make_plan(q, k, v, sri, causal, scale, layout, kernel, variant, deterministic)
+        pl = _make_plan(q, k, v, sri, causal, scale, layout, kernel, variant, deterministic, mask_method)
         if len(_plans) > 4096:
             _plans.clear()
         _plans[key] = pl
@@ -532,18 +562,20 @@ def build_autograd_op(verbose: bool = False) -> str:
 def flashmask_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, startend_row_indices=None,
                         causal: bool = False, *, softmax_scale: Optional[float] = None,
                         return_lse: bool = False, deterministic: bool = False, layout: str = "bshd",
-                        variant: str = "skip", kernel: str = "auto"):
+                        variant: str = "skip", kernel: str = "auto", mask_method: str = "auto"):
     """FlashMask attention (see the module's text). Returns out, or (out, lse)
     with return_lse. variant "noskip" visits every tile (the baseline; its
     output and, with deterministic, its gradients are bit-identical to skip's);
     kernel "auto" is the fastest the device runs (sm90 on Hopper; sm80 has no
-    backward). The checks of a call's shapes run once per distinct shape."""
+    backward); mask_method "auto", "r2p" or "slices" (the sm90 kernels' way of
+    masking a partial tile: the same bits, another speed). The checks of a
+    call's shapes run once per distinct shape."""
     if _fast is not None:
         # the C++ op's plan and intervals looked up in C++ (a call like one that ran
         # before), then its autograd Function or, when autograd does not record, the
         # forward alone (_fwd's work); None: anything else, which the path below takes
         r = _fast(q, k, v, startend_row_indices, causal, softmax_scale, return_lse, deterministic, layout,
-                  kernel, variant)
+                  kernel, variant, mask_method)
         if r is not None:
             return r
     causal = bool(causal)
@@ -552,7 +584,7 @@ def flashmask_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, start
     sri = startend_row_indices
     if sri is not None and not (isinstance(sri, torch.Tensor) and sri.is_cuda and sri.is_contiguous()):
         sri = _sri_tensor(sri, q.device)
-    pl = _plan(q, k, v, sri, causal, softmax_scale, layout, kernel, variant, deterministic)
+    pl = _plan(q, k, v, sri, causal, softmax_scale, layout, kernel, variant, deterministic, mask_method)
     if sri is not None and sri.device != q.device:
         raise ValueError(f"startend_row_indices on {sri.device}, q on {q.device}: expected one device")
     stream = _stream(pl.device)
@@ -566,8 +598,8 @@ def flashmask_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, start
         if cp is None:
             cp = pl.cpp = _cpp_plan(cpp, pl)
         if _fast is not None and sri is startend_row_indices:  # the next such call takes the fast path
-            cpp.remember(q, k, v, sri, causal, softmax_scale, deterministic, layout, kernel, variant, cp, iv,
-                         stream)
+            cpp.remember(q, k, v, sri, causal, softmax_scale, deterministic, layout, kernel, variant, mask_method,
+                         cp, iv, stream)
     if grad:
         if cpp is not None:
             if return_lse:
@@ -618,13 +650,13 @@ def _instrumented(pl: _Plan, pass_: int, ptrs: dict, iv, stream):
 def flashmask_attention_profile(q, k, v, startend_row_indices=None, causal: bool = False, *,
                                 dout: Optional[torch.Tensor] = None, softmax_scale=None,
                                 deterministic: bool = False, layout: str = "bshd",
-                                kernel: str = "auto") -> Profile:
+                                kernel: str = "auto", mask_method: str = "auto") -> Profile:
     """The instrumented forward (and backward when dout is given) on the same
     arguments as flashmask_attention: outputs, gradients and per-tile classes
     and cycles as tensors (no autograd). Asynchronous like the op."""
     causal = bool(causal)
     sri = _sri_tensor(startend_row_indices, q.device)
-    pl = _make_plan(q, k, v, sri, causal, softmax_scale, layout, kernel, "skip", deterministic)
+    pl = _make_plan(q, k, v, sri, causal, softmax_scale, layout, kernel, "skip", deterministic, mask_method)
     dev = q.device
     _check(_lib.fm_attn_use_device(pl.device, _errp))
     stream = _stream(pl.device)

@@ -308,8 +308,8 @@ constexpr size_t kCacheMax = 4096;  // torch.py's bound: a cache past it is clea
 
 // The plan's key (torch.py, _plan): for q, k, v their sizes, strides, dtype and device;
 // for startend its sizes and dtype (or none); causal, the scale, the layout, the kernel,
-// the variant, deterministic.
-constexpr int kKeyWords = 3 * 11 + 6 + 7;
+// the variant, deterministic, the mask method (which the plan's problem bytes carry).
+constexpr int kKeyWords = 3 * 11 + 6 + 8;
 using PlanKey = std::array<int64_t, kKeyWords>;
 
 struct WordsHash {
@@ -363,7 +363,7 @@ struct Args {
   at::Tensor q, k, v, sri;  // sri undefined: None
   bool causal = false, deterministic = false, return_lse = false, has_scale = false;
   double scale = 0;
-  int layout = 0, kernel = 0, variant = 0;
+  int layout = 0, kernel = 0, variant = 0, mask_method = 0;
 };
 
 // A tensor the fast path takes: exactly torch.Tensor (or Parameter; a subclass goes
@@ -401,13 +401,15 @@ int name_code(py::handle h, const char *const *names, const int *codes, int n) {
 // takes or refuses it with its own checks).
 bool read_args(Args &a, py::handle q, py::handle k, py::handle v, py::handle sri, py::handle causal,
                py::handle scale, py::handle deterministic, py::handle layout, py::handle kernel,
-               py::handle variant) {
+               py::handle variant, py::handle mask_method) {
   static const char *const kLayouts[] = {"bshd", "bhsd"};
   static const int kLayoutCodes[] = {0, 1};
   static const char *const kKernels[] = {"auto", "sm80", "sm90"};  // torch.py's _KERNELS
   static const int kKernelCodes[] = {-1, 0, 1};
   static const char *const kVariants[] = {"skip", "noskip"};  // torch.py's _VARIANTS
   static const int kVariantCodes[] = {0, 1};
+  static const char *const kMaskMethods[] = {"auto", "slices", "r2p"};  // torch.py's _MASK_METHODS
+  static const int kMaskMethodCodes[] = {0, 1, 2};
   if (!plain_tensor(q, a.q) || !plain_tensor(k, a.k) || !plain_tensor(v, a.v))
     return false;
   if (!sri.is_none()) {  // used as given by Python only when a contiguous tensor on q's device
@@ -430,7 +432,8 @@ bool read_args(Args &a, py::handle q, py::handle k, py::handle v, py::handle sri
   a.layout = name_code(layout, kLayouts, kLayoutCodes, 2);
   a.kernel = name_code(kernel, kKernels, kKernelCodes, 3);
   a.variant = name_code(variant, kVariants, kVariantCodes, 2);
-  return a.layout != -100 && a.kernel != -100 && a.variant != -100;
+  a.mask_method = name_code(mask_method, kMaskMethods, kMaskMethodCodes, 3);
+  return a.layout != -100 && a.kernel != -100 && a.variant != -100 && a.mask_method != -100;
 }
 
 int64_t *put_tensor(int64_t *w, const at::Tensor &t) {
@@ -469,6 +472,7 @@ PlanKey plan_key(const Args &a) {
   *w++ = a.layout;
   *w++ = a.kernel;
   *w++ = a.variant;
+  *w++ = a.mask_method;
   return key;
 }
 
@@ -547,11 +551,11 @@ py::object forward_nograd(const c10::intrusive_ptr<Plan> &plan, const at::Tensor
 // (forward_nograd); else the C++ Function.
 py::object fast(py::handle q, py::handle k, py::handle v, py::handle sri, py::handle causal, py::handle scale,
                 py::handle return_lse, py::handle deterministic, py::handle layout, py::handle kernel,
-                py::handle variant) {
+                py::handle variant, py::handle mask_method) {
   Caches &c = caches();
   Args a;
   int rl = 0;
-  if (!read_args(a, q, k, v, sri, causal, scale, deterministic, layout, kernel, variant) ||
+  if (!read_args(a, q, k, v, sri, causal, scale, deterministic, layout, kernel, variant, mask_method) ||
       (rl = truth(return_lse)) < 0) {
     ++c.declined;
     return py::none();
@@ -597,11 +601,11 @@ py::object fast(py::handle q, py::handle k, py::handle v, py::handle sri, py::ha
 // stream Python read is not the one read here.
 bool remember(py::handle q, py::handle k, py::handle v, py::handle sri, py::handle causal, py::handle scale,
               py::handle deterministic, py::handle layout, py::handle kernel, py::handle variant,
-              const c10::intrusive_ptr<Plan> &plan, const at::Tensor &iv, int64_t stream) {
+              py::handle mask_method, const c10::intrusive_ptr<Plan> &plan, const at::Tensor &iv, int64_t stream) {
   Caches &c = caches();
   Args a;
   if (!plan || plan->seqlen_q <= 0 || !iv.defined() ||
-      !read_args(a, q, k, v, sri, causal, scale, deterministic, layout, kernel, variant) ||
+      !read_args(a, q, k, v, sri, causal, scale, deterministic, layout, kernel, variant, mask_method) ||
       (!g_cpu_check && a.q.device().index() != plan->device) || current_stream_of(*plan) != stream) {
     ++c.refused;
     return false;
@@ -683,12 +687,12 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.attr("has_fast") = py::bool_(HasNativeHandle<c10::Stream>::value);  // else no stream to key by here
   m.def("fast", &fast, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("startend_row_indices"),
         py::arg("causal"), py::arg("softmax_scale"), py::arg("return_lse"), py::arg("deterministic"),
-        py::arg("layout"), py::arg("kernel"), py::arg("variant"),
+        py::arg("layout"), py::arg("kernel"), py::arg("variant"), py::arg("mask_method"),
         "flashmask_attention's call from the caches (autograd recording it or not): o or (o, lse); None on a "
         "miss");
   m.def("remember", &remember, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("startend_row_indices"),
         py::arg("causal"), py::arg("softmax_scale"), py::arg("deterministic"), py::arg("layout"),
-        py::arg("kernel"), py::arg("variant"), py::arg("plan"), py::arg("intervals"), py::arg("stream"),
+        py::arg("kernel"), py::arg("variant"), py::arg("mask_method"), py::arg("plan"), py::arg("intervals"), py::arg("stream"),
         "Keeps a call's plan and intervals (made and checked by Python's path) for fast()");
   m.def("cache_stats", &cache_stats, "The fast path's counters and cache sizes");
   m.def("clear_caches", &clear_caches, "Empties the fast path's caches and zeroes its counters");
