@@ -18,7 +18,6 @@ prints the number of comparisons made.
 import csv
 import json
 import os
-import re
 import subprocess
 
 import numpy as np
@@ -80,7 +79,7 @@ def run_json(*args, rc=0):
 
 
 def has_render():
-    return re.search(r"^\s+render\s", run("--help"), re.M) is not None
+    return "figures: yes" in run("--version")  # `fmsim --version` lists what the build can do
 
 
 # ------------------------------------------------------------- references
