@@ -55,22 +55,18 @@ def fastest(recs: list):
     return min(ok, key=ms) if ok else None
 
 
-def one_gpu_ms(doc, fam, S, pass_):
-    return ms(fastest(find(doc, "fmsim", fam, S, 1, pass_)))
+def one_gpu(doc, fam, S, pass_):
+    """The fastest one-GPU (P = 1) record of the case: T1."""
+    return fastest(find(doc, "fmsim", fam, S, 1, pass_))
 
 
 def efficiency(t1, tp, P):
     return t1 / (P * tp) if t1 and tp else None
 
 
-def best(doc, fam, S, P, pass_, sharding=None):
-    """fmsim's fastest record of the case over exchanges (and shardings unless one is named)."""
-    return fastest(find(doc, "fmsim", fam, S, P, pass_, **({"sharding": sharding} if sharding else {})))
-
-
 def scaled(doc, fam, S, P, pass_):
     """(efficiency, the P-rank record): T1 the fastest one-GPU record, TP the fastest of T1's run."""
-    one = fastest(find(doc, "fmsim", fam, S, 1, pass_))
+    one = one_gpu(doc, fam, S, pass_)
     r = fastest([x for x in find(doc, "fmsim", fam, S, P, pass_, every=True) if run_of(x) == run_of(one)])
     return efficiency(ms(one), ms(r), P), r
 
@@ -194,7 +190,7 @@ def scaling_table(doc, S) -> list:
                 recs = find(doc, "fmsim", fam, S, P, pass_)
                 if not recs:
                     continue
-                one = fastest(find(doc, "fmsim", fam, S, 1, pass_))
+                one = one_gpu(doc, fam, S, pass_)
                 t1 = ms(one)
                 t1_cell = num(t1, ".1f") if t1 else SHORT.get(recs[0]["status"], "-") if P == 1 else "-"
                 cells = [fam, str(P), pass_, t1_cell]

@@ -84,11 +84,11 @@ class Table(unittest.TestCase):
 
     def test_efficiency_and_mask_aware_ratio(self):
         d = self.doc
-        self.assertEqual(cp_table.one_gpu_ms(d, "causal_document", M, "both"), 16000.0)
+        self.assertEqual(cp_table.ms(cp_table.one_gpu(d, "causal_document", M, "both")), 16000.0)
         # the fastest of six runs is mask-aware ring (4200; the OOM is no time): 16000 / (4 x 4200)
-        r = cp_table.best(d, "causal_document", M, 4, "both")
+        e, r = cp_table.scaled(d, "causal_document", M, 4, "both")
         self.assertEqual((r["sharding"], r["exchange"]), ("mask-aware", "ring"))
-        self.assertAlmostEqual(cp_table.efficiency(16000.0, cp_table.ms(r), 4), 16000 / 16800)
+        self.assertAlmostEqual(e, 16000 / 16800)
         # each sharding at its faster exchange: 4200 / 5400
         self.assertAlmostEqual(cp_table.mask_aware_ratio(d, "causal_document", M, 4, "both"), 4200 / 5400)
         self.assertIsNone(cp_table.mask_aware_ratio(d, "causal_document", M, 2, "both"))
@@ -299,7 +299,7 @@ class Collect(unittest.TestCase):
                          (9.0, 36.0))
         # the table's efficiency from these records: 36 / (2 x 20) = 0.9, cp-run's own figure
         t = dict(records=list(recs.values()), plans={})
-        self.assertAlmostEqual(cp_table.efficiency(cp_table.one_gpu_ms(t, "causal", M, "both"),
+        self.assertAlmostEqual(cp_table.efficiency(cp_table.ms(cp_table.one_gpu(t, "causal", M, "both")),
                                                    cp_table.ms(recs[(2, "both")]), 2), 0.9)
         self.assertEqual(doc["heads"], 4)
 
