@@ -487,6 +487,17 @@ class CppAutograd(unittest.TestCase):
     def tearDown(self):
         ft._use_cpp(self.cpp)
 
+    def assert_fast_path(self, path, expect, before, after, counter):
+        """The caches' counts around one call: `counter` ("hits" or "hits_nograd") moved
+        only on the fast path, by one on an expected hit; an expected miss was remembered."""
+        hits = after[counter] - before[counter]
+        if path != "fast":
+            self.assertEqual(hits, 0, f"{path}: the fast path ran")
+        elif expect is not None:
+            self.assertEqual(hits, int(expect == "hit"), f"expected a {expect}: {before} -> {after}")
+            if expect == "miss":
+                self.assertEqual(after["remembered"] - before["remembered"], 1, "the miss was not remembered")
+
     def run_path(self, path, q, k, v, sri, causal, do, expect=None, **kw):
         """One forward and backward through `path`: "python" (the Python Function),
         "cpp" (the C++ Function, the plan and intervals looked up by Python) or "fast"
@@ -497,13 +508,7 @@ class CppAutograd(unittest.TestCase):
         qg, kg, vg = (t.detach().clone().requires_grad_() for t in (q, k, v))  # clone keeps a bhsd view's strides
         out = flashmask_attention(qg, kg, vg, sri, causal, **kw)
         after = self.cpp.cache_stats()
-        hits = after["hits"] - before["hits"]
-        if path != "fast":
-            self.assertEqual(hits, 0, f"{path}: the fast path ran")
-        elif expect is not None:
-            self.assertEqual(hits, int(expect == "hit"), f"expected a {expect}: {before} -> {after}")
-            if expect == "miss":
-                self.assertEqual(after["remembered"] - before["remembered"], 1, "the miss was not remembered")
+        self.assert_fast_path(path, expect, before, after, "hits")
         o, lse = out if kw.get("return_lse") else (out, None)
         want = "CppNode<fmsim::FlashMask" if path != "python" else "_FlashMask"
         self.assertIn(want, o.grad_fn.name())
@@ -588,13 +593,7 @@ class CppAutograd(unittest.TestCase):
             out = flashmask_attention(q.detach(), k.detach(), v.detach(), sri, causal, **kw)
         after = self.cpp.cache_stats()
         self.assertEqual(after["hits"], before["hits"], "a no-grad call took the autograd route")
-        hits = after["hits_nograd"] - before["hits_nograd"]
-        if path != "fast":
-            self.assertEqual(hits, 0, f"{path}: the fast path ran")
-        elif expect is not None:
-            self.assertEqual(hits, int(expect == "hit"), f"expected a {expect}: {before} -> {after}")
-            if expect == "miss":
-                self.assertEqual(after["remembered"] - before["remembered"], 1, "the miss was not remembered")
+        self.assert_fast_path(path, expect, before, after, "hits_nograd")
         o, lse = out if kw.get("return_lse") else (out, None)
         self.assertIsNone(o.grad_fn)
         self.assertFalse(o.requires_grad)
