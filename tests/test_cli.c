@@ -21,6 +21,9 @@ Test(cli, help_and_version) {
   fmt_run(&res, "--version");
   cr_assert_eq(res.status, 0);
   cr_assert(strstr(res.out, "fmsim 0."), "%s", res.out);
+  cr_assert(strstr(res.out, "figures: ") && strstr(res.out, "window: ") && strstr(res.out, "GPU kernels: ") &&
+                strstr(res.out, "NCCL: "),
+            "%s", res.out);
   fmt_run(&res, "--help");
   cr_assert_eq(res.status, 0);
   cr_assert(strstr(res.out, "analyze") && strstr(res.out, "families"));
@@ -477,6 +480,22 @@ Test(robust, interrupted_analyze_out_leaves_no_staging, .timeout = 120) {
   fmt_run(&res, args);
   cr_assert_eq(res.status, 0, "%s", res.err);
   cr_assert_eq(count_entries(out, ".staging."), 0, "swept by the next run");
+}
+
+/* `--version`'s "figures" says what render does: draws (yes) or refuses with one line (no) */
+Test(cli, version_figures_agree_with_render) {
+  const int figures = have_figures();
+  char dir[512], args[1024];
+  scratch(dir, sizeof dir, "version_figures");
+  snprintf(args, sizeof args, "render --family causal --seqlen 64 -o %s/v.png", dir);
+  fmt_run(&res, args);
+  if (figures) {
+    cr_assert_eq(res.status, 0, "--version says figures: yes, render failed: %s", res.err);
+  } else {
+    cr_assert_neq(res.status, 0, "--version says figures: no, render drew");
+    cr_assert_eq(res.err_lines, 1, "%s", res.err);
+    cr_assert(strstr(res.err, "built without cairo"), "%s", res.err);
+  }
 }
 
 /* Ctrl-C (and SIGTERM) while render writes its PNG, convert its interval
