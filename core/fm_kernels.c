@@ -56,6 +56,24 @@ fm_status fm_variant_parse(const char *text, fm_variant *out, fm_err *err) {
                  text ? text : "");
 }
 
+static const char *mask_method_names[] = {
+    [FM_MASK_METHOD_AUTO] = "auto", [FM_MASK_METHOD_SLICES] = "slices", [FM_MASK_METHOD_R2P] = "r2p"};
+#define NMASK_METHODS ((int)(sizeof mask_method_names / sizeof mask_method_names[0]))
+
+const char *fm_mask_method_name(fm_mask_method m) {
+  return (unsigned)m < (unsigned)NMASK_METHODS ? mask_method_names[m] : "?";
+}
+
+fm_status fm_mask_method_parse(const char *text, fm_mask_method *out, fm_err *err) {
+  for (int m = 0; m < NMASK_METHODS; m++)
+    if (text && !strcmp(text, mask_method_names[m])) {
+      *out = (fm_mask_method)m;
+      return FM_OK;
+    }
+  return fm_fail(err, FM_EINVAL, "unknown mask method '%s' (expected auto, slices or r2p)",
+                 text ? text : "");
+}
+
 static const struct {
   fm_pass pass;
   const char *name;

@@ -45,19 +45,8 @@
 extern "C" {
 #endif
 
-/* How the sm90 kernels, forward and backward, mask the elements of a partial
- * tile (fm_attn_problem.mask_method; kernels/fm_sm90_mask.h; PERF_NOTES.md,
- * "R2P (issue 25)"): both methods mask the same elements and give the same
- * output and gradients bit for bit; only their speed differs. AUTO is the
- * library's choice (R2P unless the build defines FM_SM90_MASK_DEFAULT). The
- * method that is not the default runs in the skip variant only (the noskip
- * variant and the other pipelining modes are built with the default alone:
- * FM_EUNSUPPORTED there); the sm80 kernel has one method and takes AUTO only. */
-typedef enum fm_mask_method {
-  FM_MASK_METHOD_AUTO = 0,
-  FM_MASK_METHOD_SLICES = 1, /* forward: a bit test per element; backward: an interval compare per element */
-  FM_MASK_METHOD_R2P = 2     /* per-thread words applied by R2P, a select per element */
-} fm_mask_method;
+/* fm_mask_method (how the sm90 kernels mask a partial tile, fm_attn_problem.mask_method)
+ * is defined in core/fm_kernels.h, so that the command line and scenario files parse it. */
 
 typedef struct fm_attn_problem {
   int32_t batch, heads, seqlen_q, seqlen_k, head_dim; /* head_dim 64 or 128 */

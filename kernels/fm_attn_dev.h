@@ -33,7 +33,7 @@ enum {
  * instrumented), so that one build times both (fm_kernel_bench --sm90-masks
  * 1,2) and checks them against each other (fmsim verify, phases 3b, 7b). */
 enum {
-  FM_SM90_MASK_SLICES = FM_MASK_METHOD_SLICES, /* the public names: fm_mask_method, fm_attn.h */
+  FM_SM90_MASK_SLICES = FM_MASK_METHOD_SLICES, /* the public names: fm_mask_method, core/fm_kernels.h */
   FM_SM90_MASK_R2P = FM_MASK_METHOD_R2P
 };
 #ifndef FM_SM90_MASK_DEFAULT

@@ -26,7 +26,7 @@ Arguments follow PaddlePaddle's ``flashmask_attention``:
   bit-identical gradients run to run and between skip and noskip).
 * ``mask_method``: how the sm90 kernels mask the elements of a partial tile,
   forward and backward: ``"auto"`` (the library's choice, R2P), ``"r2p"`` or
-  ``"slices"`` (kernels/fm_attn.h, fm_mask_method). Both give the same output
+  ``"slices"`` (core/fm_kernels.h, fm_mask_method). Both give the same output
   and gradients bit for bit; only their speed differs (issue 25: for timing them
   against each other, bench/protocol_bench.py --fmsim-variants). The method that
   is not the library's runs with ``variant="skip"`` only, and the sm80 kernel
@@ -92,7 +92,7 @@ __all__ = ["flashmask_attention", "flashmask_attention_profile", "Profile", "lib
 
 _KERNELS = {"sm80": 0, "sm90": 1, "auto": -1}
 _VARIANTS = {"skip": 0, "noskip": 1}
-_MASK_METHODS = {"auto": 0, "slices": 1, "r2p": 2}  # fm_mask_method (kernels/fm_attn.h)
+_MASK_METHODS = {"auto": 0, "slices": 1, "r2p": 2}  # fm_mask_method (core/fm_kernels.h)
 _PASS_FWD, _PASS_BWD = 1, 2
 
 
