@@ -261,6 +261,7 @@ Test(scenario, gpu_step_keys_and_defaults) {
   cr_assert_eq(s->sustained_ms, 0, "launch counts unless sustained_ms: says otherwise");
   cr_assert(s->cupti == 1 && s->count_bytes == 0 && s->variant == FM_VARIANT_SKIP);
   cr_assert_eq(s->pass, FM_PASS_FWD, "the forward unless pass: says otherwise");
+  cr_assert_eq(s->mask_method, FM_MASK_METHOD_AUTO, "the library's unless mask_method: says otherwise");
   cr_assert(s->tokens == 131072 && s->hidden == 4096);
   const char *text = "name: keys\n"
                      "seqlen: 4096\n"
@@ -268,6 +269,7 @@ Test(scenario, gpu_step_keys_and_defaults) {
                      "tokens: 65536\nhidden: 2048\n"
                      "kernel: [sm90, sm80]\n"
                      "variant: noskip\n"
+                     "mask_method: slices\n"
                      "pass: both\n"
                      "warmup: 1\nreps: 7\nnoskip_reps: 2\ninstrument_reps: 4\n"
                      "sustained_ms: 1500\n"
@@ -279,11 +281,12 @@ Test(scenario, gpu_step_keys_and_defaults) {
   cr_assert_eq(s->nkernels, 2);
   cr_assert(s->kernels[0] == FM_KERNEL_SM90 && s->kernels[1] == FM_KERNEL_SM80);
   cr_assert_eq(s->variant, FM_VARIANT_NOSKIP);
+  cr_assert_eq(s->mask_method, FM_MASK_METHOD_SLICES);
   cr_assert_eq(s->pass, FM_PASS_BOTH);
   cr_assert(s->warmup == 1 && s->reps == 7 && s->noskip_reps == 2 && s->instrument_reps == 4);
   cr_assert_eq(s->sustained_ms, 1500);
   cr_assert(s->count_bytes == 1 && s->cupti == 0);
-  cr_assert(s->nfigures == 2 && !strcmp(s->figures[1], "tiles") && s->figures_line == 17);
+  cr_assert(s->nfigures == 2 && !strcmp(s->figures[1], "tiles") && s->figures_line == 18);
   fm_scn_case *c;
   int n;
   cr_assert_eq(fm_scenario_cases(s, &c, &n, NULL), FM_OK);
@@ -291,6 +294,9 @@ Test(scenario, gpu_step_keys_and_defaults) {
   cr_assert_eq(c[0].batch, 16); /* tokens / S */
   cr_assert_eq(c[0].heads, 16); /* hidden / D */
   free(c);
+  const char *r2p = "name: r2p\nmask_method: r2p\nmasks:\n  - family: causal\n";
+  cr_assert_eq(fm_scenario_parse(r2p, strlen(r2p), "r2p.yaml", ".", s, &e), FM_OK, "%s", e.msg);
+  cr_assert_eq(s->mask_method, FM_MASK_METHOD_R2P);
   free(s);
 }
 
@@ -326,6 +332,12 @@ Test(scenario, bad_gpu_step_keys) {
   expect_bad("name: x\nkernel: []\nmasks:\n  - family: causal\n", ":2: key 'kernel': empty list");
   expect_bad("name: x\nvariant: fast\nmasks:\n  - family: causal\n",
              ":2: key 'variant': unknown variant 'fast'");
+  expect_bad("name: x\nseed: 1\nmask_method: R2P\nmasks:\n  - family: causal\n",
+             ":3: key 'mask_method': unknown mask method 'R2P' (expected auto, slices or r2p)");
+  expect_bad("name: x\nmask_method: [slices]\nmasks:\n  - family: causal\n",
+             ":2: key 'mask_method': unknown mask method");
+  expect_bad("name: x\nmasks:\n  - family: causal\n    mask_method: slices\n",
+             ":4: key 'mask_method': unknown key in a mask entry");
   expect_bad("name: x\npass: backward\nmasks:\n  - family: causal\n",
              ":2: key 'pass': unknown pass 'backward' (expected fwd, bwd or both)");
   expect_bad("name: x\nmasks:\n  - family: causal\n    pass: bwd\n",
