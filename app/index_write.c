@@ -278,6 +278,7 @@ static void run_json(fm_json *j, runner_ctx *rc, const case_row *rows, int n) {
   for (int k = 0; k < g->nkernels; k++) fm_json_string(j, NULL, fm_kernel_get(g->kernel[k])->name);
   fm_json_end(j);
   fm_json_string(j, "variant", fm_variant_name(s->variant));
+  fm_json_string(j, "mask_method", fm_mask_method_name(s->mask_method));
   fm_json_string(j, "pass", fm_pass_name(s->pass));
   members_json(j, s, settings_members, NMEMBERS(settings_members));
   fm_json_bool(j, "l2_flushed", 1);
