@@ -44,7 +44,7 @@ fmd::warp_compact, kernels/fm_device.cuh, in ascending index order):
 tile_cycles*.npy and tiles*.npy are (B, H, Tr, Tc) (core/fm_run_trace.c, write_pass_arrays:
 the kernel's record per (b, h) pair, int64 cycles; classes broadcast from the mask sets when
 they are the CPU's); columns.npy is (nb, nh, Sk, 4) int32 (core/fm_trace.c). Skipped tiles
-have 0 cycles. Bad input: one line on stderr, exit status 1.
+have 0 cycles. Bad input: one line on stderr, exit status 2.
 """
 import argparse
 import json
@@ -62,7 +62,7 @@ POSITIONS = ("only", "first", "middle", "last")
 ONLY, FIRST, MIDDLE, LAST = range(4)
 CUTS = ("diagonal", "edges", "both", "other")
 EDGE, DIAG = 1, 2  # bound tags
-EXIT_BAD = 1  # bad input, as issue 25 asked (the C commands exit 2: docs/DESIGN.md, "Style", rule 7)
+EXIT_BAD = 2  # bad input: as the C commands and the other bench scripts (docs/DESIGN.md, "Style")
 ORDER = {"fwd": "per (b, h, row tile): key tiles ascending",
          "bwd": "per (b, h, key tile): query row tiles ascending"}
 

@@ -299,7 +299,7 @@ class PartialTiles(unittest.TestCase):
     def assert_refused(self, args, words):
         out = self.path("refused.json")
         r = tool(*args, "--json", out)
-        self.assertEqual(r.returncode, 1)
+        self.assertEqual(r.returncode, 2)
         self.assertEqual(r.stdout, "")
         self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
         for w in words:
