@@ -28,8 +28,8 @@ pass (fwd, and bwd where the trace has its cycles) it prints a markdown table of
    each folder's method per class and position, and each over the first folder's (the
    baseline: the first of the group on the command line).
 
-The method of a folder is summary.json's kernel.mask_method ("auto", "slices", "r2p"), else
-the --label given for it (one per folder, in order), else the folder's name.
+The label of a folder is the --label given for it (one per folder, in order), else
+summary.json's kernel.mask_method ("auto", "slices", "r2p"), else the folder's name.
 
 The sequences (kernels/fm_sm90_fwd.cuh, fm_sm90_bwd.cuh; both issue their visited tiles with
 fmd::warp_compact, kernels/fm_device.cuh, in ascending index order):
@@ -149,7 +149,7 @@ def read_pass(d, summary, name, columns):
 
 def folder_label(d, summary, given):
     k = summary.get("kernel") or {}
-    return k.get("mask_method") or given or os.path.basename(os.path.normpath(d))
+    return given or k.get("mask_method") or os.path.basename(os.path.normpath(d))
 
 
 def read_folder(d, given_label):

@@ -53,6 +53,14 @@ def loop_positions(cls, axis):
     return pos
 
 
+def drop_method(d):
+    """summary.json without kernel.mask_method (a trace written before fmsim recorded it)."""
+    p = os.path.join(d, "summary.json")
+    s = json.load(open(p))
+    s["kernel"].pop("mask_method", None)
+    json.dump(s, open(p, "w"))
+
+
 def add_cycles(d, cost=COST, method=None):
     """Cycles by (class, position) into d's trace, summary.json marked as an instrumented run."""
     with open(os.path.join(d, "summary.json")) as f:
@@ -287,9 +295,11 @@ class PartialTiles(unittest.TestCase):
         self.assertEqual(rows[("partial", "only")]["ratio"]["r2p"], None)
         self.assertIn("## Before / after: document S=1024, fwd (baseline slices)", text)
         self.assertIn("| partial | middle | 1100.0 | 1050.0 | 0.955 |", text)
-        # without kernel.mask_method: the --label given, else the folder's name
+        # the --label given wins; then kernel.mask_method; without either, the folder's name
         c = make_trace(self.path("third"), "document", params=["docs=300,724"], pass_="fwd")
         add_cycles(c)
+        self.assertEqual(self.analyze(c)[0]["folders"][0]["label"], "auto")  # fmsim run records it
+        drop_method(c)
         doc, _ = self.analyze(c, a, labels=["before"])
         self.assertEqual([f["label"] for f in doc["folders"]], ["before", "slices"])
         self.assertEqual(doc["compare"][0]["baseline"], "before")
