@@ -35,6 +35,7 @@ import math
 import os
 import sys
 import time
+from typing import Optional
 
 FAMILIES = ("full", "causal", "sliding_window", "causal_document", "document", "share_question",
             "global_sliding_window", "causal_blockwise", "prefix_lm_document", "prefix_lm_causal",
@@ -152,18 +153,41 @@ def worst_err(e):
     return max(e) if isinstance(e, list) else e
 
 
-def drop_disagreeing(c: Case, impls: dict, errs: dict, log) -> dict:
+def drop_disagreeing(c: Case, impls: dict, errs: dict, log, bits: Optional[dict] = None) -> dict:
     """The peers whose result agrees with fmsim's; the others are not timed (their
     record says why): a timing of a different computation compares nothing. fmsim's
-    mask methods give the same bits: a log line where they do not (timed all the same)."""
+    mask methods give the same bits: a log line where they do not (timed all the same).
+    The forward's bits are errs' (o); the backward's are `bits` (deterministic_bits:
+    the default dQ's fp32 atomics add in an order that varies run to run)."""
     out = {}
     for n, fn in impls.items():
         if n != c.ref and worst_err(errs.get(n, 0.0)) > AGREE:
             log(f"{c.id}: {n}: result differs from {c.ref}'s (relative error {errs[n]}): not timed")
             continue
-        if n != c.ref and is_fmsim(n) and worst_err(errs.get(n, 0.0)) != 0:
-            log(f"{c.id}: {n}: not bit-identical to {c.ref} (relative error {errs[n]})")
+        same = errs.get(n, 0.0) if bits is None else bits.get(n, 0.0)
+        if n != c.ref and is_fmsim(n) and worst_err(same) != 0:
+            log(f"{c.id}: {n}: not bit-identical to {c.ref} (relative error {same})")
         out[n] = fn
+    return out
+
+
+def deterministic_bits(c: Case) -> dict:
+    """{fmsim variant: [dq, dk, dv] relative errors against c.ref's}, both run with
+    deterministic=True (dQ added in a fixed order): what "the mask methods give the same
+    gradients bit for bit" means. Empty unless c.ref and another fmsim variant are timed."""
+    import torch
+    from fmsim.torch import flashmask_attention
+    names = [n for n in c.fmsim if n != c.ref]
+    if c.ref not in c.fmsim or not names:
+        return {}
+
+    def grads(m):
+        q, k, v = (t.detach().requires_grad_() for t in (c.qb, c.kb, c.vb))
+        o = flashmask_attention(q, k, v, c.sri, c.causal, mask_method=m, deterministic=True)
+        return torch.autograd.grad(o, (q, k, v), c.dob)
+    ref = grads(c.fmsim[c.ref])
+    out = {n: [rel_err(a, b) for a, b in zip(grads(c.fmsim[n]), ref)] for n in names}
+    del ref
     return out
 
 
@@ -183,9 +207,11 @@ def check_outputs(c: Case, impls: dict) -> dict:
     return errs
 
 
-def record(c: Case, pass_: str, figs: dict, errs: dict) -> dict:
+def record(c: Case, pass_: str, figs: dict, errs: dict, bits: Optional[dict] = None) -> dict:
     rec = dict(id=c.id, family=c.fam, seqlen=c.S, head_dim=c.D, batch=c.B, heads=c.H, mask_sets=c.nb * c.nh,
                pass_=pass_, rho=c.rho, check_rel_err_vs_fmsim=errs, impls={})
+    if bits:  # the backward's method check in deterministic mode (deterministic_bits)
+        rec["check_deterministic_vs_fmsim"] = bits
     for n, f in figs.items():
         if "error" in f:
             rec["impls"][n] = {"error": f["error"]}
@@ -237,7 +263,9 @@ def run_case(c: Case, passes, peers, args, log):
                 if n != c.ref:
                     errs[n] = [rel_err(a if is_fmsim(n) else a.transpose(1, 2), b) for a, b in zip(gr, g[c.ref])]
         del g
-        recs.append(record(c, "bwd", measure(drop_disagreeing(c, bwd, errs, log), log=log, **kw), errs))
+        bits = deterministic_bits(c)
+        recs.append(record(c, "bwd", measure(drop_disagreeing(c, bwd, errs, log, bits), log=log, **kw), errs,
+                           bits))
     if flexm is not None:
         del flexm
     torch.cuda.empty_cache()
