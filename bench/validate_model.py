@@ -7,7 +7,8 @@
 
 RUN is what a GPU run left behind: a scenario run folder (`fmsim run`, `fmsim bench`:
 index.json with each kernel's time, and the cases' traces; the cases of the profile's
-kernel are compared), an older bench summary.json (its cases and sweep points), an
+kernel are compared), a bench/protocol_bench.py JSON (fmsim's sustained and burst figures,
+two sources), an older bench summary.json (its cases and sweep points), an
 fmsim-measurements JSON file, a bench table (merged.txt) or kernels/PERF_NOTES.md (its
 per-family tables). Every case is predicted by `fmsim predict --json` on the very mask the
 run measured (its interval file, or its family rebuilt from the recorded parameters and
@@ -176,6 +177,25 @@ def read_perf_notes(path):
     return out
 
 
+def read_protocol(path):
+    """A bench/protocol_bench.py run (fmsim-protocol-bench): fmsim's cases, each pass twice,
+    sources protocol-sustained and protocol-burst (docs/DESIGN.md, "How we measure"). The
+    implementation is "fmsim", else the first fmsim[METHOD] of the run (its reference)."""
+    with open(path) as f:
+        d = json.load(f)
+    out = []
+    for r in d["records"]:
+        impls = r.get("impls", {})
+        name = "fmsim" if "fmsim" in impls else next((n for n in impls if n.startswith("fmsim[")), None)
+        if name is None or "error" in impls[name]:
+            continue
+        for fig in ("sustained", "burst"):
+            out.append(case(r["pass_"], id="%s-%s" % (r["id"], r["pass_"]), source="protocol-" + fig,
+                            family=r["family"], seqlen=r["seqlen"], batch=r["batch"], heads=r["heads"],
+                            head_dim=r["head_dim"], time_ms=impls[name][fig]["median_ms"]))
+    return out
+
+
 def read_run(path):
     if os.path.isdir(path):
         if os.path.isfile(os.path.join(path, "index.json")):
@@ -191,6 +211,8 @@ def read_run(path):
         return read_scenario(os.path.dirname(path) or ".")
     if d.get("format") == "fmsim-measurements":
         return read_measurements(path)
+    if d.get("format") == "fmsim-protocol-bench":
+        return read_protocol(path)
     if d.get("format") == "fmsim-trace" and d.get("kind") == "bench":
         return read_bench(path)
     raise SystemExit("%s: not a run output this script knows" % path)
