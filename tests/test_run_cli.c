@@ -29,6 +29,15 @@ static void tmpdir(char *buf, size_t cap, const char *tag) {
   cr_assert_eq(system(cmd), 0);
 }
 
+/* DIR.yaml beside the run folder DIR, holding text (its path into scn). */
+static void scenario_beside(const char *dir, const char *text, char *scn, size_t cap) {
+  snprintf(scn, cap, "%s.yaml", dir);
+  FILE *f = fopen(scn, "w");
+  cr_assert_not_null(f, "%s", scn);
+  fputs(text, f);
+  fclose(f);
+}
+
 static int exists(const char *path) {
   struct stat st;
   return stat(path, &st) == 0;
@@ -585,11 +594,9 @@ Test(run_cli, pass_errors) {
 Test(run_cli, scenario_pass_key_and_override) {
   char dir[512], path[700], scn[700], text[65536];
   tmpdir(dir, sizeof dir, "run_scn_pass");
-  snprintf(scn, sizeof scn, "%s.yaml", dir);
-  FILE *f = fopen(scn, "w");
-  fputs("name: passes\nseqlen: 1024\nbatch: 1\nheads: 2\nrun: [analyze, gpu]\nkernel: [sm90, sm80]\n"
-        "pass: both\nmasks:\n  - family: causal\n  - family: document\n", f);
-  fclose(f);
+  scenario_beside(dir, "name: passes\nseqlen: 1024\nbatch: 1\nheads: 2\nrun: [analyze, gpu]\n"
+                  "kernel: [sm90, sm80]\npass: both\nmasks:\n  - family: causal\n  - family: document\n",
+                  scn, sizeof scn);
   run_ok("run %s --cpu --out %s", scn, dir);
   snprintf(path, sizeof path, "%s/index.csv", dir);
   fmt_slurp(path, text, sizeof text);
@@ -619,11 +626,8 @@ Test(run_cli, scenario_pass_key_and_override) {
 Test(run_cli, scenario_mask_method_key_and_override) {
   char dir[512], scn[700], path[800];
   tmpdir(dir, sizeof dir, "run_scn_mask");
-  snprintf(scn, sizeof scn, "%s.yaml", dir);
-  FILE *f = fopen(scn, "w");
-  fputs("name: methods\nseqlen: 512\nrun: [analyze, gpu]\nkernel: sm90\nmask_method: slices\n"
-        "masks:\n  - family: causal\n", f);
-  fclose(f);
+  scenario_beside(dir, "name: methods\nseqlen: 512\nrun: [analyze, gpu]\nkernel: sm90\nmask_method: slices\n"
+                  "masks:\n  - family: causal\n", scn, sizeof scn);
   snprintf(path, sizeof path, "%s/run.json", dir);
   run_ok("run %s --cpu --out %s", scn, dir);
   assert_json_string(path, "gpu", "mask_method", "slices");
