@@ -73,10 +73,16 @@ static void dev_free(dev_bufs *d) {
     }                                                   \
   } while (0)
 
+/* The sm90 partial-tile mask method the library does not use by default: the
+ * one phases 3b and 7b compare with the default bit for bit. */
+static fm_mask_method other_mask_method(void) {
+  return FM_SM90_MASK_DEFAULT == FM_SM90_MASK_R2P ? FM_MASK_METHOD_SLICES : FM_MASK_METHOD_R2P;
+}
+
 /* Runs one variant with poisoned outputs and copies the results back; mask:
- * the sm90 forward's partial-tile mask method (FM_SM90_MASK_*, fm_attn_dev.h),
- * 0 for the library's. */
-static fm_status run_variant(fm_attn_problem *pr, fm_variant var, int instr, int mask, int64_t nq,
+ * the sm90 forward's partial-tile mask method (fm_attn_problem.mask_method,
+ * for this call only), FM_MASK_METHOD_AUTO for the library's. */
+static fm_status run_variant(fm_attn_problem *pr, fm_variant var, int instr, fm_mask_method mask, int64_t nq,
                              int64_t nlse, int64_t ntiles, uint16_t *o, float *lse, uint8_t *cls,
                              int64_t *cyc, fm_err *err) {
   fm_status st = FM_OK;
@@ -86,13 +92,9 @@ static fm_status run_variant(fm_attn_problem *pr, fm_variant var, int instr, int
     CK(cudaMemset(pr->tile_class, 0xff, (size_t)ntiles), "poison classes");
     CK(cudaMemset(pr->tile_cycles, 0xff, (size_t)ntiles * 8), "poison cycles");
   }
-  if (mask) {
-    fm_attn_tuned_launch t = {.launch = {.p = *pr, .pass = FM_PASS_FWD, .variant = var, .instrumented = instr},
-                              .tuning = {.sm90_mask = mask}};
-    st = fm_attn_tuned_launch_run(&t, NULL, err);
-  } else {
-    st = fm_attn_forward(pr, var, instr, NULL, err);
-  }
+  pr->mask_method = mask;
+  st = fm_attn_forward(pr, var, instr, NULL, err);
+  pr->mask_method = FM_MASK_METHOD_AUTO;
   if (st != FM_OK) goto done;
   CK(cudaDeviceSynchronize(), "forward kernel");
   CK(cudaMemcpy(o, pr->o, (size_t)nq * 2, cudaMemcpyDeviceToHost), "copy O");
@@ -150,8 +152,8 @@ static int same_output(fm_check_result *r, const char *what, const char *ref, co
 /* Runs the backward of pr (forward outputs in pr->o, pr->lse on the device)
  * with poisoned gradients; copies dQ, dK, dV (bf16) back; classes and cycles
  * when instrumented. mask: the sm90 partial-tile mask method
- * (FM_SM90_MASK_*, fm_attn_dev.h), 0 for the library's. */
-static fm_status run_backward(fm_attn_problem *pr, fm_variant var, int det, int instr, int mask, int64_t nq,
+ * (fm_attn_problem.mask_method, for this call only), FM_MASK_METHOD_AUTO for the library's. */
+static fm_status run_backward(fm_attn_problem *pr, fm_variant var, int det, int instr, fm_mask_method mask, int64_t nq,
                               int64_t nk, int64_t ntiles, uint16_t *g[3], uint8_t *cls, int64_t *cyc,
                               fm_err *err) {
   fm_status st = FM_OK;
@@ -163,13 +165,9 @@ static fm_status run_backward(fm_attn_problem *pr, fm_variant var, int det, int 
     CK(cudaMemset(pr->tile_cycles, 0xff, (size_t)ntiles * 8), "poison cycles");
   }
   pr->deterministic = det;
-  if (mask) {
-    fm_attn_tuned_launch t = {.launch = {.p = *pr, .pass = FM_PASS_BWD, .variant = var, .instrumented = instr},
-                              .tuning = {.sm90_mask = mask}};
-    st = fm_attn_tuned_launch_run(&t, NULL, err);
-  } else {
-    st = fm_attn_backward(pr, var, instr, NULL, err);
-  }
+  pr->mask_method = mask;
+  st = fm_attn_backward(pr, var, instr, NULL, err);
+  pr->mask_method = FM_MASK_METHOD_AUTO;
   if (st != FM_OK) goto done;
   CK(cudaDeviceSynchronize(), "backward kernel");
   CK(cudaMemcpy(g[0], pr->dq, (size_t)nq * 2, cudaMemcpyDeviceToHost), "copy dQ");
@@ -249,8 +247,8 @@ typedef struct bwd_bufs {
  * additions land in whatever order the CTAs reach them). */
 static fm_status check_bwd_mask_methods(fm_attn_problem *pr, const fm_colmask *m, int32_t B, int32_t H, int32_t tr,
                                         int32_t tc, const bwd_bufs *bb, fm_check_result *r, fm_err *err) {
-  const int other = FM_SM90_MASK_DEFAULT == FM_SM90_MASK_R2P ? FM_SM90_MASK_SLICES : FM_SM90_MASK_R2P;
-  const char *name = other == FM_SM90_MASK_R2P ? "backward with mask method r2p" : "backward with mask method slices";
+  const fm_mask_method other = other_mask_method();
+  const char *name = other == FM_MASK_METHOD_R2P ? "backward with mask method r2p" : "backward with mask method slices";
   const int64_t n[3] = {bb->nq, bb->nk, bb->nk};
   char what[96];
   r->bwd_mask_methods_identical = 1;
@@ -329,7 +327,7 @@ static fm_status check_backward(const fm_check_case *c, fm_attn_problem *pr, con
   if (st != FM_OK) goto done;
   /* 5. skip (default mode) and 6. deterministic skip against the references */
   for (int det = 0; det < 2; det++) {
-    st = run_backward(pr, FM_VARIANT_SKIP, det, 0, 0, nq, nk, ntiles, g[det], NULL, NULL, err);
+    st = run_backward(pr, FM_VARIANT_SKIP, det, 0, FM_MASK_METHOD_AUTO, nq, nk, ntiles, g[det], NULL, NULL, err);
     if (st != FM_OK) goto done;
     for (int t = 0; t < 3; t++) {
       const fm_ref_tol tol = fm_ref_tolerance((fm_ref_quantity)(FM_REF_Q_DQ + t));
@@ -354,11 +352,11 @@ static fm_status check_backward(const fm_check_case *c, fm_attn_problem *pr, con
     }
   }
   /* 6. deterministic noskip == deterministic skip, bit for bit */
-  st = run_backward(pr, FM_VARIANT_NOSKIP, 1, 0, 0, nq, nk, ntiles, g[2], NULL, NULL, err);
+  st = run_backward(pr, FM_VARIANT_NOSKIP, 1, 0, FM_MASK_METHOD_AUTO, nq, nk, ntiles, g[2], NULL, NULL, err);
   if (st != FM_OK) goto done;
   r->bwd_det_identical = same_grads(r, "deterministic noskip", "deterministic skip", g[2], g[1], n, 3);
   /* 7. instrumented (deterministic) == plain, classes == core, cycles */
-  st = run_backward(pr, FM_VARIANT_SKIP, 1, 1, 0, nq, nk, ntiles, g[3], cls, cyc, err);
+  st = run_backward(pr, FM_VARIANT_SKIP, 1, 1, FM_MASK_METHOD_AUTO, nq, nk, ntiles, g[3], cls, cyc, err);
   if (st != FM_OK) goto done;
   r->bwd_instr_identical = same_grads(r, "instrumented backward", "plain deterministic", g[3], g[1], n, 3);
   bwd_classes(m, B, H, tr, tc, cpu_cls, cls, cyc, "instrumented backward", r);
@@ -507,7 +505,8 @@ static fm_status check_instrumented(const fwd_case *f, fm_attn_problem *pr, fm_c
   for (int pass = 0; pass < 2; pass++) {
     fm_variant var = pass == 0 ? FM_VARIANT_SKIP : FM_VARIANT_NOSKIP;
     const char *vname = pass == 0 ? "skip" : "noskip";
-    fm_status st = run_variant(pr, var, 1, 0, f->nq, f->nlse, f->ntiles, f->o_other, f->l_other, f->cls, f->cyc, err);
+    fm_status st = run_variant(pr, var, 1, FM_MASK_METHOD_AUTO, f->nq, f->nlse, f->ntiles, f->o_other, f->l_other,
+                               f->cls, f->cyc, err);
     if (st != FM_OK) return st;
     int64_t io = first_diff(f->o_skip, f->o_other, f->nq, 2), il = first_diff(f->l_skip, f->l_other, f->nlse, 4);
     if (io >= 0 || il >= 0) {
@@ -526,8 +525,8 @@ static fm_status check_instrumented(const fwd_case *f, fm_attn_problem *pr, fm_c
  * use, built for skip (fm_sm90_launch.cuh), plain and instrumented: skip's
  * output bit for bit, and core's classes. */
 static fm_status check_mask_methods(const fwd_case *f, fm_attn_problem *pr, fm_check_result *r, fm_err *err) {
-  const int other = FM_SM90_MASK_DEFAULT == FM_SM90_MASK_R2P ? FM_SM90_MASK_SLICES : FM_SM90_MASK_R2P;
-  const char *name = other == FM_SM90_MASK_R2P ? "skip with mask method r2p" : "skip with mask method slices";
+  const fm_mask_method other = other_mask_method();
+  const char *name = other == FM_MASK_METHOD_R2P ? "skip with mask method r2p" : "skip with mask method slices";
   r->mask_methods_identical = 1;
   for (int instr = 0; instr < 2; instr++) {
     fm_status st = run_variant(pr, FM_VARIANT_SKIP, instr, other, f->nq, f->nlse, f->ntiles, f->o_other,
@@ -569,9 +568,11 @@ static fm_status check_dense(const fwd_case *f, fm_attn_problem *pr, dev_bufs *d
     st = fm_fail(err, FM_ENOMEM, "case %s: cannot allocate host buffers", f->c->name);
     goto done;
   }
-  st = run_variant(pr, FM_VARIANT_NOSKIP, 0, 0, f->nq, f->nlse, f->ntiles, o_ns, l_ns, NULL, NULL, err);
+  st = run_variant(pr, FM_VARIANT_NOSKIP, 0, FM_MASK_METHOD_AUTO, f->nq, f->nlse, f->ntiles, o_ns, l_ns, NULL, NULL,
+                   err);
   if (st == FM_OK)
-    st = run_variant(pr, FM_VARIANT_DENSE, 0, 0, f->nq, f->nlse, f->ntiles, f->o_other, f->l_other, NULL, NULL, err);
+    st = run_variant(pr, FM_VARIANT_DENSE, 0, FM_MASK_METHOD_AUTO, f->nq, f->nlse, f->ntiles, f->o_other,
+                     f->l_other, NULL, NULL, err);
   if (st == FM_OK)
     r->dense_identical = same_output(r, "dense", "noskip", f->o_other, o_ns, f->l_other, l_ns, f->nq, f->nlse,
                                      sq, f->H, f->D);

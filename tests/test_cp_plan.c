@@ -360,19 +360,22 @@ Test(cp_plan, ranks_aligned_to_documents_need_no_remote_kv) {
 
 /* ---- the exchange model ------------------------------------------------------------------ */
 
+/* The exchange model's hand-worked example (exchange_model_by_hand says it in words): two
+ * ranks, each with its own keys' step and the other's. */
+static const int64_t HAND_START[3] = {0, 2, 4};
+static const fm_cp_model_src HAND_SRC[4] = {
+    {.s = 0, .us = {10, 10}},
+    {.s = 1, .us = {5, 5}, .bytes = 20000, .msgs = {{6, 6}, {2, 2}}},
+    {.s = 0, .us = {4, 4}},
+    {.s = 1, .us = {3, 3}, .bytes = 2000, .msgs = {{2, 2}, {4, 2}}}};
+
 Test(cp_plan, exchange_model_by_hand) {
   /* Two ranks, a link of 1 GB/s (1000 bytes per us) and 1 us per message.
    * Rank 0: own step 10 us, then rank 1's keys 5 us, receiving 20000 bytes
    * (20 us) in 2 K/V messages (ring) or 6 (all-gather), partials back in 2 / 6.
    * Rank 1: own step 4 us, rank 0's keys 3 us, 2000 bytes (2 us) in 4 / 2
    * messages, partials back in 2 / 2. The same compute in both passes. */
-  const int64_t start[3] = {0, 2, 4};
-  const fm_cp_model_src src[4] = {
-      {.s = 0, .us = {10, 10}},
-      {.s = 1, .us = {5, 5}, .bytes = 20000, .msgs = {{6, 6}, {2, 2}}},
-      {.s = 0, .us = {4, 4}},
-      {.s = 1, .us = {3, 3}, .bytes = 2000, .msgs = {{2, 2}, {4, 2}}}};
-  fm_cp_model m = {.ranks = 2, .start = start, .src = src, .link_gbs = 1, .link_us = 1};
+  fm_cp_model m = {.ranks = 2, .start = HAND_START, .src = HAND_SRC, .link_gbs = 1, .link_us = 1};
   double wall[2];
   /* Ring forward: one group, s = 1, posted at 0 by both (step 1 waits for no
    * step i - 2). 1 -> 0 takes 20 + 2 = 22 us, 0 -> 1 takes 2 + 4 = 6; the group
@@ -407,7 +410,7 @@ Test(cp_plan, exchange_model_by_hand) {
   cr_assert_float_eq(wall[0], 41, 1e-9, "%g", wall[0]);
   cr_assert_float_eq(wall[1], 41, 1e-9, "%g", wall[1]);
   /* sources out of ring order are refused */
-  const fm_cp_model_src bad[4] = {src[1], src[0], src[2], src[3]};
+  const fm_cp_model_src bad[4] = {HAND_SRC[1], HAND_SRC[0], HAND_SRC[2], HAND_SRC[3]};
   m.src = bad;
   fm_err err;
   cr_assert_eq(fm_cp_model_ring(&m, FM_CP_FWD, wall, &err), FM_EINVAL);
@@ -455,13 +458,8 @@ Test(cp_plan, exchange_model_contention_by_hand) {
    * the group: 5. Rank 1: 4 / 0.8 = 5, then 3. The walls are the groups' (27,
    * 25), the windows grow: 12.5 + 5 and 5 + 3 where the steps alone are 10 +
    * 5 and 4 + 3. */
-  const int64_t start[3] = {0, 2, 4};
-  const fm_cp_model_src src[4] = {
-      {.s = 0, .us = {10, 10}},
-      {.s = 1, .us = {5, 5}, .bytes = 20000, .msgs = {{6, 6}, {2, 2}}},
-      {.s = 0, .us = {4, 4}},
-      {.s = 1, .us = {3, 3}, .bytes = 2000, .msgs = {{2, 2}, {4, 2}}}};
-  fm_cp_model m = {.ranks = 2, .start = start, .src = src, .link_gbs = 1, .link_us = 1, .comm_sm_frac = 0.2};
+  fm_cp_model m = {.ranks = 2, .start = HAND_START, .src = HAND_SRC, .link_gbs = 1, .link_us = 1,
+                   .comm_sm_frac = 0.2};
   double wall[2], step[4];
   cr_assert_eq(fm_cp_model_ring_steps(&m, FM_CP_FWD, wall, step, NULL), FM_OK);
   cr_assert_float_eq(wall[0], 27, 1e-9, "%g", wall[0]);
@@ -478,7 +476,7 @@ Test(cp_plan, exchange_model_contention_by_hand) {
   /* Rank 1's own step of 30 us instead: inside [0, 22) it does 17.6 us of
    * work, the other 12.4 after: ends at 34.4, its step 1 from 34.4 to 37.4.
    * The group does not move (posted at 0 by both): rank 0 as before. */
-  fm_cp_model_src slow[4] = {src[0], src[1], src[2], src[3]};
+  fm_cp_model_src slow[4] = {HAND_SRC[0], HAND_SRC[1], HAND_SRC[2], HAND_SRC[3]};
   slow[2].us[FM_CP_FWD] = 30;
   m.src = slow;
   cr_assert_eq(fm_cp_model_ring_steps(&m, FM_CP_FWD, wall, step, NULL), FM_OK);
@@ -496,7 +494,6 @@ Test(cp_plan, exchange_model_sums_by_hand) {
    * to add the partials of its K/V that rank 0 sends back, rank 0 1 us for
    * rank 1's (back_us); OWN sums 2 and 1 us; all-gather copies 1 and 0.5 us;
    * conversions (tail_us) as set below. */
-  const int64_t start[3] = {0, 2, 4};
   const fm_cp_model_src src[4] = {
       {.s = 0, .us = {10, 10}},
       {.s = 1, .us = {5, 5}, .bytes = 20000, .msgs = {{6, 6}, {2, 2}}, .back_us = 3},
@@ -505,7 +502,7 @@ Test(cp_plan, exchange_model_sums_by_hand) {
   const fm_cp_model_rank rank[2] = {
       {.own_us = 2, .copy_us = 1, .tail_us = {{0.25, 1}, {0.5, 1.5}}},
       {.own_us = 1, .copy_us = 0.5, .tail_us = {{0, 0.5}, {0.25, 0.75}}}};
-  fm_cp_model m = {.ranks = 2, .start = start, .src = src, .link_gbs = 1, .link_us = 1, .rank = rank};
+  fm_cp_model m = {.ranks = 2, .start = HAND_START, .src = src, .link_gbs = 1, .link_us = 1, .rank = rank};
   double wall[2];
   /* Ring forward: the walls above (27, 25) and the conversion of O. */
   cr_assert_eq(fm_cp_model_ring(&m, FM_CP_FWD, wall, NULL), FM_OK);

@@ -196,6 +196,16 @@ Test(sm90_mask, r2p_bits_fill_bytes_from_bit_1) {
   cr_assert_eq(fm90m_r2p_first(FM90M_R2P_GROUPS - 1) + fm90m_r2p_len(FM90M_R2P_GROUPS - 1), FM90M_NB);
 }
 
+/* The window masks both passes' method checks run on: (Sq, Sk, width). */
+static const int32_t WINDOWS[][3] = {{700, 700, 100}, {513, 1000, 37}, {1000, 513, 300}, {384, 384, 1}, {257, 129, 64}};
+
+/* The random masks reached every way a tile is cut, often enough to count. */
+static void assert_random_coverage(const coverage *cv) {
+  cr_assert(cv->partial > 100 && cv->by_diagonal > 20 && cv->by_edge > 100 && cv->by_sk > 20,
+            "coverage: %ld partial tiles (%ld by the diagonal, %ld by an edge, %ld by Sk)", cv->partial,
+            cv->by_diagonal, cv->by_edge, cv->by_sk);
+}
+
 Test(sm90_mask, methods_agree_with_the_rule_on_random_masks) {
   fm_rng r;
   fm_rng_seed(&r, 25, 0);
@@ -209,16 +219,13 @@ Test(sm90_mask, methods_agree_with_the_rule_on_random_masks) {
     for (int k = 0; k < 3; k++) check_mask(m, brs[k], &cv);
     fm_colmask_destroy(m);
   }
-  cr_assert(cv.partial > 100 && cv.by_diagonal > 20 && cv.by_edge > 100 && cv.by_sk > 20,
-            "coverage: %ld partial tiles (%ld by the diagonal, %ld by an edge, %ld by Sk)", cv.partial,
-            cv.by_diagonal, cv.by_edge, cv.by_sk);
+  assert_random_coverage(&cv);
 }
 
 Test(sm90_mask, methods_agree_with_the_rule_on_windows) {
   coverage cv = {0};
-  const int32_t shapes[][3] = {{700, 700, 100}, {513, 1000, 37}, {1000, 513, 300}, {384, 384, 1}, {257, 129, 64}};
-  for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
-    fm_colmask *m = window_mask(shapes[s][0], shapes[s][1], shapes[s][2]);
+  for (size_t s = 0; s < sizeof WINDOWS / sizeof WINDOWS[0]; s++) {
+    fm_colmask *m = window_mask(WINDOWS[s][0], WINDOWS[s][1], WINDOWS[s][2]);
     cr_assert_not_null(m);
     cr_assert_eq(fm_colmask_validate(m, NULL), FM_OK);
     for (int br = 64; br <= 192; br += 64) check_mask(m, br, &cv);
@@ -412,16 +419,13 @@ Test(sm90_mask, bwd_methods_agree_with_the_rule_on_random_masks) {
     check_bwd_mask(m, &cv);
     fm_colmask_destroy(m);
   }
-  const int32_t shapes[][3] = {{700, 700, 100}, {513, 1000, 37}, {1000, 513, 300}, {384, 384, 1}, {257, 129, 64}};
-  for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
-    fm_colmask *m = window_mask(shapes[s][0], shapes[s][1], shapes[s][2]);
+  for (size_t s = 0; s < sizeof WINDOWS / sizeof WINDOWS[0]; s++) {
+    fm_colmask *m = window_mask(WINDOWS[s][0], WINDOWS[s][1], WINDOWS[s][2]);
     cr_assert_not_null(m);
     check_bwd_mask(m, &cv);
     fm_colmask_destroy(m);
   }
-  cr_assert(cv.partial > 100 && cv.by_diagonal > 20 && cv.by_edge > 100 && cv.by_sk > 20,
-            "coverage: %ld partial tiles (%ld by the diagonal, %ld by an edge, %ld by Sk)", cv.partial,
-            cv.by_diagonal, cv.by_edge, cv.by_sk);
+  assert_random_coverage(&cv);
 }
 
 /* Empty and full key columns (LT = [Sq, Sq), [0, Sq); UT both ways). */

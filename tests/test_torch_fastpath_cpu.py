@@ -127,13 +127,18 @@ class FastPath(unittest.TestCase):
     def stats(self):
         return M.cache_stats()
 
-    def test_miss_then_remembered_then_hit(self):
-        q, k, v = qkv()
+    def miss_remember_call(self, q, k, v):
+        """A first call misses (no plan), remember() takes the plan, the next call is served:
+        (its output, the startend tensor, the plan and the intervals remembered)."""
         sri, iv, plan = sri_of(), self.iv(), make_plan()
         self.assertIsNone(self.fast(q, k, v, sri))
         self.assertEqual(self.stats()["no_plan"], 1)
         self.assertTrue(self.remember(q, k, v, sri, plan, iv))
-        o = self.fast(q, k, v, sri)
+        return self.fast(q, k, v, sri), sri, plan, iv
+
+    def test_miss_then_remembered_then_hit(self):
+        q, k, v = qkv()
+        o, sri, plan, iv = self.miss_remember_call(q, k, v)
         self.assertIsInstance(o, torch.Tensor)
         self.assertEqual(self.stats()["hits"], 1)
         self.assertIn("CppNode<fmsim::FlashMask>", o.grad_fn.name())
@@ -337,11 +342,7 @@ class FastPath(unittest.TestCase):
 
     def test_nograd_miss_then_remembered_then_hit(self):
         q, k, v = qkv(grad=False)
-        sri, iv, plan = sri_of(), self.iv(), make_plan()
-        self.assertIsNone(self.fast(q, k, v, sri))
-        self.assertEqual(self.stats()["no_plan"], 1)
-        self.assertTrue(self.remember(q, k, v, sri, plan, iv))
-        o = self.fast(q, k, v, sri)
+        o, sri, plan, iv = self.miss_remember_call(q, k, v)
         self.assertIsInstance(o, torch.Tensor)
         st = self.stats()
         self.assertEqual((st["hits_nograd"], st["hits"], st["scratch"]), (1, 0, 1), st)

@@ -104,6 +104,24 @@ def inputs(B, Sq, Sk, H, D, seed=0):
     return r(Sq), r(Sk), r(Sk), r(Sq)
 
 
+def side_stream_inputs():
+    """A sliding-window case for the side-stream tests: (sri, q, k, v, do)."""
+    B, H, S, D = 1, 2, 1024, 128
+    sri = torch.as_tensor(fmsim.family("sliding_window", S).to_paddle()[0], device="cuda")
+    return (sri, *inputs(B, S, S, H, D, seed=4))
+
+
+def on_side_stream(fn):
+    """fn() run on a new stream that waits for the current one, which then waits for it."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        out = fn()
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    return out
+
+
 def max_err(a, b):
     return float((a.float() - b.float()).abs().max())
 
@@ -627,17 +645,9 @@ class CppAutograd(unittest.TestCase):
                         self.assert_same(res["python"], {"o": ag["o"], "lse": ag["lse"]}, f"autograd: {what}")
 
     def test_nograd_on_a_side_stream_and_noskip(self):
-        B, H, S, D = 1, 2, 1024, 128
-        sri = torch.as_tensor(fmsim.family("sliding_window", S).to_paddle()[0], device="cuda")
-        q, k, v, _ = inputs(B, S, S, H, D, seed=4)
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        res = {}
-        with torch.cuda.stream(side):
-            for lse in (False, True):
-                res[lse] = self.nograd_paths(q, k, v, sri, True, variant="noskip", return_lse=lse)
-        torch.cuda.current_stream().wait_stream(side)
-        torch.cuda.synchronize()
+        sri, q, k, v, _ = side_stream_inputs()
+        res = on_side_stream(lambda: {lse: self.nograd_paths(q, k, v, sri, True, variant="noskip", return_lse=lse)
+                                      for lse in (False, True)})
         for lse, r in res.items():
             self.assert_all_same(r, f"no grad, side stream, noskip, return_lse={lse}")
 
@@ -701,15 +711,9 @@ class CppAutograd(unittest.TestCase):
         self.assertEqual(self.cpp.cache_stats()["hits_nograd"], 1, "the misaligned call was not a hit")
 
     def test_on_a_side_stream_and_noskip(self):
-        B, H, S, D = 1, 2, 1024, 128
-        sri = torch.as_tensor(fmsim.family("sliding_window", S).to_paddle()[0], device="cuda")
-        q, k, v, do = inputs(B, S, S, H, D, seed=4)
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            res = self.paths(q, k, v, sri, True, do, variant="noskip", deterministic=True, return_lse=True)
-        torch.cuda.current_stream().wait_stream(side)
-        torch.cuda.synchronize()
+        sri, q, k, v, do = side_stream_inputs()
+        res = on_side_stream(lambda: self.paths(q, k, v, sri, True, do, variant="noskip", deterministic=True,
+                                                return_lse=True))
         self.assert_all_same(res, "side stream, noskip")
 
     def test_not_deterministic_outputs_equal(self):
