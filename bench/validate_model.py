@@ -183,6 +183,13 @@ def read_protocol(path):
     implementation is "fmsim", else the first fmsim[METHOD] of the run (its reference)."""
     with open(path) as f:
         d = json.load(f)
+    try:
+        return protocol_cases(d)
+    except (KeyError, TypeError) as e:
+        raise SystemExit("%s: not a complete protocol_bench record (no %s)" % (path, e))
+
+
+def protocol_cases(d):
     out = []
     for r in d["records"]:
         impls = r.get("impls", {})
