@@ -25,6 +25,8 @@ instoverhead   400   instrumented sm90 forward against plain, $FM_OVER_REPS inte
 instoverhead64 200   the same at head dim 64, 8K and 32K
 instoverheadbwd 400  the same for the sm90 backward, head dim 128
 ncubwd         120   Nsight Compute on one sm90 backward launch (full 8K, head dim 128)
+ncufwdmask     240   Nsight Compute on one sm90 forward launch of random_eviction 8K per mask method (r2p, slices)
+sweepmask      420   the 32K sparsity sweep (scenarios/sparsity-sweep.yaml, sm90) once per mask method, r2p then slices
 abbwd          600   fm_kernel_bench of the tree in $FM_AB_TREE (built beside) and of this build, alternately
 calib          320   fmsim run scenarios/calibration.yaml into $OUT/calib (the timing model)
 heldout        540   fmsim run scenarios/heldout.yaml into $OUT/heldout
@@ -173,6 +175,27 @@ instoverhead() { # PASS OUTNAME [ARGS...]: the instrumented sm90 kernel against 
     --instrument-reps "${FM_OVER_REPS:-8}" --sweep-draws 0 "$@"
 }
 
+ncufwdmask() { # Nsight Compute on the first plain forward launch of random_eviction 8K (the
+  # paper's shape), once per partial-tile mask method (issue 25: what the cycles of a run of partial
+  # tiles are spent on): --set full with the source counters into $OUT/ncufwd-METHOD.ncu-rep.
+  local m rc=0
+  for m in r2p slices; do
+    ncu --clock-control none --set full --import-source yes -k regex:fwd_kernel -c 1 -f -o "$OUT/ncufwd-$m" \
+      "$FMSIM" run --family random_eviction --seqlen 8192 --batch 16 --heads 32 --kernel sm90 --mask-method "$m" \
+      --warmup 0 --reps 1 --no-cupti --no-bytes --out "$OUT/ncufwd-$m-trace" || rc=1
+  done
+  return $rc
+}
+
+sweepmask() { # the sparsity sweep per mask method: two scenario runs one after the other (each
+  # pass after its settle), not interleaved; their index.json are bench/validate_model.py's RUNs
+  local m rc=0
+  for m in r2p slices; do
+    "$FMSIM" run scenarios/sparsity-sweep.yaml --kernel sm90 --mask-method "$m" --out "$OUT/sweep-$m" || rc=1
+  done
+  return $rc
+}
+
 ncubwd() { # Nsight Compute on one plain backward launch (the harness: fmsim's own CUPTI
   # timing would contend with the profiler). --clock-control none: the clocks are left as the
   # GPU sets them (the device rules; ncu's default locks them at base, 1.36 GHz on the H200);
@@ -276,6 +299,8 @@ for e in "$@"; do
     instoverhead64) need "$e" "$FMSIM" && fn "$e" instoverhead fwd instoverhead64 --head-dims 64 --seqlens 8192,32768 ;;
     instoverheadbwd) need "$e" "$FMSIM" && fn "$e" instoverhead bwd instoverheadbwd ;;
     ncubwd) need ncubwd "$KBENCH" && fn ncubwd ncubwd ;;
+    ncufwdmask) need ncufwdmask "$FMSIM" && fn ncufwdmask ncufwdmask ;;
+    sweepmask) need sweepmask "$FMSIM" && fn sweepmask sweepmask ;;
     abbwd) need abbwd "$KBENCH" && fn abbwd abbwd ;;
     calib) need calib "$FMSIM" && run calib "$FMSIM" run scenarios/calibration.yaml --out "$OUT/calib" ;;
     heldout) need heldout "$FMSIM" && run heldout "$FMSIM" run scenarios/heldout.yaml --out "$OUT/heldout" ;;
