@@ -65,7 +65,7 @@ static const char *help =
     "  --timeline FILE      GPU: a Chrome trace (JSON) of one pass: a process per rank, a thread\n"
     "                       per stream (compute, comm), kernels and message groups with bytes\n"
     "  --json               one JSON object (format fmsim-cp-run) instead of the tables\n"
-    "  --link-gbs X, --link-us X, --comm-sms F, --mem-gib X, --long-run   as cp-plan\n";
+    "  --link-gbs X, --link-us X, --comm-sms F, --mem-gib X, --clock C, --long-run   as cp-plan\n";
 
 typedef struct run_opts {
   cp_cli_opts cp; /* first: cp_cli_mask_opt reads it */
@@ -493,7 +493,8 @@ static void gpu_print(const run_ctx *c, const fm_cp_gpu_result *g) {
     int64_t s = rk->pass[0].bytes_sent + rk->pass[1].bytes_sent, r = rk->pass[0].bytes_recv + rk->pass[1].bytes_recv;
     printf(" %10.1f %10.1f\n", (double)s / (1 << 20), (double)r / (1 << 20));
   }
-  printf("predicted compute / measured compute per rank (profile %s):", c->prof->name);
+  printf("predicted compute / measured compute per rank (profile %s, %s clock):", c->prof->name,
+         fm_clock_name(c->sum->clock));
   for (int32_t k = 0; k < g->ranks; k++) {
     const fm_cp_gpu_rank *rk = &g->rank[k];
     double meas = rk->pass[0].compute_ms + (c->o->both ? rk->pass[1].compute_ms : 0);

@@ -13,6 +13,7 @@ void cp_cli_init(cp_cli_opts *o) {
   timing_mask_init(&o->src);
   o->head_dim = 128;
   o->kernel = FM_KERNEL_AUTO;
+  o->clock = FM_CLOCK_SUSTAINED; /* a step of training: launches back to back, as cp-run times */
 }
 
 /* A positive number in (0, hi]. */
@@ -59,6 +60,10 @@ int cp_cli_opt(const char *cmd, cp_cli_opts *o, int opt, const char *arg) {
     o->comm_sm_frac = f > 0 ? f : -1;
     return 1;
   }
+  case CP_O_CLOCK:
+    if (fm_clock_parse(arg, &o->clock, &err) == FM_OK) return 1;
+    cli_error(cmd, "--clock: %s", err.msg);
+    return -1;
   case CP_O_SHARDING:
     if (fm_cp_shardings_parse(arg, &o->shardings, &err) == FM_OK) return 1;
     cli_error(cmd, "--sharding: %s", err.msg);
@@ -107,7 +112,7 @@ fm_cp_plan *cp_cli_plan(const char *cmd, const cp_cli_opts *o, const fm_colmask 
                       .exact = o->exact, .kernel = o->kernel, .head_dim = (int32_t)o->head_dim,
                       .batch = o->src.mask.batch, .heads = o->src.mask.heads, .profile = prof,
                       .link_gbs = o->link_gbs, .link_us = o->link_us, .comm_sm_frac = o->comm_sm_frac,
-                      .mem_budget = (int64_t)(o->mem_gib * (double)(1 << 30))};
+                      .clock = o->clock, .mem_budget = (int64_t)(o->mem_gib * (double)(1 << 30))};
   fm_cp_plan *plan = NULL;
   fm_err err;
   if (fm_cp_plan_create(m, &co, &plan, &err) != FM_OK) cli_error(cmd, "%s", err.msg);

@@ -16,6 +16,11 @@ not started. The JSON is rewritten after every case; --resume skips what it hold
     python3 bench/cp_bench.py --out cp.json --fmsim build/app/fmsim [--budget-s S] [--resume]
         [--families all] [--seqlens 131072,524288,1048576] [--ranks 1,2,4] [--heads 32]
     python3 bench/cp_table.py cp.json [more.json ...] > bench/results/cp-scaling.md   # no GPU needed
+    python3 bench/cp_bench.py --replan --out cp.json --fmsim build/app/fmsim [--gpu PROFILE]  # no GPU
+
+--replan computes every plan of the JSON again with the given fmsim and profile (cp-plan's
+defaults: the sustained clock since 2026-11-27; earlier files hold burst predictions) and
+rewrites the JSON's plans, noting what made them (plans_by); the measurements stay as they are.
 
 JSON (format "fmsim-cp-bench", version 1): commit, date (UTC, the first invocation's),
 command, device {name, count}, heads, head_dim, protocol {warmup_s, sustain_s}, gpu_profile,
@@ -78,7 +83,7 @@ def status_of(error: str) -> str:
 
 def plan_summary(doc: dict) -> dict:
     """What the table and the estimates need of one `fmsim cp-plan --json`."""
-    return dict(profile=doc["profile"]["name"], one_gpu=doc["one_gpu"],
+    return dict(profile=doc["profile"]["name"], clock=doc.get("clock", "burst"), one_gpu=doc["one_gpu"],
                 shardings={s["name"]: dict(exchange=s["exchange"], efficiency=s["efficiency_exchange"],
                                            exchanges={x: {k: c[k] for k in ("fwd_ms", "bwd_ms", "step_ms", "fits")}
                                                       for x, c in s["exchanges"].items()},
@@ -340,6 +345,27 @@ def measure_all(args, doc: dict) -> int:
     return 0
 
 
+def replan(args) -> int:
+    """Every plan of args.out again, with args.fmsim and args.gpu (no GPU needed)."""
+    with open(args.out) as f:
+        doc = json.load(f)
+    args.heads = doc.get("heads", args.heads)
+    plans = {}
+    for key in doc["plans"]:
+        fam, S, P = key.split(":")
+        rc, out, err, _ = run(plan_cmd(args, fam, int(S), int(P)), 600)
+        if rc != 0:
+            print(f"cp_bench: replan {key}: {last_line(err)}", file=sys.stderr)
+            return 1
+        plans[key] = plan_summary(json.loads(out))
+    doc["plans"] = plans
+    doc["plans_by"] = {"fmsim": os.path.abspath(args.fmsim), "gpu": args.gpu or "cp-plan's default",
+                       "commit": os.environ.get("FM_COMMIT", ""), "command": " ".join(sys.argv)}
+    save(args.out, doc)
+    print(f"{len(plans)} plans -> {args.out}")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", required=True, help="the JSON (rewritten after every case)")
@@ -360,7 +386,11 @@ def main() -> int:
     ap.add_argument("--sustain-s", type=float, default=1.0)
     ap.add_argument("--budget-s", type=float, default=0.0, help="start no case that would end after this")
     ap.add_argument("--resume", action="store_true")
+    ap.add_argument("--replan", action="store_true",
+                    help="no GPU: the plans of --out computed again with --fmsim (and --gpu); measurements kept")
     args = ap.parse_args()
+    if args.replan:
+        return replan(args)
     names = gpus()
     args.families = FAMILIES if args.families == "all" else tuple(args.families.split(","))
     args.seqlens = [int(x) for x in args.seqlens.split(",")]

@@ -38,7 +38,7 @@ PAPER_TOKENS, PAPER_HIDDEN = 131072, 4096
 
 def case(pass_="fwd", **kw):
     c = {"params": [], "seed": 0, "sample": None, "mask": None, "causal": None, "trace": None,
-         "kernel": None, "tile": None, "pass": "fwd"}
+         "kernel": None, "tile": None, "pass": "fwd", "clock": "burst"}
     c.update(kw)
     c["pass"] = pass_
     return c
@@ -179,7 +179,8 @@ def read_perf_notes(path):
 
 def read_protocol(path):
     """A bench/protocol_bench.py run (fmsim-protocol-bench): fmsim's cases, each pass twice,
-    sources protocol-sustained and protocol-burst (docs/DESIGN.md, "How we measure"). The
+    sources protocol-sustained and protocol-burst (docs/DESIGN.md, "How we measure"), each
+    predicted in its own clock state (fmsim predict --clock sustained, burst). The
     implementation is "fmsim", else the first fmsim[METHOD] of the run (its reference)."""
     with open(path) as f:
         d = json.load(f)
@@ -197,7 +198,7 @@ def protocol_cases(d):
         if name is None or "error" in impls[name]:
             continue
         for fig in ("sustained", "burst"):
-            out.append(case(r["pass_"], id="%s-%s" % (r["id"], r["pass_"]), source="protocol-" + fig,
+            out.append(case(r["pass_"], id="%s-%s" % (r["id"], r["pass_"]), source="protocol-" + fig, clock=fig,
                             family=r["family"], seqlen=r["seqlen"], batch=r["batch"], heads=r["heads"],
                             head_dim=r["head_dim"], time_ms=impls[name][fig]["median_ms"]))
     return out
@@ -227,7 +228,7 @@ def read_run(path):
 
 def predict(fmsim, profile, kernel, c):
     cmd = [fmsim, "predict", "--json", "--gpu", profile, "--kernel", kernel, "--pass", c["pass"],
-           "--head-dim", str(c["head_dim"]), "--batch", str(c["batch"]), "--heads", str(c["heads"])]
+           "--clock", c["clock"], "--head-dim", str(c["head_dim"]), "--batch", str(c["batch"]), "--heads", str(c["heads"])]
     if c["trace"]:
         cmd += ["--trace", c["trace"]]
     elif c["mask"]:

@@ -525,7 +525,7 @@ static fm_status rank_pass(eval_ctx *e, int32_t r, int pass, fm_err *err) {
   if (prof && fm_profile_coef(prof, pass == FM_CP_FWD ? FM_PASS_FWD : FM_PASS_BWD, p->sum.head_dim)) {
     fm_timing_problem pb = {.batch = p->sum.batch, .heads = p->sum.heads, .head_dim = p->sum.head_dim,
                             .pass = pass == FM_CP_FWD ? FM_PASS_FWD : FM_PASS_BWD,
-                            .variant = FM_VARIANT_SKIP};
+                            .variant = FM_VARIANT_SKIP, .clock = p->sum.clock};
     fm_timing_result res;
     st = fm_timing_predict(prof, &w, &pb, &res, err);
     rk->ms[pass] = res.time_us / 1e3;
@@ -899,6 +899,7 @@ static fm_status plan_setup(fm_cp_plan *p, const fm_colmask *m, const fm_cp_opti
   s->link_us = o->link_us > 0 ? o->link_us : FM_CP_DEFAULT_LINK_US;
   if (o->comm_sm_frac >= 1)
     return fm_fail(err, FM_EINVAL, "the SMs NCCL holds, %g of the GPU: expected less than 1", o->comm_sm_frac);
+  s->clock = o->clock;
   s->comm_sm_frac = o->comm_sm_frac > 0 ? o->comm_sm_frac : o->comm_sm_frac < 0 ? 0 : FM_CP_DEFAULT_COMM_SM_FRAC;
   s->mem_budget = o->mem_budget > 0 ? o->mem_budget : FM_CP_DEFAULT_MEM_BUDGET;
   s->kv_row_bytes = s->heads * s->head_dim * 2 * 2 * s->batch;
@@ -940,7 +941,7 @@ static fm_status one_gpu(fm_cp_plan *p, const fm_colmask *m, const fm_gpu_profil
     fm_timing_work w;
     fm_timing_result res;
     fm_timing_problem pb = {.batch = s->batch, .heads = s->heads, .head_dim = s->head_dim,
-                            .pass = pass, .variant = FM_VARIANT_SKIP};
+                            .pass = pass, .variant = FM_VARIANT_SKIP, .clock = s->clock};
     fm_status st = fm_timing_work_init(&w, m, s->br[k], s->bc[k], err);
     if (st == FM_OK) st = fm_timing_predict(prof, &w, &pb, &res, err);
     fm_timing_work_free(&w);

@@ -145,6 +145,8 @@ typedef struct fm_cp_options {
                              group is in flight, < 1; 0: FM_CP_DEFAULT_COMM_SM_FRAC;
                              negative: none (fm_cp_model's comm_sm_frac) */
   int64_t mem_budget;     /* bytes per GPU; 0: FM_CP_DEFAULT_MEM_BUDGET */
+  fm_clock clock;         /* the clock state of every predicted time (fm_timing.h): BURST
+                             (zeroed), or SUSTAINED, what cp-run times (launches back to back) */
 } fm_cp_options;
 
 /* Rows [row0, row1) of queries and of K/V, owned by rank. */
@@ -222,6 +224,7 @@ typedef struct fm_cp_summary {
   int32_t br[FM_CP_NPASSES], bc[FM_CP_NPASSES]; /* the kernel's tiles; 0 x 0: no backward */
   fm_tile_counts tiles[FM_CP_NPASSES]; /* the whole mask (fm_classify's counts) */
   int have_times;                      /* a profile was given */
+  fm_clock clock;                      /* of the predicted times (fm_cp_options.clock) */
   double one_gpu_ms[FM_CP_NPASSES];    /* fm_timing_predict of the whole mask (NaN: none) */
   double one_gpu_total_ms;             /* the sum of those predicted */
   int64_t kv_row_bytes;                /* one K/V row: heads x head_dim x 2 (bf16) x 2 (K, V) x batch */

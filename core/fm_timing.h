@@ -58,7 +58,13 @@
  * pass the fit's test. The window starts with each launch: it describes
  * launches apart from each other, as timed (warm-up, an L2 flush between
  * repetitions), not a busy GPU running launches back to back, which may
- * stay at the lower clock.
+ * stay at the lower clock. That second state is the problem's clock
+ * FM_CLOCK_SUSTAINED: the lower clock from the first microsecond,
+ *   clocked(t) = throttle * t,
+ * what the project's sustained figures time (docs/DESIGN.md, "How we
+ * measure": launches back to back after a second of warm-up) and what
+ * `fmsim cp-run` times; FM_CLOCK_BURST (0) is the window above, what a
+ * scenario run times (a warm-up launch, a pause, a few launches).
  *
  * Memory floor: the compulsory bytes (Q, O and LSE once, the K/V columns some
  * tile loads once, the interval vectors and bounds) over the profile's HBM
@@ -135,9 +141,20 @@ typedef struct fm_timing_coef {
                                (and in profiles read from a file) */
 } fm_timing_coef;
 
+/* The GPU's clock state a prediction is for (the boost window above). */
+typedef enum fm_clock {
+  FM_CLOCK_BURST = 0,    /* a launch apart from others: the boost window from its start */
+  FM_CLOCK_SUSTAINED = 1 /* launches back to back: the power limit's clock throughout */
+} fm_clock;
+const char *fm_clock_name(fm_clock c); /* "burst", "sustained"; "?" out of range. Static storage */
+/* "burst" or "sustained" into *out; FM_EINVAL naming both otherwise. */
+fm_status fm_clock_parse(const char *text, fm_clock *out, fm_err *err);
+
 /* The boost window's map from the makespan at the boost clock to the time it
- * takes (clocked() above), in us; the identity where c has no window. */
+ * takes (clocked() above, FM_CLOCK_BURST), in us; the identity where c has no window. */
 double fm_timing_clocked(const fm_timing_coef *c, double makespan_us);
+/* The same map in either clock state: FM_CLOCK_SUSTAINED is throttle * makespan. */
+double fm_timing_clocked_at(const fm_timing_coef *c, fm_clock clock, double makespan_us);
 
 #define FM_PROFILE_MAX_COEF 8
 
@@ -197,6 +214,7 @@ typedef struct fm_timing_problem {
   fm_pass pass;          /* FM_PASS_FWD or FM_PASS_BWD (not both: call twice) */
   fm_variant variant;    /* SKIP, or NOSKIP (every tile visited, MASKED as PARTIAL) */
   int full_mask;         /* 1: cost as the full mask of the same shape (every tile UNMASKED) */
+  fm_clock clock;        /* BURST (zeroed) or SUSTAINED: how the boost window applies */
 } fm_timing_problem;
 
 #define FM_TIMING_NFEAT 6 /* launch, items, considered, unmasked, partial, partial causal */
@@ -204,7 +222,8 @@ typedef struct fm_timing_problem {
 typedef struct fm_timing_result {
   double time_us;       /* predicted: launch_us + max(schedule_us + throttle_us, floor_us) */
   double schedule_us;   /* makespan of the items over the SMs at the boost clock */
-  double throttle_us;   /* what the clock's fall past the boost window adds to it (>= 0) */
+  double throttle_us;   /* what the clock's fall adds to it (>= 0): past the boost window
+                           (BURST), or from the start (SUSTAINED) */
   double floor_us;      /* memory floor */
   double launch_us;
   double bytes;         /* compulsory bytes of the floor */

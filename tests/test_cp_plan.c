@@ -208,7 +208,8 @@ Test(cp_plan, rank_mask_is_the_mask_on_its_rows_and_gives_its_time) {
   for (int t = 0; t < 3; t++) {
     fm_colmask *m = ms[t];
     int32_t s = fm_colmask_sq(m);
-    fm_cp_options o = {.ranks = 3, .chunk = 256, .kernel = FM_KERNEL_SM90, .profile = profile()};
+    fm_clock clock = t == 1 ? FM_CLOCK_SUSTAINED : FM_CLOCK_BURST; /* each state on some mask */
+    fm_cp_options o = {.ranks = 3, .chunk = 256, .kernel = FM_KERNEL_SM90, .profile = profile(), .clock = clock};
     fm_cp_plan *p = NULL;
     fm_err err;
     cr_assert_eq(fm_cp_plan_create(m, &o, &p, &err), FM_OK, "%s", err.msg);
@@ -234,7 +235,8 @@ Test(cp_plan, rank_mask_is_the_mask_on_its_rows_and_gives_its_time) {
           fm_timing_work w;
           fm_timing_result res;
           fm_timing_problem pb = {.batch = 1, .heads = 1, .head_dim = 128,
-                                  .pass = pass ? FM_PASS_BWD : FM_PASS_FWD, .variant = FM_VARIANT_SKIP};
+                                  .pass = pass ? FM_PASS_BWD : FM_PASS_FWD, .variant = FM_VARIANT_SKIP,
+                                  .clock = clock};
           const fm_cp_summary *su = fm_cp_plan_summary(p);
           cr_assert_eq(fm_timing_work_init(&w, loc, su->br[pass], su->bc[pass], NULL), FM_OK);
           cr_assert_eq(fm_timing_predict(profile(), &w, &pb, &res, NULL), FM_OK);

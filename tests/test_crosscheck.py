@@ -364,3 +364,23 @@ def test_masks_no_form_holds_agree(tmp_path):
                     T.eq(f"{what}: render caption keeps FlashMask's rho",
                          f"\u03c1 = {sub:.3f}" in j2["caption"].split("FlashMask")[-1], True)
     print(f"cross-check: {T.n} comparisons in all")
+
+
+def test_cp_plan_one_gpu_is_predict_in_either_clock():
+    """cp-plan's one-GPU time (its default: the sustained clock, what cp-run times) is what
+    `fmsim predict` gives for the same mask and clock; --clock burst matches predict's default."""
+    mask = ("--family", "causal_document", "--seqlen", "65536", "--heads", "4")
+    times = {}
+    for clock in ("sustained", "burst"):
+        plan = run_json("cp-plan", *mask, "--ranks", "2", "--json", *(("--clock", clock) if clock == "burst" else ()))
+        T.eq(f"cp-plan --clock {clock}: recorded", plan["clock"], clock)
+        pred = run_json("predict", *mask, "--pass", "both", "--json", *(("--clock", clock) if clock == "sustained" else ()))
+        for p in pred["passes"]:
+            T.eq(f"predict --clock {clock} {p['pass']}: recorded", p["clock"], clock)
+            got, want = plan["one_gpu"][f"{p['pass']}_ms"], p["tiles"][0]["time_ms"]
+            T.eq(f"cp-plan {clock} one GPU {p['pass']} {got} vs predict {want}", abs(got - want) <= 1e-6 * want, True)
+            times[(clock, p["pass"])] = (want, p["throttle"], p["tiles"][0]["schedule_ms"], p["tiles"][0]["launch_ms"])
+    for ps in ("fwd", "bwd"):  # sustained: launch + throttle x the makespan, above the floor here
+        t, thr, sched, launch = times[("sustained", ps)]
+        T.eq(f"sustained {ps}: {t} = {launch} + {thr} x {sched}", abs(t - (launch + thr * sched)) <= 1e-6 * t, True)
+        T.eq(f"sustained {ps} at least burst", t >= times[("burst", ps)][0], True)

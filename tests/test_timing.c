@@ -210,6 +210,44 @@ Test(timing, boost_window_throttles_the_makespan_past_it) {
   fm_timing_work_free(&w);
 }
 
+Test(timing, sustained_clock_throttles_the_whole_makespan) {
+  /* the same 10 us makespan launched back to back: the power limit's clock from its
+     start, 1.5 * 10 = 15 us + launch 0.5, whatever the window; burst as above */
+  int32_t visited[2] = {4, 6};
+  fm_timing_work w = hand_work(2, 6, visited, NULL, 0);
+  fm_timing_coef c = unit;
+  c.throttle = 1.5;
+  fm_timing_problem pb = fwd1;
+  pb.clock = FM_CLOCK_SUSTAINED;
+  fm_timing_result r;
+  for (c.boost_us = 0; c.boost_us <= 20; c.boost_us += 4) {
+    cr_assert_eq(fm_timing_predict_coef(&c, FM_KERNEL_SM90, 1, 0, &w, &pb, &r, NULL), FM_OK);
+    cr_assert_float_eq(r.schedule_us, 10, 1e-12);
+    cr_assert_float_eq(r.throttle_us, 5, 1e-12, "boost_us %g", c.boost_us);
+    cr_assert_float_eq(r.time_us, 15.5, 1e-12);
+    cr_assert_float_eq(fm_timing_clocked_at(&c, FM_CLOCK_SUSTAINED, 3), 4.5, 1e-12);
+    cr_assert_float_eq(fm_timing_clocked_at(&c, FM_CLOCK_BURST, 3), fm_timing_clocked(&c, 3), 0);
+  }
+  /* no window in the profile: both states are the boost clock's time */
+  c.throttle = 1;
+  cr_assert_eq(fm_timing_predict_coef(&c, FM_KERNEL_SM90, 1, 0, &w, &pb, &r, NULL), FM_OK);
+  cr_assert_float_eq(r.time_us, 10.5, 1e-12);
+  fm_timing_work_free(&w);
+}
+
+Test(timing, clock_names_round_trip_and_bad_ones_are_refused) {
+  for (int k = FM_CLOCK_BURST; k <= FM_CLOCK_SUSTAINED; k++) {
+    fm_clock c = (fm_clock)-1;
+    cr_assert_eq(fm_clock_parse(fm_clock_name((fm_clock)k), &c, NULL), FM_OK);
+    cr_assert_eq(c, (fm_clock)k);
+  }
+  fm_clock c;
+  fm_err err;
+  cr_assert_eq(fm_clock_parse("boost", &c, &err), FM_EINVAL);
+  cr_assert(strstr(err.msg, "burst") && strstr(err.msg, "sustained"), "%s", err.msg);
+  cr_assert_eq(fm_clock_parse(NULL, &c, &err), FM_EINVAL);
+}
+
 static fm_colmask *family(const char *name, int64_t S, int64_t B, int64_t H, uint64_t seed) {
   fm_family_request req = {name, S, B, H, seed, -1, NULL, 0, NULL};
   fm_colmask *m = NULL;
