@@ -256,6 +256,8 @@ def run_sets(doc) -> list:
 def header(doc) -> list:
     d = doc["device"]
     profile = next((p["profile"] for p in doc["plans"].values() if "profile" in p), "?")
+    clocks = sorted({p.get("clock", "burst") for p in doc["plans"].values() if "profile" in p})
+    replanned = doc.get("plans_by") or next((d.get("plans_by") for d in doc.get("sources", []) if d.get("plans_by")), None)
     sets = run_sets(doc)
     if len(sets) == 1:
         rs = sets[0]
@@ -286,7 +288,9 @@ def header(doc) -> list:
         f"of {doc['protocol']['sustain_s']} s in all, L2 flushed, every rank launching together after a "
         "barrier, the step the slowest rank's; its burst figures and the clocks per rank are in the JSON.",
         f"- **Shape**: self-attention, B = 1, H = {doc['heads']}, D = {doc['head_dim']}, bf16; predictions: "
-        f"`fmsim cp-plan` on the {profile} profile. Efficiency = T1 / (P x TP), T1 the one-GPU time of the same pass.",
+        f"`fmsim cp-plan` on the {profile} profile, {' and '.join(clocks) or 'burst'} clock"
+        + (f" (plans computed again after the run: `{replanned['command']}`)" if replanned else "")
+        + ". Efficiency = T1 / (P x TP), T1 the one-GPU time of the same pass.",
         ""]
 
 

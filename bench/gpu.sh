@@ -26,7 +26,7 @@ instoverhead64 200   the same at head dim 64, 8K and 32K
 instoverheadbwd 400  the same for the sm90 backward, head dim 128
 ncubwd         120   Nsight Compute on one sm90 backward launch (full 8K, head dim 128)
 ncufwdmask     240   Nsight Compute on one sm90 forward launch of random_eviction 8K per mask method (r2p, slices)
-sweepmask      420   the 32K sparsity sweep (scenarios/sparsity-sweep.yaml, sm90) once per mask method, r2p then slices
+sweepmask      240   the 32K sparsity sweep (scenarios/sparsity-sweep.yaml, sm90, both passes) per mask method, r2p slices r2p slices, then the bench/method_ab.py table
 abbwd          600   fm_kernel_bench of the tree in $FM_AB_TREE (built beside) and of this build, alternately
 calib          320   fmsim run scenarios/calibration.yaml into $OUT/calib (the timing model)
 heldout        540   fmsim run scenarios/heldout.yaml into $OUT/heldout
@@ -187,13 +187,17 @@ ncufwdmask() { # Nsight Compute on the first plain forward launch of random_evic
   return $rc
 }
 
-sweepmask() { # the sparsity sweep per mask method: two scenario runs one after the other (each
-  # pass after its settle), not interleaved; their index.json are bench/validate_model.py's RUNs
-  local m rc=0
-  for m in r2p slices; do
-    "$FMSIM" run scenarios/sparsity-sweep.yaml --kernel sm90 --mask-method "$m" --out "$OUT/sweep-$m" || rc=1
+sweepmask() { # the sparsity sweep per mask method, both passes: four scenario runs in the order
+  # r2p slices r2p slices (each label's runs bracket the other's: the A/A spread shows the clock's
+  # drift), then bench/method_ab.py's table; each index.json is also bench/validate_model.py's RUN
+  local m i=0 runs=()
+  for m in r2p slices r2p slices; do
+    i=$((i + 1))
+    "$FMSIM" run scenarios/sparsity-sweep.yaml --kernel sm90 --pass both --mask-method "$m" \
+      --out "$OUT/sweep$i-$m" || return 1
+    runs+=("$m=$OUT/sweep$i-$m")
   done
-  return $rc
+  python3 bench/method_ab.py "${runs[@]}" --json "$OUT/sweep-ab.json"
 }
 
 ncubwd() { # Nsight Compute on one plain backward launch (the harness: fmsim's own CUPTI
