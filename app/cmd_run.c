@@ -50,7 +50,8 @@ static const char *help_head =
     "trace folder per case under DIR/cases/, an index (DIR/index.csv, DIR/index.json), a\n"
     "report (DIR/report.md, its tables in DIR/tables/ as CSV, LaTeX and text). Steps that need\n"
     "a GPU are reported as skipped without one. Ctrl-C stops within a second and keeps the\n"
-    "finished cases; a rerun skips them.\n\n"
+    "finished cases, listed in the index as they finish (run.json: complete false until\n"
+    "the last); a rerun skips them.\n\n"
     "one mask:\n" CLI_MASK_SOURCE_HELP;
 
 static const char *help_tail =

@@ -534,12 +534,24 @@ static void interrupt_a_long_case(int sig) {
   cr_assert_neq(access(slow, F_OK), 0, "the interrupted case's folder is removed");
   cr_assert_eq(count_entries_like(out, ".staging."), 0, "a staging folder is left");
   cr_assert_eq(count_entries_like(out, ".tmp."), 0, "a temporary file is left");
+  /* the partial index lists the finished case, and run.json says the run is not complete */
+  char ipath[900], itext[16384];
+  snprintf(ipath, sizeof ipath, "%s/index.json", out);
+  fmt_slurp(ipath, itext, sizeof itext);
+  cr_assert(strstr(itext, "\"id\": \"m00-causal-S1024-D128-128x128\"") && !strstr(itext, "m01-document"), "%s", itext);
+  snprintf(ipath, sizeof ipath, "%s/run.json", out);
+  fmt_slurp(ipath, itext, sizeof itext);
+  cr_assert(strstr(itext, "\"cases\": 1,") && strstr(itext, "\"cases_total\": 2,") &&
+            strstr(itext, "\"complete\": false"), "%s", itext);
   /* a rerun keeps the finished case */
   char args[1200];
   snprintf(args, sizeof args, "run %s --out %s --only 'm00-*'", path, out);
   fmt_run(&res, args);
   cr_assert_eq(res.status, 0, "%s", res.err);
   cr_assert(strstr(res.out, "1 cases (1 from an earlier run)"), "%s", res.out);
+  snprintf(ipath, sizeof ipath, "%s/run.json", out);
+  fmt_slurp(ipath, itext, sizeof itext);
+  cr_assert(strstr(itext, "\"cases_total\": 1,") && strstr(itext, "\"complete\": true"), "%s", itext);
   cr_assert_eq(system(rm), 0);
   unlink(path);
   unlink(err_path);
