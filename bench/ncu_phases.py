@@ -9,6 +9,9 @@ cycles are spent on").
     python3 bench/ncu_phases.py kernel.sass FUNCTION rep-sass.csv --file fm_sm90_fwd.cuh \\
         --phase producer=189-323 --phase mask=330-385 ... [--unit 1064960] [--warps 8] [--json OUT]
 
+    python3 bench/ncu_phases.py kernel.sass FUNCTION rep-sass.csv --file fm_sm90_fwd.cuh \\
+        --functions kernels/fm_sm90_fwd.cuh          # a phase per function of that source
+
 Each SASS instruction of FUNCTION (nvdisasm -g's line comments) belongs to the phase of the
 last line of --file seen before it in program order (the inlined helpers of other files count
 to the phase that calls them); instructions before any such line are "other". Printed per
@@ -48,11 +51,33 @@ def sass_phases(path, func, file, phases):
     return out
 
 
+SKIP_NAMES = {"__launch_bounds__", "if", "for", "while", "switch", "return", "sizeof"}
+
+
+def function_phases(source):
+    """[(name, first line, last line)] of the functions defined at the start of a line in source
+    (`__device__`, `__global__`, `static`, `inline` or an FMLR_ macro first; the name is the first
+    identifier followed by '(' that is not a bounds macro), each up to the next one."""
+    try:
+        lines = open(source).read().split("\n")
+    except OSError as e:
+        sys.exit(f"ncu_phases: {source}: {e.strerror}")
+    starts = []
+    for i, line in enumerate(lines, 1):
+        if not re.match(r"(__device__|__global__|static |inline |FMLR_DEV|FMLR_KERNEL)", line):
+            continue
+        names = [n for n in re.findall(r"(\w+)\s*\(", line) if n not in SKIP_NAMES and not n.endswith("_BOUNDS")]
+        if names:
+            starts.append((names[0], i))
+    return [(n, a, (starts[k + 1][1] - 1) if k + 1 < len(starts) else 10 ** 9) for k, (n, a) in enumerate(starts)]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("sass"), ap.add_argument("function"), ap.add_argument("csv")
     ap.add_argument("--file", required=True, help="the source file whose lines name the phases")
     ap.add_argument("--phase", action="append", default=[], help="NAME=A-B (lines of --file), repeatable")
+    ap.add_argument("--functions", metavar="SOURCE", help="a phase per function defined in SOURCE (--file's text)")
     ap.add_argument("--unit", type=float, default=1.0, help="divide by this (e.g. work items in millions)")
     ap.add_argument("--warps", type=int, default=0, help="warps of a phase's role, for cycles per unit")
     ap.add_argument("--cta-warps", type=int, default=12, help="resident warps per SM (one CTA a SM)")
@@ -65,6 +90,8 @@ def main():
         if not m:
             sys.exit(f"ncu_phases: --phase {p}: expected NAME=A-B")
         phases.append((m.group(1), int(m.group(2)), int(m.group(3))))
+    if a.functions:
+        phases += function_phases(a.functions)
     of = sass_phases(a.sass, a.function, a.file, phases)
     rows = list(csv.reader(open(a.csv)))
     if len(rows) < 3 or "Address" not in rows[1]:

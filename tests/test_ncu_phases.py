@@ -76,6 +76,24 @@ class NcuPhases(unittest.TestCase):
         self.assertAlmostEqual(t["mask"]["stalls"]["long_scoreboard"], 4 / 16)
         self.assertEqual(r.stdout.splitlines()[0].split()[0], "mask")    # largest first
 
+    def test_a_phase_per_function_of_the_source(self):
+        src = os.path.join(self.tmp.name, "k.cuh")
+        lines = [""] * 45
+        lines[8] = "__device__ __forceinline__ void setup(int x) {"          # line 9
+        lines[19] = "__global__ void __launch_bounds__(128, 1) kern(int p) {"  # line 20: not __launch_bounds__
+        lines[37] = "static __device__ int tail(int y) {"                      # line 38
+        with open(src, "w") as f:
+            f.write("\n".join(lines))
+        p = os.path.join(self.tmp.name, "f.csv")
+        ncu_csv(p, [4, 2, 10, 6, 1], [1, 1, 1, 1, 1], [(1, 0, 0)] * 5)
+        out = os.path.join(self.tmp.name, "f.json")
+        r = subprocess.run([sys.executable, SCRIPT, self.sass, "_Zk", p, "--file", "k.cuh", "--functions", src,
+                            "--json", out], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        t = {row["phase"]: row["samples_per_unit"] for row in json.load(open(out))["phases"]}
+        # lines 10 (and the helper after it) in setup, 25 in kern, 40 in tail
+        self.assertEqual(t, {"setup": 6.0, "kern": 16.0, "tail": 1.0})
+
     def test_another_build_and_bad_phase_are_refused(self):
         p = os.path.join(self.tmp.name, "b.csv")
         ncu_csv(p, [1, 1], [1, 1], [(1, 0, 0), (1, 0, 0)])   # 2 instructions against 5
