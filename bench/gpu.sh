@@ -27,7 +27,7 @@ instoverheadbwd 400  the same for the sm90 backward, head dim 128
 ncubwd         120   Nsight Compute on one sm90 backward launch (full 8K, head dim 128)
 ncufwdmask     300   Nsight Compute on one sm90 forward launch at 8K of each of FM_NCU_FAMILIES per mask method, by phase (bench/ncu_phases.py)
 nculinrnn      120   Nsight Compute on the linear-RNN forward step (C 128, L 16, 64, 2048), by phase
-partialall     200   a mask whose every tile is partial against the full mask, 8K, head dims 128 and 64, per method, both passes, 2 rounds
+partialall     200   a mask whose every tile is partial beside the full mask, 8K, head dims 128 and 64, both passes, r2p slices r2p slices
 sweepmask      240   the 32K sparsity sweep (scenarios/sparsity-sweep.yaml, sm90, both passes) per mask method, r2p slices r2p slices, then the bench/method_ab.py table
 abbwd          600   fm_kernel_bench of the tree in $FM_AB_TREE (built beside) and of this build, alternately
 calib          320   fmsim run scenarios/calibration.yaml into $OUT/calib (the timing model)
@@ -227,22 +227,17 @@ nculinrnn() { # Nsight Compute on the linear-RNN forward's first plain SKIP laun
 
 partialall() { # issue 25's per-tile bar at full length: bench/partial_everywhere.py's mask (every
   # tile partial, none skipped: the full mask's tiles, items and order, each with its mask applied)
-  # against the full mask of the same shape, per head dim and method, in rounds, then the ratios
-  local hd h r m iv=$OUT/partial-everywhere.npy
-  python3 bench/partial_everywhere.py --seqlen 8192 --out "$iv" --check "$FMSIM" || return 1
-  for hd in 128 64; do
-    h=$((4096 / hd))
-    for r in 1 2; do
-      for m in r2p slices; do
-        "$FMSIM" run --mask "$iv" --bidir --batch 16 --heads "$h" --head-dim "$hd" --kernel sm90 --pass both \
-          --mask-method "$m" --warmup 3 --reps 20 --no-bytes --json --out "$OUT/pe-$hd-$m-r$r-trace" \
-          > "$OUT/pe-$hd-$m-r$r.json" || return 1
-      done
-      "$FMSIM" run --family full --seqlen 8192 --batch 16 --heads "$h" --head-dim "$hd" --kernel sm90 --pass both \
-        --warmup 3 --reps 20 --no-bytes --json --out "$OUT/full-$hd-r$r-trace" > "$OUT/full-$hd-r$r.json" || return 1
-    done
+  # beside the full mask of the same shape in one scenario run, head dims 128 and 64, both passes;
+  # runs r2p slices r2p slices, then the ratios
+  local m i=0 runs=()
+  python3 bench/partial_everywhere.py --seqlen 8192 --out "$OUT/partial-everywhere.npy" \
+    --scenario "$OUT/partial-everywhere.yaml" --check "$FMSIM" || return 1
+  for m in r2p slices r2p slices; do
+    i=$((i + 1))
+    "$FMSIM" run "$OUT/partial-everywhere.yaml" --mask-method "$m" --out "$OUT/partialall$i-$m" || return 1
+    runs+=("$m=$OUT/partialall$i-$m")
   done
-  python3 bench/partial_everywhere.py --summary "$OUT" --json "$OUT/partialall.json"
+  python3 bench/partial_everywhere.py --summary "${runs[@]}" --json "$OUT/partialall.json"
 }
 
 sweepmask() { # the sparsity sweep per mask method, both passes: four scenario runs in the order
