@@ -56,6 +56,8 @@ def table(runs):
         sys.exit("method_ab: the runs do not hold the same cases")
     first = next(d for lab, d in runs if lab == a)
     passes = [p for p, k in PASSES.items() if first[next(iter(ids))].get(k) not in (None, "", "nan")]
+    if not passes:
+        sys.exit("method_ab: the runs hold no kernel times (runs without the GPU step?)")
     out = []
     for p in passes:
         fams = {}
