@@ -199,7 +199,8 @@ static int partial_index(runner_ctx *rc, const case_row *rows, int done, int n, 
   double t = runner_now();
   if (done == n || t < *next) return 0;
   if (index_write(rc, rows, done, n)) return -1;
-  *next = runner_now() + 20 * (runner_now() - t);
+  double now = runner_now();
+  *next = now + 20 * (now - t);
   return 0;
 }
 

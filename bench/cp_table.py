@@ -257,7 +257,7 @@ def header(doc) -> list:
     d = doc["device"]
     profile = next((p["profile"] for p in doc["plans"].values() if "profile" in p), "?")
     clocks = sorted({p.get("clock", "burst") for p in doc["plans"].values() if "profile" in p})
-    replanned = doc.get("plans_by") or next((d.get("plans_by") for d in doc.get("sources", []) if d.get("plans_by")), None)
+    replanned = doc.get("plans_by")  # cp_bench.py --replan's note (combine keeps the first file's)
     sets = run_sets(doc)
     if len(sets) == 1:
         rs = sets[0]

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "fm_limits.h"
+#include "fm_words.h"
 
 /* ------------------------------------------------------------ kernels */
 
@@ -275,26 +276,25 @@ static fm_status items_sorted(sim *s, const fm_timing_work *w, const fm_timing_p
 
 /* ------------------------------------------------------------ predict */
 
-double fm_timing_clocked(const fm_timing_coef *c, double makespan_us) {
-  if (!(c->throttle > 1) || !(makespan_us > c->boost_us)) return makespan_us;
+double fm_timing_clocked(const fm_timing_coef *c, fm_clock clock, double makespan_us) {
+  if (!(c->throttle > 1)) return makespan_us;
+  if (clock == FM_CLOCK_SUSTAINED) return c->throttle * makespan_us;
+  if (!(makespan_us > c->boost_us)) return makespan_us;
   return c->boost_us + c->throttle * (makespan_us - c->boost_us);
 }
 
-double fm_timing_clocked_at(const fm_timing_coef *c, fm_clock clock, double makespan_us) {
-  if (clock != FM_CLOCK_SUSTAINED) return fm_timing_clocked(c, makespan_us);
-  return c->throttle > 1 ? c->throttle * makespan_us : makespan_us;
-}
+static const char *const clock_names[] = {[FM_CLOCK_BURST] = "burst", [FM_CLOCK_SUSTAINED] = "sustained"};
 
 const char *fm_clock_name(fm_clock c) {
-  return c == FM_CLOCK_BURST ? "burst" : c == FM_CLOCK_SUSTAINED ? "sustained" : "?";
+  return (unsigned)c < 2u ? clock_names[c] : "?";
 }
 
 fm_status fm_clock_parse(const char *text, fm_clock *out, fm_err *err) {
-  for (int c = FM_CLOCK_BURST; c <= FM_CLOCK_SUSTAINED; c++)
-    if (text && !strcmp(text, fm_clock_name((fm_clock)c))) {
-      *out = (fm_clock)c;
-      return FM_OK;
-    }
+  int c = fm_word_index(text, clock_names, 2);
+  if (c >= 0) {
+    *out = (fm_clock)c;
+    return FM_OK;
+  }
   return fm_fail(err, FM_EINVAL, "clock '%s': expected burst (a launch apart, the boost window) or "
                  "sustained (launches back to back)", text ? text : "");
 }
@@ -385,7 +385,7 @@ fm_status fm_timing_predict_coef(const fm_timing_coef *c, fm_kernel_id kernel, i
   free(s.tree);
   if (st != FM_OK) return st;
   out->launch_us = c->launch_us;
-  out->throttle_us = fm_timing_clocked_at(c, pb->clock, out->schedule_us) - out->schedule_us;
+  out->throttle_us = fm_timing_clocked(c, pb->clock, out->schedule_us) - out->schedule_us;
   out->bytes = floor_bytes(w, pb);
   out->floor_us = hbm_gbs > 0 ? out->bytes / (hbm_gbs * 1e3) : 0;
   double clocked = out->schedule_us + out->throttle_us;

@@ -150,11 +150,10 @@ const char *fm_clock_name(fm_clock c); /* "burst", "sustained"; "?" out of range
 /* "burst" or "sustained" into *out; FM_EINVAL naming both otherwise. */
 fm_status fm_clock_parse(const char *text, fm_clock *out, fm_err *err);
 
-/* The boost window's map from the makespan at the boost clock to the time it
- * takes (clocked() above, FM_CLOCK_BURST), in us; the identity where c has no window. */
-double fm_timing_clocked(const fm_timing_coef *c, double makespan_us);
-/* The same map in either clock state: FM_CLOCK_SUSTAINED is throttle * makespan. */
-double fm_timing_clocked_at(const fm_timing_coef *c, fm_clock clock, double makespan_us);
+/* The map from the makespan at the boost clock to the time it takes, in us, in either
+ * clock state (clocked() above: BURST the window, SUSTAINED throttle * makespan); the
+ * identity where c has no window. The fit calls it with BURST (its runs are launches apart). */
+double fm_timing_clocked(const fm_timing_coef *c, fm_clock clock, double makespan_us);
 
 #define FM_PROFILE_MAX_COEF 8
 

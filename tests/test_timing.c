@@ -15,6 +15,7 @@
 #include "fm_scenario.h"
 #include "fm_test_util.h"
 #include "fm_timing.h"
+#include "fm_words.h"
 
 /* ---------------------------------------------------------------- JSON reader */
 
@@ -189,8 +190,8 @@ Test(timing, boost_window_throttles_the_makespan_past_it) {
   cr_assert_float_eq(r.schedule_us, 10, 1e-12);
   cr_assert_float_eq(r.throttle_us, 3, 1e-12);
   cr_assert_float_eq(r.time_us, 13.5, 1e-12);
-  cr_assert_float_eq(fm_timing_clocked(&c, 3), 3, 0); /* inside the window: as is */
-  cr_assert_float_eq(fm_timing_clocked(&c, 8), 10, 1e-12);
+  cr_assert_float_eq(fm_timing_clocked(&c, FM_CLOCK_BURST, 3), 3, 0); /* inside the window: as is */
+  cr_assert_float_eq(fm_timing_clocked(&c, FM_CLOCK_BURST, 8), 10, 1e-12);
   /* a window as long as the launch or longer: the boost clock throughout */
   for (c.boost_us = 10; c.boost_us <= 20; c.boost_us += 10) {
     r = one_cta(&c, 0, &w);
@@ -225,8 +226,10 @@ Test(timing, sustained_clock_throttles_the_whole_makespan) {
     cr_assert_float_eq(r.schedule_us, 10, 1e-12);
     cr_assert_float_eq(r.throttle_us, 5, 1e-12, "boost_us %g", c.boost_us);
     cr_assert_float_eq(r.time_us, 15.5, 1e-12);
-    cr_assert_float_eq(fm_timing_clocked_at(&c, FM_CLOCK_SUSTAINED, 3), 4.5, 1e-12);
-    cr_assert_float_eq(fm_timing_clocked_at(&c, FM_CLOCK_BURST, 3), fm_timing_clocked(&c, 3), 0);
+    cr_assert_float_eq(fm_timing_clocked(&c, FM_CLOCK_SUSTAINED, 3), 4.5, 1e-12);
+    /* the burst state of the same makespan: the window's map, whatever the length of the window */
+    cr_assert_float_eq(fm_timing_clocked(&c, FM_CLOCK_BURST, 3), 3 <= c.boost_us ? 3 : c.boost_us + 1.5 * (3 - c.boost_us),
+                       1e-12, "boost_us %g", c.boost_us);
   }
   /* no window in the profile: both states are the boost clock's time */
   c.throttle = 1;
@@ -246,6 +249,13 @@ Test(timing, clock_names_round_trip_and_bad_ones_are_refused) {
   cr_assert_eq(fm_clock_parse("boost", &c, &err), FM_EINVAL);
   cr_assert(strstr(err.msg, "burst") && strstr(err.msg, "sustained"), "%s", err.msg);
   cr_assert_eq(fm_clock_parse(NULL, &c, &err), FM_EINVAL);
+  /* the lookup behind it (fm_words.h): exact names only, a NULL word or table entry is none */
+  static const char *const names[] = {"skip", NULL, "dense"};
+  cr_assert_eq(fm_word_index("dense", names, 3), 2);
+  cr_assert_eq(fm_word_index("Dense", names, 3), -1);
+  cr_assert_eq(fm_word_index("dens", names, 3), -1);
+  cr_assert_eq(fm_word_index(NULL, names, 3), -1);
+  cr_assert_eq(fm_word_index("dense", names, 2), -1);
 }
 
 static fm_colmask *family(const char *name, int64_t S, int64_t B, int64_t H, uint64_t seed) {
@@ -318,7 +328,7 @@ Test(timing, boost_window_on_both_sides_of_it) {
     cr_assert_float_eq(r.schedule_us, plain[i].schedule_us, 0);
     cr_assert_float_eq(r.throttle_us, extra, 1e-9 * r.time_us);
     cr_assert_float_eq(r.time_us, plain[i].time_us + extra, 1e-12 * r.time_us);
-    cr_assert_float_eq(r.time_us, k[0] + fm_timing_clocked(&c, sched), 1e-9 * r.time_us);
+    cr_assert_float_eq(r.time_us, k[0] + fm_timing_clocked(&c, FM_CLOCK_BURST, sched), 1e-9 * r.time_us);
     fm_timing_work_free(&w[i]);
     fm_colmask_destroy(m[i]);
   }
