@@ -188,8 +188,9 @@ ncuphases() { # REPORT SASS_LIBRARY FUNCTION SOURCE NAME: the report's source pa
     ncu -i "$rep.ncu-rep" --page source --csv --print-source sass > "$OUT/$name-sass.csv" &&
     ncu -i "$rep.ncu-rep" --page raw --csv > "$OUT/$name-raw.csv" &&
     python3 bench/ncu_phases.py "$OUT/$name.sass" "$func" "$OUT/$name-sass.csv" --file "$(basename "$src")" \
-      --functions "$src" --json "$OUT/$name-phases.json" | tee "$OUT/$name-phases.txt"
-  local rc=$?
+      --functions "$src" --json "$OUT/$name-phases.json" > "$OUT/$name-phases.txt"
+  local rc=$? # (no pipe: fn's bash -c has no pipefail)
+  cat "$OUT/$name-phases.txt"
   rm -rf "$d" "$OUT/$name.sass"
   return $rc
 }
@@ -199,15 +200,17 @@ ncufwdmask() { # Nsight Compute on the first plain forward launch at 8K (the pap
   # 128) of each family in FM_NCU_FAMILIES, once per partial-tile mask method (the full mask once:
   # it has no partial tile), --set full with the source counters into $OUT/ncufwd-FAMILY-METHOD,
   # then its table by phase (issue 25: where a partial tile's cycles go)
-  local f m rc=0 fn
+  local f m rc=0 func
   for f in ${FM_NCU_FAMILIES:-random_eviction document full}; do
     for m in r2p slices; do
       [ "$f" = full ] && [ "$m" = slices ] && continue
       ncu --clock-control none --set full --import-source yes -k regex:fwd_kernel -c 1 -f \
         -o "$OUT/ncufwd-$f-$m" "$FMSIM" run --family "$f" --seqlen 8192 --batch 16 --heads 32 --kernel sm90 \
         --mask-method "$m" --warmup 0 --reps 1 --no-cupti --no-bytes --out "$OUT/ncufwd-$f-$m-trace" || { rc=1; continue; }
-      fn="_ZN4fm9010fwd_kernelILi128ELi0ELb0ELb1ELb1ELi$([ "$m" = r2p ] && echo 2 || echo 1)EEEvNS_6paramsE"
-      ncuphases "$OUT/ncufwd-$f-$m" "$FMSIM_CUDA_LIBRARY" "$fn" kernels/fm_sm90_fwd.cuh "ncufwd-$f-$m" || rc=1
+      # the plain skip kernel at head dim 128 (fwd_kernel<128, SKIP, !INSTR, OVERLAP, PINGPONG, MASK>,
+      # MASK 2 = R2P, 1 = slices); another instantiation makes ncu_phases say it finds no such function
+      func="_ZN4fm9010fwd_kernelILi128ELi0ELb0ELb1ELb1ELi$([ "$m" = r2p ] && echo 2 || echo 1)EEEvNS_6paramsE"
+      ncuphases "$OUT/ncufwd-$f-$m" "$FMSIM_CUDA_LIBRARY" "$func" kernels/fm_sm90_fwd.cuh "ncufwd-$f-$m" || rc=1
     done
   done
   return $rc
