@@ -64,9 +64,12 @@ static const char *help =
     "                       in flight, slowing the step beside them (default: the model's,\n"
     "                       docs/DESIGN.md, \"The exchange model\"; 0: none)\n"
     "  --mem-gib X          memory per GPU the exchange may use, GiB (default 120)\n"
-    "  --clock C            sustained (default: launches back to back, the clock the power limit\n"
-    "                       sets, what cp-run times) or burst (a launch apart: the profile's boost\n"
-    "                       window from its start, what fmsim predict gives by default)\n"
+    "  --clock C            auto (default): the all-gather's launches at the burst clock (each\n"
+    "                       follows the all-gather, the SMs idle: a launch apart, the profile's\n"
+    "                       boost window from its start), the one-GPU time, the ranks' compute and\n"
+    "                       the ring's steps at the sustained clock (launches back to back, the\n"
+    "                       clock the power limit sets; as cp-run times them); burst or sustained:\n"
+    "                       everything in that state (docs/DESIGN.md, \"The exchange model\")\n"
     "  --json               one JSON object on stdout instead of the tables\n"
     "  -o, --output FILE    also draw the plan (.png, .svg or .pdf): per sharding the tile grid\n"
     "                       coloured by owner and the ranks' work as bars\n"
@@ -130,7 +133,7 @@ static void print_header(const plan_opts *o, const fm_colmask *m, const fm_gpu_p
   else printf("no backward");
   printf("; boundaries at multiples of %d rows\n", s->granule);
   printf("profile   %s: %s, measured %s; %s clock (--clock)\n", prof->name, prof->gpu, prof->date,
-         fm_clock_name(s->clock));
+         fm_cp_clock_name(s->clock, s->allgather_clock));
   printf("one GPU   forward %.3f ms", s->one_gpu_ms[FM_CP_FWD]);
   if (!isnan(s->one_gpu_ms[FM_CP_BWD])) printf(" + backward %.3f ms", s->one_gpu_ms[FM_CP_BWD]);
   else printf(" (no backward fit in the profile)");

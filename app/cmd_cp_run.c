@@ -493,12 +493,13 @@ static void gpu_print(const run_ctx *c, const fm_cp_gpu_result *g) {
     int64_t s = rk->pass[0].bytes_sent + rk->pass[1].bytes_sent, r = rk->pass[0].bytes_recv + rk->pass[1].bytes_recv;
     printf(" %10.1f %10.1f\n", (double)s / (1 << 20), (double)r / (1 << 20));
   }
-  printf("predicted compute / measured compute per rank (profile %s, %s clock):", c->prof->name,
-         fm_clock_name(c->sum->clock));
+  printf("predicted compute / measured compute per rank (profile %s, %s clock, %s):", c->prof->name,
+         fm_cp_clock_name(c->sum->clock, c->sum->allgather_clock), fm_cp_exchange_name(c->x));
   for (int32_t k = 0; k < g->ranks; k++) {
     const fm_cp_gpu_rank *rk = &g->rank[k];
     double meas = rk->pass[0].compute_ms + (c->o->both ? rk->pass[1].compute_ms : 0);
-    double pred = c->o->both ? c->sp->ranks[k].compute_ms : c->sp->ranks[k].ms[0];
+    const fm_cp_cost *pc = &c->sp->ranks[k].cost[c->x]; /* the exchange's compute stream */
+    double pred = pc->compute_ms[FM_CP_FWD] + (c->o->both ? pc->compute_ms[FM_CP_BWD] : 0);
     printf(" %.3f", pred / meas);
   }
   double step = g->step_ms[0] + (c->o->both ? g->step_ms[1] : 0);

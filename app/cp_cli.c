@@ -13,7 +13,8 @@ void cp_cli_init(cp_cli_opts *o) {
   timing_mask_init(&o->src);
   o->head_dim = 128;
   o->kernel = FM_KERNEL_AUTO;
-  o->clock = FM_CLOCK_SUSTAINED; /* a step of training: launches back to back, as cp-run times */
+  o->clock = FM_CLOCK_SUSTAINED; /* --clock auto: a step of training as cp-run times it */
+  o->allgather_clock = FM_CLOCK_BURST;
 }
 
 /* A positive number in (0, hi]. */
@@ -61,7 +62,7 @@ int cp_cli_opt(const char *cmd, cp_cli_opts *o, int opt, const char *arg) {
     return 1;
   }
   case CP_O_CLOCK:
-    if (fm_clock_parse(arg, &o->clock, &err) == FM_OK) return 1;
+    if (fm_cp_clock_parse(arg, &o->clock, &o->allgather_clock, &err) == FM_OK) return 1;
     cli_error(cmd, "--clock: %s", err.msg);
     return -1;
   case CP_O_SHARDING:
@@ -112,7 +113,7 @@ fm_cp_plan *cp_cli_plan(const char *cmd, const cp_cli_opts *o, const fm_colmask 
                       .exact = o->exact, .kernel = o->kernel, .head_dim = (int32_t)o->head_dim,
                       .batch = o->src.mask.batch, .heads = o->src.mask.heads, .profile = prof,
                       .link_gbs = o->link_gbs, .link_us = o->link_us, .comm_sm_frac = o->comm_sm_frac,
-                      .clock = o->clock, .mem_budget = (int64_t)(o->mem_gib * (double)(1 << 30))};
+                      .clock = o->clock, .allgather_clock = o->allgather_clock, .mem_budget = (int64_t)(o->mem_gib * (double)(1 << 30))};
   fm_cp_plan *plan = NULL;
   fm_err err;
   if (fm_cp_plan_create(m, &co, &plan, &err) != FM_OK) cli_error(cmd, "%s", err.msg);

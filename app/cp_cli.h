@@ -24,7 +24,7 @@ typedef struct cp_cli_opts {
   const char *gpu;          /* --gpu PROFILE (NULL: the kernel's default) */
   double link_gbs, link_us, mem_gib; /* 0: the plan's defaults */
   double comm_sm_frac;      /* --comm-sms: 0 the plan's default, negative none */
-  fm_clock clock;           /* --clock: SUSTAINED by default (what cp-run times) */
+  fm_clock clock, allgather_clock; /* --clock: auto by default (fm_cp_clock_parse) */
 } cp_cli_opts;
 
 /* Option values of the plan's options, above every other command's. */

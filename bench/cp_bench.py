@@ -83,12 +83,16 @@ def status_of(error: str) -> str:
 
 def plan_summary(doc: dict) -> dict:
     """What the table and the estimates need of one `fmsim cp-plan --json`."""
+    def exchange(s, x, c):
+        """Its step, and each rank's compute as cp-run measures it on that exchange (fmsim cp-plan's
+        compute_fwd_ms, compute_bwd_ms: the all-gather's launch, the ring's step windows)."""
+        rk = [r["exchanges"][x] for r in s["ranks"]]
+        return dict({k: c[k] for k in ("fwd_ms", "bwd_ms", "step_ms", "fits")},
+                    rank_fwd_ms=[r["compute_fwd_ms"] for r in rk],
+                    rank_compute_ms=[r["compute_fwd_ms"] + r["compute_bwd_ms"] for r in rk])
     return dict(profile=doc["profile"]["name"], clock=doc.get("clock", "burst"), one_gpu=doc["one_gpu"],
                 shardings={s["name"]: dict(exchange=s["exchange"], efficiency=s["efficiency_exchange"],
-                                           exchanges={x: {k: c[k] for k in ("fwd_ms", "bwd_ms", "step_ms", "fits")}
-                                                      for x, c in s["exchanges"].items()},
-                                           rank_fwd_ms=[r["fwd_ms"] for r in s["ranks"]],
-                                           rank_compute_ms=[r["compute_ms"] for r in s["ranks"]])
+                                           exchanges={x: exchange(s, x, c) for x, c in s["exchanges"].items()})
                            for s in doc["shardings"]})
 
 

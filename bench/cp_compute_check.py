@@ -6,10 +6,11 @@ the compute stream's step windows summed (kernels/fm_cp_gpu.cu: all-gather one l
 ring one launch a step with its merge or dQ sum, beside the NCCL groups of the comm stream).
 Two predictions per rank:
 
-  launch    the rank's `compute_ms` (`fwd_ms` for a forward-only run): one launch a pass, what
-            bench/cp_table.py compares (the bar as recorded);
-  exchange  the exchange's `compute_fwd_ms` (+ `compute_bwd_ms`): what cp-plan now says the
-            executor's compute stream runs (docs/DESIGN.md, "The exchange model").
+  launch    the rank's `compute_ms` (`fwd_ms` for a forward-only run): one launch a pass at the
+            plan's compute clock, whatever the exchange;
+  exchange  the exchange's `compute_fwd_ms` (+ `compute_bwd_ms`): what cp-plan says the
+            executor's compute stream runs (docs/DESIGN.md, "The exchange model"), what
+            bench/cp_table.py compares (the bar).
 
 Reads cp_bench.py's files (records with `rank_compute_ms`) and cp-run's own JSON collected
 in an "fmsim-cp-runs" file (`runs`: cp-run --json per call); runs `fmsim cp-plan` once per

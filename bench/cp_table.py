@@ -94,7 +94,7 @@ def against_torch(doc, fam, S, P, pass_):
 
 
 def compute_ratios(doc, r) -> list:
-    """Each rank's measured compute time over cp-plan's prediction for it."""
+    """Each rank's measured compute time over cp-plan's prediction for it on the record's exchange."""
     plans = doc.get("plans_by_run", {}).get(run_of(r), doc["plans"])
     plan = plans.get(f"{r['family']}:{r['seqlen']}:{r['ranks']}")
     if ms(r) is None or not r.get("rank_compute_ms") or not plan or "error" in plan:
@@ -103,8 +103,8 @@ def compute_ratios(doc, r) -> list:
         g = plan["one_gpu"]
         pred = [g["fwd_ms"] if r["pass"] == "fwd" else g["total_ms"]]
     else:
-        s = plan["shardings"][r["sharding"]]
-        pred = s["rank_fwd_ms"] if r["pass"] == "fwd" else s["rank_compute_ms"]
+        x = plan["shardings"][r["sharding"]]["exchanges"][r["exchange"]]
+        pred = x["rank_fwd_ms"] if r["pass"] == "fwd" else x["rank_compute_ms"]
     return [m / p for m, p in zip(r["rank_compute_ms"], pred)]
 
 
@@ -250,14 +250,21 @@ def torch_table(doc) -> list:
 
 def run_sets(doc) -> list:
     return doc.get("run_sets") or [dict(commit=doc.get("commit"), date=doc.get("date"), commands=doc["commands"],
-                                        seqlens=seqlens(doc))]
+                                        seqlens=seqlens(doc), plans=plans_note(doc))]
+
+
+def plans_note(doc) -> str:
+    """Whose predictions a file's plans are: the profile, the clock, and the --replan that made them."""
+    ps = [p for p in doc["plans"].values() if "profile" in p]
+    profiles = sorted({p["profile"] for p in ps}) or ["?"]
+    clocks = sorted({p.get("clock", "burst") for p in ps}) or ["burst"]
+    by = doc.get("plans_by")
+    return (f"`fmsim cp-plan` on the {', '.join(profiles)} profile, {' and '.join(clocks)} clock"
+            + (f" (plans computed again after the run, fmsim {by['commit'] or '?'}: `{by['command']}`)" if by else ""))
 
 
 def header(doc) -> list:
     d = doc["device"]
-    profile = next((p["profile"] for p in doc["plans"].values() if "profile" in p), "?")
-    clocks = sorted({p.get("clock", "burst") for p in doc["plans"].values() if "profile" in p})
-    replanned = doc.get("plans_by")  # cp_bench.py --replan's note (combine keeps the first file's)
     sets = run_sets(doc)
     if len(sets) == 1:
         rs = sets[0]
@@ -272,6 +279,7 @@ def header(doc) -> list:
             runs.append(f"  {k + 1}. S = {', '.join(str(S) for S in rs['seqlens'])}: commit {rs['commit'] or '?'}"
                         + f", {rs.get('date') or 'date not recorded'}; "
                         + "; ".join(f"`{c}`" for c in rs["commands"]) + ".")
+            runs.append(f"     Predictions: {rs['plans']}.")
     return [
         f"# fmsim's context parallelism on {d['count']} GPUs: scaling, cp-plan's prediction, "
         "PyTorch's context_parallel",
@@ -288,9 +296,8 @@ def header(doc) -> list:
         f"of {doc['protocol']['sustain_s']} s in all, L2 flushed, every rank launching together after a "
         "barrier, the step the slowest rank's; its burst figures and the clocks per rank are in the JSON.",
         f"- **Shape**: self-attention, B = 1, H = {doc['heads']}, D = {doc['head_dim']}, bf16; predictions: "
-        f"`fmsim cp-plan` on the {profile} profile, {' and '.join(clocks) or 'burst'} clock"
-        + (f" (plans computed again after the run: `{replanned['command']}`)" if replanned else "")
-        + ". Efficiency = T1 / (P x TP), T1 the one-GPU time of the same pass.",
+        + (plans_note(doc) if len(sets) == 1 else "each run set's, above")
+        + ". Efficiency = T1 / (P x TP), T1 the one-GPU time of the same pass (and run set).",
         ""]
 
 
@@ -323,7 +330,8 @@ def combine(docs: list, files: list = None) -> dict:
         out["plans"].update(d["plans"])
         out["plans_by_run"][k] = d["plans"]
         out["run_sets"].append(dict(commit=d.get("commit"), date=d.get("date"), commands=d["commands"],
-                                    seqlens=seqlens(d), file=files[k] if files else None))
+                                    seqlens=seqlens(d), file=files[k] if files else None,
+                                    plans=plans_note(d)))
     return out
 
 

@@ -136,7 +136,11 @@ void fm_cp_plan_json(const fm_cp_plan *p, struct fm_json *j) {
   fm_json_object(j, "tiles");
   for (int k = 0; k < FM_CP_NPASSES; k++) counts_json(j, pass_key[k], &s->tiles[k], s->br[k], s->bc[k]);
   fm_json_end(j);
-  fm_json_string(j, "clock", fm_clock_name(s->clock));
+  fm_json_string(j, "clock", fm_cp_clock_name(s->clock, s->allgather_clock));
+  fm_json_object(j, "clocks");
+  fm_json_string(j, "compute", fm_clock_name(s->clock));
+  fm_json_string(j, "allgather", fm_clock_name(s->allgather_clock));
+  fm_json_end(j);
   fm_json_object(j, "one_gpu");
   fm_json_double(j, "fwd_ms", s->one_gpu_ms[FM_CP_FWD]);
   fm_json_double(j, "bwd_ms", s->one_gpu_ms[FM_CP_BWD]);

@@ -339,6 +339,7 @@ typedef struct eval_ctx {
   int32_t *pre;           /* (tr + 1,) the rank's row tiles below each row tile */
   double *vis[FM_CP_NPASSES]; /* (P,) visited tiles of the rank on each source rank's keys */
   double relaunch_us[FM_CP_NPASSES]; /* the rank's: one more launch over its rows (ring_relaunch_us) */
+  double *ag_ms[FM_CP_NPASSES]; /* (P,) each rank's pass at the all-gather's clock (NaN: no time) */
   int64_t *src_rows;      /* (P,) K/V rows the rank receives from each source */
   int32_t *src_segs, *src_runs; /* (P,) its segments needed, their runs in the source's storage */
   fm_cp_model_src *src;   /* every rank's sources in ring order (the exchange model) ... */
@@ -501,7 +502,7 @@ static fm_status rank_pass(eval_ctx *e, int32_t r, int pass, fm_err *err) {
   const fm_cp_plan *p = e->p;
   const pass_data *pd = &p->pass[pass];
   fm_cp_rank *rk = &e->out[r];
-  rk->ms[pass] = NAN;
+  rk->ms[pass] = e->ag_ms[pass][r] = NAN;
   e->relaunch_us[pass] = 0;
   if (!pd->present) return FM_OK;
   int32_t tr_r = rank_row_tiles(e, pd, r);
@@ -529,6 +530,8 @@ static fm_status rank_pass(eval_ctx *e, int32_t r, int pass, fm_err *err) {
     fm_timing_result res;
     st = fm_timing_predict(prof, &w, &pb, &res, err);
     rk->ms[pass] = res.time_us / 1e3;
+    e->ag_ms[pass][r] = fm_timing_time_in(fm_profile_coef(prof, pb.pass, pb.head_dim), p->sum.allgather_clock,
+                                          &res) / 1e3;
     e->relaunch_us[pass] = ring_relaunch_us(e, pass, rk->rows, &res);
   }
   fm_timing_work_free(&w);
@@ -667,10 +670,11 @@ static fm_status keep_steps(fm_cp_plan *p, eval_ctx *e, fm_cp_sharding sh, doubl
   return FM_OK;
 }
 
-/* A rank's compute as cp-run measures it, per exchange and pass. */
-static void rank_compute(fm_cp_rank *rk) {
+/* Rank r's compute as cp-run measures it, per exchange and pass. */
+static void rank_compute(const eval_ctx *e, int32_t r) {
+  fm_cp_rank *rk = &e->out[r];
   for (int pass = 0; pass < FM_CP_NPASSES; pass++) {
-    rk->cost[FM_CP_ALLGATHER].compute_ms[pass] = rk->ms[pass];
+    rk->cost[FM_CP_ALLGATHER].compute_ms[pass] = e->ag_ms[pass][r];
     double t = isnan(rk->ms[pass]) ? NAN : 0;
     for (int32_t i = 0; i < rk->nsteps; i++) t += rk->steps[i].ring_ms[pass];
     rk->cost[FM_CP_RING].compute_ms[pass] = t;
@@ -690,8 +694,8 @@ static fm_status exchange_costs(fm_cp_plan *p, eval_ctx *e, fm_cp_sharding sh, f
   for (int32_t r = 0; r < P; r++) rank_memory(e, r);
   for (int pass = 0; st == FM_OK && pass < FM_CP_NPASSES; pass++) {
     int times = 1;
-    for (int32_t r = 0; r < P; r++) {
-      comp[r] = e->out[r].ms[pass] * 1e3;
+    for (int32_t r = 0; r < P; r++) { /* the all-gather's launches: at its clock */
+      comp[r] = e->ag_ms[pass][r] * 1e3;
       times &= !isnan(comp[r]);
     }
     if (times) step_us[pass] = buf + pass * e->nsrc;
@@ -704,7 +708,7 @@ static fm_status exchange_costs(fm_cp_plan *p, eval_ctx *e, fm_cp_sharding sh, f
   }
   if (st == FM_OK) st = keep_steps(p, e, sh, step_us, err);
   for (int32_t r = 0; st == FM_OK && r < P; r++) {
-    rank_compute(&e->out[r]);
+    rank_compute(e, r);
     for (int x = 0; x < FM_CP_NEXCHANGES; x++) {
       fm_cp_cost *c = &e->out[r].cost[x];
       c->step_ms = isnan(e->out[r].compute_ms) ? NAN : 0;
@@ -726,6 +730,7 @@ static void eval_free(eval_ctx *e) {
   for (int k = 0; k < FM_CP_NPASSES; k++) {
     free(e->kseg[k]);
     free(e->vis[k]);
+    free(e->ag_ms[k]);
   }
   free(e->pre);
   free(e->src_rows);
@@ -758,8 +763,9 @@ static fm_status eval_init(eval_ctx *e, fm_err *err) {
   for (int k = 0; k < FM_CP_NPASSES; k++) {
     const pass_data *pd = &p->pass[k];
     e->vis[k] = calloc((size_t)P, sizeof *e->vis[k]);
+    e->ag_ms[k] = calloc((size_t)P, sizeof *e->ag_ms[k]);
     e->kseg[k] = pd->present ? malloc(sizeof *e->kseg[k] * (size_t)pd->tc) : NULL;
-    ok = ok && e->vis[k] && (!pd->present || e->kseg[k]);
+    ok = ok && e->vis[k] && e->ag_ms[k] && (!pd->present || e->kseg[k]);
     if (pd->present && pd->tr > maxtr) maxtr = pd->tr;
     for (int32_t ct = 0, s = 0; ok && pd->present && ct < pd->tc; ct++) {
       while ((int64_t)ct * pd->bc >= e->segs[s].row1) s++;
@@ -881,6 +887,25 @@ static int64_t gcd64(int64_t a, int64_t b) {
 
 static int64_t lcm64(int64_t a, int64_t b) { return a && b ? a / gcd64(a, b) * b : (a ? a : b); }
 
+fm_status fm_cp_clock_parse(const char *text, fm_clock *clock, fm_clock *allgather_clock, fm_err *err) {
+  if (text && !strcmp(text, "auto")) {
+    *clock = FM_CLOCK_SUSTAINED;
+    *allgather_clock = FM_CLOCK_BURST;
+    return FM_OK;
+  }
+  fm_clock c;
+  if (fm_clock_parse(text, &c, NULL) != FM_OK)
+    return fm_fail(err, FM_EINVAL, "clock '%s': expected auto (the all-gather's launches at the burst clock, "
+                   "the rest sustained), burst or sustained", text ? text : "");
+  *clock = *allgather_clock = c;
+  return FM_OK;
+}
+
+const char *fm_cp_clock_name(fm_clock clock, fm_clock allgather_clock) {
+  if (clock == allgather_clock) return fm_clock_name(clock);
+  return clock == FM_CLOCK_SUSTAINED && allgather_clock == FM_CLOCK_BURST ? "auto" : "mixed";
+}
+
 /* Options, the kernel and its tiles, the granule and the chunk into p->sum. */
 static fm_status plan_setup(fm_cp_plan *p, const fm_colmask *m, const fm_cp_options *o, fm_err *err) {
   fm_cp_summary *s = &p->sum;
@@ -900,6 +925,10 @@ static fm_status plan_setup(fm_cp_plan *p, const fm_colmask *m, const fm_cp_opti
   if (o->comm_sm_frac >= 1)
     return fm_fail(err, FM_EINVAL, "the SMs NCCL holds, %g of the GPU: expected less than 1", o->comm_sm_frac);
   s->clock = o->clock;
+  s->allgather_clock = o->allgather_clock;
+  if ((unsigned)s->clock > FM_CLOCK_SUSTAINED || (unsigned)s->allgather_clock > FM_CLOCK_SUSTAINED)
+    return fm_fail(err, FM_EINVAL, "clock states %d, %d: expected burst (0) or sustained (1)", (int)s->clock,
+                   (int)s->allgather_clock);
   s->comm_sm_frac = o->comm_sm_frac > 0 ? o->comm_sm_frac : o->comm_sm_frac < 0 ? 0 : FM_CP_DEFAULT_COMM_SM_FRAC;
   s->mem_budget = o->mem_budget > 0 ? o->mem_budget : FM_CP_DEFAULT_MEM_BUDGET;
   s->kv_row_bytes = s->heads * s->head_dim * 2 * 2 * s->batch;

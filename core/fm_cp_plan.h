@@ -145,9 +145,21 @@ typedef struct fm_cp_options {
                              group is in flight, < 1; 0: FM_CP_DEFAULT_COMM_SM_FRAC;
                              negative: none (fm_cp_model's comm_sm_frac) */
   int64_t mem_budget;     /* bytes per GPU; 0: FM_CP_DEFAULT_MEM_BUDGET */
-  fm_clock clock;         /* the clock state of every predicted time (fm_timing.h): BURST
-                             (zeroed), or SUSTAINED, what cp-run times (launches back to back) */
+  fm_clock clock;         /* the clock state (fm_timing.h) of the one-GPU time, the ranks'
+                             compute and the ring's steps: BURST (zeroed), or SUSTAINED,
+                             what cp-run times (launches back to back) */
+  fm_clock allgather_clock; /* the state of the all-gather's launches. Each follows an
+                             all-gather during which the rank's SMs idle, so it starts at the
+                             boost clock as a launch apart does: fmsim's default (--clock
+                             auto) is BURST here and SUSTAINED above (docs/DESIGN.md, "The
+                             exchange model": measured on 2 and 4 H200s) */
 } fm_cp_options;
+
+/* --clock's words: "auto" (clock SUSTAINED, allgather_clock BURST), "burst" or
+ * "sustained" (both); FM_EINVAL naming them otherwise. */
+fm_status fm_cp_clock_parse(const char *text, fm_clock *clock, fm_clock *allgather_clock, fm_err *err);
+/* The word of a pair: "auto", "burst", "sustained", or "mixed". Static storage. */
+const char *fm_cp_clock_name(fm_clock clock, fm_clock allgather_clock);
 
 /* Rows [row0, row1) of queries and of K/V, owned by rank. */
 typedef struct fm_cp_segment {
@@ -158,9 +170,9 @@ typedef struct fm_cp_segment {
 typedef struct fm_cp_cost {
   double ms[FM_CP_NPASSES]; /* the pass with its exchange: compute, waits, sends */
   double compute_ms[FM_CP_NPASSES]; /* what cp-run measures as the pass's compute: the compute
-                                       stream's step windows summed (all-gather: the launch;
-                                       ring: every step with its merge or dQ sum, stretched
-                                       by the NCCL groups beside it) */
+                                       stream's step windows summed (all-gather: the launch,
+                                       at allgather_clock; ring: every step with its merge or
+                                       dQ sum, stretched by the NCCL groups beside it) */
   double step_ms;           /* ms[FWD] + ms[BWD] */
   int64_t mem_bytes;        /* peak per GPU: its own tensors plus the exchange's buffers */
 } fm_cp_cost;
@@ -224,7 +236,7 @@ typedef struct fm_cp_summary {
   int32_t br[FM_CP_NPASSES], bc[FM_CP_NPASSES]; /* the kernel's tiles; 0 x 0: no backward */
   fm_tile_counts tiles[FM_CP_NPASSES]; /* the whole mask (fm_classify's counts) */
   int have_times;                      /* a profile was given */
-  fm_clock clock;                      /* of the predicted times (fm_cp_options.clock) */
+  fm_clock clock, allgather_clock;     /* of the predicted times (fm_cp_options) */
   double one_gpu_ms[FM_CP_NPASSES];    /* fm_timing_predict of the whole mask (NaN: none) */
   double one_gpu_total_ms;             /* the sum of those predicted */
   int64_t kv_row_bytes;                /* one K/V row: heads x head_dim x 2 (bf16) x 2 (K, V) x batch */

@@ -203,7 +203,11 @@ static void item_features(const fm_timing_work *w, const fm_timing_problem *pb, 
     visited = considered;
   }
   memset(f, 0, sizeof(double) * FM_TIMING_NFEAT);
-  f[F_ITEM] = 1;
+  /* an item with no visited tile takes both kernels' F_EMPTY path (kernels/fm_sm90_fwd.cuh,
+     fm_sm90_bwd.cuh: zeros stored, no load, no pipeline): its classification only, not
+     item_us, which the fit learns from items that compute (a rank's backward in `fmsim
+     cp-plan` has mostly such items: docs/DESIGN.md, "The exchange model") */
+  f[F_ITEM] = visited > 0;
   f[F_CONSIDERED] = considered;
   f[F_UNMASKED] = (double)(visited - partial);
   f[w->causal && !pb->full_mask ? F_PARTIAL_CAUSAL : F_PARTIAL] = (double)partial;
@@ -281,6 +285,11 @@ double fm_timing_clocked(const fm_timing_coef *c, fm_clock clock, double makespa
   if (clock == FM_CLOCK_SUSTAINED) return c->throttle * makespan_us;
   if (!(makespan_us > c->boost_us)) return makespan_us;
   return c->boost_us + c->throttle * (makespan_us - c->boost_us);
+}
+
+double fm_timing_time_in(const fm_timing_coef *c, fm_clock clock, const fm_timing_result *r) {
+  double clocked = fm_timing_clocked(c, clock, r->schedule_us);
+  return r->launch_us + (r->floor_us > clocked ? r->floor_us : clocked);
 }
 
 static const char *const clock_names[] = {[FM_CLOCK_BURST] = "burst", [FM_CLOCK_SUSTAINED] = "sustained"};
@@ -388,9 +397,9 @@ fm_status fm_timing_predict_coef(const fm_timing_coef *c, fm_kernel_id kernel, i
   out->throttle_us = fm_timing_clocked(c, pb->clock, out->schedule_us) - out->schedule_us;
   out->bytes = floor_bytes(w, pb);
   out->floor_us = hbm_gbs > 0 ? out->bytes / (hbm_gbs * 1e3) : 0;
-  double clocked = out->schedule_us + out->throttle_us;
-  if (out->floor_us > clocked) memset(out->critical + 1, 0, sizeof(double) * (FM_TIMING_NFEAT - 1));
-  out->time_us = out->launch_us + (out->floor_us > clocked ? out->floor_us : clocked);
+  if (out->floor_us > out->schedule_us + out->throttle_us)
+    memset(out->critical + 1, 0, sizeof(double) * (FM_TIMING_NFEAT - 1));
+  out->time_us = fm_timing_time_in(c, pb->clock, out);
   out->br = w->br;
   out->bc = w->bc;
   tile_totals(w, pb, out);

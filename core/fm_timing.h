@@ -15,7 +15,12 @@
  * item_us is the fixed part (Q load, pipeline prologue, epilogue, O and LSE
  * stores); key_tile_us is what a MASKED tile costs (its classification);
  * partial tiles of causal masks cost more than those of bidirectional ones
- * (the kernel folds the causal triangle into the element test).
+ * (the kernel folds the causal triangle into the element test). An item with
+ * no visited tile pays no item_us: both sm90 kernels end it at once (their
+ * F_EMPTY path stores zeros). The calibration's masks have almost none; a
+ * rank's share of a mask (fmsim cp-plan) has many: without this, 4 ranks'
+ * backward at 128K tokens was predicted 15-25% slow (2026-11-27, 4 H200s,
+ * bench/results/cp-scaling.md).
  *
  * Schedule (fm_sched, per kernel: fm_timing_kernel_sched):
  *   FM_SCHED_GRID (sm80): grid (Tr, B*H), blockIdx.x reversed so that the
@@ -247,6 +252,11 @@ typedef struct fm_timing_result {
  * dense variant; FM_EINVAL when the sets do not fit B and H. */
 fm_status fm_timing_predict(const fm_gpu_profile *prof, const fm_timing_work *w,
                             const fm_timing_problem *pb, fm_timing_result *out, fm_err *err);
+
+/* The time of r, a prediction with coefficients c, in clock state `clock` (whatever
+ * state r was predicted in): launch_us + max(clocked(schedule_us), floor_us), what
+ * r->time_us is in r's own state. `fmsim cp-plan` prices one rank's launch in two states. */
+double fm_timing_time_in(const fm_timing_coef *c, fm_clock clock, const fm_timing_result *r);
 
 /* The same with explicit coefficients (no profile): what the fit iterates. */
 fm_status fm_timing_predict_coef(const fm_timing_coef *c, fm_kernel_id kernel, int32_t sms,

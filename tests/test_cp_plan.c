@@ -590,6 +590,51 @@ Test(cp_plan, ring_extra_work_from_sizes_and_profile) {
   fm_colmask_destroy(m);
 }
 
+Test(cp_plan, the_allgather_clock_prices_the_allgather_alone) {
+  /* --clock auto: the all-gather's launches in the burst state, all else sustained. The
+   * one-GPU time, the ranks' compute and the ring are the all-sustained plan's; the
+   * all-gather's compute is the all-burst plan's; and the profile's window makes them
+   * differ where the profile has a window (8K causal_document, 3 ranks: launches of
+   * 0.1-3 ms, inside it) */
+  fm_colmask *m = family("causal_document", 8192, NULL);
+  fm_clock st[3][2] = {{FM_CLOCK_SUSTAINED, FM_CLOCK_BURST}, {FM_CLOCK_SUSTAINED, FM_CLOCK_SUSTAINED},
+                       {FM_CLOCK_BURST, FM_CLOCK_BURST}};
+  fm_cp_plan *p[3];
+  for (int k = 0; k < 3; k++) {
+    fm_cp_options o = {.ranks = 3, .chunk = 512, .kernel = FM_KERNEL_SM90, .profile = profile(),
+                       .clock = st[k][0], .allgather_clock = st[k][1]};
+    cr_assert_eq(fm_cp_plan_create(m, &o, &p[k], NULL), FM_OK);
+  }
+  const fm_cp_summary *a = fm_cp_plan_summary(p[0]), *s = fm_cp_plan_summary(p[1]);
+  cr_assert_eq(a->allgather_clock, FM_CLOCK_BURST);
+  cr_assert_str_eq(fm_cp_clock_name(a->clock, a->allgather_clock), "auto");
+  cr_assert_float_eq(a->one_gpu_total_ms, s->one_gpu_total_ms, 0);
+  for (int sh = 0; sh < FM_CP_NSHARDINGS; sh++)
+    for (int32_t r = 0; r < 3; r++)
+      for (int k = 0; k < FM_CP_NPASSES; k++) {
+        const fm_cp_rank *ra = &sharding(p[0], (fm_cp_sharding)sh)->ranks[r];
+        const fm_cp_rank *rs = &sharding(p[1], (fm_cp_sharding)sh)->ranks[r];
+        const fm_cp_rank *rb = &sharding(p[2], (fm_cp_sharding)sh)->ranks[r];
+        cr_assert_float_eq(ra->ms[k], rs->ms[k], 0);
+        cr_assert_float_eq(ra->cost[FM_CP_RING].compute_ms[k], rs->cost[FM_CP_RING].compute_ms[k], 0);
+        cr_assert_float_eq(ra->cost[FM_CP_ALLGATHER].compute_ms[k], rb->cost[FM_CP_ALLGATHER].compute_ms[k], 0);
+        if (k == FM_CP_FWD) /* this profile's forward has a window (1.1x past 6 ms), its backward none */
+          cr_assert_lt(ra->cost[FM_CP_ALLGATHER].compute_ms[k], rs->cost[FM_CP_ALLGATHER].compute_ms[k] / 1.05,
+                       "%s rank %d", fm_cp_sharding_name(sh), r);
+      }
+  for (int k = 0; k < 3; k++) fm_cp_plan_destroy(p[k]);
+  fm_colmask_destroy(m);
+  fm_clock c, g;
+  cr_assert_eq(fm_cp_clock_parse("auto", &c, &g, NULL), FM_OK);
+  cr_assert(c == FM_CLOCK_SUSTAINED && g == FM_CLOCK_BURST);
+  cr_assert_eq(fm_cp_clock_parse("burst", &c, &g, NULL), FM_OK);
+  cr_assert(c == FM_CLOCK_BURST && g == FM_CLOCK_BURST);
+  fm_err err;
+  cr_assert_eq(fm_cp_clock_parse("fast", &c, &g, &err), FM_EINVAL);
+  cr_assert(strstr(err.msg, "expected auto"), "%s", err.msg);
+  cr_assert_str_eq(fm_cp_clock_name(FM_CLOCK_BURST, FM_CLOCK_SUSTAINED), "mixed");
+}
+
 /* The exchange a sharding plan should take by its own costs (fm_cp_plan.h):
  * the one that fits; both: the faster, the smaller memory within 1%; none:
  * the smaller memory. */

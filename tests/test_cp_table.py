@@ -20,13 +20,17 @@ M = 1048576
 
 
 def plan(one_gpu_fwd, one_gpu_total, shardings):
-    """A plan_summary(): shardings {name: (exchange, step_ms, rank_fwd_ms, rank_compute_ms)}."""
+    """A plan_summary(): shardings {name: (exchange, step_ms, rank_fwd_ms, rank_compute_ms)}, the
+    ranks' compute that exchange's; the other exchange's half of it (a table that compares a run
+    with the wrong exchange's prediction fails)."""
+    def ex(e, x, st, fw, cm):
+        k = 1 if e == x else 0.5
+        return dict(fwd_ms=st / 4, bwd_ms=3 * st / 4, step_ms=st, fits=True, rank_fwd_ms=[k * v for v in fw],
+                    rank_compute_ms=[k * v for v in cm])
     return dict(profile="h200-sm90", one_gpu=dict(fwd_ms=one_gpu_fwd, bwd_ms=one_gpu_total - one_gpu_fwd,
                                                   total_ms=one_gpu_total),
                 shardings={n: dict(exchange=x, efficiency=0.9,
-                                   exchanges={e: dict(fwd_ms=st / 4, bwd_ms=3 * st / 4, step_ms=st, fits=True)
-                                              for e in ("allgather", "ring")},
-                                   rank_fwd_ms=fw, rank_compute_ms=cm)
+                                   exchanges={e: ex(e, x, st, fw, cm) for e in ("allgather", "ring")})
                            for n, (x, st, fw, cm) in shardings.items()})
 
 
@@ -151,7 +155,7 @@ class RunSets(unittest.TestCase):
     def second(self):
         K = 131072
         recs = [fm("causal_document", 1, "-", "-", "both", 100.0, [110.0]),     # 110 / 100 = 1.10
-                fm("causal_document", 4, "mask-aware", "allgather", "both", 40.0, [30.0, 30.0, 30.0, 30.0]),
+                fm("causal_document", 4, "mask-aware", "allgather", "both", 40.0, [15.0, 15.0, 15.0, 15.0]),
                 fm("causal_document", 4, "mask-aware", "ring", "both", 50.0, [45.0, 45.0, 45.0, 48.0])]
         for r in recs:
             r["seqlen"] = K
@@ -162,11 +166,17 @@ class RunSets(unittest.TestCase):
                     torch="", plans=plans, records=recs)
 
     def test_combined(self):
-        doc = cp_table.combine([synthetic(), self.second()], ["a.json", "b.json"])
+        second = dict(self.second(), plans_by=dict(commit="0123abc", command="bench/cp_bench.py --replan --out y"))
+        doc = cp_table.combine([synthetic(), second], ["a.json", "b.json"])
         md = cp_table.render(doc)
         self.assertIn("(this table: `python3 bench/cp_table.py a.json b.json`)", md)
         self.assertIn("1. S = 1048576: commit abc1234, date not recorded; `python3 bench/cp_bench.py --out x`.", md)
         self.assertIn("2. S = 131072: commit def5678, 2026-11-27; `python3 bench/cp_bench.py --out y`.", md)
+        # each run set says whose predictions its plans are: the second was planned again
+        self.assertIn("     Predictions: `fmsim cp-plan` on the h200-sm90 profile, burst clock.\n  2.", md)
+        self.assertIn("     Predictions: `fmsim cp-plan` on the h200-sm90 profile, burst clock (plans computed again "
+                      "after the run, fmsim 0123abc: `bench/cp_bench.py --replan --out y`).", md)
+        self.assertIn("predictions: each run set's, above.", md)
         self.assertIn("torch 2.11.0 (the peer)", md)  # the first file's peer, not the second's ""
         self.assertLess(md.index("## S = 131072"), md.index("## S = 1048576"))
         # the efficiency per length at P = 4: 100 / (4 x 40) = 62.5% (allgather, the faster);
@@ -175,7 +185,8 @@ class RunSets(unittest.TestCase):
         self.assertEqual(row, "| causal_document | 62.5% (mask-aware, allgather) | 95.2% (mask-aware, ring) |")
         self.assertIn("| full | - | - |", md)  # full has P = 2 alone
         bars = {item: (n, v) for item, n, v in cp_table.bars(doc)}
-        # compute / plan at 131072: 30/30 (x 4), 45/30 = 1.5 (x 3), 48/30 = 1.6, the one GPU 110/100:
+        # compute / plan at 131072: all-gather 15/15 (x 4; the plan's all-gather compute, half the
+        # ring's), ring 45/30 = 1.5 (x 3), 48/30 = 1.6, the one GPU 110/100:
         # 5 of 9 within, the worst rank 3 of the ring
         self.assertEqual(bars["cp-plan predicts each rank's measured compute time within 15% (S = 131072)"],
                          ("worst 1.600 (`fmsim:causal_document:131072:4:mask-aware:ring:both`, rank 3); "
@@ -244,13 +255,20 @@ class Bench(unittest.TestCase):
 
     def test_plan_summary(self):
         x = dict(fwd_ms=1.0, bwd_ms=2.0, step_ms=3.0, memory_bytes=5, fits=True)
+
+        def rank(ag, ring):  # (compute_fwd_ms, compute_bwd_ms) per exchange, as fmsim cp-plan --json
+            return dict(fwd_ms=9.0, compute_ms=99.0,  # the one launch's: not what either exchange measures
+                        exchanges=dict(allgather=dict(compute_fwd_ms=ag[0], compute_bwd_ms=ag[1]),
+                                       ring=dict(compute_fwd_ms=ring[0], compute_bwd_ms=ring[1])))
         doc = dict(profile=dict(name="h200-sm90"), one_gpu=dict(fwd_ms=4.0, bwd_ms=8.0, total_ms=12.0),
                    shardings=[dict(name="zigzag", exchange="ring", efficiency_exchange=0.8,
                                    exchanges=dict(allgather=x, ring=x),
-                                   ranks=[dict(fwd_ms=1.0, compute_ms=3.0), dict(fwd_ms=0.5, compute_ms=2.5)])])
+                                   ranks=[rank((1.0, 2.0), (1.5, 2.5)), rank((0.5, 2.0), (0.75, 2.0))])])
         s = cp_bench.plan_summary(doc)["shardings"]["zigzag"]
-        self.assertEqual((s["rank_fwd_ms"], s["rank_compute_ms"]), ([1.0, 0.5], [3.0, 2.5]))
-        self.assertEqual(s["exchanges"]["ring"], dict(fwd_ms=1.0, bwd_ms=2.0, step_ms=3.0, fits=True))
+        self.assertEqual(s["exchanges"]["ring"], dict(fwd_ms=1.0, bwd_ms=2.0, step_ms=3.0, fits=True,
+                                                      rank_fwd_ms=[1.5, 0.75], rank_compute_ms=[4.0, 2.75]))
+        self.assertEqual((s["exchanges"]["allgather"]["rank_fwd_ms"], s["exchanges"]["allgather"]["rank_compute_ms"]),
+                         ([1.0, 0.5], [3.0, 2.5]))
 
     def test_order_of_cases(self):
         """Checks first, then the bars at 1M; the rest last."""

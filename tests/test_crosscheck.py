@@ -367,13 +367,16 @@ def test_masks_no_form_holds_agree(tmp_path):
 
 
 def test_cp_plan_one_gpu_is_predict_in_either_clock():
-    """cp-plan's one-GPU time (its default: the sustained clock, what cp-run times) is what
-    `fmsim predict` gives for the same mask and clock; --clock burst matches predict's default."""
+    """cp-plan's one-GPU time (its default, --clock auto: the sustained clock, what cp-run times;
+    only the all-gather's launches burst) is what `fmsim predict` gives for the same mask and
+    clock; --clock burst matches predict's default."""
     mask = ("--family", "causal_document", "--seqlen", "65536", "--heads", "4")
     times = {}
     for clock in ("sustained", "burst"):
         plan = run_json("cp-plan", *mask, "--ranks", "2", "--json", *(("--clock", clock) if clock == "burst" else ()))
-        T.eq(f"cp-plan --clock {clock}: recorded", plan["clock"], clock)
+        T.eq(f"cp-plan --clock {clock}: recorded", (plan["clock"], plan["clocks"]["compute"]),
+             ("auto" if clock == "sustained" else "burst", clock))
+        T.eq(f"cp-plan --clock {clock}: the all-gather's", plan["clocks"]["allgather"], "burst")
         pred = run_json("predict", *mask, "--pass", "both", "--json", *(("--clock", clock) if clock == "sustained" else ()))
         for p in pred["passes"]:
             T.eq(f"predict --clock {clock} {p['pass']}: recorded", p["clock"], clock)

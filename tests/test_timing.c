@@ -171,6 +171,53 @@ Test(timing, partial_tiles_cost_by_the_masks_causality) {
   }
 }
 
+Test(timing, an_item_without_visited_tiles_costs_its_classification_only) {
+  /* row tiles visiting 2, 0, 3, 0 of 4 key tiles on one CTA, item_us 7 and 0.25 a
+     considered tile: the two empty items (the kernels' F_EMPTY path) pay 4 x 0.25 each,
+     not 7 more; the critical work counts 2 items, not 4 */
+  int32_t visited[4] = {2, 0, 3, 0};
+  fm_timing_work w = hand_work(4, 4, visited, NULL, 0);
+  fm_timing_coef c = unit;
+  c.item_us = 7;
+  c.key_tile_us = 0.25;
+  fm_timing_result r;
+  cr_assert_eq(fm_timing_predict_coef(&c, FM_KERNEL_SM90, 1, 0, &w, &fwd1, &r, NULL), FM_OK);
+  cr_assert_float_eq(r.schedule_us, 2 * 7 + 4 * 4 * 0.25 + 5 * 1, 1e-12, "got %g", r.schedule_us);
+  cr_assert_float_eq(r.critical[1], 2, 0);
+  cr_assert_eq(r.items, 4);
+  /* noskip visits every tile: no item is empty */
+  fm_timing_problem pb = fwd1;
+  pb.variant = FM_VARIANT_NOSKIP;
+  cr_assert_eq(fm_timing_predict_coef(&c, FM_KERNEL_SM90, 1, 0, &w, &pb, &r, NULL), FM_OK);
+  cr_assert_float_eq(r.critical[1], 4, 0);
+  fm_timing_work_free(&w);
+}
+
+Test(timing, time_in_prices_one_result_in_either_clock_state) {
+  /* one prediction, its time in the other state: what a fresh prediction in that state gives */
+  int32_t visited[4] = {1, 4, 2, 3};
+  fm_timing_work w = hand_work(4, 4, visited, NULL, 0);
+  fm_timing_coef c = unit;
+  c.boost_us = 2;
+  c.throttle = 1.5;
+  for (int s = 0; s < 2; s++) {
+    fm_timing_problem pb = fwd1;
+    pb.clock = (fm_clock)s;
+    fm_timing_result r, other;
+    cr_assert_eq(fm_timing_predict_coef(&c, FM_KERNEL_SM90, 1, 0, &w, &pb, &r, NULL), FM_OK);
+    cr_assert_float_eq(fm_timing_time_in(&c, pb.clock, &r), r.time_us, 0);
+    pb.clock = (fm_clock)!s;
+    cr_assert_eq(fm_timing_predict_coef(&c, FM_KERNEL_SM90, 1, 0, &w, &pb, &other, NULL), FM_OK);
+    cr_assert_float_eq(fm_timing_time_in(&c, pb.clock, &r), other.time_us, 1e-12);
+  }
+  /* 10 us of work: burst 0.5 + 2 + 1.5 x 8, sustained 0.5 + 1.5 x 10 */
+  fm_timing_result r;
+  cr_assert_eq(fm_timing_predict_coef(&c, FM_KERNEL_SM90, 1, 0, &w, &fwd1, &r, NULL), FM_OK);
+  cr_assert_float_eq(fm_timing_time_in(&c, FM_CLOCK_BURST, &r), 14.5, 1e-12);
+  cr_assert_float_eq(fm_timing_time_in(&c, FM_CLOCK_SUSTAINED, &r), 15.5, 1e-12);
+  fm_timing_work_free(&w);
+}
+
 /* fwd1 on one sm90 CTA with c, the floor at hbm_gbs (0: none). */
 static fm_timing_result one_cta(const fm_timing_coef *c, double hbm_gbs, const fm_timing_work *w) {
   fm_timing_result r;
