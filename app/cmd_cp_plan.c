@@ -57,8 +57,9 @@ static const char *help =
     "  --head-dim D         64 or 128 (default 128)\n"
     "  --gpu PROFILE        a profile name in data/gpu (e.g. h200-sm90) or a file (default: the\n"
     "                       H200 profile of the kernel)\n"
-    "  --link-gbs X         link bandwidth per GPU and direction, GB/s (default 90: cp-run's\n"
-    "                       measured K/V rate on H200 NVLink, docs/DESIGN.md)\n"
+    "  --link-gbs X         link bandwidth per pair of GPUs and direction, GB/s (default 90:\n"
+    "                       cp-run's measured K/V rate on H200 NVLink, docs/DESIGN.md); an\n"
+    "                       all-gather's pairs move side by side, at most 450 GB/s through a GPU\n"
     "  --link-us X          latency per message, us (default 10)\n"
     "  --comm-sms F         the fraction of a GPU's SMs a ring group's NCCL kernels hold while\n"
     "                       in flight, slowing the step beside them (default: the model's,\n"
@@ -138,8 +139,8 @@ static void print_header(const plan_opts *o, const fm_colmask *m, const fm_gpu_p
   if (!isnan(s->one_gpu_ms[FM_CP_BWD])) printf(" + backward %.3f ms", s->one_gpu_ms[FM_CP_BWD]);
   else printf(" (no backward fit in the profile)");
   printf(" = %.3f ms\n", s->one_gpu_total_ms);
-  printf("exchange  links %g GB/s per GPU and direction, %g us a message; memory %s per GPU\n",
-         s->link_gbs, s->link_us, cli_bytes(s->mem_budget, b, sizeof b));
+  printf("exchange  links %g GB/s per pair of GPUs and direction (at most %g through one GPU), %g us a "
+         "message; memory %s per GPU\n", s->link_gbs, s->gpu_gbs, s->link_us, cli_bytes(s->mem_budget, b, sizeof b));
 }
 
 static void print_rank(const fm_cp_rank *rk, int32_t r) {

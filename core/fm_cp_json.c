@@ -129,6 +129,7 @@ void fm_cp_plan_json(const fm_cp_plan *p, struct fm_json *j) {
   fm_json_int(j, "kv_row_bytes", s->kv_row_bytes);
   fm_json_object(j, "link");
   fm_json_double(j, "gbs", s->link_gbs);
+  fm_json_double(j, "gpu_gbs", s->gpu_gbs);
   fm_json_double(j, "latency_us", s->link_us);
   fm_json_double(j, "comm_sm_frac", s->comm_sm_frac);
   fm_json_end(j);

@@ -233,11 +233,10 @@ fm_status fm_cp_model_ring_steps(const fm_cp_model *m, int pass, double *wall, d
   return st;
 }
 
-/* Bytes and messages each rank receives and sends in one all-gather group;
- * backward, the time it takes to add the partials it gets back. */
+/* Bytes each rank receives and sends in one all-gather group; backward, the
+ * time it takes to add the partials it gets back. */
 typedef struct ag_load {
   double in, out;
-  int64_t in_msgs, out_msgs;
   double sum_us;
 } ag_load;
 
@@ -250,10 +249,10 @@ fm_status fm_cp_model_allgather(const fm_cp_model *m, int pass, const double *co
   if (!ld) return fm_fail(err, FM_ENOMEM, "cannot allocate the exchange model of %d ranks", P);
   for (int32_t r = 0; r < P; r++)
     for (int64_t k = m->start[r] + 1; k < m->start[r + 1]; k++) {
-      int32_t q = (r - m->src[k].s + P) % P, msgs = m->src[k].msgs[FM_CP_ALLGATHER][dir];
+      int32_t q = (r - m->src[k].s + P) % P;
       ag_load *to = &ld[dir ? q : r], *from = &ld[dir ? r : q]; /* backward: r sends to q */
-      to->in += m->src[k].bytes, to->in_msgs += msgs;
-      from->out += m->src[k].bytes, from->out_msgs += msgs;
+      to->in += m->src[k].bytes;
+      from->out += m->src[k].bytes;
       if (dir) to->sum_us += m->src[k].back_us;
     }
   /* forward: everyone posts at the barrier, the launch follows the group;
@@ -262,9 +261,13 @@ fm_status fm_cp_model_allgather(const fm_cp_model *m, int pass, const double *co
   for (int32_t r = 0; r < P; r++)
     for (int64_t k = m->start[r] + 1; k < m->start[r + 1]; k++) {
       int32_t q = (r - m->src[k].s + P) % P, a = dir ? r : q, b = dir ? q : r; /* a sends to b */
-      double bytes = fmax(ld[a].out, ld[b].in);
-      int64_t msgs = ld[a].out_msgs > ld[b].in_msgs ? ld[a].out_msgs : ld[b].in_msgs;
-      double t = (dir ? fmax(compute_us[a], compute_us[b]) : 0) + xfer_us(m, bytes, (int32_t)msgs);
+      /* the pairs of a group move side by side (NCCL's P2P connections, one per peer): this
+         one at the pair's rate, unless its two ends' loads through their GPUs take longer */
+      const fm_cp_model_src *x = &m->src[k];
+      double pair = x->bytes, both = fmax(ld[a].out, ld[b].in);
+      double move = m->gpu_gbs > 0 ? fmax(pair / m->link_gbs, both / m->gpu_gbs) : pair / m->link_gbs;
+      double t = (dir ? fmax(compute_us[a], compute_us[b]) : 0) +
+                 (pair > 0 ? move / 1e3 + x->msgs[FM_CP_ALLGATHER][dir] * m->link_us : 0);
       wall[a] = fmax(wall[a], t);
       wall[b] = fmax(wall[b], t);
     }

@@ -687,7 +687,8 @@ static fm_status exchange_costs(fm_cp_plan *p, eval_ctx *e, fm_cp_sharding sh, f
   const int32_t P = e->ranks;
   const fm_cp_summary *s = &e->p->sum;
   fm_cp_model m = {.ranks = P, .start = e->src_start, .src = e->src, .link_gbs = s->link_gbs,
-                   .link_us = s->link_us, .rank = e->mrank, .comm_sm_frac = s->comm_sm_frac};
+                   .link_us = s->link_us, .gpu_gbs = s->gpu_gbs, .rank = e->mrank,
+                   .comm_sm_frac = s->comm_sm_frac};
   double *wall = malloc(sizeof *wall * (size_t)P), *comp = malloc(sizeof *comp * (size_t)P);
   double *step_us[FM_CP_NPASSES] = {NULL, NULL}, *buf = malloc(sizeof *buf * (size_t)(2 * e->nsrc + 1));
   fm_status st = wall && comp && buf ? FM_OK : fm_fail(err, FM_ENOMEM, "cannot allocate the costs of %d ranks", P);
@@ -921,6 +922,7 @@ static fm_status plan_setup(fm_cp_plan *p, const fm_colmask *m, const fm_cp_opti
   s->batch = o->batch ? o->batch : 1;
   s->heads = o->heads ? o->heads : 1;
   s->link_gbs = o->link_gbs > 0 ? o->link_gbs : FM_CP_DEFAULT_LINK_GBS;
+  s->gpu_gbs = o->gpu_gbs > 0 ? o->gpu_gbs : o->gpu_gbs < 0 ? 0 : FM_CP_GPU_GBS;
   s->link_us = o->link_us > 0 ? o->link_us : FM_CP_DEFAULT_LINK_US;
   if (o->comm_sm_frac >= 1)
     return fm_fail(err, FM_EINVAL, "the SMs NCCL holds, %g of the GPU: expected less than 1", o->comm_sm_frac);

@@ -52,7 +52,8 @@
  * the min/max rule, in the forward or the backward (the kernel skips MASKED
  * tiles before loading K/V). Both exchanges are costed as cp-run's executor
  * runs them (fm_cp_model_ring, fm_cp_model_allgather below; link: link_gbs
- * GB/s per GPU and direction, link_us per NCCL message; the backward also
+ * GB/s per pair of GPUs and direction, at most gpu_gbs through one GPU,
+ * link_us per NCCL message; the backward also
  * sends the dK/dV partials of received segments back to their owners):
  *   FM_CP_ALLGATHER  one group of every needed segment, then one launch; the
  *                    backward's launch, then the partials back. Holds K/V
@@ -113,8 +114,10 @@ enum { FM_CP_FWD = 0, FM_CP_BWD = 1, FM_CP_NPASSES = 2 };
 #define FM_CP_DEFAULT_CHUNK 2048       /* mask-aware chunk rows (Paddle's), rounded up to the granule */
 #define FM_CP_EXACT_MAX_CHUNKS 24      /* the exact solver's limit */
 #define FM_CP_MAX_RANKS 65536
-#define FM_CP_DEFAULT_LINK_GBS 90.0    /* per GPU and direction: cp-run's measured K/V group
-                                          rate on H200 NVLink (docs/DESIGN.md, "The exchange model") */
+#define FM_CP_DEFAULT_LINK_GBS 90.0    /* per pair of GPUs and direction: cp-run's measured K/V
+                                          group rate on H200 NVLink (docs/DESIGN.md, "The exchange model") */
+#define FM_CP_GPU_GBS 450.0            /* through one GPU and direction, all its pairs at once: NVLink
+                                          4's 18 links x 25 GB/s (H100, H200), the hardware's bound */
 #define FM_CP_DEFAULT_LINK_US 10.0     /* per message */
 #define FM_CP_DEFAULT_COMM_SM_FRAC 0.12 /* the SMs a ring group in flight holds, from the 2-GPU
                                           timeline (docs/DESIGN.md, "The exchange model") */
@@ -139,8 +142,9 @@ typedef struct fm_cp_options {
   int64_t batch, heads;   /* B, H (1..65535; 0: 1); the mask's sets must be 1 or match */
   const fm_gpu_profile *profile; /* the timing model's; NULL: no times (tile work only).
                                     Borrowed during fm_cp_plan_create only */
-  double link_gbs;        /* GB/s per GPU and direction; 0: FM_CP_DEFAULT_LINK_GBS */
+  double link_gbs;        /* GB/s per pair of GPUs and direction; 0: FM_CP_DEFAULT_LINK_GBS */
   double link_us;         /* latency per message, us; 0: FM_CP_DEFAULT_LINK_US */
+  double gpu_gbs;         /* GB/s through one GPU and direction; 0: FM_CP_GPU_GBS; negative: unbounded */
   double comm_sm_frac;    /* the fraction of a GPU's SMs its NCCL kernels hold while a ring
                              group is in flight, < 1; 0: FM_CP_DEFAULT_COMM_SM_FRAC;
                              negative: none (fm_cp_model's comm_sm_frac) */
@@ -240,7 +244,8 @@ typedef struct fm_cp_summary {
   double one_gpu_ms[FM_CP_NPASSES];    /* fm_timing_predict of the whole mask (NaN: none) */
   double one_gpu_total_ms;             /* the sum of those predicted */
   int64_t kv_row_bytes;                /* one K/V row: heads x head_dim x 2 (bf16) x 2 (K, V) x batch */
-  double link_gbs, link_us;
+  double link_gbs, link_us;            /* per pair of GPUs */
+  double gpu_gbs;                      /* through one GPU (FM_CP_GPU_GBS) */
   double comm_sm_frac;                 /* 0: no contention modelled */
   int64_t mem_budget;
   int32_t map_rows, map_cols;          /* the work map's cells (fm_cp_plan_work_map) */
@@ -301,7 +306,9 @@ typedef struct fm_cp_model {
   int32_t ranks;                /* P */
   const int64_t *start;         /* (P + 1,): rank r's sources are src[start[r] .. start[r + 1]) */
   const fm_cp_model_src *src;   /* by s, s = 0 first; a source that sends nothing is left out */
-  double link_gbs, link_us;     /* GB/s per GPU and direction; us per message */
+  double link_gbs, link_us;     /* GB/s per pair of GPUs and direction; us per message */
+  double gpu_gbs;               /* GB/s through one GPU and direction, all its transfers of a
+                                   group together (FM_CP_GPU_GBS); 0: no such bound */
   const fm_cp_model_rank *rank; /* (P,); NULL: none of that work */
   double comm_sm_frac;          /* ring: the fraction of a rank's SMs its NCCL kernels hold
                                    while a group is posted and not yet moved, in [0, 1); a step
@@ -342,8 +349,9 @@ double fm_cp_stretch(double t0, double us, double f, const double *iv, int32_t n
  * and the profile's launch_us. */
 double fm_cp_launch_ops_us(int pass, int64_t items, int64_t bh);
 /* The same for the all-gather as cp-run runs it: the forward's group (every
- * source at once; a transfer takes the larger load of its sender's outgoing
- * and its receiver's incoming link) before the one launch compute_us[r]; the
+ * source at once, side by side: a transfer takes its bytes over the pair's
+ * link_gbs, or its sender's outgoing and its receiver's incoming bytes over
+ * gpu_gbs if longer, plus its messages' latency) before the one launch compute_us[r]; the
  * backward's launch, then the partials back, each transfer once both ends are
  * done computing, then the rank's copy_us and the back_us of every partial it
  * gets back; then tail_us. */

@@ -397,8 +397,8 @@ Test(cp_plan, exchange_model_by_hand) {
   cr_assert_float_eq(wall[0], 49, 1e-9, "%g", wall[0]);
   cr_assert_float_eq(wall[1], 49, 1e-9, "%g", wall[1]);
   /* All-gather forward, one launch of 15 and 7 us after the group. Each
-   * transfer takes the busier of its sender's outgoing and its receiver's
-   * incoming link: 1 -> 0: 20000 bytes and 6 messages on both: 26 us; 0 -> 1:
+   * transfer takes its bytes and messages over its pair's link (no bound
+   * through a GPU here): 1 -> 0: 20000 bytes and 6 messages: 26 us; 0 -> 1:
    * 2000 and 2: 4 us. Both ranks take part in both: the group ends at 26;
    * walls 26 + 15 = 41 and 26 + 7 = 33. */
   const double comp[2] = {15, 7};
@@ -417,6 +417,32 @@ Test(cp_plan, exchange_model_by_hand) {
   fm_err err;
   cr_assert_eq(fm_cp_model_ring(&m, FM_CP_FWD, wall, &err), FM_EINVAL);
   cr_assert(strstr(err.msg, "ring order"), "%s", err.msg);
+}
+
+Test(cp_plan, allgather_pairs_move_side_by_side_up_to_the_gpus_bound) {
+  /* Three ranks, each receiving 3000 bytes in 1 message from each of the other two; a pair's
+   * link 1 GB/s (1000 bytes per us), 1 us a message. The pairs move side by side: a transfer
+   * takes 3 + 1 = 4 us, not the 6000 bytes of its receiver's whole group over one link. Through
+   * one GPU at most 1.5 GB/s: 6000 bytes in and out take 4 us, so a transfer takes max(3, 4) + 1
+   * = 5 us. Forward walls: the group, then launches of 10, 20, 30 us. */
+  static const int64_t start[4] = {0, 3, 6, 9};
+  fm_cp_model_src src[9];
+  for (int k = 0; k < 9; k++)
+    src[k] = (fm_cp_model_src){.s = k % 3, .bytes = k % 3 ? 3000 : 0, .msgs = {{k % 3 ? 1 : 0, 1}, {1, 1}}};
+  fm_cp_model m = {.ranks = 3, .start = start, .src = src, .link_gbs = 1, .link_us = 1};
+  const double comp[3] = {10, 20, 30};
+  double wall[3];
+  cr_assert_eq(fm_cp_model_allgather(&m, FM_CP_FWD, comp, wall, NULL), FM_OK);
+  for (int r = 0; r < 3; r++) cr_assert_float_eq(wall[r], 4 + comp[r], 1e-9, "rank %d: %g", r, wall[r]);
+  m.gpu_gbs = 1.5;
+  cr_assert_eq(fm_cp_model_allgather(&m, FM_CP_FWD, comp, wall, NULL), FM_OK);
+  for (int r = 0; r < 3; r++) cr_assert_float_eq(wall[r], 5 + comp[r], 1e-9, "rank %d: %g", r, wall[r]);
+  /* backward: the launches first; each pair's partials once both ends are done (rank 2, the
+   * slowest, holds its two pairs: 30 + 5), the others' pair at max(10, 20) + 5 = 25 */
+  cr_assert_eq(fm_cp_model_allgather(&m, FM_CP_BWD, comp, wall, NULL), FM_OK);
+  cr_assert_float_eq(wall[0], 35, 1e-9, "%g", wall[0]);
+  cr_assert_float_eq(wall[1], 35, 1e-9, "%g", wall[1]);
+  cr_assert_float_eq(wall[2], 35, 1e-9, "%g", wall[2]);
 }
 
 Test(cp_plan, launch_ops_by_hand) {
@@ -552,7 +578,7 @@ Test(cp_plan, ring_extra_work_from_sizes_and_profile) {
   fm_colmask *m = family("full", 4096, NULL);
   const fm_gpu_profile *prof = profile();
   fm_cp_options o = {.ranks = 2, .shardings = 1u << FM_CP_CONTIGUOUS, .kernel = FM_KERNEL_SM90,
-                     .profile = prof, .link_gbs = 1e9, .link_us = 1e-9};
+                     .profile = prof, .link_gbs = 1e9, .link_us = 1e-9, .gpu_gbs = -1};
   fm_cp_plan *p = NULL;
   cr_assert_eq(fm_cp_plan_create(m, &o, &p, NULL), FM_OK);
   const fm_cp_sharding_plan *ct = sharding(p, FM_CP_CONTIGUOUS);
