@@ -27,7 +27,8 @@ command, device {name, count}, heads, head_dim, protocol {warmup_s, sustain_s}, 
 torch (the peer's version), plans {"FAMILY:S:P": plan_summary()}, records [{id, tool
 ("fmsim", "torch"), family, seqlen, ranks, sharding, exchange, pass, status ("ok", "oom",
 "error", "timeout"), error, wall_s, est_s, step_ms {sustained, burst} (the slowest rank),
-rank_compute_ms [per rank, the pass's kernel time] (fmsim), check (fmsim: {passed, ...};
+rank_compute_ms [per rank, the pass's kernel time] and rank_compute_fwd_ms [per rank, the
+forward's alone] (fmsim), check (fmsim: {passed, ...};
 torch: its check of the impl), backend (torch)}]. "timeout" (cut by the budget) is measured
 again by --resume; the others are not.
 """
@@ -73,7 +74,8 @@ def parse_cp_run(doc: dict, pass_: str) -> dict:
     chk = doc.get("check")
     return dict(status="ok", error="",
                 step_ms=dict(sustained=step["total"] if pass_ == "both" else step["fwd"], burst=None),
-                rank_compute_ms=compute, check=None if chk is None else dict(chk, passed=bool(chk["pass"])),
+                rank_compute_ms=compute, rank_compute_fwd_ms=[m["fwd"]["compute_ms"] for m in meas],
+                check=None if chk is None else dict(chk, passed=bool(chk["pass"])),
                 rank_clock_mhz=[None] * len(meas), rank_power_w=[None] * len(meas))
 
 

@@ -247,6 +247,7 @@ class Bench(unittest.TestCase):
                    rank_results=[rank(0, 2.0, 5.0), rank(1, 3.0, 6.0)], check={"pass": True, "reference": "one-gpu"})
         r = cp_bench.parse_cp_run(doc, "both")
         self.assertEqual(r["rank_compute_ms"], [7.0, 9.0])
+        self.assertEqual(r["rank_compute_fwd_ms"], [2.0, 3.0])  # the forward apart: where a miss lies
         self.assertEqual(cp_bench.parse_cp_run(doc, "fwd")["rank_compute_ms"], [2.0, 3.0])
         self.assertEqual(r["step_ms"], dict(sustained=10.0, burst=None))
         self.assertEqual(cp_bench.parse_cp_run(doc, "fwd")["step_ms"]["sustained"], 4.0)
