@@ -48,7 +48,8 @@ static const char *help =
     "128). Runs in O(S + P x tiles) time: 1M tokens in a fraction of a second.\n\n"
     CLI_MASK_SOURCE_HELP CLI_MASK_REST_HELP TIMING_MASK_HELP
     "  --ranks P            GPUs (1..4096, required)\n"
-    "  --sharding NAME      contiguous, zigzag, mask-aware or all (default all)\n"
+    "  --sharding NAME      contiguous, zigzag, mask-aware or all (default all; plan: all); the\n"
+    "                       last line names the best: the least predicted step\n"
     "  --chunk N            mask-aware chunk rows, a multiple of the kernel's tiles (default\n"
     "                       2048, rounded up to them: 2304 at head dim 64 on sm90)\n"
     "  --exact              mask-aware: the best assignment (branch and bound) instead of the\n"
@@ -280,6 +281,10 @@ int cmd_cp_plan(int argc, char **argv) {
       for (int k = 0; k < FM_CP_NSHARDINGS; k++)
         if (fm_cp_plan_sharding(plan, (fm_cp_sharding)k))
           print_sharding(s, fm_cp_plan_sharding(plan, (fm_cp_sharding)k));
+      const fm_cp_sharding_plan *b = fm_cp_plan_sharding(plan, fm_cp_plan_best(plan));
+      printf("\nbest      %s, %s: step %.3f ms predicted, efficiency %.1f%% (`fmsim cp-run --sharding plan` "
+             "runs it)\n", fm_cp_sharding_name(b->sharding), fm_cp_exchange_name(b->exchange), b->step_ms,
+             100 * b->efficiency_exchange);
       if (o.out) printf("\nwrote %s\n", o.out);
     }
   }

@@ -48,7 +48,8 @@ static const char *help =
     "each launch by the fp64 CPU reference, checked against the whole problem's (small S).\n\n"
     CLI_MASK_SOURCE_HELP CLI_MASK_REST_HELP TIMING_MASK_HELP
     "  --ranks P            ranks (GPUs: devices 0..P-1; --cpu: up to 1024)\n"
-    "  --sharding NAME      contiguous, zigzag or mask-aware (default mask-aware)\n"
+    "  --sharding NAME      contiguous, zigzag, mask-aware (the default) or plan (every sharding\n"
+    "                       planned, the one cp-plan calls best run)\n"
     "  --exchange NAME      allgather, ring or plan (the plan's choice; default plan)\n"
     "  --chunk N            mask-aware chunk rows (as cp-plan)\n"
     "  --exact              mask-aware: the exact assignment (as cp-plan)\n"
@@ -157,7 +158,7 @@ static int parse_opts(int argc, char **argv, run_opts *o) {
   int r = cli_parse_opts(cmd, argc, argv, &def, o);
   if (r) return r;
   if (cp_cli_check(cmd, &o->cp) || combo_check(o)) return -1;
-  if (!o->cp.shardings) o->cp.shardings = 1u << FM_CP_MASK_AWARE;
+  if (!o->cp.shardings && !o->cp.best) o->cp.shardings = 1u << FM_CP_MASK_AWARE;
   if (!o->iters) o->iters = 20;
   if (o->warmup_ms < 0) o->warmup_ms = 500;
   if (o->cpu && o->cp.ranks > FM_CP_RUN_MAX_RANKS) {
@@ -586,7 +587,9 @@ int cmd_cp_run(int argc, char **argv) {
   int rc = FM_EXIT_USAGE;
   if (plan) {
     fm_cp_sharding s = FM_CP_CONTIGUOUS;
-    while (!(o.cp.shardings & (1u << s))) s++;
+    if (o.cp.best) s = fm_cp_plan_best(plan);
+    else
+      while (!(o.cp.shardings & (1u << s))) s++;
     run_ctx c = {.o = &o, .m = m, .prof = &prof, .sum = fm_cp_plan_summary(plan),
                  .sp = fm_cp_plan_sharding(plan, s)};
     c.x = o.exchange < 0 ? c.sp->exchange : (fm_cp_exchange)o.exchange;

@@ -66,6 +66,12 @@ int cp_cli_opt(const char *cmd, cp_cli_opts *o, int opt, const char *arg) {
     cli_error(cmd, "--clock: %s", err.msg);
     return -1;
   case CP_O_SHARDING:
+    if (!strcmp(arg, "plan")) { /* the plan's best: every sharding planned, the best one kept */
+      o->shardings = 0;
+      o->best = 1;
+      return 1;
+    }
+    o->best = 0;
     if (fm_cp_shardings_parse(arg, &o->shardings, &err) == FM_OK) return 1;
     cli_error(cmd, "--sharding: %s", err.msg);
     return -1;

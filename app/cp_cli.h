@@ -19,6 +19,7 @@ typedef struct cp_cli_opts {
   timing_mask src;          /* the mask (first member: cp_cli_mask_opt reads it) */
   int64_t ranks, chunk, head_dim;
   unsigned shardings;       /* bits (1u << fm_cp_sharding); 0: all */
+  int best;                 /* --sharding plan: every sharding planned, cp-run runs fm_cp_plan_best's */
   int exact, json, long_run;
   fm_kernel_id kernel;
   const char *gpu;          /* --gpu PROFILE (NULL: the kernel's default) */

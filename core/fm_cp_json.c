@@ -153,4 +153,10 @@ void fm_cp_plan_json(const fm_cp_plan *p, struct fm_json *j) {
     if (sp) sharding_json(j, s, sp);
   }
   fm_json_end(j);
+  const fm_cp_sharding_plan *best = fm_cp_plan_sharding(p, fm_cp_plan_best(p));
+  fm_json_object(j, "best"); /* fm_cp_plan_best: what `cp-run --sharding plan` runs */
+  fm_json_string(j, "sharding", fm_cp_sharding_name(best->sharding));
+  fm_json_string(j, "exchange", fm_cp_exchange_name(best->exchange));
+  fm_json_double(j, "step_ms", best->step_ms);
+  fm_json_end(j);
 }

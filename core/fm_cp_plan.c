@@ -1062,4 +1062,23 @@ const fm_cp_sharding_plan *fm_cp_plan_sharding(const fm_cp_plan *p, fm_cp_shardi
   return s >= 0 && s < FM_CP_NSHARDINGS && p->have[s] ? &p->sp[s] : NULL;
 }
 
+/* The value fm_cp_plan_best minimizes, with the fitting shardings ahead of the others. */
+static double best_key(const fm_cp_plan *p, const fm_cp_sharding_plan *sp, int *fits) {
+  *fits = sp->fits[sp->exchange];
+  return p->sum.have_times && !isnan(sp->step_ms) ? sp->step_ms : sp->imbalance_work;
+}
+
+fm_cp_sharding fm_cp_plan_best(const fm_cp_plan *p) {
+  int best = -1, best_fits = 0;
+  double best_key_v = 0;
+  for (int s = 0; s < FM_CP_NSHARDINGS; s++) {
+    if (!p->have[s]) continue;
+    int fits;
+    double k = best_key(p, &p->sp[s], &fits);
+    if (best < 0 || (fits && !best_fits) || (fits == best_fits && k < best_key_v))
+      best = s, best_fits = fits, best_key_v = k;
+  }
+  return (fm_cp_sharding)(best < 0 ? FM_CP_MASK_AWARE : best);
+}
+
 const float *fm_cp_plan_work_map(const fm_cp_plan *p) { return p->map; }

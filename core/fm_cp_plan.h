@@ -267,6 +267,11 @@ void fm_cp_plan_destroy(fm_cp_plan *p); /* NULL is a no-op */
 const fm_cp_summary *fm_cp_plan_summary(const fm_cp_plan *p);
 /* The plan of one sharding; NULL when it was not asked for. */
 const fm_cp_sharding_plan *fm_cp_plan_sharding(const fm_cp_plan *p, fm_cp_sharding s);
+/* The planned sharding to run: the least predicted step (each at the exchange the plan
+ * picked for it: fm_cp_sharding_plan.step_ms), ties to the first in registry order; without
+ * times (no profile) the least imbalance of visited tiles. A sharding none of whose
+ * exchanges fits the memory budget is taken only when none fits anywhere. */
+fm_cp_sharding fm_cp_plan_best(const fm_cp_plan *p);
 /* The work map of the first vector set at the forward tile: (map_rows,
  * map_cols) fractions in [0, 1] of visited tiles (min/max rule) per cell, each
  * cell a block of row tiles x key tiles (the whole grid when it has at most 512

@@ -837,6 +837,35 @@ Test(cp_plan, exact_plan_is_at_least_as_balanced) {
   fm_colmask_destroy(m);
 }
 
+Test(cp_plan, best_is_the_least_predicted_step_or_the_best_balance) {
+  /* with times: the sharding whose picked exchange has the least step (every planned one
+   * fits here); without: the least imbalance of visited tiles. Causal at 4 ranks: not
+   * contiguous, whose last rank holds 7/16 of the work */
+  const char *fams[3] = {"causal", "causal_document", "sliding_window"};
+  for (int f = 0; f < 3; f++)
+    for (int t = 0; t < 2; t++) {
+      fm_colmask *m = family(fams[f], 65536, NULL);
+      fm_cp_plan *p = plan_of(m, 4, 0, t);
+      fm_cp_sharding b = fm_cp_plan_best(p);
+      const fm_cp_sharding_plan *bp = sharding(p, b);
+      for (int s = 0; s < FM_CP_NSHARDINGS; s++) {
+        const fm_cp_sharding_plan *sp = sharding(p, (fm_cp_sharding)s);
+        cr_assert(sp->fits[sp->exchange]);
+        if (t) cr_assert_leq(bp->step_ms, sp->step_ms, "%s: best %s", fams[f], fm_cp_sharding_name(b));
+        else cr_assert_leq(bp->imbalance_work, sp->imbalance_work, "%s: best %s", fams[f], fm_cp_sharding_name(b));
+      }
+      if (f == 0) cr_assert_neq(b, FM_CP_CONTIGUOUS);
+      fm_cp_plan_destroy(p);
+      fm_colmask_destroy(m);
+    }
+  /* one sharding planned: that one */
+  fm_colmask *m = family("causal", 65536, NULL);
+  fm_cp_plan *p = plan_of(m, 4, 1u << FM_CP_CONTIGUOUS, 1);
+  cr_assert_eq(fm_cp_plan_best(p), FM_CP_CONTIGUOUS);
+  fm_cp_plan_destroy(p);
+  fm_colmask_destroy(m);
+}
+
 Test(cp_plan, bad_options_are_refused) {
   fm_colmask *m = family("causal", 4096, NULL);
   fm_cp_plan *p = NULL;
@@ -905,6 +934,11 @@ Test(cp_plan_cli, json_parses_and_equals_the_table) {
            "            assert abs(float(w[i]) - r[key]) <= 0.0005, (w[i], r[key])\n"
            "        assert abs(float(w[12]) - r['kv_recv_bytes'] / 2**20) <= 0.05, (w[12], r['kv_recv_bytes'])\n"
            "        assert int(w[13]) == r['kv_sources']\n"
+           "best = min(d['shardings'], key=lambda s: s['step_ms'])\n"
+           "assert d['best'] == {'sharding': best['name'], 'exchange': best['exchange'], 'step_ms': best['step_ms']}, d['best']\n"
+           "w = next(l for l in open(sys.argv[2]) if l.startswith('best ')).split()\n"
+           "assert w[1:4] == [best['name'] + ',', best['exchange'] + ':', 'step'], w\n"
+           "assert abs(float(w[4]) - best['step_ms']) <= 0.0005, (w[4], best['step_ms'])\n"
            "print('ok')\n"
            "PY",
            path, txt);

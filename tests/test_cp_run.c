@@ -18,7 +18,8 @@
  *     backward, equals the fp64 reference of the whole problem (atol = rtol
  *     = 1e-9: both sides are fp64); a rank never reads K/V it was not sent
  *     (those rows hold NaN);
- *   - fmsim cp-run --cpu prints PASS, and its --json parses. */
+ *   - fmsim cp-run --cpu prints PASS, and with --sharding plan runs the sharding and
+ *     exchange cp-plan names best. */
 #include "fm_test_util.h" /* first: it sets _POSIX_C_SOURCE */
 
 #include <criterion/criterion.h>
@@ -474,4 +475,46 @@ Test(cp_run, fake_head_dim_64) {
   fm_colmask *m = family("causal_document", 1536, NULL); /* granule 384 */
   run_fake(m, "causal_document D=64", 2, 1, 1, 64);
   fm_colmask_destroy(m);
+}
+
+/* ---- the command --------------------------------------------------------------------------- */
+
+/* The value of "key": "value" in s (the first), into out; 0 when absent. */
+static int json_str(const char *s, const char *key, char *out, size_t n) {
+  char pat[64];
+  snprintf(pat, sizeof pat, "\"%s\": \"", key);
+  const char *p = strstr(s, pat);
+  if (!p) return 0;
+  p += strlen(pat);
+  size_t k = 0;
+  while (p[k] && p[k] != '"' && k + 1 < n) k++;
+  memcpy(out, p, k);
+  out[k] = 0;
+  return 1;
+}
+
+Test(cp_run_cli, cpu_run_passes_and_plan_runs_the_best_sharding) {
+  /* --cpu prints PASS; with --json, --sharding plan runs the sharding (and exchange) that
+   * cp-plan's "best" names. At this size the launches' fixed costs make contiguous the best
+   * (fewest segments), so the run is not cp-run's default, mask-aware (the choice itself:
+   * cp_plan.best_is_the_least_predicted_step_or_the_best_balance) */
+  const char *mask = "--family causal --seqlen 4096 --heads 1 --ranks 4 --chunk 256";
+  char a[512], best[32] = "", bx[32] = "", ran[32] = "", rx[32] = "";
+  fmt_result r;
+  snprintf(a, sizeof a, "cp-run %s --sharding zigzag --cpu", mask);
+  fmt_run(&r, a);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_assert(strstr(r.out, "PASS"), "%s", r.out);
+  snprintf(a, sizeof a, "cp-plan %s --json", mask);
+  fmt_run(&r, a);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  const char *b = strstr(r.out, "\"best\"");
+  cr_assert(b && json_str(b, "sharding", best, sizeof best) && json_str(b, "exchange", bx, sizeof bx), "%s", r.out);
+  cr_assert_str_neq(best, "mask-aware");
+  snprintf(a, sizeof a, "cp-run %s --sharding plan --cpu --json", mask);
+  fmt_run(&r, a);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_assert(json_str(r.out, "sharding", ran, sizeof ran) && json_str(r.out, "exchange", rx, sizeof rx), "%s", r.out);
+  cr_assert_str_eq(ran, best);
+  cr_assert_str_eq(rx, bx);
 }
