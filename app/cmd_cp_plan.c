@@ -281,6 +281,10 @@ int cmd_cp_plan(int argc, char **argv) {
       for (int k = 0; k < FM_CP_NSHARDINGS; k++)
         if (fm_cp_plan_sharding(plan, (fm_cp_sharding)k))
           print_sharding(s, fm_cp_plan_sharding(plan, (fm_cp_sharding)k));
+      for (int k = 0; k < FM_CP_NSHARDINGS; k++)
+        if (fm_cp_plan_skipped(plan, (fm_cp_sharding)k))
+          printf("\n%s: not planned: %s\n", fm_cp_sharding_name((fm_cp_sharding)k),
+                 fm_cp_plan_skipped(plan, (fm_cp_sharding)k));
       const fm_cp_sharding_plan *b = fm_cp_plan_sharding(plan, fm_cp_plan_best(plan));
       printf("\nbest      %s, %s: step %.3f ms predicted, efficiency %.1f%% (`fmsim cp-run --sharding plan` "
              "runs it)\n", fm_cp_sharding_name(b->sharding), fm_cp_exchange_name(b->exchange), b->step_ms,

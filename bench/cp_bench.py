@@ -172,7 +172,8 @@ def jobs(args, plans: dict) -> list:
                 plan = plans[f"{fam}:{S}:{P}"]
                 if "error" in plan:
                     continue
-                pairs = [("-", "-")] if P == 1 else [(s, x) for s in args.shardings for x in args.exchanges]
+                pairs = [("-", "-")] if P == 1 else [(s, x) for s in args.shardings for x in args.exchanges
+                                                     if s in plan["shardings"]]  # cp-plan may leave one out
                 cases = [fmsim_job(args, plan, fam, S, P, s, x, p) for s, x in pairs for p in args.passes]
                 if fam in PEER_FAMILIES and args.peer_impls:
                     cases.append(torch_job(args, plan, fam, S, P))

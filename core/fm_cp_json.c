@@ -153,6 +153,16 @@ void fm_cp_plan_json(const fm_cp_plan *p, struct fm_json *j) {
     if (sp) sharding_json(j, s, sp);
   }
   fm_json_end(j);
+  fm_json_array(j, "skipped"); /* asked for as all, unable to cut these rows: [{name, reason}] */
+  for (int k = 0; k < FM_CP_NSHARDINGS; k++) {
+    const char *why = fm_cp_plan_skipped(p, (fm_cp_sharding)k);
+    if (!why) continue;
+    fm_json_object(j, NULL);
+    fm_json_string(j, "name", fm_cp_sharding_name((fm_cp_sharding)k));
+    fm_json_string(j, "reason", why);
+    fm_json_end(j);
+  }
+  fm_json_end(j);
   const fm_cp_sharding_plan *best = fm_cp_plan_sharding(p, fm_cp_plan_best(p));
   fm_json_object(j, "best"); /* fm_cp_plan_best: what `cp-run --sharding plan` runs */
   fm_json_string(j, "sharding", fm_cp_sharding_name(best->sharding));

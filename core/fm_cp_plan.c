@@ -34,6 +34,7 @@ struct fm_cp_plan {
   float *map;             /* (map_rows, map_cols) */
   int32_t *map_diff;      /* walk scratch (tr + 1) */
   int have[FM_CP_NSHARDINGS];
+  char skipped[FM_CP_NSHARDINGS][256]; /* all asked for: why a sharding could not cut the rows */
   fm_cp_sharding_plan sp[FM_CP_NSHARDINGS];
   fm_cp_segment *segs[FM_CP_NSHARDINGS];
   fm_cp_rank *ranks[FM_CP_NSHARDINGS];
@@ -1010,16 +1011,40 @@ static fm_status plan_build(fm_cp_plan *p, const fm_colmask *m, const fm_cp_opti
   unsigned want = o->shardings ? o->shardings : (1u << FM_CP_NSHARDINGS) - 1;
   shard_ctx c = {.plan = p, .o = o, .seqlen = p->sum.seqlen, .ranks = p->sum.ranks,
                  .granule = p->sum.granule};
+  int planned = 0;
+  fm_err first = {{0}};
   for (int s = 0; st == FM_OK && s < FM_CP_NSHARDINGS; s++) {
     if (!(want & (1u << s))) continue;
     int32_t n = 0;
-    st = shardings[s].build(&c, &p->segs[s], &n, &p->sp[s].exact_solver, err);
-    if (st != FM_OK) break;
+    fm_err why = {{0}};
+    st = shardings[s].build(&c, &p->segs[s], &n, &p->sp[s].exact_solver, &why);
+    if (st == FM_EINVAL && !o->shardings) { /* all of them asked for: one that cannot cut these
+                                                rows is left out, saying why */
+      snprintf(p->skipped[s], sizeof p->skipped[s], "%.250s", why.msg);
+      if (!first.msg[0]) first = why;
+      free(p->segs[s]);
+      p->segs[s] = NULL;
+      st = FM_OK;
+      continue;
+    }
+    if (st != FM_OK) {
+      if (err) *err = why;
+      break;
+    }
     p->sp[s].nsegments = merge_segments(p->segs[s], n);
     st = sharding_eval(p, o, (fm_cp_sharding)s, err);
     p->have[s] = st == FM_OK;
+    planned += p->have[s];
+  }
+  if (st == FM_OK && !planned) { /* none could: the first one's reason */
+    if (err) *err = first;
+    return FM_EINVAL;
   }
   return st;
+}
+
+const char *fm_cp_plan_skipped(const fm_cp_plan *p, fm_cp_sharding s) {
+  return s >= 0 && s < FM_CP_NSHARDINGS && p->skipped[s][0] ? p->skipped[s] : NULL;
 }
 
 fm_status fm_cp_plan_create(const fm_colmask *m, const fm_cp_options *o, fm_cp_plan **out,

@@ -267,6 +267,10 @@ void fm_cp_plan_destroy(fm_cp_plan *p); /* NULL is a no-op */
 const fm_cp_summary *fm_cp_plan_summary(const fm_cp_plan *p);
 /* The plan of one sharding; NULL when it was not asked for. */
 const fm_cp_sharding_plan *fm_cp_plan_sharding(const fm_cp_plan *p, fm_cp_sharding s);
+/* Why sharding s was left out of a plan of all shardings (it cannot cut these rows for
+ * these ranks, e.g. mask-aware with fewer chunks than ranks); NULL when it was planned or
+ * not asked for. Asked for by name, such a sharding fails fm_cp_plan_create instead. */
+const char *fm_cp_plan_skipped(const fm_cp_plan *p, fm_cp_sharding s);
 /* The planned sharding to run: the least predicted step (each at the exchange the plan
  * picked for it: fm_cp_sharding_plan.step_ms), ties to the first in registry order; without
  * times (no profile) the least imbalance of visited tiles. A sharding none of whose

@@ -866,6 +866,33 @@ Test(cp_plan, best_is_the_least_predicted_step_or_the_best_balance) {
   fm_colmask_destroy(m);
 }
 
+Test(cp_plan, all_shardings_leave_out_one_that_cannot_cut_the_rows) {
+  /* S = 4096, 4 ranks: two mask-aware chunks of 2048 cannot feed four ranks. Asked for all,
+   * the plan holds contiguous and zigzag and says why mask-aware is not there; asked for by
+   * name, mask-aware fails the plan; none able (S = 256): the first one's reason */
+  fm_colmask *m = family("causal", 4096, NULL);
+  fm_cp_plan *p = plan_of(m, 4, 0, 1);
+  cr_assert_not_null(fm_cp_plan_sharding(p, FM_CP_CONTIGUOUS));
+  cr_assert_not_null(fm_cp_plan_sharding(p, FM_CP_ZIGZAG));
+  cr_assert_null(fm_cp_plan_sharding(p, FM_CP_MASK_AWARE));
+  cr_assert_null(fm_cp_plan_skipped(p, FM_CP_CONTIGUOUS));
+  cr_assert(strstr(fm_cp_plan_skipped(p, FM_CP_MASK_AWARE), "mask-aware needs a chunk per rank"), "%s",
+            fm_cp_plan_skipped(p, FM_CP_MASK_AWARE));
+  cr_assert_neq(fm_cp_plan_best(p), FM_CP_MASK_AWARE);
+  fm_cp_plan_destroy(p);
+  fm_cp_options o = {.ranks = 4, .shardings = 1u << FM_CP_MASK_AWARE, .kernel = FM_KERNEL_SM90};
+  fm_err err;
+  cr_assert_eq(fm_cp_plan_create(m, &o, &p, &err), FM_EINVAL);
+  cr_assert(strstr(err.msg, "mask-aware needs a chunk per rank"), "%s", err.msg);
+  fm_colmask_destroy(m);
+  m = family("causal", 256, NULL);
+  o.shardings = 0;
+  cr_assert_eq(fm_cp_plan_create(m, &o, &p, &err), FM_EINVAL);
+  cr_assert(strstr(err.msg, "contiguous needs 4 blocks"), "%s", err.msg);
+  cr_assert_null(p);
+  fm_colmask_destroy(m);
+}
+
 Test(cp_plan, bad_options_are_refused) {
   fm_colmask *m = family("causal", 4096, NULL);
   fm_cp_plan *p = NULL;
