@@ -18,9 +18,10 @@
  * (the kernel folds the causal triangle into the element test). An item with
  * no visited tile pays no item_us: both sm90 kernels end it at once (their
  * F_EMPTY path stores zeros). The calibration's masks have almost none; a
- * rank's share of a mask (fmsim cp-plan) has many: without this, 4 ranks'
- * backward at 128K tokens was predicted 15-25% slow (2026-11-27, 4 H200s,
- * bench/results/cp-scaling.md).
+ * rank's share of a mask (fmsim cp-plan) has many: charging them item_us
+ * put a rank's backward up to 15% higher (share_question, 128K tokens, 4
+ * ranks: 2.03 against 1.77 ms), where the 4-H200 runs of 2026-11-27 measured
+ * it low (docs/DESIGN.md, "The exchange model").
  *
  * Schedule (fm_sched, per kernel: fm_timing_kernel_sched):
  *   FM_SCHED_GRID (sm80): grid (Tr, B*H), blockIdx.x reversed so that the
