@@ -53,6 +53,13 @@ double fm_cp_stretch(double t0, double us, double f, const double *iv, int32_t n
   return t + left;
 }
 
+double fm_cp_contended_rate(int64_t items, int32_t slots, double f) {
+  if (!(f > 0) || items <= 0 || slots <= 0) return 1;
+  int64_t left = (int64_t)floor((1 - f) * slots);
+  if (left < 1) left = 1;
+  return (double)((items + slots - 1) / slots) / (double)((items + left - 1) / left);
+}
+
 /* Replays rank r's compute steps up to its step i (each after the previous
  * one, its K/V group and, backward, the release of step i - 2's partials). */
 static void ring_compute(ring_sim *x, int32_t r, int64_t i) {
@@ -63,8 +70,9 @@ static void ring_compute(ring_sim *x, int32_t r, int64_t i) {
     if (x->done[r]) t = fmax(t, x->kv_end[k]);
     if (x->pass == FM_CP_BWD && x->done[r] >= 2) t = fmax(t, x->rel_end[k - 2]);
     x->comp_start[k] = t;
-    x->comp_end[k] = fm_cp_stretch(t, x->m->src[k].us[x->pass], x->m->comm_sm_frac,
-                                   x->old + (size_t)r * x->res_cap * 2, x->nold[r]);
+    const fm_cp_model_src *src = &x->m->src[k];
+    double f = x->m->comm_sm_frac > 0 && src->rate[x->pass] > 0 ? 1 - src->rate[x->pass] : x->m->comm_sm_frac;
+    x->comp_end[k] = fm_cp_stretch(t, src->us[x->pass], f, x->old + (size_t)r * x->res_cap * 2, x->nold[r]);
   }
 }
 

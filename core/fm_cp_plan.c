@@ -340,6 +340,7 @@ typedef struct eval_ctx {
   int32_t *pre;           /* (tr + 1,) the rank's row tiles below each row tile */
   double *vis[FM_CP_NPASSES]; /* (P,) visited tiles of the rank on each source rank's keys */
   double relaunch_us[FM_CP_NPASSES]; /* the rank's: one more launch over its rows (ring_relaunch_us) */
+  int64_t fwd_items;      /* the rank's: its forward launch's work items (row tiles x B x H) */
   double *ag_ms[FM_CP_NPASSES]; /* (P,) each rank's pass at the all-gather's clock (NaN: no time) */
   int64_t *src_rows;      /* (P,) K/V rows the rank receives from each source */
   int32_t *src_segs, *src_runs; /* (P,) its segments needed, their runs in the source's storage */
@@ -534,6 +535,7 @@ static fm_status rank_pass(eval_ctx *e, int32_t r, int pass, fm_err *err) {
     e->ag_ms[pass][r] = fm_timing_time_in(fm_profile_coef(prof, pb.pass, pb.head_dim), p->sum.allgather_clock,
                                           &res) / 1e3;
     e->relaunch_us[pass] = ring_relaunch_us(e, pass, rk->rows, &res);
+    if (pass == FM_CP_FWD) e->fwd_items = res.items;
   }
   fm_timing_work_free(&w);
   return st;
@@ -593,6 +595,11 @@ static fm_status rank_model_src(eval_ctx *e, int32_t r, fm_err *err) {
                     (s > 0 ? e->relaunch_us[pass] : 0) +
                     hbm_us(e, rk->rows, fwd ? (first ? MERGE0_U : MERGE_U) : (first ? SUM0_U : SUM_U),
                            fwd ? (first ? MERGE0_L : MERGE_L) : 0);
+      /* its launch's items beside NCCL: forward every row tile of the rank again, backward
+         the key tiles of the source's rows (the own rows at s = 0) */
+      int64_t kv = s == 0 ? rk->rows : e->src_rows[q], bc = e->p->pass[FM_CP_BWD].bc;
+      int64_t items = fwd ? e->fwd_items : (bc > 0 ? (kv + bc - 1) / bc * B * e->p->sum.heads : 0);
+      x->rate[pass] = e->o->profile ? fm_cp_contended_rate(items, e->o->profile->sms, e->p->sum.comm_sm_frac) : 0;
     }
     if (s == 0) continue;
     x->bytes = (double)e->src_rows[q] * (double)e->p->sum.kv_row_bytes;

@@ -299,6 +299,10 @@ typedef struct fm_cp_model_src {
   double back_us;               /* backward, both exchanges: the source adding these partials
                                    (dK, dV) into its fp32 sums, on its comm stream after the
                                    group that brings them back */
+  double rate[FM_CP_NPASSES];   /* ring: the step's progress while an NCCL group is resident,
+                                   in (0, 1]: the waves of its launch's items on every SM over
+                                   those on the SMs NCCL leaves (fm_cp_contended_rate); 0:
+                                   1 - the model's comm_sm_frac */
 } fm_cp_model_src;
 
 /* What a rank does outside its compute steps and its transfers (us). */
@@ -350,6 +354,11 @@ fm_status fm_cp_model_ring_steps(const fm_cp_model *m, int pass, double *wall, d
  * iv ([a, b) pairs, n of them, disjoint, in time order): it progresses at
  * 1 - f inside them and at 1 outside (docs/DESIGN.md, "The exchange model"). */
 double fm_cp_stretch(double t0, double us, double f, const double *iv, int32_t n);
+/* The progress of a launch of `items` equal work items on `slots` SMs while NCCL holds
+ * the fraction f of them: ceil(items / slots) / ceil(items / (1 - f) slots), the waves
+ * on all over the waves on what is left (1 when they fit on the rest; 1 - f for many
+ * items). A one-wave launch that needs more SMs than NCCL leaves takes two. */
+double fm_cp_contended_rate(int64_t items, int32_t slots, double f);
 /* The fixed microseconds of one more sm90 launch that the code runs on the
  * stream besides the attention kernel (pass FM_CP_FWD / FM_CP_BWD; items the
  * forward's work items, B x H x row tiles; bh = B x H), each small kernel or

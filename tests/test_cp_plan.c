@@ -511,6 +511,18 @@ Test(cp_plan, exchange_model_contention_by_hand) {
   cr_assert_float_eq(step[2], 34.4, 1e-9, "%g", step[2]);
   cr_assert_float_eq(wall[1], 37.4, 1e-9, "%g", wall[1]);
   cr_assert_float_eq(wall[0], 27, 1e-9, "%g", wall[0]);
+  /* counted in waves (fm_cp_contended_rate): 128 items on 132 SMs fill one wave, on the 116
+   * that f = 0.12 leaves two (rate 1/2); 100 fit on the rest (1); 1024 take 8 and 9 waves */
+  cr_assert_float_eq(fm_cp_contended_rate(128, 132, 0.12), 0.5, 1e-12);
+  cr_assert_float_eq(fm_cp_contended_rate(100, 132, 0.12), 1, 1e-12);
+  cr_assert_float_eq(fm_cp_contended_rate(1024, 132, 0.12), 8.0 / 9.0, 1e-12);
+  cr_assert_float_eq(fm_cp_contended_rate(1024, 132, 0), 1, 0);
+  /* a step's own rate overrides 1 - f: rank 1's 30-us own step at rate 0.5 inside [0, 22)
+   * does 11 us of work there, the other 19 after: ends at 41, its step 1 at 44 */
+  slow[2].rate[FM_CP_FWD] = 0.5;
+  cr_assert_eq(fm_cp_model_ring_steps(&m, FM_CP_FWD, wall, step, NULL), FM_OK);
+  cr_assert_float_eq(step[2], 41, 1e-9, "%g", step[2]);
+  cr_assert_float_eq(wall[1], 44, 1e-9, "%g", wall[1]);
   /* f outside [0, 1) is refused */
   m.comm_sm_frac = 1;
   fm_err err;
