@@ -73,7 +73,7 @@ int cp_cli_opt(const char *cmd, cp_cli_opts *o, int opt, const char *arg) {
     }
     o->best = 0;
     if (fm_cp_shardings_parse(arg, &o->shardings, &err) == FM_OK) return 1;
-    cli_error(cmd, "--sharding: %s", err.msg);
+    cli_error(cmd, "--sharding: %s, or plan (the best)", err.msg);
     return -1;
   case CP_O_KERNEL:
     if (fm_kernel_parse(arg, &o->kernel, &err) == FM_OK) return 1;

@@ -1094,21 +1094,15 @@ const fm_cp_sharding_plan *fm_cp_plan_sharding(const fm_cp_plan *p, fm_cp_shardi
   return s >= 0 && s < FM_CP_NSHARDINGS && p->have[s] ? &p->sp[s] : NULL;
 }
 
-/* The value fm_cp_plan_best minimizes, with the fitting shardings ahead of the others. */
-static double best_key(const fm_cp_plan *p, const fm_cp_sharding_plan *sp, int *fits) {
-  *fits = sp->fits[sp->exchange];
-  return p->sum.have_times && !isnan(sp->step_ms) ? sp->step_ms : sp->imbalance_work;
-}
-
 fm_cp_sharding fm_cp_plan_best(const fm_cp_plan *p) {
-  int best = -1, best_fits = 0;
-  double best_key_v = 0;
+  int best = -1;
   for (int s = 0; s < FM_CP_NSHARDINGS; s++) {
     if (!p->have[s]) continue;
-    int fits;
-    double k = best_key(p, &p->sp[s], &fits);
-    if (best < 0 || (fits && !best_fits) || (fits == best_fits && k < best_key_v))
-      best = s, best_fits = fits, best_key_v = k;
+    const fm_cp_sharding_plan *a = &p->sp[s], *b = best < 0 ? NULL : &p->sp[best];
+    /* the fitting first; then the step (without times, the balance of visited tiles) */
+    int fa = a->fits[a->exchange], fb = b ? b->fits[b->exchange] : 0;
+    double ka = p->sum.have_times ? a->step_ms : a->imbalance_work;
+    if (!b || fa > fb || (fa == fb && ka < (p->sum.have_times ? b->step_ms : b->imbalance_work))) best = s;
   }
   return (fm_cp_sharding)(best < 0 ? FM_CP_MASK_AWARE : best);
 }

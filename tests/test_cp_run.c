@@ -29,6 +29,7 @@
 #include "fm_bf16.h"
 #include "fm_cp_run.h"
 #include "fm_families.h"
+#include "fm_jsonr.h"
 #include "fm_reference.h"
 #include "fm_samples.h"
 
@@ -479,18 +480,17 @@ Test(cp_run, fake_head_dim_64) {
 
 /* ---- the command --------------------------------------------------------------------------- */
 
-/* The value of "key": "value" in s (the first), into out; 0 when absent. */
-static int json_str(const char *s, const char *key, char *out, size_t n) {
-  char pat[64];
-  snprintf(pat, sizeof pat, "\"%s\": \"", key);
-  const char *p = strstr(s, pat);
-  if (!p) return 0;
-  p += strlen(pat);
-  size_t k = 0;
-  while (p[k] && p[k] != '"' && k + 1 < n) k++;
-  memcpy(out, p, k);
-  out[k] = 0;
-  return 1;
+/* Member `key` of object `obj` in the JSON text `text` (obj NULL: the root), as a string. */
+static void json_member(const char *text, const char *obj, const char *key, char *out, size_t n) {
+  fm_jdoc *d = NULL;
+  fm_err err;
+  cr_assert_eq(fm_jdoc_parse(text, strlen(text), "output", &d, &err), FM_OK, "%s", err.msg);
+  const fm_jv *v = fm_jdoc_root(d);
+  if (obj) v = fm_jv_get(v, obj);
+  const char *str = fm_jv_string(fm_jv_get(v, key));
+  cr_assert_not_null(str, "no %s.%s in %s", obj ? obj : "", key, text);
+  snprintf(out, n, "%s", str);
+  fm_jdoc_free(d);
 }
 
 Test(cp_run_cli, cpu_run_passes_and_plan_runs_the_best_sharding) {
@@ -508,13 +508,14 @@ Test(cp_run_cli, cpu_run_passes_and_plan_runs_the_best_sharding) {
   snprintf(a, sizeof a, "cp-plan %s --json", mask);
   fmt_run(&r, a);
   cr_assert_eq(r.status, 0, "%s", r.err);
-  const char *b = strstr(r.out, "\"best\"");
-  cr_assert(b && json_str(b, "sharding", best, sizeof best) && json_str(b, "exchange", bx, sizeof bx), "%s", r.out);
+  json_member(r.out, "best", "sharding", best, sizeof best);
+  json_member(r.out, "best", "exchange", bx, sizeof bx);
   cr_assert_str_neq(best, "mask-aware");
   snprintf(a, sizeof a, "cp-run %s --sharding plan --cpu --json", mask);
   fmt_run(&r, a);
   cr_assert_eq(r.status, 0, "%s", r.err);
-  cr_assert(json_str(r.out, "sharding", ran, sizeof ran) && json_str(r.out, "exchange", rx, sizeof rx), "%s", r.out);
+  json_member(r.out, NULL, "sharding", ran, sizeof ran);
+  json_member(r.out, NULL, "exchange", rx, sizeof rx);
   cr_assert_str_eq(ran, best);
   cr_assert_str_eq(rx, bx);
 }
