@@ -29,7 +29,10 @@ torch (the peer's version), plans {"FAMILY:S:P": plan_summary()}, records [{id, 
 "error", "timeout"), error, wall_s, est_s, step_ms {sustained, burst} (the slowest rank),
 rank_compute_ms [per rank, the pass's kernel time] and rank_compute_fwd_ms [per rank, the
 forward's alone] (fmsim), check (fmsim: {passed, ...};
-torch: its check of the impl), backend (torch)}]. "timeout" (cut by the budget) is measured
+torch: its check of the impl), backend (torch)}], clocks [{command (its index in commands), sm
+(clock_summary: the SM clock nvidia-smi sampled over that command's cases, on every GPU, the
+samples drawing over 300 W: median_mhz, p10_mhz, p90_mhz, min_mhz, max_mhz, samples; null if
+none)}]. "timeout" (cut by the budget) is measured
 again by --resume; the others are not.
 """
 import argparse
@@ -95,7 +98,8 @@ def plan_summary(doc: dict) -> dict:
     return dict(profile=doc["profile"]["name"], clock=doc.get("clock", "burst"), one_gpu=doc["one_gpu"],
                 shardings={s["name"]: dict(exchange=s["exchange"], efficiency=s["efficiency_exchange"],
                                            exchanges={x: exchange(s, x, c) for x, c in s["exchanges"].items()})
-                           for s in doc["shardings"]})
+                           for s in doc["shardings"]},
+                best={k: doc["best"][k] for k in ("sharding", "exchange")})
 
 
 def predicted_ms(plan: dict, P: int, sharding: str, exchange: str, pass_: str) -> float:
@@ -108,11 +112,10 @@ def predicted_ms(plan: dict, P: int, sharding: str, exchange: str, pass_: str) -
 
 
 def plan_choice(plan: dict, sharding=None) -> tuple:
-    """(sharding, exchange): the plan's exchange for sharding, or the fastest predicted pair."""
-    sh = plan["shardings"]
+    """(sharding, exchange): the plan's exchange for sharding, or cp-plan's best pair (its "best")."""
     if sharding is None:
-        sharding = min(sh, key=lambda s: sh[s]["exchanges"][sh[s]["exchange"]]["step_ms"])
-    return sharding, sh[sharding]["exchange"]
+        return plan["best"]["sharding"], plan["best"]["exchange"]
+    return sharding, plan["shardings"][sharding]["exchange"]
 
 
 # ---- the cases ----------------------------------------------------------------------------
@@ -309,6 +312,54 @@ def gpus() -> list:
     return names
 
 
+CLOCK_PERIOD_MS = 1000  # nvidia-smi's sampling period while the cases run
+LOADED_W = 300.0        # a sample counts when its GPU draws more (an idle H200 draws about 80 W)
+
+
+class Clocks:
+    """The SM clock and power of every visible GPU, sampled by nvidia-smi while the cases run
+    (cp-run does not read clocks itself); none when nvidia-smi is missing."""
+    def __init__(self):
+        cmd = ["nvidia-smi", "--query-gpu=index,clocks.sm,power.draw", "--format=csv,noheader,nounits",
+               "-lms", str(CLOCK_PERIOD_MS)]
+        try:
+            self.p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        except OSError:
+            self.p = None
+
+    def stop(self) -> list:
+        """[(MHz, W)] of every sample read."""
+        if self.p is None:
+            return []
+        self.p.terminate()
+        out, _ = self.p.communicate()
+        return clock_samples(out)
+
+
+def clock_samples(text: str) -> list:
+    """[(MHz, W)] from nvidia-smi's CSV lines 'index, clocks.sm, power.draw', units or not; lines
+    with [N/A] or anything else unreadable are skipped."""
+    got = []
+    for line in text.splitlines():
+        f = [x.strip().split(" ")[0] for x in line.split(",")]
+        try:
+            got.append((float(f[-2]), float(f[-1])))
+        except (ValueError, IndexError):
+            continue
+    return got
+
+
+def clock_summary(samples: list) -> dict:
+    """The SM clock of the samples drawing over LOADED_W: median, 10th and 90th percentile, min
+    and max (nearest rank), or None when no sample was loaded."""
+    v = sorted(m for m, w in samples if w > LOADED_W)
+    if not v:
+        return None
+    rank = lambda q: v[min(len(v) - 1, int(q * len(v)))]  # noqa: E731
+    return dict(samples=len(v), loaded_w=LOADED_W, period_ms=CLOCK_PERIOD_MS, median_mhz=rank(0.5),
+                p10_mhz=rank(0.1), p90_mhz=rank(0.9), min_mhz=v[0], max_mhz=v[-1])
+
+
 def start(args, names: list) -> dict:
     """The document: a new one, or the one --resume reads back (the same heads and profile)."""
     doc = dict(format="fmsim-cp-bench", version=1, commit=os.environ.get("FM_COMMIT", ""),
@@ -323,15 +374,28 @@ def start(args, names: list) -> dict:
             raise SystemExit(f"cp_bench: {args.out} has heads {old['heads']} and profile "
                              f"'{old['gpu_profile']}': resume with the same, or another --out")
         doc.update(commands=old["commands"], plans=old["plans"], records=old["records"], torch=old["torch"],
-                   date=old.get("date") or doc["date"])
+                   date=old.get("date") or doc["date"], clocks=old.get("clocks", []))
     doc["commands"].append(shlex.join(sys.argv))
     return doc
 
 
 def measure_all(args, doc: dict) -> int:
+    """Every case not yet held, within the budget; the clocks sampled meanwhile go into the
+    document's "clocks" as this command's (its index in "commands")."""
     t0 = time.time()
     make_plans(args, doc["plans"])
     save(args.out, doc)
+    clocks = Clocks()
+    try:
+        measure_cases(args, doc, t0)
+    finally:
+        doc.setdefault("clocks", []).append(dict(command=len(doc["commands"]) - 1,
+                                                 sm=clock_summary(clocks.stop())))
+        save(args.out, doc)
+    return 0
+
+
+def measure_cases(args, doc: dict, t0: float) -> None:
     done = {r["job"] for r in doc["records"] if r["status"] != "timeout"}
     log = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731
     for key, p in doc["plans"].items():
@@ -349,7 +413,6 @@ def measure_all(args, doc: dict) -> int:
         save(args.out, doc)
         for r in recs:
             print(one_line(r), flush=True)
-    return 0
 
 
 def replan(args) -> int:
@@ -412,6 +475,7 @@ def main() -> int:
             ap.error(f"{name}: {', '.join(sorted(set(got) - set(known)))} unknown (known: {', '.join(known)})")
     if not args.ranks or max(args.ranks) > len(names):
         ap.error(f"--ranks {args.ranks}: {len(names)} GPUs visible")
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a timeout's TERM still saves the clocks
     return measure_all(args, start(args, names))
 
 

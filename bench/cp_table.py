@@ -29,6 +29,7 @@ BAR_FAMILIES = ("full", "causal", "causal_document", "document", "prefix_lm_caus
 EFFICIENCY_BAR = {2: 0.90, 4: 0.85}
 MASK_AWARE_BAR = 0.6   # causal_document, 1M, 4 GPUs: mask-aware step / contiguous step at most
 MODEL_BAR = 0.15       # cp-plan's per-rank compute within 15% of the measured
+PARTS_BELOW = 0.90     # "Where the efficiency goes" explains the runs below this efficiency
 SHARDINGS = ("contiguous", "zigzag", "mask-aware")
 EXCHANGES = ("allgather", "ring")
 SHORT = {"oom": "oom", "error": "err", "timeout": "cut"}
@@ -223,6 +224,75 @@ def efficiency_table(doc) -> tuple:
     return out, Pmax
 
 
+def efficiency_parts(doc, fam, S, P):
+    """The efficiency of the case's fastest run (scaled()) as three measured factors whose product
+    it is: T1 / sum(C) (the ranks' kernels together against the one GPU's: split launches, lost
+    waves, contention), mean(C) / max(C) (balance) and max(C) / TP (the step beyond the slowest
+    rank's kernels: exposed exchange, waits and tails), C the ranks' measured compute. None
+    without the ranks' compute."""
+    e, r = scaled(doc, fam, S, P, "both")
+    c = r.get("rank_compute_ms") if e is not None else None
+    if not c:
+        return None
+    t1 = e * P * ms(r)
+    return dict(eff=e, record=r, compute=t1 / sum(c), balance=sum(c) / len(c) / max(c), overlap=max(c) / ms(r),
+                exposed_ms=ms(r) - max(c))
+
+
+def parts_table(doc, below: float) -> tuple:
+    """Where the efficiency goes, at the most ranks, for every family and length whose best run
+    is below `below`: (rows, P, how many cases had the ranks' compute)."""
+    Pmax = max(r["ranks"] for r in doc["records"] if r["tool"] == "fmsim")
+    hdr = ["family", "S", "run", "efficiency", "= T1 / sum C", "x mean C / max C", "x max C / step",
+           "step - max C (ms)"]
+    out, n = ["| " + " | ".join(hdr) + " |", "|" + "---|" * len(hdr)], 0
+    for S in seqlens(doc):
+        for fam in families(doc):
+            x = efficiency_parts(doc, fam, S, Pmax)
+            n += x is not None
+            if x is None or x["eff"] >= below:
+                continue
+            r = x["record"]
+            out.append("| " + " | ".join([fam, str(S), f"{r['sharding']}, {r['exchange']}", pct(x["eff"]),
+                                          num(x["compute"]), num(x["balance"]), num(x["overlap"]),
+                                          num(x["exposed_ms"], ".1f")]) + " |")
+    return out, Pmax, n
+
+
+def best_pick(doc, fam, S, P):
+    """(cp-plan's best record, the measured fastest) of a case where every sharding and exchange
+    the plan holds was measured (forward and backward, the current records), else None."""
+    recs = [r for r in find(doc, "fmsim", fam, S, P, "both") if ms(r) is not None]
+    plan = doc.get("plans_by_run", {}).get(run_of(recs[0]), doc["plans"]).get(f"{fam}:{S}:{P}") if recs else None
+    if not plan or "best" not in plan:
+        return None
+    by = {(r["sharding"], r["exchange"]): r for r in recs}
+    if any((s, x) not in by for s, sh in plan["shardings"].items() for x in sh["exchanges"]):
+        return None
+    return by[(plan["best"]["sharding"], plan["best"]["exchange"])], fastest(recs)
+
+
+def picks_table(doc) -> tuple:
+    """cp-plan's best pair against the measured fastest wherever every pair ran: (rows, summary)."""
+    hdr = ["family", "S", "P", "cp-plan's best", "measured fastest", "best's step / fastest's"]
+    out, qs = ["| " + " | ".join(hdr) + " |", "|" + "---|" * len(hdr)], []
+    for S in seqlens(doc):
+        for P in sorted({r["ranks"] for r in doc["records"] if r["seqlen"] == S and r["ranks"] > 1}):
+            for fam in families(doc):
+                pick = best_pick(doc, fam, S, P)
+                if pick is None:
+                    continue
+                b, f = pick
+                qs.append(ms(b) / ms(f))
+                out.append("| " + " | ".join([fam, str(S), str(P), f"{b['sharding']}, {b['exchange']}",
+                                              f"{f['sharding']}, {f['exchange']}", num(qs[-1])]) + " |")
+    within = lambda x: sum(1 for q in qs if q <= 1 + x)  # noqa: E731
+    summary = (f"cp-plan's best is the measured fastest in {within(0)} of {len(qs)} cases, within 1% of it in "
+               f"{within(0.01)} and within 3% in {within(0.03)}; its step is at most {max(qs):.3f}x the "
+               "fastest's." if qs else "")
+    return out, summary
+
+
 def families(doc) -> list:
     seen = [k.split(":")[0] for k in doc["plans"]] + [r["family"] for r in doc["records"]]
     return list(dict.fromkeys(seen))
@@ -250,7 +320,20 @@ def torch_table(doc) -> list:
 
 def run_sets(doc) -> list:
     return doc.get("run_sets") or [dict(commit=doc.get("commit"), date=doc.get("date"), commands=doc["commands"],
-                                        seqlens=seqlens(doc), plans=plans_note(doc))]
+                                        seqlens=seqlens(doc), plans=plans_note(doc),
+                                        clocks=clocks_note(doc.get("clocks", [])))]
+
+
+def clocks_note(clocks: list) -> str:
+    """What nvidia-smi sampled while each command ran (bench/cp_bench.py's "clocks"), or ''."""
+    def one(c):
+        sm = c.get("sm")
+        if not sm:
+            return f"command {c['command'] + 1}: none sampled"
+        return (f"command {c['command'] + 1}: median {sm['median_mhz']:.0f} MHz (10th-90th percentile "
+                f"{sm['p10_mhz']:.0f}-{sm['p90_mhz']:.0f}, {sm['samples']} samples)")
+    return ("SM clock (nvidia-smi every second on every GPU, the samples drawing over 300 W): "
+            + "; ".join(one(c) for c in clocks)) if clocks else ""
 
 
 def plans_note(doc) -> str:
@@ -272,6 +355,7 @@ def header(doc) -> list:
         runs = [f"- **Commit**: {rs['commit'] or '?'}."] + ([f"- **Date**: {rs['date']}."] if rs.get("date") else [])
         runs.append(f"- **Command** (`bash bench/gpu.sh cpbench` runs it): {cmds}; this table: "
                     "`python3 bench/cp_table.py JSON`.")
+        runs += [f"- **Clocks**: {rs['clocks']}."] if rs.get("clocks") else []
     else:
         files = " ".join(rs.get("file") or f"JSON{k + 1}" for k, rs in enumerate(sets))
         runs = [f"- **Run sets** (this table: `python3 bench/cp_table.py {files}`):"]
@@ -280,6 +364,7 @@ def header(doc) -> list:
                         + f", {rs.get('date') or 'date not recorded'}; "
                         + "; ".join(f"`{c}`" for c in rs["commands"]) + ".")
             runs.append(f"     Predictions: {rs['plans']}.")
+            runs += [f"     {rs['clocks']}."] if rs.get("clocks") else []
     return [
         f"# fmsim's context parallelism on {d['count']} GPUs: scaling, cp-plan's prediction, "
         "PyTorch's context_parallel",
@@ -331,7 +416,7 @@ def combine(docs: list, files: list = None) -> dict:
         out["plans_by_run"][k] = d["plans"]
         out["run_sets"].append(dict(commit=d.get("commit"), date=d.get("date"), commands=d["commands"],
                                     seqlens=seqlens(d), file=files[k] if files else None,
-                                    plans=plans_note(d)))
+                                    plans=plans_note(d), clocks=clocks_note(d.get("clocks", []))))
     return out
 
 
@@ -350,6 +435,21 @@ def render(doc) -> str:
         out += [f"## Scaling efficiency on {P} GPUs per family and length", "",
                 f"Forward and backward, each family's fastest run at each length (T1 / ({P} x T{P}); the "
                 "sharding and exchange measured there named).", ""] + table + [""]
+    parts, P, n = parts_table(doc, PARTS_BELOW)
+    if n:
+        out += [f"## Where the efficiency goes on {P} GPUs", "",
+                f"Forward and backward, each family's fastest run where its efficiency is below "
+                f"{PARTS_BELOW:.0%}, split into three measured factors whose product it is (C: each rank's "
+                "measured compute, cp-run's kernel time; T1 the one-GPU time): T1 / sum C, the ranks' kernels "
+                "together against the one GPU's (split launches, partly filled waves, the ring's contention); "
+                "mean C / max C, the balance; max C / step, the step's time beyond the slowest rank's kernels "
+                "(exposed exchange, waits, the tails), also in ms.", ""] + parts + [""]
+    picks, summary = picks_table(doc)
+    if summary:
+        out += ["## cp-plan's best sharding against the measured fastest", "",
+                "Wherever every sharding and exchange of the plan ran (forward and backward): the pair "
+                "`fmsim cp-plan` names best (`cp-run --sharding plan` runs it) and the measured fastest. "
+                + summary, ""] + picks + [""]
     if any(r["tool"] == "torch" for r in doc["records"]):
         out += ["## fmsim against PyTorch's context_parallel (full and causal)", "",
                 "fmsim: its fastest sharding and exchange; torch: its fastest backend and rotate method "

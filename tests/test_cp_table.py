@@ -27,11 +27,13 @@ def plan(one_gpu_fwd, one_gpu_total, shardings):
         k = 1 if e == x else 0.5
         return dict(fwd_ms=st / 4, bwd_ms=3 * st / 4, step_ms=st, fits=True, rank_fwd_ms=[k * v for v in fw],
                     rank_compute_ms=[k * v for v in cm])
+    best = min(shardings, key=lambda n: shardings[n][1]) if shardings else "contiguous"
     return dict(profile="h200-sm90", one_gpu=dict(fwd_ms=one_gpu_fwd, bwd_ms=one_gpu_total - one_gpu_fwd,
                                                   total_ms=one_gpu_total),
                 shardings={n: dict(exchange=x, efficiency=0.9,
                                    exchanges={e: ex(e, x, st, fw, cm) for e in ("allgather", "ring")})
-                           for n, (x, st, fw, cm) in shardings.items()})
+                           for n, (x, st, fw, cm) in shardings.items()},
+                best=dict(sharding=best, exchange=shardings[best][0] if shardings else "allgather"))
 
 
 def fm(fam, P, sh, ex, pass_, sustained, compute=None, check=None, status="ok"):
@@ -124,6 +126,50 @@ class Table(unittest.TestCase):
         n, v = self.bar("full, 1M tokens, 2 GPUs: faster")
         self.assertEqual((n, v), (f"fmsim/torch {62000 / 70000:.3f} (torch cudnn, allgather)", "met"))
         self.assertEqual(self.bar("causal, 1M tokens, 4 GPUs: faster")[1], "not measured")
+
+    def test_where_the_efficiency_goes(self):
+        """The fastest run's efficiency as three measured factors (mask-aware ring, 4200 ms; its
+        ranks' compute 4100, 4000, 3900, 4640, sum 16640; T1 16000)."""
+        x = cp_table.efficiency_parts(self.doc, "causal_document", M, 4)
+        self.assertAlmostEqual(x["compute"], 16000 / 16640)
+        self.assertAlmostEqual(x["balance"], 4160 / 4640)
+        self.assertAlmostEqual(x["overlap"], 4640 / 4200)
+        self.assertAlmostEqual(x["compute"] * x["balance"] * x["overlap"], x["eff"])
+        self.assertAlmostEqual(x["eff"], 16000 / (4 * 4200))
+        self.assertAlmostEqual(x["exposed_ms"], -440.0)
+        # full on 2 GPUs has no ranks' compute: nothing to split
+        self.assertIsNone(cp_table.efficiency_parts(self.doc, "full", M, 2))
+        rows, P, n = cp_table.parts_table(self.doc, 0.96)  # 95.2% is below 96%, not below 90%
+        self.assertEqual((P, n, len(rows)), (4, 1, 3))
+        self.assertIn("| causal_document | 1048576 | mask-aware, ring | 95.2% | 0.962 | 0.897 | 1.105 | -440.0 |", rows)
+        self.assertEqual(len(cp_table.parts_table(self.doc, 0.90)[0]), 2)
+
+    def test_best_pick_against_the_fastest(self):
+        """The plan's best (the least predicted step: mask-aware at its ring, 4010) ran at 4200 ms,
+        the fastest of the four pairs the plan holds (zigzag is not in it); a plan naming
+        contiguous allgather picks 5400 ms: 5400 / 4200."""
+        d = self.doc
+        b, f = cp_table.best_pick(d, "causal_document", M, 4)
+        self.assertIs(b, f)
+        self.assertEqual((b["sharding"], b["exchange"]), ("mask-aware", "ring"))
+        rows, summary = cp_table.picks_table(d)
+        self.assertEqual(len(rows), 3)
+        self.assertIn("best is the measured fastest in 1 of 1 cases", summary)
+        d["plans"][f"causal_document:{M}:4"]["best"] = dict(sharding="contiguous", exchange="allgather")
+        b, f = cp_table.best_pick(d, "causal_document", M, 4)
+        self.assertAlmostEqual(cp_table.ms(b) / cp_table.ms(f), 5400 / 4200)
+        self.assertIn(f"at most {5400 / 4200:.3f}x", cp_table.picks_table(d)[1])
+        # on 2 GPUs the plan's mask-aware allgather never ran: no verdict
+        self.assertIsNone(cp_table.best_pick(d, "causal_document", M, 2))
+
+    def test_clocks_in_the_header(self):
+        d = dict(self.doc, commands=["a", "b"], clocks=[
+            dict(command=0, sm=dict(median_mhz=1710.0, p10_mhz=1605.0, p90_mhz=1980.0, samples=251)),
+            dict(command=1, sm=None)])
+        md = cp_table.render(d)
+        self.assertIn("command 1: median 1710 MHz (10th-90th percentile 1605-1980, 251 samples); "
+                      "command 2: none sampled.", md)
+        self.assertNotIn("SM clock", cp_table.render(self.doc))  # a file without samples says nothing
 
     def test_check_files_count(self):
         # the records' 3 checks (2 passed) and 2 runs of a check file, both passed: 4 of 5
@@ -265,11 +311,28 @@ class Bench(unittest.TestCase):
                    shardings=[dict(name="zigzag", exchange="ring", efficiency_exchange=0.8,
                                    exchanges=dict(allgather=x, ring=x),
                                    ranks=[rank((1.0, 2.0), (1.5, 2.5)), rank((0.5, 2.0), (0.75, 2.0))])])
+        doc["best"] = dict(sharding="zigzag", exchange="ring", step_ms=3.0)
+        self.assertEqual(cp_bench.plan_summary(doc)["best"], dict(sharding="zigzag", exchange="ring"))
+        self.assertEqual(cp_bench.plan_choice(cp_bench.plan_summary(doc)), ("zigzag", "ring"))
         s = cp_bench.plan_summary(doc)["shardings"]["zigzag"]
         self.assertEqual(s["exchanges"]["ring"], dict(fwd_ms=1.0, bwd_ms=2.0, step_ms=3.0, fits=True,
                                                       rank_fwd_ms=[1.5, 0.75], rank_compute_ms=[4.0, 2.75]))
         self.assertEqual((s["exchanges"]["allgather"]["rank_fwd_ms"], s["exchanges"]["allgather"]["rank_compute_ms"]),
                          ([1.0, 0.5], [3.0, 2.5]))
+
+    def test_clock_samples(self):
+        """nvidia-smi's lines with units or without; [N/A] and junk skipped; the summary of the
+        samples over 300 W by nearest rank (10 loaded samples: 1000..1900 MHz)."""
+        text = "0, 1980 MHz, 450.25 W\n1, [N/A], 80 W\nnot a sample\n0, 345, 80.5\n" + \
+               "\n".join(f"2, {1000 + 100 * k}, 500" for k in range(10))
+        got = cp_bench.clock_samples(text)
+        self.assertEqual(got[0], (1980.0, 450.25))
+        self.assertEqual(got[1], (345.0, 80.5))
+        self.assertEqual(len(got), 12)
+        s = cp_bench.clock_summary(got)
+        self.assertEqual((s["samples"], s["median_mhz"], s["p10_mhz"], s["p90_mhz"], s["min_mhz"], s["max_mhz"]),
+                         (11, 1500.0, 1100.0, 1900.0, 1000.0, 1980.0))
+        self.assertIsNone(cp_bench.clock_summary([(345.0, 80.5)]))  # idle only: nothing to say
 
     def test_order_of_cases(self):
         """Checks first, then the bars at 1M; the rest last."""
