@@ -66,7 +66,7 @@ static const char *help =
     "  --timeline FILE      GPU: a Chrome trace (JSON) of one pass: a process per rank, a thread\n"
     "                       per stream (compute, comm), kernels and message groups with bytes\n"
     "  --json               one JSON object (format fmsim-cp-run) instead of the tables\n"
-    "  --link-gbs X, --link-us X, --comm-sms F, --mem-gib X, --clock C, --long-run   as cp-plan\n";
+    "  --link-gbs X, --link-us X, --gpu-gbs X, --comm-sms F, --mem-gib X, --clock C, --long-run   as cp-plan\n";
 
 typedef struct run_opts {
   cp_cli_opts cp; /* first: cp_cli_mask_opt reads it */

@@ -50,6 +50,7 @@ int cp_cli_opt(const char *cmd, cp_cli_opts *o, int opt, const char *arg) {
   case CP_O_GPU: o->gpu = arg; return 1;
   case CP_O_LINK_GBS: return positive(cmd, "--link-gbs", arg, 1e6, &o->link_gbs) ? -1 : 1;
   case CP_O_LINK_US: return positive(cmd, "--link-us", arg, 1e6, &o->link_us) ? -1 : 1;
+  case CP_O_GPU_GBS: return positive(cmd, "--gpu-gbs", arg, 1e6, &o->gpu_gbs) ? -1 : 1;
   case CP_O_MEM: return positive(cmd, "--mem-gib", arg, 1 << 20, &o->mem_gib) ? -1 : 1;
   case CP_O_COMM_SMS: {
     char *end;
@@ -118,7 +119,7 @@ fm_cp_plan *cp_cli_plan(const char *cmd, const cp_cli_opts *o, const fm_colmask 
   fm_cp_options co = {.ranks = (int32_t)o->ranks, .shardings = o->shardings, .chunk = (int32_t)o->chunk,
                       .exact = o->exact, .kernel = o->kernel, .head_dim = (int32_t)o->head_dim,
                       .batch = o->src.mask.batch, .heads = o->src.mask.heads, .profile = prof,
-                      .link_gbs = o->link_gbs, .link_us = o->link_us, .comm_sm_frac = o->comm_sm_frac,
+                      .link_gbs = o->link_gbs, .link_us = o->link_us, .gpu_gbs = o->gpu_gbs, .comm_sm_frac = o->comm_sm_frac,
                       .clock = o->clock, .allgather_clock = o->allgather_clock, .mem_budget = (int64_t)(o->mem_gib * (double)(1 << 30))};
   fm_cp_plan *plan = NULL;
   fm_err err;

@@ -366,6 +366,23 @@ def test_masks_no_form_holds_agree(tmp_path):
     print(f"cross-check: {T.n} comparisons in all")
 
 
+def test_cp_plan_gpu_bound_slows_the_allgather_only():
+    """--gpu-gbs bounds all of an all-gather's transfers through one GPU: recorded in the JSON; on
+    a mask-aware split whose ranks gather from three peers (3 x 90 GB/s side by side) a bound
+    of 100 GB/s lengthens the all-gather's step and leaves the ring's (one peer a group) alone."""
+    mask = ("--family", "causal_document", "--seqlen", "262144", "--heads", "4", "--ranks", "4",
+            "--sharding", "mask-aware", "--json")
+    steps = {}
+    for cap in (None, "100"):
+        plan = run_json("cp-plan", *mask, *(("--gpu-gbs", cap) if cap else ()))
+        T.eq(f"cp-plan --gpu-gbs {cap}: recorded", plan["link"]["gpu_gbs"], float(cap or 450))
+        (sh,) = plan["shardings"]
+        T.eq(f"cp-plan --gpu-gbs {cap}: three peers", max(r["kv_sources"] for r in sh["ranks"]), 3)
+        steps[cap] = {x: sh["exchanges"][x]["step_ms"] for x in ("allgather", "ring")}
+    T.eq(f"all-gather slower under the bound {steps}", steps["100"]["allgather"] > steps[None]["allgather"], True)
+    T.eq(f"ring unchanged {steps}", steps["100"]["ring"], steps[None]["ring"])
+
+
 def test_cp_plan_one_gpu_is_predict_in_either_clock():
     """cp-plan's one-GPU time (its default, --clock auto: the sustained clock, what cp-run times;
     only the all-gather's launches burst) is what `fmsim predict` gives for the same mask and
