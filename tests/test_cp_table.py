@@ -171,6 +171,14 @@ class Table(unittest.TestCase):
                       "command 2: none sampled.", md)
         self.assertNotIn("SM clock", cp_table.render(self.doc))  # a file without samples says nothing
 
+    def test_bars_only_for_the_gpus_measured(self):
+        """A 2-GPU table states the 2-GPU bars and none of the 4-GPU ones."""
+        d = dict(self.doc, records=[r for r in self.doc["records"] if r["ranks"] <= 2])
+        items = [item for item, _, _ in cp_table.bars(d)]
+        self.assertFalse([i for i in items if "4 GPUs" in i])
+        self.assertIn("full, 1M tokens, 2 GPUs: scaling efficiency (fwd+bwd) at least 90%", items)
+        self.assertTrue([i for i in self.bars if "4 GPUs" in i])  # the full table keeps them
+
     def test_check_files_count(self):
         # the records' 3 checks (2 passed) and 2 runs of a check file, both passed: 4 of 5
         d = cp_table.with_checks(self.doc, [dict(passed=True, family="x"), dict(passed=True)])
