@@ -206,6 +206,9 @@ def run(cmd: list, timeout_s: float) -> tuple:
             pass
         p.communicate()
         return None, "", "", time.time() - t0
+    except BaseException:  # this script stopped (its TERM, ^C): the command's session ends with it
+        os.killpg(p.pid, signal.SIGKILL)
+        raise
 
 
 def last_line(text: str) -> str:

@@ -342,6 +342,38 @@ class Bench(unittest.TestCase):
                          (11, 1500.0, 1100.0, 1900.0, 1000.0, 1980.0))
         self.assertIsNone(cp_bench.clock_summary([(345.0, 80.5)]))  # idle only: nothing to say
 
+    def test_a_stopped_bench_ends_its_command(self):
+        """cp_bench stopped by TERM (a timeout around it) while a command runs: the command's
+        session is killed, not left holding the GPUs."""
+        import signal
+        import subprocess
+        import tempfile
+        import time
+        with tempfile.TemporaryDirectory() as tmp:
+            pidfile = os.path.join(tmp, "pid")
+            code = ("import signal, sys; sys.path.insert(0, sys.argv[1]); import cp_bench; "
+                    "signal.signal(signal.SIGTERM, lambda *_: sys.exit(143)); "
+                    "cp_bench.run(['sh', '-c', 'echo $$ > ' + sys.argv[2] + '; exec sleep 30'], 60)")
+            bench = subprocess.Popen([sys.executable, "-c", code, os.path.dirname(cp_bench.__file__), pidfile])
+            for _ in range(100):
+                if os.path.exists(pidfile) and open(pidfile).read().strip():
+                    break
+                time.sleep(0.05)
+            child = int(open(pidfile).read())
+            bench.send_signal(signal.SIGTERM)
+            self.assertEqual(bench.wait(timeout=10), 143)
+            for _ in range(100):  # the child's exit is reaped by init; give it a moment
+                try:
+                    os.kill(child, 0)
+                except ProcessLookupError:
+                    break
+                if open(f"/proc/{child}/stat").read().split()[2] == "Z":
+                    break
+                time.sleep(0.05)
+            else:
+                os.kill(child, signal.SIGKILL)
+                self.fail("the command outlived the bench")
+
     def test_order_of_cases(self):
         """Checks first, then the bars at 1M; the rest last."""
         args = types.SimpleNamespace(families=("causal_document", "sliding_window"), seqlens=[131072, M],
