@@ -325,18 +325,21 @@ class Clocks:
     def __init__(self):
         cmd = ["nvidia-smi", "--query-gpu=index,clocks.sm,power.draw", "--format=csv,noheader,nounits",
                "-lms", str(CLOCK_PERIOD_MS)]
+        self.out = tempfile.TemporaryFile(mode="w+")  # a file, not a pipe: hours of samples never block it
         try:
-            self.p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+            self.p = subprocess.Popen(cmd, stdout=self.out, stderr=subprocess.DEVNULL, text=True)
         except OSError:
             self.p = None
 
     def stop(self) -> list:
-        """[(MHz, W)] of every sample read."""
-        if self.p is None:
-            return []
-        self.p.terminate()
-        out, _ = self.p.communicate()
-        return clock_samples(out)
+        """[(MHz, W)] of every sample taken."""
+        if self.p is not None:
+            self.p.terminate()
+            self.p.wait()
+        self.out.seek(0)
+        text = self.out.read()
+        self.out.close()
+        return clock_samples(text)
 
 
 def clock_samples(text: str) -> list:

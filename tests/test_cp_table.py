@@ -374,6 +374,36 @@ class Bench(unittest.TestCase):
                 os.kill(child, signal.SIGKILL)
                 self.fail("the command outlived the bench")
 
+    def test_clocks_keep_every_sample(self):
+        """Clocks reads nvidia-smi through a file: 20000 samples (600 KB, far more than a pipe
+        holds before the writer blocks) all arrive, and a missing nvidia-smi gives none."""
+        import stat
+        import tempfile
+        import time
+        with tempfile.TemporaryDirectory() as tmp:
+            fake = os.path.join(tmp, "nvidia-smi")
+            with open(fake, "w") as f:
+                f.write('#!/bin/sh\ni=0\nwhile [ $i -lt 20000 ]; do echo "0, 1980, 450.5"; i=$((i+1)); done\n'
+                        "exec sleep 30\n")
+            os.chmod(fake, stat.S_IRWXU)
+            path = os.environ["PATH"]
+            try:
+                os.environ["PATH"] = tmp + os.pathsep + path
+                c = cp_bench.Clocks()
+                for _ in range(200):  # until the fake has written everything and sleeps
+                    if c.out.tell() >= 20000 * len("0, 1980, 450.5\n"):
+                        break
+                    time.sleep(0.05)
+                got = c.stop()
+                os.environ["PATH"] = tmp  # no nvidia-smi but the one removed below
+                os.unlink(fake)
+                none = cp_bench.Clocks().stop()
+            finally:
+                os.environ["PATH"] = path
+        self.assertEqual(len(got), 20000)
+        self.assertEqual(cp_bench.clock_summary(got)["median_mhz"], 1980.0)
+        self.assertEqual(none, [])
+
     def test_order_of_cases(self):
         """Checks first, then the bars at 1M; the rest last."""
         args = types.SimpleNamespace(families=("causal_document", "sliding_window"), seqlens=[131072, M],
