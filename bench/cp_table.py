@@ -445,7 +445,8 @@ def render(doc) -> str:
                 "measured compute, cp-run's kernel time; T1 the one-GPU time): T1 / sum C, the ranks' kernels "
                 "together against the one GPU's (split launches, partly filled waves, the ring's contention); "
                 "mean C / max C, the balance; max C / step, the step's time beyond the slowest rank's kernels "
-                "(exposed exchange, waits, the tails), also in ms.", ""] + parts + [""]
+                "(exposed exchange, waits, the tails), also in ms.", ""]
+        out += (parts if len(parts) > 2 else [f"No run is below {PARTS_BELOW:.0%}."]) + [""]
     picks, summary = picks_table(doc)
     if summary:
         out += ["## cp-plan's best sharding against the measured fastest", "",

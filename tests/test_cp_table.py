@@ -143,6 +143,7 @@ class Table(unittest.TestCase):
         self.assertEqual((P, n, len(rows)), (4, 1, 3))
         self.assertIn("| causal_document | 1048576 | mask-aware, ring | 95.2% | 0.962 | 0.897 | 1.105 | -440.0 |", rows)
         self.assertEqual(len(cp_table.parts_table(self.doc, 0.90)[0]), 2)
+        self.assertIn("No run is below 90%.", cp_table.render(self.doc))  # the header alone is not a table
 
     def test_best_pick_against_the_fastest(self):
         """The plan's best (the least predicted step: mask-aware at its ring, 4010) ran at 4200 ms,
