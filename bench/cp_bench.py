@@ -45,6 +45,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from atomic import save_json  # bench/atomic.py, beside this file
 
 MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 os.environ.update(MULTICAST_OFF)  # every process started here inherits it
@@ -298,13 +299,6 @@ def one_line(r: dict) -> str:
     return f"{what} {ms.get('sustained', '-')} ms sustained, {ms.get('burst', '-')} burst ({r['wall_s']} s)"
 
 
-def save(path: str, doc: dict) -> None:
-    tmp = f"{path}.tmp.{os.getpid()}"
-    with open(tmp, "w") as f:
-        json.dump(doc, f, indent=1)
-    os.replace(tmp, path)
-
-
 def gpus() -> list:
     """The visible GPUs' names (nvidia-smi, narrowed by CUDA_VISIBLE_DEVICES)."""
     rc, out, _, _ = run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], 60)
@@ -390,14 +384,14 @@ def measure_all(args, doc: dict) -> int:
     document's "clocks" as this command's (its index in "commands")."""
     t0 = time.time()
     make_plans(args, doc["plans"])
-    save(args.out, doc)
+    save_json(args.out, doc)
     clocks = Clocks()
     try:
         measure_cases(args, doc, t0)
     finally:
         doc.setdefault("clocks", []).append(dict(command=len(doc["commands"]) - 1,
                                                  sm=clock_summary(clocks.stop())))
-        save(args.out, doc)
+        save_json(args.out, doc)
     return 0
 
 
@@ -416,7 +410,7 @@ def measure_cases(args, doc: dict, t0: float) -> None:
             continue
         recs = (fmsim_records(args, j, left) if j["tool"] == "fmsim" else torch_records(args, j, left, doc))
         doc["records"] = [r for r in doc["records"] if r["job"] != j["id"]] + recs
-        save(args.out, doc)
+        save_json(args.out, doc)
         for r in recs:
             print(one_line(r), flush=True)
 
@@ -437,7 +431,7 @@ def replan(args) -> int:
     doc["plans"] = plans
     doc["plans_by"] = {"fmsim": os.path.abspath(args.fmsim), "gpu": args.gpu or "cp-plan's default",
                        "commit": os.environ.get("FM_COMMIT", ""), "command": " ".join(sys.argv)}
-    save(args.out, doc)
+    save_json(args.out, doc)
     print(f"{len(plans)} plans -> {args.out}")
     return 0
 

@@ -19,7 +19,6 @@ the least, whatever its chunking).
     python3 bench/linrnn_bench.py --out linrnn.json [--lengths 16,32,64,128,256,2048] [--quick]
 """
 import argparse
-import json
 import os
 import sys
 import time
@@ -32,6 +31,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from fmsim.linrnn import chunk_linear_attention  # noqa: E402
 from fmsim.protocol import PROTOCOL, measure  # noqa: E402
 from linrnn_cases import PRODUCTION, doc_lengths, packed_id, prod_id  # noqa: E402  (bench/, beside this file)
+from atomic import save_json  # noqa: E402
 
 
 def inputs(T, H, dk, dv, seed):
@@ -186,10 +186,7 @@ def main() -> int:
         res["records"].append(rec)
         del q, k, v, gate
         torch.cuda.empty_cache()
-        tmp = args.out + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(res, f, indent=1)
-        os.replace(tmp, args.out)
+        save_json(args.out, res)
     return 0
 
 

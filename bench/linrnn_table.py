@@ -16,7 +16,7 @@ import argparse
 import json
 import os
 import sys
-import tempfile
+from atomic import replace_with  # bench/atomic.py, beside this file
 
 from linrnn_cases import PRODUCTION, parse_id, prod_id
 
@@ -172,18 +172,8 @@ def draw(doc: dict, path: str) -> None:
     b.set_title(f"dotted: the {SHORT_GAIN:g}x bar against fla; triangles: the proposal's", fontsize=8)
     fig.suptitle(f"fmsim's linear-RNN kernel against flash-linear-attention, {doc['device']}", fontsize=10)
     fig.tight_layout()
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(suffix=".png", dir=folder)
     try:
-        with os.fdopen(fd, "wb") as f:
-            fig.savefig(f, format="png", dpi=110)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # a new file's mode, not mkstemp's 0600
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+        replace_with(path, lambda f: fig.savefig(f, format="png", dpi=110), binary=True)
     finally:
         plt.close(fig)
 

@@ -13,11 +13,10 @@ in every run; a run missing a pass's times is refused (one line, exit 1).
 """
 import argparse
 import csv
-import json
 import math
 import os
 import sys
-import tempfile
+from atomic import save_json  # bench/atomic.py, beside this file
 
 PASSES = {"fwd": "sm90_time_ms", "bwd": "sm90_bwd_time_ms"}
 ERRORS = {"fwd": "sm90_predicted_error", "bwd": "sm90_bwd_predicted_error"}
@@ -109,12 +108,8 @@ def main():
         print(f"| {r['pass']} | {r['family']} | {r['cases']} | {r['geomean']:.4f} | {r['lowest']:.3f} | "
               f"{r['highest']:.3f} | {aa} | {pct(r['model_median_abs_error'])} / {pct(r['model_worst_abs_error'])} |")
     if args.json:
-        d = os.path.dirname(os.path.abspath(args.json))
-        fd, tmp = tempfile.mkstemp(dir=d, prefix=".method_ab.", suffix=".tmp")
-        with os.fdopen(fd, "w") as f:
-            json.dump({"a": a, "b": b, "runs": [f"{lab}={p}" for lab, p in
-                                                 (r.partition("=")[::2] for r in args.runs)], "rows": rows}, f, indent=1)
-        os.replace(tmp, args.json)
+        save_json(args.json, {"a": a, "b": b, "runs": [f"{lab}={p}" for lab, p in
+                                                        (r.partition("=")[::2] for r in args.runs)], "rows": rows})
     return 0
 
 

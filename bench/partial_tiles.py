@@ -50,6 +50,7 @@ import argparse
 import json
 import os
 import sys
+import atomic  # bench/atomic.py, beside this file
 
 try:
     import numpy as np
@@ -423,11 +424,8 @@ def markdown(results, rows):
 # ------------------------------------------------------------------ main
 
 def save_json(path, doc):
-    tmp = f"{path}.tmp.{os.getpid()}"
     try:
-        with open(tmp, "w") as f:
-            json.dump(doc, f, indent=1)
-        os.replace(tmp, path)
+        atomic.save_json(path, doc)
     except OSError as e:
         raise BadInput(f"{path}: cannot write ({e.strerror})")
 

@@ -36,6 +36,7 @@ import os
 import sys
 import time
 from typing import Optional
+from atomic import save_json  # bench/atomic.py, beside this file
 
 FAMILIES = ("full", "causal", "sliding_window", "causal_document", "document", "share_question",
             "global_sliding_window", "causal_blockwise", "prefix_lm_document", "prefix_lm_causal",
@@ -53,13 +54,6 @@ def fmsim_impls(variants: str) -> dict:
 
 def is_fmsim(name: str) -> bool:
     return name == "fmsim" or name.startswith("fmsim[")
-
-
-def save(path: str, doc: dict) -> None:
-    tmp = f"{path}.tmp.{os.getpid()}"
-    with open(tmp, "w") as f:
-        json.dump(doc, f, indent=1)
-    os.replace(tmp, path)
 
 
 def paper_flops(B, H, S, D, rho, pass_):
@@ -324,7 +318,7 @@ def measure_main(args) -> int:
                 r["run"] = run
                 doc["records"].append(r)
                 print(one_line(r), flush=True)
-            save(args.out, doc)
+            save_json(args.out, doc)
     return 0
 
 
