@@ -197,7 +197,7 @@ def main() -> int:
         try:
             draw(doc, args.figure)
         except OSError as e:
-            print(f"linrnn_table: {args.figure}: {e}", file=sys.stderr)
+            print(f"linrnn_table: {args.figure}: cannot write ({e.strerror or e})", file=sys.stderr)
             return 2
     sys.stdout.write(render(doc, args.figure))
     return 0
