@@ -113,7 +113,7 @@ __global__ void seg_kernel(float *dst, const __nv_bfloat16 *src, const seg_rec *
   }
 }
 
-/* The pass gate (docs/DESIGN.md, "The compute each exchange measures"): holds
+/* The pass gate (docs/DESIGN.md, "The exchange model", the 16K checks): holds
  * its stream until the host has enqueued the whole pass and written gen into
  * the mapped word, so that the events behind it time the GPU's work, not the
  * host's enqueue of it. Gives up after 2 s, counting the timeout in word[1]. */
