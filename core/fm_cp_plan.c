@@ -339,8 +339,9 @@ typedef struct eval_ctx {
   int32_t *kseg[FM_CP_NPASSES]; /* (tc,) the segment holding each key tile */
   int32_t *pre;           /* (tr + 1,) the rank's row tiles below each row tile */
   double *vis[FM_CP_NPASSES]; /* (P,) visited tiles of the rank on each source rank's keys */
-  double relaunch_us[FM_CP_NPASSES]; /* the rank's: one more launch over its rows (ring_relaunch_us) */
-  int64_t fwd_items;      /* the rank's: its forward launch's work items (row tiles x B x H) */
+  double *step_us[FM_CP_NPASSES];    /* (P,) the rank's ring step on each source's keys (rank_steps) */
+  int64_t *step_items[FM_CP_NPASSES]; /* (P,) its work items */
+  int32_t *sdiff;         /* rank_steps' scratch: 2 difference arrays of (tr + 1) */
   double *ag_ms[FM_CP_NPASSES]; /* (P,) each rank's pass at the all-gather's clock (NaN: no time) */
   int64_t *src_rows;      /* (P,) K/V rows the rank receives from each source */
   int32_t *src_segs, *src_runs; /* (P,) its segments needed, their runs in the source's storage */
@@ -482,20 +483,123 @@ double fm_cp_launch_ops_us(int pass, int64_t items, int64_t bh) {
   return (4 + sort_ops(items, end_bit)) * OP_US + 2 * GAP_US;
 }
 
-/* What one more launch over the rank's rows costs beyond its share of the
- * visited tiles: its fixed part, the timing model's launch_us (the intercept
- * of the calibration's launches, whose spans hold the same operations) or
- * the operations counted (fm_cp_launch_ops_us), the larger; forward, every row tile's
- * item again (one per row tile and (b, h), whatever the keys: its fixed
- * item_us over the profile's slots); backward, the launch's row work
- * (BWDROWS; its items are the key tiles, which the steps share out). */
-static double ring_relaunch_us(const eval_ctx *e, int pass, int64_t rows, const fm_timing_result *res) {
+/* What a ring step past the first adds to its own launch's prediction
+ * (rank_steps): the operations counted (fm_cp_launch_ops_us) where they exceed
+ * the timing model's launch_us (the intercept of the calibration's launches,
+ * whose spans hold the same operations); backward, the launch's row work
+ * (BWDROWS: the calibration's launches have Sq = Sk, so their fit prices it
+ * by the keys, and a step's keys are a part of the rows'). */
+static double ring_step_extra_us(const eval_ctx *e, int pass, int64_t rows, const fm_timing_result *res) {
   const fm_cp_summary *s = &e->p->sum;
-  fm_pass fp = pass == FM_CP_FWD ? FM_PASS_FWD : FM_PASS_BWD;
-  const fm_timing_coef *c = fm_profile_coef(e->o->profile, fp, s->head_dim);
-  double fixed = fmax(res->launch_us, fm_cp_launch_ops_us(pass, res->items, (int64_t)s->batch * s->heads));
-  if (pass == FM_CP_BWD) return fixed + hbm_us(e, rows, BWDROWS_U, BWDROWS_L);
-  return fixed + (res->slots > 0 ? (double)res->items * c->item_us / (double)res->slots : 0);
+  double ops = fm_cp_launch_ops_us(pass, res->items, (int64_t)s->batch * s->heads);
+  double extra = ops > res->launch_us ? ops - res->launch_us : 0;
+  return pass == FM_CP_BWD ? extra + hbm_us(e, rows, BWDROWS_U, BWDROWS_L) : extra;
+}
+
+/* Whether segment k is in rank r's ring step on source q's keys: one of q's
+ * that r needs, or, when q = r, any of r's own (cp-run launches a step over
+ * them, docs/DESIGN.md, "cp-run"). */
+static int step_segment(const eval_ctx *e, int32_t r, int32_t q, int32_t k) {
+  return e->segs[k].rank == q && (q == r || e->need[(int64_t)r * e->nseg + k]);
+}
+
+/* Adds the spans (global row tiles) to d, indexed by the rank's own row tiles
+ * (e->pre: a span maps onto the consecutive own tiles it holds). */
+static void add_spans_local(int32_t *d, const int32_t *pre, const fm_tile_span *sp, int n) {
+  for (int k = 0; k < n; k++) d[pre[sp[k].begin]]++, d[pre[sp[k].end]]--;
+}
+
+/* The work of rank r's step on source q's keys into w (allocated here; free
+ * with fm_timing_work_free): per own row tile the step's key tiles it visits
+ * and how many are PARTIAL (the pass's spans restricted to the step's key
+ * tiles, summed in difference arrays over the own row tiles), per step key
+ * tile its column of the own rows, the key columns visited. O(the step's key
+ * tiles + the own row tiles) a set. */
+static fm_status step_work(eval_ctx *e, int32_t r, int pass, int32_t q, int32_t tr_r, fm_timing_work *w,
+                           fm_err *err) {
+  const fm_cp_plan *p = e->p;
+  const pass_data *pd = &p->pass[pass];
+  const fm_cp_rank *rk = &e->out[r];
+  const int32_t S = p->sum.seqlen;
+  int32_t tc = 0;
+  int64_t sk = 0;
+  for (int32_t i = e->rank_start[q]; i < e->rank_start[q + 1]; i++)
+    if (step_segment(e, r, q, e->by_rank[i])) {
+      const fm_cp_segment *g = &e->segs[e->by_rank[i]];
+      tc += (int32_t)(((int64_t)g->row1 + pd->bc - 1) / pd->bc - g->row0 / pd->bc);
+      sk += g->row1 - g->row0;
+    }
+  const fm_cp_segment *own = &e->segs[e->by_rank[e->rank_start[r]]];
+  *w = (fm_timing_work){.sq = (int32_t)rk->rows, .sk = (int32_t)sk, .br = pd->br, .bc = pd->bc, .tr = tr_r,
+                        .tc = tc, .nb = p->nb, .nh = p->nh,
+                        .causal = p->causal && q == r && rk->segments == 1 && own->row1 == S};
+  w->rows = malloc(sizeof *w->rows * (size_t)p->nsets * (size_t)(tr_r > 0 ? tr_r : 1));
+  w->cols = malloc(sizeof *w->cols * (size_t)p->nsets * (size_t)(tc > 0 ? tc : 1));
+  w->kv_cols = calloc((size_t)p->nsets, sizeof *w->kv_cols);
+  if (!w->rows || !w->cols || !w->kv_cols)
+    return fm_fail(err, FM_ENOMEM, "cannot allocate the work of rank %d's step on rank %d's keys", r, q);
+  int64_t visited = 0, partial = 0;
+  int32_t *dm = e->sdiff, *dt = e->sdiff + tr_r + 1;
+  for (int32_t st = 0; st < p->nsets; st++) {
+    memset(e->sdiff, 0, sizeof *e->sdiff * 2 * ((size_t)tr_r + 1));
+    int32_t j = 0;
+    for (int32_t i = e->rank_start[q]; i < e->rank_start[q + 1]; i++) {
+      if (!step_segment(e, r, q, e->by_rank[i])) continue;
+      const fm_cp_segment *g = &e->segs[e->by_rank[i]];
+      for (int32_t ct = g->row0 / pd->bc; (int64_t)ct * pd->bc < g->row1; ct++) {
+        int64_t at = (int64_t)st * pd->tc + ct, j0 = (int64_t)ct * pd->bc;
+        const fm_tile_span *sp = pd->spans + at * 4;
+        int32_t m = in_spans(e->pre, sp, pd->nspans[at * 2]), t = in_spans(e->pre, sp + 2, pd->nspans[at * 2 + 1]);
+        w->cols[(int64_t)st * tc + j++] = (fm_work){tr_r - m, t - m};
+        if (tr_r - m > 0) w->kv_cols[st] += S - j0 < pd->bc ? S - j0 : pd->bc;
+        add_spans_local(dm, e->pre, sp, pd->nspans[at * 2]);
+        add_spans_local(dt, e->pre, sp + 2, pd->nspans[at * 2 + 1]);
+      }
+    }
+    for (int32_t i = 0, M = 0, T = 0; i < tr_r; i++) {
+      M += dm[i], T += dt[i];
+      w->rows[(int64_t)st * tr_r + i] = (fm_work){tc - M, T - M};
+      visited += tc - M, partial += T - M;
+    }
+  }
+  fm_tile_counts *c = &w->counts;
+  c->total = (int64_t)p->nsets * tr_r * tc;
+  c->minmax[FM_TILE_MASKED] = c->total - visited;
+  c->minmax[FM_TILE_PARTIAL] = partial;
+  c->minmax[FM_TILE_UNMASKED] = visited - partial;
+  c->sparsity = c->total ? (double)c->minmax[FM_TILE_MASKED] / (double)c->total : 0;
+  return FM_OK;
+}
+
+/* Rank r's ring steps of one pass, each predicted by the timing model as the
+ * launch cp-run makes of it (step_work: the rank's rows against the step's
+ * keys alone), a step past the first with its extra (ring_step_extra_us):
+ * e->step_us[pass][q] and its items e->step_items[pass][q] (NaN and 0: no
+ * step on q's keys, or no time without a profile). */
+static fm_status rank_steps(eval_ctx *e, int32_t r, int pass, fm_err *err) {
+  const fm_cp_plan *p = e->p;
+  const pass_data *pd = &p->pass[pass];
+  const fm_gpu_profile *prof = e->o->profile;
+  fm_timing_problem pb = {.batch = p->sum.batch, .heads = p->sum.heads, .head_dim = p->sum.head_dim,
+                          .pass = pass == FM_CP_FWD ? FM_PASS_FWD : FM_PASS_BWD, .variant = FM_VARIANT_SKIP,
+                          .clock = p->sum.clock};
+  for (int32_t q = 0; q < e->ranks; q++) e->step_us[pass][q] = NAN, e->step_items[pass][q] = 0;
+  if (!pd->present || !prof || !fm_profile_coef(prof, pb.pass, pb.head_dim)) return FM_OK;
+  int32_t tr_r = rank_row_tiles(e, pd, r);
+  fm_status st = FM_OK;
+  for (int32_t q = 0; st == FM_OK && q < e->ranks; q++) {
+    if (q != r && e->src_rows[q] == 0) continue;
+    fm_timing_work w;
+    fm_timing_result res;
+    st = step_work(e, r, pass, q, tr_r, &w, err);
+    if (st == FM_OK && w.tc > 0) st = fm_timing_predict(prof, &w, &pb, &res, err);
+    if (st == FM_OK && w.tc > 0) {
+      e->step_us[pass][q] = res.time_us + (q != r ? ring_step_extra_us(e, pass, e->out[r].rows, &res) : 0);
+      e->step_items[pass][q] = res.items;
+    }
+    fm_timing_work_free(&w);
+  }
+  return st;
 }
 
 /* One pass of rank r: its tiles, needs and, with a profile, its time on the
@@ -505,7 +609,6 @@ static fm_status rank_pass(eval_ctx *e, int32_t r, int pass, fm_err *err) {
   const pass_data *pd = &p->pass[pass];
   fm_cp_rank *rk = &e->out[r];
   rk->ms[pass] = e->ag_ms[pass][r] = NAN;
-  e->relaunch_us[pass] = 0;
   if (!pd->present) return FM_OK;
   int32_t tr_r = rank_row_tiles(e, pd, r);
   fm_timing_work w = {.sq = (int32_t)rk->rows, .sk = p->sum.seqlen, .br = pd->br, .bc = pd->bc,
@@ -534,8 +637,6 @@ static fm_status rank_pass(eval_ctx *e, int32_t r, int pass, fm_err *err) {
     rk->ms[pass] = res.time_us / 1e3;
     e->ag_ms[pass][r] = fm_timing_time_in(fm_profile_coef(prof, pb.pass, pb.head_dim), p->sum.allgather_clock,
                                           &res) / 1e3;
-    e->relaunch_us[pass] = ring_relaunch_us(e, pass, rk->rows, &res);
-    if (pass == FM_CP_FWD) e->fwd_items = res.items;
   }
   fm_timing_work_free(&w);
   return st;
@@ -580,6 +681,10 @@ static fm_status rank_model_src(eval_ctx *e, int32_t r, fm_err *err) {
     e->src = x, e->cap = cap;
   }
   e->src_start[r] = e->nsrc;
+  for (int pass = 0; pass < FM_CP_NPASSES; pass++) {
+    fm_status st = rank_steps(e, r, pass, err);
+    if (st != FM_OK) return st;
+  }
   for (int32_t s = 0; s < P; s++) {
     int32_t q = (r - s + P) % P;
     if (s > 0 && e->src_rows[q] == 0) continue;
@@ -587,19 +692,13 @@ static fm_status rank_model_src(eval_ctx *e, int32_t r, fm_err *err) {
     memset(x, 0, sizeof *x);
     x->s = s;
     for (int pass = 0; pass < FM_CP_NPASSES; pass++) {
-      double total = 0, *vis = e->vis[pass]; /* rank r's: its passes just ran */
-      for (int32_t t = 0; t < P; t++) total += vis[t];
-      double us = rk->ms[pass] * 1e3;
       int first = s == 0, fwd = pass == FM_CP_FWD;
-      x->us[pass] = (total > 0 ? us * vis[q] / total : s == 0 ? us : 0) +
-                    (s > 0 ? e->relaunch_us[pass] : 0) +
+      x->us[pass] = e->step_us[pass][q] +
                     hbm_us(e, rk->rows, fwd ? (first ? MERGE0_U : MERGE_U) : (first ? SUM0_U : SUM_U),
                            fwd ? (first ? MERGE0_L : MERGE_L) : 0);
-      /* its launch's items beside NCCL: forward every row tile of the rank again, backward
-         the key tiles of the source's rows (the own rows at s = 0) */
-      int64_t kv = s == 0 ? rk->rows : e->src_rows[q], bc = e->p->pass[FM_CP_BWD].bc;
-      int64_t items = fwd ? e->fwd_items : (bc > 0 ? (kv + bc - 1) / bc * B * e->p->sum.heads : 0);
-      x->rate[pass] = e->o->profile ? fm_cp_contended_rate(items, e->o->profile->sms, e->p->sum.comm_sm_frac) : 0;
+      /* its launch's items beside NCCL: forward the rank's row tiles, backward the step's key tiles */
+      x->rate[pass] = e->o->profile ? fm_cp_contended_rate(e->step_items[pass][q], e->o->profile->sms,
+                                                           e->p->sum.comm_sm_frac) : 0;
     }
     if (s == 0) continue;
     x->bytes = (double)e->src_rows[q] * (double)e->p->sum.kv_row_bytes;
@@ -740,8 +839,11 @@ static void eval_free(eval_ctx *e) {
     free(e->kseg[k]);
     free(e->vis[k]);
     free(e->ag_ms[k]);
+    free(e->step_us[k]);
+    free(e->step_items[k]);
   }
   free(e->pre);
+  free(e->sdiff);
   free(e->src_rows);
   free(e->src_segs);
   free(e->src_runs);
@@ -773,6 +875,9 @@ static fm_status eval_init(eval_ctx *e, fm_err *err) {
     const pass_data *pd = &p->pass[k];
     e->vis[k] = calloc((size_t)P, sizeof *e->vis[k]);
     e->ag_ms[k] = calloc((size_t)P, sizeof *e->ag_ms[k]);
+    e->step_us[k] = calloc((size_t)P, sizeof *e->step_us[k]);
+    e->step_items[k] = calloc((size_t)P, sizeof *e->step_items[k]);
+    ok = ok && e->step_us[k] && e->step_items[k];
     e->kseg[k] = pd->present ? malloc(sizeof *e->kseg[k] * (size_t)pd->tc) : NULL;
     ok = ok && e->vis[k] && e->ag_ms[k] && (!pd->present || e->kseg[k]);
     if (pd->present && pd->tr > maxtr) maxtr = pd->tr;
@@ -782,7 +887,8 @@ static fm_status eval_init(eval_ctx *e, fm_err *err) {
     }
   }
   e->pre = malloc(sizeof *e->pre * ((size_t)maxtr + 1));
-  if (!ok || !e->pre) return fm_fail(err, FM_ENOMEM, "cannot allocate the plan of %d ranks", P);
+  e->sdiff = malloc(sizeof *e->sdiff * 2 * ((size_t)maxtr + 1));
+  if (!ok || !e->pre || !e->sdiff) return fm_fail(err, FM_ENOMEM, "cannot allocate the plan of %d ranks", P);
   for (int32_t k = 0; k < e->nseg; k++) e->rank_start[e->segs[k].rank + 1]++;
   for (int32_t r = 0; r < P; r++) e->rank_start[r + 1] += e->rank_start[r];
   int32_t *fill = calloc((size_t)P, sizeof *fill);

@@ -205,8 +205,10 @@ typedef struct fm_cp_rank {
 typedef struct fm_cp_ring_step {
   int32_t source, s;                  /* the source rank, (rank - s) mod P; s = 0: the own keys */
   int64_t kv_bytes;                   /* K/V bytes received from it (0 for the own keys) */
-  double ms[FM_CP_NPASSES];           /* its compute alone: its share of the rank's visited
-                                         tiles, one more launch (s > 0), the merge or dQ sum */
+  double ms[FM_CP_NPASSES];           /* its compute alone: the timing model's launch of the
+                                         rank's rows against the step's keys (its segments
+                                         the rank needs; s = 0: all its own), a further
+                                         launch's extras (s > 0), the merge or dQ sum */
   double ring_ms[FM_CP_NPASSES];      /* its window in the ring's replay: ms stretched by the
                                          rank's NCCL groups beside it (comm_sm_frac) */
 } fm_cp_ring_step;

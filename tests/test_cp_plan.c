@@ -333,18 +333,35 @@ Test(cp_plan, ranks_aligned_to_documents_need_no_remote_kv) {
   for (int r = 0; r < 4; r++) cr_assert_eq(ct->ranks[r].kv_sources, 0);
   /* zigzag's stripes of 2048 cut the documents: each rank needs its stripes' partners */
   cr_assert_gt(zz->kv_recv_bytes, 0);
-  /* nothing to wait for: the ring's one step is the launch plus its own
-   * work (forward: the first merge, (3u + 2l) R, and O converted, 3u R;
-   * backward: dQ copied, 3u R, the OWN sums, 10u R, dQ, dK, dV converted,
-   * 9u R; u = 256, l = 4 bytes, R = 4096 rows, at the profile's HBM rate) */
+  /* nothing to wait for: the ring's one step is the launch of the rank's
+   * rows against its own keys (one whole document of 4096: the timing
+   * model's prediction of that document alone, through fm_timing_work_init)
+   * plus its own work (forward: the first merge, (3u + 2l) R, and O
+   * converted, 3u R; backward: dQ copied, 3u R, the OWN sums, 10u R, dQ, dK,
+   * dV converted, 9u R; u = 256, l = 4 bytes, R = 4096 rows, at the
+   * profile's HBM rate). The all-gather's forward launch is dearer: against
+   * all S keys, its items consider four times the key tiles. */
   const double h = profile()->hbm_gbs * 1e3, R = 4096, u = 256, l = 4;
-  double fwd = 0, bwd = 0;
-  for (int r = 0; r < 4; r++) {
-    fwd = fmax(fwd, ct->ranks[r].ms[FM_CP_FWD]);
-    bwd = fmax(bwd, ct->ranks[r].ms[FM_CP_BWD]);
+  fm_colmask *doc = family("document", 4096, "docs=4096");
+  double own[FM_CP_NPASSES];
+  for (int k = 0; k < FM_CP_NPASSES; k++) {
+    fm_pass fp = k == FM_CP_FWD ? FM_PASS_FWD : FM_PASS_BWD;
+    const int32_t D = fm_cp_plan_summary(p)->head_dim;
+    const fm_timing_coef *c = fm_profile_coef(profile(), fp, D);
+    fm_timing_work w;
+    fm_timing_result res;
+    cr_assert_eq(fm_timing_work_init(&w, doc, c->br, c->bc, NULL), FM_OK);
+    fm_timing_problem pb = {.batch = 1, .heads = 1, .head_dim = D, .pass = fp, .variant = FM_VARIANT_SKIP,
+                            .clock = fm_cp_plan_summary(p)->clock};
+    cr_assert_eq(fm_timing_predict(profile(), &w, &pb, &res, NULL), FM_OK);
+    own[k] = res.time_us / 1e3;
+    fm_timing_work_free(&w);
+    for (int r = 0; r < 4; r++) /* the backward's items are the key tiles: the others' are empty */
+      cr_assert(k == FM_CP_FWD ? own[k] < ct->ranks[r].ms[k] : own[k] <= ct->ranks[r].ms[k] + 1e-12,
+                "pass %d rank %d: %g %g", k, r, own[k], ct->ranks[r].ms[k]);
   }
-  fwd += (6 * u + 2 * l) * R / h / 1e3;
-  bwd += 22 * u * R / h / 1e3;
+  fm_colmask_destroy(doc);
+  double fwd = own[FM_CP_FWD] + (6 * u + 2 * l) * R / h / 1e3, bwd = own[FM_CP_BWD] + 22 * u * R / h / 1e3;
   cr_assert_float_eq(ct->cost[FM_CP_RING].ms[FM_CP_FWD], fwd, 1e-9, "nothing to wait for");
   cr_assert_float_eq(ct->cost[FM_CP_RING].ms[FM_CP_BWD], bwd, 1e-9, "nothing to wait for");
   fm_cp_plan_destroy(p);
@@ -573,34 +590,46 @@ Test(cp_plan, exchange_model_sums_by_hand) {
 Test(cp_plan, ring_extra_work_from_sizes_and_profile) {
   /* full, S = 4096, two contiguous ranks of R = 2048 rows, B = H = 1, D =
    * 128, on the H200 sm90 profile, a link so fast that no transfer counts.
-   * Each rank has two ring steps (own keys, the other's), each half its
-   * visited tiles; the all-gather one launch T. With u = H D 2 = 256 bytes
-   * (a bf16 row), l = 4 (an LSE row) and h = 4800 GB/s (the profile's HBM):
-   *   ring forward = T + launch_us + 16 items x item_us / 132 slots (the
-   *     second launch's row tiles) + (3u + 2l) R / h (first merge) + (5u +
-   *     3l) R / h (second) + 3u R / h (O converted); all-gather = T;
-   *   ring backward = T + launch_us + (7u + 3l) R / h (the second launch's
-   *     row work) + 3u R / h + 5u R / h (dQ copied, added) + 10u R / h (the
-   *     partials got back, added) + 9u R / h (dQ, dK, dV converted); the
-   *     OWN sums (10u R / h) run under step 1; all-gather = T + 6u R / h
-   *     (own partials copied) + 10u R / h + 6u R / h (dK, dV converted).
-   * Forward: 26.689 + 0.201 + (2836 x 2048) / 4.8e6 = 26.689 + 0.201 +
-   * 1.210 = 28.100 us more for the ring; backward: 16.254 + (12u + 3l) R / h
-   * = 16.254 + 1.316 = 17.570 us more. */
-  fm_colmask *m = family("full", 4096, NULL);
+   * Each rank has two ring steps (own keys, the other's), each the launch of
+   * its 2048 rows against 2048 keys: the timing model's prediction of the
+   * full 2048 x 2048 mask, T1 (forward) and T1' (backward), through
+   * fm_timing_work_init, independent of the plan's spans. With u = H D 2 =
+   * 256 bytes (a bf16 row), l = 4 (an LSE row) and h = 4800 GB/s:
+   *   forward steps: T1 + (3u + 2l) R / h (first merge), T1 + (5u + 3l) R / h
+   *     (second; the counted operations, 18.736 us, stay below launch_us);
+   *   backward steps: T1' + 3u R / h (dQ copied), T1' + (7u + 3l) R / h (the
+   *     second launch's row work) + 5u R / h (dQ added);
+   *   ring forward = both steps + 3u R / h (O converted); ring backward = both
+   *     steps + 10u R / h (the partials got back) + 9u R / h (dQ, dK, dV
+   *     converted); the OWN sums (10u R / h) run under step 1;
+   *   all-gather = the one launch T (forward), T + 6u R / h + 10u R / h + 6u
+   *     R / h (backward: own partials copied, the other's added, dK, dV
+   *     converted). */
+  fm_colmask *m = family("full", 4096, NULL), *half = family("full", 2048, NULL);
   const fm_gpu_profile *prof = profile();
   fm_cp_options o = {.ranks = 2, .shardings = 1u << FM_CP_CONTIGUOUS, .kernel = FM_KERNEL_SM90,
                      .profile = prof, .link_gbs = 1e9, .link_us = 1e-9, .gpu_gbs = -1};
   fm_cp_plan *p = NULL;
   cr_assert_eq(fm_cp_plan_create(m, &o, &p, NULL), FM_OK);
   const fm_cp_sharding_plan *ct = sharding(p, FM_CP_CONTIGUOUS);
-  const fm_timing_coef *cf = fm_profile_coef(prof, FM_PASS_FWD, 128), *cb = fm_profile_coef(prof, FM_PASS_BWD, 128);
   const double R = 2048, u = 256, l = 4, h = prof->hbm_gbs * 1e3; /* bytes per us */
-  const double fwd = cf->launch_us + 16 * cf->item_us / (prof->sms * cf->ctas_per_sm) +
-                     ((3 * u + 2 * l) + (5 * u + 3 * l) + 3 * u) * R / h;
-  const double bwd = cb->launch_us + (12 * u + 3 * l) * R / h;
-  cr_assert_float_eq(fwd, 28.100, 1e-3, "%g", fwd);
-  cr_assert_float_eq(bwd, 17.570, 1e-3, "%g", bwd);
+  double t1[FM_CP_NPASSES];
+  for (int k = 0; k < FM_CP_NPASSES; k++) {
+    const fm_timing_coef *c = fm_profile_coef(prof, k == FM_CP_FWD ? FM_PASS_FWD : FM_PASS_BWD, 128);
+    fm_timing_work w;
+    fm_timing_result res;
+    cr_assert_eq(fm_timing_work_init(&w, half, c->br, c->bc, NULL), FM_OK);
+    fm_timing_problem pb = {.batch = 1, .heads = 1, .head_dim = 128,
+                            .pass = k == FM_CP_FWD ? FM_PASS_FWD : FM_PASS_BWD, .variant = FM_VARIANT_SKIP,
+                            .clock = fm_cp_plan_summary(p)->clock};
+    cr_assert_eq(fm_timing_predict(prof, &w, &pb, &res, NULL), FM_OK);
+    t1[k] = res.time_us;
+    fm_timing_work_free(&w);
+  }
+  cr_assert_lt(fm_cp_launch_ops_us(FM_CP_FWD, 16, 1), fm_profile_coef(prof, FM_PASS_FWD, 128)->launch_us);
+  cr_assert_lt(fm_cp_launch_ops_us(FM_CP_BWD, 16, 1), fm_profile_coef(prof, FM_PASS_BWD, 128)->launch_us);
+  const double fwd_step[2] = {t1[FM_CP_FWD] + (3 * u + 2 * l) * R / h, t1[FM_CP_FWD] + (5 * u + 3 * l) * R / h};
+  const double bwd_step[2] = {t1[FM_CP_BWD] + 3 * u * R / h, t1[FM_CP_BWD] + (7 * u + 3 * l + 5 * u) * R / h};
   for (int r = 0; r < 2; r++) {
     const fm_cp_rank *rk = &ct->ranks[r];
     cr_assert_eq(rk->rows, 2048);
@@ -609,11 +638,15 @@ Test(cp_plan, ring_extra_work_from_sizes_and_profile) {
     cr_assert_float_eq(ag->ms[FM_CP_FWD] * 1e3, rk->ms[FM_CP_FWD] * 1e3, 1e-5, "%g", ag->ms[FM_CP_FWD]);
     cr_assert_float_eq(ag->ms[FM_CP_BWD] * 1e3, rk->ms[FM_CP_BWD] * 1e3 + 22 * u * R / h, 1e-5, "%g",
                        ag->ms[FM_CP_BWD]);
-    cr_assert_float_eq((ring->ms[FM_CP_FWD] - ag->ms[FM_CP_FWD]) * 1e3, fwd, 1e-5, "rank %d", r);
-    cr_assert_float_eq((ring->ms[FM_CP_BWD] - ag->ms[FM_CP_BWD]) * 1e3, bwd, 1e-5, "rank %d", r);
+    cr_assert_eq(rk->nsteps, 2);
+    for (int i = 0; i < 2; i++) {
+      cr_assert_float_eq(rk->steps[i].ms[FM_CP_FWD] * 1e3, fwd_step[i], 1e-6, "rank %d step %d", r, i);
+      cr_assert_float_eq(rk->steps[i].ms[FM_CP_BWD] * 1e3, bwd_step[i], 1e-6, "rank %d step %d", r, i);
+    }
+    cr_assert_float_eq(ring->ms[FM_CP_FWD] * 1e3, fwd_step[0] + fwd_step[1] + 3 * u * R / h, 1e-5, "rank %d", r);
+    cr_assert_float_eq(ring->ms[FM_CP_BWD] * 1e3, bwd_step[0] + bwd_step[1] + 19 * u * R / h, 1e-5, "rank %d", r);
     /* the compute cp-run measures: the all-gather's launch, the ring's step
      * windows (no group resides beside them on this link: their own times) */
-    cr_assert_eq(rk->nsteps, 2);
     for (int k = 0; k < FM_CP_NPASSES; k++) {
       cr_assert_float_eq(ag->compute_ms[k], rk->ms[k], 1e-12);
       double sum = 0;
@@ -626,6 +659,7 @@ Test(cp_plan, ring_extra_work_from_sizes_and_profile) {
   }
   fm_cp_plan_destroy(p);
   fm_colmask_destroy(m);
+  fm_colmask_destroy(half);
 }
 
 Test(cp_plan, the_allgather_clock_prices_the_allgather_alone) {
