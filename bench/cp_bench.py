@@ -29,7 +29,8 @@ torch (the peer's version), plans {"FAMILY:S:P": plan_summary()}, records [{id, 
 "error", "timeout"), error, wall_s, est_s, step_ms {sustained, burst} (the slowest rank),
 rank_compute_ms [per rank, the pass's kernel time] and rank_compute_fwd_ms [per rank, the
 forward's alone] (fmsim), check (fmsim: {passed, ...};
-torch: its check of the impl), backend (torch)}], clocks [{command (its index in commands), sm
+torch: its check of the impl), backend (torch), stderr (fmsim, only when an "ok" run wrote
+to it: its last 5 lines, e.g. cp-run's pass gate giving up)}], clocks [{command (its index in commands), sm
 (clock_summary: the SM clock nvidia-smi sampled over that command's cases, on every GPU, the
 samples drawing over 300 W: median_mhz, p10_mhz, p90_mhz, min_mhz, max_mhz, samples; null if
 none)}]. "timeout" (cut by the budget) is measured
@@ -251,6 +252,9 @@ def fmsim_records(args, j: dict, left_s: float) -> list:
     except (ValueError, KeyError, TypeError) as e:
         msg = last_line(err) if rc else f"cp-run's JSON not read: {e!r}"
         rec.update(status=status_of(msg) if rc else "error", error=msg)
+    warnings = [x[:300] for x in err.splitlines() if x.strip()]
+    if rc == 0 and warnings:  # a run that passed but said something (the pass gate giving up, ...)
+        rec["stderr"] = warnings[-5:]
     return [rec]
 
 

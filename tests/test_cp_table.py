@@ -309,6 +309,33 @@ class Bench(unittest.TestCase):
         self.assertTrue(r["check"]["passed"])
         self.assertEqual(cp_bench.parse_cp_run({"error": "CUDA error: out of memory"}, "fwd")["status"], "oom")
 
+    def test_fmsim_records_keeps_a_passing_run_s_warnings(self):
+        """cp-run's stderr of a run that passed (the pass gate giving up, kernels/fm_cp_gpu.cu)
+        stays in its record; a quiet run has none."""
+        import json
+        import tempfile
+        doc = dict(format="fmsim-cp-run", step_ms=dict(fwd=4.0, bwd=6.0, total=10.0),
+                   rank_results=[dict(rank=0, measured=dict(fwd=dict(compute_ms=2.0), bwd=dict(compute_ms=5.0)))])
+        job = dict(id="fmsim:full:16384:2:contiguous:ring:both", tool="fmsim", family="full", seqlen=16384,
+                   ranks=2, sharding="contiguous", exchange="ring", est_s=1.0, t_s=0.01, check=False)
+        job["pass"] = "both"
+        args = types.SimpleNamespace(heads=4, sustain_s=1.0, warmup_s=1.0, gpu=None)
+        with tempfile.TemporaryDirectory() as d:
+            for name, say in (("loud", "fmsim cp-run: rank 1: the pass gate gave up 2 times"), ("quiet", "")):
+                fake = os.path.join(d, name)
+                with open(fake, "w") as f:
+                    f.write("#!/bin/sh\n" + (f"echo '{say}' >&2\n" if say else "") +
+                            f"echo '{json.dumps(doc)}'\n")
+                os.chmod(fake, 0o755)
+                args.fmsim = fake
+                rec = cp_bench.fmsim_records(args, job, 30)[0]
+                self.assertEqual(rec["status"], "ok")
+                self.assertEqual(rec["rank_compute_ms"], [7.0])
+                if say:
+                    self.assertEqual(rec["stderr"], [say])
+                else:
+                    self.assertNotIn("stderr", rec)
+
     def test_plan_summary(self):
         x = dict(fwd_ms=1.0, bwd_ms=2.0, step_ms=3.0, memory_bytes=5, fits=True)
 
