@@ -353,6 +353,25 @@ typedef struct eval_ctx {
   fm_cp_model_rank *mrank; /* (P,) work outside the steps and groups (the exchange model) */
 } eval_ctx;
 
+/* Columns of key tile ct (bc wide, the last one cut at S). */
+static int64_t key_tile_width(int32_t S, int32_t bc, int32_t ct) {
+  int64_t j0 = (int64_t)ct * bc;
+  return S - j0 < bc ? S - j0 : bc;
+}
+
+/* Whether rank r's launch runs the kernel's causal path: a causal mask and
+ * the rank's rows one segment that ends at S (its diagonal the mask's). */
+static int rank_causal(const eval_ctx *e, int32_t r) {
+  return e->p->causal && e->out[r].segments == 1 && e->segs[e->by_rank[e->rank_start[r]]].row1 == e->p->sum.seqlen;
+}
+
+/* The timing model's problem of one pass of the plan's shape, in its clock. */
+static fm_timing_problem pass_problem(const fm_cp_summary *s, int pass) {
+  return (fm_timing_problem){.batch = s->batch, .heads = s->heads, .head_dim = s->head_dim,
+                             .pass = pass == FM_CP_FWD ? FM_PASS_FWD : FM_PASS_BWD, .variant = FM_VARIANT_SKIP,
+                             .clock = s->clock};
+}
+
 /* The rank's row tiles at pd's tile into e->pre (prefix counts); returns them. */
 static int32_t rank_row_tiles(eval_ctx *e, const pass_data *pd, int32_t r) {
   int32_t *pre = e->pre;
@@ -388,8 +407,7 @@ static void rank_cols(eval_ctx *e, const pass_data *pd, int pass, int32_t r, int
       int32_t t = in_spans(e->pre, sp + 2, pd->nspans[at * 2 + 1]);
       cols[at] = (fm_work){tr_r - m, t - m};
       if (tr_r - m == 0) continue;
-      int64_t j0 = (int64_t)ct * pd->bc, w = p->sum.seqlen - j0 < pd->bc ? p->sum.seqlen - j0 : pd->bc;
-      kv_cols[s] += w;
+      kv_cols[s] += key_tile_width(p->sum.seqlen, pd->bc, ct);
       int32_t k = e->kseg[pass][ct], q = e->segs[k].rank;
       vis[q] += tr_r - m;
       if (q != r) e->need[(int64_t)r * e->nseg + k] = 1;
@@ -529,10 +547,8 @@ static fm_status step_work(eval_ctx *e, int32_t r, int pass, int32_t q, int32_t 
       tc += (int32_t)(((int64_t)g->row1 + pd->bc - 1) / pd->bc - g->row0 / pd->bc);
       sk += g->row1 - g->row0;
     }
-  const fm_cp_segment *own = &e->segs[e->by_rank[e->rank_start[r]]];
   *w = (fm_timing_work){.sq = (int32_t)rk->rows, .sk = (int32_t)sk, .br = pd->br, .bc = pd->bc, .tr = tr_r,
-                        .tc = tc, .nb = p->nb, .nh = p->nh,
-                        .causal = p->causal && q == r && rk->segments == 1 && own->row1 == S};
+                        .tc = tc, .nb = p->nb, .nh = p->nh, .causal = q == r && rank_causal(e, r)};
   w->rows = malloc(sizeof *w->rows * (size_t)p->nsets * (size_t)(tr_r > 0 ? tr_r : 1));
   w->cols = malloc(sizeof *w->cols * (size_t)p->nsets * (size_t)(tc > 0 ? tc : 1));
   w->kv_cols = calloc((size_t)p->nsets, sizeof *w->kv_cols);
@@ -547,11 +563,11 @@ static fm_status step_work(eval_ctx *e, int32_t r, int pass, int32_t q, int32_t 
       if (!step_segment(e, r, q, e->by_rank[i])) continue;
       const fm_cp_segment *g = &e->segs[e->by_rank[i]];
       for (int32_t ct = g->row0 / pd->bc; (int64_t)ct * pd->bc < g->row1; ct++) {
-        int64_t at = (int64_t)st * pd->tc + ct, j0 = (int64_t)ct * pd->bc;
+        int64_t at = (int64_t)st * pd->tc + ct;
         const fm_tile_span *sp = pd->spans + at * 4;
         int32_t m = in_spans(e->pre, sp, pd->nspans[at * 2]), t = in_spans(e->pre, sp + 2, pd->nspans[at * 2 + 1]);
         w->cols[(int64_t)st * tc + j++] = (fm_work){tr_r - m, t - m};
-        if (tr_r - m > 0) w->kv_cols[st] += S - j0 < pd->bc ? S - j0 : pd->bc;
+        if (tr_r - m > 0) w->kv_cols[st] += key_tile_width(S, pd->bc, ct);
         add_spans_local(dm, e->pre, sp, pd->nspans[at * 2]);
         add_spans_local(dt, e->pre, sp + 2, pd->nspans[at * 2 + 1]);
       }
@@ -580,9 +596,7 @@ static fm_status rank_steps(eval_ctx *e, int32_t r, int pass, fm_err *err) {
   const fm_cp_plan *p = e->p;
   const pass_data *pd = &p->pass[pass];
   const fm_gpu_profile *prof = e->o->profile;
-  fm_timing_problem pb = {.batch = p->sum.batch, .heads = p->sum.heads, .head_dim = p->sum.head_dim,
-                          .pass = pass == FM_CP_FWD ? FM_PASS_FWD : FM_PASS_BWD, .variant = FM_VARIANT_SKIP,
-                          .clock = p->sum.clock};
+  fm_timing_problem pb = pass_problem(&p->sum, pass);
   for (int32_t q = 0; q < e->ranks; q++) e->step_us[pass][q] = NAN, e->step_items[pass][q] = 0;
   if (!pd->present || !prof || !fm_profile_coef(prof, pb.pass, pb.head_dim)) return FM_OK;
   int32_t tr_r = rank_row_tiles(e, pd, r);
@@ -612,9 +626,7 @@ static fm_status rank_pass(eval_ctx *e, int32_t r, int pass, fm_err *err) {
   if (!pd->present) return FM_OK;
   int32_t tr_r = rank_row_tiles(e, pd, r);
   fm_timing_work w = {.sq = (int32_t)rk->rows, .sk = p->sum.seqlen, .br = pd->br, .bc = pd->bc,
-                      .tr = tr_r, .tc = pd->tc, .nb = p->nb, .nh = p->nh,
-                      .causal = p->causal && rk->segments == 1 &&
-                                e->segs[e->by_rank[e->rank_start[r]]].row1 == p->sum.seqlen};
+                      .tr = tr_r, .tc = pd->tc, .nb = p->nb, .nh = p->nh, .causal = rank_causal(e, r)};
   w.rows = malloc(sizeof *w.rows * (size_t)p->nsets * (size_t)(tr_r > 0 ? tr_r : 1));
   w.cols = malloc(sizeof *w.cols * (size_t)p->nsets * (size_t)pd->tc);
   w.kv_cols = calloc((size_t)p->nsets, sizeof *w.kv_cols);
@@ -629,9 +641,7 @@ static fm_status rank_pass(eval_ctx *e, int32_t r, int pass, fm_err *err) {
   fm_status st = FM_OK;
   const fm_gpu_profile *prof = e->o->profile;
   if (prof && fm_profile_coef(prof, pass == FM_CP_FWD ? FM_PASS_FWD : FM_PASS_BWD, p->sum.head_dim)) {
-    fm_timing_problem pb = {.batch = p->sum.batch, .heads = p->sum.heads, .head_dim = p->sum.head_dim,
-                            .pass = pass == FM_CP_FWD ? FM_PASS_FWD : FM_PASS_BWD,
-                            .variant = FM_VARIANT_SKIP, .clock = p->sum.clock};
+    fm_timing_problem pb = pass_problem(&p->sum, pass);
     fm_timing_result res;
     st = fm_timing_predict(prof, &w, &pb, &res, err);
     rk->ms[pass] = res.time_us / 1e3;
@@ -1085,8 +1095,7 @@ static fm_status one_gpu(fm_cp_plan *p, const fm_colmask *m, const fm_gpu_profil
     if (!p->pass[k].present || !fm_profile_coef(prof, pass, s->head_dim)) continue;
     fm_timing_work w;
     fm_timing_result res;
-    fm_timing_problem pb = {.batch = s->batch, .heads = s->heads, .head_dim = s->head_dim,
-                            .pass = pass, .variant = FM_VARIANT_SKIP, .clock = s->clock};
+    fm_timing_problem pb = pass_problem(s, k);
     fm_status st = fm_timing_work_init(&w, m, s->br[k], s->bc[k], err);
     if (st == FM_OK) st = fm_timing_predict(prof, &w, &pb, &res, err);
     fm_timing_work_free(&w);
