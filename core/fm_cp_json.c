@@ -142,6 +142,10 @@ void fm_cp_plan_json(const fm_cp_plan *p, struct fm_json *j) {
   fm_json_string(j, "compute", fm_clock_name(s->clock));
   fm_json_string(j, "allgather", fm_clock_name(s->allgather_clock));
   fm_json_end(j);
+  fm_json_object(j, "window_us");
+  fm_json_double(j, "fwd", FM_CP_WINDOW_US_FWD);
+  fm_json_double(j, "bwd", FM_CP_WINDOW_US_BWD);
+  fm_json_end(j);
   fm_json_object(j, "one_gpu");
   fm_json_double(j, "fwd_ms", s->one_gpu_ms[FM_CP_FWD]);
   fm_json_double(j, "bwd_ms", s->one_gpu_ms[FM_CP_BWD]);

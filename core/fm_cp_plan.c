@@ -514,6 +514,15 @@ static double ring_step_extra_us(const eval_ctx *e, int pass, int64_t rows, cons
   return pass == FM_CP_BWD ? extra + hbm_us(e, rows, BWDROWS_U, BWDROWS_L) : extra;
 }
 
+/* What cp-run's event window around one of a rank's launches holds beyond the
+ * timing model's prediction of the launch (us): the small kernels and gaps of
+ * the pass around the attention kernel, beyond the profile's launch_us (the
+ * calibration times kernels by CUPTI). Measured on cp-run's one-GPU runs at
+ * 16K, where launches are short enough to show it (docs/DESIGN.md, "The
+ * exchange model"); every rank launch (the all-gather's, each ring step's)
+ * carries it, and the one-GPU run's (one_gpu). */
+static double window_us(int pass) { return pass == FM_CP_FWD ? FM_CP_WINDOW_US_FWD : FM_CP_WINDOW_US_BWD; }
+
 /* Whether segment k is in rank r's ring step on source q's keys: one of q's
  * that r needs, or, when q = r, any of r's own (cp-run launches a step over
  * them, docs/DESIGN.md, "cp-run"). */
@@ -608,7 +617,8 @@ static fm_status rank_steps(eval_ctx *e, int32_t r, int pass, fm_err *err) {
     st = step_work(e, r, pass, q, tr_r, &w, err);
     if (st == FM_OK && w.tc > 0) st = fm_timing_predict(prof, &w, &pb, &res, err);
     if (st == FM_OK && w.tc > 0) {
-      e->step_us[pass][q] = res.time_us + (q != r ? ring_step_extra_us(e, pass, e->out[r].rows, &res) : 0);
+      e->step_us[pass][q] = res.time_us + window_us(pass) +
+                            (q != r ? ring_step_extra_us(e, pass, e->out[r].rows, &res) : 0);
       e->step_items[pass][q] = res.items;
     }
     fm_timing_work_free(&w);
@@ -644,9 +654,9 @@ static fm_status rank_pass(eval_ctx *e, int32_t r, int pass, fm_err *err) {
     fm_timing_problem pb = pass_problem(&p->sum, pass);
     fm_timing_result res;
     st = fm_timing_predict(prof, &w, &pb, &res, err);
-    rk->ms[pass] = res.time_us / 1e3;
-    e->ag_ms[pass][r] = fm_timing_time_in(fm_profile_coef(prof, pb.pass, pb.head_dim), p->sum.allgather_clock,
-                                          &res) / 1e3;
+    rk->ms[pass] = (res.time_us + window_us(pass)) / 1e3;
+    e->ag_ms[pass][r] = (fm_timing_time_in(fm_profile_coef(prof, pb.pass, pb.head_dim), p->sum.allgather_clock,
+                                           &res) + window_us(pass)) / 1e3;
   }
   fm_timing_work_free(&w);
   return st;
@@ -1085,7 +1095,8 @@ static fm_status plan_setup(fm_cp_plan *p, const fm_colmask *m, const fm_cp_opti
   return FM_OK;
 }
 
-/* The whole mask on one GPU: what `fmsim predict` prints. */
+/* The whole mask on one GPU as cp-run's one-GPU run times it: what `fmsim
+ * predict` prints plus the window of its launch (window_us). */
 static fm_status one_gpu(fm_cp_plan *p, const fm_colmask *m, const fm_gpu_profile *prof, fm_err *err) {
   fm_cp_summary *s = &p->sum;
   s->one_gpu_ms[0] = s->one_gpu_ms[1] = s->one_gpu_total_ms = NAN;
@@ -1100,7 +1111,7 @@ static fm_status one_gpu(fm_cp_plan *p, const fm_colmask *m, const fm_gpu_profil
     if (st == FM_OK) st = fm_timing_predict(prof, &w, &pb, &res, err);
     fm_timing_work_free(&w);
     if (st != FM_OK) return st;
-    s->one_gpu_ms[k] = res.time_us / 1e3;
+    s->one_gpu_ms[k] = (res.time_us + window_us(k)) / 1e3;
     s->one_gpu_total_ms = (isnan(s->one_gpu_total_ms) ? 0 : s->one_gpu_total_ms) + s->one_gpu_ms[k];
   }
   if (prof && !fm_profile_coef(prof, FM_PASS_FWD, s->head_dim))

@@ -119,8 +119,13 @@ enum { FM_CP_FWD = 0, FM_CP_BWD = 1, FM_CP_NPASSES = 2 };
 #define FM_CP_GPU_GBS 450.0            /* through one GPU and direction, all its pairs at once: NVLink
                                           4's 18 links x 25 GB/s (H100, H200), the hardware's bound */
 #define FM_CP_DEFAULT_LINK_US 10.0     /* per message */
-#define FM_CP_DEFAULT_COMM_SM_FRAC 0.12 /* the SMs a ring group in flight holds, from the 2-GPU
-                                          timeline (docs/DESIGN.md, "The exchange model") */
+#define FM_CP_DEFAULT_COMM_SM_FRAC 0.03 /* the SMs a ring group in flight holds: bench/cp_contend.sh on
+                                          4 H200s at 128K, NCCL at its default (f 0.031, 0.035;
+                                          docs/DESIGN.md, "The exchange model") */
+#define FM_CP_WINDOW_US_FWD 9.0       /* what cp-run's event window around one forward launch holds
+                                          beyond the timing model's prediction of it, us ... */
+#define FM_CP_WINDOW_US_BWD 22.0      /* ... and around one backward launch: the medians over cp-run's
+                                          one-GPU 16K runs (docs/DESIGN.md, "The exchange model") */
 #define FM_CP_DEFAULT_MEM_BUDGET ((int64_t)120 << 30) /* bytes per GPU: an H200's 141 GB less room */
 
 /* "contiguous", "zigzag", "mask-aware"; "?" out of range. Static storage. */

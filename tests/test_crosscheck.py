@@ -386,7 +386,8 @@ def test_cp_plan_gpu_bound_slows_the_allgather_only():
 def test_cp_plan_one_gpu_is_predict_in_either_clock():
     """cp-plan's one-GPU time (its default, --clock auto: the sustained clock, what cp-run times;
     only the all-gather's launches burst) is what `fmsim predict` gives for the same mask and
-    clock; --clock burst matches predict's default."""
+    clock plus the window cp-run's events hold around a launch (9 us a forward, 22 a backward:
+    core/fm_cp_plan.h); --clock burst matches predict's default."""
     mask = ("--family", "causal_document", "--seqlen", "65536", "--heads", "4")
     times = {}
     for clock in ("sustained", "burst"):
@@ -395,9 +396,11 @@ def test_cp_plan_one_gpu_is_predict_in_either_clock():
              ("auto" if clock == "sustained" else "burst", clock))
         T.eq(f"cp-plan --clock {clock}: the all-gather's", plan["clocks"]["allgather"], "burst")
         pred = run_json("predict", *mask, "--pass", "both", "--json", *(("--clock", clock) if clock == "sustained" else ()))
+        T.eq("cp-plan's launch window", plan["window_us"], {"fwd": 9.0, "bwd": 22.0})
         for p in pred["passes"]:
             T.eq(f"predict --clock {clock} {p['pass']}: recorded", p["clock"], clock)
-            got, want = plan["one_gpu"][f"{p['pass']}_ms"], p["tiles"][0]["time_ms"]
+            got = plan["one_gpu"][f"{p['pass']}_ms"] - plan["window_us"][p["pass"]] / 1e3
+            want = p["tiles"][0]["time_ms"]
             T.eq(f"cp-plan {clock} one GPU {p['pass']} {got} vs predict {want}", abs(got - want) <= 1e-6 * want, True)
             times[(clock, p["pass"])] = (want, p["throttle"], p["tiles"][0]["schedule_ms"], p["tiles"][0]["launch_ms"])
     for ps in ("fwd", "bwd"):  # sustained: launch + throttle x the makespan, above the floor here
