@@ -51,11 +51,12 @@ static int auto_kseg(const fm_linrnn_problem *p) {
 static size_t carve(const fm_linrnn_problem *p, int kseg, char *base, fmlr::params *k) {
   const int64_t T = p->tokens, H = p->heads, C = p->chunk, nch = (T + C - 1) / C, tpad = nch * C;
   const int64_t slots = kseg > 0 ? (nch - 1) / kseg + 1 : 0;
-  const int64_t bytes[8] = {4 * T, 4 * tpad, 4 * nch, 4 * H * tpad, 4 * H * nch * (C / 16),
-                            (int64_t)fmlr::CLS_STRIDE * nch, 4 * slots * H * p->dk * p->dv, 4 * slots * H};
-  char *at[8];
+  const int64_t bytes[9] = {4 * tpad, 4 * tpad, 4 * nch, 4 * H * tpad, 4 * H * nch * (C / 16),
+                            (int64_t)fmlr::CLS_STRIDE * nch, 4 * slots * H * p->dk * p->dv, 4 * slots * H,
+                            4 * tpad};
+  char *at[9];
   size_t off = 0;
-  for (int i = 0; i < 8; i++) {
+  for (int i = 0; i < 9; i++) {
     at[i] = base ? base + off : NULL;
     off += ((size_t)bytes[i] + 255) & ~(size_t)255;
   }
@@ -68,6 +69,7 @@ static size_t carve(const fm_linrnn_problem *p, int kseg, char *base, fmlr::para
     k->tclass = (uint8_t *)at[5];
     k->ck_s = (float *)at[6];
     k->ck_a = (float *)at[7];
+    k->docend = (int32_t *)at[8];
   }
   return off;
 }

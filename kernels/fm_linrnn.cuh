@@ -120,8 +120,9 @@ constexpr float LOG2E = 1.4426950408889634f;
 constexpr int CLS_STRIDE = 64; /* bytes of sub-tile classes per chunk: (C/c)^2 <= 64 */
 
 /* What the kernels read (device pointers). Workspace arrays, O(T):
- *   docidx   (T) int32             document of each token
+ *   docidx   (nchunks C) int32     document of each token (padding rows: -1)
  *   docstart (nchunks C) int32     first token of its document (padding rows: themselves)
+ *   docend   (nchunks C) int32     end of its document (padding rows: themselves + 1)
  *   lp2      (H, nchunks C) fp32   in-block inclusive log2-decay sums
  *   pre2     (H, nchunks, C/16)    log2 decay from the chunk start to each block
  *   tclass   (nchunks, CLS_STRIDE) uint8 FM_TILE_* of the chunk's c x c sub-tiles
@@ -137,7 +138,7 @@ struct params {
   float *final_state;
   uint8_t *tile_class;
   int64_t *tile_cycles;
-  int32_t *docidx, *docstart, *flags;
+  int32_t *docidx, *docstart, *docend, *flags;
   float *lp2, *pre2;
   uint8_t *tclass;
   float *ck_s; /* (nchunks / kseg + 1, H, dk, dv) fp32 checkpoint states, kseg > 0 only */
@@ -154,6 +155,7 @@ FMLR_DEV void ldsm(uint32_t a, uint32_t (&r)[4]) { sim::ldmatrix(a, r, false); }
 FMLR_DEV void ldsm_t(uint32_t a, uint32_t (&r)[4]) { sim::ldmatrix(a, r, true); }
 FMLR_DEV void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) { sim::mma(d, a, b0, b1); }
 FMLR_DEV void cp16(uint32_t dst, const void *src, bool ok) { sim::cp_async(dst, src, 16, ok ? 16 : 0); }
+FMLR_DEV void cp4(uint32_t dst, const void *src, bool ok) { sim::cp_async(dst, src, 4, ok ? 4 : 0); }
 FMLR_DEV void cp_commit() { sim::cp_commit(); }
 template <int N> FMLR_DEV void cp_wait() { sim::cp_wait(N); }
 FMLR_DEV void bar() { sim::syncthreads(); }
@@ -177,6 +179,7 @@ FMLR_DEV void ldsm(uint32_t a, uint32_t (&r)[4]) { fmk::ldmatrix_x4(a, r[0], r[1
 FMLR_DEV void ldsm_t(uint32_t a, uint32_t (&r)[4]) { fmk::ldmatrix_x4_trans(a, r[0], r[1], r[2], r[3]); }
 FMLR_DEV void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) { fmk::mma_bf16(d, a, b0, b1); }
 FMLR_DEV void cp16(uint32_t dst, const void *src, bool ok) { fmk::cp_async16(dst, src, ok ? 16 : 0); }
+FMLR_DEV void cp4(uint32_t dst, const void *src, bool ok) { fmk::cp_async4(dst, src, ok ? 4 : 0); }
 FMLR_DEV void cp_commit() { fmk::cp_async_commit(); }
 template <int N> FMLR_DEV void cp_wait() { fmk::cp_async_wait<N>(); }
 FMLR_DEV void bar() { __syncthreads(); }
@@ -227,14 +230,15 @@ template <int C> FMLR_DEV void prep_docs(const params &p, int ch, unsigned char 
   const int tid = threadIdx.x, c0 = ch * C, t = c0 + tid;
   int32_t *ends = reinterpret_cast<int32_t *>(sm);
   fm_tile_bounds *bnd = reinterpret_cast<fm_tile_bounds *>(sm + 4 * C);
-  int32_t ds = t, de = p.T;
+  int32_t ds = t, de = t + 1, d = -1;
   if (t < p.T) {
-    const int32_t d = doc_of(p.cu, p.ndocs, t);
+    d = doc_of(p.cu, p.ndocs, t);
     ds = p.cu[d];
     de = p.cu[d + 1];
-    p.docidx[t] = d;
   }
+  p.docidx[t] = d;
   p.docstart[t] = ds;
+  p.docend[t] = de;
   ends[tid] = de;
   bar();
   const int n = C / p.c;
@@ -309,8 +313,10 @@ template <int DK, int C, int NW> struct cfg {
   static constexpr int VST = C == 64 ? 2 : 1; /* V double-buffered where it fits */
   static constexpr int MINB = C == 64 ? 2 : 1; /* CTAs per SM (__launch_bounds__) */
   static constexpr int QB = C * DK * 2;
-  static constexpr int M_LP = 2 * QB, M_DS = M_LP + 4 * C, M_PRE = M_DS + 4 * C, M_CLS = M_PRE + 64;
-  static constexpr int STAGE = M_CLS + CLS_STRIDE;
+  /* per chunk (row t): lp2, docstart, docend, docidx; pre2; sub-tile classes; flags of chunk + 2 */
+  static constexpr int M_LP = 2 * QB, M_DS = M_LP + 4 * C, M_DE = M_DS + 4 * C, M_DI = M_DE + 4 * C;
+  static constexpr int M_PRE = M_DI + 4 * C, M_CLS = M_PRE + 64, M_FL = M_CLS + CLS_STRIDE;
+  static constexpr int STAGE = M_FL + 128;
   static constexpr int V_OFF = 2 * STAGE, VB = C * DVB * 2;
   static constexpr int P_OFF = V_OFF + VST * VB, PB = NTRI * 512;
   static constexpr int CYC_OFF = P_OFF + 2 * PB;
@@ -318,7 +324,6 @@ template <int DK, int C, int NW> struct cfg {
   static_assert(STAGE % 128 == 0 && VB % 128 == 0 && PB % 128 == 0, "128-byte aligned regions");
   static_assert(SMEM <= 227 * 1024, "shared memory of one CTA");
   static_assert((C * DK / 8) % NT == 0 && (C * DVB / 8) % NT == 0, "16-byte copies divide among the threads");
-  static_assert(C / 2 + C / 64 + 4 <= NT, "one metadata copy per thread");
 };
 
 /* One step of a CTA's walk: chunk ch, full (outputs) or a prelude (state only). */
@@ -328,7 +333,8 @@ struct step {
   uint64_t vis; /* the 16 x 16 blocks the variant visits: bit bi N16 + bj (full steps) */
 };
 
-/* Issues the copies of chunk ch's Q (when full), K and metadata into stage st. */
+/* Issues the copies of chunk ch's Q (when full), K and metadata into stage st
+ * (the flags of chunk ch + 2: what the step after ch's needs before it waits). */
 template <int DK, int C, int NW>
 FMLR_DEV void issue_stage(const params &p, int ch, int h, bool full, int st, uint32_t sb) {
   using K = cfg<DK, C, NW>;
@@ -345,13 +351,19 @@ FMLR_DEV void issue_stage(const params &p, int ch, int h, bool full, int st, uin
     cp16(base + K::QB + so, p.k + off, ok);
   }
   const int64_t tpad = (int64_t)p.nchunks * C;
-  if (tid < C / 4) cp16(base + K::M_LP + tid * 16, p.lp2 + h * tpad + c0 + tid * 4, true);
-  else if (tid < C / 2) cp16(base + K::M_DS + (tid - C / 4) * 16, p.docstart + c0 + (tid - C / 4) * 4, true);
-  else if (tid < C / 2 + N16 / 4)
-    cp16(base + K::M_PRE + (tid - C / 2) * 16, p.pre2 + ((int64_t)h * p.nchunks + ch) * N16 + (tid - C / 2) * 4, true);
-  else if (tid < C / 2 + N16 / 4 + CLS_STRIDE / 16)
-    cp16(base + K::M_CLS + (tid - C / 2 - N16 / 4) * 16,
-         p.tclass + (int64_t)ch * CLS_STRIDE + (tid - C / 2 - N16 / 4) * 16, true);
+  constexpr int NM = C + N16 / 4 + CLS_STRIDE / 16; /* 16-byte copies; then the flags */
+  for (int i = tid; i <= NM; i += K::NT) {
+    const int q = i & (C / 4 - 1); /* 16-byte piece of a per-row array */
+    if (i < C / 4) cp16(base + K::M_LP + q * 16, p.lp2 + h * tpad + c0 + q * 4, true);
+    else if (i < C / 2) cp16(base + K::M_DS + q * 16, p.docstart + c0 + q * 4, true);
+    else if (i < 3 * C / 4) cp16(base + K::M_DE + q * 16, p.docend + c0 + q * 4, true);
+    else if (i < C) cp16(base + K::M_DI + q * 16, p.docidx + c0 + q * 4, true);
+    else if (i < C + N16 / 4)
+      cp16(base + K::M_PRE + (i - C) * 16, p.pre2 + ((int64_t)h * p.nchunks + ch) * N16 + (i - C) * 4, true);
+    else if (i < NM)
+      cp16(base + K::M_CLS + (i - C - N16 / 4) * 16, p.tclass + (int64_t)ch * CLS_STRIDE + (i - C - N16 / 4) * 16, true);
+    else cp4(base + K::M_FL, ch + 2 < p.nchunks ? p.flags + ch + 2 : p.flags, ch + 2 < p.nchunks);
+  }
 }
 
 /* Issues the copies of chunk ch's value block dvb into V buffer vb. */
@@ -637,22 +649,29 @@ FMLR_DEV void state_io(const params &p, float *base, int dvb, float (&st)[DK / 8
     }
 }
 
-/* The state phase: the documents of the chunk whose state is needed, in order.
- * A prelude step (not full) serves only the chunk's last document. */
+/* The state phase: the documents of the chunk whose state is needed, in order
+ * (read from the stage: each row's document start, end and index). A step that
+ * is not full (a prelude or a checkpoint segment) serves only the chunk's last
+ * document. */
 template <int DK, int C, int NW>
 FMLR_DEV void state_phase(const params &p, const step &s, float (&st)[DK / 8][4], unsigned char *sm,
                           uint32_t sb) {
   using K = cfg<DK, C, NW>;
-  const float *lp = reinterpret_cast<const float *>(sm + s.st * K::STAGE + K::M_LP);
-  const float *pre = reinterpret_cast<const float *>(sm + s.st * K::STAGE + K::M_PRE);
-  const int32_t df = p.docidx[s.c0], dl = p.docidx[s.c1 - 1];
-  for (int32_t d = s.full ? df : dl; d <= dl; d++) {
-    const int32_t sd = p.cu[d], ed = p.cu[d + 1];
+  const unsigned char *stage = sm + s.st * K::STAGE;
+  const float *lp = reinterpret_cast<const float *>(stage + K::M_LP);
+  const float *pre = reinterpret_cast<const float *>(stage + K::M_PRE);
+  const int32_t *ds = reinterpret_cast<const int32_t *>(stage + K::M_DS);
+  const int32_t *de = reinterpret_cast<const int32_t *>(stage + K::M_DE);
+  const int32_t *di = reinterpret_cast<const int32_t *>(stage + K::M_DI);
+  const int nrows = s.c1 - s.c0;
+  for (int rlo = s.full ? 0 : max(ds[nrows - 1], s.c0) - s.c0, rend; rlo < nrows; rlo = rend) {
+    const int32_t ed = de[rlo], d = di[rlo]; /* the document of rows [rlo, rend) */
+    rend = min(ed, s.c1) - s.c0;
     const bool fin = s.full && p.final_state && ed <= s.c1;
     const bool carry = ed > s.c1 && s.has_next;
-    if (!fin && !carry && !(p.variant != VAR_SKIP && d == dl)) continue;
-    const int rlo = max(sd, s.c0) - s.c0, el = min(ed, s.c1) - 1 - s.c0;
-    const bool uses_in = d == df && s.live_in;
+    if (!fin && !carry && !(p.variant != VAR_SKIP && rend == nrows)) continue;
+    const int el = rend - 1;
+    const bool uses_in = rlo == 0 && s.live_in;
     const float alpha = ex2(pre[el >> 4] + lp[el]);
 #pragma unroll
     for (int nt = 0; nt < DK / 8; nt++)
@@ -690,8 +709,8 @@ FMLR_DEV void record_tiles(const params &p, const step &s, unsigned char *sm) {
  * state carried in (loaded: a checkpoint's). Returns the log2 decay summed over
  * the steps' whole chunks (the checkpoint pass's segment decay). */
 template <int DK, int C, int NW, bool INSTR>
-FMLR_DEV float walk(const params &p, int h, int dvb, int ch0, int first, bool loaded, float (&st)[DK / 8][4],
-                    unsigned char *sm, uint32_t sb) {
+FMLR_DEV float walk(const params &p, int h, int dvb, int ch0, int first, int32_t fl1, bool loaded,
+                    float (&st)[DK / 8][4], unsigned char *sm, uint32_t sb) {
   using K = cfg<DK, C, NW>;
   float la2 = 0.f;
   step s;
@@ -706,10 +725,10 @@ FMLR_DEV float walk(const params &p, int h, int dvb, int ch0, int first, bool lo
     s.c0 = s.ch * C;
     s.c1 = min(s.c0 + C, p.T);
     s.full = s.ch >= ch0;
-    /* the next chunk continues this walk's state; `more`: this CTA steps on to it */
-    s.has_next = s.ch < ch0 || (s.ch + 1 < p.nchunks && !(p.flags[s.ch + 1] & FLAG_ITEM_START));
+    /* the next chunk continues this walk's state (fl1: its flags, from the stage
+       before: no global load on the way); `more`: this CTA steps on to it */
+    s.has_next = s.ch < ch0 || (s.ch + 1 < p.nchunks && !(fl1 & FLAG_ITEM_START));
     const bool more = s.has_next && !(p.mode == MODE_CKPT && s.ch + 1 == ch0);
-    s.live_in = (p.flags[s.ch] & FLAG_LIVE) && (s.ch > first || loaded);
     if (K::VST == 1) {
       issue_v<DK, C, NW>(p, s.ch, h, dvb, 0, sb);
       cp_commit();
@@ -722,8 +741,11 @@ FMLR_DEV float walk(const params &p, int h, int dvb, int ch0, int first, bool lo
     if (K::VST == 1) cp_wait<2>();
     else cp_wait<1>();
     bar();
+    const unsigned char *stage = sm + s.st * K::STAGE;
+    s.live_in = reinterpret_cast<const int32_t *>(stage + K::M_DS)[0] < s.c0 && (s.ch > first || loaded);
+    fl1 = reinterpret_cast<const int32_t *>(stage + K::M_FL)[0]; /* chunk ch + 2: the next step's next */
     if (s.full) {
-      s.vis = visit_mask<C>(p, sm + s.st * K::STAGE + K::M_CLS);
+      s.vis = visit_mask<C>(p, stage + K::M_CLS);
       score_phase<DK, C, NW, INSTR>(p, s, sm, sb);
     }
     if (K::VST == 1) cp_wait<1>();
@@ -732,7 +754,7 @@ FMLR_DEV float walk(const params &p, int h, int dvb, int ch0, int first, bool lo
       float o[K::N16][2][4];
       int nlive = K::N16;
       if (p.variant == VAR_SKIP) {
-        const int ef = min(p.cu[p.docidx[s.c0] + 1], s.c1) - s.c0;
+        const int ef = min(reinterpret_cast<const int32_t *>(stage + K::M_DE)[0], s.c1) - s.c0;
         nlive = s.live_in ? (ef + 15) >> 4 : 0;
       }
       inter_phase<DK, C, NW>(p, s, st, o, nlive, sm, sb);
@@ -763,7 +785,7 @@ FMLR_KERNEL void FMLR_BOUNDS((cfg<DK, C, NW>::NT), (cfg<DK, C, NW>::MINB)) fwd_k
   const uint32_t sb = smem_addr(sm);
   const int dvb = (int)(blockIdx.x % (unsigned)p.ndvb), rest = (int)(blockIdx.x / (unsigned)p.ndvb);
   const int h = rest % p.H, ch0 = rest / p.H;
-  const int32_t f0 = p.flags[ch0];
+  const int32_t f0 = p.flags[ch0], f1 = ch0 + 1 < p.nchunks ? p.flags[ch0 + 1] : 0;
   if (!(f0 & (p.mode == MODE_CKPT ? FLAG_CKPT : FLAG_ITEM_START))) return;
   float st[DK / 8][4]; /* S^T of the warp's 16 value columns (fp32) */
 #pragma unroll
@@ -776,10 +798,18 @@ FMLR_KERNEL void FMLR_BOUNDS((cfg<DK, C, NW>::NT), (cfg<DK, C, NW>::MINB)) fwd_k
   const int slot = p.kseg > 0 ? ch0 / p.kseg : 0;
   float *ck = p.ck_s + ((int64_t)slot * p.H + h) * DK * p.dv;
   int first = ch0;
-  if (p.mode == MODE_CKPT) first = max(ch0 - p.kseg, p.docstart[ch0 * C] / C);
-  else if (f0 & FLAG_CKPT) state_io<DK, NW>(p, ck, dvb, st, true);
-  else if (f0 & FLAG_PRELUDE) first = ch0 - 1;
-  const float la2 = walk<DK, C, NW, INSTR>(p, h, dvb, ch0, first, p.mode == MODE_MAIN && (f0 & FLAG_CKPT), st, sm, sb);
+  int32_t fl1 = f1; /* the flags of chunk first + 1 */
+  if (p.mode == MODE_CKPT) {
+    first = max(ch0 - p.kseg, p.docstart[ch0 * C] / C);
+    fl1 = p.flags[first + 1];
+  } else if (f0 & FLAG_CKPT) {
+    state_io<DK, NW>(p, ck, dvb, st, true);
+  } else if (f0 & FLAG_PRELUDE) {
+    first = ch0 - 1;
+    fl1 = f0;
+  }
+  const float la2 =
+      walk<DK, C, NW, INSTR>(p, h, dvb, ch0, first, fl1, p.mode == MODE_MAIN && (f0 & FLAG_CKPT), st, sm, sb);
   if (p.mode == MODE_CKPT) {
     state_io<DK, NW>(p, ck, dvb, st, false);
     if (dvb == 0 && threadIdx.x == 0)
