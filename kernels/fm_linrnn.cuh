@@ -143,6 +143,8 @@ struct params {
   uint8_t *tclass;
   float *ck_s; /* (nchunks / kseg + 1, H, dk, dv) fp32 checkpoint states, kseg > 0 only */
   float *ck_a; /* (nchunks / kseg + 1, H) the decay across each checkpoint's segment, -1: none */
+  int32_t *items_main, *items_ckpt; /* (nchunks) the chunks that start items / are checkpoints */
+  int32_t *nitems;                  /* (2) their counts (items_kernel) */
 };
 
 /* ------------------------------------------------------------ primitives */
@@ -162,6 +164,7 @@ FMLR_DEV void bar() { sim::syncthreads(); }
 FMLR_DEV void wsync() { sim::warp_exchange(nullptr, 0, [](auto) {}); }
 FMLR_DEV float shfl_up16(float v, int d) { return sim::shfl_up(v, (unsigned)d, 16); }
 FMLR_DEV uint32_t ballot(bool v) { return sim::ballot(v); }
+FMLR_DEV int popc(uint32_t x) { return __builtin_popcount(x); }
 FMLR_DEV int ctz64(uint64_t m) { return __builtin_ctzll(m); }
 FMLR_DEV long long clk() { return sim::clock64(); }
 FMLR_DEV float ex2(float x) { return exp2f(x); }
@@ -186,6 +189,7 @@ FMLR_DEV void bar() { __syncthreads(); }
 FMLR_DEV void wsync() { __syncwarp(); }
 FMLR_DEV float shfl_up16(float v, int d) { return __shfl_up_sync(0xffffffffu, v, (unsigned)d, 16); }
 FMLR_DEV uint32_t ballot(bool v) { return __ballot_sync(0xffffffffu, v); }
+FMLR_DEV int popc(uint32_t x) { return __popc(x); }
 FMLR_DEV int ctz64(uint64_t m) { return __ffsll((long long)m) - 1; }
 FMLR_DEV long long clk() { return clock64(); }
 FMLR_DEV float ex2(float x) { return fmd::fast_exp2(x); }
@@ -683,15 +687,16 @@ FMLR_DEV void state_phase(const params &p, const step &s, float (&st)[DK / 8][4]
   }
 }
 
-/* The instrumented build's record of chunk s.ch (warp 0 of value block 0):
- * classes and the cycles of the sub-tiles; the block cycles reset for the next. */
+/* The instrumented build's record of chunk s.ch (warp 0; written by the unit
+ * of value block 0): classes and the cycles of the sub-tiles; the block cycles
+ * reset for the next step in every unit (a CTA walks units of any value block). */
 template <int DK, int C, int NW>
 FMLR_DEV void record_tiles(const params &p, const step &s, unsigned char *sm) {
   using K = cfg<DK, C, NW>;
   const int lane = threadIdx.x & 31, spc = p.c / 16, n = C / p.c;
   const uint8_t *cls = sm + s.st * K::STAGE + K::M_CLS;
   int64_t *cyc = reinterpret_cast<int64_t *>(sm + K::CYC_OFF);
-  for (int idx = lane; idx < n * n; idx += 32) {
+  for (int idx = lane; idx < n * n && s.dvb == 0; idx += 32) {
     const int i = idx / n, j = idx % n;
     int64_t sum = 0;
     for (int bi = i * spc; bi < (i + 1) * spc; bi++)
@@ -704,117 +709,192 @@ FMLR_DEV void record_tiles(const params &p, const step &s, unsigned char *sm) {
   for (int idx = lane; idx < K::N16 * K::N16; idx += 32) cyc[idx] = 0;
 }
 
-/* The walk of one CTA: chunk steps first .. (the item's end), full from ch0 on
- * (MODE_MAIN), or state-only steps first .. ch0 - 1 (MODE_CKPT). st holds the
- * state carried in (loaded: a checkpoint's). Returns the log2 decay summed over
- * the steps' whole chunks (the checkpoint pass's segment decay). */
+/* A unit of work: one item (MODE_MAIN) or one checkpoint's segment
+ * (MODE_CKPT), of one head and value block; its chunks: first .. (the item's
+ * end) with outputs from ch0 on, or first .. ch0 - 1 state-only. */
+struct unit {
+  int w, ch0, first, h, dvb;
+  int32_t f0, fl1; /* the flags of chunk ch0 and of chunk first + 1 */
+  bool valid, loaded, dep; /* S from a checkpoint; MODE_CKPT: the document began before the segment */
+};
+
+/* Unit w of the compact list (items or checkpoints in chunk order; within one,
+ * heads, then value blocks): a few global loads, issued a unit ahead. */
+template <int C> FMLR_DEV unit fetch_unit(const params &p, int w, int nunits) {
+  unit u;
+  u.w = w;
+  u.valid = w < nunits;
+  if (!u.valid) return u;
+  const int per = p.H * p.ndvb, r = w % per;
+  u.h = r / p.ndvb;
+  u.dvb = r % p.ndvb;
+  u.ch0 = (p.mode == MODE_CKPT ? p.items_ckpt : p.items_main)[w / per];
+  u.f0 = p.flags[u.ch0];
+  u.first = u.ch0;
+  u.fl1 = u.ch0 + 1 < p.nchunks ? p.flags[u.ch0 + 1] : 0;
+  u.loaded = p.mode == MODE_MAIN && (u.f0 & FLAG_CKPT);
+  u.dep = false;
+  if (p.mode == MODE_CKPT) {
+    const int32_t ds = p.docstart[u.ch0 * C];
+    u.first = max(u.ch0 - p.kseg, ds / C);
+    u.dep = ds < u.first * C;
+    u.fl1 = p.flags[u.first + 1];
+  } else if (u.f0 & FLAG_PRELUDE) {
+    u.first = u.ch0 - 1;
+    u.fl1 = u.f0;
+  }
+  return u;
+}
+
+/* The checkpoint state of unit u's chunk ch0 (slot ch0 / kseg) in ck_s. */
+template <int DK> FMLR_DEV float *ckpt_at(const params &p, const unit &u) {
+  return p.ck_s + ((int64_t)(u.ch0 / p.kseg) * p.H + u.h) * DK * p.dv;
+}
+
+/* The state a unit starts from: a checkpoint's, or zero. */
+template <int DK, int NW> FMLR_DEV void begin_unit(const params &p, const unit &u, float (&st)[DK / 8][4]) {
+#pragma unroll
+  for (int nt = 0; nt < DK / 8; nt++)
+#pragma unroll
+    for (int r = 0; r < 4; r++) st[nt][r] = 0.f;
+  if (u.loaded) state_io<DK, NW>(p, ckpt_at<DK>(p, u), u.dvb, st, true);
+}
+
+/* One chunk step after its stage has arrived: score, inter, intra (full steps),
+ * state, the instrumented record. */
 template <int DK, int C, int NW, bool INSTR>
-FMLR_DEV float walk(const params &p, int h, int dvb, int ch0, int first, int32_t fl1, bool loaded,
-                    float (&st)[DK / 8][4], unsigned char *sm, uint32_t sb) {
+FMLR_DEV void chunk_step(const params &p, step &s, float (&st)[DK / 8][4], unsigned char *sm, uint32_t sb) {
   using K = cfg<DK, C, NW>;
-  float la2 = 0.f;
-  step s;
-  s.h = h;
-  s.dvb = dvb;
-  s.ch = first;
-  issue_stage<DK, C, NW>(p, s.ch, h, s.ch >= ch0, 0, sb);
-  if (K::VST == 2) issue_v<DK, C, NW>(p, s.ch, h, dvb, 0, sb);
+  const unsigned char *stage = sm + s.st * K::STAGE;
+  if (s.full) {
+    s.vis = visit_mask<C>(p, stage + K::M_CLS);
+    score_phase<DK, C, NW, INSTR>(p, s, sm, sb);
+  }
+  if (K::VST == 1) cp_wait<1>();
+  bar();
+  if (s.full) {
+    float o[K::N16][2][4];
+    int nlive = K::N16;
+    if (p.variant == VAR_SKIP) {
+      const int ef = min(reinterpret_cast<const int32_t *>(stage + K::M_DE)[0], s.c1) - s.c0;
+      nlive = s.live_in ? (ef + 15) >> 4 : 0;
+    }
+    inter_phase<DK, C, NW>(p, s, st, o, nlive, sm, sb);
+    intra_phase<DK, C, NW>(p, s, o, sm, sb);
+  }
+  state_phase<DK, C, NW>(p, s, st, sm, sb);
+  if (INSTR && s.full && threadIdx.x < 32) record_tiles<DK, C, NW>(p, s, sm);
+}
+
+/* The forward: a persistent grid; CTA b takes units b, b + gridDim.x, ... and
+ * walks each one's chunks in order, the state in registers. The copies of the
+ * next step, in this unit or the next one, are issued before this step waits
+ * for its own, so one unit's loads overlap the last step of the one before.
+ * MODE_MAIN: the units are the items (after a prelude step over chunk ch0 - 1,
+ * or from a checkpoint's state). MODE_CKPT: the units are the checkpoints; each
+ * walks the segment before its chunk and stores the state at its end and, when
+ * the document began before the segment, the segment's decay. */
+template <int DK, int C, int NW, bool INSTR>
+FMLR_KERNEL void FMLR_BOUNDS((cfg<DK, C, NW>::NT), (cfg<DK, C, NW>::MINB)) fwd_kernel(const params p) {
+  using K = cfg<DK, C, NW>;
+  FMLR_SMEM(sm);
+  const uint32_t sb = smem_addr(sm);
+  const int nunits = p.nitems[p.mode] * p.H * p.ndvb;
+  unit cur = fetch_unit<C>(p, (int)blockIdx.x, nunits);
+  if (!cur.valid) return;
+  unit nxt = fetch_unit<C>(p, cur.w + (int)gridDim.x, nunits);
+  if (INSTR)
+    for (int idx = threadIdx.x; idx < K::N16 * K::N16; idx += K::NT)
+      reinterpret_cast<int64_t *>(sm + K::CYC_OFF)[idx] = 0;
+  float st[DK / 8][4]; /* S^T of the warp's 16 value columns (fp32) */
+  begin_unit<DK, NW>(p, cur, st);
+  issue_stage<DK, C, NW>(p, cur.first, cur.h, cur.first >= cur.ch0, 0, sb);
+  if (K::VST == 2) issue_v<DK, C, NW>(p, cur.first, cur.h, cur.dvb, 0, sb);
   cp_commit();
+  float la2 = 0.f;
+  int32_t fl1 = cur.fl1; /* the flags of chunk s.ch + 1 */
+  step s;
+  s.ch = cur.first;
   for (int n = 0;; n++) {
+    s.h = cur.h;
+    s.dvb = cur.dvb;
     s.st = n & 1;
     s.c0 = s.ch * C;
     s.c1 = min(s.c0 + C, p.T);
-    s.full = s.ch >= ch0;
-    /* the next chunk continues this walk's state (fl1: its flags, from the stage
-       before: no global load on the way); `more`: this CTA steps on to it */
-    s.has_next = s.ch < ch0 || (s.ch + 1 < p.nchunks && !(fl1 & FLAG_ITEM_START));
-    const bool more = s.has_next && !(p.mode == MODE_CKPT && s.ch + 1 == ch0);
+    s.full = s.ch >= cur.ch0;
+    /* the next chunk continues this unit's state; `more`: the unit steps on to it */
+    s.has_next = s.ch < cur.ch0 || (s.ch + 1 < p.nchunks && !(fl1 & FLAG_ITEM_START));
+    const bool more = s.has_next && !(p.mode == MODE_CKPT && s.ch + 1 == cur.ch0);
     if (K::VST == 1) {
-      issue_v<DK, C, NW>(p, s.ch, h, dvb, 0, sb);
+      issue_v<DK, C, NW>(p, s.ch, cur.h, cur.dvb, 0, sb);
       cp_commit();
     }
-    if (more) {
-      issue_stage<DK, C, NW>(p, s.ch + 1, h, s.ch + 1 >= ch0, s.st ^ 1, sb);
-      if (K::VST == 2) issue_v<DK, C, NW>(p, s.ch + 1, h, dvb, s.st ^ 1, sb);
+    if (more || nxt.valid) { /* the next step's copies: this unit's next chunk or the next unit's first */
+      const int nch = more ? s.ch + 1 : nxt.first, nh = more ? cur.h : nxt.h, nv = more ? cur.dvb : nxt.dvb;
+      issue_stage<DK, C, NW>(p, nch, nh, nch >= (more ? cur.ch0 : nxt.ch0), s.st ^ 1, sb);
+      if (K::VST == 2) issue_v<DK, C, NW>(p, nch, nh, nv, s.st ^ 1, sb);
     }
     cp_commit();
     if (K::VST == 1) cp_wait<2>();
     else cp_wait<1>();
     bar();
     const unsigned char *stage = sm + s.st * K::STAGE;
-    s.live_in = reinterpret_cast<const int32_t *>(stage + K::M_DS)[0] < s.c0 && (s.ch > first || loaded);
+    s.live_in = reinterpret_cast<const int32_t *>(stage + K::M_DS)[0] < s.c0 && (s.ch > cur.first || cur.loaded);
     fl1 = reinterpret_cast<const int32_t *>(stage + K::M_FL)[0]; /* chunk ch + 2: the next step's next */
-    if (s.full) {
-      s.vis = visit_mask<C>(p, stage + K::M_CLS);
-      score_phase<DK, C, NW, INSTR>(p, s, sm, sb);
+    chunk_step<DK, C, NW, INSTR>(p, s, st, sm, sb);
+    la2 += reinterpret_cast<const float *>(stage + K::M_PRE)[K::N16 - 1] +
+           reinterpret_cast<const float *>(stage + K::M_LP)[C - 1];
+    if (!more && p.mode == MODE_CKPT) {
+      state_io<DK, NW>(p, ckpt_at<DK>(p, cur), cur.dvb, st, false);
+      if (cur.dvb == 0 && threadIdx.x == 0)
+        p.ck_a[(int64_t)(cur.ch0 / p.kseg) * p.H + cur.h] = cur.dep ? ex2(la2) : -1.f;
     }
-    if (K::VST == 1) cp_wait<1>();
     bar();
-    if (s.full) {
-      float o[K::N16][2][4];
-      int nlive = K::N16;
-      if (p.variant == VAR_SKIP) {
-        const int ef = min(reinterpret_cast<const int32_t *>(stage + K::M_DE)[0], s.c1) - s.c0;
-        nlive = s.live_in ? (ef + 15) >> 4 : 0;
-      }
-      inter_phase<DK, C, NW>(p, s, st, o, nlive, sm, sb);
-      intra_phase<DK, C, NW>(p, s, o, sm, sb);
+    if (more) {
+      s.ch++;
+      continue;
     }
-    state_phase<DK, C, NW>(p, s, st, sm, sb);
-    if (INSTR && s.full && dvb == 0 && threadIdx.x < 32) record_tiles<DK, C, NW>(p, s, sm);
-    const float *lp = reinterpret_cast<const float *>(sm + s.st * K::STAGE + K::M_LP);
-    la2 += reinterpret_cast<const float *>(sm + s.st * K::STAGE + K::M_PRE)[K::N16 - 1] + lp[C - 1];
-    bar();
-    if (!more) break;
-    s.ch++;
+    if (!nxt.valid) break;
+    cur = nxt;
+    nxt = fetch_unit<C>(p, cur.w + (int)gridDim.x, nunits);
+    begin_unit<DK, NW>(p, cur, st);
+    la2 = 0.f;
+    fl1 = cur.fl1;
+    s.ch = cur.first;
   }
   cp_wait<0>();
-  return la2;
 }
 
-/* The forward, one CTA per (chunk, head, value block), 32 NW threads.
- * MODE_MAIN: a CTA whose chunk ch0 starts an item walks it (after a prelude
- * step over chunk ch0 - 1, or from a checkpoint's state). MODE_CKPT: a CTA
- * whose chunk ch0 is a checkpoint walks the segment before it (from ch0 - kseg,
- * or from its document's first chunk) and stores the state at its end and,
- * when the document began before the segment, the segment's decay. */
-template <int DK, int C, int NW, bool INSTR>
-FMLR_KERNEL void FMLR_BOUNDS((cfg<DK, C, NW>::NT), (cfg<DK, C, NW>::MINB)) fwd_kernel(const params p) {
-  using K = cfg<DK, C, NW>;
+/* The compact lists of the items (MODE_MAIN) and of the checkpoints
+ * (MODE_CKPT), chunks in order, and their counts (nitems). One block of 1024
+ * threads, 1024 chunks a round: ballots, then the warps' counts in shared memory. */
+static FMLR_KERNEL void FMLR_BOUNDS(1024, 1) items_kernel(const params p) {
   FMLR_SMEM(sm);
-  const uint32_t sb = smem_addr(sm);
-  const int dvb = (int)(blockIdx.x % (unsigned)p.ndvb), rest = (int)(blockIdx.x / (unsigned)p.ndvb);
-  const int h = rest % p.H, ch0 = rest / p.H;
-  const int32_t f0 = p.flags[ch0], f1 = ch0 + 1 < p.nchunks ? p.flags[ch0 + 1] : 0;
-  if (!(f0 & (p.mode == MODE_CKPT ? FLAG_CKPT : FLAG_ITEM_START))) return;
-  float st[DK / 8][4]; /* S^T of the warp's 16 value columns (fp32) */
-#pragma unroll
-  for (int nt = 0; nt < DK / 8; nt++)
-#pragma unroll
-    for (int r = 0; r < 4; r++) st[nt][r] = 0.f;
-  if (INSTR)
-    for (int idx = threadIdx.x; idx < K::N16 * K::N16; idx += K::NT)
-      reinterpret_cast<int64_t *>(sm + K::CYC_OFF)[idx] = 0;
-  const int slot = p.kseg > 0 ? ch0 / p.kseg : 0;
-  float *ck = p.ck_s + ((int64_t)slot * p.H + h) * DK * p.dv;
-  int first = ch0;
-  int32_t fl1 = f1; /* the flags of chunk first + 1 */
-  if (p.mode == MODE_CKPT) {
-    first = max(ch0 - p.kseg, p.docstart[ch0 * C] / C);
-    fl1 = p.flags[first + 1];
-  } else if (f0 & FLAG_CKPT) {
-    state_io<DK, NW>(p, ck, dvb, st, true);
-  } else if (f0 & FLAG_PRELUDE) {
-    first = ch0 - 1;
-    fl1 = f0;
+  int32_t *cnt = reinterpret_cast<int32_t *>(sm); /* (2, 32) */
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  int base[2] = {0, 0};
+  for (int c0 = 0; c0 < p.nchunks; c0 += 1024) {
+    const int c = c0 + tid;
+    const int32_t f = c < p.nchunks ? p.flags[c] : 0;
+    const bool want[2] = {(f & FLAG_ITEM_START) != 0, (f & FLAG_CKPT) != 0};
+    uint32_t bal[2];
+    for (int m = 0; m < 2; m++) {
+      bal[m] = ballot(want[m]);
+      if (lane == 0) cnt[m * 32 + warp] = popc(bal[m]);
+    }
+    bar();
+    for (int m = 0; m < 2; m++) {
+      int off = base[m], tot = 0;
+      for (int w = 0; w < 32; w++) {
+        off += w < warp ? cnt[m * 32 + w] : 0;
+        tot += cnt[m * 32 + w];
+      }
+      if (want[m]) (m ? p.items_ckpt : p.items_main)[off + popc(bal[m] & ((1u << lane) - 1u))] = c;
+      base[m] += tot;
+    }
+    bar();
   }
-  const float la2 =
-      walk<DK, C, NW, INSTR>(p, h, dvb, ch0, first, fl1, p.mode == MODE_MAIN && (f0 & FLAG_CKPT), st, sm, sb);
-  if (p.mode == MODE_CKPT) {
-    state_io<DK, NW>(p, ck, dvb, st, false);
-    if (dvb == 0 && threadIdx.x == 0)
-      p.ck_a[(int64_t)slot * p.H + h] = p.docstart[ch0 * C] < first * C ? ex2(la2) : -1.f;
-  }
+  if (tid == 0) p.nitems[0] = base[0], p.nitems[1] = base[1];
 }
 
 /* The checkpoints' scan (after MODE_CKPT, before MODE_MAIN): in chunk order,

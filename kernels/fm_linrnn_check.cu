@@ -10,9 +10,10 @@
  *
  * Each case draws bf16 q, k, v (seeded) and g by its mode, packs documents of
  * the case's lengths with cu_seqlens, runs the three variants and their
- * instrumented builds three times (state checkpoints as the library chooses,
- * none, and every 3 chunks: fm_linrnn_forward_kseg), and checks each time, each
- * check named in the output:
+ * instrumented builds three times (state checkpoints and grid as the library
+ * chooses; no checkpoints on 5 CTAs; checkpoints every 3 chunks on 7 CTAs: a
+ * CTA walks many items one after another, fm_linrnn_forward_tuned), and
+ * checks each time, each check named in the output:
  *   o      against a token-by-token fp64 recurrence written here (S_t = e^g_t
  *          S_{t-1} + k_t v_t^T, reset at document starts, o_t = scale S_t^T q_t):
  *          the error beyond the output's own bf16 rounding, max over elements of
@@ -293,8 +294,10 @@ static bool run(const fm_linrnn_problem &pb, const dbuf &b, int v, int instr, in
   CK(cudaMemset(b.ty, 0xff, ntiles * 8));
   fm_err e;
   e.msg[0] = 0;
+  /* the library's path; or checkpoints every kseg chunks and a grid of 5 or 7
+     CTAs, so that each CTA walks many units (items one after another) */
   fm_status st = kseg == -1 ? fm_linrnn_forward(&pb, (fm_linrnn_variant)v, instr, NULL, &e)
-                            : fm_linrnn_forward_kseg(&pb, (fm_linrnn_variant)v, instr, kseg, NULL, &e);
+                            : fm_linrnn_forward_tuned(&pb, (fm_linrnn_variant)v, instr, kseg, kseg ? 7 : 5, NULL, &e);
   cudaError_t ce = cudaDeviceSynchronize();
   if (st != FM_OK || ce != cudaSuccess) {
     snprintf(r.err, sizeof r.err, "%s %s, checkpoints %d: %s", fm_linrnn_variant_name((fm_linrnn_variant)v),
@@ -463,7 +466,8 @@ static bool run_case(int idx, const tcase &tc) {
     const int kseg = g_kseg_only != -2 ? g_kseg_only : m == 0 ? -1 : m == 1 ? 0 : 3;
     if (g_kseg_only != -2 && m > 0) break;
     char pre[64];
-    snprintf(pre, sizeof pre, " [checkpoints %s]", kseg == -1 ? "auto" : kseg == 0 ? "none" : "every 3 chunks");
+    snprintf(pre, sizeof pre, " [checkpoints %s]",
+             kseg == -1 ? "auto" : kseg == 0 ? "none, 5 CTAs" : "every 3 chunks, 7 CTAs");
     verdict vm;
     bool ran = true;
     for (int v = 0; v < FM_LINRNN_NVARIANTS && ran; v++) {
@@ -494,7 +498,8 @@ static bool run_case(int idx, const tcase &tc) {
          "%.1e) | final %.1e | rho %.3f%s%s\n",
          idx, vd.ok ? "ok  " : "FAIL", tc.dk, tc.dv, tc.C, tc.c, tc.T, tc.H, docs_name(tc, dn, sizeof dn), nd,
          g_names[tc.gmode], excess, raw, fserr, (double)masked / (double)cpu.size(),
-         vd.ok ? " | skip = causal = noskip, classes, instrumented: same (checkpoints auto, none, every 3)" : "\n   ",
+         vd.ok ? " | skip = causal = noskip, classes, instrumented: same (library's path; 5 CTAs; every 3, 7 CTAs)"
+               : "\n   ",
          vd.why);
   fflush(stdout);
   const void *bufs[9] = {b.q, b.k, b.v, b.g, b.cu, b.o, b.fs, b.tc, b.ty};

@@ -95,7 +95,7 @@ struct fiber {
   ucontext_t ctx;
   jmp_buf jb;
   bool started = false;
-  std::unique_ptr<char[]> stack;
+  char *stack = nullptr; /* owned by launch() */
   idx3 tid, bid;
   std::vector<std::vector<pending_copy>> groups; /* committed cp.async groups */
   std::vector<pending_copy> open;                /* not yet committed */
@@ -276,6 +276,8 @@ inline void launch(dim3 grid, dim3 block, size_t smem_bytes, const std::function
   b_dim = {block.x, block.y, block.z};
   g_body = &body;
   std::vector<fiber> f((size_t)nt);
+  std::vector<std::unique_ptr<char[]>> stacks((size_t)nt);
+  for (auto &x : stacks) x.reset(new char[1 << 17]);
   for (unsigned bz = 0; bz < grid.z; bz++)
     for (unsigned by = 0; by < grid.y; by++)
       for (unsigned bx = 0; bx < grid.x; bx++) {
@@ -292,9 +294,9 @@ inline void launch(dim3 grid, dim3 block, size_t smem_bytes, const std::function
           x = fiber();
           x.tid = {(unsigned)t, 0, 0};
           x.bid = {bx, by, bz};
-          x.stack.reset(new char[1 << 17]);
+          x.stack = stacks[(size_t)t].get();
           getcontext(&x.ctx);
-          x.ctx.uc_stack.ss_sp = x.stack.get();
+          x.ctx.uc_stack.ss_sp = x.stack;
           x.ctx.uc_stack.ss_size = 1 << 17;
           x.ctx.uc_link = nullptr;
           makecontext(&x.ctx, fiber_entry, 0);
