@@ -91,9 +91,12 @@ static int analyze_case(runner_ctx *rc, case_work *w) {
   if ((c->br != 128 || c->bc != 128) && (s->run & (FM_SCN_GPU | FM_SCN_PEER)) &&
       fm_classify(w->m, 128, 128, &c128, NULL, NULL, NULL) == FM_OK)
     w->rho_128 = c128.sparsity;
-  w->chunk_rho = w->chunk_boundaries = NAN;
-  if (s->report == FM_SCN_REPORT_CHUNKS)
+  w->chunk_rho = w->chunk_boundaries = w->chunk_visited = w->chunk_partial = w->chunk_work = NAN;
+  if (s->report == FM_SCN_REPORT_CHUNKS) {
     chunk_study(w->m, w->classes, c->br, c->bc, s->chunk, &w->chunk_rho, &w->chunk_boundaries);
+    chunk_study_linrnn(w->m, c->br, c->bc, s->chunk, c->head_dim, &w->chunk_visited, &w->chunk_partial,
+                       &w->chunk_work);
+  }
   if (!(s->run & FM_SCN_SIMULATE) && !rc->o->single) return 0;
   /* the CPU simulation: the cost model of the scenario's variant at this tile */
   fm_cost_shape shape = {.batch = c->batch, .heads = c->heads, .head_dim = (int32_t)c->head_dim,
@@ -144,6 +147,9 @@ static void fill_row(runner_ctx *rc, const case_work *w, case_row *row) {
   row->interval_bytes = a->bytes.intervals;
   row->chunk_rho = w->chunk_rho;
   row->chunk_boundaries = w->chunk_boundaries;
+  row->chunk_visited = w->chunk_visited;
+  row->chunk_partial = w->chunk_partial;
+  row->chunk_work = w->chunk_work;
   if (w->have_cost && (s->run & FM_SCN_SIMULATE)) {
     row->sim_read = w->cost.bytes_read;
     row->sim_write = w->cost.bytes_write;

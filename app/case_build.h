@@ -21,6 +21,7 @@ typedef struct case_work {
   fm_cost cost;            /* simulate step (and the single form) */
   int have_cost;
   double rho_128, chunk_rho, chunk_boundaries;
+  double chunk_visited, chunk_partial, chunk_work; /* chunks report: fm_linrnn_cpu.h counts */
   gpu_kernel_run runs[FM_SCN_MAX_KERNELS];
 } case_work;
 

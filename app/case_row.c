@@ -27,7 +27,7 @@
   X(I, sample) X(I, seed) X(I, ndocs) X(I, masked) X(I, partial) X(I, unmasked) X(I, total)        \
   X(I, partial_but_masked) X(I, partial_but_unmasked) X(I, dense_bytes) X(I, block_mask_bytes)     \
   X(I, interval_bytes) X(D, rho) X(D, rho_exact) X(D, rho_128) X(D, chunk_rho)                     \
-  X(D, chunk_boundaries) X(I, sim_read) X(I, sim_write) X(D, sim_flops) X(I, nkernels)             \
+  X(D, chunk_boundaries) X(D, chunk_visited) X(D, chunk_partial) X(D, chunk_work) X(I, sim_read) X(I, sim_write) X(D, sim_flops) X(I, nkernels)             \
   X(I, gpu_ran) X(I, pass) KERNEL_FIELDS(X, 0) KERNEL_FIELDS(X, 1) KERNEL_FIELDS(X, 2) KERNEL_FIELDS(X, 3)     \
   X(S, steps)
 
@@ -44,6 +44,7 @@ void run_pass_rec_clear(run_pass_rec *k) {
 void case_row_clear(case_row *r) {
   memset(r, 0, sizeof *r);
   r->rho_128 = r->chunk_rho = r->chunk_boundaries = r->sim_flops = NAN;
+  r->chunk_visited = r->chunk_partial = r->chunk_work = NAN;
   r->sim_read = r->sim_write = -1;
   for (int i = 0; i < FM_SCN_MAX_KERNELS; i++)
     for (int q = 0; q < RUN_NPASSES; q++) run_pass_rec_clear(&r->k[i].p[q]);

@@ -54,6 +54,9 @@ typedef struct case_row {
   int64_t dense_bytes, block_mask_bytes, interval_bytes;
   double rho, rho_exact, rho_128;
   double chunk_rho, chunk_boundaries; /* chunks report: NAN otherwise */
+  double chunk_visited, chunk_partial, chunk_work; /* chunks report, fm_linrnn_cpu.h: the skip
+                                       variant's visited and partial sub-tiles (fractions), its
+                                       FLOPs over noskip's; NAN otherwise */
   int64_t sim_read, sim_write;         /* simulate step: modelled bytes, -1 if not run */
   double sim_flops;                    /* simulate step: the paper's FLOP count at Br x Bc */
   int64_t nkernels, gpu_ran;           /* kernels of the GPU step; any of them timed */

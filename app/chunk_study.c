@@ -7,6 +7,7 @@
 
 #include "chunk_study.h"
 
+#include "fm_linrnn_cpu.h"
 #include "fm_tile_rule.h"
 
 /* Over the diagonal C x C blocks: the fraction of br x bc tiles the min/max
@@ -29,9 +30,22 @@ void chunk_study(const fm_colmask *m, const uint8_t *classes, int64_t br, int64_
   *boundaries = nchunks ? (double)bounds / (double)nchunks : NAN;
 }
 
+void chunk_study_linrnn(const fm_colmask *m, int64_t br, int64_t bc, int64_t chunk, int64_t head_dim,
+                        double *visited, double *partial, double *work) {
+  *visited = *partial = *work = NAN;
+  fm_lr_counts c;
+  if (br != bc || br > chunk || chunk > 4096 || head_dim < 1 || head_dim > INT32_MAX ||
+      fm_lr_count(m, (int32_t)chunk, (int32_t)br, (int32_t)head_dim, (int32_t)head_dim, &c, NULL) != FM_OK)
+    return;
+  *visited = (double)c.work[FM_LR_SKIP].tiles_visited / (double)c.tiles;
+  *partial = (double)c.tiles_class[FM_TILE_PARTIAL] / (double)c.tiles;
+  *work = c.work[FM_LR_SKIP].flops / c.work[FM_LR_NOSKIP].flops;
+}
+
 /* Intra-chunk tiles skipped beyond the causal ones, against the estimate
  * causal + m (n-1)(n-2) / (6 n^2) (n sub-chunks per chunk, m document
- * boundaries per chunk; 28/64 + 7m/64 for n = 8). */
+ * boundaries per chunk; 28/64 + 7m/64 for n = 8: fm_lr_proposal_rho); and
+ * the sub-tiles the linear-RNN kernel's skip variant visits, exactly. */
 void report_chunk_table(const case_row *rows, int n, int64_t chunk, rpt_table *t) {
   char title[200];
   snprintf(title, sizeof title,
@@ -41,13 +55,14 @@ void report_chunk_table(const case_row *rows, int n, int64_t chunk, rpt_table *t
   rpt_init(t, "chunks", title);
   static const char *const head[] = {"case", "mean document length", "boundaries per chunk m",
                                      "skipped (measured)", "beyond causal (measured)", "estimate",
-                                     "beyond causal (estimate)"};
-  for (int c = 0; c < 7; c++) rpt_col(t, head[c]);
+                                     "beyond causal (estimate)", "visited (fm_linrnn, exact)",
+                                     "visited (estimate)", "partial (fm_linrnn)",
+                                     "skip work / noskip"};
+  for (int c = 0; c < 11; c++) rpt_col(t, head[c]);
   for (int i = 0; i < n; i++) {
     const case_row *r = &rows[i];
-    double sub = (double)chunk / (double)r->br, causal = sub * (sub - 1) / 2 / (sub * sub);
-    double per_boundary = (sub - 1) * (sub - 2) / 6 / (sub * sub);
-    double est = causal + r->chunk_boundaries * per_boundary;
+    double causal = fm_lr_proposal_rho((int32_t)chunk, (int32_t)r->br, 0);
+    double est = fm_lr_proposal_rho((int32_t)chunk, (int32_t)r->br, r->chunk_boundaries);
     rpt_cell(t, "%s", r->id);
     rpt_num(t, "%.1f", r->ndocs ? (double)r->seqlen / (double)r->ndocs : NAN);
     rpt_num(t, "%.3f", r->chunk_boundaries);
@@ -55,5 +70,9 @@ void report_chunk_table(const case_row *rows, int n, int64_t chunk, rpt_table *t
     rpt_num(t, "%.4f", r->chunk_rho - causal);
     rpt_num(t, "%.4f", est);
     rpt_num(t, "%.4f", est - causal);
+    rpt_num(t, "%.4f", r->chunk_visited);
+    rpt_num(t, "%.4f", 1 - est);
+    rpt_num(t, "%.4f", r->chunk_partial);
+    rpt_num(t, "%.4f", r->chunk_work);
   }
 }

@@ -15,6 +15,13 @@
  * document boundaries strictly inside a chunk, per chunk (boundaries). */
 void chunk_study(const fm_colmask *m, const uint8_t *classes, int64_t br, int64_t bc, int64_t chunk,
                  double *rho, double *boundaries);
+/* The same chunks as the chunkwise linear-RNN kernel sees them
+ * (core/fm_linrnn_cpu.h, sub-chunks c = br = bc): the fractions of the
+ * sub-tiles its skip variant visits and masks element-wise, and its FLOPs
+ * over the noskip variant's (dk = dv = head_dim). NAN for a mask that is no
+ * packed-document mask or a chunk that c does not divide. */
+void chunk_study_linrnn(const fm_colmask *m, int64_t br, int64_t bc, int64_t chunk, int64_t head_dim,
+                        double *visited, double *partial, double *work);
 /* The report's table of the study over the rows. */
 void report_chunk_table(const case_row *rows, int n, int64_t chunk, rpt_table *t);
 

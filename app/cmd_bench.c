@@ -73,6 +73,9 @@ static void print_help(const fm_scenario *t, const fm_scenario *w) {
          kernels, (long long)t->head_dim.v[0], lengths, t->nmasks, (long long)t->tokens,
          (long long)t->hidden, fm_pass_name(t->pass), fm_pass_name(w->pass));
   printf("  --warmup N --reps N   untimed then timed launches (default %lld, %lld)\n"
+         "  --sustained MS        the protocol's sustained figure (docs/DESIGN.md, \"How we measure\"):\n"
+         "                        1 s of back-to-back warm-up, then back-to-back launches over at\n"
+         "                        least MS ms, median (default 0: --warmup, then --reps launches)\n"
          "  --noskip-reps N       no-skip variant's timed launches, 0 = not run (default %lld)\n"
          "  --instrument-reps N   instrumented build's timed launches, 0 = not run (default %lld)\n"
          "  --no-bytes            no counted launch\n"
@@ -96,7 +99,7 @@ static void print_help(const fm_scenario *t, const fm_scenario *w) {
 
 typedef struct bench_opts {
   int64_t hd[MAX_LIST], seq[MAX_LIST], sample, tokens, hidden, warmup, reps, noskip_reps;
-  int64_t inst_reps, sweep_draws, sweep_seqlen, sweep_reps, seed, budget_s;
+  int64_t inst_reps, sweep_draws, sweep_seqlen, sweep_reps, seed, budget_s, sustained_ms;
   int nhd, nseq, nfam, nkernels, no_bytes, no_cupti, export_only;
   const char *fam[MAX_LIST], *out, *samples_path, *gpu;
   fm_kernel_id kernels[FM_SCN_MAX_KERNELS];
@@ -107,7 +110,7 @@ typedef struct bench_opts {
 enum {
   O_FIRST = 3001, O_OUT = O_FIRST, O_HD, O_SEQ, O_FAM, O_SAMPLE, O_TOK, O_HID, O_WARM, O_REPS,
   O_NSR, O_ISR, O_NOBYTES, O_NOCUPTI, O_SWD, O_SWS, O_SWR, O_BUDGET, O_EXPORT, O_SEED, O_SAMPLES,
-  O_KERNEL, O_PASS, O_GPU
+  O_KERNEL, O_PASS, O_SUSTAINED, O_GPU
 };
 #define GIVEN(o, opt) (((o)->given >> ((opt) - O_FIRST)) & 1u)
 
@@ -152,6 +155,7 @@ static int64_t *int_option(bench_opts *o, int opt, const char **name, int64_t *l
       {O_SWR, "--sweep-reps", 1, 10000, offsetof(bench_opts, sweep_reps)},
       {O_BUDGET, "--budget-s", 1, 1 << 30, offsetof(bench_opts, budget_s)},
       {O_SEED, "--seed", 0, INT64_MAX, offsetof(bench_opts, seed)},
+      {O_SUSTAINED, "--sustained", 0, 60000, offsetof(bench_opts, sustained_ms)},
   };
   for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
     if (ints[i].opt == opt) {
@@ -217,6 +221,7 @@ static int parse(int argc, char **argv, bench_opts *o, const fm_scenario *t, con
       {"budget-s", required_argument, 0, O_BUDGET},  {"export-only", no_argument, 0, O_EXPORT},
       {"seed", required_argument, 0, O_SEED},        {"samples", required_argument, 0, O_SAMPLES},
       {"kernel", required_argument, 0, O_KERNEL},    {"pass", required_argument, 0, O_PASS},
+      {"sustained", required_argument, 0, O_SUSTAINED},
       {"gpu", required_argument, 0, O_GPU},          {"help", no_argument, 0, 'h'},
       {0, 0, 0, 0}};
   memset(o, 0, sizeof *o);
@@ -294,6 +299,7 @@ static void apply(const bench_opts *o, fm_scenario *t, fm_scenario *w) {
   if (GIVEN(o, O_SAMPLE) && o->sample != 0) t->samples = (fm_int_list){.n = 1, .v = {o->sample}};
   if (GIVEN(o, O_WARM)) t->warmup = o->warmup;
   if (GIVEN(o, O_REPS)) t->reps = o->reps;
+  if (GIVEN(o, O_SUSTAINED)) t->sustained_ms = w->sustained_ms = o->sustained_ms;
   if (GIVEN(o, O_NSR)) t->noskip_reps = o->noskip_reps;
   if (GIVEN(o, O_ISR)) t->instrument_reps = o->inst_reps;
   if (GIVEN(o, O_NOBYTES)) t->count_bytes = 0;

@@ -10,8 +10,6 @@
 
 #include "cli.h"
 #include "commands.h"
-#include "fm_dense.h"
-#include "fm_intervals_io.h"
 #include "fm_json.h"
 #include "fm_timing.h"
 #include "timing_cli.h"
@@ -32,14 +30,7 @@ static const char *help =
     "  --br LIST --bc LIST  also predict these tile sizes (comma lists, every pair): a what-if\n"
     "                       of the same kernel, tile costs scaled by tile area from the\n"
     "                       profile's own tile; the kernel itself runs only its own tile\n"
-    "  --mask FILE          an interval file (Paddle startend_row_indices .npy) instead of\n"
-    "                       a family; --causal or --bidir says which it is; --seqlen-q N\n"
-    "                       sets Sq (default Sk); --strict refuses indices above Sq;\n"
-    "                       batch and heads default to its sets. A dense mask (.npy,\n"
-    "                       [B,H,Sq,Sk] or [Sq,Sk], read as fmsim check reads it) is\n"
-    "                       converted to its smallest interval form (no flags needed)\n"
-    "  --trace DIR          the mask of an fmsim trace folder (columns.npy, summary.json);\n"
-    "                       batch and heads default to the trace's\n"
+    TIMING_MASK_HELP
     "  --head-dim D         64 or 128 (default 128)\n"
     "  --kernel NAME        a kernel of the registry (sm80, sm90, ...) or auto (default auto:\n"
     "                       the H200's kernel)\n"
@@ -56,52 +47,36 @@ static const char *help =
 #define MAX_TILES 16
 
 typedef struct pred_opts {
-  cli_mask_opts mask;
-  cli_interval_opts io; /* --causal, --bidir, --seqlen-q, --strict of --mask */
-  const char *mask_file, *trace, *gpu;
-  int json, batch_given, heads_given;
+  timing_mask src; /* the mask: --family, --mask or --trace */
+  const char *gpu;
+  int json;
   int64_t head_dim;
   fm_kernel_id kernel;
   fm_pass pass;
   int64_t br[MAX_TILES], bc[MAX_TILES];
   int nbr, nbc;
   int long_run; /* --long-run: work above TIMING_MAX_ITEMS confirmed */
-  int dense;    /* --mask names a dense mask (not an interval file) */
 } pred_opts;
-
-/* A .npy that is not an interval file: a dense mask for the dense checker
- * (which gives the error of a file it cannot read). */
-static int is_dense(const char *path) {
-  fm_npy_header h;
-  if (fm_npy_read_header_path(path, &h, NULL) != FM_OK) return 0;
-  return !fm_intervals_header_fits(&h);
-}
 
 typedef struct pred_row {
   int32_t br, bc;
   fm_timing_result skip, noskip, full;
 } pred_row;
 
-/* The shared options (a cli_shared_opt_fn): --br/--bc as lists here, the
- * interval file's flags, then the family mask's. */
+/* The shared options (a cli_shared_opt_fn): --br/--bc as lists here, then
+ * the mask's (timing_cli.h). */
 static int shared_opt(const char *c, void *opts, int opt, const char *arg) {
   pred_opts *o = opts;
   if (opt == 1001 || opt == 1002)
     return cli_int_list(c, opt == 1001 ? "--br" : "--bc", arg, 1, 65536, opt == 1001 ? o->br : o->bc,
                         opt == 1001 ? &o->nbr : &o->nbc, MAX_TILES) ? -1 : 1;
-  int r = cli_interval_opt(c, &o->io, opt, arg);
-  if (r == 0) r = cli_mask_opt(c, &o->mask, opt, arg);
-  o->batch_given |= r > 0 && opt == 'b';
-  o->heads_given |= r > 0 && opt == 'H';
-  return r;
+  return timing_mask_opt(c, &o->src, opt, arg);
 }
 
 /* Options of predict alone; 1 when handled, -1 on error, 0 not one of them. */
 static int predict_opt(pred_opts *o, int opt, const char *arg) {
   fm_err err;
   switch (opt) {
-  case 'M': o->mask_file = arg; return 1;
-  case 'T': o->trace = arg; return 1;
   case 'd': return cli_int(cmd, "--head-dim", arg, 1, 1024, &o->head_dim) ? -1 : 1;
   case 'g': o->gpu = arg; return 1;
   case 'j': o->json = 1; return 1;
@@ -121,16 +96,13 @@ static int predict_opt(pred_opts *o, int opt, const char *arg) {
 /* 0 parsed, 1 help printed, -1 bad usage (printed). */
 static int parse_opts(int argc, char **argv, pred_opts *o) {
   static const struct option longopts[] = {
-      CLI_MASK_LONGOPTS,
-      CLI_INTERVAL_LONGOPTS,
-      {"mask", required_argument, 0, 'M'},     {"trace", required_argument, 0, 'T'},
+      TIMING_MASK_LONGOPTS,
       {"head-dim", required_argument, 0, 'd'}, {"kernel", required_argument, 0, 'K'},
       {"gpu", required_argument, 0, 'g'},      {"pass", required_argument, 0, 'P'},
       {"json", no_argument, 0, 'j'},           {"help", no_argument, 0, 'h'},
       {"long-run", no_argument, 0, 'L'},       {0, 0, 0, 0}};
   memset(o, 0, sizeof *o);
-  cli_mask_opts_init(&o->mask);
-  o->io.causal = -1;
+  timing_mask_init(&o->src);
   o->head_dim = 128;
   o->kernel = FM_KERNEL_AUTO;
   o->pass = FM_PASS_FWD;
@@ -150,75 +122,7 @@ static int parse_opts(int argc, char **argv, pred_opts *o) {
     }
   }
   if (cli_no_operands(cmd, argc, argv)) return -1;
-  if ((o->mask.family != NULL) + (o->mask_file != NULL) + (o->trace != NULL) != 1) {
-    cli_error(cmd, "give one mask: --family NAME, --mask FILE or --trace DIR");
-    return -1;
-  }
-  if (o->mask_file && is_dense(o->mask_file)) {
-    if (o->io.causal >= 0 || o->io.sq || o->io.strict) {
-      cli_error(cmd, "%s is a dense mask: --causal, --bidir, --seqlen-q and --strict go with an "
-                "interval file", o->mask_file);
-      return -1;
-    }
-    o->dense = 1;
-  } else if (o->mask_file &&
-             cli_intervals_causal(cmd, o->mask_file, CLI_FLAG_REQUIRED, &o->io.causal)) {
-    return -1;
-  }
-  if (!o->mask_file && (o->io.causal >= 0 || o->io.sq || o->io.strict)) {
-    cli_error(cmd, "--causal, --bidir, --seqlen-q and --strict go with --mask (a family or a "
-              "trace fixes them)");
-    return -1;
-  }
-  return 0;
-}
-
-/* The mask of a dense file, streamed as check reads it, in its smallest
- * interval form; NULL after one line when no form holds it. */
-static fm_colmask *dense_mask(const char *path) {
-  fm_dense_opts dopts = {.keep_intervals = 1};
-  fm_dense_result *r;
-  if (cli_dense_scan(cmd, path, &dopts, &r)) return NULL;
-  const fm_dense_report *rep = fm_dense_result_report(r);
-  fm_colmask *m = NULL;
-  fm_err err;
-  if (rep->form == FM_FORM_NONE)
-    cli_error(cmd, "%s: no interval form holds this mask (%lld columns misfit even %s), so "
-              "FlashMask cannot run it; 'fmsim check %s' says where and what to do",
-              path, (long long)rep->bad_columns, fm_form_name(rep->closest), path);
-  else if (fm_dense_result_to_colmask(r, rep->form, &m, &err) != FM_OK)
-    cli_error(cmd, "%s", err.msg);
-  fm_dense_result_destroy(r);
-  return m;
-}
-
-static fm_colmask *build_mask(pred_opts *o) {
-  fm_colmask *m = NULL;
-  int64_t b, h;
-  if (o->trace) {
-    if (timing_load_trace(cmd, o->trace, &m, &b, &h)) return NULL;
-    if (!o->batch_given) o->mask.batch = b;
-    if (!o->heads_given) o->mask.heads = h;
-    return m;
-  }
-  if (!o->mask_file) return cli_build_family(cmd, &o->mask, &m, NULL) ? NULL : m;
-  if (o->dense && !(m = dense_mask(o->mask_file))) return NULL;
-  if (o->dense) {
-    if (!o->batch_given) o->mask.batch = fm_colmask_nb(m);
-    if (!o->heads_given) o->mask.heads = fm_colmask_nh(m);
-    return m;
-  }
-  fm_err err;
-  fm_intervals_opts lo = {.causal = o->io.causal, .sq = o->io.sq, .strict = o->io.strict};
-  fm_intervals_note note;
-  if (fm_intervals_load(o->mask_file, &lo, &m, &note, &err) != FM_OK) {
-    cli_error(cmd, "%s", err.msg);
-    return NULL;
-  }
-  if (note.text[0]) cli_note(cmd, "%s", note.text);
-  if (!o->batch_given) o->mask.batch = fm_colmask_nb(m);
-  if (!o->heads_given) o->mask.heads = fm_colmask_nh(m);
-  return m;
+  return timing_mask_check(cmd, &o->src);
 }
 
 /* Skip, noskip and full-mask predictions of m at one tile. */
@@ -226,7 +130,7 @@ static int predict_tile(const pred_opts *o, const fm_gpu_profile *prof, const fm
                         fm_pass pass, int32_t br, int32_t bc, pred_row *row) {
   fm_timing_work w;
   fm_err err;
-  fm_timing_problem pb = {.batch = o->mask.batch, .heads = o->mask.heads,
+  fm_timing_problem pb = {.batch = o->src.mask.batch, .heads = o->src.mask.heads,
                           .head_dim = (int32_t)o->head_dim, .pass = pass,
                           .variant = FM_VARIANT_SKIP};
   row->br = br;
@@ -295,14 +199,14 @@ static void row_json(fm_json *j, const pred_row *r) {
 
 static void header_json(fm_json *j, const pred_opts *o, const fm_gpu_profile *p, const fm_colmask *m) {
   const fm_timing_coef *c = fm_profile_coef(p, FM_PASS_FWD, (int32_t)o->head_dim);
-  fm_json_string(j, "family", o->mask.family);
-  fm_json_string(j, "mask_file", o->mask_file);
-  fm_json_string(j, "trace", o->trace);
+  fm_json_string(j, "family", o->src.mask.family);
+  fm_json_string(j, "mask_file", o->src.mask_file);
+  fm_json_string(j, "trace", o->src.trace);
   fm_json_bool(j, "causal", fm_colmask_causal(m));
   fm_json_int(j, "seqlen_q", fm_colmask_sq(m));
   fm_json_int(j, "seqlen_k", fm_colmask_sk(m));
-  fm_json_int(j, "batch", o->mask.batch);
-  fm_json_int(j, "heads", o->mask.heads);
+  fm_json_int(j, "batch", o->src.mask.batch);
+  fm_json_int(j, "heads", o->src.mask.heads);
   fm_json_int(j, "mask_sets", fm_colmask_nsets(m));
   fm_json_int(j, "head_dim", o->head_dim);
   fm_json_object(j, "profile");
@@ -321,9 +225,9 @@ static void print_human(const pred_opts *o, const fm_gpu_profile *p, const fm_co
   const pred_row *r = &rows[0];
   if (pass == FM_PASS_FWD) {
     printf("mask        %s (%s), Sq %d x Sk %d, batch %lld, heads %lld, head dim %lld\n",
-           o->mask_file ? o->mask_file : o->trace ? o->trace : o->mask.family,
+           o->src.mask_file ? o->src.mask_file : o->src.trace ? o->src.trace : o->src.mask.family,
            fm_colmask_causal(m) ? "causal" : "bidirectional", fm_colmask_sq(m), fm_colmask_sk(m),
-           (long long)o->mask.batch, (long long)o->mask.heads, (long long)o->head_dim);
+           (long long)o->src.mask.batch, (long long)o->src.mask.heads, (long long)o->head_dim);
     printf("profile     %s: %s, kernel %s, measured %s, fmsim %s (fit |error| median %.1f%%, "
            "worst %.1f%% over %d cases)\n", p->name, p->gpu, fm_kernel_get(p->kernel)->name,
            p->date, p->fmsim_version, 100 * c->fit_median_err, 100 * c->fit_worst_err, c->fit_cases);
@@ -386,11 +290,11 @@ static int work_check(const pred_opts *o, const fm_gpu_profile *prof, const fm_c
     int n = tile_list(o, fm_profile_coef(prof, passes[k], (int32_t)o->head_dim), tiles);
     for (int i = 0; i < n; i++)
       items += 3 * timing_items(passes[k], fm_colmask_sq(m), fm_colmask_sk(m), tiles[i][0],
-                                tiles[i][1], o->mask.batch, o->mask.heads);
+                                tiles[i][1], o->src.mask.batch, o->src.mask.heads);
   }
   char what[96];
-  snprintf(what, sizeof what, "batch %lld x heads %lld", (long long)o->mask.batch,
-           (long long)o->mask.heads);
+  snprintf(what, sizeof what, "batch %lld x heads %lld", (long long)o->src.mask.batch,
+           (long long)o->src.mask.heads);
   return timing_work_check(cmd, what, items, o->long_run);
 }
 
@@ -408,7 +312,7 @@ int cmd_predict(int argc, char **argv) {
               fm_pass_name(o.pass), prof.name, (long long)o.head_dim);
     return FM_EXIT_USAGE;
   }
-  fm_colmask *m = build_mask(&o);
+  fm_colmask *m = timing_mask_build(cmd, &o.src);
   if (!m) return FM_EXIT_USAGE;
   if (work_check(&o, &prof, m)) {
     fm_colmask_destroy(m);

@@ -19,7 +19,8 @@
 static const char *help =
     "usage: fmsim render [--family NAME [mask options] | TRACE_DIR | MASK.npy | INTERVALS.npy]\n"
     "                    -o FILE.{png,svg,pdf} [--layer L] [size] [--title TEXT | --no-title]\n"
-    "       fmsim render --figure NAME -o FILE [--seqlen S] [--br N --bc N] [--sample K] [size]\n\n"
+    "       fmsim render --figure NAME -o FILE [--seqlen S] [--br N --bc N] [--sample K] [size]\n"
+    "       fmsim render --figure linrnn_chunk [TRACE_DIR] -o FILE [size]\n\n"
     "Draws what `fmsim view` shows into a file: the mask (aggregated per pixel, so any S\n"
     "draws in the same time), the Br x Bc tiles coloured by class (min/max rule), hatching\n"
     "where the exact class differs, axes in tokens, a legend, live numbers and a caption\n"
@@ -193,7 +194,7 @@ static const viz_figure *pick_figure(const char *cmd, render_opts *ro) {
       cli_error(cmd, "--figure '%s': unknown figure (expected one of %s)", ro->figure, names);
     return NULL;
   }
-  if (ro->figure && (ro->src.path || ro->src.mask.family)) {
+  if (ro->figure && (ro->src.path || ro->src.mask.family) && !(fig->takes_trace && !ro->src.mask.family)) {
     cli_error(cmd, "--%s draws its own masks; it takes no --family or file", ro->gallery ? "gallery" : "figure");
     return NULL;
   }
@@ -350,7 +351,8 @@ int cmd_render(int argc, char **argv) {
   viz_figure_opts fo = {.seqlen = ro.src.mask.seqlen, .br = (int32_t)ro.src.mask.br,
                         .bc = (int32_t)ro.src.mask.bc, .sample = ro.src.mask.sample,
                         .seed = ro.src.mask.seed, .samples_path = ro.src.mask.samples_path,
-                        .text = !ro.no_text, .title = ro.title, .no_title = ro.no_title};
+                        .text = !ro.no_text, .title = ro.title, .no_title = ro.no_title,
+                        .trace = fig->takes_trace ? ro.src.path : NULL};
   if (viz_write_figure(ro.out, fmt, w, h, (double)ro.dpi, fig->draw, &fo, &err) != FM_OK) {
     cli_error(cmd, "%s", err.msg);
     return FM_EXIT_USAGE;

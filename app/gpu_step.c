@@ -403,7 +403,7 @@ static int time_kernel(gpu_step *g, runner_ctx *rc, const fm_scn_case *c, const 
                     .instrument_reps = (int32_t)s->instrument_reps,
                     .count_bytes = s->count_bytes && s->cupti, .use_cupti = s->cupti,
                     .want_tiles = inst, .want_timeline = rc->o->single,
-                    .settle_ms = (int32_t)s->settle_ms};
+                    .settle_ms = (int32_t)s->settle_ms, .sustain_ms = (int32_t)s->sustained_ms};
   fm_gpu_result res;
   fm_err err;
   if (fm_gpu_session_run(g->session, &gc, &go, &res, &err) != FM_OK) {

@@ -166,7 +166,8 @@ static const member row_members[] = {
     F("sparsity_128", 'D', rho_128), F("bytes", '{', id), F("dense", 'I', dense_bytes),
     F("block_mask", 'I', block_mask_bytes), F("intervals", 'I', interval_bytes),
     F(NULL, '}', id), F("chunk_sparsity", 'D', chunk_rho),
-    F("chunk_boundaries", 'D', chunk_boundaries),
+    F("chunk_boundaries", 'D', chunk_boundaries), F("chunk_visited", 'D', chunk_visited),
+    F("chunk_partial", 'D', chunk_partial), F("chunk_work", 'D', chunk_work),
 };
 #undef F
 
@@ -203,6 +204,7 @@ static void row_json(fm_json *j, const case_row *r) {
 #define S_(key, kind, field) {key, kind, offsetof(fm_scenario, field)}
 static const member settings_members[] = {
     S_("warmup", 'I', warmup), S_("reps", 'I', reps), S_("settle_ms", 'I', settle_ms),
+    S_("sustained_ms", 'I', sustained_ms),
     S_("noskip_reps", 'I', noskip_reps),
     S_("instrument_reps", 'I', instrument_reps), S_("count_bytes", 'b', count_bytes),
     S_("cupti", 'b', cupti), S_("tokens", 'I', tokens), S_("hidden", 'I', hidden),

@@ -7,11 +7,13 @@
 #include "fm_words.h"
 #include "commands.h"
 
-/* The commands: one row each (name, one line for the help). */
-#define COMMANDS(X)                                                                             \
+/* The commands: one row each (name, one line for the help); N(fn, "name", ...) for a
+ * command whose name is not a C identifier (cmd_fn runs `fmsim name`). */
+#define COMMANDS(X, N)                                                                          \
   X(families, "list the mask families, their parameters and defaults")                          \
   X(analyze, "tile classes, block sparsity and mask memory of a family mask")                   \
   X(predict, "predicted kernel time of a mask on a calibrated GPU profile (no GPU needed)")      \
+  N(cp_plan, "cp-plan", "context parallelism: split a mask over P GPUs, per-rank work, time, K/V") \
   X(calibrate, "fit a GPU profile of the timing model to measured kernel times")                 \
   X(check, "does a dense mask (.npy) fit the interval forms? where and why not")                \
   X(convert, "dense mask (.npy) -> Paddle startend_row_indices intervals")                      \
@@ -19,12 +21,15 @@
   X(run, "run the kernel on a family mask (GPU, or the CPU simulation), or a scenario file")     \
   X(bench, "the paper's kernel table and sparsity sweep on the GPU (masks for the peer)")        \
   X(verify, "check the GPU kernels against the CPU reference on every family")                  \
+  X(linrnn, "chunkwise linear RNN over packed documents: sub-chunk tiles, references, kernel")  \
   X(view, "interactive window: mask, tile classes, bounds, live numbers (SDL2)")                \
   X(render, "the viewer's figure into PNG/SVG/PDF; --gallery; --figure NAME")
 
 #define DECLARE(name, summary) fm_command_fn cmd_##name;
-COMMANDS(DECLARE)
+#define DECLARE_N(fn, name, summary) fm_command_fn cmd_##fn;
+COMMANDS(DECLARE, DECLARE_N)
 #undef DECLARE
+#undef DECLARE_N
 
 static const struct {
   const char *name;
@@ -32,8 +37,10 @@ static const struct {
   const char *summary;
 } commands[] = {
 #define ROW(name, summary) {#name, cmd_##name, summary},
-    COMMANDS(ROW)
+#define ROW_N(fn, name, summary) {name, cmd_##fn, summary},
+    COMMANDS(ROW, ROW_N)
 #undef ROW
+#undef ROW_N
 };
 #define NCOMMANDS ((int)(sizeof commands / sizeof commands[0]))
 

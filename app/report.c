@@ -506,6 +506,12 @@ static void summary(FILE *f, runner_ctx *rc, const case_row *rows, int n) {
   if (g->wanted && g->skip_reason[0])
     fprintf(f, "- GPU step (kernels) skipped: %s. The kernels' tiles and cost model are reported "
                "without times.\n", g->skip_reason);
+  else if (g->wanted && s->sustained_ms > 0)
+    fprintf(f, "- Kernels timed on %s: pass %s, variant %s, the protocol's sustained figure (median "
+               "of back-to-back launches over at least %lld ms after 1 s of warm-up, at least %lld "
+               "launches), L2 flushed; TFLOP/s by the paper's count at each kernel's own tile.\n",
+            g->device_desc[0] ? g->device_desc : g->device, fm_pass_name(s->pass),
+            fm_variant_name(s->variant), (long long)s->sustained_ms, (long long)s->reps);
   else if (g->wanted)
     fprintf(f, "- Kernels timed on %s: pass %s, variant %s, median of %lld after %lld warm-up "
                "launch%s, L2 flushed; TFLOP/s by the paper's count at each kernel's own tile.\n",

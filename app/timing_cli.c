@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "cli.h"
+#include "fm_dense.h"
 #include "fm_intervals_io.h"
 #include "fm_jsonr.h"
 #include "fm_npy.h"
@@ -296,4 +297,102 @@ int timing_work_check(const char *cmd, const char *what, double items, int confi
             "ten seconds); pass %s to run it (about %s)", what, items, TIMING_MAX_ITEMS,
             TIMING_CONFIRM_FLAG, eta);
   return -1;
+}
+
+/* ------------------------------------------------------------ the mask of a timing command */
+
+void timing_mask_init(timing_mask *t) {
+  memset(t, 0, sizeof *t);
+  cli_mask_opts_init(&t->mask);
+  t->io.causal = -1;
+}
+
+int timing_mask_opt(const char *cmd, void *opts, int opt, const char *arg) {
+  timing_mask *t = opts;
+  if (opt == 'M' || opt == 'T') {
+    *(opt == 'M' ? &t->mask_file : &t->trace) = arg;
+    return 1;
+  }
+  int r = cli_interval_opt(cmd, &t->io, opt, arg);
+  if (r == 0) r = cli_mask_opt(cmd, &t->mask, opt, arg);
+  t->batch_given |= r > 0 && opt == 'b';
+  t->heads_given |= r > 0 && opt == 'H';
+  return r;
+}
+
+/* A .npy that is not an interval file: a dense mask for the dense checker
+ * (which gives the error of a file it cannot read). */
+static int is_dense(const char *path) {
+  fm_npy_header h;
+  if (fm_npy_read_header_path(path, &h, NULL) != FM_OK) return 0;
+  return !fm_intervals_header_fits(&h);
+}
+
+int timing_mask_check(const char *cmd, timing_mask *t) {
+  if ((t->mask.family != NULL) + (t->mask_file != NULL) + (t->trace != NULL) != 1) {
+    cli_error(cmd, "give one mask: --family NAME, --mask FILE or --trace DIR");
+    return -1;
+  }
+  if (t->mask_file && is_dense(t->mask_file)) {
+    if (t->io.causal >= 0 || t->io.sq || t->io.strict) {
+      cli_error(cmd, "%s is a dense mask: --causal, --bidir, --seqlen-q and --strict go with an "
+                "interval file", t->mask_file);
+      return -1;
+    }
+    t->dense = 1;
+  } else if (t->mask_file &&
+             cli_intervals_causal(cmd, t->mask_file, CLI_FLAG_REQUIRED, &t->io.causal)) {
+    return -1;
+  }
+  if (!t->mask_file && (t->io.causal >= 0 || t->io.sq || t->io.strict)) {
+    cli_error(cmd, "--causal, --bidir, --seqlen-q and --strict go with --mask (a family or a "
+              "trace fixes them)");
+    return -1;
+  }
+  return 0;
+}
+
+/* The mask of a dense file, streamed as check reads it, in its smallest
+ * interval form; NULL after one line when no form holds it. */
+static fm_colmask *dense_mask(const char *cmd, const char *path) {
+  fm_dense_opts dopts = {.keep_intervals = 1};
+  fm_dense_result *r;
+  if (cli_dense_scan(cmd, path, &dopts, &r)) return NULL;
+  const fm_dense_report *rep = fm_dense_result_report(r);
+  fm_colmask *m = NULL;
+  fm_err err;
+  if (rep->form == FM_FORM_NONE)
+    cli_error(cmd, "%s: no interval form holds this mask (%lld columns misfit even %s), so "
+              "FlashMask cannot run it; 'fmsim check %s' says where and what to do",
+              path, (long long)rep->bad_columns, fm_form_name(rep->closest), path);
+  else if (fm_dense_result_to_colmask(r, rep->form, &m, &err) != FM_OK)
+    cli_error(cmd, "%s", err.msg);
+  fm_dense_result_destroy(r);
+  return m;
+}
+
+fm_colmask *timing_mask_build(const char *cmd, timing_mask *t) {
+  fm_colmask *m = NULL;
+  int64_t b, h;
+  if (t->trace) {
+    if (timing_load_trace(cmd, t->trace, &m, &b, &h)) return NULL;
+    if (!t->batch_given) t->mask.batch = b;
+    if (!t->heads_given) t->mask.heads = h;
+    return m;
+  }
+  if (!t->mask_file) return cli_build_family(cmd, &t->mask, &m, NULL) ? NULL : m;
+  if (t->dense && !(m = dense_mask(cmd, t->mask_file))) return NULL;
+  if (!t->dense) {
+    fm_err err;
+    fm_intervals_opts lo = {.causal = t->io.causal, .sq = t->io.sq, .strict = t->io.strict};
+    fm_intervals_note note;
+    if (fm_intervals_load(t->mask_file, &lo, &m, &note, &err) != FM_OK) {
+      cli_error(cmd, "%s", err.msg);
+      return NULL;
+    }
+    if (note.text[0]) cli_note(cmd, "%s", note.text);
+  }
+  if (!t->batch_given) t->mask.batch = fm_colmask_nb(m);
+  if (!t->heads_given) t->mask.heads = fm_colmask_nh(m);
+  return m;
 }

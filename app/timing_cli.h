@@ -7,6 +7,7 @@
 
 #include <stddef.h>
 
+#include "cli.h"
 #include "fm_colmask.h"
 #include "fm_json.h"
 #include "fm_kernels.h"
@@ -56,6 +57,43 @@ fm_status timing_predict(const fm_gpu_profile *prof, const fm_colmask *m, const 
  * -1 after printing an error. */
 int timing_cli_predict_mask(const char *cmd, const fm_gpu_profile *prof, const fm_colmask *m,
                             int64_t batch, int64_t heads, int32_t head_dim, fm_json *j);
+
+/* The mask of a timing command (predict, cp-plan): --family NAME with the
+ * family mask's options, --mask FILE (an interval file, with --causal or
+ * --bidir, --seqlen-q, --strict; or a dense mask, converted to its smallest
+ * interval form as fmsim check reads it, no flags) or --trace DIR (a trace
+ * folder's columns.npy). Batch and heads default to the file's or the
+ * trace's sets. */
+#define TIMING_MASK_LONGOPTS                                                                  \
+  CLI_MASK_LONGOPTS, CLI_INTERVAL_LONGOPTS, {"mask", required_argument, 0, 'M'},             \
+      {"trace", required_argument, 0, 'T'}
+#define TIMING_MASK_HELP                                                                      \
+  "  --mask FILE          an interval file (Paddle startend_row_indices .npy) instead of\n"   \
+  "                       a family; --causal or --bidir says which it is; --seqlen-q N\n"     \
+  "                       sets Sq (default Sk); --strict refuses indices above Sq;\n"         \
+  "                       batch and heads default to its sets. A dense mask (.npy,\n"        \
+  "                       [B,H,Sq,Sk] or [Sq,Sk], read as fmsim check reads it) is\n"        \
+  "                       converted to its smallest interval form (no flags needed)\n"       \
+  "  --trace DIR          the mask of an fmsim trace folder (columns.npy, summary.json);\n"  \
+  "                       batch and heads default to the trace's\n"
+typedef struct timing_mask {
+  cli_mask_opts mask;           /* --family and its options; mask.batch, mask.heads: B and H */
+  cli_interval_opts io;         /* --causal, --bidir, --seqlen-q, --strict of --mask */
+  const char *mask_file, *trace; /* --mask, --trace (NULL: not given) */
+  int batch_given, heads_given; /* --batch, --heads on the command line */
+  int dense;                    /* --mask names a dense mask (set by timing_mask_check) */
+} timing_mask;
+void timing_mask_init(timing_mask *t);
+/* A cli_shared_opt_fn over a timing_mask (opts): the options above. */
+int timing_mask_opt(const char *cmd, void *opts, int opt, const char *arg);
+/* After the options: exactly one source, and the interval file's flags only
+ * with an interval file (one that needs --causal or --bidir gets
+ * cli_intervals_causal's line). 0, or -1 after printing. */
+int timing_mask_check(const char *cmd, timing_mask *t);
+/* The mask (the caller destroys it), t->mask.batch and heads defaulted to the
+ * file's or trace's sets unless given; NULL after printing the error (a dense
+ * mask no interval form holds is refused with where to look). */
+fm_colmask *timing_mask_build(const char *cmd, timing_mask *t);
 
 /* The bound on the work one command asks of the timing model. Its cost is the
  * work items it schedules over the SMs: batch x heads x the items of one

@@ -34,8 +34,10 @@ ceilings       60    bench/ceilings.py: bf16 GEMM and device-copy ceilings (PyTo
 torchtest      240   tests/test_torch_op.py: fmsim.torch against SDPA-math, gradients, training
 overhead       90    bench/torch_overhead.py: the op over the bare launch (host and GPU)
 probe          60    bench/burst_probe.py: idle pause vs single-launch time and clock
-crosscheck     240   fm_kernel_bench --sustained against fmsim.protocol: same sustained figure within 2%
+crosscheck     300   fm_kernel_bench --sustained and fmsim bench --sustained against fmsim.protocol: same sustained figure within 2%
 table          540   bench/protocol_bench.py $FM_TABLE_ARGS (--resume into $OUT/table.json)
+linrnncheck    300   fm_linrnn_check (every case against the fp64 recurrence), then fm_linrnn_check --bench
+linrnnbench    540   bench/linrnn_bench.py $FM_LINRNN_ARGS: the linear-RNN kernel against flash-linear-attention
 '
 # Environment:
 #   OUT                 results folder (default out/gpu)
@@ -58,6 +60,7 @@ table          540   bench/protocol_bench.py $FM_TABLE_ARGS (--resume into $OUT/
 #   FM_AB_ROUNDS        abbwd's rounds, earlier tree first (default 2)
 #   FM_TABLE_ARGS       arguments of bench/protocol_bench.py for `table` (default: the
 #                       paper's table, head dim 128, both passes, every peer)
+#   FM_LINRNN_ARGS      arguments of bench/linrnn_bench.py for `linrnnbench` (default --chunks 128)
 #   FM_TABLE_JSON       its JSON (default $OUT/table.json; --resume reads it back)
 #   FM_BUDGET_S         overrides every experiment's budget (seconds)
 # Optional provisioning for a machine without a package registry (carried wheels, .debs of
@@ -75,6 +78,7 @@ export PYTHONUNBUFFERED=1 PYTHONPATH="$ROOT/python${PYTHONPATH:+:$PYTHONPATH}"
 export FMSIM_LIBRARY=${FMSIM_LIBRARY:-$BUILD/core/libfmsim.so}
 export FMSIM_CUDA_LIBRARY=${FMSIM_CUDA_LIBRARY:-$BUILD/kernels/libfmsim_cuda.so}
 KBENCH=${FM_KERNEL_BENCH:-$BUILD/kernels/fm_kernel_bench}
+LRCHECK=$BUILD/kernels/fm_linrnn_check
 FMSIM=$BUILD/app/fmsim
 export FM_COMMIT=${FM_COMMIT:-$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)}
 # NVLink multicast stays off in every process this script starts (a program that uses it
@@ -213,12 +217,19 @@ validate() { # each fitted profile on the held-out run (sm90 alone: the set time
 }
 
 crosscheck() { # (run through bash -c: `timeout` runs programs, not functions)
-  local fams=full,causal_document lens=8192,32768
+  local fams=full,causal_document lens=8192,32768 rc=0
   "$KBENCH" --no-validate --no-noskip --no-instr --warmup 0 --reps 1 --pass both --families "$fams" \
-    --seqlens "$lens" --sustained 1000 --json "$OUT/crosscheck_c.json" &&
-    python3 bench/protocol_bench.py --peers '' --families "$fams" --seqlens "$lens" --seed 1 \
-      --out "$OUT/crosscheck_py.json" &&
-    python3 bench/protocol_crosscheck.py "$OUT/crosscheck_c.json" "$OUT/crosscheck_py.json"
+    --seqlens "$lens" --sustained 1000 --json "$OUT/crosscheck_c.json" || return 1
+  python3 bench/protocol_bench.py --peers '' --families "$fams" --seqlens "$lens" --seed 1 \
+    --out "$OUT/crosscheck_py.json" || return 1
+  "$FMSIM" bench --kernel sm90 --pass both --families "$fams" --seqlens "$lens" --sustained 1000 \
+    --noskip-reps 0 --instrument-reps 0 --no-bytes --sweep-draws 0 --out "$OUT/crosscheck_bench" || return 1
+  echo "fm_kernel_bench --sustained against the protocol:"
+  python3 bench/protocol_crosscheck.py "$OUT/crosscheck_c.json" "$OUT/crosscheck_py.json" || rc=1
+  echo "fmsim bench --sustained against the protocol:"
+  python3 bench/protocol_crosscheck.py "$OUT/crosscheck_bench/paper-kernel-table/index.json" \
+    "$OUT/crosscheck_py.json" || rc=1
+  return $rc
 }
 
 fn() { # fn NAME FUNCTION [ARGS...]: a function of this script under run's budget
@@ -269,6 +280,10 @@ for e in "$@"; do
     overhead) run overhead python3 bench/torch_overhead.py --out "$OUT/overhead.json" ;;
     probe) run probe python3 bench/burst_probe.py --out "$OUT/probe.json" ;;
     crosscheck) fn crosscheck crosscheck ;;
+    linrnncheck) need linrnncheck "$LRCHECK" && run linrnncheck bash -c '"$0" && "$0" --bench' "$LRCHECK" ;;
+    linrnnbench)
+      run linrnnbench python3 bench/linrnn_bench.py ${FM_LINRNN_ARGS:---chunks 128} \
+        --budget-s $(($(budget linrnnbench) - 120)) --out "$OUT/linrnn.json" ;;
     table)
       run table python3 bench/protocol_bench.py ${FM_TABLE_ARGS:-} --resume \
         --budget-s $(($(budget table) - 120)) --out "${FM_TABLE_JSON:-$OUT/table.json}" ;;

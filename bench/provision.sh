@@ -4,7 +4,9 @@
 # where fmsim builds there and pip works). Four verbs:
 #
 #   bench/provision.sh pack-build BUILD DEST     # here: fmsim's libraries and fm_kernel_bench
-#                                                #   with the shared libraries they need that a
+#                                                #   (and fmsim, from a build configured with
+#                                                #   -DFM_VIEWER=OFF) with the shared libraries
+#                                                #   they need that a
 #                                                #   CUDA image may lack (libyaml), into DEST/
 #   bench/provision.sh pack-wheels SRC A B [MB]  # here: the wheels of SRC split over folders A
 #                                                #   and B, each under MB (default 60) MiB, a wheel
@@ -39,10 +41,15 @@ case $verb in
   pack-build)
     B=${2:?pack-build BUILD DEST}
     D=${3:?pack-build BUILD DEST}
-    mkdir -p "$D/core" "$D/kernels" "$D/lib"
+    mkdir -p "$D/core" "$D/kernels" "$D/lib" "$D/app"
     cp "$B/core/libfmsim.so" "$D/core/"
     cp "$B/kernels/libfmsim_cuda.so" "$B/kernels/fm_kernel_bench" "$D/kernels/"
-    for f in "$B/core/libfmsim.so" "$B/kernels/libfmsim_cuda.so"; do
+    [ -x "$B/kernels/fm_linrnn_check" ] && cp "$B/kernels/fm_linrnn_check" "$D/kernels/"
+    # the fmsim binary too where it was built without the viewer (FM_VIEWER=OFF: no cairo,
+    # SDL2 or X libraries to carry), for the experiments that run it (bench, crosscheck)
+    if [ -x "$B/app/fmsim" ] && ! ldd "$B/app/fmsim" | grep -q libcairo; then cp "$B/app/fmsim" "$D/app/"; fi
+    for f in "$B/core/libfmsim.so" "$B/kernels/libfmsim_cuda.so" "$B/app/fmsim"; do
+      [ -f "$f" ] || continue
       ldd "$f" | awk '/libyaml/ { print $3 }' | xargs -r -I{} cp -L {} "$D/lib/"
     done
     du -sh "$D"

@@ -46,19 +46,37 @@ def bare_launcher(q, k, v, sri, causal):
     return run, (o, lse, iv)
 
 
-def host_us(fn, n=40, rounds=25):
-    """Host time per call while the GPU is busy (a 50 ms sleep kernel queued first),
-    so that the host's work alone is timed: n calls stay inside the launch queue."""
-    per = []
-    for _ in range(rounds):
+def host_us(fns: dict, n=10, rounds=40) -> dict:
+    """Host time per call of each function while the GPU is busy (a 50 ms sleep
+    kernel queued first, so that the host's work alone is timed), the functions
+    interleaved in blocks of n calls inside each window, their order reversed
+    every other round, so that a drift of the host's speed reaches them alike.
+    Median over the blocks, per function."""
+    per = {name: [] for name in fns}
+    items = list(fns.items())
+    for r in range(rounds):
         torch.cuda.synchronize()
         torch.cuda._sleep(100_000_000)  # ~50 ms of GPU time at ~2 GHz
-        t0 = time.perf_counter()
-        for _ in range(n):
-            fn()
-        per.append((time.perf_counter() - t0) / n * 1e6)
+        for name, fn in (items if r % 2 == 0 else items[::-1]) * 2:
+            t0 = time.perf_counter()
+            for _ in range(n):
+                fn()
+            per[name].append((time.perf_counter() - t0) / n * 1e6)
     torch.cuda.synchronize()
-    return statistics.median(per)
+    return {name: statistics.median(v) for name, v in per.items()}
+
+
+class _NoKernel:
+    """ft._lib with the forward's C entry replaced by a no-op: the op's own Python work."""
+    def __init__(self, lib):
+        self._lib = lib
+
+    def __getattr__(self, name):
+        return getattr(self._lib, name)
+
+    @staticmethod
+    def fm_attn_forward_ptrs(*args):
+        return 0
 
 
 def gpu_ms(fn, n=20, rounds=5):
@@ -91,47 +109,47 @@ def main():
     q, k, v, sri, causal = case(256, 1)
     bare, keep = bare_launcher(q, k, v, sri, causal)
 
-    def op():
-        with torch.no_grad():
-            return ft.flashmask_attention(q, k, v, sri, causal)
-
+    op = lambda: ft.flashmask_attention(q, k, v, sri, causal)  # noqa: E731  (q needs no grad: no autograd)
     qg = q.clone().requires_grad_()
     op_grad = lambda: ft.flashmask_attention(qg, k, v, sri, causal)  # noqa: E731  (records the graph)
     for f in (bare, op, op_grad):
         f()
     torch.cuda.synchronize()
-    for _ in range(3):  # interleaved, so the host's state drifts alike
-        res.setdefault("host_us_bare", []).append(host_us(bare))
-        res.setdefault("host_us_op", []).append(host_us(op))
-        res.setdefault("host_us_op_autograd", []).append(host_us(op_grad))
-    for key in ("host_us_bare", "host_us_op", "host_us_op_autograd"):
-        res[key] = statistics.median(res[key])
-    # where the op's host time goes: its parts, each timed alone the same way
+    got = host_us({"bare": bare, "op": op, "op_autograd": op_grad})
+    res["host_us_bare"], res["host_us_op"], res["host_us_op_autograd"] = got["bare"], got["op"], got["op_autograd"]
+    # where the op's host time goes: its parts, each timed the same way
     pl = ft._plan(q, k, v, sri, causal, None, "bshd", "auto", "skip", False)
     o = torch.empty(pl.o_shape, dtype=torch.bfloat16, device="cuda")
     lse = torch.empty(pl.lse_shape, dtype=torch.float32, device="cuda")
-
     stream = ft._stream(pl.device)
     iv = ft._intervals(pl, sri, causal, stream)
 
     def c_entry():
-        ft._check(ft._lib.fm_attn_forward_ptrs(pl.problem, pl.device, iv.data_ptr(), q.data_ptr(), k.data_ptr(),
+        ft._check(ft._lib.fm_attn_forward_ptrs(pl.pref, pl.device, iv.data_ptr(), q.data_ptr(), k.data_ptr(),
                                                v.data_ptr(), o.data_ptr(), lse.data_ptr(), 0, stream, ft._errp))
+    dev = pl.torch_device
     parts = {"plan lookup": lambda: ft._plan(q, k, v, sri, causal, None, "bshd", "auto", "skip", False),
              "intervals lookup": lambda: ft._intervals(pl, sri, causal, stream),
-             "o and lse allocated": lambda: (torch.empty_like(q),
-                                             torch.empty(pl.lse_shape, dtype=torch.float32, device="cuda")),
+             "o allocated": lambda: torch.empty(pl.o_shape, dtype=torch.bfloat16, device=dev),
+             "lse allocated (autograd)": lambda: torch.empty(pl.lse_shape, dtype=torch.float32, device=dev),
              "current stream": lambda: ft._stream(pl.device),
-             "C entry (fm_attn_forward_ptrs)": c_entry}
-    res["parts_us"] = {n: host_us(f) for n, f in parts.items()}
+             "C entry (fm_attn_forward_ptrs)": c_entry,
+             "bare (again, beside the parts)": bare}
+    res["parts_us"] = host_us(parts)
+    real = ft._lib
+    ft._lib = _NoKernel(real)
+    try:  # the op with its C entry a no-op: everything the op does in Python
+        res["parts_us"].update({f"{k} without the C entry": t for k, t in
+                                host_us({"op": op, "op autograd": op_grad}).items()})
+    finally:
+        ft._lib = real
     res["overhead_us"] = res["host_us_op"] - res["host_us_bare"]
     res["overhead_us_autograd"] = res["host_us_op_autograd"] - res["host_us_bare"]
     q, k, v, sri, causal = case(16384, 16)
     bare, keep = bare_launcher(q, k, v, sri, causal)
 
     def op2():
-        with torch.no_grad():
-            return ft.flashmask_attention(q, k, v, sri, causal)
+        return ft.flashmask_attention(q, k, v, sri, causal)
     gpu_ms(bare, rounds=1), gpu_ms(op2, rounds=1)  # warm-up
     res["gpu_ms_bare"], res["gpu_ms_op"] = gpu_ms(bare), gpu_ms(op2)
     res["gpu_overhead_us"] = 1e3 * (res["gpu_ms_op"] - res["gpu_ms_bare"])

@@ -470,6 +470,7 @@ static const key_row keys[] = {
     {"warmup", AT_ROOT, p_int, R(warmup), NO, 0, 100000},
     {"reps", AT_ROOT, p_int, R(reps), NO, 1, 100000},
     {"settle_ms", AT_ROOT, p_int, R(settle_ms), NO, 0, 10000},
+    {"sustained_ms", AT_ROOT, p_int, R(sustained_ms), NO, 0, 60000},
     {"noskip_reps", AT_ROOT, p_int, R(noskip_reps), NO, 0, 100000},
     {"instrument_reps", AT_ROOT, p_int, R(instrument_reps), NO, 0, 100000},
     {"count_bytes", AT_ROOT, p_bool, R(count_bytes), NO, 0, 0},

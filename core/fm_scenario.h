@@ -36,6 +36,9 @@
  *   instrument_reps: 3                # also time the instrumented build (default 0: not run)
  *   settle_ms: 250                    # idle before each pass is timed (default 0), so that
  *                                     # it does not start at the clock the last one left
+ *   sustained_ms: 1000                # time the protocol's sustained figure: 1 s of warm-up,
+ *                                     # then back-to-back launches over this long (default 0:
+ *                                     # warmup + reps launches; docs/DESIGN.md "How we measure")
  *   count_bytes: true                 # one launch counted by the CUPTI Range Profiler
  *   cupti: true                       # false: CUDA events only, no counters
  *   figures: [gallery, memory]        # names of the figure registry (viz/viz_figures.c)
@@ -139,6 +142,7 @@ typedef struct fm_scenario {
   int profile_line;                         /* its line in the file (0: given on the command line) */
   int64_t warmup, reps, noskip_reps, instrument_reps;
   int64_t settle_ms; /* idle before each timed pass (fm_gpu_opts.settle_ms) */
+  int64_t sustained_ms; /* > 0: the protocol's sustained figure (fm_gpu_opts.sustain_ms) */
   int count_bytes, cupti;
   /* output */
   char figures[FM_SCN_MAX_FIGURES][32]; /* figure names, checked by the runner against the

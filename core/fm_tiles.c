@@ -214,9 +214,20 @@ static void rows_finish(const tile_pass *p, fm_work *rows) {
   }
 }
 
+/* Hands key tile k of set s to a walker (fm_tile_walk). */
+static void key_tile_visit(const tile_pass *p, const key_tile *k, int32_t s, int32_t ct,
+                           fm_key_tile_fn fn, void *ctx) {
+  fm_key_tile_spans v = {.set = s, .ct = ct, .tr = p->tr, .masked = k->masked,
+                         .touched = k->touched, .xmasked = k->xmasked, .xclear = k->xclear,
+                         .nmasked = k->nmasked, .ntouched = k->ntouched,
+                         .nxmasked = k->nxmasked, .nxclear = k->nxclear};
+  fn(&v, ctx);
+}
+
 static fm_status tile_pass_run(const fm_colmask *m, int32_t br, int32_t bc, int exact,
                                fm_tile_counts *counts, fm_work *rows, fm_work *cols,
-                               uint8_t *classes, uint8_t *exmap, fm_err *err) {
+                               uint8_t *classes, uint8_t *exmap, fm_key_tile_fn fn, void *ctx,
+                               fm_err *err) {
   fm_status st = fm_tile_size_check(br, bc, err);
   if (st != FM_OK) return st;
   tile_pass p = {.sq = fm_colmask_sq(m), .sk = fm_colmask_sk(m), .br = br, .bc = bc,
@@ -245,6 +256,7 @@ static fm_status tile_pass_run(const fm_colmask *m, int32_t br, int32_t bc, int 
     for (int32_t ct = 0; ct < p.tc; ct++) {
       key_tile k;
       key_tile_classes(&p, ct, exact, &k);
+      if (fn) key_tile_visit(&p, &k, s, ct, fn, ctx);
       key_tile_record(&p, &k, ct, exact, &c, cols ? &cols[(int64_t)s * p.tc + ct] : NULL,
                       classes ? classes + s * per_set : NULL, exmap ? exmap + s * per_set : NULL);
     }
@@ -261,12 +273,17 @@ static fm_status tile_pass_run(const fm_colmask *m, int32_t br, int32_t bc, int 
 
 fm_status fm_tile_count(const fm_colmask *m, int32_t br, int32_t bc, int exact,
                         fm_tile_counts *counts, fm_work *rows, fm_work *cols, fm_err *err) {
-  return tile_pass_run(m, br, bc, exact, counts, rows, cols, NULL, NULL, err);
+  return tile_pass_run(m, br, bc, exact, counts, rows, cols, NULL, NULL, NULL, NULL, err);
 }
 
 fm_status fm_classify(const fm_colmask *m, int32_t br, int32_t bc, fm_tile_counts *counts,
                       uint8_t *classes, uint8_t *exact, fm_err *err) {
-  return tile_pass_run(m, br, bc, 1, counts, NULL, NULL, classes, exact, err);
+  return tile_pass_run(m, br, bc, 1, counts, NULL, NULL, classes, exact, NULL, NULL, err);
+}
+
+fm_status fm_tile_walk(const fm_colmask *m, int32_t br, int32_t bc, int exact, fm_key_tile_fn fn,
+                       void *ctx, fm_err *err) {
+  return tile_pass_run(m, br, bc, exact, NULL, NULL, NULL, NULL, NULL, fn, ctx, err);
 }
 
 int64_t fm_class_mismatches(const fm_colmask *m, const uint8_t *set_classes,

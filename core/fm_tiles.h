@@ -69,6 +69,32 @@ void fm_tile_bounds_compute(const fm_colmask *m, int32_t set, int32_t bc, fm_til
 fm_status fm_tile_count(const fm_colmask *m, int32_t br, int32_t bc, int exact,
                         fm_tile_counts *counts, fm_work *rows, fm_work *cols, fm_err *err);
 
+/* One key tile's row tiles by class, as fm_tile_walk hands them out: spans of
+ * row tiles [begin, end), each list sorted, disjoint and non-empty. Every
+ * row tile of the key tile is in exactly one of: masked (min/max MASKED);
+ * touched minus masked (min/max PARTIAL); the rest (min/max UNMASKED).
+ * xmasked and xclear (exact walks only, else empty) split the min/max
+ * PARTIAL row tiles further: exactly MASKED, exactly UNMASKED; the PARTIAL
+ * ones that are in neither are exactly PARTIAL. The pointers are valid only
+ * during the call. */
+typedef struct fm_key_tile_spans {
+  int32_t set, ct, tr;              /* vector set, key tile, row tiles of the grid */
+  const fm_tile_span *masked;       /* (nmasked <= 2,) */
+  const fm_tile_span *touched;      /* (ntouched <= 2,), a superset of masked */
+  const fm_tile_span *xmasked;      /* (nxmasked,) inside touched minus masked */
+  const fm_tile_span *xclear;       /* (nxclear,) inside touched minus masked */
+  int nmasked, ntouched, nxmasked, nxclear;
+} fm_key_tile_spans;
+
+typedef void (*fm_key_tile_fn)(const fm_key_tile_spans *k, void *ctx);
+
+/* Walks every key tile of every set (sets in order, key tiles ascending) at
+ * Br x Bc and calls fn with its row-tile spans: the per-tile classes of
+ * fm_classify without a per-tile map, O(Sk + Tr) per set as fm_tile_count
+ * (exact: 1 also finds the exact classes). Errors as fm_tile_count. */
+fm_status fm_tile_walk(const fm_colmask *m, int32_t br, int32_t bc, int exact, fm_key_tile_fn fn,
+                       void *ctx, fm_err *err);
+
 /* Classifies every tile of every set: the counts of fm_tile_count (with exact
  * classes) and, when not NULL, the per-tile maps classes and exact, each
  * (nsets, Tr, Tc) uint8 FM_TILE_* (caller-allocated; O(Tr * Tc) to fill). */

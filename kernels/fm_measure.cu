@@ -204,7 +204,8 @@ static fm_status measure_pass(fm_gpu_session *s, fm_attn_launch *lc, const fm_gp
   fm_status st;
   const fm_attn_problem *p = &lc->p;
   const int64_t tiles = (int64_t)p->batch * p->heads * rp->tr * rp->tc;
-  fm_time_opts to = {.warmup = o->warmup, .reps = o->reps, .warmup_min_ms = 0, .flush_l2 = 1, .use_cupti = o->use_cupti};
+  fm_time_opts to = {.warmup = o->warmup, .reps = o->reps, .warmup_min_ms = o->sustain_ms > 0 ? 1000.0 : 0.0,
+                     .flush_l2 = 1, .use_cupti = o->use_cupti, .sustain_ms = (double)o->sustain_ms};
   if (o->settle_ms > 0) {
     CUDA_TRY(cudaStreamSynchronize(s->stream), "synchronize before settling");
     const struct timespec ts = {.tv_sec = o->settle_ms / 1000, .tv_nsec = (long)(o->settle_ms % 1000) * 1000000L};

@@ -53,6 +53,10 @@ typedef struct fm_gpu_opts {
   int32_t settle_ms;      /* idle milliseconds before each pass is timed (0: none), so that
                              a pass does not start at the clock the one before left: the
                              timing model's profiles assume launches apart (fm_timing.h) */
+  int32_t sustain_ms;     /* > 0: the plain build's figure is the protocol's sustained one
+                             (docs/DESIGN.md, "How we measure"): 1 s of back-to-back warm-up,
+                             then back-to-back launches covering at least this long
+                             (fm_time_opts.sustain_ms); 0: warmup + reps launches */
 } fm_gpu_opts;
 
 /* What one pass measured. timing.source is "" when the pass did not run. */

@@ -344,90 +344,282 @@ struct key_iv {
 static_assert(sizeof(key_iv) == 8 * 4 && traits<128>::NCW * 128 == 256 && traits<64>::NCW * 128 == 256,
               "key_iv: 8 words per consumer thread, 256 consumer threads");
 
-template <int HD, int VAR, bool INSTR>
-__device__ __forceinline__ void consumer(const params &p, unsigned char *smem, bars<HD> br, int cw) {
+/* The consumer in phases (FlashAttention-3's backward, one warpgroup's view):
+ * store_keys at the start of an item; per visited query tile issue_s_dp
+ * (S^T, dP^T), softmax_ds (mask, P^T, dS^T), issue_dv_dk_dq (dV, dK and the
+ * previous tile's dQ, issue_dq), store_ds, then reduce_dq of the previous
+ * tile; the item's last dQ; store_dkdv. The phases are inlined into one
+ * program whose SASS is that of the consumer written as one function, which
+ * holds only while the consumer's frame stays the same: the register arrays
+ * (dk, dv, st, dpt, pa, da, dq) and the key intervals (kv) are declared in
+ * consumer and passed by reference, ds_iter goes by reference where the one
+ * function's lambda captured it, and it_n is declared before q_iter (the
+ * order that keeps ptxas's register assignment); kernels/PERF_NOTES.md,
+ * "Kernels in phases", has the rules and the check. */
+
+/* One consumer warpgroup's view of shared memory and of the tensor cores'
+ * turns, fixed for the kernel. */
+template <int HD> struct ctx {
+  unsigned char *smem;
+  bars<HD> br;
+  int cw;                         /* consumer warpgroup 0 or 1 */
+  int tid, warp, lane, g, c4;     /* thread 0 .. 127 of the warpgroup, its warp and lane */
+  int ctid;                       /* thread 0 .. 255 of both consumer warpgroups */
+  const int32_t *sItem, *sMeta;
+  const float *sRows;
+  int32_t *sKeys;
+  uint32_t k_base, v_base;        /* the item's K and V */
+  uint32_t kw_base, vw_base;      /* this warpgroup's 64 keys: rows 64 cw .. of each 128-row column block */
+  unsigned char *dq_stage;        /* this warpgroup's dQ staging; dK and dV staged here at the item's end */
+  int my_turn, other_turn;        /* named barriers: this warpgroup's tensor-core turn, the other's */
+  int k0;                         /* dQ: the first key step of this warpgroup */
+  uint32_t kb;                    /* dQ: K's column block of this warpgroup */
+};
+
+/* Issues dQ_w = dS K_w (not committed); dS^T at ds_base: 64 queries x 64
+ * head-dim columns, the keys are the reduction. */
+template <int HD>
+__device__ __forceinline__ void issue_dq(const ctx<HD> &c, float (&dq)[32], uint32_t ds_base) {
   using T = traits<HD>;
-  const int tid = threadIdx.x - 128 * (cw + 1);
-  const int warp = tid >> 5, lane = tid & 31, g = lane >> 2, c4 = lane & 3;
-  const int32_t *sItem = reinterpret_cast<const int32_t *>(smem + T::OFF_ITEM);
-  const int32_t *sMeta = reinterpret_cast<const int32_t *>(smem + T::OFF_META);
-  const float *sRows = reinterpret_cast<const float *>(smem + T::OFF_ROWS);
-  int32_t *sKeys = reinterpret_cast<int32_t *>(smem + T::OFF_KEYS);
-  const int ctid = threadIdx.x - 128; /* 0 .. 255 */
-  const uint32_t k_base = fmh::smem_addr(smem + T::OFF_K), v_base = fmh::smem_addr(smem + T::OFF_V);
-  /* this warpgroup's 64 keys: rows 64 cw .. of each 128-row column block */
-  const uint32_t kw_base = k_base + cw * 64 * 128, vw_base = v_base + cw * 64 * 128;
-  unsigned char *dq_stage = smem + T::OFF_DQ + cw * T::DQ_BYTES;
-  const int my_turn = BAR_TURN + cw, other_turn = BAR_TURN + (cw ^ 1);
-  /* dQ_w = dS K_w, dS^T at ds_base: 64 queries x 64 head-dim columns, keys are the reduction */
-  const int k0 = T::DQ_SPLIT_KEYS ? cw * T::DQ_KSTEPS : 0;                /* first key step */
-  const uint32_t kb = k_base + (T::DQ_SPLIT_KEYS ? 0 : cw) * T::BC * 128; /* column block */
-  auto issue_dq = [&](float (&dq)[32], uint32_t ds_base) {
 #pragma unroll
-    for (int kk = 0; kk < T::DQ_KSTEPS; kk++)
-      fmh::wgmma_ss_n64<1, 1>(dq, fmh::desc_mnmajor(ds_base, T::BC, k0 + kk), fmh::desc_mnmajor(kb, T::BC, k0 + kk),
-                              kk > 0);
-  };
-  /* dQ * scale of query tile mq, fp32, staged as two 32-column SW128 boxes, reduced by the copy engine */
-  auto reduce_dq = [&](const float (&dq)[32], int mq, int n, int bh, int b, int h) {
-    if (tid == 0) fmh::bulk_wait_read(); /* the previous reduction has read the staging */
+  for (int kk = 0; kk < T::DQ_KSTEPS; kk++)
+    fmh::wgmma_ss_n64<1, 1>(dq, fmh::desc_mnmajor(ds_base, T::BC, c.k0 + kk), fmh::desc_mnmajor(c.kb, T::BC, c.k0 + kk),
+                            kk > 0);
+}
+
+/* The pending dQ GEMM's A operand: the dS^T buffer of the previous query tile
+ * or, with none pending, the item's K tile as a stand-in (read, discarded).
+ * ds_iter (consumer's count of dS^T tiles) by reference: passed by value, the
+ * buffer arithmetic compiles to other instructions. */
+template <int HD> __device__ __forceinline__ uint32_t dq_source(const ctx<HD> &c, bool pend, const int &ds_iter) {
+  return pend ? fmh::smem_addr(c.smem + traits<HD>::OFF_DS + ((ds_iter - 1) & 1) * traits<HD>::DS_BYTES) : c.k_base;
+}
+
+/* dQ * scale of query tile mq, fp32, staged as two 32-column SW128 boxes and
+ * added to the fp32 accumulator by the copy engine (deterministic: on its turn). */
+template <int HD>
+__device__ __forceinline__ void reduce_dq(const params &p, const ctx<HD> &c, const float (&dq)[32], int mq, int n,
+                                          int bh, int b, int h) {
+  using T = traits<HD>;
+  const int cw = c.cw, warp = c.warp, g = c.g, c4 = c.c4;
+  if (c.tid == 0) fmh::bulk_wait_read(); /* the previous reduction has read the staging */
+  fmh::named_sync(BAR_WG + cw, 128);
+#pragma unroll
+  for (int nb = 0; nb < 8; nb++)
+#pragma unroll
+    for (int hr = 0; hr < 2; hr++) {
+      const int row = warp * 16 + g + 8 * hr, col = 8 * nb + 2 * c4;
+      const int box = col >> 5, cc = col & 31;
+      float2 v = make_float2(dq[4 * nb + 2 * hr] * p.scale, dq[4 * nb + 2 * hr + 1] * p.scale);
+      *reinterpret_cast<float2 *>(c.dq_stage + box * T::BR * 128 + row * 128 + (((cc >> 2) ^ (row & 7)) << 4) +
+                                  (cc & 3) * 4) = v;
+    }
+  fmh::fence_proxy_async();
+  fmh::named_sync(BAR_WG + cw, 128);
+  if (c.tid == 0) {
+    const int d0 = T::DQ_SPLIT_KEYS ? 0 : cw * 64;
+    int32_t *sc = p.sem + ((int64_t)bh * p.Tr + mq) * T::NCW + (T::DQ_SPLIT_KEYS ? 0 : cw);
+    const int32_t turn = T::DQ_SPLIT_KEYS ? T::NCW * n + cw : n;
+    if (p.deterministic) sem_wait(sc, turn);
+    fmh::tma_reduce_add_4d(&p.tm_dq, c.dq_stage, d0, h, mq * T::BR, b);
+    fmh::tma_reduce_add_4d(&p.tm_dq, c.dq_stage + T::BR * 128, d0 + 32, h, mq * T::BR, b);
+    fmh::bulk_commit();
+    if (p.deterministic) {
+      fmh::bulk_wait_all(); /* the additions are done before the turn passes */
+      __threadfence();
+      sem_pass(sc, turn + 1);
+    }
+  }
+}
+
+/* The thread's keys for the item's key tile n: rows 16 warp + g (+ 8) of this
+ * warpgroup's 64, as key_iv intervals in shared memory (read back by this
+ * thread only). */
+template <int HD>
+__device__ __forceinline__ void store_keys(const params &p, const ctx<HD> &c, key_iv &kv, int n, int b, int h) {
+  using T = traits<HD>;
+  const int32_t *gv = p.intervals + (int64_t)set_of(p, b, h) * 4 * p.Sk;
+#pragma unroll
+  for (int hr = 0; hr < 2; hr++) {
+    const int j = n * T::BC + c.cw * 64 + c.warp * 16 + c.g + 8 * hr;
+    int32_t lts = 0, lte = INT32_MAX, us = 0, ue = 0;
+    if (j < p.Sk) {
+      lts = __ldg(gv + j);
+      lte = __ldg(gv + (int64_t)p.Sk + j);
+      fm_effective_upper(__ldg(gv + 2 * (int64_t)p.Sk + j), __ldg(gv + 3 * (int64_t)p.Sk + j), p.causal, j, p.Sq,
+                         p.Sk, &us, &ue);
+    }
+    kv.ls[hr] = lts;
+    kv.ll[hr] = max(lte - lts, 0);
+    kv.us[hr] = us;
+    kv.ul[hr] = max(ue - us, 0);
+  }
+  kv.store(c.sKeys, c.ctid);
+}
+
+/* S^T = K_w Q^T and dP^T = V_w dO^T (64 keys x 64 queries each) in this
+ * warpgroup's turn, waited for. */
+template <int HD>
+__device__ __forceinline__ void issue_s_dp(const ctx<HD> &c, float (&st)[32], float (&dpt)[32], uint32_t q_base,
+                                           uint32_t do_base) {
+  using T = traits<HD>;
+  fmh::named_sync(c.my_turn, 256);
+  fmh::wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < HD / 16; kk++)
+    fmh::wgmma_ss_n64<0, 0>(st, fmh::desc_kmajor(c.kw_base, T::BC, kk), fmh::desc_kmajor(q_base, T::BR, kk), kk > 0);
+#pragma unroll
+  for (int kk = 0; kk < HD / 16; kk++)
+    fmh::wgmma_ss_n64<0, 0>(dpt, fmh::desc_kmajor(c.vw_base, T::BC, kk), fmh::desc_kmajor(do_base, T::BR, kk),
+                            kk > 0);
+  fmh::wgmma_commit();
+  fmh::named_arrive(c.other_turn, 256);
+  fmh::wgmma_wait<0>();
+  fmh::reg_fence(st);
+  fmh::reg_fence(dpt);
+}
+
+/* P^T = exp2(S^T scale log2 e - LSE2) and dS^T = P^T (dP^T - D) in place, the
+ * element mask on the thread's keys (kv, loaded when the entry needs it) first;
+ * stage s holds the query tile m's LSE2 and D. */
+template <int HD>
+__device__ __forceinline__ void softmax_ds(const params &p, const ctx<HD> &c, float (&st)[32], float (&dpt)[32],
+                                           key_iv &kv, int s, int m, int flags) {
+  using T = traits<HD>;
+  const int c4 = c.c4;
+  const float *lse2 = c.sRows + s * 2 * T::BR, *dsum = lse2 + T::BR;
+  const int i0 = m * T::BR + 2 * c4;
+  if (flags & F_NEEDMASK) kv.load(c.sKeys, c.ctid);
+#pragma unroll
+  for (int nb = 0; nb < 8; nb++) {
+    const float2 l2 = *reinterpret_cast<const float2 *>(lse2 + 8 * nb + 2 * c4);
+    const float2 dd = *reinterpret_cast<const float2 *>(dsum + 8 * nb + 2 * c4);
+#pragma unroll
+    for (int hr = 0; hr < 2; hr++)
+#pragma unroll
+      for (int e = 0; e < 2; e++) {
+        const int idx = 4 * nb + 2 * hr + e;
+        float x = st[idx];
+        if (flags & F_NEEDMASK) {
+          const uint32_t i = (uint32_t)(i0 + 8 * nb + e);
+          const bool mk = (i - (uint32_t)kv.ls[hr] < (uint32_t)kv.ll[hr]) ||
+                          (i - (uint32_t)kv.us[hr] < (uint32_t)kv.ul[hr]);
+          x = mk ? -INFINITY : x;
+        }
+        const float pv = fast_exp2(fmaf(x, p.scale_log2, -(e ? l2.y : l2.x)));
+        st[idx] = pv;
+        dpt[idx] = pv * (dpt[idx] - (e ? dd.y : dd.x));
+      }
+  }
+}
+
+/* In this warpgroup's turn: dV += P^T dO, dK += dS^T Q (the queries are the
+ * reduction dim; A = P^T, dS^T from registers) and the pending dQ (issue_dq
+ * from dq_source), committed and not waited for. */
+template <int HD>
+__device__ __forceinline__ void issue_dv_dk_dq(const ctx<HD> &c, float (&dv)[HD / 2], float (&dk)[HD / 2],
+                                               float (&dq)[32], const uint32_t (&pa)[4][4],
+                                               const uint32_t (&da)[4][4], uint32_t q_base, uint32_t do_base,
+                                               bool pend, const int &ds_iter) {
+  using T = traits<HD>;
+  fmh::named_sync(c.my_turn, 256);
+  fmh::wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < 4; kk++) fmh::pv_mma<HD>::run(dv, pa[kk], fmh::desc_mnmajor(do_base, T::BR, kk));
+#pragma unroll
+  for (int kk = 0; kk < 4; kk++) fmh::pv_mma<HD>::run(dk, da[kk], fmh::desc_mnmajor(q_base, T::BR, kk));
+  fmh::wgmma_commit();
+  fmh::wgmma_fence();
+  issue_dq<HD>(c, dq, dq_source<HD>(c, pend, ds_iter));
+  fmh::wgmma_commit();
+  fmh::named_arrive(c.other_turn, 256);
+}
+
+/* dS^T (bf16) of this query tile to buffer db, SW128: (128 keys, 64 queries),
+ * while the GEMMs run (written before the turn instead, it leaves ptxas too few
+ * registers: it serializes the wgmma, C7512); then ds_full. */
+template <int HD>
+__device__ __forceinline__ void store_ds(const ctx<HD> &c, const uint32_t (&da)[4][4], int db) {
+  using T = traits<HD>;
+  unsigned char *ds = c.smem + T::OFF_DS + db * T::DS_BYTES;
+#pragma unroll
+  for (int kk = 0; kk < 4; kk++)
+#pragma unroll
+    for (int r = 0; r < 4; r++) {
+      const int key = c.cw * 64 + c.warp * 16 + c.g + 8 * (r & 1), q = 16 * kk + 8 * (r >> 1) + 2 * c.c4;
+      *reinterpret_cast<uint32_t *>(ds + key * 128 + (((q >> 3) ^ (key & 7)) << 4) + (q & 7) * 2) = da[kk][r];
+    }
+  fmh::fence_proxy_async();
+  fmh::mbar_arrive(c.br.ds_full(db)); /* every thread: its part of dS^T is written */
+}
+
+/* The end of an item: dK * scale and dV in bf16 through this warpgroup's
+ * staging, stored by TMA. */
+template <int HD>
+__device__ __forceinline__ void store_dkdv(const params &p, const ctx<HD> &c, const float (&dk)[HD / 2],
+                                           const float (&dv)[HD / 2], int n, int b, int h) {
+  using T = traits<HD>;
+  const int cw = c.cw, warp = c.warp, g = c.g, c4 = c.c4;
+#pragma unroll
+  for (int which = 0; which < 2; which++) {
+    if (c.tid == 0) fmh::bulk_wait_read();
     fmh::named_sync(BAR_WG + cw, 128);
+    const float *acc = which ? dv : dk;
+    const float f = which ? 1.f : p.scale;
 #pragma unroll
-    for (int nb = 0; nb < 8; nb++)
+    for (int nb = 0; nb < HD / 8; nb++)
 #pragma unroll
       for (int hr = 0; hr < 2; hr++) {
-        const int row = warp * 16 + g + 8 * hr, col = 8 * nb + 2 * c4;
-        const int box = col >> 5, cc = col & 31;
-        float2 v = make_float2(dq[4 * nb + 2 * hr] * p.scale, dq[4 * nb + 2 * hr + 1] * p.scale);
-        *reinterpret_cast<float2 *>(dq_stage + box * T::BR * 128 + row * 128 + (((cc >> 2) ^ (row & 7)) << 4) +
-                                    (cc & 3) * 4) = v;
+        const int row = warp * 16 + g + 8 * hr, col = nb * 8 + 2 * c4, blk = col >> 6, chunk = (col & 63) >> 3;
+        *reinterpret_cast<uint32_t *>(c.dq_stage + blk * 64 * 128 + row * 128 + ((chunk ^ (row & 7)) << 4) +
+                                      (col & 7) * 2) =
+            pack_bf16(acc[4 * nb + 2 * hr] * f, acc[4 * nb + 2 * hr + 1] * f);
       }
     fmh::fence_proxy_async();
     fmh::named_sync(BAR_WG + cw, 128);
-    if (tid == 0) {
-      const int d0 = T::DQ_SPLIT_KEYS ? 0 : cw * 64;
-      int32_t *c = p.sem + ((int64_t)bh * p.Tr + mq) * T::NCW + (T::DQ_SPLIT_KEYS ? 0 : cw);
-      const int32_t turn = T::DQ_SPLIT_KEYS ? T::NCW * n + cw : n;
-      if (p.deterministic) sem_wait(c, turn);
-      fmh::tma_reduce_add_4d(&p.tm_dq, dq_stage, d0, h, mq * T::BR, b);
-      fmh::tma_reduce_add_4d(&p.tm_dq, dq_stage + T::BR * 128, d0 + 32, h, mq * T::BR, b);
+    if (c.tid == 0) {
+#pragma unroll
+      for (int d = 0; d < T::DBLK; d++)
+        fmh::tma_store_4d(which ? &p.tm_dv : &p.tm_dk, c.dq_stage + d * 64 * 128, d * 64, h, n * T::BC + cw * 64, b);
       fmh::bulk_commit();
-      if (p.deterministic) {
-        fmh::bulk_wait_all(); /* the additions are done before the turn passes */
-        __threadfence();
-        sem_pass(c, turn + 1);
-      }
     }
-  };
+  }
+}
+
+/* The consumer warpgroups: items until the producer announces none; per item
+ * its visited query tiles (issue_s_dp, softmax_ds, issue_dv_dk_dq, store_ds,
+ * reduce_dq of the previous tile), the last dQ, then store_dkdv. */
+template <int HD, int VAR, bool INSTR>
+__device__ __forceinline__ void consumer(const params &p, unsigned char *smem, bars<HD> br, int cw) {
+  using T = traits<HD>;
+  ctx<HD> c;
+  c.smem = smem;
+  c.br = br;
+  c.cw = cw;
+  c.tid = threadIdx.x - 128 * (cw + 1);
+  c.warp = c.tid >> 5, c.lane = c.tid & 31, c.g = c.lane >> 2, c.c4 = c.lane & 3;
+  c.sItem = reinterpret_cast<const int32_t *>(smem + T::OFF_ITEM);
+  c.sMeta = reinterpret_cast<const int32_t *>(smem + T::OFF_META);
+  c.sRows = reinterpret_cast<const float *>(smem + T::OFF_ROWS);
+  c.sKeys = reinterpret_cast<int32_t *>(smem + T::OFF_KEYS);
+  c.ctid = threadIdx.x - 128;
+  c.k_base = fmh::smem_addr(smem + T::OFF_K), c.v_base = fmh::smem_addr(smem + T::OFF_V);
+  c.kw_base = c.k_base + cw * 64 * 128, c.vw_base = c.v_base + cw * 64 * 128;
+  c.dq_stage = smem + T::OFF_DQ + cw * T::DQ_BYTES;
+  c.my_turn = BAR_TURN + cw, c.other_turn = BAR_TURN + (cw ^ 1);
+  c.k0 = T::DQ_SPLIT_KEYS ? cw * T::DQ_KSTEPS : 0;
+  c.kb = c.k_base + (T::DQ_SPLIT_KEYS ? 0 : cw) * T::BC * 128;
   /* the tensor cores' turns go round, warpgroup 0 first: its predecessor hands it the first */
   if (cw == T::NCW - 1) fmh::named_arrive(BAR_TURN + 0, 256);
-  int q_iter = 0;
   int ds_iter = 0; /* dS^T tiles written so far: buffer ds_iter & 1, phase (ds_iter >> 1) & 1 */
-  for (int it_n = 0;; it_n++) {
+  for (int it_n = 0, q_iter = 0;; it_n++) { /* q_iter: ring position over all items */
     fmh::mbar_wait(br.kv_full(), it_n & 1);
-    const int32_t item = __shfl_sync(0xffffffffu, *sItem, 0);
+    const int32_t item = __shfl_sync(0xffffffffu, *c.sItem, 0);
     if (item < 0) break;
     const int n = item % p.Tc, bh = item / p.Tc, b = bh / p.H, h = bh % p.H;
-    /* the thread's keys: rows 16 warp + g (+ 8) of this warpgroup's 64 */
     {
       key_iv kv;
-      const int32_t *gv = p.intervals + (int64_t)set_of(p, b, h) * 4 * p.Sk;
-#pragma unroll
-      for (int hr = 0; hr < 2; hr++) {
-        const int j = n * T::BC + cw * 64 + warp * 16 + g + 8 * hr;
-        int32_t lts = 0, lte = INT32_MAX, us = 0, ue = 0;
-        if (j < p.Sk) {
-          lts = __ldg(gv + j);
-          lte = __ldg(gv + (int64_t)p.Sk + j);
-          fm_effective_upper(__ldg(gv + 2 * (int64_t)p.Sk + j), __ldg(gv + 3 * (int64_t)p.Sk + j), p.causal,
-                             j, p.Sq, p.Sk, &us, &ue);
-        }
-        kv.ls[hr] = lts;
-        kv.ll[hr] = max(lte - lts, 0);
-        kv.us[hr] = us;
-        kv.ul[hr] = max(ue - us, 0);
-      }
-      kv.store(sKeys, ctid); /* read back by this thread only */
+      store_keys<HD>(p, c, kv, n, b, h);
     }
     float dk[HD / 2], dv[HD / 2];
 #pragma unroll
@@ -439,14 +631,11 @@ __device__ __forceinline__ void consumer(const params &p, unsigned char *smem, b
        dS^T and is discarded, so that every wgmma is issued unconditionally (under a
        branch, ptxas serializes them); the same for the last dQ of an empty item. */
     int prev_m = -1; /* the query tile whose dQ is pending; -1: none */
-    auto dq_source = [&](bool pend) {
-      return pend ? fmh::smem_addr(smem + T::OFF_DS + ((ds_iter - 1) & 1) * T::DS_BYTES) : k_base;
-    };
     for (;;) {
       const int s = q_iter % T::STAGES;
       const uint32_t ph = (q_iter / T::STAGES) & 1;
       fmh::mbar_wait(br.q_full(s), ph);
-      const int32_t entry = __shfl_sync(0xffffffffu, sMeta[s], 0);
+      const int32_t entry = __shfl_sync(0xffffffffu, c.sMeta[s], 0);
       const int m = entry & TILE_MASK, flags = entry >> FLAG_SHIFT;
       q_iter++;
       if (flags & F_EMPTY) {
@@ -459,87 +648,24 @@ __device__ __forceinline__ void consumer(const params &p, unsigned char *smem, b
          have read what it held (waited for unconditionally: a fresh barrier passes
          parity 1 at once, so the first two pass) */
       fmh::mbar_wait(br.ds_empty(ds_iter & 1), ((ds_iter >> 1) & 1) ^ 1);
-      /* ---- S^T = K_w Q^T and dP^T = V_w dO^T (64 keys x 64 queries each), in this warpgroup's turn */
       float st[32], dpt[32];
-      fmh::named_sync(my_turn, 256);
-      fmh::wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < HD / 16; kk++)
-        fmh::wgmma_ss_n64<0, 0>(st, fmh::desc_kmajor(kw_base, T::BC, kk), fmh::desc_kmajor(q_base, T::BR, kk),
-                                kk > 0);
-#pragma unroll
-      for (int kk = 0; kk < HD / 16; kk++)
-        fmh::wgmma_ss_n64<0, 0>(dpt, fmh::desc_kmajor(vw_base, T::BC, kk), fmh::desc_kmajor(do_base, T::BR, kk),
-                                kk > 0);
-      fmh::wgmma_commit();
-      fmh::named_arrive(other_turn, 256);
-      fmh::wgmma_wait<0>();
-      fmh::reg_fence(st);
-      fmh::reg_fence(dpt);
-      /* ---- P^T and dS^T; the element mask on the thread's keys */
-      const float *lse2 = sRows + s * 2 * T::BR, *dsum = lse2 + T::BR;
-      const int i0 = m * T::BR + 2 * c4;
-      key_iv kv;
-      if (flags & F_NEEDMASK) kv.load(sKeys, ctid);
-#pragma unroll
-      for (int nb = 0; nb < 8; nb++) {
-        const float2 l2 = *reinterpret_cast<const float2 *>(lse2 + 8 * nb + 2 * c4);
-        const float2 dd = *reinterpret_cast<const float2 *>(dsum + 8 * nb + 2 * c4);
-#pragma unroll
-        for (int hr = 0; hr < 2; hr++)
-#pragma unroll
-          for (int e = 0; e < 2; e++) {
-            const int idx = 4 * nb + 2 * hr + e;
-            float x = st[idx];
-            if (flags & F_NEEDMASK) {
-              const uint32_t i = (uint32_t)(i0 + 8 * nb + e);
-              const bool mk = (i - (uint32_t)kv.ls[hr] < (uint32_t)kv.ll[hr]) ||
-                              (i - (uint32_t)kv.us[hr] < (uint32_t)kv.ul[hr]);
-              x = mk ? -INFINITY : x;
-            }
-            const float pv = fast_exp2(fmaf(x, p.scale_log2, -(e ? l2.y : l2.x)));
-            st[idx] = pv;
-            dpt[idx] = pv * (dpt[idx] - (e ? dd.y : dd.x));
-          }
-      }
-      uint32_t pa[4][4], da[4][4];
+      issue_s_dp<HD>(c, st, dpt, q_base, do_base);
+      key_iv kv; /* the thread's keys, loaded by softmax_ds when the entry masks */
+      softmax_ds<HD>(p, c, st, dpt, kv, s, m, flags);
+      uint32_t pa[4][4], da[4][4]; /* P^T and dS^T as bf16 A fragments */
 #pragma unroll
       for (int kk = 0; kk < 4; kk++) {
         fmd::pack_frag(st + 8 * kk, pa[kk]);
         fmd::pack_frag(dpt + 8 * kk, da[kk]);
       }
-      /* ---- in this warpgroup's turn: dV += P^T dO, dK += dS^T Q (queries are the
-         reduction dim) and the pending dQ, once both halves of its dS^T are written
-         (with none pending, a completed phase: no wait) */
+      /* the pending dQ waits until both halves of its dS^T are written (with none
+         pending, a completed phase: no wait) */
       const bool pend = prev_m >= 0;
       const int db = ds_iter & 1, pb = db ^ 1; /* this tile's dS^T buffer; the pending one's */
       fmh::mbar_wait(br.ds_full(pb), ((ds_iter - 1) >> 1) & 1);
       float dq[32];
-      fmh::named_sync(my_turn, 256);
-      fmh::wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < 4; kk++) fmh::pv_mma<HD>::run(dv, pa[kk], fmh::desc_mnmajor(do_base, T::BR, kk));
-#pragma unroll
-      for (int kk = 0; kk < 4; kk++) fmh::pv_mma<HD>::run(dk, da[kk], fmh::desc_mnmajor(q_base, T::BR, kk));
-      fmh::wgmma_commit();
-      fmh::wgmma_fence();
-      issue_dq(dq, dq_source(pend));
-      fmh::wgmma_commit();
-      fmh::named_arrive(other_turn, 256);
-      /* ---- dS^T (bf16) of this query tile to buffer db, SW128: (128 keys, 64 queries),
-         while the GEMMs run (written before the turn instead, it leaves ptxas too few
-         registers: it serializes the wgmma, C7512) */
-      unsigned char *ds = smem + T::OFF_DS + db * T::DS_BYTES;
-#pragma unroll
-      for (int kk = 0; kk < 4; kk++)
-#pragma unroll
-        for (int r = 0; r < 4; r++) {
-          const int key = cw * 64 + warp * 16 + g + 8 * (r & 1), q = 16 * kk + 8 * (r >> 1) + 2 * c4;
-          *reinterpret_cast<uint32_t *>(ds + key * 128 + (((q >> 3) ^ (key & 7)) << 4) + (q & 7) * 2) =
-              da[kk][r];
-        }
-      fmh::fence_proxy_async();
-      fmh::mbar_arrive(br.ds_full(db)); /* every thread: its part of dS^T is written */
+      issue_dv_dk_dq<HD>(c, dv, dk, dq, pa, da, q_base, do_base, pend, ds_iter);
+      store_ds<HD>(c, da, db);
       fmh::wgmma_wait<0>();
       fmh::reg_fence(dq);
       fmh::reg_fence(dk);
@@ -549,7 +675,7 @@ __device__ __forceinline__ void consumer(const params &p, unsigned char *smem, b
       fmh::mbar_arrive(br.q_empty(s)); /* every thread: Q, dO, the entry and the rows are free */
       if (pend) {
         fmh::mbar_arrive(br.ds_empty(pb)); /* every thread: its dQ GEMM has read the buffer */
-        reduce_dq(dq, prev_m, n, bh, b, h);
+        reduce_dq<HD>(p, c, dq, prev_m, n, bh, b, h);
       }
       prev_m = m;
       ds_iter++;
@@ -561,45 +687,20 @@ __device__ __forceinline__ void consumer(const params &p, unsigned char *smem, b
       fmh::mbar_wait(br.ds_full((ds_iter - 1) & 1), ((ds_iter - 1) >> 1) & 1);
       float dq[32];
       fmh::wgmma_fence();
-      issue_dq(dq, dq_source(pend));
+      issue_dq<HD>(c, dq, dq_source<HD>(c, pend, ds_iter));
       fmh::wgmma_commit();
       fmh::wgmma_wait<0>();
       fmh::reg_fence(dq);
       if (pend) {
         fmh::mbar_arrive(br.ds_empty((ds_iter - 1) & 1));
-        reduce_dq(dq, prev_m, n, bh, b, h);
+        reduce_dq<HD>(p, c, dq, prev_m, n, bh, b, h);
       }
     }
     /* ---- end of the item: K and V are no longer read */
     fmh::mbar_arrive(br.kv_empty()); /* every thread: it read the item number */
-    /* dK * scale and dV in bf16 through this warpgroup's staging, TMA-stored */
-#pragma unroll
-    for (int which = 0; which < 2; which++) {
-      if (tid == 0) fmh::bulk_wait_read();
-      fmh::named_sync(BAR_WG + cw, 128);
-      const float *acc = which ? dv : dk;
-      const float f = which ? 1.f : p.scale;
-#pragma unroll
-      for (int nb = 0; nb < HD / 8; nb++)
-#pragma unroll
-        for (int hr = 0; hr < 2; hr++) {
-          const int row = warp * 16 + g + 8 * hr, col = nb * 8 + 2 * c4, blk = col >> 6, chunk = (col & 63) >> 3;
-          *reinterpret_cast<uint32_t *>(dq_stage + blk * 64 * 128 + row * 128 + ((chunk ^ (row & 7)) << 4) +
-                                        (col & 7) * 2) =
-              pack_bf16(acc[4 * nb + 2 * hr] * f, acc[4 * nb + 2 * hr + 1] * f);
-        }
-      fmh::fence_proxy_async();
-      fmh::named_sync(BAR_WG + cw, 128);
-      if (tid == 0) {
-#pragma unroll
-        for (int d = 0; d < T::DBLK; d++)
-          fmh::tma_store_4d(which ? &p.tm_dv : &p.tm_dk, dq_stage + d * 64 * 128, d * 64, h,
-                            n * T::BC + cw * 64, b);
-        fmh::bulk_commit();
-      }
-    }
+    store_dkdv<HD>(p, c, dk, dv, n, b, h);
   }
-  if (tid == 0) fmh::bulk_wait_all();
+  if (c.tid == 0) fmh::bulk_wait_all();
 }
 
 template <int HD, int VAR, bool INSTR>

@@ -46,7 +46,8 @@ static void run_to(run_out *r, const char *dir, const char *args, const char *ou
   r->out_bytes = stat(out, &sb) == 0 && S_ISREG(sb.st_mode) ? (long)sb.st_size : 0;
 }
 
-/* The names of app/main.c's COMMANDS table: its `X(name, "...")` rows. */
+/* The names of app/main.c's COMMANDS table: its `X(name, "...")` rows and
+ * the quoted names of its `N(fn, "name", "...")` rows. */
 static int registry_commands(char names[][32], int cap) {
   char path[1024];
   snprintf(path, sizeof path, "%s/../app/main.c", FM_TEST_SOURCE_DIR);
@@ -55,10 +56,11 @@ static int registry_commands(char names[][32], int cap) {
   char line[1024];
   int n = 0, in_table = 0;
   while (fgets(line, sizeof line, f)) {
-    if (strstr(line, "#define COMMANDS(X)")) in_table = 1;
+    if (strstr(line, "#define COMMANDS(X")) in_table = 1;
     if (!in_table) continue;
-    const char *x = strstr(line, "X(");
+    const char *x = strstr(line, "X("), *nm = strstr(line, "  N(");
     if (x && x[2] != 'X' && n < cap && sscanf(x + 2, "%31[a-z_0-9]", names[n]) == 1) n++;
+    if (nm && n < cap && sscanf(nm + 4, "%*[a-z_0-9], \"%31[a-z_0-9-]", names[n]) == 1) n++;
     if (!strchr(line, '\\')) break; /* the table's last line */
   }
   fclose(f);
@@ -73,6 +75,7 @@ static const struct {
     {"families", "families"},
     {"analyze", "analyze --family causal --seqlen 64 --json"},
     {"predict", "predict --family causal --seqlen 1024"},
+    {"cp-plan", "cp-plan --family causal --seqlen 4096 --ranks 2"},
     {"calibrate", "calibrate meas.json --out prof.json"},
     {"check", "check mask.npy"},
     {"convert", "convert mask.npy -o conv.npy"},
@@ -82,6 +85,7 @@ static const struct {
     {"verify", "verify --quick --families causal --json"},
     {"view", "view --family causal --seqlen 64"},
     {"render", "render --family causal --seqlen 64 -o fig.png"},
+    {"linrnn", "linrnn --cpu --doc-len 16 --tokens 1024 --verify-tokens 64"},
 };
 
 static void stdout_fixtures(const char *dir) {

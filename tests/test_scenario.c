@@ -258,6 +258,7 @@ Test(scenario, gpu_step_keys_and_defaults) {
   cr_assert_eq(s->nkernels, 1);
   cr_assert_eq(s->kernels[0], FM_KERNEL_AUTO);
   cr_assert(s->warmup == 2 && s->reps == 5 && s->noskip_reps == 0 && s->instrument_reps == 0);
+  cr_assert_eq(s->sustained_ms, 0, "launch counts unless sustained_ms: says otherwise");
   cr_assert(s->cupti == 1 && s->count_bytes == 0 && s->variant == FM_VARIANT_SKIP);
   cr_assert_eq(s->pass, FM_PASS_FWD, "the forward unless pass: says otherwise");
   cr_assert(s->tokens == 131072 && s->hidden == 4096);
@@ -269,6 +270,7 @@ Test(scenario, gpu_step_keys_and_defaults) {
                      "variant: noskip\n"
                      "pass: both\n"
                      "warmup: 1\nreps: 7\nnoskip_reps: 2\ninstrument_reps: 4\n"
+                     "sustained_ms: 1500\n"
                      "count_bytes: true\ncupti: false\n"
                      "figures: [gallery, tiles]\n"
                      "masks:\n  - family: causal\n";
@@ -279,8 +281,9 @@ Test(scenario, gpu_step_keys_and_defaults) {
   cr_assert_eq(s->variant, FM_VARIANT_NOSKIP);
   cr_assert_eq(s->pass, FM_PASS_BOTH);
   cr_assert(s->warmup == 1 && s->reps == 7 && s->noskip_reps == 2 && s->instrument_reps == 4);
+  cr_assert_eq(s->sustained_ms, 1500);
   cr_assert(s->count_bytes == 1 && s->cupti == 0);
-  cr_assert(s->nfigures == 2 && !strcmp(s->figures[1], "tiles") && s->figures_line == 16);
+  cr_assert(s->nfigures == 2 && !strcmp(s->figures[1], "tiles") && s->figures_line == 17);
   fm_scn_case *c;
   int n;
   cr_assert_eq(fm_scenario_cases(s, &c, &n, NULL), FM_OK);
@@ -328,6 +331,8 @@ Test(scenario, bad_gpu_step_keys) {
   expect_bad("name: x\nmasks:\n  - family: causal\n    pass: bwd\n",
              ":4: key 'pass': unknown key in a mask entry");
   expect_bad("name: x\nreps: 0\nmasks:\n  - family: causal\n", ":2: key 'reps': 0 is out of range");
+  expect_bad("name: x\nsustained_ms: 60001\nmasks:\n  - family: causal\n",
+             ":2: key 'sustained_ms': 60001 is out of range");
   expect_bad("name: x\ncupti: maybe\nmasks:\n  - family: causal\n",
              ":2: key 'cupti': expected true or false");
   expect_bad("name: x\nmasks:\n  - family: causal\n    reps: 3\n",

@@ -219,6 +219,30 @@ class Properties(unittest.TestCase):
         self.assertTrue(torch.equal(qg.grad.transpose(1, 2), outs["skip"][1]))
         self.assertTrue(torch.equal(vg.grad.transpose(1, 2), outs["skip"][3]))
 
+    def test_every_call_path_gives_the_same_bits(self):
+        """The op's four paths (no autograd or autograd, with or without the lse; the
+        first keeps its lse in a per-stream scratch buffer) on the current stream and on
+        a side stream: the same output bits, and the same lse where one comes back."""
+        B, H, S, D = 1, 2, 1024, 64
+        sri, causal = fmsim.family("sliding_window", S).to_paddle()
+        sri = torch.as_tensor(sri, device="cuda")
+        q, k, v, _ = inputs(B, S, S, H, D, seed=5)
+        ref, ref_lse = flashmask_attention(q, k, v, sri, causal, return_lse=True)
+        side = torch.cuda.Stream()
+        for stream in (torch.cuda.current_stream(), side):
+            with torch.cuda.stream(stream):
+                outs = [flashmask_attention(q, k, v, sri, causal)]
+                qg = q.clone().requires_grad_()
+                outs.append(flashmask_attention(qg, k, v, sri, causal))
+                o, lse = flashmask_attention(qg, k, v, sri, causal, return_lse=True)
+                outs.append(o)
+                outs.append(flashmask_attention(q, k, v, sri, causal))  # the scratch lse again
+            stream.synchronize()
+            for i, o in enumerate(outs):
+                self.assertTrue(torch.equal(o.detach(), ref), f"path {i} on {stream}: output differs")
+            self.assertTrue(torch.equal(lse, ref_lse), "the autograd path's lse differs")
+            self.assertFalse(lse.requires_grad, "the lse is not differentiable")
+
     def test_directional_finite_difference(self):
         """fmsim's gradient against central finite differences of the fp64 reference loss
         L = sum(out * dout) along a random direction (the kernel is bf16, so the
@@ -289,6 +313,61 @@ class Instrumented(unittest.TestCase):
             self.assertTrue((cyc[~visited] == 0).all().item(), "a skipped tile has cycles")
         ref = flashmask_attention(q, k, v, torch.as_tensor(sri, device="cuda"), causal)
         self.assertTrue(torch.equal(ref, p.out), "the instrumented forward's output differs")
+
+
+def linrnn_reference(q, k, v, g, lens, scale):
+    """fp64 token-by-token recurrence (no fmsim code): o (T, H, dv), final states (ndocs, H, dk, dv)."""
+    T, H, dk = q.shape
+    dv = v.shape[2]
+    q, k, v, g = q.double(), k.double(), v.double(), g.double()
+    o = torch.zeros(T, H, dv, dtype=torch.float64, device=q.device)
+    finals, t = [], 0
+    for L in lens:
+        S = torch.zeros(H, dk, dv, dtype=torch.float64, device=q.device)
+        for i in range(t, t + L):
+            if i > t:
+                S = S * torch.exp(g[i])[:, None, None]
+            S = S + k[i][:, :, None] * v[i][:, None, :]
+            o[i] = scale * torch.einsum("hk,hkv->hv", q[i], S)
+        finals.append(S)
+        t += L
+    return o, torch.stack(finals)
+
+
+class LinearRnn(unittest.TestCase):
+    """fmsim.linrnn (the chunkwise linear-attention kernel) against an fp64 recurrence
+    written here: outputs within 1e-3 of the largest |o| beyond the output's own bf16
+    rounding, final states within 1e-3, the variants bit for bit."""
+    def test_against_the_recurrence(self):
+        try:
+            from fmsim.linrnn import chunk_linear_attention
+        except ImportError as e:
+            self.skipTest(f"fmsim.linrnn: {e}")
+        gen = torch.Generator(device="cuda").manual_seed(9)
+        for dk, dv, chunk, sub, lens in ((64, 64, 64, 16, [5, 16, 17, 90, 128]),
+                                         (128, 256, 64, 16, [16] * 8 + [200]),
+                                         (128, 128, 128, 32, [300, 1, 2, 33]),
+                                         (64, 128, 128, 64, [333])):
+            T, H = sum(lens), 2
+            q, k = (torch.randn(T, H, dk, device="cuda", generator=gen).bfloat16() for _ in range(2))
+            v = torch.randn(T, H, dv, device="cuda", generator=gen).bfloat16()
+            g = torch.nn.functional.logsigmoid(torch.randn(T, H, device="cuda", generator=gen) + 2)
+            cu = torch.tensor([0] + list(np.cumsum(lens)), dtype=torch.int32, device="cuda")
+            what = f"dk {dk} dv {dv} C {chunk} c {sub} lengths {lens}"
+            ref, ref_final = linrnn_reference(q, k, v, g, lens, dk ** -0.5)
+            outs = {}
+            for var in ("skip", "causal", "noskip"):
+                outs[var] = chunk_linear_attention(q, k, v, g, cu, chunk=chunk, sub=sub, variant=var,
+                                                   output_final_state=True)
+            o, final = outs["skip"]
+            for var in ("causal", "noskip"):
+                self.assertTrue(torch.equal(outs[var][0], o) and torch.equal(outs[var][1], final),
+                                f"{what}: {var} differs from skip")
+            bf16_err = float((ref.bfloat16().double() - ref).abs().max())
+            err = float((o.double() - ref).abs().max())
+            self.assertLessEqual(err, bf16_err + 1e-3 * float(ref.abs().max()), f"{what}: output error {err:.3g}")
+            ferr = float((final.double() - ref_final).abs().max() / ref_final.abs().max())
+            self.assertLess(ferr, 1e-3, f"{what}: final state error {ferr:.3g}")
 
 
 class Errors(unittest.TestCase):

@@ -21,6 +21,7 @@
 #include "fm_dense.h"
 #include "fm_families.h"
 #include "fm_intervals_io.h"
+#include "fm_linrnn_cpu.h"
 #include "fm_npy.h"
 #include "fm_tiles.h"
 #include "viz.h"
@@ -509,6 +510,8 @@ static const struct {
     {"gallery", "gallery", 800, 700},
     {"memory", "memory", 500, 350},
     {"tiles", "causal_document_both", 480, 320},
+    {"linrnn_chunk", "linrnn_chunk", 420, 460},
+    {"cp-plan", "cp_plan", 500, 350},
 };
 
 Test(viz_render, reference_images_of_the_figures) {
@@ -536,6 +539,58 @@ Test(viz_render, reference_images_of_the_figures) {
   viz_figure_names(names, sizeof names);
   for (int i = 0; i < viz_figure_count(); i++)
     cr_assert(strstr(names, viz_figure_at(i)->name), "'%s' lacks %s", names, viz_figure_at(i)->name);
+}
+
+/* The linrnn_chunk figure of a trace with a per-tile record: `fmsim linrnn
+ * --cpu` writes the trace, cycles(chunk, bi, bj) = 1000 + 37 bi + 11 bj +
+ * 5 chunk on the tiles not masked (0 on the masked ones) are added as the
+ * kernel's instrumented build would record them (make_refs.sh does the same
+ * with Python), and the figure draws the cycles instead of the classes. */
+Test(viz_render, linrnn_chunk_draws_the_cycles_of_a_trace) {
+  char dir[600], args[1200];
+  snprintf(dir, sizeof dir, "%s/viz_linrnn_trace_%d", FM_TEST_TMP_DIR, (int)getpid());
+  snprintf(args, sizeof args, "%s linrnn --cpu --doc-len 40 --tokens 1024 --heads 1 --verify-tokens 64 "
+           "--trace %s > /dev/null", FMSIM_BIN, dir);
+  cr_assert_eq(system(args), 0);
+  fm_lr_trace t;
+  fm_err err;
+  cr_assert_eq(fm_lr_trace_load(dir, &t, &err), FM_OK, "%s", err.msg);
+  const int32_t n = t.chunk / t.sub;
+  t.tile_cycles = malloc(sizeof(int64_t) * (size_t)t.nchunks * n * n);
+  for (int32_t ch = 0; ch < t.nchunks; ch++)
+    for (int32_t bi = 0; bi < n; bi++)
+      for (int32_t bj = 0; bj < n; bj++) {
+        int64_t i = ((int64_t)ch * n + bi) * n + bj;
+        t.tile_cycles[i] = t.tile_class[i] == FM_TILE_MASKED ? 0 : 1000 + 37 * bi + 11 * bj + 5 * ch;
+      }
+  cr_assert_eq(fm_lr_trace_write(dir, &t, NULL, &err), FM_OK, "%s", err.msg);
+  fm_lr_trace_free(&t);
+  const viz_figure *f = viz_figure_find("linrnn_chunk");
+  cr_assert(f && f->takes_trace);
+  cairo_surface_t *surf[2];
+  for (int k = 0; k < 2; k++) {
+    viz_figure_opts o = {.sample = -1, .text = 0, .trace = k ? dir : NULL};
+    surf[k] = cairo_image_surface_create(CAIRO_FORMAT_ARGB32, 420, 460);
+    cairo_t *cr = cairo_create(surf[k]);
+    cr_assert_eq(f->draw(cr, 420, 460, &o, &err), FM_OK, "%s", err.msg);
+    cairo_destroy(cr);
+  }
+  assert_matches("linrnn_chunk_cycles", surf[1]);
+  cairo_surface_flush(surf[0]);
+  cairo_surface_flush(surf[1]);
+  cr_assert(memcmp(cairo_image_surface_get_data(surf[0]), cairo_image_surface_get_data(surf[1]),
+                   (size_t)cairo_image_surface_get_stride(surf[0]) * 460),
+            "the trace's cycles are drawn, not the example's classes");
+  cairo_surface_destroy(surf[0]);
+  cairo_surface_destroy(surf[1]);
+  viz_figure_opts bad = {.sample = -1, .trace = "/nonexistent/linrnn"};
+  cairo_surface_t *s2 = cairo_image_surface_create(CAIRO_FORMAT_ARGB32, 100, 100);
+  cairo_t *cr = cairo_create(s2);
+  cr_assert_neq(f->draw(cr, 420, 460, &bad, &err), FM_OK, "a missing trace is an error");
+  cairo_destroy(cr);
+  cairo_surface_destroy(s2);
+  snprintf(args, sizeof args, "rm -rf '%s'", dir);
+  cr_assert_eq(system(args), 0);
 }
 
 /* ---- figures for papers: nothing drawn past the surface ------------------------- */

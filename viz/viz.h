@@ -358,6 +358,9 @@ typedef struct viz_figure_opts {
   const viz_gallery_item *items; /* gallery: these masks (a scenario's), not the families */
   int nitems;
   const char *items_name;   /* gallery of items: whose masks, for the default title */
+  const struct fm_cp_plan *cp_plan; /* cp-plan: the plan drawn (core/fm_cp_plan.h; borrowed);
+                               NULL: its default, causal_document at seqlen on 4 ranks,
+                               every sharding, visited tiles (no GPU profile) */
 } viz_figure_opts;
 
 /* A row of the registry. Adding a figure is a row and its draw function in
@@ -370,6 +373,8 @@ typedef struct viz_figure {
   viz_draw_fn draw;      /* ctx: a const viz_figure_opts */
   int per_case;          /* 1: drawn from one mask or trace (a source, opts.trace), the
                             viewer's own drawing; 0: a figure with masks of its own */
+  int takes_trace;       /* 1: `render --figure NAME TRACE_DIR` draws that trace (opts.trace;
+                            a figure of its own without one) */
 } viz_figure;
 
 int viz_figure_count(void);

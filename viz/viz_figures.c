@@ -5,18 +5,20 @@
  * scenario's figures: and the size defaults come from the table at the end. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "fm_families.h"
+#include "fm_linrnn_cpu.h"
 #include "fm_memory.h"
 #include "viz_internal.h"
 
 /* ---- titles and legends measured in place ------------------------------------ */
 
 /* The height a title of at most max_lines takes at font*1.15 bold (0 when
- * none), the lines into *lines. */
-static double title_height(cairo_t *cr, const char *t, double maxw, double font, int max_lines,
-                           int text, int *lines) {
+ * none), the lines into *lines (viz_internal.h). */
+double viz_title_height(cairo_t *cr, const char *t, double maxw, double font, int max_lines,
+                        int text, int *lines) {
   char buf[3][512];
   *lines = 0;
   if (!t || !t[0]) return 0;
@@ -29,8 +31,8 @@ static double title_height(cairo_t *cr, const char *t, double maxw, double font,
   return *lines * 1.35 * 1.15 * font;
 }
 
-static void title_draw(cairo_t *cr, const char *t, double x, double y, double maxw, double font,
-                       int lines, int text) {
+void viz_title_draw(cairo_t *cr, const char *t, double x, double y, double maxw, double font,
+                    int lines, int text) {
   if (!text || lines < 1) return;
   viz_set_rgb(cr, VIZ_RGB_TEXT);
   viz_set_font(cr, 1.15 * font, 1);
@@ -202,7 +204,7 @@ static fm_status draw_gallery(cairo_t *cr, double w, double h, void *ctx, fm_err
   /* measured with S and the tiles in (the title drawn says them when the panels agree) */
   gallery_title_fit(cr, o, sample_shown, o->seqlen > 0 ? o->seqlen : 1048576, o->br, o->bc, cw, font,
                     title, sizeof title);
-  double th = title_height(cr, title, cw, font, 2, o->text, &tlines);
+  double th = viz_title_height(cr, title, cw, font, 2, o->text, &tlines);
   double top = th > 0 ? round(margin + th + 0.3 * font) : margin;
   int lrows = legend_rows(cr, gallery_legend, GALLERY_LEGEND, cw, font, o->text, &brief);
   double bottom = round(lrows * 1.5 * font + 0.9 * font);
@@ -257,7 +259,7 @@ static fm_status draw_gallery(cairo_t *cr, double w, double h, void *ctx, fm_err
   legend_flow(cr, gallery_legend, GALLERY_LEGEND, margin, h - bottom + 0.6 * font, cw, font, o->text,
               brief, 1);
   gallery_title_fit(cr, o, sample_shown, same_s, same_br, same_bc, cw, font, title, sizeof title);
-  title_draw(cr, title, margin, margin + 1.15 * font * 0.95, cw, font, tlines, o->text);
+  viz_title_draw(cr, title, margin, margin + 1.15 * font * 0.95, cw, font, tlines, o->text);
   return FM_OK;
 }
 
@@ -348,7 +350,7 @@ static fm_status mem_layout(cairo_t *cr, const viz_figure_opts *o, double w, dou
   if (o->title) snprintf(f->title, sizeof f->title, "%s", o->no_title ? "" : o->title);
   else if (o->no_title) f->title[0] = 0;
   else snprintf(f->title, sizeof f->title, "Mask memory against sequence length  \xC2\xB7  tile bounds at Bc = %d", o->bc);
-  double th = title_height(cr, f->title, w - 2 * f->margin, font, 2, o->text, &f->title_lines);
+  double th = viz_title_height(cr, f->title, w - 2 * f->margin, font, 2, o->text, &f->title_lines);
   /* the y labels ("512 GiB") and the rotated axis title to their left */
   double ylab = mem_width(cr, "512 GiB", 0.9 * font, o->text), xlab = mem_width(cr, "1M", 0.9 * font, o->text);
   f->p.x = round(0.5 * f->margin + 1.3 * font + ylab + 0.8 * font);
@@ -497,7 +499,7 @@ static fm_status draw_memory(cairo_t *cr, double w, double h, void *ctx, fm_err 
   cairo_rotate(cr, -M_PI / 2);
   viz_text_fit(cr, 0, 0, yt, p->h + 2 * fmin(p->y, h - p->y - p->h) - f.margin, 0.5);
   cairo_restore(cr);
-  title_draw(cr, f.title, f.margin, f.margin + 1.15 * font * 0.95, w - 2 * f.margin, font, f.title_lines, 1);
+  viz_title_draw(cr, f.title, f.margin, f.margin + 1.15 * font * 0.95, w - 2 * f.margin, font, f.title_lines, 1);
   return FM_OK;
 }
 
@@ -530,6 +532,239 @@ static fm_status draw_tiles(cairo_t *cr, double w, double h, void *ctx, fm_err *
   return vs;
 }
 
+/* ---- one chunk of the chunkwise linear RNN (core/fm_linrnn_cpu.h) ------------------ */
+
+/* The chunk drawn: its classes (n, n) and cycles (or NULL) of head 0, its
+ * documents as the mask's LTS (document ends), the rows with a carried state
+ * and the first row of a state handed on. From a linrnn trace (opts.trace)
+ * or, without one, from the CPU's classes of a built-in example. */
+typedef struct lr_view {
+  fm_lr_trace t;
+  fm_colmask *m;
+  uint8_t *own_cls; /* the example's classes */
+  int32_t n, carried;
+  int64_t a, b, state_from;
+  const uint8_t *cls;
+  const int64_t *cyc;
+  int64_t cyc_max;
+} lr_view;
+
+/* Documents of 40, 13, 30, 70 and 103 tokens in chunks of 128, sub-chunks of
+ * 16: three boundaries inside chunk 0 and a state that crosses into chunk 1. */
+static const int32_t lr_example_cu[] = {0, 40, 53, 83, 153, 256};
+
+static fm_status lr_view_open(const viz_figure_opts *o, lr_view *v, fm_err *err) {
+  memset(v, 0, sizeof *v);
+  fm_status st = FM_OK;
+  if (o->trace) {
+    st = fm_lr_trace_load(o->trace, &v->t, err);
+  } else {
+    v->t = (fm_lr_trace){.device = "cpu", .variant = "skip", .tokens = 256, .chunk = 128, .sub = 16,
+                         .nchunks = 2, .ndocs = 5, .record_heads = 1, .shown_chunk = 0,
+                         .cu_seqlens = (int32_t *)lr_example_cu};
+    snprintf(v->t.docs_source, sizeof v->t.docs_source, "documents of 40, 13, 30, 70 and 103 tokens");
+  }
+  if (st == FM_OK) st = fm_lr_docs_colmask(v->t.cu_seqlens, v->t.ndocs, &v->m, err);
+  v->n = v->t.chunk / (v->t.sub > 0 ? v->t.sub : 1);
+  if (st == FM_OK && !o->trace) {
+    if (!(v->own_cls = malloc((size_t)fm_lr_class_len(v->t.tokens, v->t.chunk, v->t.sub))))
+      st = fm_fail(err, FM_ENOMEM, "cannot allocate the example's classes");
+    else st = fm_lr_classify(v->m, v->t.chunk, v->t.sub, v->own_cls, err);
+    v->t.tile_class = v->own_cls;
+  }
+  if (st != FM_OK) return st;
+  const int64_t per = (int64_t)v->n * v->n, k = v->t.shown_chunk;
+  v->cls = v->t.tile_class + k * per;
+  v->cyc = v->t.tile_cycles ? v->t.tile_cycles + k * per : NULL;
+  for (int64_t i = 0; v->cyc && i < per; i++) v->cyc_max = v->cyc[i] > v->cyc_max ? v->cyc[i] : v->cyc_max;
+  v->a = k * v->t.chunk;
+  v->b = v->a + v->t.chunk < v->t.tokens ? v->a + v->t.chunk : v->t.tokens;
+  fm_lr_chunk_rows(v->m, v->t.chunk, v->t.sub, (int32_t)k, &v->carried, &v->state_from);
+  return FM_OK;
+}
+
+static void lr_view_close(lr_view *v, int from_trace) {
+  fm_colmask_destroy(v->m);
+  free(v->own_cls);
+  if (from_trace) fm_lr_trace_free(&v->t);
+}
+
+static void lr_title(const viz_figure_opts *o, const lr_view *v, char *buf, size_t cap) {
+  if (o->title || o->no_title) {
+    snprintf(buf, cap, "%s", o->no_title ? "" : o->title);
+    return;
+  }
+  snprintf(buf, cap, "Chunk %d of %lld packed tokens: %d \xC3\x97 %d sub-tiles of %d tokens%s%s%s",
+           v->t.shown_chunk, (long long)v->t.tokens, v->n, v->n, v->t.sub,
+           v->cyc ? ", clock64 cycles on " : " by class (", v->cyc ? v->t.device : v->t.device,
+           v->cyc ? "" : ")");
+}
+
+static const legend_item lr_legend[] = {
+    {VIZ_RGB_MASKED, 0, "masked sub-tile (skipped)", "masked"},
+    {VIZ_RGB_PARTIAL, 0, "partial (element mask; with cycles: the corner)", "partial"},
+    {VIZ_RGB_VISIBLE, 0, "unmasked", "unmasked"},
+    {0x009E73, 0, "rows with the carried state (q S)", "q S live"},
+    {0xCC79A7, 0, "rows of the state handed on", "state rows"}};
+static const legend_item lr_legend_cycles = {0, 3, "visited tile: cycles (viridis)", "cycles"};
+
+/* Fill of tile (bi, bj): its class, or its cycles when the record has them. */
+static uint32_t lr_fill(const lr_view *v, int32_t bi, int32_t bj) {
+  int cls = v->cls[bi * v->n + bj];
+  if (cls == FM_TILE_MASKED) return VIZ_RGB_MASKED;
+  if (v->cyc && v->cyc_max > 0) return viz_viridis((double)v->cyc[bi * v->n + bj] / (double)v->cyc_max);
+  return cls == FM_TILE_PARTIAL ? VIZ_RGB_PARTIAL : VIZ_RGB_VISIBLE;
+}
+
+/* The tiles, the visible pairs (one run of keys per row), the grid, the
+ * document boundaries, and the two strips left (q S) and right (state). */
+static void lr_grid(cairo_t *cr, const lr_view *v, const viz_rect *p, double font) {
+  const double cell = p->w / v->n, el = p->w / v->t.chunk;
+  const int32_t *lts = fm_colmask_cvec(v->m, 0, FM_LTS);
+  for (int32_t bi = 0; bi < v->n; bi++)
+    for (int32_t bj = 0; bj < v->n; bj++) {
+      viz_set_rgb(cr, lr_fill(v, bi, bj));
+      cairo_rectangle(cr, p->x + bj * cell, p->y + bi * cell, cell, cell);
+      cairo_fill(cr);
+      if (v->cyc && v->cls[bi * v->n + bj] == FM_TILE_PARTIAL) { /* the class beside the cycles */
+        viz_set_rgb(cr, VIZ_RGB_PARTIAL);
+        cairo_rectangle(cr, p->x + (bj + 0.72) * cell, p->y + bi * cell, 0.28 * cell, 0.28 * cell);
+        cairo_fill(cr);
+      }
+    }
+  cairo_set_source_rgba(cr, 0, 0, 0, 0.28);
+  for (int64_t t = v->a, s0 = v->a; t < v->b; t++) {
+    if (t > v->a && lts[t - 1] == t) s0 = t; /* a document starts at t */
+    cairo_rectangle(cr, p->x + (double)(s0 - v->a) * el, p->y + (double)(t - v->a) * el,
+                    (double)(t + 1 - s0) * el, el);
+  }
+  cairo_fill(cr);
+  cairo_set_line_width(cr, fmax(0.5, 0.06 * font));
+  viz_set_rgb(cr, 0xFFFFFF);
+  for (int32_t k = 1; k < v->n; k++) {
+    cairo_move_to(cr, p->x + k * cell, p->y);
+    cairo_line_to(cr, p->x + k * cell, p->y + p->h);
+    cairo_move_to(cr, p->x, p->y + k * cell);
+    cairo_line_to(cr, p->x + p->w, p->y + k * cell);
+  }
+  cairo_stroke(cr);
+  /* each document's block: its visible pairs are the lower triangle */
+  viz_set_rgb(cr, VIZ_RGB_TEXT);
+  cairo_set_line_width(cr, fmax(0.6, 0.08 * font));
+  for (int64_t s0 = v->a; s0 < v->b; s0 = lts[s0] < v->b ? lts[s0] : v->b) {
+    int64_t e = lts[s0] < v->b ? lts[s0] : v->b, first = s0;
+    while (first > v->a && lts[first - 1] == lts[s0]) first--; /* s0 is a, or a document start */
+    double x0 = p->x + (double)(first - v->a) * el, x1 = p->x + (double)(e - v->a) * el;
+    cairo_rectangle(cr, x0, x0 - p->x + p->y, x1 - x0, x1 - x0);
+  }
+  cairo_stroke(cr);
+  const double sw = 0.7 * font;
+  for (int32_t bi = 0; bi < v->n; bi++) {
+    viz_set_rgb(cr, fm_lr_inter_live(FM_LR_SKIP, bi, v->t.sub, v->carried) ? 0x009E73 : VIZ_RGB_MASKED);
+    cairo_rectangle(cr, p->x - 1.3 * sw, p->y + bi * cell + 0.5, sw, cell - 1);
+    cairo_fill(cr);
+  }
+  if (v->state_from < v->b) {
+    viz_set_rgb(cr, 0xCC79A7);
+    cairo_rectangle(cr, p->x + p->w + 0.3 * sw, p->y + (double)(v->state_from - v->a) * el, sw,
+                    (double)(v->b - v->state_from) * el);
+    cairo_fill(cr);
+  }
+  viz_set_rgb(cr, 0x444444);
+  cairo_set_line_width(cr, 1.0);
+  cairo_rectangle(cr, p->x, p->y, p->w, p->h);
+  cairo_stroke(cr);
+}
+
+/* Token labels every `step` sub-chunks along both axes, and the axis titles. */
+static void lr_axes(cairo_t *cr, const lr_view *v, const viz_rect *p, double font) {
+  const double cell = p->w / v->n;
+  char buf[32];
+  viz_set_font(cr, 0.85 * font, 0);
+  snprintf(buf, sizeof buf, "%lld", (long long)v->b);
+  double lw = viz_text_width(cr, buf) + 0.6 * font;
+  int32_t step = 1;
+  while (step < v->n && step * cell < lw) step *= 2;
+  viz_set_rgb(cr, VIZ_RGB_TEXT);
+  for (int32_t k = 0; k <= v->n; k += step) {
+    snprintf(buf, sizeof buf, "%lld", (long long)(v->a + (int64_t)k * v->t.sub));
+    viz_text_at(cr, p->x + k * cell, p->y + p->h + 1.25 * font, buf, 0.5);
+    viz_text_at(cr, p->x - 1.3 * 0.7 * font - 0.4 * font, p->y + k * cell + 0.3 * font, buf, 1.0);
+  }
+  viz_set_font(cr, 0.9 * font, 0);
+  viz_text_fit(cr, p->x + p->w / 2, p->y + p->h + 2.6 * font, "keys s (tokens)", p->w, 0.5);
+  cairo_save(cr);
+  cairo_translate(cr, p->x - 1.3 * 0.7 * font - 0.6 * font - lw, p->y + p->h / 2);
+  cairo_rotate(cr, -M_PI / 2);
+  viz_text_fit(cr, 0, 0, "rows t (tokens)", p->h, 0.5);
+  cairo_restore(cr);
+}
+
+/* One line of numbers: the sub-tiles skip and causal visit, the live q S
+ * blocks, the state rows handed on. */
+static void lr_stats(cairo_t *cr, const lr_view *v, double x, double y, double maxw, double font) {
+  int32_t real = (int32_t)((v->b - v->a + v->t.sub - 1) / v->t.sub), skip = 0, live = 0;
+  for (int32_t bi = 0; bi < real; bi++) {
+    live += fm_lr_inter_live(FM_LR_SKIP, bi, v->t.sub, v->carried);
+    for (int32_t bj = 0; bj < real; bj++) skip += fm_lr_tile_visited(FM_LR_SKIP, v->cls[bi * v->n + bj], bi, bj);
+  }
+  char line[200];
+  char most[48] = "";
+  if (v->cyc) snprintf(most, sizeof most, "  \xC2\xB7  at most %lld cycles", (long long)v->cyc_max);
+  snprintf(line, sizeof line, "skip visits %d of %d sub-tiles (causal: %d)  \xC2\xB7  q S in %d of %d row "
+           "blocks  \xC2\xB7  state: %lld rows%s", skip, real * real, real * (real + 1) / 2, live, real,
+           (long long)(v->b - v->state_from), most);
+  viz_set_rgb(cr, VIZ_RGB_TEXT);
+  viz_set_font(cr, 0.85 * font, 0);
+  if (viz_text_width(cr, line) > maxw) /* the numbers whole, fewer words */
+    snprintf(line, sizeof line, "skip %d/%d tiles (causal %d)  \xC2\xB7  q S %d/%d  \xC2\xB7  state %lld rows%s",
+             skip, real * real, real * (real + 1) / 2, live, real, (long long)(v->b - v->state_from),
+             v->cyc ? "  \xC2\xB7  cycles" : "");
+  viz_text_fit(cr, x, y, line, maxw, 0);
+}
+
+static fm_status draw_linrnn_chunk(cairo_t *cr, double w, double h, void *ctx, fm_err *err) {
+  const viz_figure_opts *o = ctx;
+  lr_view v;
+  fm_status st = lr_view_open(o, &v, err);
+  if (st != FM_OK) {
+    lr_view_close(&v, o->trace != NULL);
+    return st;
+  }
+  double font = fmax(8.0, fmin(22.0, 13.0 * fmin(w / 900.0, h / 700.0))), margin = round(font);
+  char title[400], label[32];
+  lr_title(o, &v, title, sizeof title);
+  int tlines, brief;
+  double th = viz_title_height(cr, title, w - 2 * margin, font, 2, o->text, &tlines);
+  legend_item items[6];
+  int ni = 0;
+  for (int i = 0; i < 5; i++)
+    if (i != 2 || !v.cyc) items[ni++] = lr_legend[i]; /* with cycles, partial tiles get a corner mark */
+  if (v.cyc) items[ni++] = lr_legend_cycles;
+  int lrows = legend_rows(cr, items, ni, w - 2 * margin, font, o->text, &brief);
+  double top = th > 0 ? round(margin + th + 0.5 * font) : margin, bottom = lrows * 1.5 * font + 5.3 * font;
+  viz_set_font(cr, 0.85 * font, 0);
+  snprintf(label, sizeof label, "%lld", (long long)v.b);
+  double left = margin + 1.2 * font + (o->text ? viz_text_width(cr, label) : viz_text_estimate(label, 0.85 * font, 0)) +
+                2.0 * font;
+  double side = floor(fmin(w - left - margin - 1.5 * font, h - top - bottom));
+  if (side < 4 * v.n) {
+    lr_view_close(&v, o->trace != NULL);
+    return fm_fail(err, FM_EINVAL, "size %gx%g pt (%.2f x %.2f in) is too small for a chunk of %d x %d sub-tiles",
+                   w, h, w / 72, h / 72, v.n, v.n);
+  }
+  viz_rect p = {round(left + (w - left - margin - 1.5 * font - side) / 2), top, side, side};
+  viz_set_rgb(cr, VIZ_RGB_BACKGROUND);
+  cairo_paint(cr);
+  lr_grid(cr, &v, &p, font);
+  if (o->text) lr_axes(cr, &v, &p, font);
+  if (o->text) lr_stats(cr, &v, margin, p.y + p.h + 4.0 * font, w - 2 * margin, font);
+  legend_flow(cr, items, ni, margin, p.y + p.h + 4.7 * font, w - 2 * margin, font, o->text, brief, 1);
+  viz_title_draw(cr, title, margin, margin + 1.15 * font * 0.95, w - 2 * margin, font, tlines, o->text);
+  lr_view_close(&v, o->trace != NULL);
+  return FM_OK;
+}
+
 /* ---- the registry ---------------------------------------------------------------- */
 
 static const viz_figure figures[] = {
@@ -548,6 +783,17 @@ static const viz_figure figures[] = {
                 "legend and numbers (also the viewer's window size)",
      .width = 1200, .height = 800, .width_in = 3.3, .height_in = 2.8, .draw = draw_tiles,
      .per_case = 1},
+    {.name = "linrnn_chunk",
+     .summary = "one chunk of a chunkwise linear RNN over packed documents: its sub-tiles by class "
+                "(or clock64 cycles), visible pairs, boundaries, carried and handed-on states (a "
+                "linrnn trace, or a built-in example)",
+     .width = 700, .height = 760, .width_in = 3.3, .height_in = 3.6, .draw = draw_linrnn_chunk,
+     .per_case = 0, .takes_trace = 1},
+    {.name = "cp-plan",
+     .summary = "a context-parallel plan (fmsim cp-plan -o): per sharding the tile grid coloured by "
+                "owner and the ranks' work as bars; default causal_document on 4 ranks",
+     .width = 1000, .height = 700, .width_in = 3.3, .height_in = 2.5, .draw = viz_draw_cp_plan,
+     .per_case = 0},
 };
 #define NFIGURES ((int)(sizeof figures / sizeof figures[0]))
 

@@ -266,6 +266,17 @@ int viz_text_wraps_into(cairo_t *cr, const char *t, double maxw, int max_lines);
  * fitted to maxw. Returns the lines drawn. */
 int viz_text_lines_draw(cairo_t *cr, double x, double y, double line_h, const char *t, double maxw,
                         int max_lines, double align);
+/* A figure's title (viz_figures.c): the height it takes in at most max_lines
+ * lines of maxw at 1.15 font bold (0 when t is empty), its lines into *lines
+ * (one line, estimated, without glyphs: text 0); and drawing those lines from
+ * baseline y. */
+double viz_title_height(cairo_t *cr, const char *t, double maxw, double font, int max_lines,
+                        int text, int *lines);
+void viz_title_draw(cairo_t *cr, const char *t, double x, double y, double maxw, double font,
+                    int lines, int text);
+/* The cp-plan figure (viz_cp_plan.c, a row of the registry): a
+ * viz_draw_fn whose ctx is a const viz_figure_opts. */
+fm_status viz_draw_cp_plan(cairo_t *cr, double w, double h, void *ctx, fm_err *err);
 /* Records a legend mark (swatch, line sample) in the ink log, if one is attached. */
 void viz_ink_mark(cairo_t *cr, double x, double y, double w, double h);
 double viz_snap_x(cairo_t *cr, double x); /* centre of a device pixel: crisp 1-pixel lines */

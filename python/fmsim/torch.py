@@ -175,17 +175,26 @@ class _Shape(NamedTuple):
     D: int
 
 
-class _Plan(NamedTuple):
-    """What one call needs once its arguments are checked (cached by their shapes)."""
-    shape: _Shape
-    problem: _Problem  # the scalars; its pointers are set per call by the C entry
-    k: int             # startend's last dimension (0: no startend)
-    device: int
-    kid: int
-    layout: str
-    variant: int
-    o_shape: tuple
-    lse_shape: tuple
+class _Plan:
+    """What one call needs once its arguments are checked (cached by their shapes).
+    A plain object, not a tuple: torch.autograd.Function.apply flattens tuple
+    arguments as pytrees on every call, and the op passes its plan through it."""
+    __slots__ = ("shape", "problem", "pref", "k", "device", "torch_device", "kid", "layout", "variant",
+                 "o_shape", "lse_shape", "scratch")
+
+    def __init__(self, shape, problem, k, device, kid, layout, variant, o_shape, lse_shape):
+        self.shape = shape
+        self.problem = problem          # the scalars; the C entry takes the pointers as arguments
+        self.pref = C.byref(problem)    # made once: the argument of every call
+        self.k = k                      # startend's last dimension (0: no startend)
+        self.device = device
+        self.torch_device = torch.device("cuda", device)
+        self.kid = kid
+        self.layout = layout
+        self.variant = variant
+        self.o_shape = o_shape
+        self.lse_shape = lse_shape
+        self.scratch = {}               # stream -> an lse nobody reads (calls without autograd)
 
 
 def _sri_tensor(sri, device):
@@ -284,15 +293,27 @@ def _convert(sri, pl: _Plan, nsets: int, causal: bool, stream: int):
     return iv
 
 
-def _fwd(pl: _Plan, q, k, v, iv, stream):
-    """o (in q's layout: the (B, S, H, D) buffer) and lse."""
+def _fwd(pl: _Plan, q, k, v, iv, stream, keep_lse: bool):
+    """o (in q's layout: the (B, S, H, D) buffer) and lse (None unless keep_lse: the
+    kernel then writes it into a scratch buffer kept per plan and stream, which
+    stream order makes safe to reuse, so that an inference call allocates only o)."""
     qp, kp, vp = q.data_ptr(), k.data_ptr(), v.data_ptr()
     if (qp | kp | vp) & 15:
         raise ValueError("q, k, v: data pointers must be 16-byte aligned (the kernels load with TMA)")
-    o = torch.empty_like(q)
-    lse = torch.empty(pl.lse_shape, dtype=torch.float32, device=q.device)
-    _check(_lib.fm_attn_forward_ptrs(pl.problem, pl.device, iv.data_ptr(), qp, kp, vp, o.data_ptr(),
-                                     lse.data_ptr(), pl.variant, stream, _errp))
+    o = torch.empty(pl.o_shape, dtype=torch.bfloat16, device=pl.torch_device) if pl.layout == "bshd" \
+        else torch.empty_like(q)
+    if keep_lse:
+        lse = torch.empty(pl.lse_shape, dtype=torch.float32, device=pl.torch_device)
+        lp = lse.data_ptr()
+    else:
+        lse = None
+        lp = pl.scratch.get(stream)
+        if lp is None:
+            t = torch.empty(pl.lse_shape, dtype=torch.float32, device=pl.torch_device)
+            pl.scratch[stream] = lp = t.data_ptr()
+            pl.scratch[(stream, "t")] = t  # kept alive with the plan
+    _check(_lib.fm_attn_forward_ptrs(pl.pref, pl.device, iv.data_ptr(), qp, kp, vp, o.data_ptr(), lp,
+                                     pl.variant, stream, _errp))
     return o, lse
 
 
@@ -303,26 +324,53 @@ def _bwd(pl: _Plan, q, k, v, iv, o, lse, dout):
     if not db.is_contiguous():
         db = db.contiguous()
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)  # q's strides: q's layout
-    _check(_lib.fm_attn_backward_ptrs(pl.problem, pl.device, iv.data_ptr(), q.data_ptr(), k.data_ptr(),
+    _check(_lib.fm_attn_backward_ptrs(pl.pref, pl.device, iv.data_ptr(), q.data_ptr(), k.data_ptr(),
                                       v.data_ptr(), o.data_ptr(), lse.data_ptr(), db.data_ptr(), dq.data_ptr(),
                                       dk.data_ptr(), dv.data_ptr(), pl.variant, _stream(pl.device), _errp))
     return dq, dk, dv
 
 
+class _Call:
+    """The non-tensor arguments of one autograd call, in one object that
+    Function.apply passes through untouched (its intervals are not an input)."""
+    __slots__ = ("plan", "iv", "stream")
+
+    def __init__(self, plan, iv, stream):
+        self.plan, self.iv, self.stream = plan, iv, stream
+
+
 class _FlashMask(torch.autograd.Function):
+    """o = attention(q, k, v); the lse stays on ctx (not an output: one output
+    costs less per call than two with one marked non-differentiable)."""
     @staticmethod
-    def forward(ctx, q, k, v, iv, pl, stream):
-        o, lse = _fwd(pl, q, k, v, iv, stream)
-        ctx.save_for_backward(q, k, v, o, lse, iv)
-        ctx.plan = pl
+    def forward(ctx, q, k, v, call):
+        o, lse = _fwd(call.plan, q, k, v, call.iv, call.stream, True)
+        ctx.save_for_backward(q, k, v, o)
+        ctx.call, ctx.lse = call, lse
+        return o
+
+    @staticmethod
+    def backward(ctx, dout):
+        q, k, v, o = ctx.saved_tensors
+        c = ctx.call
+        return (*_bwd(c.plan, q, k, v, c.iv, o, ctx.lse, dout), None)
+
+
+class _FlashMaskLse(torch.autograd.Function):
+    """The same with the lse returned too (return_lse=True): not differentiable."""
+    @staticmethod
+    def forward(ctx, q, k, v, call):
+        o, lse = _fwd(call.plan, q, k, v, call.iv, call.stream, True)
+        ctx.save_for_backward(q, k, v, o, lse)
+        ctx.call = call
         ctx.mark_non_differentiable(lse)
         return o, lse
 
     @staticmethod
     def backward(ctx, dout, _dlse):
-        q, k, v, o, lse, iv = ctx.saved_tensors
-        dq, dk, dv = _bwd(ctx.plan, q, k, v, iv, o, lse, dout)
-        return dq, dk, dv, None, None, None
+        q, k, v, o, lse = ctx.saved_tensors
+        c = ctx.call
+        return (*_bwd(c.plan, q, k, v, c.iv, o, lse, dout), None)
 
 
 def flashmask_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, startend_row_indices=None,
@@ -346,9 +394,10 @@ def flashmask_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, start
     stream = _stream(pl.device)
     iv = _intervals(pl, sri, causal, stream)
     if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
-        o, lse = _FlashMask.apply(q, k, v, iv, pl, stream)
-    else:
-        o, lse = _fwd(pl, q, k, v, iv, stream)
+        if return_lse:
+            return _FlashMaskLse.apply(q, k, v, _Call(pl, iv, stream))
+        return _FlashMask.apply(q, k, v, _Call(pl, iv, stream))
+    o, lse = _fwd(pl, q, k, v, iv, stream, return_lse)
     return (o, lse) if return_lse else o
 
 

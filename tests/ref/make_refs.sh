@@ -53,5 +53,34 @@ with open(path, "wb") as f:
 PY
 r cycles_overlay "$tmp/trace" --layer cycles --size 480x320
 
+# the linear-RNN chunk: the built-in example, and a trace of `fmsim linrnn --cpu` with
+# cycles(chunk, bi, bj) = 1000 + 37*bi + 11*bj + 5*chunk on the tiles not masked (int64
+# [1, nchunks, n, n]), as test_viz_render.c's linrnn_chunk_draws_the_cycles_of_a_trace writes them
+r linrnn_chunk --figure linrnn_chunk --size 420x460
+"$fmsim" linrnn --cpu --doc-len 40 --tokens 1024 --heads 1 --verify-tokens 64 --trace "$tmp/lr" > /dev/null
+python3 - "$tmp/lr" <<'PY'
+import json, struct, sys
+d = sys.argv[1]
+raw = open(d + "/tile_class.npy", "rb").read()
+hlen = struct.unpack("<H", raw[8:10])[0]
+header, cls = raw[10:10 + hlen].decode("latin1"), raw[10 + hlen:]
+shape = tuple(int(x) for x in header.split("(")[1].split(")")[0].split(",") if x.strip())
+_, nch, n, _ = shape
+out = "{'descr': '<i8', 'fortran_order': False, 'shape': (1, %d, %d, %d), }" % (nch, n, n)
+out += " " * (64 - (10 + len(out) + 1) % 64) + "\n"
+with open(d + "/tile_cycles.npy", "wb") as f:
+    f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(out)) + out.encode("latin1"))
+    for ch in range(nch):
+        for bi in range(n):
+            for bj in range(n):
+                masked = cls[(ch * n + bi) * n + bj] == 0
+                f.write(struct.pack("<q", 0 if masked else 1000 + 37 * bi + 11 * bj + 5 * ch))
+s = json.load(open(d + "/summary.json"))
+s["files"]["tile_cycles"] = "tile_cycles.npy"
+json.dump(s, open(d + "/summary.json", "w"))
+PY
+r linrnn_chunk_cycles --figure linrnn_chunk "$tmp/lr" --size 420x460
+
 r gallery --gallery --size 800x700
 r memory --figure memory --size 500x350
+r cp_plan --figure cp-plan --size 500x350

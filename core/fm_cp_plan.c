@@ -1,0 +1,832 @@
+/* fm_cp_plan.c — context-parallel plans (fm_cp_plan.h): the walk of the
+ * mask's tiles at each pass's tile, the shardings (a registry), each rank's
+ * tiles, times and K/V needs, and the exchanges' costs. */
+#include "fm_cp_plan.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fm_limits.h"
+
+/* ------------------------------------------------------------ the walk */
+
+/* The mask at one pass's tile, from one fm_tile_walk: what every sharding
+ * needs to count a rank's tiles without walking again. */
+typedef struct pass_data {
+  int present;            /* the kernel has this pass */
+  int32_t br, bc, tr, tc;
+  fm_work *rows;          /* (sets, tr) min/max work of every row tile */
+  int32_t *xmasked;       /* (sets, tr) exactly MASKED tiles of every row tile */
+  int32_t *xpartial;      /* (sets, tr) exactly PARTIAL tiles of every row tile */
+  fm_tile_span *spans;    /* (sets, tc, 4): masked[0..1], touched[0..1] row-tile spans */
+  uint8_t *nspans;        /* (sets, tc, 2): how many of each */
+  int32_t *diff;          /* walk scratch: 4 difference arrays of (tr + 1) */
+  fm_tile_counts counts;  /* the whole mask */
+} pass_data;
+
+struct fm_cp_plan {
+  fm_cp_summary sum;
+  int32_t nsets, nb, nh;
+  int causal;
+  pass_data pass[FM_CP_NPASSES];
+  float *map;             /* (map_rows, map_cols) */
+  int32_t *map_diff;      /* walk scratch (tr + 1) */
+  int have[FM_CP_NSHARDINGS];
+  fm_cp_sharding_plan sp[FM_CP_NSHARDINGS];
+  fm_cp_segment *segs[FM_CP_NSHARDINGS];
+  fm_cp_rank *ranks[FM_CP_NSHARDINGS];
+  uint8_t *need[FM_CP_NSHARDINGS];
+};
+
+#define MAP_MAX 512
+
+static int32_t map_cell(int32_t i, int32_t n, int32_t cells) {
+  return (int32_t)((int64_t)i * cells / n);
+}
+
+/* The work map: key tile k's visited rows (set 0, forward) into the current
+ * cell column; binned into cells once the column's last key tile is in. */
+static void map_key_tile(fm_cp_plan *p, const pass_data *pd, const fm_key_tile_spans *k) {
+  int32_t *d = p->map_diff, mr = p->sum.map_rows, mc = p->sum.map_cols;
+  d[0]++;
+  d[pd->tr]--;
+  for (int q = 0; q < k->nmasked; q++) {
+    d[k->masked[q].begin]--;
+    d[k->masked[q].end]++;
+  }
+  int32_t cc = map_cell(k->ct, pd->tc, mc);
+  if (k->ct + 1 < pd->tc && map_cell(k->ct + 1, pd->tc, mc) == cc) return;
+  int32_t run = 0;
+  for (int32_t rt = 0; rt < pd->tr; rt++) {
+    run += d[rt];
+    p->map[(int64_t)map_cell(rt, pd->tr, mr) * mc + cc] += (float)run;
+  }
+  memset(d, 0, sizeof *d * ((size_t)pd->tr + 1));
+}
+
+/* The last key tile of a set is in: the row tiles' work and exact classes
+ * from the difference arrays. */
+static void finish_set(pass_data *pd, int32_t set) {
+  int32_t *dm = pd->diff, *dt = dm + pd->tr + 1, *dxm = dt + pd->tr + 1, *dxc = dxm + pd->tr + 1;
+  int32_t m = 0, t = 0, xm = 0, xc = 0;
+  int64_t off = (int64_t)set * pd->tr;
+  fm_tile_counts *c = &pd->counts;
+  for (int32_t rt = 0; rt < pd->tr; rt++) {
+    m += dm[rt];
+    t += dt[rt];
+    xm += dxm[rt];
+    xc += dxc[rt];
+    pd->rows[off + rt] = (fm_work){pd->tc - m, t - m};
+    pd->xmasked[off + rt] = m + xm;
+    pd->xpartial[off + rt] = t - m - xm - xc;
+    c->minmax[FM_TILE_MASKED] += m;
+    c->minmax[FM_TILE_PARTIAL] += t - m;
+    c->minmax[FM_TILE_UNMASKED] += pd->tc - t;
+    c->exact[FM_TILE_MASKED] += m + xm;
+    c->exact[FM_TILE_PARTIAL] += t - m - xm - xc;
+    c->exact[FM_TILE_UNMASKED] += pd->tc - t + xc;
+    c->partial_but_masked += xm;
+    c->partial_but_unmasked += xc;
+  }
+  memset(pd->diff, 0, sizeof *pd->diff * 4 * ((size_t)pd->tr + 1));
+}
+
+typedef struct walk_ctx {
+  fm_cp_plan *plan;
+  pass_data *pd;
+  int map; /* 1: also the work map (the forward) */
+} walk_ctx;
+
+static void add_spans(int32_t *d, const fm_tile_span *s, int n) {
+  for (int q = 0; q < n; q++) {
+    d[s[q].begin]++;
+    d[s[q].end]--;
+  }
+}
+
+static void on_key_tile(const fm_key_tile_spans *k, void *ctx) {
+  walk_ctx *w = ctx;
+  pass_data *pd = w->pd;
+  int64_t at = (int64_t)k->set * pd->tc + k->ct;
+  fm_tile_span *sp = pd->spans + at * 4;
+  memset(sp, 0, 4 * sizeof *sp);
+  memcpy(sp, k->masked, sizeof *sp * (size_t)k->nmasked);
+  memcpy(sp + 2, k->touched, sizeof *sp * (size_t)k->ntouched);
+  pd->nspans[at * 2] = (uint8_t)k->nmasked;
+  pd->nspans[at * 2 + 1] = (uint8_t)k->ntouched;
+  int32_t n1 = pd->tr + 1;
+  add_spans(pd->diff, k->masked, k->nmasked);
+  add_spans(pd->diff + n1, k->touched, k->ntouched);
+  add_spans(pd->diff + 2 * n1, k->xmasked, k->nxmasked);
+  add_spans(pd->diff + 3 * n1, k->xclear, k->nxclear);
+  if (w->map && k->set == 0) map_key_tile(w->plan, pd, k);
+  if (k->ct == pd->tc - 1) finish_set(pd, k->set);
+}
+
+static void pass_free(pass_data *pd) {
+  free(pd->rows);
+  free(pd->xmasked);
+  free(pd->xpartial);
+  free(pd->spans);
+  free(pd->nspans);
+  free(pd->diff);
+}
+
+/* Walks m at the pass's tile into pd (and the work map for the forward). */
+static fm_status pass_walk(fm_cp_plan *p, const fm_colmask *m, pass_data *pd, int map, fm_err *err) {
+  int32_t s = fm_colmask_sq(m);
+  pd->tr = (int32_t)(((int64_t)s + pd->br - 1) / pd->br);
+  pd->tc = (int32_t)(((int64_t)s + pd->bc - 1) / pd->bc);
+  int64_t ns = p->nsets, tr = pd->tr, tc = pd->tc;
+  char what[128];
+  snprintf(what, sizeof what, "the tile walk of %lld sets of %d x %d tiles", (long long)ns, pd->tr, pd->tc);
+  int64_t bytes = fm_mem_add(fm_mem_mul(ns * tr, 16), fm_mem_mul(ns * tc, 4 * (int64_t)sizeof(fm_tile_span) + 2));
+  fm_status st = fm_mem_check(fm_mem_add(bytes, fm_mem_mul(tr + 1, 20)), what, err);
+  if (st != FM_OK) return st;
+  pd->rows = malloc(sizeof *pd->rows * (size_t)(ns * tr));
+  pd->xmasked = malloc(sizeof *pd->xmasked * (size_t)(ns * tr));
+  pd->xpartial = malloc(sizeof *pd->xpartial * (size_t)(ns * tr));
+  pd->spans = malloc(sizeof *pd->spans * (size_t)(ns * tc * 4));
+  pd->nspans = malloc((size_t)(ns * tc * 2));
+  pd->diff = calloc(4 * ((size_t)tr + 1), sizeof *pd->diff);
+  if (map && !p->map_diff) p->map_diff = calloc((size_t)tr + 1, sizeof *p->map_diff);
+  if (!pd->rows || !pd->xmasked || !pd->xpartial || !pd->spans || !pd->nspans || !pd->diff ||
+      (map && !p->map_diff))
+    return fm_fail(err, FM_ENOMEM, "cannot allocate %s", what);
+  walk_ctx w = {.plan = p, .pd = pd, .map = map};
+  st = fm_tile_walk(m, pd->br, pd->bc, 1, on_key_tile, &w, err);
+  pd->counts.total = ns * tr * tc;
+  pd->counts.sparsity = (double)pd->counts.minmax[FM_TILE_MASKED] / (double)pd->counts.total;
+  pd->counts.sparsity_exact = (double)pd->counts.exact[FM_TILE_MASKED] / (double)pd->counts.total;
+  return st;
+}
+
+/* The work map's cells as fractions of their tiles. */
+static void map_finish(fm_cp_plan *p) {
+  const pass_data *pd = &p->pass[FM_CP_FWD];
+  int32_t mr = p->sum.map_rows, mc = p->sum.map_cols;
+  for (int32_t cr = 0; cr < mr; cr++) {
+    /* row tiles rt with rt * mr / tr == cr: [ceil(cr tr / mr), ceil((cr + 1) tr / mr)) */
+    int64_t r0 = ((int64_t)cr * pd->tr + mr - 1) / mr, r1 = ((int64_t)(cr + 1) * pd->tr + mr - 1) / mr;
+    for (int32_t cc = 0; cc < mc; cc++) {
+      int64_t c0 = ((int64_t)cc * pd->tc + mc - 1) / mc, c1 = ((int64_t)(cc + 1) * pd->tc + mc - 1) / mc;
+      double n = (double)(r1 - r0) * (double)(c1 - c0);
+      p->map[(int64_t)cr * mc + cc] = n > 0 ? (float)(p->map[(int64_t)cr * mc + cc] / n) : 0.0f;
+    }
+  }
+}
+
+/* ------------------------------------------------------------ shardings */
+
+typedef struct shard_ctx {
+  const fm_cp_plan *plan;
+  const fm_cp_options *o;
+  int32_t seqlen, ranks, granule;
+} shard_ctx;
+
+static fm_status segs_alloc(int32_t n, fm_cp_segment **out, fm_err *err) {
+  *out = malloc(sizeof **out * (size_t)(n > 0 ? n : 1));
+  return *out ? FM_OK : fm_fail(err, FM_ENOMEM, "cannot allocate %d segments", n);
+}
+
+static int32_t granule_row(const shard_ctx *c, int64_t g) {
+  int64_t r = g * c->granule;
+  return r > c->seqlen ? c->seqlen : (int32_t)r;
+}
+
+/* `parts` blocks of granules as equal as they can be; block k to owner(k). */
+static fm_status blocks(const shard_ctx *c, int32_t parts, const char *name, int zigzag,
+                        fm_cp_segment **segs, int32_t *nseg, fm_err *err) {
+  int64_t g = ((int64_t)c->seqlen + c->granule - 1) / c->granule;
+  if (parts > g)
+    return fm_fail(err, FM_EINVAL, "--ranks %d: %s needs %d blocks of %d rows, S = %d has %lld",
+                   c->ranks, name, parts, c->granule, c->seqlen, (long long)g);
+  fm_status st = segs_alloc(parts, segs, err);
+  for (int32_t k = 0; st == FM_OK && k < parts; k++) {
+    (*segs)[k].row0 = granule_row(c, (int64_t)k * g / parts);
+    (*segs)[k].row1 = granule_row(c, (int64_t)(k + 1) * g / parts);
+    (*segs)[k].rank = zigzag && k >= c->ranks ? 2 * c->ranks - 1 - k : k;
+  }
+  *nseg = parts;
+  return st;
+}
+
+static fm_status shard_contiguous(const shard_ctx *c, fm_cp_segment **segs, int32_t *nseg,
+                                  int *exact, fm_err *err) {
+  *exact = 0;
+  return blocks(c, c->ranks, "contiguous", 0, segs, nseg, err);
+}
+
+static fm_status shard_zigzag(const shard_ctx *c, fm_cp_segment **segs, int32_t *nseg, int *exact,
+                              fm_err *err) {
+  *exact = 0;
+  return blocks(c, 2 * c->ranks, "zigzag", 1, segs, nseg, err);
+}
+
+/* Chunks of c->o->chunk rows, their visited forward tiles, assigned. */
+static fm_status shard_mask_aware(const shard_ctx *c, fm_cp_segment **segs, int32_t *nseg,
+                                  int *exact, fm_err *err) {
+  const fm_cp_plan *p = c->plan;
+  const pass_data *pd = &p->pass[FM_CP_FWD];
+  int32_t chunk = p->sum.chunk, n = p->sum.chunks;
+  *exact = c->o->exact;
+  if (n < c->ranks)
+    return fm_fail(err, FM_EINVAL, "--ranks %d: mask-aware needs a chunk per rank, S = %d has %d "
+                   "chunk%s of %d rows (a smaller --chunk gives more)", c->ranks, c->seqlen, n,
+                   n == 1 ? "" : "s", chunk);
+  if (c->o->exact && n > FM_CP_EXACT_MAX_CHUNKS)
+    return fm_fail(err, FM_EUNSUPPORTED, "--exact solves at most %d chunks; S = %d has %d chunks of "
+                   "%d rows (a larger --chunk, or the greedy assignment without --exact)",
+                   FM_CP_EXACT_MAX_CHUNKS, c->seqlen, n, chunk);
+  int64_t *work = calloc((size_t)n, sizeof *work);
+  int32_t *owner = malloc(sizeof *owner * (size_t)n);
+  fm_status st = work && owner ? segs_alloc(n, segs, err)
+                               : fm_fail(err, FM_ENOMEM, "cannot allocate %d chunks", n);
+  for (int32_t k = 0; st == FM_OK && k < n; k++) {
+    (*segs)[k].row0 = (int32_t)((int64_t)k * chunk);
+    (*segs)[k].row1 = (int32_t)((int64_t)(k + 1) * chunk > c->seqlen ? c->seqlen : (int64_t)(k + 1) * chunk);
+    int32_t t0 = (*segs)[k].row0 / pd->br, t1 = (int32_t)(((int64_t)(*segs)[k].row1 + pd->br - 1) / pd->br);
+    for (int32_t s = 0; s < p->nsets; s++)
+      for (int32_t rt = t0; rt < t1; rt++) work[k] += pd->rows[(int64_t)s * pd->tr + rt].visited;
+  }
+  if (st == FM_OK) {
+    int64_t best = c->o->exact ? fm_cp_assign_exact(work, n, c->ranks, owner, err)
+                               : fm_cp_assign_greedy(work, n, c->ranks, owner);
+    if (best < 0) st = c->o->exact ? FM_EUNSUPPORTED : fm_fail(err, FM_ENOMEM, "cannot assign %d chunks", n);
+  }
+  for (int32_t k = 0; st == FM_OK && k < n; k++) (*segs)[k].rank = owner[k];
+  *nseg = n;
+  free(work);
+  free(owner);
+  return st;
+}
+
+typedef fm_status (*shard_fn)(const shard_ctx *c, fm_cp_segment **segs, int32_t *nseg, int *exact,
+                              fm_err *err);
+
+/* The shardings: one row each (name, the function that cuts the rows). */
+static const struct {
+  const char *name;
+  shard_fn build;
+} shardings[FM_CP_NSHARDINGS] = {
+    {"contiguous", shard_contiguous},
+    {"zigzag", shard_zigzag},
+    {"mask-aware", shard_mask_aware},
+};
+
+const char *fm_cp_sharding_name(fm_cp_sharding s) {
+  return s >= 0 && s < FM_CP_NSHARDINGS ? shardings[s].name : "?";
+}
+
+fm_status fm_cp_shardings_parse(const char *text, unsigned *bits, fm_err *err) {
+  if (text && !strcmp(text, "all")) {
+    *bits = (1u << FM_CP_NSHARDINGS) - 1;
+    return FM_OK;
+  }
+  char names[160] = "";
+  for (int s = 0; s < FM_CP_NSHARDINGS; s++) {
+    if (text && !strcmp(text, shardings[s].name)) {
+      *bits = 1u << s;
+      return FM_OK;
+    }
+    snprintf(names + strlen(names), sizeof names - strlen(names), "%s, ", shardings[s].name);
+  }
+  return fm_fail(err, FM_EINVAL, "unknown sharding '%s' (expected %sor all)", text ? text : "", names);
+}
+
+const char *fm_cp_exchange_name(fm_cp_exchange e) {
+  static const char *const names[FM_CP_NEXCHANGES] = {"allgather", "ring"};
+  return e >= 0 && e < FM_CP_NEXCHANGES ? names[e] : "?";
+}
+
+/* Adjacent segments of one owner become one (the unit a rank receives). */
+static int32_t merge_segments(fm_cp_segment *s, int32_t n) {
+  int32_t m = 0;
+  for (int32_t k = 0; k < n; k++) {
+    if (s[k].row0 >= s[k].row1) continue;
+    if (m > 0 && s[m - 1].rank == s[k].rank && s[m - 1].row1 == s[k].row0) s[m - 1].row1 = s[k].row1;
+    else s[m++] = s[k];
+  }
+  return m;
+}
+
+int32_t fm_cp_owner(const fm_cp_sharding_plan *sp, int32_t i) {
+  int32_t lo = 0, hi = sp->nsegments - 1;
+  while (lo < hi) {
+    int32_t mid = lo + (hi - lo + 1) / 2;
+    if (sp->segments[mid].row0 <= i) lo = mid;
+    else hi = mid - 1;
+  }
+  return sp->segments[lo].rank;
+}
+
+/* ------------------------------------------------------------ a rank's tiles and times */
+
+/* What one sharding's evaluation shares. */
+typedef struct eval_ctx {
+  const fm_cp_plan *p;
+  const fm_cp_options *o;
+  const fm_cp_segment *segs;
+  int32_t nseg, ranks;
+  fm_cp_rank *out;        /* (P,) */
+  uint8_t *need;          /* (P, nseg) */
+  int32_t *by_rank;       /* (nseg,) segment indices grouped by rank ... */
+  int32_t *rank_start;    /* (P + 1,) ... rank r's: by_rank[rank_start[r] .. rank_start[r + 1]) */
+  int32_t *kseg[FM_CP_NPASSES]; /* (tc,) the segment holding each key tile */
+  int32_t *pre;           /* (tr + 1,) the rank's row tiles below each row tile */
+  double *vis[FM_CP_NPASSES]; /* (P,) visited tiles of the rank on each source rank's keys */
+  double launch_us[FM_CP_NPASSES];
+  int64_t *src_rows;      /* (P,) K/V rows the rank receives from each source */
+} eval_ctx;
+
+/* The rank's row tiles at pd's tile into e->pre (prefix counts); returns them. */
+static int32_t rank_row_tiles(eval_ctx *e, const pass_data *pd, int32_t r) {
+  int32_t *pre = e->pre;
+  memset(pre, 0, sizeof *pre * ((size_t)pd->tr + 1));
+  for (int32_t q = e->rank_start[r]; q < e->rank_start[r + 1]; q++) {
+    const fm_cp_segment *s = &e->segs[e->by_rank[q]];
+    int32_t t1 = (int32_t)(((int64_t)s->row1 + pd->br - 1) / pd->br);
+    for (int32_t rt = s->row0 / pd->br; rt < t1; rt++) pre[rt + 1] = 1;
+  }
+  for (int32_t rt = 0; rt < pd->tr; rt++) pre[rt + 1] += pre[rt];
+  return pre[pd->tr];
+}
+
+static int32_t in_spans(const int32_t *pre, const fm_tile_span *s, int n) {
+  int32_t c = 0;
+  for (int q = 0; q < n; q++) c += pre[s[q].end] - pre[s[q].begin];
+  return c;
+}
+
+/* The rank's key-tile work (its rows only), the key columns it visits, its
+ * visited tiles per source rank and the segments it needs. */
+static void rank_cols(eval_ctx *e, const pass_data *pd, int pass, int32_t r, int32_t tr_r,
+                      fm_work *cols, int64_t *kv_cols) {
+  const fm_cp_plan *p = e->p;
+  double *vis = e->vis[pass];
+  memset(vis, 0, sizeof *vis * (size_t)e->ranks);
+  for (int32_t s = 0; s < p->nsets; s++) {
+    kv_cols[s] = 0;
+    for (int32_t ct = 0; ct < pd->tc; ct++) {
+      int64_t at = (int64_t)s * pd->tc + ct;
+      const fm_tile_span *sp = pd->spans + at * 4;
+      int32_t m = in_spans(e->pre, sp, pd->nspans[at * 2]);
+      int32_t t = in_spans(e->pre, sp + 2, pd->nspans[at * 2 + 1]);
+      cols[at] = (fm_work){tr_r - m, t - m};
+      if (tr_r - m == 0) continue;
+      int64_t j0 = (int64_t)ct * pd->bc, w = p->sum.seqlen - j0 < pd->bc ? p->sum.seqlen - j0 : pd->bc;
+      kv_cols[s] += w;
+      int32_t k = e->kseg[pass][ct], q = e->segs[k].rank;
+      vis[q] += tr_r - m;
+      if (q != r) e->need[(int64_t)r * e->nseg + k] = 1;
+    }
+  }
+}
+
+/* The rank's own row tiles' work and its tile counts. */
+static void rank_rows(const eval_ctx *e, const pass_data *pd, int32_t tr_r, fm_work *rows,
+                      fm_tile_counts *c) {
+  const fm_cp_plan *p = e->p;
+  memset(c, 0, sizeof *c);
+  for (int32_t s = 0; s < p->nsets; s++) {
+    int32_t k = 0;
+    for (int32_t rt = 0; rt < pd->tr; rt++) {
+      if (e->pre[rt + 1] == e->pre[rt]) continue;
+      int64_t at = (int64_t)s * pd->tr + rt;
+      fm_work w = pd->rows[at];
+      rows[(int64_t)s * tr_r + k++] = w;
+      c->minmax[FM_TILE_MASKED] += pd->tc - w.visited;
+      c->minmax[FM_TILE_PARTIAL] += w.partial;
+      c->minmax[FM_TILE_UNMASKED] += w.visited - w.partial;
+      c->exact[FM_TILE_MASKED] += pd->xmasked[at];
+      c->exact[FM_TILE_PARTIAL] += pd->xpartial[at];
+      c->exact[FM_TILE_UNMASKED] += pd->tc - pd->xmasked[at] - pd->xpartial[at];
+    }
+  }
+  c->total = (int64_t)p->nsets * tr_r * pd->tc;
+  c->partial_but_masked = c->exact[FM_TILE_MASKED] - c->minmax[FM_TILE_MASKED];
+  c->partial_but_unmasked = c->exact[FM_TILE_UNMASKED] - c->minmax[FM_TILE_UNMASKED];
+  c->sparsity = c->total ? (double)c->minmax[FM_TILE_MASKED] / (double)c->total : 0;
+  c->sparsity_exact = c->total ? (double)c->exact[FM_TILE_MASKED] / (double)c->total : 0;
+}
+
+/* One pass of rank r: its tiles, needs and, with a profile, its time on the
+ * timing model (the work of its local mask, fm_cp_rank_mask). */
+static fm_status rank_pass(eval_ctx *e, int32_t r, int pass, fm_err *err) {
+  const fm_cp_plan *p = e->p;
+  const pass_data *pd = &p->pass[pass];
+  fm_cp_rank *rk = &e->out[r];
+  rk->ms[pass] = NAN;
+  e->launch_us[pass] = 0;
+  if (!pd->present) return FM_OK;
+  int32_t tr_r = rank_row_tiles(e, pd, r);
+  fm_timing_work w = {.sq = (int32_t)rk->rows, .sk = p->sum.seqlen, .br = pd->br, .bc = pd->bc,
+                      .tr = tr_r, .tc = pd->tc, .nb = p->nb, .nh = p->nh,
+                      .causal = p->causal && rk->segments == 1 &&
+                                e->segs[e->by_rank[e->rank_start[r]]].row1 == p->sum.seqlen};
+  w.rows = malloc(sizeof *w.rows * (size_t)p->nsets * (size_t)(tr_r > 0 ? tr_r : 1));
+  w.cols = malloc(sizeof *w.cols * (size_t)p->nsets * (size_t)pd->tc);
+  w.kv_cols = calloc((size_t)p->nsets, sizeof *w.kv_cols);
+  if (!w.rows || !w.cols || !w.kv_cols) {
+    fm_timing_work_free(&w);
+    return fm_fail(err, FM_ENOMEM, "cannot allocate the work of rank %d", r);
+  }
+  rank_rows(e, pd, tr_r, w.rows, &rk->tiles[pass]);
+  rank_cols(e, pd, pass, r, tr_r, w.cols, w.kv_cols);
+  w.counts = rk->tiles[pass];
+  if (pass == FM_CP_FWD) rk->work = rk->tiles[pass].total - rk->tiles[pass].minmax[FM_TILE_MASKED];
+  fm_status st = FM_OK;
+  const fm_gpu_profile *prof = e->o->profile;
+  if (prof && fm_profile_coef(prof, pass == FM_CP_FWD ? FM_PASS_FWD : FM_PASS_BWD, p->sum.head_dim)) {
+    fm_timing_problem pb = {.batch = p->sum.batch, .heads = p->sum.heads, .head_dim = p->sum.head_dim,
+                            .pass = pass == FM_CP_FWD ? FM_PASS_FWD : FM_PASS_BWD,
+                            .variant = FM_VARIANT_SKIP};
+    fm_timing_result res;
+    st = fm_timing_predict(prof, &w, &pb, &res, err);
+    rk->ms[pass] = res.time_us / 1e3;
+    e->launch_us[pass] = res.launch_us;
+  }
+  fm_timing_work_free(&w);
+  return st;
+}
+
+/* ------------------------------------------------------------ the exchanges */
+
+/* Microseconds to move `bytes` over one direction of the link. */
+static double link_us(const fm_cp_plan *p, double bytes) {
+  return bytes > 0 ? bytes / (p->sum.link_gbs * 1e3) + p->sum.link_us : 0;
+}
+
+/* The all-gather exchange of one pass: the needed segments arrive while the
+ * rank computes on its own keys, then the rest; the backward then sends the
+ * dK/dV partials of the received segments back (as many bytes). us. */
+static double allgather_us(const eval_ctx *e, int32_t r, int pass, double compute_us, double recv_bytes) {
+  double total = 0, *vis = e->vis[pass];
+  for (int32_t q = 0; q < e->ranks; q++) total += vis[q];
+  double own = total > 0 ? compute_us * vis[r] / total : compute_us, rest = compute_us - own;
+  double x = link_us(e->p, recv_bytes);
+  double t = (x > own ? x : own) + rest + (own > 0 && rest > 0 ? e->launch_us[pass] : 0);
+  return pass == FM_CP_BWD ? t + x : t;
+}
+
+/* The ring of one pass: a step per source rank (own keys first, then r-1,
+ * r-2, ...; sources with nothing needed and nothing visited skipped), each
+ * computing its share of the rank's tiles (one launch) while the next
+ * source's segments arrive; the backward sends each remote source's dK/dV
+ * back during the following step, the last one after it. us. */
+static double ring_us(const eval_ctx *e, int32_t r, int pass, double compute_us) {
+  double total = 0, *vis = e->vis[pass];
+  for (int32_t q = 0; q < e->ranks; q++) total += vis[q];
+  double t = 0, send = 0, kv_row = (double)e->p->sum.kv_row_bytes;
+  int32_t steps = 0;
+  for (int32_t s = 0; s < e->ranks; s++) {
+    int32_t q = (r - s + e->ranks) % e->ranks;
+    if (s > 0 && vis[q] == 0 && e->src_rows[q] == 0) continue;
+    double c = total > 0 ? compute_us * vis[q] / total : (s == 0 ? compute_us : 0);
+    double next = 0; /* the next active source's segments arrive during this step */
+    for (int32_t s2 = s + 1; s2 < e->ranks; s2++) {
+      int32_t q2 = (r - s2 + e->ranks) % e->ranks;
+      if (vis[q2] == 0 && e->src_rows[q2] == 0) continue;
+      next = link_us(e->p, (double)e->src_rows[q2] * kv_row);
+      break;
+    }
+    if (s == 0 && steps == 0 && c == 0 && next == 0) continue;
+    double stage = c > next ? c : next;
+    if (pass == FM_CP_BWD && send > stage) stage = send;
+    t += stage + (steps > 0 && c > 0 ? e->launch_us[pass] : 0);
+    send = pass == FM_CP_BWD && s > 0 ? link_us(e->p, (double)e->src_rows[q] * kv_row) : 0;
+    steps++;
+  }
+  return t + send;
+}
+
+/* Peak bytes per GPU: the rank's own tensors (Q, K, V, O, dO, dQ, dK, dV in
+ * bf16; LSE and D in fp32; the fp32 dQ accumulator) plus the exchange's
+ * buffers of received K/V (bf16) and their dK/dV partials (fp32): every
+ * needed segment for the all-gather, two sources at most for the ring. */
+static void rank_memory(const eval_ctx *e, fm_cp_rank *rk, int64_t max_src_rows, int32_t sources) {
+  const fm_cp_summary *s = &e->p->sum;
+  int64_t per_row = s->batch * s->heads * ((int64_t)s->head_dim * (2 * 8 + 4) + 4 * 2);
+  int64_t base = rk->rows * per_row, unit = 3 * s->kv_row_bytes; /* K, V bf16 + dK, dV fp32 */
+  rk->cost[FM_CP_ALLGATHER].mem_bytes = base + rk->kv_recv_rows * unit;
+  rk->cost[FM_CP_RING].mem_bytes = base + (sources < 2 ? sources : 2) * max_src_rows * unit;
+}
+
+/* The rank's K/V needs in bytes and the two exchanges' costs. */
+static void rank_costs(eval_ctx *e, int32_t r) {
+  fm_cp_rank *rk = &e->out[r];
+  memset(e->src_rows, 0, sizeof *e->src_rows * (size_t)e->ranks);
+  for (int32_t k = 0; k < e->nseg; k++)
+    if (e->need[(int64_t)r * e->nseg + k]) e->src_rows[e->segs[k].rank] += e->segs[k].row1 - e->segs[k].row0;
+  int64_t max_src = 0;
+  for (int32_t q = 0; q < e->ranks; q++) {
+    rk->kv_recv_rows += e->src_rows[q];
+    rk->kv_sources += e->src_rows[q] > 0;
+    if (e->src_rows[q] > max_src) max_src = e->src_rows[q];
+  }
+  rk->kv_recv_bytes = rk->kv_recv_rows * e->p->sum.kv_row_bytes;
+  rank_memory(e, rk, max_src, rk->kv_sources);
+  for (int x = 0; x < FM_CP_NEXCHANGES; x++) {
+    fm_cp_cost *c = &rk->cost[x];
+    c->step_ms = 0;
+    for (int pass = 0; pass < FM_CP_NPASSES; pass++) {
+      double ms = rk->ms[pass];
+      c->ms[pass] = isnan(ms) ? NAN
+                    : (x == FM_CP_ALLGATHER ? allgather_us(e, r, pass, ms * 1e3, (double)rk->kv_recv_bytes)
+                                            : ring_us(e, r, pass, ms * 1e3)) / 1e3;
+      if (!isnan(c->ms[pass])) c->step_ms += c->ms[pass];
+    }
+    if (isnan(rk->compute_ms)) c->step_ms = NAN;
+  }
+}
+
+/* ------------------------------------------------------------ one sharding */
+
+static void eval_free(eval_ctx *e) {
+  free(e->by_rank);
+  free(e->rank_start);
+  for (int k = 0; k < FM_CP_NPASSES; k++) {
+    free(e->kseg[k]);
+    free(e->vis[k]);
+  }
+  free(e->pre);
+  free(e->src_rows);
+}
+
+/* The segments grouped by rank, the segment of every key tile, scratch. */
+static fm_status eval_init(eval_ctx *e, fm_err *err) {
+  const fm_cp_plan *p = e->p;
+  int32_t P = e->ranks, maxtr = 1;
+  e->by_rank = malloc(sizeof *e->by_rank * (size_t)e->nseg);
+  e->rank_start = calloc((size_t)P + 1, sizeof *e->rank_start);
+  e->src_rows = malloc(sizeof *e->src_rows * (size_t)P);
+  int ok = e->by_rank && e->rank_start && e->src_rows;
+  for (int k = 0; k < FM_CP_NPASSES; k++) {
+    const pass_data *pd = &p->pass[k];
+    e->vis[k] = calloc((size_t)P, sizeof *e->vis[k]);
+    e->kseg[k] = pd->present ? malloc(sizeof *e->kseg[k] * (size_t)pd->tc) : NULL;
+    ok = ok && e->vis[k] && (!pd->present || e->kseg[k]);
+    if (pd->present && pd->tr > maxtr) maxtr = pd->tr;
+    for (int32_t ct = 0, s = 0; ok && pd->present && ct < pd->tc; ct++) {
+      while ((int64_t)ct * pd->bc >= e->segs[s].row1) s++;
+      e->kseg[k][ct] = s;
+    }
+  }
+  e->pre = malloc(sizeof *e->pre * ((size_t)maxtr + 1));
+  if (!ok || !e->pre) return fm_fail(err, FM_ENOMEM, "cannot allocate the plan of %d ranks", P);
+  for (int32_t k = 0; k < e->nseg; k++) e->rank_start[e->segs[k].rank + 1]++;
+  for (int32_t r = 0; r < P; r++) e->rank_start[r + 1] += e->rank_start[r];
+  int32_t *fill = calloc((size_t)P, sizeof *fill);
+  if (!fill) return fm_fail(err, FM_ENOMEM, "cannot allocate the plan of %d ranks", P);
+  for (int32_t k = 0; k < e->nseg; k++) {
+    int32_t r = e->segs[k].rank;
+    e->by_rank[e->rank_start[r] + fill[r]++] = k;
+  }
+  free(fill);
+  return FM_OK;
+}
+
+static double ratio_max_mean(double max, double sum, int32_t n) {
+  return sum > 0 ? max / (sum / n) : NAN;
+}
+
+/* What the ranks add up to: imbalance, step, volume, the exchange chosen. */
+static void sharding_finish(const fm_cp_plan *p, fm_cp_sharding_plan *sp) {
+  int32_t P = p->sum.ranks;
+  double tmax = 0, tsum = 0, wmax = 0, wsum = 0;
+  int times = p->sum.have_times;
+  for (int x = 0; x < FM_CP_NEXCHANGES; x++) sp->cost[x] = (fm_cp_cost){{0, 0}, 0, 0};
+  for (int32_t r = 0; r < P; r++) {
+    const fm_cp_rank *rk = &sp->ranks[r];
+    if (!isnan(rk->compute_ms) && rk->compute_ms > tmax) tmax = rk->compute_ms;
+    tsum += isnan(rk->compute_ms) ? 0 : rk->compute_ms;
+    wmax = (double)rk->work > wmax ? (double)rk->work : wmax;
+    wsum += (double)rk->work;
+    sp->kv_recv_bytes += rk->kv_recv_bytes;
+    if (rk->kv_recv_bytes > sp->kv_recv_bytes_max) sp->kv_recv_bytes_max = rk->kv_recv_bytes;
+    for (int x = 0; x < FM_CP_NEXCHANGES; x++) {
+      fm_cp_cost *c = &sp->cost[x];
+      for (int k = 0; k < FM_CP_NPASSES; k++) c->ms[k] = fmax(c->ms[k], rk->cost[x].ms[k]);
+      c->step_ms = fmax(c->step_ms, rk->cost[x].step_ms);
+      if (rk->cost[x].mem_bytes > c->mem_bytes) c->mem_bytes = rk->cost[x].mem_bytes;
+    }
+  }
+  sp->imbalance_time = times ? ratio_max_mean(tmax, tsum, P) : NAN;
+  sp->imbalance_work = ratio_max_mean(wmax, wsum, P);
+  sp->step_compute_ms = times ? tmax : NAN;
+  sp->efficiency = times && tmax > 0 ? p->sum.one_gpu_total_ms / (P * tmax) : NAN;
+  for (int x = 0; x < FM_CP_NEXCHANGES; x++) {
+    sp->fits[x] = sp->cost[x].mem_bytes <= p->sum.mem_budget;
+    for (int k = 0; k < FM_CP_NPASSES; k++)
+      if (!times || isnan(p->sum.one_gpu_ms[k])) sp->cost[x].ms[k] = NAN;
+    if (!times) sp->cost[x].step_ms = NAN;
+  }
+  /* the faster that fits (ties within 1%: the smaller memory); none fits: the smaller memory */
+  const fm_cp_cost *a = &sp->cost[FM_CP_ALLGATHER], *b = &sp->cost[FM_CP_RING];
+  int by_mem = a->mem_bytes <= b->mem_bytes ? FM_CP_ALLGATHER : FM_CP_RING;
+  if (sp->fits[FM_CP_ALLGATHER] != sp->fits[FM_CP_RING])
+    sp->exchange = sp->fits[FM_CP_ALLGATHER] ? FM_CP_ALLGATHER : FM_CP_RING;
+  else if (!sp->fits[FM_CP_ALLGATHER] || !times || fabs(a->step_ms - b->step_ms) <= 0.01 * fmin(a->step_ms, b->step_ms))
+    sp->exchange = by_mem;
+  else
+    sp->exchange = a->step_ms < b->step_ms ? FM_CP_ALLGATHER : FM_CP_RING;
+  sp->step_ms = sp->cost[sp->exchange].step_ms;
+  sp->efficiency_exchange = times && sp->step_ms > 0 ? p->sum.one_gpu_total_ms / (P * sp->step_ms) : NAN;
+}
+
+/* Every rank of one sharding, both passes, then the exchanges. */
+static fm_status sharding_eval(fm_cp_plan *p, const fm_cp_options *o, fm_cp_sharding s, fm_err *err) {
+  fm_cp_sharding_plan *sp = &p->sp[s];
+  int32_t P = p->sum.ranks, nseg = sp->nsegments;
+  char what[96];
+  snprintf(what, sizeof what, "the K/V needs of %d ranks x %d segments", P, nseg);
+  fm_status st = fm_mem_check(fm_mem_mul(P, nseg), what, err);
+  if (st != FM_OK) return st;
+  p->ranks[s] = calloc((size_t)P, sizeof *p->ranks[s]);
+  p->need[s] = calloc((size_t)P * (size_t)nseg, 1);
+  if (!p->ranks[s] || !p->need[s]) return fm_fail(err, FM_ENOMEM, "cannot allocate %s", what);
+  eval_ctx e = {.p = p, .o = o, .segs = p->segs[s], .nseg = nseg, .ranks = P, .out = p->ranks[s],
+                .need = p->need[s]};
+  st = eval_init(&e, err);
+  for (int32_t k = 0; k < nseg; k++) {
+    p->ranks[s][e.segs[k].rank].rows += e.segs[k].row1 - e.segs[k].row0;
+    p->ranks[s][e.segs[k].rank].segments++;
+  }
+  for (int32_t r = 0; st == FM_OK && r < P; r++) {
+    fm_cp_rank *rk = &p->ranks[s][r];
+    for (int pass = 0; st == FM_OK && pass < FM_CP_NPASSES; pass++) st = rank_pass(&e, r, pass, err);
+    rk->compute_ms = NAN;
+    for (int pass = 0; pass < FM_CP_NPASSES; pass++)
+      if (!isnan(rk->ms[pass])) rk->compute_ms = (isnan(rk->compute_ms) ? 0 : rk->compute_ms) + rk->ms[pass];
+    if (st == FM_OK) rank_costs(&e, r);
+  }
+  eval_free(&e);
+  sp->sharding = s;
+  sp->segments = p->segs[s];
+  sp->ranks = p->ranks[s];
+  sp->need = p->need[s];
+  if (st == FM_OK) sharding_finish(p, sp);
+  return st;
+}
+
+/* ------------------------------------------------------------ the plan */
+
+static int64_t gcd64(int64_t a, int64_t b) {
+  while (b) {
+    int64_t t = a % b;
+    a = b;
+    b = t;
+  }
+  return a;
+}
+
+static int64_t lcm64(int64_t a, int64_t b) { return a && b ? a / gcd64(a, b) * b : (a ? a : b); }
+
+/* Options, the kernel and its tiles, the granule and the chunk into p->sum. */
+static fm_status plan_setup(fm_cp_plan *p, const fm_colmask *m, const fm_cp_options *o, fm_err *err) {
+  fm_cp_summary *s = &p->sum;
+  int32_t sq = fm_colmask_sq(m);
+  if (sq != fm_colmask_sk(m))
+    return fm_fail(err, FM_EINVAL, "context parallelism splits one sequence: it needs Sq = Sk (the "
+                   "mask is %d x %d)", sq, fm_colmask_sk(m));
+  if (o->ranks < 1 || o->ranks > FM_CP_MAX_RANKS)
+    return fm_fail(err, FM_EINVAL, "--ranks %d: expected 1..%d", o->ranks, FM_CP_MAX_RANKS);
+  s->seqlen = sq;
+  s->ranks = o->ranks;
+  s->head_dim = o->head_dim ? o->head_dim : 128;
+  s->batch = o->batch ? o->batch : 1;
+  s->heads = o->heads ? o->heads : 1;
+  s->link_gbs = o->link_gbs > 0 ? o->link_gbs : FM_CP_DEFAULT_LINK_GBS;
+  s->link_us = o->link_us > 0 ? o->link_us : FM_CP_DEFAULT_LINK_US;
+  s->mem_budget = o->mem_budget > 0 ? o->mem_budget : FM_CP_DEFAULT_MEM_BUDGET;
+  s->kv_row_bytes = s->heads * s->head_dim * 2 * 2 * s->batch;
+  fm_kernel_id k = o->kernel;
+  if (o->profile && k != FM_KERNEL_AUTO && k != o->profile->kernel)
+    return fm_fail(err, FM_EINVAL, "the profile %s is for kernel %s, not %s", o->profile->name,
+                   fm_kernel_get(o->profile->kernel)->name, fm_kernel_get(k)->name);
+  if (o->profile) k = o->profile->kernel;
+  fm_status st = k == FM_KERNEL_AUTO ? fm_kernel_auto(-1, 0, &k, err) : FM_OK;
+  if (st == FM_OK) st = fm_kernel_tile_size(k, FM_PASS_FWD, s->head_dim, &s->br[0], &s->bc[0], err);
+  if (st != FM_OK) return st;
+  s->kernel = k;
+  if (fm_kernel_tile_size(k, FM_PASS_BWD, s->head_dim, &s->br[1], &s->bc[1], NULL) != FM_OK)
+    s->br[1] = s->bc[1] = 0;
+  int64_t g = lcm64(lcm64(s->br[0], s->bc[0]), lcm64(s->br[1], s->bc[1]));
+  s->granule = (int32_t)g;
+  int64_t chunk = o->chunk ? o->chunk : (FM_CP_DEFAULT_CHUNK + g - 1) / g * g;
+  if (chunk < 1 || chunk % g || chunk > FM_MAX_SEQLEN)
+    return fm_fail(err, FM_EINVAL, "--chunk %lld: expected a multiple of %lld rows (the kernel's tiles: "
+                   "%d x %d forward, %d x %d backward)", (long long)o->chunk, (long long)g, s->br[0],
+                   s->bc[0], s->br[1], s->bc[1]);
+  s->chunk = (int32_t)chunk;
+  s->chunks = (int32_t)((sq + chunk - 1) / chunk);
+  p->nsets = fm_colmask_nsets(m);
+  p->nb = fm_colmask_nb(m);
+  p->nh = fm_colmask_nh(m);
+  p->causal = fm_colmask_causal(m);
+  return FM_OK;
+}
+
+/* The whole mask on one GPU: what `fmsim predict` prints. */
+static fm_status one_gpu(fm_cp_plan *p, const fm_colmask *m, const fm_gpu_profile *prof, fm_err *err) {
+  fm_cp_summary *s = &p->sum;
+  s->one_gpu_ms[0] = s->one_gpu_ms[1] = s->one_gpu_total_ms = NAN;
+  s->have_times = prof != NULL;
+  for (int k = 0; prof && k < FM_CP_NPASSES; k++) {
+    fm_pass pass = k == FM_CP_FWD ? FM_PASS_FWD : FM_PASS_BWD;
+    if (!p->pass[k].present || !fm_profile_coef(prof, pass, s->head_dim)) continue;
+    fm_timing_work w;
+    fm_timing_result res;
+    fm_timing_problem pb = {.batch = s->batch, .heads = s->heads, .head_dim = s->head_dim,
+                            .pass = pass, .variant = FM_VARIANT_SKIP};
+    fm_status st = fm_timing_work_init(&w, m, s->br[k], s->bc[k], err);
+    if (st == FM_OK) st = fm_timing_predict(prof, &w, &pb, &res, err);
+    fm_timing_work_free(&w);
+    if (st != FM_OK) return st;
+    s->one_gpu_ms[k] = res.time_us / 1e3;
+    s->one_gpu_total_ms = (isnan(s->one_gpu_total_ms) ? 0 : s->one_gpu_total_ms) + s->one_gpu_ms[k];
+  }
+  if (prof && !fm_profile_coef(prof, FM_PASS_FWD, s->head_dim))
+    return fm_fail(err, FM_EUNSUPPORTED, "profile %s has no forward coefficients for head dim %d",
+                   prof->name, s->head_dim);
+  return FM_OK;
+}
+
+static fm_status plan_build(fm_cp_plan *p, const fm_colmask *m, const fm_cp_options *o, fm_err *err) {
+  fm_status st = plan_setup(p, m, o, err);
+  for (int k = 0; st == FM_OK && k < FM_CP_NPASSES; k++) {
+    pass_data *pd = &p->pass[k];
+    pd->present = p->sum.br[k] > 0;
+    pd->br = p->sum.br[k];
+    pd->bc = p->sum.bc[k];
+    if (!pd->present) continue;
+    if (k == FM_CP_FWD) {
+      int32_t tr = (int32_t)(((int64_t)p->sum.seqlen + pd->br - 1) / pd->br);
+      int32_t tc = (int32_t)(((int64_t)p->sum.seqlen + pd->bc - 1) / pd->bc);
+      p->sum.map_rows = tr < MAP_MAX ? tr : MAP_MAX;
+      p->sum.map_cols = tc < MAP_MAX ? tc : MAP_MAX;
+      p->map = calloc((size_t)p->sum.map_rows * (size_t)p->sum.map_cols, sizeof *p->map);
+      if (!p->map) return fm_fail(err, FM_ENOMEM, "cannot allocate the work map");
+    }
+    st = pass_walk(p, m, pd, k == FM_CP_FWD, err);
+    p->sum.tiles[k] = pd->counts;
+  }
+  if (st == FM_OK) map_finish(p);
+  if (st == FM_OK) st = one_gpu(p, m, o->profile, err);
+  unsigned want = o->shardings ? o->shardings : (1u << FM_CP_NSHARDINGS) - 1;
+  shard_ctx c = {.plan = p, .o = o, .seqlen = p->sum.seqlen, .ranks = p->sum.ranks,
+                 .granule = p->sum.granule};
+  for (int s = 0; st == FM_OK && s < FM_CP_NSHARDINGS; s++) {
+    if (!(want & (1u << s))) continue;
+    int32_t n = 0;
+    st = shardings[s].build(&c, &p->segs[s], &n, &p->sp[s].exact_solver, err);
+    if (st != FM_OK) break;
+    p->sp[s].nsegments = merge_segments(p->segs[s], n);
+    st = sharding_eval(p, o, (fm_cp_sharding)s, err);
+    p->have[s] = st == FM_OK;
+  }
+  return st;
+}
+
+fm_status fm_cp_plan_create(const fm_colmask *m, const fm_cp_options *o, fm_cp_plan **out,
+                            fm_err *err) {
+  *out = NULL;
+  fm_cp_plan *p = calloc(1, sizeof *p);
+  if (!p) return fm_fail(err, FM_ENOMEM, "cannot allocate a plan");
+  fm_status st = plan_build(p, m, o, err);
+  for (int k = 0; k < FM_CP_NPASSES; k++) {
+    free(p->pass[k].diff);
+    p->pass[k].diff = NULL;
+  }
+  free(p->map_diff);
+  p->map_diff = NULL;
+  if (st != FM_OK) {
+    fm_cp_plan_destroy(p);
+    return st;
+  }
+  *out = p;
+  return FM_OK;
+}
+
+void fm_cp_plan_destroy(fm_cp_plan *p) {
+  if (!p) return;
+  for (int k = 0; k < FM_CP_NPASSES; k++) pass_free(&p->pass[k]);
+  for (int s = 0; s < FM_CP_NSHARDINGS; s++) {
+    free(p->segs[s]);
+    free(p->ranks[s]);
+    free(p->need[s]);
+  }
+  free(p->map);
+  free(p->map_diff);
+  free(p);
+}
+
+const fm_cp_summary *fm_cp_plan_summary(const fm_cp_plan *p) { return &p->sum; }
+
+const fm_cp_sharding_plan *fm_cp_plan_sharding(const fm_cp_plan *p, fm_cp_sharding s) {
+  return s >= 0 && s < FM_CP_NSHARDINGS && p->have[s] ? &p->sp[s] : NULL;
+}
+
+const float *fm_cp_plan_work_map(const fm_cp_plan *p) { return p->map; }

@@ -1,0 +1,255 @@
+/* fm_cp_plan.h — context-parallel plans: how P GPUs split one masked
+ * attention by sequence, planned on the CPU (issue 24; docs/DESIGN.md,
+ * "Context parallelism"). `fmsim cp-plan` prints a plan; `fmsim cp-run`
+ * executes one (its rows, its K/V exchange, its per-rank masks).
+ *
+ * The problem: self-attention over one sequence of S tokens (Sq = Sk = S),
+ * batch B, H heads, head dim D, a mask fmsim reads (fm_colmask). Query rows
+ * are split among P ranks; a rank's K/V rows are the same rows as its query
+ * rows (K/V stay with their owner). A rank computes its query rows against
+ * every key: the keys of other ranks arrive by an exchange.
+ *
+ * Shardings (one registry row each, fm_cp_sharding_name/parse):
+ *   contiguous  P blocks of consecutive rows, as equal as the granule allows;
+ *   zigzag      2P stripes, rank r owning stripes r and 2P-1-r (ring
+ *               attention's zigzag: for a causal mask each rank gets one
+ *               light and one heavy stripe);
+ *   mask-aware  query chunks of `chunk` rows assigned by their work, largest
+ *               first onto the least-loaded rank (PaddlePaddle FlashMask's
+ *               context parallel), or by the exact solver; the work of a
+ *               chunk is its visited forward tiles (min/max rule, the
+ *               kernel's tile). K/V follow their query chunk, as in the other
+ *               two (a chunk's K/V rows live on the rank that owns its
+ *               queries: for document masks most visited tiles are then
+ *               local; docs/DESIGN.md, "Context parallelism", says why
+ *               not contiguous K/V).
+ * Every boundary is a multiple of the granule, the least common multiple of
+ * the kernel's forward and backward tiles (rows and columns): 128 for sm90 at
+ * head dim 128, 384 at 64. A rank's rows are then whole row tiles and its K/V
+ * whole key tiles, of both passes; the last segment ends at S.
+ *
+ * A rank's sub-problem is its rows (its segments, in row order) against all
+ * S keys. Its local mask (fm_cp_rank_mask) maps every interval [a, b) of a
+ * column to [L(a), L(b)), L(x) = rows of the rank below x, which is exact
+ * (the rank's rows inside [a, b) are consecutive in local order); a causal
+ * mask keeps its causal flag when the rank owns one segment that ends at S
+ * (the bottom-right triangle is then the same), else its triangle is folded
+ * into the upper interval (a bidir-4 mask). Every tile of the local mask
+ * keeps its class, by the min/max rule and exactly (L is monotone and the
+ * rank's tiles are whole), so the plan classifies the whole mask once per
+ * pass tile (fm_tile_walk) and counts each rank's tiles from that walk,
+ * never building a local mask and never allocating O(S^2) or O(Tr x Tc).
+ *
+ * Times: a rank's forward and backward come from the timing model
+ * (fm_timing_predict, core/fm_timing.h) on the work of its local mask at the
+ * kernel's tile of each pass (built from the walk; equal to
+ * fm_timing_work_init of fm_cp_rank_mask, which the tests check). The
+ * one-GPU time is fm_timing_predict of the whole mask, what `fmsim predict`
+ * prints.
+ *
+ * K/V exchange. A segment is the unit sent. Rank r needs segment k when
+ * another rank owns k and some tile of r's rows on k's keys is not MASKED by
+ * the min/max rule, in the forward or the backward (the kernel skips MASKED
+ * tiles before loading K/V). Two exchanges are costed per rank, per pass
+ * (link: link_gbs GB/s into and out of each GPU at once, link_us per
+ * message; the backward also sends the dK/dV partials of received segments
+ * back to their owners, as many bytes, on the other direction of the link):
+ *   FM_CP_ALLGATHER  the needed segments arrive while the rank computes its
+ *                    own K/V, then the rest is computed; the backward sends
+ *                    dK/dV after its compute. Holds every needed segment.
+ *   FM_CP_RING       one step per source rank in ring order (r, r-1, ...),
+ *                    direct point-to-point (NVSwitch), a source with nothing
+ *                    needed skipped: the next source's segments arrive while
+ *                    this one's tiles are computed (the compute split by the
+ *                    visited tiles of each source), partial outputs merged by
+ *                    log-sum-exp; one launch per step. Holds at most two
+ *                    sources at once (double buffering).
+ * The plan picks the faster whose peak memory fits mem_budget (ties within 1%:
+ * the smaller memory); the napkin math is in docs/DESIGN.md, "Context
+ * parallelism".
+ *
+ * Memory: fm_cp_plan_create allocates O(sets x (Tr + Tc) + P x segments)
+ * per pass (checked against the memory budget, fm_limits.h) and frees it all
+ * in fm_cp_plan_destroy; O(P x (Tr + sets x Tc)) time per sharding and pass
+ * plus the timing model's: 0.04 s at 1M tokens, 0.7 s at 16M on the 2-core
+ * machine (docs/DESIGN.md, "Context parallelism").
+ */
+#ifndef FM_CP_PLAN_H
+#define FM_CP_PLAN_H
+
+#include <stdint.h>
+
+#include "fm_colmask.h"
+#include "fm_kernels.h"
+#include "fm_status.h"
+#include "fm_tiles.h"
+#include "fm_timing.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum fm_cp_sharding {
+  FM_CP_CONTIGUOUS = 0,
+  FM_CP_ZIGZAG = 1,
+  FM_CP_MASK_AWARE = 2,
+  FM_CP_NSHARDINGS = 3
+} fm_cp_sharding;
+
+typedef enum fm_cp_exchange {
+  FM_CP_ALLGATHER = 0, /* (a) all-gather of only the needed K/V segments */
+  FM_CP_RING = 1,      /* (b) ring of point-to-point sends, LSE merge */
+  FM_CP_NEXCHANGES = 2
+} fm_cp_exchange;
+
+/* Index of per-pass arrays. */
+enum { FM_CP_FWD = 0, FM_CP_BWD = 1, FM_CP_NPASSES = 2 };
+
+#define FM_CP_DEFAULT_CHUNK 2048       /* mask-aware chunk rows (Paddle's), rounded up to the granule */
+#define FM_CP_EXACT_MAX_CHUNKS 24      /* the exact solver's limit */
+#define FM_CP_MAX_RANKS 65536
+#define FM_CP_DEFAULT_LINK_GBS 360.0   /* per GPU and direction: ~80% of NVLink 4's 450 GB/s */
+#define FM_CP_DEFAULT_LINK_US 10.0     /* per message */
+#define FM_CP_DEFAULT_MEM_BUDGET ((int64_t)120 << 30) /* bytes per GPU: an H200's 141 GB less room */
+
+/* "contiguous", "zigzag", "mask-aware"; "?" out of range. Static storage. */
+const char *fm_cp_sharding_name(fm_cp_sharding s);
+/* A sharding name or "all" into bits (1u << fm_cp_sharding); FM_EINVAL naming
+ * the choices (read from the registry) otherwise. */
+fm_status fm_cp_shardings_parse(const char *text, unsigned *bits, fm_err *err);
+/* "allgather", "ring"; "?" out of range. Static storage. */
+const char *fm_cp_exchange_name(fm_cp_exchange e);
+
+typedef struct fm_cp_options {
+  int32_t ranks;          /* P, 1..FM_CP_MAX_RANKS */
+  unsigned shardings;     /* bits (1u << fm_cp_sharding); 0: all */
+  int32_t chunk;          /* mask-aware chunk rows, a multiple of the granule; 0: the default */
+  int exact;              /* 1: mask-aware by fm_cp_assign_exact (FM_EUNSUPPORTED above
+                             FM_CP_EXACT_MAX_CHUNKS chunks), else fm_cp_assign_greedy */
+  fm_kernel_id kernel;    /* whose tiles; FM_KERNEL_AUTO: the profile's, else the H200's */
+  int32_t head_dim;       /* D; 0: 128 */
+  int64_t batch, heads;   /* B, H (1..65535; 0: 1); the mask's sets must be 1 or match */
+  const fm_gpu_profile *profile; /* the timing model's; NULL: no times (tile work only).
+                                    Borrowed during fm_cp_plan_create only */
+  double link_gbs;        /* GB/s per GPU and direction; 0: FM_CP_DEFAULT_LINK_GBS */
+  double link_us;         /* latency per message, us; 0: FM_CP_DEFAULT_LINK_US */
+  int64_t mem_budget;     /* bytes per GPU; 0: FM_CP_DEFAULT_MEM_BUDGET */
+} fm_cp_options;
+
+/* Rows [row0, row1) of queries and of K/V, owned by rank. */
+typedef struct fm_cp_segment {
+  int32_t row0, row1, rank;
+} fm_cp_segment;
+
+/* One exchange's cost for a rank (times NaN without a profile). */
+typedef struct fm_cp_cost {
+  double ms[FM_CP_NPASSES]; /* the pass with its exchange: compute, waits, sends */
+  double step_ms;           /* ms[FWD] + ms[BWD] */
+  int64_t mem_bytes;        /* peak per GPU: its own tensors plus the exchange's buffers */
+} fm_cp_cost;
+
+typedef struct fm_cp_rank {
+  int64_t rows;                       /* query rows owned (= K/V rows) */
+  int32_t segments;                   /* segments owned */
+  fm_tile_counts tiles[FM_CP_NPASSES]; /* its rows x all keys at the pass's tile, min/max and
+                                         exact, over the mask's vector sets (as fm_classify) */
+  int64_t work;                       /* visited forward tiles (min/max): the balance measure */
+  double ms[FM_CP_NPASSES];           /* predicted time of each pass (NaN: no profile, no fit) */
+  double compute_ms;                  /* the sum of the passes predicted (NaN: none) */
+  int64_t kv_recv_rows;               /* K/V rows of needed segments of other ranks */
+  int64_t kv_recv_bytes;              /* kv_recv_rows x kv_row_bytes */
+  int32_t kv_sources;                 /* ranks it receives from */
+  fm_cp_cost cost[FM_CP_NEXCHANGES];  /* FM_CP_ALLGATHER, FM_CP_RING */
+} fm_cp_rank;
+
+typedef struct fm_cp_sharding_plan {
+  fm_cp_sharding sharding;
+  int exact_solver;                /* mask-aware: 1 assigned by fm_cp_assign_exact */
+  int32_t nsegments;
+  const fm_cp_segment *segments;   /* (nsegments,) by row, covering [0, S); the plan owns it */
+  const fm_cp_rank *ranks;         /* (P,); the plan owns it */
+  const uint8_t *need;             /* (P, nsegments): 1 when rank r receives segment k */
+  double imbalance_time;           /* max / mean of compute_ms (NaN without times) */
+  double imbalance_work;           /* max / mean of work (NaN when no tile is visited) */
+  double step_compute_ms;          /* max over ranks of compute_ms */
+  double efficiency;               /* one GPU's time / (P x step_compute_ms) */
+  int64_t kv_recv_bytes;           /* over every rank: the communication volume */
+  int64_t kv_recv_bytes_max;       /* the most one rank receives */
+  fm_cp_cost cost[FM_CP_NEXCHANGES]; /* max over ranks of each member */
+  int fits[FM_CP_NEXCHANGES];      /* cost[e].mem_bytes <= mem_budget */
+  fm_cp_exchange exchange;         /* the plan's choice */
+  double step_ms;                  /* cost[exchange].step_ms */
+  double efficiency_exchange;      /* one GPU's time / (P x step_ms) */
+} fm_cp_sharding_plan;
+
+typedef struct fm_cp_summary {
+  int32_t seqlen, ranks;
+  int32_t granule, chunk, chunks;      /* mask-aware: rows per chunk, chunks */
+  fm_kernel_id kernel;
+  int32_t head_dim;
+  int64_t batch, heads;
+  int32_t br[FM_CP_NPASSES], bc[FM_CP_NPASSES]; /* the kernel's tiles; 0 x 0: no backward */
+  fm_tile_counts tiles[FM_CP_NPASSES]; /* the whole mask (fm_classify's counts) */
+  int have_times;                      /* a profile was given */
+  double one_gpu_ms[FM_CP_NPASSES];    /* fm_timing_predict of the whole mask (NaN: none) */
+  double one_gpu_total_ms;             /* the sum of those predicted */
+  int64_t kv_row_bytes;                /* one K/V row: heads x head_dim x 2 (bf16) x 2 (K, V) x batch */
+  double link_gbs, link_us;
+  int64_t mem_budget;
+  int32_t map_rows, map_cols;          /* the work map's cells (fm_cp_plan_work_map) */
+} fm_cp_summary;
+
+typedef struct fm_cp_plan fm_cp_plan;
+
+/* Plans m (Sq = Sk; FM_EINVAL otherwise, and for options out of range: a
+ * chunk that is not a multiple of the granule, more ranks than a sharding has
+ * room for (contiguous: granules, zigzag: 2P stripes, mask-aware: chunks)).
+ * FM_EUNSUPPORTED: --exact above FM_CP_EXACT_MAX_CHUNKS chunks, a head dim
+ * the kernel has no tile for; FM_ENOMEM past the memory budget; the timing
+ * model's errors. The caller owns *out (fm_cp_plan_destroy). */
+fm_status fm_cp_plan_create(const fm_colmask *m, const fm_cp_options *o, fm_cp_plan **out,
+                            fm_err *err);
+void fm_cp_plan_destroy(fm_cp_plan *p); /* NULL is a no-op */
+
+/* Views owned by the plan, valid until fm_cp_plan_destroy. */
+const fm_cp_summary *fm_cp_plan_summary(const fm_cp_plan *p);
+/* The plan of one sharding; NULL when it was not asked for. */
+const fm_cp_sharding_plan *fm_cp_plan_sharding(const fm_cp_plan *p, fm_cp_sharding s);
+/* The work map of the first vector set at the forward tile: (map_rows,
+ * map_cols) fractions in [0, 1] of visited tiles (min/max rule) per cell, each
+ * cell a block of row tiles x key tiles (the whole grid when it has at most 512
+ * of each). What the figure draws under the owners' colours. */
+const float *fm_cp_plan_work_map(const fm_cp_plan *p);
+
+/* The rank that owns row i (0 <= i < S): a binary search of the segments. */
+int32_t fm_cp_owner(const fm_cp_sharding_plan *sp, int32_t i);
+
+struct fm_json;
+/* The plan as members of the open JSON object j (format "fmsim-cp-plan",
+ * version 1; the keys are listed in docs/DESIGN.md, "Context parallelism"). */
+void fm_cp_plan_json(const fm_cp_plan *p, struct fm_json *j);
+
+/* The local mask of rank `rank` for segments seg (nseg, by row, covering
+ * [0, Sq) of m): its rows in row order against every key, as described
+ * above (Sq' = its rows, Sk unchanged, the sets of m). The caller owns *out
+ * (fm_colmask_destroy). FM_EINVAL when the rank owns no rows or m has
+ * Sq != Sk; FM_ENOMEM as fm_colmask_create. O(sets x Sk) time. */
+fm_status fm_cp_rank_mask(const fm_colmask *m, const fm_cp_segment *seg, int32_t nseg,
+                          int32_t rank, fm_colmask **out, fm_err *err);
+
+/* Assignments of n items of work[i] >= 0 to ranks (owner (n,), written):
+ * greedy: items by work descending (ties: lower index first), each onto the
+ *   rank with the least work (ties: fewer items, then the lower rank);
+ * exact: the least possible maximum load (branch and bound from the greedy
+ *   answer; FM_EUNSUPPORTED above FM_CP_EXACT_MAX_CHUNKS items).
+ * Both leave no rank empty when n >= ranks (an empty rank takes a lighter
+ * item from a rank holding two, which never raises the maximum). Return the
+ * maximum load; fm_cp_assign_exact returns -1 on failure (err set). */
+int64_t fm_cp_assign_greedy(const int64_t *work, int32_t n, int32_t ranks, int32_t *owner);
+int64_t fm_cp_assign_exact(const int64_t *work, int32_t n, int32_t ranks, int32_t *owner,
+                           fm_err *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

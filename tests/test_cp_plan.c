@@ -1,0 +1,537 @@
+/* test_cp_plan.c — context-parallel plans (core/fm_cp_plan.h, fmsim cp-plan):
+ *   - contiguous `full` is balanced, contiguous `causal` follows its closed
+ *     form (rank P-1 about 2P-1 times rank 0), zigzag `causal` is balanced
+ *     within one tile row;
+ *   - every rank's tiles, by class, both passes, min/max and exact, add up to
+ *     fm_classify's counts of the whole mask, and equal a brute force over
+ *     fm_classify's tile maps restricted to the rank's rows;
+ *   - a rank's local mask (fm_cp_rank_mask) is the global mask on its rows,
+ *     element by element, and the timing model on it gives the rank's time;
+ *   - K/V needs equal a brute force over the tile maps; ranks aligned to
+ *     documents need no remote K/V;
+ *   - mask-aware beats contiguous on causal_document at 1M; the exact
+ *     solver is never worse than greedy and equals a brute force;
+ *   - the command's JSON parses and says what its table says. */
+#include "fm_test_util.h" /* first: it sets _POSIX_C_SOURCE */
+
+#include <criterion/criterion.h>
+#include <math.h>
+
+#include "fm_cp_plan.h"
+#include "fm_families.h"
+#include "fm_samples.h"
+#include "fm_tiles.h"
+#include "fm_timing.h"
+
+static fm_colmask *family(const char *name, int64_t s, const char *param) {
+  fm_sample_set samples;
+  cr_assert_eq(fm_samples_builtin(&samples, NULL), FM_OK);
+  const char *params[1] = {param};
+  fm_family_request req = {.family = name, .seqlen = s, .batch = 1, .heads = 1, .seed = 3,
+                           .sample = -1, .samples = &samples, .nparams = param ? 1 : 0,
+                           .params = params};
+  fm_colmask *m = NULL;
+  fm_err err;
+  cr_assert_eq(fm_family_build(&req, &m, NULL, &err), FM_OK, "%s: %s", name, err.msg);
+  fm_samples_free(&samples);
+  return m;
+}
+
+static fm_gpu_profile *profile(void) {
+  static fm_gpu_profile p;
+  fm_err err;
+  cr_assert_eq(fm_profile_load(FM_TEST_SOURCE_DIR "/../data/gpu/h200-sm90.json", &p, &err), FM_OK, "%s",
+               err.msg);
+  return &p;
+}
+
+static fm_cp_plan *plan_of(const fm_colmask *m, int32_t ranks, unsigned shardings, int with_times) {
+  fm_cp_options o = {.ranks = ranks, .shardings = shardings, .kernel = FM_KERNEL_SM90,
+                     .profile = with_times ? profile() : NULL};
+  fm_cp_plan *p = NULL;
+  fm_err err;
+  cr_assert_eq(fm_cp_plan_create(m, &o, &p, &err), FM_OK, "%s", err.msg);
+  return p;
+}
+
+static const fm_cp_sharding_plan *sharding(const fm_cp_plan *p, fm_cp_sharding s) {
+  const fm_cp_sharding_plan *sp = fm_cp_plan_sharding(p, s);
+  cr_assert_not_null(sp, "%s not planned", fm_cp_sharding_name(s));
+  return sp;
+}
+
+static int64_t visited(const fm_cp_rank *rk) { return rk->tiles[FM_CP_FWD].total - rk->tiles[FM_CP_FWD].minmax[FM_TILE_MASKED]; }
+
+/* ---- balance ------------------------------------------------------------------- */
+
+Test(cp_plan, contiguous_full_is_balanced) {
+  fm_colmask *m = family("full", 65536, NULL);
+  fm_cp_plan *p = plan_of(m, 4, 1u << FM_CP_CONTIGUOUS, 1);
+  const fm_cp_sharding_plan *sp = sharding(p, FM_CP_CONTIGUOUS);
+  for (int r = 0; r < 4; r++) {
+    cr_assert_eq(sp->ranks[r].rows, 16384);
+    cr_assert_eq(visited(&sp->ranks[r]), 128 * 512, "rank %d: %lld", r, (long long)visited(&sp->ranks[r]));
+    cr_assert_eq(sp->ranks[r].kv_recv_rows, 3 * 16384, "a full mask needs every other rank's K/V");
+    cr_assert_eq(sp->ranks[r].kv_sources, 3);
+  }
+  cr_assert_float_eq(sp->imbalance_work, 1.0, 1e-12);
+  cr_assert_float_eq(sp->imbalance_time, 1.0, 1e-3, "time imbalance %g", sp->imbalance_time);
+  fm_cp_plan_destroy(p);
+  fm_colmask_destroy(m);
+}
+
+/* Causal, contiguous: rank r's row tiles [rb, (r+1)b) visit rt + 1 key tiles each. */
+Test(cp_plan, contiguous_causal_follows_its_closed_form) {
+  const int32_t P = 4, b = 128; /* row tiles per rank, 128 rows each */
+  fm_colmask *m = family("causal", (int64_t)P * b * 128, NULL);
+  fm_cp_plan *p = plan_of(m, P, 1u << FM_CP_CONTIGUOUS, 1);
+  const fm_cp_sharding_plan *sp = sharding(p, FM_CP_CONTIGUOUS);
+  for (int32_t r = 0; r < P; r++) {
+    int64_t want = (int64_t)b * r * b + (int64_t)b * (b + 1) / 2;
+    cr_assert_eq(visited(&sp->ranks[r]), want, "rank %d: %lld visited, want %lld", r,
+                 (long long)visited(&sp->ranks[r]), (long long)want);
+    cr_assert_eq(sp->ranks[r].tiles[FM_CP_FWD].minmax[FM_TILE_PARTIAL], b, "the diagonal");
+  }
+  double ratio = (double)visited(&sp->ranks[P - 1]) / (double)visited(&sp->ranks[0]);
+  cr_assert(ratio > 2 * P - 1 - 1.0 && ratio < 2 * P - 1, "rank P-1 / rank 0 = %g", ratio);
+  cr_assert_gt(sp->ranks[P - 1].compute_ms, 3 * sp->ranks[0].compute_ms);
+  fm_cp_plan_destroy(p);
+  fm_colmask_destroy(m);
+}
+
+Test(cp_plan, zigzag_causal_is_balanced_within_a_tile_row) {
+  /* 2P does not divide the granules: stripes differ by one granule */
+  int64_t lengths[] = {8 * 2048, 8 * 2048 + 3 * 128, 131072 + 640, 1000000};
+  for (size_t t = 0; t < sizeof lengths / sizeof lengths[0]; t++) {
+    fm_colmask *m = family("causal", lengths[t], NULL);
+    fm_cp_plan *p = plan_of(m, 4, 1u << FM_CP_ZIGZAG | 1u << FM_CP_CONTIGUOUS, 0);
+    const fm_cp_sharding_plan *zz = sharding(p, FM_CP_ZIGZAG), *ct = sharding(p, FM_CP_CONTIGUOUS);
+    int64_t lo = INT64_MAX, hi = 0, tc = (lengths[t] + 127) / 128;
+    for (int r = 0; r < 4; r++) {
+      lo = visited(&zz->ranks[r]) < lo ? visited(&zz->ranks[r]) : lo;
+      hi = visited(&zz->ranks[r]) > hi ? visited(&zz->ranks[r]) : hi;
+      cr_assert_eq(zz->ranks[r].segments, r == 3 ? 1 : 2, "rank 3 owns the two middle stripes");
+    }
+    cr_assert_leq(hi - lo, tc, "S = %lld: zigzag ranks differ by %lld tiles, one tile row has %lld",
+                  (long long)lengths[t], (long long)(hi - lo), (long long)tc);
+    cr_assert_lt(zz->imbalance_work, ct->imbalance_work);
+    fm_cp_plan_destroy(p);
+    fm_colmask_destroy(m);
+  }
+}
+
+/* ---- tiles: against fm_classify's maps -------------------------------------------- */
+
+/* Every rank's tiles against a brute force over fm_classify's per-tile maps
+ * (its rows, every key), both passes; and their sums against the whole mask. */
+static void check_tiles(const fm_colmask *m, const fm_cp_plan *p, const char *what) {
+  const fm_cp_summary *s = fm_cp_plan_summary(p);
+  for (int pass = 0; pass < FM_CP_NPASSES; pass++) {
+    int32_t br = s->br[pass], bc = s->bc[pass], tr = (s->seqlen + br - 1) / br, tc = (s->seqlen + bc - 1) / bc;
+    int64_t n = (int64_t)fm_colmask_nsets(m) * tr * tc;
+    uint8_t *cls = malloc((size_t)n), *ex = malloc((size_t)n);
+    fm_tile_counts whole;
+    cr_assert_eq(fm_classify(m, br, bc, &whole, cls, ex, NULL), FM_OK);
+    for (int k = 0; k < FM_TILE_NCLASSES; k++) {
+      cr_assert_eq(s->tiles[pass].minmax[k], whole.minmax[k], "%s pass %d class %d", what, pass, k);
+      cr_assert_eq(s->tiles[pass].exact[k], whole.exact[k], "%s pass %d exact class %d", what, pass, k);
+    }
+    for (int sh = 0; sh < FM_CP_NSHARDINGS; sh++) {
+      const fm_cp_sharding_plan *sp = fm_cp_plan_sharding(p, (fm_cp_sharding)sh);
+      if (!sp) continue;
+      int64_t sum[2][FM_TILE_NCLASSES] = {{0}}, mine[2][FM_TILE_NCLASSES];
+      for (int32_t r = 0; r < s->ranks; r++) {
+        memset(mine, 0, sizeof mine);
+        for (int32_t set = 0; set < fm_colmask_nsets(m); set++)
+          for (int32_t rt = 0; rt < tr; rt++) {
+            if (fm_cp_owner(sp, rt * br) != r) continue;
+            for (int32_t ct = 0; ct < tc; ct++) {
+              int64_t i = ((int64_t)set * tr + rt) * tc + ct;
+              mine[0][cls[i]]++;
+              mine[1][ex[i]]++;
+            }
+          }
+        for (int k = 0; k < FM_TILE_NCLASSES; k++) {
+          const fm_tile_counts *got = &sp->ranks[r].tiles[pass];
+          cr_assert_eq(got->minmax[k], mine[0][k], "%s %s rank %d pass %d class %d: %lld, brute force %lld",
+                       what, fm_cp_sharding_name(sp->sharding), r, pass, k, (long long)got->minmax[k],
+                       (long long)mine[0][k]);
+          cr_assert_eq(got->exact[k], mine[1][k], "%s %s rank %d pass %d exact class %d", what,
+                       fm_cp_sharding_name(sp->sharding), r, pass, k);
+          sum[0][k] += got->minmax[k];
+          sum[1][k] += got->exact[k];
+        }
+      }
+      for (int k = 0; k < FM_TILE_NCLASSES; k++) {
+        cr_assert_eq(sum[0][k], whole.minmax[k], "%s %s: ranks add up", what, fm_cp_sharding_name(sp->sharding));
+        cr_assert_eq(sum[1][k], whole.exact[k], "%s %s: ranks add up (exact)", what,
+                     fm_cp_sharding_name(sp->sharding));
+      }
+    }
+    free(cls);
+    free(ex);
+  }
+}
+
+Test(cp_plan, rank_tiles_add_up_to_fm_classify) {
+  const char *families[] = {"causal", "full", "causal_document", "document", "share_question",
+                            "sliding_window", "global_sliding_window", "prefix_lm_causal",
+                            "prefix_lm_document", "qk_sparse", "causal_blockwise", "random_eviction"};
+  for (size_t f = 0; f < sizeof families / sizeof families[0]; f++) {
+    fm_colmask *m = family(families[f], 8192 + 384, NULL);
+    fm_cp_plan *p = plan_of(m, 3, 0, 0);
+    check_tiles(m, p, families[f]);
+    fm_cp_plan_destroy(p);
+    fm_colmask_destroy(m);
+  }
+  fm_rng rng;
+  fm_rng_seed(&rng, 24, 0);
+  for (int k = 0; k < 6; k++) { /* random intervals: exact classes that differ from the rule */
+    fm_colmask *m = fmt_random_mask(&rng, 1280 + 128 * k, 1280 + 128 * k, 1, 2, k % 2);
+    fm_cp_options o = {.ranks = 2 + k % 3, .chunk = 256, .kernel = FM_KERNEL_SM90, .heads = 2};
+    fm_cp_plan *p = NULL;
+    cr_assert_eq(fm_cp_plan_create(m, &o, &p, NULL), FM_OK);
+    check_tiles(m, p, "random");
+    fm_cp_plan_destroy(p);
+    fm_colmask_destroy(m);
+  }
+}
+
+/* ---- the rank's local mask and its time --------------------------------------------- */
+
+Test(cp_plan, rank_mask_is_the_mask_on_its_rows_and_gives_its_time) {
+  fm_rng rng;
+  fm_rng_seed(&rng, 7, 0);
+  fm_colmask *ms[3] = {family("causal_document", 4096, "docs=700,1500,1000,896"),
+                       fmt_random_mask(&rng, 1024, 1024, 1, 1, 1), fmt_random_mask(&rng, 1024, 1024, 1, 1, 0)};
+  for (int t = 0; t < 3; t++) {
+    fm_colmask *m = ms[t];
+    int32_t s = fm_colmask_sq(m);
+    fm_cp_options o = {.ranks = 3, .chunk = 256, .kernel = FM_KERNEL_SM90, .profile = profile()};
+    fm_cp_plan *p = NULL;
+    fm_err err;
+    cr_assert_eq(fm_cp_plan_create(m, &o, &p, &err), FM_OK, "%s", err.msg);
+    uint8_t *dense = fmt_dense(m, 0);
+    for (int sh = 0; sh < FM_CP_NSHARDINGS; sh++) {
+      const fm_cp_sharding_plan *sp = sharding(p, (fm_cp_sharding)sh);
+      for (int32_t r = 0; r < 3; r++) {
+        fm_colmask *loc = NULL;
+        cr_assert_eq(fm_cp_rank_mask(m, sp->segments, sp->nsegments, r, &loc, &err), FM_OK, "%s", err.msg);
+        cr_assert_eq(fm_colmask_validate(loc, &err), FM_OK, "%s", err.msg);
+        cr_assert_eq(fm_colmask_sq(loc), sp->ranks[r].rows);
+        int32_t li = 0;
+        for (int32_t i = 0; i < s; i++) {
+          if (fm_cp_owner(sp, i) != r) continue;
+          for (int32_t j = 0; j < s; j++)
+            cr_assert_eq(fm_colmask_masked(loc, 0, li, j), dense[(size_t)i * s + j],
+                         "mask %d %s rank %d: row %d (local %d), key %d", t, fm_cp_sharding_name(sp->sharding),
+                         r, i, li, j);
+          li++;
+        }
+        /* the timing model on the local mask: the rank's predicted time */
+        for (int pass = 0; pass < FM_CP_NPASSES; pass++) {
+          fm_timing_work w;
+          fm_timing_result res;
+          fm_timing_problem pb = {.batch = 1, .heads = 1, .head_dim = 128,
+                                  .pass = pass ? FM_PASS_BWD : FM_PASS_FWD, .variant = FM_VARIANT_SKIP};
+          const fm_cp_summary *su = fm_cp_plan_summary(p);
+          cr_assert_eq(fm_timing_work_init(&w, loc, su->br[pass], su->bc[pass], NULL), FM_OK);
+          cr_assert_eq(fm_timing_predict(profile(), &w, &pb, &res, NULL), FM_OK);
+          cr_assert_float_eq(sp->ranks[r].ms[pass], res.time_us / 1e3, 1e-9,
+                             "mask %d %s rank %d pass %d: plan %.6f ms, local mask %.6f ms", t,
+                             fm_cp_sharding_name(sp->sharding), r, pass, sp->ranks[r].ms[pass], res.time_us / 1e3);
+          fm_timing_work_free(&w);
+        }
+        fm_colmask_destroy(loc);
+      }
+    }
+    free(dense);
+    fm_cp_plan_destroy(p);
+    fm_colmask_destroy(m);
+  }
+}
+
+Test(cp_plan, one_rank_is_one_gpu) {
+  fm_colmask *m = family("causal_document", 65536, NULL);
+  fm_cp_plan *p = plan_of(m, 1, 0, 1);
+  const fm_cp_summary *s = fm_cp_plan_summary(p);
+  cr_assert(s->one_gpu_total_ms > 0);
+  for (int sh = 0; sh < FM_CP_NSHARDINGS; sh++) {
+    const fm_cp_sharding_plan *sp = sharding(p, (fm_cp_sharding)sh);
+    cr_assert_eq(sp->nsegments, 1);
+    cr_assert_float_eq(sp->ranks[0].compute_ms, s->one_gpu_total_ms, 1e-9, "%s: %g vs %g",
+                       fm_cp_sharding_name(sp->sharding), sp->ranks[0].compute_ms, s->one_gpu_total_ms);
+    cr_assert_float_eq(sp->efficiency, 1.0, 1e-12);
+    cr_assert_eq(sp->kv_recv_bytes, 0);
+  }
+  fm_cp_plan_destroy(p);
+  fm_colmask_destroy(m);
+}
+
+/* ---- K/V ------------------------------------------------------------------------------ */
+
+/* need[r][k] by brute force: some tile of r's row tiles on segment k's key
+ * tiles is not MASKED by the rule, at the forward or the backward tile. */
+static void check_need(const fm_colmask *m, const fm_cp_plan *p) {
+  const fm_cp_summary *s = fm_cp_plan_summary(p);
+  for (int sh = 0; sh < FM_CP_NSHARDINGS; sh++) {
+    const fm_cp_sharding_plan *sp = fm_cp_plan_sharding(p, (fm_cp_sharding)sh);
+    if (!sp) continue;
+    uint8_t *want = calloc((size_t)s->ranks * (size_t)sp->nsegments, 1);
+    for (int pass = 0; pass < FM_CP_NPASSES; pass++) {
+      int32_t br = s->br[pass], bc = s->bc[pass], tr = (s->seqlen + br - 1) / br, tc = (s->seqlen + bc - 1) / bc;
+      uint8_t *cls = malloc((size_t)tr * tc * fm_colmask_nsets(m));
+      cr_assert_eq(fm_classify(m, br, bc, NULL, cls, NULL, NULL), FM_OK);
+      for (int32_t set = 0; set < fm_colmask_nsets(m); set++)
+        for (int32_t rt = 0; rt < tr; rt++)
+          for (int32_t ct = 0; ct < tc; ct++) {
+            if (cls[((int64_t)set * tr + rt) * tc + ct] == FM_TILE_MASKED) continue;
+            int32_t r = fm_cp_owner(sp, rt * br), k = 0;
+            while (sp->segments[k].row1 <= ct * bc) k++;
+            if (sp->segments[k].rank != r) want[(int64_t)r * sp->nsegments + k] = 1;
+          }
+      free(cls);
+    }
+    for (int32_t r = 0; r < s->ranks; r++) {
+      int64_t rows = 0;
+      for (int32_t k = 0; k < sp->nsegments; k++) {
+        cr_assert_eq(sp->need[(int64_t)r * sp->nsegments + k], want[(int64_t)r * sp->nsegments + k],
+                     "%s rank %d segment %d", fm_cp_sharding_name(sp->sharding), r, k);
+        if (want[(int64_t)r * sp->nsegments + k]) rows += sp->segments[k].row1 - sp->segments[k].row0;
+      }
+      cr_assert_eq(sp->ranks[r].kv_recv_rows, rows);
+      cr_assert_eq(sp->ranks[r].kv_recv_bytes, rows * s->kv_row_bytes);
+    }
+    free(want);
+  }
+}
+
+Test(cp_plan, kv_needs_match_the_tile_maps) {
+  const char *families[] = {"causal_document", "sliding_window", "document", "qk_sparse", "prefix_lm_document"};
+  for (size_t f = 0; f < sizeof families / sizeof families[0]; f++) {
+    fm_colmask *m = family(families[f], 16384, NULL);
+    fm_cp_options o = {.ranks = 4, .chunk = 1536, .kernel = FM_KERNEL_SM90, .heads = 8, .head_dim = 64};
+    fm_cp_plan *p = NULL;
+    fm_err err;
+    cr_assert_eq(fm_cp_plan_create(m, &o, &p, &err), FM_OK, "%s", err.msg);
+    cr_assert_eq(fm_cp_plan_summary(p)->kv_row_bytes, 8 * 64 * 2 * 2);
+    check_need(m, p);
+    fm_cp_plan_destroy(p);
+    fm_colmask_destroy(m);
+  }
+}
+
+Test(cp_plan, ranks_aligned_to_documents_need_no_remote_kv) {
+  /* four documents of 4096 tokens: contiguous and zigzag-free ranks hold whole documents */
+  fm_colmask *m = family("document", 16384, "docs=4096,4096,4096,4096");
+  fm_cp_plan *p = plan_of(m, 4, 1u << FM_CP_CONTIGUOUS | 1u << FM_CP_MASK_AWARE | 1u << FM_CP_ZIGZAG, 1);
+  const fm_cp_sharding_plan *ct = sharding(p, FM_CP_CONTIGUOUS), *zz = sharding(p, FM_CP_ZIGZAG);
+  cr_assert_eq(ct->kv_recv_bytes, 0, "contiguous: %lld bytes", (long long)ct->kv_recv_bytes);
+  for (int r = 0; r < 4; r++) cr_assert_eq(ct->ranks[r].kv_sources, 0);
+  /* zigzag's stripes of 2048 cut the documents: each rank needs its stripes' partners */
+  cr_assert_gt(zz->kv_recv_bytes, 0);
+  cr_assert_float_eq(ct->cost[FM_CP_RING].step_ms, ct->step_compute_ms, 1e-9, "nothing to wait for");
+  fm_cp_plan_destroy(p);
+  fm_colmask_destroy(m);
+  /* shifted by half a document, contiguous ranks need their neighbour's */
+  m = family("document", 16384, "docs=2048,4096,4096,4096,2048");
+  p = plan_of(m, 4, 1u << FM_CP_CONTIGUOUS, 1);
+  ct = sharding(p, FM_CP_CONTIGUOUS);
+  cr_assert_eq(ct->ranks[0].kv_recv_rows, 4096);
+  cr_assert_eq(ct->ranks[1].kv_recv_rows, 8192);
+  check_need(m, p);
+  fm_cp_plan_destroy(p);
+  fm_colmask_destroy(m);
+}
+
+/* ---- mask-aware and the solvers ------------------------------------------------------------ */
+
+Test(cp_plan, mask_aware_beats_contiguous_on_causal_document_at_1m) {
+  fm_colmask *m = family("causal_document", 1048576, NULL);
+  fm_cp_plan *p = plan_of(m, 4, 0, 1);
+  const fm_cp_sharding_plan *ct = sharding(p, FM_CP_CONTIGUOUS), *ma = sharding(p, FM_CP_MASK_AWARE);
+  cr_assert_lt(ma->imbalance_work, ct->imbalance_work, "%g vs %g", ma->imbalance_work, ct->imbalance_work);
+  cr_assert_lt(ma->imbalance_time, ct->imbalance_time, "%g vs %g", ma->imbalance_time, ct->imbalance_time);
+  cr_assert_lt(ma->imbalance_work, 1.01);
+  cr_assert_lt(ma->step_compute_ms, ct->step_compute_ms);
+  int64_t rows = 0;
+  for (int r = 0; r < 4; r++) rows += ma->ranks[r].rows;
+  cr_assert_eq(rows, 1048576);
+  fm_cp_plan_destroy(p);
+  fm_colmask_destroy(m);
+}
+
+static int64_t load_max(const int64_t *w, int n, int ranks, const int32_t *owner) {
+  int64_t load[8] = {0}, best = 0;
+  for (int i = 0; i < n; i++) load[owner[i]] += w[i];
+  for (int r = 0; r < ranks; r++) best = load[r] > best ? load[r] : best;
+  return best;
+}
+
+/* The least maximum load over every assignment (ranks^n of them). */
+static int64_t brute_force(const int64_t *w, int n, int ranks) {
+  int32_t owner[12];
+  int64_t best = INT64_MAX, total = 1;
+  for (int i = 0; i < n; i++) total *= ranks;
+  for (int64_t code = 0; code < total; code++) {
+    int64_t c = code;
+    for (int i = 0; i < n; i++, c /= ranks) owner[i] = (int32_t)(c % ranks);
+    int64_t v = load_max(w, n, ranks, owner);
+    best = v < best ? v : best;
+  }
+  return best;
+}
+
+Test(cp_plan, exact_solver_matches_brute_force_and_never_loses_to_greedy) {
+  fm_rng rng;
+  fm_rng_seed(&rng, 11, 0);
+  int better = 0;
+  for (int t = 0; t < 300; t++) {
+    int n = 2 + (int)fm_rng_below(&rng, 8), ranks = 2 + (int)fm_rng_below(&rng, 2);
+    int64_t w[12];
+    int32_t og[12], oe[12];
+    for (int i = 0; i < n; i++) w[i] = (int64_t)fm_rng_below(&rng, t % 3 ? 1000 : 10);
+    int64_t g = fm_cp_assign_greedy(w, n, ranks, og), e = fm_cp_assign_exact(w, n, ranks, oe, NULL);
+    cr_assert_eq(g, load_max(w, n, ranks, og));
+    cr_assert_eq(e, load_max(w, n, ranks, oe));
+    cr_assert_leq(e, g);
+    cr_assert_eq(e, brute_force(w, n, ranks), "n %d ranks %d: exact %lld", n, ranks, (long long)e);
+    better += e < g;
+    int count[4] = {0};
+    for (int i = 0; i < n; i++) count[oe[i]]++;
+    for (int r = 0; r < ranks && n >= ranks; r++) cr_assert_gt(count[r], 0, "rank %d left empty", r);
+  }
+  cr_assert_gt(better, 0, "greedy was optimal every time: the test would not see a wrong exact solver");
+  /* the greedy answer on a known case: 3, 3, 2, 2, 2 on two ranks is 7 (3+2+2 | 3+2); the best is 6 */
+  int64_t w[5] = {3, 3, 2, 2, 2};
+  int32_t o[5];
+  cr_assert_eq(fm_cp_assign_greedy(w, 5, 2, o), 7);
+  cr_assert_eq(fm_cp_assign_exact(w, 5, 2, o, NULL), 6);
+  int64_t big[FM_CP_EXACT_MAX_CHUNKS + 1] = {0};
+  int32_t ob[FM_CP_EXACT_MAX_CHUNKS + 1];
+  fm_err err;
+  cr_assert_eq(fm_cp_assign_exact(big, FM_CP_EXACT_MAX_CHUNKS + 1, 2, ob, &err), -1);
+  cr_assert(strstr(err.msg, "at most 24 chunks"), "%s", err.msg);
+}
+
+Test(cp_plan, exact_plan_is_at_least_as_balanced) {
+  fm_colmask *m = family("causal_document", 32768, NULL);
+  fm_cp_options o = {.ranks = 3, .chunk = 2048, .kernel = FM_KERNEL_SM90,
+                     .shardings = 1u << FM_CP_MASK_AWARE};
+  fm_cp_plan *g = NULL, *e = NULL;
+  fm_err err;
+  cr_assert_eq(fm_cp_plan_create(m, &o, &g, &err), FM_OK, "%s", err.msg);
+  o.exact = 1;
+  cr_assert_eq(fm_cp_plan_create(m, &o, &e, &err), FM_OK, "%s", err.msg);
+  const fm_cp_sharding_plan *sg = sharding(g, FM_CP_MASK_AWARE), *se = sharding(e, FM_CP_MASK_AWARE);
+  cr_assert_eq(se->exact_solver, 1);
+  cr_assert_leq(se->imbalance_work, sg->imbalance_work);
+  fm_cp_plan_destroy(g);
+  fm_cp_plan_destroy(e);
+  o.chunk = 1024; /* 32 chunks: refused */
+  cr_assert_eq(fm_cp_plan_create(m, &o, &e, &err), FM_EUNSUPPORTED);
+  cr_assert(strstr(err.msg, "--exact solves at most 24 chunks"), "%s", err.msg);
+  fm_colmask_destroy(m);
+}
+
+Test(cp_plan, bad_options_are_refused) {
+  fm_colmask *m = family("causal", 4096, NULL);
+  fm_cp_plan *p = NULL;
+  fm_err err;
+  fm_cp_options o = {.ranks = 4, .chunk = 1000, .kernel = FM_KERNEL_SM90};
+  cr_assert_eq(fm_cp_plan_create(m, &o, &p, &err), FM_EINVAL);
+  cr_assert(strstr(err.msg, "multiple of 128"), "%s", err.msg);
+  o = (fm_cp_options){.ranks = 17, .kernel = FM_KERNEL_SM90, .shardings = 1u << FM_CP_ZIGZAG};
+  cr_assert_eq(fm_cp_plan_create(m, &o, &p, &err), FM_EINVAL);
+  cr_assert(strstr(err.msg, "zigzag needs 34 blocks"), "%s", err.msg);
+  o = (fm_cp_options){.ranks = 3, .kernel = FM_KERNEL_SM90, .shardings = 1u << FM_CP_MASK_AWARE};
+  cr_assert_eq(fm_cp_plan_create(m, &o, &p, &err), FM_EINVAL, "two chunks of 2048 for three ranks");
+  cr_assert_null(p);
+  fm_colmask_destroy(m);
+  unsigned bits;
+  cr_assert_eq(fm_cp_shardings_parse("all", &bits, NULL), FM_OK);
+  cr_assert_eq(bits, 7u);
+  cr_assert_eq(fm_cp_shardings_parse("zigzag", &bits, NULL), FM_OK);
+  cr_assert_eq(bits, 1u << FM_CP_ZIGZAG);
+  cr_assert_eq(fm_cp_shardings_parse("diagonal", &bits, &err), FM_EINVAL);
+  cr_assert_str_eq(err.msg, "unknown sharding 'diagonal' (expected contiguous, zigzag, mask-aware, or all)");
+}
+
+/* ---- the command --------------------------------------------------------------------------- */
+
+Test(cp_plan_cli, json_parses_and_equals_the_table) {
+  const char *args = "cp-plan --family causal_document --seqlen 131072 --ranks 3 --gpu h200-sm90";
+  fmt_result text, json;
+  char a[512];
+  fmt_run(&text, args);
+  cr_assert_eq(text.status, 0, "%s", text.err);
+  snprintf(a, sizeof a, "%s --json", args);
+  fmt_run(&json, a);
+  cr_assert_eq(json.status, 0, "%s", json.err);
+  char path[512], txt[512], cmd[4096];
+  snprintf(path, sizeof path, "%s/cp_plan.json", FM_TEST_TMP_DIR);
+  snprintf(txt, sizeof txt, "%s/cp_plan.txt", FM_TEST_TMP_DIR);
+  FILE *f = fopen(path, "w");
+  fputs(json.out, f);
+  fclose(f);
+  f = fopen(txt, "w");
+  fputs(text.out, f);
+  fclose(f);
+  /* every rank row of the table: rank rows segs 6 tile counts, fwd ms, bwd ms, compute ms, MiB, from */
+  snprintf(cmd, sizeof cmd,
+           "python3 - '%s' '%s' <<'PY'\n"
+           "import json, sys\n"
+           "d = json.load(open(sys.argv[1]))\n"
+           "assert d['format'] == 'fmsim-cp-plan' and d['ranks'] == 3, d['format']\n"
+           "rows, blocks = [], []\n"
+           "for line in open(sys.argv[2]):\n"
+           "    w = line.split()\n"
+           "    if w and w[0] in ('contiguous,', 'zigzag,', 'mask-aware,'): blocks.append(w[0][:-1])\n"
+           "    if len(w) == 14 and w[0].isdigit(): rows.append(w)\n"
+           "assert blocks == [s['name'] for s in d['shardings']], blocks\n"
+           "assert len(rows) == 9, len(rows)\n"
+           "k = 0\n"
+           "for s in d['shardings']:\n"
+           "    for r in s['ranks']:\n"
+           "        w = rows[k]; k += 1\n"
+           "        t = r['tiles']\n"
+           "        want = [r['rank'], r['rows'], r['segments'], t['fwd']['masked'], t['fwd']['partial'],\n"
+           "                t['fwd']['unmasked'], t['bwd']['masked'], t['bwd']['partial'], t['bwd']['unmasked']]\n"
+           "        assert [int(x) for x in w[:9]] == want, (w, want)\n"
+           "        for i, key in ((9, 'fwd_ms'), (10, 'bwd_ms'), (11, 'compute_ms')):\n"
+           "            assert abs(float(w[i]) - r[key]) <= 0.0005, (w[i], r[key])\n"
+           "        assert abs(float(w[12]) - r['kv_recv_bytes'] / 2**20) <= 0.05, (w[12], r['kv_recv_bytes'])\n"
+           "        assert int(w[13]) == r['kv_sources']\n"
+           "print('ok')\n"
+           "PY",
+           path, txt);
+  FILE *py = popen(cmd, "r");
+  char out[256] = "";
+  size_t n = fread(out, 1, sizeof out - 1, py);
+  out[n] = 0;
+  int st = pclose(py);
+  cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0 && strstr(out, "ok"), "the table and the JSON differ: %s", out);
+}
+
+Test(cp_plan_cli, help_and_one_line_errors) {
+  fmt_result r;
+  fmt_run(&r, "cp-plan --help");
+  cr_assert_eq(r.status, 0);
+  cr_assert(strstr(r.out, "--sharding NAME") && strstr(r.out, "--exact"), "%s", r.out);
+  fmt_run(&r, "--help");
+  cr_assert(strstr(r.out, "  cp-plan "), "fmsim --help lists cp-plan: %s", r.out);
+  fmt_run(&r, "cp-plan --family causal --seqlen 4096");
+  cr_assert_eq(r.status, 2);
+  cr_assert_eq(r.err_lines, 1, "%s", r.err);
+  cr_assert(strstr(r.err, "--ranks P is required"), "%s", r.err);
+  fmt_run(&r, "cp-plan --family causal --seqlen 4096 --ranks 2 --sharding diagonal");
+  cr_assert_eq(r.status, 2);
+  cr_assert(strstr(r.err, "expected contiguous, zigzag, mask-aware, or all"), "%s", r.err);
+  fmt_run(&r, "cp-plan --family causal_document --seqlen 65536 --ranks 2 --exact");
+  cr_assert_eq(r.status, 2);
+  cr_assert_eq(r.err_lines, 1, "%s", r.err);
+  cr_assert(strstr(r.err, "--exact solves at most 24 chunks"), "%s", r.err);
+  fmt_run(&r, "cp-plan --family causal_document --seqlen 65536 --ranks 2 --exact --chunk 4096 --json");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_assert(strstr(r.out, "\"solver\": \"exact\""), "%s", r.out);
+}
