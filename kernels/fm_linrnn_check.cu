@@ -553,7 +553,8 @@ static int bench_one(fm_linrnn_problem pb, int L, cudaStream_t s, double nominal
     char kern[256] = "", *kp = kern; /* per kernel (CUPTI): the preprocessing is the classification */
     for (int i = 0; i < t.nkernels && kp < kern + 200; i++) {
       const char *n = t.kernels[i].name;
-      const char *label = strstr(n, "prep_kernel") ? "prep" : strstr(n, "ckpt_scan") ? "scan" : "fwd";
+      const char *label = strstr(n, "prep_kernel") ? "prep" : strstr(n, "ckpt_scan") ? "scan"
+                          : strstr(n, "items_kernel") ? "items" : "fwd";
       kp += snprintf(kp, 40, " %s %.3f", label, t.kernels[i].median_ms);
     }
     printf("C %3d c %2d L %5d %-6s %9.3f ms %7.3f ns/token/head %7.1f TFLOP/s  %4.0f MHz  %3d launches (%s)%s%s\n",
@@ -613,8 +614,8 @@ static int bench() {
   const double nominal = (double)T * H * (4.0 * dk * dv + 64.0 * (dk + dv));
   printf("T %d H %d dk %d dv %d, bf16, g in [-0.5, 0], final states not written; median of back-to-back launches "
          "over >= 1 s after 1 s of warm-up, L2 flushed before each (fm_time_launches, sustained); TFLOP/s of the "
-         "nominal work T H (4 dk dv + 64 (dk + dv)) = %.3g FLOP; kernels: each kernel's median (CUPTI), fwd over "
-         "both of its launches where checkpoints run (the state-only pass and the forward)\n",
+         "nominal work T H (4 dk dv + 64 (dk + dv)) = %.3g FLOP; kernels: each kernel's median (CUPTI; prep + items: the classification), fwd "
+         "over both of its launches where checkpoints run (the state-only pass and the forward)\n",
          T, H, dk, dv, nominal);
   const int Ls[7] = {16, 32, 64, 128, 256, 2048, 65536};
   int bad = 0;
