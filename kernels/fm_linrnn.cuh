@@ -687,26 +687,31 @@ FMLR_DEV void state_phase(const params &p, const step &s, float (&st)[DK / 8][4]
   }
 }
 
-/* The instrumented build's record of chunk s.ch (warp 0; written by the unit
- * of value block 0): classes and the cycles of the sub-tiles; the block cycles
- * reset for the next step in every unit (a CTA walks units of any value block). */
+/* The instrumented build's record of chunk s.ch (the unit of value block 0
+ * writes it): thread idx < (C/c)^2 writes sub-tile idx's class and cycles, the
+ * sum of its 16 x 16 blocks' cycles, read only when the sub-tile was visited
+ * in this step (so the slots of blocks not visited may hold any stale value:
+ * nothing resets them). One sub-tile a thread, no division, no loop, no
+ * barrier: the record adds one shared-memory round trip to the step. */
 template <int DK, int C, int NW>
-FMLR_DEV void record_tiles(const params &p, const step &s, unsigned char *sm) {
+FMLR_DEV void record_tiles(const params &p, const step &s, const unsigned char *sm) {
   using K = cfg<DK, C, NW>;
-  const int lane = threadIdx.x & 31, spc = p.c / 16, n = C / p.c;
-  const uint8_t *cls = sm + s.st * K::STAGE + K::M_CLS;
-  int64_t *cyc = reinterpret_cast<int64_t *>(sm + K::CYC_OFF);
-  for (int idx = lane; idx < n * n && s.dvb == 0; idx += 32) {
-    const int i = idx / n, j = idx % n;
-    int64_t sum = 0;
-    for (int bi = i * spc; bi < (i + 1) * spc; bi++)
-      for (int bj = j * spc; bj < (j + 1) * spc; bj++) sum += cyc[bi * K::N16 + bj];
-    const int64_t at = ((int64_t)s.h * p.nchunks + s.ch) * n * n + idx;
-    p.tile_class[at] = cls[idx];
-    p.tile_cycles[at] = sum;
-  }
-  wsync();
-  for (int idx = lane; idx < K::N16 * K::N16; idx += 32) cyc[idx] = 0;
+  static_assert(K::N16 * K::N16 <= K::NT, "one sub-tile a thread");
+  const int sl = p.c == 16 ? 0 : p.c == 32 ? 1 : 2, ln = (C == 64 ? 2 : 3) - sl, n = 1 << ln, spc = 1 << sl;
+  const int idx = threadIdx.x;
+  if (idx >= n * n) return;
+  const int64_t *cyc = reinterpret_cast<const int64_t *>(sm + K::CYC_OFF);
+  const int e0 = ((idx >> ln) * K::N16 + (idx & (n - 1))) << sl; /* the sub-tile's first block */
+  int64_t sum = 0;
+  if ((s.vis >> e0) & 1u) /* a sub-tile is visited whole: all its blocks or none */
+#pragma unroll
+    for (int bi = 0; bi < 4; bi++)
+#pragma unroll
+      for (int bj = 0; bj < 4; bj++)
+        if (bi < spc && bj < spc) sum += cyc[e0 + bi * K::N16 + bj];
+  const int64_t at = ((int64_t)s.h * p.nchunks + s.ch) * (n * n) + idx;
+  p.tile_class[at] = sm[s.st * K::STAGE + K::M_CLS + idx];
+  p.tile_cycles[at] = sum;
 }
 
 /* A unit of work: one item (MODE_MAIN) or one checkpoint's segment
@@ -783,7 +788,7 @@ FMLR_DEV void chunk_step(const params &p, step &s, float (&st)[DK / 8][4], unsig
     intra_phase<DK, C, NW>(p, s, o, sm, sb);
   }
   state_phase<DK, C, NW>(p, s, st, sm, sb);
-  if (INSTR && s.full && threadIdx.x < 32) record_tiles<DK, C, NW>(p, s, sm);
+  if (INSTR && s.full && s.dvb == 0) record_tiles<DK, C, NW>(p, s, sm);
 }
 
 /* The forward: a persistent grid; CTA b takes units b, b + gridDim.x, ... and
@@ -803,9 +808,6 @@ FMLR_KERNEL void FMLR_BOUNDS((cfg<DK, C, NW>::NT), (cfg<DK, C, NW>::MINB)) fwd_k
   unit cur = fetch_unit<C>(p, (int)blockIdx.x, nunits);
   if (!cur.valid) return;
   unit nxt = fetch_unit<C>(p, cur.w + (int)gridDim.x, nunits);
-  if (INSTR)
-    for (int idx = threadIdx.x; idx < K::N16 * K::N16; idx += K::NT)
-      reinterpret_cast<int64_t *>(sm + K::CYC_OFF)[idx] = 0;
   float st[DK / 8][4]; /* S^T of the warp's 16 value columns (fp32) */
   begin_unit<DK, NW>(p, cur, st);
   issue_stage<DK, C, NW>(p, cur.first, cur.h, cur.first >= cur.ch0, 0, sb);
