@@ -53,7 +53,7 @@ static size_t carve(const fm_linrnn_problem *p, int kseg, char *base, fmlr::para
   const int64_t slots = kseg > 0 ? (nch - 1) / kseg + 1 : 0;
   const int64_t bytes[12] = {4 * tpad, 4 * tpad, 4 * nch, 4 * H * tpad, 4 * H * nch * (C / 16),
                             (int64_t)fmlr::CLS_STRIDE * nch, 4 * slots * H * p->dk * p->dv, 4 * slots * H,
-                            4 * tpad, 4 * nch, 4 * nch, 16};
+                            4 * tpad, 16 * nch, 16 * nch, 16};
   char *at[12];
   size_t off = 0;
   for (int i = 0; i < 12; i++) {

@@ -113,6 +113,8 @@ namespace fmlr {
 enum : int32_t { VAR_SKIP = 0, VAR_CAUSAL = 1, VAR_NOSKIP = 2 };
 /* Per-chunk flags of the preprocessing. */
 enum : int32_t { FLAG_ITEM_START = 1, FLAG_PRELUDE = 2, FLAG_LIVE = 4, FLAG_CKPT = 8 };
+/* In a unit descriptor only (items_kernel): the checkpoint's document began before its segment. */
+enum : int32_t { FLAG_DEP = 16 };
 /* What a launch of fwd_kernel does (params.mode). */
 enum : int32_t { MODE_MAIN = 0, MODE_CKPT = 1 };
 constexpr float G_FLOOR = -64.f; /* g below it counts as it: exp(-64) ~ 1.6e-28 */
@@ -143,7 +145,9 @@ struct params {
   uint8_t *tclass;
   float *ck_s; /* (nchunks / kseg + 1, H, dk, dv) fp32 checkpoint states, kseg > 0 only */
   float *ck_a; /* (nchunks / kseg + 1, H) the decay across each checkpoint's segment, -1: none */
-  int32_t *items_main, *items_ckpt; /* (nchunks) the chunks that start items / are checkpoints */
+  /* (nchunks, 4) the descriptors of the chunks that start items / are checkpoints, in
+   * chunk order: {ch0, first chunk walked, flags of ch0 | FLAG_DEP, flags of first + 1} */
+  int32_t *items_main, *items_ckpt;
   int32_t *nitems;                  /* (2) their counts (items_kernel) */
 };
 
@@ -176,6 +180,10 @@ FMLR_DEV float bits_f32(uint32_t u) {
   memcpy(&f, &u, 4);
   return f;
 }
+struct desc4 {
+  int32_t x, y, z, w;
+};
+FMLR_DEV desc4 ld_desc(const int32_t *a) { return {a[0], a[1], a[2], a[3]}; }
 #else
 FMLR_DEV uint32_t smem_addr(const unsigned char *p) { return fmk::smem_u32(p); }
 FMLR_DEV void ldsm(uint32_t a, uint32_t (&r)[4]) { fmk::ldmatrix_x4(a, r[0], r[1], r[2], r[3]); }
@@ -195,6 +203,8 @@ FMLR_DEV long long clk() { return clock64(); }
 FMLR_DEV float ex2(float x) { return fmd::fast_exp2(x); }
 FMLR_DEV uint32_t pack2(float lo, float hi) { return fmd::pack_bf16(lo, hi); }
 FMLR_DEV float bits_f32(uint32_t u) { return __uint_as_float(u); }
+using desc4 = int4;
+FMLR_DEV desc4 ld_desc(const int32_t *a) { return __ldg(reinterpret_cast<const int4 *>(a)); } /* one 16-byte load */
 #endif
 
 /* The two bf16 halves of a packed pair, as floats. */
@@ -719,13 +729,15 @@ FMLR_DEV void record_tiles(const params &p, const step &s, const unsigned char *
  * end) with outputs from ch0 on, or first .. ch0 - 1 state-only. */
 struct unit {
   int w, ch0, first, h, dvb;
-  int32_t f0, fl1; /* the flags of chunk ch0 and of chunk first + 1 */
+  int32_t fl1;             /* the flags of chunk first + 1 */
   bool valid, loaded, dep; /* S from a checkpoint; MODE_CKPT: the document began before the segment */
 };
 
 /* Unit w of the compact list (items or checkpoints in chunk order; within one,
- * heads, then value blocks): a few global loads, issued a unit ahead. */
-template <int C> FMLR_DEV unit fetch_unit(const params &p, int w, int nunits) {
+ * heads, then value blocks): one 16-byte load of the descriptor that
+ * items_kernel wrote, no dependent load (it is issued a unit ahead, but for
+ * single-chunk items it is consumed by the next step's copies right away). */
+FMLR_DEV unit fetch_unit(const params &p, int w, int nunits) {
   unit u;
   u.w = w;
   u.valid = w < nunits;
@@ -733,21 +745,12 @@ template <int C> FMLR_DEV unit fetch_unit(const params &p, int w, int nunits) {
   const int per = p.H * p.ndvb, r = w % per;
   u.h = r / p.ndvb;
   u.dvb = r % p.ndvb;
-  u.ch0 = (p.mode == MODE_CKPT ? p.items_ckpt : p.items_main)[w / per];
-  u.f0 = p.flags[u.ch0];
-  u.first = u.ch0;
-  u.fl1 = u.ch0 + 1 < p.nchunks ? p.flags[u.ch0 + 1] : 0;
-  u.loaded = p.mode == MODE_MAIN && (u.f0 & FLAG_CKPT);
-  u.dep = false;
-  if (p.mode == MODE_CKPT) {
-    const int32_t ds = p.docstart[u.ch0 * C];
-    u.first = max(u.ch0 - p.kseg, ds / C);
-    u.dep = ds < u.first * C;
-    u.fl1 = p.flags[u.first + 1];
-  } else if (u.f0 & FLAG_PRELUDE) {
-    u.first = u.ch0 - 1;
-    u.fl1 = u.f0;
-  }
+  const desc4 d = ld_desc((p.mode == MODE_CKPT ? p.items_ckpt : p.items_main) + 4 * (int64_t)(w / per));
+  u.ch0 = d.x;
+  u.first = d.y;
+  u.fl1 = d.w;
+  u.loaded = p.mode == MODE_MAIN && (d.z & FLAG_CKPT);
+  u.dep = (d.z & FLAG_DEP) != 0;
   return u;
 }
 
@@ -805,9 +808,9 @@ FMLR_KERNEL void FMLR_BOUNDS((cfg<DK, C, NW>::NT), (cfg<DK, C, NW>::MINB)) fwd_k
   FMLR_SMEM(sm);
   const uint32_t sb = smem_addr(sm);
   const int nunits = p.nitems[p.mode] * p.H * p.ndvb;
-  unit cur = fetch_unit<C>(p, (int)blockIdx.x, nunits);
+  unit cur = fetch_unit(p, (int)blockIdx.x, nunits);
   if (!cur.valid) return;
-  unit nxt = fetch_unit<C>(p, cur.w + (int)gridDim.x, nunits);
+  unit nxt = fetch_unit(p, cur.w + (int)gridDim.x, nunits);
   float st[DK / 8][4]; /* S^T of the warp's 16 value columns (fp32) */
   begin_unit<DK, NW>(p, cur, st);
   issue_stage<DK, C, NW>(p, cur.first, cur.h, cur.first >= cur.ch0, 0, sb);
@@ -858,7 +861,7 @@ FMLR_KERNEL void FMLR_BOUNDS((cfg<DK, C, NW>::NT), (cfg<DK, C, NW>::MINB)) fwd_k
     }
     if (!nxt.valid) break;
     cur = nxt;
-    nxt = fetch_unit<C>(p, cur.w + (int)gridDim.x, nunits);
+    nxt = fetch_unit(p, cur.w + (int)gridDim.x, nunits);
     begin_unit<DK, NW>(p, cur, st);
     la2 = 0.f;
     fl1 = cur.fl1;
@@ -867,9 +870,26 @@ FMLR_KERNEL void FMLR_BOUNDS((cfg<DK, C, NW>::NT), (cfg<DK, C, NW>::MINB)) fwd_k
   cp_wait<0>();
 }
 
+/* The descriptor of chunk c (flags f) in list m (0 items, 1 checkpoints), at d:
+ * {c, the first chunk the unit walks, f | FLAG_DEP, the flags of that chunk + 1}. */
+FMLR_DEV void write_desc(const params &p, int m, int c, int32_t f, int32_t *d) {
+  int32_t first = c, fl1, f0 = f;
+  if (m == 1) { /* the segment before checkpoint c, from its document's first chunk at most */
+    const int32_t ds = p.docstart[(int64_t)c * p.C];
+    first = max(c - p.kseg, ds / p.C);
+    if (ds < first * p.C) f0 |= FLAG_DEP;
+    fl1 = p.flags[first + 1];
+  } else if (f & FLAG_PRELUDE) { /* a state-only step over chunk c - 1 first */
+    first = c - 1;
+    fl1 = f;
+  } else fl1 = c + 1 < p.nchunks ? p.flags[c + 1] : 0;
+  d[0] = c, d[1] = first, d[2] = f0, d[3] = fl1;
+}
+
 /* The compact lists of the items (MODE_MAIN) and of the checkpoints
- * (MODE_CKPT), chunks in order, and their counts (nitems). One block of 1024
- * threads, 1024 chunks a round: ballots, then the warps' counts in shared memory. */
+ * (MODE_CKPT), chunks in order, as unit descriptors (write_desc), and their
+ * counts (nitems). One block of 1024 threads, 1024 chunks a round: ballots,
+ * then the warps' counts in shared memory. */
 static FMLR_KERNEL void FMLR_BOUNDS(1024, 1) items_kernel(const params p) {
   FMLR_SMEM(sm);
   int32_t *cnt = reinterpret_cast<int32_t *>(sm); /* (2, 32) */
@@ -891,7 +911,8 @@ static FMLR_KERNEL void FMLR_BOUNDS(1024, 1) items_kernel(const params p) {
         off += w < warp ? cnt[m * 32 + w] : 0;
         tot += cnt[m * 32 + w];
       }
-      if (want[m]) (m ? p.items_ckpt : p.items_main)[off + popc(bal[m] & ((1u << lane) - 1u))] = c;
+      const int at = off + popc(bal[m] & ((1u << lane) - 1u));
+      if (want[m]) write_desc(p, m, c, f, (m ? p.items_ckpt : p.items_main) + 4 * at);
       base[m] += tot;
     }
     bar();
