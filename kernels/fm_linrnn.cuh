@@ -900,11 +900,13 @@ static FMLR_KERNEL void FMLR_BOUNDS(1024, 1) items_kernel(const params p) {
     const int32_t f = c < p.nchunks ? p.flags[c] : 0;
     const bool want[2] = {(f & FLAG_ITEM_START) != 0, (f & FLAG_CKPT) != 0};
     uint32_t bal[2];
+#pragma unroll
     for (int m = 0; m < 2; m++) {
       bal[m] = ballot(want[m]);
       if (lane == 0) cnt[m * 32 + warp] = popc(bal[m]);
     }
     bar();
+#pragma unroll /* want, bal, base in registers (a loop over m put them in local memory) */
     for (int m = 0; m < 2; m++) {
       int off = base[m], tot = 0;
       for (int w = 0; w < 32; w++) {
