@@ -17,7 +17,12 @@
  *
  * The fibers of a block run round robin, each up to its next barrier, in thread
  * order or, with the environment variable FM_LINRNN_SIM_SHUFFLE=seed, in an
- * order drawn anew every round (other interleavings of the warps).
+ * order drawn anew every round (other interleavings of the warps). Either way
+ * the warps stay within a collective or two of each other; with
+ * FM_LINRNN_SIM_SKEW=1 (or 2) each warp instead runs alone, warp 0 first (or the
+ * last warp first), until only a __syncthreads holds it, so that a warp finishes
+ * a whole phase before the next one starts it: a copy issued into a buffer that
+ * other warps still read, with no barrier between, shows up.
  *
  * Not emulated: timing, the L2, real concurrency between blocks, the exact
  * rounding of the tensor cores' accumulation (here: exact products summed in
@@ -303,7 +308,7 @@ inline void launch(dim3 grid, dim3 block, size_t smem_bytes, const std::function
         }
         std::vector<int> order((size_t)nt);
         for (int t = 0; t < nt; t++) order[(size_t)t] = t;
-        const char *shuffle = std::getenv("FM_LINRNN_SIM_SHUFFLE");
+        const char *shuffle = std::getenv("FM_LINRNN_SIM_SHUFFLE"), *skew = std::getenv("FM_LINRNN_SIM_SKEW");
         uint64_t rs = shuffle ? std::strtoull(shuffle, nullptr, 10) * 0x9e3779b97f4a7c15ull + bx : 0;
         for (int live = nt; live > 0;) {
           const unsigned long before = g_progress;
@@ -312,12 +317,24 @@ inline void launch(dim3 grid, dim3 block, size_t smem_bytes, const std::function
             rs ^= rs << 13, rs ^= rs >> 7, rs ^= rs << 17;
             std::swap(order[(size_t)i], order[(size_t)(rs % (uint64_t)(i + 1))]);
           }
-          for (int t : order) {
-            fiber &x = f[(size_t)t];
-            if (x.done) continue;
-            run_fiber(x);
-            live += !x.done;
-          }
+          if (skew) { /* each warp alone until a block barrier (or its end) holds every lane */
+            for (int wi = 0; wi < nw; wi++) {
+              const int w = skew[0] == '2' ? nw - 1 - wi : wi;
+              unsigned long seen;
+              do {
+                seen = g_progress;
+                for (int t = w * 32; t < w * 32 + 32 && t < nt; t++)
+                  if (!f[(size_t)t].done) run_fiber(f[(size_t)t]);
+              } while (g_progress != seen);
+            }
+            for (const fiber &x : f) live += !x.done;
+          } else
+            for (int t : order) {
+              fiber &x = f[(size_t)t];
+              if (x.done) continue;
+              run_fiber(x);
+              live += !x.done;
+            }
           if (live && g_progress == before) {
             fprintf(stderr, "sim: deadlock in block (%u, %u, %u): threads wait on barriers that never open\n", bx, by, bz);
             abort();
