@@ -30,8 +30,8 @@
  * follow chunk c-1 in the same CTA); an item that starts at a live chunk (its document began inside chunk
  * c-1) first runs a state-only step over chunk c-1 (the "prelude": that
  * document's rows there). Items depend only on cu_seqlens, so every variant
- * walks the same items. The grid is one CTA per (chunk, head, value block);
- * those whose chunk starts no item return at once.
+ * walks the same items. items_kernel lists them (one descriptor each); a
+ * persistent grid takes the units (item x head x value block) in turn.
  *
  * Checkpoints (kseg > 0, chosen by the host for long, few documents): a live
  * chunk c with c % kseg == 0 is a checkpoint: an item starts there with S_in
@@ -338,19 +338,29 @@ template <int DK, int C, int NW> struct cfg {
   static_assert(STAGE % 128 == 0 && VB % 128 == 0 && PB % 128 == 0, "128-byte aligned regions");
   static_assert(SMEM <= 227 * 1024, "shared memory of one CTA");
   static_assert((C * DK / 8) % NT == 0 && (C * DVB / 8) % NT == 0, "16-byte copies divide among the threads");
+  /* V single-buffered and as large as Q (dk 128 C 128 8 warps, dk 64 C 128 4 warps): Q and V
+   * rotate through three slots, the two stages' Q and the V buffer (slot_off): Q of step n in
+   * slot n % 3, V of step n in slot (n + 2) % 3, the one Q of step n - 1 left, so that V of
+   * step n + 1 is copied during step n, once the inter term has read Q of step n. */
+  static constexpr bool VROT = VST == 1 && QB == VB;
 };
+
+/* Byte offset of Q / V slot k (0, 1: the stages' Q; 2: the V buffer) of cfg K. */
+template <class K> FMLR_DEV int slot_off(int k) { return k == 2 ? K::V_OFF : k * K::STAGE; }
 
 /* One step of a CTA's walk: chunk ch, full (outputs) or a prelude (state only). */
 struct step {
   int ch, c0, c1, st, h, dvb;
+  int qo, vo; /* byte offsets of the step's Q and V in shared memory */
   bool full, has_next, live_in;
   uint64_t vis; /* the 16 x 16 blocks the variant visits: bit bi N16 + bj (full steps) */
 };
 
-/* Issues the copies of chunk ch's Q (when full), K and metadata into stage st
- * (the flags of chunk ch + 2: what the step after ch's needs before it waits). */
+/* Issues the copies of chunk ch's Q (when full; to shared address qdst), K and
+ * metadata into stage st (the flags of chunk ch + 2: what the step after ch's
+ * needs before it waits). */
 template <int DK, int C, int NW>
-FMLR_DEV void issue_stage(const params &p, int ch, int h, bool full, int st, uint32_t sb) {
+FMLR_DEV void issue_stage(const params &p, int ch, int h, bool full, int st, uint32_t qdst, uint32_t sb) {
   using K = cfg<DK, C, NW>;
   constexpr int CH = DK / 8, N16 = C / 16;
   const int tid = threadIdx.x, c0 = ch * C;
@@ -361,7 +371,7 @@ FMLR_DEV void issue_stage(const params &p, int ch, int h, bool full, int st, uin
     const bool ok = t < p.T;
     const int64_t off = ok ? ((int64_t)t * p.H + h) * DK + cc * 8 : 0;
     const uint32_t so = (uint32_t)swz(r, cc, DK) * 2;
-    if (full) cp16(base + so, p.q + off, ok);
+    if (full) cp16(qdst + so, p.q + off, ok);
     cp16(base + K::QB + so, p.k + off, ok);
   }
   const int64_t tpad = (int64_t)p.nchunks * C;
@@ -380,9 +390,9 @@ FMLR_DEV void issue_stage(const params &p, int ch, int h, bool full, int st, uin
   }
 }
 
-/* Issues the copies of chunk ch's value block dvb into V buffer vb. */
+/* Issues the copies of chunk ch's value block dvb to shared address vdst. */
 template <int DK, int C, int NW>
-FMLR_DEV void issue_v(const params &p, int ch, int h, int dvb, int vb, uint32_t sb) {
+FMLR_DEV void issue_v(const params &p, int ch, int h, int dvb, uint32_t vdst) {
   using K = cfg<DK, C, NW>;
   constexpr int CH = K::DVB / 8;
   const int tid = threadIdx.x, c0 = ch * C;
@@ -391,7 +401,7 @@ FMLR_DEV void issue_v(const params &p, int ch, int h, int dvb, int vb, uint32_t 
     const int idx = it * K::NT + tid, r = idx / CH, cc = idx % CH, t = c0 + r;
     const bool ok = t < p.T;
     const int64_t off = ok ? ((int64_t)t * p.H + h) * p.dv + (int64_t)dvb * K::DVB + cc * 8 : 0;
-    cp16(sb + K::V_OFF + vb * K::VB + swz(r, cc, K::DVB) * 2, p.v + off, ok);
+    cp16(vdst + swz(r, cc, K::DVB) * 2, p.v + off, ok);
   }
 }
 
@@ -421,7 +431,7 @@ FMLR_DEV void score_block(const params &p, const step &s, int bi, int bj, bool m
                           uint32_t sb) {
   using K = cfg<DK, C, NW>;
   const int lane = threadIdx.x & 31, g = lane >> 2, c4 = lane & 3;
-  const uint32_t qa = sb + s.st * K::STAGE, ka = qa + K::QB;
+  const uint32_t qa = sb + s.qo, ka = sb + s.st * K::STAGE + K::QB;
   const float *lp = reinterpret_cast<const float *>(sm + s.st * K::STAGE + K::M_LP);
   const int32_t *ds = reinterpret_cast<const int32_t *>(sm + s.st * K::STAGE + K::M_DS);
   /* two accumulators a key half, even and odd k-steps: four HMMA chains, not two */
@@ -521,7 +531,7 @@ FMLR_DEV void inter_phase(const params &p, const step &s, const float (&st)[DK /
                           float (&o)[C / 16][2][4], int nlive, unsigned char *sm, uint32_t sb) {
   using K = cfg<DK, C, NW>;
   const int lane = threadIdx.x & 31, g = lane >> 2;
-  const uint32_t qa = sb + s.st * K::STAGE;
+  const uint32_t qa = sb + s.qo;
 #pragma unroll
   for (int i = 0; i < K::N16; i++)
 #pragma unroll
@@ -592,7 +602,7 @@ FMLR_DEV void intra_phase(const params &p, const step &s, float (&o)[C / 16][2][
                           uint32_t sb) {
   using K = cfg<DK, C, NW>;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c4 = lane & 3;
-  const uint32_t va = sb + K::V_OFF + (K::VST == 2 ? s.st : 0) * K::VB, pa = sb + K::P_OFF;
+  const uint32_t va = sb + s.vo, pa = sb + K::P_OFF;
   if (s.vis == lower_mask<K::N16>()) intra_mma<DK, C, NW, true>(s.vis, o, va, pa);
   else intra_mma<DK, C, NW, false>(s.vis, o, va, pa);
 #pragma unroll
@@ -616,7 +626,7 @@ FMLR_DEV void state_step(const step &s, int kk, int rlo, int el, float (&st)[DK 
   using K = cfg<DK, C, NW>;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, c4 = lane & 3;
   const float *lp = reinterpret_cast<const float *>(sm + s.st * K::STAGE + K::M_LP);
-  const uint32_t va = sb + K::V_OFF + (K::VST == 2 ? s.st : 0) * K::VB, ka = sb + s.st * K::STAGE + K::QB;
+  const uint32_t va = sb + s.vo, ka = sb + s.st * K::STAGE + K::QB;
   const int q = lane >> 3, be = el >> 4;
   uint32_t a[4]; /* A = V^T (m = the warp's 16 columns, k = the 16 tokens) */
   ldsm_t(va + swz(kk * 16 + (q >> 1) * 8 + (lane & 7), warp * 2 + (q & 1), K::DVB) * 2, a);
@@ -738,7 +748,7 @@ struct unit {
  * items_kernel wrote, no dependent load (it is issued a unit ahead, but for
  * single-chunk items it is consumed by the next step's copies right away). */
 FMLR_DEV unit fetch_unit(const params &p, int w, int nunits) {
-  unit u;
+  unit u = {};
   u.w = w;
   u.valid = w < nunits;
   if (!u.valid) return u;
@@ -768,10 +778,26 @@ template <int DK, int NW> FMLR_DEV void begin_unit(const params &p, const unit &
   if (u.loaded) state_io<DK, NW>(p, ckpt_at<DK>(p, u), u.dvb, st, true);
 }
 
+/* The next step's V (chunk ch of head h, value block dvb; none when !any). */
+struct vnext {
+  bool any;
+  int ch, h, dvb;
+};
+
+/* VROT: V of the next step into this step's Q slot (every warp is done with Q),
+ * as a copy group of its own (waited for after the next step's score phase). */
+template <int DK, int C, int NW> FMLR_DEV void rot_v(const params &p, const step &s, const vnext &vn, uint32_t sb) {
+  if (vn.any) issue_v<DK, C, NW>(p, vn.ch, vn.h, vn.dvb, sb + s.qo);
+  cp_commit();
+}
+
 /* One chunk step after its stage has arrived: score, inter, intra (full steps),
- * state, the instrumented record. */
+ * state, the instrumented record; VROT: the next step's V copies as soon as Q
+ * is dead (after the score phase's barrier when no inter term runs, else after
+ * a barrier behind the intra term). */
 template <int DK, int C, int NW, bool INSTR>
-FMLR_DEV void chunk_step(const params &p, step &s, float (&st)[DK / 8][4], unsigned char *sm, uint32_t sb) {
+FMLR_DEV void chunk_step(const params &p, step &s, float (&st)[DK / 8][4], unsigned char *sm, uint32_t sb,
+                         const vnext &vn) {
   using K = cfg<DK, C, NW>;
   const unsigned char *stage = sm + s.st * K::STAGE;
   if (s.full) {
@@ -780,15 +806,23 @@ FMLR_DEV void chunk_step(const params &p, step &s, float (&st)[DK / 8][4], unsig
   }
   if (K::VST == 1) cp_wait<1>();
   bar();
+  int nlive = 0; /* row blocks of the inter term (uniform over the CTA) */
   if (s.full) {
-    float o[K::N16][2][4];
-    int nlive = K::N16;
+    nlive = K::N16;
     if (p.variant == VAR_SKIP) {
       const int ef = min(reinterpret_cast<const int32_t *>(stage + K::M_DE)[0], s.c1) - s.c0;
       nlive = s.live_in ? (ef + 15) >> 4 : 0;
     }
+  }
+  if (K::VROT && nlive == 0) rot_v<DK, C, NW>(p, s, vn, sb);
+  if (s.full) {
+    float o[K::N16][2][4];
     inter_phase<DK, C, NW>(p, s, st, o, nlive, sm, sb);
     intra_phase<DK, C, NW>(p, s, o, sm, sb);
+  }
+  if (K::VROT && nlive > 0) {
+    bar();
+    rot_v<DK, C, NW>(p, s, vn, sb);
   }
   state_phase<DK, C, NW>(p, s, st, sm, sb);
   if (INSTR && s.full && s.dvb == 0) record_tiles<DK, C, NW>(p, s, sm);
@@ -813,9 +847,14 @@ FMLR_KERNEL void FMLR_BOUNDS((cfg<DK, C, NW>::NT), (cfg<DK, C, NW>::MINB)) fwd_k
   unit nxt = fetch_unit(p, cur.w + (int)gridDim.x, nunits);
   float st[DK / 8][4]; /* S^T of the warp's 16 value columns (fp32) */
   begin_unit<DK, NW>(p, cur, st);
-  issue_stage<DK, C, NW>(p, cur.first, cur.h, cur.first >= cur.ch0, 0, sb);
-  if (K::VST == 2) issue_v<DK, C, NW>(p, cur.first, cur.h, cur.dvb, 0, sb);
+  issue_stage<DK, C, NW>(p, cur.first, cur.h, cur.first >= cur.ch0, 0, sb, sb);
+  if (K::VST == 2) issue_v<DK, C, NW>(p, cur.first, cur.h, cur.dvb, sb + K::V_OFF);
   cp_commit();
+  if (K::VROT) { /* V of step 0 in slot 2, its own group */
+    issue_v<DK, C, NW>(p, cur.first, cur.h, cur.dvb, sb + K::V_OFF);
+    cp_commit();
+  }
+  int r3 = 0; /* n % 3 (VROT's slots) */
   float la2 = 0.f;
   int32_t fl1 = cur.fl1; /* the flags of chunk s.ch + 1 */
   step s;
@@ -824,20 +863,25 @@ FMLR_KERNEL void FMLR_BOUNDS((cfg<DK, C, NW>::NT), (cfg<DK, C, NW>::MINB)) fwd_k
     s.h = cur.h;
     s.dvb = cur.dvb;
     s.st = n & 1;
+    const int r3n = r3 == 2 ? 0 : r3 + 1;
+    s.qo = K::VROT ? slot_off<K>(r3) : s.st * K::STAGE;
+    s.vo = K::VROT ? slot_off<K>(r3n == 2 ? 0 : r3n + 1) : K::V_OFF + (K::VST == 2 ? s.st : 0) * K::VB;
     s.c0 = s.ch * C;
     s.c1 = min(s.c0 + C, p.T);
     s.full = s.ch >= cur.ch0;
     /* the next chunk continues this unit's state; `more`: the unit steps on to it */
     s.has_next = s.ch < cur.ch0 || (s.ch + 1 < p.nchunks && !(fl1 & FLAG_ITEM_START));
     const bool more = s.has_next && !(p.mode == MODE_CKPT && s.ch + 1 == cur.ch0);
-    if (K::VST == 1) {
-      issue_v<DK, C, NW>(p, s.ch, cur.h, cur.dvb, 0, sb);
+    if (K::VST == 1 && !K::VROT) {
+      issue_v<DK, C, NW>(p, s.ch, cur.h, cur.dvb, sb + K::V_OFF);
       cp_commit();
     }
-    if (more || nxt.valid) { /* the next step's copies: this unit's next chunk or the next unit's first */
-      const int nch = more ? s.ch + 1 : nxt.first, nh = more ? cur.h : nxt.h, nv = more ? cur.dvb : nxt.dvb;
-      issue_stage<DK, C, NW>(p, nch, nh, nch >= (more ? cur.ch0 : nxt.ch0), s.st ^ 1, sb);
-      if (K::VST == 2) issue_v<DK, C, NW>(p, nch, nh, nv, s.st ^ 1, sb);
+    /* the next step's copies: this unit's next chunk or the next unit's first */
+    const vnext vn = {more || nxt.valid, more ? s.ch + 1 : nxt.first, more ? cur.h : nxt.h, more ? cur.dvb : nxt.dvb};
+    if (vn.any) {
+      const uint32_t qdst = sb + (K::VROT ? slot_off<K>(r3n) : (s.st ^ 1) * K::STAGE);
+      issue_stage<DK, C, NW>(p, vn.ch, vn.h, vn.ch >= (more ? cur.ch0 : nxt.ch0), s.st ^ 1, qdst, sb);
+      if (K::VST == 2) issue_v<DK, C, NW>(p, vn.ch, vn.h, vn.dvb, sb + K::V_OFF + (s.st ^ 1) * K::VB);
     }
     cp_commit();
     if (K::VST == 1) cp_wait<2>();
@@ -846,7 +890,7 @@ FMLR_KERNEL void FMLR_BOUNDS((cfg<DK, C, NW>::NT), (cfg<DK, C, NW>::MINB)) fwd_k
     const unsigned char *stage = sm + s.st * K::STAGE;
     s.live_in = reinterpret_cast<const int32_t *>(stage + K::M_DS)[0] < s.c0 && (s.ch > cur.first || cur.loaded);
     fl1 = reinterpret_cast<const int32_t *>(stage + K::M_FL)[0]; /* chunk ch + 2: the next step's next */
-    chunk_step<DK, C, NW, INSTR>(p, s, st, sm, sb);
+    chunk_step<DK, C, NW, INSTR>(p, s, st, sm, sb, vn);
     la2 += reinterpret_cast<const float *>(stage + K::M_PRE)[K::N16 - 1] +
            reinterpret_cast<const float *>(stage + K::M_LP)[C - 1];
     if (!more && p.mode == MODE_CKPT) {
@@ -855,6 +899,7 @@ FMLR_KERNEL void FMLR_BOUNDS((cfg<DK, C, NW>::NT), (cfg<DK, C, NW>::MINB)) fwd_k
         p.ck_a[(int64_t)(cur.ch0 / p.kseg) * p.H + cur.h] = cur.dep ? ex2(la2) : -1.f;
     }
     bar();
+    r3 = r3n;
     if (more) {
       s.ch++;
       continue;
