@@ -62,6 +62,12 @@ int cli_finish_stdout(int rc) {
   int saved = errno;
   bad |= ferror(stdout) != 0;
   if (!bad) return rc;
+  if (!saved) { /* an earlier write failed and its errno is gone (a report larger than stdout's
+                   buffer): the stream is broken already, so one more byte tells why */
+    clearerr(stdout);
+    errno = 0;
+    if (fputc('\n', stdout) == EOF || fflush(stdout) != 0) saved = errno;
+  }
   if (rc != FM_EXIT_OK && errors_printed) return FM_EXIT_USAGE; /* its one line is out */
   cli_error(NULL, "cannot write to standard output: %s",
             saved ? strerror(saved) : "a write failed (disk full or output closed?)");

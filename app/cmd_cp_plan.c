@@ -12,6 +12,7 @@
 
 #include "cli.h"
 #include "commands.h"
+#include "cp_cli.h"
 #include "fm_cp_plan.h"
 #include "fm_json.h"
 #include "fm_timing.h"
@@ -56,7 +57,8 @@ static const char *help =
     "  --head-dim D         64 or 128 (default 128)\n"
     "  --gpu PROFILE        a profile name in data/gpu (e.g. h200-sm90) or a file (default: the\n"
     "                       H200 profile of the kernel)\n"
-    "  --link-gbs X         link bandwidth per GPU and direction, GB/s (default 360: NVLink 4)\n"
+    "  --link-gbs X         link bandwidth per GPU and direction, GB/s (default 90: cp-run's\n"
+    "                       measured K/V rate on H200 NVLink, docs/DESIGN.md)\n"
     "  --link-us X          latency per message, us (default 10)\n"
     "  --mem-gib X          memory per GPU the exchange may use, GiB (default 120)\n"
     "  --json               one JSON object on stdout instead of the tables\n"
@@ -66,64 +68,19 @@ static const char *help =
     "  --long-run           run a plan above the timing model's work bound (2^28 items)\n";
 
 typedef struct plan_opts {
-  timing_mask src;
-  int64_t ranks, chunk, head_dim;
-  unsigned shardings;
-  int exact, json, long_run;
-  fm_kernel_id kernel;
-  const char *gpu, *out;
-  double link_gbs, link_us, mem_gib;
+  cp_cli_opts cp; /* first: cp_cli_mask_opt reads it */
+  const char *out;
   int w, h; /* --size */
 } plan_opts;
 
-enum { O_RANKS = 5001, O_SHARDING, O_CHUNK, O_EXACT, O_KERNEL, O_HEAD_DIM, O_GPU, O_JSON, O_LINK_GBS,
-       O_LINK_US, O_MEM, O_SIZE, O_LONG };
-
-/* A positive number in (0, hi]. */
-static int positive(const char *opt, const char *text, double hi, double *out) {
-  char *end;
-  double v = strtod(text, &end);
-  if (end == text || *end || !(v > 0) || v > hi) {
-    cli_error(cmd, "%s '%s': expected a number in (0, %.0f]", opt, text, hi);
-    return -1;
-  }
-  *out = v;
-  return 0;
-}
-
-/* The mask's options (--br/--bc refused: the kernel's tiles decide). */
-static int shared_opt(const char *c, void *opts, int opt, const char *arg) {
-  if (opt == 1001 || opt == 1002) {
-    cli_error(c, "%s: cp-plan plans at the kernel's own tiles (--kernel and --head-dim pick them)",
-              opt == 1001 ? "--br" : "--bc");
-    return -1;
-  }
-  return timing_mask_opt(c, &((plan_opts *)opts)->src, opt, arg);
-}
+enum { O_SIZE = CP_O_NEXT };
 
 /* cp-plan's own options: 1 taken, -1 a bad value (printed), 0 none of them. */
 static int plan_opt(plan_opts *o, int opt, const char *arg) {
-  fm_err err;
+  int r = cp_cli_opt(cmd, &o->cp, opt, arg);
+  if (r) return r;
   switch (opt) {
-  case O_RANKS: return cli_int(cmd, "--ranks", arg, 1, FM_CP_MAX_RANKS, &o->ranks) ? -1 : 1;
-  case O_CHUNK: return cli_size(cmd, "--chunk", arg, 1, FM_MAX_SEQLEN, &o->chunk) ? -1 : 1;
-  case O_HEAD_DIM: return cli_int(cmd, "--head-dim", arg, 1, 1024, &o->head_dim) ? -1 : 1;
-  case O_EXACT: o->exact = 1; return 1;
-  case O_JSON: o->json = 1; return 1;
-  case O_LONG: o->long_run = 1; return 1;
-  case O_GPU: o->gpu = arg; return 1;
   case 'o': o->out = arg; return 1;
-  case O_LINK_GBS: return positive("--link-gbs", arg, 1e6, &o->link_gbs) ? -1 : 1;
-  case O_LINK_US: return positive("--link-us", arg, 1e6, &o->link_us) ? -1 : 1;
-  case O_MEM: return positive("--mem-gib", arg, 1 << 20, &o->mem_gib) ? -1 : 1;
-  case O_SHARDING:
-    if (fm_cp_shardings_parse(arg, &o->shardings, &err) == FM_OK) return 1;
-    cli_error(cmd, "--sharding: %s", err.msg);
-    return -1;
-  case O_KERNEL:
-    if (fm_kernel_parse(arg, &o->kernel, &err) == FM_OK) return 1;
-    cli_error(cmd, "--kernel: %s", err.msg);
-    return -1;
 #ifdef FM_HAVE_VIZ
   case O_SIZE: return viz_cli_size(cmd, "--size", arg, &o->w, &o->h) ? -1 : 1;
 #else
@@ -136,22 +93,14 @@ static int plan_opt(plan_opts *o, int opt, const char *arg) {
 /* 0 parsed, 1 help printed, -1 bad usage (printed). */
 static int parse_opts(int argc, char **argv, plan_opts *o) {
   static const struct option longopts[] = {
-      TIMING_MASK_LONGOPTS,
-      {"ranks", required_argument, 0, O_RANKS},       {"sharding", required_argument, 0, O_SHARDING},
-      {"chunk", required_argument, 0, O_CHUNK},       {"exact", no_argument, 0, O_EXACT},
-      {"kernel", required_argument, 0, O_KERNEL},     {"head-dim", required_argument, 0, O_HEAD_DIM},
-      {"gpu", required_argument, 0, O_GPU},           {"json", no_argument, 0, O_JSON},
-      {"link-gbs", required_argument, 0, O_LINK_GBS}, {"link-us", required_argument, 0, O_LINK_US},
-      {"mem-gib", required_argument, 0, O_MEM},       {"output", required_argument, 0, 'o'},
-      {"size", required_argument, 0, O_SIZE},         {"long-run", no_argument, 0, O_LONG},
-      {"help", no_argument, 0, 'h'},                  {0, 0, 0, 0}};
+      CP_CLI_LONGOPTS,
+      {"output", required_argument, 0, 'o'}, {"size", required_argument, 0, O_SIZE},
+      {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
   memset(o, 0, sizeof *o);
-  timing_mask_init(&o->src);
-  o->head_dim = 128;
-  o->kernel = FM_KERNEL_AUTO;
+  cp_cli_init(&o->cp);
   int opt;
   cli_getopt_reset();
-  while ((opt = cli_next_opt(cmd, argc, argv, ":o:", longopts, shared_opt, o, NULL)) != -1) {
+  while ((opt = cli_next_opt(cmd, argc, argv, ":o:", longopts, cp_cli_mask_opt, o, NULL)) != -1) {
     if (opt == CLI_OPT_ERROR) return -1;
     if (opt == 'h') {
       fputs(help, stdout);
@@ -165,18 +114,14 @@ static int parse_opts(int argc, char **argv, plan_opts *o) {
     }
   }
   if (cli_no_operands(cmd, argc, argv)) return -1;
-  if (!o->ranks) {
-    cli_error(cmd, "--ranks P is required (the GPUs to split the sequence over)");
-    return -1;
-  }
-  return timing_mask_check(cmd, &o->src);
+  return cp_cli_check(cmd, &o->cp);
 }
 
 /* ------------------------------------------------------------ the tables */
 
 /* What the mask is: the family, the file or the trace. */
 static const char *mask_label(const plan_opts *o) {
-  return o->src.mask_file ? o->src.mask_file : o->src.trace ? o->src.trace : o->src.mask.family;
+  return o->cp.src.mask_file ? o->cp.src.mask_file : o->cp.src.trace ? o->cp.src.trace : o->cp.src.mask.family;
 }
 
 static void print_header(const plan_opts *o, const fm_colmask *m, const fm_gpu_profile *prof,
@@ -242,9 +187,9 @@ static void print_json(const plan_opts *o, const fm_colmask *m, const fm_gpu_pro
   fm_json_init(&j, 1);
   fm_json_object(&j, NULL);
   fm_json_object(&j, "mask");
-  fm_json_string(&j, "family", o->src.mask.family);
-  fm_json_string(&j, "mask_file", o->src.mask_file);
-  fm_json_string(&j, "trace", o->src.trace);
+  fm_json_string(&j, "family", o->cp.src.mask.family);
+  fm_json_string(&j, "mask_file", o->cp.src.mask_file);
+  fm_json_string(&j, "trace", o->cp.src.trace);
   fm_json_bool(&j, "causal", fm_colmask_causal(m));
   fm_json_int(&j, "mask_sets", fm_colmask_nsets(m));
   fm_json_end(&j);
@@ -308,39 +253,6 @@ static int figure_write(const plan_opts *o, const fm_cp_plan *plan) {
 
 /* ------------------------------------------------------------ the command */
 
-/* The timing model's work of the plan (timing_cli.h's bound): the whole mask
- * once, and per sharding every rank's forward row tiles (S in all) and every
- * rank's backward key tiles (P x S). */
-static int work_check(const plan_opts *o, const fm_gpu_profile *prof, const fm_colmask *m) {
-  int n = 0;
-  for (int s = 0; s < FM_CP_NSHARDINGS; s++) n += !o->shardings || (o->shardings & (1u << s));
-  double items = 0;
-  for (int k = 0; k < FM_CP_NPASSES; k++) {
-    fm_pass pass = k == FM_CP_FWD ? FM_PASS_FWD : FM_PASS_BWD;
-    const fm_timing_coef *c = fm_profile_coef(prof, pass, (int32_t)o->head_dim);
-    if (!c) continue;
-    double one = timing_items(pass, fm_colmask_sq(m), fm_colmask_sk(m), c->br, c->bc,
-                              o->src.mask.batch, o->src.mask.heads);
-    items += one * (1 + n * (k == FM_CP_BWD ? (double)o->ranks : 1));
-  }
-  char what[96];
-  snprintf(what, sizeof what, "%lld ranks, batch %lld x heads %lld", (long long)o->ranks,
-           (long long)o->src.mask.batch, (long long)o->src.mask.heads);
-  return timing_work_check(cmd, what, items, o->long_run);
-}
-
-static fm_cp_plan *make_plan(const plan_opts *o, const fm_colmask *m, const fm_gpu_profile *prof) {
-  fm_cp_options co = {.ranks = (int32_t)o->ranks, .shardings = o->shardings, .chunk = (int32_t)o->chunk,
-                      .exact = o->exact, .kernel = o->kernel, .head_dim = (int32_t)o->head_dim,
-                      .batch = o->src.mask.batch, .heads = o->src.mask.heads, .profile = prof,
-                      .link_gbs = o->link_gbs, .link_us = o->link_us,
-                      .mem_budget = (int64_t)(o->mem_gib * (double)(1 << 30))};
-  fm_cp_plan *plan = NULL;
-  fm_err err;
-  if (fm_cp_plan_create(m, &co, &plan, &err) != FM_OK) cli_error(cmd, "%s", err.msg);
-  return plan;
-}
-
 int cmd_cp_plan(int argc, char **argv) {
   plan_opts o;
   int r = parse_opts(argc, argv, &o);
@@ -352,15 +264,15 @@ int cmd_cp_plan(int argc, char **argv) {
   }
   fm_gpu_profile prof;
   char note[512];
-  if (timing_profile_load(cmd, o.gpu, o.kernel, (int32_t)o.head_dim, &prof, note, sizeof note))
+  if (timing_profile_load(cmd, o.cp.gpu, o.cp.kernel, (int32_t)o.cp.head_dim, &prof, note, sizeof note))
     return FM_EXIT_USAGE;
-  fm_colmask *m = timing_mask_build(cmd, &o.src);
+  fm_colmask *m = timing_mask_build(cmd, &o.cp.src);
   if (!m) return FM_EXIT_USAGE;
-  fm_cp_plan *plan = work_check(&o, &prof, m) ? NULL : make_plan(&o, m, &prof);
+  fm_cp_plan *plan = cp_cli_work_check(cmd, &o.cp, &prof, m) ? NULL : cp_cli_plan(cmd, &o.cp, m, &prof);
   int rc = plan && (!o.out || !figure_write(&o, plan)) ? FM_EXIT_OK : FM_EXIT_USAGE;
   if (rc == FM_EXIT_OK) {
     if (note[0]) fprintf(stderr, "%s\n", note);
-    if (o.json) {
+    if (o.cp.json) {
       print_json(&o, m, &prof, plan);
     } else {
       const fm_cp_summary *s = fm_cp_plan_summary(plan);

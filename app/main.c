@@ -14,6 +14,7 @@
   X(analyze, "tile classes, block sparsity and mask memory of a family mask")                   \
   X(predict, "predicted kernel time of a mask on a calibrated GPU profile (no GPU needed)")      \
   N(cp_plan, "cp-plan", "context parallelism: split a mask over P GPUs, per-rank work, time, K/V") \
+  N(cp_run, "cp-run", "context parallelism: run a plan on P GPUs over NCCL (or --cpu), check, time") \
   X(calibrate, "fit a GPU profile of the timing model to measured kernel times")                 \
   X(check, "does a dense mask (.npy) fit the interval forms? where and why not")                \
   X(convert, "dense mask (.npy) -> Paddle startend_row_indices intervals")                      \

@@ -38,6 +38,7 @@ crosscheck     300   fm_kernel_bench --sustained and fmsim bench --sustained aga
 table          540   bench/protocol_bench.py $FM_TABLE_ARGS (--resume into $OUT/table.json)
 linrnncheck    300   fm_linrnn_check (every case against the fp64 recurrence), then fm_linrnn_check --bench
 linrnnbench    540   bench/linrnn_bench.py $FM_LINRNN_ARGS: the linear-RNN kernel against flash-linear-attention
+cpbench        540   bench/cp_bench.py $FM_CP_ARGS (--resume into $FM_CP_JSON): fmsim cp-run against cp-plan, one GPU and torch context_parallel
 '
 # Environment:
 #   OUT                 results folder (default out/gpu)
@@ -62,6 +63,9 @@ linrnnbench    540   bench/linrnn_bench.py $FM_LINRNN_ARGS: the linear-RNN kerne
 #                       paper's table, head dim 128, both passes, every peer)
 #   FM_LINRNN_ARGS      arguments of bench/linrnn_bench.py for `linrnnbench` (default --chunks 128)
 #   FM_TABLE_JSON       its JSON (default $OUT/table.json; --resume reads it back)
+#   FM_CP_ARGS          arguments of bench/cp_bench.py for `cpbench` (default: every family at
+#                       128K, 512K and 1M tokens, H = 4, P = 1, 2, 4 as far as GPUs are visible)
+#   FM_CP_JSON          its JSON (default $OUT/cp.json; --resume reads it back)
 #   FM_BUDGET_S         overrides every experiment's budget (seconds)
 # Optional provisioning for a machine without a package registry (carried wheels, .debs of
 # Criterion and libyaml, a packed build): bench/provision.sh. Each experiment is cut at its
@@ -251,7 +255,7 @@ for e in "$@"; do
     { echo "gpu.sh: abbwd needs FM_AB_TREE, a source tree of the earlier version (git archive COMMIT | tar x -C DIR)" >&2; exit 2; }
 done
 for e in "$@"; do
-  # shellcheck disable=SC2086  # FM_VERIFY_ARGS, FM_TABLE_ARGS: lists of arguments
+  # shellcheck disable=SC2086  # FM_VERIFY_ARGS, FM_TABLE_ARGS, FM_CP_ARGS: lists of arguments
   case $e in
     env) fn env env_info ;;
     build) fn build build ;;
@@ -287,6 +291,9 @@ for e in "$@"; do
     table)
       run table python3 bench/protocol_bench.py ${FM_TABLE_ARGS:-} --resume \
         --budget-s $(($(budget table) - 120)) --out "${FM_TABLE_JSON:-$OUT/table.json}" ;;
+    cpbench) # the multicast variables above reach every process it starts (torchrun's too)
+      need cpbench "$FMSIM" && run cpbench python3 bench/cp_bench.py --fmsim "$FMSIM" ${FM_CP_ARGS:-} --resume \
+        --budget-s $(($(budget cpbench) - 60)) --out "${FM_CP_JSON:-$OUT/cp.json}" ;;
   esac
 done
 exit "$FAILED"

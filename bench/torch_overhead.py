@@ -66,6 +66,22 @@ def host_us(fns: dict, n=10, rounds=40) -> dict:
     return {name: statistics.median(v) for name, v in per.items()}
 
 
+class _Floor(torch.autograd.Function):
+    """What any autograd op of this signature costs in PyTorch: o and lse allocated,
+    the inputs and o saved, no kernel (the floor under the op's autograd path)."""
+    @staticmethod
+    def forward(ctx, q, k, v, shapes):
+        o = torch.empty(shapes[0], dtype=torch.bfloat16, device=q.device)
+        lse = torch.empty(shapes[1], dtype=torch.float32, device=q.device)
+        ctx.save_for_backward(q, k, v, o)
+        ctx.lse = lse
+        return o
+
+    @staticmethod
+    def backward(ctx, dout):
+        return dout, None, None, None
+
+
 class _NoKernel:
     """ft._lib with the forward's C entry replaced by a no-op: the op's own Python work."""
     def __init__(self, lib):
@@ -79,17 +95,22 @@ class _NoKernel:
         return 0
 
 
-def gpu_ms(fn, n=20, rounds=5):
-    out = []
-    for _ in range(rounds):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        for _ in range(n):
-            fn()
-        b.record()
-        torch.cuda.synchronize()
-        out.append(a.elapsed_time(b) / n)
-    return statistics.median(out)
+def gpu_ms(fns: dict, n=20, rounds=10) -> dict:
+    """GPU time per call of each function (CUDA events around n calls), the
+    functions interleaved round by round in alternating order, so that the
+    clock's drift reaches them alike; median over the rounds."""
+    out = {name: [] for name in fns}
+    items = list(fns.items())
+    for r in range(rounds):
+        for name, fn in (items if r % 2 == 0 else items[::-1]):
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            for _ in range(n):
+                fn()
+            b.record()
+            torch.cuda.synchronize()
+            out[name].append(a.elapsed_time(b) / n)
+    return {name: statistics.median(v) for name, v in out.items()}
 
 
 def case(S, H, fam="causal_document"):
@@ -135,6 +156,16 @@ def main():
              "current stream": lambda: ft._stream(pl.device),
              "C entry (fm_attn_forward_ptrs)": c_entry,
              "bare (again, beside the parts)": bare}
+    shapes = (pl.o_shape, pl.lse_shape)
+    qh, kh, vh = (t.transpose(1, 2) for t in (q, k, v))
+    qgh = qg.transpose(1, 2)
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    parts.update({
+        "autograd floor (Function: o, lse, save; no kernel)": lambda: _Floor.apply(qg, k, v, shapes),
+        "no-grad floor (o and lse allocated)": lambda: (torch.empty(pl.o_shape, dtype=torch.bfloat16, device=dev),
+                                                        torch.empty(pl.lse_shape, dtype=torch.float32, device=dev)),
+        "SDPA no_grad (PyTorch's own op, causal)": lambda: sdpa(qh, kh, vh, is_causal=True),
+        "SDPA autograd (causal)": lambda: sdpa(qgh, kh, vh, is_causal=True)})
     res["parts_us"] = host_us(parts)
     real = ft._lib
     ft._lib = _NoKernel(real)
@@ -150,8 +181,9 @@ def main():
 
     def op2():
         return ft.flashmask_attention(q, k, v, sri, causal)
-    gpu_ms(bare, rounds=1), gpu_ms(op2, rounds=1)  # warm-up
-    res["gpu_ms_bare"], res["gpu_ms_op"] = gpu_ms(bare), gpu_ms(op2)
+    gpu_ms({"bare": bare, "op": op2}, rounds=2)  # warm-up
+    got = gpu_ms({"bare": bare, "op": op2})
+    res["gpu_ms_bare"], res["gpu_ms_op"] = got["bare"], got["op"]
     res["gpu_overhead_us"] = 1e3 * (res["gpu_ms_op"] - res["gpu_ms_bare"])
     print(f"host per call: bare fm_attn_forward {res['host_us_bare']:.1f} us, op {res['host_us_op']:.1f} us "
           f"(no_grad), {res['host_us_op_autograd']:.1f} us (autograd): overhead {res['overhead_us']:.1f} / "

@@ -46,6 +46,9 @@ static void rank_json(fm_json *j, const fm_cp_summary *s, const fm_cp_rank *rk, 
   fm_json_int(j, "kv_recv_rows", rk->kv_recv_rows);
   fm_json_int(j, "kv_recv_bytes", rk->kv_recv_bytes);
   fm_json_int(j, "kv_sources", rk->kv_sources);
+  fm_json_object(j, "kv_messages");
+  for (int x = 0; x < FM_CP_NEXCHANGES; x++) fm_json_int(j, fm_cp_exchange_name(x), rk->kv_messages[x]);
+  fm_json_end(j);
   fm_json_object(j, "exchanges");
   for (int x = 0; x < FM_CP_NEXCHANGES; x++) cost_json(j, fm_cp_exchange_name(x), &rk->cost[x], -1);
   fm_json_end(j);

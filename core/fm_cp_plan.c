@@ -339,6 +339,12 @@ typedef struct eval_ctx {
   double *vis[FM_CP_NPASSES]; /* (P,) visited tiles of the rank on each source rank's keys */
   double launch_us[FM_CP_NPASSES];
   int64_t *src_rows;      /* (P,) K/V rows the rank receives from each source */
+  int32_t *src_segs, *src_runs; /* (P,) its segments needed, their runs in the source's storage */
+  fm_cp_model_src *src;   /* every rank's sources in ring order (the exchange model) ... */
+  int64_t *src_start;     /* (P + 1,) ... rank r's: src[src_start[r] .. src_start[r + 1]) */
+  int64_t nsrc, cap;
+  int64_t *send_rows, *send_max; /* (P,) rows every other rank receives from it, the most one does */
+  int64_t *max_src;       /* (P,) the most rows it receives from one source */
 } eval_ctx;
 
 /* The rank's row tiles at pd's tile into e->pre (prefix counts); returns them. */
@@ -454,92 +460,130 @@ static fm_status rank_pass(eval_ctx *e, int32_t r, int pass, fm_err *err) {
 
 /* ------------------------------------------------------------ the exchanges */
 
-/* Microseconds to move `bytes` over one direction of the link. */
-static double link_us(const fm_cp_plan *p, double bytes) {
-  return bytes > 0 ? bytes / (p->sum.link_gbs * 1e3) + p->sum.link_us : 0;
-}
-
-/* The all-gather exchange of one pass: the needed segments arrive while the
- * rank computes on its own keys, then the rest; the backward then sends the
- * dK/dV partials of the received segments back (as many bytes). us. */
-static double allgather_us(const eval_ctx *e, int32_t r, int pass, double compute_us, double recv_bytes) {
-  double total = 0, *vis = e->vis[pass];
-  for (int32_t q = 0; q < e->ranks; q++) total += vis[q];
-  double own = total > 0 ? compute_us * vis[r] / total : compute_us, rest = compute_us - own;
-  double x = link_us(e->p, recv_bytes);
-  double t = (x > own ? x : own) + rest + (own > 0 && rest > 0 ? e->launch_us[pass] : 0);
-  return pass == FM_CP_BWD ? t + x : t;
-}
-
-/* The ring of one pass: a step per source rank (own keys first, then r-1,
- * r-2, ...; sources with nothing needed and nothing visited skipped), each
- * computing its share of the rank's tiles (one launch) while the next
- * source's segments arrive; the backward sends each remote source's dK/dV
- * back during the following step, the last one after it. us. */
-static double ring_us(const eval_ctx *e, int32_t r, int pass, double compute_us) {
-  double total = 0, *vis = e->vis[pass];
-  for (int32_t q = 0; q < e->ranks; q++) total += vis[q];
-  double t = 0, send = 0, kv_row = (double)e->p->sum.kv_row_bytes;
-  int32_t steps = 0;
-  for (int32_t s = 0; s < e->ranks; s++) {
-    int32_t q = (r - s + e->ranks) % e->ranks;
-    if (s > 0 && vis[q] == 0 && e->src_rows[q] == 0) continue;
-    double c = total > 0 ? compute_us * vis[q] / total : (s == 0 ? compute_us : 0);
-    double next = 0; /* the next active source's segments arrive during this step */
-    for (int32_t s2 = s + 1; s2 < e->ranks; s2++) {
-      int32_t q2 = (r - s2 + e->ranks) % e->ranks;
-      if (vis[q2] == 0 && e->src_rows[q2] == 0) continue;
-      next = link_us(e->p, (double)e->src_rows[q2] * kv_row);
-      break;
+/* Rows the rank receives from each source, the segments and their runs
+ * (consecutive in the source's storage: cp-run's ring sends a run as one
+ * message, its all-gather each segment). */
+static void rank_sources(eval_ctx *e, int32_t r) {
+  const int32_t P = e->ranks;
+  memset(e->src_rows, 0, sizeof *e->src_rows * (size_t)P);
+  memset(e->src_segs, 0, sizeof *e->src_segs * (size_t)P);
+  memset(e->src_runs, 0, sizeof *e->src_runs * (size_t)P);
+  const uint8_t *need = e->need + (int64_t)r * e->nseg;
+  for (int32_t q = 0; q < P; q++)
+    for (int32_t i = e->rank_start[q], prev = 0; i < e->rank_start[q + 1]; i++) {
+      int32_t k = e->by_rank[i];
+      if (need[k]) {
+        e->src_rows[q] += e->segs[k].row1 - e->segs[k].row0;
+        e->src_segs[q]++;
+        e->src_runs[q] += !prev;
+      }
+      prev = need[k];
     }
-    if (s == 0 && steps == 0 && c == 0 && next == 0) continue;
-    double stage = c > next ? c : next;
-    if (pass == FM_CP_BWD && send > stage) stage = send;
-    t += stage + (steps > 0 && c > 0 ? e->launch_us[pass] : 0);
-    send = pass == FM_CP_BWD && s > 0 ? link_us(e->p, (double)e->src_rows[q] * kv_row) : 0;
-    steps++;
+}
+
+/* The rank's sources in ring order into e->src: each ring step's launch
+ * (its share of the rank's visited tiles, plus a launch for s > 0), the
+ * bytes and the messages of both exchanges. */
+static fm_status rank_model_src(eval_ctx *e, int32_t r, fm_err *err) {
+  const int32_t P = e->ranks;
+  const fm_cp_rank *rk = &e->out[r];
+  const int64_t B = e->p->sum.batch;
+  if (e->nsrc + P > e->cap) {
+    int64_t cap = e->cap * 2 > e->nsrc + P ? e->cap * 2 : e->nsrc + P;
+    fm_cp_model_src *x = realloc(e->src, sizeof *x * (size_t)cap);
+    if (!x) return fm_fail(err, FM_ENOMEM, "cannot allocate the exchange model of %d ranks", P);
+    e->src = x, e->cap = cap;
   }
-  return t + send;
+  e->src_start[r] = e->nsrc;
+  for (int32_t s = 0; s < P; s++) {
+    int32_t q = (r - s + P) % P;
+    if (s > 0 && e->src_rows[q] == 0) continue;
+    fm_cp_model_src *x = &e->src[e->nsrc++];
+    memset(x, 0, sizeof *x);
+    x->s = s;
+    for (int pass = 0; pass < FM_CP_NPASSES; pass++) {
+      double total = 0, *vis = e->vis[pass]; /* rank r's: its passes just ran */
+      for (int32_t t = 0; t < P; t++) total += vis[t];
+      double us = rk->ms[pass] * 1e3;
+      x->us[pass] = (total > 0 ? us * vis[q] / total : s == 0 ? us : 0) +
+                    (s > 0 ? e->launch_us[pass] : 0);
+    }
+    if (s == 0) continue;
+    x->bytes = (double)e->src_rows[q] * (double)e->p->sum.kv_row_bytes;
+    int32_t ag = (int32_t)(2 * B * e->src_segs[q]), ring = (int32_t)(2 * B * e->src_runs[q]);
+    x->msgs[FM_CP_ALLGATHER][0] = x->msgs[FM_CP_ALLGATHER][1] = ag;
+    x->msgs[FM_CP_RING][0] = ring;
+    x->msgs[FM_CP_RING][1] = (int32_t)(2 * B); /* the partials: concatenated on both sides */
+    e->out[r].kv_messages[FM_CP_ALLGATHER] += ag;
+    e->out[r].kv_messages[FM_CP_RING] += ring;
+    e->send_rows[q] += e->src_rows[q];
+    if (e->src_rows[q] > e->send_max[q]) e->send_max[q] = e->src_rows[q];
+    if (e->src_rows[q] > e->max_src[r]) e->max_src[r] = e->src_rows[q];
+  }
+  e->src_start[r + 1] = e->nsrc;
+  return FM_OK;
 }
 
-/* Peak bytes per GPU: the rank's own tensors (Q, K, V, O, dO, dQ, dK, dV in
- * bf16; LSE and D in fp32; the fp32 dQ accumulator) plus the exchange's
- * buffers of received K/V (bf16) and their dK/dV partials (fp32): every
- * needed segment for the all-gather, two sources at most for the ring. */
-static void rank_memory(const eval_ctx *e, fm_cp_rank *rk, int64_t max_src_rows, int32_t sources) {
-  const fm_cp_summary *s = &e->p->sum;
-  int64_t per_row = s->batch * s->heads * ((int64_t)s->head_dim * (2 * 8 + 4) + 4 * 2);
-  int64_t base = rk->rows * per_row, unit = 3 * s->kv_row_bytes; /* K, V bf16 + dK, dV fp32 */
-  rk->cost[FM_CP_ALLGATHER].mem_bytes = base + rk->kv_recv_rows * unit;
-  rk->cost[FM_CP_RING].mem_bytes = base + (sources < 2 ? sources : 2) * max_src_rows * unit;
-}
-
-/* The rank's K/V needs in bytes and the two exchanges' costs. */
-static void rank_costs(eval_ctx *e, int32_t r) {
+/* The rank's K/V needs in bytes and its sources for the exchange model. */
+static fm_status rank_costs(eval_ctx *e, int32_t r, fm_err *err) {
   fm_cp_rank *rk = &e->out[r];
-  memset(e->src_rows, 0, sizeof *e->src_rows * (size_t)e->ranks);
-  for (int32_t k = 0; k < e->nseg; k++)
-    if (e->need[(int64_t)r * e->nseg + k]) e->src_rows[e->segs[k].rank] += e->segs[k].row1 - e->segs[k].row0;
-  int64_t max_src = 0;
+  rank_sources(e, r);
   for (int32_t q = 0; q < e->ranks; q++) {
     rk->kv_recv_rows += e->src_rows[q];
     rk->kv_sources += e->src_rows[q] > 0;
-    if (e->src_rows[q] > max_src) max_src = e->src_rows[q];
   }
   rk->kv_recv_bytes = rk->kv_recv_rows * e->p->sum.kv_row_bytes;
-  rank_memory(e, rk, max_src, rk->kv_sources);
-  for (int x = 0; x < FM_CP_NEXCHANGES; x++) {
-    fm_cp_cost *c = &rk->cost[x];
-    c->step_ms = 0;
-    for (int pass = 0; pass < FM_CP_NPASSES; pass++) {
-      double ms = rk->ms[pass];
-      c->ms[pass] = isnan(ms) ? NAN
-                    : (x == FM_CP_ALLGATHER ? allgather_us(e, r, pass, ms * 1e3, (double)rk->kv_recv_bytes)
-                                            : ring_us(e, r, pass, ms * 1e3)) / 1e3;
-      if (!isnan(c->ms[pass])) c->step_ms += c->ms[pass];
+  return rank_model_src(e, r, err);
+}
+
+/* Peak bytes per GPU of each exchange, as cp-run allocates them (a row is
+ * B x H x D x 2 bytes, u): Q, dO, O, dQ, dK, dV in bf16, the fp32 dK/dV
+ * sums, LSE; the all-gather adds K, V and their partials for all S rows and
+ * the partials received back; the ring its own K, V, two steps' K/V and
+ * partials, one received partial, fp32 O and dQ sums and a step's O, dQ, LSE. */
+static void rank_memory(const eval_ctx *e, int32_t r) {
+  const fm_cp_summary *s = &e->p->sum;
+  fm_cp_rank *rk = &e->out[r];
+  const int64_t u = s->kv_row_bytes / 2, lse = s->batch * s->heads * 4, R = rk->rows;
+  const int64_t base = R * (10 * u + lse), cols = e->max_src[r];
+  rk->cost[FM_CP_ALLGATHER].mem_bytes = base + (4 * (int64_t)s->seqlen + 2 * e->send_rows[r]) * u;
+  rk->cost[FM_CP_RING].mem_bytes = base + R * (8 * u + lse) +
+                                   (4 * cols + 4 * (cols > R ? cols : R) + 2 * e->send_max[r]) * u;
+}
+
+/* Both exchanges' walls per rank and pass from the model (NaN for a pass
+ * some rank has no time for) and their memory. */
+static fm_status exchange_costs(eval_ctx *e, fm_err *err) {
+  const int32_t P = e->ranks;
+  const fm_cp_summary *s = &e->p->sum;
+  fm_cp_model m = {.ranks = P, .start = e->src_start, .src = e->src, .link_gbs = s->link_gbs,
+                   .link_us = s->link_us};
+  double *wall = malloc(sizeof *wall * (size_t)P), *comp = malloc(sizeof *comp * (size_t)P);
+  fm_status st = wall && comp ? FM_OK : fm_fail(err, FM_ENOMEM, "cannot allocate the costs of %d ranks", P);
+  for (int32_t r = 0; r < P; r++) rank_memory(e, r);
+  for (int pass = 0; st == FM_OK && pass < FM_CP_NPASSES; pass++) {
+    int times = 1;
+    for (int32_t r = 0; r < P; r++) {
+      comp[r] = e->out[r].ms[pass] * 1e3;
+      times &= !isnan(comp[r]);
     }
-    if (isnan(rk->compute_ms)) c->step_ms = NAN;
+    for (int x = 0; st == FM_OK && x < FM_CP_NEXCHANGES; x++) {
+      if (times)
+        st = x == FM_CP_RING ? fm_cp_model_ring(&m, pass, wall, err)
+                             : fm_cp_model_allgather(&m, pass, comp, wall, err);
+      for (int32_t r = 0; st == FM_OK && r < P; r++) e->out[r].cost[x].ms[pass] = times ? wall[r] / 1e3 : NAN;
+    }
   }
+  for (int32_t r = 0; r < P; r++)
+    for (int x = 0; x < FM_CP_NEXCHANGES; x++) {
+      fm_cp_cost *c = &e->out[r].cost[x];
+      c->step_ms = isnan(e->out[r].compute_ms) ? NAN : 0;
+      for (int pass = 0; pass < FM_CP_NPASSES; pass++)
+        if (!isnan(c->ms[pass]) && !isnan(c->step_ms)) c->step_ms += c->ms[pass];
+    }
+  free(wall);
+  free(comp);
+  return st;
 }
 
 /* ------------------------------------------------------------ one sharding */
@@ -553,6 +597,13 @@ static void eval_free(eval_ctx *e) {
   }
   free(e->pre);
   free(e->src_rows);
+  free(e->src_segs);
+  free(e->src_runs);
+  free(e->src);
+  free(e->src_start);
+  free(e->send_rows);
+  free(e->send_max);
+  free(e->max_src);
 }
 
 /* The segments grouped by rank, the segment of every key tile, scratch. */
@@ -562,7 +613,14 @@ static fm_status eval_init(eval_ctx *e, fm_err *err) {
   e->by_rank = malloc(sizeof *e->by_rank * (size_t)e->nseg);
   e->rank_start = calloc((size_t)P + 1, sizeof *e->rank_start);
   e->src_rows = malloc(sizeof *e->src_rows * (size_t)P);
-  int ok = e->by_rank && e->rank_start && e->src_rows;
+  e->src_segs = malloc(sizeof *e->src_segs * (size_t)P);
+  e->src_runs = malloc(sizeof *e->src_runs * (size_t)P);
+  e->src_start = calloc((size_t)P + 1, sizeof *e->src_start);
+  e->send_rows = calloc((size_t)P, sizeof *e->send_rows);
+  e->send_max = calloc((size_t)P, sizeof *e->send_max);
+  e->max_src = calloc((size_t)P, sizeof *e->max_src);
+  int ok = e->by_rank && e->rank_start && e->src_rows && e->src_segs && e->src_runs && e->src_start &&
+           e->send_rows && e->send_max && e->max_src;
   for (int k = 0; k < FM_CP_NPASSES; k++) {
     const pass_data *pd = &p->pass[k];
     e->vis[k] = calloc((size_t)P, sizeof *e->vis[k]);
@@ -609,7 +667,6 @@ static void sharding_finish(const fm_cp_plan *p, fm_cp_sharding_plan *sp) {
     for (int x = 0; x < FM_CP_NEXCHANGES; x++) {
       fm_cp_cost *c = &sp->cost[x];
       for (int k = 0; k < FM_CP_NPASSES; k++) c->ms[k] = fmax(c->ms[k], rk->cost[x].ms[k]);
-      c->step_ms = fmax(c->step_ms, rk->cost[x].step_ms);
       if (rk->cost[x].mem_bytes > c->mem_bytes) c->mem_bytes = rk->cost[x].mem_bytes;
     }
   }
@@ -619,8 +676,10 @@ static void sharding_finish(const fm_cp_plan *p, fm_cp_sharding_plan *sp) {
   sp->efficiency = times && tmax > 0 ? p->sum.one_gpu_total_ms / (P * tmax) : NAN;
   for (int x = 0; x < FM_CP_NEXCHANGES; x++) {
     sp->fits[x] = sp->cost[x].mem_bytes <= p->sum.mem_budget;
-    for (int k = 0; k < FM_CP_NPASSES; k++)
+    for (int k = 0; k < FM_CP_NPASSES; k++) { /* a barrier between passes: the slowest of each */
       if (!times || isnan(p->sum.one_gpu_ms[k])) sp->cost[x].ms[k] = NAN;
+      if (!isnan(sp->cost[x].ms[k])) sp->cost[x].step_ms += sp->cost[x].ms[k];
+    }
     if (!times) sp->cost[x].step_ms = NAN;
   }
   /* the faster that fits (ties within 1%: the smaller memory); none fits: the smaller memory */
@@ -660,8 +719,9 @@ static fm_status sharding_eval(fm_cp_plan *p, const fm_cp_options *o, fm_cp_shar
     rk->compute_ms = NAN;
     for (int pass = 0; pass < FM_CP_NPASSES; pass++)
       if (!isnan(rk->ms[pass])) rk->compute_ms = (isnan(rk->compute_ms) ? 0 : rk->compute_ms) + rk->ms[pass];
-    if (st == FM_OK) rank_costs(&e, r);
+    if (st == FM_OK) st = rank_costs(&e, r, err);
   }
+  if (st == FM_OK) st = exchange_costs(&e, err);
   eval_free(&e);
   sp->sharding = s;
   sp->segments = p->segs[s];

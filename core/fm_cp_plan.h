@@ -50,23 +50,23 @@
  * K/V exchange. A segment is the unit sent. Rank r needs segment k when
  * another rank owns k and some tile of r's rows on k's keys is not MASKED by
  * the min/max rule, in the forward or the backward (the kernel skips MASKED
- * tiles before loading K/V). Two exchanges are costed per rank, per pass
- * (link: link_gbs GB/s into and out of each GPU at once, link_us per
- * message; the backward also sends the dK/dV partials of received segments
- * back to their owners, as many bytes, on the other direction of the link):
- *   FM_CP_ALLGATHER  the needed segments arrive while the rank computes its
- *                    own K/V, then the rest is computed; the backward sends
- *                    dK/dV after its compute. Holds every needed segment.
+ * tiles before loading K/V). Both exchanges are costed as cp-run's executor
+ * runs them (fm_cp_model_ring, fm_cp_model_allgather below; link: link_gbs
+ * GB/s per GPU and direction, link_us per NCCL message; the backward also
+ * sends the dK/dV partials of received segments back to their owners):
+ *   FM_CP_ALLGATHER  one group of every needed segment, then one launch; the
+ *                    backward's launch, then the partials back. Holds K/V
+ *                    and partials for all S rows.
  *   FM_CP_RING       one step per source rank in ring order (r, r-1, ...),
- *                    direct point-to-point (NVSwitch), a source with nothing
- *                    needed skipped: the next source's segments arrive while
- *                    this one's tiles are computed (the compute split by the
- *                    visited tiles of each source), partial outputs merged by
- *                    log-sum-exp; one launch per step. Holds at most two
- *                    sources at once (double buffering).
- * The plan picks the faster whose peak memory fits mem_budget (ties within 1%:
- * the smaller memory); the napkin math is in docs/DESIGN.md, "Context
- * parallelism".
+ *                    a source with nothing needed skipped, one launch per
+ *                    step; the groups lockstep across ranks (global step s:
+ *                    r receives from r - s, sends to r + s), each after the
+ *                    rank's step i - 2 (double buffering). Holds two steps.
+ * The step is the sum over passes of the slowest rank's wall (a barrier
+ * between passes); memory is what cp-run allocates. The plan picks the faster
+ * whose peak memory fits mem_budget (ties within 1%: the smaller memory);
+ * docs/DESIGN.md, "The exchange model", has the recurrences and the
+ * measurements they were checked against.
  *
  * Memory: fm_cp_plan_create allocates O(sets x (Tr + Tc) + P x segments)
  * per pass (checked against the memory budget, fm_limits.h) and frees it all
@@ -108,7 +108,8 @@ enum { FM_CP_FWD = 0, FM_CP_BWD = 1, FM_CP_NPASSES = 2 };
 #define FM_CP_DEFAULT_CHUNK 2048       /* mask-aware chunk rows (Paddle's), rounded up to the granule */
 #define FM_CP_EXACT_MAX_CHUNKS 24      /* the exact solver's limit */
 #define FM_CP_MAX_RANKS 65536
-#define FM_CP_DEFAULT_LINK_GBS 360.0   /* per GPU and direction: ~80% of NVLink 4's 450 GB/s */
+#define FM_CP_DEFAULT_LINK_GBS 90.0    /* per GPU and direction: cp-run's measured K/V group
+                                          rate on H200 NVLink (docs/DESIGN.md, "The exchange model") */
 #define FM_CP_DEFAULT_LINK_US 10.0     /* per message */
 #define FM_CP_DEFAULT_MEM_BUDGET ((int64_t)120 << 30) /* bytes per GPU: an H200's 141 GB less room */
 
@@ -159,6 +160,9 @@ typedef struct fm_cp_rank {
   int64_t kv_recv_rows;               /* K/V rows of needed segments of other ranks */
   int64_t kv_recv_bytes;              /* kv_recv_rows x kv_row_bytes */
   int32_t kv_sources;                 /* ranks it receives from */
+  int64_t kv_messages[FM_CP_NEXCHANGES]; /* NCCL messages of the K/V it receives in one pass
+                                         (cp-run's: per batch, tensor and run of segments
+                                         contiguous on both sides) */
   fm_cp_cost cost[FM_CP_NEXCHANGES];  /* FM_CP_ALLGATHER, FM_CP_RING */
 } fm_cp_rank;
 
@@ -223,6 +227,41 @@ const float *fm_cp_plan_work_map(const fm_cp_plan *p);
 
 /* The rank that owns row i (0 <= i < S): a binary search of the segments. */
 int32_t fm_cp_owner(const fm_cp_sharding_plan *sp, int32_t i);
+
+/* ------------------------------------------------------------ the exchange model */
+
+/* One source of a rank, as cp-run's executor sees it (docs/DESIGN.md,
+ * "Context parallelism", "The exchange model"). */
+typedef struct fm_cp_model_src {
+  int32_t s;                    /* global step: the source is (rank - s) mod P; 0: the own keys */
+  double us[FM_CP_NPASSES];     /* the ring step's launch on this source's keys, per pass */
+  double bytes;                 /* K/V bytes received from it (the partials back: as many) */
+  int32_t msgs[FM_CP_NEXCHANGES][2]; /* NCCL messages of K/V and of the partials back */
+} fm_cp_model_src;
+
+typedef struct fm_cp_model {
+  int32_t ranks;                /* P */
+  const int64_t *start;         /* (P + 1,): rank r's sources are src[start[r] .. start[r + 1]) */
+  const fm_cp_model_src *src;   /* by s, s = 0 first; a source that sends nothing is left out */
+  double link_gbs, link_us;     /* GB/s per GPU and direction; us per message */
+} fm_cp_model;
+
+/* The walls (us, from the pass's barrier to both streams done) of every rank
+ * in one pass of the ring as cp-run runs it: lockstep groups (global step s:
+ * rank r receives from r - s and sends to r + s), every group of a rank
+ * after its previous one (one comm stream) and after its compute of step
+ * i - 2 (the double buffer; the backward's partials: after step i), each
+ * transfer starting when both its ends have posted the group; a step's
+ * launch after the previous one and its group (backward: and the partials of
+ * step i - 2 gone). FM_EINVAL for sources not in ring order; FM_ENOMEM. */
+fm_status fm_cp_model_ring(const fm_cp_model *m, int pass, double *wall, fm_err *err);
+/* The same for the all-gather as cp-run runs it: the forward's group (every
+ * source at once; a transfer takes the larger load of its sender's outgoing
+ * and its receiver's incoming link) before the one launch compute_us[r]; the
+ * backward's launch, then the partials back, each transfer once both ends are
+ * done computing. */
+fm_status fm_cp_model_allgather(const fm_cp_model *m, int pass, const double *compute_us,
+                                double *wall, fm_err *err);
 
 struct fm_json;
 /* The plan as members of the open JSON object j (format "fmsim-cp-plan",

@@ -87,8 +87,8 @@ static void load_row(const ref_work *w, ref_in x, size_t src, double *d, float *
   }
 }
 
-/* FP64: scores of the visible keys of row q (w->sd), LSE and O (od). */
-static void row_forward_f64(ref_work *w, double scale, double *lse) {
+/* FP64: scores of the visible keys of row q (w->sd); returns their maximum. */
+static double row_scores_f64(ref_work *w, double scale) {
   const int32_t D = w->D;
   double mx = -INFINITY;
   for (int32_t j = 0; j < w->sk; j++) {
@@ -96,6 +96,13 @@ static void row_forward_f64(ref_work *w, double scale, double *lse) {
     w->sd[j] = scale * dot_f64(w->qd, w->kd + (size_t)j * D, D);
     if (w->sd[j] > mx) mx = w->sd[j];
   }
+  return mx;
+}
+
+/* FP64: scores of the visible keys of row q (w->sd), LSE and O (od). */
+static void row_forward_f64(ref_work *w, double scale, double *lse) {
+  const int32_t D = w->D;
+  double mx = row_scores_f64(w, scale);
   double l = 0;
   for (int32_t d = 0; d < D; d++) w->od[d] = 0;
   for (int32_t j = 0; j < w->sk; j++) {
@@ -187,6 +194,7 @@ typedef struct ref_run {
   fm_ref_mode mode;
   ref_in q, k, v, dout;
   double *o, *lse, *dq, *dk, *dv;
+  const double *o_in, *lse_in; /* backward: the forward's, given (else recomputed) */
 } ref_run;
 
 /* Row i of (b, h, set): forward (o, lse) or backward (dq; dK, dV accumulated). */
@@ -208,6 +216,14 @@ static void run_row(const ref_run *r, ref_work *w, int32_t b, int32_t h, int32_t
   }
   load_row(w, r->q, src, w->qd, w->qf, D);
   double lse;
+  if (r->o_in) { /* FP64 backward from the given O and LSE */
+    row_scores_f64(w, r->p->softmax_scale);
+    for (int32_t d = 0; d < D; d++) w->od[d] = r->o_in[src + d];
+    load_row(w, r->dout, src, w->dod, w->dof, D);
+    row_backward_f64(w, r->p->softmax_scale, r->lse_in[((size_t)b * H + h) * (size_t)sq + i]);
+    for (int32_t d = 0; d < D; d++) out[d] = w->dqd[d];
+    return;
+  }
   if (r->mode == FM_REF_FP64) {
     row_forward_f64(w, r->p->softmax_scale, &lse);
     if (backward) {
@@ -299,6 +315,18 @@ fm_status fm_reference_backward(const fm_ref_problem *p, const uint16_t *dout, f
     return fm_fail(err, FM_EINVAL, "reference: a required pointer is NULL");
   ref_run r = {.p = p, .mode = mode, .q = {p->q, NULL}, .k = {p->k, NULL}, .v = {p->v, NULL},
                .dout = {dout, NULL}, .dq = dq, .dk = dk, .dv = dv};
+  return run_all(&r, err);
+}
+
+fm_status fm_reference_backward_given(const fm_ref_problem *p, const uint16_t *dout, const double *o,
+                                      const double *lse, double *dq, double *dk, double *dv,
+                                      fm_err *err) {
+  fm_status st = check_problem(p, FM_REF_FP64, err);
+  if (st != FM_OK) return st;
+  if (!p->q || !p->k || !p->v || !dout || !o || !lse || !dq || !dk || !dv)
+    return fm_fail(err, FM_EINVAL, "reference: a required pointer is NULL");
+  ref_run r = {.p = p, .mode = FM_REF_FP64, .q = {p->q, NULL}, .k = {p->k, NULL}, .v = {p->v, NULL},
+               .dout = {dout, NULL}, .dq = dq, .dk = dk, .dv = dv, .o_in = o, .lse_in = lse};
   return run_all(&r, err);
 }
 

@@ -74,6 +74,17 @@ fm_status fm_reference_forward(const fm_ref_problem *p, fm_ref_mode mode, double
 fm_status fm_reference_backward(const fm_ref_problem *p, const uint16_t *dout, fm_ref_mode mode,
                                 double *dq, double *dk, double *dv, fm_err *err);
 
+/* The FM_REF_FP64 backward from the forward's O and LSE given instead of
+ * recomputed, as the kernel's backward takes them: P_ij = exp(scale q_i .
+ * k_j - lse_i) over the visible j, D_i = dO_i . o_i. o (B, Sq, H, D) and lse
+ * (B, H, Sq) double, read only for rows with a visible key. For a column
+ * subset of a larger problem whose O and LSE are the whole row's (context
+ * parallelism, core/fm_cp_run.h): the gradients are then the subset's share
+ * of the whole problem's. Outputs as fm_reference_backward's. */
+fm_status fm_reference_backward_given(const fm_ref_problem *p, const uint16_t *dout, const double *o,
+                                      const double *lse, double *dq, double *dk, double *dv,
+                                      fm_err *err);
+
 /* The FM_REF_FP64 reference on double inputs (same layouts; p's shape, scale
  * and mask are used, its bf16 pointers are not read): for tests that perturb
  * the inputs by less than a bf16 step (finite differences). */

@@ -17,6 +17,23 @@ static inline uint64_t fm_splitmix64(uint64_t *x) {
   return z ^ (z >> 31);
 }
 
+#ifdef __CUDACC__
+#define FM_RNG_HD __host__ __device__
+#else
+#define FM_RNG_HD
+#endif
+
+/* The inputs' bits: 64 random bits of (seed, index), splitmix64's finalizer
+ * on a Weyl step. fm_attn_fill_random_bf16 draws every element on the device
+ * from them, and fm_cp_fill_bf16 (the CPU executor's twin) on the host, so
+ * that both give element `index` of the same tensor. */
+static inline FM_RNG_HD uint64_t fm_fill_bits(uint64_t seed, uint64_t index) {
+  uint64_t x = index * 0x9e3779b97f4a7c15ull ^ (seed * 0xd1b54a32d192ed03ull + 1);
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
 /* stream lets one seed give independent generators (e.g. one per head). */
 static inline void fm_rng_seed(fm_rng *r, uint64_t seed, uint64_t stream) {
   uint64_t x = seed ^ (stream * 0xd1b54a32d192ed03ull);

@@ -12,6 +12,7 @@
 #include "fm_attn.h"
 #include "fm_pass_launch.cuh"
 #include "fm_kernel_traits.h"
+#include "fm_rng.h"
 #include "fm_tile_rule.h"
 
 namespace fmk {
@@ -50,24 +51,20 @@ __global__ void __launch_bounds__(256) tile_bounds_kernel(const int32_t *__restr
   if (lane == 0) out[w] = b;
 }
 
-/* Approximately N(0, 1): four uniforms from a hash of (seed, index), summed and
- * rescaled (variance of a sum of four U(-1, 1) is 4/3). */
-__global__ void fill_random_kernel(__nv_bfloat16 *dst, int64_t n, uint64_t seed) {
+/* N(0, 1) by Box-Muller from two 32-bit uniforms of a hash of (seed, index):
+ * the distribution of torch.randn, which the timing protocol's inputs come
+ * from. The distribution matters to timing, not only to checks: measured on
+ * an H100 in one process (kernels/PERF_NOTES.md, "Seventh session: why the C
+ * harness was slower than the protocol"), the earlier sum of four uniforms
+ * (bounded at 3.46) made the sm90 forward 2.0-2.6% slower on causal_document
+ * than torch.randn's values did. The bits: fm_fill_bits (core/fm_rng.h). */
+__global__ void fill_random_kernel(__nv_bfloat16 *dst, int64_t n, uint64_t seed, int64_t first) {
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
        i += (int64_t)gridDim.x * blockDim.x) {
-    uint64_t x = (uint64_t)i * 0x9e3779b97f4a7c15ull ^ seed;
-    float sum = 0.f;
-#pragma unroll
-    for (int k = 0; k < 2; k++) {
-      x ^= x >> 30;
-      x *= 0xbf58476d1ce4e5b9ull;
-      x ^= x >> 27;
-      x *= 0x94d049bb133111ebull;
-      x ^= x >> 31;
-      sum += (float)(uint32_t)(x & 0xffffffffu) * 0x1.0p-31f - 1.f;
-      sum += (float)(uint32_t)(x >> 32) * 0x1.0p-31f - 1.f;
-    }
-    dst[i] = __float2bfloat16_rn(sum * 0.8660254f);
+    const uint64_t x = fm_fill_bits(seed, (uint64_t)(first + i));
+    const float u1 = ((float)(uint32_t)(x & 0xffffffffu) + 1.f) * 0x1.0p-32f; /* (0, 1] */
+    const float u2 = (float)(uint32_t)(x >> 32) * 0x1.0p-32f;                /* [0, 1) */
+    dst[i] = __float2bfloat16_rn(sqrtf(-2.f * logf(u1)) * cospif(2.f * u2));
   }
 }
 
@@ -121,12 +118,18 @@ extern "C" void fm_attn_problem_init(fm_attn_problem *p, const fm_colmask *m, in
 
 extern "C" fm_status fm_attn_fill_random_bf16(void *dst, int64_t n, uint64_t seed, void *stream,
                                               fm_err *err) {
-  if (!dst || n < 0) return fm_fail(err, FM_EINVAL, "fill: NULL destination or negative count");
+  return fm_attn_fill_random_bf16_at(dst, n, seed, 0, stream, err);
+}
+
+extern "C" fm_status fm_attn_fill_random_bf16_at(void *dst, int64_t n, uint64_t seed, int64_t first,
+                                                 void *stream, fm_err *err) {
+  if (!dst || n < 0 || first < 0)
+    return fm_fail(err, FM_EINVAL, "fill: NULL destination or negative count or offset");
   if (n == 0) return FM_OK;
   int64_t blocks = (n + 255) / 256;
   if (blocks > 65536) blocks = 65536;
   fmk::fill_random_kernel<<<(unsigned)blocks, 256, 0, (cudaStream_t)stream>>>(
-      (__nv_bfloat16 *)dst, n, seed * 0xd1b54a32d192ed03ull + 1);
+      (__nv_bfloat16 *)dst, n, seed, first);
   cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return cuda_fail(err, e, "fill kernel launch");
   return FM_OK;

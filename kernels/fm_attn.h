@@ -97,10 +97,18 @@ typedef struct fm_attn_launch {
 fm_status fm_attn_launch_run(void *user, void *stream, fm_err *err);
 
 /* Fills n bf16 values at dst (device) with a deterministic function of (seed,
- * index): approximately standard normal (sum of four uniforms, rescaled),
+ * index): standard normal (Box-Muller, the distribution of torch.randn),
  * never all zeros. For benchmarks and checks that need large random inputs
  * without a host round trip. Asynchronous on `stream`. */
 fm_status fm_attn_fill_random_bf16(void *dst, int64_t n, uint64_t seed, void *stream, fm_err *err);
+/* The same values from index `first` on: dst[i] = value(seed, first + i), so
+ * that a slice of a tensor filled alone equals that slice of the whole
+ * (context parallelism: each rank fills its own rows from their global
+ * indices). fm_attn_fill_random_bf16 is first = 0. core/fm_cp_run.h,
+ * fm_cp_fill_bf16, is its CPU twin (equal but for the last bit of logf and
+ * cospif). */
+fm_status fm_attn_fill_random_bf16_at(void *dst, int64_t n, uint64_t seed, int64_t first, void *stream,
+                                      fm_err *err);
 
 /* Paddle's startend_row_indices to the kernels' interval vectors, on the
  * device and on `stream` (asynchronous, no host synchronisation):

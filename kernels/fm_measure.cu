@@ -37,20 +37,6 @@ struct fm_gpu_session {
   cudaStream_t stream;
 };
 
-/* Uniform bf16 in [-1, 1) from a hash of (seed, index): deterministic. */
-__global__ void fm_fill_bf16_kernel(uint16_t *x, int64_t n, uint64_t seed) {
-  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-       i += (int64_t)gridDim.x * blockDim.x) {
-    uint64_t z = seed + 0x9e3779b97f4a7c15ull * (uint64_t)(i + 1);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    z ^= z >> 31;
-    float f = (float)(z >> 40) * (1.0f / 16777216.0f) * 2.0f - 1.0f;
-    uint32_t bits = __float_as_uint(f);
-    x[i] = (uint16_t)((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16); /* round to nearest even */
-  }
-}
-
 /* Dense expansion of the interval vectors on the device: (nsets, Sq, Sk), 1 = masked. */
 __global__ void fm_dense_from_intervals_kernel(const int32_t *iv, uint8_t *out, int32_t nsets,
                                                int32_t sq, int32_t sk, int causal) {
@@ -107,11 +93,13 @@ extern "C" fm_status fm_gpu_session_create(int64_t max_tokens, int64_t max_hidde
       st = cuda_fail(err, e, what);
       goto fail;
     }
-    int blocks = 8 * (s->props.sm_count > 0 ? s->props.sm_count : 1);
-    fm_fill_bf16_kernel<<<blocks, 256, 0, s->stream>>>(s->q, n, seed * 3 + 1);
-    fm_fill_bf16_kernel<<<blocks, 256, 0, s->stream>>>(s->k, n, seed * 3 + 2);
-    fm_fill_bf16_kernel<<<blocks, 256, 0, s->stream>>>(s->v, n, seed * 3 + 3);
-    if ((e = cudaGetLastError()) != cudaSuccess || (e = cudaStreamSynchronize(s->stream)) != cudaSuccess) {
+    /* the inputs of every harness: fm_attn_fill_random_bf16's N(0, 1), torch.randn's
+       distribution, which the timing protocol's inputs have (timing depends on it) */
+    if ((st = fm_attn_fill_random_bf16(s->q, n, seed * 3 + 1, s->stream, err)) != FM_OK ||
+        (st = fm_attn_fill_random_bf16(s->k, n, seed * 3 + 2, s->stream, err)) != FM_OK ||
+        (st = fm_attn_fill_random_bf16(s->v, n, seed * 3 + 3, s->stream, err)) != FM_OK)
+      goto fail;
+    if ((e = cudaStreamSynchronize(s->stream)) != cudaSuccess) {
       st = cuda_fail(err, e, "random inputs");
       goto fail;
     }
@@ -176,9 +164,7 @@ static fm_status ensure_backward_buffers(fm_gpu_session *s, fm_err *err) {
   CUDA_TRY(cudaMalloc((void **)&s->dq, (size_t)n * 2), "cudaMalloc (dQ)");
   CUDA_TRY(cudaMalloc((void **)&s->dk, (size_t)n * 2), "cudaMalloc (dK)");
   CUDA_TRY(cudaMalloc((void **)&s->dv, (size_t)n * 2), "cudaMalloc (dV)");
-  fm_fill_bf16_kernel<<<8 * s->props.sm_count, 256, 0, s->stream>>>(s->dout, n, s->seed * 3 + 4);
-  CUDA_TRY(cudaGetLastError(), "random dO");
-  return FM_OK;
+  return fm_attn_fill_random_bf16(s->dout, n, s->seed * 3 + 4, s->stream, err);
 }
 
 /* Device memory for `tiles` instrumented tile records. */
@@ -204,8 +190,11 @@ static fm_status measure_pass(fm_gpu_session *s, fm_attn_launch *lc, const fm_gp
   fm_status st;
   const fm_attn_problem *p = &lc->p;
   const int64_t tiles = (int64_t)p->batch * p->heads * rp->tr * rp->tc;
+  /* the sustained figure is the protocol's: CUDA events around each launch, no profiler attached
+     (CUPTI's kernel records stay for the launches counted apart and the other figures) */
   fm_time_opts to = {.warmup = o->warmup, .reps = o->reps, .warmup_min_ms = o->sustain_ms > 0 ? 1000.0 : 0.0,
-                     .flush_l2 = 1, .use_cupti = o->use_cupti, .sustain_ms = (double)o->sustain_ms};
+                     .flush_l2 = 1, .use_cupti = o->sustain_ms > 0 ? 0 : o->use_cupti,
+                     .sustain_ms = (double)o->sustain_ms};
   if (o->settle_ms > 0) {
     CUDA_TRY(cudaStreamSynchronize(s->stream), "synchronize before settling");
     const struct timespec ts = {.tv_sec = o->settle_ms / 1000, .tv_nsec = (long)(o->settle_ms % 1000) * 1000000L};

@@ -56,7 +56,8 @@ typedef struct fm_gpu_opts {
   int32_t sustain_ms;     /* > 0: the plain build's figure is the protocol's sustained one
                              (docs/DESIGN.md, "How we measure"): 1 s of back-to-back warm-up,
                              then back-to-back launches covering at least this long
-                             (fm_time_opts.sustain_ms); 0: warmup + reps launches */
+                             (fm_time_opts.sustain_ms), timed by CUDA events alone as the
+                             protocol times (no CUPTI records for it); 0: warmup + reps launches */
 } fm_gpu_opts;
 
 /* What one pass measured. timing.source is "" when the pass did not run. */

@@ -11,6 +11,9 @@
  *     documents need no remote K/V;
  *   - mask-aware beats contiguous on causal_document at 1M; the exact
  *     solver is never worse than greedy and equals a brute force;
+ *   - the exchange model (fm_cp_model_ring, fm_cp_model_allgather) replays
+ *     cp-run's executor: a two-rank example worked by hand, the lockstep
+ *     coupling of the ring included;
  *   - the command's JSON parses and says what its table says. */
 #include "fm_test_util.h" /* first: it sets _POSIX_C_SOURCE */
 
@@ -340,6 +343,90 @@ Test(cp_plan, ranks_aligned_to_documents_need_no_remote_kv) {
   cr_assert_eq(ct->ranks[0].kv_recv_rows, 4096);
   cr_assert_eq(ct->ranks[1].kv_recv_rows, 8192);
   check_need(m, p);
+  fm_cp_plan_destroy(p);
+  fm_colmask_destroy(m);
+}
+
+/* ---- the exchange model ------------------------------------------------------------------ */
+
+Test(cp_plan, exchange_model_by_hand) {
+  /* Two ranks, a link of 1 GB/s (1000 bytes per us) and 1 us per message.
+   * Rank 0: own step 10 us, then rank 1's keys 5 us, receiving 20000 bytes
+   * (20 us) in 2 K/V messages (ring) or 6 (all-gather), partials back in 2 / 6.
+   * Rank 1: own step 4 us, rank 0's keys 3 us, 2000 bytes (2 us) in 4 / 2
+   * messages, partials back in 2 / 2. The same compute in both passes. */
+  const int64_t start[3] = {0, 2, 4};
+  const fm_cp_model_src src[4] = {
+      {.s = 0, .us = {10, 10}},
+      {.s = 1, .us = {5, 5}, .bytes = 20000, .msgs = {{6, 6}, {2, 2}}},
+      {.s = 0, .us = {4, 4}},
+      {.s = 1, .us = {3, 3}, .bytes = 2000, .msgs = {{2, 2}, {4, 2}}}};
+  fm_cp_model m = {.ranks = 2, .start = start, .src = src, .link_gbs = 1, .link_us = 1};
+  double wall[2];
+  /* Ring forward: one group, s = 1, posted at 0 by both (step 1 waits for no
+   * step i - 2). 1 -> 0 takes 20 + 2 = 22 us, 0 -> 1 takes 2 + 4 = 6; the group
+   * ends on both ranks when both transfers are done: 22. Rank 0: own 0-10,
+   * then 22-27; rank 1: own 0-4, then 22-25 (independent ranks would give 7:
+   * its own 2-us transfer hides under its 4-us step; the lockstep group holds
+   * it until its send to rank 0 is done). */
+  cr_assert_eq(fm_cp_model_ring(&m, FM_CP_FWD, wall, NULL), FM_OK);
+  cr_assert_float_eq(wall[0], 27, 1e-9, "%g", wall[0]);
+  cr_assert_float_eq(wall[1], 25, 1e-9, "%g", wall[1]);
+  /* Ring backward: KV(1) as above (ends at 22), OWN (after step 0: 10 and 4,
+   * the comm stream already at 22), then DKV(1): each rank after its step 1
+   * (rank 0: 22-27, rank 1: 22-25); 0 -> 1 sends 20000 bytes in 2 messages
+   * from max(27, 25) = 27: 27 + 22 = 49; 1 -> 0 2000 bytes in 2: 27 + 4 = 31.
+   * Both ranks' groups end at 49. */
+  cr_assert_eq(fm_cp_model_ring(&m, FM_CP_BWD, wall, NULL), FM_OK);
+  cr_assert_float_eq(wall[0], 49, 1e-9, "%g", wall[0]);
+  cr_assert_float_eq(wall[1], 49, 1e-9, "%g", wall[1]);
+  /* All-gather forward, one launch of 15 and 7 us after the group. Each
+   * transfer takes the busier of its sender's outgoing and its receiver's
+   * incoming link: 1 -> 0: 20000 bytes and 6 messages on both: 26 us; 0 -> 1:
+   * 2000 and 2: 4 us. Both ranks take part in both: the group ends at 26;
+   * walls 26 + 15 = 41 and 26 + 7 = 33. */
+  const double comp[2] = {15, 7};
+  cr_assert_eq(fm_cp_model_allgather(&m, FM_CP_FWD, comp, wall, NULL), FM_OK);
+  cr_assert_float_eq(wall[0], 41, 1e-9, "%g", wall[0]);
+  cr_assert_float_eq(wall[1], 33, 1e-9, "%g", wall[1]);
+  /* Backward: the launches first (15, 7), then the partials, each once both
+   * ends are done (15): 0 -> 1 20000 bytes in 6 messages: 15 + 26 = 41; 1 -> 0
+   * 2000 in 2: 15 + 4 = 19. Both walls 41. */
+  cr_assert_eq(fm_cp_model_allgather(&m, FM_CP_BWD, comp, wall, NULL), FM_OK);
+  cr_assert_float_eq(wall[0], 41, 1e-9, "%g", wall[0]);
+  cr_assert_float_eq(wall[1], 41, 1e-9, "%g", wall[1]);
+  /* sources out of ring order are refused */
+  const fm_cp_model_src bad[4] = {src[1], src[0], src[2], src[3]};
+  m.src = bad;
+  fm_err err;
+  cr_assert_eq(fm_cp_model_ring(&m, FM_CP_FWD, wall, &err), FM_EINVAL);
+  cr_assert(strstr(err.msg, "ring order"), "%s", err.msg);
+}
+
+Test(cp_plan, lockstep_ring_waits_on_zigzag) {
+  /* causal_document at 1M on 4 ranks (H = 4): zigzag gives each rank one light
+   * and one heavy stripe, so the ranks' compute per source differs and the
+   * lockstep groups make ranks wait for one another: the ring's step exceeds
+   * the slowest rank's compute by more than the all-gather's, whose only
+   * waits are its one group each way (cp-run measured 802.3 against 620.4 ms,
+   * bench/results/cp-scaling.md). Contiguous: one source per rank, nothing to
+   * couple: the ring is within 2% of the compute. */
+  fm_sample_set samples; /* the documents cp-run measured: the CLI's defaults (seed 0, no --sample) */
+  cr_assert_eq(fm_samples_builtin(&samples, NULL), FM_OK);
+  fm_family_request req = {.family = "causal_document", .seqlen = 1048576, .batch = 1, .heads = 1,
+                           .seed = 0, .sample = -1, .samples = &samples};
+  fm_colmask *m = NULL;
+  cr_assert_eq(fm_family_build(&req, &m, NULL, NULL), FM_OK);
+  fm_samples_free(&samples);
+  fm_cp_options o = {.ranks = 4, .kernel = FM_KERNEL_SM90, .heads = 4, .profile = profile()};
+  fm_cp_plan *p = NULL;
+  cr_assert_eq(fm_cp_plan_create(m, &o, &p, NULL), FM_OK);
+  const fm_cp_sharding_plan *zz = sharding(p, FM_CP_ZIGZAG), *ct = sharding(p, FM_CP_CONTIGUOUS);
+  double ring = zz->cost[FM_CP_RING].step_ms, ag = zz->cost[FM_CP_ALLGATHER].step_ms;
+  cr_assert_gt(ring, 1.05 * ag, "zigzag: ring %g ms, all-gather %g ms", ring, ag);
+  cr_assert_gt(ring, 1.10 * zz->step_compute_ms, "zigzag: ring %g, compute %g", ring, zz->step_compute_ms);
+  cr_assert_eq(zz->exchange, FM_CP_ALLGATHER);
+  cr_assert_lt(ct->cost[FM_CP_RING].step_ms, 1.02 * ct->step_compute_ms);
   fm_cp_plan_destroy(p);
   fm_colmask_destroy(m);
 }

@@ -76,6 +76,7 @@ static const struct {
     {"analyze", "analyze --family causal --seqlen 64 --json"},
     {"predict", "predict --family causal --seqlen 1024"},
     {"cp-plan", "cp-plan --family causal --seqlen 4096 --ranks 2"},
+    {"cp-run", "cp-run --family causal --seqlen 1024 --ranks 2 --chunk 256 --cpu"},
     {"calibrate", "calibrate meas.json --out prof.json"},
     {"check", "check mask.npy"},
     {"convert", "convert mask.npy -o conv.npy"},

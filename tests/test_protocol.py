@@ -7,6 +7,7 @@ on any machine. The GPU side (real events, NVML) runs in bench/gpu.sh crosscheck
 """
 import os
 import sys
+import threading
 import time
 import types
 import unittest
@@ -79,6 +80,42 @@ class Protocol(unittest.TestCase):
                                 warmup_s=0.01, sustain_s=0.02, burst=1, idle_s=0.0)
         self.assertIn("sustained", figs["ok"])
         self.assertTrue(figs["bad"]["error"].startswith("out of memory: "))
+
+    def test_processes_in_lockstep(self):
+        """Two "ranks" (threads) of unequal speed under agree and barrier: the same launch
+        count in every window (a collective launch that one rank skipped would hang), and
+        the barrier before every launch but the untimed first call."""
+        gate, vals, lock = threading.Barrier(2), {}, threading.Lock()
+
+        def agree(n):  # the maximum of both ranks' values, as an all-reduce of MAX
+            with lock:
+                vals[threading.get_ident()] = n
+            gate.wait()
+            m = max(vals.values())
+            gate.wait()
+            return m
+        calls, barriers, figs = ({0: 0, 1: 0} for _ in range(3))
+
+        def rank(r, ms):
+            def run():
+                calls[r] += 1
+                time.sleep(ms / 1e3)
+
+            def barrier():
+                barriers[r] += 1
+            figs[r] = protocol.measure({"x": run}, warmup_s=0.05, sustain_s=0.1, burst=2, idle_s=0.0,
+                                       agree=agree, barrier=barrier)["x"]
+        ts = [threading.Thread(target=rank, args=(r, ms)) for r, ms in ((0, 2.0), (1, 9.0))]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        self.assertEqual(calls[0], calls[1])
+        self.assertEqual(figs[0]["sustained"].launches, figs[1]["sustained"].launches)
+        self.assertEqual(barriers[0], calls[0] - 1)
+        # the larger count wins: the slow rank ran the fast one's windows (~25 launches of
+        # 2 ms each), not its own (6 of 9 ms)
+        self.assertGreaterEqual(figs[1]["sustained"].launches, 20)
 
     def test_nothing_runs_gives_only_errors(self):
         def bad():

@@ -27,6 +27,13 @@ burst/burst. The SM clock (MHz) and the board power (W) are read through NVML
 while each sustained window runs (every ~10 ms, median kept) and just before
 each burst launch, and are reported with the time. A callable that raises
 during its first call is reported as an error and left out of the rest.
+
+Several processes (one per GPU, each launch a collective step) run the same
+protocol in lockstep with two hooks: ``agree(n)`` makes every launch count and
+every go-on decision taken from a process's own clock the same on all
+(an all-reduce of the maximum), and ``barrier()``, enqueued after the flush
+before every launch, starts the timed launches together; the step is then the
+slowest process's time of each launch (bench/cp_torch_peer.py).
 """
 from __future__ import annotations
 
@@ -155,7 +162,11 @@ def _count(window_s: float, est_ms: float, lo: int, hi: int = 4000) -> int:
     return int(min(hi, max(lo, math.ceil(window_s * 1e3 / max(est_ms, 1e-3)))))
 
 
-def _window(fn, target_s: float, est_ms: float, min_launches: int, flush) -> tuple[list, float]:
+def _same(n: int) -> int:
+    return n
+
+
+def _window(fn, target_s: float, est_ms: float, min_launches: int, flush, agree=_same) -> tuple[list, float]:
     """Back-to-back launches until they cover target_s of wall time and number at
     least min_launches (in chunks sized from est_ms, so a wrong estimate only adds
     a chunk): their times and the wall time covered."""
@@ -164,9 +175,10 @@ def _window(fn, target_s: float, est_ms: float, min_launches: int, flush) -> tup
     while True:
         left = target_s - (time.perf_counter() - t0)
         need = min_launches - len(ms)
-        if left <= 0 and need <= 0:
+        n = agree(0 if left <= 0 and need <= 0 else max(need, _count(left, est_ms, 1)))
+        if n == 0:
             return ms, time.perf_counter() - t0
-        ms += _launches(fn, max(need, _count(left, est_ms, 1)), flush)
+        ms += _launches(fn, n, flush)
 
 
 def _figure(mode: str, ms: list, clock: list, power: list, window_s: float = 0.0) -> Figure:
@@ -193,13 +205,13 @@ def _first_calls(impls: dict, flush: _Flush, out: dict, log) -> tuple[dict, dict
     return live, est
 
 
-def _sustained(live: dict, est: dict, flush, nvml, sustain_s, rounds, min_launches) -> dict:
+def _sustained(live: dict, est: dict, flush, nvml, sustain_s, rounds, min_launches, agree=_same) -> dict:
     names = list(live)
     ms, clock, power, span = ({n: [] for n in names} for _ in range(4))
     for r in range(rounds):
         for n in (names if r % 2 == 0 else names[::-1]):
             s = _Sampler(nvml).start()
-            got, wall = _window(live[n], sustain_s / rounds, est[n], min_launches, flush)
+            got, wall = _window(live[n], sustain_s / rounds, est[n], min_launches, flush, agree)
             ms[n] += got
             span[n].append(wall)
             c, p = s.stop()
@@ -225,20 +237,28 @@ def _burst(live: dict, flush, nvml, burst, idle_s) -> dict:
 def measure(impls: dict, *, warmup_s: float = PROTOCOL["warmup_s"], sustain_s: float = PROTOCOL["sustain_s"],
             rounds: int = PROTOCOL["rounds"], min_launches: int = PROTOCOL["min_launches"],
             burst: int = PROTOCOL["burst"], idle_s: float = PROTOCOL["idle_s"],
-            device=None, log: Optional[Callable[[str], None]] = None) -> dict:
+            device=None, log: Optional[Callable[[str], None]] = None,
+            agree: Callable[[int], int] = _same, barrier: Optional[Callable[[], None]] = None) -> dict:
     """Times every callable of impls under the protocol. Returns {name: {"sustained":
-    Figure, "burst": Figure}} or {name: {"error": "..."}} for one that failed."""
+    Figure, "burst": Figure}} or {name: {"error": "..."}} for one that failed.
+    agree and barrier: the hooks of a run in several processes (the module's doc)."""
     device = torch.device(device or torch.cuda.current_device())
     flush, nvml = _Flush(device), Nvml(device)
+    if barrier is not None:
+        l2 = flush
+
+        def flush():
+            l2()
+            barrier()
     out: dict = {}
     live, est = _first_calls(impls, flush, out, log)
     if not live:
         return out
     t0 = time.perf_counter()  # warm-up: back-to-back load until the clock has settled
-    while time.perf_counter() - t0 < warmup_s:
+    while agree(int(time.perf_counter() - t0 < warmup_s)):
         for n, fn in live.items():
-            _launches(fn, _count(warmup_s / (2 * len(live)), est[n], 1), flush)
-    sus = _sustained(live, est, flush, nvml, sustain_s, rounds, min_launches)
+            _launches(fn, agree(_count(warmup_s / (2 * len(live)), est[n], 1)), flush)
+    sus = _sustained(live, est, flush, nvml, sustain_s, rounds, min_launches, agree)
     bur = _burst(live, flush, nvml, burst, idle_s)
     for n in live:
         out[n] = {"sustained": sus[n], "burst": bur[n]}

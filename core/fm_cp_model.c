@@ -1,0 +1,175 @@
+/* fm_cp_model.c — the exchange model of cp-plan (core/fm_cp_plan.h,
+ * fm_cp_model_ring, fm_cp_model_allgather): what cp-run's GPU executor
+ * (kernels/fm_cp_gpu.cu) does with its two streams per rank and its NCCL
+ * groups, replayed on the host in the order the executor posts them. The
+ * recurrences are written out in docs/DESIGN.md, "The exchange model". */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fm_cp_plan.h"
+
+/* Microseconds of one transfer: bytes over the link plus every message's latency. */
+static double xfer_us(const fm_cp_model *m, double bytes, int32_t msgs) {
+  return bytes > 0 ? bytes / (m->link_gbs * 1e3) + msgs * m->link_us : 0;
+}
+
+typedef struct ring_sim {
+  const fm_cp_model *m;
+  int pass;
+  double *comp_end, *kv_end, *rel_end; /* (sources): a step's compute end, its K/V's
+                                          arrival, its partial buffer free again */
+  double *comm, *ready, *iend;         /* (P): the comm stream's last end; this group's */
+  int64_t *at;                         /* (P): the source of this group's step, -1 none */
+  int32_t *done;                       /* (P): compute steps replayed */
+} ring_sim;
+
+/* Replays rank r's compute steps up to its step i (each after the previous
+ * one, its K/V group and, backward, the release of step i - 2's partials). */
+static void ring_compute(ring_sim *x, int32_t r, int64_t i) {
+  const int64_t s0 = x->m->start[r];
+  for (; x->done[r] <= i; x->done[r]++) {
+    int64_t k = s0 + x->done[r];
+    double t = x->done[r] ? x->comp_end[k - 1] : 0;
+    if (x->done[r]) t = fmax(t, x->kv_end[k]);
+    if (x->pass == FM_CP_BWD && x->done[r] >= 2) t = fmax(t, x->rel_end[k - 2]);
+    x->comp_end[k] = t + x->m->src[k].us[x->pass];
+  }
+}
+
+/* The source of rank r at global step s (its index in src), -1 none: a
+ * binary search of its sources (by s). */
+static int64_t ring_at(const fm_cp_model *m, int32_t r, int32_t s) {
+  int64_t lo = m->start[r], hi = m->start[r + 1];
+  while (lo < hi) {
+    int64_t mid = lo + (hi - lo) / 2;
+    if (m->src[mid].s < s) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo < m->start[r + 1] && m->src[lo].s == s ? lo : -1;
+}
+
+/* One group of global step s on every rank: K/V (back = 0: r receives from
+ * r - s, waits for its compute of step i - 2) or the partials (back = 1: r
+ * sends the partials of step s to r - s, after computing that step). */
+static void ring_group(ring_sim *x, int32_t s, int back) {
+  const fm_cp_model *m = x->m;
+  const int32_t P = m->ranks;
+  for (int32_t r = 0; r < P; r++) {
+    int64_t k = x->at[r] = ring_at(m, r, s), i = k >= 0 ? k - m->start[r] : -1;
+    int64_t dep = back ? i : i - 2;
+    x->ready[r] = x->comm[r];
+    if (k >= 0 && dep >= 0) {
+      ring_compute(x, r, dep);
+      x->ready[r] = fmax(x->ready[r], x->comp_end[m->start[r] + dep]);
+    }
+    x->iend[r] = x->ready[r];
+  }
+  for (int32_t r = 0; r < P; r++) {
+    int64_t k = x->at[r];
+    if (k < 0) continue;
+    int32_t q = (r - s + P) % P;
+    const fm_cp_model_src *c = &m->src[k];
+    double t = fmax(x->ready[r], x->ready[q]) + xfer_us(m, c->bytes, c->msgs[FM_CP_RING][back]);
+    x->iend[r] = fmax(x->iend[r], t);
+    x->iend[q] = fmax(x->iend[q], t);
+  }
+  for (int32_t r = 0; r < P; r++) {
+    x->comm[r] = x->iend[r];
+    if (x->at[r] >= 0) (back ? x->rel_end : x->kv_end)[x->at[r]] = x->comm[r];
+  }
+}
+
+/* The backward's own partials summed on the comm stream after step 0. */
+static void ring_own(ring_sim *x) {
+  for (int32_t r = 0; r < x->m->ranks; r++) {
+    ring_compute(x, r, 0);
+    int64_t k = x->m->start[r];
+    x->comm[r] = fmax(x->comm[r], x->comp_end[k]);
+    x->rel_end[k] = x->comm[r];
+  }
+}
+
+static fm_status check_model(const fm_cp_model *m, fm_err *err) {
+  for (int32_t r = 0; r < m->ranks; r++) {
+    int64_t a = m->start[r], b = m->start[r + 1];
+    int ok = b > a && m->src[a].s == 0;
+    for (int64_t k = a + 1; ok && k < b; k++) ok = m->src[k].s > m->src[k - 1].s && m->src[k].s < m->ranks;
+    if (!ok) return fm_fail(err, FM_EINVAL, "exchange model: rank %d's sources are not in ring order", r);
+  }
+  return FM_OK;
+}
+
+fm_status fm_cp_model_ring(const fm_cp_model *m, int pass, double *wall, fm_err *err) {
+  fm_status st = check_model(m, err);
+  if (st != FM_OK) return st;
+  const int32_t P = m->ranks;
+  const int64_t n = m->start[P];
+  ring_sim x = {.m = m, .pass = pass};
+  x.comp_end = calloc((size_t)n, sizeof *x.comp_end);
+  x.kv_end = calloc((size_t)n, sizeof *x.kv_end);
+  x.rel_end = calloc((size_t)n, sizeof *x.rel_end);
+  x.comm = calloc((size_t)P, sizeof *x.comm);
+  x.ready = calloc((size_t)P, sizeof *x.ready);
+  x.iend = calloc((size_t)P, sizeof *x.iend);
+  x.at = calloc((size_t)P, sizeof *x.at);
+  x.done = calloc((size_t)P, sizeof *x.done);
+  if (!x.comp_end || !x.kv_end || !x.rel_end || !x.comm || !x.ready || !x.iend || !x.at || !x.done)
+    st = fm_fail(err, FM_ENOMEM, "cannot allocate the exchange model of %d ranks", P);
+  /* the executor's order of groups (docs/DESIGN.md, "cp-run", "Order and deadlock") */
+  if (st == FM_OK && pass == FM_CP_FWD)
+    for (int32_t s = 1; s < P; s++) ring_group(&x, s, 0);
+  if (st == FM_OK && pass == FM_CP_BWD) {
+    if (P > 1) ring_group(&x, 1, 0);
+    ring_own(&x);
+    for (int32_t s = 1; s < P; s++) {
+      if (s + 1 < P) ring_group(&x, s + 1, 0);
+      ring_group(&x, s, 1);
+    }
+  }
+  for (int32_t r = 0; st == FM_OK && r < P; r++) {
+    int64_t last = m->start[r + 1] - 1;
+    ring_compute(&x, r, last - m->start[r]);
+    wall[r] = fmax(x.comp_end[last], x.comm[r]);
+  }
+  free(x.comp_end), free(x.kv_end), free(x.rel_end), free(x.comm);
+  free(x.ready), free(x.iend), free(x.at), free(x.done);
+  return st;
+}
+
+/* Bytes and messages each rank receives and sends in one all-gather group. */
+typedef struct ag_load {
+  double in, out;
+  int64_t in_msgs, out_msgs;
+} ag_load;
+
+fm_status fm_cp_model_allgather(const fm_cp_model *m, int pass, const double *compute_us,
+                                double *wall, fm_err *err) {
+  fm_status st = check_model(m, err);
+  if (st != FM_OK) return st;
+  const int32_t P = m->ranks, dir = pass == FM_CP_BWD;
+  ag_load *ld = calloc((size_t)P, sizeof *ld);
+  if (!ld) return fm_fail(err, FM_ENOMEM, "cannot allocate the exchange model of %d ranks", P);
+  for (int32_t r = 0; r < P; r++)
+    for (int64_t k = m->start[r] + 1; k < m->start[r + 1]; k++) {
+      int32_t q = (r - m->src[k].s + P) % P, msgs = m->src[k].msgs[FM_CP_ALLGATHER][dir];
+      ag_load *to = &ld[dir ? q : r], *from = &ld[dir ? r : q]; /* backward: r sends to q */
+      to->in += m->src[k].bytes, to->in_msgs += msgs;
+      from->out += m->src[k].bytes, from->out_msgs += msgs;
+    }
+  /* forward: everyone posts at the barrier, the launch follows the group;
+   * backward: the launch first, each transfer once both ends are done */
+  for (int32_t r = 0; r < P; r++) wall[r] = dir ? compute_us[r] : 0;
+  for (int32_t r = 0; r < P; r++)
+    for (int64_t k = m->start[r] + 1; k < m->start[r + 1]; k++) {
+      int32_t q = (r - m->src[k].s + P) % P, a = dir ? r : q, b = dir ? q : r; /* a sends to b */
+      double bytes = fmax(ld[a].out, ld[b].in);
+      int64_t msgs = ld[a].out_msgs > ld[b].in_msgs ? ld[a].out_msgs : ld[b].in_msgs;
+      double t = (dir ? fmax(compute_us[a], compute_us[b]) : 0) + xfer_us(m, bytes, (int32_t)msgs);
+      wall[a] = fmax(wall[a], t);
+      wall[b] = fmax(wall[b], t);
+    }
+  for (int32_t r = 0; !dir && r < P; r++) wall[r] += compute_us[r];
+  free(ld);
+  return FM_OK;
+}

@@ -1,0 +1,228 @@
+#!/usr/bin/env python3
+"""The multi-GPU benchmark's arithmetic on synthetic JSON, without a GPU or torch (ctest:
+bench_cp_table, label python): bench/cp_table.py's efficiencies, ratios and the bars'
+verdicts; bench/cp_bench.py's reading of cp-run and cp-plan and its order of cases;
+bench/cp_torch_peer.py's step (the slowest rank per launch). The numbers are chosen so that
+every value asserted is worked out by hand in the comments.
+"""
+import os
+import sys
+import types
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
+import cp_bench  # noqa: E402
+import cp_collect  # noqa: E402
+import cp_table  # noqa: E402
+import cp_torch_peer  # noqa: E402
+
+M = 1048576
+
+
+def plan(one_gpu_fwd, one_gpu_total, shardings):
+    """A plan_summary(): shardings {name: (exchange, step_ms, rank_fwd_ms, rank_compute_ms)}."""
+    return dict(profile="h200-sm90", one_gpu=dict(fwd_ms=one_gpu_fwd, bwd_ms=one_gpu_total - one_gpu_fwd,
+                                                  total_ms=one_gpu_total),
+                shardings={n: dict(exchange=x, efficiency=0.9,
+                                   exchanges={e: dict(fwd_ms=st / 4, bwd_ms=3 * st / 4, step_ms=st, fits=True)
+                                              for e in ("allgather", "ring")},
+                                   rank_fwd_ms=fw, rank_compute_ms=cm)
+                           for n, (x, st, fw, cm) in shardings.items()})
+
+
+def fm(fam, P, sh, ex, pass_, sustained, compute=None, check=None, status="ok"):
+    r = dict(id=f"fmsim:{fam}:{M}:{P}:{sh}:{ex}:{pass_}", tool="fmsim", family=fam, seqlen=M, ranks=P,
+             sharding=sh, exchange=ex, status=status, error="", job="j", **{"pass": pass_})
+    if status == "ok":
+        r.update(step_ms=dict(sustained=sustained, burst=0.9 * sustained), rank_compute_ms=compute or [],
+                 check=check)
+    return r
+
+
+def tc(fam, P, backend, ex, sustained, status="ok"):
+    r = dict(id=f"torch:{fam}:{M}:{P}:{backend}-{ex}:both", tool="torch", family=fam, seqlen=M, ranks=P,
+             sharding="contiguous", exchange=ex, backend=backend, status=status, error="", job="t",
+             check=None, **{"pass": "both"})
+    if status == "ok":
+        r["step_ms"] = dict(sustained=sustained, burst=sustained)
+    return r
+
+
+def synthetic():
+    cd = "causal_document"
+    plans = {f"{cd}:{M}:4": plan(4000, 16000, {
+        "contiguous": ("allgather", 5200, [1000] * 4, [5000, 5100, 5150, 5200]),
+        "mask-aware": ("ring", 4010, [1000] * 4, [4000, 4010, 3990, 4000])}),
+        f"{cd}:{M}:2": plan(4000, 16000, {"mask-aware": ("ring", 8000, [2000, 2000], [8000, 8000])}),
+        f"{cd}:{M}:1": plan(4000, 16000, {}),
+        f"full:{M}:2": plan(30000, 120000, {"contiguous": ("ring", 60000, [15000] * 2, [60000] * 2)})}
+    recs = [
+        fm(cd, 1, "-", "-", "both", 16000.0, [16800.0]),                 # one GPU: 16800 / 16000 = 1.05
+        fm(cd, 4, "contiguous", "allgather", "both", 5400.0, [5000, 5100, 5150, 5200], {"passed": True}),
+        fm(cd, 4, "contiguous", "ring", "both", 5600.0),
+        fm(cd, 4, "mask-aware", "allgather", "both", 4300.0, check={"passed": False}),
+        fm(cd, 4, "mask-aware", "ring", "both", 4200.0, [4100, 4000, 3900, 4640], {"passed": True}),
+        fm(cd, 4, "zigzag", "ring", "both", 0.0, status="oom"),
+        fm(cd, 2, "mask-aware", "ring", "both", 8400.0, [8400, 8000]),
+        fm("full", 1, "-", "-", "both", 100000.0),
+        fm("full", 2, "contiguous", "ring", "both", 62000.0),
+        tc("full", 2, "cudnn", "allgather", 70000.0), tc("full", 2, "flash", "allgather", 90000.0),
+        tc("full", 2, "flash", "ring", 0.0, status="oom")]
+    return dict(format="fmsim-cp-bench", version=1, commit="abc1234", commands=["python3 bench/cp_bench.py --out x"],
+                device=dict(name="NVIDIA H100 80GB HBM3", count=4), heads=32, head_dim=128, gpu_profile="",
+                protocol=dict(warmup_s=1.0, sustain_s=1.0), torch="2.11.0", plans=plans, records=recs)
+
+
+class Table(unittest.TestCase):
+    def setUp(self):
+        self.doc = synthetic()
+        self.bars = {item: (n, v) for item, n, v in cp_table.bars(self.doc)}
+
+    def bar(self, start):
+        (key,) = [k for k in self.bars if k.startswith(start)]
+        return self.bars[key]
+
+    def test_efficiency_and_mask_aware_ratio(self):
+        d = self.doc
+        self.assertEqual(cp_table.one_gpu_ms(d, "causal_document", M, "both"), 16000.0)
+        # the fastest of six runs is mask-aware ring (4200; the OOM is no time): 16000 / (4 x 4200)
+        r = cp_table.best(d, "causal_document", M, 4, "both")
+        self.assertEqual((r["sharding"], r["exchange"]), ("mask-aware", "ring"))
+        self.assertAlmostEqual(cp_table.efficiency(16000.0, cp_table.ms(r), 4), 16000 / 16800)
+        # each sharding at its faster exchange: 4200 / 5400
+        self.assertAlmostEqual(cp_table.mask_aware_ratio(d, "causal_document", M, 4, "both"), 4200 / 5400)
+        self.assertIsNone(cp_table.mask_aware_ratio(d, "causal_document", M, 2, "both"))
+
+    def test_compute_against_the_plan(self):
+        d = self.doc
+        (r,) = cp_table.find(d, "fmsim", "causal_document", M, 4, "both", sharding="mask-aware", exchange="ring")
+        got = cp_table.compute_ratios(d, r)
+        for x, want in zip(got, (4100 / 4000, 4000 / 4010, 3900 / 3990, 4640 / 4000)):
+            self.assertAlmostEqual(x, want)
+        (one,) = cp_table.find(d, "fmsim", "causal_document", M, 1, "both")
+        self.assertEqual(cp_table.compute_ratios(d, one), [16800 / 16000])  # against one_gpu total_ms
+        # the worst deviation of all 11 ranks: 4640 / 4000 = 1.16, over 15%; the other 10 within
+        number, v = self.bar("cp-plan predicts")
+        self.assertIn("worst 1.160", number)
+        self.assertIn("10 of 11 ranks within 15%", number)
+        self.assertEqual(v, "not met")
+
+    def test_bar_verdicts(self):
+        self.assertEqual(self.bar("outputs and gradients"), ("2 of 3 checked runs passed", "not met"))
+        self.assertEqual(self.bar("causal_document, 1M tokens, 4 GPUs: mask-aware"), (f"{4200 / 5400:.3f}x", "not met"))
+        # 16000 / (2 x 8400) = 95.2% >= 90%; 16000 / (4 x 4200) = 95.2% >= 85%
+        self.assertEqual(self.bar("causal_document, 1M tokens, 2 GPUs: scaling"), ("95.2% (mask-aware, ring)", "met"))
+        self.assertEqual(self.bar("causal_document, 1M tokens, 4 GPUs: scaling")[1], "met")
+        # full on 2: 100000 / (2 x 62000) = 80.6% < 90%
+        self.assertEqual(self.bar("full, 1M tokens, 2 GPUs: scaling"), ("80.6% (contiguous, ring)", "not met"))
+        self.assertEqual(self.bar("document, 1M tokens, 2 GPUs: scaling"), ("-", "not measured"))
+        # torch's fastest of cudnn 70000, flash 90000 (its OOM left out): 62000 / 70000
+        n, v = self.bar("full, 1M tokens, 2 GPUs: faster")
+        self.assertEqual((n, v), (f"fmsim/torch {62000 / 70000:.3f} (torch cudnn, allgather)", "met"))
+        self.assertEqual(self.bar("causal, 1M tokens, 4 GPUs: faster")[1], "not measured")
+
+    def test_render(self):
+        md = cp_table.render(self.doc)
+        self.assertIn("NVIDIA H100 80GB HBM3 x 4", md)
+        self.assertIn("abc1234", md)
+        self.assertIn("`python3 bench/cp_bench.py --out x`", md)
+        row = next(x for x in md.splitlines() if x.startswith("| causal_document | 4 | both |"))
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        # 1 GPU, then contiguous ag/ring, zigzag ag/ring, mask-aware ag/ring, best eff, ratio, compute
+        self.assertEqual(cells[3], "16000.0")
+        self.assertEqual(cells[4], f"5400.0 ({100 * 16000 / (4 * 5400):.1f}%)")
+        self.assertEqual(cells[6:8], ["", "oom"])
+        self.assertEqual(cells[9], f"4200.0 ({100 * 16000 / 16800:.1f}%)")
+        self.assertEqual(cells[11], f"{4200 / 5400:.3f}")
+        self.assertEqual(cells[12], f"{3900 / 3990:.3f}-{4640 / 4000:.3f}")
+
+
+class Bench(unittest.TestCase):
+    def test_parse_cp_run(self):
+        def rank(i, f, b):
+            return dict(rank=i, measured=dict(fwd=dict(compute_ms=f, wall_ms=f + 1), bwd=dict(compute_ms=b)))
+        doc = dict(format="fmsim-cp-run", step_ms=dict(fwd=4.0, bwd=6.0, total=10.0),
+                   rank_results=[rank(0, 2.0, 5.0), rank(1, 3.0, 6.0)], check={"pass": True, "reference": "one-gpu"})
+        r = cp_bench.parse_cp_run(doc, "both")
+        self.assertEqual(r["rank_compute_ms"], [7.0, 9.0])
+        self.assertEqual(cp_bench.parse_cp_run(doc, "fwd")["rank_compute_ms"], [2.0, 3.0])
+        self.assertEqual(r["step_ms"], dict(sustained=10.0, burst=None))
+        self.assertEqual(cp_bench.parse_cp_run(doc, "fwd")["step_ms"]["sustained"], 4.0)
+        self.assertTrue(r["check"]["passed"])
+        self.assertEqual(cp_bench.parse_cp_run({"error": "CUDA error: out of memory"}, "fwd")["status"], "oom")
+
+    def test_plan_summary(self):
+        x = dict(fwd_ms=1.0, bwd_ms=2.0, step_ms=3.0, memory_bytes=5, fits=True)
+        doc = dict(profile=dict(name="h200-sm90"), one_gpu=dict(fwd_ms=4.0, bwd_ms=8.0, total_ms=12.0),
+                   shardings=[dict(name="zigzag", exchange="ring", efficiency_exchange=0.8,
+                                   exchanges=dict(allgather=x, ring=x),
+                                   ranks=[dict(fwd_ms=1.0, compute_ms=3.0), dict(fwd_ms=0.5, compute_ms=2.5)])])
+        s = cp_bench.plan_summary(doc)["shardings"]["zigzag"]
+        self.assertEqual((s["rank_fwd_ms"], s["rank_compute_ms"]), ([1.0, 0.5], [3.0, 2.5]))
+        self.assertEqual(s["exchanges"]["ring"], dict(fwd_ms=1.0, bwd_ms=2.0, step_ms=3.0, fits=True))
+
+    def test_order_of_cases(self):
+        """Checks first, then the bars at 1M; the rest last."""
+        args = types.SimpleNamespace(families=("causal_document", "sliding_window"), seqlens=[131072, M],
+                                     ranks=[1, 4], shardings=["contiguous", "mask-aware"], exchanges=["ring"],
+                                     passes=["fwd", "both"], check_seqlens={131072}, peer_impls="",
+                                     warmup_s=1.0, sustain_s=1.0)
+        p = plan(4000, 16000, {"contiguous": ("ring", 5200, [1] * 4, [1] * 4),
+                               "mask-aware": ("ring", 4010, [1] * 4, [1] * 4)})
+        plans = {f"{f}:{S}:{P}": p for f in args.families for S in args.seqlens for P in args.ranks}
+        js = cp_bench.jobs(args, plans)
+        tiers = [j["tier"] for j in js]
+        self.assertEqual(tiers, sorted(tiers))
+        first = {j["id"] for j in js if j["tier"] == 0}
+        self.assertEqual(first, {f"fmsim:{f}:131072:4:mask-aware:ring:both" for f in args.families})
+        self.assertEqual({j["id"] for j in js if j["tier"] == 1}, {
+            f"fmsim:causal_document:{M}:1:-:-:both", f"fmsim:causal_document:{M}:4:mask-aware:ring:both",
+            f"fmsim:causal_document:{M}:4:contiguous:ring:both"})
+        self.assertTrue(all(j["check"] == (j["seqlen"] == 131072 and j["ranks"] > 1) for j in js))
+
+
+class Collect(unittest.TestCase):
+    def test_run_records(self):
+        """A cp-run file with --baseline gives P's records and the one-GPU ones, per pass."""
+        import json
+        import tempfile
+
+        def rank(i, f, b):
+            return dict(rank=i, measured=dict(fwd=dict(compute_ms=f), bwd=dict(compute_ms=b)))
+        run = dict(format="fmsim-cp-run", mask=dict(family="causal"), seqlen=M, ranks=2, heads=4, head_dim=128,
+                   sharding="mask-aware", exchange="ring", passes="both", step_ms=dict(fwd=5.0, bwd=15.0, total=20.0),
+                   rank_results=[rank(0, 4.0, 14.0), rank(1, 4.5, 14.5)], check=None,
+                   baseline=dict(fwd_ms=9.0, bwd_ms=27.0, total_ms=36.0, efficiency=0.9))
+        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+            json.dump(run, f)
+        doc = dict(heads=0, head_dim=128)
+        try:
+            recs = {(r["ranks"], r["pass"]): r for r in cp_collect.run_records(f.name, doc)}
+        finally:
+            os.unlink(f.name)
+        self.assertEqual(sorted(recs), [(1, "both"), (1, "fwd"), (2, "both"), (2, "fwd")])
+        self.assertEqual(recs[(2, "both")]["step_ms"]["sustained"], 20.0)
+        self.assertEqual(recs[(2, "fwd")]["rank_compute_ms"], [4.0, 4.5])
+        self.assertEqual(recs[(2, "both")]["rank_compute_ms"], [18.0, 19.0])
+        self.assertEqual((recs[(1, "fwd")]["step_ms"]["sustained"], recs[(1, "both")]["step_ms"]["sustained"]),
+                         (9.0, 36.0))
+        # the table's efficiency from these records: 36 / (2 x 20) = 0.9, cp-run's own figure
+        t = dict(records=list(recs.values()), plans={})
+        self.assertAlmostEqual(cp_table.efficiency(cp_table.one_gpu_ms(t, "causal", M, "both"),
+                                                   cp_table.ms(recs[(2, "both")]), 2), 0.9)
+        self.assertEqual(doc["heads"], 4)
+
+
+class Peer(unittest.TestCase):
+    def test_step_is_the_slowest_rank_per_launch(self):
+        a = dict(samples=[1.0, 5.0, 2.0, 9.0], median_ms=3.5, clock_mhz=1700.0, power_w=600.0, window_s=1.0)
+        b = dict(samples=[3.0, 1.0, 4.0, 1.0], median_ms=2.0, clock_mhz=1650.0, power_w=650.0, window_s=1.2)
+        f = cp_torch_peer.combine([a, b])
+        # per launch: max(1, 3), max(5, 1), max(2, 4), max(9, 1) = 3, 5, 4, 9: median 4.5
+        self.assertEqual((f["median_ms"], f["min_ms"], f["max_ms"], f["launches"]), (4.5, 3.0, 9.0, 4))
+        self.assertEqual(f["window_s"], 1.2)
+        self.assertEqual([r["clock_mhz"] for r in f["ranks"]], [1700.0, 1650.0])
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
