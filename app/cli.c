@@ -74,28 +74,37 @@ int cli_finish_stdout(int rc) {
   return FM_EXIT_USAGE;
 }
 
-int cli_bad_option(const char *cmd, int opt, char *const argv[]) {
+/* What getopt_long (optstring starting with ':') returned for a bad option:
+ * ':' a missing value, anything else an unknown option; argv[optind - 1]
+ * names it. */
+static void bad_option(const char *cmd, int opt, char *const argv[]) {
   if (opt == ':') cli_error(cmd, "option '%s' needs a value", argv[optind - 1]);
   else cli_error(cmd, "unknown option '%s' (see fmsim %s --help)", argv[optind - 1], cmd);
-  return FM_EXIT_USAGE;
 }
 
-int cli_next_opt(const char *cmd, int argc, char **argv, const char *shortopts,
-                 const struct option *longopts, cli_shared_opt_fn shared, void *opts,
-                 int *longindex) {
+int cli_parse_opts(const char *cmd, int argc, char **argv, const cli_opts_def *def, void *opts) {
   int opt;
-  while ((opt = getopt_long(argc, argv, shortopts, longopts, longindex)) != -1) {
-    int r = shared ? shared(cmd, opts, opt, optarg) : 0;
-    if (r < 0) return CLI_OPT_ERROR;
-    if (r == 0) return opt;
+  opterr = 0;
+  optind = 1; /* each command parses its argv from 1 */
+  while ((opt = getopt_long(argc, argv, def->shortopts, def->longopts, NULL)) != -1) {
+    int r = def->shared ? def->shared(cmd, opts, opt, optarg) : 0;
+    if (r == 0 && opt == 'h') {
+      if (def->help) fputs(def->help, stdout);
+      else def->print_help(opts);
+      return 1;
+    }
+    if (r == 0) r = def->own(cmd, opts, opt, optarg);
+    if (r < 0) return -1;
+    if (r == 0) {
+      bad_option(cmd, opt, argv);
+      return -1;
+    }
   }
-  return -1;
-}
-
-int cli_no_operands(const char *cmd, int argc, char **argv) {
-  if (optind >= argc) return 0;
-  cli_error(cmd, "unexpected argument '%s'", argv[optind]);
-  return FM_EXIT_USAGE;
+  if (def->operands == CLI_NO_OPERANDS && optind < argc) {
+    cli_error(cmd, "unexpected argument '%s'", argv[optind]);
+    return -1;
+  }
+  return 0;
 }
 
 int cli_family_operand(const char *cmd, const char *path) {
@@ -142,9 +151,9 @@ int cli_int_pair(const char *text, char sep, long long *a, long long *b) {
   return end != q && *end == 0 ? 0 : -1;
 }
 
-int cli_unavailable(const char *cmd, int argc, char **argv, void (*help)(void), const char *why) {
+int cli_unavailable(const char *cmd, int argc, char **argv, cli_help_fn *help, const char *why) {
   if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
-    help();
+    help(NULL);
     return FM_EXIT_OK;
   }
   cli_error(cmd, "%s", why);
@@ -187,11 +196,6 @@ int cli_intervals_causal(const char *cmd, const char *path, cli_flag_rule rule, 
   }
   cli_error(cmd, "%s: " CLI_INTERVALS_NEED_FLAG, path);
   return FM_EXIT_USAGE;
-}
-
-void cli_getopt_reset(void) {
-  opterr = 0;
-  optind = 1;
 }
 
 /* Calls one(token) for each comma-separated token of text; counts them. */

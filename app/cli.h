@@ -54,11 +54,6 @@ void cli_notes_flush(void);
  * (cli_note). */
 int cli_finish_stdout(int rc);
 
-/* What getopt_long (optstring starting with ':') returned for a bad option:
- * ':' a missing value, anything else an unknown option. Prints the error
- * (argv[optind - 1] names the option) and returns FM_EXIT_USAGE. */
-int cli_bad_option(const char *cmd, int opt, char *const argv[]);
-
 /* --causal (is_causal = 1) or --bidir (0) into *causal (-1: not given yet);
  * both given is a usage error (printed). 0 on success. */
 int cli_causal_flag(const char *cmd, int is_causal, int *causal);
@@ -78,22 +73,42 @@ int cli_causal_flag(const char *cmd, int is_causal, int *causal);
 typedef enum cli_flag_rule { CLI_FLAG_REQUIRED, CLI_FLAG_WHEN_AMBIGUOUS } cli_flag_rule;
 int cli_intervals_causal(const char *cmd, const char *path, cli_flag_rule rule, int *causal);
 
-/* Resets getopt for a command's parse (each command parses argv from 1). */
-void cli_getopt_reset(void);
-
 /* A parser of options several commands share (cli_mask_opt_any,
- * viz_cli_source_opt_any): 1 taken, 0 not its option, -1 a bad value (printed). */
+ * viz_cli_source_opt_any), or of a command's own: 1 taken, 0 not its option,
+ * -1 a bad value (printed). */
 typedef int (*cli_shared_opt_fn)(const char *cmd, void *opts, int opt, const char *arg);
-#define CLI_OPT_ERROR (-2)
-/* getopt_long over a command's options: the next option that `shared` (may be
- * NULL) did not take, -1 at the end, CLI_OPT_ERROR after a bad value (printed). */
-int cli_next_opt(const char *cmd, int argc, char **argv, const char *shortopts,
-                 const struct option *longopts, cli_shared_opt_fn shared, void *opts,
-                 int *longindex);
 
-/* No operand left after the options: 0, else FM_EXIT_USAGE after printing
- * "unexpected argument" (what, where: the first one left). */
-int cli_no_operands(const char *cmd, int argc, char **argv);
+/* Prints a command's help when the text is computed (defaults read from a
+ * registry or a built-in scenario); opts: the command's options, as
+ * cli_parse_opts has them, or NULL (cli_unavailable). */
+typedef void cli_help_fn(const void *opts);
+
+/* What operands a command takes after its options (cli_opts_def). */
+typedef enum cli_operands {
+  CLI_NO_OPERANDS,  /* none: the first one left is "unexpected argument 'X'" */
+  CLI_OPERANDS      /* the command's own (files, a scenario): cli_parse_opts leaves them in
+                       argv[optind..argc), getopt having moved them after the options, and the
+                       command checks how many and what they are */
+} cli_operands;
+
+/* A command's options, for cli_parse_opts. */
+typedef struct cli_opts_def {
+  const char *shortopts;         /* getopt's, starting with ':' (":o:" also takes -o FILE) */
+  const struct option *longopts; /* the table, {"help", no_argument, 0, 'h'} among it */
+  cli_shared_opt_fn shared;      /* tried first: options several commands share; may be NULL */
+  cli_shared_opt_fn own;         /* then the command's own; 0 for an option it does not know */
+  const char *help;              /* what -h/--help prints; or NULL, and then */
+  cli_help_fn *print_help;       /* prints it (called with the command's opts) */
+  cli_operands operands;
+} cli_opts_def;
+
+/* Every command's whole option loop, the one getopt_long loop of fmsim: each
+ * option goes to def->shared, then to def->own (both over the same opts); an
+ * unknown option is "unknown option '--x' (see fmsim CMD --help)", a missing
+ * value "option '--x' needs a value"; -h/--help prints the help; then the
+ * operands as def->operands says. 0 parsed, 1 help printed, -1 bad usage (one
+ * line printed). */
+int cli_parse_opts(const char *cmd, int argc, char **argv, const cli_opts_def *def, void *opts);
 
 /* The file operand of a command that also takes --family (analyze, view,
  * render): when no file of that name exists and it names a family (or is a
@@ -122,9 +137,9 @@ int cli_interval_opt(const char *cmd, void *o, int opt, const char *arg);
  * 0, or -1 when text is not of that shape. */
 int cli_int_pair(const char *text, char sep, long long *a, long long *b);
 
-/* A command this build lacks: --help/-h prints help() and exits 0; anything
+/* A command this build lacks: --help/-h prints help(NULL) and exits 0; anything
  * else prints "why" as the error, exit 2. */
-int cli_unavailable(const char *cmd, int argc, char **argv, void (*help)(void), const char *why);
+int cli_unavailable(const char *cmd, int argc, char **argv, cli_help_fn *help, const char *why);
 
 /* Scans a dense mask file (fm_dense_check_file with options o) into *res
  * (the caller destroys it); 0, or FM_EXIT_USAGE after printing the error. */

@@ -309,6 +309,33 @@ static int file_usage(const char *cmd, const file_opts *f, const cli_mask_opts *
 static int analyze_family(const char *cmd, cli_mask_opts *op, int json, const char *out_dir,
                           const fm_gpu_profile *prof);
 
+/* What analyze's command line says. */
+typedef struct analyze_opts {
+  cli_mask_opts mask; /* first: cli_mask_opt_any takes the family's options */
+  file_opts f;
+  const char *out_dir, *gpu;
+  int json, table;
+} analyze_opts;
+
+/* analyze's options besides the family's: 1 taken, -1 a bad value (printed), 0 none of them. */
+static int analyze_opt(const char *cmd, void *v, int opt, const char *arg) {
+  analyze_opts *a = v;
+  int r = dense_reading_opt(cmd, opt, &a->f.reading);
+  if (r) return r;
+  switch (opt) {
+  case 'j': a->json = 1; return 1;
+  case 'o': a->out_dir = arg; return 1;
+  case 'P': a->table = 1; return 1;
+  case 'g': a->gpu = arg; return 1;
+  case 'i': a->f.intervals = arg; return 1;
+  case 'c':
+  case 'B': return cli_causal_flag(cmd, opt == 'c', &a->f.causal) ? -1 : 1;
+  case 'q': return cli_size(cmd, "--seqlen-q", arg, 1, FM_MAX_SEQLEN, &a->f.sq) ? -1 : 1;
+  case 'm': a->f.masked_true = 1; return 1;
+  }
+  return 0;
+}
+
 int cmd_analyze(int argc, char **argv) {
   static const struct option longopts[] = {CLI_MASK_LONGOPTS,
                                            {"json", no_argument, 0, 'j'},
@@ -323,60 +350,40 @@ int cmd_analyze(int argc, char **argv) {
                                            DENSE_READING_LONGOPTS,
                                            {"help", no_argument, 0, 'h'},
                                            {0, 0, 0, 0}};
-  const char *cmd = "analyze", *out_dir = NULL, *gpu = NULL;
-  int json = 0, table = 0, opt;
-  file_opts f = {.causal = -1};
-  cli_mask_opts o;
-  cli_mask_opts_init(&o);
-  cli_getopt_reset();
-  while ((opt = cli_next_opt(cmd, argc, argv, ":", longopts, cli_mask_opt_any, &o, NULL)) != -1) {
-    int r = dense_reading_opt(cmd, opt, &f.reading);
-    if (r < 0) return FM_EXIT_USAGE;
-    if (r > 0) continue;
-    switch (opt) {
-    case CLI_OPT_ERROR: return FM_EXIT_USAGE;
-    case 'j': json = 1; break;
-    case 'o': out_dir = optarg; break;
-    case 'P': table = 1; break;
-    case 'g': gpu = optarg; break;
-    case 'i': f.intervals = optarg; break;
-    case 'c':
-    case 'B':
-      if (cli_causal_flag(cmd, opt == 'c', &f.causal)) return FM_EXIT_USAGE;
-      break;
-    case 'q':
-      if (cli_size(cmd, "--seqlen-q", optarg, 1, FM_MAX_SEQLEN, &f.sq)) return FM_EXIT_USAGE;
-      break;
-    case 'm': f.masked_true = 1; break;
-    case 'h': fputs(help, stdout); return FM_EXIT_OK;
-    default: return cli_bad_option(cmd, opt, argv);
-    }
-  }
-  if (optind < argc) f.path = argv[optind++];
+  const cli_opts_def def = {.shortopts = ":", .longopts = longopts, .shared = cli_mask_opt_any,
+                            .own = analyze_opt, .help = help, .operands = CLI_OPERANDS};
+  const char *cmd = "analyze";
+  analyze_opts a = {.f = {.causal = -1}};
+  cli_mask_opts_init(&a.mask);
+  int r = cli_parse_opts(cmd, argc, argv, &def, &a);
+  if (r) return r > 0 ? FM_EXIT_OK : FM_EXIT_USAGE;
+  cli_mask_opts *o = &a.mask;
+  file_opts *f = &a.f;
+  if (optind < argc) f->path = argv[optind++];
   if (optind < argc) {
     cli_error(cmd, "unexpected argument '%s' (one mask file at a time)", argv[optind]);
     return FM_EXIT_USAGE;
   }
-  if (cli_family_operand(cmd, f.path)) return FM_EXIT_USAGE;
-  if (file_usage(cmd, &f, &o, table)) return FM_EXIT_USAGE;
-  if (f.intervals && cli_intervals_causal(cmd, f.intervals, CLI_FLAG_REQUIRED, &f.causal))
+  if (cli_family_operand(cmd, f->path)) return FM_EXIT_USAGE;
+  if (file_usage(cmd, f, o, a.table)) return FM_EXIT_USAGE;
+  if (f->intervals && cli_intervals_causal(cmd, f->intervals, CLI_FLAG_REQUIRED, &f->causal))
     return FM_EXIT_USAGE;
-  if (gpu && !o.family) {
+  if (a.gpu && !o->family) {
     cli_error(cmd, "--gpu goes with --family (an interval file: fmsim predict --mask FILE)");
     return FM_EXIT_USAGE;
   }
   fm_gpu_profile prof;
   char note[8];
-  if (gpu && timing_profile_load(cmd, gpu, FM_KERNEL_AUTO, 128, &prof, note, sizeof note))
+  if (a.gpu && timing_profile_load(cmd, a.gpu, FM_KERNEL_AUTO, 128, &prof, note, sizeof note))
     return FM_EXIT_USAGE;
-  if (table) {
-    if (o.family || out_dir) {
+  if (a.table) {
+    if (o->family || a.out_dir) {
       cli_error(cmd, "--paper-table takes no --family or --out");
       return FM_EXIT_USAGE;
     }
-    return paper_table(&o, json);
+    return paper_table(o, a.json);
   }
-  if (!f.path && !f.intervals && !o.family) {
+  if (!f->path && !f->intervals && !o->family) {
     cli_error(cmd, "--family is required, or a mask file, or --intervals FILE (fmsim families "
               "lists the families)");
     return FM_EXIT_USAGE;
@@ -384,12 +391,12 @@ int cmd_analyze(int argc, char **argv) {
   /* the trace folder: locked and checked for planted links before any work (fm_fileio.h rule 7) */
   fm_outdir_lock lock = {.held = 0};
   fm_err err;
-  if (out_dir && fm_outdir_lock_take(&lock, out_dir, 1, &err) != FM_OK) {
+  if (a.out_dir && fm_outdir_lock_take(&lock, a.out_dir, 1, &err) != FM_OK) {
     cli_error(cmd, "%s", err.msg);
     return FM_EXIT_USAGE;
   }
-  int rc = f.path || f.intervals ? analyze_file(cmd, &f, &o, json, out_dir)
-                                 : analyze_family(cmd, &o, json, out_dir, gpu ? &prof : NULL);
+  int rc = f->path || f->intervals ? analyze_file(cmd, f, o, a.json, a.out_dir)
+                                   : analyze_family(cmd, o, a.json, a.out_dir, a.gpu ? &prof : NULL);
   fm_outdir_lock_release(&lock);
   return rc;
 }

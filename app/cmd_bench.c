@@ -40,8 +40,30 @@ extern const char fm_scenario_sparsity_sweep_text[];
 
 static const char *cmd = "bench";
 
-/* The help, with the defaults read from the built-in scenarios. */
-static void print_help(const fm_scenario *t, const fm_scenario *w) {
+#define MAX_LIST 16
+
+typedef struct bench_opts {
+  int64_t hd[MAX_LIST], seq[MAX_LIST], sample, tokens, hidden, warmup, reps, noskip_reps;
+  int64_t inst_reps, sweep_draws, sweep_seqlen, sweep_reps, seed, budget_s, sustained_ms;
+  int nhd, nseq, nfam, nkernels, no_bytes, no_cupti, export_only;
+  const char *fam[MAX_LIST], *out, *samples_path, *gpu;
+  fm_kernel_id kernels[FM_SCN_MAX_KERNELS];
+  fm_pass pass;
+  unsigned given; /* bits of the options given (1 << option - O_FIRST) */
+  const fm_scenario *table, *sweep; /* the built-in scenarios: the help's defaults */
+} bench_opts;
+
+enum {
+  O_FIRST = 3001, O_OUT = O_FIRST, O_HD, O_SEQ, O_FAM, O_SAMPLE, O_TOK, O_HID, O_WARM, O_REPS,
+  O_NSR, O_ISR, O_NOBYTES, O_NOCUPTI, O_SWD, O_SWS, O_SWR, O_BUDGET, O_EXPORT, O_SEED, O_SAMPLES,
+  O_KERNEL, O_PASS, O_SUSTAINED, O_GPU
+};
+#define GIVEN(o, opt) (((o)->given >> ((opt) - O_FIRST)) & 1u)
+
+/* The help, with the defaults read from the built-in scenarios (a cli_help_fn over
+ * bench_opts). */
+static void print_help(const void *opts) {
+  const fm_scenario *t = ((const bench_opts *)opts)->table, *w = ((const bench_opts *)opts)->sweep;
   char kernels[64] = "", lengths[200] = "";
   for (int k = 0; k < t->nkernels; k++)
     snprintf(kernels + strlen(kernels), sizeof kernels - strlen(kernels), "%s%s", k ? "," : "",
@@ -94,25 +116,6 @@ static void print_help(const fm_scenario *t, const fm_scenario *w) {
          (long long)t->instrument_reps, (long long)w->draws, (long long)w->seqlen.v[0],
          (long long)w->reps, (long long)t->seed);
 }
-
-#define MAX_LIST 16
-
-typedef struct bench_opts {
-  int64_t hd[MAX_LIST], seq[MAX_LIST], sample, tokens, hidden, warmup, reps, noskip_reps;
-  int64_t inst_reps, sweep_draws, sweep_seqlen, sweep_reps, seed, budget_s, sustained_ms;
-  int nhd, nseq, nfam, nkernels, no_bytes, no_cupti, export_only;
-  const char *fam[MAX_LIST], *out, *samples_path, *gpu;
-  fm_kernel_id kernels[FM_SCN_MAX_KERNELS];
-  fm_pass pass;
-  unsigned given; /* bits of the options given (1 << option - O_FIRST) */
-} bench_opts;
-
-enum {
-  O_FIRST = 3001, O_OUT = O_FIRST, O_HD, O_SEQ, O_FAM, O_SAMPLE, O_TOK, O_HID, O_WARM, O_REPS,
-  O_NSR, O_ISR, O_NOBYTES, O_NOCUPTI, O_SWD, O_SWS, O_SWR, O_BUDGET, O_EXPORT, O_SEED, O_SAMPLES,
-  O_KERNEL, O_PASS, O_SUSTAINED, O_GPU
-};
-#define GIVEN(o, opt) (((o)->given >> ((opt) - O_FIRST)) & 1u)
 
 static int families_option(bench_opts *o, const char *text) {
   char buf[1024];
@@ -167,44 +170,49 @@ static int64_t *int_option(bench_opts *o, int opt, const char **name, int64_t *l
   return NULL;
 }
 
-static int bench_option(bench_opts *o, int opt, char **argv) {
+/* bench's options: 1 taken, -1 a bad value (printed), 0 none of them. */
+static int bench_option(const char *c, void *v, int opt, const char *arg) {
+  (void)c;
+  bench_opts *o = v;
+  if (opt >= O_FIRST && opt <= O_GPU) o->given |= 1u << (opt - O_FIRST);
   const char *name;
   int64_t lo, hi, *field = int_option(o, opt, &name, &lo, &hi);
   if (field) /* sequence lengths and token counts are sizes (32k) */
-    return (opt == O_SWS || opt == O_TOK ? cli_size : cli_int)(cmd, name, optarg, lo, hi, field);
+    return (opt == O_SWS || opt == O_TOK ? cli_size : cli_int)(cmd, name, arg, lo, hi, field) ? -1 : 1;
   switch (opt) {
-  case O_OUT: o->out = optarg; return 0;
+  case O_OUT: o->out = arg; return 1;
   case O_HD:
-    if (cli_int_list(cmd, "--head-dims", optarg, 1, 1 << 20, o->hd, &o->nhd, MAX_LIST)) return -1;
+    if (cli_int_list(cmd, "--head-dims", arg, 1, 1 << 20, o->hd, &o->nhd, MAX_LIST)) return -1;
     for (int i = 0; i < o->nhd; i++)
       if (o->hd[i] != 64 && o->hd[i] != 128) {
         cli_error(cmd, "--head-dims: head dim %lld: the kernels support 64 and 128", (long long)o->hd[i]);
         return -1;
       }
-    return 0;
-  case O_SEQ: return cli_size_list(cmd, "--seqlens", optarg, 1, FM_MAX_SEQLEN, o->seq, &o->nseq, MAX_LIST);
-  case O_FAM: return families_option(o, optarg);
-  case O_NOBYTES: o->no_bytes = 1; return 0;
-  case O_NOCUPTI: o->no_cupti = 1; return 0;
-  case O_EXPORT: o->export_only = 1; return 0;
-  case O_SAMPLES: o->samples_path = optarg; return 0;
+    return 1;
+  case O_SEQ:
+    return cli_size_list(cmd, "--seqlens", arg, 1, FM_MAX_SEQLEN, o->seq, &o->nseq, MAX_LIST) ? -1 : 1;
+  case O_FAM: return families_option(o, arg) ? -1 : 1;
+  case O_NOBYTES: o->no_bytes = 1; return 1;
+  case O_NOCUPTI: o->no_cupti = 1; return 1;
+  case O_EXPORT: o->export_only = 1; return 1;
+  case O_SAMPLES: o->samples_path = arg; return 1;
   case O_GPU:
-    if (strlen(optarg) < sizeof ((fm_scenario *)0)->profile) {
-      o->gpu = optarg;
-      return 0;
+    if (strlen(arg) < sizeof ((fm_scenario *)0)->profile) {
+      o->gpu = arg;
+      return 1;
     }
     cli_error(cmd, "--gpu: name too long");
     return -1;
   case O_KERNEL:
-    return cli_kernels(cmd, "--kernel", optarg, o->kernels, &o->nkernels, FM_SCN_MAX_KERNELS);
+    return cli_kernels(cmd, "--kernel", arg, o->kernels, &o->nkernels, FM_SCN_MAX_KERNELS) ? -1 : 1;
   case O_PASS: {
     fm_err err;
-    if (fm_pass_parse(optarg, &o->pass, &err) == FM_OK) return 0;
+    if (fm_pass_parse(arg, &o->pass, &err) == FM_OK) return 1;
     cli_error(cmd, "--pass: %s", err.msg);
     return -1;
   }
-  default: return cli_bad_option(cmd, opt, argv) ? -1 : 0;
   }
+  return 0;
 }
 
 /* Parses argv; -1: --help printed; 0: parsed; FM_EXIT_USAGE after an error. */
@@ -224,21 +232,13 @@ static int parse(int argc, char **argv, bench_opts *o, const fm_scenario *t, con
       {"sustained", required_argument, 0, O_SUSTAINED},
       {"gpu", required_argument, 0, O_GPU},          {"help", no_argument, 0, 'h'},
       {0, 0, 0, 0}};
+  const cli_opts_def def = {.shortopts = ":h", .longopts = longopts, .own = bench_option,
+                            .print_help = print_help};
   memset(o, 0, sizeof *o);
-  int opt;
-  cli_getopt_reset();
-  while ((opt = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
-    if (opt == 'h') {
-      print_help(t, w);
-      return -1;
-    }
-    if (bench_option(o, opt, argv)) return FM_EXIT_USAGE;
-    if (opt >= O_FIRST && opt <= O_GPU) o->given |= 1u << (opt - O_FIRST);
-  }
-  if (optind < argc) {
-    cli_error(cmd, "unexpected argument '%s'", argv[optind]);
-    return FM_EXIT_USAGE;
-  }
+  o->table = t;
+  o->sweep = w;
+  int r = cli_parse_opts(cmd, argc, argv, &def, o);
+  if (r) return r > 0 ? -1 : FM_EXIT_USAGE;
   if (!o->out) {
     cli_error(cmd, "--out DIR is required");
     return FM_EXIT_USAGE;

@@ -607,6 +607,36 @@ static int profile_header(cal_state *st, const cal_opts *o, int argc, char **arg
   return 0;
 }
 
+/* calibrate's options: 1 taken, -1 a bad value (printed), 0 none of them. */
+static int cal_opt(const char *c, void *v, int opt, const char *arg) {
+  (void)c;
+  cal_opts *o = v;
+  int64_t n;
+  fm_kernel_id k;
+  switch (opt) {
+  case 'o': o->out = arg; return 1;
+  case 'k':
+    if (kernel_that_ran(arg, &k)) return -1;
+    o->kernel = arg;
+    return 1;
+  case 'g': o->gpu = arg; return 1;
+  case 'd': o->date = arg; return 1;
+  case 'S': o->source = arg; return 1;
+  case 'j': o->json = 1; return 1;
+  case 'L': o->long_run = 1; return 1;
+  case 'F': return parse_fix(arg, &o->fit) ? -1 : 1;
+  case 'W': return parse_window(arg, &o->window) ? -1 : 1;
+  case 's': return cli_int(cmd, "--sms", arg, 1, 1024, &o->sms) ? -1 : 1;
+  case 'c': return cli_int(cmd, "--ctas-per-sm", arg, 1, 32, &o->ctas) ? -1 : 1;
+  case 'b':
+    if (cli_int(cmd, "--hbm-gbs", arg, 1, 1000000, &n)) return -1;
+    o->hbm = (double)n;
+    return 1;
+  }
+  return 0;
+}
+
+/* 0 parsed (the runs are argv[optind..argc)), 1 help printed, -1 bad usage (printed). */
 static int parse_opts(int argc, char **argv, cal_opts *o) {
   static const struct option longopts[] = {
       {"out", required_argument, 0, 'o'},      {"kernel", required_argument, 0, 'k'},
@@ -616,44 +646,10 @@ static int parse_opts(int argc, char **argv, cal_opts *o) {
       {"fix", required_argument, 0, 'F'},      {"boost-window", required_argument, 0, 'W'},
       {"json", no_argument, 0, 'j'},           {"help", no_argument, 0, 'h'},
       {"long-run", no_argument, 0, 'L'},       {0, 0, 0, 0}};
-  int opt;
-  int64_t v;
-  cli_getopt_reset();
-  while ((opt = cli_next_opt(cmd, argc, argv, ":", longopts, NULL, NULL, NULL)) != -1) {
-    switch (opt) {
-    case CLI_OPT_ERROR: return -1;
-    case 'o': o->out = optarg; break;
-    case 'k': {
-      fm_kernel_id k;
-      if (kernel_that_ran(optarg, &k)) return -1;
-      o->kernel = optarg;
-      break;
-    }
-    case 'g': o->gpu = optarg; break;
-    case 'd': o->date = optarg; break;
-    case 'S': o->source = optarg; break;
-    case 'j': o->json = 1; break;
-    case 'L': o->long_run = 1; break;
-    case 'F':
-      if (parse_fix(optarg, &o->fit)) return -1;
-      break;
-    case 'W':
-      if (parse_window(optarg, &o->window)) return -1;
-      break;
-    case 's':
-      if (cli_int(cmd, "--sms", optarg, 1, 1024, &o->sms)) return -1;
-      break;
-    case 'c':
-      if (cli_int(cmd, "--ctas-per-sm", optarg, 1, 32, &o->ctas)) return -1;
-      break;
-    case 'b':
-      if (cli_int(cmd, "--hbm-gbs", optarg, 1, 1000000, &v)) return -1;
-      o->hbm = (double)v;
-      break;
-    case 'h': fputs(help, stdout); return 1;
-    default: cli_bad_option(cmd, opt, argv); return -1;
-    }
-  }
+  const cli_opts_def def = {.shortopts = ":", .longopts = longopts, .own = cal_opt, .help = help,
+                            .operands = CLI_OPERANDS};
+  int r = cli_parse_opts(cmd, argc, argv, &def, o);
+  if (r) return r;
   if (optind >= argc) {
     cli_error(cmd, "give at least one RUN (a scenario run folder or a "
               "measurements file)");

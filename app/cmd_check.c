@@ -60,8 +60,8 @@ static const char *help =
     "interval file holds out-of-range intervals), 2 bad input or usage.\n";
 
 typedef struct check_opts {
+  cli_interval_opts io; /* first: cli_interval_opt takes --causal/--bidir, --seqlen-q, --strict */
   int json, masked_true;
-  cli_interval_opts io; /* --causal/--bidir, --seqlen-q, --strict */
   fm_dense_reading reading;
   int64_t br, bc;
   const char *intervals;
@@ -144,6 +144,24 @@ static int check_dense(const char *cmd, const char *path, const check_opts *co) 
   return rc;
 }
 
+/* check's options besides the intervals' (cli_interval_opt): 1 taken, -1 a bad
+ * value (printed), 0 none of them. */
+static int check_opt(const char *cmd, void *v, int opt, const char *arg) {
+  check_opts *co = v;
+  int r = dense_reading_opt(cmd, opt, &co->reading);
+  if (r) return r;
+  switch (opt) {
+  case 'j': co->json = 1; return 1;
+  case 'm': co->masked_true = 1; return 1;
+  case 'i': co->intervals = arg; return 1;
+  case 'r':
+  case 'C':
+    return cli_int(cmd, opt == 'r' ? "--br" : "--bc", arg, 1, 65536, opt == 'r' ? &co->br : &co->bc)
+               ? -1 : 1;
+  }
+  return 0;
+}
+
 int cmd_check(int argc, char **argv) {
   static const struct option longopts[] = {{"json", no_argument, 0, 'j'},
                                            {"masked-true", no_argument, 0, 'm'},
@@ -154,28 +172,12 @@ int cmd_check(int argc, char **argv) {
                                            DENSE_READING_LONGOPTS,
                                            {"help", no_argument, 0, 'h'},
                                            {0, 0, 0, 0}};
+  const cli_opts_def def = {.shortopts = ":h", .longopts = longopts, .shared = cli_interval_opt,
+                            .own = check_opt, .help = help, .operands = CLI_OPERANDS};
   const char *cmd = "check";
   check_opts co = {.io = {.causal = -1}, .br = 128, .bc = 128};
-  int opt;
-  cli_getopt_reset();
-  while ((opt = cli_next_opt(cmd, argc, argv, ":h", longopts, cli_interval_opt, &co.io, NULL)) != -1) {
-    int r = dense_reading_opt(cmd, opt, &co.reading);
-    if (r < 0) return FM_EXIT_USAGE;
-    if (r > 0) continue;
-    switch (opt) {
-    case CLI_OPT_ERROR: return FM_EXIT_USAGE;
-    case 'j': co.json = 1; break;
-    case 'm': co.masked_true = 1; break;
-    case 'i': co.intervals = optarg; break;
-    case 'r':
-    case 'C':
-      if (cli_int(cmd, opt == 'r' ? "--br" : "--bc", optarg, 1, 65536, opt == 'r' ? &co.br : &co.bc))
-        return FM_EXIT_USAGE;
-      break;
-    case 'h': fputs(help, stdout); return FM_EXIT_OK;
-    default: return cli_bad_option(cmd, opt, argv);
-    }
-  }
+  int r = cli_parse_opts(cmd, argc, argv, &def, &co);
+  if (r) return r > 0 ? FM_EXIT_OK : FM_EXIT_USAGE;
   if (co.intervals) {
     if (optind < argc) {
       cli_error(cmd, "unexpected argument '%s' (--intervals names the file)", argv[optind]);

@@ -49,6 +49,27 @@ static char *expand_command(const char *out, fm_form used, const fm_dense_report
   return text;
 }
 
+/* What convert's command line says. */
+typedef struct convert_opts {
+  const char *out, *form_name;
+  int json, masked_true;
+  fm_dense_reading reading;
+} convert_opts;
+
+/* convert's options: 1 taken, -1 a bad value (printed), 0 none of them. */
+static int convert_opt(const char *cmd, void *v, int opt, const char *arg) {
+  convert_opts *co = v;
+  int r = dense_reading_opt(cmd, opt, &co->reading);
+  if (r) return r;
+  switch (opt) {
+  case 'o': co->out = arg; return 1;
+  case 'f': co->form_name = arg; return 1;
+  case 'm': co->masked_true = 1; return 1;
+  case 'j': co->json = 1; return 1;
+  }
+  return 0;
+}
+
 int cmd_convert(int argc, char **argv) {
   static const struct option longopts[] = {{"output", required_argument, 0, 'o'},
                                            {"form", required_argument, 0, 'f'},
@@ -57,23 +78,14 @@ int cmd_convert(int argc, char **argv) {
                                            DENSE_READING_LONGOPTS,
                                            {"help", no_argument, 0, 'h'},
                                            {0, 0, 0, 0}};
-  const char *cmd = "convert", *out = NULL, *form_name = "auto";
-  int json = 0, masked_true = 0, opt;
-  fm_dense_reading reading = FM_DENSE_READ_AUTO;
-  cli_getopt_reset();
-  while ((opt = getopt_long(argc, argv, ":o:", longopts, NULL)) != -1) {
-    int r = dense_reading_opt(cmd, opt, &reading);
-    if (r < 0) return FM_EXIT_USAGE;
-    if (r > 0) continue;
-    switch (opt) {
-    case 'o': out = optarg; break;
-    case 'f': form_name = optarg; break;
-    case 'm': masked_true = 1; break;
-    case 'j': json = 1; break;
-    case 'h': fputs(help, stdout); return FM_EXIT_OK;
-    default: return cli_bad_option(cmd, opt, argv);
-    }
-  }
+  const cli_opts_def def = {.shortopts = ":o:", .longopts = longopts, .own = convert_opt,
+                            .help = help, .operands = CLI_OPERANDS};
+  const char *cmd = "convert";
+  convert_opts co = {.form_name = "auto", .reading = FM_DENSE_READ_AUTO};
+  int parsed = cli_parse_opts(cmd, argc, argv, &def, &co);
+  if (parsed) return parsed > 0 ? FM_EXIT_OK : FM_EXIT_USAGE;
+  const char *out = co.out, *form_name = co.form_name;
+  const int json = co.json;
   const char *path;
   int bad = cli_one_file(cmd, "a mask file", argc, argv, &path);
   if (bad) return bad;
@@ -93,7 +105,7 @@ int cmd_convert(int argc, char **argv) {
   }
   /* before a long scan: can the output be written at all? */
   if (!dense_output_writable(cmd, out)) return FM_EXIT_USAGE;
-  fm_dense_opts o = {.masked_true = masked_true, .keep_intervals = 1, .reading = reading};
+  fm_dense_opts o = {.masked_true = co.masked_true, .keep_intervals = 1, .reading = co.reading};
   fm_dense_result *res;
   if (cli_dense_scan(cmd, path, &o, &res)) return FM_EXIT_USAGE;
   const fm_dense_report *r = fm_dense_result_report(res);

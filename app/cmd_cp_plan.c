@@ -76,7 +76,9 @@ typedef struct plan_opts {
 enum { O_SIZE = CP_O_NEXT };
 
 /* cp-plan's own options: 1 taken, -1 a bad value (printed), 0 none of them. */
-static int plan_opt(plan_opts *o, int opt, const char *arg) {
+static int plan_opt(const char *c, void *v, int opt, const char *arg) {
+  (void)c;
+  plan_opts *o = v;
   int r = cp_cli_opt(cmd, &o->cp, opt, arg);
   if (r) return r;
   switch (opt) {
@@ -98,23 +100,10 @@ static int parse_opts(int argc, char **argv, plan_opts *o) {
       {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
   memset(o, 0, sizeof *o);
   cp_cli_init(&o->cp);
-  int opt;
-  cli_getopt_reset();
-  while ((opt = cli_next_opt(cmd, argc, argv, ":o:", longopts, cp_cli_mask_opt, o, NULL)) != -1) {
-    if (opt == CLI_OPT_ERROR) return -1;
-    if (opt == 'h') {
-      fputs(help, stdout);
-      return 1;
-    }
-    int r = plan_opt(o, opt, optarg);
-    if (r < 0) return -1;
-    if (r == 0) {
-      cli_bad_option(cmd, opt, argv);
-      return -1;
-    }
-  }
-  if (cli_no_operands(cmd, argc, argv)) return -1;
-  return cp_cli_check(cmd, &o->cp);
+  const cli_opts_def def = {.shortopts = ":o:", .longopts = longopts, .shared = cp_cli_mask_opt,
+                            .own = plan_opt, .help = help};
+  int r = cli_parse_opts(cmd, argc, argv, &def, o);
+  return r ? r : cp_cli_check(cmd, &o->cp);
 }
 
 /* ------------------------------------------------------------ the tables */

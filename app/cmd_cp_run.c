@@ -79,7 +79,9 @@ typedef struct run_opts {
 enum { O_EXCHANGE = CP_O_NEXT, O_PASS, O_CPU, O_CHECK, O_BASELINE, O_ITERS, O_WARMUP, O_TIMELINE };
 
 /* cp-run's own options: 1 taken, -1 a bad value (printed), 0 none of them. */
-static int run_opt(run_opts *o, int opt, const char *arg) {
+static int run_opt(const char *c, void *v, int opt, const char *arg) {
+  (void)c;
+  run_opts *o = v;
   int r = cp_cli_opt(cmd, &o->cp, opt, arg);
   if (r) return r;
   char *end;
@@ -150,22 +152,11 @@ static int parse_opts(int argc, char **argv, run_opts *o) {
   o->exchange = -1;
   o->both = 1;
   o->warmup_ms = -1;
-  int opt;
-  cli_getopt_reset();
-  while ((opt = cli_next_opt(cmd, argc, argv, ":", longopts, cp_cli_mask_opt, o, NULL)) != -1) {
-    if (opt == CLI_OPT_ERROR) return -1;
-    if (opt == 'h') {
-      fputs(help, stdout);
-      return 1;
-    }
-    int r = run_opt(o, opt, optarg);
-    if (r < 0) return -1;
-    if (r == 0) {
-      cli_bad_option(cmd, opt, argv);
-      return -1;
-    }
-  }
-  if (cli_no_operands(cmd, argc, argv) || cp_cli_check(cmd, &o->cp) || combo_check(o)) return -1;
+  const cli_opts_def def = {.shortopts = ":", .longopts = longopts, .shared = cp_cli_mask_opt,
+                            .own = run_opt, .help = help};
+  int r = cli_parse_opts(cmd, argc, argv, &def, o);
+  if (r) return r;
+  if (cp_cli_check(cmd, &o->cp) || combo_check(o)) return -1;
   if (!o->cp.shardings) o->cp.shardings = 1u << FM_CP_MASK_AWARE;
   if (!o->iters) o->iters = 20;
   if (o->warmup_ms < 0) o->warmup_ms = 500;

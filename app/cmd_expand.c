@@ -35,6 +35,37 @@ static const char *help =
     "                       their end (default: read as Paddle does, as Sq and as empty)\n\n"
     "exit status: 0 written, 1 the write failed, 2 bad input, refused size or usage.\n";
 
+/* What expand's command line says. */
+typedef struct expand_opts {
+  cli_interval_opts io; /* first: cli_interval_opt takes --causal/--bidir, --seqlen-q, --strict */
+  fm_dense_expand_opts eo;
+  const char *out;
+} expand_opts;
+
+/* expand's options besides the intervals': 1 taken, -1 a bad value (printed), 0 none of them. */
+static int expand_opt(const char *cmd, void *v, int opt, const char *arg) {
+  expand_opts *x = v;
+  int64_t n;
+  fm_err err;
+  switch (opt) {
+  case 'o': x->out = arg; return 1;
+  case 'H':
+    if (cli_int(cmd, "--heads", arg, 1, 65535, &n)) return -1;
+    x->eo.heads = n;
+    return 1;
+  case 'r':
+    if (cli_int(cmd, "--rank", arg, 2, 4, &n)) return -1;
+    x->eo.rank = (int)n;
+    return 1;
+  case 'd':
+    if (fm_dense_dtype_parse(arg, &x->eo.dtype, &err) == FM_OK) return 1;
+    cli_error(cmd, "--dtype: %s", err.msg);
+    return -1;
+  case 'm': x->eo.masked_true = 1; return 1;
+  }
+  return 0;
+}
+
 int cmd_expand(int argc, char **argv) {
   static const struct option longopts[] = {{"output", required_argument, 0, 'o'},
                                            CLI_INTERVAL_LONGOPTS,
@@ -44,36 +75,16 @@ int cmd_expand(int argc, char **argv) {
                                            {"masked-true", no_argument, 0, 'm'},
                                            {"help", no_argument, 0, 'h'},
                                            {0, 0, 0, 0}};
-  const char *cmd = "expand", *out = NULL;
-  int opt;
-  int64_t v;
-  cli_interval_opts io = {.causal = -1, .sq = 0};
-  fm_dense_expand_opts eo = {.dtype = FM_DT_BOOL};
+  const cli_opts_def def = {.shortopts = ":o:", .longopts = longopts, .shared = cli_interval_opt,
+                            .own = expand_opt, .help = help, .operands = CLI_OPERANDS};
+  const char *cmd = "expand";
+  expand_opts x = {.io = {.causal = -1, .sq = 0}, .eo = {.dtype = FM_DT_BOOL}};
+  int r = cli_parse_opts(cmd, argc, argv, &def, &x);
+  if (r) return r > 0 ? FM_EXIT_OK : FM_EXIT_USAGE;
+  const cli_interval_opts io = x.io;
+  const fm_dense_expand_opts eo = x.eo;
+  const char *out = x.out;
   fm_err err;
-  cli_getopt_reset();
-  while ((opt = cli_next_opt(cmd, argc, argv, ":o:", longopts, cli_interval_opt, &io, NULL)) != -1) {
-    switch (opt) {
-    case CLI_OPT_ERROR: return FM_EXIT_USAGE;
-    case 'o': out = optarg; break;
-    case 'H':
-      if (cli_int(cmd, "--heads", optarg, 1, 65535, &v)) return FM_EXIT_USAGE;
-      eo.heads = v;
-      break;
-    case 'r':
-      if (cli_int(cmd, "--rank", optarg, 2, 4, &v)) return FM_EXIT_USAGE;
-      eo.rank = (int)v;
-      break;
-    case 'd':
-      if (fm_dense_dtype_parse(optarg, &eo.dtype, &err) != FM_OK) {
-        cli_error(cmd, "--dtype: %s", err.msg);
-        return FM_EXIT_USAGE;
-      }
-      break;
-    case 'm': eo.masked_true = 1; break;
-    case 'h': fputs(help, stdout); return FM_EXIT_OK;
-    default: return cli_bad_option(cmd, opt, argv);
-    }
-  }
   const char *path;
   int bad = cli_one_file(cmd, "an interval file", argc, argv, &path);
   if (bad) return bad;

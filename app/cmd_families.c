@@ -61,22 +61,24 @@ static void print_json(void) {
   cli_print_json(&j);
 }
 
+/* --json, the one option (into an int). */
+static int families_opt(const char *cmd, void *json, int opt, const char *arg) {
+  (void)cmd;
+  (void)arg;
+  if (opt != 'j') return 0;
+  *(int *)json = 1;
+  return 1;
+}
+
 int cmd_families(int argc, char **argv) {
   static const struct option longopts[] = {{"json", no_argument, 0, 'j'},
                                            {"help", no_argument, 0, 'h'},
                                            {0, 0, 0, 0}};
-  int json = 0, opt;
-  cli_getopt_reset();
-  while ((opt = getopt_long(argc, argv, ":", longopts, NULL)) != -1) {
-    if (opt == 'j') json = 1;
-    else if (opt == 'h') {
-      fputs(help, stdout);
-      return FM_EXIT_OK;
-    } else {
-      return cli_bad_option("families", opt, argv);
-    }
-  }
-  if (cli_no_operands("families", argc, argv)) return FM_EXIT_USAGE;
+  const cli_opts_def def = {.shortopts = ":", .longopts = longopts, .own = families_opt,
+                            .help = help};
+  int json = 0;
+  int r = cli_parse_opts("families", argc, argv, &def, &json);
+  if (r) return r > 0 ? FM_EXIT_OK : FM_EXIT_USAGE;
   if (json) {
     print_json();
     return FM_EXIT_OK;

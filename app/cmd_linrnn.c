@@ -81,6 +81,7 @@ typedef struct lr_opts {
   unsigned variants; /* bits 1u << FM_LR_* */
   int cpu, json, sweep, proposal;
   const char *trace, *intervals;
+  unsigned given; /* the options given: bits 1u << (O_* - O_TOKENS) */
 } lr_opts;
 
 /* The integer options: range, the values allowed (0-terminated; none: the
@@ -140,7 +141,27 @@ static int variant_option(lr_opts *o, const char *arg) {
   return 0;
 }
 
-static int parse_args(int argc, char **argv, lr_opts *o, unsigned *given) {
+/* linrnn's options: 1 taken, -1 a bad value (printed), 0 none of them. */
+static int lr_option(const char *c, void *v, int opt, const char *arg) {
+  (void)c;
+  lr_opts *o = v;
+  if (opt >= O_TOKENS && opt <= O_PROPOSAL) o->given |= 1u << (opt - O_TOKENS);
+  int r = int_option(o, opt, arg);
+  if (r) return r;
+  switch (opt) {
+  case O_VARIANT: return variant_option(o, arg) ? -1 : 1;
+  case O_CPU: o->cpu = 1; return 1;
+  case O_JSON: o->json = 1; return 1;
+  case O_TRACE: o->trace = arg; return 1;
+  case O_SWEEP: o->sweep = 1; return 1;
+  case O_INTERVALS: o->intervals = arg; return 1;
+  case O_PROPOSAL: o->proposal = 1; return 1;
+  }
+  return 0;
+}
+
+/* 0 parsed, -1 --help printed, FM_EXIT_USAGE after an error (printed). */
+static int parse_args(int argc, char **argv, lr_opts *o) {
   static const struct option longopts[] = {
       {"tokens", required_argument, 0, O_TOKENS},   {"heads", required_argument, 0, O_HEADS},
       {"dk", required_argument, 0, O_DK},           {"dv", required_argument, 0, O_DV},
@@ -152,38 +173,18 @@ static int parse_args(int argc, char **argv, lr_opts *o, unsigned *given) {
       {"trace", required_argument, 0, O_TRACE},     {"sweep", no_argument, 0, O_SWEEP},
       {"intervals", required_argument, 0, O_INTERVALS}, {"proposal", no_argument, 0, O_PROPOSAL},
       {"help", no_argument, 0, 'h'},                {0, 0, 0, 0}};
+  const cli_opts_def def = {.shortopts = ":h", .longopts = longopts, .own = lr_option, .help = help};
   *o = (lr_opts){.tokens = 65536, .heads = 16, .dk = 128, .dv = 256, .chunk = 128, .sub = 16,
                  .verify = 1024, .show = -1, .variants = (1u << FM_LR_NVARIANTS) - 1};
-  *given = 0;
-  int opt;
-  cli_getopt_reset();
-  while ((opt = cli_next_opt(cmd, argc, argv, ":h", longopts, NULL, NULL, NULL)) != -1) {
-    if (opt >= O_TOKENS && opt <= O_PROPOSAL) *given |= 1u << (opt - O_TOKENS);
-    int r = int_option(o, opt, optarg);
-    if (r < 0) return FM_EXIT_USAGE;
-    if (r > 0) continue;
-    switch (opt) {
-    case CLI_OPT_ERROR: return FM_EXIT_USAGE;
-    case O_VARIANT:
-      if (variant_option(o, optarg)) return FM_EXIT_USAGE;
-      break;
-    case O_CPU: o->cpu = 1; break;
-    case O_JSON: o->json = 1; break;
-    case O_TRACE: o->trace = optarg; break;
-    case O_SWEEP: o->sweep = 1; break;
-    case O_INTERVALS: o->intervals = optarg; break;
-    case O_PROPOSAL: o->proposal = 1; break;
-    case 'h': fputs(help, stdout); return -1;
-    default: return cli_bad_option(cmd, opt, argv);
-    }
-  }
-  return cli_no_operands(cmd, argc, argv);
+  int r = cli_parse_opts(cmd, argc, argv, &def, o);
+  return r > 0 ? -1 : r < 0 ? FM_EXIT_USAGE : 0;
 }
 
 #define GIVEN(g, opt) (((g) >> ((opt) - O_TOKENS)) & 1u)
 
 /* The options that exclude each other or depend on each other. */
-static int check_args(const lr_opts *o, unsigned g) {
+static int check_args(const lr_opts *o) {
+  const unsigned g = o->given;
   const char *bad = NULL;
   if (o->sweep && (GIVEN(g, O_DOCLEN) || GIVEN(g, O_DOCMEAN) || GIVEN(g, O_CHUNK) || GIVEN(g, O_SUB)))
     bad = "--sweep runs its own chunks, sub-chunks and document lengths; give none of them";
@@ -659,10 +660,9 @@ static int run_gpu(const lr_opts *o, const lr_case *lc) {
 
 int cmd_linrnn(int argc, char **argv) {
   lr_opts o;
-  unsigned given;
-  int rc = parse_args(argc, argv, &o, &given);
+  int rc = parse_args(argc, argv, &o);
   if (rc < 0) return FM_EXIT_OK; /* --help */
-  if (rc || (rc = check_args(&o, given))) return rc;
+  if (rc || (rc = check_args(&o))) return rc;
   if (o.sweep) return run_sweep(&o);
   if (!o.cpu && !o.intervals && !linrnn_gpu_available()) /* before any work */
     return run_gpu(&o, NULL);

@@ -74,7 +74,9 @@ static int shared_opt(const char *c, void *opts, int opt, const char *arg) {
 }
 
 /* Options of predict alone; 1 when handled, -1 on error, 0 not one of them. */
-static int predict_opt(pred_opts *o, int opt, const char *arg) {
+static int predict_opt(const char *c, void *v, int opt, const char *arg) {
+  (void)c;
+  pred_opts *o = v;
   fm_err err;
   switch (opt) {
   case 'd': return cli_int(cmd, "--head-dim", arg, 1, 1024, &o->head_dim) ? -1 : 1;
@@ -106,23 +108,10 @@ static int parse_opts(int argc, char **argv, pred_opts *o) {
   o->head_dim = 128;
   o->kernel = FM_KERNEL_AUTO;
   o->pass = FM_PASS_FWD;
-  int opt;
-  cli_getopt_reset();
-  while ((opt = cli_next_opt(cmd, argc, argv, ":", longopts, shared_opt, o, NULL)) != -1) {
-    if (opt == CLI_OPT_ERROR) return -1;
-    if (opt == 'h') {
-      fputs(help, stdout);
-      return 1;
-    }
-    int r = predict_opt(o, opt, optarg);
-    if (r < 0) return -1;
-    if (r == 0) {
-      cli_bad_option(cmd, opt, argv);
-      return -1;
-    }
-  }
-  if (cli_no_operands(cmd, argc, argv)) return -1;
-  return timing_mask_check(cmd, &o->src);
+  const cli_opts_def def = {.shortopts = ":", .longopts = longopts, .shared = shared_opt,
+                            .own = predict_opt, .help = help};
+  int r = cli_parse_opts(cmd, argc, argv, &def, o);
+  return r ? r : timing_mask_check(cmd, &o->src);
 }
 
 /* Skip, noskip and full-mask predictions of m at one tile. */

@@ -68,7 +68,8 @@ static const char *help =
     "                       size (inches, below)\n"
     "\nfigures (--figure NAME; --gallery is --figure gallery):\n";
 
-static void print_help(void) {
+static void print_help(const void *opts) {
+  (void)opts;
   fputs(help, stdout);
 #ifdef FM_HAVE_VIZ
   for (int i = 0; i < viz_figure_count(); i++) {
@@ -106,12 +107,38 @@ static int parse_range(const char *cmd, const char *opt, const char *text, int64
 
 /* What the command line says besides the source. */
 typedef struct render_opts {
+  viz_cli_source src; /* first: viz_cli_source_opt_any takes the source's options */
   const char *out, *keys, *rows, *figure, *title;
   int no_panel, no_grid, no_hatch, no_text, no_title, gallery, json;
   int64_t dpi, pair;
   double width_in, height_in; /* 0: not given */
-  viz_cli_source src;
 } render_opts;
+
+/* render's options besides the source's: 1 taken, -1 a bad value (printed), 0 none of them. */
+static int render_opt(const char *cmd, void *v, int opt, const char *arg) {
+  render_opts *ro = v;
+  switch (opt) {
+  case 'o': ro->out = arg; return 1;
+  case 'd': return cli_int(cmd, "--dpi", arg, 18, 2400, &ro->dpi) ? -1 : 1;
+  case 3001: ro->keys = arg; return 1;
+  case 3002: ro->rows = arg; return 1;
+  case 3003: return cli_int(cmd, "--pair", arg, 0, 1 << 30, &ro->pair) ? -1 : 1;
+  case 3004: ro->no_panel = 1; return 1;
+  case 3005: ro->no_grid = 1; return 1;
+  case 3006: ro->no_hatch = 1; return 1;
+  case 3007: ro->no_text = 1; return 1;
+  case 3008: ro->gallery = 1; return 1;
+  case 3009: ro->figure = arg; return 1;
+  case 3010: ro->title = arg; return 1;
+  case 3011: ro->no_title = 1; return 1;
+  case 3012:
+  case 3013:
+    return viz_cli_inches(cmd, opt == 3012 ? "--width-in" : "--height-in", arg,
+                          opt == 3012 ? &ro->width_in : &ro->height_in) ? -1 : 1;
+  case 3014: ro->json = 1; return 1;
+  }
+  return 0;
+}
 
 static int parse_args(int argc, char **argv, render_opts *ro) {
   static const struct option longopts[] = {CLI_MASK_LONGOPTS,
@@ -134,42 +161,14 @@ static int parse_args(int argc, char **argv, render_opts *ro) {
                                            {"json", no_argument, 0, 3014},
                                            {"help", no_argument, 0, 'h'},
                                            {0, 0, 0, 0}};
+  const cli_opts_def def = {.shortopts = ":o:", .longopts = longopts,
+                            .shared = viz_cli_source_opt_any, .own = render_opt,
+                            .print_help = print_help, .operands = CLI_OPERANDS};
   const char *cmd = "render";
-  int opt;
   memset(ro, 0, sizeof *ro);
   viz_cli_source_init(&ro->src);
-  cli_getopt_reset();
-  while ((opt = cli_next_opt(cmd, argc, argv, ":o:", longopts, viz_cli_source_opt_any, &ro->src, NULL)) != -1) {
-    switch (opt) {
-    case CLI_OPT_ERROR: return FM_EXIT_USAGE;
-    case 'o': ro->out = optarg; break;
-    case 'd':
-      if (cli_int(cmd, "--dpi", optarg, 18, 2400, &ro->dpi)) return FM_EXIT_USAGE;
-      break;
-    case 3001: ro->keys = optarg; break;
-    case 3002: ro->rows = optarg; break;
-    case 3003:
-      if (cli_int(cmd, "--pair", optarg, 0, 1 << 30, &ro->pair)) return FM_EXIT_USAGE;
-      break;
-    case 3004: ro->no_panel = 1; break;
-    case 3005: ro->no_grid = 1; break;
-    case 3006: ro->no_hatch = 1; break;
-    case 3007: ro->no_text = 1; break;
-    case 3008: ro->gallery = 1; break;
-    case 3009: ro->figure = optarg; break;
-    case 3010: ro->title = optarg; break;
-    case 3011: ro->no_title = 1; break;
-    case 3012:
-    case 3013:
-      if (viz_cli_inches(cmd, opt == 3012 ? "--width-in" : "--height-in", optarg,
-                         opt == 3012 ? &ro->width_in : &ro->height_in))
-        return FM_EXIT_USAGE;
-      break;
-    case 3014: ro->json = 1; break;
-    case 'h': print_help(); return -1;
-    default: return cli_bad_option(cmd, opt, argv);
-    }
-  }
+  int r = cli_parse_opts(cmd, argc, argv, &def, ro);
+  if (r) return r > 0 ? -1 : FM_EXIT_USAGE;
   return viz_cli_operand(cmd, &ro->src, argc, argv);
 }
 

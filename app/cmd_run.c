@@ -81,7 +81,8 @@ static const char *help_tail =
     "                       file, for its kernel (overrides the profile: key; default: on a GPU,\n"
     "                       data/gpu/GPU-KERNEL.json where it exists)\n";
 
-static void print_help(void) {
+static void print_help(const void *opts) {
+  (void)opts;
   fputs(help_head, stdout);
   printf("  --br N --bc N        tile rows x key columns (default: the kernel's own tile,\n");
   for (int k = 0; k < FM_NKERNELS; k++) {
@@ -113,8 +114,40 @@ enum {
   O_KERNEL, O_PASS, O_GPU
 };
 
-/* One option; 0, or FM_EXIT_USAGE after printing the error. */
-static int run_option(run_opts *o, int opt, char **argv) {
+static const struct option longopts[] = {CLI_MASK_LONGOPTS,
+                                         {"head-dim", required_argument, 0, O_HD},
+                                         {"variant", required_argument, 0, O_VAR},
+                                         {"instrument", no_argument, 0, O_INST},
+                                         {"warmup", required_argument, 0, O_WARM},
+                                         {"reps", required_argument, 0, O_REPS},
+                                         {"no-cupti", no_argument, 0, O_NOCUPTI},
+                                         {"no-bytes", no_argument, 0, O_NOBYTES},
+                                         {"cpu", no_argument, 0, O_CPU},
+                                         {"json", no_argument, 0, O_JSON},
+                                         {"out", required_argument, 0, O_OUT},
+                                         {"only", required_argument, 0, O_ONLY},
+                                         {"kernel", required_argument, 0, O_KERNEL},
+                                         {"pass", required_argument, 0, O_PASS},
+                                         {"gpu", required_argument, 0, O_GPU},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+
+/* The mask's options (cli_mask_opt), every one of them for one mask only:
+ * 1 taken, -1 a bad value (printed), 0 none of them. */
+static int run_mask_option(const char *c, void *v, int opt, const char *arg) {
+  run_opts *o = v;
+  int r = cli_mask_opt(c, &o->mask, opt, arg);
+  if (r <= 0) return r;
+  o->tile_given |= opt == 1001 || opt == 1002;
+  for (const struct option *l = longopts; l->name && !o->mask_only_option; l++)
+    if (l->val == opt) o->mask_only_option = l->name;
+  return 1;
+}
+
+/* run's own options: 1 taken, -1 a bad value (printed), 0 none of them. */
+static int run_option(const char *c, void *v, int opt, const char *arg) {
+  (void)c;
+  run_opts *o = v;
   fm_err err;
   static const char *const mask_only[] = {[O_HD - O_HD] = "head-dim", [O_VAR - O_HD] = "variant",
                                           [O_INST - O_HD] = "instrument", [O_WARM - O_HD] = "warmup",
@@ -124,79 +157,48 @@ static int run_option(run_opts *o, int opt, char **argv) {
     o->mask_only_option = mask_only[opt - O_HD];
   switch (opt) {
   case O_HD:
-    if (cli_int(cmd, "--head-dim", optarg, 1, 1 << 20, &o->head_dim)) return FM_EXIT_USAGE;
+    if (cli_int(cmd, "--head-dim", arg, 1, 1 << 20, &o->head_dim)) return -1;
     if (o->head_dim != 64 && o->head_dim != 128) {
       cli_error(cmd, "--head-dim %lld: the kernels support head dims 64 and 128", (long long)o->head_dim);
-      return FM_EXIT_USAGE;
+      return -1;
     }
-    return 0;
+    return 1;
   case O_VAR:
-    if (fm_variant_parse(optarg, &o->variant, &err) == FM_OK) return 0;
+    if (fm_variant_parse(arg, &o->variant, &err) == FM_OK) return 1;
     cli_error(cmd, "--variant: %s", err.msg);
-    return FM_EXIT_USAGE;
-  case O_INST: o->instrument = 1; return 0;
-  case O_WARM: return cli_int(cmd, "--warmup", optarg, 0, 100000, &o->warmup) ? FM_EXIT_USAGE : 0;
-  case O_REPS: return cli_int(cmd, "--reps", optarg, 1, 100000, &o->reps) ? FM_EXIT_USAGE : 0;
-  case O_NOCUPTI: o->cupti = 0; return 0;
-  case O_NOBYTES: o->count_bytes = 0; return 0;
-  case O_CPU: o->force_cpu = 1; return 0;
-  case O_JSON: o->json = 1; return 0;
-  case O_OUT: o->out = optarg; return 0;
-  case O_ONLY: o->only = optarg; return 0;
-  case O_GPU: o->gpu = optarg; return 0;
+    return -1;
+  case O_INST: o->instrument = 1; return 1;
+  case O_WARM: return cli_int(cmd, "--warmup", arg, 0, 100000, &o->warmup) ? -1 : 1;
+  case O_REPS: return cli_int(cmd, "--reps", arg, 1, 100000, &o->reps) ? -1 : 1;
+  case O_NOCUPTI: o->cupti = 0; return 1;
+  case O_NOBYTES: o->count_bytes = 0; return 1;
+  case O_CPU: o->force_cpu = 1; return 1;
+  case O_JSON: o->json = 1; return 1;
+  case O_OUT: o->out = arg; return 1;
+  case O_ONLY: o->only = arg; return 1;
+  case O_GPU: o->gpu = arg; return 1;
   case O_KERNEL:
-    return cli_kernels(cmd, "--kernel", optarg, o->kernels, &o->nkernels, FM_SCN_MAX_KERNELS)
-               ? FM_EXIT_USAGE : 0;
+    o->kernel_given = 1;
+    return cli_kernels(cmd, "--kernel", arg, o->kernels, &o->nkernels, FM_SCN_MAX_KERNELS) ? -1 : 1;
   case O_PASS:
     o->pass_given = 1;
-    if (fm_pass_parse(optarg, &o->pass, &err) == FM_OK) return 0;
+    if (fm_pass_parse(arg, &o->pass, &err) == FM_OK) return 1;
     cli_error(cmd, "--pass: %s", err.msg);
-    return FM_EXIT_USAGE;
-  default: return cli_bad_option(cmd, opt, argv);
+    return -1;
   }
+  return 0;
 }
 
 /* Parses argv; -1: --help printed; 0: parsed; FM_EXIT_USAGE after an error. */
 static int parse(int argc, char **argv, run_opts *o) {
-  static const struct option longopts[] = {CLI_MASK_LONGOPTS,
-                                           {"head-dim", required_argument, 0, O_HD},
-                                           {"variant", required_argument, 0, O_VAR},
-                                           {"instrument", no_argument, 0, O_INST},
-                                           {"warmup", required_argument, 0, O_WARM},
-                                           {"reps", required_argument, 0, O_REPS},
-                                           {"no-cupti", no_argument, 0, O_NOCUPTI},
-                                           {"no-bytes", no_argument, 0, O_NOBYTES},
-                                           {"cpu", no_argument, 0, O_CPU},
-                                           {"json", no_argument, 0, O_JSON},
-                                           {"out", required_argument, 0, O_OUT},
-                                           {"only", required_argument, 0, O_ONLY},
-                                           {"kernel", required_argument, 0, O_KERNEL},
-                                           {"pass", required_argument, 0, O_PASS},
-                                           {"gpu", required_argument, 0, O_GPU},
-                                           {"help", no_argument, 0, 'h'},
-                                           {0, 0, 0, 0}};
+  const cli_opts_def def = {.shortopts = ":h", .longopts = longopts, .shared = run_mask_option,
+                            .own = run_option, .print_help = print_help, .operands = CLI_OPERANDS};
   *o = (run_opts){.head_dim = 128, .warmup = 3, .reps = 20, .variant = FM_VARIANT_SKIP,
                   .cupti = 1, .count_bytes = 1, .kernels = {FM_KERNEL_AUTO}, .nkernels = 1,
                   .pass = FM_PASS_FWD};
   cli_mask_opts_init(&o->mask);
-  int opt, at = -1;
-  cli_getopt_reset();
-  while ((opt = getopt_long(argc, argv, ":h", longopts, &at)) != -1) {
-    if (opt == 'h') {
-      print_help();
-      return -1;
-    }
-    int r = cli_mask_opt(cmd, &o->mask, opt, optarg);
-    if (r < 0) return FM_EXIT_USAGE;
-    if (r > 0) {
-      o->tile_given |= opt == 1001 || opt == 1002;
-      if (!o->mask_only_option && at >= 0) o->mask_only_option = longopts[at].name;
-      continue;
-    }
-    if (opt == O_KERNEL) o->kernel_given = 1;
-    if ((r = run_option(o, opt, argv))) return r;
-    at = -1;
-  }
+  int r = cli_parse_opts(cmd, argc, argv, &def, o);
+  if (r) return r > 0 ? -1 : FM_EXIT_USAGE;
   if (optind < argc) o->scenario = argv[optind++];
   if (optind < argc || (o->scenario && o->mask.family)) {
     cli_error(cmd, "unexpected argument '%s' (one mask is --family ..., a scenario file comes "

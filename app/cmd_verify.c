@@ -134,6 +134,42 @@ typedef struct verify_opts {
   fm_pass pass; /* 0: both where the kernel has a backward */
 } verify_opts;
 
+/* verify's options: 1 taken, -1 a bad value (printed), 0 none of them. */
+static int verify_opt(const char *cmd, void *v, int opt, const char *arg) {
+  verify_opts *o = v;
+  fm_err err;
+  switch (opt) {
+  case 'q': o->quick = 1; return 1;
+  case 'j': o->json = 1; return 1;
+  case 's': return cli_int(cmd, "--seed", arg, 0, INT64_MAX, &o->seed) ? -1 : 1;
+  case 'k':
+    o->all_kernels = !strcmp(arg, "all");
+    if (o->all_kernels || fm_kernel_parse(arg, &o->want, &err) == FM_OK) return 1;
+    cli_error(cmd, "--kernel: %s (or all)", err.msg);
+    return -1;
+  case 'f':
+    o->families = arg;
+    for (const char *p = arg; *p;) { /* every name must be a family or "custom" */
+      const char *c = strchr(p, ',');
+      char name[64];
+      snprintf(name, sizeof name, "%.*s", (int)(c ? c - p : (long)strlen(p)), p);
+      if (strcmp(name, "custom") && !fm_family_find(name)) {
+        cli_unknown_name(cmd, "--families: ", "family", name, fm_family_closest(name),
+                         "fmsim families lists them; or custom");
+        return -1;
+      }
+      p = c ? c + 1 : p + strlen(p);
+    }
+    return 1;
+  case 'p':
+    if (fm_pass_parse(arg, &o->pass, &err) == FM_OK) return 1;
+    cli_error(cmd, "--pass: %s", err.msg);
+    return -1;
+  }
+  return 0;
+}
+
+/* 0 parsed, -1 --help printed, FM_EXIT_USAGE after an error (printed). */
 static int parse_opts(int argc, char **argv, verify_opts *o) {
   static const struct option longopts[] = {{"quick", no_argument, 0, 'q'},
                                            {"json", no_argument, 0, 'j'},
@@ -143,51 +179,11 @@ static int parse_opts(int argc, char **argv, verify_opts *o) {
                                            {"families", required_argument, 0, 'f'},
                                            {"help", no_argument, 0, 'h'},
                                            {0, 0, 0, 0}};
+  const cli_opts_def def = {.shortopts = ":h", .longopts = longopts, .own = verify_opt,
+                            .help = help};
   *o = (verify_opts){.all_kernels = 1, .want = FM_KERNEL_AUTO};
-  fm_err err;
-  int opt;
-  cli_getopt_reset();
-  while ((opt = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
-    if (opt == 'q') o->quick = 1;
-    else if (opt == 'j') o->json = 1;
-    else if (opt == 's') {
-      if (cli_int("verify", "--seed", optarg, 0, INT64_MAX, &o->seed)) return FM_EXIT_USAGE;
-    } else if (opt == 'k') {
-      o->all_kernels = !strcmp(optarg, "all");
-      if (!o->all_kernels && fm_kernel_parse(optarg, &o->want, &err) != FM_OK) {
-        cli_error("verify", "--kernel: %s (or all)", err.msg);
-        return FM_EXIT_USAGE;
-      }
-    } else if (opt == 'f') {
-      o->families = optarg;
-      for (const char *p = optarg; *p;) { /* every name must be a family or "custom" */
-        const char *c = strchr(p, ',');
-        char name[64];
-        snprintf(name, sizeof name, "%.*s", (int)(c ? c - p : (long)strlen(p)), p);
-        if (strcmp(name, "custom") && !fm_family_find(name)) {
-          cli_unknown_name("verify", "--families: ", "family", name, fm_family_closest(name),
-                           "fmsim families lists them; or custom");
-          return FM_EXIT_USAGE;
-        }
-        p = c ? c + 1 : p + strlen(p);
-      }
-    } else if (opt == 'p') {
-      if (fm_pass_parse(optarg, &o->pass, &err) != FM_OK) {
-        cli_error("verify", "--pass: %s", err.msg);
-        return FM_EXIT_USAGE;
-      }
-    } else if (opt == 'h') {
-      fputs(help, stdout);
-      return -1;
-    } else {
-      return cli_bad_option("verify", opt, argv);
-    }
-  }
-  if (optind < argc) {
-    cli_error("verify", "unexpected argument '%s'", argv[optind]);
-    return FM_EXIT_USAGE;
-  }
-  return 0;
+  int r = cli_parse_opts("verify", argc, argv, &def, o);
+  return r > 0 ? -1 : r < 0 ? FM_EXIT_USAGE : 0;
 }
 
 /* The kernels to check: every one the device runs, or the one asked for. */

@@ -42,7 +42,8 @@ static const char *help_head =
     "                       print frame-time percentiles (p50/p90/p99), then 8 Br/Bc key frames\n"
     "\nkeys:\n";
 
-static void print_help(void) {
+static void print_help(const void *opts) {
+  (void)opts;
   fputs(help_head, stdout);
 #ifdef FM_HAVE_VIZ
   int n;
@@ -68,6 +69,25 @@ static int env_set(const char *name) {
 }
 #endif
 
+/* What view's command line says. */
+typedef struct view_opts {
+  viz_cli_source src; /* first: viz_cli_source_opt_any takes the source's options */
+  const char *out_dir, *script;
+  int64_t bench, export_dpi;
+} view_opts;
+
+/* view's options besides the source's: 1 taken, -1 a bad value (printed), 0 none of them. */
+static int view_opt(const char *cmd, void *v, int opt, const char *arg) {
+  view_opts *vo = v;
+  switch (opt) {
+  case 'O': vo->out_dir = arg; return 1;
+  case 'd': return cli_int(cmd, "--export-dpi", arg, 18, 2400, &vo->export_dpi) ? -1 : 1;
+  case 'S': vo->script = arg; return 1;
+  case 'B': return cli_int(cmd, "--bench-frames", arg, 1, 1000000, &vo->bench) ? -1 : 1;
+  }
+  return 0;
+}
+
 int cmd_view(int argc, char **argv) {
   static const struct option longopts[] = {CLI_MASK_LONGOPTS,
                                            VIZ_CLI_SOURCE_LONGOPTS,
@@ -77,28 +97,18 @@ int cmd_view(int argc, char **argv) {
                                            {"bench-frames", required_argument, 0, 'B'},
                                            {"help", no_argument, 0, 'h'},
                                            {0, 0, 0, 0}};
-  const char *cmd = "view", *out_dir = ".", *script = NULL;
-  int opt;
-  int64_t bench = 0, export_dpi = 300;
-  viz_cli_source src;
-  viz_cli_source_init(&src);
-  cli_getopt_reset();
-  while ((opt = cli_next_opt(cmd, argc, argv, ":", longopts, viz_cli_source_opt_any, &src, NULL)) != -1) {
-    switch (opt) {
-    case CLI_OPT_ERROR: return FM_EXIT_USAGE;
-    case 'O': out_dir = optarg; break;
-    case 'd':
-      if (cli_int(cmd, "--export-dpi", optarg, 18, 2400, &export_dpi)) return FM_EXIT_USAGE;
-      break;
-    case 'S': script = optarg; break;
-    case 'B':
-      if (cli_int(cmd, "--bench-frames", optarg, 1, 1000000, &bench)) return FM_EXIT_USAGE;
-      break;
-    case 'h': print_help(); return FM_EXIT_OK;
-    default: return cli_bad_option(cmd, opt, argv);
-    }
-  }
-  if (viz_cli_operand(cmd, &src, argc, argv)) return FM_EXIT_USAGE;
+  const cli_opts_def def = {.shortopts = ":", .longopts = longopts,
+                            .shared = viz_cli_source_opt_any, .own = view_opt,
+                            .print_help = print_help, .operands = CLI_OPERANDS};
+  const char *cmd = "view";
+  view_opts vo = {.out_dir = ".", .export_dpi = 300};
+  viz_cli_source_init(&vo.src);
+  int parsed = cli_parse_opts(cmd, argc, argv, &def, &vo);
+  if (parsed) return parsed > 0 ? FM_EXIT_OK : FM_EXIT_USAGE;
+  viz_cli_source *src = &vo.src;
+  const char *out_dir = vo.out_dir, *script = vo.script;
+  const int64_t bench = vo.bench, export_dpi = vo.export_dpi;
+  if (viz_cli_operand(cmd, src, argc, argv)) return FM_EXIT_USAGE;
 #ifndef FM_HAVE_VIZ_SDL
   (void)out_dir;
   (void)script;
@@ -118,9 +128,9 @@ int cmd_view(int argc, char **argv) {
 #endif
   viz_state s;
   const viz_figure *fig = viz_figure_find("tiles"); /* the registry's screen size */
-  viz_state_init(&s, src.w ? src.w : (int)fig->width, src.w ? src.h : (int)fig->height);
+  viz_state_init(&s, src->w ? src->w : (int)fig->width, src->w ? src->h : (int)fig->height);
   viz_scene *sc = NULL;
-  if (viz_cli_open(cmd, &src, &s, &sc)) return FM_EXIT_USAGE;
+  if (viz_cli_open(cmd, src, &s, &sc)) return FM_EXIT_USAGE;
   fm_err err;
   int rc = FM_EXIT_OK;
   if (bench) {
@@ -129,7 +139,7 @@ int cmd_view(int argc, char **argv) {
       cli_error(cmd, "%s", err.msg);
       rc = FM_EXIT_FAIL;
     } else {
-      const char *lname = src.layer ? src.layer : "both";
+      const char *lname = src->layer ? src->layer : "both";
       printf("fmsim view: %d frames at %dx%d, %s S = %d, Br x Bc = %d x %d, layer %s\n", r.frames,
              s.width, s.height, viz_scene_label(sc), s.facts.sk, s.br, s.bc, lname);
       printf("  pan/zoom/hover frames: p50 %.2f ms  p90 %.2f ms  p99 %.2f ms  max %.2f ms\n",

@@ -53,7 +53,7 @@ void viz_cli_source_init(viz_cli_source *src);
 
 /* 1: handled, 0: not a source option, -1: bad value (error printed). */
 int viz_cli_source_opt(const char *cmd, viz_cli_source *src, int opt, const char *arg);
-int viz_cli_source_opt_any(const char *cmd, void *src, int opt, const char *arg); /* for cli_next_opt */
+int viz_cli_source_opt_any(const char *cmd, void *src, int opt, const char *arg); /* a cli_shared_opt_fn */
 
 /* The operands after the options: at most one source path; an interval file
  * gets its causal flag from --causal/--bidir or its k (cli_intervals_causal:

@@ -15,15 +15,16 @@ not started. The JSON is rewritten after every case; --resume skips what it hold
 
     python3 bench/cp_bench.py --out cp.json --fmsim build/app/fmsim [--budget-s S] [--resume]
         [--families all] [--seqlens 131072,524288,1048576] [--ranks 1,2,4] [--heads 32]
-    python3 bench/cp_table.py cp.json > bench/results/cp-scaling.md   # no GPU needed
+    python3 bench/cp_table.py cp.json [more.json ...] > bench/results/cp-scaling.md   # no GPU needed
 
-JSON (format "fmsim-cp-bench", version 1): commit, command, device {name, count}, heads,
-head_dim, protocol {warmup_s, sustain_s}, gpu_profile, torch (the peer's version), plans
-{"FAMILY:S:P": plan_summary()}, records [{id, tool ("fmsim", "torch"), family, seqlen, ranks,
-sharding, exchange, pass, status ("ok", "oom", "error", "timeout"), error, wall_s, est_s,
-step_ms {sustained, burst} (the slowest rank), rank_compute_ms [per rank, the pass's
-kernel time] (fmsim), check (fmsim: {passed, ...}; torch: its check of the impl), backend
-(torch)}]. "timeout" (cut by the budget) is measured again by --resume; the others are not.
+JSON (format "fmsim-cp-bench", version 1): commit, date (UTC, the first invocation's),
+command, device {name, count}, heads, head_dim, protocol {warmup_s, sustain_s}, gpu_profile,
+torch (the peer's version), plans {"FAMILY:S:P": plan_summary()}, records [{id, tool
+("fmsim", "torch"), family, seqlen, ranks, sharding, exchange, pass, status ("ok", "oom",
+"error", "timeout"), error, wall_s, est_s, step_ms {sustained, burst} (the slowest rank),
+rank_compute_ms [per rank, the pass's kernel time] (fmsim), check (fmsim: {passed, ...};
+torch: its check of the impl), backend (torch)}]. "timeout" (cut by the budget) is measured
+again by --resume; the others are not.
 """
 import argparse
 import json
@@ -275,7 +276,8 @@ def one_line(r: dict) -> str:
     what = f"{r['id']}:"
     if r["status"] != "ok":
         return f"{what} {r['status']} {r.get('error', '')}"
-    return f"{what} {r['step_ms']['sustained']:.3f} ms sustained, {r['step_ms']['burst']:.3f} burst ({r['wall_s']} s)"
+    ms = {k: (f"{v:.3f}" if v is not None else "-") for k, v in r["step_ms"].items()}
+    return f"{what} {ms.get('sustained', '-')} ms sustained, {ms.get('burst', '-')} burst ({r['wall_s']} s)"
 
 
 def save(path: str, doc: dict) -> None:
@@ -297,7 +299,8 @@ def gpus() -> list:
 
 def start(args, names: list) -> dict:
     """The document: a new one, or the one --resume reads back (the same heads and profile)."""
-    doc = dict(format="fmsim-cp-bench", version=1, commit=os.environ.get("FM_COMMIT", ""), commands=[],
+    doc = dict(format="fmsim-cp-bench", version=1, commit=os.environ.get("FM_COMMIT", ""),
+               date=time.strftime("%Y-%m-%d", time.gmtime()), commands=[],
                device=dict(name=names[0] if names else "", count=len(names)), heads=args.heads, head_dim=128,
                gpu_profile=args.gpu or "", protocol=dict(warmup_s=args.warmup_s, sustain_s=args.sustain_s),
                torch="", plans={}, records=[])
@@ -307,7 +310,8 @@ def start(args, names: list) -> dict:
         if (old["heads"], old["gpu_profile"]) != (doc["heads"], doc["gpu_profile"]):
             raise SystemExit(f"cp_bench: {args.out} has heads {old['heads']} and profile "
                              f"'{old['gpu_profile']}': resume with the same, or another --out")
-        doc.update(commands=old["commands"], plans=old["plans"], records=old["records"], torch=old["torch"])
+        doc.update(commands=old["commands"], plans=old["plans"], records=old["records"], torch=old["torch"],
+                   date=old.get("date") or doc["date"])
     doc["commands"].append(shlex.join(sys.argv))
     return doc
 

@@ -1,14 +1,21 @@
 #!/usr/bin/env python3
 """The curated table of the multi-GPU benchmark (bench/cp_bench.py's JSON; no GPU needed).
 
-    python3 bench/cp_table.py cp.json > bench/results/cp-scaling.md
+    python3 bench/cp_table.py cp.json [more.json ...] > bench/results/cp-scaling.md
 
 Per length S, one row per family, P and pass: fmsim's step time (sustained, the slowest
 rank) per sharding and exchange with its scaling efficiency T1 / (P x TP) against one GPU
 (P = 1, same pass), the mask-aware/contiguous ratio (each at its faster exchange), and the
 measured per-rank compute time over cp-plan's prediction (lowest and highest ratio over the
-row's ranks and runs); then fmsim against PyTorch's context_parallel on full and causal
-masks; then issue 24's bars, each with the number that decides it.
+row's ranks and runs); then, with more than one length, the best efficiency per family and
+length at the most ranks; then fmsim against PyTorch's context_parallel on full and causal
+masks; then issue 24's bars, each with the number that decides it (cp-plan's compute bar
+once per length).
+
+Several files are several run sets (different commits or days) of one device and shape:
+their records and plans are taken together, each run set named in the header (its commit,
+date when the file has one, commands and lengths); a case (family, S, P, sharding,
+exchange, pass) in two files, or two shapes, is refused.
 """
 import json
 import sys
@@ -86,8 +93,8 @@ def verdict(ok):
     return "not measured" if ok is None else "met" if ok else "not met"
 
 
-def model_bar(doc) -> tuple:
-    ratios = [(abs(x - 1), x, r["id"], k) for r in doc["records"] if r["tool"] == "fmsim"
+def model_bar(doc, S) -> tuple:
+    ratios = [(abs(x - 1), x, r["id"], k) for r in doc["records"] if r["tool"] == "fmsim" and r["seqlen"] == S
               for k, x in enumerate(compute_ratios(doc, r))]
     if not ratios:
         return "-", verdict(None)
@@ -99,8 +106,9 @@ def model_bar(doc) -> tuple:
 
 def bars(doc) -> list:
     """Issue 24's Must-reach items that a number decides: (item, number, verdict)."""
-    checked = [r for r in doc["records"] if r["tool"] == "fmsim" and isinstance(r.get("check"), dict)]
-    passed = sum(1 for r in checked if r["check"].get("passed"))
+    checked = [r["check"] for r in doc["records"] if r["tool"] == "fmsim" and isinstance(r.get("check"), dict)]
+    checked += doc.get("check_runs", [])
+    passed = sum(1 for c in checked if c.get("passed"))
     out = [("outputs and gradients equal to the one-GPU kernel's within its tolerance rule",
             f"{passed} of {len(checked)} checked runs passed", verdict(passed == len(checked) if checked else None))]
     q = mask_aware_ratio(doc, "causal_document", LONG, 4, "both")
@@ -120,7 +128,8 @@ def bars(doc) -> list:
             out.append((f"{fam}, 1M tokens, {P} GPUs: faster than PyTorch's context_parallel (fwd+bwd)",
                         f"fmsim/torch {num(q)}" + (f" (torch {t['backend']}, {t['exchange']})" if q else ""),
                         verdict(q < 1 if q is not None else None)))
-    out.append(("cp-plan predicts each rank's measured compute time within 15%",) + model_bar(doc))
+    for S in seqlens(doc):
+        out.append((f"cp-plan predicts each rank's measured compute time within 15% (S = {S})",) + model_bar(doc, S))
     return out
 
 
@@ -164,6 +173,26 @@ def scaling_table(doc, S) -> list:
     return out
 
 
+def seqlens(doc) -> list:
+    return sorted({r["seqlen"] for r in doc["records"]})
+
+
+def efficiency_table(doc) -> tuple:
+    """Per family, the best efficiency (fwd+bwd, any sharding and exchange) at each length, at
+    the most ranks of the table: (rows, P)."""
+    Ss = seqlens(doc)
+    Pmax = max(r["ranks"] for r in doc["records"] if r["tool"] == "fmsim")
+    out = ["| family | " + " | ".join(f"S = {S}" for S in Ss) + " |", "|" + "---|" * (len(Ss) + 1)]
+    for fam in families(doc):
+        cells = []
+        for S in Ss:
+            r = best(doc, fam, S, Pmax, "both")
+            e = efficiency(one_gpu_ms(doc, fam, S, "both"), ms(r), Pmax)
+            cells.append(f"{pct(e)} ({r['sharding']}, {r['exchange']})" if e is not None else "-")
+        out.append(f"| {fam} | " + " | ".join(cells) + " |")
+    return out, Pmax
+
+
 def families(doc) -> list:
     seen = [k.split(":")[0] for k in doc["plans"]] + [r["family"] for r in doc["records"]]
     return list(dict.fromkeys(seen))
@@ -189,22 +218,40 @@ def torch_table(doc) -> list:
     return out
 
 
+def run_sets(doc) -> list:
+    return doc.get("run_sets") or [dict(commit=doc.get("commit"), date=doc.get("date"), commands=doc["commands"],
+                                        seqlens=seqlens(doc))]
+
+
 def header(doc) -> list:
     d = doc["device"]
     profile = next((p["profile"] for p in doc["plans"].values() if "profile" in p), "?")
-    cmds = "; ".join(f"`{c}`" for c in doc["commands"])
+    sets = run_sets(doc)
+    if len(sets) == 1:
+        rs = sets[0]
+        cmds = "; ".join(f"`{c}`" for c in rs["commands"])
+        runs = [f"- **Commit**: {rs['commit'] or '?'}."] + ([f"- **Date**: {rs['date']}."] if rs.get("date") else [])
+        runs.append(f"- **Command** (`bash bench/gpu.sh cpbench` runs it): {cmds}; this table: "
+                    "`python3 bench/cp_table.py JSON`.")
+    else:
+        files = " ".join(rs.get("file") or f"JSON{k + 1}" for k, rs in enumerate(sets))
+        runs = [f"- **Run sets** (this table: `python3 bench/cp_table.py {files}`):"]
+        for k, rs in enumerate(sets):
+            runs.append(f"  {k + 1}. S = {', '.join(str(S) for S in rs['seqlens'])}: commit {rs['commit'] or '?'}"
+                        + f", {rs.get('date') or 'date not recorded'}; "
+                        + "; ".join(f"`{c}`" for c in rs["commands"]) + ".")
     return [
         f"# fmsim's context parallelism on {d['count']} GPUs: scaling, cp-plan's prediction, "
         "PyTorch's context_parallel",
         "",
         f"- **Device**: {d['name']} x {d['count']}; torch {doc.get('torch') or '-'} (the peer).",
-        f"- **Commit**: {doc.get('commit') or '?'}.",
-        f"- **Command** (`bash bench/gpu.sh cpbench` runs it): {cmds}; this table: "
-        "`python3 bench/cp_table.py JSON`.",
+        *runs,
         "- **Timing**: fmsim by `fmsim cp-run` itself: warm-up passes (as many on every rank), then "
-        "`--iters` passes back to back, forward and backward timed apart on every rank (CUDA events), the "
-        "median per rank, the step the slowest rank's (at 1M tokens a pass lasts 0.1-16 s: sustained "
-        "figures); the one-GPU time by `--baseline`, the same way on device 0. torch by fmsim.protocol "
+        "`--iters` passes back to back (bench/cp_bench.py: at least 2, covering "
+        f"{doc['protocol']['sustain_s']} s, after {doc['protocol']['warmup_s']} s of warm-up), forward and "
+        "backward timed apart on every rank (CUDA events), the median per rank, the step the slowest rank's "
+        "(at 1M tokens a pass lasts 0.1-16 s: sustained figures); the one-GPU time by `--baseline` or by "
+        "`--ranks 1` (bench/cp_bench.py's P = 1 case), the same way on device 0. torch by fmsim.protocol "
         f"(docs/DESIGN.md, \"How we measure\"): warm-up {doc['protocol']['warmup_s']} s, sustained windows "
         f"of {doc['protocol']['sustain_s']} s in all, L2 flushed, every rank launching together after a "
         "barrier, the step the slowest rank's; its burst figures and the clocks per rank are in the JSON.",
@@ -213,10 +260,48 @@ def header(doc) -> list:
         ""]
 
 
+def combine(docs: list, files: list = None) -> dict:
+    """Several cp_bench JSONs (run sets) as one: their records and plans together, the run sets
+    kept for the header (with their files' paths when given). One device and shape; no case in
+    two files."""
+    if len(docs) == 1:
+        return docs[0]
+    first = docs[0]
+    out = dict(first, records=[], plans={}, run_sets=[], torch=next((d["torch"] for d in docs if d.get("torch")), ""))
+    seen = {}
+    for k, d in enumerate(docs):
+        if (d["device"], d["heads"], d["head_dim"]) != (first["device"], first["heads"], first["head_dim"]):
+            raise SystemExit(f"cp_table: file {k + 1} has {d['device']}, H {d['heads']}, D {d['head_dim']}; "
+                             f"file 1 {first['device']}, H {first['heads']}, D {first['head_dim']} (one table, "
+                             "one device and shape)")
+        for r in d["records"]:
+            key = (r["tool"], r["family"], r["seqlen"], r["ranks"], r["sharding"], r["exchange"], r["pass"],
+                   r.get("backend"))
+            if key in seen:
+                raise SystemExit(f"cp_table: {r['id']} is in files {seen[key] + 1} and {k + 1}")
+            seen[key] = k
+            out["records"].append(r)
+        out["plans"].update(d["plans"])
+        out["run_sets"].append(dict(commit=d.get("commit"), date=d.get("date"), commands=d["commands"],
+                                    seqlens=seqlens(d), file=files[k] if files else None))
+    return out
+
+
+def with_checks(doc: dict, runs: list) -> dict:
+    """doc with the check runs of fmsim-cp-checks files (each a run with 'passed') counted by the
+    bars beside the records' own checks."""
+    return dict(doc, check_runs=[dict(passed=bool(r.get("passed"))) for r in runs]) if runs else doc
+
+
 def render(doc) -> str:
     out = header(doc)
-    for S in sorted({r["seqlen"] for r in doc["records"]}):
+    for S in seqlens(doc):
         out += [f"## S = {S}", ""] + scaling_table(doc, S) + [""]
+    if len(seqlens(doc)) > 1:
+        table, P = efficiency_table(doc)
+        out += [f"## Scaling efficiency on {P} GPUs per family and length", "",
+                f"Forward and backward, each family's fastest run at each length (T1 / ({P} x T{P}); the "
+                "sharding and exchange measured there named).", ""] + table + [""]
     if any(r["tool"] == "torch" for r in doc["records"]):
         out += ["## fmsim against PyTorch's context_parallel (full and causal)", "",
                 "fmsim: its fastest sharding and exchange; torch: its fastest backend and rotate method "
@@ -227,11 +312,22 @@ def render(doc) -> str:
 
 
 def main() -> int:
-    if len(sys.argv) != 2:
-        print("usage: python3 bench/cp_table.py CP.json > table.md", file=sys.stderr)
+    if len(sys.argv) < 2:
+        print("usage: python3 bench/cp_table.py CP.json [MORE.json ...] > table.md", file=sys.stderr)
         return 2
-    with open(sys.argv[1]) as f:
-        sys.stdout.write(render(json.load(f)))
+    docs, files, checks = [], [], []
+    for path in sys.argv[1:]:
+        with open(path) as f:
+            d = json.load(f)
+        if d.get("format") == "fmsim-cp-checks":  # cp-run --check runs made outside the driver
+            checks += d["runs"]
+        else:
+            docs.append(d)
+            files.append(path)
+    if not docs:
+        print("cp_table: no cp_bench JSON among the files (only check files)", file=sys.stderr)
+        return 2
+    sys.stdout.write(render(with_checks(combine(docs, files), checks)))
     return 0
 
 

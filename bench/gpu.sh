@@ -174,11 +174,13 @@ instoverhead() { # PASS OUTNAME [ARGS...]: the instrumented sm90 kernel against 
 }
 
 ncubwd() { # Nsight Compute on one plain backward launch (the harness: fmsim's own CUPTI
-  # timing would contend with the profiler)
-  ncu -k regex:bwd_kernel -c 1 --section SpeedOfLight --section ComputeWorkloadAnalysis \
-    --section MemoryWorkloadAnalysis --section WarpStateStats --section SchedulerStats \
-    --section InstructionStats --section LaunchStats \
-    "$KBENCH" --pass bwd --seqlens 8192 --families full --warmup 0 --reps 1 --no-noskip --no-instr --no-validate
+  # timing would contend with the profiler). --clock-control none: the clocks are left as the
+  # GPU sets them (the device rules; ncu's default locks them at base, 1.36 GHz on the H200);
+  # the full set with the source counters (stall reasons per SASS line) into $OUT/ncubwd.ncu-rep,
+  # its details page printed.
+  ncu --clock-control none --set full --import-source yes -k regex:bwd_kernel -c 1 -f -o "$OUT/ncubwd" \
+    "$KBENCH" --pass bwd --seqlens 8192 --families full --warmup 0 --reps 1 --no-noskip --no-instr --no-validate &&
+    ncu --import "$OUT/ncubwd.ncu-rep" --page details
 }
 
 abbwd() { # two kernel versions in one call: FM_AB_TREE built beside this build, alternately

@@ -240,8 +240,12 @@ def measure_main(args) -> int:
     done = set()
     if args.resume and os.path.isfile(args.out):
         with open(args.out) as f:
-            doc["records"] = json.load(f).get("records", [])
+            old = json.load(f)
+        doc["records"] = old.get("records", [])
+        for r in doc["records"]:  # the run each resumed record came from, where its file did not say
+            r.setdefault("run", dict(commit=old.get("commit", ""), date="", device=old.get("device", "")))
         done = {(r["id"], r["pass_"]) for r in doc["records"]}
+    run = dict(commit=doc["commit"], date=time.strftime("%Y-%m-%d", time.gmtime()), device=doc["device"])
     t0 = time.time()
     log = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731
     for S in (int(x) for x in args.seqlens.split(",")):
@@ -261,6 +265,7 @@ def measure_main(args) -> int:
                 torch.cuda.empty_cache()
             for r in recs:
                 r["wall_s"] = round(time.time() - w0, 1)
+                r["run"] = run
                 doc["records"].append(r)
                 print(one_line(r), flush=True)
             save(args.out, doc)
@@ -287,6 +292,20 @@ def geomean(xs):
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
 
 
+def run_key(r: dict, meta: dict) -> str:
+    """The run a record came from: its commit and date ("commit on date"), the file's commit where it says none."""
+    u = r.get("run") or dict(commit=meta.get("commit", ""), date="")
+    return f"{u.get('commit') or '?'} on {u.get('date') or '?'}"
+
+
+def run_letters(recs, meta) -> dict:
+    """Each distinct run of the records, in order of appearance, named a, b, c, ..."""
+    keys = {}
+    for r in recs:
+        keys.setdefault(run_key(r, meta), chr(ord("a") + len(keys)))
+    return keys or {f"{meta.get('commit') or '?'} on ?": "a"}
+
+
 def table(paths) -> str:
     recs, meta = [], []
     for p in paths:
@@ -296,8 +315,10 @@ def table(paths) -> str:
         meta.append(d)
     out = []
     m0 = meta[0]
-    out.append(f"Device: {m0['device']}; torch {m0['torch']}; NVML clocks: {'yes' if m0['nvml'] else 'no'}; "
-               f"commit {m0.get('commit') or '?'}.")
+    runs = run_letters(recs, m0)
+    out.append(f"Device: {m0['device']}; torch {m0['torch']}; NVML clocks: {'yes' if m0['nvml'] else 'no'}; " +
+               ("; ".join(f"run {k}: {v}" for v, k in runs.items()) if len(runs) > 1 else
+                f"commit {next(iter(runs)).split(' on ')[0] or '?'}") + ".")
     out.append("Protocol (fmsim.protocol, docs/DESIGN.md \"How we measure\"): " +
                ", ".join(f"{k} {v}" for k, v in m0["protocol"].items()) + ".")
     out.append("")
@@ -308,7 +329,7 @@ def table(paths) -> str:
         for mode in ("sustained", "burst"):
             out.append(f"### head dim {D}, {pass_}, {mode}")
             out.append("")
-            hdr = ["case", "rho", "fmsim ms", "fmsim TF/s", "MHz", "W"] + [f"{n} ms" for n in names[1:]] + \
+            hdr = ["case"] + (["run"] if len(runs) > 1 else []) + ["rho", "fmsim ms", "fmsim TF/s", "MHz", "W"] + [f"{n} ms" for n in names[1:]] + \
                   [f"fmsim/{n}" for n in names[1:]]
             out.append("| " + " | ".join(hdr) + " |")
             out.append("|" + "---|" * len(hdr))
@@ -319,7 +340,7 @@ def table(paths) -> str:
                 if mode not in f:
                     continue
                 fm = f[mode]
-                cells = [r["id"], f"{r['rho'][pass_]:.3f}", f"{fm['median_ms']:.3f}", f"{fm['tflops']:.0f}",
+                cells = [r["id"]] + ([runs[run_key(r, m0)]] if len(runs) > 1 else []) + [f"{r['rho'][pass_]:.3f}", f"{fm['median_ms']:.3f}", f"{fm['tflops']:.0f}",
                          f"{fm['clock_mhz']:.0f}" if fm["clock_mhz"] else "-",
                          f"{fm['power_w']:.0f}" if fm["power_w"] else "-"]
                 peer_ms = []

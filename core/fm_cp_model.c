@@ -74,10 +74,13 @@ static void ring_group(ring_sim *x, int32_t s, int back) {
     x->iend[r] = fmax(x->iend[r], t);
     x->iend[q] = fmax(x->iend[q], t);
   }
-  for (int32_t r = 0; r < P; r++) {
-    x->comm[r] = x->iend[r];
+  for (int32_t r = 0; r < P; r++) x->comm[r] = x->iend[r];
+  /* the partials back: r - s adds what r sent it after the group (r - s gets
+   * them from r alone in this group), and only then releases its own buffer */
+  for (int32_t r = 0; back && r < P; r++)
+    if (x->at[r] >= 0) x->comm[(r - s + P) % P] += m->src[x->at[r]].back_us;
+  for (int32_t r = 0; r < P; r++)
     if (x->at[r] >= 0) (back ? x->rel_end : x->kv_end)[x->at[r]] = x->comm[r];
-  }
 }
 
 /* The backward's own partials summed on the comm stream after step 0. */
@@ -85,9 +88,14 @@ static void ring_own(ring_sim *x) {
   for (int32_t r = 0; r < x->m->ranks; r++) {
     ring_compute(x, r, 0);
     int64_t k = x->m->start[r];
-    x->comm[r] = fmax(x->comm[r], x->comp_end[k]);
+    x->comm[r] = fmax(x->comm[r], x->comp_end[k]) + (x->m->rank ? x->m->rank[r].own_us : 0);
     x->rel_end[k] = x->comm[r];
   }
+}
+
+/* What rank r does after both streams are done: its conversions. */
+static double tail_us(const fm_cp_model *m, int32_t r, int exchange, int pass) {
+  return m->rank ? m->rank[r].tail_us[exchange][pass] : 0;
 }
 
 static fm_status check_model(const fm_cp_model *m, fm_err *err) {
@@ -130,17 +138,19 @@ fm_status fm_cp_model_ring(const fm_cp_model *m, int pass, double *wall, fm_err 
   for (int32_t r = 0; st == FM_OK && r < P; r++) {
     int64_t last = m->start[r + 1] - 1;
     ring_compute(&x, r, last - m->start[r]);
-    wall[r] = fmax(x.comp_end[last], x.comm[r]);
+    wall[r] = fmax(x.comp_end[last], x.comm[r]) + tail_us(m, r, FM_CP_RING, pass);
   }
   free(x.comp_end), free(x.kv_end), free(x.rel_end), free(x.comm);
   free(x.ready), free(x.iend), free(x.at), free(x.done);
   return st;
 }
 
-/* Bytes and messages each rank receives and sends in one all-gather group. */
+/* Bytes and messages each rank receives and sends in one all-gather group;
+ * backward, the time it takes to add the partials it gets back. */
 typedef struct ag_load {
   double in, out;
   int64_t in_msgs, out_msgs;
+  double sum_us;
 } ag_load;
 
 fm_status fm_cp_model_allgather(const fm_cp_model *m, int pass, const double *compute_us,
@@ -156,6 +166,7 @@ fm_status fm_cp_model_allgather(const fm_cp_model *m, int pass, const double *co
       ag_load *to = &ld[dir ? q : r], *from = &ld[dir ? r : q]; /* backward: r sends to q */
       to->in += m->src[k].bytes, to->in_msgs += msgs;
       from->out += m->src[k].bytes, from->out_msgs += msgs;
+      if (dir) to->sum_us += m->src[k].back_us;
     }
   /* forward: everyone posts at the barrier, the launch follows the group;
    * backward: the launch first, each transfer once both ends are done */
@@ -169,7 +180,10 @@ fm_status fm_cp_model_allgather(const fm_cp_model *m, int pass, const double *co
       wall[a] = fmax(wall[a], t);
       wall[b] = fmax(wall[b], t);
     }
-  for (int32_t r = 0; !dir && r < P; r++) wall[r] += compute_us[r];
+  /* forward: the launch after the group; backward: the sums after the group */
+  for (int32_t r = 0; r < P; r++)
+    wall[r] += (dir ? (m->rank ? m->rank[r].copy_us : 0) + ld[r].sum_us : compute_us[r]) +
+               tail_us(m, r, FM_CP_ALLGATHER, pass);
   free(ld);
   return FM_OK;
 }

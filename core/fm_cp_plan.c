@@ -337,7 +337,7 @@ typedef struct eval_ctx {
   int32_t *kseg[FM_CP_NPASSES]; /* (tc,) the segment holding each key tile */
   int32_t *pre;           /* (tr + 1,) the rank's row tiles below each row tile */
   double *vis[FM_CP_NPASSES]; /* (P,) visited tiles of the rank on each source rank's keys */
-  double launch_us[FM_CP_NPASSES];
+  double relaunch_us[FM_CP_NPASSES]; /* the rank's: one more launch over its rows (ring_relaunch_us) */
   int64_t *src_rows;      /* (P,) K/V rows the rank receives from each source */
   int32_t *src_segs, *src_runs; /* (P,) its segments needed, their runs in the source's storage */
   fm_cp_model_src *src;   /* every rank's sources in ring order (the exchange model) ... */
@@ -345,6 +345,7 @@ typedef struct eval_ctx {
   int64_t nsrc, cap;
   int64_t *send_rows, *send_max; /* (P,) rows every other rank receives from it, the most one does */
   int64_t *max_src;       /* (P,) the most rows it receives from one source */
+  fm_cp_model_rank *mrank; /* (P,) work outside the steps and groups (the exchange model) */
 } eval_ctx;
 
 /* The rank's row tiles at pd's tile into e->pre (prefix counts); returns them. */
@@ -418,6 +419,51 @@ static void rank_rows(const eval_ctx *e, const pass_data *pd, int32_t tr_r, fm_w
   c->sparsity_exact = c->total ? (double)c->exact[FM_TILE_MASKED] / (double)c->total : 0;
 }
 
+/* ------------------------------------------------------------ the executor's own kernels */
+
+/* HBM bytes per row of a rank that cp-run's small kernels move (each reads
+ * and writes its tensors once), in units of u = B x H x D x 2 bytes (one
+ * bf16 row of one tensor) and l = B x H x 4 bytes (one fp32 LSE row), from
+ * kernels/fm_cp_gpu.cu and kernels/fm_sm90_bwd.cu:
+ *   MERGE0  the first merge_kernel of the forward: O (bf16) read, fp32 O
+ *           written (3u); LSE read, written (2l)
+ *   MERGE   a later one: fp32 O also read (5u); the LSE too (3l)
+ *   SUM0    seg_kernel copying bf16 into fp32 (3u), per tensor: dQ at step 0
+ *           (ring), the own dK, dV (all-gather)
+ *   SUM     seg_kernel adding bf16 into fp32 (5u), per tensor: dQ at a later
+ *           step, the OWN item's dK, dV, every dK, dV partial got back
+ *   CONV    to_bf16_kernel, fp32 read, bf16 written (3u), per tensor
+ *   BWDROWS what every sm90 backward launch does over its Sq rows besides the
+ *           kernel: prep_kernel (O, dO read: 2u; LSE read, LSE2 and D
+ *           written: 3l), the fp32 dQ accumulator zeroed (2u) and converted
+ *           to bf16 (3u): 7u + 3l. The all-gather's one launch has it in the
+ *           timing model's fit; each further ring step adds it once more. */
+enum { MERGE0_U = 3, MERGE0_L = 2, MERGE_U = 5, MERGE_L = 3, SUM0_U = 3, SUM_U = 5, CONV_U = 3,
+       BWDROWS_U = 7, BWDROWS_L = 3 };
+
+/* Microseconds to move `rows` rows of nu x u + nl x l bytes through HBM at
+ * the profile's bandwidth (hbm_gbs, the timing model's floor: 4800 GB/s on
+ * the H200, its specification); 0 without a profile. */
+static double hbm_us(const eval_ctx *e, int64_t rows, int nu, int nl) {
+  const fm_cp_summary *s = &e->p->sum;
+  const fm_gpu_profile *prof = e->o->profile;
+  double u = (double)s->kv_row_bytes / 2, l = (double)(s->batch * s->heads * 4);
+  return prof && prof->hbm_gbs > 0 ? (double)rows * (nu * u + nl * l) / (prof->hbm_gbs * 1e3) : 0;
+}
+
+/* What one more launch over the rank's rows costs beyond its share of the
+ * visited tiles: the timing model's launch_us; forward, every row tile's
+ * item again (one per row tile and (b, h), whatever the keys: its fixed
+ * item_us over the profile's slots); backward, the launch's row work
+ * (BWDROWS; its items are the key tiles, which the steps share out). */
+static double ring_relaunch_us(const eval_ctx *e, int pass, int64_t rows, const fm_timing_result *res) {
+  const fm_cp_summary *s = &e->p->sum;
+  fm_pass fp = pass == FM_CP_FWD ? FM_PASS_FWD : FM_PASS_BWD;
+  const fm_timing_coef *c = fm_profile_coef(e->o->profile, fp, s->head_dim);
+  if (pass == FM_CP_BWD) return res->launch_us + hbm_us(e, rows, BWDROWS_U, BWDROWS_L);
+  return res->launch_us + (res->slots > 0 ? (double)res->items * c->item_us / (double)res->slots : 0);
+}
+
 /* One pass of rank r: its tiles, needs and, with a profile, its time on the
  * timing model (the work of its local mask, fm_cp_rank_mask). */
 static fm_status rank_pass(eval_ctx *e, int32_t r, int pass, fm_err *err) {
@@ -425,7 +471,7 @@ static fm_status rank_pass(eval_ctx *e, int32_t r, int pass, fm_err *err) {
   const pass_data *pd = &p->pass[pass];
   fm_cp_rank *rk = &e->out[r];
   rk->ms[pass] = NAN;
-  e->launch_us[pass] = 0;
+  e->relaunch_us[pass] = 0;
   if (!pd->present) return FM_OK;
   int32_t tr_r = rank_row_tiles(e, pd, r);
   fm_timing_work w = {.sq = (int32_t)rk->rows, .sk = p->sum.seqlen, .br = pd->br, .bc = pd->bc,
@@ -452,7 +498,7 @@ static fm_status rank_pass(eval_ctx *e, int32_t r, int pass, fm_err *err) {
     fm_timing_result res;
     st = fm_timing_predict(prof, &w, &pb, &res, err);
     rk->ms[pass] = res.time_us / 1e3;
-    e->launch_us[pass] = res.launch_us;
+    e->relaunch_us[pass] = ring_relaunch_us(e, pass, rk->rows, &res);
   }
   fm_timing_work_free(&w);
   return st;
@@ -481,9 +527,11 @@ static void rank_sources(eval_ctx *e, int32_t r) {
     }
 }
 
-/* The rank's sources in ring order into e->src: each ring step's launch
- * (its share of the rank's visited tiles, plus a launch for s > 0), the
- * bytes and the messages of both exchanges. */
+/* The rank's sources in ring order into e->src: each ring step's compute
+ * (its share of the rank's visited tiles of the pass, one more launch for s
+ * > 0, and the sum it feeds: the merge of its O and LSE, its dQ added), the
+ * bytes and the messages of both exchanges, and the owner's sum of the
+ * partials it gets back (2 tensors of SUM). */
 static fm_status rank_model_src(eval_ctx *e, int32_t r, fm_err *err) {
   const int32_t P = e->ranks;
   const fm_cp_rank *rk = &e->out[r];
@@ -505,11 +553,15 @@ static fm_status rank_model_src(eval_ctx *e, int32_t r, fm_err *err) {
       double total = 0, *vis = e->vis[pass]; /* rank r's: its passes just ran */
       for (int32_t t = 0; t < P; t++) total += vis[t];
       double us = rk->ms[pass] * 1e3;
+      int first = s == 0, fwd = pass == FM_CP_FWD;
       x->us[pass] = (total > 0 ? us * vis[q] / total : s == 0 ? us : 0) +
-                    (s > 0 ? e->launch_us[pass] : 0);
+                    (s > 0 ? e->relaunch_us[pass] : 0) +
+                    hbm_us(e, rk->rows, fwd ? (first ? MERGE0_U : MERGE_U) : (first ? SUM0_U : SUM_U),
+                           fwd ? (first ? MERGE0_L : MERGE_L) : 0);
     }
     if (s == 0) continue;
     x->bytes = (double)e->src_rows[q] * (double)e->p->sum.kv_row_bytes;
+    x->back_us = hbm_us(e, e->src_rows[q], 2 * SUM_U, 0);
     int32_t ag = (int32_t)(2 * B * e->src_segs[q]), ring = (int32_t)(2 * B * e->src_runs[q]);
     x->msgs[FM_CP_ALLGATHER][0] = x->msgs[FM_CP_ALLGATHER][1] = ag;
     x->msgs[FM_CP_RING][0] = ring;
@@ -533,6 +585,14 @@ static fm_status rank_costs(eval_ctx *e, int32_t r, fm_err *err) {
     rk->kv_sources += e->src_rows[q] > 0;
   }
   rk->kv_recv_bytes = rk->kv_recv_rows * e->p->sum.kv_row_bytes;
+  /* the sums and conversions outside the steps (the constants above) */
+  fm_cp_model_rank *mr = &e->mrank[r];
+  mr->own_us = hbm_us(e, rk->rows, 2 * SUM_U, 0);
+  mr->copy_us = hbm_us(e, rk->rows, 2 * SUM0_U, 0);
+  mr->tail_us[FM_CP_RING][FM_CP_FWD] = hbm_us(e, rk->rows, CONV_U, 0);         /* O */
+  mr->tail_us[FM_CP_RING][FM_CP_BWD] = hbm_us(e, rk->rows, 3 * CONV_U, 0);     /* dQ, dK, dV */
+  mr->tail_us[FM_CP_ALLGATHER][FM_CP_FWD] = 0;                                 /* O is bf16 */
+  mr->tail_us[FM_CP_ALLGATHER][FM_CP_BWD] = hbm_us(e, rk->rows, 2 * CONV_U, 0); /* dK, dV */
   return rank_model_src(e, r, err);
 }
 
@@ -557,7 +617,7 @@ static fm_status exchange_costs(eval_ctx *e, fm_err *err) {
   const int32_t P = e->ranks;
   const fm_cp_summary *s = &e->p->sum;
   fm_cp_model m = {.ranks = P, .start = e->src_start, .src = e->src, .link_gbs = s->link_gbs,
-                   .link_us = s->link_us};
+                   .link_us = s->link_us, .rank = e->mrank};
   double *wall = malloc(sizeof *wall * (size_t)P), *comp = malloc(sizeof *comp * (size_t)P);
   fm_status st = wall && comp ? FM_OK : fm_fail(err, FM_ENOMEM, "cannot allocate the costs of %d ranks", P);
   for (int32_t r = 0; r < P; r++) rank_memory(e, r);
@@ -604,6 +664,7 @@ static void eval_free(eval_ctx *e) {
   free(e->send_rows);
   free(e->send_max);
   free(e->max_src);
+  free(e->mrank);
 }
 
 /* The segments grouped by rank, the segment of every key tile, scratch. */
@@ -619,8 +680,9 @@ static fm_status eval_init(eval_ctx *e, fm_err *err) {
   e->send_rows = calloc((size_t)P, sizeof *e->send_rows);
   e->send_max = calloc((size_t)P, sizeof *e->send_max);
   e->max_src = calloc((size_t)P, sizeof *e->max_src);
+  e->mrank = calloc((size_t)P, sizeof *e->mrank);
   int ok = e->by_rank && e->rank_start && e->src_rows && e->src_segs && e->src_runs && e->src_start &&
-           e->send_rows && e->send_max && e->max_src;
+           e->send_rows && e->send_max && e->max_src && e->mrank;
   for (int k = 0; k < FM_CP_NPASSES; k++) {
     const pass_data *pd = &p->pass[k];
     e->vis[k] = calloc((size_t)P, sizeof *e->vis[k]);

@@ -59,9 +59,14 @@
  *                    and partials for all S rows.
  *   FM_CP_RING       one step per source rank in ring order (r, r-1, ...),
  *                    a source with nothing needed skipped, one launch per
- *                    step; the groups lockstep across ranks (global step s:
+ *                    step and the merge (forward) or dQ sum (backward) it
+ *                    feeds; the groups lockstep across ranks (global step s:
  *                    r receives from r - s, sends to r + s), each after the
  *                    rank's step i - 2 (double buffering). Holds two steps.
+ * Both count the executor's own kernels (merges, fp32 sums, conversions) as
+ * the HBM bytes they move at the profile's hbm_gbs, and a ring step past the
+ * first the fixed part of one more launch (the profile's launch_us; forward,
+ * every row tile's item_us; backward, the launch's row work).
  * The step is the sum over passes of the slowest rank's wall (a barrier
  * between passes); memory is what cp-run allocates. The plan picks the faster
  * whose peak memory fits mem_budget (ties within 1%: the smaller memory);
@@ -234,32 +239,52 @@ int32_t fm_cp_owner(const fm_cp_sharding_plan *sp, int32_t i);
  * "Context parallelism", "The exchange model"). */
 typedef struct fm_cp_model_src {
   int32_t s;                    /* global step: the source is (rank - s) mod P; 0: the own keys */
-  double us[FM_CP_NPASSES];     /* the ring step's launch on this source's keys, per pass */
+  double us[FM_CP_NPASSES];     /* the ring step on this source's keys, per pass: its launch and
+                                   the sum it feeds (forward: the merge of its O and LSE; backward:
+                                   its dQ into the fp32 dQ), what the compute stream runs */
   double bytes;                 /* K/V bytes received from it (the partials back: as many) */
   int32_t msgs[FM_CP_NEXCHANGES][2]; /* NCCL messages of K/V and of the partials back */
+  double back_us;               /* backward, both exchanges: the source adding these partials
+                                   (dK, dV) into its fp32 sums, on its comm stream after the
+                                   group that brings them back */
 } fm_cp_model_src;
+
+/* What a rank does outside its compute steps and its transfers (us). */
+typedef struct fm_cp_model_rank {
+  double own_us;                /* ring backward: the OWN item, the own step's dK/dV partials
+                                   added into the fp32 sums (comm stream, after step 0) */
+  double copy_us;               /* all-gather backward: the own rows' dK/dV partials copied into
+                                   the fp32 sums (comm stream, after the group) */
+  double tail_us[FM_CP_NEXCHANGES][FM_CP_NPASSES]; /* once both streams are done: the fp32 ->
+                                   bf16 conversions (ring: O; dQ, dK, dV; all-gather: dK, dV) */
+} fm_cp_model_rank;
 
 typedef struct fm_cp_model {
   int32_t ranks;                /* P */
   const int64_t *start;         /* (P + 1,): rank r's sources are src[start[r] .. start[r + 1]) */
   const fm_cp_model_src *src;   /* by s, s = 0 first; a source that sends nothing is left out */
   double link_gbs, link_us;     /* GB/s per GPU and direction; us per message */
+  const fm_cp_model_rank *rank; /* (P,); NULL: none of that work */
 } fm_cp_model;
 
-/* The walls (us, from the pass's barrier to both streams done) of every rank
- * in one pass of the ring as cp-run runs it: lockstep groups (global step s:
- * rank r receives from r - s and sends to r + s), every group of a rank
- * after its previous one (one comm stream) and after its compute of step
- * i - 2 (the double buffer; the backward's partials: after step i), each
- * transfer starting when both its ends have posted the group; a step's
- * launch after the previous one and its group (backward: and the partials of
- * step i - 2 gone). FM_EINVAL for sources not in ring order; FM_ENOMEM. */
+/* The walls (us, from the pass's barrier to the end of its conversions) of
+ * every rank in one pass of the ring as cp-run runs it: lockstep groups
+ * (global step s: rank r receives from r - s and sends to r + s), every group
+ * of a rank after its previous one (one comm stream) and after its compute of
+ * step i - 2 (the double buffer; the backward's partials: after step i), each
+ * transfer starting when both its ends have posted the group; backward, the
+ * sums of the partials a rank gets back follow their group on its comm stream
+ * (back_us) and release the buffer; the OWN item adds own_us after step 0; a
+ * step's launch after the previous one and its group (backward: and the
+ * partials of step i - 2 released); then tail_us. FM_EINVAL for sources not
+ * in ring order; FM_ENOMEM. */
 fm_status fm_cp_model_ring(const fm_cp_model *m, int pass, double *wall, fm_err *err);
 /* The same for the all-gather as cp-run runs it: the forward's group (every
  * source at once; a transfer takes the larger load of its sender's outgoing
  * and its receiver's incoming link) before the one launch compute_us[r]; the
  * backward's launch, then the partials back, each transfer once both ends are
- * done computing. */
+ * done computing, then the rank's copy_us and the back_us of every partial it
+ * gets back; then tail_us. */
 fm_status fm_cp_model_allgather(const fm_cp_model *m, int pass, const double *compute_us,
                                 double *wall, fm_err *err);
 

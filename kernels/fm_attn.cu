@@ -8,7 +8,10 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <mutex>
+
 #include "fm_cuda_status.cuh"
+#include "fm_workspace.cuh"
 #include "fm_attn.h"
 #include "fm_pass_launch.cuh"
 #include "fm_kernel_traits.h"
@@ -271,8 +274,8 @@ static fm_status prepare(const fm_attn_problem *p, fm_pass pass, fm_variant vari
   if (l->sms < 1) return fm_fail(err, FM_EUNSUPPORTED, "the device reports no multiprocessor");
   if (variant == FM_VARIANT_DENSE) return FM_OK;
   const int64_t ntiles = (int64_t)l->nsets * l->base.Tc;
-  cudaError_t e = cudaMallocAsync((void **)bounds, (size_t)ntiles * sizeof(fm_tile_bounds), l->stream);
-  if (e != cudaSuccess) return cuda_fail(err, e, "cudaMallocAsync (tile bounds)");
+  cudaError_t e = fm_ws_alloc((void **)bounds, (size_t)ntiles * sizeof(fm_tile_bounds), l->stream);
+  if (e != cudaSuccess) return cuda_fail(err, e, "workspace allocation (tile bounds)");
   const int64_t threads = ntiles * 32;
   fmk::tile_bounds_kernel<<<(unsigned)((threads + 255) / 256), 256, 0, l->stream>>>(
       p->intervals, *bounds, l->nsets, p->seqlen_q, p->seqlen_k, l->base.Tc, bc, p->causal ? 1 : 0);
@@ -348,6 +351,48 @@ extern "C" fm_status fm_attn_intervals_from_startend(const int32_t *startend, in
   cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return cuda_fail(err, e, "startend_row_indices conversion kernel launch");
   return FM_OK;
+}
+
+/* The library's workspace pools (fm_workspace.cuh): one per device, made on
+ * first use, kept for the process. */
+enum { FM_WS_DEVICES = 64 };
+static std::mutex ws_mutex;
+static cudaMemPool_t ws_pools[FM_WS_DEVICES];
+
+static cudaError_t ws_pool(int dev, bool create, cudaMemPool_t *out) {
+  std::lock_guard<std::mutex> lock(ws_mutex);
+  *out = ws_pools[dev];
+  if (*out || !create) return cudaSuccess;
+  cudaMemPoolProps props;
+  memset(&props, 0, sizeof props);
+  props.allocType = cudaMemAllocationTypePinned;
+  props.location.type = cudaMemLocationTypeDevice;
+  props.location.id = dev;
+  cudaError_t e = cudaMemPoolCreate(out, &props);
+  uint64_t keep = UINT64_MAX;
+  if (e == cudaSuccess) e = cudaMemPoolSetAttribute(*out, cudaMemPoolAttrReleaseThreshold, &keep);
+  if (e == cudaSuccess) ws_pools[dev] = *out;
+  else if (*out) cudaMemPoolDestroy(*out), *out = NULL;
+  return e;
+}
+
+cudaError_t fm_ws_alloc(void **p, size_t bytes, cudaStream_t s) {
+  int dev = 0;
+  cudaError_t e = cudaGetDevice(&dev);
+  if (e != cudaSuccess) return e;
+  if (dev < 0 || dev >= FM_WS_DEVICES) return cudaMallocAsync(p, bytes, s); /* CUDA's default pool */
+  cudaMemPool_t pool = NULL;
+  e = ws_pool(dev, true, &pool);
+  return e == cudaSuccess ? cudaMallocFromPoolAsync(p, bytes, pool, s) : e;
+}
+
+extern "C" fm_status fm_attn_trim_workspace(int32_t device, size_t keep_bytes, fm_err *err) {
+  if (device < 0) return fm_fail(err, FM_EINVAL, "fm_attn_trim_workspace: device %d", device);
+  if (device >= FM_WS_DEVICES) return FM_OK; /* its workspaces come from CUDA's default pool */
+  cudaMemPool_t pool = NULL;
+  cudaError_t e = ws_pool(device, false, &pool);
+  if (e == cudaSuccess && pool) e = cudaMemPoolTrimTo(pool, keep_bytes);
+  return e == cudaSuccess ? FM_OK : cuda_fail(err, e, "cudaMemPoolTrimTo (workspace)");
 }
 
 extern "C" fm_status fm_attn_use_device(int32_t device, fm_err *err) {

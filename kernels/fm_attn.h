@@ -26,7 +26,10 @@
  * others need them. CUDA runtime failures are returned as FM_EIO with the CUDA
  * error in the message; FM_EUNSUPPORTED when no usable device exists.
  * fm_attn_forward allocates a small stream-ordered workspace (8 int32 per key
- * tile per interval set) and frees it on the same stream.
+ * tile per interval set) and frees it on the same stream. Workspaces come from
+ * a memory pool per device that this library owns and that keeps what it has
+ * reserved across synchronizations (kernels/fm_workspace.cuh says why):
+ * fm_attn_trim_workspace gives it back.
  */
 #ifndef FM_ATTN_H
 #define FM_ATTN_H
@@ -150,6 +153,11 @@ size_t fm_attn_problem_size(void);
  * follow (cudaSetDevice in this library's runtime: a caller with its own CUDA
  * runtime, such as PyTorch, names the device of its tensors before each call). */
 fm_status fm_attn_use_device(int32_t device, fm_err *err);
+
+/* Gives the memory that device's workspace pool keeps reserved beyond
+ * keep_bytes back to the driver (cudaMemPoolTrimTo); memory of launches still
+ * in flight stays. FM_OK when the pool was never made. */
+fm_status fm_attn_trim_workspace(int32_t device, size_t keep_bytes, fm_err *err);
 
 /* FM_OK when a CUDA device some registry kernel runs on is present (sm80:
  * compute capability 8.0 or newer; sm90: 9.0); desc (may be NULL) receives

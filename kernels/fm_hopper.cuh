@@ -199,7 +199,9 @@ __device__ __forceinline__ void tma_reduce_add_4d(const CUtensorMap *map, const 
 #undef FMH_TMA_OUT_4D
 /* Closes the bulk stores issued since the last commit into a group. */
 __device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
-/* Waits until every committed bulk store has finished reading shared memory. */
+/* Waits until every committed bulk store has finished reading shared memory.
+ * (ptxas of CUDA 13.0 assembles it for sm_90a to the very instruction of
+ * bulk_wait_all, DEPBAR.LE SB0, 0x0: in practice it waits for the writes too.) */
 __device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }
 /* Waits until every committed bulk store has finished writing global memory. */
 __device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
@@ -207,6 +209,12 @@ __device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wa
 /* Brings a tensor map (a kernel parameter) into the descriptor cache early. */
 __device__ __forceinline__ void tma_prefetch_map(const CUtensorMap *map) {
   asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)map) : "memory");
+}
+
+/* Two 32-bit words to shared memory at a shared-window address (st.shared: a
+ * 32-bit address where a generic pointer takes two registers). */
+__device__ __forceinline__ void st_shared_v2(uint32_t addr, uint32_t a, uint32_t b) {
+  asm volatile("st.shared.v2.b32 [%0], {%1, %2};\n" ::"r"(addr), "r"(a), "r"(b) : "memory");
 }
 
 /* Orders this thread's ordinary shared-memory writes before later reads of the

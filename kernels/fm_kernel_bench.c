@@ -481,7 +481,13 @@ static void forward_row(const bench_case *bc, const char *fam, int fi, const fm_
   }
   printf("%-22s %6.3f %9.3f %8.1f %5.1f%%", fam, rho, t[0], tflops, 100 * eff);
   for (int c = 1; c < bc->ncols; c++) printf(" %12.3f", t[c]);
-  printf(" %7.2f %9.2f %6.2f%% %9.0f %8.2f", t_noskip / t[0], 1.0 / (1.0 - rho), 100 * over, visited, kv_gb);
+  /* a column not run prints "-", never a nan */
+  if (o->noskip) printf(" %7.2f", t_noskip / t[0]);
+  else printf(" %7s", "-");
+  printf(" %9.2f", 1.0 / (1.0 - rho));
+  if (o->instr) printf(" %6.2f%%", 100 * over);
+  else printf(" %7s", "-");
+  printf(" %9.0f %8.2f", visited, kv_gb);
   if (o->control) printf("  A/A %+.2f%%", 100 * again);
   printf("\n");
   fflush(stdout);
@@ -588,12 +594,17 @@ static int bench_seqlen(bench_case *bc, int64_t tokens, bench_totals *tot, fm_js
 static int bench_finish(const bench_opts *o, const bench_totals *tot, fm_json *j) {
   fm_err err;
   fm_json_end(j);
-  fm_json_double(j, "worst_efficiency_vs_full", tot->worst_eff);
-  fm_json_double(j, "worst_instrumentation_overhead", tot->worst_over);
+  const double worst_eff = tot->worst_eff < 1e9 ? tot->worst_eff : NAN; /* only the full mask ran: none */
+  fm_json_double(j, "worst_efficiency_vs_full", worst_eff);
+  fm_json_double(j, "worst_instrumentation_overhead", tot->n_over ? tot->worst_over : NAN);
   fm_json_double(j, "mean_instrumentation_overhead", tot->n_over ? tot->sum_over / tot->n_over : NAN);
   fm_json_end(j);
-  printf("\nworst family efficiency vs full: %.1f%%; instrumentation overhead mean %.2f%%, worst %.2f%%\n",
-         100 * tot->worst_eff, tot->n_over ? 100 * tot->sum_over / tot->n_over : NAN, 100 * tot->worst_over);
+  if (worst_eff == worst_eff) printf("\nworst family efficiency vs full: %.1f%%", 100 * worst_eff);
+  else printf("\nworst family efficiency vs full: - (only the full mask ran)");
+  if (tot->n_over)
+    printf("; instrumentation overhead mean %.2f%%, worst %.2f%%", 100 * tot->sum_over / tot->n_over,
+           100 * tot->worst_over);
+  printf("\n");
   if (o->json_path) {
     if (j->oom) {
       fprintf(stderr, "fm_kernel_bench: %s: out of memory building the JSON\n", o->json_path);
@@ -625,12 +636,6 @@ int main(int argc, char **argv) {
   bench_case bc = {.o = &o, .cols = cols, .ncols = make_columns(&o, cols), .samples = &samples,
                    .head_dim = head_dim};
   fm_kernel_tile_size(o.kernels[0], FM_PASS_FWD, head_dim, &bc.br, &bc.bc, NULL);
-
-  /* the memory pool keeps the kernels' stream-ordered workspaces between launches */
-  cudaMemPool_t pool;
-  CUDA_OK(cudaDeviceGetDefaultMemPool(&pool, 0));
-  uint64_t thresh = UINT64_MAX;
-  CUDA_OK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &thresh));
 
   const int64_t tokens = 131072, H = 4096 / head_dim;
   bench_bufs bufs;

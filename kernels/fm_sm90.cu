@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "fm_cuda_status.cuh"
+#include "fm_workspace.cuh"
 #include "fm_pass_launch.cuh"
 #include "fm_sm90_launch.cuh"
 
@@ -163,8 +164,8 @@ fm_status launch_sm90(const pass_launch &l, fm_err *err) {
   const size_t off_cub = off_counter + 256;
   const size_t ws_bytes = off_cub + cub_bytes;
   unsigned char *ws = nullptr;
-  e = cudaMallocAsync((void **)&ws, ws_bytes, l.stream);
-  if (e != cudaSuccess) return cuda_fail(err, e, "cudaMallocAsync (sm90 work list)");
+  e = fm_ws_alloc((void **)&ws, ws_bytes, l.stream);
+  if (e != cudaSuccess) return cuda_fail(err, e, "workspace allocation (sm90 work list)");
   int32_t *counts = sorted ? (int32_t *)ws : nullptr;
   uint64_t *keys_in = (uint64_t *)(ws + off_keys);
   uint64_t *keys_out = keys_in + 32 * (((size_t)nitems + 31) / 32);

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "fm_cuda_status.cuh"
+#include "fm_workspace.cuh"
 #include "fm_pass_launch.cuh"
 #include "fm_sm90_bwd.cuh"
 #include "fm_sm90_launch.cuh"
@@ -97,8 +98,8 @@ fm_status launch_sm90_bwd(const pass_launch &l, fm_err *err) {
   const int64_t off_d = up(rows * 4), off_dq = off_d + up(rows * 4), off_cnt = off_dq + up(nq * 4);
   const int64_t off_sem = off_cnt + 256, ws_bytes = off_sem + up(nsem * 4);
   unsigned char *ws = nullptr;
-  cudaError_t e = cudaMallocAsync((void **)&ws, (size_t)ws_bytes, l.stream);
-  if (e != cudaSuccess) return cuda_fail(err, e, "cudaMallocAsync (sm90 backward workspace)");
+  cudaError_t e = fm_ws_alloc((void **)&ws, (size_t)ws_bytes, l.stream);
+  if (e != cudaSuccess) return cuda_fail(err, e, "workspace allocation (sm90 backward workspace)");
   float *lse2 = (float *)ws, *dsum = (float *)(ws + off_d), *dq_acc = (float *)(ws + off_dq);
   int32_t *counter = (int32_t *)(ws + off_cnt), *sem = (int32_t *)(ws + off_sem);
   fm_status st = FM_OK;

@@ -7,13 +7,19 @@
  * min/max rule does not call MASKED for this key tile (the same 8 bounds the
  * forward uses, classified against the query tile's rows). Three warpgroups:
  *
- *   producer   one warp: takes items from an atomic counter (key tiles in index
+ *   producer   warp 0: takes items from an atomic counter (key tiles in index
  *              order: heads in order, key tiles ascending, which for causal
  *              masks is heaviest first), loads K and V by TMA, classifies the
  *              query tiles and feeds the visited ones through a two-stage ring:
  *              Q and dO by TMA, the rows' LSE (log2 domain) and D = rowsum(dO O)
  *              by the lanes; in deterministic mode it also takes the dQ turn of
  *              the query tiles it skips (below).
+ *              Warps 2 and 3, thread 0: the writers of consumer warpgroups 1
+ *              and 2 (dq_writer): each issues the copy-engine operations that
+ *              read its warpgroup's staging buffer (dQ reductions, dK and dV
+ *              stores), waits for those reads and hands the buffer back, and in
+ *              deterministic mode waits for and passes the dQ turns, so that no
+ *              consumer waits on the copy engine (fm_sm90_bwd_dq.h).
  *   consumers  warpgroups 1 and 2, 64 keys each; per visited query tile:
  *                S^T  = K Q^T            wgmma m64n64, both K-major from smem
  *                dP^T = V dO^T           the same
@@ -29,10 +35,10 @@
  *                                        (two additions to one place); A = dS
  *                                        MN-major from smem
  *                dS^T to shared memory (this warpgroup's 64 keys of the 128)
- *                dQ_w * scale staged in fp32 and added to the fp32 dQ accumulator
- *                in global memory by the copy engine (cp.reduce.async.bulk .add):
- *                one bulk reduction per (key tile, query tile, warpgroup) instead
- *                of 8192 atomics.
+ *                dQ_w * scale staged in fp32 and handed to the warpgroup's writer,
+ *                which adds it to the fp32 dQ accumulator in global memory by the
+ *                copy engine (cp.reduce.async.bulk .add): one bulk reduction per
+ *                (key tile, query tile, warpgroup) instead of 8192 atomics.
  *              The two warpgroups take turns at the tensor cores (named barriers,
  *              FA3's ping-pong): S/dP of warpgroup 1, S/dP of 2, dV/dK/dQ of 1,
  *              dV/dK/dQ of 2, ..., so that one's softmax and staging run while
@@ -41,24 +47,29 @@
  *              the dQ of query tile t in its turn of tile t + 1 (and of an item's
  *              last tile after it), from two dS buffers handed on by mbarriers
  *              (ds_full: both halves written; ds_empty: both dQ GEMMs read it).
- *              At the end of the item: dK * scale and dV, bf16, by TMA stores.
+ *              At the end of the item: dK * scale and dV, bf16, staged in turn
+ *              and stored by the writer (TMA).
  *
  * Determinism: in the default mode the fp32 dQ additions of different key tiles
  * land in whatever order the CTAs reach them. With deterministic = 1 every
  * (batch, head, query tile) has a counter in global memory (head dim 128: one
  * per warpgroup's columns, turns n; head dim 64: one, turns 2 n + w), and the
- * CTA of key tile n adds its dQ part only on its turn, then passes it on; the
- * producer takes the turns of the query tiles this key tile skips. So dQ is summed in key-tile order, and NOSKIP (which adds exact zeros
- * where SKIP adds nothing) gives bit-identical gradients. Items are handed out
- * in increasing order and a CTA waits only for lower items, so the waits end.
+ * CTA of key tile n adds its dQ part only on its turn (its writer waits), then
+ * passes it on once the addition has completed; the producer takes the turns of
+ * the query tiles this key tile skips. So dQ is summed in key-tile order, and
+ * NOSKIP (which adds exact zeros where SKIP adds nothing) gives bit-identical
+ * gradients. Items are handed out in increasing order and a CTA waits only for
+ * lower items (within a CTA at head dim 64, the second consumer warpgroup's
+ * writer also for the first's, which never waits for the second), so the waits
+ * end; tests/test_bwd_dq_protocol.c models it.
  *
  * Variants: SKIP and NOSKIP (a MASKED pair element-masked to -inf: P = 0, dS =
  * 0, exact zeros added). INSTR: an observer, lane 0 of producer warp 1, which
  * issues no copy (observer() below), writes every visited pair's class (carried
  * in its ring entry) and the clock64 ticks between the consumers' releases of
  * consecutive ring stages; the skipped pairs keep the MASKED class and 0 cycles
- * the launch wrote beforehand. The producer's copies and walk and the consumers
- * run the plain code.
+ * the launch wrote beforehand. The producer's copies and walk, the writers and
+ * the consumers run the plain code.
  *
  * Preprocessing (fm_sm90_bwd.cu): D = rowsum(dO * O) and LSE2 = LSE * log2 e
  * (+inf for a row with no visible key, so that its P is 0); the fp32 dQ
@@ -77,6 +88,7 @@
 #include "fm_hopper.cuh"
 #include "fm_kernel_traits.h"
 #include "fm_kernels.h"
+#include "fm_sm90_bwd_dq.h"
 #include "fm_tile_rule.h"
 
 namespace fm90b {
@@ -102,8 +114,9 @@ template <int HD> struct traits {
   static constexpr int OFF_KEYS = OFF_ROWS + STAGES * 2 * BR * 4; /* consumer thread's key intervals, [8][256] */
   static constexpr int KEYS_BYTES = 8 * NCW * 128 * 4;
   static constexpr int OFF_META = OFF_KEYS + KEYS_BYTES;     /* [s]: entry; [STAGES + s]: item (INSTR) */
-  static constexpr int OFF_BAR = OFF_META + 16 * STAGES;
-  static constexpr int NBARS = 2 + 2 * STAGES + 4;           /* kv full/empty, q full/empty, ds full/empty */
+  static constexpr int OFF_JOB = OFF_META + 16 * STAGES;     /* [w]: staging buffer w's job word (fmbq_job) */
+  static constexpr int OFF_BAR = OFF_JOB + 8 * NCW;
+  static constexpr int NBARS = 2 + 2 * STAGES + 4 + 2 * NCW; /* kv, q, ds full/empty; dq full/empty per warpgroup */
   static constexpr int OFF_ITEM = OFF_BAR + 8 * NBARS;
   static constexpr int SMEM = OFF_ITEM + 16 + 1024;          /* + alignment slack */
   static constexpr int REG_PRODUCER = 40, REG_CONSUMER = 232;
@@ -118,6 +131,10 @@ static_assert(traits<128>::BR == FM_SM90_BWD_BR_HD128 && traits<128>::BC == FM_S
 static_assert(traits<128>::SMEM <= 227 * 1024, "one CTA per SM: at most 227 KiB of shared memory");
 static_assert(traits<128>::DQ_BYTES >= 64 * 128 * 2 && traits<64>::DQ_BYTES >= 64 * 64 * 2,
               "a warpgroup's dQ staging must hold its 64 keys of dK (or dV) in bf16");
+static_assert(FMBQ_NCW == traits<128>::NCW && FMBQ_NCW == traits<64>::NCW && FMBQ_WG_THREADS == 128 &&
+                  FMBQ_WRITER_WARP0 >= 2 && FMBQ_WRITER_WARP0 + FMBQ_NCW <= 4 && sizeof(fmbq_job) == 8,
+              "fm_sm90_bwd_dq.h: a writer per consumer warpgroup in producer warps 2, 3 (warp 0 loads, "
+              "warp 1 observes), every consumer thread arriving on dq_full, an 8-byte job word");
 /* resident CTAs per SM: the kernel's __launch_bounds__ minimum, the registry's schedule */
 constexpr int CTAS_PER_SM = 1;
 static_assert(CTAS_PER_SM == FM_SM90_BWD_CTAS_PER_SM,
@@ -132,7 +149,8 @@ enum : int32_t {
   F_CLS_SHIFT = 4,     /* INSTR: bits 4, 5 of the flags: the pair's class (fm_tile_class), for the observer */
   TILE_MASK = (1 << FLAG_SHIFT) - 1
 };
-enum : int { BAR_WG = 2, BAR_TURN = 4 }; /* named barriers: 2, 3 per warpgroup; 4, 5 its tensor-core turn */
+/* named barriers: 2, 3 a consumer warpgroup's own (at an item's end, store_dkdv); 4, 5 its tensor-core turn */
+enum : int { BAR_WG = 2, BAR_TURN = 4 };
 
 struct params : fmd::attn_base { /* Tr query tiles of BR, Tc key tiles of BC */
   CUtensorMap tm_q, tm_do;   /* (B, Sq, H, D) bf16, boxes 64 x BR */
@@ -154,6 +172,9 @@ template <int HD> struct bars {
   __device__ uint64_t *q_empty(int s) const { return b + 2 + traits<HD>::STAGES + s; }
   __device__ uint64_t *ds_full(int d) const { return b + 2 + 2 * traits<HD>::STAGES + d; }
   __device__ uint64_t *ds_empty(int d) const { return b + 4 + 2 * traits<HD>::STAGES + d; }
+  /* consumer warpgroup w's staging buffer: written (dq_full), read by the copy engine (dq_empty) */
+  __device__ uint64_t *dq_full(int w) const { return b + 6 + 2 * traits<HD>::STAGES + w; }
+  __device__ uint64_t *dq_empty(int w) const { return b + 6 + 2 * traits<HD>::STAGES + traits<HD>::NCW + w; }
 };
 
 using fmd::fast_exp2;
@@ -260,15 +281,10 @@ __device__ __forceinline__ void producer(const params &p, unsigned char *smem, b
       const bool keep = VAR == FM_VARIANT_NOSKIP || cls != FM_TILE_MASKED;
       /* deterministic: the dQ turns of the query tiles this key tile skips */
       if (p.deterministic && !keep) {
-        int32_t *c = p.sem + ((int64_t)bh * p.Tr + m) * T::NCW;
-        if (T::DQ_SPLIT_KEYS) {
-          sem_wait(c, T::NCW * n);
-          sem_pass(c, T::NCW * (n + 1));
-        } else {
-          for (int w = 0; w < T::NCW; w++) {
-            sem_wait(c + w, n);
-            sem_pass(c + w, n + 1);
-          }
+        for (int s = 0; s < fmbq_skip_slots(T::DQ_SPLIT_KEYS); s++) {
+          int32_t *c = p.sem + fmbq_sem_slot(T::DQ_SPLIT_KEYS, bh, p.Tr, m, s);
+          sem_wait(c, fmbq_turn(T::DQ_SPLIT_KEYS, n, s));
+          sem_pass(c, fmbq_skip_pass(T::DQ_SPLIT_KEYS, n, s));
         }
       }
       *fl = ((cls != FM_TILE_UNMASKED || cut) ? F_NEEDMASK : 0) | (INSTR ? cls << F_CLS_SHIFT : 0);
@@ -321,6 +337,54 @@ __device__ __forceinline__ void observer(const params &p, unsigned char *smem, b
   }
 }
 
+/* ---------------------------------------------------------------- dQ writers */
+
+/* Thread 0 of producer warp FMBQ_WRITER_WARP0 + w: the copy-engine side of
+ * consumer warpgroup w's staging buffer (the protocol: fm_sm90_bwd_dq.h). Per
+ * use, in order: waits until the warpgroup has written it (dq_full), issues
+ * what its job word asks for (the dQ part's two reduce-add boxes, in
+ * deterministic mode on the key tile's turn; or the dK or dV boxes' stores),
+ * waits until the copy engine has read the buffer and hands it back
+ * (dq_empty); in deterministic mode it then waits for the addition to complete
+ * and passes the turn, while the warpgroup writes the next use. Each writer
+ * owns its bulk groups (they are per thread), so a wait covers only its own
+ * warpgroup's copies. Ends at the END job, after every copy has completed. */
+template <int HD>
+__device__ __forceinline__ void dq_writer(const params &p, unsigned char *smem, bars<HD> br, int w) {
+  using T = traits<HD>;
+  const int2 *job = reinterpret_cast<const int2 *>(smem + T::OFF_JOB) + w; /* fmbq_job */
+  const unsigned char *stage = smem + T::OFF_DQ + w * T::DQ_BYTES;
+  for (int u = 0;; u++) {
+    fmh::mbar_wait(br.dq_full(w), fmbq_full_parity(u));
+    const int2 j = *job;
+    const int32_t code = j.x;
+    if (code == FMBQ_JOB_END) break;
+    const int n = j.y % p.Tc, bh = j.y / p.Tc, b = bh / p.H, h = bh % p.H;
+    int32_t *sc = nullptr;
+    if (code >= 0) { /* dQ of query tile `code`: this warpgroup's columns (head dim 64: all) */
+      sc = p.sem + fmbq_sem_slot(T::DQ_SPLIT_KEYS, bh, p.Tr, code, w);
+      if (p.deterministic) sem_wait(sc, fmbq_turn(T::DQ_SPLIT_KEYS, n, w));
+      const int d0 = T::DQ_SPLIT_KEYS ? 0 : w * 64;
+      fmh::tma_reduce_add_4d(&p.tm_dq, stage, d0, h, code * T::BR, b);
+      fmh::tma_reduce_add_4d(&p.tm_dq, stage + T::BR * 128, d0 + 32, h, code * T::BR, b);
+    } else { /* dK or dV of this warpgroup's 64 keys */
+#pragma unroll
+      for (int d = 0; d < T::DBLK; d++)
+        fmh::tma_store_4d(code == FMBQ_JOB_DK ? &p.tm_dk : &p.tm_dv, stage + d * 64 * 128, d * 64, h,
+                          n * T::BC + w * 64, b);
+    }
+    fmh::bulk_commit();
+    fmh::bulk_wait_read(); /* the copy engine has read the buffer */
+    fmh::mbar_arrive(br.dq_empty(w));
+    if (p.deterministic && code >= 0) {
+      fmh::bulk_wait_all(); /* the addition is done before the turn passes */
+      __threadfence();
+      sem_pass(sc, fmbq_turn_after(T::DQ_SPLIT_KEYS, n, w));
+    }
+  }
+  fmh::bulk_wait_all();
+}
+
 /* ----------------------------------------------------------------- consumers */
 
 /* The two keys of this thread as (start, length) interval pairs, causal folded;
@@ -347,15 +411,15 @@ static_assert(sizeof(key_iv) == 8 * 4 && traits<128>::NCW * 128 == 256 && traits
 /* The consumer in phases (FlashAttention-3's backward, one warpgroup's view):
  * store_keys at the start of an item; per visited query tile issue_s_dp
  * (S^T, dP^T), softmax_ds (mask, P^T, dS^T), issue_dv_dk_dq (dV, dK and the
- * previous tile's dQ, issue_dq), store_ds, then reduce_dq of the previous
- * tile; the item's last dQ; store_dkdv. The phases are inlined into one
- * program whose SASS is that of the consumer written as one function, which
- * holds only while the consumer's frame stays the same: the register arrays
- * (dk, dv, st, dpt, pa, da, dq) and the key intervals (kv) are declared in
- * consumer and passed by reference, ds_iter goes by reference where the one
- * function's lambda captured it, and it_n is declared before q_iter (the
- * order that keeps ptxas's register assignment); kernels/PERF_NOTES.md,
- * "Kernels in phases", has the rules and the check. */
+ * previous tile's dQ, issue_dq), store_ds, then stage_dq of the previous
+ * tile (handed to the warpgroup's writer); the item's last dQ; store_dkdv.
+ * The phases are inlined into one program whose SASS is that of the consumer
+ * written as one function, which holds only while the consumer's frame stays
+ * the same: the register arrays (dk, dv, st, dpt, pa, da, dq) and the key
+ * intervals (kv) are declared in consumer and passed by reference, ds_iter
+ * goes by reference where the one function's lambda captured it, and it_n is
+ * declared before q_iter (the order that keeps ptxas's register assignment);
+ * kernels/PERF_NOTES.md, "Kernels in phases", has the rules and the check. */
 
 /* One consumer warpgroup's view of shared memory and of the tensor cores'
  * turns, fixed for the kernel. */
@@ -395,41 +459,61 @@ template <int HD> __device__ __forceinline__ uint32_t dq_source(const ctx<HD> &c
   return pend ? fmh::smem_addr(c.smem + traits<HD>::OFF_DS + ((ds_iter - 1) & 1) * traits<HD>::DS_BYTES) : c.k_base;
 }
 
-/* dQ * scale of query tile mq, fp32, staged as two 32-column SW128 boxes and
- * added to the fp32 accumulator by the copy engine (deterministic: on its turn). */
+/* Staging buffer hand-off (fm_sm90_bwd_dq.h), this warpgroup's side: before
+ * use u (fmbq_use: counted from ds_iter and it_n, no register of its own),
+ * every thread waits until the copy engine has read use u - 1 (the writer's
+ * dq_empty); after writing its part, it fences its stores for the copy engine
+ * (async proxy), thread 0 writes the job word, and every thread arrives on
+ * dq_full (each thread that wrote the buffer hands it on itself). No thread
+ * waits for the copies or for a deterministic turn. */
+template <int HD> __device__ __forceinline__ void take_stage(const ctx<HD> &c, int u) {
+  fmh::mbar_wait(c.br.dq_empty(c.cw), fmbq_empty_parity(u));
+}
+/* (The job word is stored through a shared-window address: through a generic
+ * pointer, ptxas spilled 8 to 28 bytes of the head dim 128 consumer, which sits
+ * at 230 of its 232 registers.) */
+template <int HD> __device__ __forceinline__ void hand_stage(const ctx<HD> &c, int32_t code, int32_t item) {
+  fmh::fence_proxy_async();
+  if (c.tid == 0)
+    fmh::st_shared_v2(fmh::smem_addr(c.smem + traits<HD>::OFF_JOB) + 8 * c.cw, (uint32_t)code, (uint32_t)item);
+  fmh::mbar_arrive(c.br.dq_full(c.cw));
+}
+
+/* dQ * scale of query tile mq, fp32, staged as two 32-column SW128 boxes for
+ * the writer, which adds them to the fp32 accumulator by the copy engine
+ * (deterministic: on its turn). The staging stores are 8 bytes a lane, which
+ * shared memory serves a half-warp (16 lanes, 128 bytes) per wavefront at
+ * best. In store step (nb, hr) the lanes of an even g write their column block
+ * nb, those of an odd g block nb ^ 2 (so each lane still writes each of its 8
+ * blocks once, to the same address): with every lane on block nb, rows g and
+ * g ^ 1 of a half-warp hit the same 32-byte column of the swizzle, a 2-way bank
+ * conflict, 4 wavefronts a store instead of 2 (Nsight Compute, full 8K: all
+ * 1.07e9 excessive shared wavefronts of the kernel); with the odd rows two
+ * blocks over, the four rows of a half-warp hit four different 32-byte columns.
+ * tests/test_bwd_smem_banks.c checks both. */
 template <int HD>
-__device__ __forceinline__ void reduce_dq(const params &p, const ctx<HD> &c, const float (&dq)[32], int mq, int n,
-                                          int bh, int b, int h) {
+__device__ __forceinline__ void stage_dq(const params &p, const ctx<HD> &c, const float (&dq)[32], int mq,
+                                         int32_t item, int u) {
   using T = traits<HD>;
-  const int cw = c.cw, warp = c.warp, g = c.g, c4 = c.c4;
-  if (c.tid == 0) fmh::bulk_wait_read(); /* the previous reduction has read the staging */
-  fmh::named_sync(BAR_WG + cw, 128);
+  const int warp = c.warp, g = c.g, c4 = c.c4;
+  const bool odd = g & 1;
+  /* element (row, col) of the (BR, 64) part sits in box col / 32, at row, 16-byte
+     chunk ((col % 32) / 4) ^ (row % 8), word col % 4; for this lane's column block
+     (nb, or nb ^ 2 for an odd g) that chunk is (2 (nb % 4)) ^ xr, xr fixed per lane */
+  const int xr = g ^ (c4 >> 1) ^ (odd ? 4 : 0);
+  unsigned char *const base = c.dq_stage + (warp * 16 + g) * 128 + (c4 & 1) * 8;
+  take_stage<HD>(c, u); /* the copy engine has read the previous use */
 #pragma unroll
   for (int nb = 0; nb < 8; nb++)
 #pragma unroll
     for (int hr = 0; hr < 2; hr++) {
-      const int row = warp * 16 + g + 8 * hr, col = 8 * nb + 2 * c4;
-      const int box = col >> 5, cc = col & 31;
-      float2 v = make_float2(dq[4 * nb + 2 * hr] * p.scale, dq[4 * nb + 2 * hr + 1] * p.scale);
-      *reinterpret_cast<float2 *>(c.dq_stage + box * T::BR * 128 + row * 128 + (((cc >> 2) ^ (row & 7)) << 4) +
-                                  (cc & 3) * 4) = v;
+      /* this lane's column block in this step: nb, or nb ^ 2 for an odd g */
+      const float x0 = odd ? dq[4 * (nb ^ 2) + 2 * hr] : dq[4 * nb + 2 * hr];
+      const float x1 = odd ? dq[4 * (nb ^ 2) + 2 * hr + 1] : dq[4 * nb + 2 * hr + 1];
+      float2 v = make_float2(x0 * p.scale, x1 * p.scale);
+      *reinterpret_cast<float2 *>(base + (nb >> 2) * T::BR * 128 + hr * 8 * 128 + (((2 * (nb & 3)) ^ xr) << 4)) = v;
     }
-  fmh::fence_proxy_async();
-  fmh::named_sync(BAR_WG + cw, 128);
-  if (c.tid == 0) {
-    const int d0 = T::DQ_SPLIT_KEYS ? 0 : cw * 64;
-    int32_t *sc = p.sem + ((int64_t)bh * p.Tr + mq) * T::NCW + (T::DQ_SPLIT_KEYS ? 0 : cw);
-    const int32_t turn = T::DQ_SPLIT_KEYS ? T::NCW * n + cw : n;
-    if (p.deterministic) sem_wait(sc, turn);
-    fmh::tma_reduce_add_4d(&p.tm_dq, c.dq_stage, d0, h, mq * T::BR, b);
-    fmh::tma_reduce_add_4d(&p.tm_dq, c.dq_stage + T::BR * 128, d0 + 32, h, mq * T::BR, b);
-    fmh::bulk_commit();
-    if (p.deterministic) {
-      fmh::bulk_wait_all(); /* the additions are done before the turn passes */
-      __threadfence();
-      sem_pass(sc, turn + 1);
-    }
-  }
+  hand_stage<HD>(c, mq, item);
 }
 
 /* The thread's keys for the item's key tile n: rows 16 warp + g (+ 8) of this
@@ -554,16 +638,19 @@ __device__ __forceinline__ void store_ds(const ctx<HD> &c, const uint32_t (&da)[
 }
 
 /* The end of an item: dK * scale and dV in bf16 through this warpgroup's
- * staging, stored by TMA. */
+ * staging, one after the other, stored by TMA by the writer. The dK / dV map
+ * puts other threads on a byte than the dQ map before and after it; the writer's
+ * mbarriers order those writes already (through its acquire and release), the
+ * two warpgroup barriers here (one before dK, one after dV: once per item) order
+ * them directly, as compute-sanitizer's racecheck can see. */
 template <int HD>
 __device__ __forceinline__ void store_dkdv(const params &p, const ctx<HD> &c, const float (&dk)[HD / 2],
-                                           const float (&dv)[HD / 2], int n, int b, int h) {
-  using T = traits<HD>;
-  const int cw = c.cw, warp = c.warp, g = c.g, c4 = c.c4;
+                                           const float (&dv)[HD / 2], int32_t item, int u) {
+  const int warp = c.warp, g = c.g, c4 = c.c4;
 #pragma unroll
   for (int which = 0; which < 2; which++) {
-    if (c.tid == 0) fmh::bulk_wait_read();
-    fmh::named_sync(BAR_WG + cw, 128);
+    take_stage<HD>(c, u + which);
+    if (which == 0) fmh::named_sync(BAR_WG + c.cw, 128); /* every thread's dQ stores are before */
     const float *acc = which ? dv : dk;
     const float f = which ? 1.f : p.scale;
 #pragma unroll
@@ -575,20 +662,15 @@ __device__ __forceinline__ void store_dkdv(const params &p, const ctx<HD> &c, co
                                       (col & 7) * 2) =
             pack_bf16(acc[4 * nb + 2 * hr] * f, acc[4 * nb + 2 * hr + 1] * f);
       }
-    fmh::fence_proxy_async();
-    fmh::named_sync(BAR_WG + cw, 128);
-    if (c.tid == 0) {
-#pragma unroll
-      for (int d = 0; d < T::DBLK; d++)
-        fmh::tma_store_4d(which ? &p.tm_dv : &p.tm_dk, c.dq_stage + d * 64 * 128, d * 64, h, n * T::BC + cw * 64, b);
-      fmh::bulk_commit();
-    }
+    hand_stage<HD>(c, which ? FMBQ_JOB_DV : FMBQ_JOB_DK, item);
   }
+  fmh::named_sync(BAR_WG + c.cw, 128); /* every thread's dV stores are before the next dQ stores */
 }
 
 /* The consumer warpgroups: items until the producer announces none; per item
  * its visited query tiles (issue_s_dp, softmax_ds, issue_dv_dk_dq, store_ds,
- * reduce_dq of the previous tile), the last dQ, then store_dkdv. */
+ * stage_dq of the previous tile), the last dQ, then store_dkdv; at the end the
+ * writer's END job. */
 template <int HD, int VAR, bool INSTR>
 __device__ __forceinline__ void consumer(const params &p, unsigned char *smem, bars<HD> br, int cw) {
   using T = traits<HD>;
@@ -615,7 +697,11 @@ __device__ __forceinline__ void consumer(const params &p, unsigned char *smem, b
   for (int it_n = 0, q_iter = 0;; it_n++) { /* q_iter: ring position over all items */
     fmh::mbar_wait(br.kv_full(), it_n & 1);
     const int32_t item = __shfl_sync(0xffffffffu, *c.sItem, 0);
-    if (item < 0) break;
+    if (item < 0) { /* the writer's END job, once its last copy has read the buffer */
+      take_stage<HD>(c, fmbq_use(ds_iter, it_n));
+      hand_stage<HD>(c, FMBQ_JOB_END, -1);
+      break;
+    }
     const int n = item % p.Tc, bh = item / p.Tc, b = bh / p.H, h = bh % p.H;
     {
       key_iv kv;
@@ -675,7 +761,7 @@ __device__ __forceinline__ void consumer(const params &p, unsigned char *smem, b
       fmh::mbar_arrive(br.q_empty(s)); /* every thread: Q, dO, the entry and the rows are free */
       if (pend) {
         fmh::mbar_arrive(br.ds_empty(pb)); /* every thread: its dQ GEMM has read the buffer */
-        reduce_dq<HD>(p, c, dq, prev_m, n, bh, b, h);
+        stage_dq<HD>(p, c, dq, prev_m, item, fmbq_use(ds_iter - 1, it_n));
       }
       prev_m = m;
       ds_iter++;
@@ -693,14 +779,13 @@ __device__ __forceinline__ void consumer(const params &p, unsigned char *smem, b
       fmh::reg_fence(dq);
       if (pend) {
         fmh::mbar_arrive(br.ds_empty((ds_iter - 1) & 1));
-        reduce_dq<HD>(p, c, dq, prev_m, n, bh, b, h);
+        stage_dq<HD>(p, c, dq, prev_m, item, fmbq_use(ds_iter - 1, it_n));
       }
     }
     /* ---- end of the item: K and V are no longer read */
     fmh::mbar_arrive(br.kv_empty()); /* every thread: it read the item number */
-    store_dkdv<HD>(p, c, dk, dv, n, b, h);
+    store_dkdv<HD>(p, c, dk, dv, item, fmbq_use(ds_iter, it_n));
   }
-  if (c.tid == 0) fmh::bulk_wait_all();
 }
 
 template <int HD, int VAR, bool INSTR>
@@ -723,13 +808,19 @@ __global__ void __launch_bounds__(traits<HD>::THREADS, CTAS_PER_SM) bwd_kernel(c
       fmh::mbar_init(br.ds_full(d), T::NCW * 128);  /* every consumer thread: its dS^T part */
       fmh::mbar_init(br.ds_empty(d), T::NCW * 128); /* every consumer thread: its dQ GEMM read it */
     }
+    for (int w = 0; w < T::NCW; w++) {
+      fmh::mbar_init(br.dq_full(w), FMBQ_FULL_COUNT);   /* every thread of warpgroup w: its part, the job */
+      fmh::mbar_init(br.dq_empty(w), FMBQ_EMPTY_COUNT); /* its writer: the copy engine has read the buffer */
+    }
     fmh::fence_barrier_init();
   }
   __syncthreads();
   if (wg == 0) {
     fmh::setmaxnreg_dec<T::REG_PRODUCER>();
-    if (threadIdx.x < 32) producer<HD, VAR, INSTR>(p, smem, br);
+    const int warp = threadIdx.x >> 5;
+    if (warp == 0) producer<HD, VAR, INSTR>(p, smem, br);
     else if (INSTR && threadIdx.x == 32) observer<HD>(p, smem, br);
+    else if (warp >= FMBQ_WRITER_WARP0 && (threadIdx.x & 31) == 0) dq_writer<HD>(p, smem, br, warp - FMBQ_WRITER_WARP0);
   } else {
     fmh::setmaxnreg_inc<T::REG_CONSUMER>();
     consumer<HD, VAR, INSTR>(p, smem, br, wg - 1);

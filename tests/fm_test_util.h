@@ -13,6 +13,8 @@
 #include <unistd.h>
 
 #include "fm_colmask.h"
+#include "fm_families.h"
+#include "fm_samples.h"
 #include "fm_rng.h"
 #include "fm_tile_rule.h"
 
@@ -109,6 +111,21 @@ static inline void fmt_run(fmt_result *r, const char *args) {
   for (const char *p = r->err; *p; p++) r->err_lines += *p == '\n';
   unlink(out_path);
   unlink(err_path);
+}
+
+/* A family's mask (B = H = 1) with the built-in document samples, one
+ * parameter "name=value" or none; NULL (the error on stderr) on failure. */
+static inline fm_colmask *fmt_family(const char *name, int64_t seqlen, const char *param, uint64_t seed) {
+  fm_sample_set samples;
+  if (fm_samples_builtin(&samples, NULL) != FM_OK) return NULL;
+  const char *params[1] = {param};
+  fm_family_request req = {.family = name, .seqlen = seqlen, .batch = 1, .heads = 1, .seed = seed,
+                           .sample = -1, .samples = &samples, .nparams = param ? 1 : 0, .params = params};
+  fm_colmask *m = NULL;
+  fm_err err;
+  if (fm_family_build(&req, &m, NULL, &err) != FM_OK) fprintf(stderr, "%s: %s\n", name, err.msg);
+  fm_samples_free(&samples);
+  return m;
 }
 
 #endif

@@ -13,7 +13,10 @@
  *     solver is never worse than greedy and equals a brute force;
  *   - the exchange model (fm_cp_model_ring, fm_cp_model_allgather) replays
  *     cp-run's executor: a two-rank example worked by hand, the lockstep
- *     coupling of the ring included;
+ *     coupling of the ring and the sums and conversions outside the steps
+ *     included; the ring's extra work (merges, dQ sums, further launches,
+ *     conversions) equals its sizes over the profile's rates; the plan takes
+ *     the exchange its costs give;
  *   - the command's JSON parses and says what its table says. */
 #include "fm_test_util.h" /* first: it sets _POSIX_C_SOURCE */
 
@@ -27,16 +30,8 @@
 #include "fm_timing.h"
 
 static fm_colmask *family(const char *name, int64_t s, const char *param) {
-  fm_sample_set samples;
-  cr_assert_eq(fm_samples_builtin(&samples, NULL), FM_OK);
-  const char *params[1] = {param};
-  fm_family_request req = {.family = name, .seqlen = s, .batch = 1, .heads = 1, .seed = 3,
-                           .sample = -1, .samples = &samples, .nparams = param ? 1 : 0,
-                           .params = params};
-  fm_colmask *m = NULL;
-  fm_err err;
-  cr_assert_eq(fm_family_build(&req, &m, NULL, &err), FM_OK, "%s: %s", name, err.msg);
-  fm_samples_free(&samples);
+  fm_colmask *m = fmt_family(name, s, param, 3);
+  cr_assert_not_null(m, "%s", name);
   return m;
 }
 
@@ -333,7 +328,20 @@ Test(cp_plan, ranks_aligned_to_documents_need_no_remote_kv) {
   for (int r = 0; r < 4; r++) cr_assert_eq(ct->ranks[r].kv_sources, 0);
   /* zigzag's stripes of 2048 cut the documents: each rank needs its stripes' partners */
   cr_assert_gt(zz->kv_recv_bytes, 0);
-  cr_assert_float_eq(ct->cost[FM_CP_RING].step_ms, ct->step_compute_ms, 1e-9, "nothing to wait for");
+  /* nothing to wait for: the ring's one step is the launch plus its own
+   * work (forward: the first merge, (3u + 2l) R, and O converted, 3u R;
+   * backward: dQ copied, 3u R, the OWN sums, 10u R, dQ, dK, dV converted,
+   * 9u R; u = 256, l = 4 bytes, R = 4096 rows, at the profile's HBM rate) */
+  const double h = profile()->hbm_gbs * 1e3, R = 4096, u = 256, l = 4;
+  double fwd = 0, bwd = 0;
+  for (int r = 0; r < 4; r++) {
+    fwd = fmax(fwd, ct->ranks[r].ms[FM_CP_FWD]);
+    bwd = fmax(bwd, ct->ranks[r].ms[FM_CP_BWD]);
+  }
+  fwd += (6 * u + 2 * l) * R / h / 1e3;
+  bwd += 22 * u * R / h / 1e3;
+  cr_assert_float_eq(ct->cost[FM_CP_RING].ms[FM_CP_FWD], fwd, 1e-9, "nothing to wait for");
+  cr_assert_float_eq(ct->cost[FM_CP_RING].ms[FM_CP_BWD], bwd, 1e-9, "nothing to wait for");
   fm_cp_plan_destroy(p);
   fm_colmask_destroy(m);
   /* shifted by half a document, contiguous ranks need their neighbour's */
@@ -401,6 +409,152 @@ Test(cp_plan, exchange_model_by_hand) {
   fm_err err;
   cr_assert_eq(fm_cp_model_ring(&m, FM_CP_FWD, wall, &err), FM_EINVAL);
   cr_assert(strstr(err.msg, "ring order"), "%s", err.msg);
+}
+
+Test(cp_plan, exchange_model_sums_by_hand) {
+  /* The two ranks above, with the work outside the steps: rank 1 takes 3 us
+   * to add the partials of its K/V that rank 0 sends back, rank 0 1 us for
+   * rank 1's (back_us); OWN sums 2 and 1 us; all-gather copies 1 and 0.5 us;
+   * conversions (tail_us) as set below. */
+  const int64_t start[3] = {0, 2, 4};
+  const fm_cp_model_src src[4] = {
+      {.s = 0, .us = {10, 10}},
+      {.s = 1, .us = {5, 5}, .bytes = 20000, .msgs = {{6, 6}, {2, 2}}, .back_us = 3},
+      {.s = 0, .us = {4, 4}},
+      {.s = 1, .us = {3, 3}, .bytes = 2000, .msgs = {{2, 2}, {4, 2}}, .back_us = 1}};
+  const fm_cp_model_rank rank[2] = {
+      {.own_us = 2, .copy_us = 1, .tail_us = {{0.25, 1}, {0.5, 1.5}}},
+      {.own_us = 1, .copy_us = 0.5, .tail_us = {{0, 0.5}, {0.25, 0.75}}}};
+  fm_cp_model m = {.ranks = 2, .start = start, .src = src, .link_gbs = 1, .link_us = 1, .rank = rank};
+  double wall[2];
+  /* Ring forward: the walls above (27, 25) and the conversion of O. */
+  cr_assert_eq(fm_cp_model_ring(&m, FM_CP_FWD, wall, NULL), FM_OK);
+  cr_assert_float_eq(wall[0], 27.5, 1e-9, "%g", wall[0]);
+  cr_assert_float_eq(wall[1], 25.25, 1e-9, "%g", wall[1]);
+  /* Ring backward: KV(1) ends at 22 on both. OWN after step 0 (10, 4), the
+   * comm stream at 22: 22 + 2 = 24 and 22 + 1 = 23. Steps 1: 22-27, 22-25.
+   * DKV(1) ready at max(24, 27) = 27 and max(23, 25) = 25; 0 -> 1 from 27
+   * takes 22 (ends 49), 1 -> 0 from 27 takes 4: both groups end at 49. Then
+   * the sums: rank 1 adds what rank 0 sent (3): 52; rank 0 what rank 1 sent
+   * (1): 50. Walls: 50 + 1.5 = 51.5 and 52 + 0.75 = 52.75. */
+  cr_assert_eq(fm_cp_model_ring(&m, FM_CP_BWD, wall, NULL), FM_OK);
+  cr_assert_float_eq(wall[0], 51.5, 1e-9, "%g", wall[0]);
+  cr_assert_float_eq(wall[1], 52.75, 1e-9, "%g", wall[1]);
+  /* All-gather forward: 41 and 33 above, then its tails 0.25 and 0. */
+  const double comp[2] = {15, 7};
+  cr_assert_eq(fm_cp_model_allgather(&m, FM_CP_FWD, comp, wall, NULL), FM_OK);
+  cr_assert_float_eq(wall[0], 41.25, 1e-9, "%g", wall[0]);
+  cr_assert_float_eq(wall[1], 33, 1e-9, "%g", wall[1]);
+  /* Backward: the group ends at 41 on both (above); rank 0 then copies (1),
+   * adds rank 1's partials (1) and converts (1): 44; rank 1 copies (0.5),
+   * adds rank 0's (3), converts (0.5): 45. */
+  cr_assert_eq(fm_cp_model_allgather(&m, FM_CP_BWD, comp, wall, NULL), FM_OK);
+  cr_assert_float_eq(wall[0], 44, 1e-9, "%g", wall[0]);
+  cr_assert_float_eq(wall[1], 45, 1e-9, "%g", wall[1]);
+}
+
+Test(cp_plan, ring_extra_work_from_sizes_and_profile) {
+  /* full, S = 4096, two contiguous ranks of R = 2048 rows, B = H = 1, D =
+   * 128, on the H200 sm90 profile, a link so fast that no transfer counts.
+   * Each rank has two ring steps (own keys, the other's), each half its
+   * visited tiles; the all-gather one launch T. With u = H D 2 = 256 bytes
+   * (a bf16 row), l = 4 (an LSE row) and h = 4800 GB/s (the profile's HBM):
+   *   ring forward = T + launch_us + 16 items x item_us / 132 slots (the
+   *     second launch's row tiles) + (3u + 2l) R / h (first merge) + (5u +
+   *     3l) R / h (second) + 3u R / h (O converted); all-gather = T;
+   *   ring backward = T + launch_us + (7u + 3l) R / h (the second launch's
+   *     row work) + 3u R / h + 5u R / h (dQ copied, added) + 10u R / h (the
+   *     partials got back, added) + 9u R / h (dQ, dK, dV converted); the
+   *     OWN sums (10u R / h) run under step 1; all-gather = T + 6u R / h
+   *     (own partials copied) + 10u R / h + 6u R / h (dK, dV converted).
+   * Forward: 26.689 + 0.201 + (2836 x 2048) / 4.8e6 = 26.689 + 0.201 +
+   * 1.210 = 28.100 us more for the ring; backward: 16.254 + (12u + 3l) R / h
+   * = 16.254 + 1.316 = 17.570 us more. */
+  fm_colmask *m = family("full", 4096, NULL);
+  const fm_gpu_profile *prof = profile();
+  fm_cp_options o = {.ranks = 2, .shardings = 1u << FM_CP_CONTIGUOUS, .kernel = FM_KERNEL_SM90,
+                     .profile = prof, .link_gbs = 1e9, .link_us = 1e-9};
+  fm_cp_plan *p = NULL;
+  cr_assert_eq(fm_cp_plan_create(m, &o, &p, NULL), FM_OK);
+  const fm_cp_sharding_plan *ct = sharding(p, FM_CP_CONTIGUOUS);
+  const fm_timing_coef *cf = fm_profile_coef(prof, FM_PASS_FWD, 128), *cb = fm_profile_coef(prof, FM_PASS_BWD, 128);
+  const double R = 2048, u = 256, l = 4, h = prof->hbm_gbs * 1e3; /* bytes per us */
+  const double fwd = cf->launch_us + 16 * cf->item_us / (prof->sms * cf->ctas_per_sm) +
+                     ((3 * u + 2 * l) + (5 * u + 3 * l) + 3 * u) * R / h;
+  const double bwd = cb->launch_us + (12 * u + 3 * l) * R / h;
+  cr_assert_float_eq(fwd, 28.100, 1e-3, "%g", fwd);
+  cr_assert_float_eq(bwd, 17.570, 1e-3, "%g", bwd);
+  for (int r = 0; r < 2; r++) {
+    const fm_cp_rank *rk = &ct->ranks[r];
+    cr_assert_eq(rk->rows, 2048);
+    cr_assert_eq(rk->kv_sources, 1);
+    const fm_cp_cost *ag = &rk->cost[FM_CP_ALLGATHER], *ring = &rk->cost[FM_CP_RING];
+    cr_assert_float_eq(ag->ms[FM_CP_FWD] * 1e3, rk->ms[FM_CP_FWD] * 1e3, 1e-5, "%g", ag->ms[FM_CP_FWD]);
+    cr_assert_float_eq(ag->ms[FM_CP_BWD] * 1e3, rk->ms[FM_CP_BWD] * 1e3 + 22 * u * R / h, 1e-5, "%g",
+                       ag->ms[FM_CP_BWD]);
+    cr_assert_float_eq((ring->ms[FM_CP_FWD] - ag->ms[FM_CP_FWD]) * 1e3, fwd, 1e-5, "rank %d", r);
+    cr_assert_float_eq((ring->ms[FM_CP_BWD] - ag->ms[FM_CP_BWD]) * 1e3, bwd, 1e-5, "rank %d", r);
+  }
+  fm_cp_plan_destroy(p);
+  fm_colmask_destroy(m);
+}
+
+/* The exchange a sharding plan should take by its own costs (fm_cp_plan.h):
+ * the one that fits; both: the faster, the smaller memory within 1%; none:
+ * the smaller memory. */
+static fm_cp_exchange expected_exchange(const fm_cp_sharding_plan *sp) {
+  const fm_cp_cost *a = &sp->cost[FM_CP_ALLGATHER], *b = &sp->cost[FM_CP_RING];
+  fm_cp_exchange by_mem = a->mem_bytes <= b->mem_bytes ? FM_CP_ALLGATHER : FM_CP_RING;
+  if (sp->fits[FM_CP_ALLGATHER] != sp->fits[FM_CP_RING])
+    return sp->fits[FM_CP_ALLGATHER] ? FM_CP_ALLGATHER : FM_CP_RING;
+  if (!sp->fits[FM_CP_ALLGATHER] || fabs(a->step_ms - b->step_ms) <= 0.01 * fmin(a->step_ms, b->step_ms))
+    return by_mem;
+  return a->step_ms < b->step_ms ? FM_CP_ALLGATHER : FM_CP_RING;
+}
+
+Test(cp_plan, choice_follows_the_model) {
+  /* Every sharding of a few masks at 64K (one at 256K) on 4 ranks (H = 8), under budgets
+   * that let both exchanges fit (the default), only the smaller (920 MiB:
+   * the all-gathers hold 896-1025 MiB, the rings 849-897) and neither: the plan's
+   * exchange is the one its costs give, each sharding's cost is the slowest
+   * rank's per pass, and the choice differs between cases (the rule is
+   * exercised both ways). */
+  const char *fams[] = {"causal_document", "sliding_window", "causal", "full", "document"};
+  int seen[FM_CP_NEXCHANGES] = {0}, fits_one = 0, ties = 0;
+  for (size_t f = 0; f < sizeof fams / sizeof *fams; f++) {
+    /* documents aligned to the contiguous ranks: no transfer; at 256K the ring's
+     * merges and sums are within 1% of the launches, a tie */
+    fm_colmask *m = family(fams[f], f == 4 ? 262144 : 65536, f == 4 ? "docs=65536,65536,65536,65536" : NULL);
+    for (int budget = 0; budget < 3; budget++) {
+      fm_cp_options o = {.ranks = 4, .kernel = FM_KERNEL_SM90, .heads = 8, .profile = profile(),
+                         .mem_budget = budget == 0 ? 0 : budget == 1 ? (int64_t)920 << 20 : 1};
+      fm_cp_plan *p = NULL;
+      cr_assert_eq(fm_cp_plan_create(m, &o, &p, NULL), FM_OK);
+      for (int s = 0; s < FM_CP_NSHARDINGS; s++) {
+        const fm_cp_sharding_plan *sp = sharding(p, (fm_cp_sharding)s);
+        for (int x = 0; x < FM_CP_NEXCHANGES; x++)
+          for (int k = 0; k < FM_CP_NPASSES; k++) {
+            double mx = 0;
+            for (int r = 0; r < 4; r++) mx = fmax(mx, sp->ranks[r].cost[x].ms[k]);
+            cr_assert_float_eq(sp->cost[x].ms[k], mx, 1e-12, "%s %s", fams[f], fm_cp_sharding_name(sp->sharding));
+          }
+        cr_assert_eq(sp->exchange, expected_exchange(sp), "%s %s budget %d: picked %s, ring %g / all-gather %g ms",
+                     fams[f], fm_cp_sharding_name(sp->sharding), budget, fm_cp_exchange_name(sp->exchange),
+                     sp->cost[FM_CP_RING].step_ms, sp->cost[FM_CP_ALLGATHER].step_ms);
+        cr_assert_float_eq(sp->step_ms, sp->cost[sp->exchange].step_ms, 1e-12);
+        seen[sp->exchange]++;
+        fits_one += sp->fits[FM_CP_ALLGATHER] != sp->fits[FM_CP_RING];
+        ties += budget == 0 && fabs(sp->cost[0].step_ms - sp->cost[1].step_ms) <=
+                                   0.01 * fmin(sp->cost[0].step_ms, sp->cost[1].step_ms);
+      }
+      fm_cp_plan_destroy(p);
+    }
+    fm_colmask_destroy(m);
+  }
+  cr_assert_gt(seen[FM_CP_ALLGATHER], 0);
+  cr_assert_gt(seen[FM_CP_RING], 0);
+  cr_assert_gt(fits_one, 0, "no budget separated the two exchanges");
+  cr_assert_gt(ties, 0, "no tie within 1%%");
 }
 
 Test(cp_plan, lockstep_ring_waits_on_zigzag) {

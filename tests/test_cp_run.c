@@ -32,16 +32,8 @@
 #include "fm_samples.h"
 
 static fm_colmask *family(const char *name, int64_t s, const char *param) {
-  fm_sample_set samples;
-  cr_assert_eq(fm_samples_builtin(&samples, NULL), FM_OK);
-  const char *params[1] = {param};
-  fm_family_request req = {.family = name, .seqlen = s, .batch = 1, .heads = 1, .seed = 5,
-                           .sample = -1, .samples = &samples, .nparams = param ? 1 : 0,
-                           .params = params};
-  fm_colmask *m = NULL;
-  fm_err err;
-  cr_assert_eq(fm_family_build(&req, &m, NULL, &err), FM_OK, "%s: %s", name, err.msg);
-  fm_samples_free(&samples);
+  fm_colmask *m = fmt_family(name, s, param, 5);
+  cr_assert_not_null(m, "%s", name);
   return m;
 }
 

@@ -121,6 +121,14 @@ class Table(unittest.TestCase):
         self.assertEqual((n, v), (f"fmsim/torch {62000 / 70000:.3f} (torch cudnn, allgather)", "met"))
         self.assertEqual(self.bar("causal, 1M tokens, 4 GPUs: faster")[1], "not measured")
 
+    def test_check_files_count(self):
+        # the records' 3 checks (2 passed) and 2 runs of a check file, both passed: 4 of 5
+        d = cp_table.with_checks(self.doc, [dict(passed=True, family="x"), dict(passed=True)])
+        bars = {item: (n, v) for item, n, v in cp_table.bars(d)}
+        (key,) = [k for k in bars if k.startswith("outputs and gradients")]
+        self.assertEqual(bars[key], ("4 of 5 checked runs passed", "not met"))
+        self.assertIs(cp_table.with_checks(self.doc, []), self.doc)
+
     def test_render(self):
         md = cp_table.render(self.doc)
         self.assertIn("NVIDIA H100 80GB HBM3 x 4", md)
@@ -135,6 +143,61 @@ class Table(unittest.TestCase):
         self.assertEqual(cells[9], f"4200.0 ({100 * 16000 / 16800:.1f}%)")
         self.assertEqual(cells[11], f"{4200 / 5400:.3f}")
         self.assertEqual(cells[12], f"{3900 / 3990:.3f}-{4640 / 4000:.3f}")
+
+
+class RunSets(unittest.TestCase):
+    """Two files, two run sets: a second length measured on another day joins the first's table."""
+
+    def second(self):
+        K = 131072
+        recs = [fm("causal_document", 1, "-", "-", "both", 100.0, [110.0]),     # 110 / 100 = 1.10
+                fm("causal_document", 4, "mask-aware", "allgather", "both", 40.0, [30.0, 30.0, 30.0, 30.0]),
+                fm("causal_document", 4, "mask-aware", "ring", "both", 50.0, [45.0, 45.0, 45.0, 48.0])]
+        for r in recs:
+            r["seqlen"] = K
+            r["id"] = r["id"].replace(f":{M}:", f":{K}:")
+        plans = {f"causal_document:{K}:4": plan(25, 100, {"mask-aware": ("ring", 30, [5] * 4, [30, 30, 30, 30])}),
+                 f"causal_document:{K}:1": plan(25, 100, {})}
+        return dict(synthetic(), commit="def5678", date="2026-11-27", commands=["python3 bench/cp_bench.py --out y"],
+                    torch="", plans=plans, records=recs)
+
+    def test_combined(self):
+        doc = cp_table.combine([synthetic(), self.second()], ["a.json", "b.json"])
+        md = cp_table.render(doc)
+        self.assertIn("(this table: `python3 bench/cp_table.py a.json b.json`)", md)
+        self.assertIn("1. S = 1048576: commit abc1234, date not recorded; `python3 bench/cp_bench.py --out x`.", md)
+        self.assertIn("2. S = 131072: commit def5678, 2026-11-27; `python3 bench/cp_bench.py --out y`.", md)
+        self.assertIn("torch 2.11.0 (the peer)", md)  # the first file's peer, not the second's ""
+        self.assertLess(md.index("## S = 131072"), md.index("## S = 1048576"))
+        # the efficiency per length at P = 4: 100 / (4 x 40) = 62.5% (allgather, the faster);
+        # 16000 / (4 x 4200) = 95.2% at 1M (mask-aware ring)
+        row = next(x for x in md.splitlines() if x.startswith("| causal_document | 62.5%"))
+        self.assertEqual(row, "| causal_document | 62.5% (mask-aware, allgather) | 95.2% (mask-aware, ring) |")
+        self.assertIn("| full | - | - |", md)  # full has P = 2 alone
+        bars = {item: (n, v) for item, n, v in cp_table.bars(doc)}
+        # compute / plan at 131072: 30/30 (x 4), 45/30 = 1.5 (x 3), 48/30 = 1.6, the one GPU 110/100:
+        # 5 of 9 within, the worst rank 3 of the ring
+        self.assertEqual(bars["cp-plan predicts each rank's measured compute time within 15% (S = 131072)"],
+                         ("worst 1.600 (`fmsim:causal_document:131072:4:mask-aware:ring:both`, rank 3); "
+                          "5 of 9 ranks within 15%", "not met"))
+        self.assertEqual(bars["cp-plan predicts each rank's measured compute time within 15% (S = 1048576)"][1],
+                         "not met")  # the first file's alone, as in Table
+        # the 1M bars still read the first file's records alone
+        self.assertEqual(bars["causal_document, 1M tokens, 4 GPUs: mask-aware step (fwd+bwd) at most 0.6x "
+                              "contiguous's"], (f"{4200 / 5400:.3f}x", "not met"))
+
+    def test_one_file_keeps_its_header(self):
+        md = cp_table.render(cp_table.combine([self.second()]))
+        self.assertIn("- **Commit**: def5678.", md)
+        self.assertIn("- **Date**: 2026-11-27.", md)
+        self.assertNotIn("Run sets", md)
+        self.assertNotIn("per family and length", md)  # one length: no summary
+
+    def test_refusals(self):
+        with self.assertRaises(SystemExit):  # a case in both files
+            cp_table.combine([synthetic(), synthetic()])
+        with self.assertRaises(SystemExit):  # another shape
+            cp_table.combine([synthetic(), dict(self.second(), heads=4)])
 
 
 class Bench(unittest.TestCase):

@@ -370,6 +370,36 @@ class LinearRnn(unittest.TestCase):
             self.assertLess(ferr, 1e-3, f"{what}: final state error {ferr:.3g}")
 
 
+class Workspace(unittest.TestCase):
+    def test_pool_keeps_then_trims(self):
+        """The backward's fp32 dQ accumulator (4 bytes per element of q) stays
+        reserved in fmsim's pool after a synchronization, and trim_workspace
+        gives it back to the driver (kernels/fm_workspace.cuh)."""
+        from fmsim.torch import trim_workspace
+        B, H, S, D = 2, 8, 8192, 128
+        acc = B * H * S * D * 4  # 128 MiB
+        sri, causal = fmsim.family("causal_document", S).to_paddle()
+        sri = torch.as_tensor(sri, device="cuda")
+        q, k, v, do = inputs(B, S, S, H, D, seed=5)
+        qg, kg, vg = (t.clone().requires_grad_() for t in (q, k, v))
+        flashmask_attention(qg, kg, vg, sri, causal, deterministic=True).backward(do)
+        torch.cuda.synchronize()
+        kept = torch.cuda.mem_get_info()[0]
+        trim_workspace()
+        torch.cuda.synchronize()
+        freed = torch.cuda.mem_get_info()[0] - kept
+        self.assertGreaterEqual(freed, 0.9 * acc, f"trim gave back {freed} bytes, the accumulator is {acc}")
+        # a second backward after the trim runs and gives the same bits
+        g1 = (qg.grad.clone(), kg.grad.clone(), vg.grad.clone())
+        for t in (qg, kg, vg):
+            t.grad = None
+        flashmask_attention(qg, kg, vg, sri, causal, deterministic=True).backward(do)
+        for a, b in zip(g1, (qg.grad, kg.grad, vg.grad)):
+            self.assertTrue(torch.equal(a, b), "gradients after trim_workspace differ")
+        with self.assertRaises(ValueError):
+            trim_workspace(keep_bytes=-1)
+
+
 class Errors(unittest.TestCase):
     def test_refusals(self):
         q, k, v, _ = inputs(1, 256, 256, 2, 128)

@@ -33,6 +33,10 @@ made in place through torch is seen; one made behind torch's back, through a
 raw pointer, is not: pass a new tensor then) and kept while that tensor lives.
 A row that sees no key gives output 0 and no gradient.
 
+The kernels' scratch memory (the backward's fp32 dQ accumulator, 4 bytes per
+element of q) comes from a pool of fmsim's own that keeps it between calls;
+``trim_workspace`` gives it back (PyTorch's allocator does not see it).
+
 ``flashmask_attention_profile`` runs the instrumented kernels and returns the
 per-tile classes and clock64 cycles as tensors (``Profile``).
 
@@ -55,7 +59,7 @@ import torch
 
 from . import _native as N
 
-__all__ = ["flashmask_attention", "flashmask_attention_profile", "Profile", "library_path"]
+__all__ = ["flashmask_attention", "flashmask_attention_profile", "Profile", "library_path", "trim_workspace"]
 
 _KERNELS = {"sm80": 0, "sm90": 1, "auto": -1}
 _VARIANTS = {"skip": 0, "noskip": 1}
@@ -97,6 +101,7 @@ def _load():
                                             C.c_int, vp, perr]),
         "fm_attn_intervals_from_startend": (C.c_int, [vp, i32, i64, i32, i32, C.c_int, vp, vp, perr]),
         "fm_attn_use_device": (C.c_int, [i32, perr]),
+        "fm_attn_trim_workspace": (C.c_int, [i32, C.c_size_t, perr]),
         "fm_attn_device_kernel": (C.c_int, [C.c_int, C.POINTER(C.c_int), perr]),
         "fm_kernel_tile_size": (C.c_int, [C.c_int, C.c_int, i32, C.POINTER(i32), C.POINTER(i32), perr]),
     }
@@ -463,3 +468,19 @@ def flashmask_attention_profile(q, k, v, startend_row_indices=None, causal: bool
         bt, bcls, bcyc = _instrumented(pl, _PASS_BWD, ptrs, iv, stream)
         prof.update(dq=dq, dk=dk, dv=dv, tile_bwd=bt, tile_class_bwd=bcls, tile_cycles_bwd=bcyc)
     return Profile(**prof)
+
+
+def trim_workspace(device=None, keep_bytes: int = 0) -> None:
+    """Gives the scratch memory fmsim's kernels keep reserved on ``device``
+    (default: the current CUDA device) beyond ``keep_bytes`` back to the driver.
+    The kernels take their workspaces (the backward's fp32 dQ accumulator: 4
+    bytes per element of q) from a pool of fmsim's own that keeps them between
+    calls, so that a call after a synchronization does not map them again;
+    PyTorch's allocator does not see that memory (kernels/fm_workspace.cuh)."""
+    d = torch.device("cuda", device) if isinstance(device, int) else torch.device(device or "cuda")
+    if d.type != "cuda":
+        raise ValueError(f"device {device!r}: expected a CUDA device")
+    index = torch.cuda.current_device() if d.index is None else d.index
+    if keep_bytes < 0:
+        raise ValueError(f"keep_bytes {keep_bytes}: expected 0 or more")
+    _check(_lib.fm_attn_trim_workspace(index, keep_bytes, _errp))
