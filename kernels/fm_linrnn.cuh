@@ -71,11 +71,16 @@
  * underflowed negative): not seen with data drawn at random. Sub-tiles wider
  * than 16 are visited whole (every 16 x 16 block in them).
  *
- * Instrumented build (INSTR): the CTA of value block 0 writes, per chunk, the
- * class of every c x c sub-tile and its cycles: the sum, over the sub-tile's
- * 16 x 16 blocks, of the clock64 cycles the warp that scored the block spent on
- * it (Q K^T, decay, mask, split, store); 0 for sub-tiles not visited. The P V
- * products of a block are issued by every warp, interleaved, and are not timed.
+ * Instrumented build (INSTR): per chunk and head, the class of every c x c
+ * sub-tile and its cycles: the sum, over the sub-tile's 16 x 16 blocks, of the
+ * clock64 cycles the warp that scored the block spent on it (Q K^T, decay,
+ * mask, split, store), as the unit of value block 0 saw them; 0 for sub-tiles
+ * not visited. The preprocessing writes the classes (the same for every head)
+ * and zeroes the cycles; in the forward, lane 0 of the scoring warp adds each
+ * block's cycles to its sub-tile with a reduction (RED, nothing waits for it),
+ * so the record adds no shared memory, no barrier and no round trip to a step.
+ * The P V products of a block are issued by every warp, interleaved, and are
+ * not timed.
  *
  * FM_LINRNN_SIM: compiled by a host C++ compiler against fm_linrnn_sim.h (a host
  * emulation of the primitives below), for development without a GPU. */
@@ -171,6 +176,7 @@ FMLR_DEV uint32_t ballot(bool v) { return sim::ballot(v); }
 FMLR_DEV int popc(uint32_t x) { return __builtin_popcount(x); }
 FMLR_DEV int ctz64(uint64_t m) { return __builtin_ctzll(m); }
 FMLR_DEV long long clk() { return sim::clock64(); }
+FMLR_DEV void red_add(int64_t *a, long long v) { *a += v; }
 FMLR_DEV float ex2(float x) { return exp2f(x); }
 FMLR_DEV uint32_t pack2(float lo, float hi) {
   return (uint32_t)fm_f32_to_bf16(lo) | ((uint32_t)fm_f32_to_bf16(hi) << 16);
@@ -200,6 +206,10 @@ FMLR_DEV uint32_t ballot(bool v) { return __ballot_sync(0xffffffffu, v); }
 FMLR_DEV int popc(uint32_t x) { return __popc(x); }
 FMLR_DEV int ctz64(uint64_t m) { return __ffsll((long long)m) - 1; }
 FMLR_DEV long long clk() { return clock64(); }
+/* a fire-and-forget reduction (RED.E.ADD.64: no result, nothing waits for it) */
+FMLR_DEV void red_add(int64_t *a, long long v) {
+  atomicAdd(reinterpret_cast<unsigned long long *>(a), (unsigned long long)v);
+}
 FMLR_DEV float ex2(float x) { return fmd::fast_exp2(x); }
 FMLR_DEV uint32_t pack2(float lo, float hi) { return fmd::pack_bf16(lo, hi); }
 FMLR_DEV float bits_f32(uint32_t u) { return __uint_as_float(u); }
@@ -272,6 +282,8 @@ template <int C> FMLR_DEV void prep_docs(const params &p, int ch, unsigned char 
     const int i = idx / n, j = idx % n, r0 = c0 + i * p.c, r1 = min(r0 + p.c, p.T);
     const int cls = (r0 >= p.T || c0 + j * p.c >= p.T) ? FM_TILE_MASKED : fm_classify_minmax(&bnd[j], r0, r1);
     p.tclass[(int64_t)ch * CLS_STRIDE + idx] = (uint8_t)cls;
+    if (p.tile_class) /* instrumented: the record's classes, the same for every head */
+      for (int h = 0; h < p.H; h++) p.tile_class[((int64_t)h * p.nchunks + ch) * (n * n) + idx] = (uint8_t)cls;
   }
   if (tid == 0) {
     /* ds is the document start of token c0: S_in is live when it lies before */
@@ -296,6 +308,8 @@ template <int C> FMLR_DEV void prep_decay(const params &p, int ch, int h, unsign
     if ((tid & 15) >= off) x += y;
   }
   p.lp2[(int64_t)h * p.nchunks * C + t] = x;
+  const int nn = (C / p.c) * (C / p.c); /* instrumented: head h's cycles of the chunk, summed into by fwd_kernel */
+  if (p.tile_cycles && tid < nn) p.tile_cycles[((int64_t)h * p.nchunks + ch) * nn + tid] = 0;
   if ((tid & 15) == 15) tot[tid >> 4] = x;
   bar();
   if (tid == 0) {
@@ -321,7 +335,7 @@ constexpr int prep_smem(int C) { return 4 * C + 8 * (int)sizeof(fm_tile_bounds);
 
 /* Shared-memory layout and shape constants of one instantiation. Two stages of
  * (Q, K, lp2, docstart, pre2, classes), VST of V, P (hi and lo planes of the
- * NTRI lower-triangle 16 x 16 blocks), the cycles of the 16 x 16 blocks. */
+ * NTRI lower-triangle 16 x 16 blocks). */
 template <int DK, int C, int NW> struct cfg {
   static constexpr int NT = NW * 32, DVB = NW * 16, N16 = C / 16, NTRI = N16 * (N16 + 1) / 2;
   static constexpr int VST = C == 64 ? 2 : 1; /* V double-buffered where it fits */
@@ -333,8 +347,7 @@ template <int DK, int C, int NW> struct cfg {
   static constexpr int STAGE = M_FL + 128;
   static constexpr int V_OFF = 2 * STAGE, VB = C * DVB * 2;
   static constexpr int P_OFF = V_OFF + VST * VB, PB = NTRI * 512;
-  static constexpr int CYC_OFF = P_OFF + 2 * PB;
-  static constexpr int SMEM = CYC_OFF + N16 * N16 * 8;
+  static constexpr int SMEM = P_OFF + 2 * PB;
   static_assert(STAGE % 128 == 0 && VB % 128 == 0 && PB % 128 == 0, "128-byte aligned regions");
   static_assert(SMEM <= 227 * 1024, "shared memory of one CTA");
   static_assert((C * DK / 8) % NT == 0 && (C * DVB / 8) % NT == 0, "16-byte copies divide among the threads");
@@ -477,21 +490,28 @@ FMLR_DEV void score_block(const params &p, const step &s, int bi, int bj, bool m
 }
 
 /* The score phase: the visited blocks, in row-major order, dealt round-robin
- * to the warps. */
+ * to the warps. Instrumented (INSTR, the unit of value block 0): lane 0 of the
+ * scoring warp adds the block's clock64 cycles to its sub-tile's tile_cycles
+ * (zeroed by the preprocessing) with a reduction that nothing waits for; the
+ * sum over a sub-tile's blocks is an integer sum, the same in any order. */
 template <int DK, int C, int NW, bool INSTR>
 FMLR_DEV void score_phase(const params &p, const step &s, unsigned char *sm, uint32_t sb) {
   using K = cfg<DK, C, NW>;
   const int warp = threadIdx.x >> 5;
   const uint8_t *cls = sm + s.st * K::STAGE + K::M_CLS;
   const int sl = p.c == 16 ? 0 : p.c == 32 ? 1 : 2, n = C / p.c;
-  int64_t *cyc = reinterpret_cast<int64_t *>(sm + K::CYC_OFF);
+  const bool rec = INSTR && s.dvb == 0 && (threadIdx.x & 31) == 0;
+  int64_t *cyc = INSTR ? p.tile_cycles + ((int64_t)s.h * p.nchunks + s.ch) * (n * n) : nullptr;
   int k = 0;
   for (uint64_t m = s.vis; m; m &= m - 1, k++) {
     if (k % NW != warp) continue;
-    const int e = ctz64(m), bi = e / K::N16, bj = e % K::N16;
+    const int e = ctz64(m), bi = e / K::N16, bj = e % K::N16, tile = (bi >> sl) * n + (bj >> sl);
     const long long t0 = INSTR ? clk() : 0;
-    score_block<DK, C, NW>(p, s, bi, bj, cls[(bi >> sl) * n + (bj >> sl)] != FM_TILE_UNMASKED, sm, sb);
-    if (INSTR && (threadIdx.x & 31) == 0) cyc[e] = clk() - t0;
+    score_block<DK, C, NW>(p, s, bi, bj, cls[tile] != FM_TILE_UNMASKED, sm, sb);
+    if (rec) {
+      const long long t1 = clk();
+      red_add(cyc + tile, t1 - t0);
+    }
   }
 }
 
@@ -707,33 +727,6 @@ FMLR_DEV void state_phase(const params &p, const step &s, float (&st)[DK / 8][4]
   }
 }
 
-/* The instrumented build's record of chunk s.ch (the unit of value block 0
- * writes it): thread idx < (C/c)^2 writes sub-tile idx's class and cycles, the
- * sum of its 16 x 16 blocks' cycles, read only when the sub-tile was visited
- * in this step (so the slots of blocks not visited may hold any stale value:
- * nothing resets them). One sub-tile a thread, no division, no loop, no
- * barrier: the record adds one shared-memory round trip to the step. */
-template <int DK, int C, int NW>
-FMLR_DEV void record_tiles(const params &p, const step &s, const unsigned char *sm) {
-  using K = cfg<DK, C, NW>;
-  static_assert(K::N16 * K::N16 <= K::NT, "one sub-tile a thread");
-  const int sl = p.c == 16 ? 0 : p.c == 32 ? 1 : 2, ln = (C == 64 ? 2 : 3) - sl, n = 1 << ln, spc = 1 << sl;
-  const int idx = threadIdx.x;
-  if (idx >= n * n) return;
-  const int64_t *cyc = reinterpret_cast<const int64_t *>(sm + K::CYC_OFF);
-  const int e0 = ((idx >> ln) * K::N16 + (idx & (n - 1))) << sl; /* the sub-tile's first block */
-  int64_t sum = 0;
-  if ((s.vis >> e0) & 1u) /* a sub-tile is visited whole: all its blocks or none */
-#pragma unroll
-    for (int bi = 0; bi < 4; bi++)
-#pragma unroll
-      for (int bj = 0; bj < 4; bj++)
-        if (bi < spc && bj < spc) sum += cyc[e0 + bi * K::N16 + bj];
-  const int64_t at = ((int64_t)s.h * p.nchunks + s.ch) * (n * n) + idx;
-  p.tile_class[at] = sm[s.st * K::STAGE + K::M_CLS + idx];
-  p.tile_cycles[at] = sum;
-}
-
 /* A unit of work: one item (MODE_MAIN) or one checkpoint's segment
  * (MODE_CKPT), of one head and value block; its chunks: first .. (the item's
  * end) with outputs from ch0 on, or first .. ch0 - 1 state-only. */
@@ -791,8 +784,8 @@ template <int DK, int C, int NW> FMLR_DEV void rot_v(const params &p, const step
   cp_commit();
 }
 
-/* One chunk step after its stage has arrived: score, inter, intra (full steps),
- * state, the instrumented record; VROT: the next step's V copies as soon as Q
+/* One chunk step after its stage has arrived: score (with the instrumented
+ * build's cycles), inter, intra (full steps), state; VROT: the next step's V copies as soon as Q
  * is dead (after the score phase's barrier when no inter term runs, else after
  * a barrier behind the intra term). */
 template <int DK, int C, int NW, bool INSTR>
@@ -825,7 +818,6 @@ FMLR_DEV void chunk_step(const params &p, step &s, float (&st)[DK / 8][4], unsig
     rot_v<DK, C, NW>(p, s, vn, sb);
   }
   state_phase<DK, C, NW>(p, s, st, sm, sb);
-  if (INSTR && s.full && s.dvb == 0) record_tiles<DK, C, NW>(p, s, sm);
 }
 
 /* The forward: a persistent grid; CTA b takes units b, b + gridDim.x, ... and
