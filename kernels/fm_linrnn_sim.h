@@ -250,7 +250,10 @@ inline void cp_wait(int n) {
   }
 }
 
-inline long long clock64() { return g_cur->clock += 7; }
+/* clock64 advances CLOCK_STEP a read of the calling thread: a span between two reads of
+   one thread with no read between them is exactly CLOCK_STEP (the check counts on it) */
+inline constexpr long long CLOCK_STEP = 7;
+inline long long clock64() { return g_cur->clock += CLOCK_STEP; }
 
 inline void fiber_entry() {
   (*g_body)();
