@@ -6,7 +6,8 @@
  *   fm_linrnn_check --case N   case N only (as numbered in the output)
  *   fm_linrnn_check --kseg K   one checkpoint spacing only (-1 the library's choice,
  *                              0 none, K chunks), instead of all three below
- *   fm_linrnn_check --bench    the timing table (kernels/PERF_NOTES.md, "Linear RNN")
+ *   fm_linrnn_check --bench    the timing table (kernels/PERF_NOTES.md, "Linear RNN");
+ *                              --bench 64:32 64:64 ... only those (C, L) points
  *
  * Each case draws bf16 q, k, v (seeded) and g by its mode, packs documents of
  * the case's lengths with cu_seqlens, runs the three variants and their
@@ -591,6 +592,8 @@ static int bench_one(fm_linrnn_problem pb, int L, cudaStream_t s, double nominal
 
 /* The timing table: T 65536, H 16, dk 128, dv 256, C 64 and 128, c 16, fixed
  * document lengths; final states not written. */
+static std::vector<std::pair<int, int>> g_bench_only; /* --bench C:L ...: only these points (empty: all) */
+
 static int bench() {
   const int T = 65536, H = 16, dk = 128, dv = 256;
   fm_gpu_props gp;
@@ -628,6 +631,9 @@ static int bench() {
   int bad = 0;
   for (int C = 64; C <= 128 && !bad; C *= 2)
     for (int l = 0; l < 7 && !bad; l++) {
+      bool want = g_bench_only.empty();
+      for (const auto &cl : g_bench_only) want |= cl.first == C && cl.second == Ls[l];
+      if (!want) continue;
       pb.chunk = C, pb.sub = 16;
       bad = bench_one(pb, Ls[l], s, nominal);
     }
@@ -654,11 +660,15 @@ int main(int argc, char **argv) {
   int only = -1;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--quick")) quick = true;
-    else if (!strcmp(argv[i], "--bench")) do_bench = true;
+    else if (!strcmp(argv[i], "--bench")) {
+      do_bench = true;
+      int c, l; /* optional points C:L after --bench */
+      while (i + 1 < argc && sscanf(argv[i + 1], "%d:%d", &c, &l) == 2) g_bench_only.push_back({c, l}), i++;
+    }
     else if (!strcmp(argv[i], "--case") && i + 1 < argc) only = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--kseg") && i + 1 < argc) g_kseg_only = atoi(argv[++i]);
     else {
-      fprintf(stderr, "fm_linrnn_check: unknown argument '%s' (--quick, --case N, --kseg K, --bench)\n", argv[i]);
+      fprintf(stderr, "fm_linrnn_check: unknown argument '%s' (--quick, --case N, --kseg K, --bench [C:L ...])\n", argv[i]);
       return 3;
     }
   }
