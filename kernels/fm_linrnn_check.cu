@@ -438,6 +438,7 @@ static void check_record(const tcase &tc, int v, const result &r, const std::vec
 
 /* --kseg K: only checkpoint spacing K (-1 auto, 0 none); -2: all three. */
 static int g_kseg_only = -2;
+static std::vector<std::pair<int, int>> g_bench_only; /* --bench C:L ...: only these points (empty: all) */
 
 static const char *docs_name(const tcase &tc, char *buf, size_t cap) {
   if (tc.docs == DOCS_ONE) snprintf(buf, cap, "one document");
@@ -592,8 +593,6 @@ static int bench_one(fm_linrnn_problem pb, int L, cudaStream_t s, double nominal
 
 /* The timing table: T 65536, H 16, dk 128, dv 256, C 64 and 128, c 16, fixed
  * document lengths; final states not written. */
-static std::vector<std::pair<int, int>> g_bench_only; /* --bench C:L ...: only these points (empty: all) */
-
 static int bench() {
   const int T = 65536, H = 16, dk = 128, dv = 256;
   fm_gpu_props gp;
