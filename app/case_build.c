@@ -172,11 +172,12 @@ static void fill_row(runner_ctx *rc, const case_work *w, case_row *row) {
  * no-skip variant's. */
 static void pass_json(runner_ctx *rc, const gpu_kernel_run *r, int q, int head_dim, fm_json *j) {
   fm_run_info info;
-  gpu_run_info(rc->gpu, r, q, rc->s->variant, head_dim, &info);
+  gpu_run_info(rc->gpu, r, q, rc->s, head_dim, &info);
   fm_run_json(&info, j);
   if (q == RUN_BWD) fm_tile_counts_json(&r->p[q].a, j);
   if (r->p[q].noskip.source[0]) {
     info.variant = FM_VARIANT_NOSKIP;
+    info.mask_method = FM_MASK_METHOD_AUTO; /* time_noskip's (gpu_step.c) */
     info.timing = &r->p[q].noskip;
     info.timing_instrumented = NULL;
     info.instr_overhead = NAN;
@@ -230,13 +231,14 @@ static int write_gpu_json(runner_ctx *rc, const case_work *w, const char *dir) {
 
 /* The CPU's record of one pass: no timings, no counters, its classes. */
 static void cpu_info(const char *note, const fm_analysis *a, const fm_cost *cost, int head_dim,
-                     fm_variant variant, const fm_measured_bytes *none, fm_run_info *info) {
+                     const fm_scenario *s, const fm_measured_bytes *none, fm_run_info *info) {
   memset(info, 0, sizeof *info);
   info->analysis = a;
   info->device = "cpu-simulation";
   info->device_note = note;
   info->head_dim = head_dim;
-  info->variant = variant;
+  info->variant = s->variant;
+  info->mask_method = s->mask_method; /* recorded; the CPU simulation does not depend on it */
   info->cost = cost;
   info->class_mismatches = -1;
   info->instr_overhead = NAN;
@@ -281,16 +283,16 @@ static int write_single(runner_ctx *rc, case_work *w, const char *dir) {
   snprintf(note, sizeof note, "%s: classes and modelled bytes, no timings%s", g->skip_reason,
            rc->tile_note);
   if (r && r->p[RUN_FWD].ran) {
-    gpu_run_info(g, r, RUN_FWD, s->variant, hd, &info[RUN_FWD]);
+    gpu_run_info(g, r, RUN_FWD, s, hd, &info[RUN_FWD]);
     info[RUN_FWD].analysis = &w->a;
     info[RUN_FWD].cost = &w->cost;
   } else if (r && r->ran) { /* --pass bwd on a GPU: the forward modelled, the device's records */
-    cpu_info("forward not asked for (--pass bwd): modelled, not timed", &w->a, &w->cost, hd,
-             s->variant, &none, &info[RUN_FWD]);
+    cpu_info("forward not asked for (--pass bwd): modelled, not timed", &w->a, &w->cost, hd, s,
+             &none, &info[RUN_FWD]);
     info[RUN_FWD].device = g->device;
     info[RUN_FWD].timeline = &r->timeline;
   } else {
-    cpu_info(note, &w->a, &w->cost, hd, s->variant, &none, &info[RUN_FWD]);
+    cpu_info(note, &w->a, &w->cost, hd, s, &none, &info[RUN_FWD]);
   }
   fm_run_trace_pass fwd = {.info = &info[RUN_FWD], .classes = w->classes, .exact = w->exact,
                            .tile_bytes = w->tile_bytes},
@@ -299,10 +301,10 @@ static int write_single(runner_ctx *rc, case_work *w, const char *dir) {
   uint8_t *bexact = NULL;
   int64_t *bbytes = NULL;
   int bad = b && bwd_arrays(rc, w, b, &bexact, &bbytes);
-  if (b && b->ran) gpu_run_info(g, r, RUN_BWD, s->variant, hd, &info[RUN_BWD]);
+  if (b && b->ran) gpu_run_info(g, r, RUN_BWD, s, hd, &info[RUN_BWD]);
   else if (b)
-    cpu_info(r->rec.p[RUN_BWD].status[0] ? r->rec.p[RUN_BWD].status : note, &b->a, &b->cost, hd,
-             s->variant, &none, &info[RUN_BWD]);
+    cpu_info(r->rec.p[RUN_BWD].status[0] ? r->rec.p[RUN_BWD].status : note, &b->a, &b->cost, hd, s,
+             &none, &info[RUN_BWD]);
   if (b)
     bwd = (fm_run_trace_pass){.info = &info[RUN_BWD], .classes = b->classes, .exact = bexact,
                               .tile_bytes = bbytes};

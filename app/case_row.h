@@ -46,7 +46,7 @@ typedef struct run_kernel_rec {
 /* What the index and the reports know of a case; persisted as row.tsv. */
 typedef struct case_row {
   char id[256], family[64], params[512], form[16], steps[128], docs_source[160];
-  char gpu_settings[128]; /* the GPU step's settings the kernels ran with (resume compares them) */
+  char gpu_settings[192]; /* the GPU step's settings the kernels ran with (resume compares them) */
   int64_t seqlen, head_dim, br, bc, batch, heads, sets, mask_nb, mask_nh, causal;
   int64_t sample, seed, ndocs;
   int64_t masked, partial, unmasked, total;

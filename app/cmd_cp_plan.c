@@ -48,7 +48,8 @@ static const char *help =
     "128). Runs in O(S + P x tiles) time: 1M tokens in a fraction of a second.\n\n"
     CLI_MASK_SOURCE_HELP CLI_MASK_REST_HELP TIMING_MASK_HELP
     "  --ranks P            GPUs (1..4096, required)\n"
-    "  --sharding NAME      contiguous, zigzag, mask-aware or all (default all)\n"
+    "  --sharding NAME      contiguous, zigzag, mask-aware or all (default all; plan: all); the\n"
+    "                       last line names the best: the least predicted step\n"
     "  --chunk N            mask-aware chunk rows, a multiple of the kernel's tiles (default\n"
     "                       2048, rounded up to them: 2304 at head dim 64 on sm90)\n"
     "  --exact              mask-aware: the best assignment (branch and bound) instead of the\n"
@@ -57,10 +58,22 @@ static const char *help =
     "  --head-dim D         64 or 128 (default 128)\n"
     "  --gpu PROFILE        a profile name in data/gpu (e.g. h200-sm90) or a file (default: the\n"
     "                       H200 profile of the kernel)\n"
-    "  --link-gbs X         link bandwidth per GPU and direction, GB/s (default 90: cp-run's\n"
-    "                       measured K/V rate on H200 NVLink, docs/DESIGN.md)\n"
+    "  --link-gbs X         link bandwidth per pair of GPUs and direction, GB/s (default 90:\n"
+    "                       cp-run's measured K/V rate on H200 NVLink, docs/DESIGN.md); an\n"
+    "                       all-gather's pairs move side by side, at most --gpu-gbs through a GPU\n"
+    "  --gpu-gbs X          all of an all-gather's transfers through one GPU and direction, GB/s\n"
+    "                       (default 450)\n"
     "  --link-us X          latency per message, us (default 10)\n"
+    "  --comm-sms F         the fraction of a GPU's SMs a ring group's NCCL kernels hold while\n"
+    "                       in flight, slowing the step beside them (default: the model's,\n"
+    "                       docs/DESIGN.md, \"The exchange model\"; 0: none)\n"
     "  --mem-gib X          memory per GPU the exchange may use, GiB (default 120)\n"
+    "  --clock C            auto (default): the all-gather's launches at the burst clock (each\n"
+    "                       follows the all-gather, the SMs idle: a launch apart, the profile's\n"
+    "                       boost window from its start), the one-GPU time, the ranks' compute and\n"
+    "                       the ring's steps at the sustained clock (launches back to back, the\n"
+    "                       clock the power limit sets; as cp-run times them); burst or sustained:\n"
+    "                       everything in that state (docs/DESIGN.md, \"The exchange model\")\n"
     "  --json               one JSON object on stdout instead of the tables\n"
     "  -o, --output FILE    also draw the plan (.png, .svg or .pdf): per sharding the tile grid\n"
     "                       coloured by owner and the ranks' work as bars\n"
@@ -123,13 +136,14 @@ static void print_header(const plan_opts *o, const fm_colmask *m, const fm_gpu_p
   if (s->br[1]) printf("backward tile %d x %d", s->br[1], s->bc[1]);
   else printf("no backward");
   printf("; boundaries at multiples of %d rows\n", s->granule);
-  printf("profile   %s: %s, measured %s\n", prof->name, prof->gpu, prof->date);
+  printf("profile   %s: %s, measured %s; %s clock (--clock)\n", prof->name, prof->gpu, prof->date,
+         fm_cp_clock_name(s->clock, s->allgather_clock));
   printf("one GPU   forward %.3f ms", s->one_gpu_ms[FM_CP_FWD]);
   if (!isnan(s->one_gpu_ms[FM_CP_BWD])) printf(" + backward %.3f ms", s->one_gpu_ms[FM_CP_BWD]);
   else printf(" (no backward fit in the profile)");
   printf(" = %.3f ms\n", s->one_gpu_total_ms);
-  printf("exchange  links %g GB/s per GPU and direction, %g us a message; memory %s per GPU\n",
-         s->link_gbs, s->link_us, cli_bytes(s->mem_budget, b, sizeof b));
+  printf("exchange  links %g GB/s per pair of GPUs and direction (at most %g through one GPU), %g us a "
+         "message; memory %s per GPU\n", s->link_gbs, s->gpu_gbs, s->link_us, cli_bytes(s->mem_budget, b, sizeof b));
 }
 
 static void print_rank(const fm_cp_rank *rk, int32_t r) {
@@ -269,6 +283,14 @@ int cmd_cp_plan(int argc, char **argv) {
       for (int k = 0; k < FM_CP_NSHARDINGS; k++)
         if (fm_cp_plan_sharding(plan, (fm_cp_sharding)k))
           print_sharding(s, fm_cp_plan_sharding(plan, (fm_cp_sharding)k));
+      for (int k = 0; k < FM_CP_NSHARDINGS; k++)
+        if (fm_cp_plan_skipped(plan, (fm_cp_sharding)k))
+          printf("\n%s: not planned: %s\n", fm_cp_sharding_name((fm_cp_sharding)k),
+                 fm_cp_plan_skipped(plan, (fm_cp_sharding)k));
+      const fm_cp_sharding_plan *b = fm_cp_plan_sharding(plan, fm_cp_plan_best(plan));
+      printf("\nbest      %s, %s: step %.3f ms predicted, efficiency %.1f%% (`fmsim cp-run --sharding plan` "
+             "runs it)\n", fm_cp_sharding_name(b->sharding), fm_cp_exchange_name(b->exchange), b->step_ms,
+             100 * b->efficiency_exchange);
       if (o.out) printf("\nwrote %s\n", o.out);
     }
   }

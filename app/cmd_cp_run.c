@@ -48,7 +48,8 @@ static const char *help =
     "each launch by the fp64 CPU reference, checked against the whole problem's (small S).\n\n"
     CLI_MASK_SOURCE_HELP CLI_MASK_REST_HELP TIMING_MASK_HELP
     "  --ranks P            ranks (GPUs: devices 0..P-1; --cpu: up to 1024)\n"
-    "  --sharding NAME      contiguous, zigzag or mask-aware (default mask-aware)\n"
+    "  --sharding NAME      contiguous, zigzag, mask-aware (the default) or plan (every sharding\n"
+    "                       planned, the one cp-plan calls best run)\n"
     "  --exchange NAME      allgather, ring or plan (the plan's choice; default plan)\n"
     "  --chunk N            mask-aware chunk rows (as cp-plan)\n"
     "  --exact              mask-aware: the exact assignment (as cp-plan)\n"
@@ -65,7 +66,7 @@ static const char *help =
     "  --timeline FILE      GPU: a Chrome trace (JSON) of one pass: a process per rank, a thread\n"
     "                       per stream (compute, comm), kernels and message groups with bytes\n"
     "  --json               one JSON object (format fmsim-cp-run) instead of the tables\n"
-    "  --link-gbs X, --link-us X, --mem-gib X, --long-run   as cp-plan\n";
+    "  --link-gbs X, --link-us X, --gpu-gbs X, --comm-sms F, --mem-gib X, --clock C, --long-run   as cp-plan\n";
 
 typedef struct run_opts {
   cp_cli_opts cp; /* first: cp_cli_mask_opt reads it */
@@ -157,7 +158,7 @@ static int parse_opts(int argc, char **argv, run_opts *o) {
   int r = cli_parse_opts(cmd, argc, argv, &def, o);
   if (r) return r;
   if (cp_cli_check(cmd, &o->cp) || combo_check(o)) return -1;
-  if (!o->cp.shardings) o->cp.shardings = 1u << FM_CP_MASK_AWARE;
+  if (!o->cp.shardings && !o->cp.best) o->cp.shardings = 1u << FM_CP_MASK_AWARE;
   if (!o->iters) o->iters = 20;
   if (o->warmup_ms < 0) o->warmup_ms = 500;
   if (o->cpu && o->cp.ranks > FM_CP_RUN_MAX_RANKS) {
@@ -493,11 +494,13 @@ static void gpu_print(const run_ctx *c, const fm_cp_gpu_result *g) {
     int64_t s = rk->pass[0].bytes_sent + rk->pass[1].bytes_sent, r = rk->pass[0].bytes_recv + rk->pass[1].bytes_recv;
     printf(" %10.1f %10.1f\n", (double)s / (1 << 20), (double)r / (1 << 20));
   }
-  printf("predicted compute / measured compute per rank (profile %s):", c->prof->name);
+  printf("predicted compute / measured compute per rank (profile %s, %s clock, %s):", c->prof->name,
+         fm_cp_clock_name(c->sum->clock, c->sum->allgather_clock), fm_cp_exchange_name(c->x));
   for (int32_t k = 0; k < g->ranks; k++) {
     const fm_cp_gpu_rank *rk = &g->rank[k];
     double meas = rk->pass[0].compute_ms + (c->o->both ? rk->pass[1].compute_ms : 0);
-    double pred = c->o->both ? c->sp->ranks[k].compute_ms : c->sp->ranks[k].ms[0];
+    const fm_cp_cost *pc = &c->sp->ranks[k].cost[c->x]; /* the exchange's compute stream */
+    double pred = pc->compute_ms[FM_CP_FWD] + (c->o->both ? pc->compute_ms[FM_CP_BWD] : 0);
     printf(" %.3f", pred / meas);
   }
   double step = g->step_ms[0] + (c->o->both ? g->step_ms[1] : 0);
@@ -584,7 +587,9 @@ int cmd_cp_run(int argc, char **argv) {
   int rc = FM_EXIT_USAGE;
   if (plan) {
     fm_cp_sharding s = FM_CP_CONTIGUOUS;
-    while (!(o.cp.shardings & (1u << s))) s++;
+    if (o.cp.best) s = fm_cp_plan_best(plan);
+    else
+      while (!(o.cp.shardings & (1u << s))) s++;
     run_ctx c = {.o = &o, .m = m, .prof = &prof, .sum = fm_cp_plan_summary(plan),
                  .sp = fm_cp_plan_sharding(plan, s)};
     c.x = o.exchange < 0 ? c.sp->exchange : (fm_cp_exchange)o.exchange;

@@ -37,6 +37,10 @@ static const char *help =
     "  --gpu PROFILE        a profile name in data/gpu (e.g. h200-sm80) or a file (default:\n"
     "                       the H200 profile of the kernel)\n"
     "  --pass P             fwd, bwd or both (default fwd; the backward needs a backward profile)\n"
+    "  --clock C            burst (default: a launch apart from others, the profile's boost window\n"
+    "                       from its start, as fmsim run times) or sustained (launches back to\n"
+    "                       back: the power limit's clock throughout, the protocol's sustained\n"
+    "                       figure and cp-run's timing)\n"
     "  --json               one JSON object on stdout\n"
     "  --long-run           run a prediction above the work bound: batch x heads x the\n"
     "                       pass's tiles per pair (row tiles fwd, key tiles bwd) x 3 (skip,\n"
@@ -53,6 +57,7 @@ typedef struct pred_opts {
   int64_t head_dim;
   fm_kernel_id kernel;
   fm_pass pass;
+  fm_clock clock;
   int64_t br[MAX_TILES], bc[MAX_TILES];
   int nbr, nbc;
   int long_run; /* --long-run: work above TIMING_MAX_ITEMS confirmed */
@@ -91,6 +96,10 @@ static int predict_opt(const char *c, void *v, int opt, const char *arg) {
     if (fm_pass_parse(arg, &o->pass, &err) == FM_OK) return 1;
     cli_error(cmd, "--pass: %s", err.msg);
     return -1;
+  case 'C':
+    if (fm_clock_parse(arg, &o->clock, &err) == FM_OK) return 1;
+    cli_error(cmd, "--clock: %s", err.msg);
+    return -1;
   }
   return 0;
 }
@@ -102,7 +111,8 @@ static int parse_opts(int argc, char **argv, pred_opts *o) {
       {"head-dim", required_argument, 0, 'd'}, {"kernel", required_argument, 0, 'K'},
       {"gpu", required_argument, 0, 'g'},      {"pass", required_argument, 0, 'P'},
       {"json", no_argument, 0, 'j'},           {"help", no_argument, 0, 'h'},
-      {"long-run", no_argument, 0, 'L'},       {0, 0, 0, 0}};
+      {"long-run", no_argument, 0, 'L'},       {"clock", required_argument, 0, 'C'},
+      {0, 0, 0, 0}};
   memset(o, 0, sizeof *o);
   timing_mask_init(&o->src);
   o->head_dim = 128;
@@ -121,7 +131,7 @@ static int predict_tile(const pred_opts *o, const fm_gpu_profile *prof, const fm
   fm_err err;
   fm_timing_problem pb = {.batch = o->src.mask.batch, .heads = o->src.mask.heads,
                           .head_dim = (int32_t)o->head_dim, .pass = pass,
-                          .variant = FM_VARIANT_SKIP};
+                          .variant = FM_VARIANT_SKIP, .clock = o->clock};
   row->br = br;
   row->bc = bc;
   fm_status st = fm_timing_work_init(&w, m, br, bc, &err);
@@ -233,8 +243,11 @@ static void print_human(const pred_opts *o, const fm_gpu_profile *p, const fm_co
   printf("schedule    %lld work items over %lld CTA slots: %.1f waves, %.0f%% busy; launch %.3f ms, "
          "memory floor %.3f ms\n", (long long)r->skip.items, (long long)r->skip.slots, r->skip.waves,
          100 * r->skip.busy, r->skip.launch_us / 1e3, r->skip.floor_us / 1e3);
-  if (c->throttle > 1)
-    printf("clock       boost window %.2f ms, then %.3fx slower (the power limit's clock): %+.3f ms "
+  if (c->throttle > 1 && o->clock == FM_CLOCK_SUSTAINED)
+    printf("clock       sustained: the power limit's clock throughout, %.3fx the boost clock's time: "
+           "%+.3f ms here\n", c->throttle, r->skip.throttle_us / 1e3);
+  else if (c->throttle > 1)
+    printf("clock       burst: boost window %.2f ms, then %.3fx slower (the power limit's clock): %+.3f ms "
            "here\n", c->boost_us / 1e3, c->throttle, r->skip.throttle_us / 1e3);
   else
     printf("clock       no boost window in the profile (the boost clock throughout)\n");
@@ -328,6 +341,7 @@ int cmd_predict(int argc, char **argv) {
     const fm_timing_coef *c = fm_profile_coef(&prof, passes[k], (int32_t)o.head_dim);
     fm_json_object(&j, NULL);
     fm_json_string(&j, "pass", fm_pass_name(passes[k]));
+    fm_json_string(&j, "clock", fm_clock_name(o.clock));
     fm_json_double(&j, "boost_window_ms", c->throttle > 1 ? c->boost_us / 1e3 : 0);
     fm_json_double(&j, "throttle", c->throttle > 1 ? c->throttle : 1);
     fm_json_array(&j, "tiles");

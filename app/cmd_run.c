@@ -36,7 +36,7 @@ static const char *cmd = "run";
 static const char *help_head =
     "usage: fmsim run --family NAME [options] --out DIR\n"
     "       fmsim run SCENARIO.yaml [--out DIR] [--only PATTERN] [--kernel LIST] [--pass P] [--cpu]\n"
-    "                               [--gpu PROFILE]\n\n"
+    "                               [--mask-method M] [--gpu PROFILE]\n\n"
     "One mask (--family): runs the FlashMask forward kernel (bf16, fp32 accumulation) on a\n"
     "family mask and writes a trace into DIR: time (median after warm-up, L2 flushed),\n"
     "TFLOP/s (the paper's count 4*B*H*S*S*D*(1-rho), rho at the kernel's tile size), bytes\n"
@@ -50,7 +50,8 @@ static const char *help_head =
     "trace folder per case under DIR/cases/, an index (DIR/index.csv, DIR/index.json), a\n"
     "report (DIR/report.md, its tables in DIR/tables/ as CSV, LaTeX and text). Steps that need\n"
     "a GPU are reported as skipped without one. Ctrl-C stops within a second and keeps the\n"
-    "finished cases; a rerun skips them.\n\n"
+    "finished cases, listed in the index as they finish (run.json: complete false until\n"
+    "the last); a rerun skips them.\n\n"
     "one mask:\n" CLI_MASK_SOURCE_HELP;
 
 static const char *help_tail =
@@ -71,6 +72,10 @@ static const char *help_tail =
     "                       comma list and times each kernel (overrides its kernel: key)\n"
     "  --pass P             fwd (default), bwd or both: the passes timed and modelled (the\n"
     "                       backward at its own tile; a scenario: overrides its pass: key)\n"
+    "  --mask-method M      auto (default: the library's, R2P), slices or r2p: how the sm90\n"
+    "                       kernels mask a partial tile (same output, another speed; sm80 takes\n"
+    "                       auto only; a scenario: overrides its mask_method: key); recorded\n"
+    "                       without a GPU, where it changes nothing\n"
     "  --cpu                the CPU simulation even when a GPU is present\n"
     "a scenario file:\n"
     "  --out DIR            output folder (default: the scenario's output:, else out/NAME)\n"
@@ -105,13 +110,15 @@ typedef struct run_opts {
   int nkernels, kernel_given;
   fm_pass pass;
   int pass_given;
+  fm_mask_method mask_method;
+  int mask_method_given;
   const char *out, *only, *scenario, *gpu;
   const char *mask_only_option; /* the first option given that only the one-mask form takes */
 } run_opts;
 
 enum {
   O_HD = 2001, O_VAR, O_INST, O_WARM, O_REPS, O_NOCUPTI, O_NOBYTES, O_CPU, O_JSON, O_OUT, O_ONLY,
-  O_KERNEL, O_PASS, O_GPU
+  O_KERNEL, O_PASS, O_GPU, O_MASK_METHOD
 };
 
 static const struct option longopts[] = {CLI_MASK_LONGOPTS,
@@ -128,6 +135,7 @@ static const struct option longopts[] = {CLI_MASK_LONGOPTS,
                                          {"only", required_argument, 0, O_ONLY},
                                          {"kernel", required_argument, 0, O_KERNEL},
                                          {"pass", required_argument, 0, O_PASS},
+                                         {"mask-method", required_argument, 0, O_MASK_METHOD},
                                          {"gpu", required_argument, 0, O_GPU},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
@@ -185,6 +193,11 @@ static int run_option(const char *c, void *v, int opt, const char *arg) {
     if (fm_pass_parse(arg, &o->pass, &err) == FM_OK) return 1;
     cli_error(cmd, "--pass: %s", err.msg);
     return -1;
+  case O_MASK_METHOD:
+    o->mask_method_given = 1;
+    if (fm_mask_method_parse(arg, &o->mask_method, &err) == FM_OK) return 1;
+    cli_error(cmd, "--mask-method: %s", err.msg);
+    return -1;
   }
   return 0;
 }
@@ -195,7 +208,7 @@ static int parse(int argc, char **argv, run_opts *o) {
                             .own = run_option, .print_help = print_help, .operands = CLI_OPERANDS};
   *o = (run_opts){.head_dim = 128, .warmup = 3, .reps = 20, .variant = FM_VARIANT_SKIP,
                   .cupti = 1, .count_bytes = 1, .kernels = {FM_KERNEL_AUTO}, .nkernels = 1,
-                  .pass = FM_PASS_FWD};
+                  .pass = FM_PASS_FWD, .mask_method = FM_MASK_METHOD_AUTO};
   cli_mask_opts_init(&o->mask);
   int r = cli_parse_opts(cmd, argc, argv, &def, o);
   if (r) return r > 0 ? -1 : FM_EXIT_USAGE;
@@ -225,6 +238,7 @@ static int single_scenario(const run_opts *o, fm_scenario *s) {
   s->run = FM_SCN_ANALYZE | FM_SCN_SIMULATE | FM_SCN_GPU;
   s->kernels[0] = o->kernels[0];
   s->variant = o->variant;
+  s->mask_method = o->mask_method;
   s->pass = o->pass;
   s->warmup = o->warmup;
   s->reps = o->reps;
@@ -251,8 +265,8 @@ static int file_scenario(const run_opts *o, fm_scenario *s) {
   fm_err err;
   if (o->mask_only_option) {
     cli_error(cmd, "option '--%s' is for one mask (--family); a scenario file sets it with its "
-              "keys (the file form takes --out, --only, --kernel, --pass, --cpu and --gpu)",
-              o->mask_only_option);
+              "keys (the file form takes --out, --only, --kernel, --pass, --mask-method, --cpu and "
+              "--gpu)", o->mask_only_option);
     return -1;
   }
   if (fm_scenario_load(o->scenario, s, &err) != FM_OK) {
@@ -264,6 +278,7 @@ static int file_scenario(const run_opts *o, fm_scenario *s) {
     s->nkernels = o->nkernels;
   }
   if (o->pass_given) s->pass = o->pass;
+  if (o->mask_method_given) s->mask_method = o->mask_method;
   if (o->gpu) {
     if (strlen(o->gpu) >= sizeof s->profile) {
       cli_error(cmd, "--gpu: name too long");

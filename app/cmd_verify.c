@@ -246,6 +246,7 @@ static void report_json(fm_json *j, const fm_check_case *cc, const fm_check_resu
   fm_json_bool(j, "classes_identical", r->classes_identical);
   fm_json_bool(j, "cycles_ok", r->cycles_ok);
   if (r->dense_identical >= 0) fm_json_bool(j, "dense_identical", r->dense_identical);
+  if (r->mask_methods_identical >= 0) fm_json_bool(j, "mask_methods_identical", r->mask_methods_identical);
   if (r->bwd_ran) {
     fm_json_object(j, "backward");
     static const char *const names[3] = {"dq", "dk", "dv"};
@@ -262,6 +263,7 @@ static void report_json(fm_json *j, const fm_check_case *cc, const fm_check_resu
     fm_json_bool(j, "instrumented_identical", r->bwd_instr_identical);
     fm_json_bool(j, "classes_identical", r->bwd_classes_identical);
     fm_json_bool(j, "cycles_ok", r->bwd_cycles_ok);
+    if (r->bwd_mask_methods_identical >= 0) fm_json_bool(j, "mask_methods_identical", r->bwd_mask_methods_identical);
     fm_json_end(j);
   }
   if (!r->ok) fm_json_string(j, "failure", r->detail);

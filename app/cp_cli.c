@@ -13,6 +13,8 @@ void cp_cli_init(cp_cli_opts *o) {
   timing_mask_init(&o->src);
   o->head_dim = 128;
   o->kernel = FM_KERNEL_AUTO;
+  o->clock = FM_CLOCK_SUSTAINED; /* --clock auto: a step of training as cp-run times it */
+  o->allgather_clock = FM_CLOCK_BURST;
 }
 
 /* A positive number in (0, hi]. */
@@ -48,10 +50,31 @@ int cp_cli_opt(const char *cmd, cp_cli_opts *o, int opt, const char *arg) {
   case CP_O_GPU: o->gpu = arg; return 1;
   case CP_O_LINK_GBS: return positive(cmd, "--link-gbs", arg, 1e6, &o->link_gbs) ? -1 : 1;
   case CP_O_LINK_US: return positive(cmd, "--link-us", arg, 1e6, &o->link_us) ? -1 : 1;
+  case CP_O_GPU_GBS: return positive(cmd, "--gpu-gbs", arg, 1e6, &o->gpu_gbs) ? -1 : 1;
   case CP_O_MEM: return positive(cmd, "--mem-gib", arg, 1 << 20, &o->mem_gib) ? -1 : 1;
+  case CP_O_COMM_SMS: {
+    char *end;
+    double f = strtod(arg, &end);
+    if (end == arg || *end || !(f >= 0 && f < 1)) {
+      cli_error(cmd, "--comm-sms %s: expected a fraction of the SMs in [0, 1)", arg);
+      return -1;
+    }
+    o->comm_sm_frac = f > 0 ? f : -1;
+    return 1;
+  }
+  case CP_O_CLOCK:
+    if (fm_cp_clock_parse(arg, &o->clock, &o->allgather_clock, &err) == FM_OK) return 1;
+    cli_error(cmd, "--clock: %s", err.msg);
+    return -1;
   case CP_O_SHARDING:
+    if (!strcmp(arg, "plan")) { /* the plan's best: every sharding planned, the best one kept */
+      o->shardings = 0;
+      o->best = 1;
+      return 1;
+    }
+    o->best = 0;
     if (fm_cp_shardings_parse(arg, &o->shardings, &err) == FM_OK) return 1;
-    cli_error(cmd, "--sharding: %s", err.msg);
+    cli_error(cmd, "--sharding: %s, or plan (the best)", err.msg);
     return -1;
   case CP_O_KERNEL:
     if (fm_kernel_parse(arg, &o->kernel, &err) == FM_OK) return 1;
@@ -96,8 +119,8 @@ fm_cp_plan *cp_cli_plan(const char *cmd, const cp_cli_opts *o, const fm_colmask 
   fm_cp_options co = {.ranks = (int32_t)o->ranks, .shardings = o->shardings, .chunk = (int32_t)o->chunk,
                       .exact = o->exact, .kernel = o->kernel, .head_dim = (int32_t)o->head_dim,
                       .batch = o->src.mask.batch, .heads = o->src.mask.heads, .profile = prof,
-                      .link_gbs = o->link_gbs, .link_us = o->link_us,
-                      .mem_budget = (int64_t)(o->mem_gib * (double)(1 << 30))};
+                      .link_gbs = o->link_gbs, .link_us = o->link_us, .gpu_gbs = o->gpu_gbs, .comm_sm_frac = o->comm_sm_frac,
+                      .clock = o->clock, .allgather_clock = o->allgather_clock, .mem_budget = (int64_t)(o->mem_gib * (double)(1 << 30))};
   fm_cp_plan *plan = NULL;
   fm_err err;
   if (fm_cp_plan_create(m, &co, &plan, &err) != FM_OK) cli_error(cmd, "%s", err.msg);

@@ -332,11 +332,14 @@ static fm_pass timed_passes(const gpu_kernel_run *r, unsigned asked) {
 }
 
 #ifdef FM_HAVE_GPU_RUN
-/* The no-skip variant of the same arithmetic, every tile visited. */
+/* The no-skip variant of the same arithmetic, every tile visited, with the
+ * library's mask method: the other one is built for the skip variant only
+ * (fm_mask_method, core/fm_kernels.h). */
 static int time_noskip(gpu_step *g, runner_ctx *rc, const fm_scn_case *c, fm_gpu_case gc,
                        gpu_kernel_run *r) {
   const fm_scenario *s = rc->s;
   gc.variant = FM_VARIANT_NOSKIP;
+  gc.mask_method = FM_MASK_METHOD_AUTO;
   fm_gpu_opts go = {.warmup = 1, .reps = (int32_t)s->noskip_reps, .use_cupti = s->cupti};
   fm_gpu_result res;
   fm_err err;
@@ -397,7 +400,7 @@ static int time_kernel(gpu_step *g, runner_ctx *rc, const fm_scn_case *c, const 
   int inst = s->instrument_reps > 0;
   fm_gpu_case gc = {.mask = m, .batch = (int32_t)c->batch, .heads = (int32_t)c->heads,
                     .head_dim = (int32_t)c->head_dim, .variant = s->variant, .kernel = g->kernel[k],
-                    .pass = timed_passes(r, s->pass)};
+                    .pass = timed_passes(r, s->pass), .mask_method = (int32_t)s->mask_method};
   if (!gc.pass) return 0;
   fm_gpu_opts go = {.warmup = (int32_t)s->warmup, .reps = (int32_t)s->reps, .instrument = inst,
                     .instrument_reps = (int32_t)s->instrument_reps,
@@ -473,7 +476,7 @@ int gpu_step_case(gpu_step *g, runner_ctx *rc, const fm_scn_case *c, const fm_co
   return 0;
 }
 
-void gpu_run_info(const gpu_step *g, const gpu_kernel_run *r, int pass, fm_variant variant,
+void gpu_run_info(const gpu_step *g, const gpu_kernel_run *r, int pass, const fm_scenario *s,
                   int head_dim, fm_run_info *info) {
   const gpu_pass_run *p = &r->p[pass];
   memset(info, 0, sizeof *info);
@@ -481,7 +484,8 @@ void gpu_run_info(const gpu_step *g, const gpu_kernel_run *r, int pass, fm_varia
   info->device = g->device;
   info->device_note = "";
   info->head_dim = head_dim;
-  info->variant = variant;
+  info->variant = s->variant;
+  info->mask_method = s->mask_method;
   info->instrumented = p->timing_inst.source[0] != 0;
   info->cost = &p->cost;
   info->timing = p->ran ? &p->timing : NULL;

@@ -96,8 +96,8 @@ int gpu_step_case(gpu_step *g, runner_ctx *rc, const fm_scn_case *c, const fm_co
 void gpu_kernel_run_free(gpu_kernel_run *r);
 
 /* The fm_run_info of one pass (RUN_FWD, RUN_BWD) of a kernel run (borrowing
- * from r and g). */
-void gpu_run_info(const gpu_step *g, const gpu_kernel_run *r, int pass, fm_variant variant,
+ * from r and g), with the scenario's variant and mask method. */
+void gpu_run_info(const gpu_step *g, const gpu_kernel_run *r, int pass, const fm_scenario *s,
                   int head_dim, fm_run_info *info);
 
 #endif

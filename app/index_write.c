@@ -260,7 +260,7 @@ static void prediction_json(fm_json *j, const gpu_step *g, const case_row *rows,
   fm_json_end(j);
 }
 
-static void run_json(fm_json *j, runner_ctx *rc, const case_row *rows, int n) {
+static void run_json(fm_json *j, runner_ctx *rc, const case_row *rows, int n, int total) {
   const fm_scenario *s = rc->s;
   const gpu_step *g = rc->gpu;
   fm_json_object(j, NULL);
@@ -270,6 +270,8 @@ static void run_json(fm_json *j, runner_ctx *rc, const case_row *rows, int n) {
   fm_json_string(j, "path", s->path);
   fm_json_string(j, "report", fm_scn_report_name(s->report));
   fm_json_int(j, "cases", n);
+  fm_json_int(j, "cases_total", total);
+  fm_json_bool(j, "complete", n == total);
   fm_json_string(j, "device", g->device);
   fm_json_string(j, "device_note", g->wanted ? g->skip_reason : "no GPU step");
   fm_json_object(j, "gpu");
@@ -278,6 +280,7 @@ static void run_json(fm_json *j, runner_ctx *rc, const case_row *rows, int n) {
   for (int k = 0; k < g->nkernels; k++) fm_json_string(j, NULL, fm_kernel_get(g->kernel[k])->name);
   fm_json_end(j);
   fm_json_string(j, "variant", fm_variant_name(s->variant));
+  fm_json_string(j, "mask_method", fm_mask_method_name(s->mask_method));
   fm_json_string(j, "pass", fm_pass_name(s->pass));
   members_json(j, s, settings_members, NMEMBERS(settings_members));
   fm_json_bool(j, "l2_flushed", 1);
@@ -302,7 +305,7 @@ static fm_status save_json(const char *out, const char *name, fm_json *j, fm_err
   return fm_write_file_atomic_ex(path, j->buf, j->len, FM_OUT_NOFOLLOW, err);
 }
 
-int index_write(runner_ctx *rc, const case_row *rows, int n) {
+int index_write(runner_ctx *rc, const case_row *rows, int n, int total) {
   const char *out = rc->o->out;
   char path[4400];
   fm_err err;
@@ -321,7 +324,7 @@ int index_write(runner_ctx *rc, const case_row *rows, int n) {
   if (st == FM_OK) st = save_json(out, "index.json", &j, &err);
   fm_json_free(&j);
   fm_json_init(&j, 1);
-  run_json(&j, rc, rows, n);
+  run_json(&j, rc, rows, n, total);
   if (st == FM_OK) st = save_json(out, "run.json", &j, &err);
   fm_json_free(&j);
   if (st != FM_OK) {

@@ -7,6 +7,28 @@
 #include "fm_words.h"
 #include "commands.h"
 
+/* What this build can do, for `fmsim --version` (the targets' public definitions). */
+#ifdef FM_HAVE_VIZ
+#define HAS_FIGURES "yes"
+#else
+#define HAS_FIGURES "no"
+#endif
+#ifdef FM_HAVE_VIZ_SDL
+#define HAS_WINDOW "yes"
+#else
+#define HAS_WINDOW "no"
+#endif
+#ifdef FM_HAVE_CUDA
+#define HAS_CUDA "yes"
+#else
+#define HAS_CUDA "no"
+#endif
+#ifdef FM_HAVE_NCCL
+#define HAS_NCCL "yes"
+#else
+#define HAS_NCCL "no"
+#endif
+
 /* The commands: one row each (name, one line for the help); N(fn, "name", ...) for a
  * command whose name is not a C identifier (cmd_fn runs `fmsim name`). */
 #define COMMANDS(X, N)                                                                          \
@@ -90,7 +112,9 @@ static int dispatch(int argc, char **argv) {
     return FM_EXIT_OK;
   }
   if (!strcmp(argv[1], "--version")) {
-    printf("fmsim %s\n", FM_VERSION);
+    /* one line: the version and what this build can do (tests and scripts probe it) */
+    printf("fmsim %s (figures: %s, window: %s, GPU kernels: %s, NCCL: %s)\n", FM_VERSION, HAS_FIGURES,
+           HAS_WINDOW, HAS_CUDA, HAS_NCCL);
     return FM_EXIT_OK;
   }
   for (int i = 0; i < NCOMMANDS; i++)

@@ -498,6 +498,10 @@ static void summary_memory(FILE *f, const case_row *rows, int n) {
 static void summary(FILE *f, runner_ctx *rc, const case_row *rows, int n) {
   const fm_scenario *s = rc->s;
   const gpu_step *g = rc->gpu;
+  char variant[64]; /* the variant, and the mask method where one was asked for */
+  snprintf(variant, sizeof variant, "%s%s%s", fm_variant_name(s->variant),
+           s->mask_method ? ", mask method " : "",
+           s->mask_method ? fm_mask_method_name(s->mask_method) : "");
   double lo = 1, hi = 0;
   for (int i = 0; i < n; i++) lo = fmin(lo, rows[i].rho), hi = fmax(hi, rows[i].rho);
   fprintf(f, "## Summary\n\n");
@@ -510,13 +514,12 @@ static void summary(FILE *f, runner_ctx *rc, const case_row *rows, int n) {
     fprintf(f, "- Kernels timed on %s: pass %s, variant %s, the protocol's sustained figure (median "
                "of back-to-back launches over at least %lld ms after 1 s of warm-up, at least %lld "
                "launches), L2 flushed; TFLOP/s by the paper's count at each kernel's own tile.\n",
-            g->device_desc[0] ? g->device_desc : g->device, fm_pass_name(s->pass),
-            fm_variant_name(s->variant), (long long)s->sustained_ms, (long long)s->reps);
+            g->device_desc[0] ? g->device_desc : g->device, fm_pass_name(s->pass), variant,
+            (long long)s->sustained_ms, (long long)s->reps);
   else if (g->wanted)
     fprintf(f, "- Kernels timed on %s: pass %s, variant %s, median of %lld after %lld warm-up "
                "launch%s, L2 flushed; TFLOP/s by the paper's count at each kernel's own tile.\n",
-            g->device_desc[0] ? g->device_desc : g->device, fm_pass_name(s->pass),
-            fm_variant_name(s->variant),
+            g->device_desc[0] ? g->device_desc : g->device, fm_pass_name(s->pass), variant,
             (long long)s->reps, (long long)s->warmup, s->warmup == 1 ? "" : "es");
   if (s->run & FM_SCN_PEER)
     fprintf(f, "- The FlexAttention and cuDNN peers are timed with fmsim in one process by "

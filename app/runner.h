@@ -7,9 +7,10 @@
  * at the scenario's tile, the simulate step models it, the GPU step
  * (gpu_step.c) classifies and models it at each requested kernel's own tile
  * and, where a GPU is usable, times it; the trace writer writes the case's
- * folder and its row. At the end the index writer (index_write.c) and the
- * report writers (report.c, report_table.c, report_figures.c) run over the
- * rows. Files by job, each with its header, lowest layer first (a file
+ * folder and its row. After a finished case the index writer (index_write.c)
+ * lists the cases done so far (a partial index, throttled to 5% of the run's
+ * time), and at the end all of them; then the report writers (report.c,
+ * report_table.c, report_figures.c) run over the rows. Files by job, each with its header, lowest layer first (a file
  * includes and calls only files listed before it: docs/DESIGN.md,
  * "Layout and dependency direction", checked by ctest app_layers):
  *   run_stop.c        SIGINT/SIGTERM: stop within a second, sweep staging folders

@@ -61,8 +61,9 @@ int64_t runner_case_sets(runner_ctx *rc, const fm_scn_case *c) {
 
 void runner_gpu_settings(const fm_scenario *s, char *buf, size_t cap) {
   snprintf(buf, cap, "pass %s, variant %s, warmup %lld, reps %lld, noskip %lld, instrumented %lld, "
-           "counted %d, cupti %d, settle %lld ms, sustained %lld ms", fm_pass_name(s->pass),
+           "counted %d, cupti %d, settle %lld ms, sustained %lld ms%s%s", fm_pass_name(s->pass),
            fm_variant_name(s->variant), (long long)s->warmup, (long long)s->reps, (long long)s->noskip_reps,
            (long long)s->instrument_reps, s->count_bytes, s->cupti, (long long)s->settle_ms,
-           (long long)s->sustained_ms);
+           (long long)s->sustained_ms, s->mask_method ? ", mask method " : "",
+           s->mask_method ? fm_mask_method_name(s->mask_method) : ""); /* auto: as before the key */
 }

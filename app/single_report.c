@@ -16,8 +16,9 @@ static void print_pass(const char *label, const fm_run_info *r, const char *top)
   const fm_analysis *a = r->analysis;
   const fm_cost *c = r->cost;
   char b1[32], b2[32], b3[32], b4[32], b5[32];
-  printf("%-11s variant %s, tiles %d x %d (%d x %d per head)%s\n", label,
-         fm_variant_name(r->variant), a->br, a->bc, a->tr, a->tc,
+  printf("%-11s variant %s%s%s, tiles %d x %d (%d x %d per head)%s\n", label,
+         fm_variant_name(r->variant), r->mask_method ? ", mask method " : "",
+         r->mask_method ? fm_mask_method_name(r->mask_method) : "", a->br, a->bc, a->tr, a->tc,
          r->instrumented ? ", instrumented" : "");
   if (r->device_note[0] && strcmp(r->device_note, top)) printf("            %s\n", r->device_note);
   printf("rho         %.4f (min/max rule; exact %.4f); visited tiles %lld of %lld\n", c->rho,

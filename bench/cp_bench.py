@@ -16,14 +16,24 @@ not started. The JSON is rewritten after every case; --resume skips what it hold
     python3 bench/cp_bench.py --out cp.json --fmsim build/app/fmsim [--budget-s S] [--resume]
         [--families all] [--seqlens 131072,524288,1048576] [--ranks 1,2,4] [--heads 32]
     python3 bench/cp_table.py cp.json [more.json ...] > bench/results/cp-scaling.md   # no GPU needed
+    python3 bench/cp_bench.py --replan --out cp.json --fmsim build/app/fmsim [--gpu PROFILE]  # no GPU
+
+--replan computes every plan of the JSON again with the given fmsim and profile (cp-plan's
+defaults: the sustained clock since 2026-11-27; earlier files hold burst predictions) and
+rewrites the JSON's plans, noting what made them (plans_by); the measurements stay as they are.
 
 JSON (format "fmsim-cp-bench", version 1): commit, date (UTC, the first invocation's),
 command, device {name, count}, heads, head_dim, protocol {warmup_s, sustain_s}, gpu_profile,
 torch (the peer's version), plans {"FAMILY:S:P": plan_summary()}, records [{id, tool
 ("fmsim", "torch"), family, seqlen, ranks, sharding, exchange, pass, status ("ok", "oom",
 "error", "timeout"), error, wall_s, est_s, step_ms {sustained, burst} (the slowest rank),
-rank_compute_ms [per rank, the pass's kernel time] (fmsim), check (fmsim: {passed, ...};
-torch: its check of the impl), backend (torch)}]. "timeout" (cut by the budget) is measured
+rank_compute_ms [per rank, the pass's kernel time] and rank_compute_fwd_ms [per rank, the
+forward's alone] (fmsim), check (fmsim: {passed, ...};
+torch: its check of the impl), backend (torch), stderr (fmsim, only when an "ok" run wrote
+to it: its last 5 lines, e.g. cp-run's pass gate giving up)}], clocks [{command (its index in commands), sm
+(clock_summary: the SM clock nvidia-smi sampled over that command's cases, on every GPU, the
+samples drawing over 300 W: median_mhz, p10_mhz, p90_mhz, min_mhz, max_mhz, samples; null if
+none)}]. "timeout" (cut by the budget) is measured
 again by --resume; the others are not.
 """
 import argparse
@@ -36,6 +46,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from atomic import save_json  # bench/atomic.py, beside this file
 
 MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 os.environ.update(MULTICAST_OFF)  # every process started here inherits it
@@ -68,7 +79,8 @@ def parse_cp_run(doc: dict, pass_: str) -> dict:
     chk = doc.get("check")
     return dict(status="ok", error="",
                 step_ms=dict(sustained=step["total"] if pass_ == "both" else step["fwd"], burst=None),
-                rank_compute_ms=compute, check=None if chk is None else dict(chk, passed=bool(chk["pass"])),
+                rank_compute_ms=compute, rank_compute_fwd_ms=[m["fwd"]["compute_ms"] for m in meas],
+                check=None if chk is None else dict(chk, passed=bool(chk["pass"])),
                 rank_clock_mhz=[None] * len(meas), rank_power_w=[None] * len(meas))
 
 
@@ -78,13 +90,18 @@ def status_of(error: str) -> str:
 
 def plan_summary(doc: dict) -> dict:
     """What the table and the estimates need of one `fmsim cp-plan --json`."""
-    return dict(profile=doc["profile"]["name"], one_gpu=doc["one_gpu"],
+    def exchange(s, x, c):
+        """Its step, and each rank's compute as cp-run measures it on that exchange (fmsim cp-plan's
+        compute_fwd_ms, compute_bwd_ms: the all-gather's launch, the ring's step windows)."""
+        rk = [r["exchanges"][x] for r in s["ranks"]]
+        return dict({k: c[k] for k in ("fwd_ms", "bwd_ms", "step_ms", "fits")},
+                    rank_fwd_ms=[r["compute_fwd_ms"] for r in rk],
+                    rank_compute_ms=[r["compute_fwd_ms"] + r["compute_bwd_ms"] for r in rk])
+    return dict(profile=doc["profile"]["name"], clock=doc.get("clock", "burst"), one_gpu=doc["one_gpu"],
                 shardings={s["name"]: dict(exchange=s["exchange"], efficiency=s["efficiency_exchange"],
-                                           exchanges={x: {k: c[k] for k in ("fwd_ms", "bwd_ms", "step_ms", "fits")}
-                                                      for x, c in s["exchanges"].items()},
-                                           rank_fwd_ms=[r["fwd_ms"] for r in s["ranks"]],
-                                           rank_compute_ms=[r["compute_ms"] for r in s["ranks"]])
-                           for s in doc["shardings"]})
+                                           exchanges={x: exchange(s, x, c) for x, c in s["exchanges"].items()})
+                           for s in doc["shardings"]},
+                best={k: doc["best"][k] for k in ("sharding", "exchange")})
 
 
 def predicted_ms(plan: dict, P: int, sharding: str, exchange: str, pass_: str) -> float:
@@ -97,11 +114,10 @@ def predicted_ms(plan: dict, P: int, sharding: str, exchange: str, pass_: str) -
 
 
 def plan_choice(plan: dict, sharding=None) -> tuple:
-    """(sharding, exchange): the plan's exchange for sharding, or the fastest predicted pair."""
-    sh = plan["shardings"]
+    """(sharding, exchange): the plan's exchange for sharding, or cp-plan's best pair (its "best")."""
     if sharding is None:
-        sharding = min(sh, key=lambda s: sh[s]["exchanges"][sh[s]["exchange"]]["step_ms"])
-    return sharding, sh[sharding]["exchange"]
+        return plan["best"]["sharding"], plan["best"]["exchange"]
+    return sharding, plan["shardings"][sharding]["exchange"]
 
 
 # ---- the cases ----------------------------------------------------------------------------
@@ -161,7 +177,8 @@ def jobs(args, plans: dict) -> list:
                 plan = plans[f"{fam}:{S}:{P}"]
                 if "error" in plan:
                     continue
-                pairs = [("-", "-")] if P == 1 else [(s, x) for s in args.shardings for x in args.exchanges]
+                pairs = [("-", "-")] if P == 1 else [(s, x) for s in args.shardings for x in args.exchanges
+                                                     if s in plan["shardings"]]  # cp-plan may leave one out
                 cases = [fmsim_job(args, plan, fam, S, P, s, x, p) for s, x in pairs for p in args.passes]
                 if fam in PEER_FAMILIES and args.peer_impls:
                     cases.append(torch_job(args, plan, fam, S, P))
@@ -191,6 +208,9 @@ def run(cmd: list, timeout_s: float) -> tuple:
             pass
         p.communicate()
         return None, "", "", time.time() - t0
+    except BaseException:  # this script stopped (its TERM, ^C): the command's session ends with it
+        os.killpg(p.pid, signal.SIGKILL)
+        raise
 
 
 def last_line(text: str) -> str:
@@ -232,6 +252,9 @@ def fmsim_records(args, j: dict, left_s: float) -> list:
     except (ValueError, KeyError, TypeError) as e:
         msg = last_line(err) if rc else f"cp-run's JSON not read: {e!r}"
         rec.update(status=status_of(msg) if rc else "error", error=msg)
+    warnings = [x[:300] for x in err.splitlines() if x.strip()]
+    if rc == 0 and warnings:  # a run that passed but said something (the pass gate giving up, ...)
+        rec["stderr"] = warnings[-5:]
     return [rec]
 
 
@@ -280,13 +303,6 @@ def one_line(r: dict) -> str:
     return f"{what} {ms.get('sustained', '-')} ms sustained, {ms.get('burst', '-')} burst ({r['wall_s']} s)"
 
 
-def save(path: str, doc: dict) -> None:
-    tmp = f"{path}.tmp.{os.getpid()}"
-    with open(tmp, "w") as f:
-        json.dump(doc, f, indent=1)
-    os.replace(tmp, path)
-
-
 def gpus() -> list:
     """The visible GPUs' names (nvidia-smi, narrowed by CUDA_VISIBLE_DEVICES)."""
     rc, out, _, _ = run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], 60)
@@ -295,6 +311,57 @@ def gpus() -> list:
     if vis is not None:
         names = [names[int(i)] for i in vis.split(",") if i.strip().isdigit() and int(i) < len(names)]
     return names
+
+
+CLOCK_PERIOD_MS = 1000  # nvidia-smi's sampling period while the cases run
+LOADED_W = 300.0        # a sample counts when its GPU draws more (an idle H200 draws about 80 W)
+
+
+class Clocks:
+    """The SM clock and power of every visible GPU, sampled by nvidia-smi while the cases run
+    (cp-run does not read clocks itself); none when nvidia-smi is missing."""
+    def __init__(self):
+        cmd = ["nvidia-smi", "--query-gpu=index,clocks.sm,power.draw", "--format=csv,noheader,nounits",
+               "-lms", str(CLOCK_PERIOD_MS)]
+        self.out = tempfile.TemporaryFile(mode="w+")  # a file, not a pipe: hours of samples never block it
+        try:
+            self.p = subprocess.Popen(cmd, stdout=self.out, stderr=subprocess.DEVNULL, text=True)
+        except OSError:
+            self.p = None
+
+    def stop(self) -> list:
+        """[(MHz, W)] of every sample taken."""
+        if self.p is not None:
+            self.p.terminate()
+            self.p.wait()
+        self.out.seek(0)
+        text = self.out.read()
+        self.out.close()
+        return clock_samples(text)
+
+
+def clock_samples(text: str) -> list:
+    """[(MHz, W)] from nvidia-smi's CSV lines 'index, clocks.sm, power.draw', units or not; lines
+    with [N/A] or anything else unreadable are skipped."""
+    got = []
+    for line in text.splitlines():
+        f = [x.strip().split(" ")[0] for x in line.split(",")]
+        try:
+            got.append((float(f[-2]), float(f[-1])))
+        except (ValueError, IndexError):
+            continue
+    return got
+
+
+def clock_summary(samples: list) -> dict:
+    """The SM clock of the samples drawing over LOADED_W: median, 10th and 90th percentile, min
+    and max (nearest rank), or None when no sample was loaded."""
+    v = sorted(m for m, w in samples if w > LOADED_W)
+    if not v:
+        return None
+    rank = lambda q: v[min(len(v) - 1, int(q * len(v)))]  # noqa: E731
+    return dict(samples=len(v), loaded_w=LOADED_W, period_ms=CLOCK_PERIOD_MS, median_mhz=rank(0.5),
+                p10_mhz=rank(0.1), p90_mhz=rank(0.9), min_mhz=v[0], max_mhz=v[-1])
 
 
 def start(args, names: list) -> dict:
@@ -311,15 +378,28 @@ def start(args, names: list) -> dict:
             raise SystemExit(f"cp_bench: {args.out} has heads {old['heads']} and profile "
                              f"'{old['gpu_profile']}': resume with the same, or another --out")
         doc.update(commands=old["commands"], plans=old["plans"], records=old["records"], torch=old["torch"],
-                   date=old.get("date") or doc["date"])
+                   date=old.get("date") or doc["date"], clocks=old.get("clocks", []))
     doc["commands"].append(shlex.join(sys.argv))
     return doc
 
 
 def measure_all(args, doc: dict) -> int:
+    """Every case not yet held, within the budget; the clocks sampled meanwhile go into the
+    document's "clocks" as this command's (its index in "commands")."""
     t0 = time.time()
     make_plans(args, doc["plans"])
-    save(args.out, doc)
+    save_json(args.out, doc)
+    clocks = Clocks()
+    try:
+        measure_cases(args, doc, t0)
+    finally:
+        doc.setdefault("clocks", []).append(dict(command=len(doc["commands"]) - 1,
+                                                 sm=clock_summary(clocks.stop())))
+        save_json(args.out, doc)
+    return 0
+
+
+def measure_cases(args, doc: dict, t0: float) -> None:
     done = {r["job"] for r in doc["records"] if r["status"] != "timeout"}
     log = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731
     for key, p in doc["plans"].items():
@@ -334,9 +414,29 @@ def measure_all(args, doc: dict) -> int:
             continue
         recs = (fmsim_records(args, j, left) if j["tool"] == "fmsim" else torch_records(args, j, left, doc))
         doc["records"] = [r for r in doc["records"] if r["job"] != j["id"]] + recs
-        save(args.out, doc)
+        save_json(args.out, doc)
         for r in recs:
             print(one_line(r), flush=True)
+
+
+def replan(args) -> int:
+    """Every plan of args.out again, with args.fmsim and args.gpu (no GPU needed)."""
+    with open(args.out) as f:
+        doc = json.load(f)
+    args.heads = doc.get("heads", args.heads)
+    plans = {}
+    for key in doc["plans"]:
+        fam, S, P = key.split(":")
+        rc, out, err, _ = run(plan_cmd(args, fam, int(S), int(P)), 600)
+        if rc != 0:
+            print(f"cp_bench: replan {key}: {last_line(err)}", file=sys.stderr)
+            return 1
+        plans[key] = plan_summary(json.loads(out))
+    doc["plans"] = plans
+    doc["plans_by"] = {"fmsim": os.path.abspath(args.fmsim), "gpu": args.gpu or "cp-plan's default",
+                       "commit": os.environ.get("FM_COMMIT", ""), "command": " ".join(sys.argv)}
+    save_json(args.out, doc)
+    print(f"{len(plans)} plans -> {args.out}")
     return 0
 
 
@@ -360,7 +460,11 @@ def main() -> int:
     ap.add_argument("--sustain-s", type=float, default=1.0)
     ap.add_argument("--budget-s", type=float, default=0.0, help="start no case that would end after this")
     ap.add_argument("--resume", action="store_true")
+    ap.add_argument("--replan", action="store_true",
+                    help="no GPU: the plans of --out computed again with --fmsim (and --gpu); measurements kept")
     args = ap.parse_args()
+    if args.replan:
+        return replan(args)
     names = gpus()
     args.families = FAMILIES if args.families == "all" else tuple(args.families.split(","))
     args.seqlens = [int(x) for x in args.seqlens.split(",")]
@@ -375,6 +479,7 @@ def main() -> int:
             ap.error(f"{name}: {', '.join(sorted(set(got) - set(known)))} unknown (known: {', '.join(known)})")
     if not args.ranks or max(args.ranks) > len(names):
         ap.error(f"--ranks {args.ranks}: {len(names)} GPUs visible")
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a timeout's TERM still saves the clocks
     return measure_all(args, start(args, names))
 
 

@@ -90,7 +90,7 @@ def main() -> int:
     ap.add_argument("--commit", default="")
     ap.add_argument("--command", default="", help="what ran the files (recorded in the table's header)")
     args = ap.parse_args()
-    cp_bench.save(args.out, collect(args))
+    cp_bench.save_json(args.out, collect(args))
     return 0
 
 

@@ -14,8 +14,12 @@ once per length).
 
 Several files are several run sets (different commits or days) of one device and shape:
 their records and plans are taken together, each run set named in the header (its commit,
-date when the file has one, commands and lengths); a case (family, S, P, sharding,
-exchange, pass) in two files, or two shapes, is refused.
+date when the file has one, commands and lengths). A case (family, S, P, sharding,
+exchange, pass) in two files is the later file's (a re-run, e.g. with a newer kernel); the
+earlier record stays its own run's. Every figure that divides two times takes both from one
+run set: an efficiency T1 / (P x TP) the fastest TP of T1's run, mask-aware / contiguous and
+fmsim / torch the latest run holding both sides, a compute ratio the record's run's plan. A
+case twice in one file, or two shapes, is refused.
 """
 import json
 import sys
@@ -25,6 +29,7 @@ BAR_FAMILIES = ("full", "causal", "causal_document", "document", "prefix_lm_caus
 EFFICIENCY_BAR = {2: 0.90, 4: 0.85}
 MASK_AWARE_BAR = 0.6   # causal_document, 1M, 4 GPUs: mask-aware step / contiguous step at most
 MODEL_BAR = 0.15       # cp-plan's per-rank compute within 15% of the measured
+PARTS_BELOW = 0.90     # "Where the efficiency goes" explains the runs below this efficiency
 SHARDINGS = ("contiguous", "zigzag", "mask-aware")
 EXCHANGES = ("allgather", "ring")
 SHORT = {"oom": "oom", "error": "err", "timeout": "cut"}
@@ -35,9 +40,15 @@ def ms(r):
     return r["step_ms"]["sustained"] if r and r.get("status") == "ok" else None
 
 
-def find(doc, tool, fam, S, P, pass_, **match) -> list:
-    return [r for r in doc["records"] if r["tool"] == tool and r["family"] == fam and r["seqlen"] == S and
+def find(doc, tool, fam, S, P, pass_, every=False, **match) -> list:
+    """The current records of a case (every=True: the superseded ones of earlier runs too)."""
+    recs = doc["records"] + (doc.get("superseded", []) if every else [])
+    return [r for r in recs if r["tool"] == tool and r["family"] == fam and r["seqlen"] == S and
             r["ranks"] == P and r["pass"] == pass_ and all(r.get(k) == v for k, v in match.items())]
+
+
+def run_of(r) -> int:
+    return r.get("run", 0) if r else -1
 
 
 def fastest(recs: list):
@@ -45,35 +56,56 @@ def fastest(recs: list):
     return min(ok, key=ms) if ok else None
 
 
-def one_gpu_ms(doc, fam, S, pass_):
-    return ms(fastest(find(doc, "fmsim", fam, S, 1, pass_)))
+def one_gpu(doc, fam, S, pass_):
+    """The fastest one-GPU (P = 1) record of the case: T1."""
+    return fastest(find(doc, "fmsim", fam, S, 1, pass_))
 
 
 def efficiency(t1, tp, P):
     return t1 / (P * tp) if t1 and tp else None
 
 
-def best(doc, fam, S, P, pass_, sharding=None):
-    """fmsim's fastest record of the case over exchanges (and shardings unless one is named)."""
-    return fastest(find(doc, "fmsim", fam, S, P, pass_, **({"sharding": sharding} if sharding else {})))
+def scaled(doc, fam, S, P, pass_):
+    """(efficiency, the P-rank record): T1 the fastest one-GPU record, TP the fastest of T1's run."""
+    one = one_gpu(doc, fam, S, pass_)
+    r = fastest([x for x in find(doc, "fmsim", fam, S, P, pass_, every=True) if run_of(x) == run_of(one)])
+    return efficiency(ms(one), ms(r), P), r
+
+
+def latest_pair(a_recs: list, b_recs: list):
+    """The fastest of each side from the latest run holding both (None, None if none)."""
+    for run in sorted({run_of(r) for r in a_recs} & {run_of(r) for r in b_recs}, reverse=True):
+        a = fastest([r for r in a_recs if run_of(r) == run])
+        b = fastest([r for r in b_recs if run_of(r) == run])
+        if a and b:
+            return a, b
+    return None, None
 
 
 def mask_aware_ratio(doc, fam, S, P, pass_):
-    a, c = ms(best(doc, fam, S, P, pass_, "mask-aware")), ms(best(doc, fam, S, P, pass_, "contiguous"))
-    return a / c if a and c else None
+    a, c = latest_pair(find(doc, "fmsim", fam, S, P, pass_, every=True, sharding="mask-aware"),
+                       find(doc, "fmsim", fam, S, P, pass_, every=True, sharding="contiguous"))
+    return ms(a) / ms(c) if ms(a) and ms(c) else None
+
+
+def against_torch(doc, fam, S, P, pass_):
+    """(fmsim's fastest record, torch's) from the latest run that timed both."""
+    return latest_pair(find(doc, "fmsim", fam, S, P, pass_, every=True),
+                       find(doc, "torch", fam, S, P, pass_, every=True))
 
 
 def compute_ratios(doc, r) -> list:
-    """Each rank's measured compute time over cp-plan's prediction for it."""
-    plan = doc["plans"].get(f"{r['family']}:{r['seqlen']}:{r['ranks']}")
+    """Each rank's measured compute time over cp-plan's prediction for it on the record's exchange."""
+    plans = doc.get("plans_by_run", {}).get(run_of(r), doc["plans"])
+    plan = plans.get(f"{r['family']}:{r['seqlen']}:{r['ranks']}")
     if ms(r) is None or not r.get("rank_compute_ms") or not plan or "error" in plan:
         return []
     if r["ranks"] == 1:
         g = plan["one_gpu"]
         pred = [g["fwd_ms"] if r["pass"] == "fwd" else g["total_ms"]]
     else:
-        s = plan["shardings"][r["sharding"]]
-        pred = s["rank_fwd_ms"] if r["pass"] == "fwd" else s["rank_compute_ms"]
+        x = plan["shardings"][r["sharding"]]["exchanges"][r["exchange"]]
+        pred = x["rank_fwd_ms"] if r["pass"] == "fwd" else x["rank_compute_ms"]
     return [m / p for m, p in zip(r["rank_compute_ms"], pred)]
 
 
@@ -111,20 +143,21 @@ def bars(doc) -> list:
     passed = sum(1 for c in checked if c.get("passed"))
     out = [("outputs and gradients equal to the one-GPU kernel's within its tolerance rule",
             f"{passed} of {len(checked)} checked runs passed", verdict(passed == len(checked) if checked else None))]
-    q = mask_aware_ratio(doc, "causal_document", LONG, 4, "both")
-    out.append(("causal_document, 1M tokens, 4 GPUs: mask-aware step (fwd+bwd) at most 0.6x contiguous's",
-                f"{num(q)}x", verdict(q <= MASK_AWARE_BAR if q is not None else None)))
+    ranks = {r["ranks"] for r in doc["records"]}  # a bar of P GPUs where the table has P-GPU runs
+    if 4 in ranks:
+        q = mask_aware_ratio(doc, "causal_document", LONG, 4, "both")
+        out.append(("causal_document, 1M tokens, 4 GPUs: mask-aware step (fwd+bwd) at most 0.6x contiguous's",
+                    f"{num(q)}x", verdict(q <= MASK_AWARE_BAR if q is not None else None)))
     for fam in BAR_FAMILIES:
-        for P, lo in EFFICIENCY_BAR.items():
-            r = best(doc, fam, LONG, P, "both")
-            e = efficiency(one_gpu_ms(doc, fam, LONG, "both"), ms(r), P)
+        for P, lo in ((P, lo) for P, lo in EFFICIENCY_BAR.items() if P in ranks):
+            e, r = scaled(doc, fam, LONG, P, "both")
             where = f" ({r['sharding']}, {r['exchange']})" if e is not None else ""
             out.append((f"{fam}, 1M tokens, {P} GPUs: scaling efficiency (fwd+bwd) at least {lo:.0%}",
                         pct(e) + where, verdict(e >= lo if e is not None else None)))
     for fam in ("full", "causal"):
-        for P in EFFICIENCY_BAR:
-            f, t = ms(best(doc, fam, LONG, P, "both")), torch_best(doc, fam, LONG, P, "both")
-            q = f / ms(t) if f and ms(t) else None
+        for P in (P for P in EFFICIENCY_BAR if P in ranks):
+            fr, t = against_torch(doc, fam, LONG, P, "both")
+            q = ms(fr) / ms(t) if ms(fr) and ms(t) else None
             out.append((f"{fam}, 1M tokens, {P} GPUs: faster than PyTorch's context_parallel (fwd+bwd)",
                         f"fmsim/torch {num(q)}" + (f" (torch {t['backend']}, {t['exchange']})" if q else ""),
                         verdict(q < 1 if q is not None else None)))
@@ -133,14 +166,14 @@ def bars(doc) -> list:
     return out
 
 
-def cell(doc, fam, S, P, pass_, sh, ex, t1) -> str:
+def cell(doc, fam, S, P, pass_, sh, ex, t1, t1_run) -> str:
     recs = find(doc, "fmsim", fam, S, P, pass_, sharding=sh, exchange=ex)
     if not recs:
         return ""
     t = ms(recs[0])
     if t is None:
         return SHORT.get(recs[0]["status"], recs[0]["status"])
-    e = efficiency(t1, t, P)
+    e = efficiency(t1, t, P) if run_of(recs[0]) == t1_run else None  # a later run's time: no T1 of its own
     return f"{t:.1f}" + (f" ({pct(e)})" if e is not None else "")
 
 
@@ -160,14 +193,15 @@ def scaling_table(doc, S) -> list:
                 recs = find(doc, "fmsim", fam, S, P, pass_)
                 if not recs:
                     continue
-                t1 = one_gpu_ms(doc, fam, S, pass_)
+                one = one_gpu(doc, fam, S, pass_)
+                t1 = ms(one)
                 t1_cell = num(t1, ".1f") if t1 else SHORT.get(recs[0]["status"], "-") if P == 1 else "-"
                 cells = [fam, str(P), pass_, t1_cell]
                 if P == 1:
                     cells += [""] * (len(pairs) + 2)
                 else:
-                    cells += [cell(doc, fam, S, P, pass_, s, x, t1) for s, x in pairs]
-                    cells += [pct(efficiency(t1, ms(best(doc, fam, S, P, pass_)), P)),
+                    cells += [cell(doc, fam, S, P, pass_, s, x, t1, run_of(one)) for s, x in pairs]
+                    cells += [pct(scaled(doc, fam, S, P, pass_)[0]),
                               num(mask_aware_ratio(doc, fam, S, P, pass_))]
                 out.append("| " + " | ".join(cells + [ratio_range(doc, recs)]) + " |")
     return out
@@ -186,11 +220,79 @@ def efficiency_table(doc) -> tuple:
     for fam in families(doc):
         cells = []
         for S in Ss:
-            r = best(doc, fam, S, Pmax, "both")
-            e = efficiency(one_gpu_ms(doc, fam, S, "both"), ms(r), Pmax)
+            e, r = scaled(doc, fam, S, Pmax, "both")
             cells.append(f"{pct(e)} ({r['sharding']}, {r['exchange']})" if e is not None else "-")
         out.append(f"| {fam} | " + " | ".join(cells) + " |")
     return out, Pmax
+
+
+def efficiency_parts(doc, fam, S, P):
+    """The efficiency of the case's fastest run (scaled()) as three measured factors whose product
+    it is: T1 / sum(C) (the ranks' kernels together against the one GPU's: split launches, lost
+    waves, contention), mean(C) / max(C) (balance) and max(C) / TP (the step beyond the slowest
+    rank's kernels: exposed exchange, waits and tails), C the ranks' measured compute. None
+    without the ranks' compute."""
+    e, r = scaled(doc, fam, S, P, "both")
+    c = r.get("rank_compute_ms") if e is not None else None
+    if not c:
+        return None
+    t1 = e * P * ms(r)
+    return dict(eff=e, record=r, compute=t1 / sum(c), balance=sum(c) / len(c) / max(c), overlap=max(c) / ms(r),
+                exposed_ms=ms(r) - max(c))
+
+
+def parts_table(doc, below: float) -> tuple:
+    """Where the efficiency goes, at the most ranks, for every family and length whose best run
+    is below `below`: (rows, P, how many cases had the ranks' compute)."""
+    Pmax = max(r["ranks"] for r in doc["records"] if r["tool"] == "fmsim")
+    hdr = ["family", "S", "run", "efficiency", "= T1 / sum C", "x mean C / max C", "x max C / step",
+           "step - max C (ms)"]
+    out, n = ["| " + " | ".join(hdr) + " |", "|" + "---|" * len(hdr)], 0
+    for S in seqlens(doc):
+        for fam in families(doc):
+            x = efficiency_parts(doc, fam, S, Pmax)
+            n += x is not None
+            if x is None or x["eff"] >= below:
+                continue
+            r = x["record"]
+            out.append("| " + " | ".join([fam, str(S), f"{r['sharding']}, {r['exchange']}", pct(x["eff"]),
+                                          num(x["compute"]), num(x["balance"]), num(x["overlap"]),
+                                          num(x["exposed_ms"], ".1f")]) + " |")
+    return out, Pmax, n
+
+
+def best_pick(doc, fam, S, P):
+    """(cp-plan's best record, the measured fastest) of a case where every sharding and exchange
+    the plan holds was measured (forward and backward, the current records), else None."""
+    recs = [r for r in find(doc, "fmsim", fam, S, P, "both") if ms(r) is not None]
+    plan = doc.get("plans_by_run", {}).get(run_of(recs[0]), doc["plans"]).get(f"{fam}:{S}:{P}") if recs else None
+    if not plan or "best" not in plan:
+        return None
+    by = {(r["sharding"], r["exchange"]): r for r in recs}
+    if any((s, x) not in by for s, sh in plan["shardings"].items() for x in sh["exchanges"]):
+        return None
+    return by[(plan["best"]["sharding"], plan["best"]["exchange"])], fastest(recs)
+
+
+def picks_table(doc) -> tuple:
+    """cp-plan's best pair against the measured fastest wherever every pair ran: (rows, summary)."""
+    hdr = ["family", "S", "P", "cp-plan's best", "measured fastest", "best's step / fastest's"]
+    out, qs = ["| " + " | ".join(hdr) + " |", "|" + "---|" * len(hdr)], []
+    for S in seqlens(doc):
+        for P in sorted({r["ranks"] for r in doc["records"] if r["seqlen"] == S and r["ranks"] > 1}):
+            for fam in families(doc):
+                pick = best_pick(doc, fam, S, P)
+                if pick is None:
+                    continue
+                b, f = pick
+                qs.append(ms(b) / ms(f))
+                out.append("| " + " | ".join([fam, str(S), str(P), f"{b['sharding']}, {b['exchange']}",
+                                              f"{f['sharding']}, {f['exchange']}", num(qs[-1])]) + " |")
+    within = lambda x: sum(1 for q in qs if q <= 1 + x)  # noqa: E731
+    summary = (f"cp-plan's best is the measured fastest in {within(0)} of {len(qs)} cases, within 1% of it in "
+               f"{within(0.01)} and within 3% in {within(0.03)}; its step is at most {max(qs):.3f}x the "
+               "fastest's." if qs else "")
+    return out, summary
 
 
 def families(doc) -> list:
@@ -204,7 +306,7 @@ def torch_table(doc) -> list:
     keys = sorted({(r["family"], r["seqlen"], r["ranks"], r["pass"]) for r in doc["records"] if r["tool"] == "torch"},
                   key=lambda k: (k[0], k[1], k[2], k[3] != "fwd"))
     for fam, S, P, pass_ in keys:
-        f, t = best(doc, fam, S, P, pass_), torch_best(doc, fam, S, P, pass_)
+        f, t = against_torch(doc, fam, S, P, pass_)
         t1 = ms(torch_best(doc, fam, S, 1, pass_))
         checks = [f"{r['backend']}-{r['exchange']} {r['check']['out_rel']:.1e}"
                   for r in find(doc, "torch", fam, S, P, pass_) if r.get("check") and "out_rel" in r["check"]]
@@ -220,12 +322,34 @@ def torch_table(doc) -> list:
 
 def run_sets(doc) -> list:
     return doc.get("run_sets") or [dict(commit=doc.get("commit"), date=doc.get("date"), commands=doc["commands"],
-                                        seqlens=seqlens(doc))]
+                                        seqlens=seqlens(doc), plans=plans_note(doc),
+                                        clocks=clocks_note(doc.get("clocks", [])))]
+
+
+def clocks_note(clocks: list) -> str:
+    """What nvidia-smi sampled while each command ran (bench/cp_bench.py's "clocks"), or ''."""
+    def one(c):
+        sm = c.get("sm")
+        if not sm:
+            return f"command {c['command'] + 1}: none sampled"
+        return (f"command {c['command'] + 1}: median {sm['median_mhz']:.0f} MHz (10th-90th percentile "
+                f"{sm['p10_mhz']:.0f}-{sm['p90_mhz']:.0f}, {sm['samples']} samples)")
+    return ("SM clock (nvidia-smi every second on every GPU, the samples drawing over 300 W): "
+            + "; ".join(one(c) for c in clocks)) if clocks else ""
+
+
+def plans_note(doc) -> str:
+    """Whose predictions a file's plans are: the profile, the clock, and the --replan that made them."""
+    ps = [p for p in doc["plans"].values() if "profile" in p]
+    profiles = sorted({p["profile"] for p in ps}) or ["?"]
+    clocks = sorted({p.get("clock", "burst") for p in ps}) or ["burst"]
+    by = doc.get("plans_by")
+    return (f"`fmsim cp-plan` on the {', '.join(profiles)} profile, {' and '.join(clocks)} clock"
+            + (f" (plans computed again after the run, fmsim {by['commit'] or '?'}: `{by['command']}`)" if by else ""))
 
 
 def header(doc) -> list:
     d = doc["device"]
-    profile = next((p["profile"] for p in doc["plans"].values() if "profile" in p), "?")
     sets = run_sets(doc)
     if len(sets) == 1:
         rs = sets[0]
@@ -233,6 +357,7 @@ def header(doc) -> list:
         runs = [f"- **Commit**: {rs['commit'] or '?'}."] + ([f"- **Date**: {rs['date']}."] if rs.get("date") else [])
         runs.append(f"- **Command** (`bash bench/gpu.sh cpbench` runs it): {cmds}; this table: "
                     "`python3 bench/cp_table.py JSON`.")
+        runs += [f"- **Clocks**: {rs['clocks']}."] if rs.get("clocks") else []
     else:
         files = " ".join(rs.get("file") or f"JSON{k + 1}" for k, rs in enumerate(sets))
         runs = [f"- **Run sets** (this table: `python3 bench/cp_table.py {files}`):"]
@@ -240,6 +365,8 @@ def header(doc) -> list:
             runs.append(f"  {k + 1}. S = {', '.join(str(S) for S in rs['seqlens'])}: commit {rs['commit'] or '?'}"
                         + f", {rs.get('date') or 'date not recorded'}; "
                         + "; ".join(f"`{c}`" for c in rs["commands"]) + ".")
+            runs.append(f"     Predictions: {rs['plans']}.")
+            runs += [f"     {rs['clocks']}."] if rs.get("clocks") else []
     return [
         f"# fmsim's context parallelism on {d['count']} GPUs: scaling, cp-plan's prediction, "
         "PyTorch's context_parallel",
@@ -256,7 +383,8 @@ def header(doc) -> list:
         f"of {doc['protocol']['sustain_s']} s in all, L2 flushed, every rank launching together after a "
         "barrier, the step the slowest rank's; its burst figures and the clocks per rank are in the JSON.",
         f"- **Shape**: self-attention, B = 1, H = {doc['heads']}, D = {doc['head_dim']}, bf16; predictions: "
-        f"`fmsim cp-plan` on the {profile} profile. Efficiency = T1 / (P x TP), T1 the one-GPU time of the same pass.",
+        + (plans_note(doc) if len(sets) == 1 else "each run set's, above")
+        + ". Efficiency = T1 / (P x TP), T1 the one-GPU time of the same pass (and run set).",
         ""]
 
 
@@ -267,7 +395,8 @@ def combine(docs: list, files: list = None) -> dict:
     if len(docs) == 1:
         return docs[0]
     first = docs[0]
-    out = dict(first, records=[], plans={}, run_sets=[], torch=next((d["torch"] for d in docs if d.get("torch")), ""))
+    out = dict(first, records=[], superseded=[], plans={}, plans_by_run={}, run_sets=[],
+               torch=next((d["torch"] for d in docs if d.get("torch")), ""))
     seen = {}
     for k, d in enumerate(docs):
         if (d["device"], d["heads"], d["head_dim"]) != (first["device"], first["heads"], first["head_dim"]):
@@ -277,13 +406,19 @@ def combine(docs: list, files: list = None) -> dict:
         for r in d["records"]:
             key = (r["tool"], r["family"], r["seqlen"], r["ranks"], r["sharding"], r["exchange"], r["pass"],
                    r.get("backend"))
-            if key in seen:
-                raise SystemExit(f"cp_table: {r['id']} is in files {seen[key] + 1} and {k + 1}")
-            seen[key] = k
+            if key in seen and seen[key][0] == k:
+                raise SystemExit(f"cp_table: {r['id']} is twice in file {k + 1}")
+            r = dict(r, run=k)
+            if key in seen:  # a re-run: the later file's record is the case's
+                out["superseded"].append(seen[key][1])
+                out["records"].remove(seen[key][1])
+            seen[key] = (k, r)
             out["records"].append(r)
         out["plans"].update(d["plans"])
+        out["plans_by_run"][k] = d["plans"]
         out["run_sets"].append(dict(commit=d.get("commit"), date=d.get("date"), commands=d["commands"],
-                                    seqlens=seqlens(d), file=files[k] if files else None))
+                                    seqlens=seqlens(d), file=files[k] if files else None,
+                                    plans=plans_note(d), clocks=clocks_note(d.get("clocks", []))))
     return out
 
 
@@ -302,6 +437,22 @@ def render(doc) -> str:
         out += [f"## Scaling efficiency on {P} GPUs per family and length", "",
                 f"Forward and backward, each family's fastest run at each length (T1 / ({P} x T{P}); the "
                 "sharding and exchange measured there named).", ""] + table + [""]
+    parts, P, n = parts_table(doc, PARTS_BELOW)
+    if n:
+        out += [f"## Where the efficiency goes on {P} GPUs", "",
+                f"Forward and backward, each family's fastest run where its efficiency is below "
+                f"{PARTS_BELOW:.0%}, split into three measured factors whose product it is (C: each rank's "
+                "measured compute, cp-run's kernel time; T1 the one-GPU time): T1 / sum C, the ranks' kernels "
+                "together against the one GPU's (split launches, partly filled waves, the ring's contention); "
+                "mean C / max C, the balance; max C / step, the step's time beyond the slowest rank's kernels "
+                "(exposed exchange, waits, the tails), also in ms.", ""]
+        out += (parts if len(parts) > 2 else [f"No run is below {PARTS_BELOW:.0%}."]) + [""]
+    picks, summary = picks_table(doc)
+    if summary:
+        out += ["## cp-plan's best sharding against the measured fastest", "",
+                "Wherever every sharding and exchange of the plan ran (forward and backward): the pair "
+                "`fmsim cp-plan` names best (`cp-run --sharding plan` runs it) and the measured fastest. "
+                + summary, ""] + picks + [""]
     if any(r["tool"] == "torch" for r in doc["records"]):
         out += ["## fmsim against PyTorch's context_parallel (full and causal)", "",
                 "fmsim: its fastest sharding and exchange; torch: its fastest backend and rotate method "

@@ -33,12 +33,12 @@ JSON (format "fmsim-cp-torch-peer", version 1), written by rank 0 (temporary fil
     power_w}]}: median_ms etc. of the step, the per-rank medians beside.
 """
 import argparse
-import json
 import os
 import shlex
 import statistics
 import sys
 import time
+from atomic import save_json  # bench/atomic.py, beside this file
 
 # NVLink multicast stays off (a program that uses it can take a shared host's GPUs out of
 # service): set before torch.distributed is imported or any process group exists
@@ -240,13 +240,6 @@ def run_pass(ranks: Ranks, args, pass_: str, causal: bool, t: list, log) -> list
     return list(recs.values()) if ranks.rank == 0 else []
 
 
-def save(path: str, doc: dict) -> None:
-    tmp = f"{path}.tmp.{os.getpid()}"
-    with open(tmp, "w") as f:
-        json.dump(doc, f, indent=1)
-    os.replace(tmp, path)
-
-
 def header(args, ranks: Ranks) -> dict:
     import torch
 
@@ -287,7 +280,7 @@ def measure_all(ranks: Ranks, args, doc: dict, log) -> None:
             doc["records"] += run_pass(ranks, args, p, causal, t, log)
             log(f"{args.mask} {args.seqlen} x{ranks.size} {p}: {time.time() - w0:.0f} s")
             if ranks.rank == 0:
-                save(args.out, doc)
+                save_json(args.out, doc)
 
 
 def main() -> int:
@@ -320,7 +313,7 @@ def main() -> int:
     doc = header(args, ranks)
     measure_all(ranks, args, doc, log or (lambda s: None))
     if ranks.rank == 0:
-        save(args.out, doc)
+        save_json(args.out, doc)
         for r in doc["records"]:
             s = r.get("sustained")
             print(f"{args.mask} {args.seqlen} x{ranks.size} {r['pass']} {r['impl']}: " +

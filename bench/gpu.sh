@@ -25,6 +25,10 @@ instoverhead   400   instrumented sm90 forward against plain, $FM_OVER_REPS inte
 instoverhead64 200   the same at head dim 64, 8K and 32K
 instoverheadbwd 400  the same for the sm90 backward, head dim 128
 ncubwd         120   Nsight Compute on one sm90 backward launch (full 8K, head dim 128)
+ncufwdmask     300   Nsight Compute on one sm90 forward launch at 8K of each of FM_NCU_FAMILIES per mask method, by phase (bench/ncu_phases.py)
+nculinrnn      120   Nsight Compute on the linear-RNN forward step (C 128, L 16, 64, 2048), by phase
+partialall     200   a mask whose every tile is partial beside the full mask, 8K, head dims 128 and 64, both passes, r2p slices r2p slices
+sweepmask      240   the 32K sparsity sweep (scenarios/sparsity-sweep.yaml, sm90, both passes) per mask method, r2p slices r2p slices, then the bench/method_ab.py table
 abbwd          600   fm_kernel_bench of the tree in $FM_AB_TREE (built beside) and of this build, alternately
 calib          320   fmsim run scenarios/calibration.yaml into $OUT/calib (the timing model)
 heldout        540   fmsim run scenarios/heldout.yaml into $OUT/heldout
@@ -62,6 +66,7 @@ cpbench        540   bench/cp_bench.py $FM_CP_ARGS (--resume into $FM_CP_JSON): 
 #   FM_TABLE_ARGS       arguments of bench/protocol_bench.py for `table` (default: the
 #                       paper's table, head dim 128, both passes, every peer)
 #   FM_LINRNN_ARGS      arguments of bench/linrnn_bench.py for `linrnnbench` (default --chunks 128)
+#   FM_NCU_FAMILIES     ncufwdmask's masks (default: random_eviction document full; full once)
 #   FM_TABLE_JSON       its JSON (default $OUT/table.json; --resume reads it back)
 #   FM_CP_ARGS          arguments of bench/cp_bench.py for `cpbench` (default: every family at
 #                       128K, 512K and 1M tokens, H = 4, P = 1, 2, 4 as far as GPUs are visible)
@@ -173,6 +178,84 @@ instoverhead() { # PASS OUTNAME [ARGS...]: the instrumented sm90 kernel against 
     --instrument-reps "${FM_OVER_REPS:-8}" --sweep-draws 0 "$@"
 }
 
+ncuphases() { # REPORT SASS_LIBRARY FUNCTION SOURCE NAME: the report's source page as CSV and its
+  # table by function of SOURCE (bench/ncu_phases.py, over nvdisasm -g of the library's cubin)
+  local rep=$1 lib=$2 func=$3 src=$4 name=$5 d cub
+  d=$(mktemp -d) && (cd "$d" && cuobjdump -xelf all "$lib" > /dev/null) || return 1
+  cub=$(grep -l "$func" "$d"/*.cubin | head -1)
+  [ -n "$cub" ] || { echo "gpu.sh: no cubin of $lib holds $func" >&2; rm -rf "$d"; return 1; }
+  nvdisasm -g -c "$cub" > "$OUT/$name.sass" &&
+    ncu -i "$rep.ncu-rep" --page source --csv --print-source sass > "$OUT/$name-sass.csv" &&
+    ncu -i "$rep.ncu-rep" --page raw --csv > "$OUT/$name-raw.csv" &&
+    python3 bench/ncu_phases.py "$OUT/$name.sass" "$func" "$OUT/$name-sass.csv" --file "$(basename "$src")" \
+      --functions "$src" --json "$OUT/$name-phases.json" > "$OUT/$name-phases.txt"
+  local rc=$? # (no pipe: fn's bash -c has no pipefail)
+  cat "$OUT/$name-phases.txt"
+  rm -rf "$d" "$OUT/$name.sass"
+  return $rc
+}
+export -f ncuphases # the experiments below call it from fn's bash -c
+
+ncufwdmask() { # Nsight Compute on the first plain forward launch at 8K (the paper's shape, head dim
+  # 128) of each family in FM_NCU_FAMILIES, once per partial-tile mask method (the full mask once:
+  # it has no partial tile), --set full with the source counters into $OUT/ncufwd-FAMILY-METHOD,
+  # then its table by phase (issue 25: where a partial tile's cycles go)
+  local f m rc=0 func
+  for f in ${FM_NCU_FAMILIES:-random_eviction document full}; do
+    for m in r2p slices; do
+      [ "$f" = full ] && [ "$m" = slices ] && continue
+      ncu --clock-control none --set full --import-source yes -k regex:fwd_kernel -c 1 -f \
+        -o "$OUT/ncufwd-$f-$m" "$FMSIM" run --family "$f" --seqlen 8192 --batch 16 --heads 32 --kernel sm90 \
+        --mask-method "$m" --warmup 0 --reps 1 --no-cupti --no-bytes --out "$OUT/ncufwd-$f-$m-trace" || { rc=1; continue; }
+      # the plain skip kernel at head dim 128 (fwd_kernel<128, SKIP, !INSTR, OVERLAP, PINGPONG, MASK>,
+      # MASK 2 = R2P, 1 = slices); another instantiation makes ncu_phases say it finds no such function
+      func="_ZN4fm9010fwd_kernelILi128ELi0ELb0ELb1ELb1ELi$([ "$m" = r2p ] && echo 2 || echo 1)EEEvNS_6paramsE"
+      ncuphases "$OUT/ncufwd-$f-$m" "$FMSIM_CUDA_LIBRARY" "$func" kernels/fm_sm90_fwd.cuh "ncufwd-$f-$m" || rc=1
+    done
+  done
+  return $rc
+}
+
+nculinrnn() { # Nsight Compute on the linear-RNN forward's first plain SKIP launch at C 128 for
+  # documents of 16, 64 and 2048 tokens (fm_linrnn_check --bench's shape), by phase (issue 23)
+  local l rc=0
+  for l in 16 64 2048; do
+    ncu --clock-control none --set full --import-source yes -k regex:fwd_kernel -c 1 -f -o "$OUT/nculinrnn-$l" \
+      "$LRCHECK" --bench "128:$l" > "$OUT/nculinrnn-$l.log" 2>&1 || { rc=1; continue; }
+    ncuphases "$OUT/nculinrnn-$l" "$LRCHECK" _ZN4fmlr10fwd_kernelILi128ELi128ELi8ELb0EEEvNS_6paramsE \
+      kernels/fm_linrnn.cuh "nculinrnn-$l" || rc=1
+  done
+  return $rc
+}
+
+partialall() { # issue 25's per-tile bar at full length: bench/partial_everywhere.py's mask (every
+  # tile partial, none skipped: the full mask's tiles, items and order, each with its mask applied)
+  # beside the full mask of the same shape in one scenario run, head dims 128 and 64, both passes;
+  # runs r2p slices r2p slices, then the ratios
+  local m i=0 runs=()
+  python3 bench/partial_everywhere.py --seqlen 8192 --out "$OUT/partial-everywhere.npy" \
+    --scenario "$OUT/partial-everywhere.yaml" --check "$FMSIM" || return 1
+  for m in r2p slices r2p slices; do
+    i=$((i + 1))
+    "$FMSIM" run "$OUT/partial-everywhere.yaml" --mask-method "$m" --out "$OUT/partialall$i-$m" || return 1
+    runs+=("$m=$OUT/partialall$i-$m")
+  done
+  python3 bench/partial_everywhere.py --summary "${runs[@]}" --json "$OUT/partialall.json"
+}
+
+sweepmask() { # the sparsity sweep per mask method, both passes: four scenario runs in the order
+  # r2p slices r2p slices (each label's runs bracket the other's: the A/A spread shows the clock's
+  # drift), then bench/method_ab.py's table; each index.json is also bench/validate_model.py's RUN
+  local m i=0 runs=()
+  for m in r2p slices r2p slices; do
+    i=$((i + 1))
+    "$FMSIM" run scenarios/sparsity-sweep.yaml --kernel sm90 --pass both --mask-method "$m" \
+      --out "$OUT/sweep$i-$m" || return 1
+    runs+=("$m=$OUT/sweep$i-$m")
+  done
+  python3 bench/method_ab.py "${runs[@]}" --json "$OUT/sweep-ab.json"
+}
+
 ncubwd() { # Nsight Compute on one plain backward launch (the harness: fmsim's own CUPTI
   # timing would contend with the profiler). --clock-control none: the clocks are left as the
   # GPU sets them (the device rules; ncu's default locks them at base, 1.36 GHz on the H200);
@@ -246,7 +329,7 @@ fn() { # fn NAME FUNCTION [ARGS...]: a function of this script under run's budge
   run "$name" bash -c "$f \"\$@\"" "$f" "$@"
 }
 
-export ROOT OUT BUILD KBENCH FMSIM BENCH_OPTS
+export ROOT OUT BUILD KBENCH FMSIM LRCHECK BENCH_OPTS
 NAMES=$(echo "$EXPERIMENTS" | awk 'NF { printf "%s%s", s, $1; s = " " }')
 [ $# -gt 0 ] || { echo "usage: bash bench/gpu.sh EXPERIMENT... (bench/gpu.sh's header says what each runs): $NAMES" >&2; exit 2; }
 for e in "$@"; do # every name is checked before any experiment runs
@@ -276,6 +359,10 @@ for e in "$@"; do
     instoverhead64) need "$e" "$FMSIM" && fn "$e" instoverhead fwd instoverhead64 --head-dims 64 --seqlens 8192,32768 ;;
     instoverheadbwd) need "$e" "$FMSIM" && fn "$e" instoverhead bwd instoverheadbwd ;;
     ncubwd) need ncubwd "$KBENCH" && fn ncubwd ncubwd ;;
+    ncufwdmask) need ncufwdmask "$FMSIM" && fn ncufwdmask ncufwdmask ;;
+    nculinrnn) need nculinrnn "$LRCHECK" && fn nculinrnn nculinrnn ;;
+    partialall) need partialall "$FMSIM" && fn partialall partialall ;;
+    sweepmask) need sweepmask "$FMSIM" && fn sweepmask sweepmask ;;
     abbwd) need abbwd "$KBENCH" && fn abbwd abbwd ;;
     calib) need calib "$FMSIM" && run calib "$FMSIM" run scenarios/calibration.yaml --out "$OUT/calib" ;;
     heldout) need heldout "$FMSIM" && run heldout "$FMSIM" run scenarios/heldout.yaml --out "$OUT/heldout" ;;

@@ -19,8 +19,6 @@ the least, whatever its chunking).
     python3 bench/linrnn_bench.py --out linrnn.json [--lengths 16,32,64,128,256,2048] [--quick]
 """
 import argparse
-import json
-import math
 import os
 import sys
 import time
@@ -32,29 +30,8 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 from fmsim.linrnn import chunk_linear_attention  # noqa: E402
 from fmsim.protocol import PROTOCOL, measure  # noqa: E402
-
-# flash-linear-attention's benchmarks/ops registry: its six shapes (B, T, H, D with dk = dv = D)
-PRODUCTION = [(1, 8192, 96, 128), (2, 16384, 16, 128), (4, 2048, 16, 128), (4, 4096, 64, 128),
-              (8, 2048, 32, 256), (8, 1024, 8, 64)]
-
-
-def doc_lengths(T: int, mean: int, drawn: bool, seed: int) -> list:
-    """Fixed lengths, or log-normal ones of that mean (sigma 1, at least 16), the last cut to fill T."""
-    if not drawn:
-        n = T // mean
-        out = [mean] * n
-        if T - n * mean:
-            out.append(T - n * mean)
-        return out
-    rng = np.random.default_rng(seed)
-    mu = math.log(mean) - 0.5  # E[lognormal(mu, 1)] = exp(mu + 1/2) = mean
-    out, total = [], 0
-    while total < T:
-        L = max(16, int(round(rng.lognormal(mu, 1.0))))
-        L = min(L, T - total)
-        out.append(L)
-        total += L
-    return out
+from linrnn_cases import PRODUCTION, doc_lengths, packed_id, prod_id  # noqa: E402  (bench/, beside this file)
+from atomic import save_json  # noqa: E402
 
 
 def inputs(T, H, dk, dv, seed):
@@ -156,13 +133,13 @@ def cases(args):
     T, H, dk, dv = args.tokens, args.heads, args.dk, args.dv
     for chunk in args.chunks:
         for L in args.lengths:
-            yield f"fixed{L}-C{chunk}", (T, H, dk, dv), doc_lengths(T, L, False, 0), chunk, L <= T
+            yield packed_id("fixed", L, chunk), (T, H, dk, dv), doc_lengths(T, L, False, 0), chunk, L <= T
             if L < T and not args.quick:
-                yield f"drawn{L}-C{chunk}", (T, H, dk, dv), doc_lengths(T, L, True, args.seed), chunk, False
-        yield f"one{T}-C{chunk}", (T, H, dk, dv), [T], chunk, False
+                yield packed_id("drawn", L, chunk), (T, H, dk, dv), doc_lengths(T, L, True, args.seed), chunk, False
+        yield packed_id("one", T, chunk), (T, H, dk, dv), [T], chunk, False
     if not args.quick:
         for B, Tp, Hp, D in PRODUCTION:
-            yield f"prod-B{B}-T{Tp}-H{Hp}-D{D}", (B * Tp, Hp, D, D), [Tp] * B, 64, True
+            yield prod_id(B, Tp, Hp, D), (B * Tp, Hp, D, D), [Tp] * B, 64, True
 
 
 def main() -> int:
@@ -209,10 +186,7 @@ def main() -> int:
         res["records"].append(rec)
         del q, k, v, gate
         torch.cuda.empty_cache()
-        tmp = args.out + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(res, f, indent=1)
-        os.replace(tmp, args.out)
+        save_json(args.out, res)
     return 0
 
 

@@ -33,6 +33,7 @@ import math
 import os
 import random
 import sys
+from atomic import save_text  # bench/atomic.py, beside this file
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
@@ -141,10 +142,7 @@ def main():
         lines.append("    seqlen: %s" % seqlen)
         if not fam["seeded"]:
             lines.append("    draws: 1")
-    tmp = args.out + ".tmp"
-    with open(tmp, "w") as f:
-        f.write("\n".join(lines) + "\n")
-    os.replace(tmp, args.out)
+    save_text(args.out, "\n".join(lines) + "\n")
     masks = sum(2 for _ in entries)  # two draws or two lengths per entry
     print("wrote %d entries, %d masks per head dim, %d cases to %s" % (len(entries), masks, 2 * masks, args.out))
 

@@ -24,6 +24,7 @@ import json
 import math
 import os
 import sys
+from atomic import save_text  # bench/atomic.py, beside this file
 
 TABLE = "paper-kernel-table"
 SWEEP = "sparsity-sweep"
@@ -35,13 +36,6 @@ OPS = {">=": lambda v, x: v >= x, "<=": lambda v, x: v <= x, "<": lambda v, x: v
 def load(path):
     with open(path) as f:
         return json.load(f)
-
-
-def save_text(path, text):
-    tmp = path + ".tmp.%d" % os.getpid()
-    with open(tmp, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
 
 
 def num(x):

@@ -14,8 +14,15 @@ forward for every implementation alike.
 
     python3 bench/protocol_bench.py --out runs.json [--seqlens 8192,32768,131072]
         [--families all] [--head-dim 128] [--passes fwd,bwd] [--peers triton,flash,cudnn]
-        [--budget-s S] [--resume]
+        [--budget-s S] [--resume] [--fmsim-variants r2p,slices]
     python3 bench/protocol_bench.py --table runs.json [more.json ...] > table.md   # no GPU needed
+
+--fmsim-variants times fmsim once per partial-tile mask method (fmsim.torch's
+mask_method: auto, r2p, slices; issue 25) as separate implementations of the same
+interleaved run, named fmsim[r2p], fmsim[slices], ...: the first is the one the
+others and the peers are checked and compared against (the table's ratio
+columns fmsim[r2p]/fmsim[slices], ...); the methods must agree bit for bit (a
+log line says so where they do not). --peers '' times fmsim alone.
 
 The JSON is rewritten after every case and pass (temporary file, renamed), so a
 run cut short keeps what it measured; --resume measures only what it lacks.
@@ -28,18 +35,25 @@ import math
 import os
 import sys
 import time
+from typing import Optional
+from atomic import save_json  # bench/atomic.py, beside this file
 
 FAMILIES = ("full", "causal", "sliding_window", "causal_document", "document", "share_question",
             "global_sliding_window", "causal_blockwise", "prefix_lm_document", "prefix_lm_causal",
             "qk_sparse", "random_eviction")
 PEERS = {"triton": "flex-triton", "flash": "flex-flash", "cudnn": "cudnn"}
+MASK_METHODS = ("auto", "r2p", "slices")  # fmsim.torch's mask_method
 
 
-def save(path: str, doc: dict) -> None:
-    tmp = f"{path}.tmp.{os.getpid()}"
-    with open(tmp, "w") as f:
-        json.dump(doc, f, indent=1)
-    os.replace(tmp, path)
+def fmsim_impls(variants: str) -> dict:
+    """The fmsim implementations timed, {name: mask_method}: "fmsim" with the
+    library's method, or one "fmsim[method]" per --fmsim-variants entry."""
+    vs = [v for v in variants.split(",") if v]
+    return {f"fmsim[{m}]": m for m in vs} if vs else {"fmsim": "auto"}
+
+
+def is_fmsim(name: str) -> bool:
+    return name == "fmsim" or name.startswith("fmsim[")
 
 
 def paper_flops(B, H, S, D, rho, pass_):
@@ -64,6 +78,8 @@ class Case:
         self.fam, self.S, self.D = fam, S, D
         self.B, self.H = max(1, args.tokens // S), max(1, args.hidden // D)
         self.id = f"{fam}-{S}-d{D}"
+        self.fmsim = fmsim_impls(args.fmsim_variants)  # {name: mask_method}
+        self.ref = next(iter(self.fmsim))              # what the others are checked against
         m = fmsim.family(fam, S, batch=self.B, heads=self.H, seed=args.seed)
         self.causal = m.causal
         sri, causal = m.to_paddle()
@@ -97,7 +113,8 @@ def forward_impls(c: Case, peers, flexm):
                 return fn()
         return run
 
-    impls = {"fmsim": nograd(lambda: flashmask_attention(c.qb, c.kb, c.vb, c.sri, c.causal))}
+    impls = {n: nograd(lambda m=m: flashmask_attention(c.qb, c.kb, c.vb, c.sri, c.causal, mask_method=m))
+             for n, m in c.fmsim.items()}
     for p in peers:
         if p in ("triton", "flash") and flexm is not None:
             impls[PEERS[p]] = nograd(P.flex_call(p.upper(), flexm, c.qh, c.kh, c.vh))
@@ -110,7 +127,8 @@ def with_inputs(c: Case, peers, flexm):
     """Forward callables that take (q, k, v): what backward_impls records a forward of."""
     from fmsim.torch import flashmask_attention
     import peers as P
-    fns = {"fmsim": lambda q, k, v: flashmask_attention(q, k, v, c.sri, c.causal)}
+    fns = {n: (lambda q, k, v, m=m: flashmask_attention(q, k, v, c.sri, c.causal, mask_method=m))
+           for n, m in c.fmsim.items()}
     for p in peers:
         if p in ("triton", "flash") and flexm is not None:
             fns[PEERS[p]] = (lambda q, k, v, b=p.upper(): P.flex_call(b, flexm, q, k, v)())
@@ -129,41 +147,70 @@ def worst_err(e):
     return max(e) if isinstance(e, list) else e
 
 
-def drop_disagreeing(impls: dict, errs: dict, log) -> dict:
+def drop_disagreeing(c: Case, impls: dict, errs: dict, log, bits: Optional[dict] = None) -> dict:
     """The peers whose result agrees with fmsim's; the others are not timed (their
-    record says why): a timing of a different computation compares nothing."""
+    record says why): a timing of a different computation compares nothing. fmsim's
+    mask methods give the same bits: a log line where they do not (timed all the same).
+    The forward's bits are errs' (o); the backward's are `bits` (deterministic_bits:
+    the default dQ's fp32 atomics add in an order that varies run to run)."""
     out = {}
     for n, fn in impls.items():
-        if n != "fmsim" and worst_err(errs.get(n, 0.0)) > AGREE:
-            log(f"{n}: result differs from fmsim's (relative error {errs[n]}): not timed")
+        if n != c.ref and worst_err(errs.get(n, 0.0)) > AGREE:
+            log(f"{c.id}: {n}: result differs from {c.ref}'s (relative error {errs[n]}): not timed")
             continue
+        same = errs.get(n, 0.0) if bits is None else bits.get(n, 0.0)
+        if n != c.ref and is_fmsim(n) and worst_err(same) != 0:
+            log(f"{c.id}: {n}: not bit-identical to {c.ref} (relative error {same})")
         out[n] = fn
+    return out
+
+
+def deterministic_bits(c: Case) -> dict:
+    """{fmsim variant: [dq, dk, dv] relative errors against c.ref's}, both run with
+    deterministic=True (dQ added in a fixed order): what "the mask methods give the same
+    gradients bit for bit" means. Empty unless c.ref and another fmsim variant are timed."""
+    import torch
+    from fmsim.torch import flashmask_attention
+    names = [n for n in c.fmsim if n != c.ref]
+    if c.ref not in c.fmsim or not names:
+        return {}
+
+    def grads(m):
+        q, k, v = (t.detach().requires_grad_() for t in (c.qb, c.kb, c.vb))
+        o = flashmask_attention(q, k, v, c.sri, c.causal, mask_method=m, deterministic=True)
+        return torch.autograd.grad(o, (q, k, v), c.dob)
+    ref = grads(c.fmsim[c.ref])
+    out = {n: [rel_err(a, b) for a, b in zip(grads(c.fmsim[n]), ref)] for n in names}
+    del ref
     return out
 
 
 def check_outputs(c: Case, impls: dict) -> dict:
     """Every forward against fmsim's on the same inputs: relative error (bf16: ~1e-2 at most)."""
     import torch
-    ref = impls["fmsim"]().transpose(1, 2)
+    ref = impls[c.ref]().transpose(1, 2)
     errs = {}
     for n, fn in impls.items():
-        if n != "fmsim":
+        if n != c.ref:
             try:
-                errs[n] = rel_err(fn(), ref)
+                o = fn()
+                errs[n] = rel_err(o.transpose(1, 2) if is_fmsim(n) else o, ref)
             except Exception as e:  # noqa: BLE001
                 errs[n] = repr(e)[:200]
     torch.cuda.synchronize()
     return errs
 
 
-def record(c: Case, pass_: str, figs: dict, errs: dict) -> dict:
+def record(c: Case, pass_: str, figs: dict, errs: dict, bits: Optional[dict] = None) -> dict:
     rec = dict(id=c.id, family=c.fam, seqlen=c.S, head_dim=c.D, batch=c.B, heads=c.H, mask_sets=c.nb * c.nh,
                pass_=pass_, rho=c.rho, check_rel_err_vs_fmsim=errs, impls={})
+    if bits:  # the backward's method check in deterministic mode (deterministic_bits)
+        rec["check_deterministic_vs_fmsim"] = bits
     for n, f in figs.items():
         if "error" in f:
             rec["impls"][n] = {"error": f["error"]}
             continue
-        rho = c.rho[pass_] if n == "fmsim" else c.rho["128x128"]
+        rho = c.rho[pass_] if is_fmsim(n) else c.rho["128x128"]
         fl = paper_flops(c.B, c.H, c.S, c.D, rho, pass_)
         rec["impls"][n] = {m: dict(f[m].to_dict(), tflops=fl / (f[m].median_ms * 1e-3) / 1e12)
                            for m in ("sustained", "burst")}
@@ -190,14 +237,14 @@ def run_case(c: Case, passes, peers, args, log):
     fwd = forward_impls(c, peers, flexm)
     if "fwd" in passes:
         errs = check_outputs(c, fwd)
-        recs.append(record(c, "fwd", measure(drop_disagreeing(fwd, errs, log), log=log, **kw), errs))
+        recs.append(record(c, "fwd", measure(drop_disagreeing(c, fwd, errs, log), log=log, **kw), errs))
     if "bwd" in passes:
         fns = with_inputs(c, peers, flexm)
         bwd = {}
         for n, fn in fns.items():
-            q, k, v = ((c.qb, c.kb, c.vb) if n == "fmsim" else (c.qh, c.kh, c.vh))
+            q, k, v = ((c.qb, c.kb, c.vb) if is_fmsim(n) else (c.qh, c.kh, c.vh))
             q, k, v = (t.detach().requires_grad_() for t in (q, k, v))
-            d = c.dob if n == "fmsim" else c.doh
+            d = c.dob if is_fmsim(n) else c.doh
             try:
                 o = fn(q, k, v)
                 bwd[n] = (lambda o=o, q=q, k=k, v=v, d=d: torch.autograd.grad(o, (q, k, v), d, retain_graph=True))
@@ -205,12 +252,14 @@ def run_case(c: Case, passes, peers, args, log):
                 log(f"{c.id} {n} recorded forward failed: {e!r}"[:300])
         g = {n: f() for n, f in bwd.items()}
         errs = {}
-        if "fmsim" in g:
+        if c.ref in g:
             for n, gr in g.items():
-                if n != "fmsim":
-                    errs[n] = [rel_err(a.transpose(1, 2), b) for a, b in zip(gr, g["fmsim"])]
+                if n != c.ref:
+                    errs[n] = [rel_err(a if is_fmsim(n) else a.transpose(1, 2), b) for a, b in zip(gr, g[c.ref])]
         del g
-        recs.append(record(c, "bwd", measure(drop_disagreeing(bwd, errs, log), log=log, **kw), errs))
+        bits = deterministic_bits(c)
+        recs.append(record(c, "bwd", measure(drop_disagreeing(c, bwd, errs, log, bits), log=log, **kw), errs,
+                           bits))
     if flexm is not None:
         del flexm
     torch.cuda.empty_cache()
@@ -236,7 +285,8 @@ def measure_main(args) -> int:
                device=torch.cuda.get_device_name(), nvml=Nvml().ok,
                protocol=dict(PROTOCOL, warmup_s=args.warmup_s, sustain_s=args.sustain_s, burst=args.burst,
                              idle_s=args.idle_s),
-               commit=os.environ.get("FM_COMMIT", ""), command=" ".join(sys.argv), records=[])
+               commit=os.environ.get("FM_COMMIT", ""), command=" ".join(sys.argv),
+               fmsim=fmsim_impls(args.fmsim_variants), records=[])
     done = set()
     if args.resume and os.path.isfile(args.out):
         with open(args.out) as f:
@@ -268,7 +318,7 @@ def measure_main(args) -> int:
                 r["run"] = run
                 doc["records"].append(r)
                 print(one_line(r), flush=True)
-            save(args.out, doc)
+            save_json(args.out, doc)
     return 0
 
 
@@ -325,18 +375,23 @@ def table(paths) -> str:
     keys = sorted({(r["head_dim"], r["pass_"]) for r in recs}, key=lambda x: (-x[0], x[1] != "fwd"))
     for D, pass_ in keys:
         rows = [r for r in recs if r["head_dim"] == D and r["pass_"] == pass_]
-        names = [n for n in ("fmsim", "flex-triton", "flex-flash", "cudnn") if any(n in r["impls"] for r in rows)]
+        fms = list(dict.fromkeys(n for r in rows for n in r["impls"] if is_fmsim(n)))  # in order of appearance
+        fms.sort(key=lambda n: n != "fmsim")  # the library's method first where it was timed
+        names = fms + [n for n in ("flex-triton", "flex-flash", "cudnn") if any(n in r["impls"] for r in rows)]
+        if not names:
+            continue
+        base = names[0]  # the first fmsim: the ms, TF/s, MHz and W columns and every ratio's numerator
         for mode in ("sustained", "burst"):
             out.append(f"### head dim {D}, {pass_}, {mode}")
             out.append("")
-            hdr = ["case"] + (["run"] if len(runs) > 1 else []) + ["rho", "fmsim ms", "fmsim TF/s", "MHz", "W"] + [f"{n} ms" for n in names[1:]] + \
-                  [f"fmsim/{n}" for n in names[1:]]
+            hdr = ["case"] + (["run"] if len(runs) > 1 else []) + ["rho", f"{base} ms", f"{base} TF/s", "MHz", "W"] + \
+                [f"{n} ms" for n in names[1:]] + [f"{base}/{n}" for n in names[1:]]
             out.append("| " + " | ".join(hdr) + " |")
             out.append("|" + "---|" * len(hdr))
             ratios = {n: [] for n in names[1:]}
             best = []
             for r in rows:
-                f = r["impls"].get("fmsim", {})
+                f = r["impls"].get(base, {})
                 if mode not in f:
                     continue
                 fm = f[mode]
@@ -354,7 +409,8 @@ def table(paths) -> str:
                     if mode in g and n not in bad:
                         q = fm["median_ms"] / g[mode]["median_ms"]
                         ratios[n].append(q)
-                        peer_ms.append(g[mode]["median_ms"])
+                        if not is_fmsim(n):
+                            peer_ms.append(g[mode]["median_ms"])
                         cells.append(f"{q:.3f}")
                     else:
                         cells.append("")
@@ -362,10 +418,10 @@ def table(paths) -> str:
                     best.append(fm["median_ms"] / min(peer_ms))
                 out.append("| " + " | ".join(cells) + " |")
             out.append("")
-            summ = [f"fmsim/{n}: geomean {geomean(v):.3f}, worst {max(v):.3f} ({len(v)} cases)"
+            summ = [f"{base}/{n}: geomean {geomean(v):.3f}, worst {max(v):.3f} ({len(v)} cases)"
                     for n, v in ratios.items() if v]
             if best:
-                summ.append(f"fmsim/fastest peer: worst {max(best):.3f}, geomean {geomean(best):.3f}")
+                summ.append(f"{base}/fastest peer: worst {max(best):.3f}, geomean {geomean(best):.3f}")
             out.append("; ".join(summ) + ".")
             out.append("")
             wrong = sum(1 for r in rows for e in r.get("check_rel_err_vs_fmsim", {}).values() if worst_err(e) > AGREE)
@@ -385,7 +441,10 @@ def main() -> int:
     ap.add_argument("--families", default="all", help="comma list, or all (the paper's twelve)")
     ap.add_argument("--head-dim", type=int, default=128, choices=(64, 128))
     ap.add_argument("--passes", default="fwd,bwd")
-    ap.add_argument("--peers", default="triton,flash,cudnn")
+    ap.add_argument("--peers", default="triton,flash,cudnn", help="comma list of triton, flash, cudnn; '' for none")
+    ap.add_argument("--fmsim-variants", default="",
+                    help="time fmsim once per mask method, e.g. r2p,slices (fmsim[r2p], fmsim[slices]; the first "
+                         "is the reference); '' (default): fmsim with the library's method")
     ap.add_argument("--tokens", type=int, default=131072, help="B = tokens / S")
     ap.add_argument("--hidden", type=int, default=4096, help="H = hidden / D")
     ap.add_argument("--seed", type=int, default=1)
@@ -404,6 +463,9 @@ def main() -> int:
     for p in args.passes.split(","):
         if p not in ("fwd", "bwd"):
             ap.error(f"--passes: {p!r} is not fwd or bwd")
+    vs = [v for v in args.fmsim_variants.split(",") if v]
+    if any(v not in MASK_METHODS for v in vs) or len(set(vs)) != len(vs):
+        ap.error(f"--fmsim-variants: {args.fmsim_variants!r}: expected distinct entries of {', '.join(MASK_METHODS)}")
     return measure_main(args)
 
 

@@ -7,7 +7,8 @@
 
 RUN is what a GPU run left behind: a scenario run folder (`fmsim run`, `fmsim bench`:
 index.json with each kernel's time, and the cases' traces; the cases of the profile's
-kernel are compared), an older bench summary.json (its cases and sweep points), an
+kernel are compared), a bench/protocol_bench.py JSON (fmsim's sustained and burst figures,
+two sources), an older bench summary.json (its cases and sweep points), an
 fmsim-measurements JSON file, a bench table (merged.txt) or kernels/PERF_NOTES.md (its
 per-family tables). Every case is predicted by `fmsim predict --json` on the very mask the
 run measured (its interval file, or its family rebuilt from the recorded parameters and
@@ -37,7 +38,7 @@ PAPER_TOKENS, PAPER_HIDDEN = 131072, 4096
 
 def case(pass_="fwd", **kw):
     c = {"params": [], "seed": 0, "sample": None, "mask": None, "causal": None, "trace": None,
-         "kernel": None, "tile": None, "pass": "fwd"}
+         "kernel": None, "tile": None, "pass": "fwd", "clock": "burst"}
     c.update(kw)
     c["pass"] = pass_
     return c
@@ -176,6 +177,33 @@ def read_perf_notes(path):
     return out
 
 
+def read_protocol(path):
+    """A bench/protocol_bench.py run (fmsim-protocol-bench): fmsim's cases, each pass twice,
+    sources protocol-sustained and protocol-burst (docs/DESIGN.md, "How we measure"), each
+    predicted in its own clock state (fmsim predict --clock sustained, burst). The
+    implementation is "fmsim", else the first fmsim[METHOD] of the run (its reference)."""
+    with open(path) as f:
+        d = json.load(f)
+    try:
+        return protocol_cases(d)
+    except (KeyError, TypeError) as e:
+        raise SystemExit("%s: not a complete protocol_bench record (no %s)" % (path, e))
+
+
+def protocol_cases(d):
+    out = []
+    for r in d["records"]:
+        impls = r.get("impls", {})
+        name = "fmsim" if "fmsim" in impls else next((n for n in impls if n.startswith("fmsim[")), None)
+        if name is None or "error" in impls[name]:
+            continue
+        for fig in ("sustained", "burst"):
+            out.append(case(r["pass_"], id="%s-%s" % (r["id"], r["pass_"]), source="protocol-" + fig, clock=fig,
+                            family=r["family"], seqlen=r["seqlen"], batch=r["batch"], heads=r["heads"],
+                            head_dim=r["head_dim"], time_ms=impls[name][fig]["median_ms"]))
+    return out
+
+
 def read_run(path):
     if os.path.isdir(path):
         if os.path.isfile(os.path.join(path, "index.json")):
@@ -191,6 +219,8 @@ def read_run(path):
         return read_scenario(os.path.dirname(path) or ".")
     if d.get("format") == "fmsim-measurements":
         return read_measurements(path)
+    if d.get("format") == "fmsim-protocol-bench":
+        return read_protocol(path)
     if d.get("format") == "fmsim-trace" and d.get("kind") == "bench":
         return read_bench(path)
     raise SystemExit("%s: not a run output this script knows" % path)
@@ -198,7 +228,7 @@ def read_run(path):
 
 def predict(fmsim, profile, kernel, c):
     cmd = [fmsim, "predict", "--json", "--gpu", profile, "--kernel", kernel, "--pass", c["pass"],
-           "--head-dim", str(c["head_dim"]), "--batch", str(c["batch"]), "--heads", str(c["heads"])]
+           "--clock", c["clock"], "--head-dim", str(c["head_dim"]), "--batch", str(c["batch"]), "--heads", str(c["heads"])]
     if c["trace"]:
         cmd += ["--trace", c["trace"]]
     elif c["mask"]:

@@ -26,8 +26,25 @@ static void cost_json(fm_json *j, const char *key, const fm_cp_cost *c, int fits
   fm_json_double(j, "fwd_ms", c->ms[FM_CP_FWD]);
   fm_json_double(j, "bwd_ms", c->ms[FM_CP_BWD]);
   fm_json_double(j, "step_ms", c->step_ms);
+  fm_json_double(j, "compute_fwd_ms", c->compute_ms[FM_CP_FWD]);
+  fm_json_double(j, "compute_bwd_ms", c->compute_ms[FM_CP_BWD]);
   fm_json_int(j, "memory_bytes", c->mem_bytes);
   if (fits >= 0) fm_json_bool(j, "fits", fits);
+  fm_json_end(j);
+}
+
+/* A rank's ring steps are written up to this many ranks (P^2 objects). */
+#define FM_CP_JSON_MAX_STEP_RANKS 64
+
+static void step_json(fm_json *j, const fm_cp_ring_step *st) {
+  fm_json_object(j, NULL);
+  fm_json_int(j, "source", st->source);
+  fm_json_int(j, "s", st->s);
+  fm_json_int(j, "kv_bytes", st->kv_bytes);
+  fm_json_double(j, "fwd_ms", st->ms[FM_CP_FWD]);
+  fm_json_double(j, "bwd_ms", st->ms[FM_CP_BWD]);
+  fm_json_double(j, "ring_fwd_ms", st->ring_ms[FM_CP_FWD]);
+  fm_json_double(j, "ring_bwd_ms", st->ring_ms[FM_CP_BWD]);
   fm_json_end(j);
 }
 
@@ -52,6 +69,13 @@ static void rank_json(fm_json *j, const fm_cp_summary *s, const fm_cp_rank *rk, 
   fm_json_object(j, "exchanges");
   for (int x = 0; x < FM_CP_NEXCHANGES; x++) cost_json(j, fm_cp_exchange_name(x), &rk->cost[x], -1);
   fm_json_end(j);
+  if (s->ranks <= FM_CP_JSON_MAX_STEP_RANKS) {
+    fm_json_array(j, "steps");
+    for (int32_t i = 0; i < rk->nsteps; i++) step_json(j, &rk->steps[i]);
+    fm_json_end(j);
+  } else {
+    fm_json_null(j, "steps");
+  }
   fm_json_end(j);
 }
 
@@ -105,11 +129,18 @@ void fm_cp_plan_json(const fm_cp_plan *p, struct fm_json *j) {
   fm_json_int(j, "kv_row_bytes", s->kv_row_bytes);
   fm_json_object(j, "link");
   fm_json_double(j, "gbs", s->link_gbs);
+  fm_json_double(j, "gpu_gbs", s->gpu_gbs);
   fm_json_double(j, "latency_us", s->link_us);
+  fm_json_double(j, "comm_sm_frac", s->comm_sm_frac);
   fm_json_end(j);
   fm_json_int(j, "memory_budget_bytes", s->mem_budget);
   fm_json_object(j, "tiles");
   for (int k = 0; k < FM_CP_NPASSES; k++) counts_json(j, pass_key[k], &s->tiles[k], s->br[k], s->bc[k]);
+  fm_json_end(j);
+  fm_json_string(j, "clock", fm_cp_clock_name(s->clock, s->allgather_clock));
+  fm_json_object(j, "clocks");
+  fm_json_string(j, "compute", fm_clock_name(s->clock));
+  fm_json_string(j, "allgather", fm_clock_name(s->allgather_clock));
   fm_json_end(j);
   fm_json_object(j, "one_gpu");
   fm_json_double(j, "fwd_ms", s->one_gpu_ms[FM_CP_FWD]);
@@ -121,5 +152,21 @@ void fm_cp_plan_json(const fm_cp_plan *p, struct fm_json *j) {
     const fm_cp_sharding_plan *sp = fm_cp_plan_sharding(p, (fm_cp_sharding)k);
     if (sp) sharding_json(j, s, sp);
   }
+  fm_json_end(j);
+  fm_json_array(j, "skipped"); /* asked for as all, unable to cut these rows: [{name, reason}] */
+  for (int k = 0; k < FM_CP_NSHARDINGS; k++) {
+    const char *why = fm_cp_plan_skipped(p, (fm_cp_sharding)k);
+    if (!why) continue;
+    fm_json_object(j, NULL);
+    fm_json_string(j, "name", fm_cp_sharding_name((fm_cp_sharding)k));
+    fm_json_string(j, "reason", why);
+    fm_json_end(j);
+  }
+  fm_json_end(j);
+  const fm_cp_sharding_plan *best = fm_cp_plan_sharding(p, fm_cp_plan_best(p));
+  fm_json_object(j, "best"); /* fm_cp_plan_best: what `cp-run --sharding plan` runs */
+  fm_json_string(j, "sharding", fm_cp_sharding_name(best->sharding));
+  fm_json_string(j, "exchange", fm_cp_exchange_name(best->exchange));
+  fm_json_double(j, "step_ms", best->step_ms);
   fm_json_end(j);
 }

@@ -19,10 +19,46 @@ typedef struct ring_sim {
   int pass;
   double *comp_end, *kv_end, *rel_end; /* (sources): a step's compute end, its K/V's
                                           arrival, its partial buffer free again */
+  double *comp_start;                  /* (sources): a step's compute start */
   double *comm, *ready, *iend;         /* (P): the comm stream's last end; this group's */
   int64_t *at;                         /* (P): the source of this group's step, -1 none */
   int32_t *done;                       /* (P): compute steps replayed */
+  int32_t *busy;                       /* (P): this group moves something of the rank */
+  /* NCCL residences (the comm stream's groups, [posted, last transfer done)), per
+   * rank at most res_cap: the ones this replay records (res, nres) and the
+   * previous replay's that stretch its steps (old, nold) */
+  double *res, *old;                   /* (P, res_cap, 2) */
+  int32_t *nres, *nold, res_cap;
 } ring_sim;
+
+/* When a step of `us` microseconds of the whole GPU's time, started at t0,
+ * ends on a rank whose NCCL kernels hold the fraction f of its SMs during the
+ * intervals iv (n, disjoint, in time order): it progresses at 1 - f inside
+ * them, at 1 outside. */
+double fm_cp_stretch(double t0, double us, double f, const double *iv, int32_t n) {
+  double t = t0, left = us;
+  for (int32_t k = 0; k < n && f > 0 && left > 0; k++) {
+    double a = iv[2 * k], b = iv[2 * k + 1];
+    if (b <= t) continue;
+    if (a > t) {
+      if (left <= a - t) return t + left;
+      left -= a - t;
+      t = a;
+    }
+    double got = (1 - f) * (b - t);
+    if (left <= got) return t + left / (1 - f);
+    left -= got;
+    t = b;
+  }
+  return t + left;
+}
+
+double fm_cp_contended_rate(int64_t items, int32_t slots, double f) {
+  if (!(f > 0) || items <= 0 || slots <= 0) return 1;
+  int64_t left = (int64_t)floor((1 - f) * slots);
+  if (left < 1) left = 1;
+  return (double)((items + slots - 1) / slots) / (double)((items + left - 1) / left);
+}
 
 /* Replays rank r's compute steps up to its step i (each after the previous
  * one, its K/V group and, backward, the release of step i - 2's partials). */
@@ -33,7 +69,10 @@ static void ring_compute(ring_sim *x, int32_t r, int64_t i) {
     double t = x->done[r] ? x->comp_end[k - 1] : 0;
     if (x->done[r]) t = fmax(t, x->kv_end[k]);
     if (x->pass == FM_CP_BWD && x->done[r] >= 2) t = fmax(t, x->rel_end[k - 2]);
-    x->comp_end[k] = t + x->m->src[k].us[x->pass];
+    x->comp_start[k] = t;
+    const fm_cp_model_src *src = &x->m->src[k];
+    double f = x->m->comm_sm_frac > 0 && src->rate[x->pass] > 0 ? 1 - src->rate[x->pass] : x->m->comm_sm_frac;
+    x->comp_end[k] = fm_cp_stretch(t, src->us[x->pass], f, x->old + (size_t)r * x->res_cap * 2, x->nold[r]);
   }
 }
 
@@ -64,6 +103,7 @@ static void ring_group(ring_sim *x, int32_t s, int back) {
       x->ready[r] = fmax(x->ready[r], x->comp_end[m->start[r] + dep]);
     }
     x->iend[r] = x->ready[r];
+    x->busy[r] = 0;
   }
   for (int32_t r = 0; r < P; r++) {
     int64_t k = x->at[r];
@@ -73,8 +113,15 @@ static void ring_group(ring_sim *x, int32_t s, int back) {
     double t = fmax(x->ready[r], x->ready[q]) + xfer_us(m, c->bytes, c->msgs[FM_CP_RING][back]);
     x->iend[r] = fmax(x->iend[r], t);
     x->iend[q] = fmax(x->iend[q], t);
+    x->busy[r] = x->busy[q] = 1;
   }
-  for (int32_t r = 0; r < P; r++) x->comm[r] = x->iend[r];
+  for (int32_t r = 0; r < P; r++) {
+    x->comm[r] = x->iend[r];
+    if (x->busy[r] && x->nres[r] < x->res_cap && x->iend[r] > x->ready[r]) {
+      double *iv = x->res + ((size_t)r * x->res_cap + (size_t)x->nres[r]++) * 2;
+      iv[0] = x->ready[r], iv[1] = x->iend[r];
+    }
+  }
   /* the partials back: r - s adds what r sent it after the group (r - s gets
    * them from r alone in this group), and only then releases its own buffer */
   for (int32_t r = 0; back && r < P; r++)
@@ -108,13 +155,58 @@ static fm_status check_model(const fm_cp_model *m, fm_err *err) {
   return FM_OK;
 }
 
+/* One replay of a pass (the executor's order of groups: docs/DESIGN.md,
+ * "cp-run", "Order and deadlock"), its walls into wall; x's state zeroed
+ * first, its NCCL residences recorded into res. */
+static void ring_replay(ring_sim *x, double *wall) {
+  const fm_cp_model *m = x->m;
+  const int32_t P = m->ranks;
+  const size_t n = (size_t)m->start[P];
+  memset(x->comp_end, 0, sizeof *x->comp_end * n);
+  memset(x->comp_start, 0, sizeof *x->comp_start * n);
+  memset(x->kv_end, 0, sizeof *x->kv_end * n);
+  memset(x->rel_end, 0, sizeof *x->rel_end * n);
+  memset(x->comm, 0, sizeof *x->comm * (size_t)P);
+  memset(x->done, 0, sizeof *x->done * (size_t)P);
+  memset(x->nres, 0, sizeof *x->nres * (size_t)P);
+  if (x->pass == FM_CP_FWD)
+    for (int32_t s = 1; s < P; s++) ring_group(x, s, 0);
+  if (x->pass == FM_CP_BWD) {
+    if (P > 1) ring_group(x, 1, 0);
+    ring_own(x);
+    for (int32_t s = 1; s < P; s++) {
+      if (s + 1 < P) ring_group(x, s + 1, 0);
+      ring_group(x, s, 1);
+    }
+  }
+  for (int32_t r = 0; r < P; r++) {
+    int64_t last = m->start[r + 1] - 1;
+    ring_compute(x, r, last - m->start[r]);
+    wall[r] = fmax(x->comp_end[last], x->comm[r]) + tail_us(m, r, FM_CP_RING, x->pass);
+  }
+}
+
 fm_status fm_cp_model_ring(const fm_cp_model *m, int pass, double *wall, fm_err *err) {
+  return fm_cp_model_ring_steps(m, pass, wall, NULL, err);
+}
+
+/* Replays until no wall moves by more than RING_TOL_US (at most RING_MAX_REPLAYS):
+ * each replay's steps stretched by the previous one's NCCL residences. */
+#define RING_MAX_REPLAYS 16
+#define RING_TOL_US 1e-3
+
+fm_status fm_cp_model_ring_steps(const fm_cp_model *m, int pass, double *wall, double *step_us,
+                                 fm_err *err) {
   fm_status st = check_model(m, err);
   if (st != FM_OK) return st;
+  if (m->comm_sm_frac < 0 || m->comm_sm_frac >= 1)
+    return fm_fail(err, FM_EINVAL, "exchange model: the SMs NCCL holds (%g) must be in [0, 1)", m->comm_sm_frac);
   const int32_t P = m->ranks;
   const int64_t n = m->start[P];
-  ring_sim x = {.m = m, .pass = pass};
+  ring_sim x = {.m = m, .pass = pass, .res_cap = 2 * P};
+  size_t nres = (size_t)P * (size_t)x.res_cap * 2;
   x.comp_end = calloc((size_t)n, sizeof *x.comp_end);
+  x.comp_start = calloc((size_t)n, sizeof *x.comp_start);
   x.kv_end = calloc((size_t)n, sizeof *x.kv_end);
   x.rel_end = calloc((size_t)n, sizeof *x.rel_end);
   x.comm = calloc((size_t)P, sizeof *x.comm);
@@ -122,34 +214,37 @@ fm_status fm_cp_model_ring(const fm_cp_model *m, int pass, double *wall, fm_err 
   x.iend = calloc((size_t)P, sizeof *x.iend);
   x.at = calloc((size_t)P, sizeof *x.at);
   x.done = calloc((size_t)P, sizeof *x.done);
-  if (!x.comp_end || !x.kv_end || !x.rel_end || !x.comm || !x.ready || !x.iend || !x.at || !x.done)
+  x.busy = calloc((size_t)P, sizeof *x.busy);
+  x.res = calloc(nres, sizeof *x.res);
+  x.old = calloc(nres, sizeof *x.old);
+  x.nres = calloc((size_t)P, sizeof *x.nres);
+  x.nold = calloc((size_t)P, sizeof *x.nold);
+  double *prev = calloc((size_t)P, sizeof *prev);
+  if (!x.comp_end || !x.comp_start || !x.kv_end || !x.rel_end || !x.comm || !x.ready || !x.iend ||
+      !x.at || !x.done || !x.busy || !x.res || !x.old || !x.nres || !x.nold || !prev)
     st = fm_fail(err, FM_ENOMEM, "cannot allocate the exchange model of %d ranks", P);
-  /* the executor's order of groups (docs/DESIGN.md, "cp-run", "Order and deadlock") */
-  if (st == FM_OK && pass == FM_CP_FWD)
-    for (int32_t s = 1; s < P; s++) ring_group(&x, s, 0);
-  if (st == FM_OK && pass == FM_CP_BWD) {
-    if (P > 1) ring_group(&x, 1, 0);
-    ring_own(&x);
-    for (int32_t s = 1; s < P; s++) {
-      if (s + 1 < P) ring_group(&x, s + 1, 0);
-      ring_group(&x, s, 1);
-    }
+  for (int it = 0; st == FM_OK && it < RING_MAX_REPLAYS; it++) {
+    ring_replay(&x, wall);
+    double moved = 0;
+    for (int32_t r = 0; r < P; r++) moved = fmax(moved, fabs(wall[r] - prev[r]));
+    if (m->comm_sm_frac == 0 || (it > 0 && moved <= RING_TOL_US)) break;
+    memcpy(prev, wall, sizeof *prev * (size_t)P);
+    double *t = x.old; /* the residences just recorded stretch the next replay */
+    x.old = x.res, x.res = t;
+    int32_t *c = x.nold;
+    x.nold = x.nres, x.nres = c;
   }
-  for (int32_t r = 0; st == FM_OK && r < P; r++) {
-    int64_t last = m->start[r + 1] - 1;
-    ring_compute(&x, r, last - m->start[r]);
-    wall[r] = fmax(x.comp_end[last], x.comm[r]) + tail_us(m, r, FM_CP_RING, pass);
-  }
-  free(x.comp_end), free(x.kv_end), free(x.rel_end), free(x.comm);
-  free(x.ready), free(x.iend), free(x.at), free(x.done);
+  for (int64_t k = 0; st == FM_OK && step_us && k < n; k++) step_us[k] = x.comp_end[k] - x.comp_start[k];
+  free(x.comp_end), free(x.comp_start), free(x.kv_end), free(x.rel_end), free(x.comm);
+  free(x.ready), free(x.iend), free(x.at), free(x.done), free(x.busy);
+  free(x.res), free(x.old), free(x.nres), free(x.nold), free(prev);
   return st;
 }
 
-/* Bytes and messages each rank receives and sends in one all-gather group;
- * backward, the time it takes to add the partials it gets back. */
+/* Bytes each rank receives and sends in one all-gather group; backward, the
+ * time it takes to add the partials it gets back. */
 typedef struct ag_load {
   double in, out;
-  int64_t in_msgs, out_msgs;
   double sum_us;
 } ag_load;
 
@@ -162,10 +257,10 @@ fm_status fm_cp_model_allgather(const fm_cp_model *m, int pass, const double *co
   if (!ld) return fm_fail(err, FM_ENOMEM, "cannot allocate the exchange model of %d ranks", P);
   for (int32_t r = 0; r < P; r++)
     for (int64_t k = m->start[r] + 1; k < m->start[r + 1]; k++) {
-      int32_t q = (r - m->src[k].s + P) % P, msgs = m->src[k].msgs[FM_CP_ALLGATHER][dir];
+      int32_t q = (r - m->src[k].s + P) % P;
       ag_load *to = &ld[dir ? q : r], *from = &ld[dir ? r : q]; /* backward: r sends to q */
-      to->in += m->src[k].bytes, to->in_msgs += msgs;
-      from->out += m->src[k].bytes, from->out_msgs += msgs;
+      to->in += m->src[k].bytes;
+      from->out += m->src[k].bytes;
       if (dir) to->sum_us += m->src[k].back_us;
     }
   /* forward: everyone posts at the barrier, the launch follows the group;
@@ -174,9 +269,13 @@ fm_status fm_cp_model_allgather(const fm_cp_model *m, int pass, const double *co
   for (int32_t r = 0; r < P; r++)
     for (int64_t k = m->start[r] + 1; k < m->start[r + 1]; k++) {
       int32_t q = (r - m->src[k].s + P) % P, a = dir ? r : q, b = dir ? q : r; /* a sends to b */
-      double bytes = fmax(ld[a].out, ld[b].in);
-      int64_t msgs = ld[a].out_msgs > ld[b].in_msgs ? ld[a].out_msgs : ld[b].in_msgs;
-      double t = (dir ? fmax(compute_us[a], compute_us[b]) : 0) + xfer_us(m, bytes, (int32_t)msgs);
+      /* the pairs of a group move side by side (NCCL's P2P connections, one per peer): this
+         one at the pair's rate, unless its two ends' loads through their GPUs take longer */
+      const fm_cp_model_src *x = &m->src[k];
+      double pair = x->bytes, both = fmax(ld[a].out, ld[b].in);
+      double move = m->gpu_gbs > 0 ? fmax(pair / m->link_gbs, both / m->gpu_gbs) : pair / m->link_gbs;
+      double t = (dir ? fmax(compute_us[a], compute_us[b]) : 0) +
+                 (pair > 0 ? move / 1e3 + x->msgs[FM_CP_ALLGATHER][dir] * m->link_us : 0);
       wall[a] = fmax(wall[a], t);
       wall[b] = fmax(wall[b], t);
     }

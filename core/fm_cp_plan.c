@@ -34,10 +34,12 @@ struct fm_cp_plan {
   float *map;             /* (map_rows, map_cols) */
   int32_t *map_diff;      /* walk scratch (tr + 1) */
   int have[FM_CP_NSHARDINGS];
+  char skipped[FM_CP_NSHARDINGS][256]; /* all asked for: why a sharding could not cut the rows */
   fm_cp_sharding_plan sp[FM_CP_NSHARDINGS];
   fm_cp_segment *segs[FM_CP_NSHARDINGS];
   fm_cp_rank *ranks[FM_CP_NSHARDINGS];
   uint8_t *need[FM_CP_NSHARDINGS];
+  fm_cp_ring_step *steps[FM_CP_NSHARDINGS];
 };
 
 #define MAP_MAX 512
@@ -337,7 +339,10 @@ typedef struct eval_ctx {
   int32_t *kseg[FM_CP_NPASSES]; /* (tc,) the segment holding each key tile */
   int32_t *pre;           /* (tr + 1,) the rank's row tiles below each row tile */
   double *vis[FM_CP_NPASSES]; /* (P,) visited tiles of the rank on each source rank's keys */
-  double relaunch_us[FM_CP_NPASSES]; /* the rank's: one more launch over its rows (ring_relaunch_us) */
+  double *step_us[FM_CP_NPASSES];    /* (P,) the rank's ring step on each source's keys (rank_steps) */
+  int64_t *step_items[FM_CP_NPASSES]; /* (P,) its work items */
+  int32_t *sdiff;         /* rank_steps' scratch: 2 difference arrays of (tr + 1) */
+  double *ag_ms[FM_CP_NPASSES]; /* (P,) each rank's pass at the all-gather's clock (NaN: no time) */
   int64_t *src_rows;      /* (P,) K/V rows the rank receives from each source */
   int32_t *src_segs, *src_runs; /* (P,) its segments needed, their runs in the source's storage */
   fm_cp_model_src *src;   /* every rank's sources in ring order (the exchange model) ... */
@@ -347,6 +352,25 @@ typedef struct eval_ctx {
   int64_t *max_src;       /* (P,) the most rows it receives from one source */
   fm_cp_model_rank *mrank; /* (P,) work outside the steps and groups (the exchange model) */
 } eval_ctx;
+
+/* Columns of key tile ct (bc wide, the last one cut at S). */
+static int64_t key_tile_width(int32_t S, int32_t bc, int32_t ct) {
+  int64_t j0 = (int64_t)ct * bc;
+  return S - j0 < bc ? S - j0 : bc;
+}
+
+/* Whether rank r's launch runs the kernel's causal path: a causal mask and
+ * the rank's rows one segment that ends at S (its diagonal the mask's). */
+static int rank_causal(const eval_ctx *e, int32_t r) {
+  return e->p->causal && e->out[r].segments == 1 && e->segs[e->by_rank[e->rank_start[r]]].row1 == e->p->sum.seqlen;
+}
+
+/* The timing model's problem of one pass of the plan's shape, in its clock. */
+static fm_timing_problem pass_problem(const fm_cp_summary *s, int pass) {
+  return (fm_timing_problem){.batch = s->batch, .heads = s->heads, .head_dim = s->head_dim,
+                             .pass = pass == FM_CP_FWD ? FM_PASS_FWD : FM_PASS_BWD, .variant = FM_VARIANT_SKIP,
+                             .clock = s->clock};
+}
 
 /* The rank's row tiles at pd's tile into e->pre (prefix counts); returns them. */
 static int32_t rank_row_tiles(eval_ctx *e, const pass_data *pd, int32_t r) {
@@ -383,8 +407,7 @@ static void rank_cols(eval_ctx *e, const pass_data *pd, int pass, int32_t r, int
       int32_t t = in_spans(e->pre, sp + 2, pd->nspans[at * 2 + 1]);
       cols[at] = (fm_work){tr_r - m, t - m};
       if (tr_r - m == 0) continue;
-      int64_t j0 = (int64_t)ct * pd->bc, w = p->sum.seqlen - j0 < pd->bc ? p->sum.seqlen - j0 : pd->bc;
-      kv_cols[s] += w;
+      kv_cols[s] += key_tile_width(p->sum.seqlen, pd->bc, ct);
       int32_t k = e->kseg[pass][ct], q = e->segs[k].rank;
       vis[q] += tr_r - m;
       if (q != r) e->need[(int64_t)r * e->nseg + k] = 1;
@@ -451,17 +474,146 @@ static double hbm_us(const eval_ctx *e, int64_t rows, int nu, int nl) {
   return prof && prof->hbm_gbs > 0 ? (double)rows * (nu * u + nl * l) / (prof->hbm_gbs * 1e3) : 0;
 }
 
-/* What one more launch over the rank's rows costs beyond its share of the
- * visited tiles: the timing model's launch_us; forward, every row tile's
- * item again (one per row tile and (b, h), whatever the keys: its fixed
- * item_us over the profile's slots); backward, the launch's row work
- * (BWDROWS; its items are the key tiles, which the steps share out). */
-static double ring_relaunch_us(const eval_ctx *e, int pass, int64_t rows, const fm_timing_result *res) {
+/* The stream operations of one sm90 launch besides its kernels priced by
+ * bytes (kernels/fm_attn.cu, fm_sm90.cu, fm_sm90_bwd.cu), each a small kernel
+ * or memset: OP_US its duration and the gap before the next one, GAP_US the
+ * gap alone (what a kernel priced by its bytes adds). Measured: CUPTI kernel
+ * records of 10 timed launches on an H200
+ * (notebooks/data/h200_causal_document_8k/timeline.json): tile_bounds_kernel
+ * 2.336 us (median), the next kernel 1.008 us after it. */
+#define OP_US (2.336 + 1.008)
+#define GAP_US 1.008
+/* CUB's radix sort of n items of end_bit bits (its tuning: one kernel up to
+ * a tile of 256 x 19 items; else histogram, exclusive sum, and a lookback
+ * memset and one onesweep kernel per 8-bit digit). */
+static int sort_ops(int64_t n, int end_bit) { return n <= 256 * 19 ? 1 : 2 + 2 * ((end_bit + 7) / 8); }
+
+/* Fixed microseconds of one more ring launch over the rank's rows, counted:
+ * forward, tile_bounds, row_work, item_keys, the sort (key: the head above 32
+ * bits), the counter memset, each OP_US, and the kernel and merge_kernel each
+ * GAP_US; backward, tile_bounds and the counter memset OP_US, prep_kernel, the
+ * dQ accumulator's memset, the kernel, dq_convert_kernel and the dQ sum each
+ * GAP_US (their bytes: BWDROWS, SUM). */
+double fm_cp_launch_ops_us(int pass, int64_t items, int64_t bh) {
+  if (pass == FM_CP_BWD) return 2 * OP_US + 5 * GAP_US;
+  int end_bit = 33;
+  while (end_bit < 64 && (bh >> (end_bit - 32))) end_bit++;
+  return (4 + sort_ops(items, end_bit)) * OP_US + 2 * GAP_US;
+}
+
+/* What a ring step past the first adds to its own launch's prediction
+ * (rank_steps): the operations counted (fm_cp_launch_ops_us) where they exceed
+ * the timing model's launch_us (the intercept of the calibration's launches,
+ * whose spans hold the same operations); backward, the launch's row work
+ * (BWDROWS: the calibration's launches have Sq = Sk, so their fit prices it
+ * by the keys, and a step's keys are a part of the rows'). */
+static double ring_step_extra_us(const eval_ctx *e, int pass, int64_t rows, const fm_timing_result *res) {
   const fm_cp_summary *s = &e->p->sum;
-  fm_pass fp = pass == FM_CP_FWD ? FM_PASS_FWD : FM_PASS_BWD;
-  const fm_timing_coef *c = fm_profile_coef(e->o->profile, fp, s->head_dim);
-  if (pass == FM_CP_BWD) return res->launch_us + hbm_us(e, rows, BWDROWS_U, BWDROWS_L);
-  return res->launch_us + (res->slots > 0 ? (double)res->items * c->item_us / (double)res->slots : 0);
+  double ops = fm_cp_launch_ops_us(pass, res->items, (int64_t)s->batch * s->heads);
+  double extra = ops > res->launch_us ? ops - res->launch_us : 0;
+  return pass == FM_CP_BWD ? extra + hbm_us(e, rows, BWDROWS_U, BWDROWS_L) : extra;
+}
+
+/* Whether segment k is in rank r's ring step on source q's keys: one of q's
+ * that r needs, or, when q = r, any of r's own (cp-run launches a step over
+ * them, docs/DESIGN.md, "cp-run"). */
+static int step_segment(const eval_ctx *e, int32_t r, int32_t q, int32_t k) {
+  return e->segs[k].rank == q && (q == r || e->need[(int64_t)r * e->nseg + k]);
+}
+
+/* Adds the spans (global row tiles) to d, indexed by the rank's own row tiles
+ * (e->pre: a span maps onto the consecutive own tiles it holds). */
+static void add_spans_local(int32_t *d, const int32_t *pre, const fm_tile_span *sp, int n) {
+  for (int k = 0; k < n; k++) d[pre[sp[k].begin]]++, d[pre[sp[k].end]]--;
+}
+
+/* The work of rank r's step on source q's keys into w (allocated here; free
+ * with fm_timing_work_free): per own row tile the step's key tiles it visits
+ * and how many are PARTIAL (the pass's spans restricted to the step's key
+ * tiles, summed in difference arrays over the own row tiles), per step key
+ * tile its column of the own rows, the key columns visited. O(the step's key
+ * tiles + the own row tiles) a set. */
+static fm_status step_work(eval_ctx *e, int32_t r, int pass, int32_t q, int32_t tr_r, fm_timing_work *w,
+                           fm_err *err) {
+  const fm_cp_plan *p = e->p;
+  const pass_data *pd = &p->pass[pass];
+  const fm_cp_rank *rk = &e->out[r];
+  const int32_t S = p->sum.seqlen;
+  int32_t tc = 0;
+  int64_t sk = 0;
+  for (int32_t i = e->rank_start[q]; i < e->rank_start[q + 1]; i++)
+    if (step_segment(e, r, q, e->by_rank[i])) {
+      const fm_cp_segment *g = &e->segs[e->by_rank[i]];
+      tc += (int32_t)(((int64_t)g->row1 + pd->bc - 1) / pd->bc - g->row0 / pd->bc);
+      sk += g->row1 - g->row0;
+    }
+  *w = (fm_timing_work){.sq = (int32_t)rk->rows, .sk = (int32_t)sk, .br = pd->br, .bc = pd->bc, .tr = tr_r,
+                        .tc = tc, .nb = p->nb, .nh = p->nh, .causal = q == r && rank_causal(e, r)};
+  w->rows = malloc(sizeof *w->rows * (size_t)p->nsets * (size_t)(tr_r > 0 ? tr_r : 1));
+  w->cols = malloc(sizeof *w->cols * (size_t)p->nsets * (size_t)(tc > 0 ? tc : 1));
+  w->kv_cols = calloc((size_t)p->nsets, sizeof *w->kv_cols);
+  if (!w->rows || !w->cols || !w->kv_cols)
+    return fm_fail(err, FM_ENOMEM, "cannot allocate the work of rank %d's step on rank %d's keys", r, q);
+  int64_t visited = 0, partial = 0;
+  int32_t *dm = e->sdiff, *dt = e->sdiff + tr_r + 1;
+  for (int32_t st = 0; st < p->nsets; st++) {
+    memset(e->sdiff, 0, sizeof *e->sdiff * 2 * ((size_t)tr_r + 1));
+    int32_t j = 0;
+    for (int32_t i = e->rank_start[q]; i < e->rank_start[q + 1]; i++) {
+      if (!step_segment(e, r, q, e->by_rank[i])) continue;
+      const fm_cp_segment *g = &e->segs[e->by_rank[i]];
+      for (int32_t ct = g->row0 / pd->bc; (int64_t)ct * pd->bc < g->row1; ct++) {
+        int64_t at = (int64_t)st * pd->tc + ct;
+        const fm_tile_span *sp = pd->spans + at * 4;
+        int32_t m = in_spans(e->pre, sp, pd->nspans[at * 2]), t = in_spans(e->pre, sp + 2, pd->nspans[at * 2 + 1]);
+        w->cols[(int64_t)st * tc + j++] = (fm_work){tr_r - m, t - m};
+        if (tr_r - m > 0) w->kv_cols[st] += key_tile_width(S, pd->bc, ct);
+        add_spans_local(dm, e->pre, sp, pd->nspans[at * 2]);
+        add_spans_local(dt, e->pre, sp + 2, pd->nspans[at * 2 + 1]);
+      }
+    }
+    for (int32_t i = 0, M = 0, T = 0; i < tr_r; i++) {
+      M += dm[i], T += dt[i];
+      w->rows[(int64_t)st * tr_r + i] = (fm_work){tc - M, T - M};
+      visited += tc - M, partial += T - M;
+    }
+  }
+  fm_tile_counts *c = &w->counts;
+  c->total = (int64_t)p->nsets * tr_r * tc;
+  c->minmax[FM_TILE_MASKED] = c->total - visited;
+  c->minmax[FM_TILE_PARTIAL] = partial;
+  c->minmax[FM_TILE_UNMASKED] = visited - partial;
+  c->sparsity = c->total ? (double)c->minmax[FM_TILE_MASKED] / (double)c->total : 0;
+  return FM_OK;
+}
+
+/* Rank r's ring steps of one pass, each predicted by the timing model as the
+ * launch cp-run makes of it (step_work: the rank's rows against the step's
+ * keys alone), a step past the first with its extra (ring_step_extra_us):
+ * e->step_us[pass][q] and its items e->step_items[pass][q] (NaN and 0: no
+ * step on q's keys, or no time without a profile). */
+static fm_status rank_steps(eval_ctx *e, int32_t r, int pass, fm_err *err) {
+  const fm_cp_plan *p = e->p;
+  const pass_data *pd = &p->pass[pass];
+  const fm_gpu_profile *prof = e->o->profile;
+  fm_timing_problem pb = pass_problem(&p->sum, pass);
+  for (int32_t q = 0; q < e->ranks; q++) e->step_us[pass][q] = NAN, e->step_items[pass][q] = 0;
+  if (!pd->present || !prof || !fm_profile_coef(prof, pb.pass, pb.head_dim)) return FM_OK;
+  int32_t tr_r = rank_row_tiles(e, pd, r);
+  fm_status st = FM_OK;
+  for (int32_t q = 0; st == FM_OK && q < e->ranks; q++) {
+    if (q != r && e->src_rows[q] == 0) continue;
+    fm_timing_work w;
+    fm_timing_result res;
+    st = step_work(e, r, pass, q, tr_r, &w, err);
+    if (st == FM_OK && w.tc > 0) st = fm_timing_predict(prof, &w, &pb, &res, err);
+    if (st == FM_OK && w.tc > 0) {
+      e->step_us[pass][q] = res.time_us + (q != r ? ring_step_extra_us(e, pass, e->out[r].rows, &res) : 0);
+      e->step_items[pass][q] = res.items;
+    }
+    fm_timing_work_free(&w);
+  }
+  return st;
 }
 
 /* One pass of rank r: its tiles, needs and, with a profile, its time on the
@@ -470,14 +622,11 @@ static fm_status rank_pass(eval_ctx *e, int32_t r, int pass, fm_err *err) {
   const fm_cp_plan *p = e->p;
   const pass_data *pd = &p->pass[pass];
   fm_cp_rank *rk = &e->out[r];
-  rk->ms[pass] = NAN;
-  e->relaunch_us[pass] = 0;
+  rk->ms[pass] = e->ag_ms[pass][r] = NAN;
   if (!pd->present) return FM_OK;
   int32_t tr_r = rank_row_tiles(e, pd, r);
   fm_timing_work w = {.sq = (int32_t)rk->rows, .sk = p->sum.seqlen, .br = pd->br, .bc = pd->bc,
-                      .tr = tr_r, .tc = pd->tc, .nb = p->nb, .nh = p->nh,
-                      .causal = p->causal && rk->segments == 1 &&
-                                e->segs[e->by_rank[e->rank_start[r]]].row1 == p->sum.seqlen};
+                      .tr = tr_r, .tc = pd->tc, .nb = p->nb, .nh = p->nh, .causal = rank_causal(e, r)};
   w.rows = malloc(sizeof *w.rows * (size_t)p->nsets * (size_t)(tr_r > 0 ? tr_r : 1));
   w.cols = malloc(sizeof *w.cols * (size_t)p->nsets * (size_t)pd->tc);
   w.kv_cols = calloc((size_t)p->nsets, sizeof *w.kv_cols);
@@ -492,13 +641,12 @@ static fm_status rank_pass(eval_ctx *e, int32_t r, int pass, fm_err *err) {
   fm_status st = FM_OK;
   const fm_gpu_profile *prof = e->o->profile;
   if (prof && fm_profile_coef(prof, pass == FM_CP_FWD ? FM_PASS_FWD : FM_PASS_BWD, p->sum.head_dim)) {
-    fm_timing_problem pb = {.batch = p->sum.batch, .heads = p->sum.heads, .head_dim = p->sum.head_dim,
-                            .pass = pass == FM_CP_FWD ? FM_PASS_FWD : FM_PASS_BWD,
-                            .variant = FM_VARIANT_SKIP};
+    fm_timing_problem pb = pass_problem(&p->sum, pass);
     fm_timing_result res;
     st = fm_timing_predict(prof, &w, &pb, &res, err);
     rk->ms[pass] = res.time_us / 1e3;
-    e->relaunch_us[pass] = ring_relaunch_us(e, pass, rk->rows, &res);
+    e->ag_ms[pass][r] = fm_timing_time_in(fm_profile_coef(prof, pb.pass, pb.head_dim), p->sum.allgather_clock,
+                                          &res) / 1e3;
   }
   fm_timing_work_free(&w);
   return st;
@@ -543,6 +691,10 @@ static fm_status rank_model_src(eval_ctx *e, int32_t r, fm_err *err) {
     e->src = x, e->cap = cap;
   }
   e->src_start[r] = e->nsrc;
+  for (int pass = 0; pass < FM_CP_NPASSES; pass++) {
+    fm_status st = rank_steps(e, r, pass, err);
+    if (st != FM_OK) return st;
+  }
   for (int32_t s = 0; s < P; s++) {
     int32_t q = (r - s + P) % P;
     if (s > 0 && e->src_rows[q] == 0) continue;
@@ -550,14 +702,13 @@ static fm_status rank_model_src(eval_ctx *e, int32_t r, fm_err *err) {
     memset(x, 0, sizeof *x);
     x->s = s;
     for (int pass = 0; pass < FM_CP_NPASSES; pass++) {
-      double total = 0, *vis = e->vis[pass]; /* rank r's: its passes just ran */
-      for (int32_t t = 0; t < P; t++) total += vis[t];
-      double us = rk->ms[pass] * 1e3;
       int first = s == 0, fwd = pass == FM_CP_FWD;
-      x->us[pass] = (total > 0 ? us * vis[q] / total : s == 0 ? us : 0) +
-                    (s > 0 ? e->relaunch_us[pass] : 0) +
+      x->us[pass] = e->step_us[pass][q] +
                     hbm_us(e, rk->rows, fwd ? (first ? MERGE0_U : MERGE_U) : (first ? SUM0_U : SUM_U),
                            fwd ? (first ? MERGE0_L : MERGE_L) : 0);
+      /* its launch's items beside NCCL: forward the rank's row tiles, backward the step's key tiles */
+      x->rate[pass] = e->o->profile ? fm_cp_contended_rate(e->step_items[pass][q], e->o->profile->sms,
+                                                           e->p->sum.comm_sm_frac) : 0;
     }
     if (s == 0) continue;
     x->bytes = (double)e->src_rows[q] * (double)e->p->sum.kv_row_bytes;
@@ -611,38 +762,81 @@ static void rank_memory(const eval_ctx *e, int32_t r) {
                                    (4 * cols + 4 * (cols > R ? cols : R) + 2 * e->send_max[r]) * u;
 }
 
+/* The ranks' steps from the model's sources and the ring's step windows
+ * (step_us, per pass; NULL: no times) into the plan (p->steps[sh]). */
+static fm_status keep_steps(fm_cp_plan *p, eval_ctx *e, fm_cp_sharding sh, double *const step_us[FM_CP_NPASSES],
+                            fm_err *err) {
+  fm_cp_ring_step *st = calloc((size_t)(e->nsrc > 0 ? e->nsrc : 1), sizeof *st);
+  if (!st) return fm_fail(err, FM_ENOMEM, "cannot allocate the ring steps of %d ranks", e->ranks);
+  p->steps[sh] = st;
+  for (int32_t r = 0; r < e->ranks; r++) {
+    fm_cp_rank *rk = &e->out[r];
+    rk->steps = st + e->src_start[r];
+    rk->nsteps = (int32_t)(e->src_start[r + 1] - e->src_start[r]);
+    for (int64_t k = e->src_start[r]; k < e->src_start[r + 1]; k++) {
+      const fm_cp_model_src *c = &e->src[k];
+      st[k] = (fm_cp_ring_step){.source = (r - c->s + e->ranks) % e->ranks, .s = c->s,
+                           .kv_bytes = (int64_t)c->bytes};
+      for (int pass = 0; pass < FM_CP_NPASSES; pass++) {
+        int times = step_us[pass] && !isnan(rk->ms[pass]);
+        st[k].ms[pass] = times ? c->us[pass] / 1e3 : NAN;
+        st[k].ring_ms[pass] = times ? step_us[pass][k] / 1e3 : NAN;
+      }
+    }
+  }
+  return FM_OK;
+}
+
+/* Rank r's compute as cp-run measures it, per exchange and pass. */
+static void rank_compute(const eval_ctx *e, int32_t r) {
+  fm_cp_rank *rk = &e->out[r];
+  for (int pass = 0; pass < FM_CP_NPASSES; pass++) {
+    rk->cost[FM_CP_ALLGATHER].compute_ms[pass] = e->ag_ms[pass][r];
+    double t = isnan(rk->ms[pass]) ? NAN : 0;
+    for (int32_t i = 0; i < rk->nsteps; i++) t += rk->steps[i].ring_ms[pass];
+    rk->cost[FM_CP_RING].compute_ms[pass] = t;
+  }
+}
+
 /* Both exchanges' walls per rank and pass from the model (NaN for a pass
- * some rank has no time for) and their memory. */
-static fm_status exchange_costs(eval_ctx *e, fm_err *err) {
+ * some rank has no time for), their compute and their memory. */
+static fm_status exchange_costs(fm_cp_plan *p, eval_ctx *e, fm_cp_sharding sh, fm_err *err) {
   const int32_t P = e->ranks;
   const fm_cp_summary *s = &e->p->sum;
   fm_cp_model m = {.ranks = P, .start = e->src_start, .src = e->src, .link_gbs = s->link_gbs,
-                   .link_us = s->link_us, .rank = e->mrank};
+                   .link_us = s->link_us, .gpu_gbs = s->gpu_gbs, .rank = e->mrank,
+                   .comm_sm_frac = s->comm_sm_frac};
   double *wall = malloc(sizeof *wall * (size_t)P), *comp = malloc(sizeof *comp * (size_t)P);
-  fm_status st = wall && comp ? FM_OK : fm_fail(err, FM_ENOMEM, "cannot allocate the costs of %d ranks", P);
+  double *step_us[FM_CP_NPASSES] = {NULL, NULL}, *buf = malloc(sizeof *buf * (size_t)(2 * e->nsrc + 1));
+  fm_status st = wall && comp && buf ? FM_OK : fm_fail(err, FM_ENOMEM, "cannot allocate the costs of %d ranks", P);
   for (int32_t r = 0; r < P; r++) rank_memory(e, r);
   for (int pass = 0; st == FM_OK && pass < FM_CP_NPASSES; pass++) {
     int times = 1;
-    for (int32_t r = 0; r < P; r++) {
-      comp[r] = e->out[r].ms[pass] * 1e3;
+    for (int32_t r = 0; r < P; r++) { /* the all-gather's launches: at its clock */
+      comp[r] = e->ag_ms[pass][r] * 1e3;
       times &= !isnan(comp[r]);
     }
+    if (times) step_us[pass] = buf + pass * e->nsrc;
     for (int x = 0; st == FM_OK && x < FM_CP_NEXCHANGES; x++) {
       if (times)
-        st = x == FM_CP_RING ? fm_cp_model_ring(&m, pass, wall, err)
+        st = x == FM_CP_RING ? fm_cp_model_ring_steps(&m, pass, wall, step_us[pass], err)
                              : fm_cp_model_allgather(&m, pass, comp, wall, err);
       for (int32_t r = 0; st == FM_OK && r < P; r++) e->out[r].cost[x].ms[pass] = times ? wall[r] / 1e3 : NAN;
     }
   }
-  for (int32_t r = 0; r < P; r++)
+  if (st == FM_OK) st = keep_steps(p, e, sh, step_us, err);
+  for (int32_t r = 0; st == FM_OK && r < P; r++) {
+    rank_compute(e, r);
     for (int x = 0; x < FM_CP_NEXCHANGES; x++) {
       fm_cp_cost *c = &e->out[r].cost[x];
       c->step_ms = isnan(e->out[r].compute_ms) ? NAN : 0;
       for (int pass = 0; pass < FM_CP_NPASSES; pass++)
         if (!isnan(c->ms[pass]) && !isnan(c->step_ms)) c->step_ms += c->ms[pass];
     }
+  }
   free(wall);
   free(comp);
+  free(buf);
   return st;
 }
 
@@ -654,8 +848,12 @@ static void eval_free(eval_ctx *e) {
   for (int k = 0; k < FM_CP_NPASSES; k++) {
     free(e->kseg[k]);
     free(e->vis[k]);
+    free(e->ag_ms[k]);
+    free(e->step_us[k]);
+    free(e->step_items[k]);
   }
   free(e->pre);
+  free(e->sdiff);
   free(e->src_rows);
   free(e->src_segs);
   free(e->src_runs);
@@ -686,8 +884,12 @@ static fm_status eval_init(eval_ctx *e, fm_err *err) {
   for (int k = 0; k < FM_CP_NPASSES; k++) {
     const pass_data *pd = &p->pass[k];
     e->vis[k] = calloc((size_t)P, sizeof *e->vis[k]);
+    e->ag_ms[k] = calloc((size_t)P, sizeof *e->ag_ms[k]);
+    e->step_us[k] = calloc((size_t)P, sizeof *e->step_us[k]);
+    e->step_items[k] = calloc((size_t)P, sizeof *e->step_items[k]);
+    ok = ok && e->step_us[k] && e->step_items[k];
     e->kseg[k] = pd->present ? malloc(sizeof *e->kseg[k] * (size_t)pd->tc) : NULL;
-    ok = ok && e->vis[k] && (!pd->present || e->kseg[k]);
+    ok = ok && e->vis[k] && e->ag_ms[k] && (!pd->present || e->kseg[k]);
     if (pd->present && pd->tr > maxtr) maxtr = pd->tr;
     for (int32_t ct = 0, s = 0; ok && pd->present && ct < pd->tc; ct++) {
       while ((int64_t)ct * pd->bc >= e->segs[s].row1) s++;
@@ -695,7 +897,8 @@ static fm_status eval_init(eval_ctx *e, fm_err *err) {
     }
   }
   e->pre = malloc(sizeof *e->pre * ((size_t)maxtr + 1));
-  if (!ok || !e->pre) return fm_fail(err, FM_ENOMEM, "cannot allocate the plan of %d ranks", P);
+  e->sdiff = malloc(sizeof *e->sdiff * 2 * ((size_t)maxtr + 1));
+  if (!ok || !e->pre || !e->sdiff) return fm_fail(err, FM_ENOMEM, "cannot allocate the plan of %d ranks", P);
   for (int32_t k = 0; k < e->nseg; k++) e->rank_start[e->segs[k].rank + 1]++;
   for (int32_t r = 0; r < P; r++) e->rank_start[r + 1] += e->rank_start[r];
   int32_t *fill = calloc((size_t)P, sizeof *fill);
@@ -717,7 +920,7 @@ static void sharding_finish(const fm_cp_plan *p, fm_cp_sharding_plan *sp) {
   int32_t P = p->sum.ranks;
   double tmax = 0, tsum = 0, wmax = 0, wsum = 0;
   int times = p->sum.have_times;
-  for (int x = 0; x < FM_CP_NEXCHANGES; x++) sp->cost[x] = (fm_cp_cost){{0, 0}, 0, 0};
+  for (int x = 0; x < FM_CP_NEXCHANGES; x++) sp->cost[x] = (fm_cp_cost){{0, 0}, {0, 0}, 0, 0};
   for (int32_t r = 0; r < P; r++) {
     const fm_cp_rank *rk = &sp->ranks[r];
     if (!isnan(rk->compute_ms) && rk->compute_ms > tmax) tmax = rk->compute_ms;
@@ -728,7 +931,10 @@ static void sharding_finish(const fm_cp_plan *p, fm_cp_sharding_plan *sp) {
     if (rk->kv_recv_bytes > sp->kv_recv_bytes_max) sp->kv_recv_bytes_max = rk->kv_recv_bytes;
     for (int x = 0; x < FM_CP_NEXCHANGES; x++) {
       fm_cp_cost *c = &sp->cost[x];
-      for (int k = 0; k < FM_CP_NPASSES; k++) c->ms[k] = fmax(c->ms[k], rk->cost[x].ms[k]);
+      for (int k = 0; k < FM_CP_NPASSES; k++) {
+        c->ms[k] = fmax(c->ms[k], rk->cost[x].ms[k]);
+        c->compute_ms[k] = fmax(c->compute_ms[k], rk->cost[x].compute_ms[k]);
+      }
       if (rk->cost[x].mem_bytes > c->mem_bytes) c->mem_bytes = rk->cost[x].mem_bytes;
     }
   }
@@ -739,7 +945,7 @@ static void sharding_finish(const fm_cp_plan *p, fm_cp_sharding_plan *sp) {
   for (int x = 0; x < FM_CP_NEXCHANGES; x++) {
     sp->fits[x] = sp->cost[x].mem_bytes <= p->sum.mem_budget;
     for (int k = 0; k < FM_CP_NPASSES; k++) { /* a barrier between passes: the slowest of each */
-      if (!times || isnan(p->sum.one_gpu_ms[k])) sp->cost[x].ms[k] = NAN;
+      if (!times || isnan(p->sum.one_gpu_ms[k])) sp->cost[x].ms[k] = sp->cost[x].compute_ms[k] = NAN;
       if (!isnan(sp->cost[x].ms[k])) sp->cost[x].step_ms += sp->cost[x].ms[k];
     }
     if (!times) sp->cost[x].step_ms = NAN;
@@ -783,7 +989,7 @@ static fm_status sharding_eval(fm_cp_plan *p, const fm_cp_options *o, fm_cp_shar
       if (!isnan(rk->ms[pass])) rk->compute_ms = (isnan(rk->compute_ms) ? 0 : rk->compute_ms) + rk->ms[pass];
     if (st == FM_OK) st = rank_costs(&e, r, err);
   }
-  if (st == FM_OK) st = exchange_costs(&e, err);
+  if (st == FM_OK) st = exchange_costs(p, &e, s, err);
   eval_free(&e);
   sp->sharding = s;
   sp->segments = p->segs[s];
@@ -806,6 +1012,25 @@ static int64_t gcd64(int64_t a, int64_t b) {
 
 static int64_t lcm64(int64_t a, int64_t b) { return a && b ? a / gcd64(a, b) * b : (a ? a : b); }
 
+fm_status fm_cp_clock_parse(const char *text, fm_clock *clock, fm_clock *allgather_clock, fm_err *err) {
+  if (text && !strcmp(text, "auto")) {
+    *clock = FM_CLOCK_SUSTAINED;
+    *allgather_clock = FM_CLOCK_BURST;
+    return FM_OK;
+  }
+  fm_clock c;
+  if (fm_clock_parse(text, &c, NULL) != FM_OK)
+    return fm_fail(err, FM_EINVAL, "clock '%s': expected auto (the all-gather's launches at the burst clock, "
+                   "the rest sustained), burst or sustained", text ? text : "");
+  *clock = *allgather_clock = c;
+  return FM_OK;
+}
+
+const char *fm_cp_clock_name(fm_clock clock, fm_clock allgather_clock) {
+  if (clock == allgather_clock) return fm_clock_name(clock);
+  return clock == FM_CLOCK_SUSTAINED && allgather_clock == FM_CLOCK_BURST ? "auto" : "mixed";
+}
+
 /* Options, the kernel and its tiles, the granule and the chunk into p->sum. */
 static fm_status plan_setup(fm_cp_plan *p, const fm_colmask *m, const fm_cp_options *o, fm_err *err) {
   fm_cp_summary *s = &p->sum;
@@ -821,7 +1046,16 @@ static fm_status plan_setup(fm_cp_plan *p, const fm_colmask *m, const fm_cp_opti
   s->batch = o->batch ? o->batch : 1;
   s->heads = o->heads ? o->heads : 1;
   s->link_gbs = o->link_gbs > 0 ? o->link_gbs : FM_CP_DEFAULT_LINK_GBS;
+  s->gpu_gbs = o->gpu_gbs > 0 ? o->gpu_gbs : o->gpu_gbs < 0 ? 0 : FM_CP_GPU_GBS;
   s->link_us = o->link_us > 0 ? o->link_us : FM_CP_DEFAULT_LINK_US;
+  if (o->comm_sm_frac >= 1)
+    return fm_fail(err, FM_EINVAL, "the SMs NCCL holds, %g of the GPU: expected less than 1", o->comm_sm_frac);
+  s->clock = o->clock;
+  s->allgather_clock = o->allgather_clock;
+  if ((unsigned)s->clock > FM_CLOCK_SUSTAINED || (unsigned)s->allgather_clock > FM_CLOCK_SUSTAINED)
+    return fm_fail(err, FM_EINVAL, "clock states %d, %d: expected burst (0) or sustained (1)", (int)s->clock,
+                   (int)s->allgather_clock);
+  s->comm_sm_frac = o->comm_sm_frac > 0 ? o->comm_sm_frac : o->comm_sm_frac < 0 ? 0 : FM_CP_DEFAULT_COMM_SM_FRAC;
   s->mem_budget = o->mem_budget > 0 ? o->mem_budget : FM_CP_DEFAULT_MEM_BUDGET;
   s->kv_row_bytes = s->heads * s->head_dim * 2 * 2 * s->batch;
   fm_kernel_id k = o->kernel;
@@ -861,8 +1095,7 @@ static fm_status one_gpu(fm_cp_plan *p, const fm_colmask *m, const fm_gpu_profil
     if (!p->pass[k].present || !fm_profile_coef(prof, pass, s->head_dim)) continue;
     fm_timing_work w;
     fm_timing_result res;
-    fm_timing_problem pb = {.batch = s->batch, .heads = s->heads, .head_dim = s->head_dim,
-                            .pass = pass, .variant = FM_VARIANT_SKIP};
+    fm_timing_problem pb = pass_problem(s, k);
     fm_status st = fm_timing_work_init(&w, m, s->br[k], s->bc[k], err);
     if (st == FM_OK) st = fm_timing_predict(prof, &w, &pb, &res, err);
     fm_timing_work_free(&w);
@@ -900,16 +1133,40 @@ static fm_status plan_build(fm_cp_plan *p, const fm_colmask *m, const fm_cp_opti
   unsigned want = o->shardings ? o->shardings : (1u << FM_CP_NSHARDINGS) - 1;
   shard_ctx c = {.plan = p, .o = o, .seqlen = p->sum.seqlen, .ranks = p->sum.ranks,
                  .granule = p->sum.granule};
+  int planned = 0;
+  fm_err first = {{0}};
   for (int s = 0; st == FM_OK && s < FM_CP_NSHARDINGS; s++) {
     if (!(want & (1u << s))) continue;
     int32_t n = 0;
-    st = shardings[s].build(&c, &p->segs[s], &n, &p->sp[s].exact_solver, err);
-    if (st != FM_OK) break;
+    fm_err why = {{0}};
+    st = shardings[s].build(&c, &p->segs[s], &n, &p->sp[s].exact_solver, &why);
+    if (st == FM_EINVAL && !o->shardings) { /* all of them asked for: one that cannot cut these
+                                                rows is left out, saying why */
+      snprintf(p->skipped[s], sizeof p->skipped[s], "%.250s", why.msg);
+      if (!first.msg[0]) first = why;
+      free(p->segs[s]);
+      p->segs[s] = NULL;
+      st = FM_OK;
+      continue;
+    }
+    if (st != FM_OK) {
+      if (err) *err = why;
+      break;
+    }
     p->sp[s].nsegments = merge_segments(p->segs[s], n);
     st = sharding_eval(p, o, (fm_cp_sharding)s, err);
     p->have[s] = st == FM_OK;
+    planned += p->have[s];
+  }
+  if (st == FM_OK && !planned) { /* none could: the first one's reason */
+    if (err) *err = first;
+    return FM_EINVAL;
   }
   return st;
+}
+
+const char *fm_cp_plan_skipped(const fm_cp_plan *p, fm_cp_sharding s) {
+  return s >= 0 && s < FM_CP_NSHARDINGS && p->skipped[s][0] ? p->skipped[s] : NULL;
 }
 
 fm_status fm_cp_plan_create(const fm_colmask *m, const fm_cp_options *o, fm_cp_plan **out,
@@ -939,6 +1196,7 @@ void fm_cp_plan_destroy(fm_cp_plan *p) {
     free(p->segs[s]);
     free(p->ranks[s]);
     free(p->need[s]);
+    free(p->steps[s]);
   }
   free(p->map);
   free(p->map_diff);
@@ -949,6 +1207,19 @@ const fm_cp_summary *fm_cp_plan_summary(const fm_cp_plan *p) { return &p->sum; }
 
 const fm_cp_sharding_plan *fm_cp_plan_sharding(const fm_cp_plan *p, fm_cp_sharding s) {
   return s >= 0 && s < FM_CP_NSHARDINGS && p->have[s] ? &p->sp[s] : NULL;
+}
+
+fm_cp_sharding fm_cp_plan_best(const fm_cp_plan *p) {
+  int best = -1;
+  for (int s = 0; s < FM_CP_NSHARDINGS; s++) {
+    if (!p->have[s]) continue;
+    const fm_cp_sharding_plan *a = &p->sp[s], *b = best < 0 ? NULL : &p->sp[best];
+    /* the fitting first; then the step (without times, the balance of visited tiles) */
+    int fa = a->fits[a->exchange], fb = b ? b->fits[b->exchange] : 0;
+    double ka = p->sum.have_times ? a->step_ms : a->imbalance_work;
+    if (!b || fa > fb || (fa == fb && ka < (p->sum.have_times ? b->step_ms : b->imbalance_work))) best = s;
+  }
+  return (fm_cp_sharding)(best < 0 ? FM_CP_MASK_AWARE : best);
 }
 
 const float *fm_cp_plan_work_map(const fm_cp_plan *p) { return p->map; }

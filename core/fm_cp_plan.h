@@ -52,7 +52,8 @@
  * the min/max rule, in the forward or the backward (the kernel skips MASKED
  * tiles before loading K/V). Both exchanges are costed as cp-run's executor
  * runs them (fm_cp_model_ring, fm_cp_model_allgather below; link: link_gbs
- * GB/s per GPU and direction, link_us per NCCL message; the backward also
+ * GB/s per pair of GPUs and direction, at most gpu_gbs through one GPU,
+ * link_us per NCCL message; the backward also
  * sends the dK/dV partials of received segments back to their owners):
  *   FM_CP_ALLGATHER  one group of every needed segment, then one launch; the
  *                    backward's launch, then the partials back. Holds K/V
@@ -113,9 +114,13 @@ enum { FM_CP_FWD = 0, FM_CP_BWD = 1, FM_CP_NPASSES = 2 };
 #define FM_CP_DEFAULT_CHUNK 2048       /* mask-aware chunk rows (Paddle's), rounded up to the granule */
 #define FM_CP_EXACT_MAX_CHUNKS 24      /* the exact solver's limit */
 #define FM_CP_MAX_RANKS 65536
-#define FM_CP_DEFAULT_LINK_GBS 90.0    /* per GPU and direction: cp-run's measured K/V group
-                                          rate on H200 NVLink (docs/DESIGN.md, "The exchange model") */
+#define FM_CP_DEFAULT_LINK_GBS 90.0    /* per pair of GPUs and direction: cp-run's measured K/V
+                                          group rate on H200 NVLink (docs/DESIGN.md, "The exchange model") */
+#define FM_CP_GPU_GBS 450.0            /* through one GPU and direction, all its pairs at once: NVLink
+                                          4's 18 links x 25 GB/s (H100, H200), the hardware's bound */
 #define FM_CP_DEFAULT_LINK_US 10.0     /* per message */
+#define FM_CP_DEFAULT_COMM_SM_FRAC 0.12 /* the SMs a ring group in flight holds, from the 2-GPU
+                                          timeline (docs/DESIGN.md, "The exchange model") */
 #define FM_CP_DEFAULT_MEM_BUDGET ((int64_t)120 << 30) /* bytes per GPU: an H200's 141 GB less room */
 
 /* "contiguous", "zigzag", "mask-aware"; "?" out of range. Static storage. */
@@ -137,10 +142,28 @@ typedef struct fm_cp_options {
   int64_t batch, heads;   /* B, H (1..65535; 0: 1); the mask's sets must be 1 or match */
   const fm_gpu_profile *profile; /* the timing model's; NULL: no times (tile work only).
                                     Borrowed during fm_cp_plan_create only */
-  double link_gbs;        /* GB/s per GPU and direction; 0: FM_CP_DEFAULT_LINK_GBS */
+  double link_gbs;        /* GB/s per pair of GPUs and direction; 0: FM_CP_DEFAULT_LINK_GBS */
   double link_us;         /* latency per message, us; 0: FM_CP_DEFAULT_LINK_US */
+  double gpu_gbs;         /* GB/s through one GPU and direction; 0: FM_CP_GPU_GBS; negative: unbounded */
+  double comm_sm_frac;    /* the fraction of a GPU's SMs its NCCL kernels hold while a ring
+                             group is in flight, < 1; 0: FM_CP_DEFAULT_COMM_SM_FRAC;
+                             negative: none (fm_cp_model's comm_sm_frac) */
   int64_t mem_budget;     /* bytes per GPU; 0: FM_CP_DEFAULT_MEM_BUDGET */
+  fm_clock clock;         /* the clock state (fm_timing.h) of the one-GPU time, the ranks'
+                             compute and the ring's steps: BURST (zeroed), or SUSTAINED,
+                             what cp-run times (launches back to back) */
+  fm_clock allgather_clock; /* the state of the all-gather's launches. Each follows an
+                             all-gather during which the rank's SMs idle, so it starts at the
+                             boost clock as a launch apart does: fmsim's default (--clock
+                             auto) is BURST here and SUSTAINED above (docs/DESIGN.md, "The
+                             exchange model": measured on 2 and 4 H200s) */
 } fm_cp_options;
+
+/* --clock's words: "auto" (clock SUSTAINED, allgather_clock BURST), "burst" or
+ * "sustained" (both); FM_EINVAL naming them otherwise. */
+fm_status fm_cp_clock_parse(const char *text, fm_clock *clock, fm_clock *allgather_clock, fm_err *err);
+/* The word of a pair: "auto", "burst", "sustained", or "mixed". Static storage. */
+const char *fm_cp_clock_name(fm_clock clock, fm_clock allgather_clock);
 
 /* Rows [row0, row1) of queries and of K/V, owned by rank. */
 typedef struct fm_cp_segment {
@@ -150,6 +173,10 @@ typedef struct fm_cp_segment {
 /* One exchange's cost for a rank (times NaN without a profile). */
 typedef struct fm_cp_cost {
   double ms[FM_CP_NPASSES]; /* the pass with its exchange: compute, waits, sends */
+  double compute_ms[FM_CP_NPASSES]; /* what cp-run measures as the pass's compute: the compute
+                                       stream's step windows summed (all-gather: the launch,
+                                       at allgather_clock; ring: every step with its merge or
+                                       dQ sum, stretched by the NCCL groups beside it) */
   double step_ms;           /* ms[FWD] + ms[BWD] */
   int64_t mem_bytes;        /* peak per GPU: its own tensors plus the exchange's buffers */
 } fm_cp_cost;
@@ -169,7 +196,22 @@ typedef struct fm_cp_rank {
                                          (cp-run's: per batch, tensor and run of segments
                                          contiguous on both sides) */
   fm_cp_cost cost[FM_CP_NEXCHANGES];  /* FM_CP_ALLGATHER, FM_CP_RING */
+  const struct fm_cp_ring_step *steps;     /* (nsteps,) its ring steps in order (own keys first); the
+                                         plan owns them */
+  int32_t nsteps;
 } fm_cp_rank;
+
+/* One ring step of a rank (times NaN without a profile). */
+typedef struct fm_cp_ring_step {
+  int32_t source, s;                  /* the source rank, (rank - s) mod P; s = 0: the own keys */
+  int64_t kv_bytes;                   /* K/V bytes received from it (0 for the own keys) */
+  double ms[FM_CP_NPASSES];           /* its compute alone: the timing model's launch of the
+                                         rank's rows against the step's keys (its segments
+                                         the rank needs; s = 0: all its own), a further
+                                         launch's extras (s > 0), the merge or dQ sum */
+  double ring_ms[FM_CP_NPASSES];      /* its window in the ring's replay: ms stretched by the
+                                         rank's NCCL groups beside it (comm_sm_frac) */
+} fm_cp_ring_step;
 
 typedef struct fm_cp_sharding_plan {
   fm_cp_sharding sharding;
@@ -200,10 +242,13 @@ typedef struct fm_cp_summary {
   int32_t br[FM_CP_NPASSES], bc[FM_CP_NPASSES]; /* the kernel's tiles; 0 x 0: no backward */
   fm_tile_counts tiles[FM_CP_NPASSES]; /* the whole mask (fm_classify's counts) */
   int have_times;                      /* a profile was given */
+  fm_clock clock, allgather_clock;     /* of the predicted times (fm_cp_options) */
   double one_gpu_ms[FM_CP_NPASSES];    /* fm_timing_predict of the whole mask (NaN: none) */
   double one_gpu_total_ms;             /* the sum of those predicted */
   int64_t kv_row_bytes;                /* one K/V row: heads x head_dim x 2 (bf16) x 2 (K, V) x batch */
-  double link_gbs, link_us;
+  double link_gbs, link_us;            /* per pair of GPUs */
+  double gpu_gbs;                      /* through one GPU (FM_CP_GPU_GBS) */
+  double comm_sm_frac;                 /* 0: no contention modelled */
   int64_t mem_budget;
   int32_t map_rows, map_cols;          /* the work map's cells (fm_cp_plan_work_map) */
 } fm_cp_summary;
@@ -224,6 +269,15 @@ void fm_cp_plan_destroy(fm_cp_plan *p); /* NULL is a no-op */
 const fm_cp_summary *fm_cp_plan_summary(const fm_cp_plan *p);
 /* The plan of one sharding; NULL when it was not asked for. */
 const fm_cp_sharding_plan *fm_cp_plan_sharding(const fm_cp_plan *p, fm_cp_sharding s);
+/* Why sharding s was left out of a plan of all shardings (it cannot cut these rows for
+ * these ranks, e.g. mask-aware with fewer chunks than ranks); NULL when it was planned or
+ * not asked for. Asked for by name, such a sharding fails fm_cp_plan_create instead. */
+const char *fm_cp_plan_skipped(const fm_cp_plan *p, fm_cp_sharding s);
+/* The planned sharding to run: the least predicted step (each at the exchange the plan
+ * picked for it: fm_cp_sharding_plan.step_ms), ties to the first in registry order; without
+ * times (no profile) the least imbalance of visited tiles. A sharding none of whose
+ * exchanges fits the memory budget is taken only when none fits anywhere. */
+fm_cp_sharding fm_cp_plan_best(const fm_cp_plan *p);
 /* The work map of the first vector set at the forward tile: (map_rows,
  * map_cols) fractions in [0, 1] of visited tiles (min/max rule) per cell, each
  * cell a block of row tiles x key tiles (the whole grid when it has at most 512
@@ -247,6 +301,10 @@ typedef struct fm_cp_model_src {
   double back_us;               /* backward, both exchanges: the source adding these partials
                                    (dK, dV) into its fp32 sums, on its comm stream after the
                                    group that brings them back */
+  double rate[FM_CP_NPASSES];   /* ring: the step's progress while an NCCL group is resident,
+                                   in (0, 1]: the waves of its launch's items on every SM over
+                                   those on the SMs NCCL leaves (fm_cp_contended_rate); 0:
+                                   1 - the model's comm_sm_frac */
 } fm_cp_model_src;
 
 /* What a rank does outside its compute steps and its transfers (us). */
@@ -263,8 +321,13 @@ typedef struct fm_cp_model {
   int32_t ranks;                /* P */
   const int64_t *start;         /* (P + 1,): rank r's sources are src[start[r] .. start[r + 1]) */
   const fm_cp_model_src *src;   /* by s, s = 0 first; a source that sends nothing is left out */
-  double link_gbs, link_us;     /* GB/s per GPU and direction; us per message */
+  double link_gbs, link_us;     /* GB/s per pair of GPUs and direction; us per message */
+  double gpu_gbs;               /* GB/s through one GPU and direction, all its transfers of a
+                                   group together (FM_CP_GPU_GBS); 0: no such bound */
   const fm_cp_model_rank *rank; /* (P,); NULL: none of that work */
+  double comm_sm_frac;          /* ring: the fraction of a rank's SMs its NCCL kernels hold
+                                   while a group is posted and not yet moved, in [0, 1); a step
+                                   computing then progresses at 1 - comm_sm_frac (0: none) */
 } fm_cp_model;
 
 /* The walls (us, from the pass's barrier to the end of its conversions) of
@@ -279,9 +342,36 @@ typedef struct fm_cp_model {
  * partials of step i - 2 released); then tail_us. FM_EINVAL for sources not
  * in ring order; FM_ENOMEM. */
 fm_status fm_cp_model_ring(const fm_cp_model *m, int pass, double *wall, fm_err *err);
+/* The same, with each step's window on the compute stream (us, from its start
+ * to its end: its src us, stretched where the rank's NCCL groups are resident)
+ * into step_us (start[P],) unless NULL. With comm_sm_frac > 0 the pass is
+ * replayed until the walls settle (each replay's steps stretched by the
+ * previous one's residences: [the rank posts the group, its last transfer
+ * ends], the sums after it left out); FM_EINVAL for comm_sm_frac outside
+ * [0, 1). */
+fm_status fm_cp_model_ring_steps(const fm_cp_model *m, int pass, double *wall, double *step_us,
+                                 fm_err *err);
+/* When a step of `us` microseconds of the whole GPU's time, started at t0,
+ * ends where NCCL kernels hold the fraction f of the SMs during the intervals
+ * iv ([a, b) pairs, n of them, disjoint, in time order): it progresses at
+ * 1 - f inside them and at 1 outside (docs/DESIGN.md, "The exchange model"). */
+double fm_cp_stretch(double t0, double us, double f, const double *iv, int32_t n);
+/* The progress of a launch of `items` equal work items on `slots` SMs while NCCL holds
+ * the fraction f of them: ceil(items / slots) / ceil(items / (1 - f) slots), the waves
+ * on all over the waves on what is left (1 when they fit on the rest; 1 - f for many
+ * items). A one-wave launch that needs more SMs than NCCL leaves takes two. */
+double fm_cp_contended_rate(int64_t items, int32_t slots, double f);
+/* The fixed microseconds of one more sm90 launch that the code runs on the
+ * stream besides the attention kernel (pass FM_CP_FWD / FM_CP_BWD; items the
+ * forward's work items, B x H x row tiles; bh = B x H), each small kernel or
+ * memset at its measured duration and gap (core/fm_cp_plan.c; docs/DESIGN.md,
+ * "The exchange model"). A ring step past the first costs the larger of this
+ * and the profile's launch_us. */
+double fm_cp_launch_ops_us(int pass, int64_t items, int64_t bh);
 /* The same for the all-gather as cp-run runs it: the forward's group (every
- * source at once; a transfer takes the larger load of its sender's outgoing
- * and its receiver's incoming link) before the one launch compute_us[r]; the
+ * source at once, side by side: a transfer takes its bytes over the pair's
+ * link_gbs, or its sender's outgoing and its receiver's incoming bytes over
+ * gpu_gbs if longer, plus its messages' latency) before the one launch compute_us[r]; the
  * backward's launch, then the partials back, each transfer once both ends are
  * done computing, then the rank's copy_us and the back_us of every partial it
  * gets back; then tail_us. */

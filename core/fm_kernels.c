@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "fm_kernel_traits.h"
+#include "fm_words.h"
 
 #define ALL_VARIANTS ((1u << FM_VARIANT_SKIP) | (1u << FM_VARIANT_NOSKIP) | (1u << FM_VARIANT_DENSE))
 
@@ -40,19 +41,37 @@ static const fm_kernel_desc registry[FM_NKERNELS] = {
 #undef TILE2
 #undef NO_PASS
 
-static const char *variant_names[FM_NVARIANTS] = {"skip", "noskip", "dense"};
+static const char *const variant_names[FM_NVARIANTS] = {"skip", "noskip", "dense"};
 
 const char *fm_variant_name(fm_variant v) {
   return (unsigned)v < FM_NVARIANTS ? variant_names[v] : "?";
 }
 
 fm_status fm_variant_parse(const char *text, fm_variant *out, fm_err *err) {
-  for (int v = 0; v < FM_NVARIANTS; v++)
-    if (text && !strcmp(text, variant_names[v])) {
-      *out = (fm_variant)v;
-      return FM_OK;
-    }
+  int v = fm_word_index(text, variant_names, FM_NVARIANTS);
+  if (v >= 0) {
+    *out = (fm_variant)v;
+    return FM_OK;
+  }
   return fm_fail(err, FM_EINVAL, "unknown variant '%s' (expected skip, noskip or dense)",
+                 text ? text : "");
+}
+
+static const char *const mask_method_names[] = {
+    [FM_MASK_METHOD_AUTO] = "auto", [FM_MASK_METHOD_SLICES] = "slices", [FM_MASK_METHOD_R2P] = "r2p"};
+#define NMASK_METHODS ((int)(sizeof mask_method_names / sizeof mask_method_names[0]))
+
+const char *fm_mask_method_name(fm_mask_method m) {
+  return (unsigned)m < (unsigned)NMASK_METHODS ? mask_method_names[m] : "?";
+}
+
+fm_status fm_mask_method_parse(const char *text, fm_mask_method *out, fm_err *err) {
+  int m = fm_word_index(text, mask_method_names, NMASK_METHODS);
+  if (m >= 0) {
+    *out = (fm_mask_method)m;
+    return FM_OK;
+  }
+  return fm_fail(err, FM_EINVAL, "unknown mask method '%s' (expected auto, slices or r2p)",
                  text ? text : "");
 }
 

@@ -121,6 +121,7 @@ void fm_run_json(const fm_run_info *r, fm_json *j) {
   fm_json_object(j, "kernel");
   fm_json_int(j, "head_dim", r->head_dim);
   fm_json_string(j, "variant", fm_variant_name(r->variant));
+  fm_json_string(j, "mask_method", fm_mask_method_name(r->mask_method));
   fm_json_string(j, "pass", fm_pass_name(c->pass == FM_PASS_BWD ? FM_PASS_BWD : FM_PASS_FWD));
   fm_json_string(j, "dtype", "bf16");
   fm_json_int(j, "br", r->analysis ? r->analysis->br : 0);

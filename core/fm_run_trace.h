@@ -3,7 +3,8 @@
  *
  * A run trace is an analysis trace (fm_trace.h) with "kind": "run" and:
  *   summary.json     + "device" (the GPU's name, or "cpu-simulation"),
- *                    "kernel" (head dim, variant, pass, tile size, instrumented),
+ *                    "kernel" (head dim, variant, mask method, pass, tile size,
+ *                    instrumented),
  *                    "timing" (median after warm-up, L2 flushed; null on the CPU),
  *                    "flops" and "tflops", "traffic": the bytes the kernel moves
  *                    ("model" always, "measured" when counted, "ratios"; each figure
@@ -98,6 +99,8 @@ typedef struct fm_run_info {
   const char *device_note;     /* why the CPU simulation ran, "" on the GPU */
   int32_t head_dim;
   fm_variant variant;
+  fm_mask_method mask_method;  /* the sm90 kernels' partial-tile masking asked for (auto: the
+                                  library's); recorded as asked, also on the CPU */
   int instrumented;
   const fm_cost *cost;
   const fm_timing *timing;              /* NULL: no timings (CPU) */
@@ -139,9 +142,9 @@ void fm_measured_bytes_json(fm_json *j, const char *key, const fm_measured_bytes
 void fm_traffic_json(fm_json *j, const char *key, const fm_cost *c, const fm_measured_bytes *mb);
 
 /* Writes the run members into the innermost open JSON object: "device",
- * "device_note", "kernel" {"head_dim", "variant", "pass", "dtype", "br", "bc",
- * "instrumented"}, "timing" and "timing_instrumented" (fm_timing_json),
- * "instrumentation_overhead", "flops" {"convention", "paper", "executed",
+ * "device_note", "kernel" {"head_dim", "variant", "mask_method" ("auto",
+ * "slices" or "r2p"), "pass", "dtype", "br", "bc", "instrumented"}, "timing"
+ * and "timing_instrumented" (fm_timing_json), "instrumentation_overhead", "flops" {"convention", "paper", "executed",
  * "full"}, "tflops" {"source", "paper", "executed"} or null, "model" {"source",
  * "rho", "tiles_total", "tiles_visited", "tiles_elementwise"}, "traffic"
  * (fm_traffic_json) and "tiles_record" {"source", "class_mismatches",

@@ -41,6 +41,7 @@ void fm_scenario_defaults(fm_scenario *s) {
   s->kernels[0] = FM_KERNEL_AUTO;
   s->nkernels = 1;
   s->variant = FM_VARIANT_SKIP;
+  s->mask_method = FM_MASK_METHOD_AUTO;
   s->pass = FM_PASS_FWD;
   s->warmup = 2;
   s->reps = 5;
@@ -354,6 +355,12 @@ static fm_status p_variant(ctx *c, const yaml_node_t *v, const key_row *k, void 
   return FM_OK;
 }
 
+static fm_status p_mask_method(ctx *c, const yaml_node_t *v, const key_row *k, void *field) {
+  fm_err e;
+  if (fm_mask_method_parse(scalar(v), field, &e) != FM_OK) return bad(c, v, k->name, "%s", e.msg);
+  return FM_OK;
+}
+
 static fm_status p_pass(ctx *c, const yaml_node_t *v, const key_row *k, void *field) {
   fm_err e;
   if (fm_pass_parse(scalar(v), field, &e) != FM_OK) return bad(c, v, k->name, "%s", e.msg);
@@ -465,6 +472,7 @@ static const key_row keys[] = {
     {"run", AT_ROOT, p_steps, R(run), NO, 0, 0},
     {"kernel", AT_ROOT, p_kernels, R(kernels), NO, 0, 0},
     {"variant", AT_ROOT, p_variant, R(variant), NO, 0, 0},
+    {"mask_method", AT_ROOT, p_mask_method, R(mask_method), NO, 0, 0},
     {"pass", AT_ROOT, p_pass, R(pass), NO, 0, 0},
     {"profile", AT_ROOT, p_profile, R(profile), NO, 0, CAP(fm_scenario, profile)},
     {"warmup", AT_ROOT, p_int, R(warmup), NO, 0, 100000},

@@ -24,6 +24,10 @@
  *   run: [analyze, simulate, gpu, peer]
  *   kernel: [sm90, sm80]              # kernels of the GPU step: sm80, sm90, auto (default auto)
  *   variant: skip                     # skip (default), noskip or dense
+ *   mask_method: slices               # auto (default), slices or r2p: how the sm90 kernels
+ *                                     # mask a partial tile (fm_mask_method, fm_kernels.h);
+ *                                     # the sm80 kernel takes auto only, the method that is
+ *                                     # not the library's runs in the skip variant only
  *   pass: both                        # fwd (default), bwd or both: which passes the GPU step
  *                                     # times and models (the backward at its own tile)
  *   profile: h200-sm90                # a GPU profile of the timing model (core/fm_timing.h):
@@ -135,6 +139,8 @@ typedef struct fm_scenario {
   fm_kernel_id kernels[FM_SCN_MAX_KERNELS]; /* registry ids or FM_KERNEL_AUTO */
   int nkernels;
   fm_variant variant;
+  fm_mask_method mask_method;               /* the sm90 kernels' partial-tile masking (auto: the
+                                               library's); the no-skip comparison runs auto */
   fm_pass pass;                             /* FM_PASS_FWD, FM_PASS_BWD or FM_PASS_BOTH */
   char profile[4096];                       /* timing model profile: a name in data/gpu, or a
                                                file (resolved against the scenario's folder);
@@ -158,7 +164,7 @@ typedef struct fm_scenario {
 
 /* Every field at its default: seqlen 8192, head dim 128, 128 x 128 tiles,
  * batch = heads = 1, tokens 131072, hidden 4096, one draw, run: [analyze],
- * kernel auto, variant skip, pass fwd, 2 warm-up and 5 timed launches, CUPTI on, no
+ * kernel auto, variant skip, mask method auto, pass fwd, 2 warm-up and 5 timed launches, CUPTI on, no
  * counted launch, report cases, no masks. */
 void fm_scenario_defaults(fm_scenario *s);
 

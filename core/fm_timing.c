@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "fm_limits.h"
+#include "fm_words.h"
 
 /* ------------------------------------------------------------ kernels */
 
@@ -202,7 +203,11 @@ static void item_features(const fm_timing_work *w, const fm_timing_problem *pb, 
     visited = considered;
   }
   memset(f, 0, sizeof(double) * FM_TIMING_NFEAT);
-  f[F_ITEM] = 1;
+  /* an item with no visited tile takes both kernels' F_EMPTY path (kernels/fm_sm90_fwd.cuh,
+     fm_sm90_bwd.cuh: zeros stored, no load, no pipeline): its classification only, not
+     item_us, which the fit learns from items that compute (a rank's backward in `fmsim
+     cp-plan` has mostly such items: docs/DESIGN.md, "The exchange model") */
+  f[F_ITEM] = visited > 0;
   f[F_CONSIDERED] = considered;
   f[F_UNMASKED] = (double)(visited - partial);
   f[w->causal && !pb->full_mask ? F_PARTIAL_CAUSAL : F_PARTIAL] = (double)partial;
@@ -275,9 +280,32 @@ static fm_status items_sorted(sim *s, const fm_timing_work *w, const fm_timing_p
 
 /* ------------------------------------------------------------ predict */
 
-double fm_timing_clocked(const fm_timing_coef *c, double makespan_us) {
-  if (!(c->throttle > 1) || !(makespan_us > c->boost_us)) return makespan_us;
+double fm_timing_clocked(const fm_timing_coef *c, fm_clock clock, double makespan_us) {
+  if (!(c->throttle > 1)) return makespan_us;
+  if (clock == FM_CLOCK_SUSTAINED) return c->throttle * makespan_us;
+  if (!(makespan_us > c->boost_us)) return makespan_us;
   return c->boost_us + c->throttle * (makespan_us - c->boost_us);
+}
+
+double fm_timing_time_in(const fm_timing_coef *c, fm_clock clock, const fm_timing_result *r) {
+  double clocked = fm_timing_clocked(c, clock, r->schedule_us);
+  return r->launch_us + (r->floor_us > clocked ? r->floor_us : clocked);
+}
+
+static const char *const clock_names[] = {[FM_CLOCK_BURST] = "burst", [FM_CLOCK_SUSTAINED] = "sustained"};
+
+const char *fm_clock_name(fm_clock c) {
+  return (unsigned)c < 2u ? clock_names[c] : "?";
+}
+
+fm_status fm_clock_parse(const char *text, fm_clock *out, fm_err *err) {
+  int c = fm_word_index(text, clock_names, 2);
+  if (c >= 0) {
+    *out = (fm_clock)c;
+    return FM_OK;
+  }
+  return fm_fail(err, FM_EINVAL, "clock '%s': expected burst (a launch apart, the boost window) or "
+                 "sustained (launches back to back)", text ? text : "");
 }
 
 static fm_status problem_check(const fm_timing_work *w, const fm_timing_problem *pb, fm_err *err) {
@@ -366,12 +394,12 @@ fm_status fm_timing_predict_coef(const fm_timing_coef *c, fm_kernel_id kernel, i
   free(s.tree);
   if (st != FM_OK) return st;
   out->launch_us = c->launch_us;
-  out->throttle_us = fm_timing_clocked(c, out->schedule_us) - out->schedule_us;
+  out->throttle_us = fm_timing_clocked(c, pb->clock, out->schedule_us) - out->schedule_us;
   out->bytes = floor_bytes(w, pb);
   out->floor_us = hbm_gbs > 0 ? out->bytes / (hbm_gbs * 1e3) : 0;
-  double clocked = out->schedule_us + out->throttle_us;
-  if (out->floor_us > clocked) memset(out->critical + 1, 0, sizeof(double) * (FM_TIMING_NFEAT - 1));
-  out->time_us = out->launch_us + (out->floor_us > clocked ? out->floor_us : clocked);
+  if (out->floor_us > out->schedule_us + out->throttle_us)
+    memset(out->critical + 1, 0, sizeof(double) * (FM_TIMING_NFEAT - 1));
+  out->time_us = fm_timing_time_in(c, pb->clock, out);
   out->br = w->br;
   out->bc = w->bc;
   tile_totals(w, pb, out);

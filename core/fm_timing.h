@@ -15,7 +15,13 @@
  * item_us is the fixed part (Q load, pipeline prologue, epilogue, O and LSE
  * stores); key_tile_us is what a MASKED tile costs (its classification);
  * partial tiles of causal masks cost more than those of bidirectional ones
- * (the kernel folds the causal triangle into the element test).
+ * (the kernel folds the causal triangle into the element test). An item with
+ * no visited tile pays no item_us: both sm90 kernels end it at once (their
+ * F_EMPTY path stores zeros). The calibration's masks have almost none; a
+ * rank's share of a mask (fmsim cp-plan) has many: charging them item_us
+ * put a rank's backward up to 15% higher (share_question, 128K tokens, 4
+ * ranks: 2.03 against 1.77 ms), where the 4-H200 runs of 2026-11-27 measured
+ * it low (docs/DESIGN.md, "The exchange model").
  *
  * Schedule (fm_sched, per kernel: fm_timing_kernel_sched):
  *   FM_SCHED_GRID (sm80): grid (Tr, B*H), blockIdx.x reversed so that the
@@ -58,7 +64,13 @@
  * pass the fit's test. The window starts with each launch: it describes
  * launches apart from each other, as timed (warm-up, an L2 flush between
  * repetitions), not a busy GPU running launches back to back, which may
- * stay at the lower clock.
+ * stay at the lower clock. That second state is the problem's clock
+ * FM_CLOCK_SUSTAINED: the lower clock from the first microsecond,
+ *   clocked(t) = throttle * t,
+ * what the project's sustained figures time (docs/DESIGN.md, "How we
+ * measure": launches back to back after a second of warm-up) and what
+ * `fmsim cp-run` times; FM_CLOCK_BURST (0) is the window above, what a
+ * scenario run times (a warm-up launch, a pause, a few launches).
  *
  * Memory floor: the compulsory bytes (Q, O and LSE once, the K/V columns some
  * tile loads once, the interval vectors and bounds) over the profile's HBM
@@ -135,9 +147,19 @@ typedef struct fm_timing_coef {
                                (and in profiles read from a file) */
 } fm_timing_coef;
 
-/* The boost window's map from the makespan at the boost clock to the time it
- * takes (clocked() above), in us; the identity where c has no window. */
-double fm_timing_clocked(const fm_timing_coef *c, double makespan_us);
+/* The GPU's clock state a prediction is for (the boost window above). */
+typedef enum fm_clock {
+  FM_CLOCK_BURST = 0,    /* a launch apart from others: the boost window from its start */
+  FM_CLOCK_SUSTAINED = 1 /* launches back to back: the power limit's clock throughout */
+} fm_clock;
+const char *fm_clock_name(fm_clock c); /* "burst", "sustained"; "?" out of range. Static storage */
+/* "burst" or "sustained" into *out; FM_EINVAL naming both otherwise. */
+fm_status fm_clock_parse(const char *text, fm_clock *out, fm_err *err);
+
+/* The map from the makespan at the boost clock to the time it takes, in us, in either
+ * clock state (clocked() above: BURST the window, SUSTAINED throttle * makespan); the
+ * identity where c has no window. The fit calls it with BURST (its runs are launches apart). */
+double fm_timing_clocked(const fm_timing_coef *c, fm_clock clock, double makespan_us);
 
 #define FM_PROFILE_MAX_COEF 8
 
@@ -197,6 +219,7 @@ typedef struct fm_timing_problem {
   fm_pass pass;          /* FM_PASS_FWD or FM_PASS_BWD (not both: call twice) */
   fm_variant variant;    /* SKIP, or NOSKIP (every tile visited, MASKED as PARTIAL) */
   int full_mask;         /* 1: cost as the full mask of the same shape (every tile UNMASKED) */
+  fm_clock clock;        /* BURST (zeroed) or SUSTAINED: how the boost window applies */
 } fm_timing_problem;
 
 #define FM_TIMING_NFEAT 6 /* launch, items, considered, unmasked, partial, partial causal */
@@ -204,7 +227,8 @@ typedef struct fm_timing_problem {
 typedef struct fm_timing_result {
   double time_us;       /* predicted: launch_us + max(schedule_us + throttle_us, floor_us) */
   double schedule_us;   /* makespan of the items over the SMs at the boost clock */
-  double throttle_us;   /* what the clock's fall past the boost window adds to it (>= 0) */
+  double throttle_us;   /* what the clock's fall adds to it (>= 0): past the boost window
+                           (BURST), or from the start (SUSTAINED) */
   double floor_us;      /* memory floor */
   double launch_us;
   double bytes;         /* compulsory bytes of the floor */
@@ -229,6 +253,11 @@ typedef struct fm_timing_result {
  * dense variant; FM_EINVAL when the sets do not fit B and H. */
 fm_status fm_timing_predict(const fm_gpu_profile *prof, const fm_timing_work *w,
                             const fm_timing_problem *pb, fm_timing_result *out, fm_err *err);
+
+/* The time of r, a prediction with coefficients c, in clock state `clock` (whatever
+ * state r was predicted in): launch_us + max(clocked(schedule_us), floor_us), what
+ * r->time_us is in r's own state. `fmsim cp-plan` prices one rank's launch in two states. */
+double fm_timing_time_in(const fm_timing_coef *c, fm_clock clock, const fm_timing_result *r);
 
 /* The same with explicit coefficients (no profile): what the fit iterates. */
 fm_status fm_timing_predict_coef(const fm_timing_coef *c, fm_kernel_id kernel, int32_t sms,

@@ -326,7 +326,7 @@ static double held_time(const fit_ctx *f, int i, const double *x, const fm_timin
   const double *cr = f->crit + (size_t)i * K;
   *sched = 0;
   for (int k = 1; k < K; k++) *sched += cr[k] * x[k];
-  return cr[0] * x[0] + fmax(fm_timing_clocked(w, *sched), f->floor_us[i]);
+  return cr[0] * x[0] + fmax(fm_timing_clocked(w, FM_CLOCK_BURST, *sched), f->floor_us[i]);
 }
 
 /* Row i of the window's least squares (n x KW in f->Aw, f->b): past the

@@ -53,3 +53,9 @@ int fm_parse_size(const char *text, int64_t *out) {
   *out = v * mul;
   return 0;
 }
+
+int fm_word_index(const char *word, const char *const *names, int n) {
+  for (int i = 0; word && i < n; i++)
+    if (names[i] && !strcmp(word, names[i])) return i;
+  return -1;
+}

@@ -16,6 +16,10 @@
 extern "C" {
 #endif
 
+/* The index of word among n names (a registry's name table), -1 when it is none of them
+ * or NULL. The one lookup behind the fm_*_parse functions of short name tables. */
+int fm_word_index(const char *word, const char *const *names, int n);
+
 /* Levenshtein distance between a and b (99 when either is over 63 chars). */
 int fm_edit_distance(const char *a, const char *b);
 

@@ -254,6 +254,12 @@ static fm_status prepare(const fm_attn_problem *p, fm_pass pass, fm_variant vari
                    variant == FM_VARIANT_DENSE ? "dense_mask" : "intervals");
   if (instrumented && (!p->tile_class || !p->tile_cycles))
     return fm_fail(err, FM_EINVAL, "the instrumented build needs tile_class and tile_cycles");
+  if (p->mask_method != FM_MASK_METHOD_AUTO && p->mask_method != FM_MASK_METHOD_SLICES &&
+      p->mask_method != FM_MASK_METHOD_R2P)
+    return fm_fail(err, FM_EINVAL, "mask method %d: expected 0 (auto), 1 (slices) or 2 (r2p)", (int)p->mask_method);
+  if (p->mask_method != FM_MASK_METHOD_AUTO && p->kernel != FM_KERNEL_SM90)
+    return fm_fail(err, FM_EUNSUPPORTED, "mask method %s: kernel %s has one way of masking a partial tile (auto only)",
+                   p->mask_method == FM_MASK_METHOD_R2P ? "r2p" : "slices", kd->name);
   if (!(p->softmax_scale > 0.f))
     return fm_fail(err, FM_EINVAL, "softmax scale must be positive (got %g)", (double)p->softmax_scale);
 
@@ -266,6 +272,7 @@ static fm_status prepare(const fm_attn_problem *p, fm_pass pass, fm_variant vari
   l->nsets = p->mask_nb * p->mask_nh;
   if (tuning) l->tuning = *tuning;
   else memset(&l->tuning, 0, sizeof l->tuning);
+  if (!l->tuning.sm90_mask) l->tuning.sm90_mask = p->mask_method; /* the harness's knob, else the problem's */
   fill_base(p, variant, instrumented != 0, br, bc, &l->base);
   int dev = 0;
   l->sms = 0;
@@ -332,6 +339,25 @@ extern "C" fm_status fm_attn_tuned_launch_run(void *user, void *stream, fm_err *
 }
 
 extern "C" size_t fm_attn_problem_size(void) { return sizeof(fm_attn_problem); }
+
+extern "C" const char *fm_attn_problem_member(int32_t i, size_t *offset) {
+#define FM_MEMBER(m) {#m, offsetof(fm_attn_problem, m)}
+  static const struct {
+    const char *name;
+    size_t offset;
+  } members[] = {FM_MEMBER(batch),       FM_MEMBER(heads),         FM_MEMBER(seqlen_q),   FM_MEMBER(seqlen_k),
+                 FM_MEMBER(head_dim),    FM_MEMBER(softmax_scale), FM_MEMBER(causal),     FM_MEMBER(mask_nb),
+                 FM_MEMBER(mask_nh),     FM_MEMBER(q),             FM_MEMBER(k),          FM_MEMBER(v),
+                 FM_MEMBER(o),           FM_MEMBER(lse),           FM_MEMBER(intervals),  FM_MEMBER(dense_mask),
+                 FM_MEMBER(tile_class),  FM_MEMBER(tile_cycles),   FM_MEMBER(dense_per_set), FM_MEMBER(kernel),
+                 FM_MEMBER(dout),        FM_MEMBER(dq),            FM_MEMBER(dk),         FM_MEMBER(dv),
+                 FM_MEMBER(deterministic), FM_MEMBER(mask_method)};
+#undef FM_MEMBER
+  static_assert(sizeof members / sizeof members[0] == 26, "fm_attn_problem_member: every member, in order");
+  if (i < 0 || (size_t)i >= sizeof members / sizeof members[0]) return NULL;
+  if (offset) *offset = members[i].offset;
+  return members[i].name;
+}
 
 extern "C" fm_status fm_attn_intervals_from_startend(const int32_t *startend, int32_t k, int64_t nsets,
                                                      int32_t seqlen_q, int32_t seqlen_k, int causal,

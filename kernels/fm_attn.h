@@ -45,6 +45,9 @@
 extern "C" {
 #endif
 
+/* fm_mask_method (how the sm90 kernels mask a partial tile, fm_attn_problem.mask_method)
+ * is defined in core/fm_kernels.h, so that the command line and scenario files parse it. */
+
 typedef struct fm_attn_problem {
   int32_t batch, heads, seqlen_q, seqlen_k, head_dim; /* head_dim 64 or 128 */
   float softmax_scale;                                /* usually 1/sqrt(head_dim) */
@@ -64,6 +67,7 @@ typedef struct fm_attn_problem {
   void *dq, *dk, *dv;   /* (B, Sq, H, D), (B, Sk, H, D) x 2 bf16 */
   int deterministic;    /* 1: dQ accumulated in a fixed order of key tiles, so that SKIP
                            and NOSKIP give bit-identical gradients */
+  int32_t mask_method;  /* fm_mask_method: how a partial tile is masked (sm90); 0: the library's */
 } fm_attn_problem;
 
 /* Zeroes *p and fills what the mask and the shape decide: batch, heads, head
@@ -132,7 +136,7 @@ fm_status fm_attn_intervals_from_startend(const int32_t *startend, int32_t k, in
 /* The entry points of bindings (the Python package's fmsim.torch): one call
  * per pass and no struct to fill per call. `shape` gives every scalar member
  * (batch, heads, Sq, Sk, head dim, scale, causal, mask sets nb x nh, kernel,
- * deterministic); its pointers are ignored. The device pointers come
+ * deterministic, mask method); its pointers are ignored. The device pointers come
  * as arguments, `intervals` (nb * nh, 4, Sk) as fm_attn_intervals_from_startend
  * writes them. Makes `device` the current device when it is not, then
  * launches the pass as fm_attn_forward / fm_attn_backward do (not
@@ -148,6 +152,11 @@ fm_status fm_attn_backward_ptrs(const fm_attn_problem *shape, int32_t device, co
 /* sizeof(fm_attn_problem), so that bindings that mirror the struct (the
  * Python package's fmsim.torch) can check their copy at load time. */
 size_t fm_attn_problem_size(void);
+/* The i-th member of fm_attn_problem in declaration order (0 <= i), its name
+ * ("batch", ..., "mask_method"), and *offset (may be NULL) its offsetof; NULL
+ * past the last. With fm_attn_problem_size, a binding checks its mirror field
+ * for field: a field added in the struct's tail padding leaves the size as it was. */
+const char *fm_attn_problem_member(int32_t i, size_t *offset);
 
 /* Makes `device` this thread's current CUDA device for the launches that
  * follow (cudaSetDevice in this library's runtime: a caller with its own CUDA

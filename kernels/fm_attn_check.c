@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "fm_attn.h"
+#include "fm_attn_dev.h"
 #include "fm_bf16.h"
 #include "fm_cuda_status.cuh"
 #include "fm_reference.h"
@@ -72,8 +73,16 @@ static void dev_free(dev_bufs *d) {
     }                                                   \
   } while (0)
 
-/* Runs one variant with poisoned outputs and copies the results back. */
-static fm_status run_variant(fm_attn_problem *pr, fm_variant var, int instr, int64_t nq,
+/* The sm90 partial-tile mask method the library does not use by default: the
+ * one phases 3b and 7b compare with the default bit for bit. */
+static fm_mask_method other_mask_method(void) {
+  return FM_SM90_MASK_DEFAULT == FM_SM90_MASK_R2P ? FM_MASK_METHOD_SLICES : FM_MASK_METHOD_R2P;
+}
+
+/* Runs one variant with poisoned outputs and copies the results back; mask:
+ * the sm90 forward's partial-tile mask method (fm_attn_problem.mask_method,
+ * for this call only), FM_MASK_METHOD_AUTO for the library's. */
+static fm_status run_variant(fm_attn_problem *pr, fm_variant var, int instr, fm_mask_method mask, int64_t nq,
                              int64_t nlse, int64_t ntiles, uint16_t *o, float *lse, uint8_t *cls,
                              int64_t *cyc, fm_err *err) {
   fm_status st = FM_OK;
@@ -83,7 +92,9 @@ static fm_status run_variant(fm_attn_problem *pr, fm_variant var, int instr, int
     CK(cudaMemset(pr->tile_class, 0xff, (size_t)ntiles), "poison classes");
     CK(cudaMemset(pr->tile_cycles, 0xff, (size_t)ntiles * 8), "poison cycles");
   }
+  pr->mask_method = mask;
   st = fm_attn_forward(pr, var, instr, NULL, err);
+  pr->mask_method = FM_MASK_METHOD_AUTO;
   if (st != FM_OK) goto done;
   CK(cudaDeviceSynchronize(), "forward kernel");
   CK(cudaMemcpy(o, pr->o, (size_t)nq * 2, cudaMemcpyDeviceToHost), "copy O");
@@ -140,8 +151,9 @@ static int same_output(fm_check_result *r, const char *what, const char *ref, co
 
 /* Runs the backward of pr (forward outputs in pr->o, pr->lse on the device)
  * with poisoned gradients; copies dQ, dK, dV (bf16) back; classes and cycles
- * when instrumented. */
-static fm_status run_backward(fm_attn_problem *pr, fm_variant var, int det, int instr, int64_t nq,
+ * when instrumented. mask: the sm90 partial-tile mask method
+ * (fm_attn_problem.mask_method, for this call only), FM_MASK_METHOD_AUTO for the library's. */
+static fm_status run_backward(fm_attn_problem *pr, fm_variant var, int det, int instr, fm_mask_method mask, int64_t nq,
                               int64_t nk, int64_t ntiles, uint16_t *g[3], uint8_t *cls, int64_t *cyc,
                               fm_err *err) {
   fm_status st = FM_OK;
@@ -153,7 +165,9 @@ static fm_status run_backward(fm_attn_problem *pr, fm_variant var, int det, int 
     CK(cudaMemset(pr->tile_cycles, 0xff, (size_t)ntiles * 8), "poison cycles");
   }
   pr->deterministic = det;
+  pr->mask_method = mask;
   st = fm_attn_backward(pr, var, instr, NULL, err);
+  pr->mask_method = FM_MASK_METHOD_AUTO;
   if (st != FM_OK) goto done;
   CK(cudaDeviceSynchronize(), "backward kernel");
   CK(cudaMemcpy(g[0], pr->dq, (size_t)nq * 2, cudaMemcpyDeviceToHost), "copy dQ");
@@ -170,17 +184,89 @@ done:
 static const char *const grad_names[3] = {"dQ", "dK", "dV"};
 
 /* 1 when the three gradient buffers equal bit for bit; else a failure naming the first. */
-static int same_grads(fm_check_result *r, const char *what, const char *ref, uint16_t *a[3],
-                      uint16_t *b[3], const int64_t n[3]) {
-  for (int t = 0; t < 3; t++) {
+static int same_grads(fm_check_result *r, const char *what, const char *ref, uint16_t *const *a,
+                      uint16_t *const *b, const int64_t *n, int count) {
+  for (int t = 0; t < count; t++) {
     int64_t i = first_diff(a[t], b[t], n[t], 2);
     if (i >= 0) {
-      fail_once(r, "%s %s differs from %s at element %lld: 0x%04x vs 0x%04x", what, grad_names[t], ref,
+      fail_once(r, "%s %s differs from %s at element %lld: 0x%04x vs 0x%04x", what, grad_names[t + 3 - count], ref,
                 (long long)i, a[t][i], b[t][i]);
       return 0;
     }
   }
   return 1;
+}
+
+/* Phase 7's class and cycle check of one instrumented backward launch (what:
+ * its name in the failure): classes (B, H, tr, tc) == core's (nsets, tr,
+ * tc), skipped pairs 0 cycles, visited > 0. */
+static void bwd_classes(const fm_colmask *m, int32_t B, int32_t H, int32_t tr, int32_t tc, const uint8_t *cpu_cls,
+                        const uint8_t *cls, const int64_t *cyc, const char *what, fm_check_result *r) {
+  const int64_t npairs = (int64_t)tr * tc;
+  r->bwd_classes_identical = 1;
+  r->bwd_cycles_ok = 1;
+  for (int32_t b = 0; b < B; b++)
+    for (int32_t h = 0; h < H; h++) {
+      const int32_t set = fm_colmask_set_index(m, b, h);
+      for (int64_t t = 0; t < npairs; t++) {
+        const uint8_t want = cpu_cls[(int64_t)set * npairs + t];
+        const int64_t gi = ((int64_t)b * H + h) * npairs + t;
+        if (cls[gi] != want) {
+          r->bwd_classes_identical = 0;
+          fail_once(r, "%s: class at b=%d h=%d query tile %lld key tile %lld is %d, core says %d", what, b, h,
+                    (long long)(t / tc), (long long)(t % tc), cls[gi], want);
+          return;
+        }
+        const int skipped = want == FM_TILE_MASKED;
+        if (skipped ? cyc[gi] != 0 : cyc[gi] <= 0) {
+          r->bwd_cycles_ok = 0;
+          fail_once(r, "%s: pair b=%d h=%d (%lld, %lld) has %lld cycles (%s)", what, b, h, (long long)(t / tc),
+                    (long long)(t % tc), (long long)cyc[gi], skipped ? "skipped: want 0" : "visited: want > 0");
+          return;
+        }
+      }
+    }
+}
+
+/* The backward's buffers that phase 7b reads and reuses: sizes, core's and the
+ * GPU's classes, the library's gradients (ref: default mode, deterministic)
+ * and two scratch sets. */
+typedef struct bwd_bufs {
+  int64_t nq, nk, ntiles;
+  const uint8_t *cpu_cls;
+  uint8_t *cls;
+  int64_t *cyc;
+  uint16_t **ref[2];
+  uint16_t **scratch[2];
+} bwd_bufs;
+
+/* Phase 7b (sm90): skip's backward with the partial-tile mask method the
+ * library does not use (fm_sm90_bwd.cuh, MASK): deterministic, plain and
+ * instrumented, == the library's deterministic skip bit for bit (dQ, dK, dV),
+ * its classes == core's; in the default mode dK and dV bit for bit (dQ's
+ * additions land in whatever order the CTAs reach them). */
+static fm_status check_bwd_mask_methods(fm_attn_problem *pr, const fm_colmask *m, int32_t B, int32_t H, int32_t tr,
+                                        int32_t tc, const bwd_bufs *bb, fm_check_result *r, fm_err *err) {
+  const fm_mask_method other = other_mask_method();
+  const char *name = other == FM_MASK_METHOD_R2P ? "backward with mask method r2p" : "backward with mask method slices";
+  const int64_t n[3] = {bb->nq, bb->nk, bb->nk};
+  char what[96];
+  r->bwd_mask_methods_identical = 1;
+  for (int det = 0; det < 2; det++)
+    for (int instr = 0; instr < 1 + det; instr++) {
+      uint16_t **g = bb->scratch[instr];
+      fm_status st = run_backward(pr, FM_VARIANT_SKIP, det, instr, other, bb->nq, bb->nk, bb->ntiles, g, bb->cls,
+                                  bb->cyc, err);
+      if (st != FM_OK) return st;
+      snprintf(what, sizeof what, "%s%s%s", instr ? "instrumented " : "", det ? "deterministic " : "", name);
+      uint16_t *a[3] = {g[0], g[1], g[2]}, *ref[3] = {bb->ref[det][0], bb->ref[det][1], bb->ref[det][2]};
+      /* default mode: dK and dV only (a and ref from index 1) */
+      const int from = det ? 0 : 1;
+      if (!same_grads(r, what, det ? "deterministic skip" : "skip", a + from, ref + from, n + from, 3 - from))
+        r->bwd_mask_methods_identical = 0;
+      if (instr) bwd_classes(m, B, H, tr, tc, bb->cpu_cls, bb->cls, bb->cyc, what, r);
+    }
+  return FM_OK;
 }
 
 /* Checks 5-7 of fm_attn_check.h. pr has the device inputs and the forward
@@ -209,6 +295,7 @@ static fm_status check_backward(const fm_check_case *c, fm_attn_problem *pr, con
     for (int w = 0; w < 2; w++) alloc_ok = alloc_ok && (ref[w][t] = malloc((size_t)n[t] * 8));
   }
   r->bwd_ran = 1;
+  r->bwd_mask_methods_identical = -1;
   if (!alloc_ok) {
     st = fm_fail(err, FM_ENOMEM, "case %s: cannot allocate the backward's host buffers", c->name);
     goto done;
@@ -240,7 +327,7 @@ static fm_status check_backward(const fm_check_case *c, fm_attn_problem *pr, con
   if (st != FM_OK) goto done;
   /* 5. skip (default mode) and 6. deterministic skip against the references */
   for (int det = 0; det < 2; det++) {
-    st = run_backward(pr, FM_VARIANT_SKIP, det, 0, nq, nk, ntiles, g[det], NULL, NULL, err);
+    st = run_backward(pr, FM_VARIANT_SKIP, det, 0, FM_MASK_METHOD_AUTO, nq, nk, ntiles, g[det], NULL, NULL, err);
     if (st != FM_OK) goto done;
     for (int t = 0; t < 3; t++) {
       const fm_ref_tol tol = fm_ref_tolerance((fm_ref_quantity)(FM_REF_Q_DQ + t));
@@ -265,37 +352,19 @@ static fm_status check_backward(const fm_check_case *c, fm_attn_problem *pr, con
     }
   }
   /* 6. deterministic noskip == deterministic skip, bit for bit */
-  st = run_backward(pr, FM_VARIANT_NOSKIP, 1, 0, nq, nk, ntiles, g[2], NULL, NULL, err);
+  st = run_backward(pr, FM_VARIANT_NOSKIP, 1, 0, FM_MASK_METHOD_AUTO, nq, nk, ntiles, g[2], NULL, NULL, err);
   if (st != FM_OK) goto done;
-  r->bwd_det_identical = same_grads(r, "deterministic noskip", "deterministic skip", g[2], g[1], n);
+  r->bwd_det_identical = same_grads(r, "deterministic noskip", "deterministic skip", g[2], g[1], n, 3);
   /* 7. instrumented (deterministic) == plain, classes == core, cycles */
-  st = run_backward(pr, FM_VARIANT_SKIP, 1, 1, nq, nk, ntiles, g[3], cls, cyc, err);
+  st = run_backward(pr, FM_VARIANT_SKIP, 1, 1, FM_MASK_METHOD_AUTO, nq, nk, ntiles, g[3], cls, cyc, err);
   if (st != FM_OK) goto done;
-  r->bwd_instr_identical = same_grads(r, "instrumented backward", "plain deterministic", g[3], g[1], n);
-  r->bwd_classes_identical = 1;
-  r->bwd_cycles_ok = 1;
-  for (int32_t b = 0; b < B && r->bwd_classes_identical && r->bwd_cycles_ok; b++)
-    for (int32_t h = 0; h < H && r->bwd_classes_identical && r->bwd_cycles_ok; h++) {
-      const int32_t set = fm_colmask_set_index(m, b, h);
-      for (int64_t t = 0; t < (int64_t)tr * tc; t++) {
-        const uint8_t want = cpu_cls[(int64_t)set * tr * tc + t];
-        const int64_t gi = ((int64_t)b * H + h) * tr * tc + t;
-        if (cls[gi] != want) {
-          r->bwd_classes_identical = 0;
-          fail_once(r, "instrumented backward: class at b=%d h=%d query tile %lld key tile %lld is %d, "
-                    "core says %d", b, h, (long long)(t / tc), (long long)(t % tc), cls[gi], want);
-          break;
-        }
-        const int skipped = want == FM_TILE_MASKED;
-        if (skipped ? cyc[gi] != 0 : cyc[gi] <= 0) {
-          r->bwd_cycles_ok = 0;
-          fail_once(r, "instrumented backward: pair b=%d h=%d (%lld, %lld) has %lld cycles (%s)", b, h,
-                    (long long)(t / tc), (long long)(t % tc), (long long)cyc[gi],
-                    skipped ? "skipped: want 0" : "visited: want > 0");
-          break;
-        }
-      }
-    }
+  r->bwd_instr_identical = same_grads(r, "instrumented backward", "plain deterministic", g[3], g[1], n, 3);
+  bwd_classes(m, B, H, tr, tc, cpu_cls, cls, cyc, "instrumented backward", r);
+  /* 7b. sm90: the other partial-tile mask method == the library's, bit for bit */
+  if (c->kernel == FM_KERNEL_SM90) {
+    const bwd_bufs bb = {nq, nk, ntiles, cpu_cls, cls, cyc, {g[0], g[1]}, {g[2], g[3]}};
+    st = check_bwd_mask_methods(pr, m, B, H, tr, tc, &bb, r, err);
+  }
 done:
   cudaFree(d_do);
   for (int t = 0; t < 3; t++) cudaFree(d_g[t]);
@@ -436,7 +505,8 @@ static fm_status check_instrumented(const fwd_case *f, fm_attn_problem *pr, fm_c
   for (int pass = 0; pass < 2; pass++) {
     fm_variant var = pass == 0 ? FM_VARIANT_SKIP : FM_VARIANT_NOSKIP;
     const char *vname = pass == 0 ? "skip" : "noskip";
-    fm_status st = run_variant(pr, var, 1, f->nq, f->nlse, f->ntiles, f->o_other, f->l_other, f->cls, f->cyc, err);
+    fm_status st = run_variant(pr, var, 1, FM_MASK_METHOD_AUTO, f->nq, f->nlse, f->ntiles, f->o_other, f->l_other,
+                               f->cls, f->cyc, err);
     if (st != FM_OK) return st;
     int64_t io = first_diff(f->o_skip, f->o_other, f->nq, 2), il = first_diff(f->l_skip, f->l_other, f->nlse, 4);
     if (io >= 0 || il >= 0) {
@@ -447,6 +517,25 @@ static fm_status check_instrumented(const fwd_case *f, fm_attn_problem *pr, fm_c
                 io >= 0 ? "O" : "LSE");
     }
     check_classes(f, pass, vname, r);
+  }
+  return FM_OK;
+}
+
+/* Phase 3b (sm90): the partial-tile mask method that the library does not
+ * use, built for skip (fm_sm90_launch.cuh), plain and instrumented: skip's
+ * output bit for bit, and core's classes. */
+static fm_status check_mask_methods(const fwd_case *f, fm_attn_problem *pr, fm_check_result *r, fm_err *err) {
+  const fm_mask_method other = other_mask_method();
+  const char *name = other == FM_MASK_METHOD_R2P ? "skip with mask method r2p" : "skip with mask method slices";
+  r->mask_methods_identical = 1;
+  for (int instr = 0; instr < 2; instr++) {
+    fm_status st = run_variant(pr, FM_VARIANT_SKIP, instr, other, f->nq, f->nlse, f->ntiles, f->o_other,
+                               f->l_other, f->cls, f->cyc, err);
+    if (st != FM_OK) return st;
+    if (!same_output(r, name, "skip", f->o_other, f->o_skip, f->l_other, f->l_skip, f->nq, f->nlse, f->sq, f->H,
+                     f->D))
+      r->mask_methods_identical = 0;
+    if (instr) check_classes(f, 0, name, r);
   }
   return FM_OK;
 }
@@ -479,9 +568,11 @@ static fm_status check_dense(const fwd_case *f, fm_attn_problem *pr, dev_bufs *d
     st = fm_fail(err, FM_ENOMEM, "case %s: cannot allocate host buffers", f->c->name);
     goto done;
   }
-  st = run_variant(pr, FM_VARIANT_NOSKIP, 0, f->nq, f->nlse, f->ntiles, o_ns, l_ns, NULL, NULL, err);
+  st = run_variant(pr, FM_VARIANT_NOSKIP, 0, FM_MASK_METHOD_AUTO, f->nq, f->nlse, f->ntiles, o_ns, l_ns, NULL, NULL,
+                   err);
   if (st == FM_OK)
-    st = run_variant(pr, FM_VARIANT_DENSE, 0, f->nq, f->nlse, f->ntiles, f->o_other, f->l_other, NULL, NULL, err);
+    st = run_variant(pr, FM_VARIANT_DENSE, 0, FM_MASK_METHOD_AUTO, f->nq, f->nlse, f->ntiles, f->o_other,
+                     f->l_other, NULL, NULL, err);
   if (st == FM_OK)
     r->dense_identical = same_output(r, "dense", "noskip", f->o_other, o_ns, f->l_other, l_ns, f->nq, f->nlse,
                                      sq, f->H, f->D);
@@ -522,12 +613,14 @@ static void fwd_case_free(fwd_case *f) {
 }
 
 /* The checks in order: CPU side, upload, 1. skip against the reference,
- * 2. noskip == skip, 3. the instrumented builds, 4. dense == noskip,
+ * 2. noskip == skip, 3. the instrumented builds, 3b. sm90's other mask
+ * method == skip, 4. dense == noskip,
  * 5-7. the backward (check_backward). */
 fm_status fm_attn_check_run(const fm_check_case *c, fm_check_result *r, fm_err *err) {
   memset(r, 0, sizeof *r);
   r->ok = 1;
   r->dense_identical = -1;
+  r->mask_methods_identical = -1;
   const fm_colmask *m = c->mask;
   fwd_case f = {.c = c, .m = m, .B = c->batch, .H = c->heads, .D = c->head_dim};
   const int32_t B = f.B, H = f.H, D = f.D;
@@ -576,16 +669,18 @@ fm_status fm_attn_check_run(const fm_check_case *c, fm_check_result *r, fm_err *
   pr.tile_cycles = dv.cyc;
 
   /* ---- 1. skip against the fp64 reference */
-  st = run_variant(&pr, FM_VARIANT_SKIP, 0, f.nq, f.nlse, f.ntiles, f.o_skip, f.l_skip, NULL, NULL, err);
+  st = run_variant(&pr, FM_VARIANT_SKIP, 0, 0, f.nq, f.nlse, f.ntiles, f.o_skip, f.l_skip, NULL, NULL, err);
   if (st != FM_OK) goto done;
   check_reference(&f, r);
   /* ---- 2. noskip == skip bit for bit */
-  st = run_variant(&pr, FM_VARIANT_NOSKIP, 0, f.nq, f.nlse, f.ntiles, f.o_other, f.l_other, NULL, NULL, err);
+  st = run_variant(&pr, FM_VARIANT_NOSKIP, 0, 0, f.nq, f.nlse, f.ntiles, f.o_other, f.l_other, NULL, NULL, err);
   if (st != FM_OK) goto done;
   r->skip_noskip_identical =
       same_output(r, "noskip", "skip", f.o_other, f.o_skip, f.l_other, f.l_skip, f.nq, f.nlse, f.sq, H, D);
   /* ---- 3. instrumented builds: same output, classes == core, cycles */
   st = check_instrumented(&f, &pr, r, err);
+  /* ---- 3b. sm90: the other partial-tile mask method == skip bit for bit */
+  if (st == FM_OK && c->kernel == FM_KERNEL_SM90) st = check_mask_methods(&f, &pr, r, err);
   /* ---- 4. dense == noskip bit for bit */
   if (st == FM_OK && c->check_dense) st = check_dense(&f, &pr, &dv, r, err);
   /* ---- 5-7. the backward */

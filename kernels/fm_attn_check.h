@@ -12,6 +12,9 @@
  *   3. instrumented skip == plain skip bit for bit, and its per-tile classes ==
  *      core fm_classify at the kernel's tile size bit for bit; skipped (MASKED)
  *      tiles 0 cycles, visited tiles > 0 cycles; same for instrumented noskip;
+ *   3b. (sm90) skip with the partial-tile mask method the library does not use
+ *      (fm_attn_dev.h, FM_SM90_MASK_*), plain and instrumented, == skip bit for
+ *      bit, and its classes == core's;
  *   4. (check_dense) dense with the mask expanded to (sets, Sq, Sk) == noskip
  *      bit for bit: the element mask of the interval path is exact.
  * With pass including FM_PASS_BWD (kernels that have a backward), after the
@@ -22,7 +25,11 @@
  *      and deterministic skip within the tolerance too;
  *   7. the instrumented backward's gradients == the plain one's (deterministic),
  *      its per-pair classes == core fm_classify at the backward tile, skipped
- *      pairs 0 cycles, visited pairs > 0.
+ *      pairs 0 cycles, visited pairs > 0;
+ *   7b. (sm90) skip's backward with the partial-tile mask method the library
+ *      does not use: deterministic (plain and instrumented) == deterministic
+ *      skip bit for bit in dQ, dK, dV, its classes == core's; default mode:
+ *      dK and dV bit for bit (dQ's fp32 additions land in any order).
  * The tolerances of every check are core's (fm_reference.h, "tolerance rule").
  */
 #ifndef FM_ATTN_CHECK_H
@@ -58,10 +65,12 @@ typedef struct fm_check_result {
   int64_t tiles, tiles_masked, tiles_partial; /* per (b, h), min/max rule */
   int skip_noskip_identical, instr_identical, classes_identical, cycles_ok;
   int dense_identical;    /* -1 when not run */
+  int mask_methods_identical; /* 3b (sm90); -1 when not run */
   /* backward (5-7), when the case asked for it */
   int bwd_ran;
   double bwd_err_gpu[3], bwd_err_cpu[3]; /* max |err| of dQ, dK, dV vs fp64: GPU, CPU same precision */
   int bwd_det_identical, bwd_instr_identical, bwd_classes_identical, bwd_cycles_ok;
+  int bwd_mask_methods_identical; /* 7b (sm90); -1 when not run */
   int64_t bwd_tiles, bwd_tiles_masked; /* per (b, h), at the backward tile */
 } fm_check_result;
 

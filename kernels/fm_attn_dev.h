@@ -1,8 +1,10 @@
 /* fm_attn_dev.h — development knobs of the kernels (C-callable), for the
- * kernels' harness fm_kernel_bench only: the sm90 pipelining modes and work
- * orders it compares (kernels/PERF_NOTES.md, "sm90 forward: versions"). Not
- * part of the library's interface (fm_attn.h): every other caller gets the
- * library's choices, which a zero fm_attn_tuning also gives.
+ * kernels' harness fm_kernel_bench (and fm_attn_check's check of the mask
+ * methods) only: the sm90 pipelining modes, work orders and partial-tile
+ * mask methods it compares (kernels/PERF_NOTES.md, "sm90 forward: versions",
+ * "R2P (issue 25): design and SASS"). Not part of the library's interface
+ * (fm_attn.h): every other caller gets the library's choices, which a zero
+ * fm_attn_tuning also gives.
  */
 #ifndef FM_ATTN_DEV_H
 #define FM_ATTN_DEV_H
@@ -21,10 +23,28 @@ enum {
   FM_SM90_ORDER_BUCKETED = 3, /* heaviest first in buckets of Tc / 16 tiles, heads in order inside */
   FM_SM90_ORDER_HEAD = 4      /* heads in order, heaviest first inside each head (the default) */
 };
+/* How the sm90 kernels, forward and backward, mask a partial tile (one knob
+ * for both passes; kernels/fm_sm90_mask.h; PERF_NOTES.md, "R2P (issue 25):
+ * design and SASS"): both methods mask the same elements and give the same
+ * output (and gradients) bit for bit; the library's kernels use
+ * FM_SM90_MASK_DEFAULT (R2P unless the build defines it: measured on an H100
+ * 4-8% faster in the backward, equal or 2-10% cheaper in the forward), the
+ * other method (SLICES) is built for the skip variant (plain and
+ * instrumented), so that one build times both (fm_kernel_bench --sm90-masks
+ * 1,2) and checks them against each other (fmsim verify, phases 3b, 7b). */
+enum {
+  FM_SM90_MASK_SLICES = FM_MASK_METHOD_SLICES, /* the public names: fm_mask_method, core/fm_kernels.h */
+  FM_SM90_MASK_R2P = FM_MASK_METHOD_R2P
+};
+#ifndef FM_SM90_MASK_DEFAULT
+#define FM_SM90_MASK_DEFAULT FM_SM90_MASK_R2P
+#endif
 typedef struct fm_attn_tuning {
   int32_t sm90_mode;  /* 1 + pipelining mode: 1 plain, 2 overlap, 3 ping-pong, 4 both
                          (fm_sm90_launch.cuh); 0: the default */
   int32_t sm90_order; /* work order: FM_SM90_ORDER_*; 0: the default (FM_SM90_ORDER_HEAD) */
+  int32_t sm90_mask;  /* partial-tile mask, both passes: FM_SM90_MASK_*; 0: the problem's
+                         mask_method (fm_attn.h), whose 0 is FM_SM90_MASK_DEFAULT */
 } fm_attn_tuning;
 
 /* One pass with knobs, as a launch function of the timing harness

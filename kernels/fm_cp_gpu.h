@@ -31,12 +31,16 @@
  * run's tensors), the local and per-step masks' interval vectors uploaded
  * once; then warm-up passes for warmup_ms, then `iters` timed passes, each
  * started by a barrier (a one-float ncclAllReduce, then the streams wait on
- * it), CUDA events around every kernel launch (compute stream) and every
+ * it) and held behind a gate until the host has enqueued the whole pass (a
+ * one-thread kernel spinning on a host-mapped word, at most 2 s, then a
+ * warning on stderr; the first passes, which load the kernels, and
+ * FM_CP_GATE=0 go without: docs/DESIGN.md, "The exchange model"), CUDA events
+ * around every kernel launch (compute stream) and every
  * group of sends/receives (comm stream). The figures are medians over the
  * timed passes. check: after timing, each rank runs the whole problem on its
  * own device (the same kernel, one launch per pass, its CP buffers freed
  * first) and compares its rows; baseline: rank 0 times the whole problem the
- * same way (warm-up, iters, medians).
+ * same way (warm-up, iters, medians; its timed passes gated too).
  *
  * Memory per rank (B x H x D x 2 bytes a row, R own rows): own Q, K, V, O,
  * dO, dQ, dK, dV and fp32 O/dQ/dK/dV accumulators; allgather: K/V and dK/dV

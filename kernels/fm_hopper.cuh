@@ -64,23 +64,50 @@ __device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t *bar, uint32_t by
                : "memory");
 }
 
-/* Arrives once (release semantics: this thread's earlier writes are visible to
- * whoever observes the phase complete). */
-__device__ __forceinline__ void mbar_arrive(uint64_t *bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_addr(bar)) : "memory");
+/* Arrives once and waits for a phase at a 32-bit shared-window address (a kernel
+ * that keeps one 32-bit base for all of its shared memory instead of 64-bit
+ * generic pointers: fewer registers); mbar_arrive and mbar_wait below take the
+ * barrier's pointer. */
+__device__ __forceinline__ void mbar_arrive_sa(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
 }
-
-/* Waits until the phase with parity `parity` (0 or 1) has completed (acquire). */
-__device__ __forceinline__ void mbar_wait(uint64_t *bar, uint32_t parity) {
+__device__ __forceinline__ void mbar_wait_sa(uint32_t bar, uint32_t parity) {
   asm volatile(
       "{\n"
       ".reg .pred p;\n"
       "WAIT_%=:\n"
       "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
       "@!p bra WAIT_%=;\n"
-      "}\n" ::"r"(smem_addr(bar)),
+      "}\n" ::"r"(bar),
       "r"(parity)
       : "memory");
+}
+
+/* Arrives once (release semantics: this thread's earlier writes are visible to
+ * whoever observes the phase complete). */
+__device__ __forceinline__ void mbar_arrive(uint64_t *bar) { mbar_arrive_sa(smem_addr(bar)); }
+
+/* Waits until the phase with parity `parity` (0 or 1) has completed (acquire). */
+__device__ __forceinline__ void mbar_wait(uint64_t *bar, uint32_t parity) { mbar_wait_sa(smem_addr(bar), parity); }
+
+/* Plain shared-memory loads and stores at a 32-bit shared-window address
+ * (volatile, with a memory clobber: kept in program order with the mbarrier
+ * waits and arrivals around them, as the compiler keeps generic accesses). */
+__device__ __forceinline__ int32_t ld_shared_s32(uint32_t at) {
+  int32_t v;
+  asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v) : "r"(at) : "memory");
+  return v;
+}
+__device__ __forceinline__ float2 ld_shared_f2(uint32_t at) {
+  float2 v;
+  asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];\n" : "=f"(v.x), "=f"(v.y) : "r"(at) : "memory");
+  return v;
+}
+__device__ __forceinline__ void st_shared_u32(uint32_t at, uint32_t v) {
+  asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(at), "r"(v) : "memory");
+}
+__device__ __forceinline__ void st_shared_f2(uint32_t at, float2 v) {
+  asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(at), "f"(v.x), "f"(v.y) : "memory");
 }
 
 /* The instrumented kernels' per-tile cycles: the clock64 ticks between two

@@ -4,8 +4,8 @@
  *   fm_kernel_bench [--kernels sm90,sm80] [--head-dim 128] [--seqlens 8192,32768,131072]
  *                   [--families all|a,b,...] [--warmup 1] [--reps 5] [--reps-long 3]
  *                   [--no-noskip] [--no-instr] [--no-validate] [--pass fwd|bwd|both] [--control]
- *                   [--sm90-modes 1,2,3,4] [--sm90-orders 1,2,3] [--json FILE] [--seed N]
- *                   [--sustained MS]
+ *                   [--sm90-modes 1,2,3,4] [--sm90-orders 1,2,3] [--sm90-masks 1,2]
+ *                   [--json FILE] [--seed N] [--sustained MS]
  *
  * 1. Validation: a few small cases through fm_attn_check_run (CPU fp64
  *    reference, skip == noskip, instrumented classes == core) on every kernel
@@ -25,8 +25,15 @@
  *    build and its overhead (--control: the plain launch once more, timed the
  *    same way: its "overhead" is the timing method's floor, A/A); then each
  *    other kernel's skip time and the ratio
- *    (first / other); then, for sm90, the pipelining modes and work orders
- *    asked for (fm_attn_tuning, fm_attn_dev.h), as times. --sustained MS: one more line per
+ *    (first / other); then, for sm90, the pipelining modes, work orders and
+ *    partial-tile mask methods asked for (fm_attn_tuning, fm_attn_dev.h), as
+ *    times; with --sm90-masks also one line per method and family: the
+ *    instrumented skip launch's cycles per PARTIAL and per UNMASKED tile (the
+ *    kernel's own classes and clock64 record; two rounds, the methods in
+ *    alternating order); with the backward (--pass bwd|both) each method's
+ *    skip backward timed in the bwd line (interleaved with its other
+ *    launches) and a line of its cycles per PARTIAL and UNMASKED pair.
+ *    --sustained MS: one more line per
  *    family and pass, the first kernel's sustained figure under the timing
  *    protocol (docs/DESIGN.md, "How we measure": 1 s of back-to-back warm-up,
  *    then at least MS of back-to-back launches, median, SM clock and power
@@ -145,7 +152,8 @@ static void usage(void) {
   printf("usage: fm_kernel_bench [--kernels sm90,sm80] [--head-dim 128] [--seqlens 8192,32768,131072]\n"
          "       [--families all|a,b] [--warmup 1] [--reps 5] [--reps-long 3] [--no-noskip]\n"
          "       [--no-instr] [--no-validate] [--sm90-modes 1,2,3,4] [--sm90-orders 1,2,3]\n"
-         "       [--pass fwd|bwd|both] [--control] [--json FILE] [--seed N] [--sustained MS]\n");
+         "       [--sm90-masks 1,2] [--pass fwd|bwd|both] [--control] [--json FILE] [--seed N]\n"
+         "       [--sustained MS]\n");
 }
 
 typedef struct bench_opts {
@@ -155,6 +163,7 @@ typedef struct bench_opts {
   int nkernels, head_dim, warmup, reps, reps_long, noskip, instr, validate;
   int control; /* --control: the plain launch again, timed like the instrumented one (A/A) */
   int modes[MAX_LIST], nmodes, orders[MAX_LIST], norders;
+  int masks[MAX_LIST], nmasks; /* --sm90-masks: FM_SM90_MASK_* (fm_attn_dev.h) */
   unsigned long long seed;
   double sustain_ms; /* --sustained MS: the protocol's sustained figure of the first kernel too */
 } bench_opts;
@@ -168,6 +177,7 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
       {"json", required_argument, 0, 'j'},     {"seed", required_argument, 0, 'S'},
       {"no-validate", no_argument, 0, 'V'},    {"kernels", required_argument, 0, 'k'},
       {"sm90-modes", required_argument, 0, 'm'}, {"sm90-orders", required_argument, 0, 'o'},
+      {"sm90-masks", required_argument, 0, 'M'},
       {"pass", required_argument, 0, 'p'},    {"control", no_argument, 0, 'C'},
       {"sustained", required_argument, 0, 'T'},
       {"help", no_argument, 0, 'h'},
@@ -200,6 +210,7 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
         break;
       case 'm': o->nmodes = int_list(optarg, o->modes); break;
       case 'o': o->norders = int_list(optarg, o->orders); break;
+      case 'M': o->nmasks = int_list(optarg, o->masks); break;
       case 'k': {
         o->nkernels = 0;
         char buf[64];
@@ -226,10 +237,16 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
     fprintf(stderr, "fm_kernel_bench: --sustained takes milliseconds in 0..60000\n");
     return 2;
   }
-  if (o->reps < 1 || o->reps_long < 1 || o->warmup < 0 || o->nmodes < 0 || o->norders < 0 || o->nkernels < 1) {
-    fprintf(stderr, "fm_kernel_bench: bad --reps, --warmup, --kernels, --sm90-modes or --sm90-orders\n");
+  if (o->reps < 1 || o->reps_long < 1 || o->warmup < 0 || o->nmodes < 0 || o->norders < 0 || o->nmasks < 0 ||
+      o->nkernels < 1) {
+    fprintf(stderr, "fm_kernel_bench: bad --reps, --warmup, --kernels, --sm90-modes, --sm90-orders or --sm90-masks\n");
     return 2;
   }
+  for (int i = 0; i < o->nmasks; i++)
+    if (o->masks[i] != FM_SM90_MASK_SLICES && o->masks[i] != FM_SM90_MASK_R2P) {
+      fprintf(stderr, "fm_kernel_bench: --sm90-masks: %d is not 1 (slices) or 2 (r2p)\n", o->masks[i]);
+      return 2;
+    }
   return 0;
 }
 
@@ -263,6 +280,10 @@ static int make_columns(const bench_opts *o, column *cols) {
   for (int i = 0; i < o->norders && n < MAX_COLS; i++) {
     cols[n++] = (column){.kernel = FM_KERNEL_SM90, .variant = FM_VARIANT_SKIP, .tuning.sm90_order = o->orders[i]};
     snprintf(cols[n - 1].label, sizeof cols[0].label, "sm90/order%d", o->orders[i]);
+  }
+  for (int i = 0; i < o->nmasks && n < MAX_COLS; i++) {
+    cols[n++] = (column){.kernel = FM_KERNEL_SM90, .variant = FM_VARIANT_SKIP, .tuning.sm90_mask = o->masks[i]};
+    snprintf(cols[n - 1].label, sizeof cols[0].label, "sm90/mask%d", o->masks[i]);
   }
   return n;
 }
@@ -299,11 +320,12 @@ static void time_columns(const column *cols, int ncols, const fm_attn_problem *p
 }
 
 /* The backward of the first kernel on problem pr (forward outputs in place):
- * skip, instrumented, noskip and deterministic skip, one line next to the
- * forward's; TFLOP/s by 2.5x the paper's count at the backward's own tile.
- * Returns the skip TFLOP/s. */
-static double bench_backward(fm_attn_problem *pr, const fm_colmask *m, int64_t B,
-                             int64_t H, int64_t S, int warm, int nrep, double full_tflops, fm_json *j) {
+ * skip, instrumented, noskip and deterministic skip and, for sm90, skip with
+ * each partial-tile mask method of --sm90-masks, all interleaved, one line
+ * next to the forward's; TFLOP/s by 2.5x the paper's count at the backward's
+ * own tile. Returns the skip TFLOP/s. */
+static double bench_backward(const bench_opts *o, fm_attn_problem *pr, const fm_colmask *m, int64_t B, int64_t H,
+                             int64_t S, int warm, int nrep, double full_tflops, fm_json *j) {
   int32_t br, bc;
   fm_err err;
   fm_tile_counts counts;
@@ -316,26 +338,33 @@ static double bench_backward(fm_attn_problem *pr, const fm_colmask *m, int64_t B
   const double flops = 2.5 * 4.0 * B * H * (double)S * S * pr->head_dim * (1.0 - rho);
   const struct { fm_variant var; int instr, det; } runs[4] = {
       {FM_VARIANT_SKIP, 0, 0}, {FM_VARIANT_SKIP, 1, 0}, {FM_VARIANT_NOSKIP, 0, 0}, {FM_VARIANT_SKIP, 0, 1}};
-  double t[4];
-  fm_attn_launch lc[4];
-  fm_launch_fn fns[4];
-  void *users[4];
-  for (int r = 0; r < 4; r++) {
-    lc[r] = (fm_attn_launch){.p = *pr, .pass = FM_PASS_BWD, .variant = runs[r].var, .instrumented = runs[r].instr};
-    lc[r].p.deterministic = runs[r].det;
-    fns[r] = fm_attn_launch_run;
+  const int nm = pr->kernel == FM_KERNEL_SM90 ? o->nmasks : 0, nr = 4 + nm;
+  double t[4 + MAX_LIST];
+  fm_attn_tuned_launch lc[4 + MAX_LIST];
+  fm_launch_fn fns[4 + MAX_LIST];
+  void *users[4 + MAX_LIST];
+  for (int r = 0; r < nr; r++) { /* runs 4 ..: skip with mask method o->masks[r - 4] */
+    const int k = r < 4 ? r : 0;
+    lc[r] = (fm_attn_tuned_launch){
+        .launch = {.p = *pr, .pass = FM_PASS_BWD, .variant = runs[k].var, .instrumented = runs[k].instr},
+        .tuning = {.sm90_mask = r < 4 ? 0 : o->masks[r - 4]}};
+    lc[r].launch.p.deterministic = runs[k].det;
+    fns[r] = fm_attn_tuned_launch_run;
     users[r] = &lc[r];
   }
   fm_time_opts to = {.warmup = warm, .reps = nrep, .warmup_min_ms = 60, .flush_l2 = 1};
-  fm_timing tt[4];
-  double ratio[4]; /* per-round ratios to the plain skip launch, median */
-  const int ok = fm_time_interleaved(4, fns, users, NULL, &to, tt, ratio, &err) == FM_OK;
+  fm_timing tt[4 + MAX_LIST];
+  double ratio[4 + MAX_LIST]; /* per-round ratios to the plain skip launch, median */
+  const int ok = fm_time_interleaved(nr, fns, users, NULL, &to, tt, ratio, &err) == FM_OK;
   if (!ok) fprintf(stderr, "fm_kernel_bench: backward: %s\n", err.msg);
-  for (int r = 0; r < 4; r++) t[r] = ok ? tt[r].median_ms : NAN;
+  for (int r = 0; r < nr; r++) t[r] = ok ? tt[r].median_ms : NAN;
   const double tflops = flops / (t[0] * 1e-3) / 1e12;
   printf("  %-20s %6.3f %9.3f %8.1f %5.1f%% instr %9.3f (%+.2f%%) noskip %9.3f speedup %.2f (1/(1-rho) %.2f) "
-         "deterministic %9.3f\n", "bwd", rho, t[0], tflops, 100 * tflops / (full_tflops > 0 ? full_tflops : tflops),
+         "deterministic %9.3f", "bwd", rho, t[0], tflops, 100 * tflops / (full_tflops > 0 ? full_tflops : tflops),
          t[1], ok ? 100 * (ratio[1] - 1) : NAN, t[2], t[2] / t[0], 1 / (1 - rho), t[3]);
+  for (int r = 4; r < nr; r++) /* the ratio to skip: the median of the rounds' ratios */
+    printf(" mask%d %9.3f (%.4fx)", o->masks[r - 4], t[r], ok ? ratio[r] : NAN);
+  printf("\n");
   fm_json_object(j, "backward");
   fm_json_int(j, "tile_rows", br);
   fm_json_int(j, "tile_cols", bc);
@@ -346,6 +375,13 @@ static double bench_backward(fm_attn_problem *pr, const fm_colmask *m, int64_t B
   fm_json_double(j, "ms_skip_instrumented", t[1]);
   fm_json_double(j, "ms_noskip", t[2]);
   fm_json_double(j, "ms_skip_deterministic", t[3]);
+  for (int r = 4; r < nr; r++) {
+    char key[32];
+    snprintf(key, sizeof key, "ms_skip_mask%d", o->masks[r - 4]);
+    fm_json_double(j, key, t[r]);
+    snprintf(key, sizeof key, "ratio_skip_mask%d", o->masks[r - 4]);
+    fm_json_double(j, key, ok ? ratio[r] : NAN);
+  }
   fm_json_end(j);
   return tflops;
 }
@@ -505,6 +541,88 @@ static void forward_row(const bench_case *bc, const char *fam, int fi, const fm_
   fm_json_end(j);
 }
 
+static int cmp_double(const void *a, const void *b) {
+  const double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* Mean and median of the cycles of the tiles of class `cls` (n tiles). */
+static void class_cycles(const uint8_t *cls, const int64_t *cyc, int64_t ntiles, int want, double *buf,
+                         double *mean, double *median, int64_t *n) {
+  double sum = 0;
+  *n = 0;
+  for (int64_t t = 0; t < ntiles; t++)
+    if (cls[t] == want) sum += buf[(*n)++] = (double)cyc[t];
+  qsort(buf, (size_t)*n, sizeof *buf, cmp_double);
+  *mean = *n ? sum / *n : NAN;
+  *median = *n ? (*n % 2 ? buf[*n / 2] : 0.5 * (buf[*n / 2 - 1] + buf[*n / 2])) : NAN;
+}
+
+/* --sm90-masks: each method's instrumented skip launch of `pass` (a warm-up
+ * launch, then the one read; the backward's forward outputs in place), two
+ * rounds in alternating order; per method the mean over the rounds of the
+ * mean and median cycles of PARTIAL and UNMASKED tiles (the backward: pairs,
+ * at its own tile) (kernels/PERF_NOTES.md, "R2P (issue 25): design and SASS"). */
+static void mask_cycles(const bench_case *bc, const fm_attn_problem *pr, fm_pass pass, fm_json *j) {
+  const bench_opts *o = bc->o;
+  int32_t br = bc->br, bcols = bc->bc;
+  fm_err err;
+  if (pass == FM_PASS_BWD && fm_kernel_tile_size(pr->kernel, FM_PASS_BWD, pr->head_dim, &br, &bcols, &err) != FM_OK) {
+    fprintf(stderr, "fm_kernel_bench: --sm90-masks: %s\n", err.msg);
+    return;
+  }
+  const int64_t ntiles = bc->B * bc->H * ((bc->S + br - 1) / br) * ((bc->S + bcols - 1) / bcols);
+  uint8_t *cls = malloc((size_t)ntiles);
+  int64_t *cyc = malloc((size_t)ntiles * 8);
+  double *buf = malloc((size_t)ntiles * sizeof(double));
+  double st[MAX_LIST][4] = {{0}}; /* partial mean, median, unmasked mean, median: sums over rounds */
+  int64_t np = 0, nu = 0;
+  if (!cls || !cyc || !buf) {
+    fprintf(stderr, "fm_kernel_bench: --sm90-masks: cannot allocate %lld tiles' records\n", (long long)ntiles);
+    goto done;
+  }
+  for (int round = 0; round < 2; round++)
+    for (int k = 0; k < o->nmasks; k++) {
+      const int i = round ? o->nmasks - 1 - k : k;
+      fm_attn_tuned_launch t = {.launch = {.p = *pr, .pass = pass, .variant = FM_VARIANT_SKIP, .instrumented = 1},
+                                .tuning = {.sm90_mask = o->masks[i]}};
+      for (int rep = 0; rep < 2; rep++)
+        if (fm_attn_tuned_launch_run(&t, NULL, &err) != FM_OK) {
+          fprintf(stderr, "fm_kernel_bench: --sm90-masks %d: %s\n", o->masks[i], err.msg);
+          goto done;
+        }
+      CUDA_OK(cudaDeviceSynchronize());
+      CUDA_OK(cudaMemcpy(cls, pr->tile_class, (size_t)ntiles, cudaMemcpyDeviceToHost));
+      CUDA_OK(cudaMemcpy(cyc, pr->tile_cycles, (size_t)ntiles * 8, cudaMemcpyDeviceToHost));
+      double mean, median;
+      class_cycles(cls, cyc, ntiles, FM_TILE_PARTIAL, buf, &mean, &median, &np);
+      st[i][0] += mean / 2, st[i][1] += median / 2;
+      class_cycles(cls, cyc, ntiles, FM_TILE_UNMASKED, buf, &mean, &median, &nu);
+      st[i][2] += mean / 2, st[i][3] += median / 2;
+    }
+  fm_json_object(j, pass == FM_PASS_BWD ? "bwd_tile_cycles_by_mask" : "tile_cycles_by_mask");
+  for (int i = 0; i < o->nmasks; i++) {
+    printf("  %-20s mask%d cycles/tile: partial %.0f (median %.0f, %lld tiles), unmasked %.0f (median %.0f, "
+           "%lld tiles), partial/unmasked %.3f (medians %.3f)\n", pass == FM_PASS_BWD ? "bwd" : "", o->masks[i], st[i][0], st[i][1],
+           (long long)np, st[i][2], st[i][3], (long long)nu, st[i][0] / st[i][2], st[i][1] / st[i][3]);
+    char key[16];
+    snprintf(key, sizeof key, "mask%d", o->masks[i]);
+    fm_json_object(j, key);
+    fm_json_double(j, "partial_mean", st[i][0]);
+    fm_json_double(j, "partial_median", st[i][1]);
+    fm_json_int(j, "partial_tiles", np);
+    fm_json_double(j, "unmasked_mean", st[i][2]);
+    fm_json_double(j, "unmasked_median", st[i][3]);
+    fm_json_int(j, "unmasked_tiles", nu);
+    fm_json_end(j);
+  }
+  fm_json_end(j);
+done:
+  free(cls);
+  free(cyc);
+  free(buf);
+}
+
 /* One family at one S: its mask, the forward row, the sustained and backward
  * lines asked for; one JSON case. 1 on a failure that stops the bench. */
 static int bench_family(const bench_case *bc, int fi, double *full_tflops, double *bwd_full_tflops,
@@ -542,6 +660,7 @@ static int bench_family(const bench_case *bc, int fi, double *full_tflops, doubl
   fm_json_int(j, "heads", bc->H);
   fm_json_int(j, "mask_sets", nsets);
   forward_row(bc, fam, fi, &counts, nsets, &pr, full_tflops, tot, j);
+  if (o->nmasks && o->kernels[0] == FM_KERNEL_SM90 && o->pass != FM_PASS_BWD) mask_cycles(bc, &pr, FM_PASS_FWD, j);
   if (o->sustain_ms > 0 && o->pass != FM_PASS_BWD) sustained_line(&pr, FM_PASS_FWD, o->sustain_ms, j);
   if (o->pass & FM_PASS_BWD) {
     /* the forward outputs the backward reads */
@@ -549,8 +668,9 @@ static int bench_family(const bench_case *bc, int fi, double *full_tflops, doubl
       fprintf(stderr, "fm_kernel_bench: %s\n", err.msg);
       return 1;
     }
-    const double bt = bench_backward(&pr, m, bc->B, bc->H, bc->S, bc->warm, bc->nrep, *bwd_full_tflops, j);
+    const double bt = bench_backward(o, &pr, m, bc->B, bc->H, bc->S, bc->warm, bc->nrep, *bwd_full_tflops, j);
     if (fi == 0) *bwd_full_tflops = bt;
+    if (o->nmasks && o->kernels[0] == FM_KERNEL_SM90) mask_cycles(bc, &pr, FM_PASS_BWD, j);
     if (o->sustain_ms > 0) sustained_line(&pr, FM_PASS_BWD, o->sustain_ms, j);
   }
   fm_json_end(j);

@@ -306,6 +306,7 @@ extern "C" fm_status fm_gpu_session_run(fm_gpu_session *s, const fm_gpu_case *c,
   p->dk = s->dk;
   p->dv = s->dv;
   p->deterministic = c->deterministic;
+  p->mask_method = c->mask_method;
   p->intervals = s->iv;
   p->dense_mask = c->variant == FM_VARIANT_DENSE ? s->dense : NULL;
   p->dense_per_set = nsets > 1;

@@ -40,6 +40,10 @@ typedef struct fm_gpu_case {
   fm_pass pass;           /* FM_PASS_FWD (also when 0), FM_PASS_BWD or FM_PASS_BOTH; the
                              backward runs after one forward that gives it O and LSE */
   int32_t deterministic;  /* backward: dQ accumulated in a fixed order */
+  int32_t mask_method;    /* fm_mask_method (core/fm_kernels.h): how the sm90 kernels mask a
+                             partial tile, both passes; 0 (auto): the library's. The sm80
+                             kernel and the variants the other method is not built for refuse
+                             any other (FM_EUNSUPPORTED, fm_attn.h) */
 } fm_gpu_case;
 
 typedef struct fm_gpu_opts {

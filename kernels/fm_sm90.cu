@@ -126,6 +126,12 @@ fm_status launch_sm90(const pass_launch &l, fm_err *err) {
     return fm_fail(err, FM_EINVAL, "sm90: q, k, v and o must be 16-byte aligned (TMA)");
   if (p->seqlen_k >= (1 << 30) || (int64_t)l.base.Tc >= (1 << fm90::FLAG_SHIFT))
     return fm_fail(err, FM_EUNSUPPORTED, "sm90: Sk = %d is too long (at most 2^30 - 1)", p->seqlen_k);
+  const int mode = l.tuning.sm90_mode ? l.tuning.sm90_mode - 1 : fm90::MODE_DEFAULT;
+  if (!fm90::mask_built((int)l.variant, mode, l.tuning.sm90_mask))
+    return fm_fail(err, FM_EUNSUPPORTED,
+                   "sm90: partial-tile mask method %d is not built for this launch (expected 1 or 2; the "
+                   "non-default one for the skip variant in the default mode only)",
+                   (int)l.tuning.sm90_mask);
   fm90::params kp;
   memset(&kp, 0, sizeof kp);
   static_cast<fmd::attn_base &>(kp) = l.base;
@@ -196,9 +202,9 @@ fm_status launch_sm90(const pass_launch &l, fm_err *err) {
     kp.next_item = counter;
     what = "sm90 forward kernel launch";
     const int grid = nitems < l.sms ? nitems : l.sms;
-    const int mode = l.tuning.sm90_mode ? l.tuning.sm90_mode - 1 : fm90::MODE_DEFAULT;
-    e = D == 128 ? fm90::launch<128>(kp, (int)l.variant, l.instrumented, mode, grid, l.stream)
-                 : fm90::launch<64>(kp, (int)l.variant, l.instrumented, mode, grid, l.stream);
+    const int mask = l.tuning.sm90_mask;
+    e = D == 128 ? fm90::launch<128>(kp, (int)l.variant, l.instrumented, mode, mask, grid, l.stream)
+                 : fm90::launch<64>(kp, (int)l.variant, l.instrumented, mode, mask, grid, l.stream);
   }
   cudaError_t e2 = cudaFreeAsync(ws, l.stream);
   if (e != cudaSuccess) return cuda_fail(err, e, what);

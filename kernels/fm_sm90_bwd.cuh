@@ -12,56 +12,65 @@
  *              masks is heaviest first), loads K and V by TMA, classifies the
  *              query tiles and feeds the visited ones through a two-stage ring:
  *              Q and dO by TMA, the rows' LSE (log2 domain) and D = rowsum(dO O)
- *              by the lanes; in deterministic mode it also takes the dQ turn of
- *              the query tiles it skips (below).
+ *              by the lanes; in deterministic mode it takes the items in the
+ *              take order of fm_sm90_bwd_order.h (det_item).
  *              Warps 2 and 3, thread 0: the writers of consumer warpgroups 1
  *              and 2 (dq_writer): each issues the copy-engine operations that
  *              read its warpgroup's staging buffer (dQ reductions, dK and dV
  *              stores), waits for those reads and hands the buffer back, and in
  *              deterministic mode waits for and passes the dQ turns, so that no
  *              consumer waits on the copy engine (fm_sm90_bwd_dq.h).
- *   consumers  warpgroups 1 and 2, 64 keys each; per visited query tile:
+ *   consumers  warpgroups 1 and 2, 64 keys each, both at once (FlashAttention-4's
+ *              Hopper order); per visited query tile:
  *                S^T  = K Q^T            wgmma m64n64, both K-major from smem
- *                dP^T = V dO^T           the same
+ *                dP^T = V dO^T           the same; issued together, S^T waited for
  *                mask (partial tiles: the thread's two keys' intervals, kept in
- *                registers for the whole item), P^T = exp2(S^T scale log2e -
- *                LSE2), dS^T = P^T (dP^T - D)
+ *                shared memory for the item), P^T = exp2(S^T scale log2e -
+ *                LSE2) under the dP^T GEMM
  *                dV  += P^T dO           A = P^T from registers (bf16), dO MN-major
- *                dK  += dS^T Q           the same with dS^T and Q
- *                dQ_w = dS K             of the PREVIOUS query tile (below); head
- *                                        dim 128: warpgroup w the columns 64 w ..
- *                                        64 w + 63 over all 128 keys; head dim 64:
- *                                        warpgroup w its own 64 keys, all columns
- *                                        (two additions to one place); A = dS
- *                                        MN-major from smem
- *                dS^T to shared memory (this warpgroup's 64 keys of the 128)
- *                dQ_w * scale staged in fp32 and handed to the warpgroup's writer,
- *                which adds it to the fp32 dQ accumulator in global memory by the
- *                copy engine (cp.reduce.async.bulk .add): one bulk reduction per
- *                (key tile, query tile, warpgroup) instead of 8192 atomics.
- *              The two warpgroups take turns at the tensor cores (named barriers,
- *              FA3's ping-pong): S/dP of warpgroup 1, S/dP of 2, dV/dK/dQ of 1,
- *              dV/dK/dQ of 2, ..., so that one's softmax and staging run while
- *              the other's GEMMs do. dQ needs both warpgroups' dS, which the
- *              second writes only after the first's turn: so each warpgroup adds
- *              the dQ of query tile t in its turn of tile t + 1 (and of an item's
- *              last tile after it), from two dS buffers handed on by mbarriers
- *              (ds_full: both halves written; ds_empty: both dQ GEMMs read it).
+ *                                        (its first query steps before the dP^T wait)
+ *                dS^T = P^T (dP^T - D), stored to shared memory (this
+ *                warpgroup's 64 keys of the 128); head dim 128: one 256-thread
+ *                barrier, both halves written
+ *                dQ_w = dS K             of THIS query tile; head dim 128:
+ *                                        warpgroup w the columns 64 w .. 64 w + 63
+ *                                        over all 128 keys; head dim 64: warpgroup
+ *                                        w its own 64 keys, all columns (two
+ *                                        additions to one place); A = dS MN-major
+ *                                        from smem
+ *                dK  += dS^T Q           A = dS^T from registers, Q MN-major
+ *                dQ_w * scale staged in fp32 (while dK runs) and handed to the
+ *                warpgroup's writer, which adds it to the fp32 dQ accumulator in
+ *                global memory by the copy engine (cp.reduce.async.bulk .add):
+ *                one bulk reduction per (key tile, query tile, warpgroup)
+ *                instead of 8192 atomics.
+ *              Two dS^T buffers (query-tile parity): a warpgroup writes buffer
+ *              t & 1 only after the barrier of tile t - 1, which the other
+ *              passed after its dQ GEMM of tile t - 2 had read that buffer.
  *              At the end of the item: dK * scale and dV, bf16, staged in turn
  *              and stored by the writer (TMA).
+ *              Until 2026-11 a second consumer schedule sat beside this one
+ *              (FA3's ping-pong: tensor-core turns, dQ deferred by a tile,
+ *              ds_full / ds_empty barriers); measured 4-7% slower on an H100,
+ *              it was removed (kernels/PERF_NOTES.md, "Schedule 2"). Its two
+ *              mbarriers keep their slots and their initialization, so that
+ *              the kernel's SASS stayed the same bits.
  *
  * Determinism: in the default mode the fp32 dQ additions of different key tiles
- * land in whatever order the CTAs reach them. With deterministic = 1 every
- * (batch, head, query tile) has a counter in global memory (head dim 128: one
- * per warpgroup's columns, turns n; head dim 64: one, turns 2 n + w), and the
- * CTA of key tile n adds its dQ part only on its turn (its writer waits), then
- * passes it on once the addition has completed; the producer takes the turns of
- * the query tiles this key tile skips. So dQ is summed in key-tile order, and
- * NOSKIP (which adds exact zeros where SKIP adds nothing) gives bit-identical
- * gradients. Items are handed out in increasing order and a CTA waits only for
- * lower items (within a CTA at head dim 64, the second consumer warpgroup's
- * writer also for the first's, which never waits for the second), so the waits
- * end; tests/test_bwd_dq_protocol.c models it.
+ * land in whatever order the CTAs reach them. With deterministic = 1 the order
+ * of kernels/fm_sm90_bwd_order.h: the items are taken in its take order, and
+ * every (batch, head, query tile) has a counter in global memory (head dim
+ * 128: one per warpgroup's columns, turns t; head dim 64: one, turns 2 t + w)
+ * on which the key tiles that visit the query tile add their dQ parts in take
+ * order: the writer of the visitor with turn t (from the order's table) waits
+ * for t, adds, and passes t + 1 once the addition has completed. Key tiles
+ * that skip the query tile take no turn; NOSKIP's writers leave the MASKED
+ * pairs (turn FMBO_NONE) out of the sum, so deterministic SKIP and NOSKIP add
+ * the same terms in the same order: bit-identical gradients. Every wait is for
+ * a key tile taken earlier (within a CTA at head dim 64, the second consumer
+ * warpgroup's writer also for the first's, which never waits for the second),
+ * so the waits end; tests/test_bwd_dq_protocol.c models the hand-off,
+ * tests/test_bwd_det_order.c the order on the persistent grid.
  *
  * Variants: SKIP and NOSKIP (a MASKED pair element-masked to -inf: P = 0, dS =
  * 0, exact zeros added). INSTR: an observer, lane 0 of producer warp 1, which
@@ -69,7 +78,11 @@
  * in its ring entry) and the clock64 ticks between the consumers' releases of
  * consecutive ring stages; the skipped pairs keep the MASKED class and 0 cycles
  * the launch wrote beforehand. The producer's copies and walk, the writers and
- * the consumers run the plain code.
+ * the consumers run the plain code. MASK (FM_SM90_MASK_*, fm_attn_dev.h; one
+ * knob for both passes): how a partial pair's S^T is masked
+ * (kernels/fm_sm90_mask.h, the backward): SLICES an interval compare per
+ * element, R2P two per-thread words from the keys' intervals applied with
+ * R2P (in softmax_p, key by key); the gradients are the same bit for bit.
  *
  * Preprocessing (fm_sm90_bwd.cu): D = rowsum(dO * O) and LSE2 = LSE * log2 e
  * (+inf for a row with no visible key, so that its P is 0); the fp32 dQ
@@ -84,11 +97,14 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+#include "fm_attn_dev.h"
 #include "fm_device.cuh"
 #include "fm_hopper.cuh"
 #include "fm_kernel_traits.h"
 #include "fm_kernels.h"
 #include "fm_sm90_bwd_dq.h"
+#include "fm_sm90_bwd_order.h"
+#include "fm_sm90_mask.h"
 #include "fm_tile_rule.h"
 
 namespace fm90b {
@@ -129,6 +145,8 @@ static_assert(traits<128>::BR == FM_SM90_BWD_BR_HD128 && traits<128>::BC == FM_S
                   traits<64>::BR == FM_SM90_BWD_BR_HD64 && traits<64>::BC == FM_SM90_BWD_BC_HD64,
               "core/fm_kernel_traits.h must match the sm90 backward kernel");
 static_assert(traits<128>::SMEM <= 227 * 1024, "one CTA per SM: at most 227 KiB of shared memory");
+static_assert(traits<128>::BR == FM90M_T_ROWS && traits<64>::BR == FM90M_T_ROWS,
+              "kernels/fm_sm90_mask.h lays out the backward's R2P words for 64-query tiles");
 static_assert(traits<128>::DQ_BYTES >= 64 * 128 * 2 && traits<64>::DQ_BYTES >= 64 * 64 * 2,
               "a warpgroup's dQ staging must hold its 64 keys of dK (or dV) in bf16");
 static_assert(FMBQ_NCW == traits<128>::NCW && FMBQ_NCW == traits<64>::NCW && FMBQ_WG_THREADS == 128 &&
@@ -149,8 +167,9 @@ enum : int32_t {
   F_CLS_SHIFT = 4,     /* INSTR: bits 4, 5 of the flags: the pair's class (fm_tile_class), for the observer */
   TILE_MASK = (1 << FLAG_SHIFT) - 1
 };
-/* named barriers: 2, 3 a consumer warpgroup's own (at an item's end, store_dkdv); 4, 5 its tensor-core turn */
-enum : int { BAR_WG = 2, BAR_TURN = 4 };
+/* named barriers: 2, 3 a consumer warpgroup's own (at an item's end, store_dkdv); 6 both consumer
+   warpgroups' dS^T halves written (head dim 128; 4, 5 were the removed ping-pong's turns) */
+enum : int { BAR_WG = 2, BAR_DS = 6 };
 
 struct params : fmd::attn_base { /* Tr query tiles of BR, Tc key tiles of BC */
   CUtensorMap tm_q, tm_do;   /* (B, Sq, H, D) bf16, boxes 64 x BR */
@@ -161,38 +180,66 @@ struct params : fmd::attn_base { /* Tr query tiles of BR, Tc key tiles of BC */
   const float *dsum;         /* (B, H, Sq) D = rowsum(dO * O) */
   int32_t *next_item;        /* atomic counter, zero at launch */
   int32_t *sem;              /* deterministic: (B * H * Tr * NCW) counters, zero at launch */
+  const int32_t *take;       /* deterministic: (nsets, Tc) key tile at each take position (fm_sm90_bwd_order.h) */
+  const int16_t *turns;      /* deterministic: (nsets, Tr, Tc) a pair's dQ turn, FMBO_NONE for a MASKED pair */
   int32_t nitems, deterministic;
 };
 
 template <int HD> struct bars {
   uint64_t *b;
-  __device__ uint64_t *kv_full() const { return b; }
-  __device__ uint64_t *kv_empty() const { return b + 1; }
-  __device__ uint64_t *q_full(int s) const { return b + 2 + s; }
-  __device__ uint64_t *q_empty(int s) const { return b + 2 + traits<HD>::STAGES + s; }
-  __device__ uint64_t *ds_full(int d) const { return b + 2 + 2 * traits<HD>::STAGES + d; }
-  __device__ uint64_t *ds_empty(int d) const { return b + 4 + 2 * traits<HD>::STAGES + d; }
+  /* the barriers' indices in the array at OFF_BAR */
+  static constexpr int KV_FULL = 0, KV_EMPTY = 1, Q_FULL = 2, Q_EMPTY = 2 + traits<HD>::STAGES,
+                       DS_FULL = 2 + 2 * traits<HD>::STAGES, DS_EMPTY = 4 + 2 * traits<HD>::STAGES,
+                       DQ_FULL = 6 + 2 * traits<HD>::STAGES, DQ_EMPTY = 6 + 2 * traits<HD>::STAGES + traits<HD>::NCW;
+  __device__ uint64_t *kv_full() const { return b + KV_FULL; }
+  __device__ uint64_t *kv_empty() const { return b + KV_EMPTY; }
+  __device__ uint64_t *q_full(int s) const { return b + Q_FULL + s; }
+  __device__ uint64_t *q_empty(int s) const { return b + Q_EMPTY + s; }
+  __device__ uint64_t *ds_full(int d) const { return b + DS_FULL + d; }
+  __device__ uint64_t *ds_empty(int d) const { return b + DS_EMPTY + d; }
   /* consumer warpgroup w's staging buffer: written (dq_full), read by the copy engine (dq_empty) */
-  __device__ uint64_t *dq_full(int w) const { return b + 6 + 2 * traits<HD>::STAGES + w; }
-  __device__ uint64_t *dq_empty(int w) const { return b + 6 + 2 * traits<HD>::STAGES + traits<HD>::NCW + w; }
+  __device__ uint64_t *dq_full(int w) const { return b + DQ_FULL + w; }
+  __device__ uint64_t *dq_empty(int w) const { return b + DQ_EMPTY + w; }
 };
+static_assert(bars<128>::DQ_EMPTY + FMBQ_NCW == traits<128>::NBARS && bars<64>::DQ_EMPTY + FMBQ_NCW == traits<64>::NBARS,
+              "the barrier array holds every barrier");
+/* The consumers reach the same barriers at 32-bit
+ * shared-window addresses from one base (fewer registers than 64-bit
+ * pointers): barrier i of the array at sa + bar_at<HD>(i). */
+template <int HD> __device__ __forceinline__ constexpr uint32_t bar_at(int i) { return traits<HD>::OFF_BAR + 8 * i; }
 
 using fmd::fast_exp2;
 using fmd::pack_bf16;
 using fmd::set_of;
 
-/* Deterministic dQ turns: wait until the counter says `turn` (acquire). */
-__device__ __forceinline__ void sem_wait(const int32_t *c, int32_t turn) {
+/* Deterministic dQ turns: the counter's value (acquire). */
+__device__ __forceinline__ int32_t sem_load(const int32_t *c) {
   int32_t v;
-  for (;;) {
-    asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(c) : "memory");
-    if (v == turn) return;
+  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(c) : "memory");
+  return v;
+}
+/* Waits until the counter says `turn`, its first read `v` already taken (so
+ * that the first read can be issued beside the load of the turn itself). */
+__device__ __forceinline__ void sem_wait_from(const int32_t *c, int32_t turn, int32_t v) {
+  while (v != turn) {
     __nanosleep(64);
+    v = sem_load(c);
   }
 }
 /* Passes the turn on (release: the reduction this thread waited for is visible first). */
 __device__ __forceinline__ void sem_pass(int32_t *c, int32_t next) {
   asm volatile("st.release.gpu.global.b32 [%0], %1;\n" ::"l"(c), "r"(next) : "memory");
+}
+
+/* Deterministic mode: item k of the atomic counter in take order
+ * (fm_sm90_bwd_order.h, rule 2): its (batch, head) and the key tile at its
+ * take position, as the item number bh Tc + n that the rest of the kernel
+ * reads. */
+__device__ __forceinline__ int32_t det_item(const params &p, int32_t k) {
+  int32_t bh, pos;
+  fmbo_item(k, p.B * p.H, p.Tc, &bh, &pos);
+  const int b = bh / p.H, h = bh % p.H;
+  return bh * p.Tc + __ldg(p.take + fmbo_take_at(set_of(p, b, h), p.Tc, pos));
 }
 
 /* ------------------------------------------------------------------ producer */
@@ -210,7 +257,8 @@ __device__ __forceinline__ void producer(const params &p, unsigned char *smem, b
     if (lane == 0) {
       if (it_n > 0) fmh::mbar_wait(br.kv_empty(), (it_n - 1) & 1);
       const int32_t k = atomicAdd(p.next_item, 1);
-      item = k < p.nitems ? k : -1; /* items in index order (determinism needs it) */
+      item = k < p.nitems ? k : -1; /* items in index order; deterministic: in take order */
+      if (p.deterministic && item >= 0) item = det_item(p, k);
       *sItem = item;
       if (item >= 0) {
         const int n = item % p.Tc, bh = item / p.Tc, b = bh / p.H, h = bh % p.H;
@@ -279,14 +327,6 @@ __device__ __forceinline__ void producer(const params &p, unsigned char *smem, b
       const fm_tile_bounds tb = fmd::load_bounds(tbp);
       const int cls = fm_classify_minmax(&tb, m * T::BR, min((m + 1) * T::BR, p.Sq));
       const bool keep = VAR == FM_VARIANT_NOSKIP || cls != FM_TILE_MASKED;
-      /* deterministic: the dQ turns of the query tiles this key tile skips */
-      if (p.deterministic && !keep) {
-        for (int s = 0; s < fmbq_skip_slots(T::DQ_SPLIT_KEYS); s++) {
-          int32_t *c = p.sem + fmbq_sem_slot(T::DQ_SPLIT_KEYS, bh, p.Tr, m, s);
-          sem_wait(c, fmbq_turn(T::DQ_SPLIT_KEYS, n, s));
-          sem_pass(c, fmbq_skip_pass(T::DQ_SPLIT_KEYS, n, s));
-        }
-      }
       *fl = ((cls != FM_TILE_UNMASKED || cut) ? F_NEEDMASK : 0) | (INSTR ? cls << F_CLS_SHIFT : 0);
       return keep;
     };
@@ -361,12 +401,19 @@ __device__ __forceinline__ void dq_writer(const params &p, unsigned char *smem, 
     if (code == FMBQ_JOB_END) break;
     const int n = j.y % p.Tc, bh = j.y / p.Tc, b = bh / p.H, h = bh % p.H;
     int32_t *sc = nullptr;
+    int32_t turn = 0; /* deterministic: the pair's turn; FMBO_NONE (NOSKIP's MASKED pairs): no addition */
     if (code >= 0) { /* dQ of query tile `code`: this warpgroup's columns (head dim 64: all) */
-      sc = p.sem + fmbq_sem_slot(T::DQ_SPLIT_KEYS, bh, p.Tr, code, w);
-      if (p.deterministic) sem_wait(sc, fmbq_turn(T::DQ_SPLIT_KEYS, n, w));
-      const int d0 = T::DQ_SPLIT_KEYS ? 0 : w * 64;
-      fmh::tma_reduce_add_4d(&p.tm_dq, stage, d0, h, code * T::BR, b);
-      fmh::tma_reduce_add_4d(&p.tm_dq, stage + T::BR * 128, d0 + 32, h, code * T::BR, b);
+      if (p.deterministic) {
+        sc = p.sem + fmbq_sem_slot(T::DQ_SPLIT_KEYS, bh, p.Tr, code, w);
+        turn = __ldg(p.turns + fmbo_turn_at(set_of(p, b, h), p.Tr, p.Tc, code, n));
+        const int32_t v = sem_load(sc); /* in flight beside the turn's load: one round trip */
+        if (turn != FMBO_NONE) sem_wait_from(sc, fmbq_turn(T::DQ_SPLIT_KEYS, turn, w), v);
+      }
+      if (turn != FMBO_NONE) {
+        const int d0 = T::DQ_SPLIT_KEYS ? 0 : w * 64;
+        fmh::tma_reduce_add_4d(&p.tm_dq, stage, d0, h, code * T::BR, b);
+        fmh::tma_reduce_add_4d(&p.tm_dq, stage + T::BR * 128, d0 + 32, h, code * T::BR, b);
+      }
     } else { /* dK or dV of this warpgroup's 64 keys */
 #pragma unroll
       for (int d = 0; d < T::DBLK; d++)
@@ -376,10 +423,10 @@ __device__ __forceinline__ void dq_writer(const params &p, unsigned char *smem, 
     fmh::bulk_commit();
     fmh::bulk_wait_read(); /* the copy engine has read the buffer */
     fmh::mbar_arrive(br.dq_empty(w));
-    if (p.deterministic && code >= 0) {
+    if (p.deterministic && code >= 0 && turn != FMBO_NONE) {
       fmh::bulk_wait_all(); /* the addition is done before the turn passes */
       __threadfence();
-      sem_pass(sc, fmbq_turn_after(T::DQ_SPLIT_KEYS, n, w));
+      sem_pass(sc, fmbq_turn_after(T::DQ_SPLIT_KEYS, turn, w));
     }
   }
   fmh::bulk_wait_all();
@@ -399,45 +446,64 @@ struct key_iv {
 #pragma unroll
     for (int i = 0; i < 8; i++) keys[i * 256 + c] = w[i];
   }
-  __device__ __forceinline__ void load(const int32_t *keys, int c) {
-    int32_t *w = ls;
-#pragma unroll
-    for (int i = 0; i < 8; i++) w[i] = keys[i * 256 + c];
+  /* key hr's words through the shared window (at = the keys' 32-bit address
+     + 4 c), the starts as i0 - start (softmax_p) */
+  __device__ __forceinline__ void load_key(uint32_t at, int hr, int i0) {
+    ls[hr] = i0 - fmh::ld_shared_s32(at + (0 + hr) * 256 * 4);
+    ll[hr] = fmh::ld_shared_s32(at + (2 + hr) * 256 * 4);
+    us[hr] = i0 - fmh::ld_shared_s32(at + (4 + hr) * 256 * 4);
+    ul[hr] = fmh::ld_shared_s32(at + (6 + hr) * 256 * 4);
   }
 };
 static_assert(sizeof(key_iv) == 8 * 4 && traits<128>::NCW * 128 == 256 && traits<64>::NCW * 128 == 256,
               "key_iv: 8 words per consumer thread, 256 consumer threads");
 
-/* The consumer in phases (FlashAttention-3's backward, one warpgroup's view):
- * store_keys at the start of an item; per visited query tile issue_s_dp
- * (S^T, dP^T), softmax_ds (mask, P^T, dS^T), issue_dv_dk_dq (dV, dK and the
- * previous tile's dQ, issue_dq), store_ds, then stage_dq of the previous
- * tile (handed to the warpgroup's writer); the item's last dQ; store_dkdv.
- * The phases are inlined into one program whose SASS is that of the consumer
- * written as one function, which holds only while the consumer's frame stays
- * the same: the register arrays (dk, dv, st, dpt, pa, da, dq) and the key
- * intervals (kv) are declared in consumer and passed by reference, ds_iter
- * goes by reference where the one function's lambda captured it, and it_n is
- * declared before q_iter (the order that keeps ptxas's register assignment);
- * kernels/PERF_NOTES.md, "Kernels in phases", has the rules and the check. */
+/* The R2P method's form of the same (fm_sm90_mask.h, the backward): per key
+ * hr, the bit positions of its lower interval's start and end and of its
+ * upper interval's at query tile 0 (fm90m_t_pos), kept like key_iv (word
+ * 4 hr + k of consumer thread c at [4 hr + k][c]). */
+struct key_pos {
+  int32_t p[2][4];
+  __device__ __forceinline__ void store(int32_t *keys, int c) const {
+    const int32_t *w = &p[0][0];
+#pragma unroll
+    for (int i = 0; i < 8; i++) keys[i * 256 + c] = w[i];
+  }
+  /* key hr's four positions through the shared window (at = the keys' 32-bit
+     address + 4 c) */
+  __device__ __forceinline__ void load_key(uint32_t at, int hr) {
+#pragma unroll
+    for (int k = 0; k < 4; k++) p[hr][k] = fmh::ld_shared_s32(at + (4 * hr + k) * 256 * 4);
+  }
+};
+static_assert(sizeof(key_pos) == sizeof(key_iv), "key_pos: key_iv's 8 words");
+/* The thread's key form of mask method MASK (FM_SM90_MASK_*). */
+template <int MASK> struct mask_keys { using type = key_iv; };
+template <> struct mask_keys<FM_SM90_MASK_R2P> { using type = key_pos; };
 
-/* One consumer warpgroup's view of shared memory and of the tensor cores'
- * turns, fixed for the kernel. */
+/* The consumer in phases, one warpgroup's view: store_keys at the start of an
+ * item; per visited query tile the phases of FlashAttention-4's order (below:
+ * issue_s_dp_overlap, softmax_p, issue_dv_steps, ds_of_p, write_ds,
+ * issue_dq_dk, stage_dq); store_dkdv at the item's end. The phases are inlined
+ * into one program whose SASS is that of the consumer written as one function,
+ * which holds only while the consumer's frame stays the same: the register
+ * arrays (dk, dv, st, dpt, pa, da, dq) and the key intervals (kv) are declared
+ * in consumer and passed by reference, and it_n is declared before q_iter;
+ * kernels/PERF_NOTES.md, "Kernels in phases", has the rules and the check.
+ * (Until 2026-11 a second schedule, FA3's ping-pong with dQ deferred by a
+ * tile, sat beside this one behind a template parameter; measured 4-7% slower,
+ * it was removed: PERF_NOTES, "Schedule 2".) */
+/* One consumer warpgroup's view of shared memory, fixed for the kernel. */
 template <int HD> struct ctx {
-  unsigned char *smem;
-  bars<HD> br;
   int cw;                         /* consumer warpgroup 0 or 1 */
   int tid, warp, lane, g, c4;     /* thread 0 .. 127 of the warpgroup, its warp and lane */
   int ctid;                       /* thread 0 .. 255 of both consumer warpgroups */
-  const int32_t *sItem, *sMeta;
-  const float *sRows;
   int32_t *sKeys;
   uint32_t k_base, v_base;        /* the item's K and V */
   uint32_t kw_base, vw_base;      /* this warpgroup's 64 keys: rows 64 cw .. of each 128-row column block */
-  unsigned char *dq_stage;        /* this warpgroup's dQ staging; dK and dV staged here at the item's end */
-  int my_turn, other_turn;        /* named barriers: this warpgroup's tensor-core turn, the other's */
   int k0;                         /* dQ: the first key step of this warpgroup */
   uint32_t kb;                    /* dQ: K's column block of this warpgroup */
+  uint32_t sa;                    /* shared memory's 32-bit address (LDS, not generic loads) */
 };
 
 /* Issues dQ_w = dS K_w (not committed); dS^T at ds_base: 64 queries x 64
@@ -451,12 +517,242 @@ __device__ __forceinline__ void issue_dq(const ctx<HD> &c, float (&dq)[32], uint
                             kk > 0);
 }
 
-/* The pending dQ GEMM's A operand: the dS^T buffer of the previous query tile
- * or, with none pending, the item's K tile as a stand-in (read, discarded).
- * ds_iter (consumer's count of dS^T tiles) by reference: passed by value, the
- * buffer arithmetic compiles to other instructions. */
-template <int HD> __device__ __forceinline__ uint32_t dq_source(const ctx<HD> &c, bool pend, const int &ds_iter) {
-  return pend ? fmh::smem_addr(c.smem + traits<HD>::OFF_DS + ((ds_iter - 1) & 1) * traits<HD>::DS_BYTES) : c.k_base;
+/* Key hr of this thread (row 16 warp + g + 8 hr of this warpgroup's 64) of the
+ * item's key tile n: its lower interval's start and length, its upper
+ * interval's (causal folded in); a key past Sk hides every query row. */
+template <int HD>
+__device__ __forceinline__ void key_intervals(const params &p, const ctx<HD> &c, const int32_t *gv, int n, int hr,
+                                              int32_t &ls, int32_t &ll, int32_t &us, int32_t &ul) {
+  const int j = n * traits<HD>::BC + c.cw * 64 + c.warp * 16 + c.g + 8 * hr;
+  int32_t lts = 0, lte = INT32_MAX, uts = 0, ute = 0;
+  if (j < p.Sk) {
+    lts = __ldg(gv + j);
+    lte = __ldg(gv + (int64_t)p.Sk + j);
+    fm_effective_upper(__ldg(gv + 2 * (int64_t)p.Sk + j), __ldg(gv + 3 * (int64_t)p.Sk + j), p.causal, j, p.Sq,
+                       p.Sk, &uts, &ute);
+  }
+  ls = lts;
+  ll = max(lte - lts, 0);
+  us = uts;
+  ul = max(ute - uts, 0);
+}
+
+/* The thread's keys for the item's key tile n, in shared memory (read back by
+ * this thread only): key_iv intervals (SLICES) or key_pos bit positions (R2P:
+ * fm90m_t_pos of each interval's start and end). */
+template <int HD>
+__device__ __forceinline__ void store_keys(const params &p, const ctx<HD> &c, key_iv &kv, int n, int b, int h) {
+  const int32_t *gv = p.intervals + (int64_t)set_of(p, b, h) * 4 * p.Sk;
+#pragma unroll
+  for (int hr = 0; hr < 2; hr++) key_intervals<HD>(p, c, gv, n, hr, kv.ls[hr], kv.ll[hr], kv.us[hr], kv.ul[hr]);
+  kv.store(c.sKeys, c.ctid);
+}
+template <int HD>
+__device__ __forceinline__ void store_keys(const params &p, const ctx<HD> &c, key_pos &kp, int n, int b, int h) {
+  const int32_t *gv = p.intervals + (int64_t)set_of(p, b, h) * 4 * p.Sk;
+#pragma unroll
+  for (int hr = 0; hr < 2; hr++) {
+    int32_t ls, ll, us, ul;
+    key_intervals<HD>(p, c, gv, n, hr, ls, ll, us, ul);
+    kp.p[hr][0] = fm90m_t_pos(ls, c.c4);
+    kp.p[hr][1] = fm90m_t_pos(fm90m_t_end(ls, ll), c.c4);
+    kp.p[hr][2] = fm90m_t_pos(us, c.c4);
+    kp.p[hr][3] = fm90m_t_pos(fm90m_t_end(us, ul), c.c4);
+  }
+  kp.store(c.sKeys, c.ctid);
+}
+
+/* A consumer warpgroup's view (ctx), filled once per kernel. */
+template <int HD>
+__device__ __forceinline__ void init_ctx(ctx<HD> &c, unsigned char *smem, bars<HD> br, int cw) {
+  using T = traits<HD>;
+  c.cw = cw;
+  c.tid = threadIdx.x - 128 * (cw + 1);
+  c.warp = c.tid >> 5, c.lane = c.tid & 31, c.g = c.lane >> 2, c.c4 = c.lane & 3;
+  c.sKeys = reinterpret_cast<int32_t *>(smem + T::OFF_KEYS);
+  c.ctid = threadIdx.x - 128;
+  c.k_base = fmh::smem_addr(smem + T::OFF_K), c.v_base = fmh::smem_addr(smem + T::OFF_V);
+  c.kw_base = c.k_base + cw * 64 * 128, c.vw_base = c.v_base + cw * 64 * 128;
+  c.k0 = T::DQ_SPLIT_KEYS ? cw * T::DQ_KSTEPS : 0;
+  c.kb = c.k_base + (T::DQ_SPLIT_KEYS ? 0 : cw) * T::BC * 128;
+}
+
+/* ------------------------------------------ the phases: FlashAttention-4's order
+ *
+ * Per visited query tile, both consumer warpgroups at once (FA4's Hopper backward,
+ * flash_bwd_sm90.py, on fmsim's 64 x 128 tile), one warpgroup's view:
+ *   issue_s_dp_overlap   S^T and dP^T issued, two commit groups; wait for S^T only
+ *   softmax_p            mask and P^T = exp2(..) under the dP^T GEMM
+ *   issue_dv_steps       dV += P^T dO, the first DV_EARLY query steps (pins their exp2
+ *                        above the wait; head dim 128: 3 of 4, head dim 64: all)
+ *   ds_of_p              wait for dP^T; dS^T = P^T (dP^T - D)
+ *   write_ds             dS^T to buffer ds_iter & 1 (fenced for the async proxy)
+ *   issue_dv_steps       dV, the other query steps (head dim 128)
+ *   issue_dq_dk          [head dim 128: BAR_DS, both halves written] dQ_w = dS K of
+ *                        THIS tile, dK += dS^T Q; wait for dV and dQ
+ *   stage_dq             dQ_w * scale to the writer while dK runs
+ *   wait for dK; release the ring stage (q_empty, per thread)
+ * dV and dK are the same wgmma on the same fragments in the same tile order as in
+ * the removed ping-pong (schedule 1), and so is each tile's dQ part (the same
+ * split, issue_dq): the gradients were the same bits (dQ: in deterministic mode). */
+
+/* S^T = K_w Q^T and dP^T = V_w dO^T, one commit group each, issued without a
+ * turn; waits for S^T only, so dP^T runs under the exp2. */
+template <int HD>
+__device__ __forceinline__ void issue_s_dp_overlap(const ctx<HD> &c, float (&st)[32], float (&dpt)[32],
+                                                   uint32_t q_base, uint32_t do_base) {
+  using T = traits<HD>;
+  fmh::wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < HD / 16; kk++)
+    fmh::wgmma_ss_n64<0, 0>(st, fmh::desc_kmajor(c.kw_base, T::BC, kk), fmh::desc_kmajor(q_base, T::BR, kk), kk > 0);
+  fmh::wgmma_commit();
+#pragma unroll
+  for (int kk = 0; kk < HD / 16; kk++)
+    fmh::wgmma_ss_n64<0, 0>(dpt, fmh::desc_kmajor(c.vw_base, T::BC, kk), fmh::desc_kmajor(do_base, T::BR, kk),
+                            kk > 0);
+  fmh::wgmma_commit();
+  fmh::wgmma_wait<1>();
+  fmh::reg_fence(st);
+}
+
+/* P^T = exp2(S^T scale log2 e - LSE2) in place, the element mask on the
+ * thread's keys (kv, loaded when the entry needs it) first; stage s holds
+ * query tile m's LSE2. MASK: SLICES compares per element from key_iv; R2P
+ * builds key hr's word (fm90m_t_key_word) from key_pos and applies it a byte
+ * at a time (the byte's four tests stand together, so that ptxas sets their
+ * predicates with one R2P), one select per element; the same elements. */
+template <int HD, int MASK>
+__device__ __forceinline__ void softmax_p(const params &p, const ctx<HD> &c, float (&st)[32],
+                                          typename mask_keys<MASK>::type &kv, int s, int m, int flags) {
+  using T = traits<HD>;
+  constexpr bool R2P = MASK == FM_SM90_MASK_R2P;
+  const int c4 = c.c4;
+  const uint32_t lse2 = c.sa + T::OFF_ROWS + (s * 2 * T::BR + 2 * c4) * 4;
+  const uint32_t keys = c.sa + T::OFF_KEYS + c.ctid * 4;
+  const int i0 = m * T::BR + 2 * c4;
+  /* key by key (hr), so that only one key's interval words are held; row i =
+     i0 + 8 nb + e is masked for the key when i - ls < ll or i - us < ul
+     (unsigned), computed as (i0 - ls) + (8 nb + e): the same values mod 2^32 */
+#pragma unroll
+  for (int hr = 0; hr < 2; hr++) {
+    if constexpr (R2P) {
+      if (flags & F_NEEDMASK) {
+        kv.load_key(keys, hr);
+        const uint32_t w = fm90m_t_key_word(kv.p[hr], m);
+#pragma unroll
+        for (int nb = 0; nb < FM90M_T_NB; nb++) /* byte nb / 2 */
+#pragma unroll
+          for (int e = 0; e < 2; e++) {
+            const int idx = 4 * nb + 2 * hr + e;
+            st[idx] = (w & (1u << fm90m_t_bit(idx))) ? -INFINITY : st[idx];
+          }
+      }
+    } else {
+      if (flags & F_NEEDMASK) kv.load_key(keys, hr, i0);
+    }
+#pragma unroll
+    for (int nb = 0; nb < 8; nb++) {
+      const float2 l2 = fmh::ld_shared_f2(lse2 + 8 * nb * 4);
+#pragma unroll
+      for (int e = 0; e < 2; e++) {
+        const int idx = 4 * nb + 2 * hr + e;
+        float x = st[idx];
+        if constexpr (!R2P) {
+          if (flags & F_NEEDMASK) {
+            const uint32_t o = (uint32_t)(8 * nb + e);
+            const bool mk = ((uint32_t)kv.ls[hr] + o < (uint32_t)kv.ll[hr]) ||
+                            ((uint32_t)kv.us[hr] + o < (uint32_t)kv.ul[hr]);
+            x = mk ? -INFINITY : x;
+          }
+        }
+        st[idx] = fast_exp2(fmaf(x, p.scale_log2, -(e ? l2.y : l2.x)));
+      }
+    }
+  }
+}
+
+/* Waits for dP^T (all of this warpgroup's wgmma), then dS^T = P^T (dP^T - D)
+ * in place. */
+template <int HD>
+__device__ __forceinline__ void ds_of_p(const ctx<HD> &c, const float (&st)[32], float (&dpt)[32], int s) {
+  using T = traits<HD>;
+  fmh::wgmma_wait<1>(); /* dV's early steps (issued after dP^T) stay in flight */
+  fmh::reg_fence(dpt);
+  const uint32_t dsum = c.sa + T::OFF_ROWS + (s * 2 * T::BR + T::BR + 2 * c.c4) * 4;
+#pragma unroll
+  for (int nb = 0; nb < 8; nb++) {
+    const float2 dd = fmh::ld_shared_f2(dsum + 8 * nb * 4);
+#pragma unroll
+    for (int hr = 0; hr < 2; hr++)
+#pragma unroll
+      for (int e = 0; e < 2; e++) {
+        const int idx = 4 * nb + 2 * hr + e;
+        dpt[idx] = st[idx] * (dpt[idx] - (e ? dd.y : dd.x));
+      }
+  }
+}
+
+/* Query steps K0 .. K1 - 1 of dV += P^T dO (A = P^T from registers, dO
+ * MN-major), one commit group. The first DV_EARLY steps are issued before the
+ * dP^T wait: the wgmma reads their P^T fragments, so ptxas must compute those
+ * exp2 before it (the wait is no barrier to its scheduler: with all of dV
+ * after the dS^T stores, every exp2 sank below the wait). Head dim 128 issues
+ * three of the four early (in its SASS all 32 exp2 then sit above the wait;
+ * with two, 24): the fourth too holds P^T in fp32 and bf16 at once, and ptxas
+ * then serializes the wgmma at 232 (C7512); head dim 64 has the room for all
+ * four. The steps add in query-step order, as the ping-pong's one group did:
+ * the same bits. */
+template <int HD> constexpr int DV_EARLY = HD == 64 ? 4 : 3;
+template <int HD, int K0, int K1>
+__device__ __forceinline__ void issue_dv_steps(const ctx<HD> &c, float (&dv)[HD / 2], const uint32_t (&pa)[4][4],
+                                               uint32_t do_base) {
+  using T = traits<HD>;
+  if constexpr (K0 < K1) {
+    fmh::wgmma_fence();
+#pragma unroll
+    for (int kk = K0; kk < K1; kk++) fmh::pv_mma<HD>::run(dv, pa[kk], fmh::desc_mnmajor(do_base, T::BR, kk));
+    fmh::wgmma_commit();
+  }
+}
+
+/* dQ_w = dS K of this query tile (issue_dq: dS^T buffer db) and dK += dS^T Q,
+ * one commit group each; then waits until dV and dQ are done (dK stays in
+ * flight under the dQ staging). Head dim 128: warpgroup w's dQ columns need
+ * both warpgroups' halves of dS^T, so a 256-thread barrier first (each thread
+ * fenced its stores for the async proxy before it); head dim 64: the
+ * warpgroup's dQ reads only its own keys' half, no barrier. */
+template <int HD>
+__device__ __forceinline__ void issue_dq_dk(const ctx<HD> &c, float (&dq)[32], float (&dk)[HD / 2],
+                                            const uint32_t (&da)[4][4], uint32_t q_base, int db) {
+  using T = traits<HD>;
+  if (!T::DQ_SPLIT_KEYS) fmh::named_sync(BAR_DS, T::NCW * 128);
+  fmh::wgmma_fence();
+  issue_dq<HD>(c, dq, c.sa + T::OFF_DS + db * T::DS_BYTES);
+  fmh::wgmma_commit();
+#pragma unroll
+  for (int kk = 0; kk < 4; kk++) fmh::pv_mma<HD>::run(dk, da[kk], fmh::desc_mnmajor(q_base, T::BR, kk));
+  fmh::wgmma_commit();
+  fmh::wgmma_wait<1>();
+  fmh::reg_fence(dq);
+}
+
+/* The shared-memory side goes through 32-bit shared-window addresses from c.sa
+ * (64-bit generic pointers cost registers that the head dim 128 consumer, which
+ * holds P^T in fp32 and bf16 at once, lacks). */
+
+/* This thread's part of dS^T (bf16) to buffer db, SW128: (128 keys, 64
+ * queries; this warpgroup's rows 64 cw ..), conflict-free 32-bit stores. */
+template <int HD> __device__ __forceinline__ void write_ds(const ctx<HD> &c, const uint32_t (&da)[4][4], int db) {
+  using T = traits<HD>;
+  const uint32_t ds = c.sa + T::OFF_DS + db * T::DS_BYTES;
+#pragma unroll
+  for (int kk = 0; kk < 4; kk++)
+#pragma unroll
+    for (int r = 0; r < 4; r++) {
+      const int key = c.cw * 64 + c.warp * 16 + c.g + 8 * (r & 1), q = 16 * kk + 8 * (r >> 1) + 2 * c.c4;
+      fmh::st_shared_u32(ds + key * 128 + (((q >> 3) ^ (key & 7)) << 4) + (q & 7) * 2, da[kk][r]);
+    }
 }
 
 /* Staging buffer hand-off (fm_sm90_bwd_dq.h), this warpgroup's side: before
@@ -467,16 +763,12 @@ template <int HD> __device__ __forceinline__ uint32_t dq_source(const ctx<HD> &c
  * dq_full (each thread that wrote the buffer hands it on itself). No thread
  * waits for the copies or for a deterministic turn. */
 template <int HD> __device__ __forceinline__ void take_stage(const ctx<HD> &c, int u) {
-  fmh::mbar_wait(c.br.dq_empty(c.cw), fmbq_empty_parity(u));
+  fmh::mbar_wait_sa(c.sa + bar_at<HD>(bars<HD>::DQ_EMPTY + c.cw), fmbq_empty_parity(u));
 }
-/* (The job word is stored through a shared-window address: through a generic
- * pointer, ptxas spilled 8 to 28 bytes of the head dim 128 consumer, which sits
- * at 230 of its 232 registers.) */
 template <int HD> __device__ __forceinline__ void hand_stage(const ctx<HD> &c, int32_t code, int32_t item) {
   fmh::fence_proxy_async();
-  if (c.tid == 0)
-    fmh::st_shared_v2(fmh::smem_addr(c.smem + traits<HD>::OFF_JOB) + 8 * c.cw, (uint32_t)code, (uint32_t)item);
-  fmh::mbar_arrive(c.br.dq_full(c.cw));
+  if (c.tid == 0) fmh::st_shared_v2(c.sa + traits<HD>::OFF_JOB + 8 * c.cw, (uint32_t)code, (uint32_t)item);
+  fmh::mbar_arrive_sa(c.sa + bar_at<HD>(bars<HD>::DQ_FULL + c.cw));
 }
 
 /* dQ * scale of query tile mq, fp32, staged as two 32-column SW128 boxes for
@@ -501,7 +793,7 @@ __device__ __forceinline__ void stage_dq(const params &p, const ctx<HD> &c, cons
      chunk ((col % 32) / 4) ^ (row % 8), word col % 4; for this lane's column block
      (nb, or nb ^ 2 for an odd g) that chunk is (2 (nb % 4)) ^ xr, xr fixed per lane */
   const int xr = g ^ (c4 >> 1) ^ (odd ? 4 : 0);
-  unsigned char *const base = c.dq_stage + (warp * 16 + g) * 128 + (c4 & 1) * 8;
+  const uint32_t base = c.sa + T::OFF_DQ + c.cw * T::DQ_BYTES + (warp * 16 + g) * 128 + (c4 & 1) * 8;
   take_stage<HD>(c, u); /* the copy engine has read the previous use */
 #pragma unroll
   for (int nb = 0; nb < 8; nb++)
@@ -510,131 +802,10 @@ __device__ __forceinline__ void stage_dq(const params &p, const ctx<HD> &c, cons
       /* this lane's column block in this step: nb, or nb ^ 2 for an odd g */
       const float x0 = odd ? dq[4 * (nb ^ 2) + 2 * hr] : dq[4 * nb + 2 * hr];
       const float x1 = odd ? dq[4 * (nb ^ 2) + 2 * hr + 1] : dq[4 * nb + 2 * hr + 1];
-      float2 v = make_float2(x0 * p.scale, x1 * p.scale);
-      *reinterpret_cast<float2 *>(base + (nb >> 2) * T::BR * 128 + hr * 8 * 128 + (((2 * (nb & 3)) ^ xr) << 4)) = v;
+      fmh::st_shared_f2(base + (nb >> 2) * T::BR * 128 + hr * 8 * 128 + (((2 * (nb & 3)) ^ xr) << 4),
+                        make_float2(x0 * p.scale, x1 * p.scale));
     }
   hand_stage<HD>(c, mq, item);
-}
-
-/* The thread's keys for the item's key tile n: rows 16 warp + g (+ 8) of this
- * warpgroup's 64, as key_iv intervals in shared memory (read back by this
- * thread only). */
-template <int HD>
-__device__ __forceinline__ void store_keys(const params &p, const ctx<HD> &c, key_iv &kv, int n, int b, int h) {
-  using T = traits<HD>;
-  const int32_t *gv = p.intervals + (int64_t)set_of(p, b, h) * 4 * p.Sk;
-#pragma unroll
-  for (int hr = 0; hr < 2; hr++) {
-    const int j = n * T::BC + c.cw * 64 + c.warp * 16 + c.g + 8 * hr;
-    int32_t lts = 0, lte = INT32_MAX, us = 0, ue = 0;
-    if (j < p.Sk) {
-      lts = __ldg(gv + j);
-      lte = __ldg(gv + (int64_t)p.Sk + j);
-      fm_effective_upper(__ldg(gv + 2 * (int64_t)p.Sk + j), __ldg(gv + 3 * (int64_t)p.Sk + j), p.causal, j, p.Sq,
-                         p.Sk, &us, &ue);
-    }
-    kv.ls[hr] = lts;
-    kv.ll[hr] = max(lte - lts, 0);
-    kv.us[hr] = us;
-    kv.ul[hr] = max(ue - us, 0);
-  }
-  kv.store(c.sKeys, c.ctid);
-}
-
-/* S^T = K_w Q^T and dP^T = V_w dO^T (64 keys x 64 queries each) in this
- * warpgroup's turn, waited for. */
-template <int HD>
-__device__ __forceinline__ void issue_s_dp(const ctx<HD> &c, float (&st)[32], float (&dpt)[32], uint32_t q_base,
-                                           uint32_t do_base) {
-  using T = traits<HD>;
-  fmh::named_sync(c.my_turn, 256);
-  fmh::wgmma_fence();
-#pragma unroll
-  for (int kk = 0; kk < HD / 16; kk++)
-    fmh::wgmma_ss_n64<0, 0>(st, fmh::desc_kmajor(c.kw_base, T::BC, kk), fmh::desc_kmajor(q_base, T::BR, kk), kk > 0);
-#pragma unroll
-  for (int kk = 0; kk < HD / 16; kk++)
-    fmh::wgmma_ss_n64<0, 0>(dpt, fmh::desc_kmajor(c.vw_base, T::BC, kk), fmh::desc_kmajor(do_base, T::BR, kk),
-                            kk > 0);
-  fmh::wgmma_commit();
-  fmh::named_arrive(c.other_turn, 256);
-  fmh::wgmma_wait<0>();
-  fmh::reg_fence(st);
-  fmh::reg_fence(dpt);
-}
-
-/* P^T = exp2(S^T scale log2 e - LSE2) and dS^T = P^T (dP^T - D) in place, the
- * element mask on the thread's keys (kv, loaded when the entry needs it) first;
- * stage s holds the query tile m's LSE2 and D. */
-template <int HD>
-__device__ __forceinline__ void softmax_ds(const params &p, const ctx<HD> &c, float (&st)[32], float (&dpt)[32],
-                                           key_iv &kv, int s, int m, int flags) {
-  using T = traits<HD>;
-  const int c4 = c.c4;
-  const float *lse2 = c.sRows + s * 2 * T::BR, *dsum = lse2 + T::BR;
-  const int i0 = m * T::BR + 2 * c4;
-  if (flags & F_NEEDMASK) kv.load(c.sKeys, c.ctid);
-#pragma unroll
-  for (int nb = 0; nb < 8; nb++) {
-    const float2 l2 = *reinterpret_cast<const float2 *>(lse2 + 8 * nb + 2 * c4);
-    const float2 dd = *reinterpret_cast<const float2 *>(dsum + 8 * nb + 2 * c4);
-#pragma unroll
-    for (int hr = 0; hr < 2; hr++)
-#pragma unroll
-      for (int e = 0; e < 2; e++) {
-        const int idx = 4 * nb + 2 * hr + e;
-        float x = st[idx];
-        if (flags & F_NEEDMASK) {
-          const uint32_t i = (uint32_t)(i0 + 8 * nb + e);
-          const bool mk = (i - (uint32_t)kv.ls[hr] < (uint32_t)kv.ll[hr]) ||
-                          (i - (uint32_t)kv.us[hr] < (uint32_t)kv.ul[hr]);
-          x = mk ? -INFINITY : x;
-        }
-        const float pv = fast_exp2(fmaf(x, p.scale_log2, -(e ? l2.y : l2.x)));
-        st[idx] = pv;
-        dpt[idx] = pv * (dpt[idx] - (e ? dd.y : dd.x));
-      }
-  }
-}
-
-/* In this warpgroup's turn: dV += P^T dO, dK += dS^T Q (the queries are the
- * reduction dim; A = P^T, dS^T from registers) and the pending dQ (issue_dq
- * from dq_source), committed and not waited for. */
-template <int HD>
-__device__ __forceinline__ void issue_dv_dk_dq(const ctx<HD> &c, float (&dv)[HD / 2], float (&dk)[HD / 2],
-                                               float (&dq)[32], const uint32_t (&pa)[4][4],
-                                               const uint32_t (&da)[4][4], uint32_t q_base, uint32_t do_base,
-                                               bool pend, const int &ds_iter) {
-  using T = traits<HD>;
-  fmh::named_sync(c.my_turn, 256);
-  fmh::wgmma_fence();
-#pragma unroll
-  for (int kk = 0; kk < 4; kk++) fmh::pv_mma<HD>::run(dv, pa[kk], fmh::desc_mnmajor(do_base, T::BR, kk));
-#pragma unroll
-  for (int kk = 0; kk < 4; kk++) fmh::pv_mma<HD>::run(dk, da[kk], fmh::desc_mnmajor(q_base, T::BR, kk));
-  fmh::wgmma_commit();
-  fmh::wgmma_fence();
-  issue_dq<HD>(c, dq, dq_source<HD>(c, pend, ds_iter));
-  fmh::wgmma_commit();
-  fmh::named_arrive(c.other_turn, 256);
-}
-
-/* dS^T (bf16) of this query tile to buffer db, SW128: (128 keys, 64 queries),
- * while the GEMMs run (written before the turn instead, it leaves ptxas too few
- * registers: it serializes the wgmma, C7512); then ds_full. */
-template <int HD>
-__device__ __forceinline__ void store_ds(const ctx<HD> &c, const uint32_t (&da)[4][4], int db) {
-  using T = traits<HD>;
-  unsigned char *ds = c.smem + T::OFF_DS + db * T::DS_BYTES;
-#pragma unroll
-  for (int kk = 0; kk < 4; kk++)
-#pragma unroll
-    for (int r = 0; r < 4; r++) {
-      const int key = c.cw * 64 + c.warp * 16 + c.g + 8 * (r & 1), q = 16 * kk + 8 * (r >> 1) + 2 * c.c4;
-      *reinterpret_cast<uint32_t *>(ds + key * 128 + (((q >> 3) ^ (key & 7)) << 4) + (q & 7) * 2) = da[kk][r];
-    }
-  fmh::fence_proxy_async();
-  fmh::mbar_arrive(c.br.ds_full(db)); /* every thread: its part of dS^T is written */
 }
 
 /* The end of an item: dK * scale and dV in bf16 through this warpgroup's
@@ -647,6 +818,7 @@ template <int HD>
 __device__ __forceinline__ void store_dkdv(const params &p, const ctx<HD> &c, const float (&dk)[HD / 2],
                                            const float (&dv)[HD / 2], int32_t item, int u) {
   const int warp = c.warp, g = c.g, c4 = c.c4;
+  const uint32_t stage = c.sa + traits<HD>::OFF_DQ + c.cw * traits<HD>::DQ_BYTES;
 #pragma unroll
   for (int which = 0; which < 2; which++) {
     take_stage<HD>(c, u + which);
@@ -658,9 +830,8 @@ __device__ __forceinline__ void store_dkdv(const params &p, const ctx<HD> &c, co
 #pragma unroll
       for (int hr = 0; hr < 2; hr++) {
         const int row = warp * 16 + g + 8 * hr, col = nb * 8 + 2 * c4, blk = col >> 6, chunk = (col & 63) >> 3;
-        *reinterpret_cast<uint32_t *>(c.dq_stage + blk * 64 * 128 + row * 128 + ((chunk ^ (row & 7)) << 4) +
-                                      (col & 7) * 2) =
-            pack_bf16(acc[4 * nb + 2 * hr] * f, acc[4 * nb + 2 * hr + 1] * f);
+        fmh::st_shared_u32(stage + blk * 64 * 128 + row * 128 + ((chunk ^ (row & 7)) << 4) + (col & 7) * 2,
+                           pack_bf16(acc[4 * nb + 2 * hr] * f, acc[4 * nb + 2 * hr + 1] * f));
       }
     hand_stage<HD>(c, which ? FMBQ_JOB_DV : FMBQ_JOB_DK, item);
   }
@@ -668,35 +839,19 @@ __device__ __forceinline__ void store_dkdv(const params &p, const ctx<HD> &c, co
 }
 
 /* The consumer warpgroups: items until the producer announces none; per item
- * its visited query tiles (issue_s_dp, softmax_ds, issue_dv_dk_dq, store_ds,
- * stage_dq of the previous tile), the last dQ, then store_dkdv; at the end the
- * writer's END job. */
-template <int HD, int VAR, bool INSTR>
+ * store_keys, the visited query tiles (the phases above), then store_dkdv; at
+ * the end the writer's END job. The staging uses are counted by fmbq_use from
+ * ds_iter and it_n. */
+template <int HD, int VAR, bool INSTR, int MASK>
 __device__ __forceinline__ void consumer(const params &p, unsigned char *smem, bars<HD> br, int cw) {
   using T = traits<HD>;
   ctx<HD> c;
-  c.smem = smem;
-  c.br = br;
-  c.cw = cw;
-  c.tid = threadIdx.x - 128 * (cw + 1);
-  c.warp = c.tid >> 5, c.lane = c.tid & 31, c.g = c.lane >> 2, c.c4 = c.lane & 3;
-  c.sItem = reinterpret_cast<const int32_t *>(smem + T::OFF_ITEM);
-  c.sMeta = reinterpret_cast<const int32_t *>(smem + T::OFF_META);
-  c.sRows = reinterpret_cast<const float *>(smem + T::OFF_ROWS);
-  c.sKeys = reinterpret_cast<int32_t *>(smem + T::OFF_KEYS);
-  c.ctid = threadIdx.x - 128;
-  c.k_base = fmh::smem_addr(smem + T::OFF_K), c.v_base = fmh::smem_addr(smem + T::OFF_V);
-  c.kw_base = c.k_base + cw * 64 * 128, c.vw_base = c.v_base + cw * 64 * 128;
-  c.dq_stage = smem + T::OFF_DQ + cw * T::DQ_BYTES;
-  c.my_turn = BAR_TURN + cw, c.other_turn = BAR_TURN + (cw ^ 1);
-  c.k0 = T::DQ_SPLIT_KEYS ? cw * T::DQ_KSTEPS : 0;
-  c.kb = c.k_base + (T::DQ_SPLIT_KEYS ? 0 : cw) * T::BC * 128;
-  /* the tensor cores' turns go round, warpgroup 0 first: its predecessor hands it the first */
-  if (cw == T::NCW - 1) fmh::named_arrive(BAR_TURN + 0, 256);
-  int ds_iter = 0; /* dS^T tiles written so far: buffer ds_iter & 1, phase (ds_iter >> 1) & 1 */
+  init_ctx<HD>(c, smem, br, cw);
+  c.sa = fmh::smem_addr(smem);
+  int ds_iter = 0; /* dS^T tiles written (= dQ parts staged) so far: buffer ds_iter & 1 */
   for (int it_n = 0, q_iter = 0;; it_n++) { /* q_iter: ring position over all items */
-    fmh::mbar_wait(br.kv_full(), it_n & 1);
-    const int32_t item = __shfl_sync(0xffffffffu, *c.sItem, 0);
+    fmh::mbar_wait_sa(c.sa + bar_at<HD>(bars<HD>::KV_FULL), it_n & 1);
+    const int32_t item = __shfl_sync(0xffffffffu, fmh::ld_shared_s32(c.sa + T::OFF_ITEM), 0);
     if (item < 0) { /* the writer's END job, once its last copy has read the buffer */
       take_stage<HD>(c, fmbq_use(ds_iter, it_n));
       hand_stage<HD>(c, FMBQ_JOB_END, -1);
@@ -704,91 +859,64 @@ __device__ __forceinline__ void consumer(const params &p, unsigned char *smem, b
     }
     const int n = item % p.Tc, bh = item / p.Tc, b = bh / p.H, h = bh % p.H;
     {
-      key_iv kv;
+      typename mask_keys<MASK>::type kv;
       store_keys<HD>(p, c, kv, n, b, h);
     }
     float dk[HD / 2], dv[HD / 2];
 #pragma unroll
     for (int i = 0; i < HD / 2; i++) dk[i] = dv[i] = 0.f;
-
-    /* The visited query tiles; each adds, in its tensor-core turn, the dQ of the one
-       before it (its dS^T in buffer (ds_iter - 1) & 1). An item's first tile has none
-       pending: its dQ GEMM reads the item's K tile (in place, stable) as a stand-in for
-       dS^T and is discarded, so that every wgmma is issued unconditionally (under a
-       branch, ptxas serializes them); the same for the last dQ of an empty item. */
-    int prev_m = -1; /* the query tile whose dQ is pending; -1: none */
     for (;;) {
       const int s = q_iter % T::STAGES;
       const uint32_t ph = (q_iter / T::STAGES) & 1;
-      fmh::mbar_wait(br.q_full(s), ph);
-      const int32_t entry = __shfl_sync(0xffffffffu, c.sMeta[s], 0);
+      fmh::mbar_wait_sa(c.sa + bar_at<HD>(bars<HD>::Q_FULL + s), ph);
+      const int32_t entry = __shfl_sync(0xffffffffu, fmh::ld_shared_s32(c.sa + T::OFF_META + 4 * s), 0);
       const int m = entry & TILE_MASK, flags = entry >> FLAG_SHIFT;
       q_iter++;
       if (flags & F_EMPTY) {
-        fmh::mbar_arrive(br.q_empty(s)); /* every thread: it read the entry */
+        fmh::mbar_arrive_sa(c.sa + bar_at<HD>(bars<HD>::Q_EMPTY + s)); /* every thread: it read the entry */
         break;
       }
-      const uint32_t q_base = fmh::smem_addr(smem + T::OFF_Q + s * T::QT_BYTES);
-      const uint32_t do_base = fmh::smem_addr(smem + T::OFF_DO + s * T::QT_BYTES);
-      /* the dS^T buffer this tile writes (below) is free once both warpgroups' dQ GEMMs
-         have read what it held (waited for unconditionally: a fresh barrier passes
-         parity 1 at once, so the first two pass) */
-      fmh::mbar_wait(br.ds_empty(ds_iter & 1), ((ds_iter >> 1) & 1) ^ 1);
+      const uint32_t q_base = c.sa + T::OFF_Q + s * T::QT_BYTES;
+      const uint32_t do_base = c.sa + T::OFF_DO + s * T::QT_BYTES;
       float st[32], dpt[32];
-      issue_s_dp<HD>(c, st, dpt, q_base, do_base);
-      key_iv kv; /* the thread's keys, loaded by softmax_ds when the entry masks */
-      softmax_ds<HD>(p, c, st, dpt, kv, s, m, flags);
+      issue_s_dp_overlap<HD>(c, st, dpt, q_base, do_base);
+      /* the thread's keys, loaded by softmax_p when the entry masks; zero otherwise, so
+         that their registers are not live around the loop (uninitialized, they were:
+         8 registers held through every GEMM) */
+      typename mask_keys<MASK>::type kv = {};
+      softmax_p<HD, MASK>(p, c, st, kv, s, m, flags);
       uint32_t pa[4][4], da[4][4]; /* P^T and dS^T as bf16 A fragments */
 #pragma unroll
-      for (int kk = 0; kk < 4; kk++) {
-        fmd::pack_frag(st + 8 * kk, pa[kk]);
-        fmd::pack_frag(dpt + 8 * kk, da[kk]);
-      }
-      /* the pending dQ waits until both halves of its dS^T are written (with none
-         pending, a completed phase: no wait) */
-      const bool pend = prev_m >= 0;
-      const int db = ds_iter & 1, pb = db ^ 1; /* this tile's dS^T buffer; the pending one's */
-      fmh::mbar_wait(br.ds_full(pb), ((ds_iter - 1) >> 1) & 1);
+      for (int kk = 0; kk < DV_EARLY<HD>; kk++) fmd::pack_frag(st + 8 * kk, pa[kk]);
+      issue_dv_steps<HD, 0, DV_EARLY<HD>>(c, dv, pa, do_base); /* before the dP^T wait: pins the exp2 above it */
+      ds_of_p<HD>(c, st, dpt, s);
+#pragma unroll
+      for (int kk = 0; kk < 4; kk++) fmd::pack_frag(dpt + 8 * kk, da[kk]);
+#pragma unroll
+      for (int kk = DV_EARLY<HD>; kk < 4; kk++) fmd::pack_frag(st + 8 * kk, pa[kk]);
+      const int db = ds_iter & 1;
+      write_ds<HD>(c, da, db);
+      fmh::fence_proxy_async(); /* for the dQ wgmma of both warpgroups (issue_dq_dk) */
+      issue_dv_steps<HD, DV_EARLY<HD>, 4>(c, dv, pa, do_base);
       float dq[32];
-      issue_dv_dk_dq<HD>(c, dv, dk, dq, pa, da, q_base, do_base, pend, ds_iter);
-      store_ds<HD>(c, da, db);
-      fmh::wgmma_wait<0>();
-      fmh::reg_fence(dq);
-      fmh::reg_fence(dk);
-      fmh::reg_fence(dv);
+      issue_dq_dk<HD>(c, dq, dk, da, q_base, db);
+      fmh::reg_fence(dv); /* dV is done too (the group before dQ's): P^T is free */
       fmh::reg_fence(pa);
+      stage_dq<HD>(p, c, dq, m, item, fmbq_use(ds_iter, it_n)); /* while dK runs */
+      fmh::wgmma_wait<0>();
+      fmh::reg_fence(dk);
       fmh::reg_fence(da);
-      fmh::mbar_arrive(br.q_empty(s)); /* every thread: Q, dO, the entry and the rows are free */
-      if (pend) {
-        fmh::mbar_arrive(br.ds_empty(pb)); /* every thread: its dQ GEMM has read the buffer */
-        stage_dq<HD>(p, c, dq, prev_m, item, fmbq_use(ds_iter - 1, it_n));
-      }
-      prev_m = m;
+      fmh::mbar_arrive_sa(c.sa + bar_at<HD>(bars<HD>::Q_EMPTY + s)); /* every thread: Q, dO, the entry, the rows */
       ds_iter++;
       if (flags & F_LAST) break;
     }
-    /* ---- the item's last dQ (K is still in place) */
-    {
-      const bool pend = prev_m >= 0;
-      fmh::mbar_wait(br.ds_full((ds_iter - 1) & 1), ((ds_iter - 1) >> 1) & 1);
-      float dq[32];
-      fmh::wgmma_fence();
-      issue_dq<HD>(c, dq, dq_source<HD>(c, pend, ds_iter));
-      fmh::wgmma_commit();
-      fmh::wgmma_wait<0>();
-      fmh::reg_fence(dq);
-      if (pend) {
-        fmh::mbar_arrive(br.ds_empty((ds_iter - 1) & 1));
-        stage_dq<HD>(p, c, dq, prev_m, item, fmbq_use(ds_iter - 1, it_n));
-      }
-    }
     /* ---- end of the item: K and V are no longer read */
-    fmh::mbar_arrive(br.kv_empty()); /* every thread: it read the item number */
+    fmh::mbar_arrive_sa(c.sa + bar_at<HD>(bars<HD>::KV_EMPTY)); /* every thread: it read the item number */
     store_dkdv<HD>(p, c, dk, dv, item, fmbq_use(ds_iter, it_n));
   }
 }
 
-template <int HD, int VAR, bool INSTR>
+template <int HD, int VAR, bool INSTR, int MASK>
 __global__ void __launch_bounds__(traits<HD>::THREADS, CTAS_PER_SM) bwd_kernel(const __grid_constant__ params p) {
   using T = traits<HD>;
   extern __shared__ unsigned char smem_raw[];
@@ -805,8 +933,10 @@ __global__ void __launch_bounds__(traits<HD>::THREADS, CTAS_PER_SM) bwd_kernel(c
       fmh::mbar_init(br.q_empty(s), T::NCW * 128 + (INSTR ? 1 : 0)); /* + the observer */
     }
     for (int d = 0; d < 2; d++) {
-      fmh::mbar_init(br.ds_full(d), T::NCW * 128);  /* every consumer thread: its dS^T part */
-      fmh::mbar_init(br.ds_empty(d), T::NCW * 128); /* every consumer thread: its dQ GEMM read it */
+      /* the removed ping-pong's ds_full / ds_empty, unused; initialized still, so that
+         the SASS stayed the same bits as when both schedules were built */
+      fmh::mbar_init(br.ds_full(d), T::NCW * 128);
+      fmh::mbar_init(br.ds_empty(d), T::NCW * 128);
     }
     for (int w = 0; w < T::NCW; w++) {
       fmh::mbar_init(br.dq_full(w), FMBQ_FULL_COUNT);   /* every thread of warpgroup w: its part, the job */
@@ -823,7 +953,7 @@ __global__ void __launch_bounds__(traits<HD>::THREADS, CTAS_PER_SM) bwd_kernel(c
     else if (warp >= FMBQ_WRITER_WARP0 && (threadIdx.x & 31) == 0) dq_writer<HD>(p, smem, br, warp - FMBQ_WRITER_WARP0);
   } else {
     fmh::setmaxnreg_inc<T::REG_CONSUMER>();
-    consumer<HD, VAR, INSTR>(p, smem, br, wg - 1);
+    consumer<HD, VAR, INSTR, MASK>(p, smem, br, wg - 1);
   }
 }
 

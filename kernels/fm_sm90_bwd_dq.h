@@ -32,11 +32,13 @@
  * barrier, which passes at once.
  *
  * Deterministic mode: every (batch, head, query tile) has FMBQ_NCW counters;
- * key tile n adds its dQ part on turn fmbq_turn and passes fmbq_turn + 1 after
- * its addition has completed; the producer passes the turns of the query tiles
- * a key tile skips (fmbq_skip_*). Head dim 128 (the warpgroups own different
- * columns): counter w, turns n. Head dim 64 (both warpgroups add to all
- * columns): counter 0, turns FMBQ_NCW n + w. */
+ * the key tiles that visit query tile m add their dQ parts in the order of
+ * kernels/fm_sm90_bwd_order.h: the one with turn t (its rank among m's
+ * visitors, from the order's turn table) adds on fmbq_turn(t) and passes
+ * fmbq_turn_after(t) once its addition has completed. Key tiles that skip m
+ * take no turn and pass nothing. Head dim 128 (the warpgroups own different
+ * columns): counter w, turns t. Head dim 64 (both warpgroups add to all
+ * columns): counter 0, turns FMBQ_NCW t + w. */
 #ifndef FM_SM90_BWD_DQ_H
 #define FM_SM90_BWD_DQ_H
 
@@ -84,17 +86,13 @@ FMBQ_FN uint32_t fmbq_empty_parity(int u) { return ((uint32_t)u & 1u) ^ 1u; }
 FMBQ_FN uint32_t fmbq_full_parity(int u) { return (uint32_t)u & 1u; }
 
 /* Deterministic turns. The counter of (bh, query tile m) that warpgroup w's
- * addition waits on (an index into the kernel's sem array), its turn at key
- * tile n, and the value it passes on. */
+ * addition waits on (an index into the kernel's sem array), the value it waits
+ * for as the visitor with turn t (fm_sm90_bwd_order.h), and the value it
+ * passes on. */
 FMBQ_FN int64_t fmbq_sem_slot(int split_keys, int64_t bh, int32_t tr, int32_t m, int w) {
   return (bh * tr + m) * FMBQ_NCW + (split_keys ? 0 : w);
 }
-FMBQ_FN int32_t fmbq_turn(int split_keys, int32_t n, int w) { return split_keys ? FMBQ_NCW * n + w : n; }
-FMBQ_FN int32_t fmbq_turn_after(int split_keys, int32_t n, int w) { return fmbq_turn(split_keys, n, w) + 1; }
-/* A key tile n that skips query tile m: for each of its fmbq_skip_slots
- * counters s (slot fmbq_sem_slot(.., s)), wait for fmbq_turn(n, s), pass
- * fmbq_skip_pass(n, s) (head dim 64: both warpgroups' turns at once). */
-FMBQ_FN int fmbq_skip_slots(int split_keys) { return split_keys ? 1 : FMBQ_NCW; }
-FMBQ_FN int32_t fmbq_skip_pass(int split_keys, int32_t n, int s) { return fmbq_turn(split_keys, n + 1, s); }
+FMBQ_FN int32_t fmbq_turn(int split_keys, int32_t t, int w) { return split_keys ? FMBQ_NCW * t + w : t; }
+FMBQ_FN int32_t fmbq_turn_after(int split_keys, int32_t t, int w) { return fmbq_turn(split_keys, t, w) + 1; }
 
 #endif

@@ -55,7 +55,10 @@
  * writes every tile's class (0 cycles for skipped tiles) and, per visited tile,
  * the clock64 cycles between the consumers' release of its V stage and that of
  * the tile before it on the same SM (the first: since the CTA started); the
- * consumers run the plain code.
+ * consumers run the plain code. MASK (FM_SM90_MASK_*, fm_attn_dev.h): how a
+ * consumer thread turns the producer's bit slices into its elements' selects
+ * (kernels/fm_sm90_mask.h): SLICES a bit test per element, R2P (the default)
+ * per-thread words applied with R2P; the output is the same bit for bit.
  *
  * Rows with no visible key: max stays -inf, P = 0, l = 0: O = 0, LSE = -inf.
  * Design notes and measurements: kernels/PERF_NOTES.md.
@@ -68,10 +71,12 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+#include "fm_attn_dev.h"
 #include "fm_device.cuh"
 #include "fm_hopper.cuh"
 #include "fm_kernel_traits.h"
 #include "fm_kernels.h"
+#include "fm_sm90_mask.h"
 #include "fm_tile_rule.h"
 
 namespace fm90 {
@@ -114,6 +119,8 @@ static_assert(128 * (traits<64>::REG_PRODUCER + traits<64>::NCW * traits<64>::RE
                   128 * (traits<128>::REG_PRODUCER + traits<128>::NCW * traits<128>::REG_CONSUMER) <= 65536,
               "register budgets must fit the register file");
 static_assert(sizeof(fm_tile_bounds) == 32, "the bounds are read as two int4");
+static_assert(traits<128>::BC == FM90M_BC && traits<64>::BC == FM90M_BC,
+              "kernels/fm_sm90_mask.h lays out 128-column tiles");
 /* resident CTAs per SM: the kernel's __launch_bounds__ minimum, the registry's schedule */
 constexpr int CTAS_PER_SM = 1;
 static_assert(CTAS_PER_SM == FM_SM90_CTAS_PER_SM,
@@ -168,25 +175,17 @@ constexpr int PRODUCER_THREADS = 128;
 
 /* ------------------------------------------------------------------ producer */
 
-/* The 16-row bit slice of column j for the consumer warp whose rows start at
- * `base`: bit r set when row base + r is masked (lower interval [lts, lte),
- * effective upper interval [us, ue), causal folded; fm_tile_rule.h). */
-__device__ __forceinline__ uint32_t row_slice(int32_t base, int32_t lts, int32_t lte, int32_t us, int32_t ue) {
-  const int32_t a0 = min(max(lts - base, 0), 16), b0 = min(max(lte - base, a0), 16);
-  const int32_t a1 = min(max(us - base, 0), 16), b1 = min(max(ue - base, a1), 16);
-  return ((1u << b0) - (1u << a0)) | ((1u << b1) - (1u << a1));
-}
-
 /* The producer warpgroup: all four warps walk the same items and tiles (each
  * classifies every key tile of the item itself, from the same bounds: no
  * communication but the item number). Warp 0 takes the items, loads Q, K and V
  * by TMA and writes the ring entries; for a tile that needs the element mask,
  * warp w expands columns 32 w .. 32 w + 31 of its intervals into one 16-row
  * bit slice per consumer warp (fm_sm90 "mask slices": (8, BC) uint16, bit r of
- * slice [cw][j] = row 16 cw + r of the row tile, column j of the tile, masked).
- * Every warp arrives on the stage's K-full barrier once its slices are
- * written (warp 0's arrival carries the K bytes). */
-template <int HD, int VAR, bool INSTR>
+ * slice [cw][j] = row 16 cw + r of the row tile, column j of the tile, masked;
+ * the same layout for every MASK method). Every warp
+ * arrives on the stage's K-full barrier once its slices are written (warp 0's
+ * arrival carries the K bytes). */
+template <int HD, int VAR, bool INSTR, int MASK>
 __device__ __forceinline__ void producer(const params &p, unsigned char *smem, bars<HD> br) {
   using T = traits<HD>;
   const int lane = threadIdx.x & 31, pw = threadIdx.x >> 5; /* producer warp 0..3 */
@@ -265,7 +264,7 @@ __device__ __forceinline__ void producer(const params &p, unsigned char *smem, b
           }
 #pragma unroll
           for (int w = 0; w < T::MASK_WARPS; w++)
-            sMask[(s * T::MASK_WARPS + w) * T::BC + c] = (uint16_t)row_slice(r0 + 16 * w, lts, lte, us, ue);
+            sMask[(s * T::MASK_WARPS + w) * T::BC + c] = (uint16_t)fm90m_row_slice(r0 + 16 * w, lts, lte, us, ue);
         }
       }
       /* INSTR: the observer waits for the release that this entry's V copy waits
@@ -334,12 +333,52 @@ __device__ __forceinline__ void mask_slices(float (&s)[NB * 4], const uint16_t *
 #pragma unroll
   for (int n = 0; n < NB; n++) {
     /* bit 0: (row g, column e = 0), 8: (g + 8, 0), 16: (g, 1), 24: (g + 8, 1) */
-    const uint32_t x = w32[n * 4 + c4] >> g;
-    s[n * 4 + 0] = (x & 0x1u) ? -INFINITY : s[n * 4 + 0];
-    s[n * 4 + 1] = (x & 0x10000u) ? -INFINITY : s[n * 4 + 1];
-    s[n * 4 + 2] = (x & 0x100u) ? -INFINITY : s[n * 4 + 2];
-    s[n * 4 + 3] = (x & 0x1000000u) ? -INFINITY : s[n * 4 + 3];
+    const uint32_t x = w32[fm90m_slices_word(n, c4)] >> g;
+    s[n * 4 + 0] = (x & (1u << fm90m_slices_bit(0, 0))) ? -INFINITY : s[n * 4 + 0];
+    s[n * 4 + 1] = (x & (1u << fm90m_slices_bit(1, 0))) ? -INFINITY : s[n * 4 + 1];
+    s[n * 4 + 2] = (x & (1u << fm90m_slices_bit(0, 1))) ? -INFINITY : s[n * 4 + 2];
+    s[n * 4 + 3] = (x & (1u << fm90m_slices_bit(1, 1))) ? -INFINITY : s[n * 4 + 3];
   }
+}
+
+/* The element mask of one S tile by the R2P method (fm_sm90_mask.h): the
+ * producer's slices exactly as mask_slices reads them (`slices`: this warp's
+ * 128 uint16, the same generic pointer), the thread's 16 words 4 n + c4
+ * loaded one by one, gathered into three words whose bytes hold 6 (6, 4)
+ * predicate bits each, applied a byte at a time: the tests of one byte's bits
+ * stand together, so that ptxas sets their predicates with one R2P and the
+ * element needs one FSEL.
+ *
+ * Why the loads look like this (PERF_NOTES, "R2P: the unmasked tiles"): the
+ * first build (a permuted layout, four ld.shared.v4 in volatile inline asm,
+ * the producer's STS.U16) made ptxas compile the rest of the kernel
+ * differently from SLICES, the unmasked tiles' path included (the S GEMM's
+ * issue at the loop top, other registers), and unmasked tiles measured about
+ * 1% dearer on an H100. Any inline asm load moved the loop top's schedule;
+ * plain 128-bit generic loads kept it but moved the registers (their
+ * destinations are aligned quads: the loop's entry went from R12 to R188).
+ * Plain 32-bit generic loads of the SLICES layout leave everything outside
+ * this block as SLICES compiles it. The move of the pointer to itself (no
+ * SASS instruction) hides the base's alignment from LLVM, which otherwise
+ * adds the offsets 16 n with OR, one 64-bit address pair per load as in
+ * mask_slices; as an add, ptxas folds them into the loads' immediates. */
+__device__ __forceinline__ void mask_r2p(float (&s)[64], const uint16_t *slices, int g, int c4) {
+  const uint32_t *w32 = reinterpret_cast<const uint32_t *>(slices) + fm90m_slices_word(0, c4);
+  asm("mov.b64 %0, %0;" : "+l"(w32));
+  uint32_t w[FM90M_NB];
+#pragma unroll
+  for (int n = 0; n < FM90M_NB; n++) w[n] = w32[fm90m_slices_word(n, 0)];
+  uint32_t acc[FM90M_R2P_GROUPS];
+  fm90m_r2p_words(w, g, acc);
+#pragma unroll
+  for (int j = 0; j < FM90M_R2P_GROUPS; j++)
+#pragma unroll
+    for (int b = 0; b < 4; b++) /* byte 2 e + hr */
+#pragma unroll
+      for (int k = 0; k < fm90m_r2p_len(j); k++) {
+        const int n = fm90m_r2p_first(j) + k, e = b >> 1, hr = b & 1, idx = 4 * n + 2 * hr + e;
+        s[idx] = (acc[j] & (1u << fm90m_r2p_bit(n, e, hr))) ? -INFINITY : s[idx];
+      }
 }
 
 /* The same from a dense uint8 mask in global memory (rows past Sq: visible;
@@ -494,12 +533,16 @@ __device__ __forceinline__ void warp_release(uint64_t *bar, int lane) {
 
 /* After S of entry e is in registers: the element mask, then the release of K
  * (and of the vectors that travel with it). */
-template <int HD, int VAR>
+template <int HD, int VAR, int MASK>
 __device__ __forceinline__ void after_s(const ctx<HD> &c, const slot &e, float (&s)[64]) {
   using T = traits<HD>;
   if (e.flags & F_NEEDMASK) {
     if (VAR == FM_VARIANT_DENSE)
       mask_dense<16>(s, c.dm, c.p->Sk, c.p->Sq, c.i_lo, e.tile * T::BC + 2 * c.c4);
+    else if (MASK == FM_SM90_MASK_R2P)
+      mask_r2p(s, reinterpret_cast<const uint16_t *>(c.smem + T::OFF_VEC) +
+                      (e.stg * T::MASK_WARPS + c.cw * 4 + c.warp) * T::BC,
+               c.lane >> 2, c.c4);
     else
       mask_slices<16>(s, reinterpret_cast<const uint16_t *>(c.smem + T::OFF_VEC) +
                              (e.stg * T::MASK_WARPS + c.cw * 4 + c.warp) * T::BC,
@@ -534,7 +577,7 @@ __device__ __forceinline__ void issue_s_turn(const ctx<HD> &c, float (&s)[64], c
  *             wgmma of the loop is issued unconditionally.
  *   otherwise the tiles one after the other: S, softmax, P V.
  * PINGPONG: the two consumer warpgroups take turns on the tensor cores. */
-template <int HD, int VAR, bool INSTR, bool OVERLAP, bool PINGPONG>
+template <int HD, int VAR, bool INSTR, bool OVERLAP, bool PINGPONG, int MASK>
 __device__ __forceinline__ int item_tiles(ctx<HD> &c, cstate<HD> &st, slot e, int kv_iter) {
   using T = traits<HD>;
   const int sched_bar = BAR_TURN + c.cw, other_bar = BAR_TURN + (c.cw + 1) % T::NCW;
@@ -544,7 +587,7 @@ __device__ __forceinline__ int item_tiles(ctx<HD> &c, cstate<HD> &st, slot e, in
     issue_s_turn<HD, PINGPONG>(c, s, e, sched_bar, other_bar);
     fmh::wgmma_wait<0>();
     fmh::reg_fence(s);
-    after_s<HD, VAR>(c, e, s);
+    after_s<HD, VAR, MASK>(c, e, s);
     softmax_tile<HD>(s, st, c.p->scale_log2, alpha); /* O is still 0: no rescale */
     convert_p(s, pa);
     kv_iter++;
@@ -564,7 +607,7 @@ __device__ __forceinline__ int item_tiles(ctx<HD> &c, cstate<HD> &st, slot e, in
       if (PINGPONG) fmh::named_arrive(other_bar, 256);
       fmh::wgmma_wait<1>();
       fmh::reg_fence(s);
-      after_s<HD, VAR>(c, cur, s);
+      after_s<HD, VAR, MASK>(c, cur, s);
       softmax_tile<HD>(s, st, c.p->scale_log2, alpha);
       fmh::wgmma_wait<0>();
       fmh::reg_fence(st.o);
@@ -589,7 +632,7 @@ __device__ __forceinline__ int item_tiles(ctx<HD> &c, cstate<HD> &st, slot e, in
       issue_s_turn<HD, PINGPONG>(c, s, e, sched_bar, other_bar);
       fmh::wgmma_wait<0>();
       fmh::reg_fence(s);
-      after_s<HD, VAR>(c, e, s);
+      after_s<HD, VAR, MASK>(c, e, s);
       softmax_tile<HD>(s, st, c.p->scale_log2, alpha);
       rescale_o<HD>(st, alpha);
       convert_p(s, pa);
@@ -657,7 +700,7 @@ __device__ __forceinline__ void epilogue(const ctx<HD> &c, const cstate<HD> &st,
 }
 
 /* The consumer warpgroups: items until the producer announces none. */
-template <int HD, int VAR, bool INSTR, bool OVERLAP, bool PINGPONG>
+template <int HD, int VAR, bool INSTR, bool OVERLAP, bool PINGPONG, int MASK>
 __device__ __forceinline__ void consumer(const params &p, unsigned char *smem, bars<HD> br, int cw) {
   using T = traits<HD>;
   ctx<HD> c;
@@ -701,7 +744,7 @@ __device__ __forceinline__ void consumer(const params &p, unsigned char *smem, b
       warp_release(br.v_empty(e.stg), c.lane);
       kv_iter++;
     } else {
-      kv_iter = item_tiles<HD, VAR, INSTR, OVERLAP, PINGPONG>(c, st, e, kv_iter);
+      kv_iter = item_tiles<HD, VAR, INSTR, OVERLAP, PINGPONG, MASK>(c, st, e, kv_iter);
     }
     epilogue<HD>(c, st, b, h, r0);
   }
@@ -710,7 +753,7 @@ __device__ __forceinline__ void consumer(const params &p, unsigned char *smem, b
 
 /* ------------------------------------------------------------------- kernel */
 
-template <int HD, int VAR, bool INSTR, bool OVERLAP, bool PINGPONG>
+template <int HD, int VAR, bool INSTR, bool OVERLAP, bool PINGPONG, int MASK>
 __global__ void __launch_bounds__(traits<HD>::THREADS, CTAS_PER_SM) fwd_kernel(const __grid_constant__ params p) {
   using T = traits<HD>;
   extern __shared__ unsigned char smem_raw[];
@@ -735,10 +778,10 @@ __global__ void __launch_bounds__(traits<HD>::THREADS, CTAS_PER_SM) fwd_kernel(c
   __syncthreads();
   if (wg == 0) {
     fmh::setmaxnreg_dec<T::REG_PRODUCER>();
-    producer<HD, VAR, INSTR>(p, smem, br);
+    producer<HD, VAR, INSTR, MASK>(p, smem, br);
   } else {
     fmh::setmaxnreg_inc<T::REG_CONSUMER>();
-    consumer<HD, VAR, INSTR, OVERLAP, PINGPONG>(p, smem, br, wg - 1);
+    consumer<HD, VAR, INSTR, OVERLAP, PINGPONG, MASK>(p, smem, br, wg - 1);
   }
 }
 

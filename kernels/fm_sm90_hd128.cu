@@ -3,7 +3,8 @@
 
 namespace fm90 {
 template <>
-cudaError_t launch<128>(const params &p, int variant, bool instr, int mode, int grid, cudaStream_t s) {
-  return launch_dispatch<128>(p, variant, instr, mode, grid, s);
+cudaError_t launch<128>(const params &p, int variant, bool instr, int mode, int mask, int grid,
+                        cudaStream_t s) {
+  return launch_dispatch<128>(p, variant, instr, mode, mask, grid, s);
 }
 }  // namespace fm90

@@ -4,7 +4,12 @@
  *
  * Pipelining modes (template OVERLAP, PINGPONG; fm_sm90_fwd.cuh): the library
  * runs MODE_DEFAULT; the development harness (fm_kernel_bench --sm90-mode)
- * times the others for kernels/PERF_NOTES.md. */
+ * times the others for kernels/PERF_NOTES.md. Partial-tile mask methods
+ * (template MASK, FM_SM90_MASK_* of fm_attn_dev.h): every variant runs
+ * FM_SM90_MASK_DEFAULT (R2P unless the build defines it, e.g.
+ * -DFM_SM90_MASK_DEFAULT=1 in CMAKE_CUDA_FLAGS and CMAKE_C_FLAGS); the other method is built for
+ * SKIP in the default mode, plain and instrumented (fm_kernel_bench
+ * --sm90-masks, fm_attn_check's method check). */
 #ifndef FM_SM90_LAUNCH_CUH
 #define FM_SM90_LAUNCH_CUH
 
@@ -26,24 +31,45 @@ fm_status tensor_map_bshd(CUtensorMap *map, const void *base, int32_t B, int32_t
 fm_status tensor_map_bshd_typed(CUtensorMap *map, const void *base, int elem_bytes, int32_t B, int32_t S,
                                 int32_t H, int32_t D, int32_t rows, fm_err *err);
 
-template <int HD> cudaError_t launch(const params &p, int variant, bool instr, int mode, int grid,
+template <int HD> cudaError_t launch(const params &p, int variant, bool instr, int mode, int mask, int grid,
                                      cudaStream_t s);
 
-template <int HD, int VAR, bool INSTR, bool OV, bool PP>
+static_assert(FM_SM90_MASK_DEFAULT == FM_SM90_MASK_SLICES || FM_SM90_MASK_DEFAULT == FM_SM90_MASK_R2P,
+              "FM_SM90_MASK_DEFAULT names a mask method (fm_attn_dev.h)");
+
+/* The mask method the library does not use, built for SKIP beside it. */
+constexpr int MASK_OTHER = FM_SM90_MASK_DEFAULT == FM_SM90_MASK_R2P ? FM_SM90_MASK_SLICES : FM_SM90_MASK_R2P;
+
+/* Whether mask method `mask` (0: the default) is built for a launch of this
+ * variant and mode (plain and instrumented alike; the backward has only the
+ * default mode). */
+constexpr bool mask_built(int variant, int mode, int mask) {
+  return mask == 0 || mask == FM_SM90_MASK_DEFAULT ||
+         ((mask == FM_SM90_MASK_SLICES || mask == FM_SM90_MASK_R2P) && variant == FM_VARIANT_SKIP &&
+          mode == MODE_DEFAULT);
+}
+
+template <int HD, int VAR, bool INSTR, bool OV, bool PP, int MASK = FM_SM90_MASK_DEFAULT>
 cudaError_t launch_one(const params &p, int grid, cudaStream_t s) {
   constexpr int smem = traits<HD>::SMEM;
-  cudaError_t e = cudaFuncSetAttribute(fwd_kernel<HD, VAR, INSTR, OV, PP>,
+  cudaError_t e = cudaFuncSetAttribute(fwd_kernel<HD, VAR, INSTR, OV, PP, MASK>,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (e != cudaSuccess) return e;
-  fwd_kernel<HD, VAR, INSTR, OV, PP><<<grid, traits<HD>::THREADS, smem, s>>>(p);
+  fwd_kernel<HD, VAR, INSTR, OV, PP, MASK><<<grid, traits<HD>::THREADS, smem, s>>>(p);
   return cudaGetLastError();
 }
 
-/* The library's kernels: every variant, plain and instrumented, default mode;
- * the other modes for SKIP only (timing studies). */
+/* The library's kernels: every variant, plain and instrumented, default mode
+ * and mask method; the other modes for SKIP only, the other mask method for
+ * SKIP in the default mode (timing studies). */
 template <int HD>
-cudaError_t launch_dispatch(const params &p, int variant, bool instr, int mode, int grid, cudaStream_t s) {
+cudaError_t launch_dispatch(const params &p, int variant, bool instr, int mode, int mask, int grid,
+                            cudaStream_t s) {
   constexpr bool OV = (MODE_DEFAULT & MODE_OVERLAP) != 0, PP = (MODE_DEFAULT & MODE_PINGPONG) != 0;
+  if (!mask_built(variant, mode, mask)) return cudaErrorInvalidValue;
+  if (mask == MASK_OTHER)
+    return instr ? launch_one<HD, FM_VARIANT_SKIP, true, OV, PP, MASK_OTHER>(p, grid, s)
+                 : launch_one<HD, FM_VARIANT_SKIP, false, OV, PP, MASK_OTHER>(p, grid, s);
   if (variant == FM_VARIANT_SKIP && !instr && mode != MODE_DEFAULT) {
     switch (mode) {
       case MODE_PLAIN: return launch_one<HD, FM_VARIANT_SKIP, false, false, false>(p, grid, s);

@@ -44,6 +44,7 @@ printf 'name: x\nseqlen: [64\n' > broken.yaml
 printf 'name: x\nmasks:\n  - family: nosuch\n' > unknown_family.yaml
 printf 'name: x\nbogus_key: 1\nmasks:\n  - family: causal\n' > unknown_key.yaml
 printf 'name: x\nseqlen: 64\nrun: [analyze, gpu]\nkernel: sm90\nmasks:\n  - family: causal\n' > sm90.yaml
+printf 'name: x\nseqlen: 64\nmask_method: fast\nmasks:\n  - family: causal\n' > bad_mask_method.yaml
 printf 'name: x\nseqlen: 64\nrun: [analyze, gpu]\nkernel: sm90\nprofile: nosuch\nmasks:\n  - family: causal\n' > noprofile.yaml
 printf '{"format": "fmsim-gpu-profile", "version": 1, "kernel": ' > badprofile.json
 printf 'key +\ndrag 0 0 99999999999 0\n' > extreme.script

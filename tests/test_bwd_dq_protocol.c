@@ -1,33 +1,37 @@
 /* The dQ hand-off of the sm90 backward (kernels/fm_sm90_bwd.cuh: the
  * consumers' stage_dq / store_dkdv / END, the writers' dq_writer, the
- * producer's turns of skipped tiles), host only: a state machine of the
- * agents of one or more CTAs, explored over every interleaving (depth-first,
- * visited states hashed) or along random schedules, in both modes and both
- * ways of sharing the deterministic counters (head dim 128: a counter per
- * warpgroup; head dim 64: one counter, turns 2 n + w).
+ * producer's ring), host only: a state machine of the agents of one or more
+ * CTAs, explored over every interleaving (depth-first, visited states hashed)
+ * or along random schedules, in both modes and both ways of sharing the
+ * deterministic counters (head dim 128: a counter per warpgroup; head dim 64:
+ * one counter, turns 2 t + w, t the key tile's rank among the query tile's
+ * visitors in take order, kernels/fm_sm90_bwd_order.h).
  *
- * What comes from the kernel's own header (kernels/fm_sm90_bwd_dq.h, which
- * the kernel uses for the same purposes): the barrier counts and who arrives
- * how often, the wait parities, the use index of every staging use, the
- * deterministic counter slots, turns and passes, the job codes. What is a
- * copy of the kernel's code (keep in step): the order of the steps of each
- * agent, listed at each agent below.
+ * What comes from the kernel's own header (kernels/fm_sm90_bwd_dq.h, which the
+ * kernel uses for the same purposes): the barrier counts and who arrives how
+ * often, the wait parities, the use index of every staging use, the
+ * deterministic counter slots, turns and passes, the job codes. What is a copy
+ * of the kernel's code (keep in step): the order of the steps of each agent,
+ * listed at each agent below.
  *
  * Checked at every step: no consumer writes a staging buffer while a copy of
  * it is being read by the copy engine; the writer reads the job word of the
  * use it waited for and copies a buffer that holds that use; in deterministic
- * mode, every (query tile, column part)'s dQ additions complete in key-tile
- * order. At the end of every schedule: nobody waits forever (a state where no
- * agent can move and one has not finished is a deadlock), every visited pair
- * was added once per warpgroup, every dK and dV stored once. The negative
- * tests (mutations of the protocol) show that each check can fail.
+ * mode, every (query tile, column part)'s dQ additions complete in the rule's
+ * take order. At the end of every schedule: nobody waits forever (a state
+ * where no agent can move and one has not finished is a deadlock), every
+ * visited pair was added once per warpgroup, every dK and dV stored once. The
+ * negative tests (mutations of the protocol) show that each check can fail.
+ *
+ * The consumers' schedule (consumer): both warpgroups at once with one
+ * 256-thread barrier per tile at head dim 128 and this tile's dQ staged before
+ * the release; the model also checks that no warpgroup writes a dS^T buffer
+ * that a dQ wgmma is still reading (the two buffers and BAR_DS). (The
+ * ping-pong schedule, whose model sat here beside it, was removed with the
+ * kernel's.)
  *
  * Model choices: a consumer warpgroup is one agent whose 128 threads arrive
- * together (FMBQ_WG_THREADS arrivals in one step); the tensor-core turns of
- * the two warpgroups alternate strictly (named barriers 4, 5); the ds_full /
- * ds_empty barriers are left out (their waits end without any of the agents
- * here moving: each is arrived before the arriving warpgroup's next wait on
- * anything); the copy engine finishes a group's read, then (deterministic dQ
+ * together (FMBQ_WG_THREADS arrivals in one step); the copy engine finishes a group's read, then (deterministic dQ
  * additions; every other copy's write with its read) its write, at any later
  * time; a warpgroup's steps that touch only its own state are taken together
  * with the step before them (they commute with every other agent's); key tiles
@@ -44,7 +48,7 @@
 
 enum { MAXK = 5, MAXC = 3, MAXI = 3, MAXT = 4, NW = FMBQ_NCW, STAGES = 2, MAXOPS = 4 };
 enum { M_NONE, M_EMPTY_PARITY, M_ARRIVE_BEFORE_READ, M_PASS_BEFORE_DONE, M_JOB_AFTER_ARRIVE, M_ITEM_USES,
-       M_SKIP_PASS, M_FULL_HALF };
+       M_TURN_BY_KEY, M_TURN_DESC, M_FULL_HALF, M_ONE_DS_BUFFER };
 
 typedef struct {
   int split, det;                 /* split keys (head dim 64), deterministic mode */
@@ -53,6 +57,7 @@ typedef struct {
   int tr, batch;                  /* query tiles; the producer classifies `batch` at a time (32) */
   unsigned visit[MAXK];           /* per key tile: bit m = query tile m visited */
   int n0;                         /* lowest key tile modelled; the stub stands for those below */
+  int pos[MAXK];                  /* take position of each key tile (fm_sm90_bwd_order.h; the stub's: below all) */
   int mutation;
 } cfg_t;
 
@@ -69,8 +74,8 @@ typedef struct {
 } op_t;
 
 enum { EMPTY_ENTRY = -2 };
-enum { C_ITEM, C_QFULL, C_TURN1, C_TURN2, C_RELEASE, C_NEXT, C_LASTDQ, C_KVEMPTY, C_DV, C_ITEMDONE, C_END,
-       C_DONE, S_TAKE, S_WRITE, S_JOB, S_ARRIVE };
+enum { C_ITEM, C_QFULL, C_KVEMPTY, C_DV, C_ITEMDONE, C_END,
+       C_DONE, S_TAKE, S_WRITE, S_JOB, S_ARRIVE, C_WDS, C_BAR, C_BARWAIT, C_DQDONE, C_REL2 };
 enum { W_FULL, W_JOB, W_SEM, W_ISSUE, W_READ, W_EMPTY, W_ALL, W_PASS, W_FIN, W_DONE };
 enum { P_SKIP, P_EMIT, P_LAST, P_NEXT, P_DONE };
 
@@ -81,10 +86,10 @@ typedef struct {
   uint8_t q_issued, q_rel[NW], kv_done[NW];
   int8_t ring_m[STAGES];
   uint8_t ring_last[STAGES];
-  uint8_t pp; /* tensor-core turns taken by both warpgroups */
   /* consumer warpgroups */
   uint8_t c_pc[NW], c_it[NW], c_q[NW], c_ds[NW], c_k[NW], c_last[NW], c_ret[NW], c_u[NW];
-  int8_t c_prev[NW], c_m[NW], c_code[NW];
+  int8_t c_m[NW], c_code[NW];
+  int8_t c_rd[NW]; /* the dS^T buffer warpgroup w's dQ wgmma is reading, -1 none */
   /* writers */
   uint8_t w_pc[NW], w_u[NW], w_n[NW];
   int8_t w_code[NW];
@@ -122,9 +127,22 @@ static void arrive(mbar_t *b, int times, int count) {
       b->pending = (uint8_t)count;
     }
 }
-static int key_of(const cfg_t *g, int n, int w) { return g->split ? FMBQ_NCW * n + w : n; }
 static int part_of(const cfg_t *g, int w) { return g->split ? 0 : w; }
 static int visited(const cfg_t *g, int n, int m) { return (g->visit[n] >> m) & 1; }
+/* the rule's order of additions: take position (head dim 64: both warpgroups of a key tile in turn) */
+static int key_of(const cfg_t *g, int n, int w) { return g->split ? FMBQ_NCW * g->pos[n] + w : g->pos[n]; }
+/* The turn of key tile n at query tile m (fm_sm90_bwd_order.h, rule 3): its rank among m's
+ * visitors in take order, after the stub's n0 (which visit every tile). Mutations: the
+ * earlier kernel's turn n without the skipped tiles' passes; ranks in reverse take order. */
+static int turn_of(const cfg_t *g, int n, int m) {
+  if (g->mutation == M_TURN_BY_KEY) return n;
+  int t = g->n0;
+  for (int k = g->n0; k < MAXK; k++)
+    if (k != n && visited(g, k, m) && (g->mutation == M_TURN_DESC ? g->pos[k] > g->pos[n] : g->pos[k] < g->pos[n]))
+      t++;
+  return t;
+}
+static int sem_slots(const cfg_t *g) { return g->split ? 1 : NW; }
 static int sem_index(const cfg_t *g, int m, int s) { return (int)fmbq_sem_slot(g->split, 0, g->tr, m, s); }
 
 /* dq_full's arrivals per phase (M_FULL_HALF: half the warpgroup's threads) */
@@ -135,7 +153,7 @@ static void init_state(const cfg_t *g, state_t *s) {
     cta_t *t = &s->cta[c];
     t->p_pend = -1;
     for (int w = 0; w < NW; w++) {
-      t->c_prev[w] = -1;
+      t->c_rd[w] = -1;
       t->full[w].pending = (uint8_t)full_count(g);
       t->empty[w].pending = FMBQ_EMPTY_COUNT;
       t->buf[w] = -1;
@@ -143,7 +161,7 @@ static void init_state(const cfg_t *g, state_t *s) {
     }
   }
   for (int m = 0; m < MAXT; m++)
-    for (int p = 0; p < NW; p++) s->last_add[m][p] = (int8_t)(g->n0 > 0 ? key_of(g, g->n0 - 1, NW - 1) : -1);
+    for (int p = 0; p < NW; p++) s->last_add[m][p] = -1; /* the stub's additions come first */
   if (g->n0 == 0 || !g->det) /* no stub: nothing below, or nobody waits for it */
     for (int m = 0; m < g->tr; m++) s->stub[m] = 1;
 }
@@ -151,11 +169,11 @@ static void init_state(const cfg_t *g, state_t *s) {
 /* --------------------------------------------------------------- producer */
 
 /* The kernel's producer (fm_sm90_bwd.cuh, producer and fmd::warp_compact): per
- * item, per batch of query tiles, first every skipped tile's turns (deterministic
- * mode; one lane per tile, in any order; per counter: wait for fmbq_turn, pass
- * fmbq_skip_pass), then the batch's visited tiles into the ring, one behind (the
- * last is held until the next one or the end, F_LAST); an item with none: an
- * EMPTY entry. The next item after both warpgroups' kv_empty. */
+ * item, per batch of query tiles, the batch's visited tiles into the ring, one
+ * behind (the last is held until the next one or the end, F_LAST); an item
+ * with none: an EMPTY entry. The next item after both warpgroups' kv_empty. A
+ * skipped tile takes no turn (fm_sm90_bwd_order.h): the P_SKIP stage of the
+ * earlier kernel, which passed them, has nothing left to do. */
 static int ring_issue(cta_t *t, int m, int last) {
   const int lo = t->q_rel[0] < t->q_rel[1] ? t->q_rel[0] : t->q_rel[1];
   if (t->q_issued >= lo + STAGES) return 0;
@@ -164,7 +182,7 @@ static int ring_issue(cta_t *t, int m, int last) {
   t->q_issued++;
   return 1;
 }
-static int skip_task(const cfg_t *g, int n, int m) { return g->det && !visited(g, n, m); }
+static int skip_task(const cfg_t *g, int n, int m) { return (void)g, (void)n, (void)m, 0; }
 /* the producer's moves that wait for nobody, done at once */
 static void producer_settle(const cfg_t *g, int c, cta_t *t) {
   for (;;) {
@@ -172,7 +190,7 @@ static void producer_settle(const cfg_t *g, int c, cta_t *t) {
       const int n = g->items[c][t->p_item], lo = t->p_batch * g->batch;
       int left = 0;
       for (int m = lo; m < lo + g->batch && m < g->tr; m++)
-        left |= skip_task(g, n, m) && t->p_slot[m] < fmbq_skip_slots(g->split);
+        left |= skip_task(g, n, m) && t->p_slot[m] < sem_slots(g);
       if (left) return;
       t->p_stage = P_EMIT;
       t->p_emit = 0;
@@ -202,12 +220,8 @@ static int producer_step(const cfg_t *g, state_t *s, int c, int choice) {
   switch (t->p_stage) {
   case P_SKIP: { /* choice: the tile whose lane moves */
     const int m = t->p_batch * g->batch + choice;
-    if (choice >= g->batch || m >= g->tr || !skip_task(g, n, m) || t->p_slot[m] >= fmbq_skip_slots(g->split))
-      return 0;
-    const int sl = t->p_slot[m], i = sem_index(g, m, sl);
-    if (s->sem[i] != fmbq_turn(g->split, n, sl)) return 0;
-    s->sem[i] = (uint8_t)(g->mutation == M_SKIP_PASS ? fmbq_turn(g->split, n, sl) + 1
-                                                     : fmbq_skip_pass(g->split, n, sl));
+    (void)s;
+    if (choice >= g->batch || m >= g->tr || !skip_task(g, n, m) || t->p_slot[m] >= sem_slots(g)) return 0;
     t->p_slot[m]++;
     break;
   }
@@ -245,9 +259,9 @@ static int producer_step(const cfg_t *g, state_t *s, int c, int choice) {
 /* --------------------------------------------------------------- consumers */
 
 /* A consumer warpgroup (fm_sm90_bwd.cuh, consumer): per item, per ring entry:
- * q_full; EMPTY: release, end of the tile loop; else its two tensor-core turns,
- * the release of the entry, then the pending dQ staged (stage_dq, use
- * fmbq_use(ds_iter - 1, it_n)); then the item's last dQ, kv_empty, dK and dV
+ * q_full; EMPTY: release, end of the tile loop; else its half of dS^T written
+ * (head dim 128: BAR_DS), this tile's dQ staged (stage_dq, use
+ * fmbq_use(ds_iter, it_n)), the release of the entry; then kv_empty, dK and dV
  * (store_dkdv, uses fmbq_use(ds_iter, it_n) and the next); after the last
  * item the END job (fmbq_use(ds_iter, it_n)). A staging use (take_stage,
  * the stores, hand_stage): wait dq_empty at fmbq_empty_parity(u); write; the
@@ -271,7 +285,6 @@ static int consumer_move(const cfg_t *g, state_t *s, int c, int w) {
       return 1;
     }
     if (t->p_item < t->c_it[w]) return 0; /* kv_full: the producer has taken the item */
-    t->c_prev[w] = -1;
     t->c_pc[w] = C_QFULL;
     return 1;
   case C_QFULL: {
@@ -281,33 +294,44 @@ static int consumer_move(const cfg_t *g, state_t *s, int c, int w) {
     t->c_q[w]++;
     if (m == EMPTY_ENTRY) {
       t->q_rel[w]++;
-      t->c_pc[w] = C_LASTDQ;
+      t->c_pc[w] = C_KVEMPTY;
     } else {
       t->c_m[w] = (int8_t)m;
-      t->c_pc[w] = C_TURN1;
+      t->c_pc[w] = C_WDS;
     }
     return 1;
   }
-  case C_TURN1:
-  case C_TURN2:
-    if (t->pp != 2 * t->c_k[w] + w) return 0;
-    t->pp++;
-    t->c_k[w]++;
-    t->c_pc[w] = t->c_pc[w] == C_TURN1 ? C_TURN2 : C_RELEASE;
+  /* write this warpgroup's half of dS^T to
+     buffer ds_iter & 1; head dim 128: BAR_DS (both warpgroups) before the dQ
+     wgmma, which reads both halves (head dim 64: its own half, no barrier)
+     until the wait that precedes the staging; this tile's dQ staged; release */
+  case C_WDS: {
+    const int b = g->mutation == M_ONE_DS_BUFFER ? 0 : t->c_ds[w] & 1;
+    for (int v = 0; v < NW; v++)
+      if (t->c_rd[v] == b && (v == w || !g->split))
+        violation("dS^T buffer written while a dQ wgmma reads it", c, w);
+    if (g->split) {
+      t->c_rd[w] = (int8_t)b;
+      t->c_pc[w] = C_DQDONE;
+    } else {
+      t->c_k[w]++; /* arrives on BAR_DS */
+      t->c_pc[w] = C_BARWAIT;
+    }
     return 1;
-  case C_RELEASE:
+  }
+  case C_BARWAIT:
+    if (t->c_k[w ^ 1] < t->c_k[w]) return 0;
+    t->c_rd[w] = (int8_t)(g->mutation == M_ONE_DS_BUFFER ? 0 : t->c_ds[w] & 1);
+    t->c_pc[w] = C_DQDONE;
+    return 1;
+  case C_DQDONE:
+    t->c_rd[w] = -1;
+    stage(t, w, t->c_m[w], use_of(g, t->c_ds[w], t->c_it[w]), C_REL2);
+    return 1;
+  case C_REL2:
     t->q_rel[w]++;
-    if (t->c_prev[w] >= 0) stage(t, w, t->c_prev[w], use_of(g, t->c_ds[w] - 1, t->c_it[w]), C_NEXT);
-    else t->c_pc[w] = C_NEXT;
-    return 1;
-  case C_NEXT:
-    t->c_prev[w] = t->c_m[w];
     t->c_ds[w]++;
-    t->c_pc[w] = t->c_last[w] ? C_LASTDQ : C_QFULL;
-    return 1;
-  case C_LASTDQ:
-    if (t->c_prev[w] >= 0) stage(t, w, t->c_prev[w], use_of(g, t->c_ds[w] - 1, t->c_it[w]), C_KVEMPTY);
-    else t->c_pc[w] = C_KVEMPTY;
+    t->c_pc[w] = t->c_last[w] ? C_KVEMPTY : C_QFULL;
     return 1;
   case C_KVEMPTY:
     t->kv_done[w]++;
@@ -357,7 +381,7 @@ static int consumer_move(const cfg_t *g, state_t *s, int c, int w) {
  * matters. */
 static int consumer_private(const cta_t *t, int w) {
   const int pc = t->c_pc[w];
-  return pc == C_NEXT || pc == C_LASTDQ || pc == C_DV || pc == C_ITEMDONE || pc == C_END ||
+  return pc == C_DV || pc == C_ITEMDONE || pc == C_END ||
          (pc == C_ITEM && t->p_item >= t->c_it[w]);
 }
 static int consumer_step(const cfg_t *g, state_t *s, int c, int w) {
@@ -398,7 +422,7 @@ static int writer_step(const cfg_t *g, state_t *s, int c, int w) {
     t->w_pc[w] = g->det && t->w_code[w] >= 0 ? W_SEM : W_ISSUE;
     return 1;
   case W_SEM:
-    if (s->sem[sem_index(g, code, w)] != fmbq_turn(g->split, n, w)) return 0;
+    if (s->sem[sem_index(g, code, w)] != fmbq_turn(g->split, turn_of(g, n, code), w)) return 0;
     t->w_pc[w] = W_ISSUE;
     return 1;
   case W_ISSUE: {
@@ -440,7 +464,7 @@ static int writer_step(const cfg_t *g, state_t *s, int c, int w) {
     t->w_pc[w] = W_PASS;
     return 1;
   case W_PASS:
-    s->sem[sem_index(g, code, w)] = (uint8_t)fmbq_turn_after(g->split, n, w);
+    s->sem[sem_index(g, code, w)] = (uint8_t)fmbq_turn_after(g->split, turn_of(g, n, code), w);
     t->w_u[w]++;
     t->w_pc[w] = W_FULL;
     return 1;
@@ -469,7 +493,7 @@ static int op_step(const cfg_t *g, state_t *s, int c, int w, int i) {
   }
   if (o->code >= 0) { /* the dQ addition lands */
     const int p = part_of(g, w), k = key_of(g, o->n, w);
-    if (g->det && s->last_add[o->code][p] >= k) violation("deterministic dQ additions out of key-tile order", c, w);
+    if (g->det && s->last_add[o->code][p] >= k) violation("deterministic dQ additions out of take order", c, w);
     if (s->last_add[o->code][p] < k) s->last_add[o->code][p] = (int8_t)k;
     if (s->added[o->n][o->code] & (1u << w)) violation("a dQ part added twice", c, w);
     s->added[o->n][o->code] |= (uint8_t)(1u << w);
@@ -487,7 +511,7 @@ static int op_step(const cfg_t *g, state_t *s, int c, int w, int i) {
    turns, tile by tile in any order, at any time */
 static int stub_step(const cfg_t *g, state_t *s, int m) {
   if (m >= g->tr || s->stub[m]) return 0;
-  for (int sl = 0; sl < fmbq_skip_slots(g->split); sl++)
+  for (int sl = 0; sl < sem_slots(g); sl++)
     s->sem[sem_index(g, m, sl)] = (uint8_t)fmbq_turn(g->split, g->n0, sl);
   s->stub[m] = 1;
   return 1;
@@ -690,6 +714,7 @@ static cfg_t one_cta(int split, int det) {
   g.split = split, g.det = det, g.nctas = 1, g.nitems[0] = 3;
   g.items[0][0] = 1, g.items[0][1] = 2, g.items[0][2] = 3;
   g.tr = 3, g.batch = 2, g.n0 = 1;
+  for (int n = 0; n < MAXK; n++) g.pos[n] = n;
   g.visit[1] = 0x5; /* tiles 0, 2 */
   g.visit[2] = 0x0; /* none: an EMPTY entry, dK = dV = 0 */
   g.visit[3] = 0x6; /* tiles 1, 2 */
@@ -702,6 +727,7 @@ static cfg_t two_ctas(int split, int det) {
   g.split = split, g.det = det, g.nctas = 2, g.nitems[0] = g.nitems[1] = 1;
   g.items[0][0] = 0, g.items[1][0] = 1;
   g.tr = 3, g.batch = 2, g.n0 = 0;
+  for (int n = 0; n < MAXK; n++) g.pos[n] = n;
   g.visit[0] = 0x3; /* tiles 0, 1 */
   g.visit[1] = 0x6; /* tiles 1, 2: skips 0 */
   return g;
@@ -716,15 +742,15 @@ Test(bwd_dq_protocol, the_header_is_the_kernels) {
   /* head dim 64: both warpgroups' turns in sequence, then the next key tile's */
   cr_assert_eq(fmbq_turn_after(1, 3, 0), fmbq_turn(1, 3, 1));
   cr_assert_eq(fmbq_turn_after(1, 3, 1), fmbq_turn(1, 4, 0));
-  cr_assert_eq(fmbq_skip_pass(1, 3, 0), fmbq_turn(1, 4, 0));
   cr_assert_eq(fmbq_turn_after(0, 3, 1), fmbq_turn(0, 4, 1));
   cr_assert_eq(fmbq_sem_slot(0, 5, 7, 2, 1), (5 * 7 + 2) * 2 + 1);
   cr_assert_eq(fmbq_sem_slot(1, 5, 7, 2, 1), (5 * 7 + 2) * 2);
 }
 
 /* Every interleaving of one CTA's agents, its predecessors' turns at any
- * time: both modes, both counter layouts. (Two CTAs' product is out of reach
- * of an exhaustive search: the tests below take random schedules for them.) */
+ * time: both modes, both counter layouts (head dim 64: no barrier between the
+ * warpgroups). (Two CTAs' product is out of reach of an exhaustive search: the
+ * tests below take random schedules for them.) */
 Test(bwd_dq_protocol, one_cta_every_interleaving) {
   for (int split = 0; split < 2; split++)
     for (int det = 0; det < 2; det++) {
@@ -745,7 +771,7 @@ Test(bwd_dq_protocol, ctas_random_schedules) {
       const cfg_t g = two_ctas(split, det);
       cr_assert(explore_random(&g, 400, lcg(&seed)), "two CTAs, split %d det %d: %s", split, det, g_why);
     }
-  for (int round = 0; round < 8; round++)
+  for (int round = 0; round < 16; round++)
     for (int split = 0; split < 2; split++) {
       cfg_t g;
       memset(&g, 0, sizeof g);
@@ -753,6 +779,8 @@ Test(bwd_dq_protocol, ctas_random_schedules) {
       g.nitems[0] = 2, g.nitems[1] = g.nitems[2] = 1; /* CTA 0 takes key tiles 0 and 3 */
       g.items[0][0] = 0, g.items[1][0] = 1, g.items[2][0] = 2, g.items[0][1] = 3;
       for (int n = 0; n < 4; n++) g.visit[n] = (unsigned)lcg(&seed) & 0xf;
+      /* take order: key tiles 0 .. 3 or, every other round, 2 1 0 3 (a descending rule's) */
+      for (int n = 0; n < 4; n++) g.pos[n] = round & 1 && n < 3 ? 2 - n : n;
       cr_assert(explore_random(&g, 100, lcg(&seed)), "round %d split %d: %s", round, split, g_why);
       g.det = 0;
       cr_assert(explore_random(&g, 25, lcg(&seed)), "round %d split %d default: %s", round, split, g_why);
@@ -780,8 +808,23 @@ Test(bwd_dq_protocol, mutations_are_caught) {
   expect_caught(one_cta(0, 0), M_ITEM_USES, "one use per item instead of FMBQ_ITEM_USES");
   /* dq_full completing with half the warpgroup's arrivals */
   expect_caught(one_cta(0, 0), M_FULL_HALF, "dq_full counting half the threads");
-  /* head dim 64: a skipped tile passing only the first warpgroup's turn */
-  expect_caught(two_ctas(1, 1), M_SKIP_PASS, "skip passes turn + 1 at head dim 64");
+  /* the turn rule: the earlier kernel's turn n without the skipped tiles' passes (key tile 1
+     skips query tile 0, key tile 2 waits for it there forever) */
+  cfg_t d = one_cta(0, 1);
+  d.n0 = 0, d.nitems[0] = 3, d.items[0][0] = 0, d.items[0][1] = 1, d.items[0][2] = 2;
+  d.visit[0] = 0x1, d.visit[1] = 0x2, d.visit[2] = 0x1;
+  expect_caught(d, M_TURN_BY_KEY, "turn = key tile (no passes for skipped tiles)");
+  /* ranks against the take order: the later-taken key tile adds first */
+  expect_caught(two_ctas(0, 1), M_TURN_DESC, "turns in reverse take order");
+  expect_caught(two_ctas(1, 1), M_TURN_DESC, "turns in reverse take order (head dim 64)");
+  /* one dS^T buffer: the next tile's stores overwrite what the other
+     warpgroup's dQ wgmma still reads */
+  cfg_t g1 = one_cta(0, 0);
+  expect_caught(g1, M_ONE_DS_BUFFER, "one dS^T buffer");
+  g1.split = 1; /* head dim 64 reads only its own half: one buffer would do there, but a
+                   warpgroup still may not overwrite its own half before its dQ wgmma read it */
+  g1.mutation = M_ONE_DS_BUFFER;
+  cr_assert(explore_all(&g1).ok, "head dim 64, one dS^T buffer: %s", g_why);
   /* the random schedules find a mutation too */
   cfg_t g = two_ctas(0, 1);
   g.mutation = M_PASS_BEFORE_DONE;

@@ -21,6 +21,9 @@ Test(cli, help_and_version) {
   fmt_run(&res, "--version");
   cr_assert_eq(res.status, 0);
   cr_assert(strstr(res.out, "fmsim 0."), "%s", res.out);
+  cr_assert(strstr(res.out, "figures: ") && strstr(res.out, "window: ") && strstr(res.out, "GPU kernels: ") &&
+                strstr(res.out, "NCCL: "),
+            "%s", res.out);
   fmt_run(&res, "--help");
   cr_assert_eq(res.status, 0);
   cr_assert(strstr(res.out, "analyze") && strstr(res.out, "families"));
@@ -132,6 +135,12 @@ Test(cli, paper_table_json_matches_the_paper) {
   cr_assert_eq(rows, 36);
 }
 
+/* Whether this fmsim draws figures (cairo): `fmsim --version` lists what the build can do. */
+static int have_figures(void) {
+  fmt_run(&res, "--version");
+  return strstr(res.out, "figures: yes") != NULL;
+}
+
 static void expect_usage_error(const char *args, const char *needle) {
   fmt_run(&res, args);
   cr_assert_eq(res.status, 2, "'%s' exited %d", args, res.status);
@@ -201,7 +210,8 @@ Test(cli, sizes_take_k_and_m_suffixes) {
 Test(cli, positional_family_suggests_the_flag) {
   expect_usage_error("analyze causal", "'causal' is a mask family, not a file: give --family causal");
   expect_usage_error("analyze casual", "give --family causal");
-  expect_usage_error("render sliding_window -o x.png", "give --family sliding_window");
+  if (have_figures()) /* without cairo, render says so before it reads its arguments */
+    expect_usage_error("render sliding_window -o x.png", "give --family sliding_window");
   expect_usage_error("analyze nosuchfile.npy", "nosuchfile.npy: cannot open");
 }
 
@@ -472,12 +482,27 @@ Test(robust, interrupted_analyze_out_leaves_no_staging, .timeout = 120) {
   cr_assert_eq(count_entries(out, ".staging."), 0, "swept by the next run");
 }
 
+/* `--version`'s "figures" says what render does: draws (yes) or refuses with one line (no) */
+Test(cli, version_figures_agree_with_render) {
+  const int figures = have_figures();
+  char dir[512], args[1024];
+  scratch(dir, sizeof dir, "version_figures");
+  snprintf(args, sizeof args, "render --family causal --seqlen 64 -o %s/v.png", dir);
+  fmt_run(&res, args);
+  if (figures) {
+    cr_assert_eq(res.status, 0, "--version says figures: yes, render failed: %s", res.err);
+  } else {
+    cr_assert_neq(res.status, 0, "--version says figures: no, render drew");
+    cr_assert_eq(res.err_lines, 1, "%s", res.err);
+    cr_assert(strstr(res.err, "built without cairo"), "%s", res.err);
+  }
+}
+
 /* Ctrl-C (and SIGTERM) while render writes its PNG, convert its interval
  * file, and the single form of run its trace: the temporary file or staging
  * folder goes with the process, and no output appears half-written. */
 Test(robust, interrupted_render_leaves_no_temporary, .timeout = 120) {
-  fmt_run(&res, "render --help");
-  if (strstr(res.err, "built without cairo")) cr_skip_test("no cairo: no render");
+  if (!have_figures()) cr_skip_test("no cairo: no render");
   char dir[512], out[700];
   scratch(dir, sizeof dir, "int_render");
   snprintf(out, sizeof out, "%s/big.png", dir);
@@ -535,9 +560,9 @@ Test(robust, predict_reads_a_dense_mask) {
 Test(robust, render_says_what_it_wrote) {
   char dir[512], args[2048], want[800];
   scratch(dir, sizeof dir, "render_wrote");
+  if (!have_figures()) cr_skip_test("no cairo: no render");
   snprintf(args, sizeof args, "render --family causal --seqlen 256 -o %s/m.png", dir);
   fmt_run(&res, args);
-  if (strstr(res.err, "built without cairo")) cr_skip_test("no cairo: no render");
   cr_assert_eq(res.status, 0, "%s", res.err);
   snprintf(want, sizeof want, "wrote %s/m.png\n", dir);
   cr_assert_str_eq(res.out, want);
@@ -630,8 +655,7 @@ Test(robust, sample_file_asking_for_48_gib) {
 }
 
 Test(robust, render_at_2_to_the_29_is_refused_up_front) {
-  fmt_run(&res, "render --help");
-  if (strstr(res.err, "built without cairo")) cr_skip_test("no cairo: no render");
+  if (!have_figures()) cr_skip_test("no cairo: no render");
   setenv("FMSIM_MEM_LIMIT", "4G", 1);
   char dir[512], args[1200];
   scratch(dir, sizeof dir, "render");
@@ -646,8 +670,8 @@ Test(robust, render_at_2_to_the_29_is_refused_up_front) {
 }
 
 Test(robust, view_without_a_display_exits_2_at_once) {
-  fmt_run(&res, "view --help");
-  if (strstr(res.out, "without cairo")) cr_skip_test("no viewer in this build");
+  fmt_run(&res, "--version");
+  if (!strstr(res.out, "window: yes")) cr_skip_test("no viewer in this build");
   const char *envs[] = {"env -u DISPLAY -u WAYLAND_DISPLAY -u SDL_VIDEODRIVER",
                         "env -u DISPLAY -u WAYLAND_DISPLAY SDL_VIDEODRIVER=",
                         "env -u WAYLAND_DISPLAY -u SDL_VIDEODRIVER DISPLAY="};
@@ -707,8 +731,7 @@ Test(robust, scenario_cases_are_checked_against_the_memory_limit) {
 Test(robust, scenario_outputs_do_not_follow_planted_links) {
   char dir[512], yaml[700], out[700], victim[700], args[2048], link[1200];
   scratch(dir, sizeof dir, "runner_links");
-  fmt_run(&res, "render --help");
-  int figures = !strstr(res.err, "built without cairo");
+  int figures = have_figures();
   scratch_file(dir, "s.yaml",
                figures ? "name: s\nseqlen: 256\nbr: 32\nbc: 32\nfigures: [gallery]\nmasks:\n"
                          "  - family: causal\n"
@@ -750,8 +773,7 @@ Test(robust, scenario_outputs_do_not_follow_planted_links) {
  * with both lengths (the message once read the freed mask: a use after free
  * that fuzz/corpus/trace/crash-columns-sk-mismatch reproduces under ASan). */
 Test(robust, trace_with_columns_of_another_length) {
-  fmt_run(&res, "render --help");
-  if (strstr(res.err, "built without cairo")) cr_skip_test("no cairo: no render");
+  if (!have_figures()) cr_skip_test("no cairo: no render");
   char dir[512], args[2048];
   scratch(dir, sizeof dir, "sk_mismatch");
   /* the columns of S = 64 in the trace of S = 65 (every row index still inside [0, 65]) */

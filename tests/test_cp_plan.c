@@ -35,10 +35,13 @@ static fm_colmask *family(const char *name, int64_t s, const char *param) {
   return m;
 }
 
+/* A frozen copy of the H200 sm90 profile (the fourth session's fit, 2026-11-23): the
+ * hand-worked figures below are computed from its coefficients, which a refit of
+ * data/gpu/h200-sm90.json would move. */
 static fm_gpu_profile *profile(void) {
   static fm_gpu_profile p;
   fm_err err;
-  cr_assert_eq(fm_profile_load(FM_TEST_SOURCE_DIR "/../data/gpu/h200-sm90.json", &p, &err), FM_OK, "%s",
+  cr_assert_eq(fm_profile_load(FM_TEST_SOURCE_DIR "/ref/h200-sm90-2026-11-23.json", &p, &err), FM_OK, "%s",
                err.msg);
   return &p;
 }
@@ -205,7 +208,8 @@ Test(cp_plan, rank_mask_is_the_mask_on_its_rows_and_gives_its_time) {
   for (int t = 0; t < 3; t++) {
     fm_colmask *m = ms[t];
     int32_t s = fm_colmask_sq(m);
-    fm_cp_options o = {.ranks = 3, .chunk = 256, .kernel = FM_KERNEL_SM90, .profile = profile()};
+    fm_clock clock = t == 1 ? FM_CLOCK_SUSTAINED : FM_CLOCK_BURST; /* each state on some mask */
+    fm_cp_options o = {.ranks = 3, .chunk = 256, .kernel = FM_KERNEL_SM90, .profile = profile(), .clock = clock};
     fm_cp_plan *p = NULL;
     fm_err err;
     cr_assert_eq(fm_cp_plan_create(m, &o, &p, &err), FM_OK, "%s", err.msg);
@@ -231,7 +235,8 @@ Test(cp_plan, rank_mask_is_the_mask_on_its_rows_and_gives_its_time) {
           fm_timing_work w;
           fm_timing_result res;
           fm_timing_problem pb = {.batch = 1, .heads = 1, .head_dim = 128,
-                                  .pass = pass ? FM_PASS_BWD : FM_PASS_FWD, .variant = FM_VARIANT_SKIP};
+                                  .pass = pass ? FM_PASS_BWD : FM_PASS_FWD, .variant = FM_VARIANT_SKIP,
+                                  .clock = clock};
           const fm_cp_summary *su = fm_cp_plan_summary(p);
           cr_assert_eq(fm_timing_work_init(&w, loc, su->br[pass], su->bc[pass], NULL), FM_OK);
           cr_assert_eq(fm_timing_predict(profile(), &w, &pb, &res, NULL), FM_OK);
@@ -328,18 +333,35 @@ Test(cp_plan, ranks_aligned_to_documents_need_no_remote_kv) {
   for (int r = 0; r < 4; r++) cr_assert_eq(ct->ranks[r].kv_sources, 0);
   /* zigzag's stripes of 2048 cut the documents: each rank needs its stripes' partners */
   cr_assert_gt(zz->kv_recv_bytes, 0);
-  /* nothing to wait for: the ring's one step is the launch plus its own
-   * work (forward: the first merge, (3u + 2l) R, and O converted, 3u R;
-   * backward: dQ copied, 3u R, the OWN sums, 10u R, dQ, dK, dV converted,
-   * 9u R; u = 256, l = 4 bytes, R = 4096 rows, at the profile's HBM rate) */
+  /* nothing to wait for: the ring's one step is the launch of the rank's
+   * rows against its own keys (one whole document of 4096: the timing
+   * model's prediction of that document alone, through fm_timing_work_init)
+   * plus its own work (forward: the first merge, (3u + 2l) R, and O
+   * converted, 3u R; backward: dQ copied, 3u R, the OWN sums, 10u R, dQ, dK,
+   * dV converted, 9u R; u = 256, l = 4 bytes, R = 4096 rows, at the
+   * profile's HBM rate). The all-gather's forward launch is dearer: against
+   * all S keys, its items consider four times the key tiles. */
   const double h = profile()->hbm_gbs * 1e3, R = 4096, u = 256, l = 4;
-  double fwd = 0, bwd = 0;
-  for (int r = 0; r < 4; r++) {
-    fwd = fmax(fwd, ct->ranks[r].ms[FM_CP_FWD]);
-    bwd = fmax(bwd, ct->ranks[r].ms[FM_CP_BWD]);
+  fm_colmask *doc = family("document", 4096, "docs=4096");
+  double own[FM_CP_NPASSES];
+  for (int k = 0; k < FM_CP_NPASSES; k++) {
+    fm_pass fp = k == FM_CP_FWD ? FM_PASS_FWD : FM_PASS_BWD;
+    const int32_t D = fm_cp_plan_summary(p)->head_dim;
+    const fm_timing_coef *c = fm_profile_coef(profile(), fp, D);
+    fm_timing_work w;
+    fm_timing_result res;
+    cr_assert_eq(fm_timing_work_init(&w, doc, c->br, c->bc, NULL), FM_OK);
+    fm_timing_problem pb = {.batch = 1, .heads = 1, .head_dim = D, .pass = fp, .variant = FM_VARIANT_SKIP,
+                            .clock = fm_cp_plan_summary(p)->clock};
+    cr_assert_eq(fm_timing_predict(profile(), &w, &pb, &res, NULL), FM_OK);
+    own[k] = res.time_us / 1e3;
+    fm_timing_work_free(&w);
+    for (int r = 0; r < 4; r++) /* the backward's items are the key tiles: the others' are empty */
+      cr_assert(k == FM_CP_FWD ? own[k] < ct->ranks[r].ms[k] : own[k] <= ct->ranks[r].ms[k] + 1e-12,
+                "pass %d rank %d: %g %g", k, r, own[k], ct->ranks[r].ms[k]);
   }
-  fwd += (6 * u + 2 * l) * R / h / 1e3;
-  bwd += 22 * u * R / h / 1e3;
+  fm_colmask_destroy(doc);
+  double fwd = own[FM_CP_FWD] + (6 * u + 2 * l) * R / h / 1e3, bwd = own[FM_CP_BWD] + 22 * u * R / h / 1e3;
   cr_assert_float_eq(ct->cost[FM_CP_RING].ms[FM_CP_FWD], fwd, 1e-9, "nothing to wait for");
   cr_assert_float_eq(ct->cost[FM_CP_RING].ms[FM_CP_BWD], bwd, 1e-9, "nothing to wait for");
   fm_cp_plan_destroy(p);
@@ -357,19 +379,22 @@ Test(cp_plan, ranks_aligned_to_documents_need_no_remote_kv) {
 
 /* ---- the exchange model ------------------------------------------------------------------ */
 
+/* The exchange model's hand-worked example (exchange_model_by_hand says it in words): two
+ * ranks, each with its own keys' step and the other's. */
+static const int64_t HAND_START[3] = {0, 2, 4};
+static const fm_cp_model_src HAND_SRC[4] = {
+    {.s = 0, .us = {10, 10}},
+    {.s = 1, .us = {5, 5}, .bytes = 20000, .msgs = {{6, 6}, {2, 2}}},
+    {.s = 0, .us = {4, 4}},
+    {.s = 1, .us = {3, 3}, .bytes = 2000, .msgs = {{2, 2}, {4, 2}}}};
+
 Test(cp_plan, exchange_model_by_hand) {
   /* Two ranks, a link of 1 GB/s (1000 bytes per us) and 1 us per message.
    * Rank 0: own step 10 us, then rank 1's keys 5 us, receiving 20000 bytes
    * (20 us) in 2 K/V messages (ring) or 6 (all-gather), partials back in 2 / 6.
    * Rank 1: own step 4 us, rank 0's keys 3 us, 2000 bytes (2 us) in 4 / 2
    * messages, partials back in 2 / 2. The same compute in both passes. */
-  const int64_t start[3] = {0, 2, 4};
-  const fm_cp_model_src src[4] = {
-      {.s = 0, .us = {10, 10}},
-      {.s = 1, .us = {5, 5}, .bytes = 20000, .msgs = {{6, 6}, {2, 2}}},
-      {.s = 0, .us = {4, 4}},
-      {.s = 1, .us = {3, 3}, .bytes = 2000, .msgs = {{2, 2}, {4, 2}}}};
-  fm_cp_model m = {.ranks = 2, .start = start, .src = src, .link_gbs = 1, .link_us = 1};
+  fm_cp_model m = {.ranks = 2, .start = HAND_START, .src = HAND_SRC, .link_gbs = 1, .link_us = 1};
   double wall[2];
   /* Ring forward: one group, s = 1, posted at 0 by both (step 1 waits for no
    * step i - 2). 1 -> 0 takes 20 + 2 = 22 us, 0 -> 1 takes 2 + 4 = 6; the group
@@ -389,8 +414,8 @@ Test(cp_plan, exchange_model_by_hand) {
   cr_assert_float_eq(wall[0], 49, 1e-9, "%g", wall[0]);
   cr_assert_float_eq(wall[1], 49, 1e-9, "%g", wall[1]);
   /* All-gather forward, one launch of 15 and 7 us after the group. Each
-   * transfer takes the busier of its sender's outgoing and its receiver's
-   * incoming link: 1 -> 0: 20000 bytes and 6 messages on both: 26 us; 0 -> 1:
+   * transfer takes its bytes and messages over its pair's link (no bound
+   * through a GPU here): 1 -> 0: 20000 bytes and 6 messages: 26 us; 0 -> 1:
    * 2000 and 2: 4 us. Both ranks take part in both: the group ends at 26;
    * walls 26 + 15 = 41 and 26 + 7 = 33. */
   const double comp[2] = {15, 7};
@@ -404,11 +429,121 @@ Test(cp_plan, exchange_model_by_hand) {
   cr_assert_float_eq(wall[0], 41, 1e-9, "%g", wall[0]);
   cr_assert_float_eq(wall[1], 41, 1e-9, "%g", wall[1]);
   /* sources out of ring order are refused */
-  const fm_cp_model_src bad[4] = {src[1], src[0], src[2], src[3]};
+  const fm_cp_model_src bad[4] = {HAND_SRC[1], HAND_SRC[0], HAND_SRC[2], HAND_SRC[3]};
   m.src = bad;
   fm_err err;
   cr_assert_eq(fm_cp_model_ring(&m, FM_CP_FWD, wall, &err), FM_EINVAL);
   cr_assert(strstr(err.msg, "ring order"), "%s", err.msg);
+}
+
+Test(cp_plan, allgather_pairs_move_side_by_side_up_to_the_gpus_bound) {
+  /* Three ranks, each receiving 3000 bytes in 1 message from each of the other two; a pair's
+   * link 1 GB/s (1000 bytes per us), 1 us a message. The pairs move side by side: a transfer
+   * takes 3 + 1 = 4 us, not the 6000 bytes of its receiver's whole group over one link. Through
+   * one GPU at most 1.5 GB/s: 6000 bytes in and out take 4 us, so a transfer takes max(3, 4) + 1
+   * = 5 us. Forward walls: the group, then launches of 10, 20, 30 us. */
+  static const int64_t start[4] = {0, 3, 6, 9};
+  fm_cp_model_src src[9];
+  for (int k = 0; k < 9; k++)
+    src[k] = (fm_cp_model_src){.s = k % 3, .bytes = k % 3 ? 3000 : 0, .msgs = {{k % 3 ? 1 : 0, 1}, {1, 1}}};
+  fm_cp_model m = {.ranks = 3, .start = start, .src = src, .link_gbs = 1, .link_us = 1};
+  const double comp[3] = {10, 20, 30};
+  double wall[3];
+  cr_assert_eq(fm_cp_model_allgather(&m, FM_CP_FWD, comp, wall, NULL), FM_OK);
+  for (int r = 0; r < 3; r++) cr_assert_float_eq(wall[r], 4 + comp[r], 1e-9, "rank %d: %g", r, wall[r]);
+  m.gpu_gbs = 1.5;
+  cr_assert_eq(fm_cp_model_allgather(&m, FM_CP_FWD, comp, wall, NULL), FM_OK);
+  for (int r = 0; r < 3; r++) cr_assert_float_eq(wall[r], 5 + comp[r], 1e-9, "rank %d: %g", r, wall[r]);
+  /* backward: the launches first; each pair's partials once both ends are done (rank 2, the
+   * slowest, holds its two pairs: 30 + 5), the others' pair at max(10, 20) + 5 = 25 */
+  cr_assert_eq(fm_cp_model_allgather(&m, FM_CP_BWD, comp, wall, NULL), FM_OK);
+  cr_assert_float_eq(wall[0], 35, 1e-9, "%g", wall[0]);
+  cr_assert_float_eq(wall[1], 35, 1e-9, "%g", wall[1]);
+  cr_assert_float_eq(wall[2], 35, 1e-9, "%g", wall[2]);
+}
+
+Test(cp_plan, launch_ops_by_hand) {
+  /* One more sm90 launch's small operations (fm_cp_launch_ops_us): OP_US =
+   * 2.336 + 1.008 us a small kernel or memset, GAP_US = 1.008 a kernel priced
+   * by its bytes. Backward: tile_bounds and the counter memset (2 OP_US), prep,
+   * the dQ memset, the kernel, dq_convert and the dQ sum (5 GAP_US): 6.688 +
+   * 5.04 = 11.728. Forward at 128K, P = 4, H = 4 (1024 items, at most CUB's
+   * one tile of 256 x 19 = 4864): tile_bounds, row_work, item_keys, one sort
+   * kernel, the memset (5 OP_US) and the kernel and merge (2 GAP_US): 16.72 +
+   * 2.016 = 18.736. At 1M (8192 items), B x H = 4: the key's end bit is 35
+   * (33, then 4 >> 1 and 4 >> 2 are not 0), 5 digits of 8 bits: histogram,
+   * exclusive sum, 5 x (memset, onesweep) = 12 sort operations: 16 x 3.344 +
+   * 2.016 = 55.52. 4864 items: one tile still. */
+  cr_assert_float_eq(fm_cp_launch_ops_us(FM_CP_BWD, 1024, 4), 11.728, 1e-9);
+  cr_assert_float_eq(fm_cp_launch_ops_us(FM_CP_FWD, 1024, 4), 18.736, 1e-9);
+  cr_assert_float_eq(fm_cp_launch_ops_us(FM_CP_FWD, 8192, 4), 55.52, 1e-9);
+  cr_assert_float_eq(fm_cp_launch_ops_us(FM_CP_FWD, 4864, 4), 18.736, 1e-9);
+  /* B x H = 1: end bit 33, 5 digits still; 256: 41, 6 digits: 14 operations */
+  cr_assert_float_eq(fm_cp_launch_ops_us(FM_CP_FWD, 8192, 256), 18 * 3.344 + 2.016, 1e-9);
+}
+
+Test(cp_plan, exchange_model_contention_by_hand) {
+  /* A step beside an NCCL group progresses at 1 - f (fm_cp_stretch). f = 0.2,
+   * a group resident over [10, 60): 100 us of work from 0 runs 10 us at full
+   * rate, 50 us at 0.8 (40 us of work), the last 50 us after: ends at 110; 30
+   * us of work: 10, then 20 / 0.8 = 25 inside: ends at 35; from 70 (after the
+   * group): 70 + 100. */
+  const double iv[4] = {10, 60, 200, 210};
+  cr_assert_float_eq(fm_cp_stretch(0, 100, 0.2, iv, 1), 110, 1e-9);
+  cr_assert_float_eq(fm_cp_stretch(0, 30, 0.2, iv, 1), 35, 1e-9);
+  cr_assert_float_eq(fm_cp_stretch(70, 100, 0.2, iv, 1), 170, 1e-9);
+  /* two groups: 10 + 40 inside the first (50), 140 free to 200 (190), 8
+   * inside the second (its 10 us at 0.8), the last 2 after it: ends at 212 */
+  cr_assert_float_eq(fm_cp_stretch(0, 200, 0.2, iv, 2), 212, 1e-9);
+  cr_assert_float_eq(fm_cp_stretch(0, 200, 0, iv, 2), 200, 1e-9);
+  /* exchange_model_by_hand's two ranks with comm_sm_frac 0.2. Forward: the one
+   * group is resident on both ranks over [0, 22) (posted at 0, its last
+   * transfer done at 22: rank 1 waits for its send of 22 us). Rank 0's own
+   * step (10 us) runs inside it at 0.8: 12.5; its second (5 us) from 22, after
+   * the group: 5. Rank 1: 4 / 0.8 = 5, then 3. The walls are the groups' (27,
+   * 25), the windows grow: 12.5 + 5 and 5 + 3 where the steps alone are 10 +
+   * 5 and 4 + 3. */
+  fm_cp_model m = {.ranks = 2, .start = HAND_START, .src = HAND_SRC, .link_gbs = 1, .link_us = 1,
+                   .comm_sm_frac = 0.2};
+  double wall[2], step[4];
+  cr_assert_eq(fm_cp_model_ring_steps(&m, FM_CP_FWD, wall, step, NULL), FM_OK);
+  cr_assert_float_eq(wall[0], 27, 1e-9, "%g", wall[0]);
+  cr_assert_float_eq(wall[1], 25, 1e-9, "%g", wall[1]);
+  const double want[4] = {12.5, 5, 5, 3};
+  for (int k = 0; k < 4; k++) cr_assert_float_eq(step[k], want[k], 1e-9, "step %d: %g", k, step[k]);
+  /* Backward: KV(1) as above; DKV(1) is posted after each rank's step 1 (27,
+   * 25) and ends at 49 on both: no step runs beside it. The steps as in the
+   * forward; the walls stay 49. */
+  cr_assert_eq(fm_cp_model_ring_steps(&m, FM_CP_BWD, wall, step, NULL), FM_OK);
+  cr_assert_float_eq(wall[0], 49, 1e-9, "%g", wall[0]);
+  cr_assert_float_eq(wall[1], 49, 1e-9, "%g", wall[1]);
+  for (int k = 0; k < 4; k++) cr_assert_float_eq(step[k], want[k], 1e-9, "step %d: %g", k, step[k]);
+  /* Rank 1's own step of 30 us instead: inside [0, 22) it does 17.6 us of
+   * work, the other 12.4 after: ends at 34.4, its step 1 from 34.4 to 37.4.
+   * The group does not move (posted at 0 by both): rank 0 as before. */
+  fm_cp_model_src slow[4] = {HAND_SRC[0], HAND_SRC[1], HAND_SRC[2], HAND_SRC[3]};
+  slow[2].us[FM_CP_FWD] = 30;
+  m.src = slow;
+  cr_assert_eq(fm_cp_model_ring_steps(&m, FM_CP_FWD, wall, step, NULL), FM_OK);
+  cr_assert_float_eq(step[2], 34.4, 1e-9, "%g", step[2]);
+  cr_assert_float_eq(wall[1], 37.4, 1e-9, "%g", wall[1]);
+  cr_assert_float_eq(wall[0], 27, 1e-9, "%g", wall[0]);
+  /* counted in waves (fm_cp_contended_rate): 128 items on 132 SMs fill one wave, on the 116
+   * that f = 0.12 leaves two (rate 1/2); 100 fit on the rest (1); 1024 take 8 and 9 waves */
+  cr_assert_float_eq(fm_cp_contended_rate(128, 132, 0.12), 0.5, 1e-12);
+  cr_assert_float_eq(fm_cp_contended_rate(100, 132, 0.12), 1, 1e-12);
+  cr_assert_float_eq(fm_cp_contended_rate(1024, 132, 0.12), 8.0 / 9.0, 1e-12);
+  cr_assert_float_eq(fm_cp_contended_rate(1024, 132, 0), 1, 0);
+  /* a step's own rate overrides 1 - f: rank 1's 30-us own step at rate 0.5 inside [0, 22)
+   * does 11 us of work there, the other 19 after: ends at 41, its step 1 at 44 */
+  slow[2].rate[FM_CP_FWD] = 0.5;
+  cr_assert_eq(fm_cp_model_ring_steps(&m, FM_CP_FWD, wall, step, NULL), FM_OK);
+  cr_assert_float_eq(step[2], 41, 1e-9, "%g", step[2]);
+  cr_assert_float_eq(wall[1], 44, 1e-9, "%g", wall[1]);
+  /* f outside [0, 1) is refused */
+  m.comm_sm_frac = 1;
+  fm_err err;
+  cr_assert_eq(fm_cp_model_ring_steps(&m, FM_CP_FWD, wall, step, &err), FM_EINVAL);
 }
 
 Test(cp_plan, exchange_model_sums_by_hand) {
@@ -416,7 +551,6 @@ Test(cp_plan, exchange_model_sums_by_hand) {
    * to add the partials of its K/V that rank 0 sends back, rank 0 1 us for
    * rank 1's (back_us); OWN sums 2 and 1 us; all-gather copies 1 and 0.5 us;
    * conversions (tail_us) as set below. */
-  const int64_t start[3] = {0, 2, 4};
   const fm_cp_model_src src[4] = {
       {.s = 0, .us = {10, 10}},
       {.s = 1, .us = {5, 5}, .bytes = 20000, .msgs = {{6, 6}, {2, 2}}, .back_us = 3},
@@ -425,7 +559,7 @@ Test(cp_plan, exchange_model_sums_by_hand) {
   const fm_cp_model_rank rank[2] = {
       {.own_us = 2, .copy_us = 1, .tail_us = {{0.25, 1}, {0.5, 1.5}}},
       {.own_us = 1, .copy_us = 0.5, .tail_us = {{0, 0.5}, {0.25, 0.75}}}};
-  fm_cp_model m = {.ranks = 2, .start = start, .src = src, .link_gbs = 1, .link_us = 1, .rank = rank};
+  fm_cp_model m = {.ranks = 2, .start = HAND_START, .src = src, .link_gbs = 1, .link_us = 1, .rank = rank};
   double wall[2];
   /* Ring forward: the walls above (27, 25) and the conversion of O. */
   cr_assert_eq(fm_cp_model_ring(&m, FM_CP_FWD, wall, NULL), FM_OK);
@@ -456,34 +590,46 @@ Test(cp_plan, exchange_model_sums_by_hand) {
 Test(cp_plan, ring_extra_work_from_sizes_and_profile) {
   /* full, S = 4096, two contiguous ranks of R = 2048 rows, B = H = 1, D =
    * 128, on the H200 sm90 profile, a link so fast that no transfer counts.
-   * Each rank has two ring steps (own keys, the other's), each half its
-   * visited tiles; the all-gather one launch T. With u = H D 2 = 256 bytes
-   * (a bf16 row), l = 4 (an LSE row) and h = 4800 GB/s (the profile's HBM):
-   *   ring forward = T + launch_us + 16 items x item_us / 132 slots (the
-   *     second launch's row tiles) + (3u + 2l) R / h (first merge) + (5u +
-   *     3l) R / h (second) + 3u R / h (O converted); all-gather = T;
-   *   ring backward = T + launch_us + (7u + 3l) R / h (the second launch's
-   *     row work) + 3u R / h + 5u R / h (dQ copied, added) + 10u R / h (the
-   *     partials got back, added) + 9u R / h (dQ, dK, dV converted); the
-   *     OWN sums (10u R / h) run under step 1; all-gather = T + 6u R / h
-   *     (own partials copied) + 10u R / h + 6u R / h (dK, dV converted).
-   * Forward: 26.689 + 0.201 + (2836 x 2048) / 4.8e6 = 26.689 + 0.201 +
-   * 1.210 = 28.100 us more for the ring; backward: 16.254 + (12u + 3l) R / h
-   * = 16.254 + 1.316 = 17.570 us more. */
-  fm_colmask *m = family("full", 4096, NULL);
+   * Each rank has two ring steps (own keys, the other's), each the launch of
+   * its 2048 rows against 2048 keys: the timing model's prediction of the
+   * full 2048 x 2048 mask, T1 (forward) and T1' (backward), through
+   * fm_timing_work_init, independent of the plan's spans. With u = H D 2 =
+   * 256 bytes (a bf16 row), l = 4 (an LSE row) and h = 4800 GB/s:
+   *   forward steps: T1 + (3u + 2l) R / h (first merge), T1 + (5u + 3l) R / h
+   *     (second; the counted operations, 18.736 us, stay below launch_us);
+   *   backward steps: T1' + 3u R / h (dQ copied), T1' + (7u + 3l) R / h (the
+   *     second launch's row work) + 5u R / h (dQ added);
+   *   ring forward = both steps + 3u R / h (O converted); ring backward = both
+   *     steps + 10u R / h (the partials got back) + 9u R / h (dQ, dK, dV
+   *     converted); the OWN sums (10u R / h) run under step 1;
+   *   all-gather = the one launch T (forward), T + 6u R / h + 10u R / h + 6u
+   *     R / h (backward: own partials copied, the other's added, dK, dV
+   *     converted). */
+  fm_colmask *m = family("full", 4096, NULL), *half = family("full", 2048, NULL);
   const fm_gpu_profile *prof = profile();
   fm_cp_options o = {.ranks = 2, .shardings = 1u << FM_CP_CONTIGUOUS, .kernel = FM_KERNEL_SM90,
-                     .profile = prof, .link_gbs = 1e9, .link_us = 1e-9};
+                     .profile = prof, .link_gbs = 1e9, .link_us = 1e-9, .gpu_gbs = -1};
   fm_cp_plan *p = NULL;
   cr_assert_eq(fm_cp_plan_create(m, &o, &p, NULL), FM_OK);
   const fm_cp_sharding_plan *ct = sharding(p, FM_CP_CONTIGUOUS);
-  const fm_timing_coef *cf = fm_profile_coef(prof, FM_PASS_FWD, 128), *cb = fm_profile_coef(prof, FM_PASS_BWD, 128);
   const double R = 2048, u = 256, l = 4, h = prof->hbm_gbs * 1e3; /* bytes per us */
-  const double fwd = cf->launch_us + 16 * cf->item_us / (prof->sms * cf->ctas_per_sm) +
-                     ((3 * u + 2 * l) + (5 * u + 3 * l) + 3 * u) * R / h;
-  const double bwd = cb->launch_us + (12 * u + 3 * l) * R / h;
-  cr_assert_float_eq(fwd, 28.100, 1e-3, "%g", fwd);
-  cr_assert_float_eq(bwd, 17.570, 1e-3, "%g", bwd);
+  double t1[FM_CP_NPASSES];
+  for (int k = 0; k < FM_CP_NPASSES; k++) {
+    const fm_timing_coef *c = fm_profile_coef(prof, k == FM_CP_FWD ? FM_PASS_FWD : FM_PASS_BWD, 128);
+    fm_timing_work w;
+    fm_timing_result res;
+    cr_assert_eq(fm_timing_work_init(&w, half, c->br, c->bc, NULL), FM_OK);
+    fm_timing_problem pb = {.batch = 1, .heads = 1, .head_dim = 128,
+                            .pass = k == FM_CP_FWD ? FM_PASS_FWD : FM_PASS_BWD, .variant = FM_VARIANT_SKIP,
+                            .clock = fm_cp_plan_summary(p)->clock};
+    cr_assert_eq(fm_timing_predict(prof, &w, &pb, &res, NULL), FM_OK);
+    t1[k] = res.time_us;
+    fm_timing_work_free(&w);
+  }
+  cr_assert_lt(fm_cp_launch_ops_us(FM_CP_FWD, 16, 1), fm_profile_coef(prof, FM_PASS_FWD, 128)->launch_us);
+  cr_assert_lt(fm_cp_launch_ops_us(FM_CP_BWD, 16, 1), fm_profile_coef(prof, FM_PASS_BWD, 128)->launch_us);
+  const double fwd_step[2] = {t1[FM_CP_FWD] + (3 * u + 2 * l) * R / h, t1[FM_CP_FWD] + (5 * u + 3 * l) * R / h};
+  const double bwd_step[2] = {t1[FM_CP_BWD] + 3 * u * R / h, t1[FM_CP_BWD] + (7 * u + 3 * l + 5 * u) * R / h};
   for (int r = 0; r < 2; r++) {
     const fm_cp_rank *rk = &ct->ranks[r];
     cr_assert_eq(rk->rows, 2048);
@@ -492,11 +638,73 @@ Test(cp_plan, ring_extra_work_from_sizes_and_profile) {
     cr_assert_float_eq(ag->ms[FM_CP_FWD] * 1e3, rk->ms[FM_CP_FWD] * 1e3, 1e-5, "%g", ag->ms[FM_CP_FWD]);
     cr_assert_float_eq(ag->ms[FM_CP_BWD] * 1e3, rk->ms[FM_CP_BWD] * 1e3 + 22 * u * R / h, 1e-5, "%g",
                        ag->ms[FM_CP_BWD]);
-    cr_assert_float_eq((ring->ms[FM_CP_FWD] - ag->ms[FM_CP_FWD]) * 1e3, fwd, 1e-5, "rank %d", r);
-    cr_assert_float_eq((ring->ms[FM_CP_BWD] - ag->ms[FM_CP_BWD]) * 1e3, bwd, 1e-5, "rank %d", r);
+    cr_assert_eq(rk->nsteps, 2);
+    for (int i = 0; i < 2; i++) {
+      cr_assert_float_eq(rk->steps[i].ms[FM_CP_FWD] * 1e3, fwd_step[i], 1e-6, "rank %d step %d", r, i);
+      cr_assert_float_eq(rk->steps[i].ms[FM_CP_BWD] * 1e3, bwd_step[i], 1e-6, "rank %d step %d", r, i);
+    }
+    cr_assert_float_eq(ring->ms[FM_CP_FWD] * 1e3, fwd_step[0] + fwd_step[1] + 3 * u * R / h, 1e-5, "rank %d", r);
+    cr_assert_float_eq(ring->ms[FM_CP_BWD] * 1e3, bwd_step[0] + bwd_step[1] + 19 * u * R / h, 1e-5, "rank %d", r);
+    /* the compute cp-run measures: the all-gather's launch, the ring's step
+     * windows (no group resides beside them on this link: their own times) */
+    for (int k = 0; k < FM_CP_NPASSES; k++) {
+      cr_assert_float_eq(ag->compute_ms[k], rk->ms[k], 1e-12);
+      double sum = 0;
+      for (int i = 0; i < 2; i++) {
+        cr_assert_float_eq(rk->steps[i].ring_ms[k], rk->steps[i].ms[k], 1e-9);
+        sum += rk->steps[i].ring_ms[k];
+      }
+      cr_assert_float_eq(ring->compute_ms[k], sum, 1e-12);
+    }
   }
   fm_cp_plan_destroy(p);
   fm_colmask_destroy(m);
+  fm_colmask_destroy(half);
+}
+
+Test(cp_plan, the_allgather_clock_prices_the_allgather_alone) {
+  /* --clock auto: the all-gather's launches in the burst state, all else sustained. The
+   * one-GPU time, the ranks' compute and the ring are the all-sustained plan's; the
+   * all-gather's compute is the all-burst plan's; and the profile's window makes them
+   * differ where the profile has a window (8K causal_document, 3 ranks: launches of
+   * 0.1-3 ms, inside it) */
+  fm_colmask *m = family("causal_document", 8192, NULL);
+  fm_clock st[3][2] = {{FM_CLOCK_SUSTAINED, FM_CLOCK_BURST}, {FM_CLOCK_SUSTAINED, FM_CLOCK_SUSTAINED},
+                       {FM_CLOCK_BURST, FM_CLOCK_BURST}};
+  fm_cp_plan *p[3];
+  for (int k = 0; k < 3; k++) {
+    fm_cp_options o = {.ranks = 3, .chunk = 512, .kernel = FM_KERNEL_SM90, .profile = profile(),
+                       .clock = st[k][0], .allgather_clock = st[k][1]};
+    cr_assert_eq(fm_cp_plan_create(m, &o, &p[k], NULL), FM_OK);
+  }
+  const fm_cp_summary *a = fm_cp_plan_summary(p[0]), *s = fm_cp_plan_summary(p[1]);
+  cr_assert_eq(a->allgather_clock, FM_CLOCK_BURST);
+  cr_assert_str_eq(fm_cp_clock_name(a->clock, a->allgather_clock), "auto");
+  cr_assert_float_eq(a->one_gpu_total_ms, s->one_gpu_total_ms, 0);
+  for (int sh = 0; sh < FM_CP_NSHARDINGS; sh++)
+    for (int32_t r = 0; r < 3; r++)
+      for (int k = 0; k < FM_CP_NPASSES; k++) {
+        const fm_cp_rank *ra = &sharding(p[0], (fm_cp_sharding)sh)->ranks[r];
+        const fm_cp_rank *rs = &sharding(p[1], (fm_cp_sharding)sh)->ranks[r];
+        const fm_cp_rank *rb = &sharding(p[2], (fm_cp_sharding)sh)->ranks[r];
+        cr_assert_float_eq(ra->ms[k], rs->ms[k], 0);
+        cr_assert_float_eq(ra->cost[FM_CP_RING].compute_ms[k], rs->cost[FM_CP_RING].compute_ms[k], 0);
+        cr_assert_float_eq(ra->cost[FM_CP_ALLGATHER].compute_ms[k], rb->cost[FM_CP_ALLGATHER].compute_ms[k], 0);
+        if (k == FM_CP_FWD) /* this profile's forward has a window (1.1x past 6 ms), its backward none */
+          cr_assert_lt(ra->cost[FM_CP_ALLGATHER].compute_ms[k], rs->cost[FM_CP_ALLGATHER].compute_ms[k] / 1.05,
+                       "%s rank %d", fm_cp_sharding_name(sh), r);
+      }
+  for (int k = 0; k < 3; k++) fm_cp_plan_destroy(p[k]);
+  fm_colmask_destroy(m);
+  fm_clock c, g;
+  cr_assert_eq(fm_cp_clock_parse("auto", &c, &g, NULL), FM_OK);
+  cr_assert(c == FM_CLOCK_SUSTAINED && g == FM_CLOCK_BURST);
+  cr_assert_eq(fm_cp_clock_parse("burst", &c, &g, NULL), FM_OK);
+  cr_assert(c == FM_CLOCK_BURST && g == FM_CLOCK_BURST);
+  fm_err err;
+  cr_assert_eq(fm_cp_clock_parse("fast", &c, &g, &err), FM_EINVAL);
+  cr_assert(strstr(err.msg, "expected auto"), "%s", err.msg);
+  cr_assert_str_eq(fm_cp_clock_name(FM_CLOCK_BURST, FM_CLOCK_SUSTAINED), "mixed");
 }
 
 /* The exchange a sharding plan should take by its own costs (fm_cp_plan.h):
@@ -675,6 +883,62 @@ Test(cp_plan, exact_plan_is_at_least_as_balanced) {
   fm_colmask_destroy(m);
 }
 
+Test(cp_plan, best_is_the_least_predicted_step_or_the_best_balance) {
+  /* with times: the sharding whose picked exchange has the least step (every planned one
+   * fits here); without: the least imbalance of visited tiles. Causal at 4 ranks: not
+   * contiguous, whose last rank holds 7/16 of the work */
+  const char *fams[3] = {"causal", "causal_document", "sliding_window"};
+  for (int f = 0; f < 3; f++)
+    for (int t = 0; t < 2; t++) {
+      fm_colmask *m = family(fams[f], 65536, NULL);
+      fm_cp_plan *p = plan_of(m, 4, 0, t);
+      fm_cp_sharding b = fm_cp_plan_best(p);
+      const fm_cp_sharding_plan *bp = sharding(p, b);
+      for (int s = 0; s < FM_CP_NSHARDINGS; s++) {
+        const fm_cp_sharding_plan *sp = sharding(p, (fm_cp_sharding)s);
+        cr_assert(sp->fits[sp->exchange]);
+        if (t) cr_assert_leq(bp->step_ms, sp->step_ms, "%s: best %s", fams[f], fm_cp_sharding_name(b));
+        else cr_assert_leq(bp->imbalance_work, sp->imbalance_work, "%s: best %s", fams[f], fm_cp_sharding_name(b));
+      }
+      if (f == 0) cr_assert_neq(b, FM_CP_CONTIGUOUS);
+      fm_cp_plan_destroy(p);
+      fm_colmask_destroy(m);
+    }
+  /* one sharding planned: that one */
+  fm_colmask *m = family("causal", 65536, NULL);
+  fm_cp_plan *p = plan_of(m, 4, 1u << FM_CP_CONTIGUOUS, 1);
+  cr_assert_eq(fm_cp_plan_best(p), FM_CP_CONTIGUOUS);
+  fm_cp_plan_destroy(p);
+  fm_colmask_destroy(m);
+}
+
+Test(cp_plan, all_shardings_leave_out_one_that_cannot_cut_the_rows) {
+  /* S = 4096, 4 ranks: two mask-aware chunks of 2048 cannot feed four ranks. Asked for all,
+   * the plan holds contiguous and zigzag and says why mask-aware is not there; asked for by
+   * name, mask-aware fails the plan; none able (S = 256): the first one's reason */
+  fm_colmask *m = family("causal", 4096, NULL);
+  fm_cp_plan *p = plan_of(m, 4, 0, 1);
+  cr_assert_not_null(fm_cp_plan_sharding(p, FM_CP_CONTIGUOUS));
+  cr_assert_not_null(fm_cp_plan_sharding(p, FM_CP_ZIGZAG));
+  cr_assert_null(fm_cp_plan_sharding(p, FM_CP_MASK_AWARE));
+  cr_assert_null(fm_cp_plan_skipped(p, FM_CP_CONTIGUOUS));
+  cr_assert(strstr(fm_cp_plan_skipped(p, FM_CP_MASK_AWARE), "mask-aware needs a chunk per rank"), "%s",
+            fm_cp_plan_skipped(p, FM_CP_MASK_AWARE));
+  cr_assert_neq(fm_cp_plan_best(p), FM_CP_MASK_AWARE);
+  fm_cp_plan_destroy(p);
+  fm_cp_options o = {.ranks = 4, .shardings = 1u << FM_CP_MASK_AWARE, .kernel = FM_KERNEL_SM90};
+  fm_err err;
+  cr_assert_eq(fm_cp_plan_create(m, &o, &p, &err), FM_EINVAL);
+  cr_assert(strstr(err.msg, "mask-aware needs a chunk per rank"), "%s", err.msg);
+  fm_colmask_destroy(m);
+  m = family("causal", 256, NULL);
+  o.shardings = 0;
+  cr_assert_eq(fm_cp_plan_create(m, &o, &p, &err), FM_EINVAL);
+  cr_assert(strstr(err.msg, "contiguous needs 4 blocks"), "%s", err.msg);
+  cr_assert_null(p);
+  fm_colmask_destroy(m);
+}
+
 Test(cp_plan, bad_options_are_refused) {
   fm_colmask *m = family("causal", 4096, NULL);
   fm_cp_plan *p = NULL;
@@ -743,6 +1007,11 @@ Test(cp_plan_cli, json_parses_and_equals_the_table) {
            "            assert abs(float(w[i]) - r[key]) <= 0.0005, (w[i], r[key])\n"
            "        assert abs(float(w[12]) - r['kv_recv_bytes'] / 2**20) <= 0.05, (w[12], r['kv_recv_bytes'])\n"
            "        assert int(w[13]) == r['kv_sources']\n"
+           "best = min(d['shardings'], key=lambda s: s['step_ms'])\n"
+           "assert d['best'] == {'sharding': best['name'], 'exchange': best['exchange'], 'step_ms': best['step_ms']}, d['best']\n"
+           "w = next(l for l in open(sys.argv[2]) if l.startswith('best ')).split()\n"
+           "assert w[1:4] == [best['name'] + ',', best['exchange'] + ':', 'step'], w\n"
+           "assert abs(float(w[4]) - best['step_ms']) <= 0.0005, (w[4], best['step_ms'])\n"
            "print('ok')\n"
            "PY",
            path, txt);

@@ -18,7 +18,8 @@
  *     backward, equals the fp64 reference of the whole problem (atol = rtol
  *     = 1e-9: both sides are fp64); a rank never reads K/V it was not sent
  *     (those rows hold NaN);
- *   - fmsim cp-run --cpu prints PASS, and its --json parses. */
+ *   - fmsim cp-run --cpu prints PASS, and with --sharding plan runs the sharding and
+ *     exchange cp-plan names best. */
 #include "fm_test_util.h" /* first: it sets _POSIX_C_SOURCE */
 
 #include <criterion/criterion.h>
@@ -28,6 +29,7 @@
 #include "fm_bf16.h"
 #include "fm_cp_run.h"
 #include "fm_families.h"
+#include "fm_jsonr.h"
 #include "fm_reference.h"
 #include "fm_samples.h"
 
@@ -474,4 +476,46 @@ Test(cp_run, fake_head_dim_64) {
   fm_colmask *m = family("causal_document", 1536, NULL); /* granule 384 */
   run_fake(m, "causal_document D=64", 2, 1, 1, 64);
   fm_colmask_destroy(m);
+}
+
+/* ---- the command --------------------------------------------------------------------------- */
+
+/* Member `key` of object `obj` in the JSON text `text` (obj NULL: the root), as a string. */
+static void json_member(const char *text, const char *obj, const char *key, char *out, size_t n) {
+  fm_jdoc *d = NULL;
+  fm_err err;
+  cr_assert_eq(fm_jdoc_parse(text, strlen(text), "output", &d, &err), FM_OK, "%s", err.msg);
+  const fm_jv *v = fm_jdoc_root(d);
+  if (obj) v = fm_jv_get(v, obj);
+  const char *str = fm_jv_string(fm_jv_get(v, key));
+  cr_assert_not_null(str, "no %s.%s in %s", obj ? obj : "", key, text);
+  snprintf(out, n, "%s", str);
+  fm_jdoc_free(d);
+}
+
+Test(cp_run_cli, cpu_run_passes_and_plan_runs_the_best_sharding) {
+  /* --cpu prints PASS; with --json, --sharding plan runs the sharding (and exchange) that
+   * cp-plan's "best" names. At this size the launches' fixed costs make contiguous the best
+   * (fewest segments), so the run is not cp-run's default, mask-aware (the choice itself:
+   * cp_plan.best_is_the_least_predicted_step_or_the_best_balance) */
+  const char *mask = "--family causal --seqlen 4096 --heads 1 --ranks 4 --chunk 256";
+  char a[512], best[32] = "", bx[32] = "", ran[32] = "", rx[32] = "";
+  fmt_result r;
+  snprintf(a, sizeof a, "cp-run %s --sharding zigzag --cpu", mask);
+  fmt_run(&r, a);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_assert(strstr(r.out, "PASS"), "%s", r.out);
+  snprintf(a, sizeof a, "cp-plan %s --json", mask);
+  fmt_run(&r, a);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  json_member(r.out, "best", "sharding", best, sizeof best);
+  json_member(r.out, "best", "exchange", bx, sizeof bx);
+  cr_assert_str_neq(best, "mask-aware");
+  snprintf(a, sizeof a, "cp-run %s --sharding plan --cpu --json", mask);
+  fmt_run(&r, a);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  json_member(r.out, NULL, "sharding", ran, sizeof ran);
+  json_member(r.out, NULL, "exchange", rx, sizeof rx);
+  cr_assert_str_eq(ran, best);
+  cr_assert_str_eq(rx, bx);
 }

@@ -20,14 +20,20 @@ M = 1048576
 
 
 def plan(one_gpu_fwd, one_gpu_total, shardings):
-    """A plan_summary(): shardings {name: (exchange, step_ms, rank_fwd_ms, rank_compute_ms)}."""
+    """A plan_summary(): shardings {name: (exchange, step_ms, rank_fwd_ms, rank_compute_ms)}, the
+    ranks' compute that exchange's; the other exchange's half of it (a table that compares a run
+    with the wrong exchange's prediction fails)."""
+    def ex(e, x, st, fw, cm):
+        k = 1 if e == x else 0.5
+        return dict(fwd_ms=st / 4, bwd_ms=3 * st / 4, step_ms=st, fits=True, rank_fwd_ms=[k * v for v in fw],
+                    rank_compute_ms=[k * v for v in cm])
+    best = min(shardings, key=lambda n: shardings[n][1]) if shardings else "contiguous"
     return dict(profile="h200-sm90", one_gpu=dict(fwd_ms=one_gpu_fwd, bwd_ms=one_gpu_total - one_gpu_fwd,
                                                   total_ms=one_gpu_total),
                 shardings={n: dict(exchange=x, efficiency=0.9,
-                                   exchanges={e: dict(fwd_ms=st / 4, bwd_ms=3 * st / 4, step_ms=st, fits=True)
-                                              for e in ("allgather", "ring")},
-                                   rank_fwd_ms=fw, rank_compute_ms=cm)
-                           for n, (x, st, fw, cm) in shardings.items()})
+                                   exchanges={e: ex(e, x, st, fw, cm) for e in ("allgather", "ring")})
+                           for n, (x, st, fw, cm) in shardings.items()},
+                best=dict(sharding=best, exchange=shardings[best][0] if shardings else "allgather"))
 
 
 def fm(fam, P, sh, ex, pass_, sustained, compute=None, check=None, status="ok"):
@@ -84,11 +90,11 @@ class Table(unittest.TestCase):
 
     def test_efficiency_and_mask_aware_ratio(self):
         d = self.doc
-        self.assertEqual(cp_table.one_gpu_ms(d, "causal_document", M, "both"), 16000.0)
+        self.assertEqual(cp_table.ms(cp_table.one_gpu(d, "causal_document", M, "both")), 16000.0)
         # the fastest of six runs is mask-aware ring (4200; the OOM is no time): 16000 / (4 x 4200)
-        r = cp_table.best(d, "causal_document", M, 4, "both")
+        e, r = cp_table.scaled(d, "causal_document", M, 4, "both")
         self.assertEqual((r["sharding"], r["exchange"]), ("mask-aware", "ring"))
-        self.assertAlmostEqual(cp_table.efficiency(16000.0, cp_table.ms(r), 4), 16000 / 16800)
+        self.assertAlmostEqual(e, 16000 / 16800)
         # each sharding at its faster exchange: 4200 / 5400
         self.assertAlmostEqual(cp_table.mask_aware_ratio(d, "causal_document", M, 4, "both"), 4200 / 5400)
         self.assertIsNone(cp_table.mask_aware_ratio(d, "causal_document", M, 2, "both"))
@@ -121,6 +127,59 @@ class Table(unittest.TestCase):
         self.assertEqual((n, v), (f"fmsim/torch {62000 / 70000:.3f} (torch cudnn, allgather)", "met"))
         self.assertEqual(self.bar("causal, 1M tokens, 4 GPUs: faster")[1], "not measured")
 
+    def test_where_the_efficiency_goes(self):
+        """The fastest run's efficiency as three measured factors (mask-aware ring, 4200 ms; its
+        ranks' compute 4100, 4000, 3900, 4640, sum 16640; T1 16000)."""
+        x = cp_table.efficiency_parts(self.doc, "causal_document", M, 4)
+        self.assertAlmostEqual(x["compute"], 16000 / 16640)
+        self.assertAlmostEqual(x["balance"], 4160 / 4640)
+        self.assertAlmostEqual(x["overlap"], 4640 / 4200)
+        self.assertAlmostEqual(x["compute"] * x["balance"] * x["overlap"], x["eff"])
+        self.assertAlmostEqual(x["eff"], 16000 / (4 * 4200))
+        self.assertAlmostEqual(x["exposed_ms"], -440.0)
+        # full on 2 GPUs has no ranks' compute: nothing to split
+        self.assertIsNone(cp_table.efficiency_parts(self.doc, "full", M, 2))
+        rows, P, n = cp_table.parts_table(self.doc, 0.96)  # 95.2% is below 96%, not below 90%
+        self.assertEqual((P, n, len(rows)), (4, 1, 3))
+        self.assertIn("| causal_document | 1048576 | mask-aware, ring | 95.2% | 0.962 | 0.897 | 1.105 | -440.0 |", rows)
+        self.assertEqual(len(cp_table.parts_table(self.doc, 0.90)[0]), 2)
+        self.assertIn("No run is below 90%.", cp_table.render(self.doc))  # the header alone is not a table
+
+    def test_best_pick_against_the_fastest(self):
+        """The plan's best (the least predicted step: mask-aware at its ring, 4010) ran at 4200 ms,
+        the fastest of the four pairs the plan holds (zigzag is not in it); a plan naming
+        contiguous allgather picks 5400 ms: 5400 / 4200."""
+        d = self.doc
+        b, f = cp_table.best_pick(d, "causal_document", M, 4)
+        self.assertIs(b, f)
+        self.assertEqual((b["sharding"], b["exchange"]), ("mask-aware", "ring"))
+        rows, summary = cp_table.picks_table(d)
+        self.assertEqual(len(rows), 3)
+        self.assertIn("best is the measured fastest in 1 of 1 cases", summary)
+        d["plans"][f"causal_document:{M}:4"]["best"] = dict(sharding="contiguous", exchange="allgather")
+        b, f = cp_table.best_pick(d, "causal_document", M, 4)
+        self.assertAlmostEqual(cp_table.ms(b) / cp_table.ms(f), 5400 / 4200)
+        self.assertIn(f"at most {5400 / 4200:.3f}x", cp_table.picks_table(d)[1])
+        # on 2 GPUs the plan's mask-aware allgather never ran: no verdict
+        self.assertIsNone(cp_table.best_pick(d, "causal_document", M, 2))
+
+    def test_clocks_in_the_header(self):
+        d = dict(self.doc, commands=["a", "b"], clocks=[
+            dict(command=0, sm=dict(median_mhz=1710.0, p10_mhz=1605.0, p90_mhz=1980.0, samples=251)),
+            dict(command=1, sm=None)])
+        md = cp_table.render(d)
+        self.assertIn("command 1: median 1710 MHz (10th-90th percentile 1605-1980, 251 samples); "
+                      "command 2: none sampled.", md)
+        self.assertNotIn("SM clock", cp_table.render(self.doc))  # a file without samples says nothing
+
+    def test_bars_only_for_the_gpus_measured(self):
+        """A 2-GPU table states the 2-GPU bars and none of the 4-GPU ones."""
+        d = dict(self.doc, records=[r for r in self.doc["records"] if r["ranks"] <= 2])
+        items = [item for item, _, _ in cp_table.bars(d)]
+        self.assertFalse([i for i in items if "4 GPUs" in i])
+        self.assertIn("full, 1M tokens, 2 GPUs: scaling efficiency (fwd+bwd) at least 90%", items)
+        self.assertTrue([i for i in self.bars if "4 GPUs" in i])  # the full table keeps them
+
     def test_check_files_count(self):
         # the records' 3 checks (2 passed) and 2 runs of a check file, both passed: 4 of 5
         d = cp_table.with_checks(self.doc, [dict(passed=True, family="x"), dict(passed=True)])
@@ -151,7 +210,7 @@ class RunSets(unittest.TestCase):
     def second(self):
         K = 131072
         recs = [fm("causal_document", 1, "-", "-", "both", 100.0, [110.0]),     # 110 / 100 = 1.10
-                fm("causal_document", 4, "mask-aware", "allgather", "both", 40.0, [30.0, 30.0, 30.0, 30.0]),
+                fm("causal_document", 4, "mask-aware", "allgather", "both", 40.0, [15.0, 15.0, 15.0, 15.0]),
                 fm("causal_document", 4, "mask-aware", "ring", "both", 50.0, [45.0, 45.0, 45.0, 48.0])]
         for r in recs:
             r["seqlen"] = K
@@ -162,11 +221,17 @@ class RunSets(unittest.TestCase):
                     torch="", plans=plans, records=recs)
 
     def test_combined(self):
-        doc = cp_table.combine([synthetic(), self.second()], ["a.json", "b.json"])
+        second = dict(self.second(), plans_by=dict(commit="0123abc", command="bench/cp_bench.py --replan --out y"))
+        doc = cp_table.combine([synthetic(), second], ["a.json", "b.json"])
         md = cp_table.render(doc)
         self.assertIn("(this table: `python3 bench/cp_table.py a.json b.json`)", md)
         self.assertIn("1. S = 1048576: commit abc1234, date not recorded; `python3 bench/cp_bench.py --out x`.", md)
         self.assertIn("2. S = 131072: commit def5678, 2026-11-27; `python3 bench/cp_bench.py --out y`.", md)
+        # each run set says whose predictions its plans are: the second was planned again
+        self.assertIn("     Predictions: `fmsim cp-plan` on the h200-sm90 profile, burst clock.\n  2.", md)
+        self.assertIn("     Predictions: `fmsim cp-plan` on the h200-sm90 profile, burst clock (plans computed again "
+                      "after the run, fmsim 0123abc: `bench/cp_bench.py --replan --out y`).", md)
+        self.assertIn("predictions: each run set's, above.", md)
         self.assertIn("torch 2.11.0 (the peer)", md)  # the first file's peer, not the second's ""
         self.assertLess(md.index("## S = 131072"), md.index("## S = 1048576"))
         # the efficiency per length at P = 4: 100 / (4 x 40) = 62.5% (allgather, the faster);
@@ -175,7 +240,8 @@ class RunSets(unittest.TestCase):
         self.assertEqual(row, "| causal_document | 62.5% (mask-aware, allgather) | 95.2% (mask-aware, ring) |")
         self.assertIn("| full | - | - |", md)  # full has P = 2 alone
         bars = {item: (n, v) for item, n, v in cp_table.bars(doc)}
-        # compute / plan at 131072: 30/30 (x 4), 45/30 = 1.5 (x 3), 48/30 = 1.6, the one GPU 110/100:
+        # compute / plan at 131072: all-gather 15/15 (x 4; the plan's all-gather compute, half the
+        # ring's), ring 45/30 = 1.5 (x 3), 48/30 = 1.6, the one GPU 110/100:
         # 5 of 9 within, the worst rank 3 of the ring
         self.assertEqual(bars["cp-plan predicts each rank's measured compute time within 15% (S = 131072)"],
                          ("worst 1.600 (`fmsim:causal_document:131072:4:mask-aware:ring:both`, rank 3); "
@@ -194,10 +260,38 @@ class RunSets(unittest.TestCase):
         self.assertNotIn("per family and length", md)  # one length: no summary
 
     def test_refusals(self):
-        with self.assertRaises(SystemExit):  # a case in both files
-            cp_table.combine([synthetic(), synthetic()])
+        one = synthetic()
+        with self.assertRaises(SystemExit):  # a case twice in one file
+            cp_table.combine([dict(one, records=one["records"] + one["records"][-1:]), self.second()])
         with self.assertRaises(SystemExit):  # another shape
             cp_table.combine([synthetic(), dict(self.second(), heads=4)])
+
+    def test_a_later_run_supersedes(self):
+        """A re-run of cases (a newer kernel): its records are the cases'; every ratio takes
+        both times from one run."""
+        cd = "causal_document"
+        rerun = dict(synthetic(), commit="fed9876", records=[
+            fm(cd, 4, "mask-aware", "ring", "both", 4000.0),   # faster than the first run's 4200
+            fm("full", 2, "contiguous", "ring", "both", 60000.0),
+            tc("full", 2, "cudnn", "allgather", 66000.0)])
+        doc = cp_table.combine([synthetic(), rerun])
+        (cur,) = cp_table.find(doc, "fmsim", cd, M, 4, "both", sharding="mask-aware", exchange="ring")
+        self.assertEqual(cp_table.ms(cur), 4000.0)
+        self.assertEqual(len(doc["superseded"]), 3)
+        bars = {item: (n, v) for item, n, v in cp_table.bars(doc)}
+        # efficiency: T1 = 16000 is the first run's, so TP its fastest, 4200 (not the re-run's 4000):
+        # 16000 / (4 x 4200) = 95.2%
+        self.assertEqual(bars["causal_document, 1M tokens, 4 GPUs: scaling efficiency (fwd+bwd) at least 85%"][0],
+                         "95.2% (mask-aware, ring)")
+        # mask-aware / contiguous from the first run, the only one with both: 4200 / 5400
+        self.assertEqual(bars["causal_document, 1M tokens, 4 GPUs: mask-aware step (fwd+bwd) at most 0.6x "
+                              "contiguous's"][0], f"{4200 / 5400:.3f}x")
+        # fmsim / torch from the re-run, which has both: 60000 / 66000 = 0.909 (the first run's: 62000 / 70000)
+        self.assertEqual(bars["full, 1M tokens, 2 GPUs: faster than PyTorch's context_parallel (fwd+bwd)"],
+                         (f"fmsim/torch {60000 / 66000:.3f} (torch cudnn, allgather)", "met"))
+        md = cp_table.render(doc)
+        # the re-run's cell shows its time without an efficiency (its run has no one-GPU time)
+        self.assertIn("| 4000.0 |", md)
 
 
 class Bench(unittest.TestCase):
@@ -208,21 +302,135 @@ class Bench(unittest.TestCase):
                    rank_results=[rank(0, 2.0, 5.0), rank(1, 3.0, 6.0)], check={"pass": True, "reference": "one-gpu"})
         r = cp_bench.parse_cp_run(doc, "both")
         self.assertEqual(r["rank_compute_ms"], [7.0, 9.0])
+        self.assertEqual(r["rank_compute_fwd_ms"], [2.0, 3.0])  # the forward apart: where a miss lies
         self.assertEqual(cp_bench.parse_cp_run(doc, "fwd")["rank_compute_ms"], [2.0, 3.0])
         self.assertEqual(r["step_ms"], dict(sustained=10.0, burst=None))
         self.assertEqual(cp_bench.parse_cp_run(doc, "fwd")["step_ms"]["sustained"], 4.0)
         self.assertTrue(r["check"]["passed"])
         self.assertEqual(cp_bench.parse_cp_run({"error": "CUDA error: out of memory"}, "fwd")["status"], "oom")
 
+    def test_fmsim_records_keeps_a_passing_run_s_warnings(self):
+        """cp-run's stderr of a run that passed (the pass gate giving up, kernels/fm_cp_gpu.cu)
+        stays in its record; a quiet run has none."""
+        import json
+        import tempfile
+        doc = dict(format="fmsim-cp-run", step_ms=dict(fwd=4.0, bwd=6.0, total=10.0),
+                   rank_results=[dict(rank=0, measured=dict(fwd=dict(compute_ms=2.0), bwd=dict(compute_ms=5.0)))])
+        job = dict(id="fmsim:full:16384:2:contiguous:ring:both", tool="fmsim", family="full", seqlen=16384,
+                   ranks=2, sharding="contiguous", exchange="ring", est_s=1.0, t_s=0.01, check=False)
+        job["pass"] = "both"
+        args = types.SimpleNamespace(heads=4, sustain_s=1.0, warmup_s=1.0, gpu=None)
+        with tempfile.TemporaryDirectory() as d:
+            for name, say in (("loud", "fmsim cp-run: rank 1: the pass gate gave up 2 times"), ("quiet", "")):
+                fake = os.path.join(d, name)
+                with open(fake, "w") as f:
+                    f.write("#!/bin/sh\n" + (f"echo '{say}' >&2\n" if say else "") +
+                            f"echo '{json.dumps(doc)}'\n")
+                os.chmod(fake, 0o755)
+                args.fmsim = fake
+                rec = cp_bench.fmsim_records(args, job, 30)[0]
+                self.assertEqual(rec["status"], "ok")
+                self.assertEqual(rec["rank_compute_ms"], [7.0])
+                if say:
+                    self.assertEqual(rec["stderr"], [say])
+                else:
+                    self.assertNotIn("stderr", rec)
+
     def test_plan_summary(self):
         x = dict(fwd_ms=1.0, bwd_ms=2.0, step_ms=3.0, memory_bytes=5, fits=True)
+
+        def rank(ag, ring):  # (compute_fwd_ms, compute_bwd_ms) per exchange, as fmsim cp-plan --json
+            return dict(fwd_ms=9.0, compute_ms=99.0,  # the one launch's: not what either exchange measures
+                        exchanges=dict(allgather=dict(compute_fwd_ms=ag[0], compute_bwd_ms=ag[1]),
+                                       ring=dict(compute_fwd_ms=ring[0], compute_bwd_ms=ring[1])))
         doc = dict(profile=dict(name="h200-sm90"), one_gpu=dict(fwd_ms=4.0, bwd_ms=8.0, total_ms=12.0),
                    shardings=[dict(name="zigzag", exchange="ring", efficiency_exchange=0.8,
                                    exchanges=dict(allgather=x, ring=x),
-                                   ranks=[dict(fwd_ms=1.0, compute_ms=3.0), dict(fwd_ms=0.5, compute_ms=2.5)])])
+                                   ranks=[rank((1.0, 2.0), (1.5, 2.5)), rank((0.5, 2.0), (0.75, 2.0))])])
+        doc["best"] = dict(sharding="zigzag", exchange="ring", step_ms=3.0)
+        self.assertEqual(cp_bench.plan_summary(doc)["best"], dict(sharding="zigzag", exchange="ring"))
+        self.assertEqual(cp_bench.plan_choice(cp_bench.plan_summary(doc)), ("zigzag", "ring"))
         s = cp_bench.plan_summary(doc)["shardings"]["zigzag"]
-        self.assertEqual((s["rank_fwd_ms"], s["rank_compute_ms"]), ([1.0, 0.5], [3.0, 2.5]))
-        self.assertEqual(s["exchanges"]["ring"], dict(fwd_ms=1.0, bwd_ms=2.0, step_ms=3.0, fits=True))
+        self.assertEqual(s["exchanges"]["ring"], dict(fwd_ms=1.0, bwd_ms=2.0, step_ms=3.0, fits=True,
+                                                      rank_fwd_ms=[1.5, 0.75], rank_compute_ms=[4.0, 2.75]))
+        self.assertEqual((s["exchanges"]["allgather"]["rank_fwd_ms"], s["exchanges"]["allgather"]["rank_compute_ms"]),
+                         ([1.0, 0.5], [3.0, 2.5]))
+
+    def test_clock_samples(self):
+        """nvidia-smi's lines with units or without; [N/A] and junk skipped; the summary of the
+        samples over 300 W by nearest rank (10 loaded samples: 1000..1900 MHz)."""
+        text = "0, 1980 MHz, 450.25 W\n1, [N/A], 80 W\nnot a sample\n0, 345, 80.5\n" + \
+               "\n".join(f"2, {1000 + 100 * k}, 500" for k in range(10))
+        got = cp_bench.clock_samples(text)
+        self.assertEqual(got[0], (1980.0, 450.25))
+        self.assertEqual(got[1], (345.0, 80.5))
+        self.assertEqual(len(got), 12)
+        s = cp_bench.clock_summary(got)
+        self.assertEqual((s["samples"], s["median_mhz"], s["p10_mhz"], s["p90_mhz"], s["min_mhz"], s["max_mhz"]),
+                         (11, 1500.0, 1100.0, 1900.0, 1000.0, 1980.0))
+        self.assertIsNone(cp_bench.clock_summary([(345.0, 80.5)]))  # idle only: nothing to say
+
+    def test_a_stopped_bench_ends_its_command(self):
+        """cp_bench stopped by TERM (a timeout around it) while a command runs: the command's
+        session is killed, not left holding the GPUs."""
+        import signal
+        import subprocess
+        import tempfile
+        import time
+        with tempfile.TemporaryDirectory() as tmp:
+            pidfile = os.path.join(tmp, "pid")
+            code = ("import signal, sys; sys.path.insert(0, sys.argv[1]); import cp_bench; "
+                    "signal.signal(signal.SIGTERM, lambda *_: sys.exit(143)); "
+                    "cp_bench.run(['sh', '-c', 'echo $$ > ' + sys.argv[2] + '; exec sleep 30'], 60)")
+            bench = subprocess.Popen([sys.executable, "-c", code, os.path.dirname(cp_bench.__file__), pidfile])
+            for _ in range(100):
+                if os.path.exists(pidfile) and open(pidfile).read().strip():
+                    break
+                time.sleep(0.05)
+            child = int(open(pidfile).read())
+            bench.send_signal(signal.SIGTERM)
+            self.assertEqual(bench.wait(timeout=10), 143)
+            for _ in range(100):  # the child's exit is reaped by init; give it a moment
+                try:
+                    os.kill(child, 0)
+                except ProcessLookupError:
+                    break
+                if open(f"/proc/{child}/stat").read().split()[2] == "Z":
+                    break
+                time.sleep(0.05)
+            else:
+                os.kill(child, signal.SIGKILL)
+                self.fail("the command outlived the bench")
+
+    def test_clocks_keep_every_sample(self):
+        """Clocks reads nvidia-smi through a file: 20000 samples (600 KB, far more than a pipe
+        holds before the writer blocks) all arrive, and a missing nvidia-smi gives none."""
+        import stat
+        import tempfile
+        import time
+        with tempfile.TemporaryDirectory() as tmp:
+            fake = os.path.join(tmp, "nvidia-smi")
+            with open(fake, "w") as f:
+                f.write('#!/bin/sh\ni=0\nwhile [ $i -lt 20000 ]; do echo "0, 1980, 450.5"; i=$((i+1)); done\n'
+                        "exec sleep 30\n")
+            os.chmod(fake, stat.S_IRWXU)
+            path = os.environ["PATH"]
+            try:
+                os.environ["PATH"] = tmp + os.pathsep + path
+                c = cp_bench.Clocks()
+                for _ in range(200):  # until the fake has written everything and sleeps
+                    if c.out.tell() >= 20000 * len("0, 1980, 450.5\n"):
+                        break
+                    time.sleep(0.05)
+                got = c.stop()
+                os.environ["PATH"] = tmp  # no nvidia-smi but the one removed below
+                os.unlink(fake)
+                none = cp_bench.Clocks().stop()
+            finally:
+                os.environ["PATH"] = path
+        self.assertEqual(len(got), 20000)
+        self.assertEqual(cp_bench.clock_summary(got)["median_mhz"], 1980.0)
+        self.assertEqual(none, [])
 
     def test_order_of_cases(self):
         """Checks first, then the bars at 1M; the rest last."""
@@ -271,7 +479,7 @@ class Collect(unittest.TestCase):
                          (9.0, 36.0))
         # the table's efficiency from these records: 36 / (2 x 20) = 0.9, cp-run's own figure
         t = dict(records=list(recs.values()), plans={})
-        self.assertAlmostEqual(cp_table.efficiency(cp_table.one_gpu_ms(t, "causal", M, "both"),
+        self.assertAlmostEqual(cp_table.efficiency(cp_table.ms(cp_table.one_gpu(t, "causal", M, "both")),
                                                    cp_table.ms(recs[(2, "both")]), 2), 0.9)
         self.assertEqual(doc["heads"], 4)
 

@@ -18,7 +18,6 @@ prints the number of comparisons made.
 import csv
 import json
 import os
-import re
 import subprocess
 
 import numpy as np
@@ -80,7 +79,7 @@ def run_json(*args, rc=0):
 
 
 def has_render():
-    return re.search(r"^\s+render\s", run("--help"), re.M) is not None
+    return "figures: yes" in run("--version")  # `fmsim --version` lists what the build can do
 
 
 # ------------------------------------------------------------- references
@@ -365,3 +364,43 @@ def test_masks_no_form_holds_agree(tmp_path):
                     T.eq(f"{what}: render caption keeps FlashMask's rho",
                          f"\u03c1 = {sub:.3f}" in j2["caption"].split("FlashMask")[-1], True)
     print(f"cross-check: {T.n} comparisons in all")
+
+
+def test_cp_plan_gpu_bound_slows_the_allgather_only():
+    """--gpu-gbs bounds all of an all-gather's transfers through one GPU: recorded in the JSON; on
+    a mask-aware split whose ranks gather from three peers (3 x 90 GB/s side by side) a bound
+    of 100 GB/s lengthens the all-gather's step and leaves the ring's (one peer a group) alone."""
+    mask = ("--family", "causal_document", "--seqlen", "262144", "--heads", "4", "--ranks", "4",
+            "--sharding", "mask-aware", "--json")
+    steps = {}
+    for cap in (None, "100"):
+        plan = run_json("cp-plan", *mask, *(("--gpu-gbs", cap) if cap else ()))
+        T.eq(f"cp-plan --gpu-gbs {cap}: recorded", plan["link"]["gpu_gbs"], float(cap or 450))
+        (sh,) = plan["shardings"]
+        T.eq(f"cp-plan --gpu-gbs {cap}: three peers", max(r["kv_sources"] for r in sh["ranks"]), 3)
+        steps[cap] = {x: sh["exchanges"][x]["step_ms"] for x in ("allgather", "ring")}
+    T.eq(f"all-gather slower under the bound {steps}", steps["100"]["allgather"] > steps[None]["allgather"], True)
+    T.eq(f"ring unchanged {steps}", steps["100"]["ring"], steps[None]["ring"])
+
+
+def test_cp_plan_one_gpu_is_predict_in_either_clock():
+    """cp-plan's one-GPU time (its default, --clock auto: the sustained clock, what cp-run times;
+    only the all-gather's launches burst) is what `fmsim predict` gives for the same mask and
+    clock; --clock burst matches predict's default."""
+    mask = ("--family", "causal_document", "--seqlen", "65536", "--heads", "4")
+    times = {}
+    for clock in ("sustained", "burst"):
+        plan = run_json("cp-plan", *mask, "--ranks", "2", "--json", *(("--clock", clock) if clock == "burst" else ()))
+        T.eq(f"cp-plan --clock {clock}: recorded", (plan["clock"], plan["clocks"]["compute"]),
+             ("auto" if clock == "sustained" else "burst", clock))
+        T.eq(f"cp-plan --clock {clock}: the all-gather's", plan["clocks"]["allgather"], "burst")
+        pred = run_json("predict", *mask, "--pass", "both", "--json", *(("--clock", clock) if clock == "sustained" else ()))
+        for p in pred["passes"]:
+            T.eq(f"predict --clock {clock} {p['pass']}: recorded", p["clock"], clock)
+            got, want = plan["one_gpu"][f"{p['pass']}_ms"], p["tiles"][0]["time_ms"]
+            T.eq(f"cp-plan {clock} one GPU {p['pass']} {got} vs predict {want}", abs(got - want) <= 1e-6 * want, True)
+            times[(clock, p["pass"])] = (want, p["throttle"], p["tiles"][0]["schedule_ms"], p["tiles"][0]["launch_ms"])
+    for ps in ("fwd", "bwd"):  # sustained: launch + throttle x the makespan, above the floor here
+        t, thr, sched, launch = times[("sustained", ps)]
+        T.eq(f"sustained {ps}: {t} = {launch} + {thr} x {sched}", abs(t - (launch + thr * sched)) <= 1e-6 * t, True)
+        T.eq(f"sustained {ps} at least burst", t >= times[("burst", ps)][0], True)

@@ -68,6 +68,40 @@ class Table(unittest.TestCase):
         self.assertIn("| full-8192-d128 | a | 0.500 |", t)
         self.assertIn("| causal-8192-d128 | b | 0.500 |", t)
 
+    def test_mask_method_variants(self):
+        # --fmsim-variants r2p,slices --peers '': fmsim[r2p] the base, fmsim[slices] a column and a ratio;
+        # full: 10 / 8 = 1.25, causal: 4 / 5 = 0.8 -> geomean 1.0, worst 1.25; no peer: no fastest-peer line
+        def vrec(fam, r2p, slices):
+            r = rec(fam, 0, 0)
+            r.update(impls={"fmsim[r2p]": fig(r2p), "fmsim[slices]": fig(slices)},
+                     check_rel_err_vs_fmsim={"fmsim[slices]": 0.0})
+            return r
+        t = table_of([vrec("full", 10.0, 8.0), vrec("causal", 4.0, 5.0)])
+        self.assertIn("| case | rho | fmsim[r2p] ms | fmsim[r2p] TF/s | MHz | W | fmsim[slices] ms | "
+                      "fmsim[r2p]/fmsim[slices] |", t)
+        self.assertIn("| full-8192-d128 | 0.500 | 10.000 | 100 | 1700 | 690 | 8.000 | 1.250 |", t)
+        self.assertIn("fmsim[r2p]/fmsim[slices]: geomean 1.000, worst 1.250 (2 cases).", t)
+        self.assertNotIn("fastest peer", t)
+        # with a peer and the library's own fmsim too: "fmsim" first, the variants and the peer after it;
+        # the fastest peer is the peer's alone (full: 10 / 8 = 1.25 though fmsim[slices] took 5)
+        r = rec("full", 10.0, 8.0)
+        r["impls"]["fmsim[slices]"] = fig(5.0)
+        t = table_of([r])
+        self.assertIn("| fmsim ms | fmsim TF/s | MHz | W | fmsim[slices] ms | flex-flash ms | fmsim/fmsim[slices] | "
+                      "fmsim/flex-flash |", t)
+        self.assertIn("fmsim/fastest peer: worst 1.250", t)
+
+    def test_fmsim_variants_argument(self):
+        self.assertEqual(pb.fmsim_impls(""), {"fmsim": "auto"})
+        self.assertEqual(pb.fmsim_impls("r2p,slices"), {"fmsim[r2p]": "r2p", "fmsim[slices]": "slices"})
+        import subprocess
+        bench = os.path.join(os.path.dirname(os.path.abspath(pb.__file__)), "protocol_bench.py")
+        for bad in ("r2p,R2P", "r2p,r2p"):
+            p = subprocess.run([sys.executable, bench, "--out", "x.json", "--fmsim-variants", bad],
+                               capture_output=True, text=True)
+            self.assertEqual(p.returncode, 2)
+            self.assertIn("--fmsim-variants: ", p.stderr.strip().splitlines()[-1])
+
     def test_one_run_stamped(self):
         run = dict(commit="3333333", date="2026-11-27", device="GPU")
         t = table_of([rec("full", 10.0, 8.0, run=run), rec("causal", 4.0, 5.0, run=run)])

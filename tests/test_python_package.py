@@ -61,6 +61,12 @@ def fmsim_bin():
     return exe
 
 
+def skip_without_figures(exe):
+    """Skips unless this fmsim draws figures (cairo): `fmsim --version` lists what the build can do."""
+    if "figures: yes" not in subprocess.run([exe, "--version"], capture_output=True, text=True).stdout:
+        pytest.skip("fmsim built without cairo")
+
+
 # ----------------------------------------------------------------- from_mask_mod
 
 @pytest.mark.parametrize("chunk", [1, 7, 64, None])
@@ -270,9 +276,7 @@ def test_to_string_is_the_tile_map():
 def test_render_png_and_clean_errors(tmp_path, monkeypatch):
     exe = fmsim_bin()
     r = fmsim.from_mask_mod(lambda b, h, q, k: (q >= k) & (q - k < 100), 1, 1, 512)
-    help_text = subprocess.run([exe, "--help"], capture_output=True, text=True).stdout
-    if not re.search(r"^\s+render\s", help_text, re.M):
-        pytest.skip("fmsim built without cairo")
+    skip_without_figures(exe)
     out = tmp_path / "m.png"
     assert r.render(str(out), br=64, bc=64, size="400x300") == str(out)
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -392,9 +396,7 @@ def readme_blocks():
 def test_readme_five_lines(tmp_path, monkeypatch):
     from matplotlib.figure import Figure
     exe = fmsim_bin()
-    if not re.search(r"^\s+render\s", subprocess.run([exe, "--help"], capture_output=True,
-                                                     text=True).stdout, re.M):
-        pytest.skip("fmsim built without cairo")
+    skip_without_figures(exe)
     mod, five = readme_blocks()
     lines = [l for l in five.strip().splitlines() if l.strip()]
     assert len(lines) <= 5
@@ -464,9 +466,7 @@ def test_misfit_to_string_is_exact():
 
 def test_render_keywords_and_caption(tmp_path, monkeypatch):
     exe = fmsim_bin()
-    if not re.search(r"^\s+render\s", subprocess.run([exe, "--help"], capture_output=True,
-                                                     text=True).stdout, re.M):
-        pytest.skip("fmsim built without cairo")
+    skip_without_figures(exe)
     from fmsim import mask as M
     seen, real = [], subprocess.run
 

@@ -1,7 +1,7 @@
 /* End-to-end tests of `fmsim run` and `fmsim bench` that need no GPU: the
  * CPU-simulation trace of `run` (content checked against the cost model),
  * `bench --export-only`, and every bad input (one line on stderr, non-zero
- * exit, nothing written). On a machine with a GPU the two tests that may
+ * exit, nothing written). On a machine with a GPU the tests that may
  * reach it use tiny problems and accept either outcome. */
 #include <criterion/criterion.h>
 #include <dirent.h>
@@ -27,6 +27,15 @@ static void tmpdir(char *buf, size_t cap, const char *tag) {
   char cmd[700];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", buf);
   cr_assert_eq(system(cmd), 0);
+}
+
+/* DIR.yaml beside the run folder DIR, holding text (its path into scn). */
+static void scenario_beside(const char *dir, const char *text, char *scn, size_t cap) {
+  snprintf(scn, cap, "%s.yaml", dir);
+  FILE *f = fopen(scn, "w");
+  cr_assert_not_null(f, "%s", scn);
+  fputs(text, f);
+  fclose(f);
 }
 
 static int exists(const char *path) {
@@ -141,6 +150,62 @@ Test(run_cli, variants_change_the_model) {
   cr_assert(strstr(s2, "\"bounds\": 0"), "dense reads no bounds");
 }
 
+/* A string member of a JSON file: root.k1.k2 ("kernel", "mask_method"), or root.k2 when k1 is NULL. */
+static void assert_json_string(const char *path, const char *k1, const char *k2, const char *want) {
+  fm_jdoc *d = NULL;
+  fm_err err;
+  cr_assert_eq(fm_jdoc_load(path, &d, &err), FM_OK, "%s", err.msg);
+  const fm_jv *v = fm_jdoc_root(d);
+  if (k1) v = fm_jv_get(v, k1);
+  const char *got = fm_jv_string(fm_jv_get(v, k2));
+  cr_assert(got && !strcmp(got, want), "%s: %s.%s is '%s', not '%s'", path, k1 ? k1 : "", k2,
+            got ? got : "(none)", want);
+  fm_jdoc_free(d);
+}
+
+/* --mask-method (fm_mask_method): taken without a GPU, where it changes nothing, and
+   recorded in the trace (summary.json "kernel") and the report; auto by default. */
+Test(run_cli, mask_method_is_recorded_and_changes_nothing_on_the_cpu) {
+  char dir[512], args[1024], path[700];
+  tmpdir(dir, sizeof dir, "run_mask_method");
+  snprintf(args, sizeof args, "run --family causal --seqlen 1024 --cpu --out %s", dir);
+  fmt_run(&res, args);
+  cr_assert_eq(res.status, 0, "%s", res.err);
+  cr_assert(!strstr(res.out, "mask method"), "auto is not in the report:\n%s", res.out);
+  snprintf(path, sizeof path, "%s/summary.json", dir);
+  assert_json_string(path, "kernel", "mask_method", "auto");
+  fm_npy_header h1, h2;
+  uint8_t *t1 = load(dir, "tiles.npy", &h1);
+  int64_t *b1 = load(dir, "tile_bytes.npy", &h1);
+  static const char *const methods[] = {"slices", "r2p", "auto"};
+  for (size_t i = 0; i < sizeof methods / sizeof methods[0]; i++) {
+    snprintf(args, sizeof args, "run --family causal --seqlen 1024 --cpu --mask-method %s --out %s",
+             methods[i], dir);
+    fmt_run(&res, args);
+    cr_assert_eq(res.status, 0, "%s", res.err);
+    cr_assert_eq(res.err_lines, 1, "one note on stderr: %s", res.err);
+    if (strcmp(methods[i], "auto")) {
+      char line[64];
+      snprintf(line, sizeof line, "variant skip, mask method %s, tiles 128 x 128", methods[i]);
+      cr_assert(strstr(res.out, line), "the report names it:\n%s", res.out);
+    }
+    assert_json_string(path, "kernel", "mask_method", methods[i]);
+    uint8_t *t2 = load(dir, "tiles.npy", &h2);
+    int64_t *b2 = load(dir, "tile_bytes.npy", &h2);
+    int64_t n = h1.shape[0] * h1.shape[1] * h1.shape[2] * h1.shape[3];
+    cr_assert(!memcmp(t1, t2, (size_t)n) && !memcmp(b1, b2, (size_t)n * sizeof *b1),
+              "the CPU simulation does not depend on the method");
+    free(t2);
+    free(b2);
+  }
+  free(t1);
+  free(b1);
+  snprintf(args, sizeof args, "run --family causal --seqlen 1024 --cpu --mask-method r2p --json --out %s", dir);
+  fmt_run(&res, args);
+  cr_assert_eq(res.status, 0, "%s", res.err);
+  cr_assert(strstr(res.out, "\"mask_method\": \"r2p\""), "%s", res.out);
+}
+
 Test(run_cli, run_without_cpu_flag_uses_the_gpu_or_says_so) {
   char dir[512], args[1024], path[700], summary[32768];
   tmpdir(dir, sizeof dir, "run_auto");
@@ -155,6 +220,27 @@ Test(run_cli, run_without_cpu_flag_uses_the_gpu_or_says_so) {
     cr_assert(strstr(summary, "\"timing\": null"));
   } else {
     cr_assert(strstr(summary, "\"median_ms\""), "a GPU run has a time:\n%s", summary);
+  }
+}
+
+/* --mask-method other than auto on the sm80 kernel: on a GPU the library refuses the launch
+   (one line, exit 1, no trace); without one the CPU simulation records it. */
+Test(run_cli, mask_method_on_sm80_is_refused_by_the_gpu_or_recorded_without_one) {
+  char dir[512], args[1024], path[700];
+  tmpdir(dir, sizeof dir, "run_mask_sm80");
+  snprintf(args, sizeof args, "run --family causal --seqlen 256 --kernel sm80 --mask-method slices --reps 1 "
+           "--warmup 0 --out %s", dir);
+  fmt_run(&res, args);
+  snprintf(path, sizeof path, "%s/summary.json", dir);
+  if (res.status == 0) {
+    assert_json_string(path, "kernel", "mask_method", "slices");
+    assert_json_string(path, NULL, "device", "cpu-simulation");
+  } else {
+    cr_assert_eq(res.status, 1, "%s", res.err);
+    cr_assert_eq(res.err_lines, 1, "%s", res.err);
+    cr_assert(strstr(res.err, "GPU run failed (sm80): mask method slices: kernel sm80 has one way of "
+                              "masking a partial tile (auto only)"), "%s", res.err);
+    cr_assert(!exists(path), "no trace after a refused run");
   }
 }
 
@@ -177,6 +263,8 @@ Test(run_cli, bad_inputs_get_one_clear_line_and_write_nothing) {
     expect_error(a, 2, needle, dir);                                               \
   } while (0)
   BAD("--variant fast", "unknown variant 'fast'");
+  BAD("--mask-method bogus", "--mask-method: unknown mask method 'bogus' (expected auto, slices or r2p)");
+  BAD("--mask-method R2P", "unknown mask method 'R2P'");
   BAD("--head-dim 96", "head dims 64 and 128");
   BAD("--head-dim x", "not an integer");
   BAD("--reps 0", "--reps");
@@ -506,11 +594,9 @@ Test(run_cli, pass_errors) {
 Test(run_cli, scenario_pass_key_and_override) {
   char dir[512], path[700], scn[700], text[65536];
   tmpdir(dir, sizeof dir, "run_scn_pass");
-  snprintf(scn, sizeof scn, "%s.yaml", dir);
-  FILE *f = fopen(scn, "w");
-  fputs("name: passes\nseqlen: 1024\nbatch: 1\nheads: 2\nrun: [analyze, gpu]\nkernel: [sm90, sm80]\n"
-        "pass: both\nmasks:\n  - family: causal\n  - family: document\n", f);
-  fclose(f);
+  scenario_beside(dir, "name: passes\nseqlen: 1024\nbatch: 1\nheads: 2\nrun: [analyze, gpu]\n"
+                  "kernel: [sm90, sm80]\npass: both\nmasks:\n  - family: causal\n  - family: document\n",
+                  scn, sizeof scn);
   run_ok("run %s --cpu --out %s", scn, dir);
   snprintf(path, sizeof path, "%s/index.csv", dir);
   fmt_slurp(path, text, sizeof text);
@@ -533,6 +619,22 @@ Test(run_cli, scenario_pass_key_and_override) {
   snprintf(path, sizeof path, "%s/run.json", dir);
   fmt_slurp(path, text, sizeof text);
   cr_assert(strstr(text, "\"pass\": \"fwd\""), "%s", text);
+  unlink(scn);
+}
+
+/* A scenario's mask_method: key, and --mask-method overriding it (run.json's gpu settings). */
+Test(run_cli, scenario_mask_method_key_and_override) {
+  char dir[512], scn[700], path[800];
+  tmpdir(dir, sizeof dir, "run_scn_mask");
+  scenario_beside(dir, "name: methods\nseqlen: 512\nrun: [analyze, gpu]\nkernel: sm90\nmask_method: slices\n"
+                  "masks:\n  - family: causal\n", scn, sizeof scn);
+  snprintf(path, sizeof path, "%s/run.json", dir);
+  run_ok("run %s --cpu --out %s", scn, dir);
+  assert_json_string(path, "gpu", "mask_method", "slices");
+  run_ok("run %s --cpu --mask-method r2p --out %s", scn, dir);
+  assert_json_string(path, "gpu", "mask_method", "r2p");
+  run_ok("run %s --cpu --mask-method auto --out %s", scn, dir);
+  assert_json_string(path, "gpu", "mask_method", "auto");
   unlink(scn);
 }
 

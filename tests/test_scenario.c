@@ -261,6 +261,7 @@ Test(scenario, gpu_step_keys_and_defaults) {
   cr_assert_eq(s->sustained_ms, 0, "launch counts unless sustained_ms: says otherwise");
   cr_assert(s->cupti == 1 && s->count_bytes == 0 && s->variant == FM_VARIANT_SKIP);
   cr_assert_eq(s->pass, FM_PASS_FWD, "the forward unless pass: says otherwise");
+  cr_assert_eq(s->mask_method, FM_MASK_METHOD_AUTO, "the library's unless mask_method: says otherwise");
   cr_assert(s->tokens == 131072 && s->hidden == 4096);
   const char *text = "name: keys\n"
                      "seqlen: 4096\n"
@@ -268,6 +269,7 @@ Test(scenario, gpu_step_keys_and_defaults) {
                      "tokens: 65536\nhidden: 2048\n"
                      "kernel: [sm90, sm80]\n"
                      "variant: noskip\n"
+                     "mask_method: slices\n"
                      "pass: both\n"
                      "warmup: 1\nreps: 7\nnoskip_reps: 2\ninstrument_reps: 4\n"
                      "sustained_ms: 1500\n"
@@ -279,11 +281,12 @@ Test(scenario, gpu_step_keys_and_defaults) {
   cr_assert_eq(s->nkernels, 2);
   cr_assert(s->kernels[0] == FM_KERNEL_SM90 && s->kernels[1] == FM_KERNEL_SM80);
   cr_assert_eq(s->variant, FM_VARIANT_NOSKIP);
+  cr_assert_eq(s->mask_method, FM_MASK_METHOD_SLICES);
   cr_assert_eq(s->pass, FM_PASS_BOTH);
   cr_assert(s->warmup == 1 && s->reps == 7 && s->noskip_reps == 2 && s->instrument_reps == 4);
   cr_assert_eq(s->sustained_ms, 1500);
   cr_assert(s->count_bytes == 1 && s->cupti == 0);
-  cr_assert(s->nfigures == 2 && !strcmp(s->figures[1], "tiles") && s->figures_line == 17);
+  cr_assert(s->nfigures == 2 && !strcmp(s->figures[1], "tiles") && s->figures_line == 18);
   fm_scn_case *c;
   int n;
   cr_assert_eq(fm_scenario_cases(s, &c, &n, NULL), FM_OK);
@@ -291,6 +294,9 @@ Test(scenario, gpu_step_keys_and_defaults) {
   cr_assert_eq(c[0].batch, 16); /* tokens / S */
   cr_assert_eq(c[0].heads, 16); /* hidden / D */
   free(c);
+  const char *r2p = "name: r2p\nmask_method: r2p\nmasks:\n  - family: causal\n";
+  cr_assert_eq(fm_scenario_parse(r2p, strlen(r2p), "r2p.yaml", ".", s, &e), FM_OK, "%s", e.msg);
+  cr_assert_eq(s->mask_method, FM_MASK_METHOD_R2P);
   free(s);
 }
 
@@ -326,6 +332,12 @@ Test(scenario, bad_gpu_step_keys) {
   expect_bad("name: x\nkernel: []\nmasks:\n  - family: causal\n", ":2: key 'kernel': empty list");
   expect_bad("name: x\nvariant: fast\nmasks:\n  - family: causal\n",
              ":2: key 'variant': unknown variant 'fast'");
+  expect_bad("name: x\nseed: 1\nmask_method: R2P\nmasks:\n  - family: causal\n",
+             ":3: key 'mask_method': unknown mask method 'R2P' (expected auto, slices or r2p)");
+  expect_bad("name: x\nmask_method: [slices]\nmasks:\n  - family: causal\n",
+             ":2: key 'mask_method': unknown mask method");
+  expect_bad("name: x\nmasks:\n  - family: causal\n    mask_method: slices\n",
+             ":4: key 'mask_method': unknown key in a mask entry");
   expect_bad("name: x\npass: backward\nmasks:\n  - family: causal\n",
              ":2: key 'pass': unknown pass 'backward' (expected fwd, bwd or both)");
   expect_bad("name: x\nmasks:\n  - family: causal\n    pass: bwd\n",
@@ -522,12 +534,24 @@ static void interrupt_a_long_case(int sig) {
   cr_assert_neq(access(slow, F_OK), 0, "the interrupted case's folder is removed");
   cr_assert_eq(count_entries_like(out, ".staging."), 0, "a staging folder is left");
   cr_assert_eq(count_entries_like(out, ".tmp."), 0, "a temporary file is left");
+  /* the partial index lists the finished case, and run.json says the run is not complete */
+  char ipath[900], itext[16384];
+  snprintf(ipath, sizeof ipath, "%s/index.json", out);
+  fmt_slurp(ipath, itext, sizeof itext);
+  cr_assert(strstr(itext, "\"id\": \"m00-causal-S1024-D128-128x128\"") && !strstr(itext, "m01-document"), "%s", itext);
+  snprintf(ipath, sizeof ipath, "%s/run.json", out);
+  fmt_slurp(ipath, itext, sizeof itext);
+  cr_assert(strstr(itext, "\"cases\": 1,") && strstr(itext, "\"cases_total\": 2,") &&
+            strstr(itext, "\"complete\": false"), "%s", itext);
   /* a rerun keeps the finished case */
   char args[1200];
   snprintf(args, sizeof args, "run %s --out %s --only 'm00-*'", path, out);
   fmt_run(&res, args);
   cr_assert_eq(res.status, 0, "%s", res.err);
   cr_assert(strstr(res.out, "1 cases (1 from an earlier run)"), "%s", res.out);
+  snprintf(ipath, sizeof ipath, "%s/run.json", out);
+  fmt_slurp(ipath, itext, sizeof itext);
+  cr_assert(strstr(itext, "\"cases_total\": 1,") && strstr(itext, "\"complete\": true"), "%s", itext);
   cr_assert_eq(system(rm), 0);
   unlink(path);
   unlink(err_path);

@@ -15,6 +15,7 @@
 #include "fm_scenario.h"
 #include "fm_test_util.h"
 #include "fm_timing.h"
+#include "fm_words.h"
 
 /* ---------------------------------------------------------------- JSON reader */
 
@@ -170,6 +171,53 @@ Test(timing, partial_tiles_cost_by_the_masks_causality) {
   }
 }
 
+Test(timing, an_item_without_visited_tiles_costs_its_classification_only) {
+  /* row tiles visiting 2, 0, 3, 0 of 4 key tiles on one CTA, item_us 7 and 0.25 a
+     considered tile: the two empty items (the kernels' F_EMPTY path) pay 4 x 0.25 each,
+     not 7 more; the critical work counts 2 items, not 4 */
+  int32_t visited[4] = {2, 0, 3, 0};
+  fm_timing_work w = hand_work(4, 4, visited, NULL, 0);
+  fm_timing_coef c = unit;
+  c.item_us = 7;
+  c.key_tile_us = 0.25;
+  fm_timing_result r;
+  cr_assert_eq(fm_timing_predict_coef(&c, FM_KERNEL_SM90, 1, 0, &w, &fwd1, &r, NULL), FM_OK);
+  cr_assert_float_eq(r.schedule_us, 2 * 7 + 4 * 4 * 0.25 + 5 * 1, 1e-12, "got %g", r.schedule_us);
+  cr_assert_float_eq(r.critical[1], 2, 0);
+  cr_assert_eq(r.items, 4);
+  /* noskip visits every tile: no item is empty */
+  fm_timing_problem pb = fwd1;
+  pb.variant = FM_VARIANT_NOSKIP;
+  cr_assert_eq(fm_timing_predict_coef(&c, FM_KERNEL_SM90, 1, 0, &w, &pb, &r, NULL), FM_OK);
+  cr_assert_float_eq(r.critical[1], 4, 0);
+  fm_timing_work_free(&w);
+}
+
+Test(timing, time_in_prices_one_result_in_either_clock_state) {
+  /* one prediction, its time in the other state: what a fresh prediction in that state gives */
+  int32_t visited[4] = {1, 4, 2, 3};
+  fm_timing_work w = hand_work(4, 4, visited, NULL, 0);
+  fm_timing_coef c = unit;
+  c.boost_us = 2;
+  c.throttle = 1.5;
+  for (int s = 0; s < 2; s++) {
+    fm_timing_problem pb = fwd1;
+    pb.clock = (fm_clock)s;
+    fm_timing_result r, other;
+    cr_assert_eq(fm_timing_predict_coef(&c, FM_KERNEL_SM90, 1, 0, &w, &pb, &r, NULL), FM_OK);
+    cr_assert_float_eq(fm_timing_time_in(&c, pb.clock, &r), r.time_us, 0);
+    pb.clock = (fm_clock)!s;
+    cr_assert_eq(fm_timing_predict_coef(&c, FM_KERNEL_SM90, 1, 0, &w, &pb, &other, NULL), FM_OK);
+    cr_assert_float_eq(fm_timing_time_in(&c, pb.clock, &r), other.time_us, 1e-12);
+  }
+  /* 10 us of work: burst 0.5 + 2 + 1.5 x 8, sustained 0.5 + 1.5 x 10 */
+  fm_timing_result r;
+  cr_assert_eq(fm_timing_predict_coef(&c, FM_KERNEL_SM90, 1, 0, &w, &fwd1, &r, NULL), FM_OK);
+  cr_assert_float_eq(fm_timing_time_in(&c, FM_CLOCK_BURST, &r), 14.5, 1e-12);
+  cr_assert_float_eq(fm_timing_time_in(&c, FM_CLOCK_SUSTAINED, &r), 15.5, 1e-12);
+  fm_timing_work_free(&w);
+}
+
 /* fwd1 on one sm90 CTA with c, the floor at hbm_gbs (0: none). */
 static fm_timing_result one_cta(const fm_timing_coef *c, double hbm_gbs, const fm_timing_work *w) {
   fm_timing_result r;
@@ -189,8 +237,8 @@ Test(timing, boost_window_throttles_the_makespan_past_it) {
   cr_assert_float_eq(r.schedule_us, 10, 1e-12);
   cr_assert_float_eq(r.throttle_us, 3, 1e-12);
   cr_assert_float_eq(r.time_us, 13.5, 1e-12);
-  cr_assert_float_eq(fm_timing_clocked(&c, 3), 3, 0); /* inside the window: as is */
-  cr_assert_float_eq(fm_timing_clocked(&c, 8), 10, 1e-12);
+  cr_assert_float_eq(fm_timing_clocked(&c, FM_CLOCK_BURST, 3), 3, 0); /* inside the window: as is */
+  cr_assert_float_eq(fm_timing_clocked(&c, FM_CLOCK_BURST, 8), 10, 1e-12);
   /* a window as long as the launch or longer: the boost clock throughout */
   for (c.boost_us = 10; c.boost_us <= 20; c.boost_us += 10) {
     r = one_cta(&c, 0, &w);
@@ -208,6 +256,53 @@ Test(timing, boost_window_throttles_the_makespan_past_it) {
   cr_assert_gt(r.floor_us, 20);
   cr_assert_float_eq(r.time_us, 0.5 + r.floor_us, 1e-9 * r.floor_us);
   fm_timing_work_free(&w);
+}
+
+Test(timing, sustained_clock_throttles_the_whole_makespan) {
+  /* the same 10 us makespan launched back to back: the power limit's clock from its
+     start, 1.5 * 10 = 15 us + launch 0.5, whatever the window; burst as above */
+  int32_t visited[2] = {4, 6};
+  fm_timing_work w = hand_work(2, 6, visited, NULL, 0);
+  fm_timing_coef c = unit;
+  c.throttle = 1.5;
+  fm_timing_problem pb = fwd1;
+  pb.clock = FM_CLOCK_SUSTAINED;
+  fm_timing_result r;
+  for (c.boost_us = 0; c.boost_us <= 20; c.boost_us += 4) {
+    cr_assert_eq(fm_timing_predict_coef(&c, FM_KERNEL_SM90, 1, 0, &w, &pb, &r, NULL), FM_OK);
+    cr_assert_float_eq(r.schedule_us, 10, 1e-12);
+    cr_assert_float_eq(r.throttle_us, 5, 1e-12, "boost_us %g", c.boost_us);
+    cr_assert_float_eq(r.time_us, 15.5, 1e-12);
+    cr_assert_float_eq(fm_timing_clocked(&c, FM_CLOCK_SUSTAINED, 3), 4.5, 1e-12);
+    /* the burst state of the same makespan: the window's map, whatever the length of the window */
+    cr_assert_float_eq(fm_timing_clocked(&c, FM_CLOCK_BURST, 3), 3 <= c.boost_us ? 3 : c.boost_us + 1.5 * (3 - c.boost_us),
+                       1e-12, "boost_us %g", c.boost_us);
+  }
+  /* no window in the profile: both states are the boost clock's time */
+  c.throttle = 1;
+  cr_assert_eq(fm_timing_predict_coef(&c, FM_KERNEL_SM90, 1, 0, &w, &pb, &r, NULL), FM_OK);
+  cr_assert_float_eq(r.time_us, 10.5, 1e-12);
+  fm_timing_work_free(&w);
+}
+
+Test(timing, clock_names_round_trip_and_bad_ones_are_refused) {
+  for (int k = FM_CLOCK_BURST; k <= FM_CLOCK_SUSTAINED; k++) {
+    fm_clock c = (fm_clock)-1;
+    cr_assert_eq(fm_clock_parse(fm_clock_name((fm_clock)k), &c, NULL), FM_OK);
+    cr_assert_eq(c, (fm_clock)k);
+  }
+  fm_clock c;
+  fm_err err;
+  cr_assert_eq(fm_clock_parse("boost", &c, &err), FM_EINVAL);
+  cr_assert(strstr(err.msg, "burst") && strstr(err.msg, "sustained"), "%s", err.msg);
+  cr_assert_eq(fm_clock_parse(NULL, &c, &err), FM_EINVAL);
+  /* the lookup behind it (fm_words.h): exact names only, a NULL word or table entry is none */
+  static const char *const names[] = {"skip", NULL, "dense"};
+  cr_assert_eq(fm_word_index("dense", names, 3), 2);
+  cr_assert_eq(fm_word_index("Dense", names, 3), -1);
+  cr_assert_eq(fm_word_index("dens", names, 3), -1);
+  cr_assert_eq(fm_word_index(NULL, names, 3), -1);
+  cr_assert_eq(fm_word_index("dense", names, 2), -1);
 }
 
 static fm_colmask *family(const char *name, int64_t S, int64_t B, int64_t H, uint64_t seed) {
@@ -280,7 +375,7 @@ Test(timing, boost_window_on_both_sides_of_it) {
     cr_assert_float_eq(r.schedule_us, plain[i].schedule_us, 0);
     cr_assert_float_eq(r.throttle_us, extra, 1e-9 * r.time_us);
     cr_assert_float_eq(r.time_us, plain[i].time_us + extra, 1e-12 * r.time_us);
-    cr_assert_float_eq(r.time_us, k[0] + fm_timing_clocked(&c, sched), 1e-9 * r.time_us);
+    cr_assert_float_eq(r.time_us, k[0] + fm_timing_clocked(&c, FM_CLOCK_BURST, sched), 1e-9 * r.time_us);
     fm_timing_work_free(&w[i]);
     fm_colmask_destroy(m[i]);
   }

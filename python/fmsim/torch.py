@@ -24,6 +24,13 @@ Arguments follow PaddlePaddle's ``flashmask_attention``:
   (B, H, Sq) fp32, natural log, -inf for a row that sees no key, not
   differentiable), ``deterministic`` (the backward's dQ added in a fixed order:
   bit-identical gradients run to run and between skip and noskip).
+* ``mask_method``: how the sm90 kernels mask the elements of a partial tile,
+  forward and backward: ``"auto"`` (the library's choice, R2P), ``"r2p"`` or
+  ``"slices"`` (core/fm_kernels.h, fm_mask_method). Both give the same output
+  and gradients bit for bit; only their speed differs (issue 25: for timing them
+  against each other, bench/protocol_bench.py --fmsim-variants). The method that
+  is not the library's runs with ``variant="skip"`` only, and the sm80 kernel
+  takes ``"auto"`` only (the library refuses the launch: ``fmsim.FmsimError``).
 
 The op launches on the current CUDA stream of the tensors' device with no host
 synchronisation: the tile-bounds preprocessing and the kernel (fm_attn_forward);
@@ -37,6 +44,23 @@ The kernels' scratch memory (the backward's fp32 dQ accumulator, 4 bytes per
 element of q) comes from a pool of fmsim's own that keeps it between calls;
 ``trim_workspace`` gives it back (PyTorch's allocator does not see it).
 
+When autograd records a call, the op is a C++ ``torch::autograd::Function``
+(fmsim/csrc/autograd_op.cpp, built on the first such call by
+``torch.utils.cpp_extension.load`` and cached in torch's extension folder) or,
+when that cannot be built, the Python ``torch.autograd.Function`` below: the
+same library calls with the same arguments, so the same bits.
+``FMSIM_TORCH_CPP=0`` keeps the Python Function, ``=1`` makes a failed build an
+error; unset, a failed build falls back to the Python Function with one
+RuntimeWarning (``autograd_backend()`` says which runs and why). ``import
+fmsim.torch`` compiles nothing; ``python3 -m fmsim.torch build`` (or
+``build_autograd_op()``) compiles the C++ op ahead, at install time. The C++ op
+also looks up a call's plan and intervals itself when a call like it ran before
+(its fast path: no Python work per call beyond one function call), for calls
+without autograd too once it is in use (after the first autograd call, or
+``autograd_backend()``; a call without autograd never builds it): it then runs
+the forward as the Python path does, the lse in a scratch buffer of its own per
+plan and stream.
+
 ``flashmask_attention_profile`` runs the instrumented kernels and returns the
 per-tile classes and clock64 cycles as tensors (``Profile``).
 
@@ -49,8 +73,12 @@ does, and needs libfmsim_cuda.so (the CMake target ``fmsim_cuda``), found at
 from __future__ import annotations
 
 import ctypes as C
+import logging
 import math
 import os
+import threading
+import time
+import warnings
 import weakref
 from typing import NamedTuple, Optional
 
@@ -59,10 +87,12 @@ import torch
 
 from . import _native as N
 
-__all__ = ["flashmask_attention", "flashmask_attention_profile", "Profile", "library_path", "trim_workspace"]
+__all__ = ["flashmask_attention", "flashmask_attention_profile", "Profile", "library_path", "trim_workspace",
+           "autograd_backend", "build_autograd_op"]
 
 _KERNELS = {"sm80": 0, "sm90": 1, "auto": -1}
 _VARIANTS = {"skip": 0, "noskip": 1}
+_MASK_METHODS = {"auto": 0, "slices": 1, "r2p": 2}  # fm_mask_method (core/fm_kernels.h)
 _PASS_FWD, _PASS_BWD = 1, 2
 
 
@@ -74,7 +104,8 @@ class _Problem(C.Structure):  # mirrors fm_attn_problem (kernels/fm_attn.h), siz
                 ("lse", C.c_void_p), ("intervals", C.c_void_p), ("dense_mask", C.c_void_p),
                 ("tile_class", C.c_void_p), ("tile_cycles", C.c_void_p), ("dense_per_set", C.c_int),
                 ("kernel", C.c_int), ("dout", C.c_void_p), ("dq", C.c_void_p),
-                ("dk", C.c_void_p), ("dv", C.c_void_p), ("deterministic", C.c_int)]
+                ("dk", C.c_void_p), ("dv", C.c_void_p), ("deterministic", C.c_int),
+                ("mask_method", C.c_int32)]
 
 
 def library_path() -> str:
@@ -93,6 +124,7 @@ def _load():
     vp, i32, i64, perr = C.c_void_p, C.c_int32, C.c_int64, C.POINTER(N.Err)
     sig = {
         "fm_attn_problem_size": (C.c_size_t, []),
+        "fm_attn_problem_member": (C.c_char_p, [i32, C.POINTER(C.c_size_t)]),
         "fm_attn_forward": (C.c_int, [C.POINTER(_Problem), C.c_int, C.c_int, vp, perr]),
         "fm_attn_backward": (C.c_int, [C.POINTER(_Problem), C.c_int, C.c_int, vp, perr]),
         "fm_attn_forward_ptrs": (C.c_int, [C.POINTER(_Problem), i32, vp, vp, vp, vp, vp, vp, C.c_int, vp,
@@ -106,10 +138,28 @@ def _load():
         "fm_kernel_tile_size": (C.c_int, [C.c_int, C.c_int, i32, C.POINTER(i32), C.POINTER(i32), perr]),
     }
     lib = N.load_library(path, sig, "fmsim.torch")
-    if lib.fm_attn_problem_size() != C.sizeof(_Problem):
-        raise ImportError(f"fmsim.torch: {path} does not match this package (fm_attn_problem is "
-                          f"{lib.fm_attn_problem_size()} bytes there, {C.sizeof(_Problem)} here)")
+    _check_mirror(lib, path, _Problem)
     return lib
+
+
+def _check_mirror(lib, path: str, mirror) -> None:
+    """ImportError unless `mirror` is fm_attn_problem of the library at `path` field
+    for field (names, order, offsets) and in size: a field added in the struct's tail
+    padding leaves its size as it was."""
+    def fail(what):
+        raise ImportError(f"fmsim.torch: {path} does not match this package ({what})")
+    if lib.fm_attn_problem_size() != C.sizeof(mirror):
+        fail(f"fm_attn_problem is {lib.fm_attn_problem_size()} bytes there, {C.sizeof(mirror)} here")
+    there, off = [], C.c_size_t(0)
+    while (name := lib.fm_attn_problem_member(len(there), C.byref(off))) is not None:
+        there.append((name.decode(), off.value))
+    here = [(name, getattr(mirror, name).offset) for name, *_ in mirror._fields_]
+    for i in range(max(len(there), len(here))):
+        a = there[i] if i < len(there) else None
+        b = here[i] if i < len(here) else None
+        if a != b:
+            fail(f"fm_attn_problem's member {i} is " + (f"{a[0]} at byte {a[1]}" if a else "none") +
+                 " there, " + (f"{b[0]} at byte {b[1]}" if b else "none") + " here")
 
 
 _lib = _load()
@@ -185,7 +235,7 @@ class _Plan:
     A plain object, not a tuple: torch.autograd.Function.apply flattens tuple
     arguments as pytrees on every call, and the op passes its plan through it."""
     __slots__ = ("shape", "problem", "pref", "k", "device", "torch_device", "kid", "layout", "variant",
-                 "o_shape", "lse_shape", "scratch")
+                 "o_shape", "lse_shape", "scratch", "cpp")
 
     def __init__(self, shape, problem, k, device, kid, layout, variant, o_shape, lse_shape):
         self.shape = shape
@@ -199,7 +249,9 @@ class _Plan:
         self.variant = variant
         self.o_shape = o_shape
         self.lse_shape = lse_shape
-        self.scratch = {}               # stream -> an lse nobody reads (calls without autograd)
+        self.scratch = {}               # stream -> an lse nobody reads (calls without autograd; the C++
+                                        # fast path's no-grad calls keep their own in the C++ plan)
+        self.cpp = None                 # the C++ op's copy of this plan (made at its first call through the C++ op)
 
 
 def _sri_tensor(sri, device):
@@ -212,11 +264,13 @@ def _sri_tensor(sri, device):
     return sri if sri.is_contiguous() else sri.contiguous()
 
 
-def _make_plan(q, k, v, sri, causal, scale, layout, kernel, variant, deterministic) -> _Plan:
+def _make_plan(q, k, v, sri, causal, scale, layout, kernel, variant, deterministic, mask_method="auto") -> _Plan:
     if layout not in ("bshd", "bhsd"):
         raise ValueError(f"layout {layout!r}: expected 'bshd' (the kernels' own) or 'bhsd'")
     if variant not in _VARIANTS:
         raise ValueError(f"variant {variant!r}: expected 'skip' or 'noskip'")
+    if not isinstance(mask_method, str) or mask_method not in _MASK_METHODS:
+        raise ValueError(f"mask_method {mask_method!r}: expected 'auto', 'r2p' or 'slices'")
     qb, kb, vb = _bshd("q", q, layout), _bshd("k", k, layout), _bshd("v", v, layout)
     B, Sq, H, D = qb.shape
     if kb.shape != vb.shape or kb.shape[0] != B or kb.shape[2] != H or kb.shape[3] != D:
@@ -249,18 +303,18 @@ def _make_plan(q, k, v, sri, causal, scale, layout, kernel, variant, determinist
     kid = _resolve_kernel(kernel, dev)
     p = _Problem(batch=B, heads=H, seqlen_q=Sq, seqlen_k=s.Sk, head_dim=D, softmax_scale=sc,
                  causal=int(bool(causal)), mask_nb=nb, mask_nh=nh, kernel=kid,
-                 deterministic=int(bool(deterministic)))
+                 deterministic=int(bool(deterministic)), mask_method=_MASK_METHODS[mask_method])
     return _Plan(s, p, kk if sri is not None else 0, dev.index, kid, layout, _VARIANTS[variant],
                  (B, Sq, H, D), (B, H, Sq))
 
 
-def _plan(q, k, v, sri, causal, scale, layout, kernel, variant, deterministic) -> _Plan:
+def _plan(q, k, v, sri, causal, scale, layout, kernel, variant, deterministic, mask_method="auto") -> _Plan:
     key = (q.shape, q.stride(), q.dtype, q.device, k.shape, k.stride(), k.dtype, k.device, v.shape,
            v.stride(), v.dtype, v.device, None if sri is None else (sri.shape, sri.dtype), causal, scale,
-           layout, kernel, variant, deterministic)
+           layout, kernel, variant, deterministic, mask_method)
     pl = _plans.get(key)
     if pl is None:
-        pl = _make_plan(q, k, v, sri, causal, scale, layout, kernel, variant, deterministic)
+        pl = _make_plan(q, k, v, sri, causal, scale, layout, kernel, variant, deterministic, mask_method)
         if len(_plans) > 4096:
             _plans.clear()
         _plans[key] = pl
@@ -378,27 +432,179 @@ class _FlashMaskLse(torch.autograd.Function):
         return (*_bwd(c.plan, q, k, v, c.iv, o, lse, dout), None)
 
 
+# The autograd op in C++ (fmsim/csrc/autograd_op.cpp): Function.apply of a Python
+# torch.autograd.Function alone costs more than issue 21's 20 us over the bare launch
+# (bench/torch_overhead.py, "autograd floor"); torch::autograd::Function behind a
+# plain pybind11 function does not go through Python for the graph's bookkeeping.
+_CPP_ENV = "FMSIM_TORCH_CPP"
+_CPP_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "csrc", "autograd_op.cpp")
+_cpp = None          # the built extension module while the C++ op is in use, else None
+_fast = None         # its fast path (_cpp.fast) while in use, else None
+_cpp_state = None    # None until the first autograd call decides: then (backend, reason)
+_cpp_lock = threading.Lock()
+
+
+def _cpp_build(verbose: bool = False):
+    """Builds (or finds in torch's extension cache) and imports the C++ op."""
+    if not os.path.isfile(_CPP_SOURCE):
+        raise FileNotFoundError(f"{_CPP_SOURCE} is not in this installation")
+    from torch.utils import cpp_extension  # imported here: `import fmsim.torch` compiles nothing
+    tag = "".join(c if c.isalnum() else "_" for c in torch.__version__)  # one build per torch version
+    mod = cpp_extension.load(name=f"fmsim_autograd_op_{tag}", sources=[_CPP_SOURCE],
+                             extra_cflags=["-O2"], verbose=verbose)
+    mod.set_error_type(N.FmsimError)
+    return mod
+
+
+def _build_failure(e: Exception) -> str:
+    """One line of a failed build: cpp_extension's first line without the build
+    log, and the log's first line that says what went wrong."""
+    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+    head = lines[0].split(": [", 1)[0] if lines else ""
+    detail = next((ln for ln in lines[1:] if not ln.startswith(("FAILED", "ninja:", "[")) and " -c " not in ln
+                   and any(w in ln.lower() for w in ("error", "not found", "no such file"))), None)
+    return f"{type(e).__name__}: {head}" + (f": {detail}" if detail else "")
+
+
+def _cpp_decide():
+    """At the first autograd call: the C++ op (built now) or None (the Python
+    Function), by $FMSIM_TORCH_CPP: "0" the Python Function; "1" the C++ op, a
+    failed build raising; unset (or "auto") the C++ op where it builds, else the
+    Python Function with one RuntimeWarning that says why (autograd_backend()
+    gives the reason too). Decided once per process: the warning comes once."""
+    global _cpp, _cpp_state
+    with _cpp_lock:
+        if _cpp_state is not None:
+            return _cpp
+        want = os.environ.get(_CPP_ENV, "").strip().lower()
+        if want not in ("", "auto", "0", "1"):
+            raise ValueError(f"{_CPP_ENV}={os.environ[_CPP_ENV]!r}: expected 0 (the Python autograd Function), "
+                             "1 (the C++ one, a failed build an error) or unset (the C++ one where it builds)")
+        if want == "0":
+            _cpp_state = ("python", f"{_CPP_ENV}=0")
+            return None
+        try:
+            if want == "1":
+                mod = _cpp_build(verbose=bool(os.environ.get("FMSIM_TORCH_CPP_VERBOSE")))
+            else:  # quietly: cpp_extension's warnings and log lines (a failure warns once, below)
+                log = logging.getLogger("torch.utils.cpp_extension")
+                level = log.level
+                log.setLevel(logging.ERROR)
+                try:
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore")
+                        mod = _cpp_build()
+                finally:
+                    log.setLevel(level)
+        except Exception as e:  # no compiler, no headers, no ninja, a torch without them
+            why = _build_failure(e)
+            if want == "1":
+                raise RuntimeError(f"fmsim.torch: {_CPP_ENV}=1 but the C++ autograd op did not build ({why})") from e
+            _cpp_state = ("python", f"the C++ autograd op did not build ({why})")
+            warnings.warn(f"fmsim.torch: the C++ autograd op did not build ({why}); autograd runs through the "
+                          f"Python Function instead, about 25 us more host time per call (python/README.md). "
+                          f"{_CPP_ENV}=0 uses it without trying the build and silences this; "
+                          f"`python3 -m fmsim.torch build` retries the build and shows why", RuntimeWarning,
+                          stacklevel=3)
+            return None
+        _use_cpp(mod)
+        _cpp_state = ("cpp", "built" if want == "" or want == "auto" else f"{_CPP_ENV}=1")
+        return mod
+
+
+def _cpp_plan(cpp, pl: _Plan):
+    """The C++ op's copy of a plan: the fm_attn_problem's bytes, the two entry
+    points' addresses (the same functions torch.py calls through ctypes)."""
+    return cpp.make_plan(bytes(pl.problem), C.cast(_lib.fm_attn_forward_ptrs, C.c_void_p).value,
+                         C.cast(_lib.fm_attn_backward_ptrs, C.c_void_p).value, pl.device, pl.variant,
+                         pl.layout == "bhsd", list(pl.o_shape), list(pl.lse_shape), C.sizeof(N.Err),
+                         seqlen_q=pl.shape.Sq, seqlen_k=pl.shape.Sk)
+
+
+def _use_cpp(mod, fast: bool = True) -> None:
+    """Which autograd Function the op uses from now on: the C++ op `mod` (with its
+    fast path unless fast=False) or the Python Function (None). For the tests and
+    bench/torch_overhead.py, which compare them in one process."""
+    global _cpp, _fast
+    _cpp = mod
+    _fast = mod.fast if mod is not None and fast and getattr(mod, "has_fast", False) else None
+
+
+def autograd_backend(reason: bool = False):
+    """Which autograd Function the op uses: "cpp" (fmsim/csrc/autograd_op.cpp) or
+    "python" (decided, and the C++ op built, on the first call that needs it:
+    asking here decides). With reason=True, (backend, why)."""
+    if _cpp_state is None:
+        _cpp_decide()
+    return _cpp_state if reason else _cpp_state[0]
+
+
+def build_autograd_op(verbose: bool = False) -> str:
+    """Builds the C++ autograd op now, or finds it built, in torch's extension
+    cache ($TORCH_EXTENSIONS_DIR or ~/.cache/torch_extensions): the compile
+    (~30-60 s) then happens here, at install time, rather than in the first
+    training step. The command line does the same: `python3 -m fmsim.torch build`.
+    Prints where the module is and how long it took; returns its path. A failed
+    build raises RuntimeError with the compiler's first error (verbose=True, or
+    FMSIM_TORCH_CPP_VERBOSE=1, shows the whole build). One build per torch
+    version, made again when fmsim/csrc/autograd_op.cpp changes."""
+    t0 = time.perf_counter()
+    try:
+        mod = _cpp_build(verbose=verbose or bool(os.environ.get("FMSIM_TORCH_CPP_VERBOSE")))
+    except Exception as e:
+        raise RuntimeError(f"fmsim.torch: the C++ autograd op did not build ({_build_failure(e)})") from e
+    path = os.path.abspath(mod.__file__)
+    print(f"fmsim.torch: the C++ autograd op is built: {path} ({time.perf_counter() - t0:.1f} s, "
+          f"torch {torch.__version__})")
+    return path
+
+
 def flashmask_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, startend_row_indices=None,
                         causal: bool = False, *, softmax_scale: Optional[float] = None,
                         return_lse: bool = False, deterministic: bool = False, layout: str = "bshd",
-                        variant: str = "skip", kernel: str = "auto"):
+                        variant: str = "skip", kernel: str = "auto", mask_method: str = "auto"):
     """FlashMask attention (see the module's text). Returns out, or (out, lse)
     with return_lse. variant "noskip" visits every tile (the baseline; its
     output and, with deterministic, its gradients are bit-identical to skip's);
     kernel "auto" is the fastest the device runs (sm90 on Hopper; sm80 has no
-    backward). The checks of a call's shapes run once per distinct shape."""
+    backward); mask_method "auto", "r2p" or "slices" (the sm90 kernels' way of
+    masking a partial tile: the same bits, another speed). The checks of a
+    call's shapes run once per distinct shape."""
+    if _fast is not None:
+        # the C++ op's plan and intervals looked up in C++ (a call like one that ran
+        # before), then its autograd Function or, when autograd does not record, the
+        # forward alone (_fwd's work); None: anything else, which the path below takes
+        r = _fast(q, k, v, startend_row_indices, causal, softmax_scale, return_lse, deterministic, layout,
+                  kernel, variant, mask_method)
+        if r is not None:
+            return r
     causal = bool(causal)
     if not (isinstance(q, torch.Tensor) and isinstance(k, torch.Tensor) and isinstance(v, torch.Tensor)):
         _bshd("q", q, layout), _bshd("k", k, layout), _bshd("v", v, layout)  # raises the one-line error
     sri = startend_row_indices
     if sri is not None and not (isinstance(sri, torch.Tensor) and sri.is_cuda and sri.is_contiguous()):
         sri = _sri_tensor(sri, q.device)
-    pl = _plan(q, k, v, sri, causal, softmax_scale, layout, kernel, variant, deterministic)
+    pl = _plan(q, k, v, sri, causal, softmax_scale, layout, kernel, variant, deterministic, mask_method)
     if sri is not None and sri.device != q.device:
         raise ValueError(f"startend_row_indices on {sri.device}, q on {q.device}: expected one device")
     stream = _stream(pl.device)
     iv = _intervals(pl, sri, causal, stream)
-    if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
+    grad = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
+    # the C++ op: decided (and built) by the first autograd call; a no-grad call uses it
+    # once it is in use but never builds it
+    cpp = _cpp if _cpp_state is not None or not grad else _cpp_decide()
+    if cpp is not None and (grad or _fast is not None):
+        cp = pl.cpp
+        if cp is None:
+            cp = pl.cpp = _cpp_plan(cpp, pl)
+        if _fast is not None and sri is startend_row_indices:  # the next such call takes the fast path
+            cpp.remember(q, k, v, sri, causal, softmax_scale, deterministic, layout, kernel, variant, mask_method,
+                         cp, iv, stream)
+    if grad:
+        if cpp is not None:
+            if return_lse:
+                return cpp.forward_lse(cp, q, k, v, iv, stream)
+            return cpp.forward(cp, q, k, v, iv, stream)
         if return_lse:
             return _FlashMaskLse.apply(q, k, v, _Call(pl, iv, stream))
         return _FlashMask.apply(q, k, v, _Call(pl, iv, stream))
@@ -444,13 +650,13 @@ def _instrumented(pl: _Plan, pass_: int, ptrs: dict, iv, stream):
 def flashmask_attention_profile(q, k, v, startend_row_indices=None, causal: bool = False, *,
                                 dout: Optional[torch.Tensor] = None, softmax_scale=None,
                                 deterministic: bool = False, layout: str = "bshd",
-                                kernel: str = "auto") -> Profile:
+                                kernel: str = "auto", mask_method: str = "auto") -> Profile:
     """The instrumented forward (and backward when dout is given) on the same
     arguments as flashmask_attention: outputs, gradients and per-tile classes
     and cycles as tensors (no autograd). Asynchronous like the op."""
     causal = bool(causal)
     sri = _sri_tensor(startend_row_indices, q.device)
-    pl = _make_plan(q, k, v, sri, causal, softmax_scale, layout, kernel, "skip", deterministic)
+    pl = _make_plan(q, k, v, sri, causal, softmax_scale, layout, kernel, "skip", deterministic, mask_method)
     dev = q.device
     _check(_lib.fm_attn_use_device(pl.device, _errp))
     stream = _stream(pl.device)
@@ -484,3 +690,23 @@ def trim_workspace(device=None, keep_bytes: int = 0) -> None:
     if keep_bytes < 0:
         raise ValueError(f"keep_bytes {keep_bytes}: expected 0 or more")
     _check(_lib.fm_attn_trim_workspace(index, keep_bytes, _errp))
+
+
+def _main(argv=None) -> int:
+    import argparse
+    import sys
+    ap = argparse.ArgumentParser(prog="python3 -m fmsim.torch", description="fmsim.torch's tools")
+    sub = ap.add_subparsers(dest="command", required=True)
+    b = sub.add_parser("build", help="build the C++ autograd op into torch's extension cache now (install time)")
+    b.add_argument("--verbose", action="store_true", help="show the build's log")
+    args = ap.parse_args(argv)
+    try:
+        build_autograd_op(verbose=args.verbose)
+    except RuntimeError as e:
+        print(e, file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(_main())
