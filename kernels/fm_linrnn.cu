@@ -51,11 +51,12 @@ static int auto_kseg(const fm_linrnn_problem *p) {
 static size_t carve(const fm_linrnn_problem *p, int kseg, char *base, fmlr::params *k) {
   const int64_t T = p->tokens, H = p->heads, C = p->chunk, nch = (T + C - 1) / C, tpad = nch * C;
   const int64_t slots = kseg > 0 ? (nch - 1) / kseg + 1 : 0;
-  const int64_t bytes[8] = {4 * T, 4 * tpad, 4 * nch, 4 * H * tpad, 4 * H * nch * (C / 16),
-                            (int64_t)fmlr::CLS_STRIDE * nch, 4 * slots * H * p->dk * p->dv, 4 * slots * H};
-  char *at[8];
+  const int64_t bytes[12] = {4 * tpad, 4 * tpad, 4 * nch, 4 * H * tpad, 4 * H * nch * (C / 16),
+                            (int64_t)fmlr::CLS_STRIDE * nch, 4 * slots * H * p->dk * p->dv, 4 * slots * H,
+                            4 * tpad, 16 * nch, 16 * nch, 16};
+  char *at[12];
   size_t off = 0;
-  for (int i = 0; i < 8; i++) {
+  for (int i = 0; i < 12; i++) {
     at[i] = base ? base + off : NULL;
     off += ((size_t)bytes[i] + 255) & ~(size_t)255;
   }
@@ -68,6 +69,10 @@ static size_t carve(const fm_linrnn_problem *p, int kseg, char *base, fmlr::para
     k->tclass = (uint8_t *)at[5];
     k->ck_s = (float *)at[6];
     k->ck_a = (float *)at[7];
+    k->docend = (int32_t *)at[8];
+    k->items_main = (int32_t *)at[9];
+    k->items_ckpt = (int32_t *)at[10];
+    k->nitems = (int32_t *)at[11];
   }
   return off;
 }
@@ -109,8 +114,9 @@ extern "C" size_t fm_linrnn_workspace_bytes(const fm_linrnn_problem *p) {
   return carve(p, auto_kseg(p), NULL, NULL);
 }
 
-/* The current device must be sm_90 (the kernels are built for sm_90a only). */
-static fm_status check_device(fm_err *err) {
+/* The current device must be sm_90 (the kernels are built for sm_90a only);
+ * *sms receives its multiprocessor count. */
+static fm_status check_device(int *sms, fm_err *err) {
   int n = 0, dev = 0, major = 0, minor = 0;
   cudaError_t e = cudaGetDeviceCount(&n);
   char why[200];
@@ -123,6 +129,8 @@ static fm_status check_device(fm_err *err) {
   if (major != 9 || minor != 0)
     return fm_fail(err, FM_EUNSUPPORTED, "fm_linrnn: device %d is sm_%d%d; the kernel is built for sm_90a only", dev,
                    major, minor);
+  CUDA_TRY(cudaDeviceGetAttribute(sms, cudaDevAttrMultiProcessorCount, dev), "multiprocessor count");
+  if (*sms < 1) return fm_fail(err, FM_EUNSUPPORTED, "fm_linrnn: the device reports no multiprocessor");
   return FM_OK;
 }
 
@@ -151,12 +159,14 @@ static void fill_params(const fm_linrnn_problem *p, fm_linrnn_variant variant, i
   k->tile_cycles = instrumented ? p->tile_cycles : NULL;
 }
 
-/* The forward with checkpoints every kseg chunks (0: none, -1: auto_kseg):
- * preprocessing, the checkpoint pass and its scan when kseg > 0, the forward. */
-fm_status fm_linrnn_forward_kseg(const fm_linrnn_problem *p, fm_linrnn_variant variant, int instrumented, int kseg,
-                                 void *stream, fm_err *err) {
+/* The forward with checkpoints every kseg chunks (0: none, -1: auto_kseg) and
+ * at most max_ctas CTAs (0: as many as fit): preprocessing, the checkpoint pass
+ * and its scan when kseg > 0, the forward. */
+fm_status fm_linrnn_forward_tuned(const fm_linrnn_problem *p, fm_linrnn_variant variant, int instrumented, int kseg,
+                                  int max_ctas, void *stream, fm_err *err) {
+  int sms = 0;
   fm_status st = check_problem(p, variant, instrumented, err);
-  if (st == FM_OK) st = check_device(err);
+  if (st == FM_OK) st = check_device(&sms, err);
   if (st != FM_OK) return st;
   if (kseg < 0) kseg = auto_kseg(p);
   cudaStream_t s = (cudaStream_t)stream;
@@ -172,14 +182,15 @@ fm_status fm_linrnn_forward_kseg(const fm_linrnn_problem *p, fm_linrnn_variant v
   if (e == cudaSuccess && kseg > 0) {
     k.mode = fmlr::MODE_CKPT;
     what = "linrnn checkpoint launch";
-    e = p->dk == 64 ? fmlr::launch_fwd_dk64(k, warps_of(p), false, s) : fmlr::launch_fwd_dk128(k, warps_of(p), false, s);
+    e = p->dk == 64 ? fmlr::launch_fwd_dk64(k, warps_of(p), false, sms, max_ctas, s)
+                    : fmlr::launch_fwd_dk128(k, warps_of(p), false, sms, max_ctas, s);
     if (e == cudaSuccess) e = fmlr::launch_scan(k, s);
     k.mode = fmlr::MODE_MAIN;
   }
   if (e == cudaSuccess) {
     what = "linrnn forward launch";
-    e = p->dk == 64 ? fmlr::launch_fwd_dk64(k, warps_of(p), instrumented != 0, s)
-                    : fmlr::launch_fwd_dk128(k, warps_of(p), instrumented != 0, s);
+    e = p->dk == 64 ? fmlr::launch_fwd_dk64(k, warps_of(p), instrumented != 0, sms, max_ctas, s)
+                    : fmlr::launch_fwd_dk128(k, warps_of(p), instrumented != 0, sms, max_ctas, s);
   }
   if (e != cudaSuccess) st = cuda_fail(err, e, what);
   e = cudaFreeAsync(ws, s);
@@ -189,5 +200,5 @@ fm_status fm_linrnn_forward_kseg(const fm_linrnn_problem *p, fm_linrnn_variant v
 
 extern "C" fm_status fm_linrnn_forward(const fm_linrnn_problem *p, fm_linrnn_variant variant, int instrumented,
                                        void *stream, fm_err *err) {
-  return fm_linrnn_forward_kseg(p, variant, instrumented, -1, stream, err);
+  return fm_linrnn_forward_tuned(p, variant, instrumented, -1, 0, stream, err);
 }

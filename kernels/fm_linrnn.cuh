@@ -30,8 +30,8 @@
  * follow chunk c-1 in the same CTA); an item that starts at a live chunk (its document began inside chunk
  * c-1) first runs a state-only step over chunk c-1 (the "prelude": that
  * document's rows there). Items depend only on cu_seqlens, so every variant
- * walks the same items. The grid is one CTA per (chunk, head, value block);
- * those whose chunk starts no item return at once.
+ * walks the same items. items_kernel lists them (one descriptor each); a
+ * persistent grid takes the units (item x head x value block) in turn.
  *
  * Checkpoints (kseg > 0, chosen by the host for long, few documents): a live
  * chunk c with c % kseg == 0 is a checkpoint: an item starts there with S_in
@@ -71,11 +71,16 @@
  * underflowed negative): not seen with data drawn at random. Sub-tiles wider
  * than 16 are visited whole (every 16 x 16 block in them).
  *
- * Instrumented build (INSTR): the CTA of value block 0 writes, per chunk, the
- * class of every c x c sub-tile and its cycles: the sum, over the sub-tile's
- * 16 x 16 blocks, of the clock64 cycles the warp that scored the block spent on
- * it (Q K^T, decay, mask, split, store); 0 for sub-tiles not visited. The P V
- * products of a block are issued by every warp, interleaved, and are not timed.
+ * Instrumented build (INSTR): per chunk and head, the class of every c x c
+ * sub-tile and its cycles: the sum, over the sub-tile's 16 x 16 blocks, of the
+ * clock64 cycles the warp that scored the block spent on it (Q K^T, decay,
+ * mask, split, store), as the unit of value block 0 saw them; 0 for sub-tiles
+ * not visited. The preprocessing writes the classes (the same for every head)
+ * and zeroes the cycles; in the forward, lane 0 of the scoring warp adds each
+ * block's cycles to its sub-tile with a reduction (RED, nothing waits for it),
+ * so the record adds no shared memory, no barrier and no round trip to a step.
+ * The P V products of a block are issued by every warp, interleaved, and are
+ * not timed.
  *
  * FM_LINRNN_SIM: compiled by a host C++ compiler against fm_linrnn_sim.h (a host
  * emulation of the primitives below), for development without a GPU. */
@@ -113,6 +118,8 @@ namespace fmlr {
 enum : int32_t { VAR_SKIP = 0, VAR_CAUSAL = 1, VAR_NOSKIP = 2 };
 /* Per-chunk flags of the preprocessing. */
 enum : int32_t { FLAG_ITEM_START = 1, FLAG_PRELUDE = 2, FLAG_LIVE = 4, FLAG_CKPT = 8 };
+/* In a unit descriptor only (items_kernel): the checkpoint's document began before its segment. */
+enum : int32_t { FLAG_DEP = 16 };
 /* What a launch of fwd_kernel does (params.mode). */
 enum : int32_t { MODE_MAIN = 0, MODE_CKPT = 1 };
 constexpr float G_FLOOR = -64.f; /* g below it counts as it: exp(-64) ~ 1.6e-28 */
@@ -120,8 +127,9 @@ constexpr float LOG2E = 1.4426950408889634f;
 constexpr int CLS_STRIDE = 64; /* bytes of sub-tile classes per chunk: (C/c)^2 <= 64 */
 
 /* What the kernels read (device pointers). Workspace arrays, O(T):
- *   docidx   (T) int32             document of each token
+ *   docidx   (nchunks C) int32     document of each token (padding rows: -1)
  *   docstart (nchunks C) int32     first token of its document (padding rows: themselves)
+ *   docend   (nchunks C) int32     end of its document (padding rows: themselves + 1)
  *   lp2      (H, nchunks C) fp32   in-block inclusive log2-decay sums
  *   pre2     (H, nchunks, C/16)    log2 decay from the chunk start to each block
  *   tclass   (nchunks, CLS_STRIDE) uint8 FM_TILE_* of the chunk's c x c sub-tiles
@@ -137,11 +145,15 @@ struct params {
   float *final_state;
   uint8_t *tile_class;
   int64_t *tile_cycles;
-  int32_t *docidx, *docstart, *flags;
+  int32_t *docidx, *docstart, *docend, *flags;
   float *lp2, *pre2;
   uint8_t *tclass;
   float *ck_s; /* (nchunks / kseg + 1, H, dk, dv) fp32 checkpoint states, kseg > 0 only */
   float *ck_a; /* (nchunks / kseg + 1, H) the decay across each checkpoint's segment, -1: none */
+  /* (nchunks, 4) the descriptors of the chunks that start items / are checkpoints, in
+   * chunk order: {ch0, first chunk walked, flags of ch0 | FLAG_DEP, flags of first + 1} */
+  int32_t *items_main, *items_ckpt;
+  int32_t *nitems;                  /* (2) their counts (items_kernel) */
 };
 
 /* ------------------------------------------------------------ primitives */
@@ -154,14 +166,17 @@ FMLR_DEV void ldsm(uint32_t a, uint32_t (&r)[4]) { sim::ldmatrix(a, r, false); }
 FMLR_DEV void ldsm_t(uint32_t a, uint32_t (&r)[4]) { sim::ldmatrix(a, r, true); }
 FMLR_DEV void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) { sim::mma(d, a, b0, b1); }
 FMLR_DEV void cp16(uint32_t dst, const void *src, bool ok) { sim::cp_async(dst, src, 16, ok ? 16 : 0); }
+FMLR_DEV void cp4(uint32_t dst, const void *src, bool ok) { sim::cp_async(dst, src, 4, ok ? 4 : 0); }
 FMLR_DEV void cp_commit() { sim::cp_commit(); }
 template <int N> FMLR_DEV void cp_wait() { sim::cp_wait(N); }
 FMLR_DEV void bar() { sim::syncthreads(); }
 FMLR_DEV void wsync() { sim::warp_exchange(nullptr, 0, [](auto) {}); }
 FMLR_DEV float shfl_up16(float v, int d) { return sim::shfl_up(v, (unsigned)d, 16); }
 FMLR_DEV uint32_t ballot(bool v) { return sim::ballot(v); }
+FMLR_DEV int popc(uint32_t x) { return __builtin_popcount(x); }
 FMLR_DEV int ctz64(uint64_t m) { return __builtin_ctzll(m); }
 FMLR_DEV long long clk() { return sim::clock64(); }
+FMLR_DEV void red_add(int64_t *a, long long v) { *a += v; }
 FMLR_DEV float ex2(float x) { return exp2f(x); }
 FMLR_DEV uint32_t pack2(float lo, float hi) {
   return (uint32_t)fm_f32_to_bf16(lo) | ((uint32_t)fm_f32_to_bf16(hi) << 16);
@@ -171,23 +186,35 @@ FMLR_DEV float bits_f32(uint32_t u) {
   memcpy(&f, &u, 4);
   return f;
 }
+struct desc4 {
+  int32_t x, y, z, w;
+};
+FMLR_DEV desc4 ld_desc(const int32_t *a) { return {a[0], a[1], a[2], a[3]}; }
 #else
 FMLR_DEV uint32_t smem_addr(const unsigned char *p) { return fmk::smem_u32(p); }
 FMLR_DEV void ldsm(uint32_t a, uint32_t (&r)[4]) { fmk::ldmatrix_x4(a, r[0], r[1], r[2], r[3]); }
 FMLR_DEV void ldsm_t(uint32_t a, uint32_t (&r)[4]) { fmk::ldmatrix_x4_trans(a, r[0], r[1], r[2], r[3]); }
 FMLR_DEV void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) { fmk::mma_bf16(d, a, b0, b1); }
 FMLR_DEV void cp16(uint32_t dst, const void *src, bool ok) { fmk::cp_async16(dst, src, ok ? 16 : 0); }
+FMLR_DEV void cp4(uint32_t dst, const void *src, bool ok) { fmk::cp_async4(dst, src, ok ? 4 : 0); }
 FMLR_DEV void cp_commit() { fmk::cp_async_commit(); }
 template <int N> FMLR_DEV void cp_wait() { fmk::cp_async_wait<N>(); }
 FMLR_DEV void bar() { __syncthreads(); }
 FMLR_DEV void wsync() { __syncwarp(); }
 FMLR_DEV float shfl_up16(float v, int d) { return __shfl_up_sync(0xffffffffu, v, (unsigned)d, 16); }
 FMLR_DEV uint32_t ballot(bool v) { return __ballot_sync(0xffffffffu, v); }
+FMLR_DEV int popc(uint32_t x) { return __popc(x); }
 FMLR_DEV int ctz64(uint64_t m) { return __ffsll((long long)m) - 1; }
 FMLR_DEV long long clk() { return clock64(); }
+/* a fire-and-forget reduction (RED.E.ADD.64: no result, nothing waits for it) */
+FMLR_DEV void red_add(int64_t *a, long long v) {
+  atomicAdd(reinterpret_cast<unsigned long long *>(a), (unsigned long long)v);
+}
 FMLR_DEV float ex2(float x) { return fmd::fast_exp2(x); }
 FMLR_DEV uint32_t pack2(float lo, float hi) { return fmd::pack_bf16(lo, hi); }
 FMLR_DEV float bits_f32(uint32_t u) { return __uint_as_float(u); }
+using desc4 = int4;
+FMLR_DEV desc4 ld_desc(const int32_t *a) { return __ldg(reinterpret_cast<const int4 *>(a)); } /* one 16-byte load */
 #endif
 
 /* The two bf16 halves of a packed pair, as floats. */
@@ -227,14 +254,15 @@ template <int C> FMLR_DEV void prep_docs(const params &p, int ch, unsigned char 
   const int tid = threadIdx.x, c0 = ch * C, t = c0 + tid;
   int32_t *ends = reinterpret_cast<int32_t *>(sm);
   fm_tile_bounds *bnd = reinterpret_cast<fm_tile_bounds *>(sm + 4 * C);
-  int32_t ds = t, de = p.T;
+  int32_t ds = t, de = t + 1, d = -1;
   if (t < p.T) {
-    const int32_t d = doc_of(p.cu, p.ndocs, t);
+    d = doc_of(p.cu, p.ndocs, t);
     ds = p.cu[d];
     de = p.cu[d + 1];
-    p.docidx[t] = d;
   }
+  p.docidx[t] = d;
   p.docstart[t] = ds;
+  p.docend[t] = de;
   ends[tid] = de;
   bar();
   const int n = C / p.c;
@@ -254,6 +282,8 @@ template <int C> FMLR_DEV void prep_docs(const params &p, int ch, unsigned char 
     const int i = idx / n, j = idx % n, r0 = c0 + i * p.c, r1 = min(r0 + p.c, p.T);
     const int cls = (r0 >= p.T || c0 + j * p.c >= p.T) ? FM_TILE_MASKED : fm_classify_minmax(&bnd[j], r0, r1);
     p.tclass[(int64_t)ch * CLS_STRIDE + idx] = (uint8_t)cls;
+    if (p.tile_class) /* instrumented: the record's classes, the same for every head */
+      for (int h = 0; h < p.H; h++) p.tile_class[((int64_t)h * p.nchunks + ch) * (n * n) + idx] = (uint8_t)cls;
   }
   if (tid == 0) {
     /* ds is the document start of token c0: S_in is live when it lies before */
@@ -278,6 +308,8 @@ template <int C> FMLR_DEV void prep_decay(const params &p, int ch, int h, unsign
     if ((tid & 15) >= off) x += y;
   }
   p.lp2[(int64_t)h * p.nchunks * C + t] = x;
+  const int nn = (C / p.c) * (C / p.c); /* instrumented: head h's cycles of the chunk, summed into by fwd_kernel */
+  if (p.tile_cycles && tid < nn) p.tile_cycles[((int64_t)h * p.nchunks + ch) * nn + tid] = 0;
   if ((tid & 15) == 15) tot[tid >> 4] = x;
   bar();
   if (tid == 0) {
@@ -303,34 +335,46 @@ constexpr int prep_smem(int C) { return 4 * C + 8 * (int)sizeof(fm_tile_bounds);
 
 /* Shared-memory layout and shape constants of one instantiation. Two stages of
  * (Q, K, lp2, docstart, pre2, classes), VST of V, P (hi and lo planes of the
- * NTRI lower-triangle 16 x 16 blocks), the cycles of the 16 x 16 blocks. */
+ * NTRI lower-triangle 16 x 16 blocks). */
 template <int DK, int C, int NW> struct cfg {
   static constexpr int NT = NW * 32, DVB = NW * 16, N16 = C / 16, NTRI = N16 * (N16 + 1) / 2;
+  static constexpr int MB = (N16 * N16 + NW - 1) / NW; /* the most blocks a warp scores in a step */
   static constexpr int VST = C == 64 ? 2 : 1; /* V double-buffered where it fits */
   static constexpr int MINB = C == 64 ? 2 : 1; /* CTAs per SM (__launch_bounds__) */
   static constexpr int QB = C * DK * 2;
-  static constexpr int M_LP = 2 * QB, M_DS = M_LP + 4 * C, M_PRE = M_DS + 4 * C, M_CLS = M_PRE + 64;
-  static constexpr int STAGE = M_CLS + CLS_STRIDE;
+  /* per chunk (row t): lp2, docstart, docend, docidx; pre2; sub-tile classes; flags of chunk + 2 */
+  static constexpr int M_LP = 2 * QB, M_DS = M_LP + 4 * C, M_DE = M_DS + 4 * C, M_DI = M_DE + 4 * C;
+  static constexpr int M_PRE = M_DI + 4 * C, M_CLS = M_PRE + 64, M_FL = M_CLS + CLS_STRIDE;
+  static constexpr int STAGE = M_FL + 128;
   static constexpr int V_OFF = 2 * STAGE, VB = C * DVB * 2;
   static constexpr int P_OFF = V_OFF + VST * VB, PB = NTRI * 512;
-  static constexpr int CYC_OFF = P_OFF + 2 * PB;
-  static constexpr int SMEM = CYC_OFF + N16 * N16 * 8;
+  static constexpr int SMEM = P_OFF + 2 * PB;
   static_assert(STAGE % 128 == 0 && VB % 128 == 0 && PB % 128 == 0, "128-byte aligned regions");
   static_assert(SMEM <= 227 * 1024, "shared memory of one CTA");
   static_assert((C * DK / 8) % NT == 0 && (C * DVB / 8) % NT == 0, "16-byte copies divide among the threads");
-  static_assert(C / 2 + C / 64 + 4 <= NT, "one metadata copy per thread");
+  /* V single-buffered and as large as Q (dk 128 C 128 8 warps, dk 64 C 128 4 warps): Q and V
+   * rotate through three slots, the two stages' Q and the V buffer (slot_off): Q of step n in
+   * slot n % 3, V of step n in slot (n + 2) % 3, the one Q of step n - 1 left, so that V of
+   * step n + 1 is copied during step n, once the inter term has read Q of step n. */
+  static constexpr bool VROT = VST == 1 && QB == VB;
 };
+
+/* Byte offset of Q / V slot k (0, 1: the stages' Q; 2: the V buffer) of cfg K. */
+template <class K> FMLR_DEV int slot_off(int k) { return k == 2 ? K::V_OFF : k * K::STAGE; }
 
 /* One step of a CTA's walk: chunk ch, full (outputs) or a prelude (state only). */
 struct step {
   int ch, c0, c1, st, h, dvb;
+  int qo, vo; /* byte offsets of the step's Q and V in shared memory */
   bool full, has_next, live_in;
   uint64_t vis; /* the 16 x 16 blocks the variant visits: bit bi N16 + bj (full steps) */
 };
 
-/* Issues the copies of chunk ch's Q (when full), K and metadata into stage st. */
+/* Issues the copies of chunk ch's Q (when full; to shared address qdst), K and
+ * metadata into stage st (the flags of chunk ch + 2: what the step after ch's
+ * needs before it waits). */
 template <int DK, int C, int NW>
-FMLR_DEV void issue_stage(const params &p, int ch, int h, bool full, int st, uint32_t sb) {
+FMLR_DEV void issue_stage(const params &p, int ch, int h, bool full, int st, uint32_t qdst, uint32_t sb) {
   using K = cfg<DK, C, NW>;
   constexpr int CH = DK / 8, N16 = C / 16;
   const int tid = threadIdx.x, c0 = ch * C;
@@ -341,22 +385,28 @@ FMLR_DEV void issue_stage(const params &p, int ch, int h, bool full, int st, uin
     const bool ok = t < p.T;
     const int64_t off = ok ? ((int64_t)t * p.H + h) * DK + cc * 8 : 0;
     const uint32_t so = (uint32_t)swz(r, cc, DK) * 2;
-    if (full) cp16(base + so, p.q + off, ok);
+    if (full) cp16(qdst + so, p.q + off, ok);
     cp16(base + K::QB + so, p.k + off, ok);
   }
   const int64_t tpad = (int64_t)p.nchunks * C;
-  if (tid < C / 4) cp16(base + K::M_LP + tid * 16, p.lp2 + h * tpad + c0 + tid * 4, true);
-  else if (tid < C / 2) cp16(base + K::M_DS + (tid - C / 4) * 16, p.docstart + c0 + (tid - C / 4) * 4, true);
-  else if (tid < C / 2 + N16 / 4)
-    cp16(base + K::M_PRE + (tid - C / 2) * 16, p.pre2 + ((int64_t)h * p.nchunks + ch) * N16 + (tid - C / 2) * 4, true);
-  else if (tid < C / 2 + N16 / 4 + CLS_STRIDE / 16)
-    cp16(base + K::M_CLS + (tid - C / 2 - N16 / 4) * 16,
-         p.tclass + (int64_t)ch * CLS_STRIDE + (tid - C / 2 - N16 / 4) * 16, true);
+  constexpr int NM = C + N16 / 4 + CLS_STRIDE / 16; /* 16-byte copies; then the flags */
+  for (int i = tid; i <= NM; i += K::NT) {
+    const int q = i & (C / 4 - 1); /* 16-byte piece of a per-row array */
+    if (i < C / 4) cp16(base + K::M_LP + q * 16, p.lp2 + h * tpad + c0 + q * 4, true);
+    else if (i < C / 2) cp16(base + K::M_DS + q * 16, p.docstart + c0 + q * 4, true);
+    else if (i < 3 * C / 4) cp16(base + K::M_DE + q * 16, p.docend + c0 + q * 4, true);
+    else if (i < C) cp16(base + K::M_DI + q * 16, p.docidx + c0 + q * 4, true);
+    else if (i < C + N16 / 4)
+      cp16(base + K::M_PRE + (i - C) * 16, p.pre2 + ((int64_t)h * p.nchunks + ch) * N16 + (i - C) * 4, true);
+    else if (i < NM)
+      cp16(base + K::M_CLS + (i - C - N16 / 4) * 16, p.tclass + (int64_t)ch * CLS_STRIDE + (i - C - N16 / 4) * 16, true);
+    else cp4(base + K::M_FL, ch + 2 < p.nchunks ? p.flags + ch + 2 : p.flags, ch + 2 < p.nchunks);
+  }
 }
 
-/* Issues the copies of chunk ch's value block dvb into V buffer vb. */
+/* Issues the copies of chunk ch's value block dvb to shared address vdst. */
 template <int DK, int C, int NW>
-FMLR_DEV void issue_v(const params &p, int ch, int h, int dvb, int vb, uint32_t sb) {
+FMLR_DEV void issue_v(const params &p, int ch, int h, int dvb, uint32_t vdst) {
   using K = cfg<DK, C, NW>;
   constexpr int CH = K::DVB / 8;
   const int tid = threadIdx.x, c0 = ch * C;
@@ -365,7 +415,7 @@ FMLR_DEV void issue_v(const params &p, int ch, int h, int dvb, int vb, uint32_t 
     const int idx = it * K::NT + tid, r = idx / CH, cc = idx % CH, t = c0 + r;
     const bool ok = t < p.T;
     const int64_t off = ok ? ((int64_t)t * p.H + h) * p.dv + (int64_t)dvb * K::DVB + cc * 8 : 0;
-    cp16(sb + K::V_OFF + vb * K::VB + swz(r, cc, K::DVB) * 2, p.v + off, ok);
+    cp16(vdst + swz(r, cc, K::DVB) * 2, p.v + off, ok);
   }
 }
 
@@ -395,7 +445,7 @@ FMLR_DEV void score_block(const params &p, const step &s, int bi, int bj, bool m
                           uint32_t sb) {
   using K = cfg<DK, C, NW>;
   const int lane = threadIdx.x & 31, g = lane >> 2, c4 = lane & 3;
-  const uint32_t qa = sb + s.st * K::STAGE, ka = qa + K::QB;
+  const uint32_t qa = sb + s.qo, ka = sb + s.st * K::STAGE + K::QB;
   const float *lp = reinterpret_cast<const float *>(sm + s.st * K::STAGE + K::M_LP);
   const int32_t *ds = reinterpret_cast<const int32_t *>(sm + s.st * K::STAGE + K::M_DS);
   /* two accumulators a key half, even and odd k-steps: four HMMA chains, not two */
@@ -440,22 +490,78 @@ FMLR_DEV void score_block(const params &p, const step &s, int bi, int bj, bool m
   }
 }
 
+/* Where the instrumented build's reductions are issued (FMLR_REC_DEFER, a
+ * measurement knob): 1 (default), deferred at C 64 and in the score loop at
+ * C 128; 0, in the score loop everywhere (a4b842a); 2, deferred everywhere.
+ * Deferred: lane 0 of the scoring warp keeps each block's (sub-tile, cycles)
+ * in registers and issues the step's reductions, straight-line, at the top of
+ * the next step (after the unit switch, before the next stage's copies) and
+ * after the last step; in the score loop, each reduction is issued right after
+ * its block, into a global-memory queue that the next stage's copies, issued
+ * just before the score phase, have filled (kernels/PERF_NOTES.md, linear RNN,
+ * tenth session). Not deferred where a warp may score more than 10 blocks a
+ * step (C 128 with 4 warps: the sub-tiles' 6-bit indices fill 64 bits). */
+#ifndef FMLR_REC_DEFER
+#define FMLR_REC_DEFER 1
+#endif
+template <int C, int NW> struct rec_defer {
+  static constexpr bool on =
+      (FMLR_REC_DEFER == 2 || (FMLR_REC_DEFER == 1 && C == 64)) && ((C / 16) * (C / 16) + NW - 1) / NW <= 10;
+};
+
+/* A warp's deferred record of one step: at most MB blocks (a warp scores at
+ * most ceil(N16^2 / NW) of them: every block under NOSKIP), their sub-tiles
+ * 6 bits each in tl (the newest in the low bits), their cycles in sp (the
+ * newest in sp[0]); zero past the n entries. */
+template <int MB> struct blkrec {
+  static_assert(6 * MB <= 64, "sub-tiles packed in 64 bits");
+  int64_t *cyc; /* the step's (head, chunk) cycles */
+  long long sp[MB];
+  uint64_t tl;
+  int n;
+};
+template <int MB> FMLR_DEV void rec_flush(blkrec<MB> &r) {
+  if (r.n) /* lane 0 of a warp that scored blocks of a value-block-0 unit: MB reductions, no branch
+              between them; the entries past n hold 0 cycles (for sub-tile 0), which adds nothing */
+#pragma unroll
+    for (int j = 0; j < MB; j++) red_add(r.cyc + (int)((r.tl >> (6 * j)) & 63), r.sp[j]);
+  r.n = 0;
+  r.tl = 0;
+#pragma unroll
+  for (int j = 0; j < MB; j++) r.sp[j] = 0;
+}
+
 /* The score phase: the visited blocks, in row-major order, dealt round-robin
- * to the warps. */
-template <int DK, int C, int NW, bool INSTR>
-FMLR_DEV void score_phase(const params &p, const step &s, unsigned char *sm, uint32_t sb) {
+ * to the warps. Instrumented (INSTR, the unit of value block 0): lane 0 of the
+ * scoring warp adds the block's clock64 cycles to its sub-tile's tile_cycles
+ * (zeroed by the preprocessing) with a reduction that nothing waits for, here
+ * or deferred into rc (rec_defer); the sum over a sub-tile's blocks is an
+ * integer sum, the same in any order. */
+template <int DK, int C, int NW, bool INSTR, int MB>
+FMLR_DEV void score_phase(const params &p, const step &s, unsigned char *sm, uint32_t sb, blkrec<MB> &rc) {
   using K = cfg<DK, C, NW>;
   const int warp = threadIdx.x >> 5;
   const uint8_t *cls = sm + s.st * K::STAGE + K::M_CLS;
   const int sl = p.c == 16 ? 0 : p.c == 32 ? 1 : 2, n = C / p.c;
-  int64_t *cyc = reinterpret_cast<int64_t *>(sm + K::CYC_OFF);
+  const bool rec = INSTR && s.dvb == 0 && (threadIdx.x & 31) == 0;
+  int64_t *cyc = INSTR ? p.tile_cycles + ((int64_t)s.h * p.nchunks + s.ch) * (n * n) : nullptr;
+  if (INSTR && rec_defer<C, NW>::on) rc.cyc = cyc;
   int k = 0;
   for (uint64_t m = s.vis; m; m &= m - 1, k++) {
     if (k % NW != warp) continue;
-    const int e = ctz64(m), bi = e / K::N16, bj = e % K::N16;
+    const int e = ctz64(m), bi = e / K::N16, bj = e % K::N16, tile = (bi >> sl) * n + (bj >> sl);
     const long long t0 = INSTR ? clk() : 0;
-    score_block<DK, C, NW>(p, s, bi, bj, cls[(bi >> sl) * n + (bj >> sl)] != FM_TILE_UNMASKED, sm, sb);
-    if (INSTR && (threadIdx.x & 31) == 0) cyc[e] = clk() - t0;
+    score_block<DK, C, NW>(p, s, bi, bj, cls[tile] != FM_TILE_UNMASKED, sm, sb);
+    if (rec) {
+      const long long t1 = clk();
+      if (rec_defer<C, NW>::on) {
+#pragma unroll
+        for (int j = MB - 1; j > 0; j--) rc.sp[j] = rc.sp[j - 1];
+        rc.sp[0] = t1 - t0;
+        rc.tl = rc.tl << 6 | (uint64_t)tile;
+        rc.n++;
+      } else red_add(cyc + tile, t1 - t0);
+    }
   }
 }
 
@@ -495,7 +601,7 @@ FMLR_DEV void inter_phase(const params &p, const step &s, const float (&st)[DK /
                           float (&o)[C / 16][2][4], int nlive, unsigned char *sm, uint32_t sb) {
   using K = cfg<DK, C, NW>;
   const int lane = threadIdx.x & 31, g = lane >> 2;
-  const uint32_t qa = sb + s.st * K::STAGE;
+  const uint32_t qa = sb + s.qo;
 #pragma unroll
   for (int i = 0; i < K::N16; i++)
 #pragma unroll
@@ -566,7 +672,7 @@ FMLR_DEV void intra_phase(const params &p, const step &s, float (&o)[C / 16][2][
                           uint32_t sb) {
   using K = cfg<DK, C, NW>;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c4 = lane & 3;
-  const uint32_t va = sb + K::V_OFF + (K::VST == 2 ? s.st : 0) * K::VB, pa = sb + K::P_OFF;
+  const uint32_t va = sb + s.vo, pa = sb + K::P_OFF;
   if (s.vis == lower_mask<K::N16>()) intra_mma<DK, C, NW, true>(s.vis, o, va, pa);
   else intra_mma<DK, C, NW, false>(s.vis, o, va, pa);
 #pragma unroll
@@ -590,7 +696,7 @@ FMLR_DEV void state_step(const step &s, int kk, int rlo, int el, float (&st)[DK 
   using K = cfg<DK, C, NW>;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, c4 = lane & 3;
   const float *lp = reinterpret_cast<const float *>(sm + s.st * K::STAGE + K::M_LP);
-  const uint32_t va = sb + K::V_OFF + (K::VST == 2 ? s.st : 0) * K::VB, ka = sb + s.st * K::STAGE + K::QB;
+  const uint32_t va = sb + s.vo, ka = sb + s.st * K::STAGE + K::QB;
   const int q = lane >> 3, be = el >> 4;
   uint32_t a[4]; /* A = V^T (m = the warp's 16 columns, k = the 16 tokens) */
   ldsm_t(va + swz(kk * 16 + (q >> 1) * 8 + (lane & 7), warp * 2 + (q & 1), K::DVB) * 2, a);
@@ -637,22 +743,29 @@ FMLR_DEV void state_io(const params &p, float *base, int dvb, float (&st)[DK / 8
     }
 }
 
-/* The state phase: the documents of the chunk whose state is needed, in order.
- * A prelude step (not full) serves only the chunk's last document. */
+/* The state phase: the documents of the chunk whose state is needed, in order
+ * (read from the stage: each row's document start, end and index). A step that
+ * is not full (a prelude or a checkpoint segment) serves only the chunk's last
+ * document. */
 template <int DK, int C, int NW>
 FMLR_DEV void state_phase(const params &p, const step &s, float (&st)[DK / 8][4], unsigned char *sm,
                           uint32_t sb) {
   using K = cfg<DK, C, NW>;
-  const float *lp = reinterpret_cast<const float *>(sm + s.st * K::STAGE + K::M_LP);
-  const float *pre = reinterpret_cast<const float *>(sm + s.st * K::STAGE + K::M_PRE);
-  const int32_t df = p.docidx[s.c0], dl = p.docidx[s.c1 - 1];
-  for (int32_t d = s.full ? df : dl; d <= dl; d++) {
-    const int32_t sd = p.cu[d], ed = p.cu[d + 1];
+  const unsigned char *stage = sm + s.st * K::STAGE;
+  const float *lp = reinterpret_cast<const float *>(stage + K::M_LP);
+  const float *pre = reinterpret_cast<const float *>(stage + K::M_PRE);
+  const int32_t *ds = reinterpret_cast<const int32_t *>(stage + K::M_DS);
+  const int32_t *de = reinterpret_cast<const int32_t *>(stage + K::M_DE);
+  const int32_t *di = reinterpret_cast<const int32_t *>(stage + K::M_DI);
+  const int nrows = s.c1 - s.c0;
+  for (int rlo = s.full ? 0 : max(ds[nrows - 1], s.c0) - s.c0, rend; rlo < nrows; rlo = rend) {
+    const int32_t ed = de[rlo], d = di[rlo]; /* the document of rows [rlo, rend) */
+    rend = min(ed, s.c1) - s.c0;
     const bool fin = s.full && p.final_state && ed <= s.c1;
     const bool carry = ed > s.c1 && s.has_next;
-    if (!fin && !carry && !(p.variant != VAR_SKIP && d == dl)) continue;
-    const int rlo = max(sd, s.c0) - s.c0, el = min(ed, s.c1) - 1 - s.c0;
-    const bool uses_in = d == df && s.live_in;
+    if (!fin && !carry && !(p.variant != VAR_SKIP && rend == nrows)) continue;
+    const int el = rend - 1;
+    const bool uses_in = rlo == 0 && s.live_in;
     const float alpha = ex2(pre[el >> 4] + lp[el]);
 #pragma unroll
     for (int nt = 0; nt < DK / 8; nt++)
@@ -664,127 +777,244 @@ FMLR_DEV void state_phase(const params &p, const step &s, float (&st)[DK / 8][4]
   }
 }
 
-/* The instrumented build's record of chunk s.ch (warp 0 of value block 0):
- * classes and the cycles of the sub-tiles; the block cycles reset for the next. */
-template <int DK, int C, int NW>
-FMLR_DEV void record_tiles(const params &p, const step &s, unsigned char *sm) {
-  using K = cfg<DK, C, NW>;
-  const int lane = threadIdx.x & 31, spc = p.c / 16, n = C / p.c;
-  const uint8_t *cls = sm + s.st * K::STAGE + K::M_CLS;
-  int64_t *cyc = reinterpret_cast<int64_t *>(sm + K::CYC_OFF);
-  for (int idx = lane; idx < n * n; idx += 32) {
-    const int i = idx / n, j = idx % n;
-    int64_t sum = 0;
-    for (int bi = i * spc; bi < (i + 1) * spc; bi++)
-      for (int bj = j * spc; bj < (j + 1) * spc; bj++) sum += cyc[bi * K::N16 + bj];
-    const int64_t at = ((int64_t)s.h * p.nchunks + s.ch) * n * n + idx;
-    p.tile_class[at] = cls[idx];
-    p.tile_cycles[at] = sum;
-  }
-  wsync();
-  for (int idx = lane; idx < K::N16 * K::N16; idx += 32) cyc[idx] = 0;
+/* A unit of work: one item (MODE_MAIN) or one checkpoint's segment
+ * (MODE_CKPT), of one head and value block; its chunks: first .. (the item's
+ * end) with outputs from ch0 on, or first .. ch0 - 1 state-only. */
+struct unit {
+  int w, ch0, first, h, dvb;
+  int32_t fl1;             /* the flags of chunk first + 1 */
+  bool valid, loaded, dep; /* S from a checkpoint; MODE_CKPT: the document began before the segment */
+};
+
+/* Unit w of the compact list (items or checkpoints in chunk order; within one,
+ * heads, then value blocks): one 16-byte load of the descriptor that
+ * items_kernel wrote, no dependent load (it is issued a unit ahead, but for
+ * single-chunk items it is consumed by the next step's copies right away). */
+FMLR_DEV unit fetch_unit(const params &p, int w, int nunits) {
+  unit u = {};
+  u.w = w;
+  u.valid = w < nunits;
+  if (!u.valid) return u;
+  const int per = p.H * p.ndvb, r = w % per;
+  u.h = r / p.ndvb;
+  u.dvb = r % p.ndvb;
+  const desc4 d = ld_desc((p.mode == MODE_CKPT ? p.items_ckpt : p.items_main) + 4 * (int64_t)(w / per));
+  u.ch0 = d.x;
+  u.first = d.y;
+  u.fl1 = d.w;
+  u.loaded = p.mode == MODE_MAIN && (d.z & FLAG_CKPT);
+  u.dep = (d.z & FLAG_DEP) != 0;
+  return u;
 }
 
-/* The walk of one CTA: chunk steps first .. (the item's end), full from ch0 on
- * (MODE_MAIN), or state-only steps first .. ch0 - 1 (MODE_CKPT). st holds the
- * state carried in (loaded: a checkpoint's). Returns the log2 decay summed over
- * the steps' whole chunks (the checkpoint pass's segment decay). */
-template <int DK, int C, int NW, bool INSTR>
-FMLR_DEV float walk(const params &p, int h, int dvb, int ch0, int first, bool loaded, float (&st)[DK / 8][4],
-                    unsigned char *sm, uint32_t sb) {
-  using K = cfg<DK, C, NW>;
-  float la2 = 0.f;
-  step s;
-  s.h = h;
-  s.dvb = dvb;
-  s.ch = first;
-  issue_stage<DK, C, NW>(p, s.ch, h, s.ch >= ch0, 0, sb);
-  if (K::VST == 2) issue_v<DK, C, NW>(p, s.ch, h, dvb, 0, sb);
+/* The checkpoint state of unit u's chunk ch0 (slot ch0 / kseg) in ck_s. */
+template <int DK> FMLR_DEV float *ckpt_at(const params &p, const unit &u) {
+  return p.ck_s + ((int64_t)(u.ch0 / p.kseg) * p.H + u.h) * DK * p.dv;
+}
+
+/* The state a unit starts from: a checkpoint's, or zero. */
+template <int DK, int NW> FMLR_DEV void begin_unit(const params &p, const unit &u, float (&st)[DK / 8][4]) {
+#pragma unroll
+  for (int nt = 0; nt < DK / 8; nt++)
+#pragma unroll
+    for (int r = 0; r < 4; r++) st[nt][r] = 0.f;
+  if (u.loaded) state_io<DK, NW>(p, ckpt_at<DK>(p, u), u.dvb, st, true);
+}
+
+/* The next step's V (chunk ch of head h, value block dvb; none when !any). */
+struct vnext {
+  bool any;
+  int ch, h, dvb;
+};
+
+/* VROT: V of the next step into this step's Q slot (every warp is done with Q),
+ * as a copy group of its own (waited for after the next step's score phase). */
+template <int DK, int C, int NW> FMLR_DEV void rot_v(const params &p, const step &s, const vnext &vn, uint32_t sb) {
+  if (vn.any) issue_v<DK, C, NW>(p, vn.ch, vn.h, vn.dvb, sb + s.qo);
   cp_commit();
-  for (int n = 0;; n++) {
-    s.st = n & 1;
-    s.c0 = s.ch * C;
-    s.c1 = min(s.c0 + C, p.T);
-    s.full = s.ch >= ch0;
-    /* the next chunk continues this walk's state; `more`: this CTA steps on to it */
-    s.has_next = s.ch < ch0 || (s.ch + 1 < p.nchunks && !(p.flags[s.ch + 1] & FLAG_ITEM_START));
-    const bool more = s.has_next && !(p.mode == MODE_CKPT && s.ch + 1 == ch0);
-    s.live_in = (p.flags[s.ch] & FLAG_LIVE) && (s.ch > first || loaded);
-    if (K::VST == 1) {
-      issue_v<DK, C, NW>(p, s.ch, h, dvb, 0, sb);
-      cp_commit();
-    }
-    if (more) {
-      issue_stage<DK, C, NW>(p, s.ch + 1, h, s.ch + 1 >= ch0, s.st ^ 1, sb);
-      if (K::VST == 2) issue_v<DK, C, NW>(p, s.ch + 1, h, dvb, s.st ^ 1, sb);
-    }
-    cp_commit();
-    if (K::VST == 1) cp_wait<2>();
-    else cp_wait<1>();
-    bar();
-    if (s.full) {
-      s.vis = visit_mask<C>(p, sm + s.st * K::STAGE + K::M_CLS);
-      score_phase<DK, C, NW, INSTR>(p, s, sm, sb);
-    }
-    if (K::VST == 1) cp_wait<1>();
-    bar();
-    if (s.full) {
-      float o[K::N16][2][4];
-      int nlive = K::N16;
-      if (p.variant == VAR_SKIP) {
-        const int ef = min(p.cu[p.docidx[s.c0] + 1], s.c1) - s.c0;
-        nlive = s.live_in ? (ef + 15) >> 4 : 0;
-      }
-      inter_phase<DK, C, NW>(p, s, st, o, nlive, sm, sb);
-      intra_phase<DK, C, NW>(p, s, o, sm, sb);
-    }
-    state_phase<DK, C, NW>(p, s, st, sm, sb);
-    if (INSTR && s.full && dvb == 0 && threadIdx.x < 32) record_tiles<DK, C, NW>(p, s, sm);
-    const float *lp = reinterpret_cast<const float *>(sm + s.st * K::STAGE + K::M_LP);
-    la2 += reinterpret_cast<const float *>(sm + s.st * K::STAGE + K::M_PRE)[K::N16 - 1] + lp[C - 1];
-    bar();
-    if (!more) break;
-    s.ch++;
-  }
-  cp_wait<0>();
-  return la2;
 }
 
-/* The forward, one CTA per (chunk, head, value block), 32 NW threads.
- * MODE_MAIN: a CTA whose chunk ch0 starts an item walks it (after a prelude
- * step over chunk ch0 - 1, or from a checkpoint's state). MODE_CKPT: a CTA
- * whose chunk ch0 is a checkpoint walks the segment before it (from ch0 - kseg,
- * or from its document's first chunk) and stores the state at its end and,
- * when the document began before the segment, the segment's decay. */
+/* One chunk step after its stage has arrived: score (with the instrumented
+ * build's cycles), inter, intra (full steps), state; VROT: the next step's V copies as soon as Q
+ * is dead (after the score phase's barrier when no inter term runs, else after
+ * a barrier behind the intra term). */
+template <int DK, int C, int NW, bool INSTR, int MB>
+FMLR_DEV void chunk_step(const params &p, step &s, float (&st)[DK / 8][4], unsigned char *sm, uint32_t sb,
+                         const vnext &vn, blkrec<MB> &rc) {
+  using K = cfg<DK, C, NW>;
+  const unsigned char *stage = sm + s.st * K::STAGE;
+  if (s.full) {
+    s.vis = visit_mask<C>(p, stage + K::M_CLS);
+    score_phase<DK, C, NW, INSTR>(p, s, sm, sb, rc);
+  }
+  if (K::VST == 1) cp_wait<1>();
+  bar();
+  int nlive = 0; /* row blocks of the inter term (uniform over the CTA) */
+  if (s.full) {
+    nlive = K::N16;
+    if (p.variant == VAR_SKIP) {
+      const int ef = min(reinterpret_cast<const int32_t *>(stage + K::M_DE)[0], s.c1) - s.c0;
+      nlive = s.live_in ? (ef + 15) >> 4 : 0;
+    }
+  }
+  if (K::VROT && nlive == 0) rot_v<DK, C, NW>(p, s, vn, sb);
+  if (s.full) {
+    float o[K::N16][2][4];
+    inter_phase<DK, C, NW>(p, s, st, o, nlive, sm, sb);
+    intra_phase<DK, C, NW>(p, s, o, sm, sb);
+  }
+  if (K::VROT && nlive > 0) {
+    bar();
+    rot_v<DK, C, NW>(p, s, vn, sb);
+  }
+  state_phase<DK, C, NW>(p, s, st, sm, sb);
+}
+
+/* The forward: a persistent grid; CTA b takes units b, b + gridDim.x, ... and
+ * walks each one's chunks in order, the state in registers. The copies of the
+ * next step, in this unit or the next one, are issued before this step waits
+ * for its own, so one unit's loads overlap the last step of the one before.
+ * MODE_MAIN: the units are the items (after a prelude step over chunk ch0 - 1,
+ * or from a checkpoint's state). MODE_CKPT: the units are the checkpoints; each
+ * walks the segment before its chunk and stores the state at its end and, when
+ * the document began before the segment, the segment's decay. */
 template <int DK, int C, int NW, bool INSTR>
 FMLR_KERNEL void FMLR_BOUNDS((cfg<DK, C, NW>::NT), (cfg<DK, C, NW>::MINB)) fwd_kernel(const params p) {
   using K = cfg<DK, C, NW>;
   FMLR_SMEM(sm);
   const uint32_t sb = smem_addr(sm);
-  const int dvb = (int)(blockIdx.x % (unsigned)p.ndvb), rest = (int)(blockIdx.x / (unsigned)p.ndvb);
-  const int h = rest % p.H, ch0 = rest / p.H;
-  const int32_t f0 = p.flags[ch0];
-  if (!(f0 & (p.mode == MODE_CKPT ? FLAG_CKPT : FLAG_ITEM_START))) return;
+  const int nunits = p.nitems[p.mode] * p.H * p.ndvb;
+  unit cur = fetch_unit(p, (int)blockIdx.x, nunits);
+  if (!cur.valid) return;
+  unit nxt = fetch_unit(p, cur.w + (int)gridDim.x, nunits);
   float st[DK / 8][4]; /* S^T of the warp's 16 value columns (fp32) */
-#pragma unroll
-  for (int nt = 0; nt < DK / 8; nt++)
-#pragma unroll
-    for (int r = 0; r < 4; r++) st[nt][r] = 0.f;
-  if (INSTR)
-    for (int idx = threadIdx.x; idx < K::N16 * K::N16; idx += K::NT)
-      reinterpret_cast<int64_t *>(sm + K::CYC_OFF)[idx] = 0;
-  const int slot = p.kseg > 0 ? ch0 / p.kseg : 0;
-  float *ck = p.ck_s + ((int64_t)slot * p.H + h) * DK * p.dv;
-  int first = ch0;
-  if (p.mode == MODE_CKPT) first = max(ch0 - p.kseg, p.docstart[ch0 * C] / C);
-  else if (f0 & FLAG_CKPT) state_io<DK, NW>(p, ck, dvb, st, true);
-  else if (f0 & FLAG_PRELUDE) first = ch0 - 1;
-  const float la2 = walk<DK, C, NW, INSTR>(p, h, dvb, ch0, first, p.mode == MODE_MAIN && (f0 & FLAG_CKPT), st, sm, sb);
-  if (p.mode == MODE_CKPT) {
-    state_io<DK, NW>(p, ck, dvb, st, false);
-    if (dvb == 0 && threadIdx.x == 0)
-      p.ck_a[(int64_t)slot * p.H + h] = p.docstart[ch0 * C] < first * C ? ex2(la2) : -1.f;
+  begin_unit<DK, NW>(p, cur, st);
+  issue_stage<DK, C, NW>(p, cur.first, cur.h, cur.first >= cur.ch0, 0, sb, sb);
+  if (K::VST == 2) issue_v<DK, C, NW>(p, cur.first, cur.h, cur.dvb, sb + K::V_OFF);
+  cp_commit();
+  if (K::VROT) { /* V of step 0 in slot 2, its own group */
+    issue_v<DK, C, NW>(p, cur.first, cur.h, cur.dvb, sb + K::V_OFF);
+    cp_commit();
   }
+  int r3 = 0; /* n % 3 (VROT's slots) */
+  float la2 = 0.f;
+  int32_t fl1 = cur.fl1; /* the flags of chunk s.ch + 1 */
+  step s;
+  s.ch = cur.first;
+  blkrec<rec_defer<C, NW>::on ? K::MB : 1> rc; /* the instrumented build's deferred record (rec_defer) */
+  rc.n = 0;
+  rc.tl = 0;
+#pragma unroll
+  for (int j = 0; j < (rec_defer<C, NW>::on ? K::MB : 1); j++) rc.sp[j] = 0;
+  for (int n = 0;; n++) {
+    /* the previous step's reductions (deferred record): before this step's copies */
+    if (INSTR && rec_defer<C, NW>::on) rec_flush(rc);
+    s.h = cur.h;
+    s.dvb = cur.dvb;
+    s.st = n & 1;
+    const int r3n = r3 == 2 ? 0 : r3 + 1;
+    s.qo = K::VROT ? slot_off<K>(r3) : s.st * K::STAGE;
+    s.vo = K::VROT ? slot_off<K>(r3n == 2 ? 0 : r3n + 1) : K::V_OFF + (K::VST == 2 ? s.st : 0) * K::VB;
+    s.c0 = s.ch * C;
+    s.c1 = min(s.c0 + C, p.T);
+    s.full = s.ch >= cur.ch0;
+    /* the next chunk continues this unit's state; `more`: the unit steps on to it */
+    s.has_next = s.ch < cur.ch0 || (s.ch + 1 < p.nchunks && !(fl1 & FLAG_ITEM_START));
+    const bool more = s.has_next && !(p.mode == MODE_CKPT && s.ch + 1 == cur.ch0);
+    if (K::VST == 1 && !K::VROT) {
+      issue_v<DK, C, NW>(p, s.ch, cur.h, cur.dvb, sb + K::V_OFF);
+      cp_commit();
+    }
+    /* the next step's copies: this unit's next chunk or the next unit's first */
+    const vnext vn = {more || nxt.valid, more ? s.ch + 1 : nxt.first, more ? cur.h : nxt.h, more ? cur.dvb : nxt.dvb};
+    if (vn.any) {
+      const uint32_t qdst = sb + (K::VROT ? slot_off<K>(r3n) : (s.st ^ 1) * K::STAGE);
+      issue_stage<DK, C, NW>(p, vn.ch, vn.h, vn.ch >= (more ? cur.ch0 : nxt.ch0), s.st ^ 1, qdst, sb);
+      if (K::VST == 2) issue_v<DK, C, NW>(p, vn.ch, vn.h, vn.dvb, sb + K::V_OFF + (s.st ^ 1) * K::VB);
+    }
+    cp_commit();
+    if (K::VST == 1) cp_wait<2>();
+    else cp_wait<1>();
+    bar();
+    const unsigned char *stage = sm + s.st * K::STAGE;
+    s.live_in = reinterpret_cast<const int32_t *>(stage + K::M_DS)[0] < s.c0 && (s.ch > cur.first || cur.loaded);
+    fl1 = reinterpret_cast<const int32_t *>(stage + K::M_FL)[0]; /* chunk ch + 2: the next step's next */
+    chunk_step<DK, C, NW, INSTR>(p, s, st, sm, sb, vn, rc);
+    la2 += reinterpret_cast<const float *>(stage + K::M_PRE)[K::N16 - 1] +
+           reinterpret_cast<const float *>(stage + K::M_LP)[C - 1];
+    if (!more && p.mode == MODE_CKPT) {
+      state_io<DK, NW>(p, ckpt_at<DK>(p, cur), cur.dvb, st, false);
+      if (cur.dvb == 0 && threadIdx.x == 0)
+        p.ck_a[(int64_t)(cur.ch0 / p.kseg) * p.H + cur.h] = cur.dep ? ex2(la2) : -1.f;
+    }
+    bar();
+    r3 = r3n;
+    if (more) {
+      s.ch++;
+      continue;
+    }
+    if (!nxt.valid) break;
+    cur = nxt;
+    nxt = fetch_unit(p, cur.w + (int)gridDim.x, nunits);
+    begin_unit<DK, NW>(p, cur, st);
+    la2 = 0.f;
+    fl1 = cur.fl1;
+    s.ch = cur.first;
+  }
+  if (INSTR && rec_defer<C, NW>::on) rec_flush(rc);
+  cp_wait<0>();
+}
+
+/* The descriptor of chunk c (flags f) in list m (0 items, 1 checkpoints), at d:
+ * {c, the first chunk the unit walks, f | FLAG_DEP, the flags of that chunk + 1}. */
+FMLR_DEV void write_desc(const params &p, int m, int c, int32_t f, int32_t *d) {
+  int32_t first = c, fl1, f0 = f;
+  if (m == 1) { /* the segment before checkpoint c, from its document's first chunk at most */
+    const int32_t ds = p.docstart[(int64_t)c * p.C];
+    first = max(c - p.kseg, ds / p.C);
+    if (ds < first * p.C) f0 |= FLAG_DEP;
+    fl1 = p.flags[first + 1];
+  } else if (f & FLAG_PRELUDE) { /* a state-only step over chunk c - 1 first */
+    first = c - 1;
+    fl1 = f;
+  } else fl1 = c + 1 < p.nchunks ? p.flags[c + 1] : 0;
+  d[0] = c, d[1] = first, d[2] = f0, d[3] = fl1;
+}
+
+/* The compact lists of the items (MODE_MAIN) and of the checkpoints
+ * (MODE_CKPT), chunks in order, as unit descriptors (write_desc), and their
+ * counts (nitems). One block of 1024 threads, 1024 chunks a round: ballots,
+ * then the warps' counts in shared memory. */
+static FMLR_KERNEL void FMLR_BOUNDS(1024, 1) items_kernel(const params p) {
+  FMLR_SMEM(sm);
+  int32_t *cnt = reinterpret_cast<int32_t *>(sm); /* (2, 32) */
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  int base[2] = {0, 0};
+  for (int c0 = 0; c0 < p.nchunks; c0 += 1024) {
+    const int c = c0 + tid;
+    const int32_t f = c < p.nchunks ? p.flags[c] : 0;
+    const bool want[2] = {(f & FLAG_ITEM_START) != 0, (f & FLAG_CKPT) != 0};
+    uint32_t bal[2];
+#pragma unroll
+    for (int m = 0; m < 2; m++) {
+      bal[m] = ballot(want[m]);
+      if (lane == 0) cnt[m * 32 + warp] = popc(bal[m]);
+    }
+    bar();
+#pragma unroll /* want, bal, base in registers (a loop over m put them in local memory) */
+    for (int m = 0; m < 2; m++) {
+      int off = base[m], tot = 0;
+      for (int w = 0; w < 32; w++) {
+        off += w < warp ? cnt[m * 32 + w] : 0;
+        tot += cnt[m * 32 + w];
+      }
+      const int at = off + popc(bal[m] & ((1u << lane) - 1u));
+      if (want[m]) write_desc(p, m, c, f, (m ? p.items_ckpt : p.items_main) + 4 * at);
+      base[m] += tot;
+    }
+    bar();
+  }
+  if (tid == 0) p.nitems[0] = base[0], p.nitems[1] = base[1];
 }
 
 /* The checkpoints' scan (after MODE_CKPT, before MODE_MAIN): in chunk order,

@@ -66,7 +66,7 @@
  *               token, every document written
  *   tile_class  (H, nchunks, C/c, C/c) uint8 FM_TILE_* (instrumented only):
  *               the rule's class of each sub-tile (a sub-tile past T: MASKED);
- *               every element written by the launch
+ *               every element written by the launch (by its preprocessing)
  *   tile_cycles (H, nchunks, C/c, C/c) int64 (instrumented only): clock64
  *               cycles spent scoring the sub-tile (Q K^T, decay, mask, the
  *               split and store of P), summed over its 16 x 16 blocks, as seen

@@ -6,13 +6,15 @@
  *   fm_linrnn_check --case N   case N only (as numbered in the output)
  *   fm_linrnn_check --kseg K   one checkpoint spacing only (-1 the library's choice,
  *                              0 none, K chunks), instead of all three below
- *   fm_linrnn_check --bench    the timing table (kernels/PERF_NOTES.md, "Linear RNN")
+ *   fm_linrnn_check --bench    the timing table (kernels/PERF_NOTES.md, "Linear RNN");
+ *                              --bench 64:32 64:64 ... only those (C, L) points
  *
  * Each case draws bf16 q, k, v (seeded) and g by its mode, packs documents of
  * the case's lengths with cu_seqlens, runs the three variants and their
- * instrumented builds three times (state checkpoints as the library chooses,
- * none, and every 3 chunks: fm_linrnn_forward_kseg), and checks each time, each
- * check named in the output:
+ * instrumented builds three times (state checkpoints and grid as the library
+ * chooses; no checkpoints on 5 CTAs; checkpoints every 3 chunks on 7 CTAs: a
+ * CTA walks many items one after another, fm_linrnn_forward_tuned), and
+ * checks each time, each check named in the output:
  *   o      against a token-by-token fp64 recurrence written here (S_t = e^g_t
  *          S_{t-1} + k_t v_t^T, reset at document starts, o_t = scale S_t^T q_t):
  *          the error beyond the output's own bf16 rounding, max over elements of
@@ -293,8 +295,10 @@ static bool run(const fm_linrnn_problem &pb, const dbuf &b, int v, int instr, in
   CK(cudaMemset(b.ty, 0xff, ntiles * 8));
   fm_err e;
   e.msg[0] = 0;
+  /* the library's path; or checkpoints every kseg chunks and a grid of 5 or 7
+     CTAs, so that each CTA walks many units (items one after another) */
   fm_status st = kseg == -1 ? fm_linrnn_forward(&pb, (fm_linrnn_variant)v, instr, NULL, &e)
-                            : fm_linrnn_forward_kseg(&pb, (fm_linrnn_variant)v, instr, kseg, NULL, &e);
+                            : fm_linrnn_forward_tuned(&pb, (fm_linrnn_variant)v, instr, kseg, kseg ? 7 : 5, NULL, &e);
   cudaError_t ce = cudaDeviceSynchronize();
   if (st != FM_OK || ce != cudaSuccess) {
     snprintf(r.err, sizeof r.err, "%s %s, checkpoints %d: %s", fm_linrnn_variant_name((fm_linrnn_variant)v),
@@ -396,7 +400,9 @@ static void same_bits(const result &a, const result &b, const char *what, verdic
 }
 
 /* Instrumented record of variant v: classes against the CPU's, cycles 0
- * exactly on the skipped sub-tiles. */
+ * exactly on the skipped sub-tiles. Emulated (FM_LINRNN_SIM): every block's
+ * span is sim::CLOCK_STEP, so a visited sub-tile holds exactly that times its
+ * (c/16)^2 blocks: each block counted once, by one unit. */
 static void check_record(const tcase &tc, int v, const result &r, const std::vector<uint8_t> &cpu, verdict &vd) {
   const int n = tc.C / tc.c;
   const size_t per_head = cpu.size();
@@ -406,7 +412,11 @@ static void check_record(const tcase &tc, int v, const result &r, const std::vec
     const int i = (int)(y / n % n), j = (int)(y % n), k = cpu[y];
     if (r.cls[x] != k && !cls_bad++) first_cls = x;
     const bool skipped = v == FM_LINRNN_SKIP ? k == FM_TILE_MASKED : v == FM_LINRNN_CAUSAL ? j > i : false;
+#ifdef FM_LINRNN_SIM
+    if (r.cyc[x] != (skipped ? 0 : sim::CLOCK_STEP * (tc.c / 16) * (tc.c / 16)))
+#else
     if ((r.cyc[x] == 0) != skipped || r.cyc[x] < 0)
+#endif
       if (!cyc_bad++) first_cyc = x;
   }
   const char *vn = fm_linrnn_variant_name((fm_linrnn_variant)v);
@@ -417,7 +427,8 @@ static void check_record(const tcase &tc, int v, const result &r, const std::vec
   }
   if (cyc_bad) {
     const size_t y = first_cyc % per_head;
-    vd.fail(" %s: %zu tiles have cycles where they should not (0 exactly on skipped tiles), first head %zu chunk %zu "
+    vd.fail(" %s: %zu tiles have cycles where they should not (0 exactly on skipped tiles; emulated: a visited "
+            "one its blocks' spans), first head %zu chunk %zu "
             "tile (%zu, %zu) class %d: %lld cycles;",
             vn, cyc_bad, first_cyc / per_head, y / n / n, y / n % n, y % n, cpu[y], (long long)r.cyc[first_cyc]);
   }
@@ -427,6 +438,7 @@ static void check_record(const tcase &tc, int v, const result &r, const std::vec
 
 /* --kseg K: only checkpoint spacing K (-1 auto, 0 none); -2: all three. */
 static int g_kseg_only = -2;
+static std::vector<std::pair<int, int>> g_bench_only; /* --bench C:L ...: only these points (empty: all) */
 
 static const char *docs_name(const tcase &tc, char *buf, size_t cap) {
   if (tc.docs == DOCS_ONE) snprintf(buf, cap, "one document");
@@ -463,7 +475,8 @@ static bool run_case(int idx, const tcase &tc) {
     const int kseg = g_kseg_only != -2 ? g_kseg_only : m == 0 ? -1 : m == 1 ? 0 : 3;
     if (g_kseg_only != -2 && m > 0) break;
     char pre[64];
-    snprintf(pre, sizeof pre, " [checkpoints %s]", kseg == -1 ? "auto" : kseg == 0 ? "none" : "every 3 chunks");
+    snprintf(pre, sizeof pre, " [checkpoints %s]",
+             kseg == -1 ? "auto" : kseg == 0 ? "none, 5 CTAs" : "every 3 chunks, 7 CTAs");
     verdict vm;
     bool ran = true;
     for (int v = 0; v < FM_LINRNN_NVARIANTS && ran; v++) {
@@ -494,7 +507,8 @@ static bool run_case(int idx, const tcase &tc) {
          "%.1e) | final %.1e | rho %.3f%s%s\n",
          idx, vd.ok ? "ok  " : "FAIL", tc.dk, tc.dv, tc.C, tc.c, tc.T, tc.H, docs_name(tc, dn, sizeof dn), nd,
          g_names[tc.gmode], excess, raw, fserr, (double)masked / (double)cpu.size(),
-         vd.ok ? " | skip = causal = noskip, classes, instrumented: same (checkpoints auto, none, every 3)" : "\n   ",
+         vd.ok ? " | skip = causal = noskip, classes, instrumented: same (library's path; 5 CTAs; every 3, 7 CTAs)"
+               : "\n   ",
          vd.why);
   fflush(stdout);
   const void *bufs[9] = {b.q, b.k, b.v, b.g, b.cu, b.o, b.fs, b.tc, b.ty};
@@ -548,7 +562,8 @@ static int bench_one(fm_linrnn_problem pb, int L, cudaStream_t s, double nominal
     char kern[256] = "", *kp = kern; /* per kernel (CUPTI): the preprocessing is the classification */
     for (int i = 0; i < t.nkernels && kp < kern + 200; i++) {
       const char *n = t.kernels[i].name;
-      const char *label = strstr(n, "prep_kernel") ? "prep" : strstr(n, "ckpt_scan") ? "scan" : "fwd";
+      const char *label = strstr(n, "prep_kernel") ? "prep" : strstr(n, "ckpt_scan") ? "scan"
+                          : strstr(n, "items_kernel") ? "items" : "fwd";
       kp += snprintf(kp, 40, " %s %.3f", label, t.kernels[i].median_ms);
     }
     printf("C %3d c %2d L %5d %-6s %9.3f ms %7.3f ns/token/head %7.1f TFLOP/s  %4.0f MHz  %3d launches (%s)%s%s\n",
@@ -608,13 +623,16 @@ static int bench() {
   const double nominal = (double)T * H * (4.0 * dk * dv + 64.0 * (dk + dv));
   printf("T %d H %d dk %d dv %d, bf16, g in [-0.5, 0], final states not written; median of back-to-back launches "
          "over >= 1 s after 1 s of warm-up, L2 flushed before each (fm_time_launches, sustained); TFLOP/s of the "
-         "nominal work T H (4 dk dv + 64 (dk + dv)) = %.3g FLOP; kernels: each kernel's median (CUPTI), fwd over "
-         "both of its launches where checkpoints run (the state-only pass and the forward)\n",
+         "nominal work T H (4 dk dv + 64 (dk + dv)) = %.3g FLOP; kernels: each kernel's median (CUPTI; prep + items: the classification), fwd "
+         "over both of its launches where checkpoints run (the state-only pass and the forward)\n",
          T, H, dk, dv, nominal);
   const int Ls[7] = {16, 32, 64, 128, 256, 2048, 65536};
   int bad = 0;
   for (int C = 64; C <= 128 && !bad; C *= 2)
     for (int l = 0; l < 7 && !bad; l++) {
+      bool want = g_bench_only.empty();
+      for (const auto &cl : g_bench_only) want |= cl.first == C && cl.second == Ls[l];
+      if (!want) continue;
       pb.chunk = C, pb.sub = 16;
       bad = bench_one(pb, Ls[l], s, nominal);
     }
@@ -641,11 +659,15 @@ int main(int argc, char **argv) {
   int only = -1;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--quick")) quick = true;
-    else if (!strcmp(argv[i], "--bench")) do_bench = true;
+    else if (!strcmp(argv[i], "--bench")) {
+      do_bench = true;
+      int c, l; /* optional points C:L after --bench */
+      while (i + 1 < argc && sscanf(argv[i + 1], "%d:%d", &c, &l) == 2) g_bench_only.push_back({c, l}), i++;
+    }
     else if (!strcmp(argv[i], "--case") && i + 1 < argc) only = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--kseg") && i + 1 < argc) g_kseg_only = atoi(argv[++i]);
     else {
-      fprintf(stderr, "fm_linrnn_check: unknown argument '%s' (--quick, --case N, --kseg K, --bench)\n", argv[i]);
+      fprintf(stderr, "fm_linrnn_check: unknown argument '%s' (--quick, --case N, --kseg K, --bench [C:L ...])\n", argv[i]);
       return 3;
     }
   }

@@ -17,7 +17,12 @@
  *
  * The fibers of a block run round robin, each up to its next barrier, in thread
  * order or, with the environment variable FM_LINRNN_SIM_SHUFFLE=seed, in an
- * order drawn anew every round (other interleavings of the warps).
+ * order drawn anew every round (other interleavings of the warps). Either way
+ * the warps stay within a collective or two of each other; with
+ * FM_LINRNN_SIM_SKEW=1 (or 2) each warp instead runs alone, warp 0 first (or the
+ * last warp first), until only a __syncthreads holds it, so that a warp finishes
+ * a whole phase before the next one starts it: a copy issued into a buffer that
+ * other warps still read, with no barrier between, shows up.
  *
  * Not emulated: timing, the L2, real concurrency between blocks, the exact
  * rounding of the tensor cores' accumulation (here: exact products summed in
@@ -95,7 +100,7 @@ struct fiber {
   ucontext_t ctx;
   jmp_buf jb;
   bool started = false;
-  std::unique_ptr<char[]> stack;
+  char *stack = nullptr; /* owned by launch() */
   idx3 tid, bid;
   std::vector<std::vector<pending_copy>> groups; /* committed cp.async groups */
   std::vector<pending_copy> open;                /* not yet committed */
@@ -245,7 +250,10 @@ inline void cp_wait(int n) {
   }
 }
 
-inline long long clock64() { return g_cur->clock += 7; }
+/* clock64 advances CLOCK_STEP a read of the calling thread: a span between two reads of
+   one thread with no read between them is exactly CLOCK_STEP (the check counts on it) */
+inline constexpr long long CLOCK_STEP = 7;
+inline long long clock64() { return g_cur->clock += CLOCK_STEP; }
 
 inline void fiber_entry() {
   (*g_body)();
@@ -276,6 +284,8 @@ inline void launch(dim3 grid, dim3 block, size_t smem_bytes, const std::function
   b_dim = {block.x, block.y, block.z};
   g_body = &body;
   std::vector<fiber> f((size_t)nt);
+  std::vector<std::unique_ptr<char[]>> stacks((size_t)nt);
+  for (auto &x : stacks) x.reset(new char[1 << 17]);
   for (unsigned bz = 0; bz < grid.z; bz++)
     for (unsigned by = 0; by < grid.y; by++)
       for (unsigned bx = 0; bx < grid.x; bx++) {
@@ -292,16 +302,16 @@ inline void launch(dim3 grid, dim3 block, size_t smem_bytes, const std::function
           x = fiber();
           x.tid = {(unsigned)t, 0, 0};
           x.bid = {bx, by, bz};
-          x.stack.reset(new char[1 << 17]);
+          x.stack = stacks[(size_t)t].get();
           getcontext(&x.ctx);
-          x.ctx.uc_stack.ss_sp = x.stack.get();
+          x.ctx.uc_stack.ss_sp = x.stack;
           x.ctx.uc_stack.ss_size = 1 << 17;
           x.ctx.uc_link = nullptr;
           makecontext(&x.ctx, fiber_entry, 0);
         }
         std::vector<int> order((size_t)nt);
         for (int t = 0; t < nt; t++) order[(size_t)t] = t;
-        const char *shuffle = std::getenv("FM_LINRNN_SIM_SHUFFLE");
+        const char *shuffle = std::getenv("FM_LINRNN_SIM_SHUFFLE"), *skew = std::getenv("FM_LINRNN_SIM_SKEW");
         uint64_t rs = shuffle ? std::strtoull(shuffle, nullptr, 10) * 0x9e3779b97f4a7c15ull + bx : 0;
         for (int live = nt; live > 0;) {
           const unsigned long before = g_progress;
@@ -310,12 +320,24 @@ inline void launch(dim3 grid, dim3 block, size_t smem_bytes, const std::function
             rs ^= rs << 13, rs ^= rs >> 7, rs ^= rs << 17;
             std::swap(order[(size_t)i], order[(size_t)(rs % (uint64_t)(i + 1))]);
           }
-          for (int t : order) {
-            fiber &x = f[(size_t)t];
-            if (x.done) continue;
-            run_fiber(x);
-            live += !x.done;
-          }
+          if (skew) { /* each warp alone until a block barrier (or its end) holds every lane */
+            for (int wi = 0; wi < nw; wi++) {
+              const int w = skew[0] == '2' ? nw - 1 - wi : wi;
+              unsigned long seen;
+              do {
+                seen = g_progress;
+                for (int t = w * 32; t < w * 32 + 32 && t < nt; t++)
+                  if (!f[(size_t)t].done) run_fiber(f[(size_t)t]);
+              } while (g_progress != seen);
+            }
+            for (const fiber &x : f) live += !x.done;
+          } else
+            for (int t : order) {
+              fiber &x = f[(size_t)t];
+              if (x.done) continue;
+              run_fiber(x);
+              live += !x.done;
+            }
           if (live && g_progress == before) {
             fprintf(stderr, "sim: deadlock in block (%u, %u, %u): threads wait on barriers that never open\n", bx, by, bz);
             abort();
