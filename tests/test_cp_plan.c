@@ -649,6 +649,9 @@ Test(cp_plan, ring_extra_work_from_sizes_and_profile) {
                        ag->ms[FM_CP_BWD]);
     cr_assert_eq(rk->nsteps, 2);
     for (int i = 0; i < 2; i++) {
+      /* each step's launch: the rank's 16 row tiles (forward), the step's 16 key tiles (backward) */
+      cr_assert_eq(rk->steps[i].items[FM_CP_FWD], 16, "rank %d step %d", r, i);
+      cr_assert_eq(rk->steps[i].items[FM_CP_BWD], 16, "rank %d step %d", r, i);
       cr_assert_float_eq(rk->steps[i].ms[FM_CP_FWD] * 1e3, fwd_step[i], 1e-6, "rank %d step %d", r, i);
       cr_assert_float_eq(rk->steps[i].ms[FM_CP_BWD] * 1e3, bwd_step[i], 1e-6, "rank %d step %d", r, i);
     }
