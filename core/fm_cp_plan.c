@@ -718,7 +718,7 @@ static fm_status rank_model_src(eval_ctx *e, int32_t r, fm_err *err) {
                            fwd ? (first ? MERGE0_L : MERGE_L) : 0);
       /* its launch's items beside NCCL: forward the rank's row tiles, backward the step's key tiles */
       x->items[pass] = e->step_items[pass][q];
-      x->rate[pass] = e->o->profile ? fm_cp_contended_rate(e->step_items[pass][q], e->o->profile->sms,
+      x->rate[pass] = e->o->profile ? fm_cp_contended_rate(x->items[pass], e->o->profile->sms,
                                                            e->p->sum.comm_sm_frac) : 0;
     }
     if (s == 0) continue;

@@ -29,7 +29,6 @@
 #include "fm_tiles.h"
 #include "fm_timing.h"
 
-
 /* What the plan adds to every launch it prices as cp-run's event windows time
  * it (core/fm_cp_plan.h): 9 us a forward, 22 a backward. */
 static double window_us(int pass) {
@@ -37,6 +36,7 @@ static double window_us(int pass) {
   cr_assert_float_eq(FM_CP_WINDOW_US_BWD, 22.0, 0);
   return pass == FM_CP_FWD ? FM_CP_WINDOW_US_FWD : FM_CP_WINDOW_US_BWD;
 }
+
 static fm_colmask *family(const char *name, int64_t s, const char *param) {
   fm_colmask *m = fmt_family(name, s, param, 3);
   cr_assert_not_null(m, "%s", name);
