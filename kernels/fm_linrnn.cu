@@ -37,8 +37,8 @@ static int warps_of(const fm_linrnn_problem *p) { return p->chunk == 128 && p->d
 /* Checkpoint spacing in chunks (0: none), a function of the shape alone (so
  * every variant and device takes the same): when the documents are long
  * (8 chunks or more on average) and too few to fill the GPU one CTA per
- * document, head and value block (under 512 such CTAs), the state is
- * checkpointed every kseg chunks so that about 1024 CTAs share the walk. */
+ * document, head and value block (under 512 such walks), the state is
+ * checkpointed every kseg chunks so that about 1024 units share the walk. */
 static int auto_kseg(const fm_linrnn_problem *p) {
   const int64_t nch = ((int64_t)p->tokens + p->chunk - 1) / p->chunk, ndvb = p->dv / (16 * warps_of(p));
   if (nch < 8 * (int64_t)p->ndocs || (int64_t)p->ndocs * p->heads * ndvb >= 512) return 0;
@@ -103,9 +103,12 @@ static fm_status check_problem(const fm_linrnn_problem *p, fm_linrnn_variant var
   if (instrumented && (!p->tile_class || !p->tile_cycles))
     return fm_fail(err, FM_EINVAL, "fm_linrnn: the instrumented build needs tile_class and tile_cycles");
   const int64_t nch = ((int64_t)p->tokens + p->chunk - 1) / p->chunk;
-  const int64_t ctas = nch * p->heads * (p->dv / (16 * warps_of(p)));
-  if (ctas > 0x7fffffffLL)
-    return fm_fail(err, FM_EUNSUPPORTED, "fm_linrnn: %lld CTAs exceed the grid limit 2^31 - 1", (long long)ctas);
+  /* the kernel counts units (at most one a chunk, head and value block) in int,
+   * up to the count plus the grid: a bound well inside 2^31 - 1 */
+  const int64_t units = nch * p->heads * (p->dv / (16 * warps_of(p)));
+  if (units > 0x7fffffffLL - 0x100000LL)
+    return fm_fail(err, FM_EUNSUPPORTED, "fm_linrnn: %lld work units exceed the kernel's int unit index",
+                   (long long)units);
   return FM_OK;
 }
 

@@ -2,9 +2,10 @@
  * the contract: fm_linrnn.h; the design and its numbers: kernels/PERF_NOTES.md,
  * "Linear RNN").
  *
- * One fused pass. A CTA owns one (head h, block of DVB = 16 NW value columns)
- * and walks a run of consecutive chunks (an "item") in order, carrying the
- * state S (dk x DVB, fp32) in registers from chunk to chunk; warp w owns value
+ * One fused pass. A unit is one (item, head h, block of DVB = 16 NW value
+ * columns): a CTA of the persistent grid takes units in turn and walks a unit's
+ * run of consecutive chunks (its "item") in order, carrying the state S (dk x
+ * DVB, fp32) in registers from chunk to chunk; warp w owns value
  * columns [16 w, 16 w + 16) of the block and keeps S^T for them (16 x dk, the
  * accumulator layout of mma m16n8k16, dk/2 registers a thread). Per chunk
  * of C tokens (c0 .. c0 + C):
@@ -35,7 +36,7 @@
  *
  * Checkpoints (kseg > 0, chosen by the host for long, few documents): a live
  * chunk c with c % kseg == 0 is a checkpoint: an item starts there with S_in
- * read from ck_s. A first launch of fwd_kernel in MODE_CKPT has the CTA of
+ * read from ck_s. A first launch of fwd_kernel in MODE_CKPT has the unit of
  * each checkpoint walk the state-only steps of the segment before it (from
  * c - kseg, or from its document's first chunk) and store the state at its end
  * and the segment's decay (ck_a, -1 when the document began inside the
@@ -77,7 +78,7 @@
  * mask, split, store), as the unit of value block 0 saw them; 0 for sub-tiles
  * not visited. The preprocessing writes the classes (the same for every head)
  * and zeroes the cycles; in the forward, lane 0 of the scoring warp adds each
- * block's cycles to its sub-tile with a reduction (RED, nothing waits for it),
+ * block's cycles to its sub-tile with a reduction (RED: no result awaited),
  * so the record adds no shared memory, no barrier and no round trip to a step.
  * The P V products of a block are issued by every warp, interleaved, and are
  * not timed.
@@ -206,7 +207,7 @@ FMLR_DEV uint32_t ballot(bool v) { return __ballot_sync(0xffffffffu, v); }
 FMLR_DEV int popc(uint32_t x) { return __popc(x); }
 FMLR_DEV int ctz64(uint64_t m) { return __ffsll((long long)m) - 1; }
 FMLR_DEV long long clk() { return clock64(); }
-/* a fire-and-forget reduction (RED.E.ADD.64: no result, nothing waits for it) */
+/* a reduction with no result (RED.E.ADD.64): nothing awaits it, but the warp waits for the memory unit to accept it */
 FMLR_DEV void red_add(int64_t *a, long long v) {
   atomicAdd(reinterpret_cast<unsigned long long *>(a), (unsigned long long)v);
 }
@@ -338,7 +339,6 @@ constexpr int prep_smem(int C) { return 4 * C + 8 * (int)sizeof(fm_tile_bounds);
  * NTRI lower-triangle 16 x 16 blocks). */
 template <int DK, int C, int NW> struct cfg {
   static constexpr int NT = NW * 32, DVB = NW * 16, N16 = C / 16, NTRI = N16 * (N16 + 1) / 2;
-  static constexpr int MB = (N16 * N16 + NW - 1) / NW; /* the most blocks a warp scores in a step */
   static constexpr int VST = C == 64 ? 2 : 1; /* V double-buffered where it fits */
   static constexpr int MINB = C == 64 ? 2 : 1; /* CTAs per SM (__launch_bounds__) */
   static constexpr int QB = C * DK * 2;
@@ -490,62 +490,22 @@ FMLR_DEV void score_block(const params &p, const step &s, int bi, int bj, bool m
   }
 }
 
-/* Where the instrumented build's reductions are issued (FMLR_REC_DEFER, a
- * measurement knob): 1 (default), deferred at C 64 and in the score loop at
- * C 128; 0, in the score loop everywhere (a4b842a); 2, deferred everywhere.
- * Deferred: lane 0 of the scoring warp keeps each block's (sub-tile, cycles)
- * in registers and issues the step's reductions, straight-line, at the top of
- * the next step (after the unit switch, before the next stage's copies) and
- * after the last step; in the score loop, each reduction is issued right after
- * its block, into a global-memory queue that the next stage's copies, issued
- * just before the score phase, have filled (kernels/PERF_NOTES.md, linear RNN,
- * tenth session). Not deferred where a warp may score more than 10 blocks a
- * step (C 128 with 4 warps: the sub-tiles' 6-bit indices fill 64 bits). */
-#ifndef FMLR_REC_DEFER
-#define FMLR_REC_DEFER 1
-#endif
-template <int C, int NW> struct rec_defer {
-  static constexpr bool on =
-      (FMLR_REC_DEFER == 2 || (FMLR_REC_DEFER == 1 && C == 64)) && ((C / 16) * (C / 16) + NW - 1) / NW <= 10;
-};
-
-/* A warp's deferred record of one step: at most MB blocks (a warp scores at
- * most ceil(N16^2 / NW) of them: every block under NOSKIP), their sub-tiles
- * 6 bits each in tl (the newest in the low bits), their cycles in sp (the
- * newest in sp[0]); zero past the n entries. */
-template <int MB> struct blkrec {
-  static_assert(6 * MB <= 64, "sub-tiles packed in 64 bits");
-  int64_t *cyc; /* the step's (head, chunk) cycles */
-  long long sp[MB];
-  uint64_t tl;
-  int n;
-};
-template <int MB> FMLR_DEV void rec_flush(blkrec<MB> &r) {
-  if (r.n) /* lane 0 of a warp that scored blocks of a value-block-0 unit: MB reductions, no branch
-              between them; the entries past n hold 0 cycles (for sub-tile 0), which adds nothing */
-#pragma unroll
-    for (int j = 0; j < MB; j++) red_add(r.cyc + (int)((r.tl >> (6 * j)) & 63), r.sp[j]);
-  r.n = 0;
-  r.tl = 0;
-#pragma unroll
-  for (int j = 0; j < MB; j++) r.sp[j] = 0;
-}
-
 /* The score phase: the visited blocks, in row-major order, dealt round-robin
  * to the warps. Instrumented (INSTR, the unit of value block 0): lane 0 of the
  * scoring warp adds the block's clock64 cycles to its sub-tile's tile_cycles
- * (zeroed by the preprocessing) with a reduction that nothing waits for, here
- * or deferred into rc (rec_defer); the sum over a sub-tile's blocks is an
- * integer sum, the same in any order. */
-template <int DK, int C, int NW, bool INSTR, int MB>
-FMLR_DEV void score_phase(const params &p, const step &s, unsigned char *sm, uint32_t sb, blkrec<MB> &rc) {
+ * (zeroed by the preprocessing) with a reduction right after the block: no
+ * result is awaited, though the warp waits for the memory unit to accept the
+ * REDG (kernels/PERF_NOTES.md, linear RNN, tenth session; deferring the
+ * reductions to the next step measured dearer, 402722d). The sum over a
+ * sub-tile's blocks is an integer sum, the same in any order. */
+template <int DK, int C, int NW, bool INSTR>
+FMLR_DEV void score_phase(const params &p, const step &s, unsigned char *sm, uint32_t sb) {
   using K = cfg<DK, C, NW>;
   const int warp = threadIdx.x >> 5;
   const uint8_t *cls = sm + s.st * K::STAGE + K::M_CLS;
   const int sl = p.c == 16 ? 0 : p.c == 32 ? 1 : 2, n = C / p.c;
   const bool rec = INSTR && s.dvb == 0 && (threadIdx.x & 31) == 0;
   int64_t *cyc = INSTR ? p.tile_cycles + ((int64_t)s.h * p.nchunks + s.ch) * (n * n) : nullptr;
-  if (INSTR && rec_defer<C, NW>::on) rc.cyc = cyc;
   int k = 0;
   for (uint64_t m = s.vis; m; m &= m - 1, k++) {
     if (k % NW != warp) continue;
@@ -554,13 +514,7 @@ FMLR_DEV void score_phase(const params &p, const step &s, unsigned char *sm, uin
     score_block<DK, C, NW>(p, s, bi, bj, cls[tile] != FM_TILE_UNMASKED, sm, sb);
     if (rec) {
       const long long t1 = clk();
-      if (rec_defer<C, NW>::on) {
-#pragma unroll
-        for (int j = MB - 1; j > 0; j--) rc.sp[j] = rc.sp[j - 1];
-        rc.sp[0] = t1 - t0;
-        rc.tl = rc.tl << 6 | (uint64_t)tile;
-        rc.n++;
-      } else red_add(cyc + tile, t1 - t0);
+      red_add(cyc + tile, t1 - t0);
     }
   }
 }
@@ -838,14 +792,14 @@ template <int DK, int C, int NW> FMLR_DEV void rot_v(const params &p, const step
  * build's cycles), inter, intra (full steps), state; VROT: the next step's V copies as soon as Q
  * is dead (after the score phase's barrier when no inter term runs, else after
  * a barrier behind the intra term). */
-template <int DK, int C, int NW, bool INSTR, int MB>
+template <int DK, int C, int NW, bool INSTR>
 FMLR_DEV void chunk_step(const params &p, step &s, float (&st)[DK / 8][4], unsigned char *sm, uint32_t sb,
-                         const vnext &vn, blkrec<MB> &rc) {
+                         const vnext &vn) {
   using K = cfg<DK, C, NW>;
   const unsigned char *stage = sm + s.st * K::STAGE;
   if (s.full) {
     s.vis = visit_mask<C>(p, stage + K::M_CLS);
-    score_phase<DK, C, NW, INSTR>(p, s, sm, sb, rc);
+    score_phase<DK, C, NW, INSTR>(p, s, sm, sb);
   }
   if (K::VST == 1) cp_wait<1>();
   bar();
@@ -901,14 +855,7 @@ FMLR_KERNEL void FMLR_BOUNDS((cfg<DK, C, NW>::NT), (cfg<DK, C, NW>::MINB)) fwd_k
   int32_t fl1 = cur.fl1; /* the flags of chunk s.ch + 1 */
   step s;
   s.ch = cur.first;
-  blkrec<rec_defer<C, NW>::on ? K::MB : 1> rc; /* the instrumented build's deferred record (rec_defer) */
-  rc.n = 0;
-  rc.tl = 0;
-#pragma unroll
-  for (int j = 0; j < (rec_defer<C, NW>::on ? K::MB : 1); j++) rc.sp[j] = 0;
   for (int n = 0;; n++) {
-    /* the previous step's reductions (deferred record): before this step's copies */
-    if (INSTR && rec_defer<C, NW>::on) rec_flush(rc);
     s.h = cur.h;
     s.dvb = cur.dvb;
     s.st = n & 1;
@@ -939,7 +886,7 @@ FMLR_KERNEL void FMLR_BOUNDS((cfg<DK, C, NW>::NT), (cfg<DK, C, NW>::MINB)) fwd_k
     const unsigned char *stage = sm + s.st * K::STAGE;
     s.live_in = reinterpret_cast<const int32_t *>(stage + K::M_DS)[0] < s.c0 && (s.ch > cur.first || cur.loaded);
     fl1 = reinterpret_cast<const int32_t *>(stage + K::M_FL)[0]; /* chunk ch + 2: the next step's next */
-    chunk_step<DK, C, NW, INSTR>(p, s, st, sm, sb, vn, rc);
+    chunk_step<DK, C, NW, INSTR>(p, s, st, sm, sb, vn);
     la2 += reinterpret_cast<const float *>(stage + K::M_PRE)[K::N16 - 1] +
            reinterpret_cast<const float *>(stage + K::M_LP)[C - 1];
     if (!more && p.mode == MODE_CKPT) {
@@ -961,7 +908,6 @@ FMLR_KERNEL void FMLR_BOUNDS((cfg<DK, C, NW>::NT), (cfg<DK, C, NW>::MINB)) fwd_k
     fl1 = cur.fl1;
     s.ch = cur.first;
   }
-  if (INSTR && rec_defer<C, NW>::on) rec_flush(rc);
   cp_wait<0>();
 }
 

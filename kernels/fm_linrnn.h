@@ -38,12 +38,13 @@
  *   NOSKIP  CAUSAL and the sub-tiles above the diagonal too (the baseline).
  * All three give bit-identical outputs and final states (a skipped product
  * adds exact zeros). Sub-tiles wider than 16 are computed whole, in 16 x 16
- * blocks. One CTA carries a document's state through its chunks in
- * registers, so a document of n chunks is n chunk steps of one CTA in
- * sequence, unless the documents are long (8 chunks or more on average) and
- * too few to fill the GPU (under 512 (document, head, value block) walks):
- * then a state-only pass computes the state every kseg chunks and a scan
- * chains them, so that about 1024 CTAs share the walk. The choice depends on
+ * blocks. One unit (document or checkpoint segment, head, value block) carries
+ * the state through its chunks in registers, so a document of n chunks is n
+ * chunk steps of one CTA in sequence, unless the documents are long (8 chunks
+ * or more on average) and too few to fill the GPU (under 512 (document, head,
+ * value block) walks): then a state-only pass computes the state every kseg
+ * chunks and a scan chains them, so that about 1024 units share the walk
+ * (taken in turn by a persistent grid of the CTAs that fit). The choice depends on
  * the shape alone; every variant takes the same.
  *
  * Numerics: fp32 accumulation; every tensor-core product has one operand
@@ -70,7 +71,7 @@
  *   tile_cycles (H, nchunks, C/c, C/c) int64 (instrumented only): clock64
  *               cycles spent scoring the sub-tile (Q K^T, decay, mask, the
  *               split and store of P), summed over its 16 x 16 blocks, as seen
- *               by the CTA of the first 16 value columns; 0 exactly for
+ *               by the unit of the first 16 value columns; 0 exactly for
  *               sub-tiles the variant does not visit (its P V products are
  *               issued by every warp, interleaved, and are not timed)
  * nchunks = ceil(T / C); T need not be a multiple of C. Head dims: dk 64 or

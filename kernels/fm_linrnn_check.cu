@@ -439,6 +439,7 @@ static void check_record(const tcase &tc, int v, const result &r, const std::vec
 /* --kseg K: only checkpoint spacing K (-1 auto, 0 none); -2: all three. */
 static int g_kseg_only = -2;
 static std::vector<std::pair<int, int>> g_bench_only; /* --bench C:L ...: only these points (empty: all) */
+static const int kBenchLens[7] = {16, 32, 64, 128, 256, 2048, 65536}; /* --bench's document lengths */
 
 static const char *docs_name(const tcase &tc, char *buf, size_t cap) {
   if (tc.docs == DOCS_ONE) snprintf(buf, cap, "one document");
@@ -626,15 +627,14 @@ static int bench() {
          "nominal work T H (4 dk dv + 64 (dk + dv)) = %.3g FLOP; kernels: each kernel's median (CUPTI; prep + items: the classification), fwd "
          "over both of its launches where checkpoints run (the state-only pass and the forward)\n",
          T, H, dk, dv, nominal);
-  const int Ls[7] = {16, 32, 64, 128, 256, 2048, 65536};
   int bad = 0;
   for (int C = 64; C <= 128 && !bad; C *= 2)
     for (int l = 0; l < 7 && !bad; l++) {
       bool want = g_bench_only.empty();
-      for (const auto &cl : g_bench_only) want |= cl.first == C && cl.second == Ls[l];
+      for (const auto &cl : g_bench_only) want |= cl.first == C && cl.second == kBenchLens[l];
       if (!want) continue;
       pb.chunk = C, pb.sub = 16;
-      bad = bench_one(pb, Ls[l], s, nominal);
+      bad = bench_one(pb, kBenchLens[l], s, nominal);
     }
   const void *bufs[7] = {pb.q, pb.k, pb.v, pb.o, pb.g, pb.tile_class, pb.tile_cycles};
   for (const void *x : bufs) CK(cudaFree((void *)x));
@@ -661,8 +661,17 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[i], "--quick")) quick = true;
     else if (!strcmp(argv[i], "--bench")) {
       do_bench = true;
-      int c, l; /* optional points C:L after --bench */
-      while (i + 1 < argc && sscanf(argv[i + 1], "%d:%d", &c, &l) == 2) g_bench_only.push_back({c, l}), i++;
+      int c, l; /* optional points C:L after --bench: C 64 or 128, L one of the bench's lengths */
+      while (i + 1 < argc && sscanf(argv[i + 1], "%d:%d", &c, &l) == 2) {
+        bool len_ok = false;
+        for (int k : kBenchLens) len_ok |= l == k;
+        if ((c != 64 && c != 128) || !len_ok) {
+          fprintf(stderr, "fm_linrnn_check: --bench %s: C must be 64 or 128 and L one of 16, 32, 64, 128, 256, "
+                          "2048, 65536\n", argv[i + 1]);
+          return 3;
+        }
+        g_bench_only.push_back({c, l}), i++;
+      }
     }
     else if (!strcmp(argv[i], "--case") && i + 1 < argc) only = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--kseg") && i + 1 < argc) g_kseg_only = atoi(argv[++i]);
