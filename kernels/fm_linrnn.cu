@@ -46,17 +46,44 @@ static int auto_kseg(const fm_linrnn_problem *p) {
   return (int)(k < 4 ? 4 : k);
 }
 
+/* Bytes of the two-pass path's states (S_in of every chunk, fp32). */
+static int64_t sin_bytes(const fm_linrnn_problem *p) {
+  const int64_t nch = ((int64_t)p->tokens + p->chunk - 1) / p->chunk;
+  return 4 * nch * p->heads * p->dk * p->dv;
+}
+
+/* The most workspace the two-pass path's states may take; beyond it the fused
+ * kernel runs (a function of the shape, like every choice here). */
+static const int64_t kSinBudget = (int64_t)4 << 30;
+
+/* Whether the shape takes the two-pass path (fm_linrnn_wg.cuh): C 128, c 64,
+ * dk 128, documents of at most C tokens on average (longer ones make most
+ * chunks live, and the state pass, the fused kernel's walk without outputs,
+ * then costs more than the output kernel saves: kernels/PERF_NOTES.md, Linear
+ * RNN, sixteenth session), its states within kSinBudget. The emulated build
+ * (FM_LINRNN_SIM) has no wgmma: every shape runs the fused kernel there. */
+static bool two_pass(const fm_linrnn_problem *p) {
+#ifdef FM_LINRNN_SIM
+  (void)p;
+  return false;
+#else
+  return p->chunk == 128 && p->sub == 64 && p->dk == 128 && (int64_t)p->tokens <= (int64_t)p->chunk * p->ndocs &&
+         sin_bytes(p) <= kSinBudget;
+#endif
+}
+
 /* Lays the workspace out from base (NULL: only sizes it) into k; returns its
- * bytes. kseg > 0 adds the checkpoint states and decays. */
+ * bytes. kseg > 0 adds the checkpoint states and decays; the two-pass path its
+ * states (sin). */
 static size_t carve(const fm_linrnn_problem *p, int kseg, char *base, fmlr::params *k) {
   const int64_t T = p->tokens, H = p->heads, C = p->chunk, nch = (T + C - 1) / C, tpad = nch * C;
   const int64_t slots = kseg > 0 ? (nch - 1) / kseg + 1 : 0;
-  const int64_t bytes[12] = {4 * tpad, 4 * tpad, 4 * nch, 4 * H * tpad, 4 * H * nch * (C / 16),
+  const int64_t bytes[14] = {4 * tpad, 4 * tpad, 4 * nch, 4 * H * tpad, 4 * H * nch * (C / 16),
                             (int64_t)fmlr::CLS_STRIDE * nch, 4 * slots * H * p->dk * p->dv, 4 * slots * H,
-                            4 * tpad, 16 * nch, 16 * nch, 16};
-  char *at[12];
+                            4 * tpad, 16 * nch, 16 * nch, 16, 16 * nch, two_pass(p) ? sin_bytes(p) : 0};
+  char *at[14];
   size_t off = 0;
-  for (int i = 0; i < 12; i++) {
+  for (int i = 0; i < 14; i++) {
     at[i] = base ? base + off : NULL;
     off += ((size_t)bytes[i] + 255) & ~(size_t)255;
   }
@@ -73,6 +100,8 @@ static size_t carve(const fm_linrnn_problem *p, int kseg, char *base, fmlr::para
     k->items_main = (int32_t *)at[9];
     k->items_ckpt = (int32_t *)at[10];
     k->nitems = (int32_t *)at[11];
+    k->items_state = (int32_t *)at[12];
+    k->sin = (float *)at[13];
   }
   return off;
 }
@@ -164,7 +193,8 @@ static void fill_params(const fm_linrnn_problem *p, fm_linrnn_variant variant, i
 
 /* The forward with checkpoints every kseg chunks (0: none, -1: auto_kseg) and
  * at most max_ctas CTAs (0: as many as fit): preprocessing, the checkpoint pass
- * and its scan when kseg > 0, the forward. */
+ * and its scan when kseg > 0, the forward: the fused kernel, or on the two-pass
+ * path its state pass (MODE_STATES) and the output kernel. */
 fm_status fm_linrnn_forward_tuned(const fm_linrnn_problem *p, fm_linrnn_variant variant, int instrumented, int kseg,
                                   int max_ctas, void *stream, fm_err *err) {
   int sms = 0;
@@ -190,7 +220,17 @@ fm_status fm_linrnn_forward_tuned(const fm_linrnn_problem *p, fm_linrnn_variant 
     if (e == cudaSuccess) e = fmlr::launch_scan(k, s);
     k.mode = fmlr::MODE_MAIN;
   }
-  if (e == cudaSuccess) {
+  if (e == cudaSuccess && two_pass(p)) {
+#ifndef FM_LINRNN_SIM
+    k.mode = fmlr::MODE_STATES;
+    what = "linrnn state pass launch";
+    e = fmlr::launch_states_dk128(k, warps_of(p), sms, max_ctas, s);
+    if (e == cudaSuccess) {
+      what = "linrnn output pass launch";
+      e = fmlr::launch_out_wg(k, instrumented != 0, s);
+    }
+#endif
+  } else if (e == cudaSuccess) {
     what = "linrnn forward launch";
     e = p->dk == 64 ? fmlr::launch_fwd_dk64(k, warps_of(p), instrumented != 0, sms, max_ctas, s)
                     : fmlr::launch_fwd_dk128(k, warps_of(p), instrumented != 0, sms, max_ctas, s);

@@ -7,7 +7,7 @@
  *   fm_linrnn_check --kseg K   one checkpoint spacing only (-1 the library's choice,
  *                              0 none, K chunks), instead of all three below
  *   fm_linrnn_check --bench    the timing table (kernels/PERF_NOTES.md, "Linear RNN");
- *                              --bench 64:32 64:64 ... only those (C, L) points
+ *                              --bench 64:32 128:64:64 ... only those (C, L[, c]) points (c 16 by default)
  *
  * Each case draws bf16 q, k, v (seeded) and g by its mode, packs documents of
  * the case's lengths with cu_seqlens, runs the three variants and their
@@ -33,7 +33,7 @@
  *          cycles 0 exactly on the sub-tiles the variant skips (skip: MASKED;
  *          causal: above the diagonal; noskip: none)
  * The cases: every built (dk, dv, C, c) with log-normal, fixed-17 and single
- * documents (T 1000, g in [-0.5, 0]); three shapes with every layout (lengths 1,
+ * documents (T 1000, g in [-0.5, 0]); four shapes with every layout (lengths 1,
  * 2, 15, 16, 17, 64, 100, 2048, log-normal, one document) and every g mode
  * (in [-0.5, 0], 0, strongly negative with -inf); edges (T of 1, 17, 65, 129,
  * 130, 191, 383, 640 with lengths that end documents on chunk ends).
@@ -113,7 +113,7 @@ static std::vector<int32_t> make_cu(const tcase &tc) {
 }
 
 /* The case list: every built shape on three layouts, then every layout and g
- * mode on three shapes. */
+ * mode on four shapes. */
 static std::vector<tcase> make_cases() {
   std::vector<tcase> v;
   const int dks[2] = {64, 128}, dvs[3] = {64, 128, 256}, Cs[2] = {64, 128}, cs[3] = {16, 32, 64};
@@ -132,9 +132,10 @@ static std::vector<tcase> make_cases() {
           v.push_back(x);
           ++seed;
         }
-  const int shapes[3][4] = {{128, 256, 64, 16}, {128, 256, 128, 16}, {64, 128, 128, 32}};
+  /* the fourth shape takes the two-pass path (fm_linrnn.h: C 128, c 64, dk 128) */
+  const int shapes[4][4] = {{128, 256, 64, 16}, {128, 256, 128, 16}, {64, 128, 128, 32}, {128, 256, 128, 64}};
   const int Ls[8] = {1, 2, 15, 16, 17, 64, 100, 2048};
-  for (int s = 0; s < 3; s++)
+  for (int s = 0; s < 4; s++)
     for (int gm = 0; gm < G_NMODES; gm++)
       for (int l = 0; l < 10; l++) {
         tcase x = {shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3], 1000, 2, DOCS_FIXED, 0, gm, ++seed};
@@ -438,7 +439,10 @@ static void check_record(const tcase &tc, int v, const result &r, const std::vec
 
 /* --kseg K: only checkpoint spacing K (-1 auto, 0 none); -2: all three. */
 static int g_kseg_only = -2;
-static std::vector<std::pair<int, int>> g_bench_only; /* --bench C:L ...: only these points (empty: all) */
+struct bench_point {
+  int C, L, c;
+};
+static std::vector<bench_point> g_bench_only; /* --bench C:L[:c] ...: only these points, in order (empty: all) */
 static const int kBenchLens[7] = {16, 32, 64, 128, 256, 2048, 65536}; /* --bench's document lengths */
 
 static const char *docs_name(const tcase &tc, char *buf, size_t cap) {
@@ -593,7 +597,8 @@ static int bench_one(fm_linrnn_problem pb, int L, cudaStream_t s, double nominal
 }
 
 /* The timing table: T 65536, H 16, dk 128, dv 256, C 64 and 128, c 16, fixed
- * document lengths; final states not written. */
+ * document lengths (or the points of --bench, with their c); final states not
+ * written. */
 static int bench() {
   const int T = 65536, H = 16, dk = 128, dv = 256;
   fm_gpu_props gp;
@@ -627,15 +632,15 @@ static int bench() {
          "nominal work T H (4 dk dv + 64 (dk + dv)) = %.3g FLOP; kernels: each kernel's median (CUPTI; prep + items: the classification), fwd "
          "over both of its launches where checkpoints run (the state-only pass and the forward)\n",
          T, H, dk, dv, nominal);
+  std::vector<bench_point> pts = g_bench_only;
+  if (pts.empty())
+    for (int C = 64; C <= 128; C *= 2)
+      for (int L : kBenchLens) pts.push_back({C, L, 16});
   int bad = 0;
-  for (int C = 64; C <= 128 && !bad; C *= 2)
-    for (int l = 0; l < 7 && !bad; l++) {
-      bool want = g_bench_only.empty();
-      for (const auto &cl : g_bench_only) want |= cl.first == C && cl.second == kBenchLens[l];
-      if (!want) continue;
-      pb.chunk = C, pb.sub = 16;
-      bad = bench_one(pb, kBenchLens[l], s, nominal);
-    }
+  for (size_t i = 0; i < pts.size() && !bad; i++) {
+    pb.chunk = pts[i].C, pb.sub = pts[i].c;
+    bad = bench_one(pb, pts[i].L, s, nominal);
+  }
   const void *bufs[7] = {pb.q, pb.k, pb.v, pb.o, pb.g, pb.tile_class, pb.tile_cycles};
   for (const void *x : bufs) CK(cudaFree((void *)x));
   CK(cudaStreamDestroy(s));
@@ -661,22 +666,25 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[i], "--quick")) quick = true;
     else if (!strcmp(argv[i], "--bench")) {
       do_bench = true;
-      int c, l; /* optional points C:L after --bench: C 64 or 128, L one of the bench's lengths */
+      /* optional points C:L[:c] after --bench: C 64 or 128, L one of the bench's lengths, c 16 (default), 32
+         or 64 with c <= C */
+      int c, l, sub;
       while (i + 1 < argc && sscanf(argv[i + 1], "%d:%d", &c, &l) == 2) {
+        if (sscanf(argv[i + 1], "%*d:%*d:%d", &sub) != 1) sub = 16;
         bool len_ok = false;
         for (int k : kBenchLens) len_ok |= l == k;
-        if ((c != 64 && c != 128) || !len_ok) {
-          fprintf(stderr, "fm_linrnn_check: --bench %s: C must be 64 or 128 and L one of 16, 32, 64, 128, 256, "
-                          "2048, 65536\n", argv[i + 1]);
+        if ((c != 64 && c != 128) || !len_ok || (sub != 16 && sub != 32 && sub != 64) || sub > c) {
+          fprintf(stderr, "fm_linrnn_check: --bench %s: C must be 64 or 128, L one of 16, 32, 64, 128, 256, "
+                          "2048, 65536 and c 16, 32 or 64 with c <= C\n", argv[i + 1]);
           return 3;
         }
-        g_bench_only.push_back({c, l}), i++;
+        g_bench_only.push_back({c, l, sub}), i++;
       }
     }
     else if (!strcmp(argv[i], "--case") && i + 1 < argc) only = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--kseg") && i + 1 < argc) g_kseg_only = atoi(argv[++i]);
     else {
-      fprintf(stderr, "fm_linrnn_check: unknown argument '%s' (--quick, --case N, --kseg K, --bench [C:L ...])\n", argv[i]);
+      fprintf(stderr, "fm_linrnn_check: unknown argument '%s' (--quick, --case N, --kseg K, --bench [C:L[:c] ...])\n", argv[i]);
       return 3;
     }
   }
