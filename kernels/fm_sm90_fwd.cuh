@@ -341,6 +341,20 @@ __device__ __forceinline__ void mask_slices(float (&s)[NB * 4], const uint16_t *
   }
 }
 
+/* The apply of the R2P method: the three words' bits (fm90m_r2p_bit), a byte
+ * at a time, give -inf (one R2P per byte, one FSEL per element). */
+__device__ __forceinline__ void apply_r2p(float (&s)[64], const uint32_t (&acc)[FM90M_R2P_GROUPS]) {
+#pragma unroll
+  for (int j = 0; j < FM90M_R2P_GROUPS; j++)
+#pragma unroll
+    for (int b = 0; b < 4; b++) /* byte 2 e + hr */
+#pragma unroll
+      for (int k = 0; k < fm90m_r2p_len(j); k++) {
+        const int n = fm90m_r2p_first(j) + k, e = b >> 1, hr = b & 1, idx = 4 * n + 2 * hr + e;
+        s[idx] = (acc[j] & (1u << fm90m_r2p_bit(n, e, hr))) ? -INFINITY : s[idx];
+      }
+}
+
 /* The element mask of one S tile by the R2P method (fm_sm90_mask.h): the
  * producer's slices exactly as mask_slices reads them (`slices`: this warp's
  * 128 uint16, the same generic pointer), the thread's 16 words 4 n + c4
@@ -370,15 +384,7 @@ __device__ __forceinline__ void mask_r2p(float (&s)[64], const uint16_t *slices,
   for (int n = 0; n < FM90M_NB; n++) w[n] = w32[fm90m_slices_word(n, 0)];
   uint32_t acc[FM90M_R2P_GROUPS];
   fm90m_r2p_words(w, g, acc);
-#pragma unroll
-  for (int j = 0; j < FM90M_R2P_GROUPS; j++)
-#pragma unroll
-    for (int b = 0; b < 4; b++) /* byte 2 e + hr */
-#pragma unroll
-      for (int k = 0; k < fm90m_r2p_len(j); k++) {
-        const int n = fm90m_r2p_first(j) + k, e = b >> 1, hr = b & 1, idx = 4 * n + 2 * hr + e;
-        s[idx] = (acc[j] & (1u << fm90m_r2p_bit(n, e, hr))) ? -INFINITY : s[idx];
-      }
+  apply_r2p(s, acc);
 }
 
 /* The same from a dense uint8 mask in global memory (rows past Sq: visible;
@@ -531,19 +537,39 @@ __device__ __forceinline__ void warp_release(uint64_t *bar, int lane) {
   if (lane == 0) fmh::mbar_arrive(bar);
 }
 
+static_assert(FM_SM90_FWD_FLOOR >= 0 && FM_SM90_FWD_FLOOR <= 2, "FM_SM90_FWD_FLOOR is 0, 1 or 2");
+#if FM_SM90_FWD_FLOOR == 1
+/* The floor experiment's words: zero (nothing writes them), in constant memory
+ * so that neither compiler can fold them (ptxas folds a zero that inline asm
+ * moves into a register, and the apply with it). after_s moves each word with
+ * volatile inline asm on every tile, as mask_r2p builds its words: read
+ * directly, LLVM hoists the loads, groups the 64 bit tests apart from their
+ * selects, and ptxas makes them 64 LOP3 instead of 12 R2P. */
+static __constant__ uint32_t floor_words[FM90M_R2P_GROUPS];
+#endif
+
 /* After S of entry e is in registers: the element mask, then the release of K
- * (and of the vectors that travel with it). */
+ * (and of the vectors that travel with it). FM_SM90_FWD_FLOOR 1 and 2 (the
+ * floor experiment, fm_attn_dev.h) replace the R2P mask of a slices variant. */
 template <int HD, int VAR, int MASK>
 __device__ __forceinline__ void after_s(const ctx<HD> &c, const slot &e, float (&s)[64]) {
   using T = traits<HD>;
   if (e.flags & F_NEEDMASK) {
     if (VAR == FM_VARIANT_DENSE)
       mask_dense<16>(s, c.dm, c.p->Sk, c.p->Sq, c.i_lo, e.tile * T::BC + 2 * c.c4);
-    else if (MASK == FM_SM90_MASK_R2P)
+    else if (MASK == FM_SM90_MASK_R2P) {
+#if FM_SM90_FWD_FLOOR == 0
       mask_r2p(s, reinterpret_cast<const uint16_t *>(c.smem + T::OFF_VEC) +
                       (e.stg * T::MASK_WARPS + c.cw * 4 + c.warp) * T::BC,
                c.lane >> 2, c.c4);
-    else
+#elif FM_SM90_FWD_FLOOR == 1
+      uint32_t acc[FM90M_R2P_GROUPS]; /* the apply alone, on words of zero */
+#pragma unroll
+      for (int j = 0; j < FM90M_R2P_GROUPS; j++)
+        asm volatile("mov.b32 %0, %1;" : "=r"(acc[j]) : "r"(floor_words[j]));
+      apply_r2p(s, acc);
+#endif
+    } else
       mask_slices<16>(s, reinterpret_cast<const uint16_t *>(c.smem + T::OFF_VEC) +
                              (e.stg * T::MASK_WARPS + c.cw * 4 + c.warp) * T::BC,
                       c.lane >> 2, c.c4);
