@@ -60,17 +60,13 @@ static const int64_t kSinBudget = (int64_t)4 << 30;
  * dk 128, documents of at most C tokens on average (longer ones make most
  * chunks live, and the state pass, the fused kernel's walk without outputs,
  * then costs more than the output kernel saves: kernels/PERF_NOTES.md, Linear
- * RNN, sixteenth session), its states within kSinBudget. The emulated build
- * (FM_LINRNN_SIM) has no wgmma: every shape runs the fused kernel there. */
+ * RNN, sixteenth session), its states within kSinBudget. */
 static bool two_pass(const fm_linrnn_problem *p) {
-#ifdef FM_LINRNN_SIM
-  (void)p;
-  return false;
-#else
   return p->chunk == 128 && p->sub == 64 && p->dk == 128 && (int64_t)p->tokens <= (int64_t)p->chunk * p->ndocs &&
          sin_bytes(p) <= kSinBudget;
-#endif
 }
+
+bool fm_linrnn_two_pass(const fm_linrnn_problem *p) { return p && shape_built(p) && two_pass(p); }
 
 /* Lays the workspace out from base (NULL: only sizes it) into k; returns its
  * bytes. kseg > 0 adds the checkpoint states and decays; the two-pass path its
@@ -221,7 +217,6 @@ fm_status fm_linrnn_forward_tuned(const fm_linrnn_problem *p, fm_linrnn_variant 
     k.mode = fmlr::MODE_MAIN;
   }
   if (e == cudaSuccess && two_pass(p)) {
-#ifndef FM_LINRNN_SIM
     k.mode = fmlr::MODE_STATES;
     what = "linrnn state pass launch";
     e = fmlr::launch_states_dk128(k, warps_of(p), sms, max_ctas, s);
@@ -229,7 +224,6 @@ fm_status fm_linrnn_forward_tuned(const fm_linrnn_problem *p, fm_linrnn_variant 
       what = "linrnn output pass launch";
       e = fmlr::launch_out_wg(k, instrumented != 0, s);
     }
-#endif
   } else if (e == cudaSuccess) {
     what = "linrnn forward launch";
     e = p->dk == 64 ? fmlr::launch_fwd_dk64(k, warps_of(p), instrumented != 0, sms, max_ctas, s)

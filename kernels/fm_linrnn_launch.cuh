@@ -44,7 +44,7 @@ cudaError_t launch_fwd_dk(const params &p, int nw, bool instr, int sms, int max_
 
 cudaError_t launch_fwd_dk64(const params &p, int nw, bool instr, int sms, int max_ctas, cudaStream_t s);
 cudaError_t launch_fwd_dk128(const params &p, int nw, bool instr, int sms, int max_ctas, cudaStream_t s);
-/* The two-pass path (dk 128, C 128; in fm_linrnn_hd128.cu, not in the emulated build): the
+/* The two-pass path (dk 128, C 128; in fm_linrnn_hd128.cu): the
  * state pass (fwd_kernel built for MODE_STATES) and the output kernel (fm_linrnn_wg.cuh). */
 cudaError_t launch_states_dk128(const params &p, int nw, int sms, int max_ctas, cudaStream_t s);
 cudaError_t launch_out_wg(const params &p, bool instr, cudaStream_t s);
@@ -76,6 +76,10 @@ inline cudaError_t launch_scan(const params &p, cudaStream_t s) {
  * chunks, 0 none, -1 the library's choice: fm_linrnn.cu, auto_kseg) and the
  * forward's grid capped at max_ctas CTAs (0: the library's). For the check,
  * which runs every path. */
+/* Whether fm_linrnn_forward takes the two-pass path for p (fm_linrnn.h): for
+ * the check, whose emulated record depends on the path. */
+bool fm_linrnn_two_pass(const fm_linrnn_problem *p);
+
 fm_status fm_linrnn_forward_tuned(const fm_linrnn_problem *p, fm_linrnn_variant variant, int instrumented, int kseg,
                                   int max_ctas, void *stream, fm_err *err);
 

@@ -39,12 +39,19 @@
  *
  * Instrumented (INSTR): warp 0 of each warpgroup of the value-block-0 CTA adds
  * the clock64 cycles of each visited sub-tile's scoring (Q K^T, decay, mask,
- * split) to its tile_cycles with a reduction. */
+ * split) to its tile_cycles with a reduction.
+ *
+ * FM_LINRNN_SIM: fm_linrnn_sim.h emulates the wgmma used here (128-byte
+ * swizzled descriptors, the accumulator and register fragments) and the fmh::
+ * helpers, so the emulated check runs this kernel too. */
 #ifndef FM_LINRNN_WG_CUH
 #define FM_LINRNN_WG_CUH
 
-#include "fm_hopper.cuh"
 #include "fm_linrnn.cuh"
+#include "fm_linrnn_launch.cuh"
+#ifndef FM_LINRNN_SIM
+#include "fm_hopper.cuh" /* the emulated build (FM_LINRNN_SIM) has its fmh:: in fm_linrnn_sim.h */
+#endif
 
 namespace fmlr {
 namespace wg {
@@ -265,8 +272,12 @@ FMLR_DEV void band_tile(const params &p, int c0, int h, const uint8_t *cls, uint
 /* One CTA: chunk ch, head h, value columns 64 dvb .. 64 dvb + 63 (the grid's
  * x, value blocks fastest, so the CTAs that share a chunk's Q and K run
  * together). */
-template <bool INSTR> __global__ void __launch_bounds__(NT, 2) out_kernel(const params p) {
+template <bool INSTR> FMLR_KERNEL void FMLR_BOUNDS(NT, 2) out_kernel(const params p) {
+#ifdef FM_LINRNN_SIM
+  FMLR_SMEM(raw);
+#else
   extern __shared__ __align__(1024) unsigned char raw[];
+#endif
   unsigned char *sm = fmh::smem_aligned_1k(raw);
   const uint32_t sb = smem_addr(sm);
   const int ndvb = p.dv / DVB, dvb = (int)(blockIdx.x % ndvb), h = (int)(blockIdx.x / ndvb % p.H);
@@ -314,7 +325,7 @@ template <bool INSTR> cudaError_t launch_out(const params &p, cudaStream_t s) {
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
   if (e != cudaSuccess) return e;
   const int64_t n = (int64_t)p.nchunks * p.H * (p.dv / DVB);
-  kernel<<<(unsigned)n, NT, SMEM, s>>>(p);
+  FMLR_LAUNCH(kernel, (unsigned)n, NT, SMEM, s, p);
   return cudaGetLastError();
 }
 
