@@ -1,7 +1,9 @@
 /* fm_linrnn_sim.h — a host emulation of the CUDA pieces the linear-RNN kernel
  * uses, so that its real source (fm_linrnn.cuh, fm_linrnn.cu) and its check
- * (fm_linrnn_check.cu) run on a machine without a GPU (a development tool,
- * never built by CMake: kernels/PERF_NOTES.md, "Linear RNN", says how to run it).
+ * (fm_linrnn_check.cu) run on a machine without a GPU: tests/CMakeLists.txt builds
+ * it as fm_linrnn_emulated (kernels/sim/: the sources as C++ and this header in
+ * place of cuda_runtime.h) and `make test` runs three of its cases; every case:
+ * `fm_linrnn_emulated` with no argument (kernels/PERF_NOTES.md, "Linear RNN").
  *
  * Compiled with a host C++20 compiler and -DFM_LINRNN_SIM, in place of the CUDA
  * runtime: blocks run one after the other, each CUDA thread of a block is a
