@@ -31,6 +31,9 @@ static bool shape_built(const fm_linrnn_problem *p) {
          p->sub <= p->chunk;
 }
 
+/* Chunks of C tokens covering the T tokens (the last one may be short). */
+static int64_t nchunks_of(const fm_linrnn_problem *p) { return ((int64_t)p->tokens + p->chunk - 1) / p->chunk; }
+
 /* Warps per CTA: 8 (value blocks of 128 columns) at C = 128 when dv allows, else 4. */
 static int warps_of(const fm_linrnn_problem *p) { return p->chunk == 128 && p->dv % 128 == 0 ? 8 : 4; }
 
@@ -40,17 +43,14 @@ static int warps_of(const fm_linrnn_problem *p) { return p->chunk == 128 && p->d
  * document, head and value block (under 512 such walks), the state is
  * checkpointed every kseg chunks so that about 1024 units share the walk. */
 static int auto_kseg(const fm_linrnn_problem *p) {
-  const int64_t nch = ((int64_t)p->tokens + p->chunk - 1) / p->chunk, ndvb = p->dv / (16 * warps_of(p));
+  const int64_t nch = nchunks_of(p), ndvb = p->dv / (16 * warps_of(p));
   if (nch < 8 * (int64_t)p->ndocs || (int64_t)p->ndocs * p->heads * ndvb >= 512) return 0;
   const int64_t k = (nch * p->heads * ndvb + 1023) / 1024;
   return (int)(k < 4 ? 4 : k);
 }
 
 /* Bytes of the two-pass path's states (S_in of every chunk, fp32). */
-static int64_t sin_bytes(const fm_linrnn_problem *p) {
-  const int64_t nch = ((int64_t)p->tokens + p->chunk - 1) / p->chunk;
-  return 4 * nch * p->heads * p->dk * p->dv;
-}
+static int64_t sin_bytes(const fm_linrnn_problem *p) { return 4 * nchunks_of(p) * p->heads * p->dk * p->dv; }
 
 /* The most workspace the two-pass path's states may take; beyond it the fused
  * kernel runs (a function of the shape, like every choice here). */
@@ -72,7 +72,7 @@ bool fm_linrnn_two_pass(const fm_linrnn_problem *p) { return p && shape_built(p)
  * bytes. kseg > 0 adds the checkpoint states and decays; the two-pass path its
  * states (sin). */
 static size_t carve(const fm_linrnn_problem *p, int kseg, char *base, fmlr::params *k) {
-  const int64_t T = p->tokens, H = p->heads, C = p->chunk, nch = (T + C - 1) / C, tpad = nch * C;
+  const int64_t H = p->heads, C = p->chunk, nch = nchunks_of(p), tpad = nch * C;
   const int64_t slots = kseg > 0 ? (nch - 1) / kseg + 1 : 0;
   const int64_t bytes[14] = {4 * tpad, 4 * tpad, 4 * nch, 4 * H * tpad, 4 * H * nch * (C / 16),
                             (int64_t)fmlr::CLS_STRIDE * nch, 4 * slots * H * p->dk * p->dv, 4 * slots * H,
@@ -127,7 +127,7 @@ static fm_status check_problem(const fm_linrnn_problem *p, fm_linrnn_variant var
     return fm_fail(err, FM_EINVAL, "fm_linrnn: variant %d is not skip (0), causal (1) or noskip (2)", (int)variant);
   if (instrumented && (!p->tile_class || !p->tile_cycles))
     return fm_fail(err, FM_EINVAL, "fm_linrnn: the instrumented build needs tile_class and tile_cycles");
-  const int64_t nch = ((int64_t)p->tokens + p->chunk - 1) / p->chunk;
+  const int64_t nch = nchunks_of(p);
   /* the kernel counts units (at most one a chunk, head and value block) in int,
    * up to the count plus the grid: a bound well inside 2^31 - 1 */
   const int64_t units = nch * p->heads * (p->dv / (16 * warps_of(p)));
@@ -172,7 +172,7 @@ static void fill_params(const fm_linrnn_problem *p, fm_linrnn_variant variant, i
   k->C = p->chunk;
   k->c = p->sub;
   k->ndocs = p->ndocs;
-  k->nchunks = (p->tokens + p->chunk - 1) / p->chunk;
+  k->nchunks = (int32_t)nchunks_of(p);
   k->variant = (int32_t)variant;
   k->ndvb = p->dv / (16 * warps_of(p));
   k->scale = p->scale;

@@ -72,14 +72,14 @@ inline cudaError_t launch_scan(const params &p, cudaStream_t s) {
 
 }  // namespace fmlr
 
-/* fm_linrnn_forward with the checkpoint spacing chosen by the caller (kseg
- * chunks, 0 none, -1 the library's choice: fm_linrnn.cu, auto_kseg) and the
- * forward's grid capped at max_ctas CTAs (0: the library's). For the check,
- * which runs every path. */
 /* Whether fm_linrnn_forward takes the two-pass path for p (fm_linrnn.h): for
  * the check, whose emulated record depends on the path. */
 bool fm_linrnn_two_pass(const fm_linrnn_problem *p);
 
+/* fm_linrnn_forward with the checkpoint spacing chosen by the caller (kseg
+ * chunks, 0 none, -1 the library's choice: fm_linrnn.cu, auto_kseg) and the
+ * forward's grid capped at max_ctas CTAs (0: the library's). For the check,
+ * which runs every path. */
 fm_status fm_linrnn_forward_tuned(const fm_linrnn_problem *p, fm_linrnn_variant variant, int instrumented, int kseg,
                                   int max_ctas, void *stream, fm_err *err);
 

@@ -47,6 +47,8 @@
 #include <ucontext.h>
 #include <vector>
 
+#include "fm_wgmma_desc.h"
+
 /* ---- the runtime API subset, as malloc and memcpy ---- */
 typedef int cudaError_t;
 typedef void *cudaStream_t;
@@ -406,18 +408,9 @@ inline void launch(dim3 grid, dim3 block, size_t smem_bytes, const std::function
 }  // namespace sim
 
 /* The pieces of fm_hopper.cuh the output kernel uses: the wgmma above, the
- * descriptors (the same arithmetic), fences and waits that order nothing here. */
+ * descriptors (fm_wgmma_desc.h, the kernels' own), fences and waits that order
+ * nothing here. */
 namespace fmh {
-inline uint64_t desc_sw128(uint32_t addr, uint32_t lbo, uint32_t sbo) {
-  return (uint64_t)((addr >> 4) & 0x3fff) | ((uint64_t)((lbo >> 4) & 0x3fff) << 16) |
-         ((uint64_t)((sbo >> 4) & 0x3fff) << 32) | (1ull << 62);
-}
-inline uint64_t desc_kmajor(uint32_t base, int rows, int kk) {
-  return desc_sw128(base + (uint32_t)(kk >> 2) * (uint32_t)rows * 128u + (uint32_t)(kk & 3) * 32u, 16, 1024);
-}
-inline uint64_t desc_mnmajor(uint32_t base, int rows, int kk) {
-  return desc_sw128(base + (uint32_t)kk * 16u * 128u, (uint32_t)rows * 128u, 1024);
-}
 template <int TA, int TB> inline void wgmma_ss_n64(float (&d)[32], uint64_t da, uint64_t db, int accumulate) {
   sim::wgmma_ss_n64<TA, TB>(d, da, db, accumulate);
 }

@@ -61,15 +61,19 @@ constexpr int C = 128, DK = 128, DVB = 64, NT = 256;
 constexpr int Q_OFF = 0, K_OFF = 32768, V_OFF = 65536, SHI_OFF = 81920, SLO_OFF = 98304, BYTES = 114688;
 constexpr int SMEM = BYTES + 1024; /* the dynamic allocation: 1 KiB of slack for the alignment */
 
+/* Byte offset of 16-byte chunk c8 (0..7) of row r in a block of 64 bf16
+ * columns: 128-byte rows, chunk c8 at c8 ^ (r % 8) (the fused kernel's swz
+ * layout at len 64, in bytes; written out here: through swz the output
+ * kernel's SASS changes, and this is the form measured). */
+FMLR_DEV uint32_t mn_off(int r, int c8) { return (uint32_t)(r * 128 + ((c8 ^ (r & 7)) << 4)); }
+
 /* Byte offset of 16-byte chunk c16 (0..15) of row r (0..127) in a 128 x 128
- * bf16 tile stored as two bands of 64 rows, each two K-major column blocks. */
+ * bf16 tile stored as two bands of 64 rows, each two K-major column blocks of
+ * mn_off's layout. */
 FMLR_DEV uint32_t kmaj_off(int r, int c16) {
   const int rr = r & 63;
   return (uint32_t)((((r >> 6) * 2 + (c16 >> 3)) << 13) + rr * 128 + ((((c16 & 7) ^ (rr & 7))) << 4));
 }
-
-/* Byte offset of 16-byte chunk c8 (0..7) of row r in a block of 64 columns. */
-FMLR_DEV uint32_t mn_off(int r, int c8) { return (uint32_t)(r * 128 + ((c8 ^ (r & 7)) << 4)); }
 
 /* Whether band b visits key sub-tile j (c = 64: sub-tile (b, j) of the chunk). */
 FMLR_DEV bool visits(const params &p, const uint8_t *cls, int b, int j) {
