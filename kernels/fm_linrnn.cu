@@ -4,6 +4,7 @@
  * kernels: fm_linrnn.cuh; their instantiations: fm_linrnn_hd64.cu and
  * fm_linrnn_hd128.cu (one translation unit per head dim dk). */
 #include <math.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -62,8 +63,15 @@ static const int64_t kSinBudget = (int64_t)4 << 30;
  * then costs more than the output kernel saves: kernels/PERF_NOTES.md, Linear
  * RNN, sixteenth session), its states within kSinBudget. */
 static bool two_pass(const fm_linrnn_problem *p) {
-  return p->chunk == 128 && p->sub == 64 && p->dk == 128 && (int64_t)p->tokens <= (int64_t)p->chunk * p->ndocs &&
-         sin_bytes(p) <= kSinBudget;
+  /* FM_LINRNN_TWO_PASS=1 takes the path wherever the shape allows it, 0 never
+     (the A/B of the rule; unset: the rule) */
+  static const int forced = [] {
+    const char *e = getenv("FM_LINRNN_TWO_PASS");
+    return e && (e[0] == '0' || e[0] == '1') && !e[1] ? e[0] - '0' : -1;
+  }();
+  const bool shape = p->chunk == 128 && p->sub == 64 && p->dk == 128 && sin_bytes(p) <= kSinBudget;
+  if (forced >= 0) return shape && forced;
+  return shape && (int64_t)p->tokens <= (int64_t)p->chunk * p->ndocs;
 }
 
 bool fm_linrnn_two_pass(const fm_linrnn_problem *p) { return p && shape_built(p) && two_pass(p); }

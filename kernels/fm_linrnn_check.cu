@@ -7,7 +7,8 @@
  *   fm_linrnn_check --kseg K   one checkpoint spacing only (-1 the library's choice,
  *                              0 none, K chunks), instead of all three below
  *   fm_linrnn_check --bench    the timing table (kernels/PERF_NOTES.md, "Linear RNN");
- *                              --bench 64:32 128:64:64 ... only those (C, L[, c]) points (c 16 by default)
+ *                              --bench 64:32 128:64:64 128:d64:64 ... only those (C, L[, c]) points (c 16 by
+ *                              default; dL: log-normal lengths of mean L, sigma 1, at least 16, seeded)
  *
  * Each case draws bf16 q, k, v (seeded) and g by its mode, packs documents of
  * the case's lengths with cu_seqlens, runs the three variants and their
@@ -47,6 +48,7 @@
 #include <string.h>
 
 #include <algorithm>
+#include <random>
 #include <vector>
 
 #ifdef FM_LINRNN_SIM
@@ -444,6 +446,7 @@ static void check_record(const tcase &tc, int v, bool two, const result &r, cons
 static int g_kseg_only = -2;
 struct bench_point {
   int C, L, c;
+  bool drawn; /* log-normal lengths of mean L (sigma 1, at least 16), else fixed */
 };
 static std::vector<bench_point> g_bench_only; /* --bench C:L[:c] ...: only these points, in order (empty: all) */
 static const int kBenchLens[7] = {16, 32, 64, 128, 256, 2048, 65536}; /* --bench's document lengths */
@@ -548,10 +551,17 @@ static fm_status launch_one(void *user, void *stream, fm_err *err) {
 
 /* One (C, L) row group: each variant under the sustained protocol, then the
  * instrumented skip against the plain one, interleaved. */
-static int bench_one(fm_linrnn_problem pb, int L, cudaStream_t s, double nominal_flop) {
+static int bench_one(fm_linrnn_problem pb, int L, bool drawn, cudaStream_t s, double nominal_flop) {
   std::vector<int32_t> cu(1, 0);
-  while (cu.back() < pb.tokens) cu.push_back(std::min(pb.tokens, cu.back() + L));
+  std::mt19937_64 rng(1);
+  std::lognormal_distribution<double> lengths(log((double)L) - 0.5, 1.0); /* mean L */
+  while (cu.back() < pb.tokens) {
+    const int n = drawn ? std::max(16, (int)lround(lengths(rng))) : L;
+    cu.push_back(std::min(pb.tokens, cu.back() + n));
+  }
   pb.ndocs = (int)cu.size() - 1;
+  char lab[16];
+  snprintf(lab, sizeof lab, "%s%d", drawn ? "d" : "", L);
   CK(cudaMalloc((void **)&pb.cu_seqlens, cu.size() * 4));
   CK(cudaMemcpy((void *)pb.cu_seqlens, cu.data(), cu.size() * 4, cudaMemcpyHostToDevice));
   const fm_time_opts o = {.warmup = 2, .reps = 10, .warmup_min_ms = 1000, .flush_l2 = 1, .use_cupti = 1,
@@ -571,11 +581,12 @@ static int bench_one(fm_linrnn_problem pb, int L, cudaStream_t s, double nominal
     for (int i = 0; i < t.nkernels && kp < kern + 200; i++) {
       const char *n = t.kernels[i].name;
       const char *label = strstr(n, "prep_kernel") ? "prep" : strstr(n, "ckpt_scan") ? "scan"
-                          : strstr(n, "items_kernel") ? "items" : "fwd";
+                          : strstr(n, "items_kernel") ? "items" : strstr(n, "out_kernel") ? "out"
+                          : strstr(n, "st_kernel") ? "states" : "fwd";
       kp += snprintf(kp, 40, " %s %.3f", label, t.kernels[i].median_ms);
     }
-    printf("C %3d c %2d L %5d %-6s %9.3f ms %7.3f ns/token/head %7.1f TFLOP/s  %4.0f MHz  %3d launches (%s)%s%s\n",
-           pb.chunk, pb.sub, L, fm_linrnn_variant_name((fm_linrnn_variant)v), t.median_ms, ns,
+    printf("C %3d c %2d L %5s %-6s %9.3f ms %7.3f ns/token/head %7.1f TFLOP/s  %4.0f MHz  %3d launches (%s)%s%s\n",
+           pb.chunk, pb.sub, lab, fm_linrnn_variant_name((fm_linrnn_variant)v), t.median_ms, ns,
            nominal_flop / (t.median_ms * 1e-3) / 1e12, t.clock_mhz, t.reps, t.source, kern[0] ? "; kernels (ms):" : "",
            kern);
     fflush(stdout);
@@ -591,9 +602,9 @@ static int bench_one(fm_linrnn_problem pb, int L, cudaStream_t s, double nominal
     fprintf(stderr, "fm_linrnn_check: interleaved timing failed: %s\n", e.msg);
     return 1;
   }
-  printf("C %3d c %2d L %5d skip speed-up %.2fx over noskip, %.2fx over causal; instrumented skip %+.2f%% (%.3f vs "
+  printf("C %3d c %2d L %5s skip speed-up %.2fx over noskip, %.2fx over causal; instrumented skip %+.2f%% (%.3f vs "
          "%.3f ms, 20 interleaved rounds)\n",
-         pb.chunk, pb.sub, L, ms[FM_LINRNN_NOSKIP] / ms[FM_LINRNN_SKIP], ms[FM_LINRNN_CAUSAL] / ms[FM_LINRNN_SKIP],
+         pb.chunk, pb.sub, lab, ms[FM_LINRNN_NOSKIP] / ms[FM_LINRNN_SKIP], ms[FM_LINRNN_CAUSAL] / ms[FM_LINRNN_SKIP],
          100.0 * (ratio[1] - 1.0), ti[1].median_ms, ti[0].median_ms);
   CK(cudaFree((void *)pb.cu_seqlens));
   return 0;
@@ -638,11 +649,11 @@ static int bench() {
   std::vector<bench_point> pts = g_bench_only;
   if (pts.empty())
     for (int C = 64; C <= 128; C *= 2)
-      for (int L : kBenchLens) pts.push_back({C, L, 16});
+      for (int L : kBenchLens) pts.push_back({C, L, 16, false});
   int bad = 0;
   for (size_t i = 0; i < pts.size() && !bad; i++) {
     pb.chunk = pts[i].C, pb.sub = pts[i].c;
-    bad = bench_one(pb, pts[i].L, s, nominal);
+    bad = bench_one(pb, pts[i].L, pts[i].drawn, s, nominal);
   }
   const void *bufs[7] = {pb.q, pb.k, pb.v, pb.o, pb.g, pb.tile_class, pb.tile_cycles};
   for (const void *x : bufs) CK(cudaFree((void *)x));
@@ -672,16 +683,19 @@ int main(int argc, char **argv) {
       /* optional points C:L[:c] after --bench: C 64 or 128, L one of the bench's lengths, c 16 (default), 32
          or 64 with c <= C */
       int c, l, sub;
-      while (i + 1 < argc && sscanf(argv[i + 1], "%d:%d", &c, &l) == 2) {
-        if (sscanf(argv[i + 1], "%*d:%*d:%d", &sub) != 1) sub = 16;
+      char d;
+      while (i + 1 < argc && (sscanf(argv[i + 1], "%d:%d", &c, &l) == 2 ||
+                              (sscanf(argv[i + 1], "%d:%c%d", &c, &d, &l) == 3 && d == 'd'))) {
+        const bool drawn = strchr(argv[i + 1], 'd') != NULL;
+        if (sscanf(argv[i + 1], drawn ? "%*d:d%*d:%d" : "%*d:%*d:%d", &sub) != 1) sub = 16;
         bool len_ok = false;
         for (int k : kBenchLens) len_ok |= l == k;
         if ((c != 64 && c != 128) || !len_ok || (sub != 16 && sub != 32 && sub != 64) || sub > c) {
           fprintf(stderr, "fm_linrnn_check: --bench %s: C must be 64 or 128, L one of 16, 32, 64, 128, 256, "
-                          "2048, 65536 and c 16, 32 or 64 with c <= C\n", argv[i + 1]);
+                          "2048, 65536 (dL: log-normal lengths of mean L) and c 16, 32 or 64 with c <= C\n", argv[i + 1]);
           return 3;
         }
-        g_bench_only.push_back({c, l, sub}), i++;
+        g_bench_only.push_back({c, l, sub, drawn}), i++;
       }
     }
     else if (!strcmp(argv[i], "--case") && i + 1 < argc) only = atoi(argv[++i]);
