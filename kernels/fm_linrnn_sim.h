@@ -262,29 +262,31 @@ inline float wg_operand(uint64_t desc, bool mn_major, int k, int rc) {
   return smem_bf16_sw128(start + (uint32_t)(k / 8) * sbo + (uint32_t)(k % 8) * 128 + (uint32_t)(rc / 64) * lbo +
                          2u * (uint32_t)(rc % 64));
 }
-/* d (64 x 64) (+)= A (64 x 16) B (16 x 64); a_of(m, k) gives A. */
-template <class AOf> inline void wgmma_n64(float (&d)[32], AOf a_of, uint64_t db, bool tb, bool accumulate) {
+/* d (64 x N) (+)= A (64 x 16) B (16 x N), N 64 or 128 (d: N / 2 floats a
+ * thread); a_of(m, k) gives A; tb: B MN-major. */
+template <int N, class AOf> inline void wgmma_n(float *d, AOf a_of, uint64_t db, bool tb, bool accumulate) {
   const int w = (int)((g_cur->tid.x >> 5) & 3), g = lane() / 4, c4 = lane() % 4;
-  for (int i = 0; i < 32; i++) {
+  for (int i = 0; i < N / 2; i++) {
     const int n = i / 4, h = (i / 2) % 2, e = i % 2, m = 16 * w + g + 8 * h, col = 8 * n + 2 * c4 + e;
     double acc = accumulate ? d[i] : 0.0;
     for (int k = 0; k < 16; k++) acc += (double)a_of(m, k) * (double)(tb ? wg_operand(db, true, k, col) : wg_operand(db, false, k, col));
     d[i] = (float)acc;
   }
 }
-template <int TA, int TB> inline void wgmma_ss_n64(float (&d)[32], uint64_t da, uint64_t db, int accumulate) {
-  wgmma_n64(d, [&](int m, int k) { return TA ? wg_operand(da, true, k, m) : wg_operand(da, false, k, m); }, db, TB != 0,
-            accumulate != 0);
+template <int N, int TA, int TB> inline void wgmma_ss(float *d, uint64_t da, uint64_t db, int accumulate) {
+  wgmma_n<N>(d, [&](int m, int k) { return TA ? wg_operand(da, true, k, m) : wg_operand(da, false, k, m); }, db, TB != 0,
+             accumulate != 0);
 }
-inline void wgmma_rs_n64(float (&d)[32], const uint32_t (&a)[4], uint64_t db) {
+/* A from the warp's registers (mma.sync's m16n8k16 A fragment of its 16 rows). */
+template <int N, int TB> inline void wgmma_rs(float *d, const uint32_t (&a)[4], uint64_t db) {
   uint32_t all[32][4];
   warp_exchange(a, sizeof a, [&](auto at) {
     for (int l = 0; l < 32; l++) std::memcpy(all[l], at(l), sizeof a);
   });
-  wgmma_n64(d, [&](int m, int k) {
+  wgmma_n<N>(d, [&](int m, int k) {
     const int r = m % 16, reg = (r >= 8) + 2 * (k >= 8), ln = (r % 8) * 4 + (k % 8) / 2;
     return bf16_at(all[ln][reg], k % 2);
-  }, db, true, true);
+  }, db, TB != 0, true);
 }
 
 /* cp.async: destination poisoned now, the copy done when its group completes. */
@@ -412,9 +414,21 @@ inline void launch(dim3 grid, dim3 block, size_t smem_bytes, const std::function
  * nothing here. */
 namespace fmh {
 template <int TA, int TB> inline void wgmma_ss_n64(float (&d)[32], uint64_t da, uint64_t db, int accumulate) {
-  sim::wgmma_ss_n64<TA, TB>(d, da, db, accumulate);
+  sim::wgmma_ss<64, TA, TB>(d, da, db, accumulate);
 }
-inline void wgmma_rs_n64(float (&d)[32], const uint32_t (&a)[4], uint64_t db) { sim::wgmma_rs_n64(d, a, db); }
+template <int TA, int TB> inline void wgmma_ss_n128t(float (&d)[64], uint64_t da, uint64_t db, int accumulate) {
+  sim::wgmma_ss<128, TA, TB>(d, da, db, accumulate);
+}
+inline void wgmma_rs_n64(float (&d)[32], const uint32_t (&a)[4], uint64_t db) { sim::wgmma_rs<64, 1>(d, a, db); }
+template <int TB> inline void wgmma_rs_n128t(float (&d)[64], const uint32_t (&a)[4], uint64_t db) {
+  sim::wgmma_rs<128, TB>(d, a, db);
+}
+template <int TA, int TB, int H> inline void wgmma_ss_n64h(float (&d)[64], uint64_t da, uint64_t db, int accumulate) {
+  sim::wgmma_ss<64, TA, TB>(d + 32 * H, da, db, accumulate);
+}
+template <int TB, int H> inline void wgmma_rs_n64h(float (&d)[64], const uint32_t (&a)[4], uint64_t db) {
+  sim::wgmma_rs<64, TB>(d + 32 * H, a, db);
+}
 inline void wgmma_fence() {}
 inline void wgmma_commit() {}
 template <int N> inline void wgmma_wait() {}
