@@ -348,49 +348,6 @@ __device__ __forceinline__ void wgmma_rs_n64(float (&d)[32], const uint32_t (&a)
       : FMH_ACC32
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "n"(1));
 }
-/* The same shapes with the operand orders as template arguments (the
- * linear-RNN output kernel, fm_linrnn_wg.cuh): SS m64n128k16 with TA / TB =
- * 1 for MN-major A / B; RS m64n128k16 and m64n64k16 (A in registers, the
- * fragment of wgmma_rs_n128) with TB = 1 for MN-major B, 0 for K-major. */
-template <int TA, int TB>
-__device__ __forceinline__ void wgmma_ss_n128t(float (&d)[64], uint64_t da, uint64_t db, int accumulate) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-      FMH_WGMMA_N128 FMH_D64
-      "%64, %65, p, 1, 1, %67, %68;\n}\n"
-      : FMH_ACC64
-      : "l"(da), "l"(db), "r"(accumulate), "n"(TA), "n"(TB));
-}
-template <int TB> __device__ __forceinline__ void wgmma_rs_n128t(float (&d)[64], const uint32_t (&a)[4], uint64_t db) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
-      FMH_WGMMA_N128 FMH_D64
-      "{%64, %65, %66, %67}, %68, p, 1, 1, %70;\n}\n"
-      : FMH_ACC64
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "n"(1), "n"(TB));
-}
-/* m64n64k16 on half H (columns 64 H .. 64 H + 63) of an m64n128 accumulator
- * set: SS with TA / TB as above, RS with TB. */
-#define FMH_ACC32H(o) FMH_ACC8(o), FMH_ACC8(o + 8), FMH_ACC8(o + 16), FMH_ACC8(o + 24)
-template <int TA, int TB, int H>
-__device__ __forceinline__ void wgmma_ss_n64h(float (&d)[64], uint64_t da, uint64_t db, int accumulate) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-      FMH_WGMMA_N64 FMH_D32
-      "%32, %33, p, 1, 1, %35, %36;\n}\n"
-      : FMH_ACC32H(32 * H)
-      : "l"(da), "l"(db), "r"(accumulate), "n"(TA), "n"(TB));
-}
-template <int TB, int H>
-__device__ __forceinline__ void wgmma_rs_n64h(float (&d)[64], const uint32_t (&a)[4], uint64_t db) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-      FMH_WGMMA_N64 FMH_D32
-      "{%32, %33, %34, %35}, %36, p, 1, 1, %38;\n}\n"
-      : FMH_ACC32H(32 * H)
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "n"(1), "n"(TB));
-}
-#undef FMH_ACC32H
 #undef FMH_ACC8
 #undef FMH_ACC32
 #undef FMH_ACC64

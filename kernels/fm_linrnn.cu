@@ -229,7 +229,7 @@ fm_status fm_linrnn_forward_tuned(const fm_linrnn_problem *p, fm_linrnn_variant 
     e = fmlr::launch_states_dk128(k, warps_of(p), sms, max_ctas, s);
     if (e == cudaSuccess) {
       what = "linrnn output pass launch";
-      e = fmlr::launch_out_wg(k, instrumented != 0, s);
+      e = fmlr::launch_out_wg(k, instrumented != 0, max_ctas > 0 ? max_ctas : sms, s);
     }
   } else if (e == cudaSuccess) {
     what = "linrnn forward launch";

@@ -69,10 +69,11 @@ namespace wg {
 constexpr int C = 128, DK = 128, DVB = 64, MAXU = 4, NT = 128 * MAXU;
 /* byte offsets from the 1024-aligned base */
 constexpr int Q_OFF = 0, K_OFF = 32768, V_OFF = 65536, PH_OFF = 131072, PL_OFF = 163840, F_OFF = 196608;
-constexpr int BYTES = F_OFF + 4 * C;
+/* per warpgroup, the inter term's S_in^T k-steps: 2 stages x (hi, lo) x 16 dk rows x 64 columns (MN-major) */
+constexpr int SI_OFF = F_OFF + 1024, SI_WG = 8192, BYTES = SI_OFF + MAXU * SI_WG;
 constexpr int SMEM = BYTES + 1024; /* the dynamic allocation: 1 KiB of slack for the alignment */
-constexpr int ST_ROW = 2 * DVB * MAXU + 16; /* the output staging's row (bytes; over Q, K, V once they are dead) */
-static_assert(C * ST_ROW <= PH_OFF, "the output staging fits before P");
+constexpr int ST_ROW = 2 * DVB * MAXU; /* the output staging's row (bytes; over P once it is dead) */
+static_assert(C * ST_ROW <= F_OFF - PH_OFF, "the output staging fits over P");
 
 /* Byte offset of 16-byte chunk c8 (0..7) of row r in a block of 64 bf16
  * columns: 128-byte rows, chunk c8 at c8 ^ (r % 8) (the fused kernel's swz
@@ -89,8 +90,8 @@ FMLR_DEV bool visits(const params &p, const uint8_t *cls, int b, int j) {
   return p.variant == VAR_NOSKIP || j <= b;
 }
 
-/* The copies of the chunk's Q and K (one group) and V (another). */
-FMLR_DEV void issue_tiles(const params &p, int c0, int h, int nu, uint32_t sb) {
+/* The copies of a chunk's Q and K (one group). */
+FMLR_DEV void issue_qk(const params &p, int c0, int h, uint32_t sb) {
   const int tid = threadIdx.x;
 #pragma unroll
   for (int it = 0; it < C * 16 / NT; it++) {
@@ -101,7 +102,11 @@ FMLR_DEV void issue_tiles(const params &p, int c0, int h, int nu, uint32_t sb) {
     cp16(sb + K_OFF + kmaj_off(r, c16), p.k + off, ok);
   }
   cp_commit();
-  for (int idx = tid; idx < C * 8 * nu; idx += NT) {
+}
+
+/* The copies of a chunk's V, nu blocks of 64 columns (one group). */
+FMLR_DEV void issue_v(const params &p, int c0, int h, int nu, uint32_t sb) {
+  for (int idx = threadIdx.x; idx < C * 8 * nu; idx += NT) {
     const int r = idx / (8 * nu), cc = idx % (8 * nu), t = c0 + r;
     const bool ok = t < p.T;
     cp16(sb + V_OFF + (cc >> 3) * 16384 + mn_off(r, cc & 7), p.v + (ok ? ((int64_t)t * p.H + h) * p.dv + cc * 8 : 0), ok);
@@ -206,79 +211,105 @@ FMLR_DEV void score_tile(const params &p, int c0, int h, int b, bool masked_elem
 }
 
 /* The inter term of warpgroup u's value columns: d = S_in^T Q^T over the
- * first 64 (N 64) or 128 (N 128) tokens, S_in^T's A fragments loaded from
- * global memory and split hi + lo in registers, two k-steps in flight. */
-template <int N> FMLR_DEV void inter_term(const params &p, int ch, int h, int u, uint32_t sb, float (&d)[64]) {
-  const int lane = threadIdx.x & 31, g = lane >> 2, c4 = lane & 3, w = (threadIdx.x >> 5) & 3;
-  const float *src = p.sin + ((int64_t)ch * p.H + h) * DK * p.dv + u * DVB + 16 * w + g;
-  uint32_t ah[2][4], al[2][4];
+ * first 64 (N 64) or 128 (N 128) tokens. Per k-step of 16 dk rows each thread
+ * reads 8 consecutive fp32 columns of one row (the next k-step's in flight),
+ * splits them and stores hi and lo into the warpgroup's two-stage ring
+ * (MN-major: the columns are A's M), then the warpgroup's wgmma read A from
+ * there (S_in^T MN-major) and B = Q^T (Q's tile, K-major). */
+template <int N> FMLR_DEV void inter_term(const params &p, int ch, int h, int u, uint32_t sb, unsigned char *sm,
+                                          float (&d0)[32], float (&d1)[32]) {
+  const int tw = threadIdx.x & 127, r = tw >> 3, c8 = tw & 7; /* dk row r of the k-step, columns 8 c8.. */
+  const float *src = p.sin + ((int64_t)ch * p.H + h) * DK * p.dv + u * DVB + 8 * c8;
+  const uint32_t ring = SI_OFF + u * SI_WG;
+  float4 x[2];
+  x[0] = __ldg(reinterpret_cast<const float4 *>(src + (int64_t)r * p.dv));
+  x[1] = __ldg(reinterpret_cast<const float4 *>(src + (int64_t)r * p.dv + 4));
 #pragma unroll
   for (int kk = 0; kk < DK / 16; kk++) {
-    const int buf = kk & 1;
-    if (kk >= 2) fmh::wgmma_wait<1>(); /* the k-step that read this buffer is done */
-#pragma unroll
-    for (int r = 0; r < 4; r++) { /* (m, k): (g, 2c4), (g + 8, 2c4), (g, 2c4 + 8), (g + 8, 2c4 + 8), and k + 1 */
-      const int dk = 16 * kk + 2 * c4 + 8 * (r >> 1), m = 8 * (r & 1);
-      const float x0 = __ldg(src + (int64_t)dk * p.dv + m), x1 = __ldg(src + (int64_t)(dk + 1) * p.dv + m);
-      split2(x0, x1, ah[buf][r], al[buf][r]);
+    const int stg = kk & 1;
+    uint4 hi, lo;
+    split2(x[0].x, x[0].y, hi.x, lo.x);
+    split2(x[0].z, x[0].w, hi.y, lo.y);
+    split2(x[1].x, x[1].y, hi.z, lo.z);
+    split2(x[1].z, x[1].w, hi.w, lo.w);
+    if (kk + 1 < DK / 16) { /* the next k-step's row */
+      const float *nx = src + (int64_t)(16 * (kk + 1) + r) * p.dv;
+      x[0] = __ldg(reinterpret_cast<const float4 *>(nx));
+      x[1] = __ldg(reinterpret_cast<const float4 *>(nx + 4));
     }
+    if (kk >= 2) fmh::wgmma_wait<1>(); /* the k-step that read this stage is done */
+    *reinterpret_cast<uint4 *>(sm + ring + stg * 4096 + mn_off(r, c8)) = hi;
+    *reinterpret_cast<uint4 *>(sm + ring + stg * 4096 + 2048 + mn_off(r, c8)) = lo;
+    fmh::fence_proxy_async();
+    bar_wg();
     fmh::wgmma_fence();
-    const uint64_t db = fmh::desc_kmajor(sb + Q_OFF, C, kk);
-    if (N == 64) {
-      fmh::wgmma_rs_n64h<0, 0>(d, ah[buf], db);
-      fmh::wgmma_rs_n64h<0, 0>(d, al[buf], db);
-    } else {
-      fmh::wgmma_rs_n128t<0>(d, ah[buf], db);
-      fmh::wgmma_rs_n128t<0>(d, al[buf], db);
+    const uint64_t ah = fmh::desc_mnmajor(sb + ring + stg * 4096, 16, 0);
+    const uint64_t al = fmh::desc_mnmajor(sb + ring + stg * 4096 + 2048, 16, 0);
+    const uint64_t db0 = fmh::desc_kmajor(sb + Q_OFF, C, kk);
+    fmh::wgmma_ss_n64<1, 0>(d0, ah, db0, 1);
+    fmh::wgmma_ss_n64<1, 0>(d0, al, db0, 1);
+    if (N == 128) {
+      const uint64_t db1 = fmh::desc_kmajor(sb + Q_OFF + 8192, C, kk);
+      fmh::wgmma_ss_n64<1, 0>(d1, ah, db1, 1);
+      fmh::wgmma_ss_n64<1, 0>(d1, al, db1, 1);
     }
     fmh::wgmma_commit();
   }
   fmh::wgmma_wait<0>();
-  fmh::reg_fence(d);
+  fmh::reg_fence(d0);
+  fmh::reg_fence(d1);
 }
 
-/* O^T += V^T P^T over key band J for the token halves M covers (1: the first,
- * 2: the second, 3: both, one m64n128k16 a k-step and half). */
-template <int J, int M> FMLR_DEV void pv_band(int u, uint32_t sb, float (&d)[64]) {
-  constexpr uint32_t pb = J * 16384 + (M == 2 ? 8192 : 0);
+/* O^T += V^T P^T over key band J for the token halves M covers (bit 0: the
+ * first, d0; bit 1: the second, d1), m64n64k16 each (the halves are separate
+ * accumulator sets: an m64n64k16 on the upper half of an m64n128 set makes
+ * ptxas serialize every wgmma of the kernel). */
+template <int J, int M> FMLR_DEV void pv_band(int u, uint32_t sb, float (&d0)[32], float (&d1)[32]) {
 #pragma unroll
   for (int kk = 0; kk < 4; kk++) {
     const uint64_t da = fmh::desc_mnmajor(sb + V_OFF + u * 16384, C, 4 * J + kk);
-    const uint64_t bh = fmh::desc_kmajor(sb + PH_OFF + pb, C, kk), bl = fmh::desc_kmajor(sb + PL_OFF + pb, C, kk);
-    if (M == 3) {
-      fmh::wgmma_ss_n128t<1, 0>(d, da, bh, 1);
-      fmh::wgmma_ss_n128t<1, 0>(d, da, bl, 1);
-    } else {
-      fmh::wgmma_ss_n64h<1, 0, M == 2>(d, da, bh, 1);
-      fmh::wgmma_ss_n64h<1, 0, M == 2>(d, da, bl, 1);
+    if (M & 1) {
+      fmh::wgmma_ss_n64<1, 0>(d0, da, fmh::desc_kmajor(sb + PH_OFF + J * 16384, C, kk), 1);
+      fmh::wgmma_ss_n64<1, 0>(d0, da, fmh::desc_kmajor(sb + PL_OFF + J * 16384, C, kk), 1);
+    }
+    if (M & 2) {
+      fmh::wgmma_ss_n64<1, 0>(d1, da, fmh::desc_kmajor(sb + PH_OFF + J * 16384 + 8192, C, kk), 1);
+      fmh::wgmma_ss_n64<1, 0>(d1, da, fmh::desc_kmajor(sb + PL_OFF + J * 16384 + 8192, C, kk), 1);
     }
   }
 }
 
-/* Both key bands' P V for the visited halves m0 (band 0) and m1 (band 1),
- * each path straight-line (the wgmma stay asynchronous), then the wait. */
-template <int M0> FMLR_DEV void pv_bands(int u, int m1, uint32_t sb, float (&d)[64]) {
+/* Both key bands' P V for the visited halves M0 (band 0) and M1 (band 1), one
+ * complete group (fence, the wgmma, commit, wait). */
+template <int M0, int M1> FMLR_DEV void pv_bands(int u, uint32_t sb, float (&d0)[32], float (&d1)[32]) {
   fmh::wgmma_fence();
-  if (M0) pv_band<0, (M0 ? M0 : 1)>(u, sb, d);
-  if (m1 == 3) pv_band<1, 3>(u, sb, d);
-  else if (m1 == 2) pv_band<1, 2>(u, sb, d);
-  else if (m1 == 1) pv_band<1, 1>(u, sb, d);
+  pv_band<0, M0>(u, sb, d0, d1);
+  pv_band<1, M1>(u, sb, d0, d1);
   fmh::wgmma_commit();
   fmh::wgmma_wait<0>();
-  fmh::reg_fence(d);
+  fmh::reg_fence(d0);
+  fmh::reg_fence(d1);
 }
 
-/* O^T of warpgroup u (value columns 64 u..) as bf16 rows of the staging area,
- * then every thread's 16-byte pieces of the chunk's rows to O. */
-FMLR_DEV void store_out(const params &p, int c0, int h, int u, int nu, const float (&d)[64], unsigned char *sm) {
+/* O^T of warpgroup u (value columns 64 u..) as bf16 rows of the staging area
+ * over P (16-byte pieces swizzled by the row), then every thread's pieces of
+ * the chunk's rows to O. Called after the barrier that ends P V. */
+FMLR_DEV void store_out(const params &p, int c0, int h, int u, int nu, const float (&d0)[32], const float (&d1)[32],
+                        unsigned char *sm) {
   const int lane = threadIdx.x & 31, g = lane >> 2, c4 = lane & 3, w = (threadIdx.x >> 5) & 3;
-  bar(); /* every warpgroup's wgmma done with Q, K and V */
-  if (u < nu) {
+  unsigned char *st = sm + PH_OFF;
+  if (u < nu) { /* value column 64 u + 16 w + g + 8 hh, token 8 n + 2 c4 + e: the row's swizzle (t % 8 = 2 c4 + e)
+                   does not depend on n, so four base addresses serve the 64 values */
+    uint16_t *base[2][2];
 #pragma unroll
-    for (int i = 0; i < 64; i++) { /* value column 16 w + g + 8 h, token 8 n + 2 c4 + e */
-      const int n = i >> 2, hh = (i >> 1) & 1, e = i & 1, t = 8 * n + 2 * c4 + e, col = 64 * u + 16 * w + g + 8 * hh;
-      *reinterpret_cast<uint16_t *>(sm + t * ST_ROW + 2 * col) = (uint16_t)(pack2(d[i], 0.f) & 0xffff);
-    }
+    for (int e = 0; e < 2; e++)
+#pragma unroll
+      for (int hh = 0; hh < 2; hh++)
+        base[e][hh] = reinterpret_cast<uint16_t *>(st + (2 * c4 + e) * ST_ROW +
+                                                   (((8 * u + 2 * w + hh) ^ (2 * c4 + e)) << 4) + 2 * g);
+#pragma unroll
+    for (int i = 0; i < 64; i++)
+      base[i & 1][(i >> 1) & 1][(i >> 2) * 8 * ST_ROW / 2] = (uint16_t)(pack2(i < 32 ? d0[i] : d1[i - 32], 0.f) & 0xffff);
   }
   bar();
   const int pieces = nu * 8; /* 16-byte pieces a row */
@@ -286,23 +317,19 @@ FMLR_DEV void store_out(const params &p, int c0, int h, int u, int nu, const flo
     const int t = idx / pieces, c = idx % pieces;
     if (c0 + t >= p.T) continue;
     *reinterpret_cast<uint4 *>(p.o + ((int64_t)(c0 + t) * p.H + h) * p.dv + c * 8) =
-        *reinterpret_cast<const uint4 *>(sm + t * ST_ROW + 16 * c);
+        *reinterpret_cast<const uint4 *>(st + t * ST_ROW + ((c ^ (t & 7)) << 4));
   }
+  bar(); /* the staging read before the next item's P */
 }
 
-/* One CTA: chunk ch = blockIdx.x / H, head h (CTAs of a chunk together). */
-template <bool INSTR> FMLR_KERNEL void FMLR_BOUNDS(NT, 1) out_kernel(const params p) {
-#ifdef FM_LINRNN_SIM
-  FMLR_SMEM(raw);
-#else
-  extern __shared__ __align__(1024) unsigned char raw[];
-#endif
-  unsigned char *sm = fmh::smem_aligned_1k(raw);
-  const uint32_t sb = smem_addr(sm);
-  const int h = (int)(blockIdx.x % p.H), ch = (int)(blockIdx.x / p.H), c0 = ch * C;
-  const int u = threadIdx.x >> 7, nu = p.dv / DVB, lane = threadIdx.x & 31, w = (threadIdx.x >> 5) & 3;
+/* One item, chunk ch and head h, its Q and K copies (and then V's) in flight:
+ * the scores, the inter term, the next item's Q and K copies once every
+ * warpgroup is done with this one's (nxt >= 0), P V, the next item's V
+ * copies, the stores. */
+template <bool INSTR> FMLR_DEV void out_item(const params &p, int ch, int h, int64_t nxt, unsigned char *sm, uint32_t sb) {
+  const int c0 = ch * C, u = warp_uniform(threadIdx.x >> 7), nu = p.dv / DVB, lane = threadIdx.x & 31;
+  const int w = (threadIdx.x >> 5) & 3;
   const uint8_t *cls = p.tclass + (int64_t)ch * CLS_STRIDE;
-  issue_tiles(p, c0, h, nu, sb);
   if (threadIdx.x < C) token_factors(p, c0, h, ch, threadIdx.x, reinterpret_cast<float *>(sm + F_OFF));
   cp_wait<1>(); /* Q and K */
   fmh::fence_proxy_async();
@@ -311,51 +338,91 @@ template <bool INSTR> FMLR_KERNEL void FMLR_BOUNDS(NT, 1) out_kernel(const param
   const int sbnd = u == 1 || u == 2, sj = u >= 2;
   int64_t *cyc = INSTR ? p.tile_cycles + ((int64_t)h * p.nchunks + ch) * 4 : nullptr;
   const bool rec = INSTR && w == 0 && lane == 0;
-  if (visits(p, cls, sbnd, sj)) {
+  if (warp_uniform(visits(p, cls, sbnd, sj))) {
     const bool masked_elems = cls[sbnd * 2 + sj] != FM_TILE_UNMASKED;
     if (sj == 0) score_tile<0, INSTR>(p, c0, h, sbnd, masked_elems, sb, sm, cyc, rec);
     else score_tile<1, INSTR>(p, c0, h, sbnd, masked_elems, sb, sm, cyc, rec);
   }
-  float d[64];
+  float d0[32], d1[32]; /* O^T, tokens 0 .. 63 and 64 .. 127 */
 #pragma unroll
-  for (int i = 0; i < 64; i++) d[i] = 0.f;
-  const bool live = (__ldg(p.flags + ch) & FLAG_LIVE) != 0;
+  for (int i = 0; i < 32; i++) d0[i] = d1[i] = 0.f;
+  const bool live = warp_uniform((__ldg(p.flags + ch) & FLAG_LIVE) != 0);
   /* the inter term where the chunk is live: over the first band only when the
      chunk's first document ends in it */
   if (live && u < nu) {
-    const int ef = min(__ldg(p.docend + c0), min(c0 + C, p.T)) - c0;
-    if (ef <= 64) inter_term<64>(p, ch, h, u, sb, d);
-    else inter_term<128>(p, ch, h, u, sb, d);
+    const int ef = warp_uniform(min(__ldg(p.docend + c0), min(c0 + C, p.T)) - c0);
+    if (ef <= 64) inter_term<64>(p, ch, h, u, sb, sm, d0, d1);
+    else inter_term<128>(p, ch, h, u, sb, sm, d0, d1);
   }
   cp_wait<0>(); /* V */
   fmh::fence_proxy_async(); /* and the P stores */
   bar();
-  if (live && u < nu) {
+  if (nxt >= 0) issue_qk(p, (int)(nxt / p.H) * C, (int)(nxt % p.H), sb);
+  if (u < nu) { /* (not live: every factor 0, d already +0) */
     const float *f = reinterpret_cast<const float *>(sm + F_OFF);
     const int c4 = lane & 3;
 #pragma unroll
-    for (int i = 0; i < 64; i++) {
-      const float x = f[8 * (i >> 2) + 2 * c4 + (i & 1)];
-      d[i] = x != 0.f ? d[i] * x : 0.f;
+    for (int i = 0; i < 32; i++) {
+      const int t = 8 * (i >> 2) + 2 * c4 + (i & 1);
+      const float x0 = f[t], x1 = f[t + 64];
+      d0[i] = x0 != 0.f ? d0[i] * x0 : 0.f;
+      d1[i] = x1 != 0.f ? d1[i] * x1 : 0.f;
     }
   }
   if (u < nu) { /* the halves each key band's visited sub-tiles cover */
-    const int m0 = visits(p, cls, 0, 0) + 2 * visits(p, cls, 1, 0), m1 = visits(p, cls, 0, 1) + 2 * visits(p, cls, 1, 1);
-    if (m0 == 3) pv_bands<3>(u, m1, sb, d);
-    else if (m0 == 2) pv_bands<2>(u, m1, sb, d);
-    else if (m0 == 1) pv_bands<1>(u, m1, sb, d);
-    else pv_bands<0>(u, m1, sb, d);
+    const int m0 = warp_uniform(visits(p, cls, 0, 0) + 2 * visits(p, cls, 1, 0));
+    const int m1 = warp_uniform(visits(p, cls, 0, 1) + 2 * visits(p, cls, 1, 1));
+    switch (m0 * 4 + m1) { /* SKIP, CAUSAL: (3 or 1, 2); NOSKIP: (3, 3) */
+      case 14: pv_bands<3, 2>(u, sb, d0, d1); break;
+      case 6: pv_bands<1, 2>(u, sb, d0, d1); break;
+      case 15: pv_bands<3, 3>(u, sb, d0, d1); break;
+      default: /* other rules' classes: the same products, one band at a time */
+        if (m0 == 3) pv_bands<3, 0>(u, sb, d0, d1);
+        else if (m0 == 2) pv_bands<2, 0>(u, sb, d0, d1);
+        else if (m0 == 1) pv_bands<1, 0>(u, sb, d0, d1);
+        if (m1 == 3) pv_bands<0, 3>(u, sb, d0, d1);
+        else if (m1 == 2) pv_bands<0, 2>(u, sb, d0, d1);
+        else if (m1 == 1) pv_bands<0, 1>(u, sb, d0, d1);
+    }
   }
-  store_out(p, c0, h, u, nu, d, sm);
+  bar(); /* every warpgroup done with V and P */
+  if (nxt >= 0) issue_v(p, (int)(nxt / p.H) * C, (int)(nxt % p.H), nu, sb);
+  store_out(p, c0, h, u, nu, d0, d1, sm);
 }
 
-/* The launch: nchunks x H CTAs of 512 threads (dv 128 or 256). */
-template <bool INSTR> cudaError_t launch_out(const params &p, cudaStream_t s) {
+/* A persistent grid, one CTA a multiprocessor: CTA b takes items (chunk, head)
+ * b, b + gridDim.x, ... (item ch H + h: a chunk's heads together), the next
+ * item's copies in flight behind the current one's P V and stores. */
+template <bool INSTR> FMLR_KERNEL void FMLR_BOUNDS(NT, 1) out_kernel(const params p) {
+#ifdef FM_LINRNN_SIM
+  FMLR_SMEM(raw);
+#else
+  extern __shared__ __align__(1024) unsigned char raw[];
+#endif
+  unsigned char *sm = fmh::smem_aligned_1k(raw);
+  const uint32_t sb = smem_addr(sm);
+  const int64_t n = (int64_t)p.nchunks * p.H;
+  int64_t it = blockIdx.x;
+  if (it >= n) return;
+  issue_qk(p, (int)(it / p.H) * C, (int)(it % p.H), sb);
+  issue_v(p, (int)(it / p.H) * C, (int)(it % p.H), p.dv / DVB, sb);
+  for (;;) {
+    const int64_t nx = it + gridDim.x;
+    out_item<INSTR>(p, (int)(it / p.H), (int)(it % p.H), nx < n ? nx : -1, sm, sb);
+    if (nx >= n) break;
+    it = nx;
+  }
+}
+
+/* The launch: the CTAs that fit (one a multiprocessor), never more than the
+ * nchunks x H items; 512 threads (dv 128 or 64 leave warpgroups 2, 3 or
+ * 1 .. 3 without value columns: they score). */
+template <bool INSTR> cudaError_t launch_out(const params &p, int sms, cudaStream_t s) {
   auto kernel = out_kernel<INSTR>;
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
   if (e != cudaSuccess) return e;
   const int64_t n = (int64_t)p.nchunks * p.H;
-  FMLR_LAUNCH(kernel, (unsigned)n, NT, SMEM, s, p);
+  FMLR_LAUNCH(kernel, (unsigned)(n < sms ? n : sms), NT, SMEM, s, p);
   return cudaGetLastError();
 }
 
