@@ -137,9 +137,9 @@ def cases(args):
             if L < T and not args.quick:
                 yield packed_id("drawn", L, chunk), (T, H, dk, dv), doc_lengths(T, L, True, args.seed), chunk, False
         yield packed_id("one", T, chunk), (T, H, dk, dv), [T], chunk, False
-    if not args.quick:
+    if not args.quick:  # at the first of --chunks (C 64 until the seventeenth session)
         for B, Tp, Hp, D in PRODUCTION:
-            yield prod_id(B, Tp, Hp, D), (B * Tp, Hp, D, D), [Tp] * B, 64, True
+            yield prod_id(B, Tp, Hp, D), (B * Tp, Hp, D, D), [Tp] * B, args.chunks[0], True
 
 
 def main() -> int:

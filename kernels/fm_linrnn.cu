@@ -58,20 +58,19 @@ static int64_t sin_bytes(const fm_linrnn_problem *p) { return 4 * nchunks_of(p) 
 static const int64_t kSinBudget = (int64_t)4 << 30;
 
 /* Whether the shape takes the two-pass path (fm_linrnn_wg.cuh): C 128, c 64,
- * dk 128, documents of at most C tokens on average (longer ones make most
- * chunks live, and the state pass, the fused kernel's walk without outputs,
- * then costs more than the output kernel saves: kernels/PERF_NOTES.md, Linear
- * RNN, sixteenth session), its states within kSinBudget. */
+ * dk 128, its states within kSinBudget. Until the seventeenth session it also
+ * asked for documents of at most C tokens on average; with the transposed
+ * output kernel the path is the faster one at every length measured
+ * (kernels/PERF_NOTES.md, Linear RNN, seventeenth session: 1.85 against the
+ * fused kernel's 2.00 ns a token and head at L 2048). */
 static bool two_pass(const fm_linrnn_problem *p) {
-  /* FM_LINRNN_TWO_PASS=1 takes the path wherever the shape allows it, 0 never
-     (the A/B of the rule; unset: the rule) */
-  static const int forced = [] {
+  /* FM_LINRNN_TWO_PASS=0 never takes it (the A/B against the fused kernel;
+     unset or 1: the rule) */
+  static const int off = [] {
     const char *e = getenv("FM_LINRNN_TWO_PASS");
-    return e && (e[0] == '0' || e[0] == '1') && !e[1] ? e[0] - '0' : -1;
+    return e && e[0] == '0' && !e[1];
   }();
-  const bool shape = p->chunk == 128 && p->sub == 64 && p->dk == 128 && sin_bytes(p) <= kSinBudget;
-  if (forced >= 0) return shape && forced;
-  return shape && (int64_t)p->tokens <= (int64_t)p->chunk * p->ndocs;
+  return !off && p->chunk == 128 && p->sub == 64 && p->dk == 128 && sin_bytes(p) <= kSinBudget;
 }
 
 bool fm_linrnn_two_pass(const fm_linrnn_problem *p) { return p && shape_built(p) && two_pass(p); }
@@ -230,7 +229,7 @@ fm_status fm_linrnn_forward_tuned(const fm_linrnn_problem *p, fm_linrnn_variant 
     e = fmlr::launch_states_dk128(k, warps_of(p), sms, max_ctas, s);
     if (e == cudaSuccess) {
       what = "linrnn output pass launch";
-      e = fmlr::launch_out_wg(k, instrumented != 0, s);
+      e = fmlr::launch_out_wg(k, instrumented != 0, max_ctas > 0 ? max_ctas : sms, s);
     }
   } else if (e == cudaSuccess) {
     what = "linrnn forward launch";

@@ -181,6 +181,8 @@ FMLR_DEV void cp4(uint32_t dst, const void *src, bool ok) { sim::cp_async(dst, s
 FMLR_DEV void cp_commit() { sim::cp_commit(); }
 template <int N> FMLR_DEV void cp_wait() { sim::cp_wait(N); }
 FMLR_DEV void bar() { sim::syncthreads(); }
+FMLR_DEV void bar_wg() { sim::sync_warpgroup(); }
+FMLR_DEV int warp_uniform(int v) { return v; }
 FMLR_DEV void wsync() { sim::warp_exchange(nullptr, 0, [](auto) {}); }
 FMLR_DEV float shfl_up16(float v, int d) { return sim::shfl_up(v, (unsigned)d, 16); }
 FMLR_DEV uint32_t ballot(bool v) { return sim::ballot(v); }
@@ -211,6 +213,12 @@ FMLR_DEV void cp4(uint32_t dst, const void *src, bool ok) { fmk::cp_async4(dst, 
 FMLR_DEV void cp_commit() { fmk::cp_async_commit(); }
 template <int N> FMLR_DEV void cp_wait() { fmk::cp_async_wait<N>(); }
 FMLR_DEV void bar() { __syncthreads(); }
+/* The calling warpgroup's 128 threads (named barrier 1 + warpgroup; 0 is bar()). */
+FMLR_DEV void bar_wg() { asm volatile("bar.sync %0, 128;\n" ::"r"(1 + (int)(threadIdx.x >> 7)) : "memory"); }
+/* v, the same in every lane, as lane 0's: ptxas then knows the branches on it
+ * are uniform (no warpgroup.arrive injected into them, the wgmma stay
+ * asynchronous; FlashAttention-3's warp-group index does the same). */
+FMLR_DEV int warp_uniform(int v) { return __shfl_sync(0xffffffffu, v, 0); }
 FMLR_DEV void wsync() { __syncwarp(); }
 FMLR_DEV float shfl_up16(float v, int d) { return __shfl_up_sync(0xffffffffu, v, (unsigned)d, 16); }
 FMLR_DEV uint32_t ballot(bool v) { return __ballot_sync(0xffffffffu, v); }

@@ -47,12 +47,12 @@
  * (taken in turn by a persistent grid of the CTAs that fit). The choice depends on
  * the shape alone; every variant takes the same.
  *
- * The two-pass path (chunk 128, sub-chunk 64, dk 128, documents of at most 128
- * tokens on average, its states within 4 GiB; again a function of the shape):
- * the walk above runs without outputs and stores the state entering every live
- * chunk (fp32, nchunks x H x dk x dv in the workspace), then one CTA per
- * (chunk, head, 64 value columns) computes the chunk's outputs with wgmma
- * (kernels/fm_linrnn_wg.cuh), no chunk waiting for another. Its sub-tiles are
+ * The two-pass path (chunk 128, sub-chunk 64, dk 128, its states within 4
+ * GiB; again a function of the shape): the walk above runs without outputs and
+ * stores the state entering every live chunk (fp32, nchunks x H x dk x dv in
+ * the workspace), then one CTA per (chunk, head) computes the chunk's outputs
+ * with wgmma, transposed (kernels/fm_linrnn_wg.cuh), no chunk waiting for
+ * another. Its sub-tiles are
  * the 64 x 64 of c = 64, visited and skipped by the same rule; its products are
  * split the same way, so the same error bound holds, but its bits differ from
  * the fused kernel's (every variant of one shape takes the same path, so skip
@@ -83,8 +83,8 @@
  *               cycles spent scoring the sub-tile (Q K^T, decay, mask, the
  *               split and store of P), summed over its 16 x 16 blocks, as seen
  *               by the unit of the first 16 value columns (two-pass path: by
- *               warp 0 of the sub-tile's row band in the CTA of the first 64
- *               value columns); 0 exactly for sub-tiles the variant does not
+ *               warp 0 of the warpgroup that scores the sub-tile); 0 exactly
+ *               for sub-tiles the variant does not
  *               visit (its P V products are not timed)
  * nchunks = ceil(T / C); T need not be a multiple of C. Head dims: dk 64 or
  * 128, dv 64, 128 or 256; chunk C 64 or 128 (256 is not built: its tiles do

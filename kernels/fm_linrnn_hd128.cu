@@ -12,6 +12,6 @@ cudaError_t fmlr::launch_states_dk128(const params &p, int nw, int sms, int max_
                  : launch_fwd<128, 128, 4, false, true>(p, sms, max_ctas, s);
 }
 
-cudaError_t fmlr::launch_out_wg(const params &p, bool instr, cudaStream_t s) {
-  return instr ? wg::launch_out<true>(p, s) : wg::launch_out<false>(p, s);
+cudaError_t fmlr::launch_out_wg(const params &p, bool instr, int sms, cudaStream_t s) {
+  return instr ? wg::launch_out<true>(p, sms, s) : wg::launch_out<false>(p, sms, s);
 }

@@ -47,7 +47,7 @@ cudaError_t launch_fwd_dk128(const params &p, int nw, bool instr, int sms, int m
 /* The two-pass path (dk 128, C 128; in fm_linrnn_hd128.cu): the
  * state pass (fwd_kernel built for MODE_STATES) and the output kernel (fm_linrnn_wg.cuh). */
 cudaError_t launch_states_dk128(const params &p, int nw, int sms, int max_ctas, cudaStream_t s);
-cudaError_t launch_out_wg(const params &p, bool instr, cudaStream_t s);
+cudaError_t launch_out_wg(const params &p, bool instr, int sms, cudaStream_t s);
 
 /* The preprocessing: grid (nchunks, H + 1), C threads; then the compact lists
  * of items and checkpoints (one block). */

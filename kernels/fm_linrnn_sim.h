@@ -12,7 +12,7 @@
  * mma.sync m16n8k16) exchange values through per-warp buffers behind a barrier
  * of the warp's 32 fibers, with the fragment layouts of the PTX ISA (mma m16n8k16 .bf16, ldmatrix .x4 with and
  * without .trans; wgmma m64n64k16 .bf16 from shared memory through 128-byte
- * swizzled descriptors, or with A from registers). cp.async copies are deferred to the wait that completes
+ * swizzled descriptors). cp.async copies are deferred to the wait that completes
  * their group and poison their destination (0x7f bytes) when issued, so that a
  * read before the wait, or a copy issued while other threads still read the
  * buffer, shows up as wrong values. The runtime calls (cudaMalloc*,
@@ -126,7 +126,7 @@ struct block_state {
   int nthreads = 0;
   std::vector<unsigned char> smem;
   barrier_state all;
-  std::vector<barrier_state> warp;
+  std::vector<barrier_state> warp, wg; /* per warp; per warpgroup (bar.sync id, 128) */
   std::vector<std::array<unsigned char, 64>> xbuf[2]; /* per thread: its offer, by round parity */
 };
 inline block_state *g_block = nullptr;
@@ -152,6 +152,7 @@ inline void arrive_and_wait(barrier_state &b) {
 
 inline unsigned char *smem() { return g_block->smem.data(); }
 inline void syncthreads() { arrive_and_wait(g_block->all); }
+inline void sync_warpgroup() { arrive_and_wait(g_block->wg[(size_t)(g_cur->tid.x >> 7)]); }
 inline int lane() { return (int)(g_cur->tid.x & 31); }
 inline int warp_id() { return (int)(g_cur->tid.x >> 5); }
 
@@ -247,8 +248,7 @@ inline void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1)
  * + 2 k; MN-major (T 1): element (k, column c) at start + (k / 8) SBO + (k % 8)
  * 128 + (c / 64) LBO + 2 (c % 64). The accumulator layout is the PTX ISA's
  * m64nNk16 D fragment (warp w of the warpgroup: rows 16 w + lane / 4 (+ 8),
- * d[4 n + 2 h + e] column 8 n + 2 (lane % 4) + e); a register A fragment is
- * mma.sync's m16n8k16 A of the warp's 16 rows. */
+ * d[4 n + 2 h + e] column 8 n + 2 (lane % 4) + e). */
 inline float smem_bf16_sw128(uint32_t linear) {
   const uint32_t at = linear ^ (((linear >> 7) & 7u) << 4);
   uint16_t e;
@@ -262,29 +262,16 @@ inline float wg_operand(uint64_t desc, bool mn_major, int k, int rc) {
   return smem_bf16_sw128(start + (uint32_t)(k / 8) * sbo + (uint32_t)(k % 8) * 128 + (uint32_t)(rc / 64) * lbo +
                          2u * (uint32_t)(rc % 64));
 }
-/* d (64 x 64) (+)= A (64 x 16) B (16 x 64); a_of(m, k) gives A. */
-template <class AOf> inline void wgmma_n64(float (&d)[32], AOf a_of, uint64_t db, bool tb, bool accumulate) {
+/* d (64 x 64) (+)= A (64 x 16) B (16 x 64), both from shared memory; TA /
+ * TB: A / B MN-major. */
+template <int TA, int TB> inline void wgmma_ss_n64(float (&d)[32], uint64_t da, uint64_t db, int accumulate) {
   const int w = (int)((g_cur->tid.x >> 5) & 3), g = lane() / 4, c4 = lane() % 4;
   for (int i = 0; i < 32; i++) {
     const int n = i / 4, h = (i / 2) % 2, e = i % 2, m = 16 * w + g + 8 * h, col = 8 * n + 2 * c4 + e;
     double acc = accumulate ? d[i] : 0.0;
-    for (int k = 0; k < 16; k++) acc += (double)a_of(m, k) * (double)(tb ? wg_operand(db, true, k, col) : wg_operand(db, false, k, col));
+    for (int k = 0; k < 16; k++) acc += (double)wg_operand(da, TA != 0, k, m) * (double)wg_operand(db, TB != 0, k, col);
     d[i] = (float)acc;
   }
-}
-template <int TA, int TB> inline void wgmma_ss_n64(float (&d)[32], uint64_t da, uint64_t db, int accumulate) {
-  wgmma_n64(d, [&](int m, int k) { return TA ? wg_operand(da, true, k, m) : wg_operand(da, false, k, m); }, db, TB != 0,
-            accumulate != 0);
-}
-inline void wgmma_rs_n64(float (&d)[32], const uint32_t (&a)[4], uint64_t db) {
-  uint32_t all[32][4];
-  warp_exchange(a, sizeof a, [&](auto at) {
-    for (int l = 0; l < 32; l++) std::memcpy(all[l], at(l), sizeof a);
-  });
-  wgmma_n64(d, [&](int m, int k) {
-    const int r = m % 16, reg = (r >= 8) + 2 * (k >= 8), ln = (r % 8) * 4 + (k % 8) / 2;
-    return bf16_at(all[ln][reg], k % 2);
-  }, db, true, true);
 }
 
 /* cp.async: destination poisoned now, the copy done when its group completes. */
@@ -352,6 +339,8 @@ inline void launch(dim3 grid, dim3 block, size_t smem_bytes, const std::function
         bs.all.expected = nt;
         bs.warp.resize((size_t)nw);
         for (auto &w : bs.warp) w.expected = 32;
+        bs.wg.resize((size_t)(nt + 127) / 128);
+        for (auto &w : bs.wg) w.expected = 128;
         for (auto &x : bs.xbuf) x.resize((size_t)nw * 32);
         g_block = &bs;
         for (int t = 0; t < nt; t++) {
@@ -414,7 +403,6 @@ namespace fmh {
 template <int TA, int TB> inline void wgmma_ss_n64(float (&d)[32], uint64_t da, uint64_t db, int accumulate) {
   sim::wgmma_ss_n64<TA, TB>(d, da, db, accumulate);
 }
-inline void wgmma_rs_n64(float (&d)[32], const uint32_t (&a)[4], uint64_t db) { sim::wgmma_rs_n64(d, a, db); }
 inline void wgmma_fence() {}
 inline void wgmma_commit() {}
 template <int N> inline void wgmma_wait() {}

@@ -1,6 +1,6 @@
 /* fm_linrnn_wg.cuh — the two-pass path's output kernel (sm_90a, wgmma; private
  * to kernels/; the contract: fm_linrnn.h; the design and its numbers:
- * kernels/PERF_NOTES.md, "Linear RNN", sixteenth session).
+ * kernels/PERF_NOTES.md, "Linear RNN", sixteenth and seventeenth sessions).
  *
  * The two-pass path (chunk C = 128, sub-chunk c = 64, dk = 128): the fused
  * kernel of fm_linrnn.cuh walks the documents in MODE_STATES, carrying the
@@ -12,34 +12,44 @@
  *   O = scale exp(G_t) Q S_in  (rows whose document began before the chunk)
  *     + P V,  P = scale (Q K^T) o D  over the visited 64 x 64 sub-tiles
  *
- * One CTA per (chunk, head, 64 value columns), two warpgroups: warpgroup b
- * owns the chunk's rows 64 b .. 64 b + 63 (band b) and visits the key
- * sub-tiles j <= b the variant keeps (NOSKIP also j = 1 on band 0, all of it
- * masked). Every product is a wgmma m64n64k16 with fp32 accumulation; as in
- * the fused kernel, one operand is an exact bf16 input (Q, V) and the other
- * (S_in, P) is split into two bf16 halves, two wgmma per product.
+ * computed transposed, O^T = S_in^T Q^T + V^T P^T, so that the value columns
+ * are the wgmma's M and the chunk's 128 tokens its N. One CTA per (chunk,
+ * head), four warpgroups (dv = 256; dv 128 uses two): warpgroup u owns the
+ * value columns 64 u .. 64 u + 63, its O^T (64 x 128, fp32) in registers.
+ * First the scores, once a CTA: warpgroup u scores sub-tile (b, j) = (0, 0),
+ * (1, 0), (1, 1), (0, 1) for u = 0 .. 3 when the variant visits it (S = Q_b
+ * K_j^T, m64n64k16), forms P (make_p) and writes it split hi + lo into shared
+ * memory, token-major, where it is O^T's K-major B operand. Then the inter
+ * term on live chunks: A = S_in^T read by each thread straight from global
+ * memory into its register fragment and split hi + lo there (no shared
+ * memory), B = Q^T (Q's tile, K-major), m64n128k16 (m64n64k16 when the
+ * chunk's first document ends in the first band), the token columns scaled by
+ * scale exp(G_t) or selected to +0. Then O^T += V^T P^T per key band j: A =
+ * V^T (V's tile, MN-major A), B = P^T (hi, lo) over the token halves j's
+ * visited sub-tiles cover (both: m64n128k16; one: m64n64k16 on that half of
+ * the accumulators). As in the fused kernel, one operand of every product is
+ * an exact bf16 input (Q, V) and the other (S_in, P) is split in two bf16
+ * halves. O^T is staged through shared memory and stored as bf16 rows.
  *
- * Shared memory (128-byte swizzle, 1024-byte atoms; fm_hopper.cuh's
- * descriptors): Q and K as two bands of 64 rows, each two K-major column
- * blocks of 64 (32 KiB each); V as one MN-major block of 128 key rows x 64
- * columns (16 KiB); S_in's hi and lo halves, 128 dk rows x 64 columns,
- * MN-major (16 KiB each; copied in as fp32 over both, then split in place):
- * 112 KiB, two CTAs a multiprocessor. The copies are
- * cp.async (generic proxy), so every thread fences to the async proxy before
- * the barrier that hands the tiles to wgmma. The per-row metadata (decay
- * sums, document starts) is read through L1 from the preprocessing's arrays.
+ * Shared memory (128-byte swizzle, 1024-byte atoms; fm_wgmma_desc.h's
+ * descriptors): Q and K as two K-major blocks of 64 dk columns x 128 tokens
+ * (32 KiB each); V as dv / 64 MN-major blocks of 128 key rows x 64 columns;
+ * P hi and lo as two K-major blocks (key bands) of 128 tokens x 64 keys
+ * (32 KiB each); the token factors (512 B): 193 KiB at dv 256, one CTA a
+ * multiprocessor. The copies are cp.async (generic proxy), so every thread
+ * fences to the async proxy before the barrier that hands tiles to wgmma.
  *
- * Variants: SKIP runs the inter term on a band only when it holds a row
- * whose document began before the chunk, and visits the sub-tiles the rule
- * does not call MASKED; CAUSAL the inter term on every band (S_in = 0 where
- * the chunk is not live) and j <= b; NOSKIP also (0, 1). A dead inter row is
- * selected to +0 and a masked element of P is +0, so a skipped product adds
- * exact zeros in the others: all three give the same bits (the one exception
- * as in fm_linrnn.cuh: an accumulator exactly -0.0).
+ * Variants: SKIP visits the sub-tiles the rule does not call MASKED; CAUSAL
+ * j <= b; NOSKIP all four ((0, 1) is all masked). The inter term runs on
+ * live chunks only (S_in is zero elsewhere: a product of zeros selected to +0
+ * is what skipping it leaves). A masked element of P is +0 and a dead token
+ * column of the inter term is selected to +0, so a skipped product adds exact
+ * zeros in the others: all three give the same bits (the one exception as in
+ * fm_linrnn.cuh: an accumulator exactly -0.0).
  *
- * Instrumented (INSTR): warp 0 of each warpgroup of the value-block-0 CTA adds
- * the clock64 cycles of each visited sub-tile's scoring (Q K^T, decay, mask,
- * split) to its tile_cycles with a reduction.
+ * Instrumented (INSTR): warp 0 of each scoring warpgroup adds the clock64
+ * cycles of its sub-tile's scoring (Q K^T, decay, mask, split, the P stores)
+ * to its tile_cycles with a reduction.
  *
  * FM_LINRNN_SIM: fm_linrnn_sim.h emulates the wgmma used here (128-byte
  * swizzled descriptors, the accumulator and register fragments) and the fmh::
@@ -56,134 +66,61 @@
 namespace fmlr {
 namespace wg {
 
-constexpr int C = 128, DK = 128, DVB = 64, NT = 256;
+constexpr int C = 128, DK = 128, DVB = 64, MAXU = 4, NT = 128 * MAXU;
 /* byte offsets from the 1024-aligned base */
-constexpr int Q_OFF = 0, K_OFF = 32768, V_OFF = 65536, SHI_OFF = 81920, SLO_OFF = 98304, BYTES = 114688;
+constexpr int Q_OFF = 0, K_OFF = 32768, V_OFF = 65536, PH_OFF = 131072, PL_OFF = 163840, F_OFF = 196608;
+/* per warpgroup, the inter term's S_in^T k-steps: 2 stages x (hi, lo) x 16 dk rows x 64 columns (MN-major) */
+constexpr int SI_OFF = F_OFF + 1024, SI_WG = 8192, BYTES = SI_OFF + MAXU * SI_WG;
 constexpr int SMEM = BYTES + 1024; /* the dynamic allocation: 1 KiB of slack for the alignment */
+constexpr int ST_ROW = 2 * DVB * MAXU; /* the output staging's row (bytes; over P once it is dead) */
+static_assert(C * ST_ROW <= F_OFF - PH_OFF, "the output staging fits over P");
 
 /* Byte offset of 16-byte chunk c8 (0..7) of row r in a block of 64 bf16
  * columns: 128-byte rows, chunk c8 at c8 ^ (r % 8) (the fused kernel's swz
- * layout at len 64, in bytes; written out here: through swz the output
- * kernel's SASS changes, and this is the form measured). */
+ * layout at len 64, in bytes). */
 FMLR_DEV uint32_t mn_off(int r, int c8) { return (uint32_t)(r * 128 + ((c8 ^ (r & 7)) << 4)); }
 
-/* Byte offset of 16-byte chunk c16 (0..15) of row r (0..127) in a 128 x 128
- * bf16 tile stored as two bands of 64 rows, each two K-major column blocks of
- * mn_off's layout. */
-FMLR_DEV uint32_t kmaj_off(int r, int c16) {
-  const int rr = r & 63;
-  return (uint32_t)((((r >> 6) * 2 + (c16 >> 3)) << 13) + rr * 128 + ((((c16 & 7) ^ (rr & 7))) << 4));
-}
+/* Byte offset of 16-byte chunk c16 (0..15) of token row r (0..127) in a 128 x
+ * 128 bf16 tile stored as two K-major blocks of 64 columns, 128 rows each. */
+FMLR_DEV uint32_t kmaj_off(int r, int c16) { return (uint32_t)(((c16 >> 3) << 14) + mn_off(r, c16 & 7)); }
 
-/* Whether band b visits key sub-tile j (c = 64: sub-tile (b, j) of the chunk). */
+/* Whether sub-tile (b, j) of the chunk (rows 64 b.., keys 64 j..) is visited. */
 FMLR_DEV bool visits(const params &p, const uint8_t *cls, int b, int j) {
   if (p.variant == VAR_SKIP) return cls[b * 2 + j] != FM_TILE_MASKED;
   return p.variant == VAR_NOSKIP || j <= b;
 }
 
-/* S_in's columns of the value block (fp32, 128 dk rows x 64) into the S_in
- * region, row-major, unswizzled (zeros when the chunk is not live); part of
- * the copy group in flight (Q's). split_sin turns them into the hi and lo
- * tiles in place. */
-FMLR_DEV void issue_sin(const params &p, int ch, int h, int dvb, bool live, uint32_t sb) {
+/* The copies of a chunk's Q and K (one group). */
+FMLR_DEV void issue_qk(const params &p, int c0, int h, uint32_t sb) {
   const int tid = threadIdx.x;
-  const float *src = p.sin + ((int64_t)ch * p.H + h) * DK * p.dv + dvb * DVB;
 #pragma unroll
-  for (int it = 0; it < DK * 16 / NT; it++) {
-    const int idx = it * NT + tid, r = idx >> 4, c = idx & 15;
-    cp16(sb + SHI_OFF + r * 256 + c * 16, live ? src + (int64_t)r * p.dv + c * 4 : p.sin, live);
-  }
-}
-
-/* The staged fp32 S_in (issue_sin, arrived) split hi + lo into the two
- * MN-major tiles (128 dk rows x 64 bf16) over the same 32 KiB: every thread
- * reads its values, a barrier, then every thread writes. */
-FMLR_DEV void split_sin(unsigned char *sm) {
-  const int tid = threadIdx.x;
-  float4 v[DK * 8 / NT][2];
-#pragma unroll
-  for (int it = 0; it < DK * 8 / NT; it++) {
-    const int idx = it * NT + tid, r = idx >> 3, c8 = idx & 7;
-    const float4 *at = reinterpret_cast<const float4 *>(sm + SHI_OFF + r * 256 + c8 * 32);
-    v[it][0] = at[0];
-    v[it][1] = at[1];
-  }
-  bar();
-#pragma unroll
-  for (int it = 0; it < DK * 8 / NT; it++) {
-    const int idx = it * NT + tid, r = idx >> 3, c8 = idx & 7;
-    uint4 hi, lo;
-    split2(v[it][0].x, v[it][0].y, hi.x, lo.x);
-    split2(v[it][0].z, v[it][0].w, hi.y, lo.y);
-    split2(v[it][1].x, v[it][1].y, hi.z, lo.z);
-    split2(v[it][1].z, v[it][1].w, hi.w, lo.w);
-    *reinterpret_cast<uint4 *>(sm + SHI_OFF + mn_off(r, c8)) = hi;
-    *reinterpret_cast<uint4 *>(sm + SLO_OFF + mn_off(r, c8)) = lo;
-  }
-}
-
-/* The issue of the chunk's tiles: Q and (inter0) S_in (group 0), K (group 1),
- * V (group 2). */
-FMLR_DEV void issue_tiles(const params &p, int ch, int h, int dvb, bool inter0, bool live, uint32_t sb) {
-  const int c0 = ch * C;
-  const int tid = threadIdx.x;
-#pragma unroll 4
   for (int it = 0; it < C * 16 / NT; it++) {
     const int idx = it * NT + tid, r = idx >> 4, c16 = idx & 15, t = c0 + r;
     const bool ok = t < p.T;
-    cp16(sb + Q_OFF + kmaj_off(r, c16), p.q + (ok ? ((int64_t)t * p.H + h) * DK + c16 * 8 : 0), ok);
-  }
-  if (inter0) issue_sin(p, ch, h, dvb, live, sb);
-  cp_commit();
-#pragma unroll 4
-  for (int it = 0; it < C * 16 / NT; it++) {
-    const int idx = it * NT + tid, r = idx >> 4, c16 = idx & 15, t = c0 + r;
-    const bool ok = t < p.T;
-    cp16(sb + K_OFF + kmaj_off(r, c16), p.k + (ok ? ((int64_t)t * p.H + h) * DK + c16 * 8 : 0), ok);
-  }
-  cp_commit();
-#pragma unroll 4
-  for (int it = 0; it < C * 8 / NT; it++) {
-    const int idx = it * NT + tid, r = idx >> 3, c8 = idx & 7, t = c0 + r;
-    const bool ok = t < p.T;
-    cp16(sb + V_OFF + mn_off(r, c8), p.v + (ok ? ((int64_t)t * p.H + h) * p.dv + dvb * DVB + c8 * 8 : 0), ok);
+    const int64_t off = ok ? ((int64_t)t * p.H + h) * DK + c16 * 8 : 0;
+    cp16(sb + Q_OFF + kmaj_off(r, c16), p.q + off, ok);
+    cp16(sb + K_OFF + kmaj_off(r, c16), p.k + off, ok);
   }
   cp_commit();
 }
 
-/* Every thread's copies and shared stores done, then visible to wgmma. */
-template <int N> FMLR_DEV void hand_over() {
-  cp_wait<N>();
-  fmh::fence_proxy_async();
-  bar();
+/* The copies of a chunk's V, nu blocks of 64 columns (one group). */
+FMLR_DEV void issue_v(const params &p, int c0, int h, int nu, uint32_t sb) {
+  for (int idx = threadIdx.x; idx < C * 8 * nu; idx += NT) {
+    const int r = idx / (8 * nu), cc = idx % (8 * nu), t = c0 + r;
+    const bool ok = t < p.T;
+    cp16(sb + V_OFF + (cc >> 3) * 16384 + mn_off(r, cc & 7), p.v + (ok ? ((int64_t)t * p.H + h) * p.dv + cc * 8 : 0), ok);
+  }
+  cp_commit();
 }
 
-/* The inter term of band b: o = scale exp(G_t) Q S_in on the rows whose
- * document began before the chunk, +0 elsewhere. */
-FMLR_DEV void inter_band(const params &p, int c0, int h, int ch, uint32_t qb, uint32_t sb, float (&o)[32]) {
-  fmh::wgmma_fence();
-#pragma unroll
-  for (int kk = 0; kk < DK / 16; kk++) {
-    const uint64_t da = fmh::desc_kmajor(qb, 64, kk);
-    fmh::wgmma_ss_n64<0, 1>(o, da, fmh::desc_mnmajor(sb + SHI_OFF, DK, kk), 1);
-    fmh::wgmma_ss_n64<0, 1>(o, da, fmh::desc_mnmajor(sb + SLO_OFF, DK, kk), 1);
-  }
-  fmh::wgmma_commit();
-  fmh::wgmma_wait<0>();
-  fmh::reg_fence(o);
-  const int lane = threadIdx.x & 31, w = (threadIdx.x >> 5) & 3, b = threadIdx.x >> 7, bt = 4 * b + w;
+/* The inter term's token factors: f[t] = scale exp(G_t) where token t's
+ * document began before the chunk, else 0 (threads 0 .. C - 1 of the caller). */
+FMLR_DEV void token_factors(const params &p, int c0, int h, int ch, int t, float *f) {
   const int64_t tpad = (int64_t)p.nchunks * C;
-  const float pre = p.pre2[((int64_t)h * p.nchunks + ch) * (C / 16) + bt];
-#pragma unroll
-  for (int hr = 0; hr < 2; hr++) {
-    const int t = 64 * b + 16 * w + (lane >> 2) + 8 * hr;
-    const bool live = __ldg(p.docstart + c0 + t) < c0;
-    const float f = live ? p.scale * ex2(pre + __ldg(p.lp2 + h * tpad + c0 + t)) : 0.f;
-#pragma unroll
-    for (int n = 0; n < 8; n++)
-#pragma unroll
-      for (int e = 0; e < 2; e++) o[4 * n + 2 * hr + e] = live ? o[4 * n + 2 * hr + e] * f : 0.f;
-  }
+  const bool live = __ldg(p.docstart + c0 + t) < c0;
+  const float pre = __ldg(p.pre2 + ((int64_t)h * p.nchunks + ch) * (C / 16) + (t >> 4));
+  f[t] = live ? p.scale * ex2(pre + __ldg(p.lp2 + h * tpad + c0 + t)) : 0.f;
 }
 
 /* P of band b against key sub-tile J from the scores s, as the hi and lo A
@@ -195,9 +132,9 @@ FMLR_DEV void inter_band(const params &p, int c0, int h, int ch, uint32_t qb, ui
  * each element is selected against causality and its row's document start
  * (+0 where masked, whatever the exponent gave). */
 template <int J>
-FMLR_DEV void make_p(const params &p, int c0, int h, bool masked_elems, const float (&s)[32], uint32_t (&ph)[4][4],
-                     uint32_t (&pl)[4][4]) {
-  const int lane = threadIdx.x & 31, g = lane >> 2, c4 = lane & 3, w = (threadIdx.x >> 5) & 3, b = threadIdx.x >> 7;
+FMLR_DEV void make_p(const params &p, int c0, int h, int b, bool masked_elems, const float (&s)[32],
+                     uint32_t (&ph)[4][4], uint32_t (&pl)[4][4]) {
+  const int lane = threadIdx.x & 31, g = lane >> 2, c4 = lane & 3, w = (threadIdx.x >> 5) & 3;
   const int bt = 4 * b + w;
   const float *lp = p.lp2 + (int64_t)h * p.nchunks * C + c0;
   float tot[8]; /* the blocks' total log2 decays, blocks 4 J .. 7 */
@@ -243,40 +180,220 @@ FMLR_DEV void make_p(const params &p, int c0, int h, bool masked_elems, const fl
     }
 }
 
-/* Band b's key sub-tile J (visited): S = Q K_J^T, P, O += P V_J; INSTR: the
- * scoring's cycles to the sub-tile's tile_cycles (rec: this thread records). */
+/* Sub-tile (b, J) of the chunk: S = Q_b K_J^T, P (make_p), its hi and lo
+ * halves into the P blocks of key band J (token-major); INSTR: the scoring's
+ * cycles to the sub-tile's tile_cycles (rec: this thread records). */
 template <int J, bool INSTR>
-FMLR_DEV void band_tile(const params &p, int c0, int h, const uint8_t *cls, uint32_t qb, uint32_t sb, float (&o)[32],
-                        int64_t *cyc, bool rec) {
-  const int b = threadIdx.x >> 7;
+FMLR_DEV void score_tile(const params &p, int c0, int h, int b, bool masked_elems, uint32_t sb, unsigned char *sm,
+                         int64_t *cyc, bool rec) {
   const long long t0 = INSTR ? clk() : 0;
   float s[32];
   fmh::wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < DK / 16; kk++)
-    fmh::wgmma_ss_n64<0, 0>(s, fmh::desc_kmajor(qb, 64, kk), fmh::desc_kmajor(sb + K_OFF + J * 16384, 64, kk), kk > 0);
+    fmh::wgmma_ss_n64<0, 0>(s, fmh::desc_kmajor(sb + Q_OFF + b * 8192, C, kk),
+                            fmh::desc_kmajor(sb + K_OFF + J * 8192, C, kk), kk > 0);
   fmh::wgmma_commit();
   fmh::wgmma_wait<0>();
   fmh::reg_fence(s);
   uint32_t ph[4][4], pl[4][4];
-  make_p<J>(p, c0, h, cls[b * 2 + J] != FM_TILE_UNMASKED, s, ph, pl);
-  if (INSTR && rec) red_add(cyc + 2 * b + J, clk() - t0);
-  fmh::wgmma_fence();
+  make_p<J>(p, c0, h, b, masked_elems, s, ph, pl);
+  const int lane = threadIdx.x & 31, g = lane >> 2, c4 = lane & 3, w = (threadIdx.x >> 5) & 3;
 #pragma unroll
-  for (int kk = 0; kk < 4; kk++) {
-    const uint64_t dv = fmh::desc_mnmajor(sb + V_OFF + J * 8192, 64, kk);
-    fmh::wgmma_rs_n64(o, ph[kk], dv);
-    fmh::wgmma_rs_n64(o, pl[kk], dv);
-  }
-  fmh::wgmma_commit();
-  fmh::wgmma_wait<0>();
-  fmh::reg_fence(o);
+  for (int kk = 0; kk < 4; kk++)
+#pragma unroll
+    for (int q = 0; q < 4; q++) { /* row 16 w + g + 8 (q & 1) of the band, keys 16 kk + 8 (q >> 1) + 2 c4, + 1 */
+      const uint32_t at = J * 16384 + (64 * b + 16 * w + g + 8 * (q & 1)) * 128 + (((2 * kk + (q >> 1)) ^ g) << 4) + 4 * c4;
+      *reinterpret_cast<uint32_t *>(sm + PH_OFF + at) = ph[kk][q];
+      *reinterpret_cast<uint32_t *>(sm + PL_OFF + at) = pl[kk][q];
+    }
+  if (INSTR && rec) red_add(cyc + 2 * b + J, clk() - t0);
 }
 
-/* One CTA: chunk ch, head h, value columns 64 dvb .. 64 dvb + 63 (the grid's
- * x, value blocks fastest, so the CTAs that share a chunk's Q and K run
- * together). */
-template <bool INSTR> FMLR_KERNEL void FMLR_BOUNDS(NT, 2) out_kernel(const params p) {
+/* The inter term of warpgroup u's value columns: d = S_in^T Q^T over the
+ * first 64 (N 64) or 128 (N 128) tokens. Per k-step of 16 dk rows each thread
+ * reads 8 consecutive fp32 columns of one row (the next k-step's in flight),
+ * splits them and stores hi and lo into the warpgroup's two-stage ring
+ * (MN-major: the columns are A's M), then the warpgroup's wgmma read A from
+ * there (S_in^T MN-major) and B = Q^T (Q's tile, K-major). */
+template <int N> FMLR_DEV void inter_term(const params &p, int ch, int h, int u, uint32_t sb, unsigned char *sm,
+                                          float (&d0)[32], float (&d1)[32]) {
+  const int tw = threadIdx.x & 127, r = tw >> 3, c8 = tw & 7; /* dk row r of the k-step, columns 8 c8.. */
+  const float *src = p.sin + ((int64_t)ch * p.H + h) * DK * p.dv + u * DVB + 8 * c8;
+  const uint32_t ring = SI_OFF + u * SI_WG;
+  float4 x[2];
+  x[0] = __ldg(reinterpret_cast<const float4 *>(src + (int64_t)r * p.dv));
+  x[1] = __ldg(reinterpret_cast<const float4 *>(src + (int64_t)r * p.dv + 4));
+#pragma unroll
+  for (int kk = 0; kk < DK / 16; kk++) {
+    const int stg = kk & 1;
+    uint4 hi, lo;
+    split2(x[0].x, x[0].y, hi.x, lo.x);
+    split2(x[0].z, x[0].w, hi.y, lo.y);
+    split2(x[1].x, x[1].y, hi.z, lo.z);
+    split2(x[1].z, x[1].w, hi.w, lo.w);
+    if (kk + 1 < DK / 16) { /* the next k-step's row */
+      const float *nx = src + (int64_t)(16 * (kk + 1) + r) * p.dv;
+      x[0] = __ldg(reinterpret_cast<const float4 *>(nx));
+      x[1] = __ldg(reinterpret_cast<const float4 *>(nx + 4));
+    }
+    if (kk >= 2) fmh::wgmma_wait<1>(); /* the k-step that read this stage is done */
+    *reinterpret_cast<uint4 *>(sm + ring + stg * 4096 + mn_off(r, c8)) = hi;
+    *reinterpret_cast<uint4 *>(sm + ring + stg * 4096 + 2048 + mn_off(r, c8)) = lo;
+    fmh::fence_proxy_async();
+    bar_wg();
+    fmh::wgmma_fence();
+    const uint64_t ah = fmh::desc_mnmajor(sb + ring + stg * 4096, 16, 0);
+    const uint64_t al = fmh::desc_mnmajor(sb + ring + stg * 4096 + 2048, 16, 0);
+    const uint64_t db0 = fmh::desc_kmajor(sb + Q_OFF, C, kk);
+    fmh::wgmma_ss_n64<1, 0>(d0, ah, db0, 1);
+    fmh::wgmma_ss_n64<1, 0>(d0, al, db0, 1);
+    if (N == 128) {
+      const uint64_t db1 = fmh::desc_kmajor(sb + Q_OFF + 8192, C, kk);
+      fmh::wgmma_ss_n64<1, 0>(d1, ah, db1, 1);
+      fmh::wgmma_ss_n64<1, 0>(d1, al, db1, 1);
+    }
+    fmh::wgmma_commit();
+  }
+  fmh::wgmma_wait<0>();
+  fmh::reg_fence(d0);
+  fmh::reg_fence(d1);
+}
+
+/* O^T += V^T P^T over key band J for the token halves M covers (bit 0: the
+ * first, d0; bit 1: the second, d1), m64n64k16 each (the halves are separate
+ * accumulator sets: an m64n64k16 on the upper half of an m64n128 set makes
+ * ptxas serialize every wgmma of the kernel). */
+template <int J, int M> FMLR_DEV void pv_band(int u, uint32_t sb, float (&d0)[32], float (&d1)[32]) {
+#pragma unroll
+  for (int kk = 0; kk < 4; kk++) {
+    const uint64_t da = fmh::desc_mnmajor(sb + V_OFF + u * 16384, C, 4 * J + kk);
+    if (M & 1) {
+      fmh::wgmma_ss_n64<1, 0>(d0, da, fmh::desc_kmajor(sb + PH_OFF + J * 16384, C, kk), 1);
+      fmh::wgmma_ss_n64<1, 0>(d0, da, fmh::desc_kmajor(sb + PL_OFF + J * 16384, C, kk), 1);
+    }
+    if (M & 2) {
+      fmh::wgmma_ss_n64<1, 0>(d1, da, fmh::desc_kmajor(sb + PH_OFF + J * 16384 + 8192, C, kk), 1);
+      fmh::wgmma_ss_n64<1, 0>(d1, da, fmh::desc_kmajor(sb + PL_OFF + J * 16384 + 8192, C, kk), 1);
+    }
+  }
+}
+
+/* Both key bands' P V for the visited halves M0 (band 0) and M1 (band 1), one
+ * complete group (fence, the wgmma, commit, wait). */
+template <int M0, int M1> FMLR_DEV void pv_bands(int u, uint32_t sb, float (&d0)[32], float (&d1)[32]) {
+  fmh::wgmma_fence();
+  pv_band<0, M0>(u, sb, d0, d1);
+  pv_band<1, M1>(u, sb, d0, d1);
+  fmh::wgmma_commit();
+  fmh::wgmma_wait<0>();
+  fmh::reg_fence(d0);
+  fmh::reg_fence(d1);
+}
+
+/* O^T of warpgroup u (value columns 64 u..) as bf16 rows of the staging area
+ * over P (16-byte pieces swizzled by the row), then every thread's pieces of
+ * the chunk's rows to O. Called after the barrier that ends P V. */
+FMLR_DEV void store_out(const params &p, int c0, int h, int u, int nu, const float (&d0)[32], const float (&d1)[32],
+                        unsigned char *sm) {
+  const int lane = threadIdx.x & 31, g = lane >> 2, c4 = lane & 3, w = (threadIdx.x >> 5) & 3;
+  unsigned char *st = sm + PH_OFF;
+  if (u < nu) { /* value column 64 u + 16 w + g + 8 hh, token 8 n + 2 c4 + e: the row's swizzle (t % 8 = 2 c4 + e)
+                   does not depend on n, so four base addresses serve the 64 values */
+    uint16_t *base[2][2];
+#pragma unroll
+    for (int e = 0; e < 2; e++)
+#pragma unroll
+      for (int hh = 0; hh < 2; hh++)
+        base[e][hh] = reinterpret_cast<uint16_t *>(st + (2 * c4 + e) * ST_ROW +
+                                                   (((8 * u + 2 * w + hh) ^ (2 * c4 + e)) << 4) + 2 * g);
+#pragma unroll
+    for (int i = 0; i < 64; i++)
+      base[i & 1][(i >> 1) & 1][(i >> 2) * 8 * ST_ROW / 2] = (uint16_t)(pack2(i < 32 ? d0[i] : d1[i - 32], 0.f) & 0xffff);
+  }
+  bar();
+  const int pieces = nu * 8; /* 16-byte pieces a row */
+  for (int idx = threadIdx.x; idx < C * pieces; idx += NT) {
+    const int t = idx / pieces, c = idx % pieces;
+    if (c0 + t >= p.T) continue;
+    *reinterpret_cast<uint4 *>(p.o + ((int64_t)(c0 + t) * p.H + h) * p.dv + c * 8) =
+        *reinterpret_cast<const uint4 *>(st + t * ST_ROW + ((c ^ (t & 7)) << 4));
+  }
+  bar(); /* the staging read before the next item's P */
+}
+
+/* One item, chunk ch and head h, its Q and K copies (and then V's) in flight:
+ * the scores, the inter term, the next item's Q and K copies once every
+ * warpgroup is done with this one's (nxt >= 0), P V, the next item's V
+ * copies, the stores. */
+template <bool INSTR> FMLR_DEV void out_item(const params &p, int ch, int h, int64_t nxt, unsigned char *sm, uint32_t sb) {
+  const int c0 = ch * C, u = warp_uniform(threadIdx.x >> 7), nu = p.dv / DVB, lane = threadIdx.x & 31;
+  const int w = (threadIdx.x >> 5) & 3;
+  const uint8_t *cls = p.tclass + (int64_t)ch * CLS_STRIDE;
+  if (threadIdx.x < C) token_factors(p, c0, h, ch, threadIdx.x, reinterpret_cast<float *>(sm + F_OFF));
+  cp_wait<1>(); /* Q and K */
+  fmh::fence_proxy_async();
+  bar();
+  /* the scores: warpgroup u takes sub-tile (b, j) = (0, 0), (1, 0), (1, 1), (0, 1) */
+  const int sbnd = u == 1 || u == 2, sj = u >= 2;
+  int64_t *cyc = INSTR ? p.tile_cycles + ((int64_t)h * p.nchunks + ch) * 4 : nullptr;
+  const bool rec = INSTR && w == 0 && lane == 0;
+  if (warp_uniform(visits(p, cls, sbnd, sj))) {
+    const bool masked_elems = cls[sbnd * 2 + sj] != FM_TILE_UNMASKED;
+    if (sj == 0) score_tile<0, INSTR>(p, c0, h, sbnd, masked_elems, sb, sm, cyc, rec);
+    else score_tile<1, INSTR>(p, c0, h, sbnd, masked_elems, sb, sm, cyc, rec);
+  }
+  float d0[32], d1[32]; /* O^T, tokens 0 .. 63 and 64 .. 127 */
+#pragma unroll
+  for (int i = 0; i < 32; i++) d0[i] = d1[i] = 0.f;
+  const bool live = warp_uniform((__ldg(p.flags + ch) & FLAG_LIVE) != 0);
+  /* the inter term where the chunk is live: over the first band only when the
+     chunk's first document ends in it */
+  if (live && u < nu) {
+    const int ef = warp_uniform(min(__ldg(p.docend + c0), min(c0 + C, p.T)) - c0);
+    if (ef <= 64) inter_term<64>(p, ch, h, u, sb, sm, d0, d1);
+    else inter_term<128>(p, ch, h, u, sb, sm, d0, d1);
+  }
+  cp_wait<0>(); /* V */
+  fmh::fence_proxy_async(); /* and the P stores */
+  bar();
+  if (nxt >= 0) issue_qk(p, (int)(nxt / p.H) * C, (int)(nxt % p.H), sb);
+  if (u < nu) { /* (not live: every factor 0, d already +0) */
+    const float *f = reinterpret_cast<const float *>(sm + F_OFF);
+    const int c4 = lane & 3;
+#pragma unroll
+    for (int i = 0; i < 32; i++) {
+      const int t = 8 * (i >> 2) + 2 * c4 + (i & 1);
+      const float x0 = f[t], x1 = f[t + 64];
+      d0[i] = x0 != 0.f ? d0[i] * x0 : 0.f;
+      d1[i] = x1 != 0.f ? d1[i] * x1 : 0.f;
+    }
+  }
+  if (u < nu) { /* the halves each key band's visited sub-tiles cover */
+    const int m0 = warp_uniform(visits(p, cls, 0, 0) + 2 * visits(p, cls, 1, 0));
+    const int m1 = warp_uniform(visits(p, cls, 0, 1) + 2 * visits(p, cls, 1, 1));
+    switch (m0 * 4 + m1) { /* SKIP, CAUSAL: (3 or 1, 2); NOSKIP: (3, 3) */
+      case 14: pv_bands<3, 2>(u, sb, d0, d1); break;
+      case 6: pv_bands<1, 2>(u, sb, d0, d1); break;
+      case 15: pv_bands<3, 3>(u, sb, d0, d1); break;
+      default: /* other rules' classes: the same products, one band at a time */
+        if (m0 == 3) pv_bands<3, 0>(u, sb, d0, d1);
+        else if (m0 == 2) pv_bands<2, 0>(u, sb, d0, d1);
+        else if (m0 == 1) pv_bands<1, 0>(u, sb, d0, d1);
+        if (m1 == 3) pv_bands<0, 3>(u, sb, d0, d1);
+        else if (m1 == 2) pv_bands<0, 2>(u, sb, d0, d1);
+        else if (m1 == 1) pv_bands<0, 1>(u, sb, d0, d1);
+    }
+  }
+  bar(); /* every warpgroup done with V and P */
+  if (nxt >= 0) issue_v(p, (int)(nxt / p.H) * C, (int)(nxt % p.H), nu, sb);
+  store_out(p, c0, h, u, nu, d0, d1, sm);
+}
+
+/* A persistent grid, one CTA a multiprocessor: CTA b takes items (chunk, head)
+ * b, b + gridDim.x, ... (item ch H + h: a chunk's heads together), the next
+ * item's copies in flight behind the current one's P V and stores. */
+template <bool INSTR> FMLR_KERNEL void FMLR_BOUNDS(NT, 1) out_kernel(const params p) {
 #ifdef FM_LINRNN_SIM
   FMLR_SMEM(raw);
 #else
@@ -284,52 +401,28 @@ template <bool INSTR> FMLR_KERNEL void FMLR_BOUNDS(NT, 2) out_kernel(const param
 #endif
   unsigned char *sm = fmh::smem_aligned_1k(raw);
   const uint32_t sb = smem_addr(sm);
-  const int ndvb = p.dv / DVB, dvb = (int)(blockIdx.x % ndvb), h = (int)(blockIdx.x / ndvb % p.H);
-  const int ch = (int)(blockIdx.x / ndvb / p.H), c0 = ch * C;
-  const int b = threadIdx.x >> 7, lane = threadIdx.x & 31, w = (threadIdx.x >> 5) & 3, g = lane >> 2, c4 = lane & 3;
-  const bool live = (__ldg(p.flags + ch) & FLAG_LIVE) != 0;
-  const uint8_t *cls = p.tclass + (int64_t)ch * CLS_STRIDE;
-  /* the inter term's bands: SKIP those holding a row of the chunk's first
-   * document when it began before the chunk; the others every band */
-  const int ef = min(__ldg(p.docend + c0), min(c0 + C, p.T)) - c0;
-  const bool inter0 = p.variant != VAR_SKIP || live, inter = p.variant != VAR_SKIP || (live && ef > 64 * b);
-  issue_tiles(p, ch, h, dvb, inter0, live, sb);
-  if (inter0) { /* Q and S_in (uniform over the CTA) */
-    cp_wait<2>();
-    bar();
-    split_sin(sm);
-    fmh::fence_proxy_async();
-    bar();
-  }
-  const uint32_t qb = sb + Q_OFF + b * 16384;
-  float o[32];
-#pragma unroll
-  for (int i = 0; i < 32; i++) o[i] = 0.f;
-  if (inter) inter_band(p, c0, h, ch, qb, sb, o);
-  hand_over<0>(); /* K and V */
-  const int nn = 4; /* (C / c)^2 sub-tiles of the chunk */
-  int64_t *cyc = INSTR ? p.tile_cycles + ((int64_t)h * p.nchunks + ch) * nn : nullptr;
-  const bool rec = INSTR && dvb == 0 && w == 0 && lane == 0;
-  if (visits(p, cls, b, 0)) band_tile<0, INSTR>(p, c0, h, cls, qb, sb, o, cyc, rec);
-  if (visits(p, cls, b, 1)) band_tile<1, INSTR>(p, c0, h, cls, qb, sb, o, cyc, rec);
-#pragma unroll
-  for (int hr = 0; hr < 2; hr++) {
-    const int t = c0 + 64 * b + 16 * w + g + 8 * hr;
-    if (t >= p.T) continue;
-    uint16_t *row = p.o + ((int64_t)t * p.H + h) * p.dv + dvb * DVB + 2 * c4;
-#pragma unroll
-    for (int n = 0; n < 8; n++)
-      *reinterpret_cast<uint32_t *>(row + 8 * n) = pack2(o[4 * n + 2 * hr], o[4 * n + 2 * hr + 1]);
+  const int64_t n = (int64_t)p.nchunks * p.H;
+  int64_t it = blockIdx.x;
+  if (it >= n) return;
+  issue_qk(p, (int)(it / p.H) * C, (int)(it % p.H), sb);
+  issue_v(p, (int)(it / p.H) * C, (int)(it % p.H), p.dv / DVB, sb);
+  for (;;) {
+    const int64_t nx = it + gridDim.x;
+    out_item<INSTR>(p, (int)(it / p.H), (int)(it % p.H), nx < n ? nx : -1, sm, sb);
+    if (nx >= n) break;
+    it = nx;
   }
 }
 
-/* The launch: nchunks x H x dv / 64 CTAs of 256 threads. */
-template <bool INSTR> cudaError_t launch_out(const params &p, cudaStream_t s) {
+/* The launch: the CTAs that fit (one a multiprocessor), never more than the
+ * nchunks x H items; 512 threads (dv 128 or 64 leave warpgroups 2, 3 or
+ * 1 .. 3 without value columns: they score). */
+template <bool INSTR> cudaError_t launch_out(const params &p, int sms, cudaStream_t s) {
   auto kernel = out_kernel<INSTR>;
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
   if (e != cudaSuccess) return e;
-  const int64_t n = (int64_t)p.nchunks * p.H * (p.dv / DVB);
-  FMLR_LAUNCH(kernel, (unsigned)n, NT, SMEM, s, p);
+  const int64_t n = (int64_t)p.nchunks * p.H;
+  FMLR_LAUNCH(kernel, (unsigned)(n < sms ? n : sms), NT, SMEM, s, p);
   return cudaGetLastError();
 }
 
