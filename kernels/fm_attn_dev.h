@@ -32,9 +32,19 @@ enum {
  * other method (SLICES) is built for the skip variant (plain and
  * instrumented), so that one build times both (fm_kernel_bench --sm90-masks
  * 1,2) and checks them against each other (fmsim verify, phases 3b, 7b). */
+/* FM_SM90_MASK_WORDS (a measurement prototype, forward only; PERF_NOTES, "R2P:
+ * the precomputed words, built"): R2P's per-thread words precomputed per
+ * partial tile by a preprocessing kernel into a global workspace and loaded by
+ * the consumers, the same output bit for bit. Built for the forward's skip
+ * variant in the default mode (plain and instrumented); no public name
+ * (fm_mask_method): only this knob selects it (fm_kernel_bench --sm90-masks
+ * 2,3; fmsim verify's phase 3b checks it). The forward falls back to R2P,
+ * with one line on stderr, when the workspace exceeds FM90M_WORDS_BUDGET
+ * (kernels/fm_sm90_mask.h); the backward runs R2P when asked for WORDS. */
 enum {
   FM_SM90_MASK_SLICES = FM_MASK_METHOD_SLICES, /* the public names: fm_mask_method, core/fm_kernels.h */
-  FM_SM90_MASK_R2P = FM_MASK_METHOD_R2P
+  FM_SM90_MASK_R2P = FM_MASK_METHOD_R2P,
+  FM_SM90_MASK_WORDS = FM_MASK_METHOD_R2P + 1  /* internal: no fm_mask_method name */
 };
 #ifndef FM_SM90_MASK_DEFAULT
 #define FM_SM90_MASK_DEFAULT FM_SM90_MASK_R2P

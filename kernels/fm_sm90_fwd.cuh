@@ -58,7 +58,9 @@
  * consumers run the plain code. MASK (FM_SM90_MASK_*, fm_attn_dev.h): how a
  * consumer thread turns the producer's bit slices into its elements' selects
  * (kernels/fm_sm90_mask.h): SLICES a bit test per element, R2P (the default)
- * per-thread words applied with R2P; the output is the same bit for bit.
+ * per-thread words applied with R2P, WORDS (forward only, a prototype) R2P's
+ * words precomputed per tile by words_kernel and loaded; the output is the
+ * same bit for bit.
  *
  * Rows with no visible key: max stays -inf, P = 0, l = 0: O = 0, LSE = -inf.
  * Design notes and measurements: kernels/PERF_NOTES.md.
@@ -148,6 +150,8 @@ struct params : fmd::attn_base {
   const int32_t *items;               /* (nitems,) bh * Tr + rt, heaviest first */
   int32_t *next_item;                 /* atomic counter, zero at launch */
   int32_t nitems;
+  const uint32_t *words;              /* MASK WORDS: the R2P words of the forward's masked tiles
+                                         (fm90m_words_index; words_kernel); NULL otherwise */
 };
 
 using fmd::fast_exp2;
@@ -174,6 +178,22 @@ constexpr int PRODUCER_THREADS = 128;
 
 
 /* ------------------------------------------------------------------ producer */
+
+/* The intervals of key column j as the slices use them (gv: the set's
+ * (4, Sk) vectors): the lower [*lts, *lte), the effective upper [*us, *ue)
+ * with the causal triangle folded in; a column past Sk hides every row. The
+ * producer and words_kernel both call it (each then fm90m_row_slice per
+ * consumer warp), so WORDS gathers the bits R2P reads. */
+__device__ __forceinline__ void column_intervals(const fmd::attn_base &p, const int32_t *gv, int32_t j,
+                                                 int32_t *lts, int32_t *lte, int32_t *us, int32_t *ue) {
+  *lts = 0, *lte = INT32_MAX, *us = 0, *ue = 0;
+  if (j < p.Sk) {
+    *lts = __ldg(gv + j);
+    *lte = __ldg(gv + (int64_t)p.Sk + j);
+    fm_effective_upper(__ldg(gv + 2 * (int64_t)p.Sk + j), __ldg(gv + 3 * (int64_t)p.Sk + j), p.causal, j, p.Sq,
+                       p.Sk, us, ue);
+  }
+}
 
 /* The producer warpgroup: all four warps walk the same items and tiles (each
  * classifies every key tile of the item itself, from the same bounds: no
@@ -255,13 +275,8 @@ __device__ __forceinline__ void producer(const params &p, unsigned char *smem, b
 #pragma unroll
         for (int cb = 0; cb < T::BC / 128; cb++) {
           const int c = cb * 128 + pw * 32 + lane, j = j0 + c;
-          int32_t lts = 0, lte = INT32_MAX, us = 0, ue = 0; /* a column past Sk hides every row */
-          if (j < p.Sk) {
-            lts = __ldg(gv + j);
-            lte = __ldg(gv + (int64_t)p.Sk + j);
-            fm_effective_upper(__ldg(gv + 2 * (int64_t)p.Sk + j), __ldg(gv + 3 * (int64_t)p.Sk + j),
-                               p.causal, j, p.Sq, p.Sk, &us, &ue);
-          }
+          int32_t lts, lte, us, ue;
+          column_intervals(p, gv, j, &lts, &lte, &us, &ue);
 #pragma unroll
           for (int w = 0; w < T::MASK_WARPS; w++)
             sMask[(s * T::MASK_WARPS + w) * T::BC + c] = (uint16_t)fm90m_row_slice(r0 + 16 * w, lts, lte, us, ue);
@@ -345,9 +360,10 @@ __device__ __forceinline__ void mask_slices(float (&s)[NB * 4], const uint16_t *
  * producer's slices exactly as mask_slices reads them (`slices`: this warp's
  * 128 uint16, the same generic pointer), the thread's 16 words 4 n + c4
  * loaded one by one, gathered into three words whose bytes hold 6 (6, 4)
- * predicate bits each, applied a byte at a time: the tests of one byte's bits
- * stand together, so that ptxas sets their predicates with one R2P and the
- * element needs one FSEL.
+ * predicate bits each (r2p_thread_words; WORDS's preprocessing runs the same),
+ * applied a byte at a time (apply_r2p_words; WORDS applies its loaded words
+ * with it): the tests of one byte's bits stand together, so that ptxas sets
+ * their predicates with one R2P and the element needs one FSEL.
  *
  * Why the loads look like this (PERF_NOTES, "R2P: the unmasked tiles"): the
  * first build (a permuted layout, four ld.shared.v4 in volatile inline asm,
@@ -362,14 +378,19 @@ __device__ __forceinline__ void mask_slices(float (&s)[NB * 4], const uint16_t *
  * SASS instruction) hides the base's alignment from LLVM, which otherwise
  * adds the offsets 16 n with OR, one 64-bit address pair per load as in
  * mask_slices; as an add, ptxas folds them into the loads' immediates. */
-__device__ __forceinline__ void mask_r2p(float (&s)[64], const uint16_t *slices, int g, int c4) {
+__device__ __forceinline__ void r2p_thread_words(const uint16_t *slices, int g, int c4,
+                                                 uint32_t (&acc)[FM90M_R2P_GROUPS]) {
   const uint32_t *w32 = reinterpret_cast<const uint32_t *>(slices) + fm90m_slices_word(0, c4);
   asm("mov.b64 %0, %0;" : "+l"(w32));
   uint32_t w[FM90M_NB];
 #pragma unroll
   for (int n = 0; n < FM90M_NB; n++) w[n] = w32[fm90m_slices_word(n, 0)];
-  uint32_t acc[FM90M_R2P_GROUPS];
   fm90m_r2p_words(w, g, acc);
+}
+
+/* The one apply loop of R2P and WORDS: element (n, e, hr) is -inf when its
+ * bit (fm90m_r2p_bit) of its group's word is set. */
+__device__ __forceinline__ void apply_r2p_words(float (&s)[64], const uint32_t (&acc)[FM90M_R2P_GROUPS]) {
 #pragma unroll
   for (int j = 0; j < FM90M_R2P_GROUPS; j++)
 #pragma unroll
@@ -379,6 +400,12 @@ __device__ __forceinline__ void mask_r2p(float (&s)[64], const uint16_t *slices,
         const int n = fm90m_r2p_first(j) + k, e = b >> 1, hr = b & 1, idx = 4 * n + 2 * hr + e;
         s[idx] = (acc[j] & (1u << fm90m_r2p_bit(n, e, hr))) ? -INFINITY : s[idx];
       }
+}
+
+__device__ __forceinline__ void mask_r2p(float (&s)[64], const uint16_t *slices, int g, int c4) {
+  uint32_t acc[FM90M_R2P_GROUPS];
+  r2p_thread_words(slices, g, c4, acc);
+  apply_r2p_words(s, acc);
 }
 
 /* The same from a dense uint8 mask in global memory (rows past Sq: visible;
@@ -499,6 +526,7 @@ template <int HD> struct ctx {
   int i_lo;                /* the thread's first query row (the other is i_lo + 8) */
   const uint8_t *dm;       /* DENSE: this (b, h)'s mask */
   int64_t instr_base;      /* INSTR: first tile of the item's row in tile_class/tile_cycles */
+  const uint32_t *words;   /* WORDS: this thread's word 0 of key tile 0 of the item's row tile */
 };
 
 /* A ring entry as the consumer sees it. */
@@ -531,14 +559,33 @@ __device__ __forceinline__ void warp_release(uint64_t *bar, int lane) {
   if (lane == 0) fmh::mbar_arrive(bar);
 }
 
+/* WORDS: the thread's three words of entry e, loaded as soon as the entry is
+ * known (before its S GEMM is issued), so that the global loads' latency
+ * passes under the GEMMs and the S wait; a tile without NEEDMASK loads
+ * nothing. Nothing for the other methods. */
+template <int HD, int MASK>
+__device__ __forceinline__ void load_words(const ctx<HD> &c, const slot &e, uint32_t (&wd)[FM90M_R2P_GROUPS]) {
+  if constexpr (MASK == FM_SM90_MASK_WORDS) {
+    constexpr int CT = consumer_threads<HD>();
+    if (e.flags & F_NEEDMASK) {
+      const uint32_t *q = c.words + (int64_t)e.tile * (FM90M_R2P_GROUPS * CT);
+#pragma unroll
+      for (int j = 0; j < FM90M_R2P_GROUPS; j++) wd[j] = __ldg(q + j * CT);
+    }
+  }
+}
+
 /* After S of entry e is in registers: the element mask, then the release of K
- * (and of the vectors that travel with it). */
+ * (and of the vectors that travel with it). wd: WORDS's words of e (load_words). */
 template <int HD, int VAR, int MASK>
-__device__ __forceinline__ void after_s(const ctx<HD> &c, const slot &e, float (&s)[64]) {
+__device__ __forceinline__ void after_s(const ctx<HD> &c, const slot &e, float (&s)[64],
+                                        const uint32_t (&wd)[FM90M_R2P_GROUPS]) {
   using T = traits<HD>;
   if (e.flags & F_NEEDMASK) {
     if (VAR == FM_VARIANT_DENSE)
       mask_dense<16>(s, c.dm, c.p->Sk, c.p->Sq, c.i_lo, e.tile * T::BC + 2 * c.c4);
+    else if (MASK == FM_SM90_MASK_WORDS)
+      apply_r2p_words(s, wd);
     else if (MASK == FM_SM90_MASK_R2P)
       mask_r2p(s, reinterpret_cast<const uint16_t *>(c.smem + T::OFF_VEC) +
                       (e.stg * T::MASK_WARPS + c.cw * 4 + c.warp) * T::BC,
@@ -583,17 +630,20 @@ __device__ __forceinline__ int item_tiles(ctx<HD> &c, cstate<HD> &st, slot e, in
   const int sched_bar = BAR_TURN + c.cw, other_bar = BAR_TURN + (c.cw + 1) % T::NCW;
   float s[64], alpha[2];
   uint32_t pa[8][4];
+  uint32_t wd[FM90M_R2P_GROUPS]; /* WORDS: the current entry's mask words */
   if constexpr (OVERLAP) {
+    load_words<HD, MASK>(c, e, wd);
     issue_s_turn<HD, PINGPONG>(c, s, e, sched_bar, other_bar);
     fmh::wgmma_wait<0>();
     fmh::reg_fence(s);
-    after_s<HD, VAR, MASK>(c, e, s);
+    after_s<HD, VAR, MASK>(c, e, s, wd);
     softmax_tile<HD>(s, st, c.p->scale_log2, alpha); /* O is still 0: no rescale */
     convert_p(s, pa);
     kv_iter++;
     slot prev = e;
     while (!(prev.flags & F_LAST)) {
       const slot cur = wait_entry<HD>(c, kv_iter);
+      load_words<HD, MASK>(c, cur, wd);
       if (PINGPONG) fmh::named_sync(sched_bar, 256);
       fmh::wgmma_fence();
       issue_s<HD>(s, c.q_base, c.k_base0 + cur.stg * T::KV_BYTES);
@@ -607,7 +657,7 @@ __device__ __forceinline__ int item_tiles(ctx<HD> &c, cstate<HD> &st, slot e, in
       if (PINGPONG) fmh::named_arrive(other_bar, 256);
       fmh::wgmma_wait<1>();
       fmh::reg_fence(s);
-      after_s<HD, VAR, MASK>(c, cur, s);
+      after_s<HD, VAR, MASK>(c, cur, s, wd);
       softmax_tile<HD>(s, st, c.p->scale_log2, alpha);
       fmh::wgmma_wait<0>();
       fmh::reg_fence(st.o);
@@ -629,10 +679,11 @@ __device__ __forceinline__ int item_tiles(ctx<HD> &c, cstate<HD> &st, slot e, in
     return kv_iter;
   } else {
     for (;;) {
+      load_words<HD, MASK>(c, e, wd);
       issue_s_turn<HD, PINGPONG>(c, s, e, sched_bar, other_bar);
       fmh::wgmma_wait<0>();
       fmh::reg_fence(s);
-      after_s<HD, VAR, MASK>(c, e, s);
+      after_s<HD, VAR, MASK>(c, e, s, wd);
       softmax_tile<HD>(s, st, c.p->scale_log2, alpha);
       rescale_o<HD>(st, alpha);
       convert_p(s, pa);
@@ -732,6 +783,9 @@ __device__ __forceinline__ void consumer(const params &p, unsigned char *smem, b
     c.i_lo = r0 + cw * 64 + c.warp * 16 + (c.lane >> 2);
     c.instr_base = ((int64_t)bh * p.Tr + rt) * (int64_t)p.Tc;
     if (VAR == FM_VARIANT_DENSE) c.dm = p.dense + (int64_t)set_of(p, b, h) * p.dense_set_stride;
+    if constexpr (MASK == FM_SM90_MASK_WORDS)
+      c.words = p.words + fm90m_words_index(fm90m_words_tile(set_of(p, b, h), rt, 0, p.Tr, p.Tc), 0,
+                                            128 * cw + c.tid, consumer_threads<HD>());
     cstate<HD> st;
 #pragma unroll
     for (int i = 0; i < HD / 2; i++) st.o[i] = 0.f;
@@ -749,6 +803,46 @@ __device__ __forceinline__ void consumer(const params &p, unsigned char *smem, b
     epilogue<HD>(c, st, b, h, r0);
   }
   if (c.tid == 0) fmh::bulk_wait_all();
+}
+
+/* ------------------------------------------------------------- WORDS's words */
+
+/* The preprocessing of mask method WORDS: one CTA of the consumers' thread
+ * count per (set, row tile, key tile) of the forward's grid (blockIdx.x =
+ * fm90m_words_tile). A tile the skip forward masks (visited: not MASKED; and
+ * NEEDMASK: not UNMASKED or cut by Sk, the producer's `decide`) gets its
+ * slices as the producer makes them (column_intervals and fm90m_row_slice,
+ * 128 threads, one column each, the producer's layout in shared memory), then every thread reads its warp's slices and
+ * gathers its three words with r2p_thread_words, as consumer thread ctid
+ * (128 cw + tid) does in mask_r2p, and stores them at fm90m_words_index: the
+ * words R2P would build, by construction. Other tiles are not written (the
+ * forward loads no words for them). */
+template <int HD>
+__global__ void __launch_bounds__(consumer_threads<HD>()) words_kernel(const fmd::attn_base d, uint32_t *words) {
+  using T = traits<HD>;
+  constexpr int CT = consumer_threads<HD>();
+  static_assert(CT >= T::BC, "one thread a column of the slices");
+  __shared__ uint16_t sl[T::MASK_WARPS * T::BC];
+  const int64_t tile = blockIdx.x;
+  const int32_t t = (int32_t)(tile % d.Tc), rt = (int32_t)(tile / d.Tc % d.Tr);
+  const int32_t set = (int32_t)(tile / ((int64_t)d.Tc * d.Tr));
+  const int32_t r0 = rt * T::BR, r1 = min(r0 + T::BR, d.Sq);
+  const fm_tile_bounds tb = fmd::load_bounds(d.bounds + (int64_t)set * d.Tc + t);
+  const int cls = fm_classify_minmax(&tb, r0, r1);
+  const bool cut = (t + 1) * T::BC > d.Sk;
+  if (cls == FM_TILE_MASKED || (cls == FM_TILE_UNMASKED && !cut)) return; /* CTA-uniform */
+  const int ctid = threadIdx.x, lane = ctid & 31;
+  if (ctid < T::BC) {
+    int32_t lts, lte, us, ue;
+    column_intervals(d, d.intervals + (int64_t)set * 4 * d.Sk, t * T::BC + ctid, &lts, &lte, &us, &ue);
+#pragma unroll
+    for (int w = 0; w < T::MASK_WARPS; w++) sl[w * T::BC + ctid] = (uint16_t)fm90m_row_slice(r0 + 16 * w, lts, lte, us, ue);
+  }
+  __syncthreads();
+  uint32_t acc[FM90M_R2P_GROUPS];
+  r2p_thread_words(sl + (ctid >> 5) * T::BC, lane >> 2, lane & 3, acc); /* consumer warp ctid / 32 */
+#pragma unroll
+  for (int j = 0; j < FM90M_R2P_GROUPS; j++) words[fm90m_words_index(tile, j, ctid, CT)] = acc[j];
 }
 
 /* ------------------------------------------------------------------- kernel */
