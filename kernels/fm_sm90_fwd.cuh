@@ -829,8 +829,7 @@ __global__ void __launch_bounds__(consumer_threads<HD>()) words_kernel(const fmd
   const int32_t r0 = rt * T::BR, r1 = min(r0 + T::BR, d.Sq);
   const fm_tile_bounds tb = fmd::load_bounds(d.bounds + (int64_t)set * d.Tc + t);
   const int cls = fm_classify_minmax(&tb, r0, r1);
-  const bool cut = (t + 1) * T::BC > d.Sk;
-  if (cls == FM_TILE_MASKED || (cls == FM_TILE_UNMASKED && !cut)) return; /* CTA-uniform */
+  if (!fm90m_words_needed(cls, t, d.Sk)) return; /* CTA-uniform */
   const int ctid = threadIdx.x, lane = ctid & 31;
   if (ctid < T::BC) {
     int32_t lts, lte, us, ue;

@@ -173,7 +173,7 @@ FM_STATIC_ASSERT(FM90M_NB == 16, "the R2P groups cover 16 n8 blocks (6 + 6 + 4)"
  * forward falls back to R2P otherwise (fm_sm90.cu). */
 
 /* 256 MiB: every single-set mask at 8K and 32K at both head dims (at most
- * 192 MiB at 32K, head dim 128; 201 MiB at head dim 64), small beside the
+ * 192 MiB at 32K, head dim 128; 192.4 MiB at head dim 64), small beside the
  * backward's workspace at those lengths (2 GiB of fp32 dQ at 8K); per-head
  * sets (random eviction: 512 sets at 8K, 6 GiB) and 128K fall back. */
 #define FM90M_WORDS_BUDGET ((uint64_t)256 << 20)
@@ -192,6 +192,13 @@ FM_HD bool fm90m_words_fit(int64_t nsets, int64_t tr, int64_t tc, int threads) {
   const uint64_t rows = (uint64_t)nsets * (uint64_t)tr;
   if (rows > FM90M_WORDS_BUDGET || rows * (uint64_t)tc > FM90M_WORDS_BUDGET) return false;
   return fm90m_words_bytes(nsets, tr, tc, threads) <= FM90M_WORDS_BUDGET;
+}
+
+/* Whether key tile t (class cls at its row tile, fm_classify_minmax) gets
+ * words: the tiles the skip forward visits (not MASKED) with F_NEEDMASK (not
+ * UNMASKED, or cut by Sk): the producer's `decide` for SKIP. */
+FM_HD bool fm90m_words_needed(int cls, int32_t t, int32_t sk) {
+  return cls != FM_TILE_MASKED && (cls != FM_TILE_UNMASKED || (int64_t)(t + 1) * FM90M_BC > sk);
 }
 
 /* The tile's number in the workspace: (set, row tile, key tile) row-major. */
