@@ -37,8 +37,10 @@ enum {
  * partial tile by a preprocessing kernel into a global workspace and loaded by
  * the consumers, the same output bit for bit. Built for the forward's skip
  * variant in the default mode (plain and instrumented); no public name
- * (fm_mask_method): only this knob selects it (fm_kernel_bench --sm90-masks
- * 2,3; fmsim verify's phase 3b checks it). The forward falls back to R2P,
+ * (fm_mask_method): this knob selects it (fm_kernel_bench --sm90-masks 2,3;
+ * fmsim verify's phase 3b checks it), and so does FM_SM90_WORDS=1 in the
+ * environment for the forward's R2P launches (kernels/fm_sm90.cu; the path of
+ * `fmsim run`, bench/gpu.sh partialwords). The forward falls back to R2P,
  * with one line on stderr, when the workspace exceeds FM90M_WORDS_BUDGET
  * (kernels/fm_sm90_mask.h); the backward runs R2P when asked for WORDS. */
 enum {
