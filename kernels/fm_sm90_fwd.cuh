@@ -783,9 +783,11 @@ __device__ __forceinline__ void consumer(const params &p, unsigned char *smem, b
     c.i_lo = r0 + cw * 64 + c.warp * 16 + (c.lane >> 2);
     c.instr_base = ((int64_t)bh * p.Tr + rt) * (int64_t)p.Tc;
     if (VAR == FM_VARIANT_DENSE) c.dm = p.dense + (int64_t)set_of(p, b, h) * p.dense_set_stride;
-    if constexpr (MASK == FM_SM90_MASK_WORDS)
+    if constexpr (MASK == FM_SM90_MASK_WORDS) {
       c.words = p.words + fm90m_words_index(fm90m_words_tile(set_of(p, b, h), rt, 0, p.Tr, p.Tc), 0,
                                             128 * cw + c.tid, consumer_threads<HD>());
+      asm("mov.b64 %0, %0;" : "+l"(c.words)); /* opaque: kept in two registers, not rebuilt every tile */
+    }
     cstate<HD> st;
 #pragma unroll
     for (int i = 0; i < HD / 2; i++) st.o[i] = 0.f;
