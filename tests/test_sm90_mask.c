@@ -263,6 +263,8 @@ Test(sm90_mask, words_budget_decides_the_fallback) {
   cr_assert(!fm90m_words_fit(1, 64, 64, 0));
   cr_assert(!fm90m_words_fit(INT32_MAX, INT32_MAX, INT32_MAX, 384));
   cr_assert(!fm90m_words_fit(65535, (int64_t)1 << 30, 2, 256));
+  cr_assert_eq(fm90m_words_bytes((int64_t)1 << 30, (int64_t)1 << 30, 4, 1), 0); /* 12 x 2^62 wraps to 0 */
+  cr_assert(!fm90m_words_fit((int64_t)1 << 30, (int64_t)1 << 30, 4, 1));
 }
 
 /* [tile][j][thread]: every word of a grid once, a warp's 32 words j of a tile
