@@ -73,7 +73,8 @@ masks:
 
 
 def times(run):
-    """{head_dim: {"partial": (fwd, bwd), "full": (fwd, bwd)}} of one scenario run's index.json."""
+    """{head_dim: {"partial": (fwd, bwd), "full": (fwd, bwd)}} of one scenario run's index.json
+    (bwd None in a forward-only run: the scenario with `pass: fwd`)."""
     path = os.path.join(run, "index.json")
     try:
         cases = json.load(open(path))
@@ -83,8 +84,9 @@ def times(run):
     for c in cases:
         k = c["kernels"][0] if c.get("kernels") else {}
         t = (k.get("time_ms"), (k.get("bwd") or {}).get("time_ms"))
-        if not all(isinstance(x, (int, float)) and x > 0 for x in t):
-            sys.exit(f"partial_everywhere: {path}: {c['id']} has no fwd and bwd time (a run without a GPU?)")
+        ok = [isinstance(x, (int, float)) and x > 0 for x in t]
+        if not ok[0] or (t[1] is not None and not ok[1]):
+            sys.exit(f"partial_everywhere: {path}: {c['id']} has no forward time (a run without a GPU?)")
         kind = "full" if c["family"] == "full" else "partial"
         out.setdefault(c["head_dim"], {})[kind] = t
     return out
@@ -102,7 +104,8 @@ def summary(runs, out_json):
             if set(t) != {"full", "partial"}:
                 sys.exit(f"partial_everywhere: {folder}: head dim {hd} lacks the full or the partial case")
             for i, pass_ in enumerate(("fwd", "bwd")):
-                per.setdefault((hd, lab, pass_), []).append(t["partial"][i] / t["full"][i])
+                if t["partial"][i] is not None and t["full"][i] is not None:
+                    per.setdefault((hd, lab, pass_), []).append(t["partial"][i] / t["full"][i])
     for (hd, lab, pass_), ratios in sorted(per.items(), key=lambda kv: (-kv[0][0], kv[0][1], kv[0][2])):
         gm = float(np.exp(np.mean(np.log(ratios))))
         rows.append({"head_dim": hd, "method": lab, "pass": pass_, "rounds": ratios, "geomean": gm})

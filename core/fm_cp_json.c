@@ -45,6 +45,8 @@ static void step_json(fm_json *j, const fm_cp_ring_step *st) {
   fm_json_double(j, "bwd_ms", st->ms[FM_CP_BWD]);
   fm_json_double(j, "ring_fwd_ms", st->ring_ms[FM_CP_FWD]);
   fm_json_double(j, "ring_bwd_ms", st->ring_ms[FM_CP_BWD]);
+  fm_json_int(j, "fwd_items", st->items[FM_CP_FWD]);
+  fm_json_int(j, "bwd_items", st->items[FM_CP_BWD]);
   fm_json_end(j);
 }
 

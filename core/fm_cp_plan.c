@@ -717,7 +717,8 @@ static fm_status rank_model_src(eval_ctx *e, int32_t r, fm_err *err) {
                     hbm_us(e, rk->rows, fwd ? (first ? MERGE0_U : MERGE_U) : (first ? SUM0_U : SUM_U),
                            fwd ? (first ? MERGE0_L : MERGE_L) : 0);
       /* its launch's items beside NCCL: forward the rank's row tiles, backward the step's key tiles */
-      x->rate[pass] = e->o->profile ? fm_cp_contended_rate(e->step_items[pass][q], e->o->profile->sms,
+      x->items[pass] = e->step_items[pass][q];
+      x->rate[pass] = e->o->profile ? fm_cp_contended_rate(x->items[pass], e->o->profile->sms,
                                                            e->p->sum.comm_sm_frac) : 0;
     }
     if (s == 0) continue;
@@ -791,6 +792,7 @@ static fm_status keep_steps(fm_cp_plan *p, eval_ctx *e, fm_cp_sharding sh, doubl
         int times = step_us[pass] && !isnan(rk->ms[pass]);
         st[k].ms[pass] = times ? c->us[pass] / 1e3 : NAN;
         st[k].ring_ms[pass] = times ? step_us[pass][k] / 1e3 : NAN;
+        st[k].items[pass] = c->items[pass];
       }
     }
   }

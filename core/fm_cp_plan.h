@@ -216,6 +216,8 @@ typedef struct fm_cp_ring_step {
                                          launch's extras (s > 0), the merge or dQ sum */
   double ring_ms[FM_CP_NPASSES];      /* its window in the ring's replay: ms stretched by the
                                          rank's NCCL groups beside it (comm_sm_frac) */
+  int64_t items[FM_CP_NPASSES];       /* its launch's work items (0 without a profile): against
+                                         the SM count, the waves NCCL's SMs may add */
 } fm_cp_ring_step;
 
 typedef struct fm_cp_sharding_plan {
@@ -306,6 +308,8 @@ typedef struct fm_cp_model_src {
   double back_us;               /* backward, both exchanges: the source adding these partials
                                    (dK, dV) into its fp32 sums, on its comm stream after the
                                    group that brings them back */
+  int64_t items[FM_CP_NPASSES]; /* the work items of the step's launch (forward: the rank's row
+                                   tiles x B x H; backward: the step's key tiles x B x H) */
   double rate[FM_CP_NPASSES];   /* ring: the step's progress while an NCCL group is resident,
                                    in (0, 1]: the waves of its launch's items on every SM over
                                    those on the SMs NCCL leaves (fm_cp_contended_rate); 0:

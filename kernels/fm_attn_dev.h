@@ -51,6 +51,15 @@ enum {
 #ifndef FM_SM90_MASK_DEFAULT
 #define FM_SM90_MASK_DEFAULT FM_SM90_MASK_R2P
 #endif
+/* An experiment knob, the forward's consumer only (kernels/PERF_NOTES.md,
+ * "Sixteenth session: the floor experiment"): what the R2P method does on a
+ * partial tile of a slices variant. 0 (the default): the mask. 1: the apply
+ * alone, R2P and FSEL on three words of an opaque zero, without the slice
+ * loads and the gather. 2: no mask work. Builds with 1 or 2 mask nothing
+ * there, so their masked outputs are wrong by design: for timing only. */
+#ifndef FM_SM90_FWD_FLOOR
+#define FM_SM90_FWD_FLOOR 0
+#endif
 typedef struct fm_attn_tuning {
   int32_t sm90_mode;  /* 1 + pipelining mode: 1 plain, 2 overlap, 3 ping-pong, 4 both
                          (fm_sm90_launch.cuh); 0: the default */

@@ -38,6 +38,8 @@
 #include <cuda.h>
 #include <stdint.h>
 
+#include "fm_wgmma_desc.h"
+
 namespace fmh {
 
 __device__ __forceinline__ uint32_t smem_addr(const void *p) {
@@ -250,27 +252,7 @@ __device__ __forceinline__ void fence_proxy_async() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
 
-/* ---------------------------------------------------------- wgmma descriptors */
-
-/* Swizzle-128B descriptor of the operand at shared address `addr` (1024-byte
- * aligned atoms); lbo and sbo in bytes. */
-__device__ __forceinline__ uint64_t desc_sw128(uint32_t addr, uint32_t lbo, uint32_t sbo) {
-  return (uint64_t)((addr >> 4) & 0x3fff) | ((uint64_t)((lbo >> 4) & 0x3fff) << 16) |
-         ((uint64_t)((sbo >> 4) & 0x3fff) << 32) | (1ull << 62);
-}
-
-/* K-major operand: rows of the M/N dim, 64-element column blocks of `rows`
- * rows each; the descriptor of k-step kk (16 elements of the reduction dim). */
-__device__ __forceinline__ uint64_t desc_kmajor(uint32_t base, int rows, int kk) {
-  const uint32_t addr = base + (uint32_t)(kk >> 2) * (uint32_t)rows * 128u + (uint32_t)(kk & 3) * 32u;
-  return desc_sw128(addr, 16, 1024);
-}
-
-/* MN-major operand (B transposed): `rows` reduction-dim rows per 64-column
- * block; the descriptor of k-step kk (rows 16 kk .. 16 kk + 15). */
-__device__ __forceinline__ uint64_t desc_mnmajor(uint32_t base, int rows, int kk) {
-  return desc_sw128(base + (uint32_t)kk * 16u * 128u, (uint32_t)rows * 128u, 1024);
-}
+/* The wgmma descriptors (desc_sw128, desc_kmajor, desc_mnmajor): fm_wgmma_desc.h. */
 
 /* ------------------------------------------------------------------ wgmma ops */
 

@@ -4,6 +4,7 @@
  * kernels: fm_linrnn.cuh; their instantiations: fm_linrnn_hd64.cu and
  * fm_linrnn_hd128.cu (one translation unit per head dim dk). */
 #include <math.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -31,32 +32,62 @@ static bool shape_built(const fm_linrnn_problem *p) {
          p->sub <= p->chunk;
 }
 
+/* Chunks of C tokens covering the T tokens (the last one may be short). */
+static int64_t nchunks_of(const fm_linrnn_problem *p) { return ((int64_t)p->tokens + p->chunk - 1) / p->chunk; }
+
 /* Warps per CTA: 8 (value blocks of 128 columns) at C = 128 when dv allows, else 4. */
 static int warps_of(const fm_linrnn_problem *p) { return p->chunk == 128 && p->dv % 128 == 0 ? 8 : 4; }
 
 /* Checkpoint spacing in chunks (0: none), a function of the shape alone (so
  * every variant and device takes the same): when the documents are long
  * (8 chunks or more on average) and too few to fill the GPU one CTA per
- * document, head and value block (under 512 such CTAs), the state is
- * checkpointed every kseg chunks so that about 1024 CTAs share the walk. */
+ * document, head and value block (under 512 such walks), the state is
+ * checkpointed every kseg chunks so that about 1024 units share the walk. */
 static int auto_kseg(const fm_linrnn_problem *p) {
-  const int64_t nch = ((int64_t)p->tokens + p->chunk - 1) / p->chunk, ndvb = p->dv / (16 * warps_of(p));
+  const int64_t nch = nchunks_of(p), ndvb = p->dv / (16 * warps_of(p));
   if (nch < 8 * (int64_t)p->ndocs || (int64_t)p->ndocs * p->heads * ndvb >= 512) return 0;
   const int64_t k = (nch * p->heads * ndvb + 1023) / 1024;
   return (int)(k < 4 ? 4 : k);
 }
 
+/* Bytes of the two-pass path's states (S_in of every chunk, fp32). */
+static int64_t sin_bytes(const fm_linrnn_problem *p) { return 4 * nchunks_of(p) * p->heads * p->dk * p->dv; }
+
+/* The most workspace the two-pass path's states may take; beyond it the fused
+ * kernel runs (a function of the shape, like every choice here). */
+static const int64_t kSinBudget = (int64_t)4 << 30;
+
+/* Whether the shape takes the two-pass path (fm_linrnn_wg.cuh): C 128, c 64,
+ * dk 128, documents of at most C tokens on average (longer ones make most
+ * chunks live, and the state pass, the fused kernel's walk without outputs,
+ * then costs more than the output kernel saves: kernels/PERF_NOTES.md, Linear
+ * RNN, sixteenth session), its states within kSinBudget. */
+static bool two_pass(const fm_linrnn_problem *p) {
+  /* FM_LINRNN_TWO_PASS=1 takes the path wherever the shape allows it, 0 never
+     (the A/B of the rule; unset: the rule) */
+  static const int forced = [] {
+    const char *e = getenv("FM_LINRNN_TWO_PASS");
+    return e && (e[0] == '0' || e[0] == '1') && !e[1] ? e[0] - '0' : -1;
+  }();
+  const bool shape = p->chunk == 128 && p->sub == 64 && p->dk == 128 && sin_bytes(p) <= kSinBudget;
+  if (forced >= 0) return shape && forced;
+  return shape && (int64_t)p->tokens <= (int64_t)p->chunk * p->ndocs;
+}
+
+bool fm_linrnn_two_pass(const fm_linrnn_problem *p) { return p && shape_built(p) && two_pass(p); }
+
 /* Lays the workspace out from base (NULL: only sizes it) into k; returns its
- * bytes. kseg > 0 adds the checkpoint states and decays. */
+ * bytes. kseg > 0 adds the checkpoint states and decays; the two-pass path its
+ * states (sin). */
 static size_t carve(const fm_linrnn_problem *p, int kseg, char *base, fmlr::params *k) {
-  const int64_t T = p->tokens, H = p->heads, C = p->chunk, nch = (T + C - 1) / C, tpad = nch * C;
+  const int64_t H = p->heads, C = p->chunk, nch = nchunks_of(p), tpad = nch * C;
   const int64_t slots = kseg > 0 ? (nch - 1) / kseg + 1 : 0;
-  const int64_t bytes[12] = {4 * tpad, 4 * tpad, 4 * nch, 4 * H * tpad, 4 * H * nch * (C / 16),
+  const int64_t bytes[14] = {4 * tpad, 4 * tpad, 4 * nch, 4 * H * tpad, 4 * H * nch * (C / 16),
                             (int64_t)fmlr::CLS_STRIDE * nch, 4 * slots * H * p->dk * p->dv, 4 * slots * H,
-                            4 * tpad, 16 * nch, 16 * nch, 16};
-  char *at[12];
+                            4 * tpad, 16 * nch, 16 * nch, 16, 16 * nch, two_pass(p) ? sin_bytes(p) : 0};
+  char *at[14];
   size_t off = 0;
-  for (int i = 0; i < 12; i++) {
+  for (int i = 0; i < 14; i++) {
     at[i] = base ? base + off : NULL;
     off += ((size_t)bytes[i] + 255) & ~(size_t)255;
   }
@@ -73,6 +104,8 @@ static size_t carve(const fm_linrnn_problem *p, int kseg, char *base, fmlr::para
     k->items_main = (int32_t *)at[9];
     k->items_ckpt = (int32_t *)at[10];
     k->nitems = (int32_t *)at[11];
+    k->items_state = (int32_t *)at[12];
+    k->sin = (float *)at[13];
   }
   return off;
 }
@@ -102,10 +135,13 @@ static fm_status check_problem(const fm_linrnn_problem *p, fm_linrnn_variant var
     return fm_fail(err, FM_EINVAL, "fm_linrnn: variant %d is not skip (0), causal (1) or noskip (2)", (int)variant);
   if (instrumented && (!p->tile_class || !p->tile_cycles))
     return fm_fail(err, FM_EINVAL, "fm_linrnn: the instrumented build needs tile_class and tile_cycles");
-  const int64_t nch = ((int64_t)p->tokens + p->chunk - 1) / p->chunk;
-  const int64_t ctas = nch * p->heads * (p->dv / (16 * warps_of(p)));
-  if (ctas > 0x7fffffffLL)
-    return fm_fail(err, FM_EUNSUPPORTED, "fm_linrnn: %lld CTAs exceed the grid limit 2^31 - 1", (long long)ctas);
+  const int64_t nch = nchunks_of(p);
+  /* the kernel counts units (at most one a chunk, head and value block) in int,
+   * up to the count plus the grid: a bound well inside 2^31 - 1 */
+  const int64_t units = nch * p->heads * (p->dv / (16 * warps_of(p)));
+  if (units > 0x7fffffffLL - 0x100000LL)
+    return fm_fail(err, FM_EUNSUPPORTED, "fm_linrnn: %lld work units exceed the kernel's int unit index",
+                   (long long)units);
   return FM_OK;
 }
 
@@ -144,7 +180,7 @@ static void fill_params(const fm_linrnn_problem *p, fm_linrnn_variant variant, i
   k->C = p->chunk;
   k->c = p->sub;
   k->ndocs = p->ndocs;
-  k->nchunks = (p->tokens + p->chunk - 1) / p->chunk;
+  k->nchunks = (int32_t)nchunks_of(p);
   k->variant = (int32_t)variant;
   k->ndvb = p->dv / (16 * warps_of(p));
   k->scale = p->scale;
@@ -161,7 +197,8 @@ static void fill_params(const fm_linrnn_problem *p, fm_linrnn_variant variant, i
 
 /* The forward with checkpoints every kseg chunks (0: none, -1: auto_kseg) and
  * at most max_ctas CTAs (0: as many as fit): preprocessing, the checkpoint pass
- * and its scan when kseg > 0, the forward. */
+ * and its scan when kseg > 0, the forward: the fused kernel, or on the two-pass
+ * path its state pass (MODE_STATES) and the output kernel. */
 fm_status fm_linrnn_forward_tuned(const fm_linrnn_problem *p, fm_linrnn_variant variant, int instrumented, int kseg,
                                   int max_ctas, void *stream, fm_err *err) {
   int sms = 0;
@@ -187,7 +224,15 @@ fm_status fm_linrnn_forward_tuned(const fm_linrnn_problem *p, fm_linrnn_variant 
     if (e == cudaSuccess) e = fmlr::launch_scan(k, s);
     k.mode = fmlr::MODE_MAIN;
   }
-  if (e == cudaSuccess) {
+  if (e == cudaSuccess && two_pass(p)) {
+    k.mode = fmlr::MODE_STATES;
+    what = "linrnn state pass launch";
+    e = fmlr::launch_states_dk128(k, warps_of(p), sms, max_ctas, s);
+    if (e == cudaSuccess) {
+      what = "linrnn output pass launch";
+      e = fmlr::launch_out_wg(k, instrumented != 0, s);
+    }
+  } else if (e == cudaSuccess) {
     what = "linrnn forward launch";
     e = p->dk == 64 ? fmlr::launch_fwd_dk64(k, warps_of(p), instrumented != 0, sms, max_ctas, s)
                     : fmlr::launch_fwd_dk128(k, warps_of(p), instrumented != 0, sms, max_ctas, s);

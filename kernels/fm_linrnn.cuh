@@ -2,9 +2,10 @@
  * the contract: fm_linrnn.h; the design and its numbers: kernels/PERF_NOTES.md,
  * "Linear RNN").
  *
- * One fused pass. A CTA owns one (head h, block of DVB = 16 NW value columns)
- * and walks a run of consecutive chunks (an "item") in order, carrying the
- * state S (dk x DVB, fp32) in registers from chunk to chunk; warp w owns value
+ * One fused pass. A unit is one (item, head h, block of DVB = 16 NW value
+ * columns): a CTA of the persistent grid takes units in turn and walks a unit's
+ * run of consecutive chunks (its "item") in order, carrying the state S (dk x
+ * DVB, fp32) in registers from chunk to chunk; warp w owns value
  * columns [16 w, 16 w + 16) of the block and keeps S^T for them (16 x dk, the
  * accumulator layout of mma m16n8k16, dk/2 registers a thread). Per chunk
  * of C tokens (c0 .. c0 + C):
@@ -35,7 +36,7 @@
  *
  * Checkpoints (kseg > 0, chosen by the host for long, few documents): a live
  * chunk c with c % kseg == 0 is a checkpoint: an item starts there with S_in
- * read from ck_s. A first launch of fwd_kernel in MODE_CKPT has the CTA of
+ * read from ck_s. A first launch of fwd_kernel in MODE_CKPT has the unit of
  * each checkpoint walk the state-only steps of the segment before it (from
  * c - kseg, or from its document's first chunk) and store the state at its end
  * and the segment's decay (ck_a, -1 when the document began inside the
@@ -77,10 +78,15 @@
  * mask, split, store), as the unit of value block 0 saw them; 0 for sub-tiles
  * not visited. The preprocessing writes the classes (the same for every head)
  * and zeroes the cycles; in the forward, lane 0 of the scoring warp adds each
- * block's cycles to its sub-tile with a reduction (RED, nothing waits for it),
+ * block's cycles to its sub-tile with a reduction (RED: no result awaited),
  * so the record adds no shared memory, no barrier and no round trip to a step.
  * The P V products of a block are issued by every warp, interleaved, and are
  * not timed.
+ *
+ * MODE_STATES (the kernel built with STATES): the two-pass path's first pass
+ * (fm_linrnn_wg.cuh): the same walks with no score, inter or intra phase and no
+ * Q copies, storing S_in of every live chunk (params.sin) before its state
+ * phase; under SKIP it walks only the items with state work (items_state).
  *
  * FM_LINRNN_SIM: compiled by a host C++ compiler against fm_linrnn_sim.h (a host
  * emulation of the primitives below), for development without a GPU. */
@@ -120,8 +126,10 @@ enum : int32_t { VAR_SKIP = 0, VAR_CAUSAL = 1, VAR_NOSKIP = 2 };
 enum : int32_t { FLAG_ITEM_START = 1, FLAG_PRELUDE = 2, FLAG_LIVE = 4, FLAG_CKPT = 8 };
 /* In a unit descriptor only (items_kernel): the checkpoint's document began before its segment. */
 enum : int32_t { FLAG_DEP = 16 };
-/* What a launch of fwd_kernel does (params.mode). */
-enum : int32_t { MODE_MAIN = 0, MODE_CKPT = 1 };
+/* What a launch of fwd_kernel does (params.mode). MODE_STATES: the two-pass
+ * path's first pass (fm_linrnn_wg.cuh): the items' walks with no outputs,
+ * storing the state entering each live chunk in sin. */
+enum : int32_t { MODE_MAIN = 0, MODE_CKPT = 1, MODE_STATES = 2 };
 constexpr float G_FLOOR = -64.f; /* g below it counts as it: exp(-64) ~ 1.6e-28 */
 constexpr float LOG2E = 1.4426950408889634f;
 constexpr int CLS_STRIDE = 64; /* bytes of sub-tile classes per chunk: (C/c)^2 <= 64 */
@@ -150,10 +158,13 @@ struct params {
   uint8_t *tclass;
   float *ck_s; /* (nchunks / kseg + 1, H, dk, dv) fp32 checkpoint states, kseg > 0 only */
   float *ck_a; /* (nchunks / kseg + 1, H) the decay across each checkpoint's segment, -1: none */
+  float *sin; /* (nchunks, H, dk, dv) fp32: the state entering each live chunk (two-pass path only) */
   /* (nchunks, 4) the descriptors of the chunks that start items / are checkpoints, in
    * chunk order: {ch0, first chunk walked, flags of ch0 | FLAG_DEP, flags of first + 1} */
   int32_t *items_main, *items_ckpt;
-  int32_t *nitems;                  /* (2) their counts (items_kernel) */
+  /* (nchunks, 4) the items with state work (MODE_STATES under SKIP: a live chunk or final states) */
+  int32_t *items_state;
+  int32_t *nitems; /* (3) the counts of the three lists (items_kernel) */
 };
 
 /* ------------------------------------------------------------ primitives */
@@ -206,7 +217,7 @@ FMLR_DEV uint32_t ballot(bool v) { return __ballot_sync(0xffffffffu, v); }
 FMLR_DEV int popc(uint32_t x) { return __popc(x); }
 FMLR_DEV int ctz64(uint64_t m) { return __ffsll((long long)m) - 1; }
 FMLR_DEV long long clk() { return clock64(); }
-/* a fire-and-forget reduction (RED.E.ADD.64: no result, nothing waits for it) */
+/* a reduction with no result (RED.E.ADD.64): nothing awaits it, but the warp waits for the memory unit to accept it */
 FMLR_DEV void red_add(int64_t *a, long long v) {
   atomicAdd(reinterpret_cast<unsigned long long *>(a), (unsigned long long)v);
 }
@@ -338,7 +349,6 @@ constexpr int prep_smem(int C) { return 4 * C + 8 * (int)sizeof(fm_tile_bounds);
  * NTRI lower-triangle 16 x 16 blocks). */
 template <int DK, int C, int NW> struct cfg {
   static constexpr int NT = NW * 32, DVB = NW * 16, N16 = C / 16, NTRI = N16 * (N16 + 1) / 2;
-  static constexpr int MB = (N16 * N16 + NW - 1) / NW; /* the most blocks a warp scores in a step */
   static constexpr int VST = C == 64 ? 2 : 1; /* V double-buffered where it fits */
   static constexpr int MINB = C == 64 ? 2 : 1; /* CTAs per SM (__launch_bounds__) */
   static constexpr int QB = C * DK * 2;
@@ -490,62 +500,22 @@ FMLR_DEV void score_block(const params &p, const step &s, int bi, int bj, bool m
   }
 }
 
-/* Where the instrumented build's reductions are issued (FMLR_REC_DEFER, a
- * measurement knob): 1 (default), deferred at C 64 and in the score loop at
- * C 128; 0, in the score loop everywhere (a4b842a); 2, deferred everywhere.
- * Deferred: lane 0 of the scoring warp keeps each block's (sub-tile, cycles)
- * in registers and issues the step's reductions, straight-line, at the top of
- * the next step (after the unit switch, before the next stage's copies) and
- * after the last step; in the score loop, each reduction is issued right after
- * its block, into a global-memory queue that the next stage's copies, issued
- * just before the score phase, have filled (kernels/PERF_NOTES.md, linear RNN,
- * tenth session). Not deferred where a warp may score more than 10 blocks a
- * step (C 128 with 4 warps: the sub-tiles' 6-bit indices fill 64 bits). */
-#ifndef FMLR_REC_DEFER
-#define FMLR_REC_DEFER 1
-#endif
-template <int C, int NW> struct rec_defer {
-  static constexpr bool on =
-      (FMLR_REC_DEFER == 2 || (FMLR_REC_DEFER == 1 && C == 64)) && ((C / 16) * (C / 16) + NW - 1) / NW <= 10;
-};
-
-/* A warp's deferred record of one step: at most MB blocks (a warp scores at
- * most ceil(N16^2 / NW) of them: every block under NOSKIP), their sub-tiles
- * 6 bits each in tl (the newest in the low bits), their cycles in sp (the
- * newest in sp[0]); zero past the n entries. */
-template <int MB> struct blkrec {
-  static_assert(6 * MB <= 64, "sub-tiles packed in 64 bits");
-  int64_t *cyc; /* the step's (head, chunk) cycles */
-  long long sp[MB];
-  uint64_t tl;
-  int n;
-};
-template <int MB> FMLR_DEV void rec_flush(blkrec<MB> &r) {
-  if (r.n) /* lane 0 of a warp that scored blocks of a value-block-0 unit: MB reductions, no branch
-              between them; the entries past n hold 0 cycles (for sub-tile 0), which adds nothing */
-#pragma unroll
-    for (int j = 0; j < MB; j++) red_add(r.cyc + (int)((r.tl >> (6 * j)) & 63), r.sp[j]);
-  r.n = 0;
-  r.tl = 0;
-#pragma unroll
-  for (int j = 0; j < MB; j++) r.sp[j] = 0;
-}
-
 /* The score phase: the visited blocks, in row-major order, dealt round-robin
  * to the warps. Instrumented (INSTR, the unit of value block 0): lane 0 of the
  * scoring warp adds the block's clock64 cycles to its sub-tile's tile_cycles
- * (zeroed by the preprocessing) with a reduction that nothing waits for, here
- * or deferred into rc (rec_defer); the sum over a sub-tile's blocks is an
- * integer sum, the same in any order. */
-template <int DK, int C, int NW, bool INSTR, int MB>
-FMLR_DEV void score_phase(const params &p, const step &s, unsigned char *sm, uint32_t sb, blkrec<MB> &rc) {
+ * (zeroed by the preprocessing) with a reduction right after the block: no
+ * result is awaited, though the warp waits for the memory unit to accept the
+ * REDG (kernels/PERF_NOTES.md, linear RNN, tenth session; deferring the
+ * reductions to the next step measured dearer, 402722d). The sum over a
+ * sub-tile's blocks is an integer sum, the same in any order. */
+template <int DK, int C, int NW, bool INSTR>
+FMLR_DEV void score_phase(const params &p, const step &s, unsigned char *sm, uint32_t sb) {
   using K = cfg<DK, C, NW>;
   const int warp = threadIdx.x >> 5;
   const uint8_t *cls = sm + s.st * K::STAGE + K::M_CLS;
   const int sl = p.c == 16 ? 0 : p.c == 32 ? 1 : 2, n = C / p.c;
   const bool rec = INSTR && s.dvb == 0 && (threadIdx.x & 31) == 0;
   int64_t *cyc = INSTR ? p.tile_cycles + ((int64_t)s.h * p.nchunks + s.ch) * (n * n) : nullptr;
-  if (INSTR && rec_defer<C, NW>::on) rc.cyc = cyc;
   int k = 0;
   for (uint64_t m = s.vis; m; m &= m - 1, k++) {
     if (k % NW != warp) continue;
@@ -554,13 +524,7 @@ FMLR_DEV void score_phase(const params &p, const step &s, unsigned char *sm, uin
     score_block<DK, C, NW>(p, s, bi, bj, cls[tile] != FM_TILE_UNMASKED, sm, sb);
     if (rec) {
       const long long t1 = clk();
-      if (rec_defer<C, NW>::on) {
-#pragma unroll
-        for (int j = MB - 1; j > 0; j--) rc.sp[j] = rc.sp[j - 1];
-        rc.sp[0] = t1 - t0;
-        rc.tl = rc.tl << 6 | (uint64_t)tile;
-        rc.n++;
-      } else red_add(cyc + tile, t1 - t0);
+      red_add(cyc + tile, t1 - t0);
     }
   }
 }
@@ -790,7 +754,16 @@ struct unit {
  * heads, then value blocks): one 16-byte load of the descriptor that
  * items_kernel wrote, no dependent load (it is issued a unit ahead, but for
  * single-chunk items it is consumed by the next step's copies right away). */
-FMLR_DEV unit fetch_unit(const params &p, int w, int nunits) {
+/* The unit list a launch walks (0 items, 1 checkpoints, 2 the items with state
+ * work). STATES (the kernel built for MODE_STATES): under CAUSAL and NOSKIP
+ * every item (their state phases run in every chunk), under SKIP only those
+ * with state work; otherwise params.mode's list. */
+template <bool STATES> FMLR_DEV int list_of(const params &p) {
+  if (STATES) return p.variant == VAR_SKIP ? 2 : 0;
+  return p.mode;
+}
+
+template <bool STATES> FMLR_DEV unit fetch_unit(const params &p, int w, int nunits) {
   unit u = {};
   u.w = w;
   u.valid = w < nunits;
@@ -798,11 +771,13 @@ FMLR_DEV unit fetch_unit(const params &p, int w, int nunits) {
   const int per = p.H * p.ndvb, r = w % per;
   u.h = r / p.ndvb;
   u.dvb = r % p.ndvb;
-  const desc4 d = ld_desc((p.mode == MODE_CKPT ? p.items_ckpt : p.items_main) + 4 * (int64_t)(w / per));
+  const int32_t *list = STATES ? (list_of<true>(p) == 2 ? p.items_state : p.items_main)
+                               : p.mode == MODE_CKPT ? p.items_ckpt : p.items_main;
+  const desc4 d = ld_desc(list + 4 * (int64_t)(w / per));
   u.ch0 = d.x;
   u.first = d.y;
   u.fl1 = d.w;
-  u.loaded = p.mode == MODE_MAIN && (d.z & FLAG_CKPT);
+  u.loaded = (STATES || p.mode == MODE_MAIN) && (d.z & FLAG_CKPT);
   u.dep = (d.z & FLAG_DEP) != 0;
   return u;
 }
@@ -838,19 +813,20 @@ template <int DK, int C, int NW> FMLR_DEV void rot_v(const params &p, const step
  * build's cycles), inter, intra (full steps), state; VROT: the next step's V copies as soon as Q
  * is dead (after the score phase's barrier when no inter term runs, else after
  * a barrier behind the intra term). */
-template <int DK, int C, int NW, bool INSTR, int MB>
+template <int DK, int C, int NW, bool INSTR, bool STATES>
 FMLR_DEV void chunk_step(const params &p, step &s, float (&st)[DK / 8][4], unsigned char *sm, uint32_t sb,
-                         const vnext &vn, blkrec<MB> &rc) {
+                         const vnext &vn) {
   using K = cfg<DK, C, NW>;
   const unsigned char *stage = sm + s.st * K::STAGE;
-  if (s.full) {
+  const bool outs = s.full && !STATES; /* the step computes outputs */
+  if (outs) {
     s.vis = visit_mask<C>(p, stage + K::M_CLS);
-    score_phase<DK, C, NW, INSTR>(p, s, sm, sb, rc);
+    score_phase<DK, C, NW, INSTR>(p, s, sm, sb);
   }
   if (K::VST == 1) cp_wait<1>();
   bar();
   int nlive = 0; /* row blocks of the inter term (uniform over the CTA) */
-  if (s.full) {
+  if (outs) {
     nlive = K::N16;
     if (p.variant == VAR_SKIP) {
       const int ef = min(reinterpret_cast<const int32_t *>(stage + K::M_DE)[0], s.c1) - s.c0;
@@ -858,7 +834,7 @@ FMLR_DEV void chunk_step(const params &p, step &s, float (&st)[DK / 8][4], unsig
     }
   }
   if (K::VROT && nlive == 0) rot_v<DK, C, NW>(p, s, vn, sb);
-  if (s.full) {
+  if (outs) {
     float o[K::N16][2][4];
     inter_phase<DK, C, NW>(p, s, st, o, nlive, sm, sb);
     intra_phase<DK, C, NW>(p, s, o, sm, sb);
@@ -867,6 +843,8 @@ FMLR_DEV void chunk_step(const params &p, step &s, float (&st)[DK / 8][4], unsig
     bar();
     rot_v<DK, C, NW>(p, s, vn, sb);
   }
+  if (STATES && s.full && s.live_in) /* S_in of the chunk, for the output pass (fp32: measured dearer split) */
+    state_io<DK, NW>(p, p.sin + ((int64_t)s.ch * p.H + s.h) * DK * p.dv, s.dvb, st, false);
   state_phase<DK, C, NW>(p, s, st, sm, sb);
 }
 
@@ -878,18 +856,19 @@ FMLR_DEV void chunk_step(const params &p, step &s, float (&st)[DK / 8][4], unsig
  * or from a checkpoint's state). MODE_CKPT: the units are the checkpoints; each
  * walks the segment before its chunk and stores the state at its end and, when
  * the document began before the segment, the segment's decay. */
-template <int DK, int C, int NW, bool INSTR>
+template <int DK, int C, int NW, bool INSTR, bool STATES>
 FMLR_KERNEL void FMLR_BOUNDS((cfg<DK, C, NW>::NT), (cfg<DK, C, NW>::MINB)) fwd_kernel(const params p) {
   using K = cfg<DK, C, NW>;
   FMLR_SMEM(sm);
   const uint32_t sb = smem_addr(sm);
-  const int nunits = p.nitems[p.mode] * p.H * p.ndvb;
-  unit cur = fetch_unit(p, (int)blockIdx.x, nunits);
+  const int nunits = p.nitems[list_of<STATES>(p)] * p.H * p.ndvb;
+  constexpr bool outs = !STATES; /* Q is copied only for steps with outputs */
+  unit cur = fetch_unit<STATES>(p, (int)blockIdx.x, nunits);
   if (!cur.valid) return;
-  unit nxt = fetch_unit(p, cur.w + (int)gridDim.x, nunits);
+  unit nxt = fetch_unit<STATES>(p, cur.w + (int)gridDim.x, nunits);
   float st[DK / 8][4]; /* S^T of the warp's 16 value columns (fp32) */
   begin_unit<DK, NW>(p, cur, st);
-  issue_stage<DK, C, NW>(p, cur.first, cur.h, cur.first >= cur.ch0, 0, sb, sb);
+  issue_stage<DK, C, NW>(p, cur.first, cur.h, outs && cur.first >= cur.ch0, 0, sb, sb);
   if (K::VST == 2) issue_v<DK, C, NW>(p, cur.first, cur.h, cur.dvb, sb + K::V_OFF);
   cp_commit();
   if (K::VROT) { /* V of step 0 in slot 2, its own group */
@@ -901,14 +880,7 @@ FMLR_KERNEL void FMLR_BOUNDS((cfg<DK, C, NW>::NT), (cfg<DK, C, NW>::MINB)) fwd_k
   int32_t fl1 = cur.fl1; /* the flags of chunk s.ch + 1 */
   step s;
   s.ch = cur.first;
-  blkrec<rec_defer<C, NW>::on ? K::MB : 1> rc; /* the instrumented build's deferred record (rec_defer) */
-  rc.n = 0;
-  rc.tl = 0;
-#pragma unroll
-  for (int j = 0; j < (rec_defer<C, NW>::on ? K::MB : 1); j++) rc.sp[j] = 0;
   for (int n = 0;; n++) {
-    /* the previous step's reductions (deferred record): before this step's copies */
-    if (INSTR && rec_defer<C, NW>::on) rec_flush(rc);
     s.h = cur.h;
     s.dvb = cur.dvb;
     s.st = n & 1;
@@ -920,7 +892,7 @@ FMLR_KERNEL void FMLR_BOUNDS((cfg<DK, C, NW>::NT), (cfg<DK, C, NW>::MINB)) fwd_k
     s.full = s.ch >= cur.ch0;
     /* the next chunk continues this unit's state; `more`: the unit steps on to it */
     s.has_next = s.ch < cur.ch0 || (s.ch + 1 < p.nchunks && !(fl1 & FLAG_ITEM_START));
-    const bool more = s.has_next && !(p.mode == MODE_CKPT && s.ch + 1 == cur.ch0);
+    const bool more = s.has_next && !(!STATES && p.mode == MODE_CKPT && s.ch + 1 == cur.ch0);
     if (K::VST == 1 && !K::VROT) {
       issue_v<DK, C, NW>(p, s.ch, cur.h, cur.dvb, sb + K::V_OFF);
       cp_commit();
@@ -929,7 +901,7 @@ FMLR_KERNEL void FMLR_BOUNDS((cfg<DK, C, NW>::NT), (cfg<DK, C, NW>::MINB)) fwd_k
     const vnext vn = {more || nxt.valid, more ? s.ch + 1 : nxt.first, more ? cur.h : nxt.h, more ? cur.dvb : nxt.dvb};
     if (vn.any) {
       const uint32_t qdst = sb + (K::VROT ? slot_off<K>(r3n) : (s.st ^ 1) * K::STAGE);
-      issue_stage<DK, C, NW>(p, vn.ch, vn.h, vn.ch >= (more ? cur.ch0 : nxt.ch0), s.st ^ 1, qdst, sb);
+      issue_stage<DK, C, NW>(p, vn.ch, vn.h, outs && vn.ch >= (more ? cur.ch0 : nxt.ch0), s.st ^ 1, qdst, sb);
       if (K::VST == 2) issue_v<DK, C, NW>(p, vn.ch, vn.h, vn.dvb, sb + K::V_OFF + (s.st ^ 1) * K::VB);
     }
     cp_commit();
@@ -939,10 +911,10 @@ FMLR_KERNEL void FMLR_BOUNDS((cfg<DK, C, NW>::NT), (cfg<DK, C, NW>::MINB)) fwd_k
     const unsigned char *stage = sm + s.st * K::STAGE;
     s.live_in = reinterpret_cast<const int32_t *>(stage + K::M_DS)[0] < s.c0 && (s.ch > cur.first || cur.loaded);
     fl1 = reinterpret_cast<const int32_t *>(stage + K::M_FL)[0]; /* chunk ch + 2: the next step's next */
-    chunk_step<DK, C, NW, INSTR>(p, s, st, sm, sb, vn, rc);
+    chunk_step<DK, C, NW, INSTR, STATES>(p, s, st, sm, sb, vn);
     la2 += reinterpret_cast<const float *>(stage + K::M_PRE)[K::N16 - 1] +
            reinterpret_cast<const float *>(stage + K::M_LP)[C - 1];
-    if (!more && p.mode == MODE_CKPT) {
+    if (!STATES && !more && p.mode == MODE_CKPT) {
       state_io<DK, NW>(p, ckpt_at<DK>(p, cur), cur.dvb, st, false);
       if (cur.dvb == 0 && threadIdx.x == 0)
         p.ck_a[(int64_t)(cur.ch0 / p.kseg) * p.H + cur.h] = cur.dep ? ex2(la2) : -1.f;
@@ -955,13 +927,12 @@ FMLR_KERNEL void FMLR_BOUNDS((cfg<DK, C, NW>::NT), (cfg<DK, C, NW>::MINB)) fwd_k
     }
     if (!nxt.valid) break;
     cur = nxt;
-    nxt = fetch_unit(p, cur.w + (int)gridDim.x, nunits);
+    nxt = fetch_unit<STATES>(p, cur.w + (int)gridDim.x, nunits);
     begin_unit<DK, NW>(p, cur, st);
     la2 = 0.f;
     fl1 = cur.fl1;
     s.ch = cur.first;
   }
-  if (INSTR && rec_defer<C, NW>::on) rec_flush(rc);
   cp_wait<0>();
 }
 
@@ -981,40 +952,46 @@ FMLR_DEV void write_desc(const params &p, int m, int c, int32_t f, int32_t *d) {
   d[0] = c, d[1] = first, d[2] = f0, d[3] = fl1;
 }
 
-/* The compact lists of the items (MODE_MAIN) and of the checkpoints
- * (MODE_CKPT), chunks in order, as unit descriptors (write_desc), and their
- * counts (nitems). One block of 1024 threads, 1024 chunks a round: ballots,
- * then the warps' counts in shared memory. */
+/* The compact lists of the items (MODE_MAIN), of the checkpoints (MODE_CKPT)
+ * and of the items with state work (MODE_STATES under SKIP: the item walks a
+ * live chunk, i.e. it starts with a prelude or at a checkpoint or goes on to
+ * the next chunk, or final states are asked for), chunks in order, as unit
+ * descriptors (write_desc), and their counts (nitems). One block of 1024
+ * threads, 1024 chunks a round: ballots, then the warps' counts in shared
+ * memory. */
 static FMLR_KERNEL void FMLR_BOUNDS(1024, 1) items_kernel(const params p) {
   FMLR_SMEM(sm);
-  int32_t *cnt = reinterpret_cast<int32_t *>(sm); /* (2, 32) */
+  int32_t *cnt = reinterpret_cast<int32_t *>(sm); /* (3, 32) */
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  int base[2] = {0, 0};
+  int base[3] = {0, 0, 0};
   for (int c0 = 0; c0 < p.nchunks; c0 += 1024) {
     const int c = c0 + tid;
     const int32_t f = c < p.nchunks ? p.flags[c] : 0;
-    const bool want[2] = {(f & FLAG_ITEM_START) != 0, (f & FLAG_CKPT) != 0};
-    uint32_t bal[2];
+    const bool goes_on = c + 1 < p.nchunks && !(p.flags[c + 1] & FLAG_ITEM_START);
+    const bool state_work = (f & (FLAG_PRELUDE | FLAG_CKPT)) || goes_on || p.final_state;
+    const bool want[3] = {(f & FLAG_ITEM_START) != 0, (f & FLAG_CKPT) != 0, (f & FLAG_ITEM_START) && state_work};
+    uint32_t bal[3];
 #pragma unroll
-    for (int m = 0; m < 2; m++) {
+    for (int m = 0; m < 3; m++) {
       bal[m] = ballot(want[m]);
       if (lane == 0) cnt[m * 32 + warp] = popc(bal[m]);
     }
     bar();
 #pragma unroll /* want, bal, base in registers (a loop over m put them in local memory) */
-    for (int m = 0; m < 2; m++) {
+    for (int m = 0; m < 3; m++) {
       int off = base[m], tot = 0;
       for (int w = 0; w < 32; w++) {
         off += w < warp ? cnt[m * 32 + w] : 0;
         tot += cnt[m * 32 + w];
       }
       const int at = off + popc(bal[m] & ((1u << lane) - 1u));
-      if (want[m]) write_desc(p, m, c, f, (m ? p.items_ckpt : p.items_main) + 4 * at);
+      int32_t *list = m == 0 ? p.items_main : m == 1 ? p.items_ckpt : p.items_state;
+      if (want[m]) write_desc(p, m == 1 ? 1 : 0, c, f, list + 4 * at);
       base[m] += tot;
     }
     bar();
   }
-  if (tid == 0) p.nitems[0] = base[0], p.nitems[1] = base[1];
+  if (tid == 0) p.nitems[0] = base[0], p.nitems[1] = base[1], p.nitems[2] = base[2];
 }
 
 /* The checkpoints' scan (after MODE_CKPT, before MODE_MAIN): in chunk order,

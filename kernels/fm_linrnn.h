@@ -38,13 +38,25 @@
  *   NOSKIP  CAUSAL and the sub-tiles above the diagonal too (the baseline).
  * All three give bit-identical outputs and final states (a skipped product
  * adds exact zeros). Sub-tiles wider than 16 are computed whole, in 16 x 16
- * blocks. One CTA carries a document's state through its chunks in
- * registers, so a document of n chunks is n chunk steps of one CTA in
- * sequence, unless the documents are long (8 chunks or more on average) and
- * too few to fill the GPU (under 512 (document, head, value block) walks):
- * then a state-only pass computes the state every kseg chunks and a scan
- * chains them, so that about 1024 CTAs share the walk. The choice depends on
+ * blocks. One unit (document or checkpoint segment, head, value block) carries
+ * the state through its chunks in registers, so a document of n chunks is n
+ * chunk steps of one CTA in sequence, unless the documents are long (8 chunks
+ * or more on average) and too few to fill the GPU (under 512 (document, head,
+ * value block) walks): then a state-only pass computes the state every kseg
+ * chunks and a scan chains them, so that about 1024 units share the walk
+ * (taken in turn by a persistent grid of the CTAs that fit). The choice depends on
  * the shape alone; every variant takes the same.
+ *
+ * The two-pass path (chunk 128, sub-chunk 64, dk 128, documents of at most 128
+ * tokens on average, its states within 4 GiB; again a function of the shape):
+ * the walk above runs without outputs and stores the state entering every live
+ * chunk (fp32, nchunks x H x dk x dv in the workspace), then one CTA per
+ * (chunk, head, 64 value columns) computes the chunk's outputs with wgmma
+ * (kernels/fm_linrnn_wg.cuh), no chunk waiting for another. Its sub-tiles are
+ * the 64 x 64 of c = 64, visited and skipped by the same rule; its products are
+ * split the same way, so the same error bound holds, but its bits differ from
+ * the fused kernel's (every variant of one shape takes the same path, so skip
+ * == causal == noskip holds on it too).
  *
  * Numerics: fp32 accumulation; every tensor-core product has one operand
  * exact in bf16 (q, k, v) and the other (P, the state, the decay-weighted v)
@@ -70,9 +82,10 @@
  *   tile_cycles (H, nchunks, C/c, C/c) int64 (instrumented only): clock64
  *               cycles spent scoring the sub-tile (Q K^T, decay, mask, the
  *               split and store of P), summed over its 16 x 16 blocks, as seen
- *               by the CTA of the first 16 value columns; 0 exactly for
- *               sub-tiles the variant does not visit (its P V products are
- *               issued by every warp, interleaved, and are not timed)
+ *               by the unit of the first 16 value columns (two-pass path: by
+ *               warp 0 of the sub-tile's row band in the CTA of the first 64
+ *               value columns); 0 exactly for sub-tiles the variant does not
+ *               visit (its P V products are not timed)
  * nchunks = ceil(T / C); T need not be a multiple of C. Head dims: dk 64 or
  * 128, dv 64, 128 or 256; chunk C 64 or 128 (256 is not built: its tiles do
  * not fit the shared memory of one CTA); sub-chunk c in {16, 32, 64}, c <= C
@@ -83,7 +96,8 @@
  * Workspace: stream-ordered, allocated and freed on `stream` (its size:
  * fm_linrnn_workspace_bytes, O(T H): per token its document and the in-block
  * decay sums, per chunk its sub-tile classes and flags; with checkpoints one
- * dk x dv fp32 state per checkpoint and head, nchunks / kseg of them).
+ * dk x dv fp32 state per checkpoint and head, nchunks / kseg of them; on the
+ * two-pass path one dk x dv fp32 state per chunk and head).
  * Design, costs and measurements: kernels/PERF_NOTES.md, "Linear RNN".
  */
 #ifndef FM_LINRNN_H

@@ -7,7 +7,8 @@
  *   fm_linrnn_check --kseg K   one checkpoint spacing only (-1 the library's choice,
  *                              0 none, K chunks), instead of all three below
  *   fm_linrnn_check --bench    the timing table (kernels/PERF_NOTES.md, "Linear RNN");
- *                              --bench 64:32 64:64 ... only those (C, L) points
+ *                              --bench 64:32 128:64:64 128:d64:64 ... only those (C, L[, c]) points (c 16 by
+ *                              default; dL: log-normal lengths of mean L, sigma 1, at least 16, seeded)
  *
  * Each case draws bf16 q, k, v (seeded) and g by its mode, packs documents of
  * the case's lengths with cu_seqlens, runs the three variants and their
@@ -33,7 +34,7 @@
  *          cycles 0 exactly on the sub-tiles the variant skips (skip: MASKED;
  *          causal: above the diagonal; noskip: none)
  * The cases: every built (dk, dv, C, c) with log-normal, fixed-17 and single
- * documents (T 1000, g in [-0.5, 0]); three shapes with every layout (lengths 1,
+ * documents (T 1000, g in [-0.5, 0]); four shapes with every layout (lengths 1,
  * 2, 15, 16, 17, 64, 100, 2048, log-normal, one document) and every g mode
  * (in [-0.5, 0], 0, strongly negative with -inf); edges (T of 1, 17, 65, 129,
  * 130, 191, 383, 640 with lengths that end documents on chunk ends).
@@ -47,6 +48,7 @@
 #include <string.h>
 
 #include <algorithm>
+#include <random>
 #include <vector>
 
 #ifdef FM_LINRNN_SIM
@@ -113,7 +115,7 @@ static std::vector<int32_t> make_cu(const tcase &tc) {
 }
 
 /* The case list: every built shape on three layouts, then every layout and g
- * mode on three shapes. */
+ * mode on four shapes. */
 static std::vector<tcase> make_cases() {
   std::vector<tcase> v;
   const int dks[2] = {64, 128}, dvs[3] = {64, 128, 256}, Cs[2] = {64, 128}, cs[3] = {16, 32, 64};
@@ -132,9 +134,10 @@ static std::vector<tcase> make_cases() {
           v.push_back(x);
           ++seed;
         }
-  const int shapes[3][4] = {{128, 256, 64, 16}, {128, 256, 128, 16}, {64, 128, 128, 32}};
+  /* the fourth shape takes the two-pass path (fm_linrnn.h: C 128, c 64, dk 128) */
+  const int shapes[4][4] = {{128, 256, 64, 16}, {128, 256, 128, 16}, {64, 128, 128, 32}, {128, 256, 128, 64}};
   const int Ls[8] = {1, 2, 15, 16, 17, 64, 100, 2048};
-  for (int s = 0; s < 3; s++)
+  for (int s = 0; s < 4; s++)
     for (int gm = 0; gm < G_NMODES; gm++)
       for (int l = 0; l < 10; l++) {
         tcase x = {shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3], 1000, 2, DOCS_FIXED, 0, gm, ++seed};
@@ -400,10 +403,13 @@ static void same_bits(const result &a, const result &b, const char *what, verdic
 }
 
 /* Instrumented record of variant v: classes against the CPU's, cycles 0
- * exactly on the skipped sub-tiles. Emulated (FM_LINRNN_SIM): every block's
- * span is sim::CLOCK_STEP, so a visited sub-tile holds exactly that times its
- * (c/16)^2 blocks: each block counted once, by one unit. */
-static void check_record(const tcase &tc, int v, const result &r, const std::vector<uint8_t> &cpu, verdict &vd) {
+ * exactly on the skipped sub-tiles. Emulated (FM_LINRNN_SIM): every span is
+ * sim::CLOCK_STEP, so a visited sub-tile holds exactly that times its (c/16)^2
+ * 16 x 16 blocks on the fused kernel (each block counted once, by one unit) and
+ * that once on the two-pass path (two: one span a sub-tile). */
+static void check_record(const tcase &tc, int v, bool two, const result &r, const std::vector<uint8_t> &cpu,
+                         verdict &vd) {
+  (void)two; /* the emulated build's expectation only */
   const int n = tc.C / tc.c;
   const size_t per_head = cpu.size();
   size_t cls_bad = 0, cyc_bad = 0, first_cls = 0, first_cyc = 0;
@@ -413,7 +419,7 @@ static void check_record(const tcase &tc, int v, const result &r, const std::vec
     if (r.cls[x] != k && !cls_bad++) first_cls = x;
     const bool skipped = v == FM_LINRNN_SKIP ? k == FM_TILE_MASKED : v == FM_LINRNN_CAUSAL ? j > i : false;
 #ifdef FM_LINRNN_SIM
-    if (r.cyc[x] != (skipped ? 0 : sim::CLOCK_STEP * (tc.c / 16) * (tc.c / 16)))
+    if (r.cyc[x] != (skipped ? 0 : sim::CLOCK_STEP * (two ? 1 : (tc.c / 16) * (tc.c / 16))))
 #else
     if ((r.cyc[x] == 0) != skipped || r.cyc[x] < 0)
 #endif
@@ -438,7 +444,12 @@ static void check_record(const tcase &tc, int v, const result &r, const std::vec
 
 /* --kseg K: only checkpoint spacing K (-1 auto, 0 none); -2: all three. */
 static int g_kseg_only = -2;
-static std::vector<std::pair<int, int>> g_bench_only; /* --bench C:L ...: only these points (empty: all) */
+struct bench_point {
+  int C, L, c;
+  bool drawn; /* log-normal lengths of mean L (sigma 1, at least 16), else fixed */
+};
+static std::vector<bench_point> g_bench_only; /* --bench C:L[:c] ...: only these points, in order (empty: all) */
+static const int kBenchLens[7] = {16, 32, 64, 128, 256, 2048, 65536}; /* --bench's document lengths */
 
 static const char *docs_name(const tcase &tc, char *buf, size_t cap) {
   if (tc.docs == DOCS_ONE) snprintf(buf, cap, "one document");
@@ -492,7 +503,7 @@ static bool run_case(int idx, const tcase &tc) {
       same_bits(r[FM_LINRNN_SKIP], r[FM_LINRNN_CAUSAL], "skip and causal", vm);
       same_bits(r[FM_LINRNN_SKIP], r[FM_LINRNN_NOSKIP], "skip and noskip", vm);
       for (int v = 0; v < FM_LINRNN_NVARIANTS; v++) {
-        check_record(tc, v, ri[v], cpu, vm);
+        check_record(tc, v, fm_linrnn_two_pass(&pb), ri[v], cpu, vm);
         char what[64];
         snprintf(what, sizeof what, "%s instrumented and plain", fm_linrnn_variant_name((fm_linrnn_variant)v));
         same_bits(r[v], ri[v], what, vm);
@@ -540,10 +551,17 @@ static fm_status launch_one(void *user, void *stream, fm_err *err) {
 
 /* One (C, L) row group: each variant under the sustained protocol, then the
  * instrumented skip against the plain one, interleaved. */
-static int bench_one(fm_linrnn_problem pb, int L, cudaStream_t s, double nominal_flop) {
+static int bench_one(fm_linrnn_problem pb, int L, bool drawn, cudaStream_t s, double nominal_flop) {
   std::vector<int32_t> cu(1, 0);
-  while (cu.back() < pb.tokens) cu.push_back(std::min(pb.tokens, cu.back() + L));
+  std::mt19937_64 rng(1);
+  std::lognormal_distribution<double> lengths(log((double)L) - 0.5, 1.0); /* mean L */
+  while (cu.back() < pb.tokens) {
+    const int n = drawn ? std::max(16, (int)lround(lengths(rng))) : L;
+    cu.push_back(std::min(pb.tokens, cu.back() + n));
+  }
   pb.ndocs = (int)cu.size() - 1;
+  char lab[16];
+  snprintf(lab, sizeof lab, "%s%d", drawn ? "d" : "", L);
   CK(cudaMalloc((void **)&pb.cu_seqlens, cu.size() * 4));
   CK(cudaMemcpy((void *)pb.cu_seqlens, cu.data(), cu.size() * 4, cudaMemcpyHostToDevice));
   const fm_time_opts o = {.warmup = 2, .reps = 10, .warmup_min_ms = 1000, .flush_l2 = 1, .use_cupti = 1,
@@ -563,11 +581,12 @@ static int bench_one(fm_linrnn_problem pb, int L, cudaStream_t s, double nominal
     for (int i = 0; i < t.nkernels && kp < kern + 200; i++) {
       const char *n = t.kernels[i].name;
       const char *label = strstr(n, "prep_kernel") ? "prep" : strstr(n, "ckpt_scan") ? "scan"
-                          : strstr(n, "items_kernel") ? "items" : "fwd";
+                          : strstr(n, "items_kernel") ? "items" : strstr(n, "out_kernel") ? "out"
+                          : strstr(n, "st_kernel") ? "states" : "fwd";
       kp += snprintf(kp, 40, " %s %.3f", label, t.kernels[i].median_ms);
     }
-    printf("C %3d c %2d L %5d %-6s %9.3f ms %7.3f ns/token/head %7.1f TFLOP/s  %4.0f MHz  %3d launches (%s)%s%s\n",
-           pb.chunk, pb.sub, L, fm_linrnn_variant_name((fm_linrnn_variant)v), t.median_ms, ns,
+    printf("C %3d c %2d L %5s %-6s %9.3f ms %7.3f ns/token/head %7.1f TFLOP/s  %4.0f MHz  %3d launches (%s)%s%s\n",
+           pb.chunk, pb.sub, lab, fm_linrnn_variant_name((fm_linrnn_variant)v), t.median_ms, ns,
            nominal_flop / (t.median_ms * 1e-3) / 1e12, t.clock_mhz, t.reps, t.source, kern[0] ? "; kernels (ms):" : "",
            kern);
     fflush(stdout);
@@ -583,16 +602,17 @@ static int bench_one(fm_linrnn_problem pb, int L, cudaStream_t s, double nominal
     fprintf(stderr, "fm_linrnn_check: interleaved timing failed: %s\n", e.msg);
     return 1;
   }
-  printf("C %3d c %2d L %5d skip speed-up %.2fx over noskip, %.2fx over causal; instrumented skip %+.2f%% (%.3f vs "
+  printf("C %3d c %2d L %5s skip speed-up %.2fx over noskip, %.2fx over causal; instrumented skip %+.2f%% (%.3f vs "
          "%.3f ms, 20 interleaved rounds)\n",
-         pb.chunk, pb.sub, L, ms[FM_LINRNN_NOSKIP] / ms[FM_LINRNN_SKIP], ms[FM_LINRNN_CAUSAL] / ms[FM_LINRNN_SKIP],
+         pb.chunk, pb.sub, lab, ms[FM_LINRNN_NOSKIP] / ms[FM_LINRNN_SKIP], ms[FM_LINRNN_CAUSAL] / ms[FM_LINRNN_SKIP],
          100.0 * (ratio[1] - 1.0), ti[1].median_ms, ti[0].median_ms);
   CK(cudaFree((void *)pb.cu_seqlens));
   return 0;
 }
 
 /* The timing table: T 65536, H 16, dk 128, dv 256, C 64 and 128, c 16, fixed
- * document lengths; final states not written. */
+ * document lengths (or the points of --bench, with their c); final states not
+ * written. */
 static int bench() {
   const int T = 65536, H = 16, dk = 128, dv = 256;
   fm_gpu_props gp;
@@ -626,16 +646,15 @@ static int bench() {
          "nominal work T H (4 dk dv + 64 (dk + dv)) = %.3g FLOP; kernels: each kernel's median (CUPTI; prep + items: the classification), fwd "
          "over both of its launches where checkpoints run (the state-only pass and the forward)\n",
          T, H, dk, dv, nominal);
-  const int Ls[7] = {16, 32, 64, 128, 256, 2048, 65536};
+  std::vector<bench_point> pts = g_bench_only;
+  if (pts.empty())
+    for (int C = 64; C <= 128; C *= 2)
+      for (int L : kBenchLens) pts.push_back({C, L, 16, false});
   int bad = 0;
-  for (int C = 64; C <= 128 && !bad; C *= 2)
-    for (int l = 0; l < 7 && !bad; l++) {
-      bool want = g_bench_only.empty();
-      for (const auto &cl : g_bench_only) want |= cl.first == C && cl.second == Ls[l];
-      if (!want) continue;
-      pb.chunk = C, pb.sub = 16;
-      bad = bench_one(pb, Ls[l], s, nominal);
-    }
+  for (size_t i = 0; i < pts.size() && !bad; i++) {
+    pb.chunk = pts[i].C, pb.sub = pts[i].c;
+    bad = bench_one(pb, pts[i].L, pts[i].drawn, s, nominal);
+  }
   const void *bufs[7] = {pb.q, pb.k, pb.v, pb.o, pb.g, pb.tile_class, pb.tile_cycles};
   for (const void *x : bufs) CK(cudaFree((void *)x));
   CK(cudaStreamDestroy(s));
@@ -661,13 +680,28 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[i], "--quick")) quick = true;
     else if (!strcmp(argv[i], "--bench")) {
       do_bench = true;
-      int c, l; /* optional points C:L after --bench */
-      while (i + 1 < argc && sscanf(argv[i + 1], "%d:%d", &c, &l) == 2) g_bench_only.push_back({c, l}), i++;
+      /* optional points C:L[:c] after --bench: C 64 or 128, L one of the bench's lengths, c 16 (default), 32
+         or 64 with c <= C */
+      int c, l, sub;
+      char d;
+      while (i + 1 < argc && (sscanf(argv[i + 1], "%d:%d", &c, &l) == 2 ||
+                              (sscanf(argv[i + 1], "%d:%c%d", &c, &d, &l) == 3 && d == 'd'))) {
+        const bool drawn = strchr(argv[i + 1], 'd') != NULL;
+        if (sscanf(argv[i + 1], drawn ? "%*d:d%*d:%d" : "%*d:%*d:%d", &sub) != 1) sub = 16;
+        bool len_ok = false;
+        for (int k : kBenchLens) len_ok |= l == k;
+        if ((c != 64 && c != 128) || !len_ok || (sub != 16 && sub != 32 && sub != 64) || sub > c) {
+          fprintf(stderr, "fm_linrnn_check: --bench %s: C must be 64 or 128, L one of 16, 32, 64, 128, 256, "
+                          "2048, 65536 (dL: log-normal lengths of mean L) and c 16, 32 or 64 with c <= C\n", argv[i + 1]);
+          return 3;
+        }
+        g_bench_only.push_back({c, l, sub, drawn}), i++;
+      }
     }
     else if (!strcmp(argv[i], "--case") && i + 1 < argc) only = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--kseg") && i + 1 < argc) g_kseg_only = atoi(argv[++i]);
     else {
-      fprintf(stderr, "fm_linrnn_check: unknown argument '%s' (--quick, --case N, --kseg K, --bench [C:L ...])\n", argv[i]);
+      fprintf(stderr, "fm_linrnn_check: unknown argument '%s' (--quick, --case N, --kseg K, --bench [C:L[:c] ...])\n", argv[i]);
       return 3;
     }
   }

@@ -20,10 +20,10 @@ namespace fmlr {
  * the sms multiprocessors at once, or max_ctas when positive (the check's
  * small grids, so that a CTA walks several units), never more than the
  * largest unit count. */
-template <int DK, int C, int NW, bool INSTR>
+template <int DK, int C, int NW, bool INSTR, bool STATES = false>
 cudaError_t launch_fwd(const params &p, int sms, int max_ctas, cudaStream_t s) {
   using K = cfg<DK, C, NW>;
-  auto kernel = fwd_kernel<DK, C, NW, INSTR>;
+  auto kernel = fwd_kernel<DK, C, NW, INSTR, STATES>;
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, K::SMEM);
   if (e != cudaSuccess) return e;
   const int64_t most = (int64_t)p.nchunks * p.H * p.ndvb, fit = max_ctas > 0 ? max_ctas : (int64_t)sms * K::MINB;
@@ -44,6 +44,10 @@ cudaError_t launch_fwd_dk(const params &p, int nw, bool instr, int sms, int max_
 
 cudaError_t launch_fwd_dk64(const params &p, int nw, bool instr, int sms, int max_ctas, cudaStream_t s);
 cudaError_t launch_fwd_dk128(const params &p, int nw, bool instr, int sms, int max_ctas, cudaStream_t s);
+/* The two-pass path (dk 128, C 128; in fm_linrnn_hd128.cu): the
+ * state pass (fwd_kernel built for MODE_STATES) and the output kernel (fm_linrnn_wg.cuh). */
+cudaError_t launch_states_dk128(const params &p, int nw, int sms, int max_ctas, cudaStream_t s);
+cudaError_t launch_out_wg(const params &p, bool instr, cudaStream_t s);
 
 /* The preprocessing: grid (nchunks, H + 1), C threads; then the compact lists
  * of items and checkpoints (one block). */
@@ -55,7 +59,7 @@ inline cudaError_t launch_prep(const params &p, cudaStream_t s) {
   else FMLR_LAUNCH(k128, grid, 128, prep_smem(128), s, p);
   cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return e;
-  FMLR_LAUNCH(items_kernel, 1, 1024, 2 * 32 * 4, s, p);
+  FMLR_LAUNCH(items_kernel, 1, 1024, 3 * 32 * 4, s, p);
   return cudaGetLastError();
 }
 
@@ -67,6 +71,10 @@ inline cudaError_t launch_scan(const params &p, cudaStream_t s) {
 }
 
 }  // namespace fmlr
+
+/* Whether fm_linrnn_forward takes the two-pass path for p (fm_linrnn.h): for
+ * the check, whose emulated record depends on the path. */
+bool fm_linrnn_two_pass(const fm_linrnn_problem *p);
 
 /* fm_linrnn_forward with the checkpoint spacing chosen by the caller (kseg
  * chunks, 0 none, -1 the library's choice: fm_linrnn.cu, auto_kseg) and the

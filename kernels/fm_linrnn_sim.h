@@ -1,7 +1,9 @@
 /* fm_linrnn_sim.h — a host emulation of the CUDA pieces the linear-RNN kernel
  * uses, so that its real source (fm_linrnn.cuh, fm_linrnn.cu) and its check
- * (fm_linrnn_check.cu) run on a machine without a GPU (a development tool,
- * never built by CMake: kernels/PERF_NOTES.md, "Linear RNN", says how to run it).
+ * (fm_linrnn_check.cu) run on a machine without a GPU: tests/CMakeLists.txt builds
+ * it as fm_linrnn_emulated (kernels/sim/: the sources as C++ and this header in
+ * place of cuda_runtime.h) and `make test` runs three of its cases; every case:
+ * `fm_linrnn_emulated` with no argument (kernels/PERF_NOTES.md, "Linear RNN").
  *
  * Compiled with a host C++20 compiler and -DFM_LINRNN_SIM, in place of the CUDA
  * runtime: blocks run one after the other, each CUDA thread of a block is a
@@ -9,7 +11,8 @@
  * is a barrier of the block's fibers; the warp collectives (shuffles, ldmatrix,
  * mma.sync m16n8k16) exchange values through per-warp buffers behind a barrier
  * of the warp's 32 fibers, with the fragment layouts of the PTX ISA (mma m16n8k16 .bf16, ldmatrix .x4 with and
- * without .trans). cp.async copies are deferred to the wait that completes
+ * without .trans; wgmma m64n64k16 .bf16 from shared memory through 128-byte
+ * swizzled descriptors, or with A from registers). cp.async copies are deferred to the wait that completes
  * their group and poison their destination (0x7f bytes) when issued, so that a
  * read before the wait, or a copy issued while other threads still read the
  * buffer, shows up as wrong values. The runtime calls (cudaMalloc*,
@@ -26,7 +29,9 @@
  *
  * Not emulated: timing, the L2, real concurrency between blocks, the exact
  * rounding of the tensor cores' accumulation (here: exact products summed in
- * double, rounded once to float), ex2.approx (here exp2f). */
+ * double, rounded once to float), ex2.approx (here exp2f), wgmma's asynchrony
+ * (computed when issued: a write to its operands before the wait goes unseen)
+ * and the proxies (fence.proxy.async does nothing here). */
 #ifndef FM_LINRNN_SIM_H
 #define FM_LINRNN_SIM_H
 
@@ -41,6 +46,8 @@
 #include <csetjmp>
 #include <ucontext.h>
 #include <vector>
+
+#include "fm_wgmma_desc.h"
 
 /* ---- the runtime API subset, as malloc and memcpy ---- */
 typedef int cudaError_t;
@@ -230,6 +237,56 @@ inline void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1)
   }
 }
 
+/* ---- wgmma (sm_90a), for the two-pass path's output kernel (fm_linrnn_wg.cuh) ----
+ * Computed when issued (commit and wait do nothing): the kernel changes the
+ * operands' shared memory only after waiting, so issue time reads what the
+ * hardware would. Descriptors as fm_hopper.cuh builds them (128-byte swizzle:
+ * start address, leading and stride byte offsets); a byte's place is its
+ * linear offset with bits 4-6 XORed by bits 7-9, the swizzle of 1024-byte
+ * atoms. K-major (T 0): element (row r, k) at start + (r / 8) SBO + (r % 8) 128
+ * + 2 k; MN-major (T 1): element (k, column c) at start + (k / 8) SBO + (k % 8)
+ * 128 + (c / 64) LBO + 2 (c % 64). The accumulator layout is the PTX ISA's
+ * m64nNk16 D fragment (warp w of the warpgroup: rows 16 w + lane / 4 (+ 8),
+ * d[4 n + 2 h + e] column 8 n + 2 (lane % 4) + e); a register A fragment is
+ * mma.sync's m16n8k16 A of the warp's 16 rows. */
+inline float smem_bf16_sw128(uint32_t linear) {
+  const uint32_t at = linear ^ (((linear >> 7) & 7u) << 4);
+  uint16_t e;
+  std::memcpy(&e, smem() + at, 2);
+  return bf16_at((uint32_t)e, 0);
+}
+inline float wg_operand(uint64_t desc, bool mn_major, int k, int rc) {
+  const uint32_t start = (uint32_t)(desc & 0x3fff) << 4, lbo = (uint32_t)((desc >> 16) & 0x3fff) << 4,
+                 sbo = (uint32_t)((desc >> 32) & 0x3fff) << 4;
+  if (!mn_major) return smem_bf16_sw128(start + (uint32_t)(rc / 8) * sbo + (uint32_t)(rc % 8) * 128 + 2u * (uint32_t)k);
+  return smem_bf16_sw128(start + (uint32_t)(k / 8) * sbo + (uint32_t)(k % 8) * 128 + (uint32_t)(rc / 64) * lbo +
+                         2u * (uint32_t)(rc % 64));
+}
+/* d (64 x 64) (+)= A (64 x 16) B (16 x 64); a_of(m, k) gives A. */
+template <class AOf> inline void wgmma_n64(float (&d)[32], AOf a_of, uint64_t db, bool tb, bool accumulate) {
+  const int w = (int)((g_cur->tid.x >> 5) & 3), g = lane() / 4, c4 = lane() % 4;
+  for (int i = 0; i < 32; i++) {
+    const int n = i / 4, h = (i / 2) % 2, e = i % 2, m = 16 * w + g + 8 * h, col = 8 * n + 2 * c4 + e;
+    double acc = accumulate ? d[i] : 0.0;
+    for (int k = 0; k < 16; k++) acc += (double)a_of(m, k) * (double)(tb ? wg_operand(db, true, k, col) : wg_operand(db, false, k, col));
+    d[i] = (float)acc;
+  }
+}
+template <int TA, int TB> inline void wgmma_ss_n64(float (&d)[32], uint64_t da, uint64_t db, int accumulate) {
+  wgmma_n64(d, [&](int m, int k) { return TA ? wg_operand(da, true, k, m) : wg_operand(da, false, k, m); }, db, TB != 0,
+            accumulate != 0);
+}
+inline void wgmma_rs_n64(float (&d)[32], const uint32_t (&a)[4], uint64_t db) {
+  uint32_t all[32][4];
+  warp_exchange(a, sizeof a, [&](auto at) {
+    for (int l = 0; l < 32; l++) std::memcpy(all[l], at(l), sizeof a);
+  });
+  wgmma_n64(d, [&](int m, int k) {
+    const int r = m % 16, reg = (r >= 8) + 2 * (k >= 8), ln = (r % 8) * 4 + (k % 8) / 2;
+    return bf16_at(all[ln][reg], k % 2);
+  }, db, true, true);
+}
+
 /* cp.async: destination poisoned now, the copy done when its group completes. */
 inline void cp_async(uint32_t dst, const void *src, int bytes, int src_bytes) {
   std::memset(smem() + dst, 0x7f, (size_t)bytes);
@@ -349,6 +406,31 @@ inline void launch(dim3 grid, dim3 block, size_t smem_bytes, const std::function
 }
 
 }  // namespace sim
+
+/* The pieces of fm_hopper.cuh the output kernel uses: the wgmma above, the
+ * descriptors (fm_wgmma_desc.h, the kernels' own), fences and waits that order
+ * nothing here. */
+namespace fmh {
+template <int TA, int TB> inline void wgmma_ss_n64(float (&d)[32], uint64_t da, uint64_t db, int accumulate) {
+  sim::wgmma_ss_n64<TA, TB>(d, da, db, accumulate);
+}
+inline void wgmma_rs_n64(float (&d)[32], const uint32_t (&a)[4], uint64_t db) { sim::wgmma_rs_n64(d, a, db); }
+inline void wgmma_fence() {}
+inline void wgmma_commit() {}
+template <int N> inline void wgmma_wait() {}
+template <int R> inline void reg_fence(float (&)[R]) {}
+inline void fence_proxy_async() {}
+inline unsigned char *smem_aligned_1k(unsigned char *raw) { return raw; } /* offsets from 0: aligned */
+}  // namespace fmh
+
+struct float4 {
+  float x, y, z, w;
+};
+struct uint4 {
+  uint32_t x, y, z, w;
+};
+inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
+template <class T> inline T __ldg(const T *p) { return *p; }
 
 #define threadIdx (sim::g_cur->tid)
 #define blockIdx (sim::g_cur->bid)

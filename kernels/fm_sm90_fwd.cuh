@@ -356,12 +356,26 @@ __device__ __forceinline__ void mask_slices(float (&s)[NB * 4], const uint16_t *
   }
 }
 
+/* The apply of the R2P method: the three words' bits (fm90m_r2p_bit), a byte
+ * at a time, give -inf (one R2P per byte, one FSEL per element). */
+__device__ __forceinline__ void apply_r2p(float (&s)[64], const uint32_t (&acc)[FM90M_R2P_GROUPS]) {
+#pragma unroll
+  for (int j = 0; j < FM90M_R2P_GROUPS; j++)
+#pragma unroll
+    for (int b = 0; b < 4; b++) /* byte 2 e + hr */
+#pragma unroll
+      for (int k = 0; k < fm90m_r2p_len(j); k++) {
+        const int n = fm90m_r2p_first(j) + k, e = b >> 1, hr = b & 1, idx = 4 * n + 2 * hr + e;
+        s[idx] = (acc[j] & (1u << fm90m_r2p_bit(n, e, hr))) ? -INFINITY : s[idx];
+      }
+}
+
 /* The element mask of one S tile by the R2P method (fm_sm90_mask.h): the
  * producer's slices exactly as mask_slices reads them (`slices`: this warp's
  * 128 uint16, the same generic pointer), the thread's 16 words 4 n + c4
  * loaded one by one, gathered into three words whose bytes hold 6 (6, 4)
  * predicate bits each (r2p_thread_words; WORDS's preprocessing runs the same),
- * applied a byte at a time (apply_r2p_words; WORDS applies its loaded words
+ * applied a byte at a time (apply_r2p; WORDS applies its loaded words
  * with it): the tests of one byte's bits stand together, so that ptxas sets
  * their predicates with one R2P and the element needs one FSEL.
  *
@@ -388,24 +402,10 @@ __device__ __forceinline__ void r2p_thread_words(const uint16_t *slices, int g, 
   fm90m_r2p_words(w, g, acc);
 }
 
-/* The one apply loop of R2P and WORDS: element (n, e, hr) is -inf when its
- * bit (fm90m_r2p_bit) of its group's word is set. */
-__device__ __forceinline__ void apply_r2p_words(float (&s)[64], const uint32_t (&acc)[FM90M_R2P_GROUPS]) {
-#pragma unroll
-  for (int j = 0; j < FM90M_R2P_GROUPS; j++)
-#pragma unroll
-    for (int b = 0; b < 4; b++) /* byte 2 e + hr */
-#pragma unroll
-      for (int k = 0; k < fm90m_r2p_len(j); k++) {
-        const int n = fm90m_r2p_first(j) + k, e = b >> 1, hr = b & 1, idx = 4 * n + 2 * hr + e;
-        s[idx] = (acc[j] & (1u << fm90m_r2p_bit(n, e, hr))) ? -INFINITY : s[idx];
-      }
-}
-
 __device__ __forceinline__ void mask_r2p(float (&s)[64], const uint16_t *slices, int g, int c4) {
   uint32_t acc[FM90M_R2P_GROUPS];
   r2p_thread_words(slices, g, c4, acc);
-  apply_r2p_words(s, acc);
+  apply_r2p(s, acc);
 }
 
 /* The same from a dense uint8 mask in global memory (rows past Sq: visible;
@@ -575,8 +575,22 @@ __device__ __forceinline__ void load_words(const ctx<HD> &c, const slot &e, uint
   }
 }
 
+
+static_assert(FM_SM90_FWD_FLOOR >= 0 && FM_SM90_FWD_FLOOR <= 2, "FM_SM90_FWD_FLOOR is 0, 1 or 2");
+#if FM_SM90_FWD_FLOOR == 1
+/* The floor experiment's words: zero (nothing writes them), in constant memory
+ * so that neither compiler can fold them (ptxas folds a zero that inline asm
+ * moves into a register, and the apply with it). after_s moves each word with
+ * volatile inline asm on every tile, as mask_r2p builds its words: read
+ * directly, LLVM hoists the loads, groups the 64 bit tests apart from their
+ * selects, and ptxas makes them 64 LOP3 instead of 12 R2P. */
+static __constant__ uint32_t floor_words[FM90M_R2P_GROUPS];
+#endif
+
 /* After S of entry e is in registers: the element mask, then the release of K
- * (and of the vectors that travel with it). wd: WORDS's words of e (load_words). */
+ * (and of the vectors that travel with it). FM_SM90_FWD_FLOOR 1 and 2 (the
+ * floor experiment, fm_attn_dev.h) replace the R2P mask of a slices variant.
+ * wd: WORDS's words of e (load_words). */
 template <int HD, int VAR, int MASK>
 __device__ __forceinline__ void after_s(const ctx<HD> &c, const slot &e, float (&s)[64],
                                         const uint32_t (&wd)[FM90M_R2P_GROUPS]) {
@@ -585,12 +599,20 @@ __device__ __forceinline__ void after_s(const ctx<HD> &c, const slot &e, float (
     if (VAR == FM_VARIANT_DENSE)
       mask_dense<16>(s, c.dm, c.p->Sk, c.p->Sq, c.i_lo, e.tile * T::BC + 2 * c.c4);
     else if (MASK == FM_SM90_MASK_WORDS)
-      apply_r2p_words(s, wd);
-    else if (MASK == FM_SM90_MASK_R2P)
+      apply_r2p(s, wd);
+    else if (MASK == FM_SM90_MASK_R2P) {
+#if FM_SM90_FWD_FLOOR == 0
       mask_r2p(s, reinterpret_cast<const uint16_t *>(c.smem + T::OFF_VEC) +
                       (e.stg * T::MASK_WARPS + c.cw * 4 + c.warp) * T::BC,
                c.lane >> 2, c.c4);
-    else
+#elif FM_SM90_FWD_FLOOR == 1
+      uint32_t acc[FM90M_R2P_GROUPS]; /* the apply alone, on words of zero */
+#pragma unroll
+      for (int j = 0; j < FM90M_R2P_GROUPS; j++)
+        asm volatile("mov.b32 %0, %1;" : "=r"(acc[j]) : "r"(floor_words[j]));
+      apply_r2p(s, acc);
+#endif
+    } else
       mask_slices<16>(s, reinterpret_cast<const uint16_t *>(c.smem + T::OFF_VEC) +
                              (e.stg * T::MASK_WARPS + c.cw * 4 + c.warp) * T::BC,
                       c.lane >> 2, c.c4);

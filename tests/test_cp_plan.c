@@ -29,7 +29,6 @@
 #include "fm_tiles.h"
 #include "fm_timing.h"
 
-
 /* What the plan adds to every launch it prices as cp-run's event windows time
  * it (core/fm_cp_plan.h): 9 us a forward, 22 a backward. */
 static double window_us(int pass) {
@@ -37,6 +36,7 @@ static double window_us(int pass) {
   cr_assert_float_eq(FM_CP_WINDOW_US_BWD, 22.0, 0);
   return pass == FM_CP_FWD ? FM_CP_WINDOW_US_FWD : FM_CP_WINDOW_US_BWD;
 }
+
 static fm_colmask *family(const char *name, int64_t s, const char *param) {
   fm_colmask *m = fmt_family(name, s, param, 3);
   cr_assert_not_null(m, "%s", name);
@@ -649,6 +649,9 @@ Test(cp_plan, ring_extra_work_from_sizes_and_profile) {
                        ag->ms[FM_CP_BWD]);
     cr_assert_eq(rk->nsteps, 2);
     for (int i = 0; i < 2; i++) {
+      /* each step's launch: the rank's 16 row tiles (forward), the step's 16 key tiles (backward) */
+      cr_assert_eq(rk->steps[i].items[FM_CP_FWD], 16, "rank %d step %d", r, i);
+      cr_assert_eq(rk->steps[i].items[FM_CP_BWD], 16, "rank %d step %d", r, i);
       cr_assert_float_eq(rk->steps[i].ms[FM_CP_FWD] * 1e3, fwd_step[i], 1e-6, "rank %d step %d", r, i);
       cr_assert_float_eq(rk->steps[i].ms[FM_CP_BWD] * 1e3, bwd_step[i], 1e-6, "rank %d step %d", r, i);
     }

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """bench/partial_everywhere.py: the mask's every tile partial by fmsim analyze (forward and backward
-tiles), the --summary ratios worked out by hand, and a run without times refused in one line."""
+tiles), the --summary ratios worked out by hand (both passes, and a forward-only run), and a run
+without times refused in one line."""
 import json
 import math
 import os
@@ -61,7 +62,7 @@ class PartialEverywhere(unittest.TestCase):
                                ("full", 64, 16, 64, 0, 1024), ("full", 128, 16, 32, 0, 1024)])
         r = run("--summary", f"r2p={out}")   # the CPU run has no times: refused in one line
         self.assertEqual((r.returncode, len(r.stderr.strip().splitlines())), (1, 1), r.stderr)
-        self.assertIn("no fwd and bwd time", r.stderr)
+        self.assertIn("has no forward time", r.stderr)
 
     def test_summary_ratios(self):
         r1 = self.run_folder("r1", [self.case("file", 128, 1.2, 3.0), self.case("full", 128, 1.0, 3.0)])
@@ -73,6 +74,17 @@ class PartialEverywhere(unittest.TestCase):
         self.assertEqual(rows[("r2p", "fwd")]["rounds"], [1.2, 1.1])
         self.assertAlmostEqual(rows[("r2p", "fwd")]["geomean"], math.sqrt(1.2 * 1.1))
         self.assertAlmostEqual(rows[("r2p", "bwd")]["geomean"], math.sqrt(1.0 * 1.1))
+
+    def test_summary_forward_only(self):
+        """A run of the scenario with `pass: fwd` (no bwd times): forward rows only."""
+        fwd_only = [{"id": "file-128", "family": "file", "head_dim": 128, "kernels": [{"time_ms": 1.3}]},
+                    {"id": "full-128", "family": "full", "head_dim": 128, "kernels": [{"time_ms": 1.0}]}]
+        r1 = self.run_folder("f1", fwd_only)
+        out = os.path.join(self.d, "f.json")
+        r = run("--summary", f"fl1={r1}", "--json", out)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        rows = json.load(open(out))["rows"]
+        self.assertEqual([(x["method"], x["pass"], x["rounds"]) for x in rows], [("fl1", "fwd", [1.3])])
 
     def test_bad_inputs_are_refused(self):
         r1 = self.run_folder("only_full", [self.case("full", 128, 1.0, 1.0)])

@@ -1,0 +1,2 @@
+/* cuda_runtime.h for the emulated build (FM_LINRNN_SIM): the host emulation in its place. */
+#include "fm_linrnn_sim.h"

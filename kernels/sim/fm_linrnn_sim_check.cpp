@@ -1,0 +1,3 @@
+/* The emulated build of kernels/fm_linrnn_check.cu (FM_LINRNN_SIM, kernels/fm_linrnn_sim.h): the
+ * real source compiled as host C++ for the CPU check (tests/CMakeLists.txt, linrnn_emulated). */
+#include "fm_linrnn_check.cu"
