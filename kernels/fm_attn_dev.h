@@ -34,8 +34,9 @@ enum {
  * 1,2) and checks them against each other (fmsim verify, phases 3b, 7b). */
 /* FM_SM90_MASK_WORDS (a measurement prototype, forward only; PERF_NOTES, "R2P:
  * the precomputed words, built"): R2P's per-thread words precomputed per
- * partial tile by a preprocessing kernel into a global workspace and loaded by
- * the consumers, the same output bit for bit. Built for the forward's skip
+ * partial tile by a preprocessing kernel into a global workspace, copied into
+ * the K stage with K by the producer (which builds no slices) and read by the
+ * consumers from shared memory, the same output bit for bit. Built for the forward's skip
  * variant in the default mode (plain and instrumented); no public name
  * (fm_mask_method): this knob selects it (fm_kernel_bench --sm90-masks 2,3;
  * fmsim verify's phase 3b checks it), and so does FM_SM90_WORDS=1 in the

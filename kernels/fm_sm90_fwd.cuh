@@ -59,8 +59,9 @@
  * consumer thread turns the producer's bit slices into its elements' selects
  * (kernels/fm_sm90_mask.h): SLICES a bit test per element, R2P (the default)
  * per-thread words applied with R2P, WORDS (forward only, a prototype) R2P's
- * words precomputed per tile by words_kernel and loaded; the output is the
- * same bit for bit.
+ * words precomputed per tile by words_kernel, copied into the K stage with K
+ * (no slices built) and read from shared memory; the output is the same bit
+ * for bit.
  *
  * Rows with no visible key: max stays -inf, P = 0, l = 0: O = 0, LSE = -inf.
  * Design notes and measurements: kernels/PERF_NOTES.md.
@@ -110,6 +111,12 @@ template <int HD> struct traits {
   static constexpr int OFF_ITEM = OFF_BAR + 8 * NBARS; /* two slots, one per Q buffer */
   static constexpr int OFF_CLOCK = OFF_ITEM + 16;      /* INSTR: fmh::stage_clock's words */
   static constexpr int SMEM = OFF_CLOCK + fmh::stage_clock<STAGES>::BYTES + 1024; /* + alignment slack */
+  /* MASK WORDS only: each stage's words buffer (a tile's precomputed words,
+     copied with K), after everything else, so that the other methods' layout
+     and SMEM stay as they are; OFF_VEC is unused there */
+  static constexpr int WORDS_BYTES = FM90M_R2P_GROUPS * 4 * 128 * NCW; /* fm90m_words_tile_bytes */
+  static constexpr int OFF_WORDS = (OFF_CLOCK + fmh::stage_clock<STAGES>::BYTES + 127) / 128 * 128;
+  static constexpr int SMEM_WORDS = OFF_WORDS + STAGES * WORDS_BYTES + 1024;
 };
 static_assert(traits<128>::BR == FM_SM90_BR_HD128 && traits<128>::BC == FM_SM90_BC_HD128,
               "core/fm_kernel_traits.h must match the sm90 kernel (head dim 128)");
@@ -117,6 +124,11 @@ static_assert(traits<64>::BR == FM_SM90_BR_HD64 && traits<64>::BC == FM_SM90_BC_
               "core/fm_kernel_traits.h must match the sm90 kernel (head dim 64)");
 static_assert(traits<128>::SMEM <= 227 * 1024 && traits<64>::SMEM <= 227 * 1024,
               "one CTA per SM: at most 227 KiB of shared memory");
+static_assert(traits<128>::SMEM_WORDS <= 227 * 1024 && traits<64>::SMEM_WORDS <= 227 * 1024,
+              "MASK WORDS: one CTA per SM with the words buffers");
+static_assert(traits<128>::WORDS_BYTES % 16 == 0 && traits<64>::WORDS_BYTES % 16 == 0 &&
+                  traits<128>::OFF_WORDS % 16 == 0 && traits<64>::OFF_WORDS % 16 == 0,
+              "MASK WORDS: the bulk copy's size and destination are multiples of 16 bytes");
 static_assert(128 * (traits<64>::REG_PRODUCER + traits<64>::NCW * traits<64>::REG_CONSUMER) <= 65536 &&
                   128 * (traits<128>::REG_PRODUCER + traits<128>::NCW * traits<128>::REG_CONSUMER) <= 65536,
               "register budgets must fit the register file");
@@ -202,9 +214,11 @@ __device__ __forceinline__ void column_intervals(const fmd::attn_base &p, const 
  * warp w expands columns 32 w .. 32 w + 31 of its intervals into one 16-row
  * bit slice per consumer warp (fm_sm90 "mask slices": (8, BC) uint16, bit r of
  * slice [cw][j] = row 16 cw + r of the row tile, column j of the tile, masked;
- * the same layout for every MASK method). Every warp
+ * the same layout for every MASK method but WORDS). Every warp
  * arrives on the stage's K-full barrier once its slices are written (warp 0's
- * arrival carries the K bytes). */
+ * arrival carries the K bytes). WORDS builds no slices: warp 0 copies the
+ * tile's precomputed words (words_kernel) into the stage's words buffer with
+ * one bulk copy completing on K full beside K (load_k). */
 template <int HD, int VAR, bool INSTR, int MASK>
 __device__ __forceinline__ void producer(const params &p, unsigned char *smem, bars<HD> br) {
   using T = traits<HD>;
@@ -265,13 +279,31 @@ __device__ __forceinline__ void producer(const params &p, unsigned char *smem, b
       fmh::mbar_arrive_expect_tx(full, T::KV_BYTES);
       fmh::tma_load_rows(dst, map, full, T::DBLK, T::BC, hh, j, bb);
     };
+    /* K of the entry into stage s; WORDS: with a masked tile's words, one bulk
+       copy more on the same barrier (its bytes in the same expect_tx). */
+    auto load_k = [&](int s, int32_t tile, int32_t flags) {
+      uint64_t *full = br.k_full(s);
+      unsigned char *dst = smem + T::OFF_K + s * T::KV_BYTES;
+      if constexpr (MASK == FM_SM90_MASK_WORDS) {
+        if ((flags & (F_NEEDMASK | F_EMPTY)) == F_NEEDMASK) {
+          constexpr int CT = consumer_threads<HD>();
+          fmh::mbar_arrive_expect_tx(full, T::KV_BYTES + T::WORDS_BYTES);
+          fmh::tma_load_rows(dst, &p.tm_k, full, T::DBLK, T::BC, h, tile * T::BC, b);
+          fmh::bulk_load(smem + T::OFF_WORDS + s * T::WORDS_BYTES,
+                         p.words + fm90m_words_index(fm90m_words_tile(set, rt, tile, p.Tr, p.Tc), 0, 0, CT),
+                         T::WORDS_BYTES, full);
+          return;
+        }
+      }
+      load_kv(full, &p.tm_k, dst, flags, h, tile * T::BC, b);
+    };
     /* Issues one ring entry: wait for the stage, mask slices, entry, K and V. */
     auto issue = [&](int32_t tile, int32_t flags) {
       const int s = kv_iter % T::STAGES;
       const uint32_t ph = (kv_iter / T::STAGES) & 1;
       if (kv_iter >= T::STAGES) fmh::mbar_wait(br.k_empty(s), ph ^ 1);
       const int j0 = tile * T::BC;
-      if (VAR != FM_VARIANT_DENSE && (flags & F_NEEDMASK)) {
+      if (VAR != FM_VARIANT_DENSE && MASK != FM_SM90_MASK_WORDS && (flags & F_NEEDMASK)) {
 #pragma unroll
         for (int cb = 0; cb < T::BC / 128; cb++) {
           const int c = cb * 128 + pw * 32 + lane, j = j0 + c;
@@ -297,7 +329,7 @@ __device__ __forceinline__ void producer(const params &p, unsigned char *smem, b
       };
       if (pw == 0 && lane == 0) {
         sMeta[s] = entry_pack(tile, flags);
-        load_kv(br.k_full(s), &p.tm_k, smem + T::OFF_K + s * T::KV_BYTES, flags, h, j0, b);
+        load_k(s, tile, flags);
         if (kv_iter >= T::STAGES) fmh::mbar_wait(br.v_empty(s), ph ^ 1);
         load_kv(br.v_full(s), &p.tm_v, smem + T::OFF_V + s * T::KV_BYTES, flags, h, j0, b);
       } else { /* this thread's slice columns are written; the observer's arrival
@@ -375,9 +407,9 @@ __device__ __forceinline__ void apply_r2p(float (&s)[64], const uint32_t (&acc)[
  * 128 uint16, the same generic pointer), the thread's 16 words 4 n + c4
  * loaded one by one, gathered into three words whose bytes hold 6 (6, 4)
  * predicate bits each (r2p_thread_words; WORDS's preprocessing runs the same),
- * applied a byte at a time (apply_r2p; WORDS applies its loaded words
- * with it): the tests of one byte's bits stand together, so that ptxas sets
- * their predicates with one R2P and the element needs one FSEL.
+ * applied a byte at a time (apply_r2p; WORDS applies its copied words with
+ * it, mask_words): the tests of one byte's bits stand together, so that
+ * ptxas sets their predicates with one R2P and the element needs one FSEL.
  *
  * Why the loads look like this (PERF_NOTES, "R2P: the unmasked tiles"): the
  * first build (a permuted layout, four ld.shared.v4 in volatile inline asm,
@@ -526,7 +558,6 @@ template <int HD> struct ctx {
   int i_lo;                /* the thread's first query row (the other is i_lo + 8) */
   const uint8_t *dm;       /* DENSE: this (b, h)'s mask */
   int64_t instr_base;      /* INSTR: first tile of the item's row in tile_class/tile_cycles */
-  const uint32_t *words;   /* WORDS: this thread's word 0 of key tile 0 of the item's row tile */
 };
 
 /* A ring entry as the consumer sees it. */
@@ -559,22 +590,20 @@ __device__ __forceinline__ void warp_release(uint64_t *bar, int lane) {
   if (lane == 0) fmh::mbar_arrive(bar);
 }
 
-/* WORDS: the thread's three words of entry e, loaded as soon as the entry is
- * known (before its S GEMM is issued), so that the global loads' latency
- * passes under the GEMMs and the S wait; a tile without NEEDMASK loads
- * nothing. Nothing for the other methods. */
-template <int HD, int MASK>
-__device__ __forceinline__ void load_words(const ctx<HD> &c, const slot &e, uint32_t (&wd)[FM90M_R2P_GROUPS]) {
-  if constexpr (MASK == FM_SM90_MASK_WORDS) {
-    constexpr int CT = consumer_threads<HD>();
-    if (e.flags & F_NEEDMASK) {
-      const uint32_t *q = c.words + (int64_t)e.tile * (FM90M_R2P_GROUPS * CT);
+/* The element mask of entry e by WORDS: the thread's three words, copied with
+ * K into the stage's words buffer (the producer's load_k; visible once K full
+ * completed), read at fm90m_words_slot and applied as R2P applies its own. */
+template <int HD>
+__device__ __forceinline__ void mask_words(const ctx<HD> &c, const slot &e, float (&s)[64]) {
+  using T = traits<HD>;
+  constexpr int CT = consumer_threads<HD>();
+  const uint32_t *w = reinterpret_cast<const uint32_t *>(c.smem + T::OFF_WORDS + e.stg * T::WORDS_BYTES);
+  const int ctid = 128 * c.cw + c.tid;
+  uint32_t acc[FM90M_R2P_GROUPS];
 #pragma unroll
-      for (int j = 0; j < FM90M_R2P_GROUPS; j++) wd[j] = __ldg(q + j * CT);
-    }
-  }
+  for (int j = 0; j < FM90M_R2P_GROUPS; j++) acc[j] = w[fm90m_words_slot(j, ctid, CT)];
+  apply_r2p(s, acc);
 }
-
 
 static_assert(FM_SM90_FWD_FLOOR >= 0 && FM_SM90_FWD_FLOOR <= 2, "FM_SM90_FWD_FLOOR is 0, 1 or 2");
 #if FM_SM90_FWD_FLOOR == 1
@@ -589,17 +618,15 @@ static __constant__ uint32_t floor_words[FM90M_R2P_GROUPS];
 
 /* After S of entry e is in registers: the element mask, then the release of K
  * (and of the vectors that travel with it). FM_SM90_FWD_FLOOR 1 and 2 (the
- * floor experiment, fm_attn_dev.h) replace the R2P mask of a slices variant.
- * wd: WORDS's words of e (load_words). */
+ * floor experiment, fm_attn_dev.h) replace the R2P mask of a slices variant. */
 template <int HD, int VAR, int MASK>
-__device__ __forceinline__ void after_s(const ctx<HD> &c, const slot &e, float (&s)[64],
-                                        const uint32_t (&wd)[FM90M_R2P_GROUPS]) {
+__device__ __forceinline__ void after_s(const ctx<HD> &c, const slot &e, float (&s)[64]) {
   using T = traits<HD>;
   if (e.flags & F_NEEDMASK) {
     if (VAR == FM_VARIANT_DENSE)
       mask_dense<16>(s, c.dm, c.p->Sk, c.p->Sq, c.i_lo, e.tile * T::BC + 2 * c.c4);
     else if (MASK == FM_SM90_MASK_WORDS)
-      apply_r2p(s, wd);
+      mask_words<HD>(c, e, s);
     else if (MASK == FM_SM90_MASK_R2P) {
 #if FM_SM90_FWD_FLOOR == 0
       mask_r2p(s, reinterpret_cast<const uint16_t *>(c.smem + T::OFF_VEC) +
@@ -652,20 +679,17 @@ __device__ __forceinline__ int item_tiles(ctx<HD> &c, cstate<HD> &st, slot e, in
   const int sched_bar = BAR_TURN + c.cw, other_bar = BAR_TURN + (c.cw + 1) % T::NCW;
   float s[64], alpha[2];
   uint32_t pa[8][4];
-  uint32_t wd[FM90M_R2P_GROUPS]; /* WORDS: the current entry's mask words */
   if constexpr (OVERLAP) {
-    load_words<HD, MASK>(c, e, wd);
     issue_s_turn<HD, PINGPONG>(c, s, e, sched_bar, other_bar);
     fmh::wgmma_wait<0>();
     fmh::reg_fence(s);
-    after_s<HD, VAR, MASK>(c, e, s, wd);
+    after_s<HD, VAR, MASK>(c, e, s);
     softmax_tile<HD>(s, st, c.p->scale_log2, alpha); /* O is still 0: no rescale */
     convert_p(s, pa);
     kv_iter++;
     slot prev = e;
     while (!(prev.flags & F_LAST)) {
       const slot cur = wait_entry<HD>(c, kv_iter);
-      load_words<HD, MASK>(c, cur, wd);
       if (PINGPONG) fmh::named_sync(sched_bar, 256);
       fmh::wgmma_fence();
       issue_s<HD>(s, c.q_base, c.k_base0 + cur.stg * T::KV_BYTES);
@@ -679,7 +703,7 @@ __device__ __forceinline__ int item_tiles(ctx<HD> &c, cstate<HD> &st, slot e, in
       if (PINGPONG) fmh::named_arrive(other_bar, 256);
       fmh::wgmma_wait<1>();
       fmh::reg_fence(s);
-      after_s<HD, VAR, MASK>(c, cur, s, wd);
+      after_s<HD, VAR, MASK>(c, cur, s);
       softmax_tile<HD>(s, st, c.p->scale_log2, alpha);
       fmh::wgmma_wait<0>();
       fmh::reg_fence(st.o);
@@ -701,11 +725,10 @@ __device__ __forceinline__ int item_tiles(ctx<HD> &c, cstate<HD> &st, slot e, in
     return kv_iter;
   } else {
     for (;;) {
-      load_words<HD, MASK>(c, e, wd);
       issue_s_turn<HD, PINGPONG>(c, s, e, sched_bar, other_bar);
       fmh::wgmma_wait<0>();
       fmh::reg_fence(s);
-      after_s<HD, VAR, MASK>(c, e, s, wd);
+      after_s<HD, VAR, MASK>(c, e, s);
       softmax_tile<HD>(s, st, c.p->scale_log2, alpha);
       rescale_o<HD>(st, alpha);
       convert_p(s, pa);
@@ -805,11 +828,6 @@ __device__ __forceinline__ void consumer(const params &p, unsigned char *smem, b
     c.i_lo = r0 + cw * 64 + c.warp * 16 + (c.lane >> 2);
     c.instr_base = ((int64_t)bh * p.Tr + rt) * (int64_t)p.Tc;
     if (VAR == FM_VARIANT_DENSE) c.dm = p.dense + (int64_t)set_of(p, b, h) * p.dense_set_stride;
-    if constexpr (MASK == FM_SM90_MASK_WORDS) {
-      c.words = p.words + fm90m_words_index(fm90m_words_tile(set_of(p, b, h), rt, 0, p.Tr, p.Tc), 0,
-                                            128 * cw + c.tid, consumer_threads<HD>());
-      asm("mov.b64 %0, %0;" : "+l"(c.words)); /* opaque: kept in two registers, not rebuilt every tile */
-    }
     cstate<HD> st;
 #pragma unroll
     for (int i = 0; i < HD / 2; i++) st.o[i] = 0.f;
@@ -840,7 +858,7 @@ __device__ __forceinline__ void consumer(const params &p, unsigned char *smem, b
  * gathers its three words with r2p_thread_words, as consumer thread ctid
  * (128 cw + tid) does in mask_r2p, and stores them at fm90m_words_index: the
  * words R2P would build, by construction. Other tiles are not written (the
- * forward loads no words for them). */
+ * forward copies no words for them). */
 template <int HD>
 __global__ void __launch_bounds__(consumer_threads<HD>()) words_kernel(const fmd::attn_base d, uint32_t *words) {
   using T = traits<HD>;

@@ -61,7 +61,7 @@ constexpr bool mask_built_fwd(int variant, int mode, int mask) {
 
 template <int HD, int VAR, bool INSTR, bool OV, bool PP, int MASK = FM_SM90_MASK_DEFAULT>
 cudaError_t launch_one(const params &p, int grid, cudaStream_t s) {
-  constexpr int smem = traits<HD>::SMEM;
+  constexpr int smem = MASK == FM_SM90_MASK_WORDS ? traits<HD>::SMEM_WORDS : traits<HD>::SMEM;
   cudaError_t e = cudaFuncSetAttribute(fwd_kernel<HD, VAR, INSTR, OV, PP, MASK>,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (e != cudaSuccess) return e;
@@ -114,6 +114,8 @@ template <int HD>
 cudaError_t launch_words_dispatch(const fmd::attn_base &d, int32_t nsets, uint32_t *words, cudaStream_t s) {
   const int64_t tiles = (int64_t)nsets * d.Tr * d.Tc;
   if (tiles < 1 || tiles >= (1ll << 31)) return cudaErrorInvalidValue;
+  /* the forward copies traits<HD>::WORDS_BYTES a tile: the workspace's block */
+  if (fm90m_words_tile_bytes(consumer_threads<HD>()) != traits<HD>::WORDS_BYTES) return cudaErrorInvalidValue;
   words_kernel<HD><<<(unsigned)tiles, consumer_threads<HD>(), 0, s>>>(d, words);
   return cudaGetLastError();
 }

@@ -33,7 +33,8 @@
  *       instruction sets P1..P6 from one byte) and one select per element.
  *
  *   FM_SM90_MASK_WORDS   (forward, a prototype) R2P's three words,
- *       precomputed per tile by a preprocessing kernel and loaded (below).
+ *       precomputed per tile by a preprocessing kernel, copied into the K
+ *       stage with K by the copy engine and read from shared memory (below).
  *
  * (A first R2P build permuted the columns so that a thread's 16 words were 4
  * runs of 4, read by 128-bit shared loads; it made the unmasked tiles dearer
@@ -165,12 +166,17 @@ FM_STATIC_ASSERT(FM90M_NB == 16, "the R2P groups cover 16 n8 blocks (6 + 6 + 4)"
  * consumer thread, computed before the forward by a preprocessing kernel
  * (fm_sm90_fwd.cuh, words_kernel: the producer's slices, then each thread's
  * read and gather exactly as mask_r2p does them) and stored in a global
- * workspace; the consumer loads its three and applies them as R2P does, so
- * the output is R2P's bit for bit. Layout [tile][j][thread]: a warp's 32
- * loads of word j are 128 consecutive bytes. Dense over every (set, row
- * tile, key tile) of the forward's grid; only the tiles the forward masks
- * are written. Used only when the workspace fits FM90M_WORDS_BUDGET; the
- * forward falls back to R2P otherwise (fm_sm90.cu). */
+ * workspace. Layout [tile][j][thread]: a tile's words are one contiguous
+ * block of fm90m_words_tile_bytes (3 KiB with 256 consumer threads, 4.5 KiB
+ * with 384; a multiple of 16 bytes at a multiple of 16 bytes), which the
+ * forward's producer copies with one bulk copy into the K stage's words
+ * buffer (completing on the stage's K-full barrier, as K does); consumer
+ * thread ctid reads its word j there at fm90m_words_slot (a warp's 32 reads
+ * of word j are 128 consecutive bytes: no bank conflict) and applies the
+ * three as R2P does, so the output is R2P's bit for bit. Dense over every
+ * (set, row tile, key tile) of the forward's grid; only the tiles the
+ * forward masks are written (and copied). Used only when the workspace fits
+ * FM90M_WORDS_BUDGET; the forward falls back to R2P otherwise (fm_sm90.cu). */
 
 /* 256 MiB: every single-set mask at 8K and 32K at both head dims (at most
  * 192 MiB at 32K, head dim 128; 192.4 MiB at head dim 64), small beside the
@@ -206,11 +212,22 @@ FM_HD int64_t fm90m_words_tile(int32_t set, int32_t rt, int32_t t, int32_t tr, i
   return ((int64_t)set * tr + rt) * tc + t;
 }
 
-/* The word's index: word j of consumer thread ctid (0 .. threads - 1, the
- * thread's index among the consumer warpgroups: 128 cw + tid) of tile `tile`. */
+/* A tile's words: FM90M_R2P_GROUPS per consumer thread, one bulk copy. */
+FM_HD int fm90m_words_tile_words(int threads) { return FM90M_R2P_GROUPS * threads; }
+FM_HD int fm90m_words_tile_bytes(int threads) { return 4 * fm90m_words_tile_words(threads); }
+
+/* Word j of consumer thread ctid (0 .. threads - 1, the thread's index among
+ * the consumer warpgroups: 128 cw + tid) within its tile's block: where the
+ * consumer reads it in the stage's words buffer. */
+FM_HD int fm90m_words_slot(int j, int ctid, int threads) { return j * threads + ctid; }
+
+/* The word's index in the workspace: its tile's block, then its slot. */
 FM_HD int64_t fm90m_words_index(int64_t tile, int j, int ctid, int threads) {
-  return (tile * FM90M_R2P_GROUPS + j) * threads + ctid;
+  return tile * fm90m_words_tile_words(threads) + fm90m_words_slot(j, ctid, threads);
 }
+
+FM_STATIC_ASSERT((FM90M_R2P_GROUPS * 4 * 128) % 16 == 0,
+                 "a tile's words (128 threads a warpgroup) are a bulk copy's multiple of 16 bytes");
 
 /* ================================================== the backward: S^T tiles
  *

@@ -17,8 +17,11 @@
  * words; each of its 32 elements' bits must equal the SLICES backward's
  * compare and the element rule; and on raw int32 intervals (any start, any
  * length >= 0, tiles up to 2^31 queries) the R2P bit must equal the compare.
- * WORDS (the forward prototype): the workspace's budget, its layout, and
- * each consumer thread's words through it against the rule.
+ * WORDS (the forward prototype): the workspace's budget, its layout (a tile's
+ * words one contiguous block of a bulk copy's size and alignment, a warp's
+ * reads of a word consecutive), and each consumer thread's words through it
+ * (the producer's bulk copy into a stage buffer, the thread's read there)
+ * against the rule.
  * The kernels' own arithmetic is in the header these functions come from;
  * kernels/PERF_NOTES.md, "R2P (issue 25): design and SASS". */
 #include <criterion/criterion.h>
@@ -267,15 +270,21 @@ Test(sm90_mask, words_budget_decides_the_fallback) {
   cr_assert(!fm90m_words_fit((int64_t)1 << 30, (int64_t)1 << 30, 4, 1));
 }
 
-/* [tile][j][thread]: every word of a grid once, a warp's 32 words j of a tile
- * consecutive (one coalesced 128-byte load), tiles row-major over (set, row
- * tile, key tile). */
+/* [tile][j][thread]: every word of a grid once; a tile's words one block of
+ * fm90m_words_tile_bytes (a multiple of 16 bytes) at a multiple of 16 bytes,
+ * the slots of the stage buffer the producer's one bulk copy fills (index =
+ * the tile's block + the slot, the slots a permutation of the block); a
+ * warp's 32 reads of word j consecutive (128 bytes: no bank conflict); tiles
+ * row-major over (set, row tile, key tile). */
 Test(sm90_mask, words_layout_is_thread_native) {
   enum { NSETS = 2, TR = 3, TC = 5 };
   const int threads_of[2] = {256, 384};
   for (int k = 0; k < 2; k++) {
     const int threads = threads_of[k];
     const int64_t n = (int64_t)fm90m_words_bytes(NSETS, TR, TC, threads) / 4;
+    cr_assert_eq(fm90m_words_tile_bytes(threads), 4 * FM90M_R2P_GROUPS * threads);
+    cr_assert_eq(fm90m_words_tile_bytes(threads) % 16, 0, "a bulk copy's size");
+    cr_assert_eq(n, (int64_t)NSETS * TR * TC * fm90m_words_tile_words(threads));
     unsigned char *seen = calloc((size_t)n, 1);
     cr_assert_not_null(seen);
     int64_t next_tile = 0;
@@ -284,15 +293,21 @@ Test(sm90_mask, words_layout_is_thread_native) {
         for (int t = 0; t < TC; t++) {
           const int64_t tile = fm90m_words_tile(set, rt, t, TR, TC);
           cr_assert_eq(tile, next_tile++, "set %d rt %d t %d", set, rt, t);
+          const int64_t block = fm90m_words_index(tile, 0, 0, threads), tw = fm90m_words_tile_words(threads);
+          cr_assert_eq(block * 4 % 16, 0, "tile %lld's block at byte %lld", (long long)tile, (long long)block * 4);
           for (int j = 0; j < FM90M_R2P_GROUPS; j++)
             for (int ctid = 0; ctid < threads; ctid++) {
               const int64_t i = fm90m_words_index(tile, j, ctid, threads);
+              const int slot = fm90m_words_slot(j, ctid, threads);
               cr_assert(i >= 0 && i < n, "index %lld of %lld", (long long)i, (long long)n);
               cr_assert_eq(seen[i], 0, "index %lld twice", (long long)i);
               seen[i] = 1;
-              if (ctid & 31) cr_assert_eq(i, fm90m_words_index(tile, j, ctid - 1, threads) + 1);
+              cr_assert(slot >= 0 && slot < tw, "slot %d of %lld", slot, (long long)tw);
+              cr_assert_eq(i, block + slot, "tile %lld j %d thread %d: not in the tile's block", (long long)tile, j, ctid);
+              if (ctid & 31) cr_assert_eq(slot, fm90m_words_slot(j, ctid - 1, threads) + 1);
             }
         }
+    for (int64_t i = 0; i < n; i++) cr_assert(seen[i], "index %lld never used", (long long)i);
     free(seen);
   }
 }
@@ -300,11 +315,14 @@ Test(sm90_mask, words_layout_is_thread_native) {
 /* Every tile of mask m at br rows through the workspace: words_kernel's part
  * (the tiles fm90m_words_needed keeps, from core's bounds and class; the
  * producer's slices; thread ctid's words from consumer warp ctid / 32's
- * slices, stored at fm90m_words_index) and the consumer's (thread tid of
- * warpgroup cw loads index 128 cw + tid and applies the R2P bits to rows
- * 64 cw + 16 warp + g, + 8): each element must follow the rule; a visited
- * tile left unwritten (poison, never loaded) must have no masked element in
- * rows below Sq. Returns the tiles written. */
+ * slices, stored at fm90m_words_index), the forward producer's (one bulk copy
+ * of fm90m_words_tile_bytes from the tile's block, fm90m_words_index(tile, 0,
+ * 0), into a stage buffer, for the tiles it masks) and the consumer's (thread
+ * tid of warpgroup cw reads its word j at fm90m_words_slot(j, 128 cw + tid)
+ * of the stage buffer and applies the R2P bits to rows 64 cw + 16 warp + g,
+ * + 8): each element must follow the rule; a visited tile left unwritten
+ * (poison, never copied) must have no masked element in rows below Sq.
+ * Returns the tiles written. */
 static long check_words(const fm_colmask *m, int br) {
   const int32_t sq = fm_colmask_sq(m), sk = fm_colmask_sk(m), nwarps = br / 16, threads = 32 * nwarps;
   const int32_t tr = (sq + br - 1) / br, tc = (sk + FM90M_BC - 1) / FM90M_BC;
@@ -312,6 +330,9 @@ static long check_words(const fm_colmask *m, int br) {
   uint32_t *ws = malloc((size_t)n * 4);
   cr_assert_not_null(ws);
   for (int64_t i = 0; i < n; i++) ws[i] = 0xdeadbeefu;
+  const int tbytes = fm90m_words_tile_bytes(threads);
+  uint32_t *stage = malloc((size_t)tbytes);
+  cr_assert_not_null(stage);
   static tile_slices t;
   long written = 0;
   for (int32_t rt = 0; rt < tr; rt++)
@@ -333,11 +354,14 @@ static long check_words(const fm_colmask *m, int br) {
         written++;
       }
       if (cls == FM_TILE_MASKED) continue; /* not visited */
+      for (int i = 0; i < tbytes / 4; i++) stage[i] = 0x5a5a5a5au; /* the previous tile's, say */
+      if (needed) /* the producer's bulk copy, with K */
+        memcpy(stage, ws + fm90m_words_index(tile, 0, 0, threads), (size_t)tbytes);
       for (int cw = 0; cw < nwarps / 4; cw++) /* the consumer */
         for (int tid = 0; tid < 128; tid++) {
           const int warp = tid >> 5, lane = tid & 31;
           uint32_t wd[FM90M_R2P_GROUPS];
-          for (int j = 0; j < FM90M_R2P_GROUPS; j++) wd[j] = ws[fm90m_words_index(tile, j, 128 * cw + tid, threads)];
+          for (int j = 0; j < FM90M_R2P_GROUPS; j++) wd[j] = stage[fm90m_words_slot(j, 128 * cw + tid, threads)];
           for (int idx = 0; idx < 4 * FM90M_NB; idx++) {
             const int32_t i = r0 + 64 * cw + 16 * warp + fm90m_elem_row(lane, idx), j = j0 + fm90m_elem_col(lane, idx);
             if (!needed && i >= sq) continue; /* rows past Sq: computed, never stored */
@@ -350,6 +374,7 @@ static long check_words(const fm_colmask *m, int br) {
           }
         }
     }
+  free(stage);
   free(ws);
   return written;
 }
