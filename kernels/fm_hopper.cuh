@@ -204,6 +204,17 @@ __device__ __forceinline__ void tma_load_rows(void *dst, const CUtensorMap *map,
     tma_load_4d(static_cast<unsigned char *>(dst) + d * rows * 128, map, bar, d * 64, h, row, b);
 }
 
+/* Copies `bytes` (a multiple of 16; src and dst 16-byte aligned) of global
+ * memory at src into shared memory at dst by the copy engine (a bulk copy, no
+ * tensor map); completes `bytes` on bar, as a TMA load does. */
+__device__ __forceinline__ void bulk_load(void *dst, const void *src, uint32_t bytes, uint64_t *bar) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+          smem_addr(dst)),
+      "l"((uint64_t)src), "r"(bytes), "r"(smem_addr(bar))
+      : "memory");
+}
+
 /* Shared memory to global by the copy engine, one bulk group: `op` is the
  * instruction (a store, or a reduction). */
 #define FMH_TMA_OUT_4D(op, map, src, c0, c1, c2, c3)                                            \

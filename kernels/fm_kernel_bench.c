@@ -4,7 +4,7 @@
  *   fm_kernel_bench [--kernels sm90,sm80] [--head-dim 128] [--seqlens 8192,32768,131072]
  *                   [--families all|a,b,...] [--warmup 1] [--reps 5] [--reps-long 3]
  *                   [--no-noskip] [--no-instr] [--no-validate] [--pass fwd|bwd|both] [--control]
- *                   [--sm90-modes 1,2,3,4] [--sm90-orders 1,2,3] [--sm90-masks 1,2]
+ *                   [--sm90-modes 1,2,3,4] [--sm90-orders 1,2,3] [--sm90-masks 1,2,3]
  *                   [--json FILE] [--seed N] [--sustained MS]
  *
  * 1. Validation: a few small cases through fm_attn_check_run (CPU fp64
@@ -33,6 +33,9 @@
  *    alternating order); with the backward (--pass bwd|both) each method's
  *    skip backward timed in the bwd line (interleaved with its other
  *    launches) and a line of its cycles per PARTIAL and UNMASKED pair.
+ *    Method 3 (WORDS, fm_attn_dev.h) is the forward-only prototype: its
+ *    backward runs R2P, and its forward runs R2P (one stderr line) where the
+ *    words exceed their budget; its times include its preprocessing.
  *    --sustained MS: one more line per
  *    family and pass, the first kernel's sustained figure under the timing
  *    protocol (docs/DESIGN.md, "How we measure": 1 s of back-to-back warm-up,
@@ -152,7 +155,7 @@ static void usage(void) {
   printf("usage: fm_kernel_bench [--kernels sm90,sm80] [--head-dim 128] [--seqlens 8192,32768,131072]\n"
          "       [--families all|a,b] [--warmup 1] [--reps 5] [--reps-long 3] [--no-noskip]\n"
          "       [--no-instr] [--no-validate] [--sm90-modes 1,2,3,4] [--sm90-orders 1,2,3]\n"
-         "       [--sm90-masks 1,2] [--pass fwd|bwd|both] [--control] [--json FILE] [--seed N]\n"
+         "       [--sm90-masks 1,2,3] [--pass fwd|bwd|both] [--control] [--json FILE] [--seed N]\n"
          "       [--sustained MS]\n");
 }
 
@@ -243,8 +246,8 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
     return 2;
   }
   for (int i = 0; i < o->nmasks; i++)
-    if (o->masks[i] != FM_SM90_MASK_SLICES && o->masks[i] != FM_SM90_MASK_R2P) {
-      fprintf(stderr, "fm_kernel_bench: --sm90-masks: %d is not 1 (slices) or 2 (r2p)\n", o->masks[i]);
+    if (o->masks[i] != FM_SM90_MASK_SLICES && o->masks[i] != FM_SM90_MASK_R2P && o->masks[i] != FM_SM90_MASK_WORDS) {
+      fprintf(stderr, "fm_kernel_bench: --sm90-masks: %d is not 1 (slices), 2 (r2p) or 3 (words)\n", o->masks[i]);
       return 2;
     }
   return 0;

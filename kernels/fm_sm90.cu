@@ -17,6 +17,7 @@
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "fm_cuda_status.cuh"
@@ -120,6 +121,55 @@ static int bucket_shift(int32_t Tc, int order) {
   return s;
 }
 
+/* Mask method WORDS (fm_attn_dev.h): the dense words workspace of the
+ * forward's grid, allocated and filled by words_kernel on l.stream (*words;
+ * free it with cudaFreeAsync), when it fits FM90M_WORDS_BUDGET
+ * (kernels/fm_sm90_mask.h); otherwise *mask becomes R2P, the method whose
+ * words these are, with one line on stderr (the first time in the process),
+ * and *words stays NULL. */
+static cudaError_t words_workspace(const pass_launch &l, int32_t D, uint32_t **words, int *mask) {
+  const int threads = D == 128 ? fm90::consumer_threads<128>() : fm90::consumer_threads<64>();
+  if (!fm90m_words_fit(l.nsets, l.base.Tr, l.base.Tc, threads)) {
+    static int told = 0; /* once a process: a timing loop launches the same problem many times */
+    if (!told++)
+      fprintf(stderr, "fmsim: sm90 forward, mask method words: %.1f MiB of words exceed the budget of %.0f MiB; "
+              "running r2p (said once)\n", (double)fm90m_words_bytes(l.nsets, l.base.Tr, l.base.Tc, threads) / (1 << 20),
+              (double)FM90M_WORDS_BUDGET / (1 << 20));
+    *mask = FM_SM90_MASK_R2P;
+    return cudaSuccess;
+  }
+  cudaError_t e = fm_ws_alloc((void **)words, (size_t)fm90m_words_bytes(l.nsets, l.base.Tr, l.base.Tc, threads),
+                              l.stream);
+  if (e != cudaSuccess) {
+    *words = nullptr;
+    return e;
+  }
+  return D == 128 ? fm90::launch_words<128>(l.base, l.nsets, *words, l.stream)
+                  : fm90::launch_words<64>(l.base, l.nsets, *words, l.stream);
+}
+
+/* FM_SM90_WORDS=1 in the environment (read once): every sm90 forward launch
+ * whose mask method resolves to R2P (the harness's knob, else the problem's
+ * r2p or auto) runs WORDS instead where WORDS is built (skip, default mode):
+ * the measurement path of the prototype through `fmsim run` and fmsim.torch,
+ * which name only the public methods (bench/gpu.sh partialwords). One line on
+ * stderr the first time it takes effect. Unset (the default): nothing changes. */
+static int words_override(int variant, int mode, int mask) {
+  static int env = -1;
+  if (env < 0) {
+    const char *v = getenv("FM_SM90_WORDS");
+    env = v && strcmp(v, "1") == 0;
+  }
+  const int resolved = mask ? mask : FM_SM90_MASK_DEFAULT;
+  if (!env || resolved != FM_SM90_MASK_R2P || !fm90::mask_built_fwd(variant, mode, FM_SM90_MASK_WORDS)) return mask;
+  static int told = 0;
+  if (!told) {
+    told = 1;
+    fprintf(stderr, "fmsim: FM_SM90_WORDS=1: the sm90 forward's r2p launches (skip) run mask method words\n");
+  }
+  return FM_SM90_MASK_WORDS;
+}
+
 fm_status launch_sm90(const pass_launch &l, fm_err *err) {
   const fm_attn_problem *p = l.p;
   if ((uintptr_t)p->q % 16 || (uintptr_t)p->k % 16 || (uintptr_t)p->v % 16 || (uintptr_t)p->o % 16)
@@ -127,10 +177,10 @@ fm_status launch_sm90(const pass_launch &l, fm_err *err) {
   if (p->seqlen_k >= (1 << 30) || (int64_t)l.base.Tc >= (1 << fm90::FLAG_SHIFT))
     return fm_fail(err, FM_EUNSUPPORTED, "sm90: Sk = %d is too long (at most 2^30 - 1)", p->seqlen_k);
   const int mode = l.tuning.sm90_mode ? l.tuning.sm90_mode - 1 : fm90::MODE_DEFAULT;
-  if (!fm90::mask_built((int)l.variant, mode, l.tuning.sm90_mask))
+  if (!fm90::mask_built_fwd((int)l.variant, mode, l.tuning.sm90_mask))
     return fm_fail(err, FM_EUNSUPPORTED,
-                   "sm90: partial-tile mask method %d is not built for this launch (expected 1 or 2; the "
-                   "non-default one for the skip variant in the default mode only)",
+                   "sm90: partial-tile mask method %d is not built for this launch (expected 1 or 2, or 3 for "
+                   "words; the non-default ones for the skip variant in the default mode only)",
                    (int)l.tuning.sm90_mask);
   fm90::params kp;
   memset(&kp, 0, sizeof kp);
@@ -197,18 +247,26 @@ fm_status launch_sm90(const pass_launch &l, fm_err *err) {
     items = items_out;
   }
   if (e == cudaSuccess) e = cudaMemsetAsync(counter, 0, sizeof(int32_t), l.stream);
+  int mask = words_override((int)l.variant, mode, l.tuning.sm90_mask);
+  uint32_t *words = nullptr;
+  if (e == cudaSuccess && mask == FM_SM90_MASK_WORDS) {
+    what = "sm90 words (mask method words)";
+    e = words_workspace(l, D, &words, &mask);
+    kp.words = words;
+  }
   if (e == cudaSuccess) {
     kp.items = items;
     kp.next_item = counter;
     what = "sm90 forward kernel launch";
     const int grid = nitems < l.sms ? nitems : l.sms;
-    const int mask = l.tuning.sm90_mask;
     e = D == 128 ? fm90::launch<128>(kp, (int)l.variant, l.instrumented, mode, mask, grid, l.stream)
                  : fm90::launch<64>(kp, (int)l.variant, l.instrumented, mode, mask, grid, l.stream);
   }
   cudaError_t e2 = cudaFreeAsync(ws, l.stream);
+  cudaError_t e3 = words ? cudaFreeAsync(words, l.stream) : cudaSuccess;
   if (e != cudaSuccess) return cuda_fail(err, e, what);
   if (e2 != cudaSuccess) return cuda_fail(err, e2, "cudaFreeAsync (sm90 work list)");
+  if (e3 != cudaSuccess) return cuda_fail(err, e3, "cudaFreeAsync (sm90 words)");
   return FM_OK;
 }
 

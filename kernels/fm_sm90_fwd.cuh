@@ -58,7 +58,10 @@
  * consumers run the plain code. MASK (FM_SM90_MASK_*, fm_attn_dev.h): how a
  * consumer thread turns the producer's bit slices into its elements' selects
  * (kernels/fm_sm90_mask.h): SLICES a bit test per element, R2P (the default)
- * per-thread words applied with R2P; the output is the same bit for bit.
+ * per-thread words applied with R2P, WORDS (forward only, a prototype) R2P's
+ * words precomputed per tile by words_kernel, copied into the K stage with K
+ * (no slices built) and read from shared memory; the output is the same bit
+ * for bit.
  *
  * Rows with no visible key: max stays -inf, P = 0, l = 0: O = 0, LSE = -inf.
  * Design notes and measurements: kernels/PERF_NOTES.md.
@@ -108,6 +111,12 @@ template <int HD> struct traits {
   static constexpr int OFF_ITEM = OFF_BAR + 8 * NBARS; /* two slots, one per Q buffer */
   static constexpr int OFF_CLOCK = OFF_ITEM + 16;      /* INSTR: fmh::stage_clock's words */
   static constexpr int SMEM = OFF_CLOCK + fmh::stage_clock<STAGES>::BYTES + 1024; /* + alignment slack */
+  /* MASK WORDS only: each stage's words buffer (a tile's precomputed words,
+     copied with K), after everything else, so that the other methods' layout
+     and SMEM stay as they are; OFF_VEC is unused there */
+  static constexpr int WORDS_BYTES = FM90M_R2P_GROUPS * 4 * 128 * NCW; /* fm90m_words_tile_bytes */
+  static constexpr int OFF_WORDS = (OFF_CLOCK + fmh::stage_clock<STAGES>::BYTES + 127) / 128 * 128;
+  static constexpr int SMEM_WORDS = OFF_WORDS + STAGES * WORDS_BYTES + 1024;
 };
 static_assert(traits<128>::BR == FM_SM90_BR_HD128 && traits<128>::BC == FM_SM90_BC_HD128,
               "core/fm_kernel_traits.h must match the sm90 kernel (head dim 128)");
@@ -115,6 +124,11 @@ static_assert(traits<64>::BR == FM_SM90_BR_HD64 && traits<64>::BC == FM_SM90_BC_
               "core/fm_kernel_traits.h must match the sm90 kernel (head dim 64)");
 static_assert(traits<128>::SMEM <= 227 * 1024 && traits<64>::SMEM <= 227 * 1024,
               "one CTA per SM: at most 227 KiB of shared memory");
+static_assert(traits<128>::SMEM_WORDS <= 227 * 1024 && traits<64>::SMEM_WORDS <= 227 * 1024,
+              "MASK WORDS: one CTA per SM with the words buffers");
+static_assert(traits<128>::WORDS_BYTES % 16 == 0 && traits<64>::WORDS_BYTES % 16 == 0 &&
+                  traits<128>::OFF_WORDS % 16 == 0 && traits<64>::OFF_WORDS % 16 == 0,
+              "MASK WORDS: the bulk copy's size and destination are multiples of 16 bytes");
 static_assert(128 * (traits<64>::REG_PRODUCER + traits<64>::NCW * traits<64>::REG_CONSUMER) <= 65536 &&
                   128 * (traits<128>::REG_PRODUCER + traits<128>::NCW * traits<128>::REG_CONSUMER) <= 65536,
               "register budgets must fit the register file");
@@ -148,6 +162,8 @@ struct params : fmd::attn_base {
   const int32_t *items;               /* (nitems,) bh * Tr + rt, heaviest first */
   int32_t *next_item;                 /* atomic counter, zero at launch */
   int32_t nitems;
+  const uint32_t *words;              /* MASK WORDS: the R2P words of the forward's masked tiles
+                                         (fm90m_words_index; words_kernel); NULL otherwise */
 };
 
 using fmd::fast_exp2;
@@ -175,6 +191,22 @@ constexpr int PRODUCER_THREADS = 128;
 
 /* ------------------------------------------------------------------ producer */
 
+/* The intervals of key column j as the slices use them (gv: the set's
+ * (4, Sk) vectors): the lower [*lts, *lte), the effective upper [*us, *ue)
+ * with the causal triangle folded in; a column past Sk hides every row. The
+ * producer and words_kernel both call it (each then fm90m_row_slice per
+ * consumer warp), so WORDS gathers the bits R2P reads. */
+__device__ __forceinline__ void column_intervals(const fmd::attn_base &p, const int32_t *gv, int32_t j,
+                                                 int32_t *lts, int32_t *lte, int32_t *us, int32_t *ue) {
+  *lts = 0, *lte = INT32_MAX, *us = 0, *ue = 0;
+  if (j < p.Sk) {
+    *lts = __ldg(gv + j);
+    *lte = __ldg(gv + (int64_t)p.Sk + j);
+    fm_effective_upper(__ldg(gv + 2 * (int64_t)p.Sk + j), __ldg(gv + 3 * (int64_t)p.Sk + j), p.causal, j, p.Sq,
+                       p.Sk, us, ue);
+  }
+}
+
 /* The producer warpgroup: all four warps walk the same items and tiles (each
  * classifies every key tile of the item itself, from the same bounds: no
  * communication but the item number). Warp 0 takes the items, loads Q, K and V
@@ -182,9 +214,11 @@ constexpr int PRODUCER_THREADS = 128;
  * warp w expands columns 32 w .. 32 w + 31 of its intervals into one 16-row
  * bit slice per consumer warp (fm_sm90 "mask slices": (8, BC) uint16, bit r of
  * slice [cw][j] = row 16 cw + r of the row tile, column j of the tile, masked;
- * the same layout for every MASK method). Every warp
+ * the same layout for every MASK method but WORDS). Every warp
  * arrives on the stage's K-full barrier once its slices are written (warp 0's
- * arrival carries the K bytes). */
+ * arrival carries the K bytes). WORDS builds no slices: warp 0 copies the
+ * tile's precomputed words (words_kernel) into the stage's words buffer with
+ * one bulk copy completing on K full beside K (load_k). */
 template <int HD, int VAR, bool INSTR, int MASK>
 __device__ __forceinline__ void producer(const params &p, unsigned char *smem, bars<HD> br) {
   using T = traits<HD>;
@@ -245,23 +279,36 @@ __device__ __forceinline__ void producer(const params &p, unsigned char *smem, b
       fmh::mbar_arrive_expect_tx(full, T::KV_BYTES);
       fmh::tma_load_rows(dst, map, full, T::DBLK, T::BC, hh, j, bb);
     };
+    /* K of the entry into stage s; WORDS: with a masked tile's words, one bulk
+       copy more on the same barrier (its bytes in the same expect_tx). */
+    auto load_k = [&](int s, int32_t tile, int32_t flags) {
+      uint64_t *full = br.k_full(s);
+      unsigned char *dst = smem + T::OFF_K + s * T::KV_BYTES;
+      if constexpr (MASK == FM_SM90_MASK_WORDS) {
+        if ((flags & (F_NEEDMASK | F_EMPTY)) == F_NEEDMASK) {
+          constexpr int CT = consumer_threads<HD>();
+          fmh::mbar_arrive_expect_tx(full, T::KV_BYTES + T::WORDS_BYTES);
+          fmh::tma_load_rows(dst, &p.tm_k, full, T::DBLK, T::BC, h, tile * T::BC, b);
+          fmh::bulk_load(smem + T::OFF_WORDS + s * T::WORDS_BYTES,
+                         p.words + fm90m_words_index(fm90m_words_tile(set, rt, tile, p.Tr, p.Tc), 0, 0, CT),
+                         T::WORDS_BYTES, full);
+          return;
+        }
+      }
+      load_kv(full, &p.tm_k, dst, flags, h, tile * T::BC, b);
+    };
     /* Issues one ring entry: wait for the stage, mask slices, entry, K and V. */
     auto issue = [&](int32_t tile, int32_t flags) {
       const int s = kv_iter % T::STAGES;
       const uint32_t ph = (kv_iter / T::STAGES) & 1;
       if (kv_iter >= T::STAGES) fmh::mbar_wait(br.k_empty(s), ph ^ 1);
       const int j0 = tile * T::BC;
-      if (VAR != FM_VARIANT_DENSE && (flags & F_NEEDMASK)) {
+      if (VAR != FM_VARIANT_DENSE && MASK != FM_SM90_MASK_WORDS && (flags & F_NEEDMASK)) {
 #pragma unroll
         for (int cb = 0; cb < T::BC / 128; cb++) {
           const int c = cb * 128 + pw * 32 + lane, j = j0 + c;
-          int32_t lts = 0, lte = INT32_MAX, us = 0, ue = 0; /* a column past Sk hides every row */
-          if (j < p.Sk) {
-            lts = __ldg(gv + j);
-            lte = __ldg(gv + (int64_t)p.Sk + j);
-            fm_effective_upper(__ldg(gv + 2 * (int64_t)p.Sk + j), __ldg(gv + 3 * (int64_t)p.Sk + j),
-                               p.causal, j, p.Sq, p.Sk, &us, &ue);
-          }
+          int32_t lts, lte, us, ue;
+          column_intervals(p, gv, j, &lts, &lte, &us, &ue);
 #pragma unroll
           for (int w = 0; w < T::MASK_WARPS; w++)
             sMask[(s * T::MASK_WARPS + w) * T::BC + c] = (uint16_t)fm90m_row_slice(r0 + 16 * w, lts, lte, us, ue);
@@ -282,7 +329,7 @@ __device__ __forceinline__ void producer(const params &p, unsigned char *smem, b
       };
       if (pw == 0 && lane == 0) {
         sMeta[s] = entry_pack(tile, flags);
-        load_kv(br.k_full(s), &p.tm_k, smem + T::OFF_K + s * T::KV_BYTES, flags, h, j0, b);
+        load_k(s, tile, flags);
         if (kv_iter >= T::STAGES) fmh::mbar_wait(br.v_empty(s), ph ^ 1);
         load_kv(br.v_full(s), &p.tm_v, smem + T::OFF_V + s * T::KV_BYTES, flags, h, j0, b);
       } else { /* this thread's slice columns are written; the observer's arrival
@@ -359,9 +406,10 @@ __device__ __forceinline__ void apply_r2p(float (&s)[64], const uint32_t (&acc)[
  * producer's slices exactly as mask_slices reads them (`slices`: this warp's
  * 128 uint16, the same generic pointer), the thread's 16 words 4 n + c4
  * loaded one by one, gathered into three words whose bytes hold 6 (6, 4)
- * predicate bits each, applied a byte at a time: the tests of one byte's bits
- * stand together, so that ptxas sets their predicates with one R2P and the
- * element needs one FSEL.
+ * predicate bits each (r2p_thread_words; WORDS's preprocessing runs the same),
+ * applied a byte at a time (apply_r2p; WORDS applies its copied words with
+ * it, mask_words): the tests of one byte's bits stand together, so that
+ * ptxas sets their predicates with one R2P and the element needs one FSEL.
  *
  * Why the loads look like this (PERF_NOTES, "R2P: the unmasked tiles"): the
  * first build (a permuted layout, four ld.shared.v4 in volatile inline asm,
@@ -376,14 +424,19 @@ __device__ __forceinline__ void apply_r2p(float (&s)[64], const uint32_t (&acc)[
  * SASS instruction) hides the base's alignment from LLVM, which otherwise
  * adds the offsets 16 n with OR, one 64-bit address pair per load as in
  * mask_slices; as an add, ptxas folds them into the loads' immediates. */
-__device__ __forceinline__ void mask_r2p(float (&s)[64], const uint16_t *slices, int g, int c4) {
+__device__ __forceinline__ void r2p_thread_words(const uint16_t *slices, int g, int c4,
+                                                 uint32_t (&acc)[FM90M_R2P_GROUPS]) {
   const uint32_t *w32 = reinterpret_cast<const uint32_t *>(slices) + fm90m_slices_word(0, c4);
   asm("mov.b64 %0, %0;" : "+l"(w32));
   uint32_t w[FM90M_NB];
 #pragma unroll
   for (int n = 0; n < FM90M_NB; n++) w[n] = w32[fm90m_slices_word(n, 0)];
-  uint32_t acc[FM90M_R2P_GROUPS];
   fm90m_r2p_words(w, g, acc);
+}
+
+__device__ __forceinline__ void mask_r2p(float (&s)[64], const uint16_t *slices, int g, int c4) {
+  uint32_t acc[FM90M_R2P_GROUPS];
+  r2p_thread_words(slices, g, c4, acc);
   apply_r2p(s, acc);
 }
 
@@ -537,6 +590,21 @@ __device__ __forceinline__ void warp_release(uint64_t *bar, int lane) {
   if (lane == 0) fmh::mbar_arrive(bar);
 }
 
+/* The element mask of entry e by WORDS: the thread's three words, copied with
+ * K into the stage's words buffer (the producer's load_k; visible once K full
+ * completed), read at fm90m_words_slot and applied as R2P applies its own. */
+template <int HD>
+__device__ __forceinline__ void mask_words(const ctx<HD> &c, const slot &e, float (&s)[64]) {
+  using T = traits<HD>;
+  constexpr int CT = consumer_threads<HD>();
+  const uint32_t *w = reinterpret_cast<const uint32_t *>(c.smem + T::OFF_WORDS + e.stg * T::WORDS_BYTES);
+  const int ctid = 128 * c.cw + c.tid;
+  uint32_t acc[FM90M_R2P_GROUPS];
+#pragma unroll
+  for (int j = 0; j < FM90M_R2P_GROUPS; j++) acc[j] = w[fm90m_words_slot(j, ctid, CT)];
+  apply_r2p(s, acc);
+}
+
 static_assert(FM_SM90_FWD_FLOOR >= 0 && FM_SM90_FWD_FLOOR <= 2, "FM_SM90_FWD_FLOOR is 0, 1 or 2");
 #if FM_SM90_FWD_FLOOR == 1
 /* The floor experiment's words: zero (nothing writes them), in constant memory
@@ -557,6 +625,8 @@ __device__ __forceinline__ void after_s(const ctx<HD> &c, const slot &e, float (
   if (e.flags & F_NEEDMASK) {
     if (VAR == FM_VARIANT_DENSE)
       mask_dense<16>(s, c.dm, c.p->Sk, c.p->Sq, c.i_lo, e.tile * T::BC + 2 * c.c4);
+    else if (MASK == FM_SM90_MASK_WORDS)
+      mask_words<HD>(c, e, s);
     else if (MASK == FM_SM90_MASK_R2P) {
 #if FM_SM90_FWD_FLOOR == 0
       mask_r2p(s, reinterpret_cast<const uint16_t *>(c.smem + T::OFF_VEC) +
@@ -775,6 +845,45 @@ __device__ __forceinline__ void consumer(const params &p, unsigned char *smem, b
     epilogue<HD>(c, st, b, h, r0);
   }
   if (c.tid == 0) fmh::bulk_wait_all();
+}
+
+/* ------------------------------------------------------------- WORDS's words */
+
+/* The preprocessing of mask method WORDS: one CTA of the consumers' thread
+ * count per (set, row tile, key tile) of the forward's grid (blockIdx.x =
+ * fm90m_words_tile). A tile the skip forward masks (visited: not MASKED; and
+ * NEEDMASK: not UNMASKED or cut by Sk, the producer's `decide`) gets its
+ * slices as the producer makes them (column_intervals and fm90m_row_slice,
+ * 128 threads, one column each, the producer's layout in shared memory), then every thread reads its warp's slices and
+ * gathers its three words with r2p_thread_words, as consumer thread ctid
+ * (128 cw + tid) does in mask_r2p, and stores them at fm90m_words_index: the
+ * words R2P would build, by construction. Other tiles are not written (the
+ * forward copies no words for them). */
+template <int HD>
+__global__ void __launch_bounds__(consumer_threads<HD>()) words_kernel(const fmd::attn_base d, uint32_t *words) {
+  using T = traits<HD>;
+  constexpr int CT = consumer_threads<HD>();
+  static_assert(CT >= T::BC, "one thread a column of the slices");
+  __shared__ uint16_t sl[T::MASK_WARPS * T::BC];
+  const int64_t tile = blockIdx.x;
+  const int32_t t = (int32_t)(tile % d.Tc), rt = (int32_t)(tile / d.Tc % d.Tr);
+  const int32_t set = (int32_t)(tile / ((int64_t)d.Tc * d.Tr));
+  const int32_t r0 = rt * T::BR, r1 = min(r0 + T::BR, d.Sq);
+  const fm_tile_bounds tb = fmd::load_bounds(d.bounds + (int64_t)set * d.Tc + t);
+  const int cls = fm_classify_minmax(&tb, r0, r1);
+  if (!fm90m_words_needed(cls, t, d.Sk)) return; /* CTA-uniform */
+  const int ctid = threadIdx.x, lane = ctid & 31;
+  if (ctid < T::BC) {
+    int32_t lts, lte, us, ue;
+    column_intervals(d, d.intervals + (int64_t)set * 4 * d.Sk, t * T::BC + ctid, &lts, &lte, &us, &ue);
+#pragma unroll
+    for (int w = 0; w < T::MASK_WARPS; w++) sl[w * T::BC + ctid] = (uint16_t)fm90m_row_slice(r0 + 16 * w, lts, lte, us, ue);
+  }
+  __syncthreads();
+  uint32_t acc[FM90M_R2P_GROUPS];
+  r2p_thread_words(sl + (ctid >> 5) * T::BC, lane >> 2, lane & 3, acc); /* consumer warp ctid / 32 */
+#pragma unroll
+  for (int j = 0; j < FM90M_R2P_GROUPS; j++) words[fm90m_words_index(tile, j, ctid, CT)] = acc[j];
 }
 
 /* ------------------------------------------------------------------- kernel */

@@ -7,4 +7,8 @@ cudaError_t launch<128>(const params &p, int variant, bool instr, int mode, int 
                         cudaStream_t s) {
   return launch_dispatch<128>(p, variant, instr, mode, mask, grid, s);
 }
+template <>
+cudaError_t launch_words<128>(const fmd::attn_base &d, int32_t nsets, uint32_t *words, cudaStream_t s) {
+  return launch_words_dispatch<128>(d, nsets, words, s);
+}
 }  // namespace fm90

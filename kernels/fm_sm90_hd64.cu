@@ -7,4 +7,8 @@ cudaError_t launch<64>(const params &p, int variant, bool instr, int mode, int m
                         cudaStream_t s) {
   return launch_dispatch<64>(p, variant, instr, mode, mask, grid, s);
 }
+template <>
+cudaError_t launch_words<64>(const fmd::attn_base &d, int32_t nsets, uint32_t *words, cudaStream_t s) {
+  return launch_words_dispatch<64>(d, nsets, words, s);
+}
 }  // namespace fm90

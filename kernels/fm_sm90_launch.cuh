@@ -9,7 +9,9 @@
  * FM_SM90_MASK_DEFAULT (R2P unless the build defines it, e.g.
  * -DFM_SM90_MASK_DEFAULT=1 in CMAKE_CUDA_FLAGS and CMAKE_C_FLAGS); the other method is built for
  * SKIP in the default mode, plain and instrumented (fm_kernel_bench
- * --sm90-masks, fm_attn_check's method check). */
+ * --sm90-masks, fm_attn_check's method check), and so is WORDS, the
+ * forward-only prototype (FM_SM90_MASK_WORDS, with its preprocessing
+ * words_kernel, launch_words). */
 #ifndef FM_SM90_LAUNCH_CUH
 #define FM_SM90_LAUNCH_CUH
 
@@ -33,6 +35,9 @@ fm_status tensor_map_bshd_typed(CUtensorMap *map, const void *base, int elem_byt
 
 template <int HD> cudaError_t launch(const params &p, int variant, bool instr, int mode, int mask, int grid,
                                      cudaStream_t s);
+/* WORDS: enqueues words_kernel over the dense workspace `words` of d's grid
+ * (nsets x d.Tr x d.Tc tiles at this head dim's row tile). */
+template <int HD> cudaError_t launch_words(const fmd::attn_base &d, int32_t nsets, uint32_t *words, cudaStream_t s);
 
 static_assert(FM_SM90_MASK_DEFAULT == FM_SM90_MASK_SLICES || FM_SM90_MASK_DEFAULT == FM_SM90_MASK_R2P,
               "FM_SM90_MASK_DEFAULT names a mask method (fm_attn_dev.h)");
@@ -48,10 +53,15 @@ constexpr bool mask_built(int variant, int mode, int mask) {
          ((mask == FM_SM90_MASK_SLICES || mask == FM_SM90_MASK_R2P) && variant == FM_VARIANT_SKIP &&
           mode == MODE_DEFAULT);
 }
+/* The forward's: mask_built, and WORDS for SKIP in the default mode. */
+constexpr bool mask_built_fwd(int variant, int mode, int mask) {
+  return mask_built(variant, mode, mask) ||
+         (mask == FM_SM90_MASK_WORDS && variant == FM_VARIANT_SKIP && mode == MODE_DEFAULT);
+}
 
 template <int HD, int VAR, bool INSTR, bool OV, bool PP, int MASK = FM_SM90_MASK_DEFAULT>
 cudaError_t launch_one(const params &p, int grid, cudaStream_t s) {
-  constexpr int smem = traits<HD>::SMEM;
+  constexpr int smem = MASK == FM_SM90_MASK_WORDS ? traits<HD>::SMEM_WORDS : traits<HD>::SMEM;
   cudaError_t e = cudaFuncSetAttribute(fwd_kernel<HD, VAR, INSTR, OV, PP, MASK>,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (e != cudaSuccess) return e;
@@ -66,7 +76,10 @@ template <int HD>
 cudaError_t launch_dispatch(const params &p, int variant, bool instr, int mode, int mask, int grid,
                             cudaStream_t s) {
   constexpr bool OV = (MODE_DEFAULT & MODE_OVERLAP) != 0, PP = (MODE_DEFAULT & MODE_PINGPONG) != 0;
-  if (!mask_built(variant, mode, mask)) return cudaErrorInvalidValue;
+  if (!mask_built_fwd(variant, mode, mask)) return cudaErrorInvalidValue;
+  if (mask == FM_SM90_MASK_WORDS)
+    return instr ? launch_one<HD, FM_VARIANT_SKIP, true, OV, PP, FM_SM90_MASK_WORDS>(p, grid, s)
+                 : launch_one<HD, FM_VARIANT_SKIP, false, OV, PP, FM_SM90_MASK_WORDS>(p, grid, s);
   if (mask == MASK_OTHER)
     return instr ? launch_one<HD, FM_VARIANT_SKIP, true, OV, PP, MASK_OTHER>(p, grid, s)
                  : launch_one<HD, FM_VARIANT_SKIP, false, OV, PP, MASK_OTHER>(p, grid, s);
@@ -95,6 +108,16 @@ cudaError_t launch_dispatch(const params &p, int variant, bool instr, int mode, 
     default:
       return cudaErrorInvalidValue;
   }
+}
+
+template <int HD>
+cudaError_t launch_words_dispatch(const fmd::attn_base &d, int32_t nsets, uint32_t *words, cudaStream_t s) {
+  const int64_t tiles = (int64_t)nsets * d.Tr * d.Tc;
+  if (tiles < 1 || tiles >= (1ll << 31)) return cudaErrorInvalidValue;
+  /* the forward copies traits<HD>::WORDS_BYTES a tile: the workspace's block */
+  if (fm90m_words_tile_bytes(consumer_threads<HD>()) != traits<HD>::WORDS_BYTES) return cudaErrorInvalidValue;
+  words_kernel<HD><<<(unsigned)tiles, consumer_threads<HD>(), 0, s>>>(d, words);
+  return cudaGetLastError();
 }
 
 }  // namespace fm90

@@ -32,6 +32,10 @@
  *       1..6, which ptxas applies with R2P (register to predicates: one
  *       instruction sets P1..P6 from one byte) and one select per element.
  *
+ *   FM_SM90_MASK_WORDS   (forward, a prototype) R2P's three words,
+ *       precomputed per tile by a preprocessing kernel, copied into the K
+ *       stage with K by the copy engine and read from shared memory (below).
+ *
  * (A first R2P build permuted the columns so that a thread's 16 words were 4
  * runs of 4, read by 128-bit shared loads; it made the unmasked tiles dearer
  * through the code ptxas made of the rest of the kernel: PERF_NOTES, "R2P:
@@ -154,6 +158,76 @@ FM_HD void fm90m_r2p_words(const uint32_t w[FM90M_NB], int g, uint32_t acc[FM90M
 }
 
 FM_STATIC_ASSERT(FM90M_NB == 16, "the R2P groups cover 16 n8 blocks (6 + 6 + 4)");
+
+/* ------------------------------------------- consumer: WORDS (forward only)
+ *
+ * FM_SM90_MASK_WORDS (fm_attn_dev.h; a measurement prototype, PERF_NOTES "R2P:
+ * the precomputed words, built"): the three words fm90m_r2p_words gives each
+ * consumer thread, computed before the forward by a preprocessing kernel
+ * (fm_sm90_fwd.cuh, words_kernel: the producer's slices, then each thread's
+ * read and gather exactly as mask_r2p does them) and stored in a global
+ * workspace. Layout [tile][j][thread]: a tile's words are one contiguous
+ * block of fm90m_words_tile_bytes (3 KiB with 256 consumer threads, 4.5 KiB
+ * with 384; a multiple of 16 bytes at a multiple of 16 bytes), which the
+ * forward's producer copies with one bulk copy into the K stage's words
+ * buffer (completing on the stage's K-full barrier, as K does); consumer
+ * thread ctid reads its word j there at fm90m_words_slot (a warp's 32 reads
+ * of word j are 128 consecutive bytes: no bank conflict) and applies the
+ * three as R2P does, so the output is R2P's bit for bit. Dense over every
+ * (set, row tile, key tile) of the forward's grid; only the tiles the
+ * forward masks are written (and copied). Used only when the workspace fits
+ * FM90M_WORDS_BUDGET; the forward falls back to R2P otherwise (fm_sm90.cu). */
+
+/* 256 MiB: every single-set mask at 8K and 32K at both head dims (at most
+ * 192 MiB at 32K, head dim 128; 192.4 MiB at head dim 64), small beside the
+ * backward's workspace at those lengths (2 GiB of fp32 dQ at 8K); per-head
+ * sets (random eviction: 512 sets at 8K, 6 GiB) and 128K fall back. */
+#define FM90M_WORDS_BUDGET ((uint64_t)256 << 20)
+
+/* Bytes of the dense workspace: nsets x tr x tc tiles, `threads` consumer
+ * threads a tile, FM90M_R2P_GROUPS words each. */
+FM_HD uint64_t fm90m_words_bytes(int64_t nsets, int64_t tr, int64_t tc, int threads) {
+  return (uint64_t)nsets * (uint64_t)tr * (uint64_t)tc * (uint64_t)threads * FM90M_R2P_GROUPS * 4u;
+}
+
+/* Whether the words are used (else R2P): a non-empty grid within the budget. */
+FM_HD bool fm90m_words_fit(int64_t nsets, int64_t tr, int64_t tc, int threads) {
+  if (nsets < 1 || tr < 1 || tc < 1 || threads < 1 || nsets > INT32_MAX || tr > INT32_MAX || tc > INT32_MAX)
+    return false;
+  /* two factors below 2^31 multiply without wrapping; past the budget stop */
+  const uint64_t rows = (uint64_t)nsets * (uint64_t)tr;
+  if (rows > FM90M_WORDS_BUDGET || rows * (uint64_t)tc > FM90M_WORDS_BUDGET) return false;
+  return fm90m_words_bytes(nsets, tr, tc, threads) <= FM90M_WORDS_BUDGET;
+}
+
+/* Whether key tile t (class cls at its row tile, fm_classify_minmax) gets
+ * words: the tiles the skip forward visits (not MASKED) with F_NEEDMASK (not
+ * UNMASKED, or cut by Sk): the producer's `decide` for SKIP. */
+FM_HD bool fm90m_words_needed(int cls, int32_t t, int32_t sk) {
+  return cls != FM_TILE_MASKED && (cls != FM_TILE_UNMASKED || (int64_t)(t + 1) * FM90M_BC > sk);
+}
+
+/* The tile's number in the workspace: (set, row tile, key tile) row-major. */
+FM_HD int64_t fm90m_words_tile(int32_t set, int32_t rt, int32_t t, int32_t tr, int32_t tc) {
+  return ((int64_t)set * tr + rt) * tc + t;
+}
+
+/* A tile's words: FM90M_R2P_GROUPS per consumer thread, one bulk copy. */
+FM_HD int fm90m_words_tile_words(int threads) { return FM90M_R2P_GROUPS * threads; }
+FM_HD int fm90m_words_tile_bytes(int threads) { return 4 * fm90m_words_tile_words(threads); }
+
+/* Word j of consumer thread ctid (0 .. threads - 1, the thread's index among
+ * the consumer warpgroups: 128 cw + tid) within its tile's block: where the
+ * consumer reads it in the stage's words buffer. */
+FM_HD int fm90m_words_slot(int j, int ctid, int threads) { return j * threads + ctid; }
+
+/* The word's index in the workspace: its tile's block, then its slot. */
+FM_HD int64_t fm90m_words_index(int64_t tile, int j, int ctid, int threads) {
+  return tile * fm90m_words_tile_words(threads) + fm90m_words_slot(j, ctid, threads);
+}
+
+FM_STATIC_ASSERT((FM90M_R2P_GROUPS * 4 * 128) % 16 == 0,
+                 "a tile's words (128 threads a warpgroup) are a bulk copy's multiple of 16 bytes");
 
 /* ================================================== the backward: S^T tiles
  *

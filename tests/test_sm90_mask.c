@@ -17,6 +17,11 @@
  * words; each of its 32 elements' bits must equal the SLICES backward's
  * compare and the element rule; and on raw int32 intervals (any start, any
  * length >= 0, tiles up to 2^31 queries) the R2P bit must equal the compare.
+ * WORDS (the forward prototype): the workspace's budget, its layout (a tile's
+ * words one contiguous block of a bulk copy's size and alignment, a warp's
+ * reads of a word consecutive), and each consumer thread's words through it
+ * (the producer's bulk copy into a stage buffer, the thread's read there)
+ * against the rule.
  * The kernels' own arithmetic is in the header these functions come from;
  * kernels/PERF_NOTES.md, "R2P (issue 25): design and SASS". */
 #include <criterion/criterion.h>
@@ -233,6 +238,165 @@ Test(sm90_mask, methods_agree_with_the_rule_on_windows) {
   }
   cr_assert(cv.partial > 20 && cv.by_diagonal > 10, "coverage: %ld partial tiles (%ld by the diagonal)", cv.partial,
             cv.by_diagonal);
+}
+
+/* ============================================ WORDS (the forward prototype) */
+
+/* The budget decision on the masks it was sized for (fm_sm90_mask.h,
+ * FM90M_WORDS_BUDGET): one set at 8K and 32K fits at both head dims (row
+ * tiles of 128 rows and 256 consumer threads, 192 rows and 384), one set at
+ * 128K and random eviction's 512 per-head sets at 8K fall back to R2P. */
+Test(sm90_mask, words_budget_decides_the_fallback) {
+  cr_assert_eq(fm90m_words_bytes(1, 64, 64, 256), (uint64_t)64 * 64 * 256 * 12); /* 12 MiB */
+  cr_assert(fm90m_words_fit(1, 64, 64, 256));
+  cr_assert_eq(fm90m_words_bytes(1, 256, 256, 256), (uint64_t)192 << 20);
+  cr_assert(fm90m_words_fit(1, 256, 256, 256));
+  cr_assert(fm90m_words_fit(1, 171, 256, 384)); /* 32K, head dim 64: 192.4 MiB */
+  cr_assert(!fm90m_words_fit(1, 1024, 1024, 256)); /* 128K: 3 GiB */
+  cr_assert(!fm90m_words_fit(512, 64, 64, 256));   /* random eviction 8K: 6 GiB */
+  /* the edge: the most tiles within the budget fit, one tile more does not */
+  const int64_t tiles = (int64_t)(FM90M_WORDS_BUDGET / (256 * 12));
+  cr_assert(fm90m_words_bytes(1, 1, tiles, 256) <= FM90M_WORDS_BUDGET);
+  cr_assert(fm90m_words_bytes(1, 1, tiles + 1, 256) > FM90M_WORDS_BUDGET);
+  cr_assert(fm90m_words_fit(1, 1, tiles, 256));
+  cr_assert(!fm90m_words_fit(1, 1, tiles + 1, 256));
+  /* no grid, and grids whose byte count would wrap 64 bits */
+  cr_assert(!fm90m_words_fit(0, 64, 64, 256));
+  cr_assert(!fm90m_words_fit(1, 0, 64, 256));
+  cr_assert(!fm90m_words_fit(1, 64, 64, 0));
+  cr_assert(!fm90m_words_fit(INT32_MAX, INT32_MAX, INT32_MAX, 384));
+  cr_assert(!fm90m_words_fit(65535, (int64_t)1 << 30, 2, 256));
+  cr_assert_eq(fm90m_words_bytes((int64_t)1 << 30, (int64_t)1 << 30, 4, 1), 0); /* 12 x 2^62 wraps to 0 */
+  cr_assert(!fm90m_words_fit((int64_t)1 << 30, (int64_t)1 << 30, 4, 1));
+}
+
+/* [tile][j][thread]: every word of a grid once; a tile's words one block of
+ * fm90m_words_tile_bytes (a multiple of 16 bytes) at a multiple of 16 bytes,
+ * the slots of the stage buffer the producer's one bulk copy fills (index =
+ * the tile's block + the slot, the slots a permutation of the block); a
+ * warp's 32 reads of word j consecutive (128 bytes: no bank conflict); tiles
+ * row-major over (set, row tile, key tile). */
+Test(sm90_mask, words_layout_is_thread_native) {
+  enum { NSETS = 2, TR = 3, TC = 5 };
+  const int threads_of[2] = {256, 384};
+  for (int k = 0; k < 2; k++) {
+    const int threads = threads_of[k];
+    const int64_t n = (int64_t)fm90m_words_bytes(NSETS, TR, TC, threads) / 4;
+    cr_assert_eq(fm90m_words_tile_bytes(threads), 4 * FM90M_R2P_GROUPS * threads);
+    cr_assert_eq(fm90m_words_tile_bytes(threads) % 16, 0, "a bulk copy's size");
+    cr_assert_eq(n, (int64_t)NSETS * TR * TC * fm90m_words_tile_words(threads));
+    unsigned char *seen = calloc((size_t)n, 1);
+    cr_assert_not_null(seen);
+    int64_t next_tile = 0;
+    for (int set = 0; set < NSETS; set++)
+      for (int rt = 0; rt < TR; rt++)
+        for (int t = 0; t < TC; t++) {
+          const int64_t tile = fm90m_words_tile(set, rt, t, TR, TC);
+          cr_assert_eq(tile, next_tile++, "set %d rt %d t %d", set, rt, t);
+          const int64_t block = fm90m_words_index(tile, 0, 0, threads), tw = fm90m_words_tile_words(threads);
+          cr_assert_eq(block * 4 % 16, 0, "tile %lld's block at byte %lld", (long long)tile, (long long)block * 4);
+          for (int j = 0; j < FM90M_R2P_GROUPS; j++)
+            for (int ctid = 0; ctid < threads; ctid++) {
+              const int64_t i = fm90m_words_index(tile, j, ctid, threads);
+              const int slot = fm90m_words_slot(j, ctid, threads);
+              cr_assert(i >= 0 && i < n, "index %lld of %lld", (long long)i, (long long)n);
+              cr_assert_eq(seen[i], 0, "index %lld twice", (long long)i);
+              seen[i] = 1;
+              cr_assert(slot >= 0 && slot < tw, "slot %d of %lld", slot, (long long)tw);
+              cr_assert_eq(i, block + slot, "tile %lld j %d thread %d: not in the tile's block", (long long)tile, j, ctid);
+              if (ctid & 31) cr_assert_eq(slot, fm90m_words_slot(j, ctid - 1, threads) + 1);
+            }
+        }
+    for (int64_t i = 0; i < n; i++) cr_assert(seen[i], "index %lld never used", (long long)i);
+    free(seen);
+  }
+}
+
+/* Every tile of mask m at br rows through the workspace: words_kernel's part
+ * (the tiles fm90m_words_needed keeps, from core's bounds and class; the
+ * producer's slices; thread ctid's words from consumer warp ctid / 32's
+ * slices, stored at fm90m_words_index), the forward producer's (one bulk copy
+ * of fm90m_words_tile_bytes from the tile's block, fm90m_words_index(tile, 0,
+ * 0), into a stage buffer, for the tiles it masks) and the consumer's (thread
+ * tid of warpgroup cw reads its word j at fm90m_words_slot(j, 128 cw + tid)
+ * of the stage buffer and applies the R2P bits to rows 64 cw + 16 warp + g,
+ * + 8): each element must follow the rule; a visited tile left unwritten
+ * (poison, never copied) must have no masked element in rows below Sq.
+ * Returns the tiles written. */
+static long check_words(const fm_colmask *m, int br) {
+  const int32_t sq = fm_colmask_sq(m), sk = fm_colmask_sk(m), nwarps = br / 16, threads = 32 * nwarps;
+  const int32_t tr = (sq + br - 1) / br, tc = (sk + FM90M_BC - 1) / FM90M_BC;
+  const int64_t n = (int64_t)fm90m_words_bytes(1, tr, tc, threads) / 4;
+  uint32_t *ws = malloc((size_t)n * 4);
+  cr_assert_not_null(ws);
+  for (int64_t i = 0; i < n; i++) ws[i] = 0xdeadbeefu;
+  const int tbytes = fm90m_words_tile_bytes(threads);
+  uint32_t *stage = malloc((size_t)tbytes);
+  cr_assert_not_null(stage);
+  static tile_slices t;
+  long written = 0;
+  for (int32_t rt = 0; rt < tr; rt++)
+    for (int32_t kt = 0; kt < tc; kt++) {
+      const int32_t r0 = rt * br, r1 = r0 + br < sq ? r0 + br : sq, j0 = kt * FM90M_BC;
+      const fm_tile_bounds b = fm_tile_bounds_of_columns(
+          fm_colmask_cvec(m, 0, FM_LTS), fm_colmask_cvec(m, 0, FM_LTE), fm_colmask_cvec(m, 0, FM_UTS),
+          fm_colmask_cvec(m, 0, FM_UTE), j0, j0 + FM90M_BC < sk ? j0 + FM90M_BC : sk, 1, fm_colmask_causal(m), sq, sk);
+      const int cls = fm_classify_minmax(&b, r0, r1);
+      const int64_t tile = fm90m_words_tile(0, rt, kt, tr, tc);
+      const bool needed = fm90m_words_needed(cls, kt, sk);
+      if (needed) { /* words_kernel */
+        produce(m, r0, nwarps, j0, &t);
+        for (int ctid = 0; ctid < threads; ctid++) {
+          uint32_t acc[FM90M_R2P_GROUPS];
+          r2p_words(t.sl + (ctid >> 5) * FM90M_BC, ctid & 31, acc);
+          for (int j = 0; j < FM90M_R2P_GROUPS; j++) ws[fm90m_words_index(tile, j, ctid, threads)] = acc[j];
+        }
+        written++;
+      }
+      if (cls == FM_TILE_MASKED) continue; /* not visited */
+      for (int i = 0; i < tbytes / 4; i++) stage[i] = 0x5a5a5a5au; /* the previous tile's, say */
+      if (needed) /* the producer's bulk copy, with K */
+        memcpy(stage, ws + fm90m_words_index(tile, 0, 0, threads), (size_t)tbytes);
+      for (int cw = 0; cw < nwarps / 4; cw++) /* the consumer */
+        for (int tid = 0; tid < 128; tid++) {
+          const int warp = tid >> 5, lane = tid & 31;
+          uint32_t wd[FM90M_R2P_GROUPS];
+          for (int j = 0; j < FM90M_R2P_GROUPS; j++) wd[j] = stage[fm90m_words_slot(j, 128 * cw + tid, threads)];
+          for (int idx = 0; idx < 4 * FM90M_NB; idx++) {
+            const int32_t i = r0 + 64 * cw + 16 * warp + fm90m_elem_row(lane, idx), j = j0 + fm90m_elem_col(lane, idx);
+            if (!needed && i >= sq) continue; /* rows past Sq: computed, never stored */
+            const int want = rule_masked(m, i, j), got = needed ? r2p_masked(wd, idx) : 0;
+            if (got != want)
+              cr_assert_fail("Sq=%d Sk=%d causal=%d br=%d tile (%d, %d) class %d%s: cw %d tid %d element %d (row %d, "
+                             "col %d): words %d, rule %d",
+                             sq, sk, fm_colmask_causal(m), br, rt, kt, cls, needed ? "" : " (no words)", cw, tid, idx,
+                             i, j, got, want);
+          }
+        }
+    }
+  free(stage);
+  free(ws);
+  return written;
+}
+
+Test(sm90_mask, words_workspace_gives_each_thread_r2p_words) {
+  fm_rng r;
+  fm_rng_seed(&r, 2525, 0);
+  long written = 0;
+  for (int iter = 0; iter < 24; iter++) {
+    const int32_t sq = 1 + (int32_t)fm_rng_below(&r, 600), sk = 1 + (int32_t)fm_rng_below(&r, 600);
+    fm_colmask *m = fmt_random_mask(&r, sq, sk, 1, 1, iter & 1);
+    cr_assert_not_null(m);
+    written += check_words(m, 128) + check_words(m, 192); /* head dims 128 and 64 */
+    fm_colmask_destroy(m);
+  }
+  for (size_t s = 0; s < sizeof WINDOWS / sizeof WINDOWS[0]; s++) {
+    fm_colmask *m = window_mask(WINDOWS[s][0], WINDOWS[s][1], WINDOWS[s][2]);
+    cr_assert_not_null(m);
+    written += check_words(m, 128) + check_words(m, 192);
+    fm_colmask_destroy(m);
+  }
+  cr_assert(written > 200, "%ld tiles with words", written);
 }
 
 /* ================================================================ backward */
