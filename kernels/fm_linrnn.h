@@ -52,7 +52,8 @@
  * stores the state entering every live chunk (fp32, nchunks x H x dk x dv in
  * the workspace), then one CTA per (chunk, head) computes the chunk's outputs
  * with wgmma, transposed (kernels/fm_linrnn_wg.cuh), no chunk waiting for
- * another. Its sub-tiles are
+ * another (FM_LINRNN_TWO_PASS=0 in the environment turns the path off: the
+ * A/B against the fused kernel). Its sub-tiles are
  * the 64 x 64 of c = 64, visited and skipped by the same rule; its products are
  * split the same way, so the same error bound holds, but its bits differ from
  * the fused kernel's (every variant of one shape takes the same path, so skip
