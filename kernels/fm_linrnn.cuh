@@ -86,7 +86,11 @@
  * MODE_STATES (the kernel built with STATES): the two-pass path's first pass
  * (fm_linrnn_wg.cuh): the same walks with no score, inter or intra phase and no
  * Q copies, storing S_in of every live chunk (params.sin) before its state
- * phase; under SKIP it walks only the items with state work (items_state).
+ * phase; under SKIP it walks only the items with state work (items_state). It
+ * has a shared-memory layout of its own (cfg's ST: K and the metadata in each
+ * stage, one V buffer copied at each step's start, no P: 102 KiB at dk 128, C
+ * 128, 8 warps), so that two CTAs share a multiprocessor (kernels/PERF_NOTES.md,
+ * Linear RNN, seventeenth session).
  *
  * FM_LINRNN_SIM: compiled by a host C++ compiler against fm_linrnn_sim.h (a host
  * emulation of the primitives below), for development without a GPU. */
@@ -355,26 +359,30 @@ constexpr int prep_smem(int C) { return 4 * C + 8 * (int)sizeof(fm_tile_bounds);
 /* Shared-memory layout and shape constants of one instantiation. Two stages of
  * (Q, K, lp2, docstart, pre2, classes), VST of V, P (hi and lo planes of the
  * NTRI lower-triangle 16 x 16 blocks). */
-template <int DK, int C, int NW> struct cfg {
+template <int DK, int C, int NW, bool ST = false> struct cfg {
   static constexpr int NT = NW * 32, DVB = NW * 16, N16 = C / 16, NTRI = N16 * (N16 + 1) / 2;
-  static constexpr int VST = C == 64 ? 2 : 1; /* V double-buffered where it fits */
-  static constexpr int MINB = C == 64 ? 2 : 1; /* CTAs per SM (__launch_bounds__) */
+  static constexpr int VST = C == 64 && !ST ? 2 : 1; /* V double-buffered where it fits */
+  /* CTAs per SM (__launch_bounds__); ST (the state walk, MODE_STATES): two */
+  static constexpr int MINB = C == 64 || ST ? 2 : 1;
   static constexpr int QB = C * DK * 2;
+  /* K's offset in a stage: after Q, or first where no Q is copied (ST) */
+  static constexpr int KO = ST ? 0 : QB;
   /* per chunk (row t): lp2, docstart, docend, docidx; pre2; sub-tile classes; flags of chunk + 2 */
-  static constexpr int M_LP = 2 * QB, M_DS = M_LP + 4 * C, M_DE = M_DS + 4 * C, M_DI = M_DE + 4 * C;
+  static constexpr int M_LP = KO + QB, M_DS = M_LP + 4 * C, M_DE = M_DS + 4 * C, M_DI = M_DE + 4 * C;
   static constexpr int M_PRE = M_DI + 4 * C, M_CLS = M_PRE + 64, M_FL = M_CLS + CLS_STRIDE;
   static constexpr int STAGE = M_FL + 128;
   static constexpr int V_OFF = 2 * STAGE, VB = C * DVB * 2;
-  static constexpr int P_OFF = V_OFF + VST * VB, PB = NTRI * 512;
+  static constexpr int P_OFF = V_OFF + VST * VB, PB = ST ? 0 : NTRI * 512; /* ST: no P */
   static constexpr int SMEM = P_OFF + 2 * PB;
   static_assert(STAGE % 128 == 0 && VB % 128 == 0 && PB % 128 == 0, "128-byte aligned regions");
-  static_assert(SMEM <= 227 * 1024, "shared memory of one CTA");
+  static_assert(SMEM <= 227 * 1024 && (!ST || 2 * SMEM <= 227 * 1024), "shared memory of MINB CTAs");
   static_assert((C * DK / 8) % NT == 0 && (C * DVB / 8) % NT == 0, "16-byte copies divide among the threads");
   /* V single-buffered and as large as Q (dk 128 C 128 8 warps, dk 64 C 128 4 warps): Q and V
    * rotate through three slots, the two stages' Q and the V buffer (slot_off): Q of step n in
    * slot n % 3, V of step n in slot (n + 2) % 3, the one Q of step n - 1 left, so that V of
-   * step n + 1 is copied during step n, once the inter term has read Q of step n. */
-  static constexpr bool VROT = VST == 1 && QB == VB;
+   * step n + 1 is copied during step n, once the inter term has read Q of step n. ST has no Q:
+   * V's one buffer is copied at each step's start. */
+  static constexpr bool VROT = !ST && VST == 1 && QB == VB;
 };
 
 /* Byte offset of Q / V slot k (0, 1: the stages' Q; 2: the V buffer) of cfg K. */
@@ -391,9 +399,9 @@ struct step {
 /* Issues the copies of chunk ch's Q (when full; to shared address qdst), K and
  * metadata into stage st (the flags of chunk ch + 2: what the step after ch's
  * needs before it waits). */
-template <int DK, int C, int NW>
+template <int DK, int C, int NW, bool ST = false>
 FMLR_DEV void issue_stage(const params &p, int ch, int h, bool full, int st, uint32_t qdst, uint32_t sb) {
-  using K = cfg<DK, C, NW>;
+  using K = cfg<DK, C, NW, ST>;
   constexpr int CH = DK / 8, N16 = C / 16;
   const int tid = threadIdx.x, c0 = ch * C;
   const uint32_t base = sb + st * K::STAGE;
@@ -404,7 +412,7 @@ FMLR_DEV void issue_stage(const params &p, int ch, int h, bool full, int st, uin
     const int64_t off = ok ? ((int64_t)t * p.H + h) * DK + cc * 8 : 0;
     const uint32_t so = (uint32_t)swz(r, cc, DK) * 2;
     if (full) cp16(qdst + so, p.q + off, ok);
-    cp16(base + K::QB + so, p.k + off, ok);
+    cp16(base + K::KO + so, p.k + off, ok);
   }
   const int64_t tpad = (int64_t)p.nchunks * C;
   constexpr int NM = C + N16 / 4 + CLS_STRIDE / 16; /* 16-byte copies; then the flags */
@@ -423,9 +431,9 @@ FMLR_DEV void issue_stage(const params &p, int ch, int h, bool full, int st, uin
 }
 
 /* Issues the copies of chunk ch's value block dvb to shared address vdst. */
-template <int DK, int C, int NW>
+template <int DK, int C, int NW, bool ST = false>
 FMLR_DEV void issue_v(const params &p, int ch, int h, int dvb, uint32_t vdst) {
-  using K = cfg<DK, C, NW>;
+  using K = cfg<DK, C, NW, ST>;
   constexpr int CH = K::DVB / 8;
   const int tid = threadIdx.x, c0 = ch * C;
 #pragma unroll 4
@@ -463,7 +471,7 @@ FMLR_DEV void score_block(const params &p, const step &s, int bi, int bj, bool m
                           uint32_t sb) {
   using K = cfg<DK, C, NW>;
   const int lane = threadIdx.x & 31, g = lane >> 2, c4 = lane & 3;
-  const uint32_t qa = sb + s.qo, ka = sb + s.st * K::STAGE + K::QB;
+  const uint32_t qa = sb + s.qo, ka = sb + s.st * K::STAGE + K::KO;
   const float *lp = reinterpret_cast<const float *>(sm + s.st * K::STAGE + K::M_LP);
   const int32_t *ds = reinterpret_cast<const int32_t *>(sm + s.st * K::STAGE + K::M_DS);
   /* two accumulators a key half, even and odd k-steps: four HMMA chains, not two */
@@ -662,13 +670,13 @@ FMLR_DEV void intra_phase(const params &p, const step &s, float (&o)[C / 16][2][
 
 /* One 16-token step of a state: S^T += (w V)^T K over tokens 16 kk .. 16 kk + 15,
  * w_s = exp(G_e - G_s) for s in [rlo, el] (chunk rows), 0 elsewhere. */
-template <int DK, int C, int NW>
+template <int DK, int C, int NW, bool ST = false>
 FMLR_DEV void state_step(const step &s, int kk, int rlo, int el, float (&st)[DK / 8][4], unsigned char *sm,
                          uint32_t sb) {
-  using K = cfg<DK, C, NW>;
+  using K = cfg<DK, C, NW, ST>;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, c4 = lane & 3;
   const float *lp = reinterpret_cast<const float *>(sm + s.st * K::STAGE + K::M_LP);
-  const uint32_t va = sb + s.vo, ka = sb + s.st * K::STAGE + K::QB;
+  const uint32_t va = sb + s.vo, ka = sb + s.st * K::STAGE + K::KO;
   const int q = lane >> 3, be = el >> 4;
   uint32_t a[4]; /* A = V^T (m = the warp's 16 columns, k = the 16 tokens) */
   ldsm_t(va + swz(kk * 16 + (q >> 1) * 8 + (lane & 7), warp * 2 + (q & 1), K::DVB) * 2, a);
@@ -719,10 +727,10 @@ FMLR_DEV void state_io(const params &p, float *base, int dvb, float (&st)[DK / 8
  * (read from the stage: each row's document start, end and index). A step that
  * is not full (a prelude or a checkpoint segment) serves only the chunk's last
  * document. */
-template <int DK, int C, int NW>
+template <int DK, int C, int NW, bool ST = false>
 FMLR_DEV void state_phase(const params &p, const step &s, float (&st)[DK / 8][4], unsigned char *sm,
                           uint32_t sb) {
-  using K = cfg<DK, C, NW>;
+  using K = cfg<DK, C, NW, ST>;
   const unsigned char *stage = sm + s.st * K::STAGE;
   const float *lp = reinterpret_cast<const float *>(stage + K::M_LP);
   const float *pre = reinterpret_cast<const float *>(stage + K::M_PRE);
@@ -744,7 +752,7 @@ FMLR_DEV void state_phase(const params &p, const step &s, float (&st)[DK / 8][4]
 #pragma unroll
       for (int r = 0; r < 4; r++) st[nt][r] = uses_in ? st[nt][r] * alpha : 0.f;
     const int k0 = p.variant == VAR_SKIP ? rlo >> 4 : 0, k1 = p.variant == VAR_SKIP ? el >> 4 : K::N16 - 1;
-    for (int kk = k0; kk <= k1; kk++) state_step<DK, C, NW>(s, kk, rlo, el, st, sm, sb);
+    for (int kk = k0; kk <= k1; kk++) state_step<DK, C, NW, ST>(s, kk, rlo, el, st, sm, sb);
     if (fin) state_io<DK, NW>(p, p.final_state + ((int64_t)d * p.H + s.h) * DK * p.dv, s.dvb, st, false);
   }
 }
@@ -812,8 +820,8 @@ struct vnext {
 
 /* VROT: V of the next step into this step's Q slot (every warp is done with Q),
  * as a copy group of its own (waited for after the next step's score phase). */
-template <int DK, int C, int NW> FMLR_DEV void rot_v(const params &p, const step &s, const vnext &vn, uint32_t sb) {
-  if (vn.any) issue_v<DK, C, NW>(p, vn.ch, vn.h, vn.dvb, sb + s.qo);
+template <int DK, int C, int NW, bool ST = false> FMLR_DEV void rot_v(const params &p, const step &s, const vnext &vn, uint32_t sb) {
+  if (vn.any) issue_v<DK, C, NW, ST>(p, vn.ch, vn.h, vn.dvb, sb + s.qo);
   cp_commit();
 }
 
@@ -824,7 +832,7 @@ template <int DK, int C, int NW> FMLR_DEV void rot_v(const params &p, const step
 template <int DK, int C, int NW, bool INSTR, bool STATES>
 FMLR_DEV void chunk_step(const params &p, step &s, float (&st)[DK / 8][4], unsigned char *sm, uint32_t sb,
                          const vnext &vn) {
-  using K = cfg<DK, C, NW>;
+  using K = cfg<DK, C, NW, STATES>;
   const unsigned char *stage = sm + s.st * K::STAGE;
   const bool outs = s.full && !STATES; /* the step computes outputs */
   if (outs) {
@@ -841,7 +849,7 @@ FMLR_DEV void chunk_step(const params &p, step &s, float (&st)[DK / 8][4], unsig
       nlive = s.live_in ? (ef + 15) >> 4 : 0;
     }
   }
-  if (K::VROT && nlive == 0) rot_v<DK, C, NW>(p, s, vn, sb);
+  if (K::VROT && nlive == 0) rot_v<DK, C, NW, STATES>(p, s, vn, sb);
   if (outs) {
     float o[K::N16][2][4];
     inter_phase<DK, C, NW>(p, s, st, o, nlive, sm, sb);
@@ -849,11 +857,11 @@ FMLR_DEV void chunk_step(const params &p, step &s, float (&st)[DK / 8][4], unsig
   }
   if (K::VROT && nlive > 0) {
     bar();
-    rot_v<DK, C, NW>(p, s, vn, sb);
+    rot_v<DK, C, NW, STATES>(p, s, vn, sb);
   }
   if (STATES && s.full && s.live_in) /* S_in of the chunk, for the output pass (fp32: measured dearer split) */
     state_io<DK, NW>(p, p.sin + ((int64_t)s.ch * p.H + s.h) * DK * p.dv, s.dvb, st, false);
-  state_phase<DK, C, NW>(p, s, st, sm, sb);
+  state_phase<DK, C, NW, STATES>(p, s, st, sm, sb);
 }
 
 /* The forward: a persistent grid; CTA b takes units b, b + gridDim.x, ... and
@@ -865,8 +873,8 @@ FMLR_DEV void chunk_step(const params &p, step &s, float (&st)[DK / 8][4], unsig
  * walks the segment before its chunk and stores the state at its end and, when
  * the document began before the segment, the segment's decay. */
 template <int DK, int C, int NW, bool INSTR, bool STATES>
-FMLR_KERNEL void FMLR_BOUNDS((cfg<DK, C, NW>::NT), (cfg<DK, C, NW>::MINB)) fwd_kernel(const params p) {
-  using K = cfg<DK, C, NW>;
+FMLR_KERNEL void FMLR_BOUNDS((cfg<DK, C, NW, STATES>::NT), (cfg<DK, C, NW, STATES>::MINB)) fwd_kernel(const params p) {
+  using K = cfg<DK, C, NW, STATES>;
   FMLR_SMEM(sm);
   const uint32_t sb = smem_addr(sm);
   const int nunits = p.nitems[list_of<STATES>(p)] * p.H * p.ndvb;
@@ -876,11 +884,11 @@ FMLR_KERNEL void FMLR_BOUNDS((cfg<DK, C, NW>::NT), (cfg<DK, C, NW>::MINB)) fwd_k
   unit nxt = fetch_unit<STATES>(p, cur.w + (int)gridDim.x, nunits);
   float st[DK / 8][4]; /* S^T of the warp's 16 value columns (fp32) */
   begin_unit<DK, NW>(p, cur, st);
-  issue_stage<DK, C, NW>(p, cur.first, cur.h, outs && cur.first >= cur.ch0, 0, sb, sb);
-  if (K::VST == 2) issue_v<DK, C, NW>(p, cur.first, cur.h, cur.dvb, sb + K::V_OFF);
+  issue_stage<DK, C, NW, STATES>(p, cur.first, cur.h, outs && cur.first >= cur.ch0, 0, sb, sb);
+  if (K::VST == 2) issue_v<DK, C, NW, STATES>(p, cur.first, cur.h, cur.dvb, sb + K::V_OFF);
   cp_commit();
   if (K::VROT) { /* V of step 0 in slot 2, its own group */
-    issue_v<DK, C, NW>(p, cur.first, cur.h, cur.dvb, sb + K::V_OFF);
+    issue_v<DK, C, NW, STATES>(p, cur.first, cur.h, cur.dvb, sb + K::V_OFF);
     cp_commit();
   }
   int r3 = 0; /* n % 3 (VROT's slots) */
@@ -902,15 +910,15 @@ FMLR_KERNEL void FMLR_BOUNDS((cfg<DK, C, NW>::NT), (cfg<DK, C, NW>::MINB)) fwd_k
     s.has_next = s.ch < cur.ch0 || (s.ch + 1 < p.nchunks && !(fl1 & FLAG_ITEM_START));
     const bool more = s.has_next && !(!STATES && p.mode == MODE_CKPT && s.ch + 1 == cur.ch0);
     if (K::VST == 1 && !K::VROT) {
-      issue_v<DK, C, NW>(p, s.ch, cur.h, cur.dvb, sb + K::V_OFF);
+      issue_v<DK, C, NW, STATES>(p, s.ch, cur.h, cur.dvb, sb + K::V_OFF);
       cp_commit();
     }
     /* the next step's copies: this unit's next chunk or the next unit's first */
     const vnext vn = {more || nxt.valid, more ? s.ch + 1 : nxt.first, more ? cur.h : nxt.h, more ? cur.dvb : nxt.dvb};
     if (vn.any) {
       const uint32_t qdst = sb + (K::VROT ? slot_off<K>(r3n) : (s.st ^ 1) * K::STAGE);
-      issue_stage<DK, C, NW>(p, vn.ch, vn.h, outs && vn.ch >= (more ? cur.ch0 : nxt.ch0), s.st ^ 1, qdst, sb);
-      if (K::VST == 2) issue_v<DK, C, NW>(p, vn.ch, vn.h, vn.dvb, sb + K::V_OFF + (s.st ^ 1) * K::VB);
+      issue_stage<DK, C, NW, STATES>(p, vn.ch, vn.h, outs && vn.ch >= (more ? cur.ch0 : nxt.ch0), s.st ^ 1, qdst, sb);
+      if (K::VST == 2) issue_v<DK, C, NW, STATES>(p, vn.ch, vn.h, vn.dvb, sb + K::V_OFF + (s.st ^ 1) * K::VB);
     }
     cp_commit();
     if (K::VST == 1) cp_wait<2>();

@@ -22,7 +22,7 @@ namespace fmlr {
  * largest unit count. */
 template <int DK, int C, int NW, bool INSTR, bool STATES = false>
 cudaError_t launch_fwd(const params &p, int sms, int max_ctas, cudaStream_t s) {
-  using K = cfg<DK, C, NW>;
+  using K = cfg<DK, C, NW, STATES>;
   auto kernel = fwd_kernel<DK, C, NW, INSTR, STATES>;
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, K::SMEM);
   if (e != cudaSuccess) return e;
