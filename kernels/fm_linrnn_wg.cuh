@@ -13,31 +13,38 @@
  *     + P V,  P = scale (Q K^T) o D  over the visited 64 x 64 sub-tiles
  *
  * computed transposed, O^T = S_in^T Q^T + V^T P^T, so that the value columns
- * are the wgmma's M and the chunk's 128 tokens its N. One CTA per (chunk,
- * head), four warpgroups (dv = 256; dv 128 uses two): warpgroup u owns the
- * value columns 64 u .. 64 u + 63, its O^T (64 x 128, fp32) in registers.
- * First the scores, once a CTA: warpgroup u scores sub-tile (b, j) = (0, 0),
- * (1, 0), (1, 1), (0, 1) for u = 0 .. 3 when the variant visits it (S = Q_b
- * K_j^T, m64n64k16), forms P (make_p) and writes it split hi + lo into shared
- * memory, token-major, where it is O^T's K-major B operand. Then the inter
- * term on live chunks: A = S_in^T read by each thread straight from global
- * memory into its register fragment and split hi + lo there (no shared
- * memory), B = Q^T (Q's tile, K-major), m64n128k16 (m64n64k16 when the
- * chunk's first document ends in the first band), the token columns scaled by
- * scale exp(G_t) or selected to +0. Then O^T += V^T P^T per key band j: A =
- * V^T (V's tile, MN-major A), B = P^T (hi, lo) over the token halves j's
- * visited sub-tiles cover (both: m64n128k16; one: m64n64k16 on that half of
- * the accumulators). As in the fused kernel, one operand of every product is
- * an exact bf16 input (Q, V) and the other (S_in, P) is split in two bf16
- * halves. O^T is staged through shared memory and stored as bf16 rows.
+ * are the wgmma's M and the chunk's 128 tokens its N. A persistent grid of
+ * one CTA a multiprocessor takes the items (chunk, head) in turn; four
+ * warpgroups (dv 256; at dv 128 or 64 the ones without value columns only
+ * score): warpgroup u owns the value columns 64 u .. 64 u + 63, its O^T in
+ * two m64n64 accumulator sets (tokens 0-63 and 64-127: an m64n64k16 on the
+ * upper half of an m64n128 set makes ptxas serialize every wgmma). First the
+ * scores, once an item: warpgroup u scores sub-tile (b, j) = (0, 0), (1, 0),
+ * (1, 1), (0, 1) for u = 0 .. 3 when the variant visits it (S = Q_b K_j^T,
+ * m64n64k16), forms P (make_p) and writes it split hi + lo into shared memory,
+ * token-major, where it is O^T's K-major B operand. Then the inter term on
+ * live chunks: per k-step of 16 dk rows each thread reads S_in's fp32 values,
+ * splits them hi + lo into its warpgroup's two-stage ring, A = S_in^T
+ * (MN-major), B = Q^T (Q's tile, K-major), over the first token half only when
+ * the chunk's first document ends in it; the token columns are scaled by scale
+ * exp(G_t) or selected to +0. Then O^T += V^T P^T per key band j: A = V^T (V's
+ * tile, MN-major), B = P^T (hi, lo) on the token halves j's visited sub-tiles
+ * cover. As in the fused kernel, one operand of every product is an exact
+ * bf16 input (Q, V) and the other (S_in, P) is split in two bf16 halves. O^T
+ * is staged through shared memory (over P) and stored as bf16 rows. The next
+ * item's Q and K are copied once every warpgroup is done with this one's (its
+ * P V and stores run meanwhile), its V once P V is done. Branch values go
+ * through warp_uniform so that ptxas keeps the wgmma asynchronous.
  *
  * Shared memory (128-byte swizzle, 1024-byte atoms; fm_wgmma_desc.h's
  * descriptors): Q and K as two K-major blocks of 64 dk columns x 128 tokens
  * (32 KiB each); V as dv / 64 MN-major blocks of 128 key rows x 64 columns;
  * P hi and lo as two K-major blocks (key bands) of 128 tokens x 64 keys
- * (32 KiB each); the token factors (512 B): 193 KiB at dv 256, one CTA a
- * multiprocessor. The copies are cp.async (generic proxy), so every thread
- * fences to the async proxy before the barrier that hands tiles to wgmma.
+ * (32 KiB each); the token factors (512 B); the inter term's rings (8 KiB a
+ * warpgroup): 225 KiB, one CTA a multiprocessor. The copies are cp.async
+ * (generic proxy), so every thread fences to the async proxy before the
+ * barrier that hands tiles to wgmma. Design and measurements:
+ * kernels/PERF_NOTES.md, Linear RNN, seventeenth session.
  *
  * Variants: SKIP visits the sub-tiles the rule does not call MASKED; CAUSAL
  * j <= b; NOSKIP all four ((0, 1) is all masked). The inter term runs on
@@ -52,7 +59,7 @@
  * to its tile_cycles with a reduction.
  *
  * FM_LINRNN_SIM: fm_linrnn_sim.h emulates the wgmma used here (128-byte
- * swizzled descriptors, the accumulator and register fragments) and the fmh::
+ * swizzled descriptors, the accumulator fragments) and the fmh::
  * helpers, so the emulated check runs this kernel too. */
 #ifndef FM_LINRNN_WG_CUH
 #define FM_LINRNN_WG_CUH
