@@ -701,7 +701,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--case") && i + 1 < argc) only = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--kseg") && i + 1 < argc) g_kseg_only = atoi(argv[++i]);
     else {
-      fprintf(stderr, "fm_linrnn_check: unknown argument '%s' (--quick, --case N, --kseg K, --bench [C:L[:c] ...])\n", argv[i]);
+      fprintf(stderr, "fm_linrnn_check: unknown argument '%s' (--quick, --case N, --kseg K, --bench [C:[d]L[:c] ...])\n", argv[i]);
       return 3;
     }
   }

@@ -383,7 +383,8 @@ template <bool INSTR> FMLR_DEV void out_item(const params &p, int ch, int h, int
       case 14: pv_bands<3, 2>(u, sb, d0, d1); break;
       case 6: pv_bands<1, 2>(u, sb, d0, d1); break;
       case 15: pv_bands<3, 3>(u, sb, d0, d1); break;
-      default: /* other rules' classes: the same products, one band at a time */
+      default: /* the last chunk's sub-tiles past T are MASKED (e.g. (1, 0) and (1, 1)):
+                  the same products, one band at a time */
         if (m0 == 3) pv_bands<3, 0>(u, sb, d0, d1);
         else if (m0 == 2) pv_bands<2, 0>(u, sb, d0, d1);
         else if (m0 == 1) pv_bands<1, 0>(u, sb, d0, d1);
