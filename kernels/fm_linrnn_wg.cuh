@@ -64,8 +64,6 @@
 #ifndef FM_LINRNN_WG_CUH
 #define FM_LINRNN_WG_CUH
 
-#include <utility>
-
 #include "fm_linrnn.cuh"
 #include "fm_linrnn_launch.cuh"
 #ifndef FM_LINRNN_SIM
@@ -224,102 +222,66 @@ FMLR_DEV float4 axpy(float a, float4 y, float4 x) {
   return make_float4(fmaf(a, y.x, x.x), fmaf(a, y.y, x.y), fmaf(a, y.z, x.z), fmaf(a, y.w, x.w));
 }
 
-/* Staging buffer j (0 .. 3) of warpgroup u's S_in k-steps (4 KiB each): 0 and 1
- * in its ring, 2 and 3 over K's tile, dead once every warpgroup has scored. */
-FMLR_DEV uint32_t sin_buf(int u, int j) { return j < 2 ? SI_OFF + u * SI_WG + j * 4096 : K_OFF + u * 8192 + (j - 2) * 4096; }
-
-/* The copies of k-step kk of warpgroup u's S_in (16 dk rows x 64 columns,
- * fp32) into staging buffer dst, one group: each thread copies the 8 values
- * it will split (row r, columns 8 c8 ..), the first four where its hi piece
- * goes and the last four where its lo piece goes, so that it splits in place
- * with no other thread's data in the way. */
-FMLR_DEV void issue_sin(const params &p, int ch, int h, int u, int kk, uint32_t dst) {
-  const int tw = threadIdx.x & 127, r = tw >> 3, c8 = tw & 7;
-  const float *src = p.sin + (((int64_t)ch * p.H + h) * DK + 16 * kk + r) * p.dv + u * DVB + 8 * c8;
-  cp16(dst + mn_off(r, c8), src, true);
-  cp16(dst + 2048 + mn_off(r, c8), src + 4, true);
-  cp_commit();
-}
-
-/* Waits for S_in's k-step KK (inter_term's schedule: k-steps 0, 1 issued
- * before the scores, 2, 3 after them, k-step KK + 3 once KK's wgmma ran). */
-template <int KK> FMLR_DEV void wait_sin() {
-  if constexpr (KK == 0) cp_wait<3>();
-  else if constexpr (KK <= 5) cp_wait<2>();
-  else if constexpr (KK == 6) cp_wait<1>();
-  else cp_wait<0>();
-}
-
-/* One k-step of the inter term (KK of warpgroup u; y: COV's second part). */
-template <int N, bool COV, int KK>
-FMLR_DEV void inter_step(const params &p, int ch, int h, int u, uint32_t sb, unsigned char *sm, float a,
-                         const float *cks, float4 (&y)[2], float (&d0)[32], float (&d1)[32]) {
-  const int tw = threadIdx.x & 127, r = tw >> 3, c8 = tw & 7;
-  const uint32_t buf = sin_buf(u, KK & 3);
-  wait_sin<KK>();
-  float4 x0 = *reinterpret_cast<const float4 *>(sm + buf + mn_off(r, c8));
-  float4 x1 = *reinterpret_cast<const float4 *>(sm + buf + 2048 + mn_off(r, c8));
-  if (COV) {
-    x0 = axpy(a, y[0], x0), x1 = axpy(a, y[1], x1);
-    if (KK + 1 < DK / 16) { /* the next k-step's second part (L2: one checkpoint state serves a segment) */
-      const int64_t nr = (int64_t)(16 * (KK + 1) + r) * p.dv;
-      y[0] = __ldg(reinterpret_cast<const float4 *>(cks + nr));
-      y[1] = __ldg(reinterpret_cast<const float4 *>(cks + nr + 4));
-    }
-  }
-  uint4 hi, lo;
-  split2(x0.x, x0.y, hi.x, lo.x);
-  split2(x0.z, x0.w, hi.y, lo.y);
-  split2(x1.x, x1.y, hi.z, lo.z);
-  split2(x1.z, x1.w, hi.w, lo.w);
-  *reinterpret_cast<uint4 *>(sm + buf + mn_off(r, c8)) = hi;
-  *reinterpret_cast<uint4 *>(sm + buf + 2048 + mn_off(r, c8)) = lo;
-  fmh::fence_proxy_async();
-  bar_wg();
-  fmh::wgmma_fence();
-  const uint64_t ah = fmh::desc_mnmajor(sb + buf, 16, 0);
-  const uint64_t al = fmh::desc_mnmajor(sb + buf + 2048, 16, 0);
-  const uint64_t db0 = fmh::desc_kmajor(sb + Q_OFF, C, KK);
-  fmh::wgmma_ss_n64<1, 0>(d0, ah, db0, 1);
-  fmh::wgmma_ss_n64<1, 0>(d0, al, db0, 1);
-  if (N == 128) {
-    const uint64_t db1 = fmh::desc_kmajor(sb + Q_OFF + 8192, C, KK);
-    fmh::wgmma_ss_n64<1, 0>(d1, ah, db1, 1);
-    fmh::wgmma_ss_n64<1, 0>(d1, al, db1, 1);
-  }
-  fmh::wgmma_commit();
-  if (KK >= 1 && KK + 3 < DK / 16) { /* k-step KK - 1's buffer is read: KK + 3 into it */
-    fmh::wgmma_wait<1>();
-    issue_sin(p, ch, h, u, KK + 3, sb + sin_buf(u, (KK + 3) & 3));
-  }
-}
-
-template <int N, bool COV, int... KK>
-FMLR_DEV void inter_steps(const params &p, int ch, int h, int u, uint32_t sb, unsigned char *sm, float a,
-                          const float *cks, float4 (&y)[2], float (&d0)[32], float (&d1)[32],
-                          std::integer_sequence<int, KK...>) {
-  (inter_step<N, COV, KK>(p, ch, h, u, sb, sm, a, cks, y, d0, d1), ...);
-}
-
 /* The inter term of warpgroup u's value columns: d = S_in^T Q^T over the
- * first 64 (N 64) or 128 (N 128) tokens, A = S_in^T (MN-major: the columns are
- * A's M) from the staging buffers, where each thread splits its fp32 values
- * into hi and lo in place, B = Q^T (Q's tile, K-major). S_in's k-steps are
- * copied three ahead (issue_sin; out_item issues k-steps 0 .. 3). COV: a
- * covered chunk (fm_linrnn.cuh, "Covered segments"): S_in = sin + a ck_s of
- * the segment's checkpoint, a its decay since the segment's start. */
+ * first 64 (N 64) or 128 (N 128) tokens. Per k-step of 16 dk rows each thread
+ * reads 8 consecutive fp32 columns of one row (the next k-step's in flight),
+ * splits them and stores hi and lo into the warpgroup's two-stage ring
+ * (MN-major: the columns are A's M), then the warpgroup's wgmma read A from
+ * there (S_in^T MN-major) and B = Q^T (Q's tile, K-major). COV: a covered
+ * chunk (fm_linrnn.cuh, "Covered segments"): S_in = sin + a ck_s of the
+ * segment's checkpoint, a its decay since the segment's start. */
 template <int N, bool COV>
 FMLR_DEV void inter_term(const params &p, int ch, int h, int u, uint32_t sb, unsigned char *sm, float (&d0)[32],
                          float (&d1)[32]) {
-  const int tw = threadIdx.x & 127, r = tw >> 3, c8 = tw & 7;
-  const float *cks = COV ? p.ck_s + (((int64_t)(ch / p.kseg) * p.H + h) * DK) * p.dv + u * DVB + 8 * c8 : nullptr;
+  const int tw = threadIdx.x & 127, r = tw >> 3, c8 = tw & 7; /* dk row r of the k-step, columns 8 c8.. */
+  const int64_t at = (int64_t)h * DK * p.dv + u * DVB + 8 * c8;
+  const float *src = p.sin + (int64_t)ch * p.H * DK * p.dv + at;
+  const float *cks = COV ? p.ck_s + (int64_t)(ch / p.kseg) * p.H * DK * p.dv + at : nullptr;
   const float a = COV ? __ldg(p.sa + (int64_t)ch * p.H + h) : 0.f;
-  float4 y[2];
+  const uint32_t ring = SI_OFF + u * SI_WG;
+  float4 x[2], y[2];
+  x[0] = __ldg(reinterpret_cast<const float4 *>(src + (int64_t)r * p.dv));
+  x[1] = __ldg(reinterpret_cast<const float4 *>(src + (int64_t)r * p.dv + 4));
   if (COV) {
     y[0] = __ldg(reinterpret_cast<const float4 *>(cks + (int64_t)r * p.dv));
     y[1] = __ldg(reinterpret_cast<const float4 *>(cks + (int64_t)r * p.dv + 4));
   }
-  inter_steps<N, COV>(p, ch, h, u, sb, sm, a, cks, y, d0, d1, std::make_integer_sequence<int, DK / 16>{});
+#pragma unroll
+  for (int kk = 0; kk < DK / 16; kk++) {
+    const int stg = kk & 1;
+    if (COV) x[0] = axpy(a, y[0], x[0]), x[1] = axpy(a, y[1], x[1]);
+    uint4 hi, lo;
+    split2(x[0].x, x[0].y, hi.x, lo.x);
+    split2(x[0].z, x[0].w, hi.y, lo.y);
+    split2(x[1].x, x[1].y, hi.z, lo.z);
+    split2(x[1].z, x[1].w, hi.w, lo.w);
+    if (kk + 1 < DK / 16) { /* the next k-step's row */
+      const int64_t nr = (int64_t)(16 * (kk + 1) + r) * p.dv;
+      x[0] = __ldg(reinterpret_cast<const float4 *>(src + nr));
+      x[1] = __ldg(reinterpret_cast<const float4 *>(src + nr + 4));
+      if (COV) {
+        y[0] = __ldg(reinterpret_cast<const float4 *>(cks + nr));
+        y[1] = __ldg(reinterpret_cast<const float4 *>(cks + nr + 4));
+      }
+    }
+    if (kk >= 2) fmh::wgmma_wait<1>(); /* the k-step that read this stage is done */
+    *reinterpret_cast<uint4 *>(sm + ring + stg * 4096 + mn_off(r, c8)) = hi;
+    *reinterpret_cast<uint4 *>(sm + ring + stg * 4096 + 2048 + mn_off(r, c8)) = lo;
+    fmh::fence_proxy_async();
+    bar_wg();
+    fmh::wgmma_fence();
+    const uint64_t ah = fmh::desc_mnmajor(sb + ring + stg * 4096, 16, 0);
+    const uint64_t al = fmh::desc_mnmajor(sb + ring + stg * 4096 + 2048, 16, 0);
+    const uint64_t db0 = fmh::desc_kmajor(sb + Q_OFF, C, kk);
+    fmh::wgmma_ss_n64<1, 0>(d0, ah, db0, 1);
+    fmh::wgmma_ss_n64<1, 0>(d0, al, db0, 1);
+    if (N == 128) {
+      const uint64_t db1 = fmh::desc_kmajor(sb + Q_OFF + 8192, C, kk);
+      fmh::wgmma_ss_n64<1, 0>(d1, ah, db1, 1);
+      fmh::wgmma_ss_n64<1, 0>(d1, al, db1, 1);
+    }
+    fmh::wgmma_commit();
+  }
   fmh::wgmma_wait<0>();
   fmh::reg_fence(d0);
   fmh::reg_fence(d1);
@@ -403,14 +365,6 @@ template <bool INSTR> FMLR_DEV void out_item(const params &p, int ch, int h, int
   const int sbnd = u == 1 || u == 2, sj = u >= 2;
   int64_t *cyc = INSTR ? p.tile_cycles + ((int64_t)h * p.nchunks + ch) * 4 : nullptr;
   const bool rec = INSTR && w == 0 && lane == 0;
-  /* the inter term where the chunk is live (its S_in's first k-steps copied now,
-     into the ring, the next two once K is dead) */
-  const int fl = warp_uniform(__ldg(p.flags + ch));
-  const bool inter = (fl & FLAG_LIVE) && u < nu;
-  if (inter) {
-    issue_sin(p, ch, h, u, 0, sb + sin_buf(u, 0));
-    issue_sin(p, ch, h, u, 1, sb + sin_buf(u, 1));
-  }
   if (warp_uniform(visits(p, cls, sbnd, sj))) {
     const bool masked_elems = cls[sbnd * 2 + sj] != FM_TILE_UNMASKED;
     if (sj == 0) score_tile<0, INSTR>(p, c0, h, sbnd, masked_elems, sb, sm, cyc, rec);
@@ -419,12 +373,11 @@ template <bool INSTR> FMLR_DEV void out_item(const params &p, int ch, int h, int
   float d0[32], d1[32]; /* O^T, tokens 0 .. 63 and 64 .. 127 */
 #pragma unroll
   for (int i = 0; i < 32; i++) d0[i] = d1[i] = 0.f;
-  if (fl & FLAG_LIVE) bar(); /* every warpgroup has scored: K is dead (S_in's staging buffers 2, 3) */
-  /* over the first band only when the chunk's first document ends in it (never
-     in a covered chunk: its document runs past the segment) */
-  if (inter) {
-    issue_sin(p, ch, h, u, 2, sb + sin_buf(u, 2));
-    issue_sin(p, ch, h, u, 3, sb + sin_buf(u, 3));
+  const int fl = warp_uniform(__ldg(p.flags + ch));
+  /* the inter term where the chunk is live: over the first band only when the
+     chunk's first document ends in it (never in a covered chunk: its document
+     runs past the segment) */
+  if ((fl & FLAG_LIVE) && u < nu) {
     const int ef = warp_uniform(min(__ldg(p.docend + c0), min(c0 + C, p.T)) - c0);
     if (fl & FLAG_COV) inter_term<128, true>(p, ch, h, u, sb, sm, d0, d1);
     else if (ef <= 64) inter_term<64, false>(p, ch, h, u, sb, sm, d0, d1);
