@@ -68,7 +68,7 @@ def rel(a, b):
     return float((a.float() - b.float()).abs().max() / b.float().abs().max().clamp_min(1e-30))
 
 
-def run_case(name, q, k, v, gate, lens, chunk, sub, fla, separate, log):
+def run_case(name, q, k, v, gate, lens, chunk, sub, fla, separate, log, timed=()):
     T, H, dk, dv = q.shape[1], q.shape[2], q.shape[3], v.shape[3]
     impls, cu32 = impls_of(q, k, v, gate, lens, chunk, sub, fla, separate)
     rec = {"id": name, "tokens": T, "heads": H, "dk": dk, "dv": dv, "chunk": chunk, "sub": sub,
@@ -88,6 +88,8 @@ def run_case(name, q, k, v, gate, lens, chunk, sub, fla, separate, log):
         if n.startswith("fla"):
             rec["checks"][f"rel_err_vs_{n}"] = rel(outs["fmsim-skip"], outs[n])
     del outs
+    if timed:  # --impls: every output is checked above; only these are timed
+        impls = {n: f for n, f in impls.items() if n in timed}
     figs = measure(impls, log=log)
     flops = 4.0 * dk * dv * T * H
     rec["impls"] = {}
@@ -156,6 +158,8 @@ def main() -> int:
     ap.add_argument("--budget-s", type=float, default=0.0, help="start no case after this many seconds")
     ap.add_argument("--quick", action="store_true", help="fixed lengths only, no production shapes")
     ap.add_argument("--only", default="", help="run the cases whose id contains one of these (comma list)")
+    ap.add_argument("--impls", default="", help="time only these implementations (comma list, e.g. "
+                    "fmsim-skip,fla-simple-gla); every one is still run once and its output checked")
     args = ap.parse_args()
     args.chunks = [int(x) for x in args.chunks.split(",")]
     args.lengths = [int(x) for x in args.lengths.split(",")]
@@ -165,6 +169,7 @@ def main() -> int:
            "command": " ".join(sys.argv), "useful_flops": "4 * dk * dv per token and head", "records": []}
     t0 = time.time()
     only = [x for x in args.only.split(",") if x]
+    timed = tuple(x for x in args.impls.split(",") if x)
     for name, (T, H, dk, dv), lens, chunk, separate in cases(args):
         if only and not any(x in name for x in only):
             continue
@@ -177,7 +182,7 @@ def main() -> int:
             continue
         q, k, v, gate = inputs(T, H, dk, dv, args.seed)
         try:
-            rec = run_case(name, q, k, v, gate, lens, chunk, args.sub, fla, separate, None)
+            rec = run_case(name, q, k, v, gate, lens, chunk, args.sub, fla, separate, None, timed)
         except Exception as e:  # noqa: BLE001  (one case's failure is recorded, the others run)
             rec = {"id": name, "error": f"{type(e).__name__}: {e}"}
             print(f"{name}: {rec['error']}", flush=True)

@@ -44,7 +44,7 @@
 extern "C" {
 #endif
 
-#define FM_TIMING_MAX_KERNELS 4
+#define FM_TIMING_MAX_KERNELS 8
 
 /* One kernel of the measured work (several kernels make one forward call). */
 typedef struct fm_kernel_stat {

@@ -81,12 +81,14 @@ bool fm_linrnn_two_pass(const fm_linrnn_problem *p) { return p && shape_built(p)
 static size_t carve(const fm_linrnn_problem *p, int kseg, char *base, fmlr::params *k) {
   const int64_t H = p->heads, C = p->chunk, nch = nchunks_of(p), tpad = nch * C;
   const int64_t slots = kseg > 0 ? (nch - 1) / kseg + 1 : 0;
-  const int64_t bytes[14] = {4 * tpad, 4 * tpad, 4 * nch, 4 * H * tpad, 4 * H * nch * (C / 16),
+  const bool cover = two_pass(p) && kseg > 0;
+  const int64_t bytes[16] = {4 * tpad, 4 * tpad, 4 * nch, 4 * H * tpad, 4 * H * nch * (C / 16),
                             (int64_t)fmlr::CLS_STRIDE * nch, 4 * slots * H * p->dk * p->dv, 4 * slots * H,
-                            4 * tpad, 16 * nch, 16 * nch, 16, 16 * nch, two_pass(p) ? sin_bytes(p) : 0};
-  char *at[14];
+                            4 * tpad, 16 * nch, 16 * nch, 32, 16 * nch, two_pass(p) ? sin_bytes(p) : 0,
+                            16 * nch, cover ? 4 * nch * H : 0};
+  char *at[16];
   size_t off = 0;
-  for (int i = 0; i < 14; i++) {
+  for (int i = 0; i < 16; i++) {
     at[i] = base ? base + off : NULL;
     off += ((size_t)bytes[i] + 255) & ~(size_t)255;
   }
@@ -105,6 +107,9 @@ static size_t carve(const fm_linrnn_problem *p, int kseg, char *base, fmlr::para
     k->nitems = (int32_t *)at[11];
     k->items_state = (int32_t *)at[12];
     k->sin = (float *)at[13];
+    k->items_all = (int32_t *)at[14];
+    k->sa = cover ? (float *)at[15] : NULL;
+    k->cover = cover;
   }
   return off;
 }
@@ -218,8 +223,11 @@ fm_status fm_linrnn_forward_tuned(const fm_linrnn_problem *p, fm_linrnn_variant 
   if (e == cudaSuccess && kseg > 0) {
     k.mode = fmlr::MODE_CKPT;
     what = "linrnn checkpoint launch";
-    e = p->dk == 64 ? fmlr::launch_fwd_dk64(k, warps_of(p), false, sms, max_ctas, s)
-                    : fmlr::launch_fwd_dk128(k, warps_of(p), false, sms, max_ctas, s);
+    /* on the two-pass path the state walk's own instantiation (its layout: two
+       CTAs a multiprocessor) walks the segments too */
+    e = two_pass(p)      ? fmlr::launch_states_dk128(k, warps_of(p), sms, max_ctas, s)
+        : p->dk == 64    ? fmlr::launch_fwd_dk64(k, warps_of(p), false, sms, max_ctas, s)
+                         : fmlr::launch_fwd_dk128(k, warps_of(p), false, sms, max_ctas, s);
     if (e == cudaSuccess) e = fmlr::launch_scan(k, s);
     k.mode = fmlr::MODE_MAIN;
   }

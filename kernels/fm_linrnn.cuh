@@ -32,7 +32,9 @@
  * c-1) first runs a state-only step over chunk c-1 (the "prelude": that
  * document's rows there). Items depend only on cu_seqlens, so every variant
  * walks the same items. items_kernel lists them (one descriptor each); a
- * persistent grid takes the units (item x head x value block) in turn.
+ * persistent grid takes the units (item x head x value block): CTA b unit b,
+ * then the next free one from a counter (a greedy schedule: long walks do
+ * not wait behind a fixed share; kernels/PERF_NOTES.md, eighteenth session).
  *
  * Checkpoints (kseg > 0, chosen by the host for long, few documents): a live
  * chunk c with c % kseg == 0 is a checkpoint: an item starts there with S_in
@@ -42,6 +44,17 @@
  * and the segment's decay (ck_a, -1 when the document began inside the
  * segment); ckpt_scan_kernel then adds, in chunk order, each dependent
  * checkpoint's predecessor times that decay.
+ *
+ * Covered segments (the two-pass path with checkpoints, params.cover): when the
+ * document at a segment's start c (c % kseg == 0) runs past c + kseg, chunks c
+ * .. c + kseg - 1 are flagged COV and the checkpoint walk of c + kseg, which
+ * goes over exactly them from a zero state, stores at each of their steps the
+ * segment-local state S_loc (sin) and the decay a since c's start (sa).
+ * With a scalar decay the state entering chunk ch is S_loc(ch) + a(ch) S(c),
+ * S(c) the scanned checkpoint state (ck_s), so the output kernel forms it
+ * there and MODE_STATES does not walk those segments again (items_kernel
+ * leaves the item starting at c out of its lists); the tail after a
+ * document's last checkpoint is walked as before.
  *
  * Decays (log2 units, g clamped at G_FLOOR, the g of a document's first token
  * taken as 0): per chunk and head the preprocessing stores lp2[t], the
@@ -86,7 +99,9 @@
  * MODE_STATES (the kernel built with STATES): the two-pass path's first pass
  * (fm_linrnn_wg.cuh): the same walks with no score, inter or intra phase and no
  * Q copies, storing S_in of every live chunk (params.sin) before its state
- * phase; under SKIP it walks only the items with state work (items_state). It
+ * phase; under SKIP it walks only the items with state work (items_state),
+ * otherwise every item (items_all), neither in covered segments. The
+ * checkpoint walks of the two-pass path run in this instantiation too. It
  * has a shared-memory layout of its own (cfg's ST: K and the metadata in each
  * stage, one V buffer copied at each step's start, no P: 102 KiB at dk 128, C
  * 128, 8 warps), so that two CTAs share a multiprocessor (kernels/PERF_NOTES.md,
@@ -127,7 +142,7 @@ namespace fmlr {
 /* Variant values: fm_linrnn_variant (fm_linrnn.h). */
 enum : int32_t { VAR_SKIP = 0, VAR_CAUSAL = 1, VAR_NOSKIP = 2 };
 /* Per-chunk flags of the preprocessing. */
-enum : int32_t { FLAG_ITEM_START = 1, FLAG_PRELUDE = 2, FLAG_LIVE = 4, FLAG_CKPT = 8 };
+enum : int32_t { FLAG_ITEM_START = 1, FLAG_PRELUDE = 2, FLAG_LIVE = 4, FLAG_CKPT = 8, FLAG_COV = 32 };
 /* In a unit descriptor only (items_kernel): the checkpoint's document began before its segment. */
 enum : int32_t { FLAG_DEP = 16 };
 /* What a launch of fwd_kernel does (params.mode). MODE_STATES: the two-pass
@@ -149,6 +164,9 @@ constexpr int CLS_STRIDE = 64; /* bytes of sub-tile classes per chunk: (C/c)^2 <
 struct params {
   int32_t T, H, dk, dv, C, c, ndocs, nchunks, variant, ndvb;
   int32_t kseg, mode; /* checkpoint spacing in chunks (0: none); MODE_* */
+  /* the two-pass path with checkpoints: the checkpoint walks store S_in of the
+     segments they cover (FLAG_COV, "Covered segments" above) */
+  int32_t cover;
   float scale;
   const int32_t *cu;
   const uint16_t *q, *k, *v; /* bf16 bits */
@@ -162,13 +180,17 @@ struct params {
   uint8_t *tclass;
   float *ck_s; /* (nchunks / kseg + 1, H, dk, dv) fp32 checkpoint states, kseg > 0 only */
   float *ck_a; /* (nchunks / kseg + 1, H) the decay across each checkpoint's segment, -1: none */
-  float *sin; /* (nchunks, H, dk, dv) fp32: the state entering each live chunk (two-pass path only) */
+  float *sin; /* (nchunks, H, dk, dv) fp32: the state entering each live chunk (two-pass path only);
+                 in a covered chunk its segment-local part */
+  float *sa;  /* (nchunks, H): a covered chunk's decay since its segment's start (cover only) */
   /* (nchunks, 4) the descriptors of the chunks that start items / are checkpoints, in
    * chunk order: {ch0, first chunk walked, flags of ch0 | FLAG_DEP, flags of first + 1} */
   int32_t *items_main, *items_ckpt;
-  /* (nchunks, 4) the items with state work (MODE_STATES under SKIP: a live chunk or final states) */
-  int32_t *items_state;
-  int32_t *nitems; /* (3) the counts of the three lists (items_kernel) */
+  /* (nchunks, 4) the items with state work not in a covered segment (MODE_STATES under SKIP: a
+   * live chunk or final states); every item not in a covered segment (MODE_STATES otherwise) */
+  int32_t *items_state, *items_all;
+  int32_t *nitems; /* (8) the counts of the four lists (items_kernel); [4], [5]: the unit counters of
+                      the walks (MODE_CKPT; the other modes), zeroed by items_kernel */
 };
 
 /* ------------------------------------------------------------ primitives */
@@ -207,6 +229,11 @@ struct desc4 {
   int32_t x, y, z, w;
 };
 FMLR_DEV desc4 ld_desc(const int32_t *a) { return {a[0], a[1], a[2], a[3]}; }
+FMLR_DEV int32_t atom_add(int32_t *a, int32_t v) {
+  const int32_t o = *a;
+  *a += v;
+  return o;
+}
 #else
 FMLR_DEV uint32_t smem_addr(const unsigned char *p) { return fmk::smem_u32(p); }
 FMLR_DEV void ldsm(uint32_t a, uint32_t (&r)[4]) { fmk::ldmatrix_x4(a, r[0], r[1], r[2], r[3]); }
@@ -238,6 +265,7 @@ FMLR_DEV uint32_t pack2(float lo, float hi) { return fmd::pack_bf16(lo, hi); }
 FMLR_DEV float bits_f32(uint32_t u) { return __uint_as_float(u); }
 using desc4 = int4;
 FMLR_DEV desc4 ld_desc(const int32_t *a) { return __ldg(reinterpret_cast<const int4 *>(a)); } /* one 16-byte load */
+FMLR_DEV int32_t atom_add(int32_t *a, int32_t v) { return atomicAdd(a, v); }
 #endif
 
 /* The two bf16 halves of a packed pair, as floats. */
@@ -313,8 +341,16 @@ template <int C> FMLR_DEV void prep_docs(const params &p, int ch, unsigned char 
     const bool live = ch > 0 && ds < c0;
     const bool ckpt = live && p.kseg > 0 && ch % p.kseg == 0; /* S_in from the checkpoint pass */
     const bool prelude = live && !ckpt && ds > c0 - C;      /* began inside chunk ch-1 */
+    /* covered: the document at the start of the chunk's segment [c, c + kseg)
+       runs past it, so the walk of checkpoint c + kseg goes over the whole
+       segment (from zero, its state-only walk) and stores S_in there */
+    bool cov = false;
+    if (p.cover && p.kseg > 0) {
+      const int cs = ch - ch % p.kseg, ce = cs + p.kseg;
+      cov = cs > 0 && ce < p.nchunks && p.cu[doc_of(p.cu, p.ndocs, ce * C)] < cs * C;
+    }
     p.flags[ch] = (!live || ckpt || prelude ? FLAG_ITEM_START : 0) | (prelude ? FLAG_PRELUDE : 0) |
-                  (live ? FLAG_LIVE : 0) | (ckpt ? FLAG_CKPT : 0);
+                  (live ? FLAG_LIVE : 0) | (ckpt ? FLAG_CKPT : 0) | (cov ? FLAG_COV : 0);
   }
 }
 
@@ -370,7 +406,8 @@ template <int DK, int C, int NW, bool ST = false> struct cfg {
   /* per chunk (row t): lp2, docstart, docend, docidx; pre2; sub-tile classes; flags of chunk + 2 */
   static constexpr int M_LP = KO + QB, M_DS = M_LP + 4 * C, M_DE = M_DS + 4 * C, M_DI = M_DE + 4 * C;
   static constexpr int M_PRE = M_DI + 4 * C, M_CLS = M_PRE + 64, M_FL = M_CLS + CLS_STRIDE;
-  static constexpr int STAGE = M_FL + 128;
+  /* M_W (stage s): the unit index the walk takes at its (2 n + s)-th unit switch (fwd_kernel) */
+  static constexpr int M_W = M_FL + 64, STAGE = M_FL + 128;
   static constexpr int V_OFF = 2 * STAGE, VB = C * DVB * 2;
   static constexpr int P_OFF = V_OFF + VST * VB, PB = ST ? 0 : NTRI * 512; /* ST: no P */
   static constexpr int SMEM = P_OFF + 2 * PB;
@@ -393,6 +430,7 @@ struct step {
   int ch, c0, c1, st, h, dvb;
   int qo, vo; /* byte offsets of the step's Q and V in shared memory */
   bool full, has_next, live_in;
+  bool cov; /* a checkpoint walk over a covered segment: S_in stored, segment-local */
   uint64_t vis; /* the 16 x 16 blocks the variant visits: bit bi N16 + bj (full steps) */
 };
 
@@ -775,7 +813,7 @@ struct unit {
  * every item (their state phases run in every chunk), under SKIP only those
  * with state work; otherwise params.mode's list. */
 template <bool STATES> FMLR_DEV int list_of(const params &p) {
-  if (STATES) return p.variant == VAR_SKIP ? 2 : 0;
+  if (STATES && p.mode == MODE_STATES) return p.variant == VAR_SKIP ? 2 : 3;
   return p.mode;
 }
 
@@ -787,13 +825,13 @@ template <bool STATES> FMLR_DEV unit fetch_unit(const params &p, int w, int nuni
   const int per = p.H * p.ndvb, r = w % per;
   u.h = r / p.ndvb;
   u.dvb = r % p.ndvb;
-  const int32_t *list = STATES ? (list_of<true>(p) == 2 ? p.items_state : p.items_main)
-                               : p.mode == MODE_CKPT ? p.items_ckpt : p.items_main;
+  const int m = list_of<STATES>(p);
+  const int32_t *list = m == 3 ? p.items_all : m == 2 ? p.items_state : m == 1 ? p.items_ckpt : p.items_main;
   const desc4 d = ld_desc(list + 4 * (int64_t)(w / per));
   u.ch0 = d.x;
   u.first = d.y;
   u.fl1 = d.w;
-  u.loaded = (STATES || p.mode == MODE_MAIN) && (d.z & FLAG_CKPT);
+  u.loaded = p.mode != MODE_CKPT && (d.z & FLAG_CKPT);
   u.dep = (d.z & FLAG_DEP) != 0;
   return u;
 }
@@ -859,15 +897,18 @@ FMLR_DEV void chunk_step(const params &p, step &s, float (&st)[DK / 8][4], unsig
     bar();
     rot_v<DK, C, NW, STATES>(p, s, vn, sb);
   }
-  if (STATES && s.full && s.live_in) /* S_in of the chunk, for the output pass (fp32: measured dearer split) */
+  /* S_in of the chunk, for the output pass (fp32: measured dearer split); in a
+     covered segment its segment-local part (zero at the segment's first chunk) */
+  if (STATES && ((s.full && s.live_in) || s.cov))
     state_io<DK, NW>(p, p.sin + ((int64_t)s.ch * p.H + s.h) * DK * p.dv, s.dvb, st, false);
   state_phase<DK, C, NW, STATES>(p, s, st, sm, sb);
 }
 
-/* The forward: a persistent grid; CTA b takes units b, b + gridDim.x, ... and
- * walks each one's chunks in order, the state in registers. The copies of the
- * next step, in this unit or the next one, are issued before this step waits
- * for its own, so one unit's loads overlap the last step of the one before.
+/* The forward: a persistent grid; CTA b takes unit b, then the next free unit
+ * of the list (a counter), and walks each one's chunks in order, the state in
+ * registers. The copies of the next step, in this unit or the next one, are
+ * issued before this step waits for its own, so one unit's loads overlap the
+ * last step of the one before.
  * MODE_MAIN: the units are the items (after a prelude step over chunk ch0 - 1,
  * or from a checkpoint's state). MODE_CKPT: the units are the checkpoints; each
  * walks the segment before its chunk and stores the state at its end and, when
@@ -879,9 +920,19 @@ FMLR_KERNEL void FMLR_BOUNDS((cfg<DK, C, NW, STATES>::NT), (cfg<DK, C, NW, STATE
   const uint32_t sb = smem_addr(sm);
   const int nunits = p.nitems[list_of<STATES>(p)] * p.H * p.ndvb;
   constexpr bool outs = !STATES; /* Q is copied only for steps with outputs */
+  /* units: CTA b's first is b; after it, the next free one from the launch's
+     counter (a greedy schedule: a CTA that drew short units takes more, so a
+     long document's walk no longer waits behind a fixed share). Thread 0 draws
+     a unit ahead, through the stage's M_W slots (read after a barrier). */
+  int32_t *ctr = p.nitems + (p.mode == MODE_CKPT ? 4 : 5);
   unit cur = fetch_unit<STATES>(p, (int)blockIdx.x, nunits);
   if (!cur.valid) return;
-  unit nxt = fetch_unit<STATES>(p, cur.w + (int)gridDim.x, nunits);
+  if (threadIdx.x == 0) *reinterpret_cast<int32_t *>(sm + K::M_W) = (int)gridDim.x + atom_add(ctr, 1);
+  bar();
+  unit nxt = fetch_unit<STATES>(p, *reinterpret_cast<const int32_t *>(sm + K::M_W), nunits);
+  int32_t pend = 0; /* thread 0: the unit after nxt */
+  int sw = 1;       /* the stage whose M_W slot the next unit switch reads */
+  if (threadIdx.x == 0) pend = (int)gridDim.x + atom_add(ctr, 1);
   float st[DK / 8][4]; /* S^T of the warp's 16 value columns (fp32) */
   begin_unit<DK, NW>(p, cur, st);
   issue_stage<DK, C, NW, STATES>(p, cur.first, cur.h, outs && cur.first >= cur.ch0, 0, sb, sb);
@@ -906,9 +957,11 @@ FMLR_KERNEL void FMLR_BOUNDS((cfg<DK, C, NW, STATES>::NT), (cfg<DK, C, NW, STATE
     s.c0 = s.ch * C;
     s.c1 = min(s.c0 + C, p.T);
     s.full = s.ch >= cur.ch0;
+    s.cov = STATES && p.cover && p.mode == MODE_CKPT && cur.dep;
+    if (s.cov && cur.dvb == 0 && threadIdx.x == 0) p.sa[(int64_t)s.ch * p.H + cur.h] = ex2(la2);
     /* the next chunk continues this unit's state; `more`: the unit steps on to it */
     s.has_next = s.ch < cur.ch0 || (s.ch + 1 < p.nchunks && !(fl1 & FLAG_ITEM_START));
-    const bool more = s.has_next && !(!STATES && p.mode == MODE_CKPT && s.ch + 1 == cur.ch0);
+    const bool more = s.has_next && !(p.mode == MODE_CKPT && s.ch + 1 == cur.ch0);
     if (K::VST == 1 && !K::VROT) {
       issue_v<DK, C, NW, STATES>(p, s.ch, cur.h, cur.dvb, sb + K::V_OFF);
       cp_commit();
@@ -930,11 +983,12 @@ FMLR_KERNEL void FMLR_BOUNDS((cfg<DK, C, NW, STATES>::NT), (cfg<DK, C, NW, STATE
     chunk_step<DK, C, NW, INSTR, STATES>(p, s, st, sm, sb, vn);
     la2 += reinterpret_cast<const float *>(stage + K::M_PRE)[K::N16 - 1] +
            reinterpret_cast<const float *>(stage + K::M_LP)[C - 1];
-    if (!STATES && !more && p.mode == MODE_CKPT) {
+    if (!more && p.mode == MODE_CKPT) {
       state_io<DK, NW>(p, ckpt_at<DK>(p, cur), cur.dvb, st, false);
       if (cur.dvb == 0 && threadIdx.x == 0)
         p.ck_a[(int64_t)(cur.ch0 / p.kseg) * p.H + cur.h] = cur.dep ? ex2(la2) : -1.f;
     }
+    if (!more && threadIdx.x == 0) *reinterpret_cast<int32_t *>(sm + sw * K::STAGE + K::M_W) = pend;
     bar();
     r3 = r3n;
     if (more) {
@@ -943,7 +997,9 @@ FMLR_KERNEL void FMLR_BOUNDS((cfg<DK, C, NW, STATES>::NT), (cfg<DK, C, NW, STATE
     }
     if (!nxt.valid) break;
     cur = nxt;
-    nxt = fetch_unit<STATES>(p, cur.w + (int)gridDim.x, nunits);
+    nxt = fetch_unit<STATES>(p, *reinterpret_cast<const int32_t *>(sm + sw * K::STAGE + K::M_W), nunits);
+    sw ^= 1;
+    if (threadIdx.x == 0) pend = (int)gridDim.x + atom_add(ctr, 1);
     begin_unit<DK, NW>(p, cur, st);
     la2 = 0.f;
     fl1 = cur.fl1;
@@ -968,46 +1024,52 @@ FMLR_DEV void write_desc(const params &p, int m, int c, int32_t f, int32_t *d) {
   d[0] = c, d[1] = first, d[2] = f0, d[3] = fl1;
 }
 
-/* The compact lists of the items (MODE_MAIN), of the checkpoints (MODE_CKPT)
- * and of the items with state work (MODE_STATES under SKIP: the item walks a
- * live chunk, i.e. it starts with a prelude or at a checkpoint or goes on to
- * the next chunk, or final states are asked for), chunks in order, as unit
- * descriptors (write_desc), and their counts (nitems). One block of 1024
- * threads, 1024 chunks a round: ballots, then the warps' counts in shared
- * memory. */
+/* The compact lists of the items (MODE_MAIN), of the checkpoints (MODE_CKPT),
+ * of the items with state work (MODE_STATES under SKIP: the item walks a live
+ * chunk, i.e. it starts with a prelude or at a checkpoint or goes on to the
+ * next chunk, or final states are asked for) and of all items (MODE_STATES
+ * otherwise), the last two without the items of covered segments (their S_in
+ * comes from the checkpoint walk), chunks in order, as unit descriptors
+ * (write_desc), and their counts (nitems). One block of 1024 threads, 1024
+ * chunks a round: ballots, then the warps' counts in shared memory. */
 static FMLR_KERNEL void FMLR_BOUNDS(1024, 1) items_kernel(const params p) {
   FMLR_SMEM(sm);
-  int32_t *cnt = reinterpret_cast<int32_t *>(sm); /* (3, 32) */
+  constexpr int NL = 4; /* the lists */
+  int32_t *cnt = reinterpret_cast<int32_t *>(sm); /* (NL, 32) */
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  int base[3] = {0, 0, 0};
+  int base[NL] = {0, 0, 0, 0};
   for (int c0 = 0; c0 < p.nchunks; c0 += 1024) {
     const int c = c0 + tid;
     const int32_t f = c < p.nchunks ? p.flags[c] : 0;
     const bool goes_on = c + 1 < p.nchunks && !(p.flags[c + 1] & FLAG_ITEM_START);
     const bool state_work = (f & (FLAG_PRELUDE | FLAG_CKPT)) || goes_on || p.final_state;
-    const bool want[3] = {(f & FLAG_ITEM_START) != 0, (f & FLAG_CKPT) != 0, (f & FLAG_ITEM_START) && state_work};
-    uint32_t bal[3];
+    const bool item = (f & FLAG_ITEM_START) != 0, walked = item && !(f & FLAG_COV);
+    const bool want[NL] = {item, (f & FLAG_CKPT) != 0, walked && state_work, walked};
+    uint32_t bal[NL];
 #pragma unroll
-    for (int m = 0; m < 3; m++) {
+    for (int m = 0; m < NL; m++) {
       bal[m] = ballot(want[m]);
       if (lane == 0) cnt[m * 32 + warp] = popc(bal[m]);
     }
     bar();
 #pragma unroll /* want, bal, base in registers (a loop over m put them in local memory) */
-    for (int m = 0; m < 3; m++) {
+    for (int m = 0; m < NL; m++) {
       int off = base[m], tot = 0;
       for (int w = 0; w < 32; w++) {
         off += w < warp ? cnt[m * 32 + w] : 0;
         tot += cnt[m * 32 + w];
       }
       const int at = off + popc(bal[m] & ((1u << lane) - 1u));
-      int32_t *list = m == 0 ? p.items_main : m == 1 ? p.items_ckpt : p.items_state;
+      int32_t *list = m == 0 ? p.items_main : m == 1 ? p.items_ckpt : m == 2 ? p.items_state : p.items_all;
       if (want[m]) write_desc(p, m == 1 ? 1 : 0, c, f, list + 4 * at);
       base[m] += tot;
     }
     bar();
   }
-  if (tid == 0) p.nitems[0] = base[0], p.nitems[1] = base[1], p.nitems[2] = base[2];
+  if (tid == 0) {
+    for (int m = 0; m < NL; m++) p.nitems[m] = base[m];
+    p.nitems[4] = p.nitems[5] = 0;
+  }
 }
 
 /* The checkpoints' scan (after MODE_CKPT, before MODE_MAIN): in chunk order,

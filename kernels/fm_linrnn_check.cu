@@ -8,7 +8,10 @@
  *                              0 none, K chunks), instead of all three below
  *   fm_linrnn_check --bench    the timing table (kernels/PERF_NOTES.md, "Linear RNN");
  *                              --bench 64:32 128:64:64 128:d64:64 ... only those (C, L[, c]) points (c 16 by
- *                              default; dL: log-normal lengths of mean L, sigma 1, at least 16, seeded)
+ *                              default; dL: log-normal lengths of mean L, sigma 1, at least 16, seeded);
+ *                              C:pB:T:H:D a production shape: B packed documents of T tokens, H heads,
+ *                              dk = dv = D, c 64
+ *   fm_linrnn_check --skip-only --bench ...   SKIP alone, no instrumented comparison (A/B runs)
  *
  * Each case draws bf16 q, k, v (seeded) and g by its mode, packs documents of
  * the case's lengths with cu_seqlens, runs the three variants and their
@@ -447,9 +450,43 @@ static int g_kseg_only = -2;
 struct bench_point {
   int C, L, c;
   bool drawn; /* log-normal lengths of mean L (sigma 1, at least 16), else fixed */
+  int B, H, D; /* a production shape (B > 0): B documents of L tokens, H heads, dk = dv = D */
 };
+static bool g_skip_only = false; /* --skip-only: the bench times SKIP alone (A/B runs) */
 static std::vector<bench_point> g_bench_only; /* --bench C:L[:c] ...: only these points, in order (empty: all) */
 static const int kBenchLens[7] = {16, 32, 64, 128, 256, 2048, 65536}; /* --bench's document lengths */
+
+/* One point after --bench, appended to g_bench_only: C:L[:c] (C 64 or 128, L
+ * one of kBenchLens, dL: log-normal lengths of mean L; c 16 (default), 32 or
+ * 64, c <= C) or C:pB:T:H:D (a production shape at c 64: B documents of T
+ * tokens, H heads, dk = dv = D, within the bench's buffers). 1: a point; 0:
+ * not one (the next argument); -1: a bad point, said on stderr. */
+static int parse_point(const char *a) {
+  int c, l, sub, pB, pT, pH, pD;
+  char d;
+  if (sscanf(a, "%d:p%d:%d:%d:%d", &c, &pB, &pT, &pH, &pD) == 5) {
+    if ((c != 64 && c != 128) || (pD != 64 && pD != 128) || pB < 1 || pT < 16 || pH < 1 ||
+        (int64_t)pB * pT * pH > 65536 * 16 || (int64_t)pB * pT > 65536) {
+      fprintf(stderr, "fm_linrnn_check: --bench %s: C:pB:T:H:D needs C 64 or 128, D 64 or 128, T >= 16, B T H at "
+                      "most 65536 x 16 token-heads and B T at most 65536\n", a);
+      return -1;
+    }
+    g_bench_only.push_back({c, pT, 64, false, pB, pH, pD});
+    return 1;
+  }
+  const bool drawn = sscanf(a, "%d:%c%d", &c, &d, &l) == 3 && d == 'd';
+  if (!drawn && sscanf(a, "%d:%d", &c, &l) != 2) return 0;
+  if (sscanf(a, drawn ? "%*d:d%*d:%d" : "%*d:%*d:%d", &sub) != 1) sub = 16;
+  bool len_ok = false;
+  for (int k : kBenchLens) len_ok |= l == k;
+  if ((c != 64 && c != 128) || !len_ok || (sub != 16 && sub != 32 && sub != 64) || sub > c) {
+    fprintf(stderr, "fm_linrnn_check: --bench %s: C must be 64 or 128, L one of 16, 32, 64, 128, 256, 2048, 65536 "
+                    "(dL: log-normal lengths of mean L) and c 16, 32 or 64 with c <= C\n", a);
+    return -1;
+  }
+  g_bench_only.push_back({c, l, sub, drawn, 0, 0, 0});
+  return 1;
+}
 
 static const char *docs_name(const tcase &tc, char *buf, size_t cap) {
   if (tc.docs == DOCS_ONE) snprintf(buf, cap, "one document");
@@ -551,7 +588,7 @@ static fm_status launch_one(void *user, void *stream, fm_err *err) {
 
 /* One (C, L) row group: each variant under the sustained protocol, then the
  * instrumented skip against the plain one, interleaved. */
-static int bench_one(fm_linrnn_problem pb, int L, bool drawn, cudaStream_t s, double nominal_flop) {
+static int bench_one(fm_linrnn_problem pb, int L, bool drawn, int B, cudaStream_t s, double nominal_flop) {
   std::vector<int32_t> cu(1, 0);
   std::mt19937_64 rng(1);
   std::lognormal_distribution<double> lengths(log((double)L) - 0.5, 1.0); /* mean L */
@@ -561,13 +598,15 @@ static int bench_one(fm_linrnn_problem pb, int L, bool drawn, cudaStream_t s, do
   }
   pb.ndocs = (int)cu.size() - 1;
   char lab[16];
-  snprintf(lab, sizeof lab, "%s%d", drawn ? "d" : "", L);
+  if (B > 0) snprintf(lab, sizeof lab, "B%dH%d", B, pb.heads); /* a production shape */
+  else snprintf(lab, sizeof lab, "%s%d", drawn ? "d" : "", L);
   CK(cudaMalloc((void **)&pb.cu_seqlens, cu.size() * 4));
   CK(cudaMemcpy((void *)pb.cu_seqlens, cu.data(), cu.size() * 4, cudaMemcpyHostToDevice));
   const fm_time_opts o = {.warmup = 2, .reps = 10, .warmup_min_ms = 1000, .flush_l2 = 1, .use_cupti = 1,
                           .sustain_ms = 1000};
   double ms[FM_LINRNN_NVARIANTS];
   for (int v = 0; v < FM_LINRNN_NVARIANTS; v++) {
+    if (g_skip_only && v != FM_LINRNN_SKIP) continue;
     launch_ctx c = {pb, v, 0};
     fm_timing t;
     fm_err e;
@@ -590,6 +629,10 @@ static int bench_one(fm_linrnn_problem pb, int L, bool drawn, cudaStream_t s, do
            nominal_flop / (t.median_ms * 1e-3) / 1e12, t.clock_mhz, t.reps, t.source, kern[0] ? "; kernels (ms):" : "",
            kern);
     fflush(stdout);
+  }
+  if (g_skip_only) {
+    CK(cudaFree((void *)pb.cu_seqlens));
+    return 0;
   }
   launch_ctx pair[2] = {{pb, FM_LINRNN_SKIP, 0}, {pb, FM_LINRNN_SKIP, 1}};
   const fm_launch_fn fns[2] = {launch_one, launch_one};
@@ -649,11 +692,19 @@ static int bench() {
   std::vector<bench_point> pts = g_bench_only;
   if (pts.empty())
     for (int C = 64; C <= 128; C *= 2)
-      for (int L : kBenchLens) pts.push_back({C, L, 16, false});
+      for (int L : kBenchLens) pts.push_back({C, L, 16, false, 0, 0, 0});
   int bad = 0;
   for (size_t i = 0; i < pts.size() && !bad; i++) {
-    pb.chunk = pts[i].C, pb.sub = pts[i].c;
-    bad = bench_one(pb, pts[i].L, pts[i].drawn, s, nominal);
+    fm_linrnn_problem q = pb;
+    q.chunk = pts[i].C, q.sub = pts[i].c;
+    double flop = nominal;
+    if (pts[i].B > 0) { /* within the buffers: B L H D <= T H dk (checked when parsed) */
+      const bench_point &b = pts[i];
+      q.tokens = b.B * b.L, q.heads = b.H, q.dk = q.dv = b.D, q.scale = 1.f / sqrtf((float)b.D);
+      flop = (double)q.tokens * b.H * (4.0 * b.D * b.D + 128.0 * b.D);
+      printf("production shape: B %d T %d H %d dk = dv = %d (documents of T tokens, packed)\n", b.B, b.L, b.H, b.D);
+    }
+    bad = bench_one(q, pts[i].L, pts[i].drawn, pts[i].B, s, flop);
   }
   const void *bufs[7] = {pb.q, pb.k, pb.v, pb.o, pb.g, pb.tile_class, pb.tile_cycles};
   for (const void *x : bufs) CK(cudaFree((void *)x));
@@ -680,28 +731,17 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[i], "--quick")) quick = true;
     else if (!strcmp(argv[i], "--bench")) {
       do_bench = true;
-      /* optional points C:L[:c] after --bench: C 64 or 128, L one of the bench's lengths, c 16 (default), 32
-         or 64 with c <= C */
-      int c, l, sub;
-      char d;
-      while (i + 1 < argc && (sscanf(argv[i + 1], "%d:%d", &c, &l) == 2 ||
-                              (sscanf(argv[i + 1], "%d:%c%d", &c, &d, &l) == 3 && d == 'd'))) {
-        const bool drawn = strchr(argv[i + 1], 'd') != NULL;
-        if (sscanf(argv[i + 1], drawn ? "%*d:d%*d:%d" : "%*d:%*d:%d", &sub) != 1) sub = 16;
-        bool len_ok = false;
-        for (int k : kBenchLens) len_ok |= l == k;
-        if ((c != 64 && c != 128) || !len_ok || (sub != 16 && sub != 32 && sub != 64) || sub > c) {
-          fprintf(stderr, "fm_linrnn_check: --bench %s: C must be 64 or 128, L one of 16, 32, 64, 128, 256, "
-                          "2048, 65536 (dL: log-normal lengths of mean L) and c 16, 32 or 64 with c <= C\n", argv[i + 1]);
-          return 3;
-        }
-        g_bench_only.push_back({c, l, sub, drawn}), i++;
+      int r;
+      while (i + 1 < argc && (r = parse_point(argv[i + 1])) != 0) {
+        if (r < 0) return 3;
+        i++;
       }
     }
+    else if (!strcmp(argv[i], "--skip-only")) g_skip_only = true;
     else if (!strcmp(argv[i], "--case") && i + 1 < argc) only = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--kseg") && i + 1 < argc) g_kseg_only = atoi(argv[++i]);
     else {
-      fprintf(stderr, "fm_linrnn_check: unknown argument '%s' (--quick, --case N, --kseg K, --bench [C:[d]L[:c] ...])\n", argv[i]);
+      fprintf(stderr, "fm_linrnn_check: unknown argument '%s' (--quick, --case N, --kseg K, --skip-only, --bench [C:[d]L[:c] | C:pB:T:H:D ...])\n", argv[i]);
       return 3;
     }
   }

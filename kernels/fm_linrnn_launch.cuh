@@ -59,7 +59,7 @@ inline cudaError_t launch_prep(const params &p, cudaStream_t s) {
   else FMLR_LAUNCH(k128, grid, 128, prep_smem(128), s, p);
   cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return e;
-  FMLR_LAUNCH(items_kernel, 1, 1024, 3 * 32 * 4, s, p);
+  FMLR_LAUNCH(items_kernel, 1, 1024, 4 * 32 * 4, s, p);
   return cudaGetLastError();
 }
 

@@ -217,32 +217,52 @@ FMLR_DEV void score_tile(const params &p, int c0, int h, int b, bool masked_elem
   if (INSTR && rec) red_add(cyc + 2 * b + J, clk() - t0);
 }
 
+/* x + a y, componentwise (a covered chunk's S_in from its two parts). */
+FMLR_DEV float4 axpy(float a, float4 y, float4 x) {
+  return make_float4(fmaf(a, y.x, x.x), fmaf(a, y.y, x.y), fmaf(a, y.z, x.z), fmaf(a, y.w, x.w));
+}
+
 /* The inter term of warpgroup u's value columns: d = S_in^T Q^T over the
  * first 64 (N 64) or 128 (N 128) tokens. Per k-step of 16 dk rows each thread
  * reads 8 consecutive fp32 columns of one row (the next k-step's in flight),
  * splits them and stores hi and lo into the warpgroup's two-stage ring
  * (MN-major: the columns are A's M), then the warpgroup's wgmma read A from
- * there (S_in^T MN-major) and B = Q^T (Q's tile, K-major). */
-template <int N> FMLR_DEV void inter_term(const params &p, int ch, int h, int u, uint32_t sb, unsigned char *sm,
-                                          float (&d0)[32], float (&d1)[32]) {
+ * there (S_in^T MN-major) and B = Q^T (Q's tile, K-major). COV: a covered
+ * chunk (fm_linrnn.cuh, "Covered segments"): S_in = sin + a ck_s of the
+ * segment's checkpoint, a its decay since the segment's start. */
+template <int N, bool COV>
+FMLR_DEV void inter_term(const params &p, int ch, int h, int u, uint32_t sb, unsigned char *sm, float (&d0)[32],
+                         float (&d1)[32]) {
   const int tw = threadIdx.x & 127, r = tw >> 3, c8 = tw & 7; /* dk row r of the k-step, columns 8 c8.. */
-  const float *src = p.sin + ((int64_t)ch * p.H + h) * DK * p.dv + u * DVB + 8 * c8;
+  const int64_t at = (int64_t)h * DK * p.dv + u * DVB + 8 * c8;
+  const float *src = p.sin + (int64_t)ch * p.H * DK * p.dv + at;
+  const float *cks = COV ? p.ck_s + (int64_t)(ch / p.kseg) * p.H * DK * p.dv + at : nullptr;
+  const float a = COV ? __ldg(p.sa + (int64_t)ch * p.H + h) : 0.f;
   const uint32_t ring = SI_OFF + u * SI_WG;
-  float4 x[2];
+  float4 x[2], y[2];
   x[0] = __ldg(reinterpret_cast<const float4 *>(src + (int64_t)r * p.dv));
   x[1] = __ldg(reinterpret_cast<const float4 *>(src + (int64_t)r * p.dv + 4));
+  if (COV) {
+    y[0] = __ldg(reinterpret_cast<const float4 *>(cks + (int64_t)r * p.dv));
+    y[1] = __ldg(reinterpret_cast<const float4 *>(cks + (int64_t)r * p.dv + 4));
+  }
 #pragma unroll
   for (int kk = 0; kk < DK / 16; kk++) {
     const int stg = kk & 1;
+    if (COV) x[0] = axpy(a, y[0], x[0]), x[1] = axpy(a, y[1], x[1]);
     uint4 hi, lo;
     split2(x[0].x, x[0].y, hi.x, lo.x);
     split2(x[0].z, x[0].w, hi.y, lo.y);
     split2(x[1].x, x[1].y, hi.z, lo.z);
     split2(x[1].z, x[1].w, hi.w, lo.w);
     if (kk + 1 < DK / 16) { /* the next k-step's row */
-      const float *nx = src + (int64_t)(16 * (kk + 1) + r) * p.dv;
-      x[0] = __ldg(reinterpret_cast<const float4 *>(nx));
-      x[1] = __ldg(reinterpret_cast<const float4 *>(nx + 4));
+      const int64_t nr = (int64_t)(16 * (kk + 1) + r) * p.dv;
+      x[0] = __ldg(reinterpret_cast<const float4 *>(src + nr));
+      x[1] = __ldg(reinterpret_cast<const float4 *>(src + nr + 4));
+      if (COV) {
+        y[0] = __ldg(reinterpret_cast<const float4 *>(cks + nr));
+        y[1] = __ldg(reinterpret_cast<const float4 *>(cks + nr + 4));
+      }
     }
     if (kk >= 2) fmh::wgmma_wait<1>(); /* the k-step that read this stage is done */
     *reinterpret_cast<uint4 *>(sm + ring + stg * 4096 + mn_off(r, c8)) = hi;
@@ -353,13 +373,15 @@ template <bool INSTR> FMLR_DEV void out_item(const params &p, int ch, int h, int
   float d0[32], d1[32]; /* O^T, tokens 0 .. 63 and 64 .. 127 */
 #pragma unroll
   for (int i = 0; i < 32; i++) d0[i] = d1[i] = 0.f;
-  const bool live = warp_uniform((__ldg(p.flags + ch) & FLAG_LIVE) != 0);
+  const int fl = warp_uniform(__ldg(p.flags + ch));
   /* the inter term where the chunk is live: over the first band only when the
-     chunk's first document ends in it */
-  if (live && u < nu) {
+     chunk's first document ends in it (never in a covered chunk: its document
+     runs past the segment) */
+  if ((fl & FLAG_LIVE) && u < nu) {
     const int ef = warp_uniform(min(__ldg(p.docend + c0), min(c0 + C, p.T)) - c0);
-    if (ef <= 64) inter_term<64>(p, ch, h, u, sb, sm, d0, d1);
-    else inter_term<128>(p, ch, h, u, sb, sm, d0, d1);
+    if (fl & FLAG_COV) inter_term<128, true>(p, ch, h, u, sb, sm, d0, d1);
+    else if (ef <= 64) inter_term<64, false>(p, ch, h, u, sb, sm, d0, d1);
+    else inter_term<128, false>(p, ch, h, u, sb, sm, d0, d1);
   }
   cp_wait<0>(); /* V */
   fmh::fence_proxy_async(); /* and the P stores */
@@ -400,7 +422,9 @@ template <bool INSTR> FMLR_DEV void out_item(const params &p, int ch, int h, int
 
 /* A persistent grid, one CTA a multiprocessor: CTA b takes items (chunk, head)
  * b, b + gridDim.x, ... (item ch H + h: a chunk's heads together), the next
- * item's copies in flight behind the current one's P V and stores. */
+ * item's copies in flight behind the current one's P V and stores (items
+ * drawn from a counter instead measured no faster: kernels/PERF_NOTES.md,
+ * eighteenth session). */
 template <bool INSTR> FMLR_KERNEL void FMLR_BOUNDS(NT, 1) out_kernel(const params p) {
 #ifdef FM_LINRNN_SIM
   FMLR_SMEM(raw);
