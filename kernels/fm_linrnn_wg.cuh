@@ -97,9 +97,15 @@ FMLR_DEV bool visits(const params &p, const uint8_t *cls, int b, int j) {
   return p.variant == VAR_NOSKIP || j <= b;
 }
 
-/* The copies of a chunk's Q and K (one group). */
-FMLR_DEV void issue_qk(const params &p, int c0, int h, uint32_t sb) {
-  const int tid = threadIdx.x;
+/* Item it's chunk and head (items ch H + h: a chunk's heads together). */
+struct item {
+  int ch, h;
+};
+FMLR_DEV item item_of(const params &p, int64_t it) { return {(int)(it / p.H), (int)(it % p.H)}; }
+
+/* The copies of item x's Q and K (one group). */
+FMLR_DEV void issue_qk(const params &p, item x, uint32_t sb) {
+  const int tid = threadIdx.x, c0 = x.ch * C, h = x.h;
 #pragma unroll
   for (int it = 0; it < C * 16 / NT; it++) {
     const int idx = it * NT + tid, r = idx >> 4, c16 = idx & 15, t = c0 + r;
@@ -111,8 +117,9 @@ FMLR_DEV void issue_qk(const params &p, int c0, int h, uint32_t sb) {
   cp_commit();
 }
 
-/* The copies of a chunk's V, nu blocks of 64 columns (one group). */
-FMLR_DEV void issue_v(const params &p, int c0, int h, int nu, uint32_t sb) {
+/* The copies of item x's V, nu blocks of 64 columns (one group). */
+FMLR_DEV void issue_v(const params &p, item x, int nu, uint32_t sb) {
+  const int c0 = x.ch * C, h = x.h;
   for (int idx = threadIdx.x; idx < C * 8 * nu; idx += NT) {
     const int r = idx / (8 * nu), cc = idx % (8 * nu), t = c0 + r;
     const bool ok = t < p.T;
@@ -349,12 +356,12 @@ FMLR_DEV void store_out(const params &p, int c0, int h, int u, int nu, const flo
   bar(); /* the staging read before the next item's P */
 }
 
-/* One item, chunk ch and head h, its Q and K copies (and then V's) in flight:
+/* One item x (chunk ch, head h), its Q and K copies (and then V's) in flight:
  * the scores, the inter term, the next item's Q and K copies once every
  * warpgroup is done with this one's (nxt >= 0), P V, the next item's V
  * copies, the stores. */
-template <bool INSTR> FMLR_DEV void out_item(const params &p, int ch, int h, int64_t nxt, unsigned char *sm, uint32_t sb) {
-  const int c0 = ch * C, u = warp_uniform(threadIdx.x >> 7), nu = p.dv / DVB, lane = threadIdx.x & 31;
+template <bool INSTR> FMLR_DEV void out_item(const params &p, item x, int64_t nxt, unsigned char *sm, uint32_t sb) {
+  const int ch = x.ch, h = x.h, c0 = ch * C, u = warp_uniform(threadIdx.x >> 7), nu = p.dv / DVB, lane = threadIdx.x & 31;
   const int w = (threadIdx.x >> 5) & 3;
   const uint8_t *cls = p.tclass + (int64_t)ch * CLS_STRIDE;
   if (threadIdx.x < C) token_factors(p, c0, h, ch, threadIdx.x, reinterpret_cast<float *>(sm + F_OFF));
@@ -386,7 +393,7 @@ template <bool INSTR> FMLR_DEV void out_item(const params &p, int ch, int h, int
   cp_wait<0>(); /* V */
   fmh::fence_proxy_async(); /* and the P stores */
   bar();
-  if (nxt >= 0) issue_qk(p, (int)(nxt / p.H) * C, (int)(nxt % p.H), sb);
+  if (nxt >= 0) issue_qk(p, item_of(p, nxt), sb);
   if (u < nu) { /* (not live: every factor 0, d already +0) */
     const float *f = reinterpret_cast<const float *>(sm + F_OFF);
     const int c4 = lane & 3;
@@ -416,7 +423,7 @@ template <bool INSTR> FMLR_DEV void out_item(const params &p, int ch, int h, int
     }
   }
   bar(); /* every warpgroup done with V and P */
-  if (nxt >= 0) issue_v(p, (int)(nxt / p.H) * C, (int)(nxt % p.H), nu, sb);
+  if (nxt >= 0) issue_v(p, item_of(p, nxt), nu, sb);
   store_out(p, c0, h, u, nu, d0, d1, sm);
 }
 
@@ -436,11 +443,11 @@ template <bool INSTR> FMLR_KERNEL void FMLR_BOUNDS(NT, 1) out_kernel(const param
   const int64_t n = (int64_t)p.nchunks * p.H;
   int64_t it = blockIdx.x;
   if (it >= n) return;
-  issue_qk(p, (int)(it / p.H) * C, (int)(it % p.H), sb);
-  issue_v(p, (int)(it / p.H) * C, (int)(it % p.H), p.dv / DVB, sb);
+  issue_qk(p, item_of(p, it), sb);
+  issue_v(p, item_of(p, it), p.dv / DVB, sb);
   for (;;) {
     const int64_t nx = it + gridDim.x;
-    out_item<INSTR>(p, (int)(it / p.H), (int)(it % p.H), nx < n ? nx : -1, sm, sb);
+    out_item<INSTR>(p, item_of(p, it), nx < n ? nx : -1, sm, sb);
     if (nx >= n) break;
     it = nx;
   }
