@@ -269,33 +269,32 @@ __device__ __forceinline__ void producer(const params &p, unsigned char *smem, b
     const int64_t instr_base = ((int64_t)bh * p.Tr + rt) * (int64_t)p.Tc;
     const int32_t *gv = VAR != FM_VARIANT_DENSE ? p.intervals + (int64_t)set * 4 * p.Sk : nullptr;
 
-    /* A K or V tile of the entry into its stage on `full` (an empty entry only arrives). */
+    /* A K or V tile of the entry into its stage on `full` (an empty entry only
+       arrives); extra: bytes of a further copy on the same barrier (load_k's words). */
     auto load_kv = [&](uint64_t *full, const CUtensorMap *map, unsigned char *dst, int32_t flags, int hh,
-                       int j, int bb) {
+                       int j, int bb, uint32_t extra = 0) {
       if (flags & F_EMPTY) {
         fmh::mbar_arrive(full);
         return;
       }
-      fmh::mbar_arrive_expect_tx(full, T::KV_BYTES);
+      fmh::mbar_arrive_expect_tx(full, T::KV_BYTES + extra);
       fmh::tma_load_rows(dst, map, full, T::DBLK, T::BC, hh, j, bb);
     };
     /* K of the entry into stage s; WORDS: with a masked tile's words, one bulk
        copy more on the same barrier (its bytes in the same expect_tx). */
     auto load_k = [&](int s, int32_t tile, int32_t flags) {
       uint64_t *full = br.k_full(s);
-      unsigned char *dst = smem + T::OFF_K + s * T::KV_BYTES;
+      const bool words = MASK == FM_SM90_MASK_WORDS && (flags & (F_NEEDMASK | F_EMPTY)) == F_NEEDMASK;
+      load_kv(full, &p.tm_k, smem + T::OFF_K + s * T::KV_BYTES, flags, h, tile * T::BC, b,
+              words ? (uint32_t)T::WORDS_BYTES : 0u);
       if constexpr (MASK == FM_SM90_MASK_WORDS) {
-        if ((flags & (F_NEEDMASK | F_EMPTY)) == F_NEEDMASK) {
+        if (words) {
           constexpr int CT = consumer_threads<HD>();
-          fmh::mbar_arrive_expect_tx(full, T::KV_BYTES + T::WORDS_BYTES);
-          fmh::tma_load_rows(dst, &p.tm_k, full, T::DBLK, T::BC, h, tile * T::BC, b);
           fmh::bulk_load(smem + T::OFF_WORDS + s * T::WORDS_BYTES,
                          p.words + fm90m_words_index(fm90m_words_tile(set, rt, tile, p.Tr, p.Tc), 0, 0, CT),
                          T::WORDS_BYTES, full);
-          return;
         }
       }
-      load_kv(full, &p.tm_k, dst, flags, h, tile * T::BC, b);
     };
     /* Issues one ring entry: wait for the stage, mask slices, entry, K and V. */
     auto issue = [&](int32_t tile, int32_t flags) {
