@@ -44,8 +44,8 @@
  * or more on average) and too few to fill the GPU (under 512 (document, head,
  * value block) walks): then a state-only pass computes the state every kseg
  * chunks and a scan chains them, so that about 1024 units share the walk
- * (taken in turn by a persistent grid of the CTAs that fit). The choice depends on
- * the shape alone; every variant takes the same.
+ * (a persistent grid of the CTAs that fit takes them from a counter). The
+ * choice depends on the shape alone; every variant takes the same.
  *
  * The two-pass path (chunk 128, sub-chunk 64, dk 128, its states within 4
  * GiB; again a function of the shape): the walk above runs without outputs and
@@ -53,7 +53,10 @@
  * the workspace), then one CTA per (chunk, head) computes the chunk's outputs
  * with wgmma, transposed (kernels/fm_linrnn_wg.cuh), no chunk waiting for
  * another (FM_LINRNN_TWO_PASS=0 in the environment turns the path off: the
- * A/B against the fused kernel). Its sub-tiles are
+ * A/B against the fused kernel). With checkpoints, the state-only pass
+ * stores the states of the segments it walks whole (kernels/fm_linrnn.cuh,
+ * "Covered segments"), and the outputs take S_in there from them and the
+ * chained checkpoint states, so those segments are walked once. Its sub-tiles are
  * the 64 x 64 of c = 64, visited and skipped by the same rule; its products are
  * split the same way, so the same error bound holds, but its bits differ from
  * the fused kernel's (every variant of one shape takes the same path, so skip
@@ -98,7 +101,8 @@
  * fm_linrnn_workspace_bytes, O(T H): per token its document and the in-block
  * decay sums, per chunk its sub-tile classes and flags; with checkpoints one
  * dk x dv fp32 state per checkpoint and head, nchunks / kseg of them; on the
- * two-pass path one dk x dv fp32 state per chunk and head).
+ * two-pass path one dk x dv fp32 state per chunk and head, and with
+ * checkpoints one decay per chunk and head).
  * Design, costs and measurements: kernels/PERF_NOTES.md, "Linear RNN".
  */
 #ifndef FM_LINRNN_H
