@@ -34,6 +34,10 @@ from linrnn_cases import PRODUCTION, doc_lengths, packed_id, prod_id  # noqa: E4
 from atomic import save_json  # noqa: E402
 
 
+# every implementation impls_of can time (--impls picks among them)
+IMPLS = ("fmsim-skip", "fmsim-causal", "fmsim-noskip", "fla-simple-gla", "fla-simple-gla-separate", "fla-gla")
+
+
 def inputs(T, H, dk, dv, seed):
     g = torch.Generator(device="cuda").manual_seed(seed)
     q = torch.randn(1, T, H, dk, device="cuda", dtype=torch.bfloat16, generator=g)
@@ -161,6 +165,10 @@ def main() -> int:
     ap.add_argument("--impls", default="", help="time only these implementations (comma list, e.g. "
                     "fmsim-skip,fla-simple-gla); every one is still run once and its output checked")
     args = ap.parse_args()
+    timed = tuple(x for x in args.impls.split(",") if x)
+    bad = [x for x in timed if x not in IMPLS]
+    if bad:  # one line, before any device work
+        sys.exit(f"linrnn_bench: --impls {','.join(bad)}: not one of {', '.join(IMPLS)}")
     args.chunks = [int(x) for x in args.chunks.split(",")]
     args.lengths = [int(x) for x in args.lengths.split(",")]
     fla = load_fla()
@@ -169,7 +177,6 @@ def main() -> int:
            "command": " ".join(sys.argv), "useful_flops": "4 * dk * dv per token and head", "records": []}
     t0 = time.time()
     only = [x for x in args.only.split(",") if x]
-    timed = tuple(x for x in args.impls.split(",") if x)
     for name, (T, H, dk, dv), lens, chunk, separate in cases(args):
         if only and not any(x in name for x in only):
             continue
