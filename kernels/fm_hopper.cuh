@@ -350,14 +350,16 @@ __device__ __forceinline__ void wgmma_rs_n128(float (&d)[64], const uint32_t (&a
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "n"(1));
 }
 
-/* The same with N = 64 (O += P V at head dim 64). */
+/* The same with N = 64; TB = 1: B MN-major (O += P V at head dim 64), 0:
+ * K-major (the linear-RNN output kernel's inter term, B = Q^T). */
+template <int TB>
 __device__ __forceinline__ void wgmma_rs_n64(float (&d)[32], const uint32_t (&a)[4], uint64_t db) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
       FMH_WGMMA_N64 FMH_D32
-      "{%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
+      "{%32, %33, %34, %35}, %36, p, 1, 1, %38;\n}\n"
       : FMH_ACC32
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "n"(1));
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "n"(1), "n"(TB));
 }
 #undef FMH_ACC8
 #undef FMH_ACC32
@@ -377,7 +379,7 @@ template <> struct pv_mma<128> {
 };
 template <> struct pv_mma<64> {
   static __device__ __forceinline__ void run(float (&d)[32], const uint32_t (&a)[4], uint64_t db) {
-    wgmma_rs_n64(d, a, db);
+    wgmma_rs_n64<1>(d, a, db);
   }
 };
 

@@ -51,7 +51,8 @@ static int auto_kseg(const fm_linrnn_problem *p) {
 }
 
 /* Bytes of the two-pass path's states (S_in of every chunk, fp32). */
-static int64_t sin_bytes(const fm_linrnn_problem *p) { return 4 * nchunks_of(p) * p->heads * p->dk * p->dv; }
+/* The two-pass path's S_in: fp16 values (fm_linrnn.cuh, "S_in in fp16"). */
+static int64_t sin_bytes(const fm_linrnn_problem *p) { return 2 * nchunks_of(p) * p->heads * p->dk * p->dv; }
 
 /* The most workspace the two-pass path's states may take; beyond it the fused
  * kernel runs (a function of the shape, like every choice here). */
@@ -82,13 +83,13 @@ static size_t carve(const fm_linrnn_problem *p, int kseg, char *base, fmlr::para
   const int64_t H = p->heads, C = p->chunk, nch = nchunks_of(p), tpad = nch * C;
   const int64_t slots = kseg > 0 ? (nch - 1) / kseg + 1 : 0;
   const bool cover = two_pass(p) && kseg > 0;
-  const int64_t bytes[16] = {4 * tpad, 4 * tpad, 4 * nch, 4 * H * tpad, 4 * H * nch * (C / 16),
+  const int64_t bytes[17] = {4 * tpad, 4 * tpad, 4 * nch, 4 * H * tpad, 4 * H * nch * (C / 16),
                             (int64_t)fmlr::CLS_STRIDE * nch, 4 * slots * H * p->dk * p->dv, 4 * slots * H,
                             4 * tpad, 16 * nch, 16 * nch, 32, 16 * nch, two_pass(p) ? sin_bytes(p) : 0,
-                            16 * nch, cover ? 4 * nch * H : 0};
-  char *at[16];
+                            16 * nch, cover ? 4 * nch * H : 0, two_pass(p) ? 4 * nch * H * (p->dv / 16) : 0};
+  char *at[17];
   size_t off = 0;
-  for (int i = 0; i < 16; i++) {
+  for (int i = 0; i < 17; i++) {
     at[i] = base ? base + off : NULL;
     off += ((size_t)bytes[i] + 255) & ~(size_t)255;
   }
@@ -106,7 +107,8 @@ static size_t carve(const fm_linrnn_problem *p, int kseg, char *base, fmlr::para
     k->items_ckpt = (int32_t *)at[10];
     k->nitems = (int32_t *)at[11];
     k->items_state = (int32_t *)at[12];
-    k->sin = (float *)at[13];
+    k->sin = (uint16_t *)at[13];
+    k->sinv = (float *)at[16];
     k->items_all = (int32_t *)at[14];
     k->sa = cover ? (float *)at[15] : NULL;
     k->cover = cover;
@@ -214,9 +216,16 @@ fm_status fm_linrnn_forward_tuned(const fm_linrnn_problem *p, fm_linrnn_variant 
   fmlr::params k;
   fill_params(p, variant, instrumented, &k);
   k.kseg = kseg;
-  char *ws = NULL;
-  cudaError_t e = cudaMallocAsync((void **)&ws, carve(p, kseg, NULL, NULL), s);
-  if (e != cudaSuccess) return cuda_fail(err, e, "cudaMallocAsync (linrnn workspace)");
+  const size_t need = carve(p, kseg, NULL, NULL);
+  char *ws = (char *)p->workspace;
+  cudaError_t e = cudaSuccess;
+  if (ws && (p->workspace_bytes < need || ((uintptr_t)ws & 255)))
+    return fm_fail(err, FM_EINVAL,
+                   "fm_linrnn: the workspace must be 256-byte aligned and at least %zu bytes "
+                   "(fm_linrnn_workspace_bytes; got %zu bytes at %p)",
+                   need, p->workspace_bytes, p->workspace);
+  if (!ws && (e = cudaMallocAsync((void **)&ws, need, s)) != cudaSuccess)
+    return cuda_fail(err, e, "cudaMallocAsync (linrnn workspace)");
   carve(p, kseg, ws, &k);
   const char *what = "linrnn preprocessing launch";
   e = fmlr::launch_prep(k, s);
@@ -245,8 +254,8 @@ fm_status fm_linrnn_forward_tuned(const fm_linrnn_problem *p, fm_linrnn_variant 
                     : fmlr::launch_fwd_dk128(k, warps_of(p), instrumented != 0, sms, max_ctas, s);
   }
   if (e != cudaSuccess) st = cuda_fail(err, e, what);
-  e = cudaFreeAsync(ws, s);
-  if (st == FM_OK && e != cudaSuccess) st = cuda_fail(err, e, "cudaFreeAsync (linrnn workspace)");
+  if (!p->workspace && (e = cudaFreeAsync(ws, s)) != cudaSuccess && st == FM_OK)
+    st = cuda_fail(err, e, "cudaFreeAsync (linrnn workspace)");
   return st;
 }
 

@@ -49,7 +49,8 @@
  * document at a segment's start c (c % kseg == 0) runs past c + kseg, chunks c
  * .. c + kseg - 1 are flagged COV and the checkpoint walk of c + kseg, which
  * goes over exactly them from a zero state, stores at each of their steps the
- * segment-local state S_loc (sin) and the decay a since c's start (sa).
+ * segment-local state S_loc (sin, in fp16 as every S_in: "S_in in fp16" below)
+ * and the decay a since c's start (sa).
  * With a scalar decay the state entering chunk ch is S_loc(ch) + a(ch) S(c),
  * S(c) the scanned checkpoint state (ck_s), so the output kernel forms it
  * there and MODE_STATES does not walk those segments again (items_kernel
@@ -126,6 +127,7 @@
 #define FMLR_BOUNDS(nt, mb)
 #define FMLR_SMEM(name) unsigned char *name = sim::smem()
 #else
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include "fm_device.cuh"
@@ -178,10 +180,13 @@ struct params {
   int32_t *docidx, *docstart, *docend, *flags;
   float *lp2, *pre2;
   uint8_t *tclass;
-  float *ck_s; /* (nchunks / kseg + 1, H, dk, dv) fp32 checkpoint states, kseg > 0 only */
+  float *ck_s; /* (nchunks / kseg + 1, H, dk * dv) fp32 checkpoint states in fragment order (frag_off),
+                 kseg > 0 only */
   float *ck_a; /* (nchunks / kseg + 1, H) the decay across each checkpoint's segment, -1: none */
-  float *sin; /* (nchunks, H, dk, dv) fp32: the state entering each live chunk (two-pass path only);
-                 in a covered chunk its segment-local part */
+  uint16_t *sin; /* (nchunks, H, dk * dv) fp16 bits in fragment order (frag_off): the state entering each
+                    live chunk times 2^e per 16 value columns (two-pass path only); in a covered chunk
+                    its segment-local part ("S_in in fp16" below) */
+  float *sinv;   /* (nchunks, H, dv / 16): 2^-e, what turns sin's values back into the state's */
   float *sa;  /* (nchunks, H): a covered chunk's decay since its segment's start (cover only) */
   /* (nchunks, 4) the descriptors of the chunks that start items / are checkpoints, in
    * chunk order: {ch0, first chunk walked, flags of ch0 | FLAG_DEP, flags of first + 1} */
@@ -220,10 +225,33 @@ FMLR_DEV float ex2(float x) { return exp2f(x); }
 FMLR_DEV uint32_t pack2(float lo, float hi) {
   return (uint32_t)fm_f32_to_bf16(lo) | ((uint32_t)fm_f32_to_bf16(hi) << 16);
 }
+/* fp16 pairs (round to nearest even, as cvt.rn.f16x2.f32) and back */
+FMLR_DEV uint32_t pack_h2(float lo, float hi) {
+  const _Float16 a = (_Float16)lo, b = (_Float16)hi;
+  uint16_t x, y;
+  memcpy(&x, &a, 2);
+  memcpy(&y, &b, 2);
+  return (uint32_t)x | ((uint32_t)y << 16);
+}
+FMLR_DEV float h_at(uint32_t r, int hi) {
+  const uint16_t x = (uint16_t)(hi ? r >> 16 : r);
+  _Float16 a;
+  memcpy(&a, &x, 2);
+  return (float)a;
+}
+FMLR_DEV float wmax(float v) {
+  for (int m = 16; m; m >>= 1) v = fmaxf(v, sim::shfl_xor(v, m));
+  return v;
+}
 FMLR_DEV float bits_f32(uint32_t u) {
   float f;
   memcpy(&f, &u, 4);
   return f;
+}
+FMLR_DEV uint32_t f32_bits(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return u;
 }
 struct desc4 {
   int32_t x, y, z, w;
@@ -263,6 +291,17 @@ FMLR_DEV void red_add(int64_t *a, long long v) {
 FMLR_DEV float ex2(float x) { return fmd::fast_exp2(x); }
 FMLR_DEV uint32_t pack2(float lo, float hi) { return fmd::pack_bf16(lo, hi); }
 FMLR_DEV float bits_f32(uint32_t u) { return __uint_as_float(u); }
+FMLR_DEV uint32_t f32_bits(float f) { return __float_as_uint(f); }
+FMLR_DEV uint32_t pack_h2(float lo, float hi) {
+  const __half2 v = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t *>(&v);
+}
+FMLR_DEV float h_at(uint32_t r, int hi) { return __half2float(__ushort_as_half((unsigned short)(hi ? r >> 16 : r))); }
+FMLR_DEV float wmax(float v) {
+#pragma unroll
+  for (int m = 16; m; m >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, m));
+  return v;
+}
 using desc4 = int4;
 FMLR_DEV desc4 ld_desc(const int32_t *a) { return __ldg(reinterpret_cast<const int4 *>(a)); } /* one 16-byte load */
 FMLR_DEV int32_t atom_add(int32_t *a, int32_t v) { return atomicAdd(a, v); }
@@ -745,20 +784,76 @@ FMLR_DEV void state_step(const step &s, int kk, int rlo, int el, float (&st)[DK 
   }
 }
 
-/* The state of the warp's columns from (to) a (dk, dv) fp32 matrix at base,
- * in the accumulators' layout (S^T: rows the warp's 16 columns, dk across). */
+/* The state of the warp's columns into a (dk, dv) fp32 matrix at base (a
+ * final state: the caller's layout); st in the accumulators' layout (S^T: rows
+ * the warp's 16 columns, dk across). */
 template <int DK, int NW>
-FMLR_DEV void state_io(const params &p, float *base, int dvb, float (&st)[DK / 8][4], bool load) {
+FMLR_DEV void final_store(const params &p, float *base, int dvb, const float (&st)[DK / 8][4]) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c4 = lane & 3;
 #pragma unroll
   for (int nt = 0; nt < DK / 8; nt++)
 #pragma unroll
     for (int r = 0; r < 4; r++) {
       const int row = nt * 8 + 2 * c4 + (r & 1), col = dvb * NW * 16 + warp * 16 + g + 8 * (r >> 1);
-      float *x = base + (int64_t)row * p.dv + col;
-      if (load) st[nt][r] = *x;
-      else *x = st[nt][r];
+      base[(int64_t)row * p.dv + col] = st[nt][r];
     }
+}
+
+/* The fragment order of a state in the workspace (the checkpoint states, S_in):
+ * value group G = dvb NW + warp (16 columns), k-step kk (16 dk rows), lane l:
+ * the eight values st[2 kk][0..3], st[2 kk + 1][0..3] at element offset
+ * ((G DK / 16 + kk) 32 + l) 8 from the state's base. They are lane l's A
+ * fragment of a wgmma m64k16 on S^T (rows: the group's columns, k: the step's
+ * dk rows), so the output kernel's inter term loads its operand straight into
+ * registers, and a warp's store of one k-step is 32 contiguous pieces. */
+template <int DK, int NW> FMLR_DEV int64_t frag_off(int dvb, int kk) {
+  return (((int64_t)(dvb * NW + (int)(threadIdx.x >> 5)) * (DK / 16) + kk) * 32 + (threadIdx.x & 31)) * 8;
+}
+
+/* A checkpoint state of the warp's columns from (to) base, fp32 in fragment order. */
+template <int DK, int NW> FMLR_DEV void ckpt_io(float *base, int dvb, float (&st)[DK / 8][4], bool load) {
+#pragma unroll
+  for (int kk = 0; kk < DK / 16; kk++) {
+    float4 *x = reinterpret_cast<float4 *>(base + frag_off<DK, NW>(dvb, kk));
+    if (load) {
+      const float4 a = x[0], b = x[1];
+      st[2 * kk][0] = a.x, st[2 * kk][1] = a.y, st[2 * kk][2] = a.z, st[2 * kk][3] = a.w;
+      st[2 * kk + 1][0] = b.x, st[2 * kk + 1][1] = b.y, st[2 * kk + 1][2] = b.z, st[2 * kk + 1][3] = b.w;
+    } else {
+      x[0] = make_float4(st[2 * kk][0], st[2 * kk][1], st[2 * kk][2], st[2 * kk][3]);
+      x[1] = make_float4(st[2 * kk + 1][0], st[2 * kk + 1][1], st[2 * kk + 1][2], st[2 * kk + 1][3]);
+    }
+  }
+}
+
+/* S_in in fp16 (the two-pass path; kernels/PERF_NOTES.md, Linear RNN, nineteenth
+ * session): the warp's 16 x dk values times 2^e, e such that their largest
+ * magnitude m lands in [2^14, 2^15) (fp16's largest finite is 65504), stored
+ * rounded to fp16 in fragment order, 2^-e in sinv. Relative error 2^-11 an
+ * element, whatever the state's magnitude (an element below m 2^-28 rounds in
+ * fp16's subnormals: an absolute error under m 2^-39). Half the bytes of fp32. */
+template <int DK, int NW>
+FMLR_DEV void sin_store(const params &p, int ch, int h, int dvb, const float (&st)[DK / 8][4]) {
+  float m = 0.f;
+#pragma unroll
+  for (int nt = 0; nt < DK / 8; nt++)
+#pragma unroll
+    for (int r = 0; r < 4; r++) m = fmaxf(m, fabsf(st[nt][r]));
+  m = wmax(m);
+  /* m in [2^(E-127), 2^(E-126)): 2^(141-E) takes it to [2^14, 2^15); E >= 15 keeps both powers normal */
+  const uint32_t E = max(f32_bits(m) >> 23, 15u);
+  const float sc = bits_f32((268u - E) << 23), inv = bits_f32((E - 14u) << 23);
+  uint16_t *base = p.sin + ((int64_t)ch * p.H + h) * DK * p.dv;
+#pragma unroll
+  for (int kk = 0; kk < DK / 16; kk++) {
+    uint4 v;
+    v.x = pack_h2(st[2 * kk][0] * sc, st[2 * kk][1] * sc);
+    v.y = pack_h2(st[2 * kk][2] * sc, st[2 * kk][3] * sc);
+    v.z = pack_h2(st[2 * kk + 1][0] * sc, st[2 * kk + 1][1] * sc);
+    v.w = pack_h2(st[2 * kk + 1][2] * sc, st[2 * kk + 1][3] * sc);
+    *reinterpret_cast<uint4 *>(base + frag_off<DK, NW>(dvb, kk)) = v;
+  }
+  if ((threadIdx.x & 31) == 0) p.sinv[((int64_t)ch * p.H + h) * (p.dv / 16) + dvb * NW + (threadIdx.x >> 5)] = inv;
 }
 
 /* The state phase: the documents of the chunk whose state is needed, in order
@@ -791,7 +886,7 @@ FMLR_DEV void state_phase(const params &p, const step &s, float (&st)[DK / 8][4]
       for (int r = 0; r < 4; r++) st[nt][r] = uses_in ? st[nt][r] * alpha : 0.f;
     const int k0 = p.variant == VAR_SKIP ? rlo >> 4 : 0, k1 = p.variant == VAR_SKIP ? el >> 4 : K::N16 - 1;
     for (int kk = k0; kk <= k1; kk++) state_step<DK, C, NW, ST>(s, kk, rlo, el, st, sm, sb);
-    if (fin) state_io<DK, NW>(p, p.final_state + ((int64_t)d * p.H + s.h) * DK * p.dv, s.dvb, st, false);
+    if (fin) final_store<DK, NW>(p, p.final_state + ((int64_t)d * p.H + s.h) * DK * p.dv, s.dvb, st);
   }
 }
 
@@ -847,7 +942,7 @@ template <int DK, int NW> FMLR_DEV void begin_unit(const params &p, const unit &
   for (int nt = 0; nt < DK / 8; nt++)
 #pragma unroll
     for (int r = 0; r < 4; r++) st[nt][r] = 0.f;
-  if (u.loaded) state_io<DK, NW>(p, ckpt_at<DK>(p, u), u.dvb, st, true);
+  if (u.loaded) ckpt_io<DK, NW>(ckpt_at<DK>(p, u), u.dvb, st, true);
 }
 
 /* The next step's V (chunk ch of head h, value block dvb; none when !any). */
@@ -897,10 +992,9 @@ FMLR_DEV void chunk_step(const params &p, step &s, float (&st)[DK / 8][4], unsig
     bar();
     rot_v<DK, C, NW, STATES>(p, s, vn, sb);
   }
-  /* S_in of the chunk, for the output pass (fp32: measured dearer split); in a
-     covered segment its segment-local part (zero at the segment's first chunk) */
-  if (STATES && ((s.full && s.live_in) || s.cov))
-    state_io<DK, NW>(p, p.sin + ((int64_t)s.ch * p.H + s.h) * DK * p.dv, s.dvb, st, false);
+  /* S_in of the chunk, for the output pass (fp16, scaled); in a covered
+     segment its segment-local part (zero at the segment's first chunk) */
+  if (STATES && ((s.full && s.live_in) || s.cov)) sin_store<DK, NW>(p, s.ch, s.h, s.dvb, st);
   state_phase<DK, C, NW, STATES>(p, s, st, sm, sb);
 }
 
@@ -984,7 +1078,7 @@ FMLR_KERNEL void FMLR_BOUNDS((cfg<DK, C, NW, STATES>::NT), (cfg<DK, C, NW, STATE
     la2 += reinterpret_cast<const float *>(stage + K::M_PRE)[K::N16 - 1] +
            reinterpret_cast<const float *>(stage + K::M_LP)[C - 1];
     if (!more && p.mode == MODE_CKPT) {
-      state_io<DK, NW>(p, ckpt_at<DK>(p, cur), cur.dvb, st, false);
+      ckpt_io<DK, NW>(ckpt_at<DK>(p, cur), cur.dvb, st, false);
       if (cur.dvb == 0 && threadIdx.x == 0)
         p.ck_a[(int64_t)(cur.ch0 / p.kseg) * p.H + cur.h] = cur.dep ? ex2(la2) : -1.f;
     }

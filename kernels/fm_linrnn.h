@@ -49,8 +49,8 @@
  *
  * The two-pass path (chunk 128, sub-chunk 64, dk 128, its states within 4
  * GiB; again a function of the shape): the walk above runs without outputs and
- * stores the state entering every live chunk (fp32, nchunks x H x dk x dv in
- * the workspace), then one CTA per (chunk, head) computes the chunk's outputs
+ * stores the state entering every live chunk (fp16 with a power-of-two scale
+ * per 16 value columns, nchunks x H x dk x dv in the workspace), then one CTA per (chunk, head) computes the chunk's outputs
  * with wgmma, transposed (kernels/fm_linrnn_wg.cuh), no chunk waiting for
  * another (FM_LINRNN_TWO_PASS=0 in the environment turns the path off: the
  * A/B against the fused kernel). With checkpoints, the state-only pass
@@ -58,14 +58,17 @@
  * "Covered segments"), and the outputs take S_in there from them and the
  * chained checkpoint states, so those segments are walked once. Its sub-tiles are
  * the 64 x 64 of c = 64, visited and skipped by the same rule; its products are
- * split the same way, so the same error bound holds, but its bits differ from
- * the fused kernel's (every variant of one shape takes the same path, so skip
- * == causal == noskip holds on it too).
+ * split the same way, but the stored state entering a chunk is rounded to fp16
+ * (2^-11 relative an element), so the inter term's error is ~1e-4 of the
+ * output instead of ~1e-5; its bits differ from the fused kernel's (every
+ * variant of one shape takes the same path, so skip == causal == noskip holds
+ * on it too).
  *
  * Numerics: fp32 accumulation; every tensor-core product has one operand
  * exact in bf16 (q, k, v) and the other (P, the state, the decay-weighted v)
  * split into two bf16 halves, so the result is within ~1e-5 of the fp64
- * recurrence before the output's own bf16 rounding (2^-9 relative). Decays are
+ * recurrence before the output's own bf16 rounding (2^-9 relative); ~1e-4 on
+ * the two-pass path (its states entering a chunk in fp16, above). Decays are
  * computed in fp32 as exp of sums of non-positive log-decays (never the
  * difference of two long sums); g is clamped at -64 (exp(-64) ~ 1.6e-28; -inf
  * is allowed) and a document's first g is not used. g > 0 is not checked.
@@ -97,12 +100,13 @@
  * arguments are FM_EINVAL, one line each. CUDA runtime failures are FM_EIO
  * with the CUDA error in the message; FM_EUNSUPPORTED when no usable device
  * exists or it is not sm_90 (the kernels are built for sm_90a only).
- * Workspace: stream-ordered, allocated and freed on `stream` (its size:
+ * Workspace: the caller's (fm_linrnn_problem.workspace) or, when it passes
+ * none, stream-ordered, allocated and freed on `stream` (its size:
  * fm_linrnn_workspace_bytes, O(T H): per token its document and the in-block
  * decay sums, per chunk its sub-tile classes and flags; with checkpoints one
  * dk x dv fp32 state per checkpoint and head, nchunks / kseg of them; on the
- * two-pass path one dk x dv fp32 state per chunk and head, and with
- * checkpoints one decay per chunk and head).
+ * two-pass path one dk x dv fp16 state and dv / 16 scales per chunk and head,
+ * and with checkpoints one decay per chunk and head).
  * Design, costs and measurements: kernels/PERF_NOTES.md, "Linear RNN".
  */
 #ifndef FM_LINRNN_H
@@ -137,6 +141,14 @@ typedef struct fm_linrnn_problem {
   float *final_state; /* NULL: not written */
   uint8_t *tile_class;  /* NULL unless instrumented */
   int64_t *tile_cycles; /* NULL unless instrumented */
+  /* NULL: the launch allocates its workspace stream-ordered and frees it.
+     Else the caller's device memory (256-byte aligned, workspace_bytes of it,
+     at least fm_linrnn_workspace_bytes(p)), owned by the caller, not to be
+     touched until the launch's work on its stream is done: a caching
+     allocator's block (PyTorch's) spares the stream-ordered pool's mapping
+     on every call. */
+  void *workspace;
+  size_t workspace_bytes;
 } fm_linrnn_problem;
 
 /* The name of a variant ("skip", "causal", "noskip"), NULL when out of range. */

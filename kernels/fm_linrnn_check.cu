@@ -532,6 +532,20 @@ static bool run_case(int idx, const tcase &tc) {
       if (!ran) vm.fail(" launch failed: %s;", r[v].err);
       else if (!(ran = run(pb, b, v, 1, kseg, ntiles, ri[v]))) vm.fail(" launch failed: %s;", ri[v].err);
     }
+    if (ran && kseg == -1) { /* the caller's workspace (poisoned first): the same bits; one too small: refused */
+      fm_linrnn_problem pw = pb;
+      pw.workspace_bytes = fm_linrnn_workspace_bytes(&pb);
+      CK(cudaMalloc(&pw.workspace, pw.workspace_bytes));
+      CK(cudaMemset(pw.workspace, 0xff, pw.workspace_bytes));
+      static result rw;
+      if (!run(pw, b, FM_LINRNN_SKIP, 0, -1, ntiles, rw)) vm.fail(" launch with the caller's workspace failed: %s;", rw.err);
+      else same_bits(r[FM_LINRNN_SKIP], rw, "the library's workspace and the caller's", vm);
+      fm_err e;
+      pw.workspace_bytes--;
+      if (fm_linrnn_forward(&pw, FM_LINRNN_SKIP, 0, NULL, &e) != FM_EINVAL)
+        vm.fail(" a workspace one byte short was not refused;");
+      CK(cudaFree(pw.workspace));
+    }
     if (ran) {
       double ex, rw;
       compare_o(tc, r[FM_LINRNN_SKIP].o, oref, &ex, &rw, vm);

@@ -12,7 +12,7 @@
  * mma.sync m16n8k16) exchange values through per-warp buffers behind a barrier
  * of the warp's 32 fibers, with the fragment layouts of the PTX ISA (mma m16n8k16 .bf16, ldmatrix .x4 with and
  * without .trans; wgmma m64n64k16 .bf16 from shared memory through 128-byte
- * swizzled descriptors). cp.async copies are deferred to the wait that completes
+ * swizzled descriptors, or with A from registers). cp.async copies are deferred to the wait that completes
  * their group and poison their destination (0x7f bytes) when issued, so that a
  * read before the wait, or a copy issued while other threads still read the
  * buffer, shows up as wrong values. The runtime calls (cudaMalloc*,
@@ -74,10 +74,17 @@ inline cudaError_t cudaDeviceGetAttribute(int *v, cudaDeviceAttr a, int) {
      : a == cudaDevAttrMultiProcessorCount ? 132 : 232448;
   return cudaSuccess;
 }
-inline cudaError_t cudaMalloc(void **p, size_t n) { *p = std::calloc(n ? n : 1, 1); return *p ? cudaSuccess : cudaErrorMemoryAllocation; }
+/* 256-byte aligned, as the CUDA allocators' (the library checks a caller's workspace for it) */
+inline cudaError_t cudaMalloc(void **p, size_t n) {
+  const size_t r = (n + 255) & ~(size_t)255;
+  *p = std::aligned_alloc(256, r ? r : 256);
+  if (*p) std::memset(*p, 0, r ? r : 256);
+  return *p ? cudaSuccess : cudaErrorMemoryAllocation;
+}
 inline cudaError_t cudaMallocAsync(void **p, size_t n, cudaStream_t) {
-  *p = std::malloc(n ? n : 1);
-  if (*p) std::memset(*p, 0x7f, n); /* stream-ordered memory is not zeroed: poison it */
+  const size_t r = (n + 255) & ~(size_t)255;
+  *p = std::aligned_alloc(256, r ? r : 256);
+  if (*p) std::memset(*p, 0x7f, r ? r : 256); /* stream-ordered memory is not zeroed: poison it */
   return *p ? cudaSuccess : cudaErrorMemoryAllocation;
 }
 inline cudaError_t cudaFree(void *p) { std::free(p); return cudaSuccess; }
@@ -274,6 +281,28 @@ template <int TA, int TB> inline void wgmma_ss_n64(float (&d)[32], uint64_t da, 
   }
 }
 
+/* d (64 x 64) += A (64 x 16, the warps' registers: warp w's a[0..3] its rows
+ * 16 w .., in mma m16n8k16's A fragment) B (16 x 64) from shared memory; TB:
+ * B MN-major. */
+template <int TB> inline void wgmma_rs_n64(float (&d)[32], const uint32_t (&a)[4], uint64_t db) {
+  struct frag {
+    uint32_t a[4];
+  } mine = {{a[0], a[1], a[2], a[3]}}, all[32];
+  warp_exchange(&mine, sizeof mine, [&](auto at) {
+    for (int l = 0; l < 32; l++) std::memcpy(&all[l], at(l), sizeof(frag));
+  });
+  const int g = lane() / 4, c4 = lane() % 4;
+  for (int i = 0; i < 32; i++) {
+    const int n = i / 4, h = (i / 2) % 2, e = i % 2, m = g + 8 * h, col = 8 * n + 2 * c4 + e;
+    double acc = d[i];
+    for (int k = 0; k < 16; k++) {
+      const float x = bf16_at(all[(m % 8) * 4 + (k % 8) / 2].a[(m >= 8) + 2 * (k >= 8)], k % 2);
+      acc += (double)x * (double)wg_operand(db, TB != 0, k, col);
+    }
+    d[i] = (float)acc;
+  }
+}
+
 /* cp.async: destination poisoned now, the copy done when its group completes. */
 inline void cp_async(uint32_t dst, const void *src, int bytes, int src_bytes) {
   std::memset(smem() + dst, 0x7f, (size_t)bytes);
@@ -402,6 +431,9 @@ inline void launch(dim3 grid, dim3 block, size_t smem_bytes, const std::function
 namespace fmh {
 template <int TA, int TB> inline void wgmma_ss_n64(float (&d)[32], uint64_t da, uint64_t db, int accumulate) {
   sim::wgmma_ss_n64<TA, TB>(d, da, db, accumulate);
+}
+template <int TB> inline void wgmma_rs_n64(float (&d)[32], const uint32_t (&a)[4], uint64_t db) {
+  sim::wgmma_rs_n64<TB>(d, a, db);
 }
 inline void wgmma_fence() {}
 inline void wgmma_commit() {}

@@ -5,7 +5,8 @@
  * The two-pass path (chunk C = 128, sub-chunk c = 64, dk = 128): the fused
  * kernel of fm_linrnn.cuh walks the documents in MODE_STATES, carrying the
  * state in registers as always, but instead of the outputs it stores the state
- * entering every live chunk (S_in, fp32, (nchunks, H, dk, dv): params.sin);
+ * entering every live chunk (S_in in fp16, scaled, in fragment order:
+ * params.sin, fm_linrnn.cuh "S_in in fp16");
  * then out_kernel computes every chunk's outputs at once, no chunk waiting
  * for another:
  *
@@ -23,9 +24,9 @@
  * (1, 1), (0, 1) for u = 0 .. 3 when the variant visits it (S = Q_b K_j^T,
  * m64n64k16), forms P (make_p) and writes it split hi + lo into shared memory,
  * token-major, where it is O^T's K-major B operand. Then the inter term on
- * live chunks: per k-step of 16 dk rows each thread reads S_in's fp32 values,
- * splits them hi + lo into its warpgroup's two-stage ring, A = S_in^T
- * (MN-major), B = Q^T (Q's tile, K-major), over the first token half only when
+ * live chunks: per k-step of 16 dk rows each thread loads its A fragment of
+ * S_in^T (fp16 in fragment order), scales it back and splits it hi + lo in
+ * registers, A from registers, B = Q^T (Q's tile, K-major), over the first token half only when
  * the chunk's first document ends in it; the token columns are scaled by scale
  * exp(G_t) or selected to +0. Then O^T += V^T P^T per key band j: A = V^T (V's
  * tile, MN-major), B = P^T (hi, lo) on the token halves j's visited sub-tiles
@@ -40,8 +41,8 @@
  * descriptors): Q and K as two K-major blocks of 64 dk columns x 128 tokens
  * (32 KiB each); V as dv / 64 MN-major blocks of 128 key rows x 64 columns;
  * P hi and lo as two K-major blocks (key bands) of 128 tokens x 64 keys
- * (32 KiB each); the token factors (512 B); the inter term's rings (8 KiB a
- * warpgroup): 225 KiB, one CTA a multiprocessor. The copies are cp.async
+ * (32 KiB each); the token factors (512 B): 193 KiB, one CTA a
+ * multiprocessor. The copies are cp.async
  * (generic proxy), so every thread fences to the async proxy before the
  * barrier that hands tiles to wgmma. Design and measurements:
  * kernels/PERF_NOTES.md, Linear RNN, seventeenth session.
@@ -76,8 +77,7 @@ namespace wg {
 constexpr int C = 128, DK = 128, DVB = 64, MAXU = 4, NT = 128 * MAXU;
 /* byte offsets from the 1024-aligned base */
 constexpr int Q_OFF = 0, K_OFF = 32768, V_OFF = 65536, PH_OFF = 131072, PL_OFF = 163840, F_OFF = 196608;
-/* per warpgroup, the inter term's S_in^T k-steps: 2 stages x (hi, lo) x 16 dk rows x 64 columns (MN-major) */
-constexpr int SI_OFF = F_OFF + 1024, SI_WG = 8192, BYTES = SI_OFF + MAXU * SI_WG;
+constexpr int BYTES = F_OFF + 1024;
 constexpr int SMEM = BYTES + 1024; /* the dynamic allocation: 1 KiB of slack for the alignment */
 constexpr int ST_ROW = 2 * DVB * MAXU; /* the output staging's row (bytes; over P once it is dead) */
 static_assert(C * ST_ROW <= F_OFF - PH_OFF, "the output staging fits over P");
@@ -224,74 +224,77 @@ FMLR_DEV void score_tile(const params &p, int c0, int h, int b, bool masked_elem
   if (INSTR && rec) red_add(cyc + 2 * b + J, clk() - t0);
 }
 
-/* x + a y, componentwise (a covered chunk's S_in from its two parts). */
-FMLR_DEV float4 axpy(float a, float4 y, float4 x) {
-  return make_float4(fmaf(a, y.x, x.x), fmaf(a, y.y, x.y), fmaf(a, y.z, x.z), fmaf(a, y.w, x.w));
+/* A 16-byte read-only load that stays where it is written (volatile, a memory
+ * clobber): hoisted above the scoring, the inter term's loads lengthened live
+ * ranges there until ptxas spilled. */
+#ifdef FM_LINRNN_SIM
+FMLR_DEV uint4 ld_pinned(const uint4 *a) { return *a; }
+#else
+FMLR_DEV uint4 ld_pinned(const uint4 *a) {
+  uint4 v;
+  asm volatile("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(a)
+               : "memory");
+  return v;
 }
+#endif
 
 /* The inter term of warpgroup u's value columns: d = S_in^T Q^T over the
- * first 64 (N 64) or 128 (N 128) tokens. Per k-step of 16 dk rows each thread
- * reads 8 consecutive fp32 columns of one row (the next k-step's in flight),
- * splits them and stores hi and lo into the warpgroup's two-stage ring
- * (MN-major: the columns are A's M), then the warpgroup's wgmma read A from
- * there (S_in^T MN-major) and B = Q^T (Q's tile, K-major). COV: a covered
- * chunk (fm_linrnn.cuh, "Covered segments"): S_in = sin + a ck_s of the
- * segment's checkpoint, a its decay since the segment's start. */
+ * first 64 (N 64) or 128 (N 128) tokens. S_in is stored in fp16 in fragment
+ * order (fm_linrnn.cuh, "S_in in fp16"): per k-step of 16 dk rows each thread
+ * loads its A fragment's eight values (16 bytes), splits them hi + lo in
+ * registers and issues the wgmma with A from registers and B = Q^T (Q's tile,
+ * K-major), waiting for them before the next k-step's fragments (two steps'
+ * fragments live at once made ptxas spill). Each value is exact in hi + lo
+ * (fp16's 11 bits within two bf16's 16). d is the product of sin's values:
+ * the caller scales it by the returned power of two (sinv: one a warp's 16
+ * columns) with the token factors. COV: a covered chunk (fm_linrnn.cuh,
+ * "Covered segments"): S_in = inv sin + a ck_s of the segment's checkpoint
+ * (fp32, the same order), a its decay since the segment's start, formed here
+ * (returns 1). */
 template <int N, bool COV>
-FMLR_DEV void inter_term(const params &p, int ch, int h, int u, uint32_t sb, unsigned char *sm, float (&d0)[32],
-                         float (&d1)[32]) {
-  const int tw = threadIdx.x & 127, r = tw >> 3, c8 = tw & 7; /* dk row r of the k-step, columns 8 c8.. */
-  const int64_t at = (int64_t)h * DK * p.dv + u * DVB + 8 * c8;
-  const float *src = p.sin + (int64_t)ch * p.H * DK * p.dv + at;
-  const float *cks = COV ? p.ck_s + (int64_t)(ch / p.kseg) * p.H * DK * p.dv + at : nullptr;
+FMLR_DEV float inter_term(const params &p, int ch, int h, int u, uint32_t sb, float (&d0)[32], float (&d1)[32]) {
+  const int grp = 4 * u + ((threadIdx.x >> 5) & 3); /* the warp's 16 value columns */
+  const int64_t at = ((int64_t)grp * (DK / 16) * 32 + (threadIdx.x & 31)) * 8; /* k-step 0; 256 a k-step */
+  const uint4 *src = reinterpret_cast<const uint4 *>(p.sin + ((int64_t)ch * p.H + h) * DK * p.dv + at);
+  const float inv = __ldg(p.sinv + ((int64_t)ch * p.H + h) * (p.dv / 16) + grp);
+  const float4 *cks =
+      COV ? reinterpret_cast<const float4 *>(p.ck_s + ((int64_t)(ch / p.kseg) * p.H + h) * DK * p.dv + at) : nullptr;
+  /* (folding a covered chunk's inv into the caller's scale as a / inv would overflow where S_loc is 0
+     or tiny: inv goes down to 2^-126) */
   const float a = COV ? __ldg(p.sa + (int64_t)ch * p.H + h) : 0.f;
-  const uint32_t ring = SI_OFF + u * SI_WG;
-  float4 x[2], y[2];
-  x[0] = __ldg(reinterpret_cast<const float4 *>(src + (int64_t)r * p.dv));
-  x[1] = __ldg(reinterpret_cast<const float4 *>(src + (int64_t)r * p.dv + 4));
-  if (COV) {
-    y[0] = __ldg(reinterpret_cast<const float4 *>(cks + (int64_t)r * p.dv));
-    y[1] = __ldg(reinterpret_cast<const float4 *>(cks + (int64_t)r * p.dv + 4));
-  }
 #pragma unroll
   for (int kk = 0; kk < DK / 16; kk++) {
-    const int stg = kk & 1;
-    if (COV) x[0] = axpy(a, y[0], x[0]), x[1] = axpy(a, y[1], x[1]);
-    uint4 hi, lo;
-    split2(x[0].x, x[0].y, hi.x, lo.x);
-    split2(x[0].z, x[0].w, hi.y, lo.y);
-    split2(x[1].x, x[1].y, hi.z, lo.z);
-    split2(x[1].z, x[1].w, hi.w, lo.w);
-    if (kk + 1 < DK / 16) { /* the next k-step's row */
-      const int64_t nr = (int64_t)(16 * (kk + 1) + r) * p.dv;
-      x[0] = __ldg(reinterpret_cast<const float4 *>(src + nr));
-      x[1] = __ldg(reinterpret_cast<const float4 *>(src + nr + 4));
-      if (COV) {
-        y[0] = __ldg(reinterpret_cast<const float4 *>(cks + nr));
-        y[1] = __ldg(reinterpret_cast<const float4 *>(cks + nr + 4));
-      }
+    const uint4 x = ld_pinned(src + 32 * kk);
+    const uint32_t xr[4] = {x.x, x.y, x.z, x.w};
+    float f[8];
+#pragma unroll
+    for (int i = 0; i < 8; i++) f[i] = COV ? h_at(xr[i >> 1], i & 1) * inv : h_at(xr[i >> 1], i & 1);
+    if (COV) { /* ck_s (L2: one state serves the segment) loaded here, not a step ahead: registers */
+      const float4 y0 = __ldg(cks + 64 * kk), y1 = __ldg(cks + 64 * kk + 1);
+      const float y[8] = {y0.x, y0.y, y0.z, y0.w, y1.x, y1.y, y1.z, y1.w};
+#pragma unroll
+      for (int i = 0; i < 8; i++) f[i] = fmaf(a, y[i], f[i]);
     }
-    if (kk >= 2) fmh::wgmma_wait<1>(); /* the k-step that read this stage is done */
-    *reinterpret_cast<uint4 *>(sm + ring + stg * 4096 + mn_off(r, c8)) = hi;
-    *reinterpret_cast<uint4 *>(sm + ring + stg * 4096 + 2048 + mn_off(r, c8)) = lo;
-    fmh::fence_proxy_async();
-    bar_wg();
+    uint32_t ah[4], al[4];
+#pragma unroll
+    for (int i = 0; i < 4; i++) split2(f[2 * i], f[2 * i + 1], ah[i], al[i]);
     fmh::wgmma_fence();
-    const uint64_t ah = fmh::desc_mnmajor(sb + ring + stg * 4096, 16, 0);
-    const uint64_t al = fmh::desc_mnmajor(sb + ring + stg * 4096 + 2048, 16, 0);
     const uint64_t db0 = fmh::desc_kmajor(sb + Q_OFF, C, kk);
-    fmh::wgmma_ss_n64<1, 0>(d0, ah, db0, 1);
-    fmh::wgmma_ss_n64<1, 0>(d0, al, db0, 1);
+    fmh::wgmma_rs_n64<0>(d0, ah, db0);
+    fmh::wgmma_rs_n64<0>(d0, al, db0);
     if (N == 128) {
       const uint64_t db1 = fmh::desc_kmajor(sb + Q_OFF + 8192, C, kk);
-      fmh::wgmma_ss_n64<1, 0>(d1, ah, db1, 1);
-      fmh::wgmma_ss_n64<1, 0>(d1, al, db1, 1);
+      fmh::wgmma_rs_n64<0>(d1, ah, db1);
+      fmh::wgmma_rs_n64<0>(d1, al, db1);
     }
     fmh::wgmma_commit();
+    fmh::wgmma_wait<0>(); /* one k-step's fragments live at a time (registers: ptxas spilled with two) */
   }
-  fmh::wgmma_wait<0>();
   fmh::reg_fence(d0);
   fmh::reg_fence(d1);
+  return COV ? 1.f : inv;
 }
 
 /* O^T += V^T P^T over key band J for the token halves M covers (bit 0: the
@@ -364,7 +367,7 @@ template <bool INSTR> FMLR_DEV void out_item(const params &p, item x, int64_t nx
   const int ch = x.ch, h = x.h, c0 = ch * C, u = warp_uniform(threadIdx.x >> 7), nu = p.dv / DVB, lane = threadIdx.x & 31;
   const int w = (threadIdx.x >> 5) & 3;
   const uint8_t *cls = p.tclass + (int64_t)ch * CLS_STRIDE;
-  if (threadIdx.x < C) token_factors(p, c0, h, ch, threadIdx.x, reinterpret_cast<float *>(sm + F_OFF));
+
   cp_wait<1>(); /* Q and K */
   fmh::fence_proxy_async();
   bar();
@@ -384,25 +387,28 @@ template <bool INSTR> FMLR_DEV void out_item(const params &p, item x, int64_t nx
   /* the inter term where the chunk is live: over the first band only when the
      chunk's first document ends in it (never in a covered chunk: its document
      runs past the segment) */
+  float inv = 1.f; /* the inter term's scale (fp16 S_in) */
   if ((fl & FLAG_LIVE) && u < nu) {
     const int ef = warp_uniform(min(__ldg(p.docend + c0), min(c0 + C, p.T)) - c0);
-    if (fl & FLAG_COV) inter_term<128, true>(p, ch, h, u, sb, sm, d0, d1);
-    else if (ef <= 64) inter_term<64, false>(p, ch, h, u, sb, sm, d0, d1);
-    else inter_term<128, false>(p, ch, h, u, sb, sm, d0, d1);
+    if (fl & FLAG_COV) inv = inter_term<128, true>(p, ch, h, u, sb, d0, d1);
+    else if (ef <= 64) inv = inter_term<64, false>(p, ch, h, u, sb, d0, d1);
+    else inv = inter_term<128, false>(p, ch, h, u, sb, d0, d1);
   }
+  /* its token factors, on live chunks only (elsewhere O^T's inter part stays +0) */
+  if ((fl & FLAG_LIVE) && threadIdx.x < C) token_factors(p, c0, h, ch, threadIdx.x, reinterpret_cast<float *>(sm + F_OFF));
   cp_wait<0>(); /* V */
   fmh::fence_proxy_async(); /* and the P stores */
   bar();
   if (nxt >= 0) issue_qk(p, item_of(p, nxt), sb);
-  if (u < nu) { /* (not live: every factor 0, d already +0) */
+  if ((fl & FLAG_LIVE) && u < nu) { /* (not live: d is +0, as the factors' selects would leave it) */
     const float *f = reinterpret_cast<const float *>(sm + F_OFF);
     const int c4 = lane & 3;
 #pragma unroll
     for (int i = 0; i < 32; i++) {
       const int t = 8 * (i >> 2) + 2 * c4 + (i & 1);
       const float x0 = f[t], x1 = f[t + 64];
-      d0[i] = x0 != 0.f ? d0[i] * x0 : 0.f;
-      d1[i] = x1 != 0.f ? d1[i] * x1 : 0.f;
+      d0[i] = x0 != 0.f ? d0[i] * inv * x0 : 0.f;
+      d1[i] = x1 != 0.f ? d1[i] * inv * x1 : 0.f;
     }
   }
   if (u < nu) { /* the halves each key band's visited sub-tiles cover */

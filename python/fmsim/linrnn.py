@@ -51,13 +51,15 @@ class _Problem(C.Structure):  # mirrors fm_linrnn_problem (kernels/fm_linrnn.h),
                 ("chunk", C.c_int32), ("sub", C.c_int32), ("ndocs", C.c_int32), ("scale", C.c_float),
                 ("cu_seqlens", C.c_void_p), ("q", C.c_void_p), ("k", C.c_void_p), ("v", C.c_void_p),
                 ("g", C.c_void_p), ("o", C.c_void_p), ("final_state", C.c_void_p),
-                ("tile_class", C.c_void_p), ("tile_cycles", C.c_void_p)]
+                ("tile_class", C.c_void_p), ("tile_cycles", C.c_void_p),
+                ("workspace", C.c_void_p), ("workspace_bytes", C.c_size_t)]
 
 
 def _load():
     lib = C.CDLL(_ft.library_path())
     for name, (res, args) in {
             "fm_linrnn_problem_size": (C.c_size_t, []),
+            "fm_linrnn_workspace_bytes": (C.c_size_t, [C.POINTER(_Problem)]),
             "fm_linrnn_forward": (C.c_int, [C.POINTER(_Problem), C.c_int, C.c_int, C.c_void_p,
                                             C.POINTER(N.Err)])}.items():
         if not hasattr(lib, name):
@@ -115,6 +117,11 @@ def _run(p, variant, instrumented, device):
     if variant not in _VARIANTS:
         raise ValueError(f"variant {variant!r}: expected skip, causal or noskip")
     _ft._check(_ft._lib.fm_attn_use_device(device.index, _ft._errp))
+    # the workspace from PyTorch's caching allocator (on the current stream, where
+    # the launch runs): no stream-ordered allocation, and no fresh mapping of it
+    # after the pool trims on an idle synchronisation, on every call
+    ws = torch.empty(max(_lib.fm_linrnn_workspace_bytes(C.byref(p)), 1), dtype=torch.uint8, device=device)
+    p.workspace, p.workspace_bytes = ws.data_ptr(), ws.numel()
     if _lib.fm_linrnn_forward(C.byref(p), _VARIANTS[variant], instrumented, _ft._stream(device.index),
                               C.byref(_err)) != 0:
         raise N.FmsimError(_err.msg.decode("utf-8", "replace"), 1)
