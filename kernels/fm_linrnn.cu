@@ -50,8 +50,7 @@ static int auto_kseg(const fm_linrnn_problem *p) {
   return (int)(k < 4 ? 4 : k);
 }
 
-/* Bytes of the two-pass path's states (S_in of every chunk, fp32). */
-/* The two-pass path's S_in: fp16 values (fm_linrnn.cuh, "S_in in fp16"). */
+/* Bytes of the two-pass path's states (S_in of every chunk, fp16: fm_linrnn.cuh, "S_in in fp16"). */
 static int64_t sin_bytes(const fm_linrnn_problem *p) { return 2 * nchunks_of(p) * p->heads * p->dk * p->dv; }
 
 /* The most workspace the two-pass path's states may take; beyond it the fused

@@ -532,11 +532,13 @@ static bool run_case(int idx, const tcase &tc) {
       if (!ran) vm.fail(" launch failed: %s;", r[v].err);
       else if (!(ran = run(pb, b, v, 1, kseg, ntiles, ri[v]))) vm.fail(" launch failed: %s;", ri[v].err);
     }
-    if (ran && kseg == -1) { /* the caller's workspace (poisoned first): the same bits; one too small: refused */
+    if (ran && kseg == -1) { /* the caller's workspace (poisoned first): the same bits; one too small or
+                                misaligned: refused */
       fm_linrnn_problem pw = pb;
-      pw.workspace_bytes = fm_linrnn_workspace_bytes(&pb);
-      CK(cudaMalloc(&pw.workspace, pw.workspace_bytes));
-      CK(cudaMemset(pw.workspace, 0xff, pw.workspace_bytes));
+      const size_t need = fm_linrnn_workspace_bytes(&pb);
+      pw.workspace_bytes = need;
+      CK(cudaMalloc(&pw.workspace, need + 256)); /* room for the misaligned one below */
+      CK(cudaMemset(pw.workspace, 0xff, need + 256));
       static result rw;
       if (!run(pw, b, FM_LINRNN_SKIP, 0, -1, ntiles, rw)) vm.fail(" launch with the caller's workspace failed: %s;", rw.err);
       else same_bits(r[FM_LINRNN_SKIP], rw, "the library's workspace and the caller's", vm);
@@ -544,7 +546,12 @@ static bool run_case(int idx, const tcase &tc) {
       pw.workspace_bytes--;
       if (fm_linrnn_forward(&pw, FM_LINRNN_SKIP, 0, NULL, &e) != FM_EINVAL)
         vm.fail(" a workspace one byte short was not refused;");
-      CK(cudaFree(pw.workspace));
+      void *base = pw.workspace;
+      pw.workspace = (char *)base + 16; /* large enough, 16-byte aligned only */
+      pw.workspace_bytes = need;
+      if (fm_linrnn_forward(&pw, FM_LINRNN_SKIP, 0, NULL, &e) != FM_EINVAL)
+        vm.fail(" a workspace not 256-byte aligned was not refused;");
+      CK(cudaFree(base));
     }
     if (ran) {
       double ex, rw;

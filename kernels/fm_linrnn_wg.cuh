@@ -224,22 +224,6 @@ FMLR_DEV void score_tile(const params &p, int c0, int h, int b, bool masked_elem
   if (INSTR && rec) red_add(cyc + 2 * b + J, clk() - t0);
 }
 
-/* A 16-byte read-only load that stays where it is written (volatile, a memory
- * clobber): hoisted above the scoring, the inter term's loads lengthened live
- * ranges there until ptxas spilled. */
-#ifdef FM_LINRNN_SIM
-FMLR_DEV uint4 ld_pinned(const uint4 *a) { return *a; }
-#else
-FMLR_DEV uint4 ld_pinned(const uint4 *a) {
-  uint4 v;
-  asm volatile("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(a)
-               : "memory");
-  return v;
-}
-#endif
-
 /* The inter term of warpgroup u's value columns: d = S_in^T Q^T over the
  * first 64 (N 64) or 128 (N 128) tokens. S_in is stored in fp16 in fragment
  * order (fm_linrnn.cuh, "S_in in fp16"): per k-step of 16 dk rows each thread
@@ -266,7 +250,7 @@ FMLR_DEV float inter_term(const params &p, int ch, int h, int u, uint32_t sb, fl
   const float a = COV ? __ldg(p.sa + (int64_t)ch * p.H + h) : 0.f;
 #pragma unroll
   for (int kk = 0; kk < DK / 16; kk++) {
-    const uint4 x = ld_pinned(src + 32 * kk);
+    const uint4 x = __ldg(src + 32 * kk);
     const uint32_t xr[4] = {x.x, x.y, x.z, x.w};
     float f[8];
 #pragma unroll
@@ -367,7 +351,6 @@ template <bool INSTR> FMLR_DEV void out_item(const params &p, item x, int64_t nx
   const int ch = x.ch, h = x.h, c0 = ch * C, u = warp_uniform(threadIdx.x >> 7), nu = p.dv / DVB, lane = threadIdx.x & 31;
   const int w = (threadIdx.x >> 5) & 3;
   const uint8_t *cls = p.tclass + (int64_t)ch * CLS_STRIDE;
-
   cp_wait<1>(); /* Q and K */
   fmh::fence_proxy_async();
   bar();
