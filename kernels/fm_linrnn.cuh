@@ -800,21 +800,23 @@ FMLR_DEV void final_store(const params &p, float *base, int dvb, const float (&s
 }
 
 /* The fragment order of a state in the workspace (the checkpoint states, S_in):
- * value group G = dvb NW + warp (16 columns), k-step kk (16 dk rows), lane l:
+ * value group grp (16 columns; the walk's warp w of value block dvb: dvb NW + w;
+ * the output kernel's warp w of warpgroup u: 4 u + w), k-step kk (16 dk rows), lane l:
  * the eight values st[2 kk][0..3], st[2 kk + 1][0..3] at element offset
- * ((G DK / 16 + kk) 32 + l) 8 from the state's base. They are lane l's A
+ * ((grp DK / 16 + kk) 32 + l) 8 from the state's base. They are lane l's A
  * fragment of a wgmma m64k16 on S^T (rows: the group's columns, k: the step's
  * dk rows), so the output kernel's inter term loads its operand straight into
  * registers, and a warp's store of one k-step is 32 contiguous pieces. */
-template <int DK, int NW> FMLR_DEV int64_t frag_off(int dvb, int kk) {
-  return (((int64_t)(dvb * NW + (int)(threadIdx.x >> 5)) * (DK / 16) + kk) * 32 + (threadIdx.x & 31)) * 8;
+template <int DK> FMLR_DEV int64_t frag_off(int grp, int kk) {
+  return (((int64_t)grp * (DK / 16) + kk) * 32 + (threadIdx.x & 31)) * 8;
 }
+
 
 /* A checkpoint state of the warp's columns from (to) base, fp32 in fragment order. */
 template <int DK, int NW> FMLR_DEV void ckpt_io(float *base, int dvb, float (&st)[DK / 8][4], bool load) {
 #pragma unroll
   for (int kk = 0; kk < DK / 16; kk++) {
-    float4 *x = reinterpret_cast<float4 *>(base + frag_off<DK, NW>(dvb, kk));
+    float4 *x = reinterpret_cast<float4 *>(base + frag_off<DK>(dvb * NW + (int)(threadIdx.x >> 5), kk));
     if (load) {
       const float4 a = x[0], b = x[1];
       st[2 * kk][0] = a.x, st[2 * kk][1] = a.y, st[2 * kk][2] = a.z, st[2 * kk][3] = a.w;
@@ -851,7 +853,7 @@ FMLR_DEV void sin_store(const params &p, int ch, int h, int dvb, const float (&s
     v.y = pack_h2(st[2 * kk][2] * sc, st[2 * kk][3] * sc);
     v.z = pack_h2(st[2 * kk + 1][0] * sc, st[2 * kk + 1][1] * sc);
     v.w = pack_h2(st[2 * kk + 1][2] * sc, st[2 * kk + 1][3] * sc);
-    *reinterpret_cast<uint4 *>(base + frag_off<DK, NW>(dvb, kk)) = v;
+    *reinterpret_cast<uint4 *>(base + frag_off<DK>(dvb * NW + (int)(threadIdx.x >> 5), kk)) = v;
   }
   if ((threadIdx.x & 31) == 0) p.sinv[((int64_t)ch * p.H + h) * (p.dv / 16) + dvb * NW + (threadIdx.x >> 5)] = inv;
 }

@@ -240,7 +240,7 @@ FMLR_DEV void score_tile(const params &p, int c0, int h, int b, bool masked_elem
 template <int N, bool COV>
 FMLR_DEV float inter_term(const params &p, int ch, int h, int u, uint32_t sb, float (&d0)[32], float (&d1)[32]) {
   const int grp = 4 * u + ((threadIdx.x >> 5) & 3); /* the warp's 16 value columns */
-  const int64_t at = ((int64_t)grp * (DK / 16) * 32 + (threadIdx.x & 31)) * 8; /* k-step 0; 256 a k-step */
+  const int64_t at = frag_off<DK>(grp, 0); /* k-step 0; 256 a k-step */
   const uint4 *src = reinterpret_cast<const uint4 *>(p.sin + ((int64_t)ch * p.H + h) * DK * p.dv + at);
   const float inv = __ldg(p.sinv + ((int64_t)ch * p.H + h) * (p.dv / 16) + grp);
   const float4 *cks =
