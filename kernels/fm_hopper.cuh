@@ -181,6 +181,21 @@ __device__ __forceinline__ unsigned char *smem_aligned_1k(unsigned char *raw) {
                                            ~static_cast<uintptr_t>(1023));
 }
 
+/* stmatrix .m8n8 .x4 (.trans), b16: the inverse of ldmatrix .x4 (PTX ISA,
+ * "stmatrix"): lanes 8i..8i+7 give the row addresses (16 bytes each) of matrix
+ * i, lane t's r[i] holds (row t / 4, columns 2 (t % 4), + 1) of it (an mma
+ * fragment); .trans stores the transpose. */
+__device__ __forceinline__ void stmatrix_x4(uint32_t addr, const uint32_t (&r)[4]) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(r[0]), "r"(r[1]),
+               "r"(r[2]), "r"(r[3])
+               : "memory");
+}
+__device__ __forceinline__ void stmatrix_x4_trans(uint32_t addr, const uint32_t (&r)[4]) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(r[0]),
+               "r"(r[1]), "r"(r[2]), "r"(r[3])
+               : "memory");
+}
+
 /* ----------------------------------------------------------------------- TMA */
 
 /* Loads the box at coordinates (c0, c1, c2, c3) (innermost first) of the 4-D

@@ -321,6 +321,37 @@ FMLR_DEV void split2(float x0, float x1, uint32_t &hi, uint32_t &lo) {
  * of rows of `len` bf16 (len >= 64): chunk ^ (row & 7), as fm_sm80_fwd.cuh. */
 FMLR_DEV int swz(int row, int chunk, int len) { return row * len + ((chunk ^ (row & 7)) << 3); }
 
+/* The copy of a tile of R rows x CW 16-byte chunks from global rows `gstride`
+ * elements apart (src: row 0, chunk 0) into shared memory at dst, chunk cc of
+ * row r at (cc / 8) BLK + r PITCH + ((cc % 8) ^ (r % 8)) 16 (swz's layout: BLK
+ * 128 and PITCH the row's bytes; a block of 64 columns a K-major or MN-major
+ * wgmma operand: BLK a block's bytes, PITCH 128); rows r >= nvalid are
+ * zero-filled. NT threads: thread tid takes chunk tid % CW of rows tid / CW +
+ * i NT / CW, so its chunk and its row's swizzle stay fixed and only the two
+ * addresses advance (the copy loops spent most of their instructions on
+ * per-copy index arithmetic: kernels/PERF_NOTES.md, twentieth session). With
+ * src2 (when two), the same chunks of a second tile of the same strides to
+ * dst2. */
+template <int NT, int CW, int R, int BLK, int PITCH>
+FMLR_DEV void copy_rows(uint32_t dst, const uint16_t *src, int64_t gstride, int nvalid, bool two = false,
+                        uint32_t dst2 = 0, const uint16_t *src2 = nullptr) {
+  constexpr int RS = NT / CW;
+  static_assert(NT % CW == 0 && RS % 8 == 0 && R % RS == 0, "a thread's rows keep their swizzle");
+  const int tid = threadIdx.x, cc = tid % CW, r0 = tid / CW;
+  uint32_t d = (uint32_t)((cc >> 3) * BLK + r0 * PITCH + (((cc & 7) ^ (r0 & 7)) << 4));
+  const int64_t step = (int64_t)RS * gstride;
+  int64_t o = (int64_t)r0 * gstride + cc * 8;
+#pragma unroll 4
+  for (int r = r0; r < R; r += RS) {
+    const bool ok = r < nvalid;
+    const int64_t oo = ok ? o : 0; /* (a zero-filled copy reads nothing; its address stays in the tile) */
+    if (two) cp16(dst2 + d, src2 + oo, ok);
+    cp16(dst + d, src + oo, ok);
+    d += RS * PITCH;
+    o += step;
+  }
+}
+
 /* Byte offset of (row, col) inside a 16 x 16 block of P (32-byte rows, the two
  * 16-byte chunks swapped on rows 4-7 and 12-15: ldmatrix and the fragment
  * stores are free of bank conflicts). */
@@ -482,15 +513,8 @@ FMLR_DEV void issue_stage(const params &p, int ch, int h, bool full, int st, uin
   constexpr int CH = DK / 8, N16 = C / 16;
   const int tid = threadIdx.x, c0 = ch * C;
   const uint32_t base = sb + st * K::STAGE;
-#pragma unroll 4
-  for (int it = 0; it < C * CH / K::NT; it++) {
-    const int idx = it * K::NT + tid, r = idx / CH, cc = idx % CH, t = c0 + r;
-    const bool ok = t < p.T;
-    const int64_t off = ok ? ((int64_t)t * p.H + h) * DK + cc * 8 : 0;
-    const uint32_t so = (uint32_t)swz(r, cc, DK) * 2;
-    if (full) cp16(qdst + so, p.q + off, ok);
-    cp16(base + K::KO + so, p.k + off, ok);
-  }
+  const int64_t o = ((int64_t)c0 * p.H + h) * DK;
+  copy_rows<K::NT, CH, C, 128, DK * 2>(base + K::KO, p.k + o, (int64_t)p.H * DK, p.T - c0, full, qdst, p.q + o);
   const int64_t tpad = (int64_t)p.nchunks * C;
   constexpr int NM = C + N16 / 4 + CLS_STRIDE / 16; /* 16-byte copies; then the flags */
   for (int i = tid; i <= NM; i += K::NT) {
@@ -512,14 +536,9 @@ template <int DK, int C, int NW, bool ST = false>
 FMLR_DEV void issue_v(const params &p, int ch, int h, int dvb, uint32_t vdst) {
   using K = cfg<DK, C, NW, ST>;
   constexpr int CH = K::DVB / 8;
-  const int tid = threadIdx.x, c0 = ch * C;
-#pragma unroll 4
-  for (int it = 0; it < C * CH / K::NT; it++) {
-    const int idx = it * K::NT + tid, r = idx / CH, cc = idx % CH, t = c0 + r;
-    const bool ok = t < p.T;
-    const int64_t off = ok ? ((int64_t)t * p.H + h) * p.dv + (int64_t)dvb * K::DVB + cc * 8 : 0;
-    cp16(vdst + swz(r, cc, K::DVB) * 2, p.v + off, ok);
-  }
+  const int c0 = ch * C;
+  copy_rows<K::NT, CH, C, 128, K::DVB * 2>(vdst, p.v + ((int64_t)c0 * p.H + h) * p.dv + (int64_t)dvb * K::DVB,
+                                          (int64_t)p.H * p.dv, p.T - c0);
 }
 
 /* The 16 x 16 blocks the variant visits in a chunk, bit bi N16 + bj (N16^2 <= 64):

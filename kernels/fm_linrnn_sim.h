@@ -213,6 +213,30 @@ inline void ldmatrix(uint32_t addr, uint32_t (&r)[4], bool trans) {
   }
 }
 
+/* stmatrix .x4 (.trans): lanes 8i..8i+7 give the row addresses of matrix i;
+ * lane t's r[i] holds (row t / 4, columns 2 (t % 4), + 1) of matrix i, stored
+ * at its row's address (.trans: at the addresses of rows 2 (t % 4), + 1,
+ * column t / 4). */
+inline void stmatrix(uint32_t addr, const uint32_t (&r)[4], bool trans) {
+  uint32_t a[32];
+  warp_exchange(&addr, sizeof addr, [&](auto at) {
+    for (int l = 0; l < 32; l++) std::memcpy(&a[l], at(l), 4);
+  });
+  const int t = lane(), row = t / 4, col = 2 * (t % 4);
+  unsigned char *s = smem();
+  for (int i = 0; i < 4; i++) {
+    const uint16_t e0 = (uint16_t)(r[i] & 0xffffu), e1 = (uint16_t)(r[i] >> 16);
+    if (!trans) {
+      std::memcpy(s + a[8 * i + row] + 2 * col, &e0, 2);
+      std::memcpy(s + a[8 * i + row] + 2 * col + 2, &e1, 2);
+    } else {
+      std::memcpy(s + a[8 * i + col] + 2 * row, &e0, 2);
+      std::memcpy(s + a[8 * i + col + 1] + 2 * row, &e1, 2);
+    }
+  }
+  warp_exchange(nullptr, 0, [](auto) {}); /* every lane's stores before any lane reads them */
+}
+
 inline float bf16_at(uint32_t reg, int half) {
   uint32_t u = half ? (reg & 0xffff0000u) : (reg << 16);
   float f;
@@ -441,6 +465,8 @@ template <int N> inline void wgmma_wait() {}
 template <int R> inline void reg_fence(float (&)[R]) {}
 inline void fence_proxy_async() {}
 inline unsigned char *smem_aligned_1k(unsigned char *raw) { return raw; } /* offsets from 0: aligned */
+inline void stmatrix_x4(uint32_t a, const uint32_t (&r)[4]) { sim::stmatrix(a, r, false); }
+inline void stmatrix_x4_trans(uint32_t a, const uint32_t (&r)[4]) { sim::stmatrix(a, r, true); }
 }  // namespace fmh
 
 struct float4 {

@@ -22,8 +22,8 @@
  * upper half of an m64n128 set makes ptxas serialize every wgmma). First the
  * scores, once an item: warpgroup u scores sub-tile (b, j) = (0, 0), (1, 0),
  * (1, 1), (0, 1) for u = 0 .. 3 when the variant visits it (S = Q_b K_j^T,
- * m64n64k16), forms P (make_p) and writes it split hi + lo into shared memory,
- * token-major, where it is O^T's K-major B operand. Then the inter term on
+ * m64n64k16), forms P (make_p) and writes it split hi + lo into shared memory
+ * (stmatrix), token-major, where it is O^T's K-major B operand. Then the inter term on
  * live chunks: per k-step of 16 dk rows each thread loads its A fragment of
  * S_in^T (fp16 in fragment order), scales it back and splits it hi + lo in
  * registers, A from registers, B = Q^T (Q's tile, K-major), over the first token half only when
@@ -32,7 +32,8 @@
  * tile, MN-major), B = P^T (hi, lo) on the token halves j's visited sub-tiles
  * cover. As in the fused kernel, one operand of every product is an exact
  * bf16 input (Q, V) and the other (S_in, P) is split in two bf16 halves. O^T
- * is staged through shared memory (over P) and stored as bf16 rows. The next
+ * is staged through shared memory (over P; stmatrix .trans turns its
+ * fragments into token rows) and stored as bf16 rows. The next
  * item's Q and K are copied once every warpgroup is done with this one's (its
  * P V and stores run meanwhile), its V once P V is done. Branch values go
  * through warp_uniform so that ptxas keeps the wgmma asynchronous.
@@ -42,8 +43,8 @@
  * (32 KiB each); V as dv / 64 MN-major blocks of 128 key rows x 64 columns;
  * P hi and lo as two K-major blocks (key bands) of 128 tokens x 64 keys
  * (32 KiB each); the token factors (512 B): 193 KiB, one CTA a
- * multiprocessor. The copies are cp.async
- * (generic proxy), so every thread fences to the async proxy before the
+ * multiprocessor. The copies are cp.async (generic proxy; copy_rows in
+ * fm_linrnn.cuh), so every thread fences to the async proxy before the
  * barrier that hands tiles to wgmma. Design and measurements:
  * kernels/PERF_NOTES.md, Linear RNN, seventeenth session.
  *
@@ -82,15 +83,6 @@ constexpr int SMEM = BYTES + 1024; /* the dynamic allocation: 1 KiB of slack for
 constexpr int ST_ROW = 2 * DVB * MAXU; /* the output staging's row (bytes; over P once it is dead) */
 static_assert(C * ST_ROW <= F_OFF - PH_OFF, "the output staging fits over P");
 
-/* Byte offset of 16-byte chunk c8 (0..7) of row r in a block of 64 bf16
- * columns: 128-byte rows, chunk c8 at c8 ^ (r % 8) (the fused kernel's swz
- * layout at len 64, in bytes). */
-FMLR_DEV uint32_t mn_off(int r, int c8) { return (uint32_t)(r * 128 + ((c8 ^ (r & 7)) << 4)); }
-
-/* Byte offset of 16-byte chunk c16 (0..15) of token row r (0..127) in a 128 x
- * 128 bf16 tile stored as two K-major blocks of 64 columns, 128 rows each. */
-FMLR_DEV uint32_t kmaj_off(int r, int c16) { return (uint32_t)(((c16 >> 3) << 14) + mn_off(r, c16 & 7)); }
-
 /* Whether sub-tile (b, j) of the chunk (rows 64 b.., keys 64 j..) is visited. */
 FMLR_DEV bool visits(const params &p, const uint8_t *cls, int b, int j) {
   if (p.variant == VAR_SKIP) return cls[b * 2 + j] != FM_TILE_MASKED;
@@ -103,28 +95,25 @@ struct item {
 };
 FMLR_DEV item item_of(const params &p, int64_t it) { return {(int)(it / p.H), (int)(it % p.H)}; }
 
-/* The copies of item x's Q and K (one group). */
+/* The copies of item x's Q and K (one group): two K-major blocks of 64 dk
+ * columns each (128-byte rows, chunk c8 of row r at c8 ^ (r % 8): the fused
+ * kernel's swz layout at len 64). */
 FMLR_DEV void issue_qk(const params &p, item x, uint32_t sb) {
-  const int tid = threadIdx.x, c0 = x.ch * C, h = x.h;
-#pragma unroll
-  for (int it = 0; it < C * 16 / NT; it++) {
-    const int idx = it * NT + tid, r = idx >> 4, c16 = idx & 15, t = c0 + r;
-    const bool ok = t < p.T;
-    const int64_t off = ok ? ((int64_t)t * p.H + h) * DK + c16 * 8 : 0;
-    cp16(sb + Q_OFF + kmaj_off(r, c16), p.q + off, ok);
-    cp16(sb + K_OFF + kmaj_off(r, c16), p.k + off, ok);
-  }
+  const int c0 = x.ch * C;
+  const int64_t o = ((int64_t)c0 * p.H + x.h) * DK;
+  copy_rows<NT, 16, C, 16384, 128>(sb + K_OFF, p.k + o, (int64_t)p.H * DK, p.T - c0, true, sb + Q_OFF, p.q + o);
   cp_commit();
 }
 
-/* The copies of item x's V, nu blocks of 64 columns (one group). */
+/* The copies of item x's V, nu blocks of 64 columns (MN-major, the same
+ * layout; one group). */
 FMLR_DEV void issue_v(const params &p, item x, int nu, uint32_t sb) {
-  const int c0 = x.ch * C, h = x.h;
-  for (int idx = threadIdx.x; idx < C * 8 * nu; idx += NT) {
-    const int r = idx / (8 * nu), cc = idx % (8 * nu), t = c0 + r;
-    const bool ok = t < p.T;
-    cp16(sb + V_OFF + (cc >> 3) * 16384 + mn_off(r, cc & 7), p.v + (ok ? ((int64_t)t * p.H + h) * p.dv + cc * 8 : 0), ok);
-  }
+  const int c0 = x.ch * C;
+  const uint16_t *src = p.v + ((int64_t)c0 * p.H + x.h) * p.dv;
+  const int64_t gs = (int64_t)p.H * p.dv;
+  if (nu == 4) copy_rows<NT, 32, C, 16384, 128>(sb + V_OFF, src, gs, p.T - c0);
+  else if (nu == 2) copy_rows<NT, 16, C, 16384, 128>(sb + V_OFF, src, gs, p.T - c0);
+  else copy_rows<NT, 8, C, 16384, 128>(sb + V_OFF, src, gs, p.T - c0);
   cp_commit();
 }
 
@@ -198,8 +187,8 @@ FMLR_DEV void make_p(const params &p, int c0, int h, int b, bool masked_elems, c
  * halves into the P blocks of key band J (token-major); INSTR: the scoring's
  * cycles to the sub-tile's tile_cycles (rec: this thread records). */
 template <int J, bool INSTR>
-FMLR_DEV void score_tile(const params &p, int c0, int h, int b, bool masked_elems, uint32_t sb, unsigned char *sm,
-                         int64_t *cyc, bool rec) {
+FMLR_DEV void score_tile(const params &p, int c0, int h, int b, bool masked_elems, uint32_t sb, int64_t *cyc,
+                         bool rec) {
   const long long t0 = INSTR ? clk() : 0;
   float s[32];
   fmh::wgmma_fence();
@@ -212,15 +201,17 @@ FMLR_DEV void score_tile(const params &p, int c0, int h, int b, bool masked_elem
   fmh::reg_fence(s);
   uint32_t ph[4][4], pl[4][4];
   make_p<J>(p, c0, h, b, masked_elems, s, ph, pl);
-  const int lane = threadIdx.x & 31, g = lane >> 2, c4 = lane & 3, w = (threadIdx.x >> 5) & 3;
+  /* ph[kk], pl[kk] are the four 8 x 8 matrices (rows 16 w + 8 (q & 1) .., key
+     block 2 kk + (q >> 1)) of an stmatrix .x4: lane l gives the address of row
+     l % 8 of matrix q = l / 8 (16-byte chunks swizzled by the row) */
+  const int l = threadIdx.x & 31, w = (threadIdx.x >> 5) & 3, r8 = l & 7, q = l >> 3;
+  const uint32_t row = sb + J * 16384 + (64 * b + 16 * w + r8 + 8 * (q & 1)) * 128;
 #pragma unroll
-  for (int kk = 0; kk < 4; kk++)
-#pragma unroll
-    for (int q = 0; q < 4; q++) { /* row 16 w + g + 8 (q & 1) of the band, keys 16 kk + 8 (q >> 1) + 2 c4, + 1 */
-      const uint32_t at = J * 16384 + (64 * b + 16 * w + g + 8 * (q & 1)) * 128 + (((2 * kk + (q >> 1)) ^ g) << 4) + 4 * c4;
-      *reinterpret_cast<uint32_t *>(sm + PH_OFF + at) = ph[kk][q];
-      *reinterpret_cast<uint32_t *>(sm + PL_OFF + at) = pl[kk][q];
-    }
+  for (int kk = 0; kk < 4; kk++) {
+    const uint32_t at = row + (((2 * kk + (q >> 1)) ^ r8) << 4);
+    fmh::stmatrix_x4(at + PH_OFF, ph[kk]);
+    fmh::stmatrix_x4(at + PL_OFF, pl[kk]);
+  }
   if (INSTR && rec) red_add(cyc + 2 * b + J, clk() - t0);
 }
 
@@ -312,34 +303,50 @@ template <int M0, int M1> FMLR_DEV void pv_bands(int u, uint32_t sb, float (&d0)
   fmh::reg_fence(d1);
 }
 
+/* The chunk's output rows from the staging area (rows of ST_ROW bytes, 16-byte
+ * piece c of row t at ((c / 8) 128 + ((c % 8) ^ (t % 8)) 16): copy_rows's
+ * layout, BLK 128) to O, CW pieces a row, rows t >= nvalid not written. As in
+ * copy_rows a thread's piece and swizzle stay fixed and only the addresses
+ * advance. */
+template <int CW> FMLR_DEV void store_rows(const unsigned char *st, uint16_t *dst, int64_t gstride, int nvalid) {
+  constexpr int RS = NT / CW;
+  static_assert(NT % CW == 0 && RS % 8 == 0 && C % RS == 0, "a thread's rows keep their swizzle");
+  const int cc = threadIdx.x % CW, r0 = threadIdx.x / CW;
+  const unsigned char *s = st + (cc >> 3) * 128 + r0 * ST_ROW + (((cc & 7) ^ (r0 & 7)) << 4);
+  uint16_t *d = dst + (int64_t)r0 * gstride + cc * 8;
+#pragma unroll 4
+  for (int i = 0; i < C / RS; i++)
+    if (r0 + i * RS < nvalid)
+      *reinterpret_cast<uint4 *>(d + i * RS * gstride) = *reinterpret_cast<const uint4 *>(s + i * RS * ST_ROW);
+}
+
 /* O^T of warpgroup u (value columns 64 u..) as bf16 rows of the staging area
  * over P (16-byte pieces swizzled by the row), then every thread's pieces of
  * the chunk's rows to O. Called after the barrier that ends P V. */
 FMLR_DEV void store_out(const params &p, int c0, int h, int u, int nu, const float (&d0)[32], const float (&d1)[32],
-                        unsigned char *sm) {
-  const int lane = threadIdx.x & 31, g = lane >> 2, c4 = lane & 3, w = (threadIdx.x >> 5) & 3;
-  unsigned char *st = sm + PH_OFF;
-  if (u < nu) { /* value column 64 u + 16 w + g + 8 hh, token 8 n + 2 c4 + e: the row's swizzle (t % 8 = 2 c4 + e)
-                   does not depend on n, so four base addresses serve the 64 values */
-    uint16_t *base[2][2];
+                        unsigned char *sm, uint32_t sb) {
+  const unsigned char *st = sm + PH_OFF;
+  if (u < nu) { /* O^T's value column 16 w + g + 8 hh (of warpgroup u's 64), token 8 n + 2 c4 + e: an 8 x 8
+                   matrix per (n, hh) whose transpose is 8 token rows x 8 value columns, one 16-byte piece
+                   (8 u + 2 w + hh) of each row: stmatrix .x4 .trans, matrices (n, 0), (n, 1), (n + 1, 0),
+                   (n + 1, 1); lane l gives the address of row l % 8 of matrix l / 8 */
+    const int l = threadIdx.x & 31, w = (threadIdx.x >> 5) & 3, j = l & 7, i = l >> 3;
+    const uint32_t at = sb + PH_OFF + (8 * (i >> 1) + j) * ST_ROW + u * 128 + (((2 * w + (i & 1)) ^ j) << 4);
 #pragma unroll
-    for (int e = 0; e < 2; e++)
-#pragma unroll
-      for (int hh = 0; hh < 2; hh++)
-        base[e][hh] = reinterpret_cast<uint16_t *>(st + (2 * c4 + e) * ST_ROW +
-                                                   (((8 * u + 2 * w + hh) ^ (2 * c4 + e)) << 4) + 2 * g);
-#pragma unroll
-    for (int i = 0; i < 64; i++)
-      base[i & 1][(i >> 1) & 1][(i >> 2) * 8 * ST_ROW / 2] = (uint16_t)(pack2(i < 32 ? d0[i] : d1[i - 32], 0.f) & 0xffff);
+    for (int n = 0; n < 16; n += 2) {
+      const float *d = n < 8 ? d0 : d1;
+      const int m = 4 * (n & 7);
+      const uint32_t r[4] = {pack2(d[m], d[m + 1]), pack2(d[m + 2], d[m + 3]), pack2(d[m + 4], d[m + 5]),
+                             pack2(d[m + 6], d[m + 7])};
+      fmh::stmatrix_x4_trans(at + 8 * n * ST_ROW, r);
+    }
   }
   bar();
-  const int pieces = nu * 8; /* 16-byte pieces a row */
-  for (int idx = threadIdx.x; idx < C * pieces; idx += NT) {
-    const int t = idx / pieces, c = idx % pieces;
-    if (c0 + t >= p.T) continue;
-    *reinterpret_cast<uint4 *>(p.o + ((int64_t)(c0 + t) * p.H + h) * p.dv + c * 8) =
-        *reinterpret_cast<const uint4 *>(st + t * ST_ROW + ((c ^ (t & 7)) << 4));
-  }
+  const int64_t gs = (int64_t)p.H * p.dv;
+  uint16_t *dst = p.o + ((int64_t)c0 * p.H + h) * p.dv;
+  if (nu == 4) store_rows<32>(st, dst, gs, p.T - c0);
+  else if (nu == 2) store_rows<16>(st, dst, gs, p.T - c0);
+  else store_rows<8>(st, dst, gs, p.T - c0);
   bar(); /* the staging read before the next item's P */
 }
 
@@ -360,8 +367,8 @@ template <bool INSTR> FMLR_DEV void out_item(const params &p, item x, int64_t nx
   const bool rec = INSTR && w == 0 && lane == 0;
   if (warp_uniform(visits(p, cls, sbnd, sj))) {
     const bool masked_elems = cls[sbnd * 2 + sj] != FM_TILE_UNMASKED;
-    if (sj == 0) score_tile<0, INSTR>(p, c0, h, sbnd, masked_elems, sb, sm, cyc, rec);
-    else score_tile<1, INSTR>(p, c0, h, sbnd, masked_elems, sb, sm, cyc, rec);
+    if (sj == 0) score_tile<0, INSTR>(p, c0, h, sbnd, masked_elems, sb, cyc, rec);
+    else score_tile<1, INSTR>(p, c0, h, sbnd, masked_elems, sb, cyc, rec);
   }
   float d0[32], d1[32]; /* O^T, tokens 0 .. 63 and 64 .. 127 */
 #pragma unroll
@@ -413,7 +420,7 @@ template <bool INSTR> FMLR_DEV void out_item(const params &p, item x, int64_t nx
   }
   bar(); /* every warpgroup done with V and P */
   if (nxt >= 0) issue_v(p, item_of(p, nxt), nu, sb);
-  store_out(p, c0, h, u, nu, d0, d1, sm);
+  store_out(p, c0, h, u, nu, d0, d1, sm, sb);
 }
 
 /* A persistent grid, one CTA a multiprocessor: CTA b takes items (chunk, head)
@@ -424,10 +431,14 @@ template <bool INSTR> FMLR_DEV void out_item(const params &p, item x, int64_t nx
 template <bool INSTR> FMLR_KERNEL void FMLR_BOUNDS(NT, 1) out_kernel(const params p) {
 #ifdef FM_LINRNN_SIM
   FMLR_SMEM(raw);
+  unsigned char *sm = fmh::smem_aligned_1k(raw);
 #else
   extern __shared__ __align__(1024) unsigned char raw[];
+  /* aligned by an offset from raw, not through an integer: the pointer keeps its
+     shared window, so its accesses are STS / LDS, not generic ST / LD (which
+     queue behind the global accesses: kernels/PERF_NOTES.md, twentieth session) */
+  unsigned char *sm = raw + ((1024u - (smem_addr(raw) & 1023u)) & 1023u);
 #endif
-  unsigned char *sm = fmh::smem_aligned_1k(raw);
   const uint32_t sb = smem_addr(sm);
   const int64_t n = (int64_t)p.nchunks * p.H;
   int64_t it = blockIdx.x;
