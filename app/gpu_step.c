@@ -333,7 +333,8 @@ static fm_pass timed_passes(const gpu_kernel_run *r, unsigned asked) {
 
 #ifdef FM_HAVE_GPU_RUN
 /* The no-skip variant of the same arithmetic, every tile visited, with the
- * library's mask method: the other one is built for the skip variant only
+ * library's mask method: slices or r2p, whichever is not the default, is
+ * built for the skip variant only, and words runs r2p there
  * (fm_mask_method, core/fm_kernels.h). */
 static int time_noskip(gpu_step *g, runner_ctx *rc, const fm_scn_case *c, fm_gpu_case gc,
                        gpu_kernel_run *r) {

@@ -28,8 +28,8 @@ ncubwd         120   Nsight Compute on one sm90 backward launch (full 8K, head d
 ncufwdmask     300   Nsight Compute on one sm90 forward launch at 8K of each of FM_NCU_FAMILIES per mask method, by phase (bench/ncu_phases.py)
 nculinrnn      120   Nsight Compute on the linear-RNN forward step (C 128, L 16, 64, 2048), by phase
 partialall     200   a mask whose every tile is partial beside the full mask, 8K, head dims 128 and 64, both passes, r2p slices r2p slices
-partialwords   200   the same mask and runs with the WORDS prototype (FM_SM90_WORDS=1, forward only): r2p words r2p words
-kbwords        300   fm_kernel_bench --sm90-masks 2,3 (r2p, words; forward): times and per-tile cycles, 8K, head dims 128 and 64
+partialwords   200   the same mask and runs with --mask-method r2p words r2p words (words: the forward applies precomputed R2P words, the backward r2p)
+kbwords        300   fm_kernel_bench --sm90-masks 2,3 (the methods r2p, words; forward): times and per-tile cycles, 8K, head dims 128 and 64
 sweepmask      240   the 32K sparsity sweep (scenarios/sparsity-sweep.yaml, sm90, both passes) per mask method, r2p slices r2p slices, then the bench/method_ab.py table
 abbwd          600   fm_kernel_bench of the tree in $FM_AB_TREE (built beside) and of this build, alternately
 calib          320   fmsim run scenarios/calibration.yaml into $OUT/calib (the timing model)
@@ -230,44 +230,26 @@ nculinrnn() { # Nsight Compute on the linear-RNN forward's first plain SKIP laun
   return $rc
 }
 
-partialall() { # issue 25's per-tile bar at full length: bench/partial_everywhere.py's mask (every
-  # tile partial, none skipped: the full mask's tiles, items and order, each with its mask applied)
-  # beside the full mask of the same shape in one scenario run, head dims 128 and 64, both passes;
-  # runs r2p slices r2p slices, then the ratios
-  local m i=0 runs=()
+partial() { # NAME A B: issue 25's per-tile bar at full length: bench/partial_everywhere.py's mask
+  # (every tile partial, none skipped: the full mask's tiles, items and order, each with its mask
+  # applied) beside the full mask of the same shape in one scenario run, head dims 128 and 64,
+  # both passes, with --mask-method A B A B (each method's runs bracket the other's), then the
+  # ratios into $OUT/NAME.json
+  local name=$1 m i=0 runs=()
   python3 bench/partial_everywhere.py --seqlen 8192 --out "$OUT/partial-everywhere.npy" \
     --scenario "$OUT/partial-everywhere.yaml" --check "$FMSIM" || return 1
-  for m in r2p slices r2p slices; do
+  for m in "$2" "$3" "$2" "$3"; do
     i=$((i + 1))
-    "$FMSIM" run "$OUT/partial-everywhere.yaml" --mask-method "$m" --out "$OUT/partialall$i-$m" || return 1
-    runs+=("$m=$OUT/partialall$i-$m")
+    "$FMSIM" run "$OUT/partial-everywhere.yaml" --mask-method "$m" --out "$OUT/$name$i-$m" || return 1
+    runs+=("$m=$OUT/$name$i-$m")
   done
-  python3 bench/partial_everywhere.py --summary "${runs[@]}" --json "$OUT/partialall.json"
+  python3 bench/partial_everywhere.py --summary "${runs[@]}" --json "$OUT/$name.json"
 }
 
-partialwords() { # partialall with the forward's WORDS prototype (kernels/fm_attn_dev.h,
-  # FM_SM90_MASK_WORDS; PERF_NOTES "R2P: the precomputed words, built"): the words runs are r2p
-  # runs with FM_SM90_WORDS=1, which turns the sm90 forward's r2p launches into words launches
-  # (one stderr line says so; the backward stays r2p); runs r2p words r2p words, then the ratios
-  local m i=0 runs=()
-  python3 bench/partial_everywhere.py --seqlen 8192 --out "$OUT/partial-everywhere.npy" \
-    --scenario "$OUT/partial-everywhere.yaml" --check "$FMSIM" || return 1
-  for m in r2p words r2p words; do
-    i=$((i + 1))
-    if [ "$m" = words ]; then
-      FM_SM90_WORDS=1 "$FMSIM" run "$OUT/partial-everywhere.yaml" --mask-method r2p --out "$OUT/partialwords$i-$m" ||
-        return 1
-    else
-      "$FMSIM" run "$OUT/partial-everywhere.yaml" --mask-method r2p --out "$OUT/partialwords$i-$m" || return 1
-    fi
-    runs+=("$m=$OUT/partialwords$i-$m")
-  done
-  python3 bench/partial_everywhere.py --summary "${runs[@]}" --json "$OUT/partialwords.json"
-}
-
-kbwords() { # fm_kernel_bench's A/B of r2p (2) and words (3), forward, 8K: interleaved times and the
-  # instrumented launch's cycles per PARTIAL and UNMASKED tile (two rounds, alternating order);
-  # random_eviction's per-head words exceed the budget: its words column is r2p (one stderr line)
+kbwords() { # fm_kernel_bench's A/B of the mask methods r2p (2) and words (3), forward, 8K:
+  # interleaved times and the instrumented launch's cycles per PARTIAL and UNMASKED tile (two
+  # rounds, alternating order); random_eviction's per-head words exceed the budget: its words
+  # column is r2p (one stderr line)
   "$KBENCH" --seqlens 8192 --sm90-masks 2,3 --no-noskip --json "$OUT/kbwords128.json" &&
     "$KBENCH" --head-dim 64 --seqlens 8192 --sm90-masks 2,3 --no-noskip --json "$OUT/kbwords64.json"
 }
@@ -390,8 +372,8 @@ for e in "$@"; do
     ncubwd) need ncubwd "$KBENCH" && fn ncubwd ncubwd ;;
     ncufwdmask) need ncufwdmask "$FMSIM" && fn ncufwdmask ncufwdmask ;;
     nculinrnn) need nculinrnn "$LRCHECK" && fn nculinrnn nculinrnn ;;
-    partialall) need partialall "$FMSIM" && fn partialall partialall ;;
-    partialwords) need partialwords "$FMSIM" && fn partialwords partialwords ;;
+    partialall) need partialall "$FMSIM" && fn partialall partial partialall r2p slices ;;
+    partialwords) need partialwords "$FMSIM" && fn partialwords partial partialwords r2p words ;;
     kbwords) need kbwords "$KBENCH" && fn kbwords kbwords ;;
     sweepmask) need sweepmask "$FMSIM" && fn sweepmask sweepmask ;;
     abbwd) need abbwd "$KBENCH" && fn abbwd abbwd ;;

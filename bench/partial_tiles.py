@@ -29,7 +29,7 @@ pass (fwd, and bwd where the trace has its cycles) it prints a markdown table of
    baseline: the first of the group on the command line).
 
 The label of a folder is the --label given for it (one per folder, in order), else
-summary.json's kernel.mask_method ("auto", "slices", "r2p"), else the folder's name.
+summary.json's kernel.mask_method ("auto", "slices", "r2p", "words"), else the folder's name.
 
 The sequences (kernels/fm_sm90_fwd.cuh, fm_sm90_bwd.cuh; both issue their visited tiles with
 fmd::warp_compact, kernels/fm_device.cuh, in ascending index order):

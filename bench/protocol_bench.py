@@ -14,11 +14,11 @@ forward for every implementation alike.
 
     python3 bench/protocol_bench.py --out runs.json [--seqlens 8192,32768,131072]
         [--families all] [--head-dim 128] [--passes fwd,bwd] [--peers triton,flash,cudnn]
-        [--budget-s S] [--resume] [--fmsim-variants r2p,slices]
+        [--budget-s S] [--resume] [--fmsim-variants r2p,slices,words]
     python3 bench/protocol_bench.py --table runs.json [more.json ...] > table.md   # no GPU needed
 
 --fmsim-variants times fmsim once per partial-tile mask method (fmsim.torch's
-mask_method: auto, r2p, slices; issue 25) as separate implementations of the same
+mask_method: auto, r2p, slices, words; issue 25) as separate implementations of the same
 interleaved run, named fmsim[r2p], fmsim[slices], ...: the first is the one the
 others and the peers are checked and compared against (the table's ratio
 columns fmsim[r2p]/fmsim[slices], ...); the methods must agree bit for bit (a
@@ -42,7 +42,7 @@ FAMILIES = ("full", "causal", "sliding_window", "causal_document", "document", "
             "global_sliding_window", "causal_blockwise", "prefix_lm_document", "prefix_lm_causal",
             "qk_sparse", "random_eviction")
 PEERS = {"triton": "flex-triton", "flash": "flex-flash", "cudnn": "cudnn"}
-MASK_METHODS = ("auto", "r2p", "slices")  # fmsim.torch's mask_method
+MASK_METHODS = ("auto", "r2p", "slices", "words")  # fmsim.torch's mask_method
 
 
 def fmsim_impls(variants: str) -> dict:
@@ -443,8 +443,8 @@ def main() -> int:
     ap.add_argument("--passes", default="fwd,bwd")
     ap.add_argument("--peers", default="triton,flash,cudnn", help="comma list of triton, flash, cudnn; '' for none")
     ap.add_argument("--fmsim-variants", default="",
-                    help="time fmsim once per mask method, e.g. r2p,slices (fmsim[r2p], fmsim[slices]; the first "
-                         "is the reference); '' (default): fmsim with the library's method")
+                    help="time fmsim once per mask method, e.g. r2p,slices,words (fmsim[r2p], fmsim[slices], "
+                         "...; the first is the reference); '' (default): fmsim with the library's method")
     ap.add_argument("--tokens", type=int, default=131072, help="B = tokens / S")
     ap.add_argument("--hidden", type=int, default=4096, help="H = hidden / D")
     ap.add_argument("--seed", type=int, default=1)

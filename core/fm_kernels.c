@@ -58,7 +58,8 @@ fm_status fm_variant_parse(const char *text, fm_variant *out, fm_err *err) {
 }
 
 static const char *const mask_method_names[] = {
-    [FM_MASK_METHOD_AUTO] = "auto", [FM_MASK_METHOD_SLICES] = "slices", [FM_MASK_METHOD_R2P] = "r2p"};
+    [FM_MASK_METHOD_AUTO] = "auto", [FM_MASK_METHOD_SLICES] = "slices", [FM_MASK_METHOD_R2P] = "r2p",
+    [FM_MASK_METHOD_WORDS] = "words"};
 #define NMASK_METHODS ((int)(sizeof mask_method_names / sizeof mask_method_names[0]))
 
 const char *fm_mask_method_name(fm_mask_method m) {
@@ -71,7 +72,7 @@ fm_status fm_mask_method_parse(const char *text, fm_mask_method *out, fm_err *er
     *out = (fm_mask_method)m;
     return FM_OK;
   }
-  return fm_fail(err, FM_EINVAL, "unknown mask method '%s' (expected auto, slices or r2p)",
+  return fm_fail(err, FM_EINVAL, "unknown mask method '%s' (expected auto, slices, r2p or words)",
                  text ? text : "");
 }
 

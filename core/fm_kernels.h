@@ -35,23 +35,33 @@ fm_status fm_variant_parse(const char *text, fm_variant *out, fm_err *err);
 
 /* How the sm90 kernels, forward and backward, mask the elements of a partial
  * tile (fm_attn_problem.mask_method, kernels/fm_attn.h; kernels/fm_sm90_mask.h;
- * kernels/PERF_NOTES.md, "R2P (issue 25)"): both methods mask the same
- * elements and give the same output and gradients bit for bit; only their
+ * kernels/PERF_NOTES.md, "R2P (issue 25)"): every method masks the same
+ * elements and gives the same output and gradients bit for bit; only their
  * speed differs. AUTO is the library's choice (R2P unless the build defines
- * FM_SM90_MASK_DEFAULT). The method that is not the default runs in the skip
- * variant only (the noskip variant and the other pipelining modes are built
- * with the default alone: FM_EUNSUPPORTED there); the sm80 kernel has one
- * method and takes AUTO only. `fmsim run --mask-method`, the scenario key
- * `mask_method:` and fmsim.torch's mask_method name it. */
+ * FM_SM90_MASK_DEFAULT). SLICES or R2P, whichever is not the default, runs in
+ * the skip variant only (the noskip variant and the other pipelining modes
+ * are built with the default alone: FM_EUNSUPPORTED there). WORDS is an
+ * implementation of R2P's mask: where the forward does not build it, it runs
+ * R2P instead, never failing where R2P would run; the backward always runs
+ * R2P for it. The sm80 kernel has one method and takes AUTO only.
+ * `fmsim run --mask-method`, the scenario key `mask_method:` and
+ * fmsim.torch's mask_method name it. */
 typedef enum fm_mask_method {
   FM_MASK_METHOD_AUTO = 0,
   FM_MASK_METHOD_SLICES = 1, /* forward: a bit test per element; backward: an interval compare
                                 per element */
-  FM_MASK_METHOD_R2P = 2     /* per-thread words applied by R2P, a select per element */
+  FM_MASK_METHOD_R2P = 2,    /* per-thread words applied by R2P, a select per element */
+  FM_MASK_METHOD_WORDS = 3   /* forward: the per-thread R2P words precomputed per partial tile by a
+                                preprocessing kernel and copied into the K stage with K; built for the
+                                skip variant in the default mode, within FM90M_WORDS_BUDGET (256 MiB of
+                                words workspace, kernels/fm_sm90_mask.h): beyond it, and for the
+                                variants and modes where it is not built, the forward runs r2p, said
+                                once on stderr; backward: r2p */
 } fm_mask_method;
 
-const char *fm_mask_method_name(fm_mask_method m); /* "auto", "slices", "r2p"; "?" when out of range */
-/* Parses "auto" / "slices" / "r2p"; FM_EINVAL naming the choices otherwise. */
+const char *fm_mask_method_name(fm_mask_method m); /* "auto", "slices", "r2p", "words"; "?" when out
+                                                      of range */
+/* Parses "auto" / "slices" / "r2p" / "words"; FM_EINVAL naming the choices otherwise. */
 fm_status fm_mask_method_parse(const char *text, fm_mask_method *out, fm_err *err);
 
 /* Forward, backward, or both. */

@@ -143,7 +143,7 @@ void fm_traffic_json(fm_json *j, const char *key, const fm_cost *c, const fm_mea
 
 /* Writes the run members into the innermost open JSON object: "device",
  * "device_note", "kernel" {"head_dim", "variant", "mask_method" ("auto",
- * "slices" or "r2p"), "pass", "dtype", "br", "bc", "instrumented"}, "timing"
+ * "slices", "r2p" or "words"), "pass", "dtype", "br", "bc", "instrumented"}, "timing"
  * and "timing_instrumented" (fm_timing_json), "instrumentation_overhead", "flops" {"convention", "paper", "executed",
  * "full"}, "tflops" {"source", "paper", "executed"} or null, "model" {"source",
  * "rho", "tiles_total", "tiles_visited", "tiles_elementwise"}, "traffic"

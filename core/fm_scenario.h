@@ -24,10 +24,12 @@
  *   run: [analyze, simulate, gpu, peer]
  *   kernel: [sm90, sm80]              # kernels of the GPU step: sm80, sm90, auto (default auto)
  *   variant: skip                     # skip (default), noskip or dense
- *   mask_method: slices               # auto (default), slices or r2p: how the sm90 kernels
- *                                     # mask a partial tile (fm_mask_method, fm_kernels.h);
- *                                     # the sm80 kernel takes auto only, the method that is
- *                                     # not the library's runs in the skip variant only
+ *   mask_method: slices               # auto (default), slices, r2p or words: how the sm90
+ *                                     # kernels mask a partial tile (fm_mask_method,
+ *                                     # fm_kernels.h); the sm80 kernel takes auto only, the
+ *                                     # one of slices and r2p that is not the library's runs
+ *                                     # in the skip variant only, words (forward only) runs
+ *                                     # r2p where it is not built
  *   pass: both                        # fwd (default), bwd or both: which passes the GPU step
  *                                     # times and models (the backward at its own tile)
  *   profile: h200-sm90                # a GPU profile of the timing model (core/fm_timing.h):

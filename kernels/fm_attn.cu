@@ -254,12 +254,12 @@ static fm_status prepare(const fm_attn_problem *p, fm_pass pass, fm_variant vari
                    variant == FM_VARIANT_DENSE ? "dense_mask" : "intervals");
   if (instrumented && (!p->tile_class || !p->tile_cycles))
     return fm_fail(err, FM_EINVAL, "the instrumented build needs tile_class and tile_cycles");
-  if (p->mask_method != FM_MASK_METHOD_AUTO && p->mask_method != FM_MASK_METHOD_SLICES &&
-      p->mask_method != FM_MASK_METHOD_R2P)
-    return fm_fail(err, FM_EINVAL, "mask method %d: expected 0 (auto), 1 (slices) or 2 (r2p)", (int)p->mask_method);
+  if (p->mask_method < FM_MASK_METHOD_AUTO || p->mask_method > FM_MASK_METHOD_WORDS)
+    return fm_fail(err, FM_EINVAL, "mask method %d: expected 0 (auto), 1 (slices), 2 (r2p) or 3 (words)",
+                   (int)p->mask_method);
   if (p->mask_method != FM_MASK_METHOD_AUTO && p->kernel != FM_KERNEL_SM90)
     return fm_fail(err, FM_EUNSUPPORTED, "mask method %s: kernel %s has one way of masking a partial tile (auto only)",
-                   p->mask_method == FM_MASK_METHOD_R2P ? "r2p" : "slices", kd->name);
+                   fm_mask_method_name((fm_mask_method)p->mask_method), kd->name);
   if (!(p->softmax_scale > 0.f))
     return fm_fail(err, FM_EINVAL, "softmax scale must be positive (got %g)", (double)p->softmax_scale);
 

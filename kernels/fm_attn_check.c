@@ -79,26 +79,10 @@ static fm_mask_method other_mask_method(void) {
   return FM_SM90_MASK_DEFAULT == FM_SM90_MASK_R2P ? FM_MASK_METHOD_SLICES : FM_MASK_METHOD_R2P;
 }
 
-/* The forward with the sm90 partial-tile mask method `mask`: an
- * fm_mask_method (fm_attn_problem.mask_method, for this call only), or
- * FM_SM90_MASK_WORDS, which has no public name and goes through the
- * harness's knob (fm_attn_dev.h). */
-static fm_status forward_with(fm_attn_problem *pr, fm_variant var, int instr, int mask, fm_err *err) {
-  if (mask == FM_SM90_MASK_WORDS) {
-    fm_attn_tuned_launch t = {.launch = {.p = *pr, .pass = FM_PASS_FWD, .variant = var, .instrumented = instr},
-                              .tuning = {.sm90_mask = FM_SM90_MASK_WORDS}};
-    return fm_attn_tuned_launch_run(&t, NULL, err);
-  }
-  pr->mask_method = mask;
-  fm_status st = fm_attn_forward(pr, var, instr, NULL, err);
-  pr->mask_method = FM_MASK_METHOD_AUTO;
-  return st;
-}
-
 /* Runs one variant with poisoned outputs and copies the results back; mask:
- * the sm90 forward's partial-tile mask method (forward_with), FM_MASK_METHOD_AUTO
- * for the library's. */
-static fm_status run_variant(fm_attn_problem *pr, fm_variant var, int instr, int mask, int64_t nq,
+ * the sm90 forward's partial-tile mask method (fm_attn_problem.mask_method,
+ * for this call only), FM_MASK_METHOD_AUTO for the library's. */
+static fm_status run_variant(fm_attn_problem *pr, fm_variant var, int instr, fm_mask_method mask, int64_t nq,
                              int64_t nlse, int64_t ntiles, uint16_t *o, float *lse, uint8_t *cls,
                              int64_t *cyc, fm_err *err) {
   fm_status st = FM_OK;
@@ -108,7 +92,9 @@ static fm_status run_variant(fm_attn_problem *pr, fm_variant var, int instr, int
     CK(cudaMemset(pr->tile_class, 0xff, (size_t)ntiles), "poison classes");
     CK(cudaMemset(pr->tile_cycles, 0xff, (size_t)ntiles * 8), "poison cycles");
   }
-  st = forward_with(pr, var, instr, mask, err);
+  pr->mask_method = mask;
+  st = fm_attn_forward(pr, var, instr, NULL, err);
+  pr->mask_method = FM_MASK_METHOD_AUTO;
   if (st != FM_OK) goto done;
   CK(cudaDeviceSynchronize(), "forward kernel");
   CK(cudaMemcpy(o, pr->o, (size_t)nq * 2, cudaMemcpyDeviceToHost), "copy O");
@@ -536,24 +522,23 @@ static fm_status check_instrumented(const fwd_case *f, fm_attn_problem *pr, fm_c
 }
 
 /* Phase 3b (sm90): the partial-tile mask method that the library does not
- * use, built for skip (fm_sm90_launch.cuh), and the forward-only prototype
- * WORDS (fm_attn_dev.h), each plain and instrumented: skip's output bit for
- * bit, and core's classes. */
+ * use, built for skip (fm_sm90_launch.cuh), and the forward-only method
+ * words, each plain and instrumented: skip's output bit for bit, and core's
+ * classes. */
 static fm_status check_mask_methods(const fwd_case *f, fm_attn_problem *pr, fm_check_result *r, fm_err *err) {
-  const fm_mask_method other = other_mask_method();
-  const int methods[2] = {other, FM_SM90_MASK_WORDS};
-  const char *names[2] = {other == FM_MASK_METHOD_R2P ? "skip with mask method r2p" : "skip with mask method slices",
-                          "skip with mask method words"};
+  const fm_mask_method methods[2] = {other_mask_method(), FM_MASK_METHOD_WORDS};
   r->mask_methods_identical = 1;
   for (int k = 0; k < 2; k++)
     for (int instr = 0; instr < 2; instr++) {
+      char name[48];
+      snprintf(name, sizeof name, "skip with mask method %s", fm_mask_method_name(methods[k]));
       fm_status st = run_variant(pr, FM_VARIANT_SKIP, instr, methods[k], f->nq, f->nlse, f->ntiles, f->o_other,
                                  f->l_other, f->cls, f->cyc, err);
       if (st != FM_OK) return st;
-      if (!same_output(r, names[k], "skip", f->o_other, f->o_skip, f->l_other, f->l_skip, f->nq, f->nlse, f->sq,
-                       f->H, f->D))
+      if (!same_output(r, name, "skip", f->o_other, f->o_skip, f->l_other, f->l_skip, f->nq, f->nlse, f->sq, f->H,
+                       f->D))
         r->mask_methods_identical = 0;
-      if (instr) check_classes(f, 0, names[k], r);
+      if (instr) check_classes(f, 0, name, r);
     }
   return FM_OK;
 }

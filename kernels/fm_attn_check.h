@@ -13,8 +13,8 @@
  *      core fm_classify at the kernel's tile size bit for bit; skipped (MASKED)
  *      tiles 0 cycles, visited tiles > 0 cycles; same for instrumented noskip;
  *   3b. (sm90) skip with the partial-tile mask method the library does not use
- *      (fm_attn_dev.h, FM_SM90_MASK_*) and with the prototype WORDS, each plain
- *      and instrumented, == skip bit for bit, and its classes == core's;
+ *      (fm_attn_dev.h, FM_SM90_MASK_*) and with the forward-only method words,
+ *      each plain and instrumented, == skip bit for bit, and its classes == core's;
  *   4. (check_dense) dense with the mask expanded to (sets, Sq, Sk) == noskip
  *      bit for bit: the element mask of the interval path is exact.
  * With pass including FM_PASS_BWD (kernels that have a backward), after the

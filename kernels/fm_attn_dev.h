@@ -32,22 +32,20 @@ enum {
  * other method (SLICES) is built for the skip variant (plain and
  * instrumented), so that one build times both (fm_kernel_bench --sm90-masks
  * 1,2) and checks them against each other (fmsim verify, phases 3b, 7b). */
-/* FM_SM90_MASK_WORDS (a measurement prototype, forward only; PERF_NOTES, "R2P:
+/* FM_SM90_MASK_WORDS (the public method words, forward only; PERF_NOTES, "R2P:
  * the precomputed words, built"): R2P's per-thread words precomputed per
  * partial tile by a preprocessing kernel into a global workspace, copied into
  * the K stage with K by the producer (which builds no slices) and read by the
- * consumers from shared memory, the same output bit for bit. Built for the forward's skip
- * variant in the default mode (plain and instrumented); no public name
- * (fm_mask_method): this knob selects it (fm_kernel_bench --sm90-masks 2,3;
- * fmsim verify's phase 3b checks it), and so does FM_SM90_WORDS=1 in the
- * environment for the forward's R2P launches (kernels/fm_sm90.cu; the path of
- * `fmsim run`, bench/gpu.sh partialwords). The forward falls back to R2P,
- * with one line on stderr, when the workspace exceeds FM90M_WORDS_BUDGET
- * (kernels/fm_sm90_mask.h); the backward runs R2P when asked for WORDS. */
+ * consumers from shared memory, the same output bit for bit. Built for the
+ * forward's skip variant in the default mode (plain and instrumented;
+ * fm_kernel_bench --sm90-masks 2,3 times it, fmsim verify's phase 3b checks
+ * it). The forward runs R2P instead, with one line on stderr, where it is not
+ * built and when the workspace exceeds FM90M_WORDS_BUDGET
+ * (kernels/fm_sm90_mask.h; kernels/fm_sm90.cu); the backward runs R2P. */
 enum {
   FM_SM90_MASK_SLICES = FM_MASK_METHOD_SLICES, /* the public names: fm_mask_method, core/fm_kernels.h */
   FM_SM90_MASK_R2P = FM_MASK_METHOD_R2P,
-  FM_SM90_MASK_WORDS = FM_MASK_METHOD_R2P + 1  /* internal: no fm_mask_method name */
+  FM_SM90_MASK_WORDS = FM_MASK_METHOD_WORDS
 };
 #ifndef FM_SM90_MASK_DEFAULT
 #define FM_SM90_MASK_DEFAULT FM_SM90_MASK_R2P

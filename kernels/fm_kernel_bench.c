@@ -33,9 +33,10 @@
  *    alternating order); with the backward (--pass bwd|both) each method's
  *    skip backward timed in the bwd line (interleaved with its other
  *    launches) and a line of its cycles per PARTIAL and UNMASKED pair.
- *    Method 3 (WORDS, fm_attn_dev.h) is the forward-only prototype: its
- *    backward runs R2P, and its forward runs R2P (one stderr line) where the
- *    words exceed their budget; its times include its preprocessing.
+ *    The methods are fm_mask_method's values (1 slices, 2 r2p, 3 words);
+ *    words is forward-only: its backward runs R2P, and its forward runs R2P
+ *    (one stderr line) where the words exceed their budget; its times
+ *    include its preprocessing.
  *    --sustained MS: one more line per
  *    family and pass, the first kernel's sustained figure under the timing
  *    protocol (docs/DESIGN.md, "How we measure": 1 s of back-to-back warm-up,

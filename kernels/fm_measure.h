@@ -42,8 +42,9 @@ typedef struct fm_gpu_case {
   int32_t deterministic;  /* backward: dQ accumulated in a fixed order */
   int32_t mask_method;    /* fm_mask_method (core/fm_kernels.h): how the sm90 kernels mask a
                              partial tile, both passes; 0 (auto): the library's. The sm80
-                             kernel and the variants the other method is not built for refuse
-                             any other (FM_EUNSUPPORTED, fm_attn.h) */
+                             kernel refuses any other, and a variant a method is not built for
+                             refuses it (FM_EUNSUPPORTED, fm_attn.h), but words, which runs r2p
+                             there */
 } fm_gpu_case;
 
 typedef struct fm_gpu_opts {

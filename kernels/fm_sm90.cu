@@ -17,7 +17,6 @@
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "fm_cuda_status.cuh"
@@ -148,26 +147,17 @@ static cudaError_t words_workspace(const pass_launch &l, int32_t D, uint32_t **w
                   : fm90::launch_words<64>(l.base, l.nsets, *words, l.stream);
 }
 
-/* FM_SM90_WORDS=1 in the environment (read once): every sm90 forward launch
- * whose mask method resolves to R2P (the harness's knob, else the problem's
- * r2p or auto) runs WORDS instead where WORDS is built (skip, default mode):
- * the measurement path of the prototype through `fmsim run` and fmsim.torch,
- * which name only the public methods (bench/gpu.sh partialwords). One line on
- * stderr the first time it takes effect. Unset (the default): nothing changes. */
-static int words_override(int variant, int mode, int mask) {
-  static int env = -1;
-  if (env < 0) {
-    const char *v = getenv("FM_SM90_WORDS");
-    env = v && strcmp(v, "1") == 0;
-  }
-  const int resolved = mask ? mask : FM_SM90_MASK_DEFAULT;
-  if (!env || resolved != FM_SM90_MASK_R2P || !fm90::mask_built_fwd(variant, mode, FM_SM90_MASK_WORDS)) return mask;
-  static int told = 0;
-  if (!told) {
-    told = 1;
-    fprintf(stderr, "fmsim: FM_SM90_WORDS=1: the sm90 forward's r2p launches (skip) run mask method words\n");
-  }
-  return FM_SM90_MASK_WORDS;
+/* The forward's mask method for a launch of this variant and mode asked for
+ * `mask` (0: the default): WORDS where it is not built (fm90::mask_built_fwd)
+ * becomes R2P, whose mask WORDS computes, with one line on stderr the first
+ * time in the process; any other method is left as asked. */
+static int mask_fwd(int variant, int mode, int mask) {
+  if (mask != FM_SM90_MASK_WORDS || fm90::mask_built_fwd(variant, mode, mask)) return mask;
+  static int told = 0; /* once a process, as words_workspace's line */
+  if (!told++)
+    fprintf(stderr, "fmsim: sm90 forward, mask method words: built for the skip variant in the default mode "
+            "only; running r2p (said once)\n");
+  return FM_SM90_MASK_R2P;
 }
 
 fm_status launch_sm90(const pass_launch &l, fm_err *err) {
@@ -177,11 +167,11 @@ fm_status launch_sm90(const pass_launch &l, fm_err *err) {
   if (p->seqlen_k >= (1 << 30) || (int64_t)l.base.Tc >= (1 << fm90::FLAG_SHIFT))
     return fm_fail(err, FM_EUNSUPPORTED, "sm90: Sk = %d is too long (at most 2^30 - 1)", p->seqlen_k);
   const int mode = l.tuning.sm90_mode ? l.tuning.sm90_mode - 1 : fm90::MODE_DEFAULT;
-  if (!fm90::mask_built_fwd((int)l.variant, mode, l.tuning.sm90_mask))
+  int mask = mask_fwd((int)l.variant, mode, l.tuning.sm90_mask);
+  if (!fm90::mask_built_fwd((int)l.variant, mode, mask))
     return fm_fail(err, FM_EUNSUPPORTED,
-                   "sm90: partial-tile mask method %d is not built for this launch (expected 1 or 2, or 3 for "
-                   "words; the non-default ones for the skip variant in the default mode only)",
-                   (int)l.tuning.sm90_mask);
+                   "sm90: partial-tile mask method %d is not built for this launch (expected 1, 2 or 3; the "
+                   "non-default one of 1 and 2 for the skip variant in the default mode only)", mask);
   fm90::params kp;
   memset(&kp, 0, sizeof kp);
   static_cast<fmd::attn_base &>(kp) = l.base;
@@ -247,7 +237,6 @@ fm_status launch_sm90(const pass_launch &l, fm_err *err) {
     items = items_out;
   }
   if (e == cudaSuccess) e = cudaMemsetAsync(counter, 0, sizeof(int32_t), l.stream);
-  int mask = words_override((int)l.variant, mode, l.tuning.sm90_mask);
   uint32_t *words = nullptr;
   if (e == cudaSuccess && mask == FM_SM90_MASK_WORDS) {
     what = "sm90 words (mask method words)";

@@ -148,8 +148,8 @@ fm_status launch_sm90_bwd(const pass_launch &l, fm_err *err) {
                           (const void *)p->dk, (const void *)p->dv})
     if ((uintptr_t)ptr % 16) return fm_fail(err, FM_EINVAL, "sm90 backward: tensors must be 16-byte aligned (TMA)");
   const int32_t B = p->batch, H = p->heads, D = p->head_dim, Sq = p->seqlen_q, Sk = p->seqlen_k;
-  /* WORDS is a forward-only prototype (fm_attn_dev.h): its words are R2P's,
-     so the backward runs R2P for it */
+  /* WORDS is forward-only (fm_mask_method): its words are R2P's, so the
+     backward runs R2P for it */
   const int mask = l.tuning.sm90_mask == FM_SM90_MASK_WORDS ? FM_SM90_MASK_R2P : l.tuning.sm90_mask;
   if (!fm90::mask_built((int)l.variant, fm90::MODE_DEFAULT, mask))
     return fm_fail(err, FM_EUNSUPPORTED,

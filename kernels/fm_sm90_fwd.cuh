@@ -58,7 +58,7 @@
  * consumers run the plain code. MASK (FM_SM90_MASK_*, fm_attn_dev.h): how a
  * consumer thread turns the producer's bit slices into its elements' selects
  * (kernels/fm_sm90_mask.h): SLICES a bit test per element, R2P (the default)
- * per-thread words applied with R2P, WORDS (forward only, a prototype) R2P's
+ * per-thread words applied with R2P, WORDS (forward only) R2P's
  * words precomputed per tile by words_kernel, copied into the K stage with K
  * (no slices built) and read from shared memory; the output is the same bit
  * for bit.

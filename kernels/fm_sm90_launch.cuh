@@ -10,8 +10,9 @@
  * -DFM_SM90_MASK_DEFAULT=1 in CMAKE_CUDA_FLAGS and CMAKE_C_FLAGS); the other method is built for
  * SKIP in the default mode, plain and instrumented (fm_kernel_bench
  * --sm90-masks, fm_attn_check's method check), and so is WORDS, the
- * forward-only prototype (FM_SM90_MASK_WORDS, with its preprocessing
- * words_kernel, launch_words). */
+ * forward-only method words (FM_SM90_MASK_WORDS, with its preprocessing
+ * words_kernel, launch_words; a launch that asks for it elsewhere runs R2P:
+ * fm_sm90.cu, mask_fwd). */
 #ifndef FM_SM90_LAUNCH_CUH
 #define FM_SM90_LAUNCH_CUH
 

@@ -32,7 +32,7 @@
  *       1..6, which ptxas applies with R2P (register to predicates: one
  *       instruction sets P1..P6 from one byte) and one select per element.
  *
- *   FM_SM90_MASK_WORDS   (forward, a prototype) R2P's three words,
+ *   FM_SM90_MASK_WORDS   (forward only: the method words) R2P's three words,
  *       precomputed per tile by a preprocessing kernel, copied into the K
  *       stage with K by the copy engine and read from shared memory (below).
  *
@@ -161,9 +161,9 @@ FM_STATIC_ASSERT(FM90M_NB == 16, "the R2P groups cover 16 n8 blocks (6 + 6 + 4)"
 
 /* ------------------------------------------- consumer: WORDS (forward only)
  *
- * FM_SM90_MASK_WORDS (fm_attn_dev.h; a measurement prototype, PERF_NOTES "R2P:
- * the precomputed words, built"): the three words fm90m_r2p_words gives each
- * consumer thread, computed before the forward by a preprocessing kernel
+ * FM_SM90_MASK_WORDS (fm_attn_dev.h; the method words, fm_mask_method;
+ * PERF_NOTES "R2P: the precomputed words, built"): the three words
+ * fm90m_r2p_words gives each consumer thread, computed before the forward by a preprocessing kernel
  * (fm_sm90_fwd.cuh, words_kernel: the producer's slices, then each thread's
  * read and gather exactly as mask_r2p does them) and stored in a global
  * workspace. Layout [tile][j][thread]: a tile's words are one contiguous
@@ -176,7 +176,7 @@ FM_STATIC_ASSERT(FM90M_NB == 16, "the R2P groups cover 16 n8 blocks (6 + 6 + 4)"
  * three as R2P does, so the output is R2P's bit for bit. Dense over every
  * (set, row tile, key tile) of the forward's grid; only the tiles the
  * forward masks are written (and copied). Used only when the workspace fits
- * FM90M_WORDS_BUDGET; the forward falls back to R2P otherwise (fm_sm90.cu). */
+ * FM90M_WORDS_BUDGET; the forward runs R2P otherwise (fm_sm90.cu). */
 
 /* 256 MiB: every single-set mask at 8K and 32K at both head dims (at most
  * 192 MiB at 32K, head dim 128; 192.4 MiB at head dim 64), small beside the

@@ -475,7 +475,7 @@ Test(kernels, registry) {
   cr_assert_str_eq(fm_pass_name(FM_PASS_BWD), "bwd");
 }
 
-/* The sm90 kernels' partial-tile mask methods (fm_mask_method): the three names
+/* The sm90 kernels' partial-tile mask methods (fm_mask_method): the four names
    and their values (the library's, fm_attn_problem.mask_method, and fmsim.torch's
    _MASK_METHODS), one message naming the choices for anything else. */
 Test(kernels, mask_method_names) {
@@ -483,7 +483,10 @@ Test(kernels, mask_method_names) {
     const char *name;
     fm_mask_method m;
     int value;
-  } ok[] = {{"auto", FM_MASK_METHOD_AUTO, 0}, {"slices", FM_MASK_METHOD_SLICES, 1}, {"r2p", FM_MASK_METHOD_R2P, 2}};
+  } ok[] = {{"auto", FM_MASK_METHOD_AUTO, 0},
+             {"slices", FM_MASK_METHOD_SLICES, 1},
+             {"r2p", FM_MASK_METHOD_R2P, 2},
+             {"words", FM_MASK_METHOD_WORDS, 3}};
   fm_err err;
   for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
     fm_mask_method m = (fm_mask_method)-1;
@@ -492,17 +495,17 @@ Test(kernels, mask_method_names) {
     cr_assert_eq((int)m, ok[i].value, "%s", ok[i].name);
     cr_assert_str_eq(fm_mask_method_name(m), ok[i].name);
   }
-  static const char *const bad[] = {"R2P", "Slices", "", "r2p ", "bogus"};
+  static const char *const bad[] = {"R2P", "Slices", "", "r2p ", "bogus", "Words", "word"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     fm_mask_method m = FM_MASK_METHOD_R2P;
     cr_assert_eq(fm_mask_method_parse(bad[i], &m, &err), FM_EINVAL, "'%s'", bad[i]);
     char want[128];
-    snprintf(want, sizeof want, "unknown mask method '%s' (expected auto, slices or r2p)", bad[i]);
+    snprintf(want, sizeof want, "unknown mask method '%s' (expected auto, slices, r2p or words)", bad[i]);
     cr_assert_str_eq(err.msg, want);
     cr_assert_eq(m, FM_MASK_METHOD_R2P, "left as it was");
   }
   cr_assert_eq(fm_mask_method_parse(NULL, &(fm_mask_method){0}, &err), FM_EINVAL);
-  cr_assert_str_eq(fm_mask_method_name((fm_mask_method)3), "?");
+  cr_assert_str_eq(fm_mask_method_name((fm_mask_method)4), "?");
   cr_assert_str_eq(fm_mask_method_name((fm_mask_method)-1), "?");
 }
 

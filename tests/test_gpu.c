@@ -3,8 +3,9 @@
  * docs/DESIGN.md, "Style", rule 1; skip == noskip bit for bit, instrumented classes == core
  * classes, dense == noskip) on every family, on random interval masks with odd
  * lengths and Sq != Sk, and the argument checks of the host API.
- * Without a CUDA device every test skips, saying why. CUDA is initialised
- * inside the test bodies only, after Criterion has forked. */
+ * Without a CUDA device every test skips, saying why, but the mask method's
+ * checks, which run before any CUDA call. CUDA is initialised inside the
+ * test bodies only, after Criterion has forked. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 
@@ -95,4 +96,45 @@ Test(gpu, bad_arguments) {
   cr_expect(br == 128 && bc == 64);
   fm_kernel_tile_size(FM_KERNEL_SM80, FM_PASS_FWD, 64, &br, &bc, NULL);
   cr_expect(br == 128 && bc == 64);
+}
+
+/* fm_attn_problem.mask_method (fm_mask_method): a value out of range refused
+   by both passes with one line naming the four, and the sm80 kernel, which
+   has one method (and no backward), refusing each other method by its name;
+   all checked before any CUDA call (the device pointers are never read: any
+   non-NULL will do). */
+Test(gpu, mask_method_checked_before_any_cuda_call) {
+  fm_attn_problem p;
+  memset(&p, 0, sizeof p);
+  p.batch = p.heads = 1;
+  p.seqlen_q = p.seqlen_k = 128;
+  p.head_dim = 128;
+  p.softmax_scale = 0.1f;
+  p.mask_nb = p.mask_nh = 1;
+  static float cell[4];
+  p.q = p.k = p.v = p.dout = cell;
+  p.o = p.dq = p.dk = p.dv = cell;
+  p.lse = cell;
+  p.intervals = (const int32_t *)cell;
+  fm_err err;
+  p.kernel = FM_KERNEL_SM90;
+  for (int pass = 0; pass < 2; pass++) {
+    fm_status (*run)(const fm_attn_problem *, fm_variant, int, void *, fm_err *) =
+        pass ? fm_attn_backward : fm_attn_forward;
+    p.mask_method = FM_MASK_METHOD_WORDS + 1;
+    cr_expect_eq(run(&p, FM_VARIANT_SKIP, 0, NULL, &err), FM_EINVAL);
+    cr_expect_str_eq(err.msg, "mask method 4: expected 0 (auto), 1 (slices), 2 (r2p) or 3 (words)");
+    p.mask_method = -1;
+    cr_expect_eq(run(&p, FM_VARIANT_SKIP, 0, NULL, &err), FM_EINVAL);
+    cr_expect_str_eq(err.msg, "mask method -1: expected 0 (auto), 1 (slices), 2 (r2p) or 3 (words)");
+  }
+  p.kernel = FM_KERNEL_SM80;
+  for (int m = FM_MASK_METHOD_SLICES; m <= FM_MASK_METHOD_WORDS; m++) {
+    p.mask_method = m;
+    char want[128];
+    snprintf(want, sizeof want, "mask method %s: kernel sm80 has one way of masking a partial tile (auto only)",
+             fm_mask_method_name((fm_mask_method)m));
+    cr_expect_eq(fm_attn_forward(&p, FM_VARIANT_SKIP, 0, NULL, &err), FM_EUNSUPPORTED, "%s", want);
+    cr_expect_str_eq(err.msg, want);
+  }
 }

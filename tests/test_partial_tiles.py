@@ -81,9 +81,9 @@ def add_cycles(d, cost=COST, method=None):
         json.dump(s, f)
 
 
-def make_trace(d, family, S=1024, B=1, H=1, params=(), pass_="both"):
+def make_trace(d, family, S=1024, B=1, H=1, params=(), pass_="both", method="auto"):
     cmd = [FMSIM, "run", "--family", family, "--seqlen", str(S), "--batch", str(B), "--heads", str(H),
-           "--kernel", "sm90", "--cpu", "--pass", pass_, "--out", d]
+           "--kernel", "sm90", "--cpu", "--pass", pass_, "--mask-method", method, "--out", d]
     for p in params:
         cmd += ["--param", p]
     subprocess.run(cmd, check=True, capture_output=True)
@@ -299,6 +299,9 @@ class PartialTiles(unittest.TestCase):
         c = make_trace(self.path("third"), "document", params=["docs=300,724"], pass_="fwd")
         add_cycles(c)
         self.assertEqual(self.analyze(c)[0]["folders"][0]["label"], "auto")  # fmsim run records it
+        w = make_trace(self.path("fourth"), "document", params=["docs=300,724"], pass_="fwd", method="words")
+        add_cycles(w)
+        self.assertEqual(self.analyze(w)[0]["folders"][0]["label"], "words")
         drop_method(c)
         doc, _ = self.analyze(c, a, labels=["before"])
         self.assertEqual([f["label"] for f in doc["folders"]], ["before", "slices"])

@@ -94,9 +94,10 @@ class Table(unittest.TestCase):
     def test_fmsim_variants_argument(self):
         self.assertEqual(pb.fmsim_impls(""), {"fmsim": "auto"})
         self.assertEqual(pb.fmsim_impls("r2p,slices"), {"fmsim[r2p]": "r2p", "fmsim[slices]": "slices"})
+        self.assertEqual(pb.MASK_METHODS, ("auto", "r2p", "slices", "words"))  # fmsim.torch's names
         import subprocess
         bench = os.path.join(os.path.dirname(os.path.abspath(pb.__file__)), "protocol_bench.py")
-        for bad in ("r2p,R2P", "r2p,r2p"):
+        for bad in ("r2p,R2P", "r2p,r2p", "r2p,word"):
             p = subprocess.run([sys.executable, bench, "--out", "x.json", "--fmsim-variants", bad],
                                capture_output=True, text=True)
             self.assertEqual(p.returncode, 2)

@@ -177,7 +177,7 @@ Test(run_cli, mask_method_is_recorded_and_changes_nothing_on_the_cpu) {
   fm_npy_header h1, h2;
   uint8_t *t1 = load(dir, "tiles.npy", &h1);
   int64_t *b1 = load(dir, "tile_bytes.npy", &h1);
-  static const char *const methods[] = {"slices", "r2p", "auto"};
+  static const char *const methods[] = {"slices", "r2p", "words", "auto"};
   for (size_t i = 0; i < sizeof methods / sizeof methods[0]; i++) {
     snprintf(args, sizeof args, "run --family causal --seqlen 1024 --cpu --mask-method %s --out %s",
              methods[i], dir);
@@ -224,23 +224,27 @@ Test(run_cli, run_without_cpu_flag_uses_the_gpu_or_says_so) {
 }
 
 /* --mask-method other than auto on the sm80 kernel: on a GPU the library refuses the launch
-   (one line, exit 1, no trace); without one the CPU simulation records it. */
+   (one line naming the method, exit 1, no trace); without one the CPU simulation records it. */
 Test(run_cli, mask_method_on_sm80_is_refused_by_the_gpu_or_recorded_without_one) {
-  char dir[512], args[1024], path[700];
-  tmpdir(dir, sizeof dir, "run_mask_sm80");
-  snprintf(args, sizeof args, "run --family causal --seqlen 256 --kernel sm80 --mask-method slices --reps 1 "
-           "--warmup 0 --out %s", dir);
-  fmt_run(&res, args);
-  snprintf(path, sizeof path, "%s/summary.json", dir);
-  if (res.status == 0) {
-    assert_json_string(path, "kernel", "mask_method", "slices");
-    assert_json_string(path, NULL, "device", "cpu-simulation");
-  } else {
-    cr_assert_eq(res.status, 1, "%s", res.err);
-    cr_assert_eq(res.err_lines, 1, "%s", res.err);
-    cr_assert(strstr(res.err, "GPU run failed (sm80): mask method slices: kernel sm80 has one way of "
-                              "masking a partial tile (auto only)"), "%s", res.err);
-    cr_assert(!exists(path), "no trace after a refused run");
+  static const char *const methods[] = {"slices", "words"};
+  for (size_t i = 0; i < sizeof methods / sizeof methods[0]; i++) {
+    char dir[512], args[1024], path[700], want[160];
+    tmpdir(dir, sizeof dir, "run_mask_sm80");
+    snprintf(args, sizeof args, "run --family causal --seqlen 256 --kernel sm80 --mask-method %s --reps 1 "
+             "--warmup 0 --out %s", methods[i], dir);
+    fmt_run(&res, args);
+    snprintf(path, sizeof path, "%s/summary.json", dir);
+    if (res.status == 0) {
+      assert_json_string(path, "kernel", "mask_method", methods[i]);
+      assert_json_string(path, NULL, "device", "cpu-simulation");
+    } else {
+      cr_assert_eq(res.status, 1, "%s", res.err);
+      cr_assert_eq(res.err_lines, 1, "%s", res.err);
+      snprintf(want, sizeof want, "GPU run failed (sm80): mask method %s: kernel sm80 has one way of masking "
+               "a partial tile (auto only)", methods[i]);
+      cr_assert(strstr(res.err, want), "%s", res.err);
+      cr_assert(!exists(path), "no trace after a refused run");
+    }
   }
 }
 
@@ -263,7 +267,7 @@ Test(run_cli, bad_inputs_get_one_clear_line_and_write_nothing) {
     expect_error(a, 2, needle, dir);                                               \
   } while (0)
   BAD("--variant fast", "unknown variant 'fast'");
-  BAD("--mask-method bogus", "--mask-method: unknown mask method 'bogus' (expected auto, slices or r2p)");
+  BAD("--mask-method bogus", "--mask-method: unknown mask method 'bogus' (expected auto, slices, r2p or words)");
   BAD("--mask-method R2P", "unknown mask method 'R2P'");
   BAD("--head-dim 96", "head dims 64 and 128");
   BAD("--head-dim x", "not an integer");

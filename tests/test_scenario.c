@@ -297,6 +297,9 @@ Test(scenario, gpu_step_keys_and_defaults) {
   const char *r2p = "name: r2p\nmask_method: r2p\nmasks:\n  - family: causal\n";
   cr_assert_eq(fm_scenario_parse(r2p, strlen(r2p), "r2p.yaml", ".", s, &e), FM_OK, "%s", e.msg);
   cr_assert_eq(s->mask_method, FM_MASK_METHOD_R2P);
+  const char *words = "name: words\nmask_method: words\nmasks:\n  - family: causal\n";
+  cr_assert_eq(fm_scenario_parse(words, strlen(words), "words.yaml", ".", s, &e), FM_OK, "%s", e.msg);
+  cr_assert_eq(s->mask_method, FM_MASK_METHOD_WORDS);
   free(s);
 }
 
@@ -333,7 +336,7 @@ Test(scenario, bad_gpu_step_keys) {
   expect_bad("name: x\nvariant: fast\nmasks:\n  - family: causal\n",
              ":2: key 'variant': unknown variant 'fast'");
   expect_bad("name: x\nseed: 1\nmask_method: R2P\nmasks:\n  - family: causal\n",
-             ":3: key 'mask_method': unknown mask method 'R2P' (expected auto, slices or r2p)");
+             ":3: key 'mask_method': unknown mask method 'R2P' (expected auto, slices, r2p or words)");
   expect_bad("name: x\nmask_method: [slices]\nmasks:\n  - family: causal\n",
              ":2: key 'mask_method': unknown mask method");
   expect_bad("name: x\nmasks:\n  - family: causal\n    mask_method: slices\n",

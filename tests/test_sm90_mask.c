@@ -17,9 +17,9 @@
  * words; each of its 32 elements' bits must equal the SLICES backward's
  * compare and the element rule; and on raw int32 intervals (any start, any
  * length >= 0, tiles up to 2^31 queries) the R2P bit must equal the compare.
- * WORDS (the forward prototype): the workspace's budget, its layout (a tile's
- * words one contiguous block of a bulk copy's size and alignment, a warp's
- * reads of a word consecutive), and each consumer thread's words through it
+ * WORDS (the forward's method words): the workspace's budget, its layout (a
+ * tile's words one contiguous block of a bulk copy's size and alignment, a
+ * warp's reads of a word consecutive), and each consumer thread's words through it
  * (the producer's bulk copy into a stage buffer, the thread's read there)
  * against the rule.
  * The kernels' own arithmetic is in the header these functions come from;
@@ -240,7 +240,7 @@ Test(sm90_mask, methods_agree_with_the_rule_on_windows) {
             cv.by_diagonal);
 }
 
-/* ============================================ WORDS (the forward prototype) */
+/* ========================================== WORDS (the forward's method words) */
 
 /* The budget decision on the masks it was sized for (fm_sm90_mask.h,
  * FM90M_WORDS_BUDGET): one set at 8K and 32K fits at both head dims (row

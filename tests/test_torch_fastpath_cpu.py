@@ -161,6 +161,7 @@ class FastPath(unittest.TestCase):
             "causal": dict(causal=False), "scale": dict(scale=0.5), "deterministic": dict(det=True),
             "layout": dict(layout="bhsd"), "kernel": dict(kernel="sm90"), "variant": dict(variant="noskip"),
             "mask_method r2p": dict(mask="r2p"), "mask_method slices": dict(mask="slices"),
+            "mask_method words": dict(mask="words"),
         }
         for what, kw in others.items():
             with self.subTest(field=what):
@@ -189,11 +190,11 @@ class FastPath(unittest.TestCase):
         # marker here), each found under its own key, its bytes passed to both passes as they are
         q, k, v = qkv()
         sri, iv = sri_of(), self.iv()
-        marks = {m: bytes([i + 1]) * PROBLEM_BYTES for i, m in enumerate(("auto", "r2p", "slices"))}
+        marks = {m: bytes([i + 1]) * PROBLEM_BYTES for i, m in enumerate(("auto", "r2p", "slices", "words"))}
         for m, raw in marks.items():
             self.assertTrue(self.remember(q, k, v, sri, make_plan(problem=raw), iv, mask=m))
-        self.assertEqual(self.stats()["plans"], 3)
-        for m in ("slices", "auto", "r2p", "slices"):
+        self.assertEqual(self.stats()["plans"], 4)
+        for m in ("slices", "words", "auto", "r2p", "slices", "words"):
             with self.subTest(mask_method=m):
                 PROBLEMS.clear()
                 o = self.fast(q, k, v, sri, mask=m)
@@ -216,6 +217,7 @@ class FastPath(unittest.TestCase):
                 "a layout not a str": ((q, k, v), dict(layout=["bshd"])),
                 "a bad scale": ((q, k, v), dict(scale="x")),
                 "a bad mask_method": ((q, k, v), dict(mask="R2P")),
+                "a mask_method not yet named": ((q, k, v), dict(mask="word")),
                 "a mask_method not a str": ((q, k, v), dict(mask=2)),
                 "a causal that cannot be bool": ((q, k, v), dict(causal=torch.ones(2))),
                 "a return_lse that cannot be bool": ((q, k, v), dict(lse=torch.ones(2))),

@@ -322,10 +322,12 @@ class Properties(unittest.TestCase):
 
 
 class MaskMethod(unittest.TestCase):
-    """mask_method (issue 25): R2P and slices mask the same elements of a partial
-    tile, so the output, the lse and (deterministic) the gradients are the same bits;
-    "auto" is the library's (R2P). Through the C++ op's fast path too: one plan per
-    method, each call running its own (the CPU twin: tests/test_torch_fastpath_cpu.py)."""
+    """mask_method (issue 25): R2P, slices and words mask the same elements of a
+    partial tile, so the output, the lse and (deterministic) the gradients are the
+    same bits; "auto" is the library's (R2P); words' backward is R2P's, and where its
+    forward is not built or its words pass their budget it runs R2P. Through the C++
+    op's fast path too: one plan per method, each call running its own (the CPU twin:
+    tests/test_torch_fastpath_cpu.py)."""
 
     def run_method(self, q, k, v, do, sri, causal, method, **kw):
         qg, kg, vg = (t.clone().requires_grad_() for t in (q, k, v))
@@ -348,8 +350,8 @@ class MaskMethod(unittest.TestCase):
                     sri, causal = fmsim.family(fam, Sk, batch=B, heads=H, seed=4).to_paddle()
                     sri = torch.as_tensor(sri, device="cuda")
                 q, k, v, do = inputs(B, Sq, Sk, H, D, seed=11)
-                got = {m: self.run_method(q, k, v, do, sri, causal, m) for m in ("r2p", "slices", "auto")}
-                for m in ("slices", "auto"):
+                got = {m: self.run_method(q, k, v, do, sri, causal, m) for m in ("r2p", "slices", "words", "auto")}
+                for m in ("slices", "words", "auto"):
                     for name, a, b in zip(("o", "lse", "dq", "dk", "dv"), got["r2p"], got[m]):
                         self.assertTrue(torch.equal(a, b), f"{name}: r2p and {m} differ")
                 # and right: against the oracle's tolerance, so that equal bits are not equally wrong
@@ -365,21 +367,37 @@ class MaskMethod(unittest.TestCase):
         sri = torch.as_tensor(sri, device="cuda")
         q, k, v, _ = inputs(B, S, S, H, D, seed=12)
         ref = flashmask_attention(q, k, v, sri, causal)
-        for m in ("r2p", "slices", "auto", "slices", "r2p") * 2:
+        for m in ("r2p", "slices", "words", "auto", "words", "slices", "r2p") * 2:
             self.assertTrue(torch.equal(flashmask_attention(q, k, v, sri, causal, mask_method=m), ref), m)
 
     def test_refusals(self):
         B, H, S, D = 1, 2, 512, 64
         q, k, v, _ = inputs(B, S, S, H, D)
-        with self.assertRaisesRegex(ValueError, r"^mask_method 'R2P': expected 'auto', 'r2p' or 'slices'$"):
+        with self.assertRaisesRegex(ValueError, r"^mask_method 'R2P': expected 'auto', 'r2p', 'slices' or 'words'$"):
             flashmask_attention(q, k, v, None, True, mask_method="R2P")
         # the method that is not the library's is built for the skip variant alone
         with self.assertRaisesRegex(fmsim.FmsimError, "mask method 1 is not built"):
             flashmask_attention(q, k, v, None, True, variant="noskip", mask_method="slices")
         o = flashmask_attention(q, k, v, None, True, variant="noskip", mask_method="r2p")  # the default: taken
         self.assertTrue(torch.equal(o, flashmask_attention(q, k, v, None, True, mask_method="slices")))
-        with self.assertRaisesRegex(fmsim.FmsimError, r"^mask method r2p: kernel sm80 has one way"):
-            flashmask_attention(q, k, v, None, True, kernel="sm80", mask_method="r2p")
+        # words is built for skip alone too, and runs r2p elsewhere: taken, the same bits
+        o = flashmask_attention(q, k, v, None, True, variant="noskip", mask_method="words")
+        self.assertTrue(torch.equal(o, flashmask_attention(q, k, v, None, True, mask_method="words")))
+        for m in ("r2p", "words"):
+            with self.assertRaisesRegex(fmsim.FmsimError, rf"^mask method {m}: kernel sm80 has one way"):
+                flashmask_attention(q, k, v, None, True, kernel="sm80", mask_method=m)
+
+    def test_words_past_their_budget_run_r2p(self):
+        # per-head sets at 8K, head dim 128: 32 x 64 x 64 tiles of 3 KiB of words, 384 MiB, past
+        # FM90M_WORDS_BUDGET (256 MiB): the forward runs r2p (one stderr line), the same bits
+        B, H, S, D = 1, 32, 8192, 128
+        sri, causal = fmsim.family("random_eviction", S, batch=B, heads=H, seed=5).to_paddle()
+        self.assertEqual(sri.shape[1], H, "one interval set per head")
+        sri = torch.as_tensor(sri, device="cuda")
+        q, k, v, _ = inputs(B, S, S, H, D, seed=13)
+        o, lse = flashmask_attention(q, k, v, sri, causal, return_lse=True, mask_method="words")
+        o2, lse2 = flashmask_attention(q, k, v, sri, causal, return_lse=True, mask_method="r2p")
+        self.assertTrue(torch.equal(o, o2) and torch.equal(lse, lse2))
 
 
 class Instrumented(unittest.TestCase):

@@ -4,7 +4,7 @@ label python): the ctypes mirror of fm_attn_problem checked member for member at
 import (fm_attn_problem_member, kernels/fm_attn.h), and the mask method (issue 25)
 checked on both sides before any CUDA call: mask_method refused with one line by
 the op, an out-of-range or sm80 method by the library, the method part of the
-plan's key. The GPU side (both methods, the same bits): tests/test_torch_op.py,
+plan's key. The GPU side (every method, the same bits): tests/test_torch_op.py,
 MaskMethod. Exits 77 (skipped) without torch or the libraries.
 """
 import ctypes as C
@@ -58,14 +58,15 @@ class Mirror(unittest.TestCase):
 class MaskMethod(unittest.TestCase):
     def test_refused_with_one_line(self):
         q = torch.zeros(1, 64, 2, 64, dtype=torch.bfloat16)
-        for bad in ("R2P", "", 2, None):
+        for bad in ("R2P", "", 2, None, "word"):
             with self.subTest(mask_method=bad):
                 with self.assertRaises(ValueError) as cm:
                     ft.flashmask_attention(q, q, q, mask_method=bad)
-                self.assertEqual(str(cm.exception), f"mask_method {bad!r}: expected 'auto', 'r2p' or 'slices'")
+                self.assertEqual(str(cm.exception),
+                                 f"mask_method {bad!r}: expected 'auto', 'r2p', 'slices' or 'words'")
                 with self.assertRaisesRegex(ValueError, "^mask_method "):
                     ft.flashmask_attention_profile(q, q, q, mask_method=bad)
-        for good in ("auto", "r2p", "slices"):  # taken: the refusal is the CPU tensor's
+        for good in ("auto", "r2p", "slices", "words"):  # taken: the refusal is the CPU tensor's
             with self.assertRaisesRegex(ValueError, "^q: on cpu"):
                 ft.flashmask_attention(q, q, q, mask_method=good)
 
@@ -76,9 +77,9 @@ class MaskMethod(unittest.TestCase):
         ft._plans.clear()
         try:
             q = torch.zeros(1, 64, 2, 64, dtype=torch.bfloat16)
-            for m in ("auto", "r2p", "slices", "r2p", "auto"):
+            for m in ("auto", "r2p", "slices", "words", "r2p", "words", "auto"):
                 ft._plan(q, q, q, None, True, None, "bshd", "auto", "skip", False, m)
-            self.assertEqual(made, ["auto", "r2p", "slices"])
+            self.assertEqual(made, ["auto", "r2p", "slices", "words"])
         finally:
             ft._make_plan = real
             ft._plans.clear()
@@ -91,13 +92,16 @@ class MaskMethod(unittest.TestCase):
             p.q = p.k = p.v = p.o = p.lse = p.intervals = 4096
             st = ft._lib.fm_attn_forward(C.byref(p), 0, 0, None, ft._errp)
             return st, ft._err.msg.decode()
-        st, msg = status(1, 3)
-        self.assertNotEqual(st, 0)
-        self.assertEqual(msg, "mask method 3: expected 0 (auto), 1 (slices) or 2 (r2p)")
-        st, msg = status(0, 2)
-        self.assertNotEqual(st, 0)
-        self.assertRegex(msg, r"^mask method r2p: kernel sm80 has one way of masking a partial tile \(auto only\)$")
-        for kernel, method in ((1, 0), (1, 1), (1, 2), (0, 0)):  # taken: no device is what stops them
+        for method in (4, -1):
+            st, msg = status(1, method)
+            self.assertNotEqual(st, 0)
+            self.assertEqual(msg, f"mask method {method}: expected 0 (auto), 1 (slices), 2 (r2p) or 3 (words)")
+        for method, name in ((2, "r2p"), (3, "words")):
+            st, msg = status(0, method)
+            self.assertNotEqual(st, 0)
+            self.assertRegex(msg, f"^mask method {name}: kernel sm80 has one way of masking a partial tile "
+                             r"\(auto only\)$")
+        for kernel, method in ((1, 0), (1, 1), (1, 2), (1, 3), (0, 0)):  # taken: no device is what stops them
             with self.subTest(kernel=kernel, method=method):
                 st, msg = status(kernel, method)
                 self.assertNotIn("mask method", msg)

@@ -25,12 +25,16 @@ Arguments follow PaddlePaddle's ``flashmask_attention``:
   differentiable), ``deterministic`` (the backward's dQ added in a fixed order:
   bit-identical gradients run to run and between skip and noskip).
 * ``mask_method``: how the sm90 kernels mask the elements of a partial tile,
-  forward and backward: ``"auto"`` (the library's choice, R2P), ``"r2p"`` or
-  ``"slices"`` (core/fm_kernels.h, fm_mask_method). Both give the same output
-  and gradients bit for bit; only their speed differs (issue 25: for timing them
-  against each other, bench/protocol_bench.py --fmsim-variants). The method that
-  is not the library's runs with ``variant="skip"`` only, and the sm80 kernel
-  takes ``"auto"`` only (the library refuses the launch: ``fmsim.FmsimError``).
+  forward and backward: ``"auto"`` (the library's choice, R2P), ``"r2p"``,
+  ``"slices"`` or ``"words"`` (the forward reads R2P's words precomputed per
+  tile; the backward runs r2p) (core/fm_kernels.h, fm_mask_method). All give
+  the same output and gradients bit for bit; only their speed differs (issue
+  25: for timing them against each other, bench/protocol_bench.py
+  --fmsim-variants). ``"slices"``, not the library's, runs with
+  ``variant="skip"`` only; ``"words"`` runs r2p where it is not built
+  (``variant="noskip"``; a words workspace over 256 MiB), saying so once on
+  stderr; the sm80 kernel takes ``"auto"`` only (the library refuses the
+  launch: ``fmsim.FmsimError``).
 
 The op launches on the current CUDA stream of the tensors' device with no host
 synchronisation: the tile-bounds preprocessing and the kernel (fm_attn_forward);
@@ -92,7 +96,7 @@ __all__ = ["flashmask_attention", "flashmask_attention_profile", "Profile", "lib
 
 _KERNELS = {"sm80": 0, "sm90": 1, "auto": -1}
 _VARIANTS = {"skip": 0, "noskip": 1}
-_MASK_METHODS = {"auto": 0, "slices": 1, "r2p": 2}  # fm_mask_method (core/fm_kernels.h)
+_MASK_METHODS = {"auto": 0, "slices": 1, "r2p": 2, "words": 3}  # fm_mask_method (core/fm_kernels.h)
 _PASS_FWD, _PASS_BWD = 1, 2
 
 
@@ -270,7 +274,7 @@ def _make_plan(q, k, v, sri, causal, scale, layout, kernel, variant, determinist
     if variant not in _VARIANTS:
         raise ValueError(f"variant {variant!r}: expected 'skip' or 'noskip'")
     if not isinstance(mask_method, str) or mask_method not in _MASK_METHODS:
-        raise ValueError(f"mask_method {mask_method!r}: expected 'auto', 'r2p' or 'slices'")
+        raise ValueError(f"mask_method {mask_method!r}: expected 'auto', 'r2p', 'slices' or 'words'")
     qb, kb, vb = _bshd("q", q, layout), _bshd("k", k, layout), _bshd("v", v, layout)
     B, Sq, H, D = qb.shape
     if kb.shape != vb.shape or kb.shape[0] != B or kb.shape[2] != H or kb.shape[3] != D:
@@ -567,8 +571,8 @@ def flashmask_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, start
     with return_lse. variant "noskip" visits every tile (the baseline; its
     output and, with deterministic, its gradients are bit-identical to skip's);
     kernel "auto" is the fastest the device runs (sm90 on Hopper; sm80 has no
-    backward); mask_method "auto", "r2p" or "slices" (the sm90 kernels' way of
-    masking a partial tile: the same bits, another speed). The checks of a
+    backward); mask_method "auto", "r2p", "slices" or "words" (the sm90 kernels'
+    way of masking a partial tile: the same bits, another speed). The checks of a
     call's shapes run once per distinct shape."""
     if _fast is not None:
         # the C++ op's plan and intervals looked up in C++ (a call like one that ran

@@ -408,8 +408,8 @@ bool read_args(Args &a, py::handle q, py::handle k, py::handle v, py::handle sri
   static const int kKernelCodes[] = {-1, 0, 1};
   static const char *const kVariants[] = {"skip", "noskip"};  // torch.py's _VARIANTS
   static const int kVariantCodes[] = {0, 1};
-  static const char *const kMaskMethods[] = {"auto", "slices", "r2p"};  // torch.py's _MASK_METHODS
-  static const int kMaskMethodCodes[] = {0, 1, 2};
+  static const char *const kMaskMethods[] = {"auto", "slices", "r2p", "words"};  // torch.py's _MASK_METHODS
+  static const int kMaskMethodCodes[] = {0, 1, 2, 3};
   if (!plain_tensor(q, a.q) || !plain_tensor(k, a.k) || !plain_tensor(v, a.v))
     return false;
   if (!sri.is_none()) {  // used as given by Python only when a contiguous tensor on q's device
@@ -432,7 +432,7 @@ bool read_args(Args &a, py::handle q, py::handle k, py::handle v, py::handle sri
   a.layout = name_code(layout, kLayouts, kLayoutCodes, 2);
   a.kernel = name_code(kernel, kKernels, kKernelCodes, 3);
   a.variant = name_code(variant, kVariants, kVariantCodes, 2);
-  a.mask_method = name_code(mask_method, kMaskMethods, kMaskMethodCodes, 3);
+  a.mask_method = name_code(mask_method, kMaskMethods, kMaskMethodCodes, 4);
   return a.layout != -100 && a.kernel != -100 && a.variant != -100 && a.mask_method != -100;
 }
 
