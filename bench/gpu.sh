@@ -26,7 +26,7 @@ instoverhead64 200   the same at head dim 64, 8K and 32K
 instoverheadbwd 400  the same for the sm90 backward, head dim 128
 ncubwd         120   Nsight Compute on one sm90 backward launch (full 8K, head dim 128)
 ncufwdmask     300   Nsight Compute on one sm90 forward launch at 8K of each of FM_NCU_FAMILIES per mask method, by phase (bench/ncu_phases.py)
-nculinrnn      120   Nsight Compute on the linear-RNN forward step (C 128, L 16, 64, 2048), by phase
+nculinrnn      120   Nsight Compute on the linear-RNN output kernel (drawn 64, B4 T4096 H64), by phase
 partialall     200   a mask whose every tile is partial beside the full mask, 8K, head dims 128 and 64, both passes, r2p slices r2p slices
 partialwords   200   the same mask and runs with --mask-method r2p words r2p words (words: the forward applies precomputed R2P words, the backward r2p)
 kbwords        300   fm_kernel_bench --sm90-masks 2,3 (the methods r2p, words; forward): times and per-tile cycles, 8K, head dims 128 and 64
@@ -218,14 +218,15 @@ ncufwdmask() { # Nsight Compute on the first plain forward launch at 8K (the pap
   return $rc
 }
 
-nculinrnn() { # Nsight Compute on the linear-RNN forward's first plain SKIP launch at C 128 for
-  # documents of 16, 64 and 2048 tokens (fm_linrnn_check --bench's shape), by phase (issue 23)
-  local l rc=0
-  for l in 16 64 2048; do
-    ncu --clock-control none --set full --import-source yes -k regex:fwd_kernel -c 1 -f -o "$OUT/nculinrnn-$l" \
-      "$LRCHECK" --bench "128:$l" > "$OUT/nculinrnn-$l.log" 2>&1 || { rc=1; continue; }
-    ncuphases "$OUT/nculinrnn-$l" "$LRCHECK" _ZN4fmlr10fwd_kernelILi128ELi128ELi8ELb0EEEvNS_6paramsE \
-      kernels/fm_linrnn.cuh "nculinrnn-$l" || rc=1
+nculinrnn() { # Nsight Compute on the linear-RNN two-pass path's output kernel (its first plain
+  # SKIP launch) at drawn 64 (dv 256) and B4 T4096 H64 (dv 128), fm_linrnn_check --bench's shapes,
+  # by phase: a phase per function of fm_linrnn_wg.cuh (issue 23)
+  local pt n rc=0
+  for pt in d64:64 p4:4096:64:128; do
+    n=nculinrnn-${pt//:/_}
+    ncu --clock-control none --set full --import-source yes -k regex:out_kernel -c 1 -f -o "$OUT/$n" \
+      "$LRCHECK" --skip-only --bench "128:$pt" > "$OUT/$n.log" 2>&1 || { rc=1; continue; }
+    ncuphases "$OUT/$n" "$LRCHECK" _ZN4fmlr2wg10out_kernelILb0EEEvNS_6paramsE kernels/fm_linrnn_wg.cuh "$n-out" || rc=1
   done
   return $rc
 }

@@ -56,15 +56,16 @@ SKIP_NAMES = {"__launch_bounds__", "if", "for", "while", "switch", "return", "si
 
 def function_phases(source):
     """[(name, first line, last line)] of the functions defined at the start of a line in source
-    (`__device__`, `__global__`, `static`, `inline` or an FMLR_ macro first; the name is the first
-    identifier followed by '(' that is not a bounds macro), each up to the next one."""
+    (`__device__`, `__global__`, `static`, `inline` or an FMLR_ macro first, after a `template
+    <...>` on the same line if any; the name is the first identifier followed by '(' that is not a
+    bounds macro), each up to the next one."""
     try:
         lines = open(source).read().split("\n")
     except OSError as e:
         sys.exit(f"ncu_phases: {source}: {e.strerror}")
     starts = []
     for i, line in enumerate(lines, 1):
-        if not re.match(r"(__device__|__global__|static |inline |FMLR_DEV|FMLR_KERNEL)", line):
+        if not re.match(r"(template\s*<[^>]*>\s*)?(__device__|__global__|static |inline |FMLR_DEV|FMLR_KERNEL)", line):
             continue
         names = [n for n in re.findall(r"(\w+)\s*\(", line) if n not in SKIP_NAMES and not n.endswith("_BOUNDS")]
         if names:

@@ -81,6 +81,7 @@ class NcuPhases(unittest.TestCase):
         lines = [""] * 45
         lines[8] = "__device__ __forceinline__ void setup(int x) {"          # line 9
         lines[19] = "__global__ void __launch_bounds__(128, 1) kern(int p) {"  # line 20: not __launch_bounds__
+        lines[23] = "template <int J, bool I> FMLR_DEV void band(int u) {"       # line 24: a template on the line
         lines[37] = "static __device__ int tail(int y) {"                      # line 38
         with open(src, "w") as f:
             f.write("\n".join(lines))
@@ -91,8 +92,8 @@ class NcuPhases(unittest.TestCase):
                             "--json", out], capture_output=True, text=True)
         self.assertEqual(r.returncode, 0, r.stderr)
         t = {row["phase"]: row["samples_per_unit"] for row in json.load(open(out))["phases"]}
-        # lines 10 (and the helper after it) in setup, 25 in kern, 40 in tail
-        self.assertEqual(t, {"setup": 6.0, "kern": 16.0, "tail": 1.0})
+        # lines 10 (and the helper after it) in setup, 25 in band (kern: 20-23, no instruction), 40 in tail
+        self.assertEqual({k: v for k, v in t.items() if v}, {"setup": 6.0, "band": 16.0, "tail": 1.0})
 
     def test_another_build_and_bad_phase_are_refused(self):
         p = os.path.join(self.tmp.name, "b.csv")
