@@ -332,13 +332,18 @@ FMLR_DEV int swz(int row, int chunk, int len) { return row * len + ((chunk ^ (ro
  * per-copy index arithmetic: kernels/PERF_NOTES.md, twentieth session). With
  * src2 (when two), the same chunks of a second tile of the same strides to
  * dst2. */
+/* Byte offset of 16-byte chunk c of row r in that layout (copy_rows, store_rows). */
+template <int BLK, int PITCH> FMLR_DEV uint32_t chunk_off(int r, int c) {
+  return (uint32_t)((c >> 3) * BLK + r * PITCH + (((c & 7) ^ (r & 7)) << 4));
+}
+
 template <int NT, int CW, int R, int BLK, int PITCH>
 FMLR_DEV void copy_rows(uint32_t dst, const uint16_t *src, int64_t gstride, int nvalid, bool two = false,
                         uint32_t dst2 = 0, const uint16_t *src2 = nullptr) {
   constexpr int RS = NT / CW;
   static_assert(NT % CW == 0 && RS % 8 == 0 && R % RS == 0, "a thread's rows keep their swizzle");
   const int tid = threadIdx.x, cc = tid % CW, r0 = tid / CW;
-  uint32_t d = (uint32_t)((cc >> 3) * BLK + r0 * PITCH + (((cc & 7) ^ (r0 & 7)) << 4));
+  uint32_t d = chunk_off<BLK, PITCH>(r0, cc);
   const int64_t step = (int64_t)RS * gstride;
   int64_t o = (int64_t)r0 * gstride + cc * 8;
 #pragma unroll 4

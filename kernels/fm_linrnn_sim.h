@@ -234,7 +234,6 @@ inline void stmatrix(uint32_t addr, const uint32_t (&r)[4], bool trans) {
       std::memcpy(s + a[8 * i + col + 1] + 2 * row, &e1, 2);
     }
   }
-  warp_exchange(nullptr, 0, [](auto) {}); /* every lane's stores before any lane reads them */
 }
 
 inline float bf16_at(uint32_t reg, int half) {

@@ -304,15 +304,14 @@ template <int M0, int M1> FMLR_DEV void pv_bands(int u, uint32_t sb, float (&d0)
 }
 
 /* The chunk's output rows from the staging area (rows of ST_ROW bytes, 16-byte
- * piece c of row t at ((c / 8) 128 + ((c % 8) ^ (t % 8)) 16): copy_rows's
- * layout, BLK 128) to O, CW pieces a row, rows t >= nvalid not written. As in
- * copy_rows a thread's piece and swizzle stay fixed and only the addresses
- * advance. */
+ * piece c of row t at chunk_off<128, ST_ROW>(t, c): copy_rows's layout) to O,
+ * CW pieces a row, rows t >= nvalid not written. As in copy_rows a thread's
+ * piece and swizzle stay fixed and only the addresses advance. */
 template <int CW> FMLR_DEV void store_rows(const unsigned char *st, uint16_t *dst, int64_t gstride, int nvalid) {
   constexpr int RS = NT / CW;
   static_assert(NT % CW == 0 && RS % 8 == 0 && C % RS == 0, "a thread's rows keep their swizzle");
   const int cc = threadIdx.x % CW, r0 = threadIdx.x / CW;
-  const unsigned char *s = st + (cc >> 3) * 128 + r0 * ST_ROW + (((cc & 7) ^ (r0 & 7)) << 4);
+  const unsigned char *s = st + chunk_off<128, ST_ROW>(r0, cc);
   uint16_t *d = dst + (int64_t)r0 * gstride + cc * 8;
 #pragma unroll 4
   for (int i = 0; i < C / RS; i++)

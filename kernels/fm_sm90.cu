@@ -120,6 +120,13 @@ static int bucket_shift(int32_t Tc, int order) {
   return s;
 }
 
+/* Whether *told was still 0 (it becomes 1): a line said once a process. */
+static bool first_time(int *told) {
+  if (*told) return false;
+  *told = 1;
+  return true;
+}
+
 /* Mask method WORDS (fm_attn_dev.h): the dense words workspace of the
  * forward's grid, allocated and filled by words_kernel on l.stream (*words;
  * free it with cudaFreeAsync), when it fits FM90M_WORDS_BUDGET
@@ -130,7 +137,7 @@ static cudaError_t words_workspace(const pass_launch &l, int32_t D, uint32_t **w
   const int threads = D == 128 ? fm90::consumer_threads<128>() : fm90::consumer_threads<64>();
   if (!fm90m_words_fit(l.nsets, l.base.Tr, l.base.Tc, threads)) {
     static int told = 0; /* once a process: a timing loop launches the same problem many times */
-    if (!told++)
+    if (first_time(&told))
       fprintf(stderr, "fmsim: sm90 forward, mask method words: %.1f MiB of words exceed the budget of %.0f MiB; "
               "running r2p (said once)\n", (double)fm90m_words_bytes(l.nsets, l.base.Tr, l.base.Tc, threads) / (1 << 20),
               (double)FM90M_WORDS_BUDGET / (1 << 20));
@@ -154,7 +161,7 @@ static cudaError_t words_workspace(const pass_launch &l, int32_t D, uint32_t **w
 static int mask_fwd(int variant, int mode, int mask) {
   if (mask != FM_SM90_MASK_WORDS || fm90::mask_built_fwd(variant, mode, mask)) return mask;
   static int told = 0; /* once a process, as words_workspace's line */
-  if (!told++)
+  if (first_time(&told))
     fprintf(stderr, "fmsim: sm90 forward, mask method words: built for the skip variant in the default mode "
             "only; running r2p (said once)\n");
   return FM_SM90_MASK_R2P;
